@@ -1,0 +1,1 @@
+"""The Parquet golden store: the exact lane's outputs, with everything that produced them."""

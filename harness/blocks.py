@@ -1,0 +1,234 @@
+"""The block: the unit the engine sends, and the contract every lane and backend relies on.
+
+A block is 8 overlapping windows of one contiguous span of audio (DESIGN.md). Everything
+that enters the harness (corpus rows, derived voiceprint requests, wire requests arriving at
+a model) goes through the same field checks here, so a malformed input fails at the door
+with one :class:`BlockError` naming the block, the field and the offending value, instead of
+turning into a wrong golden later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness import ops
+from harness.errors import BlockError
+from harness.geometry import Geometry
+from harness.ops import Op
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """One block as the engine sends it (fields normalised, validated).
+
+    ``speakers`` is metadata, not a wire tensor: the local speaker of each voiceprint row,
+    so that rows can be matched by (block, window, speaker) rather than by position.
+    """
+
+    id: str
+    op: Op
+    span: np.ndarray
+    offsets: np.ndarray
+    valid: np.ndarray
+    weights: np.ndarray | None = None
+    idx: np.ndarray | None = None
+    speakers: np.ndarray | None = None
+
+    @classmethod
+    def create(
+        cls,
+        id: str,
+        op: object,
+        span: object,
+        offsets: object,
+        valid: object,
+        geometry: Geometry,
+        weights: object | None = None,
+        idx: object | None = None,
+        speakers: object | None = None,
+    ) -> Block:
+        """Normalise dtypes/shapes and validate against ``geometry``; raise BlockError."""
+        block_id = str(id)
+        fields = check_fields(
+            block_id,
+            {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid, ops.OP: op, ops.WEIGHTS: weights,
+             ops.IDX: idx},
+            geometry,
+        )
+        n = fields[ops.OFFSETS].shape[0]
+        if n != geometry.windows_per_block:
+            raise BlockError(block_id, "OFFSETS", f"{n} windows",
+                             f"a block holds exactly {geometry.windows_per_block} windows in this release")
+        speaker_arr = None
+        if speakers is not None:
+            if fields[ops.IDX] is None:
+                raise BlockError(block_id, "SPEAKERS", speakers, "speaker labels given without voiceprint rows")
+            speaker_arr = _as_int(block_id, "SPEAKERS", speakers, np.int32, rank=1)
+            if speaker_arr.shape[0] != fields[ops.IDX].shape[0]:
+                raise BlockError(block_id, "SPEAKERS", f"{speaker_arr.shape[0]} labels",
+                                 f"must have one label per IDX row ({fields[ops.IDX].shape[0]})")
+            bad = np.flatnonzero((speaker_arr < 0) | (speaker_arr >= geometry.speakers))
+            if bad.size:
+                raise BlockError(block_id, f"SPEAKERS[{bad[0]}]", int(speaker_arr[bad[0]]),
+                                 f"local speaker must be in 0..{geometry.speakers - 1}")
+        return cls(
+            id=block_id,
+            op=Op(int(fields[ops.OP][0])),
+            span=fields[ops.SPAN],
+            offsets=fields[ops.OFFSETS],
+            valid=fields[ops.VALID],
+            weights=fields[ops.WEIGHTS],
+            idx=fields[ops.IDX],
+            speakers=speaker_arr,
+        )
+
+    @property
+    def windows(self) -> int:
+        return int(self.offsets.shape[0])
+
+    @property
+    def rows(self) -> int:
+        return 0 if self.idx is None else int(self.idx.shape[0])
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The wire request for this block alone (what the exact lane sends)."""
+        out = {
+            ops.SPAN: self.span,
+            ops.OFFSETS: self.offsets,
+            ops.VALID: self.valid,
+            ops.OP: np.array([int(self.op)], dtype=np.int32),
+        }
+        if self.op.is_voiceprint:
+            out[ops.WEIGHTS] = self.weights
+            out[ops.IDX] = self.idx
+        return out
+
+    def with_voiceprint(
+        self, op: Op, weights: np.ndarray, idx: np.ndarray, speakers: np.ndarray, geometry: Geometry
+    ) -> Block:
+        """The OP 1/2 request of this block's audio, validated like any other block."""
+        return Block.create(self.id, op, self.span, self.offsets, self.valid, geometry,
+                            weights=weights, idx=idx, speakers=speakers)
+
+
+def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str = "request") -> dict:
+    """Validate a wire request (one block or a packed one): every rule but the window count."""
+    unknown = sorted(set(tensors) - set(ops.INPUT_NAMES))
+    if unknown:
+        raise BlockError(where, unknown[0], "given", f"not an input of the contract {list(ops.INPUT_NAMES)}")
+    for name in (ops.SPAN, ops.OFFSETS, ops.VALID, ops.OP):
+        if name not in tensors:
+            raise BlockError(where, name, None, "required input is missing")
+    return check_fields(where, tensors, geometry)
+
+
+def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) -> dict:
+    """Normalise and check every contract field of one request; see Block.create."""
+    span = _as_float(owner, ops.SPAN, tensors[ops.SPAN], rank=1)
+    if span.shape[0] == 0:
+        raise BlockError(owner, ops.SPAN, "length 0", "SPAN is empty")
+    _require_finite(owner, ops.SPAN, span)
+    op_arr = _as_int(owner, ops.OP, tensors[ops.OP], np.int32, rank=None).reshape(-1)
+    if op_arr.shape[0] != 1:
+        raise BlockError(owner, ops.OP, op_arr.tolist(), "OP must hold exactly one value")
+    try:
+        op = Op.parse(op_arr[0])
+    except ValueError as exc:
+        raise BlockError(owner, ops.OP, int(op_arr[0]), str(exc)) from None
+    offsets = _as_int(owner, ops.OFFSETS, tensors[ops.OFFSETS], np.int64, rank=1)
+    valid = _as_int(owner, ops.VALID, tensors[ops.VALID], np.int32, rank=1)
+    n = offsets.shape[0]
+    if n == 0:
+        raise BlockError(owner, ops.OFFSETS, "0 windows", "a request needs at least one window")
+    if valid.shape[0] != n:
+        raise BlockError(owner, ops.VALID, f"{valid.shape[0]} values", f"must have one value per window ({n})")
+    _check_offsets(owner, offsets, valid, span.shape[0], geometry.window_samples)
+
+    weights_in, idx_in = tensors.get(ops.WEIGHTS), tensors.get(ops.IDX)
+    weights = idx = None
+    if op is Op.SEGMENTATION:
+        for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
+            if value is not None:
+                raise BlockError(owner, name, "given", "OP 0 (segmentation) takes no WEIGHTS or IDX")
+    else:
+        for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
+            if value is None:
+                raise BlockError(owner, name, None, f"OP {int(op)} (voiceprint) requires {name}")
+        weights = _as_float(owner, ops.WEIGHTS, weights_in, rank=2)
+        if weights.shape[1] != geometry.frames_per_window:
+            raise BlockError(owner, ops.WEIGHTS, f"width {weights.shape[1]}",
+                             f"must be frames per window ({geometry.frames_per_window})")
+        _require_finite(owner, ops.WEIGHTS, weights)
+        negative = np.argwhere(weights < 0)
+        if negative.size:
+            r, f = (int(v) for v in negative[0])
+            raise BlockError(owner, f"WEIGHTS[{r},{f}]", float(weights[r, f]), "weights must be >= 0")
+        idx = _as_int(owner, ops.IDX, idx_in, np.int32, rank=1)
+        if idx.shape[0] != weights.shape[0]:
+            raise BlockError(owner, ops.IDX, f"{idx.shape[0]} rows",
+                             f"must have one entry per WEIGHTS row ({weights.shape[0]})")
+        bad = np.flatnonzero((idx < 0) | (idx >= n))
+        if bad.size:
+            raise BlockError(owner, f"IDX[{bad[0]}]", int(idx[bad[0]]), f"window index out of range 0..{n - 1}")
+    return {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid,
+            ops.OP: np.array([int(op)], dtype=np.int32), ops.WEIGHTS: weights, ops.IDX: idx}
+
+
+def _check_offsets(owner: str, offsets: np.ndarray, valid: np.ndarray, span_len: int, window: int) -> None:
+    checks = (
+        (offsets < 0, ops.OFFSETS, offsets, "offset is negative"),
+        (np.r_[False, np.diff(offsets) < 0], ops.OFFSETS, offsets, "offsets decrease"),
+        (offsets > span_len, ops.OFFSETS, offsets, f"offset is past the end of SPAN (length {span_len})"),
+        (valid < 0, ops.VALID, valid, "VALID is negative"),
+        (valid > window, ops.VALID, valid, f"VALID exceeds the window ({window} samples)"),
+        (offsets + valid > span_len, ops.VALID, valid,
+         f"OFFSETS + VALID runs past the end of SPAN (length {span_len})"),
+    )
+    for bad_mask, name, values, reason in checks:
+        bad = np.flatnonzero(bad_mask)
+        if bad.size:
+            i = int(bad[0])
+            detail = f" (offset {int(offsets[i])})" if name == ops.VALID and "OFFSETS" in reason else ""
+            raise BlockError(owner, f"{name}[{i}]", int(values[i]), reason + detail)
+
+
+def _as_array(owner: str, name: str, value: object) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise BlockError(owner, name, type(value).__name__, f"cannot be read as an array ({exc})") from None
+
+
+def _check_rank(owner: str, name: str, arr: np.ndarray, rank: int | None) -> None:
+    if rank is not None and arr.ndim != rank:
+        raise BlockError(owner, name, f"shape {list(arr.shape)}", f"wrong rank: expected {rank}-D")
+
+
+def _as_float(owner: str, name: str, value: object, rank: int) -> np.ndarray:
+    arr = _as_array(owner, name, value)
+    if arr.dtype.kind != "f":
+        raise BlockError(owner, name, f"dtype {arr.dtype}", "wrong dtype: expected floating point (FP32)")
+    _check_rank(owner, name, arr, rank)
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _as_int(owner: str, name: str, value: object, dtype: type, rank: int | None) -> np.ndarray:
+    arr = _as_array(owner, name, value)
+    if arr.dtype.kind not in "iu":
+        raise BlockError(owner, name, f"dtype {arr.dtype}", f"wrong dtype: expected integers ({np.dtype(dtype)})")
+    _check_rank(owner, name, arr, rank)
+    info = np.iinfo(dtype)
+    if arr.size and (arr.min() < info.min or arr.max() > info.max):
+        raise BlockError(owner, name, int(arr.max()), f"does not fit {np.dtype(dtype)}")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _require_finite(owner: str, name: str, arr: np.ndarray) -> None:
+    if not np.isfinite(arr).all():
+        where = tuple(int(v) for v in np.argwhere(~np.isfinite(arr))[0])
+        index = ",".join(str(v) for v in where)
+        raise BlockError(owner, f"{name}[{index}]", float(arr[where]), "NaN or Inf is not audio/weight data")

@@ -1,0 +1,151 @@
+"""A lane's outputs over a corpus, in the columnar form scoring and the golden store share.
+
+Everything is held as corpus-wide arrays (one row per window for OP 0, one per voiceprint
+row for OP 1/2) so scoring is a handful of vectorised numpy passes, and the Parquet files
+are a direct image of these arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.geometry import Geometry
+from harness.masks import VoiceprintRows
+from harness.ops import ALL_OPS, Op
+
+
+@dataclass(eq=False)
+class SegmentationOutputs:
+    """OP 0 over a corpus: ``logprobs[b, n]`` is window n of block ``block_ids[b]``."""
+
+    block_ids: list[str]
+    valid: np.ndarray  # [B, N] int32
+    logprobs: np.ndarray  # [B, N, F, C] float32
+
+    def index(self) -> dict[str, int]:
+        return {b: i for i, b in enumerate(self.block_ids)}
+
+    def block(self, block_id: str) -> np.ndarray:
+        return self.logprobs[self.index()[block_id]]
+
+    def select(self, block_ids: list[str]) -> SegmentationOutputs:
+        pos = self.index()
+        rows = [pos[b] for b in block_ids]
+        return SegmentationOutputs(list(block_ids), self.valid[rows], self.logprobs[rows])
+
+
+@dataclass(eq=False)
+class VoiceprintOutputs:
+    """OP 1 or 2 over a corpus: one row per (block, window, speaker)."""
+
+    op: Op
+    block_ids: np.ndarray  # [R] str (object)
+    row: np.ndarray  # [R] int32: row index inside its block's request
+    window: np.ndarray  # [R] int32: IDX
+    speaker: np.ndarray  # [R] int32
+    weights: np.ndarray  # [R, F] float32
+    embedding: np.ndarray  # [R, D] float32
+
+    @property
+    def rows(self) -> int:
+        return int(self.row.shape[0])
+
+    def keys(self) -> np.ndarray:
+        """Structured [R] array of (block, window, speaker): how rows are matched across runs."""
+        keys = np.empty(self.rows, dtype=[("block", object), ("window", np.int32), ("speaker", np.int32)])
+        keys["block"], keys["window"], keys["speaker"] = self.block_ids, self.window, self.speaker
+        return keys
+
+    def inputs(self) -> dict[str, VoiceprintRows]:
+        """The WEIGHTS/IDX each block was called with (to replay them in isolated mode)."""
+        out: dict[str, VoiceprintRows] = {}
+        order = np.argsort(self.block_ids.astype(str), kind="stable")
+        ids = self.block_ids[order]
+        if ids.size == 0:
+            return out
+        starts = np.r_[0, np.flatnonzero(ids[1:] != ids[:-1]) + 1, ids.size]
+        for a, b in zip(starts[:-1], starts[1:], strict=True):
+            sel = order[a:b][np.argsort(self.row[order[a:b]], kind="stable")]
+            out[str(ids[a])] = VoiceprintRows(self.weights[sel], self.window[sel], self.speaker[sel])
+        return out
+
+    def select(self, block_ids: list[str]) -> VoiceprintOutputs:
+        mask = np.isin(self.block_ids.astype(str), np.array(block_ids, dtype=str))
+        return VoiceprintOutputs(self.op, self.block_ids[mask], self.row[mask], self.window[mask],
+                                 self.speaker[mask], self.weights[mask], self.embedding[mask])
+
+
+@dataclass(eq=False)
+class LaneOutputs:
+    """All three OPs of one lane (exact, or one packed shape) over a corpus."""
+
+    segmentation: SegmentationOutputs
+    voiceprint: dict[Op, VoiceprintOutputs] = field(default_factory=dict)
+
+    def ops(self) -> list[Op]:
+        return [Op.SEGMENTATION, *sorted(self.voiceprint)]
+
+    def select(self, block_ids: list[str]) -> LaneOutputs:
+        return LaneOutputs(self.segmentation.select(block_ids),
+                           {op: v.select(block_ids) for op, v in self.voiceprint.items()})
+
+    @staticmethod
+    def concat(parts: list[LaneOutputs]) -> LaneOutputs:
+        """Outputs of disjoint block sets (shards) as one."""
+        seg = SegmentationOutputs(
+            [b for p in parts for b in p.segmentation.block_ids],
+            np.concatenate([p.segmentation.valid for p in parts]),
+            np.concatenate([p.segmentation.logprobs for p in parts]),
+        )
+        vps = {}
+        for op in sorted({op for p in parts for op in p.voiceprint}):
+            have = [p.voiceprint[op] for p in parts if op in p.voiceprint]
+            vps[op] = VoiceprintOutputs(op, *(np.concatenate([getattr(v, f) for v in have]) for f in
+                                              ("block_ids", "row", "window", "speaker", "weights", "embedding")))
+        return LaneOutputs(seg, vps)
+
+
+class OutputCollector:
+    """Accumulates per-block outputs as a lane produces them, in any order."""
+
+    def __init__(self, geometry: Geometry) -> None:
+        self.geometry = geometry
+        self._seg: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._vp: dict[Op, dict[str, tuple[VoiceprintRows, np.ndarray]]] = {op: {} for op in ALL_OPS[1:]}
+
+    def add_segmentation(self, block_id: str, valid: np.ndarray, logprobs: np.ndarray) -> None:
+        self._seg[block_id] = (valid, logprobs)
+
+    def add_voiceprint(self, op: Op, block_id: str, rows: VoiceprintRows, embedding: np.ndarray) -> None:
+        self._vp[op][block_id] = (rows, embedding)
+
+    def segmentation_of(self, block_id: str) -> np.ndarray:
+        return self._seg[block_id][1]
+
+    def finish(self, order: list[str]) -> LaneOutputs:
+        g = self.geometry
+        seg = SegmentationOutputs(
+            list(order),
+            np.stack([self._seg[b][0] for b in order]).astype(np.int32),
+            np.stack([self._seg[b][1] for b in order]).astype(np.float32),
+        )
+        vps = {}
+        for op, per_block in self._vp.items():
+            present = [b for b in order if b in per_block]
+            if not present:
+                continue
+            counts = [per_block[b][0].idx.shape[0] for b in present]
+            vps[op] = VoiceprintOutputs(
+                op=op,
+                block_ids=np.repeat(np.array(present, dtype=object), counts),
+                row=np.concatenate([np.arange(c, dtype=np.int32) for c in counts]),
+                window=np.concatenate([per_block[b][0].idx for b in present]).astype(np.int32),
+                speaker=np.concatenate([per_block[b][0].speakers for b in present]).astype(np.int32),
+                weights=np.concatenate([per_block[b][0].weights for b in present]).reshape(
+                    -1, g.frames_per_window).astype(np.float32),
+                embedding=np.concatenate([per_block[b][1] for b in present]).reshape(
+                    -1, g.embedding_dim).astype(np.float32),
+            )
+        return LaneOutputs(seg, vps)

@@ -1,0 +1,153 @@
+"""Negative controls: models with a known defect that the harness must catch.
+
+Every check that can pass must also be shown to fail. These models are the reference
+``small`` model with one defect each; the tests (and anyone doubting a green report) run
+them through the harness and expect a rejection naming the right OP and metric. They are
+importable model specs, so they also run inside Triton: ``--model lanes.controls:leaky``.
+
+- ``leaky``: reads ``window_samples`` from each offset, ignoring VALID: alone, a short final
+  window sees zeros past its block's span; packed, it reads the next block's audio.
+- ``cross_window_norm``: scales every window by the RMS of the *whole request*, so a window's
+  output depends on the other blocks packed with it.
+- ``count_dependent``: adds 1e-6 x (windows in the call) to every output.
+- ``nan_window``: answers NaN for window 8 of a request (the first window of a second block:
+  only a packed call has one).
+- ``invariant``: batch-invariant by construction (one window, one row at a time): must be
+  promoted bitwise.
+- ``wrong_shape``: answers one window (or row) short: a server answering another question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from harness import ops
+from harness.ops import Op
+from lanes.diar_nn_g.model import DiarNNG
+
+CONFIG = "small"
+
+
+class LeakyModel(DiarNNG):
+    def windows(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        span, w = fields[ops.SPAN], self.geometry.window_samples
+        out = np.zeros((fields[ops.OFFSETS].shape[0], w), dtype=np.float32)
+        for i, start in enumerate(fields[ops.OFFSETS].tolist()):
+            if fields[ops.VALID][i] > 0:
+                piece = span[start : start + w]  # BUG (deliberate): ignores VALID
+                out[i, : piece.shape[0]] = piece
+        return out
+
+
+class CrossWindowNormModel(DiarNNG):
+    def windows(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        x = super().windows(fields)
+        rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64)))) or 1.0
+        return (x / np.float32(rms) * np.float32(0.05)).astype(np.float32)  # BUG: request-wide statistic
+
+
+class CountDependentModel(DiarNNG):
+    def finish(self, op: Op, output: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        return output + np.float32(1e-6 * fields[ops.OFFSETS].shape[0])  # BUG: depends on the call's size
+
+
+class NanWindowModel(DiarNNG):
+    WINDOW = 8
+
+    def finish(self, op: Op, output: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        output = output.copy()
+        if op is Op.SEGMENTATION and output.shape[0] > self.WINDOW:
+            output[self.WINDOW] = np.nan
+        elif op.is_voiceprint:
+            output[fields[ops.IDX] == self.WINDOW] = np.nan
+        return output
+
+
+class InvariantModel(DiarNNG):
+    """Runs every window (and every voiceprint row) alone: no batch shape, no batch effect."""
+
+    @torch.inference_mode()
+    def infer(self, request):
+        from harness.blocks import check_request
+
+        fields = check_request(request, self.geometry)
+        op = Op(int(fields[ops.OP][0]))
+        x = torch.from_numpy(self.windows(fields)).to(self.device)
+        if op is Op.SEGMENTATION:
+            out = torch.cat([self.segmentation(x[i : i + 1].unsqueeze(1)) for i in range(x.shape[0])])
+        else:
+            weights = torch.from_numpy(fields[ops.WEIGHTS]).to(self.device)
+            idx = fields[ops.IDX].astype(np.int64)
+            rows = []
+            for r in range(weights.shape[0]):
+                one = x[idx[r] : idx[r] + 1]
+                rows.append(self.voiceprint(one, weights[r : r + 1], torch.zeros(1, dtype=torch.int64)))
+            out = torch.cat(rows) if rows else x.new_zeros((0, self.geometry.embedding_dim))
+        return {op.output_name: np.ascontiguousarray(out.cpu().numpy())}
+
+
+class WrongShapeModel(DiarNNG):
+    def finish(self, op: Op, output: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        return output[:-1]
+
+
+def leaky(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(LeakyModel(CONFIG, seed, device), "leaky")
+
+
+def cross_window_norm(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(CrossWindowNormModel(CONFIG, seed, device), "cross_window_norm")
+
+
+def count_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(CountDependentModel(CONFIG, seed, device), "count_dependent")
+
+
+def nan_window(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(NanWindowModel(CONFIG, seed, device), "nan_window")
+
+
+def invariant(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(InvariantModel(CONFIG, seed, device), "invariant")
+
+
+def wrong_shape(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(WrongShapeModel(CONFIG, seed, device), "wrong_shape")
+
+
+def _named(model: DiarNNG, defect: str) -> DiarNNG:
+    """A control's fingerprint must differ from the reference's: its outputs do."""
+    import hashlib
+
+    model.fingerprint = hashlib.sha256(f"{model.fingerprint}|control:{defect}".encode()).hexdigest()
+    model.name = f"{model.name}-control-{defect}"
+    return model
+
+
+# -- appended for the Triton lane's fault tests -------------------------------------------------
+# ``slow``: the reference ``small`` model that sleeps ``HARNESS_SLOW_SECONDS`` (default 2) before
+# answering any request that carries audio (a request whose windows are all VALID = 0, such as the
+# Triton lane's connect-time probe, is answered at once): a server that misses the client's timeout.
+
+
+class SlowModel(DiarNNG):
+    def __init__(self, config: str, seed: int, device: str, seconds: float) -> None:
+        super().__init__(config, seed, device)
+        self.seconds = seconds
+
+    def infer(self, request):
+        import time
+
+        if np.asarray(request.get(ops.VALID, 0)).any():
+            time.sleep(self.seconds)
+        return super().infer(request)
+
+
+def slow(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    import os
+
+    seconds = float(os.environ.get("HARNESS_SLOW_SECONDS", "2"))
+    return _named(SlowModel(CONFIG, seed, device, seconds), "slow")

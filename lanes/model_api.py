@@ -1,0 +1,123 @@
+"""What the harness needs from a model, and how a model is named and loaded.
+
+A model is any object with:
+
+- ``geometry``: a :class:`harness.geometry.Geometry` (or a dict of its fields);
+- ``fingerprint``: a string that changes whenever its outputs could (weights, config, code);
+- ``infer(request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]``: DESIGN.md's contract
+  for a packed or unpacked request alike.
+
+Optional: ``torch_modules() -> dict[str, nn.Module]`` and ``row_modules()`` (for localising
+the first diverging layer), ``describe() -> dict``.
+
+A model is named by a *spec*: ``full`` / ``small`` (the reference model), ``package.module:factory``
+(a callable returning such an object; it receives ``device=`` and ``seed=`` if it accepts them),
+or ``path/to/model.pt`` (a TorchScript module, see :mod:`lanes.torchscript_model`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from harness.errors import ModelError
+from harness.geometry import Geometry
+
+
+@runtime_checkable
+class Model(Protocol):
+    geometry: Geometry
+    fingerprint: str
+
+    def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build the model: ``spec`` (see module doc), ``seed`` for seeded models."""
+
+    spec: str = "full"
+    seed: int = 0
+
+    def load(self, device: str = "cpu") -> Model:
+        return load_model(self.spec, seed=self.seed, device=device)
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec, "seed": self.seed}
+
+
+def load_model(spec: str, seed: int = 0, device: str = "cpu") -> Model:
+    from lanes.diar_nn_g import CONFIGS, DiarNNG
+
+    if spec in CONFIGS:
+        return DiarNNG(spec, seed=seed, device=device)
+    if spec.endswith((".pt", ".pth", ".ts")) or Path(spec).is_file():
+        from lanes.torchscript_model import TorchScriptModel
+
+        return TorchScriptModel(spec, device=device)
+    if ":" in spec:
+        return _from_factory(spec, seed=seed, device=device)
+    raise ModelError(
+        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a "
+        "TorchScript file (.pt)"
+    )
+
+
+def _from_factory(spec: str, seed: int, device: str) -> Model:
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:  # like `python -m`: a factory in the working directory is importable
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ModelError(f"model spec {spec!r}: cannot import {module_name!r} ({exc})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ModelError(f"model spec {spec!r}: {module_name} has no callable {attr!r}")
+    kwargs: dict[str, Any] = {}
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for key, value in (("device", device), ("seed", seed)):
+        if key in params or accepts_any:
+            kwargs[key] = value
+    try:
+        model = factory(**kwargs)
+    except Exception as exc:  # a user's factory may raise anything; name it
+        raise ModelError(f"model spec {spec!r}: factory raised {type(exc).__name__}: {exc}") from exc
+    return check_model(model, spec)
+
+
+def check_model(model: object, where: str) -> Model:
+    for attr in ("geometry", "fingerprint", "infer"):
+        if not hasattr(model, attr):
+            raise ModelError(f"model {where!r} lacks {attr!r} (see lanes/model_api.py for the contract)")
+    geometry = model.geometry
+    if isinstance(geometry, Mapping):
+        try:
+            model.geometry = Geometry.from_dict(dict(geometry))  # type: ignore[attr-defined]
+        except (TypeError, ValueError) as exc:
+            raise ModelError(f"model {where!r}: bad geometry {dict(geometry)}: {exc}") from None
+    elif not isinstance(geometry, Geometry):
+        raise ModelError(f"model {where!r}: geometry must be a Geometry or a dict, got {type(geometry).__name__}")
+    if not isinstance(model.fingerprint, str) or not model.fingerprint:
+        raise ModelError(f"model {where!r}: fingerprint must be a non-empty string")
+    if not callable(model.infer):
+        raise ModelError(f"model {where!r}: infer is not callable")
+    return model  # type: ignore[return-value]
+
+
+def describe(model: Model) -> dict:
+    if hasattr(model, "describe"):
+        return dict(model.describe())
+    return {"name": type(model).__name__, "kind": "plugin", "fingerprint": model.fingerprint}

@@ -1,0 +1,60 @@
+"""Shared fixtures: the small reference model, a small synthetic corpus, a recorded golden."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def small_model():
+    from lanes.model_api import load_model
+
+    return load_model("small")
+
+
+@pytest.fixture(scope="session")
+def geometry(small_model):
+    return small_model.geometry
+
+
+@pytest.fixture(scope="session")
+def small_corpus(geometry):
+    from harness.corpus.synth import synth_corpus
+
+    return synth_corpus(geometry, 12, seed=0)
+
+
+@pytest.fixture(scope="session")
+def backend(small_model):
+    from harness.numerics import NumericSettings
+    from lanes.backend import InProcessBackend
+
+    return InProcessBackend(small_model, NumericSettings())
+
+
+@pytest.fixture(scope="session")
+def recorded_golden(tmp_path_factory, small_corpus, backend):
+    """A golden of the small model over 12 synthetic blocks (read-only for tests: copy to modify)."""
+    from golden.store import record_golden
+    from lanes.runner import RunPlan
+
+    root = tmp_path_factory.mktemp("goldens")
+    golden, _ = record_golden(root, "small-rel", small_corpus, backend, RunPlan(), {"test": True})
+    return golden
+
+
+@pytest.fixture
+def golden_copy(recorded_golden, tmp_path) -> Path:
+    import shutil
+
+    dest = tmp_path / "goldens" / recorded_golden.path.name
+    shutil.copytree(recorded_golden.path, dest)
+    return dest

@@ -1,0 +1,181 @@
+"""The Parquet golden store: record, verify, plain readers, and every way a golden can be bad."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from golden.manifest import MANIFEST
+from golden.store import describe_verification, load_golden, record_golden, verify_golden
+from harness.errors import GoldenError
+from lanes.runner import RunPlan
+
+
+def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, small_model):
+    m = recorded_golden.manifest
+    assert m["model"]["fingerprint"] == small_model.fingerprint
+    assert set(m["files"]) == {"corpus.parquet", "op0.parquet", "op1.parquet", "op2.parquet", "calls.parquet"}
+    for entry in m["files"].values():
+        assert len(entry["sha256"]) == 64 and entry["bytes"] > 0
+    env = m["environment"]
+    for key in ("harness", "torch", "numpy", "pyarrow", "python", "cpu", "device_name", "cuda", "cudnn", "driver"):
+        assert key in env
+    numerics = m["numerics"]["in_force"]
+    for key in ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
+                "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision"):
+        assert key in numerics
+    assert m["reproducibility"]["repeats"] == 2 and m["reproducibility"]["bitwise"] is True
+    assert m["config"] == {"test": True} and m["golden_id"].startswith("small-rel@")
+
+
+def test_verify_reproduces_bitwise(recorded_golden, backend):
+    result = verify_golden(recorded_golden, backend, RunPlan())
+    assert result["status"] == "bitwise" and result["passed"] and result["same_setup"]
+    assert "reproduced bitwise" in describe_verification(result)
+
+
+def test_parquet_files_open_with_pandas_and_duckdb(recorded_golden, geometry):
+    import duckdb
+    import pandas as pd
+
+    op0 = pd.read_parquet(recorded_golden.path / "op0.parquet")
+    assert list(op0.columns) == ["block_id", "window", "valid", "logprobs"]
+    assert len(op0) == 12 * 8
+    first = np.stack(op0["logprobs"].iloc[0])
+    assert first.shape == (geometry.frames_per_window, geometry.classes)
+    np.testing.assert_array_equal(first, recorded_golden.outputs.segmentation.logprobs[0, 0])
+    op1 = pd.read_parquet(recorded_golden.path / "op1.parquet")
+    assert {"block_id", "window", "speaker", "weights", "embedding"} <= set(op1.columns)
+
+    con = duckdb.connect()
+    path = str(recorded_golden.path / "op1.parquet")
+    rows, dim = con.execute(f"select count(*), max(len(embedding)) from read_parquet('{path}')").fetchone()
+    assert rows == recorded_golden.outputs.voiceprint[1].rows and dim == geometry.embedding_dim
+    per_block = con.execute(
+        f"select block_id, count(*) from read_parquet('{recorded_golden.path / 'op0.parquet'}') group by 1").fetchall()
+    assert {n for _, n in per_block} == {8}
+
+
+def _flip_byte(path: Path, at: int | None = None) -> None:
+    data = bytearray(path.read_bytes())
+    i = len(data) // 2 if at is None else at
+    data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_is_refused_naming_the_file(golden_copy):
+    _flip_byte(golden_copy / "op1.parquet")
+    with pytest.raises(GoldenError, match=r"op1.parquet: sha256 .* does not match the manifest"):
+        load_golden(golden_copy)
+
+
+def test_a_truncated_file_is_refused(golden_copy):
+    path = golden_copy / "op0.parquet"
+    path.write_bytes(path.read_bytes()[:-1000])
+    with pytest.raises(GoldenError, match=r"op0.parquet: size .* \(truncated or replaced\)"):
+        load_golden(golden_copy)
+
+
+def test_a_missing_file_and_a_stray_file_are_refused(golden_copy):
+    (golden_copy / "stray.parquet").write_bytes(b"x")
+    with pytest.raises(GoldenError, match="stray.parquet: data file not listed"):
+        load_golden(golden_copy)
+    (golden_copy / "stray.parquet").unlink()
+    (golden_copy / "op2.parquet").unlink()
+    with pytest.raises(GoldenError, match="op2.parquet: listed in the manifest but missing"):
+        load_golden(golden_copy)
+
+
+def test_a_consistent_but_wrong_schema_is_refused(golden_copy):
+    """Even with matching hashes (a manifest rewritten by hand), a file of another schema is refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from golden.manifest import file_entries, write_manifest
+
+    pq.write_table(pa.table({"block_id": ["a"], "x": [1]}), golden_copy / "op2.parquet")
+    manifest = json.loads((golden_copy / MANIFEST).read_text())
+    manifest["files"] = file_entries(golden_copy, {k: v["rows"] for k, v in manifest["files"].items()})
+    write_manifest(golden_copy, manifest)
+    with pytest.raises(GoldenError, match="op2.parquet has schema"):
+        load_golden(golden_copy)
+
+
+def test_a_golden_of_another_model_is_refused(golden_copy):
+    from lanes.diar_nn_g import DiarNNG
+
+    other = DiarNNG("small", seed=1)
+    with pytest.raises(GoldenError, match="golden of another model"):
+        load_golden(golden_copy, expect_fingerprint=other.fingerprint)
+
+
+def test_a_corrupt_manifest_is_refused(golden_copy):
+    (golden_copy / MANIFEST).write_text("{not json")
+    with pytest.raises(GoldenError, match="manifest is not valid JSON"):
+        load_golden(golden_copy)
+
+
+def test_nothing_is_overwritten_and_regen_lands_beside(tmp_path, small_corpus, backend):
+    golden, _ = record_golden(tmp_path, "rel", small_corpus.subset([0, 1, 2, 3, 4, 5]), backend, RunPlan(), {})
+    with pytest.raises(GoldenError, match="exists; record with --regen"):
+        record_golden(tmp_path, "rel", small_corpus.subset([0, 1, 2, 3, 4, 5]), backend, RunPlan(), {})
+    new, changes = record_golden(tmp_path, "rel", small_corpus.subset([0, 1, 2, 3, 4, 5]), backend, RunPlan(), {},
+                                 regen=True)
+    assert new.path != golden.path and new.path.name.startswith("rel.regen-")
+    assert changes["ops"]["0"]["bitwise"] is True and changes["fingerprint_changed"] is False
+    assert load_golden(golden.path).golden_id == golden.golden_id  # the old one is untouched
+
+
+def test_recording_refuses_non_finite_outputs(tmp_path, small_corpus):
+    from harness.numerics import NumericSettings
+    from lanes.backend import InProcessBackend
+    from lanes.controls import NanWindowModel
+
+    class NanAlways(NanWindowModel):
+        WINDOW = 3
+
+    be = InProcessBackend(NanAlways("small"), NumericSettings())
+    with pytest.raises(GoldenError, match=r"refusing to record a golden: OP 0 output of block .* window 3 holds NaN"):
+        record_golden(tmp_path, "nan", small_corpus.subset([0, 1]), be, RunPlan(), {})
+    assert not (tmp_path / "nan").exists()
+
+
+def test_a_crash_while_writing_leaves_no_golden(tmp_path, small_corpus, backend, monkeypatch):
+    import golden.store as store
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "write_calls", boom)
+    with pytest.raises(OSError, match="disk full"):
+        record_golden(tmp_path, "crash", small_corpus.subset([0, 1]), backend, RunPlan(), {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_recording_killed_midway_leaves_no_golden(tmp_path):
+    """SIGKILL a real `harness golden record` while it runs: no golden directory is left looking complete."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "harness.cli", "golden", "record", "--model", "small", "--goldens",
+           str(tmp_path / "goldens"), "--release", "killed", "--no-progress", "--config", str(tmp_path / "h.toml")]
+    (tmp_path / "h.toml").write_text("[corpus]\nblocks = 400\n")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    time.sleep(6.0)
+    assert proc.poll() is None, proc.stdout.read().decode()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    final = tmp_path / "goldens" / "killed"
+    assert not final.exists()
+    with pytest.raises(GoldenError, match="no such golden directory"):
+        load_golden(final)
+    for leftover in (tmp_path / "goldens").glob(".killed.tmp-*") if (tmp_path / "goldens").exists() else []:
+        with pytest.raises(GoldenError, match="not a complete golden"):
+            load_golden(leftover)

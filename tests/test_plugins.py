@@ -1,0 +1,76 @@
+"""Bring-your-own-model paths: a factory by import path and a TorchScript file, end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from examples import byo_torchscript
+from golden.runs import load_run, write_run
+from golden.store import record_golden
+from harness.corpus.synth import synth_corpus
+from harness.errors import ModelError
+from harness.evaluate import score_run
+from harness.numerics import NumericSettings
+from harness.tolerances import Tolerances
+from lanes.backend import InProcessBackend
+from lanes.model_api import load_model
+from lanes.runner import RunPlan, run_lanes
+
+
+def _end_to_end(model, tmp_path):
+    backend = InProcessBackend(model, NumericSettings())
+    corpus = synth_corpus(model.geometry, 10)
+    golden, _ = record_golden(tmp_path / "g", "byo", corpus, backend, RunPlan(), {})
+    assert golden.manifest["model"]["fingerprint"] == model.fingerprint
+    plan = RunPlan(shapes=(2, 5))
+    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
+    run = load_run(write_run(tmp_path / "r", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
+    return score_run(golden, run, Tolerances())
+
+
+def test_factory_by_import_path(tmp_path):
+    model = load_model("examples.byo_factory:make_model")
+    assert model.geometry.frames_per_window == 50
+    score = _end_to_end(model, tmp_path)
+    assert set(score["shapes"]) == {"2", "5"}
+    assert all(s["ops"]["0"]["metrics"]["max_abs"] < 1e-4 for s in score["shapes"].values())
+
+
+def test_torchscript_file(tmp_path):
+    path = byo_torchscript.build(str(tmp_path / "tiny.pt"))
+    model = load_model(path)
+    assert model.geometry.embedding_dim == 8 and len(model.fingerprint) == 64
+    score = _end_to_end(model, tmp_path)
+    assert all(s["ops"]["0"]["metrics"]["non_finite"] == 0 for s in score["shapes"].values())
+    assert "1" in score["shapes"]["2"]["ops"]
+
+
+def test_torchscript_file_that_is_not_torchscript(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ModelError, match="not a loadable TorchScript module"):
+        load_model(str(bad))
+
+
+def test_factory_returning_an_object_without_the_contract(tmp_path, monkeypatch):
+    mod = tmp_path / "badfactory.py"
+    mod.write_text("def make():\n    return object()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelError, match="lacks 'geometry'"):
+        load_model("badfactory:make")
+
+
+def test_factory_that_raises_is_named(tmp_path, monkeypatch):
+    mod = tmp_path / "raisingfactory.py"
+    mod.write_text("def make():\n    raise RuntimeError('weights missing')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelError, match="factory raised RuntimeError: weights missing"):
+        load_model("raisingfactory:make")
+
+
+def test_plugin_output_is_float32():
+    model = load_model("examples.byo_factory:make_model")
+    corpus = synth_corpus(model.geometry, 1)
+    out = model.infer(corpus.blocks[0].tensors())
+    assert next(iter(out.values())).dtype == np.float32
