@@ -5,7 +5,10 @@ help from this project. Layout:
 
 ``op0.parquet``: one row per (block, window)
     block_id string, window int32, valid int32,
-    logprobs fixed_size_list<fixed_size_list<float32, classes>, frames>
+    logprobs fixed_size_list<fixed_size_list<float32, classes>, frames>,
+    top_class fixed_size_list<int8, frames>       argmax over the powerset classes per frame
+    top_margin fixed_size_list<float32, frames>   top-1 minus top-2 log-probability per frame
+    (the decisions are stored so scoring a run never recomputes the golden's: see scoring.py)
 
 ``op1.parquet`` / ``op2.parquet``: one row per voiceprint row (block, window, speaker)
     block_id string, row int32 (position in the block's request), window int32 (IDX),
@@ -44,6 +47,8 @@ def segmentation_schema(geometry: Geometry) -> pa.Schema:
         pa.field("valid", pa.int32(), nullable=False),
         pa.field("logprobs", pa.list_(pa.list_(pa.float32(), geometry.classes), geometry.frames_per_window),
                  nullable=False),
+        pa.field("top_class", pa.list_(pa.int8(), geometry.frames_per_window), nullable=False),
+        pa.field("top_margin", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False),
     ])
 
 
@@ -64,11 +69,14 @@ def write_lane(directory: Path, outputs: LaneOutputs, geometry: Geometry) -> dic
     rows = {}
     seg = outputs.segmentation
     b, n = seg.valid.shape
+    top_class, top_margin = seg.decisions()
     table = pa.table({
         "block_id": pa.array(np.repeat(np.array(seg.block_ids, dtype=object), n), pa.string()),
         "window": pa.array(np.tile(np.arange(n, dtype=np.int32), b)),
         "valid": pa.array(seg.valid.reshape(-1).astype(np.int32)),
         "logprobs": _fixed(seg.logprobs.reshape(-1), (geometry.frames_per_window, geometry.classes)),
+        "top_class": _fixed(top_class.astype(np.int8), (geometry.frames_per_window,), pa.int8()),
+        "top_margin": _fixed(top_margin, (geometry.frames_per_window,)),
     }, schema=_with_meta(segmentation_schema(geometry), Op.SEGMENTATION, geometry))
     rows[op_file(Op.SEGMENTATION)] = _write(table, directory / op_file(Op.SEGMENTATION))
     for op, vp in outputs.voiceprint.items():
@@ -98,6 +106,8 @@ def read_lane(directory: Path, geometry: Geometry, ops: list[Op], where: str) ->
         -1, n, geometry.frames_per_window, geometry.classes)
     seg = SegmentationOutputs([str(b) for b in block_ids], seg_table.column("valid").to_numpy().reshape(-1, n)
                               .astype(np.int32), logprobs)
+    seg.set_decisions(_unfixed(seg_table.column("top_class"), 1, np.int8).astype(np.int64),
+                      _unfixed(seg_table.column("top_margin"), 1))
     vps = {}
     for op in ops:
         if op is Op.SEGMENTATION:
@@ -133,18 +143,18 @@ def _describe(schema: pa.Schema) -> str:
     return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
 
 
-def _fixed(flat: np.ndarray, dims: tuple[int, ...]) -> pa.Array:
-    arr: pa.Array = pa.array(np.ascontiguousarray(flat, dtype=np.float32))
+def _fixed(flat: np.ndarray, dims: tuple[int, ...], kind: pa.DataType | None = None) -> pa.Array:
+    arr: pa.Array = pa.array(np.ascontiguousarray(flat, dtype=np.float32 if kind is None else flat.dtype), kind)
     for size in reversed(dims):
         arr = pa.FixedSizeListArray.from_arrays(arr, size)
     return arr
 
 
-def _unfixed(column: pa.ChunkedArray, depth: int) -> np.ndarray:
+def _unfixed(column: pa.ChunkedArray, depth: int, dtype: type = np.float32) -> np.ndarray:
     arr = column.combine_chunks()
     for _ in range(depth):
         arr = arr.flatten()
-    return np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=np.float32)
+    return np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=dtype)
 
 
 def _with_meta(schema: pa.Schema, op: Op, geometry: Geometry) -> pa.Schema:

@@ -83,10 +83,11 @@ def judge_segmentation(score: SegmentationScore, tol: SegmentationTolerance, sha
         failing.append({"block": ids[b], "metric": "non_finite", "value": int(score.non_finite[b])})
     if lim["bitwise"]:
         if not totals["bitwise"] and not totals["non_finite"]:
-            b = int(np.argmax(score.differing))
+            b = int(np.argmax(score.max_ulp))
             reasons.append(f"OP 0 bitwise: {totals['fraction_differing']:.2%} of elements differ "
                            f"(max_abs {totals['max_abs']:.3g}, max_ulp {totals['max_ulp']}), e.g. block {ids[b]!r}")
-            failing.append({"block": ids[b], "metric": "bitwise", "value": int(score.differing[b])})
+            failing += [{"block": ids[i], "metric": "bitwise", "value": int(score.max_ulp[i])}
+                        for i in np.flatnonzero(score.differs)[:20]]
     else:
         over = np.flatnonzero(np.nan_to_num(score.max_abs, nan=0.0) > lim["max_abs"])
         if over.size:
@@ -136,7 +137,7 @@ def judge_voiceprint(score: VoiceprintScore, tol: VoiceprintTolerance, shape: in
         failing += [{"block": str(score.block_ids[j]), "window": int(score.window[j]), "speaker": int(score.speaker[j]),
                      "metric": "non_finite", "value": int(score.non_finite[j])} for j in np.flatnonzero(bad)[:20]]
     if lim["bitwise"]:  # bits, not metrics: float64 cosine of equal rows may round below 1
-        checks = [("bitwise", score.differing > 0, score.differing, ">", 0, np.argmax)]
+        checks = [("bitwise (max_ulp)", score.differs, score.max_ulp, ">", 0, np.argmax)]
     else:
         checks = [
             ("cosine", score.cosine < lim["min_cosine"], score.cosine, "<", lim["min_cosine"], np.argmin),

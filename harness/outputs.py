@@ -27,13 +27,58 @@ class SegmentationOutputs:
     def index(self) -> dict[str, int]:
         return {b: i for i, b in enumerate(self.block_ids)}
 
+    def decisions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per frame (flat): the argmax class and the margin between the top two log-probabilities.
+
+        Computed once per golden and cached: every shape scored against it reuses them.
+        """
+        cached = getattr(self, "_decisions", None)
+        if cached is None:
+            cached = top_two(self.logprobs.reshape(-1, self.logprobs.shape[-1]))
+            self._decisions = cached
+        return cached
+
+    def set_decisions(self, argmax: np.ndarray, margin: np.ndarray) -> None:
+        """Decisions read back from a file (a golden stores its own)."""
+        if argmax.shape[0] != self.logprobs[..., 0].size or margin.shape != argmax.shape:
+            raise ValueError("decisions do not cover every frame")
+        self._decisions = (argmax, margin)
+
     def block(self, block_id: str) -> np.ndarray:
         return self.logprobs[self.index()[block_id]]
 
     def select(self, block_ids: list[str]) -> SegmentationOutputs:
         pos = self.index()
         rows = [pos[b] for b in block_ids]
-        return SegmentationOutputs(list(block_ids), self.valid[rows], self.logprobs[rows])
+        out = SegmentationOutputs(list(block_ids), self.valid[rows], self.logprobs[rows])
+        cached = getattr(self, "_decisions", None)
+        if cached is not None:
+            frames = self.logprobs.shape[1] * self.logprobs.shape[2]
+            take = (np.asarray(rows)[:, None] * frames + np.arange(frames)).reshape(-1)
+            out._decisions = (cached[0][take], cached[1][take])
+        return out
+
+
+def top_two(frames: np.ndarray, chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """[n, C] -> (argmax int64 [n], top1 - top2 float32 [n]), column by column, chunked."""
+    n, classes = frames.shape
+    argmax = np.zeros(n, dtype=np.int64)
+    margin = np.zeros(n, dtype=np.float32)
+    for s in range(0, n, chunk):
+        x = frames[s : s + chunk]
+        m1 = x[:, 0].copy()
+        m2 = np.full_like(m1, -np.inf)
+        a1 = np.zeros(m1.shape[0], dtype=np.int64)
+        for c in range(1, classes):
+            col = x[:, c]
+            better = col > m1
+            np.copyto(m2, np.where(better, m1, np.maximum(m2, col)))
+            np.copyto(m1, col, where=better)
+            a1[better] = c
+        argmax[s : s + chunk] = a1
+        with np.errstate(invalid="ignore"):
+            margin[s : s + chunk] = m1 - m2
+    return argmax, margin
 
 
 @dataclass(eq=False)

@@ -26,7 +26,6 @@ from harness.metrics import cosine_and_rel_l2, row_diff
 from harness.ops import Op
 from harness.outputs import SegmentationOutputs, VoiceprintOutputs
 
-_FRAMES_PER_CHUNK = 1 << 17
 
 
 @dataclass(eq=False)
@@ -36,7 +35,8 @@ class SegmentationScore:
     max_abs: np.ndarray  # [B] (NaN if the block has a non-finite value)
     mean_abs: np.ndarray  # [B]
     max_ulp: np.ndarray  # [B]
-    differing: np.ndarray  # [B] elements whose bits differ
+    differs: np.ndarray  # [B] bool: some element's bits differ
+    differing_total: int  # elements whose bits differ, all blocks
     non_finite: np.ndarray  # [B]
     elements: int  # per block
     audio_frames: np.ndarray  # [B]
@@ -57,14 +57,14 @@ class SegmentationScore:
             "max_abs": float(self.max_abs[finite].max()) if finite.any() else 0.0,
             "mean_abs": float(self.mean_abs.mean()) if b else 0.0,
             "max_ulp": int(self.max_ulp.max()) if b else 0,
-            "fraction_differing": float(self.differing.sum() / max(1, self.elements * b)),
+            "fraction_differing": float(self.differing_total / max(1, self.elements * b)),
             "non_finite": int(self.non_finite.sum()),
             "argmax_flips_near_tie": int(self.argmax_near.sum()),
             "argmax_flips_confident": int(self.argmax_confident.sum()),
             "mask_flips_near_tie": int(self.mask_near.sum()),
             "mask_flips_confident": int(self.mask_confident.sum()),
             "worst_flip_margin": float(self.worst_confident_margin),
-            "bitwise": bool(self.differing.sum() == 0 and self.non_finite.sum() == 0),
+            "bitwise": bool(self.differing_total == 0 and self.non_finite.sum() == 0),
         }
 
 
@@ -76,7 +76,8 @@ class VoiceprintScore:
     speaker: np.ndarray
     max_abs: np.ndarray  # [M] (NaN if non-finite)
     max_ulp: np.ndarray
-    differing: np.ndarray
+    differs: np.ndarray  # [M] bool
+    differing_total: int
     non_finite: np.ndarray
     cosine: np.ndarray
     rel_l2: np.ndarray
@@ -98,10 +99,10 @@ class VoiceprintScore:
             "max_ulp": int(self.max_ulp.max()) if m else 0,
             "min_cosine": float(self.cosine[cos_ok].min()) if cos_ok.any() else 1.0,
             "max_rel_l2": float(np.nanmax(self.rel_l2)) if m and cos_ok.any() else 0.0,
-            "fraction_differing": float(self.differing.sum() / max(1, self.elements * m)),
+            "fraction_differing": float(self.differing_total / max(1, self.elements * m)),
             "non_finite": int(self.non_finite.sum()),
             "inputs_differ": int(self.inputs_differ),
-            "bitwise": bool(self.differing.sum() == 0 and self.non_finite.sum() == 0 and not self.missing
+            "bitwise": bool(self.differing_total == 0 and self.non_finite.sum() == 0 and not self.missing
                             and not self.extra),
         }
 
@@ -125,7 +126,14 @@ def compare_segmentation(golden: SegmentationOutputs, run: SegmentationOutputs, 
         max_abs = np.where(per_block(diff.non_finite, "sum") > 0, np.nan, per_block(np.nan_to_num(diff.max_abs), "max"))
 
     audio = audio_frames(golden.valid.reshape(-1), geometry).reshape(n_blocks, n_windows, frames)
-    flips = _flips(a.reshape(-1, classes), b.reshape(-1, classes), audio.reshape(-1), geometry, near_tie_margin)
+    # A frame can flip only if the golden's top-two margin is at most twice the largest change in
+    # its window (|d_r - d_g| <= 2 max|d|): only those candidates get an argmax. Exact, and cheap
+    # when outputs agree; a non-finite window makes every one of its frames a candidate.
+    argmax_g, margin_g = golden.decisions()
+    slack = np.repeat(np.nan_to_num(2.0 * diff.max_abs * (1 + 1e-5) + 1e-30, nan=np.inf), frames)
+    candidates = np.flatnonzero((margin_g <= slack) & audio.reshape(-1))
+    flips = _flips(a.reshape(-1, classes), b.reshape(-1, classes), candidates, argmax_g, margin_g, geometry,
+                   near_tie_margin)
     frames_per_block = n_windows * frames
     count = lambda idx: np.bincount(idx // frames_per_block, minlength=n_blocks)  # noqa: E731
     return SegmentationScore(
@@ -134,7 +142,8 @@ def compare_segmentation(golden: SegmentationOutputs, run: SegmentationOutputs, 
         max_abs=max_abs,
         mean_abs=per_block(diff.sum_abs, "sum") / (n_windows * frames * classes),
         max_ulp=per_block(diff.max_ulp, "max"),
-        differing=per_block(diff.differing, "sum"),
+        differs=per_block(diff.differs, "any"),
+        differing_total=diff.differing,
         non_finite=per_block(diff.non_finite, "sum"),
         elements=n_windows * frames * classes,
         audio_frames=audio.reshape(n_blocks, -1).sum(axis=1),
@@ -148,33 +157,26 @@ def compare_segmentation(golden: SegmentationOutputs, run: SegmentationOutputs, 
     )
 
 
-def _flips(golden: np.ndarray, run: np.ndarray, audio: np.ndarray, geometry: Geometry, margin: float) -> dict:
-    """Frames (flat indices) whose argmax flips, split by the golden's top-two margin."""
-    flipped_parts = []
-    for s in range(0, golden.shape[0], _FRAMES_PER_CHUNK):
-        g = golden[s : s + _FRAMES_PER_CHUNK]
-        r = run[s : s + _FRAMES_PER_CHUNK]
-        changed = (np.argmax(g, axis=1) != np.argmax(r, axis=1)) & audio[s : s + _FRAMES_PER_CHUNK]
-        # A non-finite frame is a failure already; count it as a confident flip too.
-        changed |= ~(np.isfinite(g).all(axis=1) & np.isfinite(r).all(axis=1)) & audio[s : s + _FRAMES_PER_CHUNK]
-        flipped_parts.append(np.flatnonzero(changed) + s)
-    flipped = np.concatenate(flipped_parts) if flipped_parts else np.zeros(0, np.int64)
-    g, r = golden[flipped], run[flipped]
-    top2 = np.sort(g, axis=1)[:, -2:]
-    margins = top2[:, 1] - top2[:, 0]
+def _flips(golden: np.ndarray, run: np.ndarray, candidates: np.ndarray, argmax_g: np.ndarray,
+           margin_g: np.ndarray, geometry: Geometry, margin: float) -> dict:
+    """Of the candidate frames (flat indices), those whose argmax flips, split by the golden's margin."""
+    r = run[candidates]
+    g = golden[candidates]
     finite = np.isfinite(g).all(axis=1) & np.isfinite(r).all(axis=1)
+    ra = np.argmax(np.nan_to_num(r, nan=-np.inf), axis=1)
+    changed = (ra != argmax_g[candidates]) | ~finite  # a non-finite frame counts as a (confident) flip
+    flipped, ra, finite = candidates[changed], ra[changed], finite[changed]
+    margins = margin_g[flipped]
     near = finite & (margins < margin)
     power = geometry.powerset
-    ga = np.argmax(np.nan_to_num(g, nan=-np.inf), axis=1)
-    ra = np.argmax(np.nan_to_num(r, nan=-np.inf), axis=1)
-    speaker_changes = np.abs(power[ga] - power[ra]).sum(axis=1).astype(np.int64)
+    speaker_changes = np.abs(power[argmax_g[flipped]] - power[ra]).sum(axis=1).astype(np.int64)
     speaker_changes[~finite] = geometry.speakers
     return {
         "near": flipped[near],
         "confident": flipped[~near],
         "mask_near": speaker_changes[near],
         "mask_confident": speaker_changes[~near],
-        "worst_margin": float(np.nan_to_num(margins[finite]).max()) if finite.any() else 0.0,
+        "worst_margin": float(margins[finite].max()) if finite.any() else 0.0,
     }
 
 
@@ -212,7 +214,8 @@ def compare_voiceprint(golden: VoiceprintOutputs, run: VoiceprintOutputs, geomet
         speaker=golden.speaker[gi],
         max_abs=diff.max_abs,
         max_ulp=diff.max_ulp,
-        differing=diff.differing,
+        differs=diff.differs,
+        differing_total=diff.differing,
         non_finite=diff.non_finite,
         cosine=cosine,
         rel_l2=rel,

@@ -47,7 +47,7 @@ def test_parquet_files_open_with_pandas_and_duckdb(recorded_golden, geometry):
     import pandas as pd
 
     op0 = pd.read_parquet(recorded_golden.path / "op0.parquet")
-    assert list(op0.columns) == ["block_id", "window", "valid", "logprobs"]
+    assert list(op0.columns) == ["block_id", "window", "valid", "logprobs", "top_class", "top_margin"]
     assert len(op0) == 12 * 8
     first = np.stack(op0["logprobs"].iloc[0])
     assert first.shape == (geometry.frames_per_window, geometry.classes)
@@ -179,3 +179,12 @@ def test_a_recording_killed_midway_leaves_no_golden(tmp_path):
     for leftover in (tmp_path / "goldens").glob(".killed.tmp-*") if (tmp_path / "goldens").exists() else []:
         with pytest.raises(GoldenError, match="not a complete golden"):
             load_golden(leftover)
+
+
+def test_stored_decisions_match_the_log_probabilities(recorded_golden):
+    seg = recorded_golden.outputs.segmentation
+    argmax, margin = seg.decisions()
+    flat = seg.logprobs.reshape(-1, seg.logprobs.shape[-1])
+    np.testing.assert_array_equal(argmax, flat.argmax(axis=1))
+    top = np.sort(flat, axis=1)
+    np.testing.assert_array_equal(margin, top[:, -1] - top[:, -2])

@@ -41,15 +41,22 @@ def test_ulp_across_zero_and_signed_zero():
 @given(hnp.arrays(np.float32, (6, 7), elements=any32), hnp.arrays(np.float32, (6, 7), elements=any32))
 def test_row_diff_matches_a_naive_reference(a, b):
     d = row_diff(a, b)
+    assert d.differing == (a.view(np.int32) != b.view(np.int32)).sum()
     for r in range(6):
         bad = ~(np.isfinite(a[r]) & np.isfinite(b[r]))
         assert d.non_finite[r] == bad.sum()
-        assert d.differing[r] == (a[r].view(np.int32) != b[r].view(np.int32)).sum()
+        assert d.differs[r] == (a[r].view(np.int32) != b[r].view(np.int32)).any()
         ok = ~bad
         if bad.any():
             assert math.isnan(d.max_abs[r])  # non-finite never passes as a small difference
         else:
-            assert d.max_abs[r] == np.abs(a[r] - b[r]).max()
+            with np.errstate(over="ignore"):
+                assert d.max_abs[r] == np.abs(a[r] - b[r]).max()
+            ref = np.abs(a[r].astype(np.float64) - b[r]).sum()
+            if np.isfinite(d.sum_abs[r]):  # summed in float32: may overflow where float64 does not
+                assert d.sum_abs[r] == pytest.approx(ref, rel=1e-5)
+            else:
+                assert ref > np.finfo(np.float32).max / 2
         if ok.any():
             assert d.max_ulp[r] == ulp_distance(a[r][ok], b[r][ok]).max()
 
@@ -63,7 +70,7 @@ def test_row_diff_chunks_agree_with_one_pass(monkeypatch):
     whole = row_diff(a, b)
     monkeypatch.setattr(metrics, "CHUNK_ELEMENTS", 123)
     chunked = row_diff(a, b)
-    for field in ("max_abs", "sum_abs", "max_ulp", "differing", "non_finite"):
+    for field in ("max_abs", "sum_abs", "max_ulp", "differs", "non_finite", "differing"):
         np.testing.assert_array_equal(getattr(whole, field), getattr(chunked, field))
 
 

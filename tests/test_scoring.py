@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.gate import judge_segmentation, judge_voiceprint
 from harness.geometry import Geometry
@@ -143,3 +145,23 @@ def test_noise_floor_mode_uses_the_golden_own_noise():
     assert judge_segmentation(s, tol, 2, floor={"bitwise": False, "max_abs": 1e-5, "max_ulp": 500}).passed
     v = judge_segmentation(s, tol, 2, floor={"bitwise": True, "max_abs": 0.0, "max_ulp": 0})
     assert not v.passed and v.limits["bitwise"] and v.reasons[0].startswith("OP 0 bitwise:")
+
+
+@given(st.integers(0, 2**32 - 1), st.floats(1e-7, 3.0), st.floats(0.0, 0.3))
+def test_pruned_flip_search_equals_a_full_argmax_comparison(seed, noise, tie_fraction):
+    """Only frames whose golden margin is within 2 max|d| are searched: the result must be exact."""
+    rng = np.random.default_rng(seed)
+    golden = rng.standard_normal((3, 2, 10, 7)).astype(np.float32)
+    ties = rng.random((3, 2, 10)) < tie_fraction
+    top = golden.argmax(-1)
+    other = (top + 1) % 7
+    flat_g = golden.reshape(-1, 7)
+    sel = np.flatnonzero(ties.reshape(-1))
+    flat_g[sel, other.reshape(-1)[sel]] = flat_g[sel, top.reshape(-1)[sel]] - np.float32(1e-4)
+    run = golden + (noise * rng.standard_normal(golden.shape)).astype(np.float32)
+    valid = rng.integers(0, 1001, size=(3, 2)).astype(np.int32)
+    score = compare_segmentation(seg(golden, valid, ("a", "b", "c")), seg(run, valid, ("a", "b", "c")), G, 0.05)
+    audio = (np.arange(10) * 100)[None, None, :] < valid[..., None]
+    flips = (golden.argmax(-1) != run.argmax(-1)) & audio
+    assert int(score.argmax_near.sum() + score.argmax_confident.sum()) == int(flips.sum())
+    assert (score.argmax_near + score.argmax_confident).tolist() == flips.reshape(3, -1).sum(1).tolist()
