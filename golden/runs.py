@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from golden.environment import device_kind, environment
-from golden.manifest import atomic_directory, content_id, file_entries, read_manifest, verify_files, write_manifest
+from golden.manifest import (
+    atomic_directory,
+    content_id,
+    file_entries,
+    read_manifest,
+    verify_files,
+    write_manifest,
+)
 from golden.tables import read_calls, read_lane, write_calls, write_lane
 from harness.errors import GoldenError
 from harness.geometry import Geometry

@@ -27,7 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from golden.environment import device_kind, differences, environment
-from golden.manifest import atomic_directory, content_id, file_entries, read_manifest, verify_files, write_manifest
+from golden.manifest import (
+    atomic_directory,
+    content_id,
+    file_entries,
+    read_manifest,
+    verify_files,
+    write_manifest,
+)
 from golden.tables import read_calls, read_lane, write_calls, write_lane
 from harness.corpus.schema import Corpus, read_corpus, write_corpus
 from harness.errors import GoldenError
@@ -238,7 +245,8 @@ def describe_verification(v: dict) -> str:
     if v["status"] == "bitwise":
         return f"golden {v['golden_id']}: reproduced bitwise"
     if v["status"] == "within-noise-floor":
-        return f"golden {v['golden_id']}: reproduced within its recorded noise floor (max_abs {worst[1]['max_abs']:.3g})"
+        return (f"golden {v['golden_id']}: reproduced within its recorded noise floor "
+                f"(max_abs {worst[1]['max_abs']:.3g})")
     detail = f"OP {worst[0]} max_abs {worst[1]['max_abs']:.3g}, max_ulp {worst[1]['max_ulp']}"
     if v["status"] == "failed":
         return f"golden {v['golden_id']}: NOT reproduced on the same model and environment ({detail})"

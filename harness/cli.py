@@ -22,7 +22,7 @@ import typer
 from harness.config import ReleaseConfig, load_config
 from harness.errors import HarnessError
 from harness.numerics import NumericSettings
-from harness.progress import console, progress_bar
+from harness.progress import progress_bar
 from lanes.model_api import ModelSpec
 
 app = typer.Typer(
@@ -89,7 +89,8 @@ def _shapes(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _say(text: str) -> None:
-    console.print(text, highlight=False, soft_wrap=True)
+    """Results go to stdout, one line each (progress bars and errors go to stderr)."""
+    print(text, flush=True)
 
 
 # ---------------------------------------------------------------- corpus
@@ -269,9 +270,10 @@ def run_cmd(
     from lanes.runner import RunPlan, run_lanes
 
     cfg = _config(config, model, seed, mkldnn, threads, mode, device)
+    wanted = _shapes(shapes, cfg.candidates)
     be = make_backend(cfg, backend, device)
     gold = load_golden(golden, expect_fingerprint=be.fingerprint)
-    plan = RunPlan(shapes=_shapes(shapes, cfg.candidates), release_shapes=cfg.release_shapes, mode=cfg.mode,
+    plan = RunPlan(shapes=wanted, release_shapes=cfg.release_shapes, mode=cfg.mode,
                    pad_to_fixed=cfg.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
                    include_exact=with_exact, mask_policy=cfg.masks)
     with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(len(gold.corpus)), progress) as tick:
@@ -392,9 +394,9 @@ def nightly_cmd(
     cfg = _config(config, model, seed, mkldnn, threads, mode, device)
     if shapes:
         cfg = cfg.with_overrides(candidates=_shapes(shapes, cfg.candidates))
+    part = Shard.parse(shard) if shard else None
     be = make_backend(cfg, backend, device)
-    outcome = nightly(cfg, golden, out, be, Shard.parse(shard) if shard else None, ledger, manifest,
-                      localise, progress)
+    outcome = nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress)
     _finish(outcome)
 
 

@@ -1,12 +1,12 @@
 """Localisation: the first layer whose output differs between the exact and the packed run.
 
-Forward hooks on the model's torch modules record every module's output, once with each
-block of a failing pack run alone (the exact lane's shape) and once with the whole pack.
-Each module's packed output is sliced back to the block's own windows (or voiceprint rows,
-for the modules the model names as per-row) and compared with the block's exact output, in
-execution order. The network's input (the windows as cut) counts as the first "layer", and
-the model's final answer as the last, so a leak in window cutting or a change made outside
-any module is still located.
+Forward hooks on the model's torch modules record, in execution order, each module's output
+for one failing block: once when that block runs alone (the exact lane's shape) and once as
+its own slice of the packed call (its windows, or its voiceprint rows for the modules the
+model names as per-row). Only the block's slice is kept, so memory stays at one block's
+activations even for a k = 32 pack on the full networks. The network's input (the windows
+as cut) counts as the first "layer" and the model's final answer as the last, so a leak in
+window cutting, or a change made outside any module, is still located.
 """
 
 from __future__ import annotations
@@ -19,57 +19,58 @@ import torch
 
 from harness.blocks import Block
 from harness.ops import Op
-from harness.packing import PackedRequest, pack
+from harness.packing import pack
 
 INPUT = "<input: windows as the network receives them>"
 OUTPUT = "<output: the model's answer>"
 
 
-class _Recorder:
-    def __init__(self, modules: dict[str, torch.nn.Module]) -> None:
-        self.records: OrderedDict[str, list[torch.Tensor]] = OrderedDict()
+class _SliceRecorder:
+    """Keeps, per module, the part of its outputs (over all its calls) inside one slice of dim 0."""
+
+    def __init__(self, modules: dict[str, torch.nn.Module], windows: slice, rows: slice,
+                 row_modules: tuple[str, ...]) -> None:
+        self.parts: OrderedDict[str, list[torch.Tensor]] = OrderedDict()
+        self.seen: dict[str, int] = {}
         self.handles = []
         for prefix, top in modules.items():
-            self.handles.append(top.register_forward_pre_hook(self._pre(f"{prefix}")))
+            self.handles.append(top.register_forward_pre_hook(self._hook(f"{prefix} {INPUT}", windows, pre=True)))
             for name, module in top.named_modules():
                 if name:
-                    self.handles.append(module.register_forward_hook(self._post(f"{prefix}.{name}")))
+                    full = f"{prefix}.{name}"
+                    per_row = any(full == r or full.startswith(r + ".") for r in row_modules)
+                    self.handles.append(module.register_forward_hook(self._hook(full, rows if per_row else windows)))
 
-    def _pre(self, name: str):
-        def hook(module, args):
-            if args and isinstance(args[0], torch.Tensor):
-                self.records.setdefault(f"{name}:{INPUT}", []).append(args[0].detach().to("cpu").clone())
-        return hook
+    def _hook(self, name: str, want: slice, pre: bool = False):
+        def keep(tensor) -> None:
+            if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+                return
+            start = self.seen.get(name, 0)
+            n = tensor.shape[0]
+            self.seen[name] = start + n
+            lo, hi = max(want.start, start), min(want.stop if want.stop is not None else start + n, start + n)
+            if lo < hi:
+                self.parts.setdefault(name, []).append(tensor[lo - start : hi - start].detach().clone())
 
-    def _post(self, name: str):
-        def hook(module, args, output):
-            tensor = output[0] if isinstance(output, tuple | list) else output
-            if isinstance(tensor, torch.Tensor) and tensor.dim() > 0:
-                self.records.setdefault(name, []).append(tensor.detach().to("cpu").clone())
-        return hook
+        if pre:
+            return lambda module, args: keep(args[0] if args else None)
+        return lambda module, args, output: keep(output[0] if isinstance(output, tuple | list) else output)
 
     def close(self) -> None:
         for h in self.handles:
             h.remove()
 
     def outputs(self) -> OrderedDict[str, torch.Tensor]:
-        out = OrderedDict()
-        for name, parts in self.records.items():
-            try:
-                out[name] = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
-            except RuntimeError:
-                out[name] = parts[0]
-        return out
+        return OrderedDict((k, torch.cat(v) if len(v) > 1 else v[0]) for k, v in self.parts.items())
 
 
-def _run(model, request: dict, modules: dict[str, torch.nn.Module]) -> tuple[OrderedDict, np.ndarray]:
-    recorder = _Recorder(modules)
+def _record(model, request: dict, nets: dict, windows: slice, rows: slice, row_modules) -> tuple[dict, np.ndarray]:
+    recorder = _SliceRecorder(nets, windows, rows, row_modules)
     try:
-        answer = model.infer(request)
+        (answer,) = model.infer(request).values()
     finally:
         recorder.close()
-    (output,) = answer.values()
-    return recorder.outputs(), np.asarray(output)
+    return recorder.outputs(), np.asarray(answer)
 
 
 def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict:
@@ -79,51 +80,42 @@ def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict:
             "non_finite": int((~finite).sum()), "fraction_differing": float((got != want).double().mean())}
 
 
-def localise(model, blocks: Sequence[Block], pad_to: int | None = None) -> dict:
-    """Compare each block of ``blocks`` alone vs packed; name the first diverging layer."""
+def localise(model, blocks: Sequence[Block], target: str | None = None, pad_to: int | None = None) -> dict:
+    """Pack ``blocks``; compare ``target`` (default: the first) alone vs packed, layer by layer."""
     if not hasattr(model, "torch_modules"):
         return {"available": False, "reason": "the model exposes no torch modules to hook"}
     op = blocks[0].op
     nets = model.torch_modules()
-    if op is Op.SEGMENTATION and "segmentation" in nets:
-        nets = {"segmentation": nets["segmentation"]}
-    elif op.is_voiceprint and "voiceprint" in nets:
-        nets = {"voiceprint": nets["voiceprint"]}
+    family = "segmentation" if op is Op.SEGMENTATION else "voiceprint"
+    nets = {family: nets[family]} if family in nets else nets
     row_modules = tuple(getattr(model, "row_modules", lambda: ())())
-    packed: PackedRequest = pack(list(blocks), pad_to=pad_to)
-    packed_acts, packed_out = _run(model, packed.tensors(), nets)
-    findings = []
-    real = [s for s in packed.segments if not s.padding]
-    for block, seg in zip(blocks, real, strict=True):
-        exact_acts, exact_out = _run(model, block.tensors(), nets)
-        first = None
-        for name, exact in exact_acts.items():
-            if name not in packed_acts:
-                continue
-            per_row = any(name == r or name.startswith(r + ".") for r in row_modules)
-            sl = seg.row_slice if per_row else seg.window_slice
-            got = packed_acts[name]
-            if got.shape[0] < sl.stop or got.shape[1:] != exact.shape[1:]:
-                continue
-            part = got[sl]
-            if part.shape != exact.shape:
-                continue
-            if not torch.equal(part, exact):
-                first = _divergence(name.replace(f":{INPUT}", f" {INPUT}"), part, exact)
-                break
-        if first is None:
-            slice_out = packed_out[seg.window_slice if op is Op.SEGMENTATION else seg.row_slice]
-            if slice_out.shape == exact_out.shape and not np.array_equal(slice_out, exact_out, equal_nan=False):
-                first = _divergence(OUTPUT, torch.from_numpy(slice_out), torch.from_numpy(exact_out))
-        findings.append({"block": block.id, "first_diverging": first})
-    located = [f for f in findings if f["first_diverging"]]
+    target = target or blocks[0].id
+    block = next(b for b in blocks if b.id == target)
+    packed = pack(list(blocks), pad_to=pad_to)
+    seg = next(s for s in packed.segments if s.block_id == target and not s.padding)
+    packed_acts, packed_out = _record(model, packed.tensors(), nets, seg.window_slice, seg.row_slice, row_modules)
+    exact_acts, exact_out = _record(model, block.tensors(), nets, slice(0, None), slice(0, None), row_modules)
+    first = None
+    for name, exact in exact_acts.items():
+        got = packed_acts.get(name)
+        if got is None or got.shape != exact.shape:
+            continue  # not batch-major over windows/rows (e.g. recurrent state): not comparable by slice
+        if not torch.equal(got, exact):
+            first = _divergence(name, got, exact)
+            break
+    if first is None:
+        mine = packed_out[seg.window_slice if op is Op.SEGMENTATION else seg.row_slice]
+        if mine.shape == exact_out.shape and not np.array_equal(mine, exact_out):
+            first = _divergence(OUTPUT, torch.from_numpy(mine), torch.from_numpy(exact_out))
     return {
         "available": True,
         "op": int(op),
         "k": packed.k,
         "blocks": [b.id for b in blocks],
-        "first_diverging_layer": located[0]["first_diverging"]["layer"] if located else None,
-        "per_block": findings,
+        "block": target,
+        "first_diverging_layer": first["layer"] if first else None,
+        "detail": first,
+        "layers_compared": len(exact_acts),
     }
 
 
@@ -157,5 +149,5 @@ def localise_shape(model, golden, run_shapes: Sequence[int], shape: dict, pad_to
             if sum(b.rows for b in blocks) == 0:
                 out[op_key] = {"available": False, "reason": "the failing pack has no voiceprint rows"}
                 continue
-        out[op_key] = localise(model, blocks, pad_to=k if pad_to_fixed else None)
+        out[op_key] = localise(model, blocks, target=failing[0], pad_to=k if pad_to_fixed else None)
     return out

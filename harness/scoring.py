@@ -27,7 +27,6 @@ from harness.ops import Op
 from harness.outputs import SegmentationOutputs, VoiceprintOutputs
 
 
-
 @dataclass(eq=False)
 class SegmentationScore:
     block_ids: list[str]

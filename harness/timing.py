@@ -43,7 +43,7 @@ def summarize_calls(calls: list[dict]) -> dict[str, dict]:
         out[key] = {"blocks": blocks, "wall_s": total, "blocks_per_s": blocks / total if total > 0 else None,
                     "peak_device_mb": max(peaks) if peaks else None, "ops": per_op}
     exact = out.get("exact")
-    for key, summary in out.items():
+    for summary in out.values():
         if exact and exact["blocks_per_s"] and summary["blocks_per_s"]:
             summary["speedup"] = summary["blocks_per_s"] / exact["blocks_per_s"]
             for op, v in summary["ops"].items():

@@ -79,7 +79,8 @@ def test_request_size_limit_refuses_a_too_large_k_up_front(backend, small_corpus
         def call(self, *a, **k):
             raise AssertionError("no call may be made")
 
-    with pytest.raises(LaneError, match=r"shape k=8 needs requests of about .* MiB, over the backend's limit of 0.4 MiB"):
+    limit = r"shape k=8 needs requests of about .* MiB, over the backend's limit of 0.4 MiB"
+    with pytest.raises(LaneError, match=limit):
         run_lanes(small_corpus.blocks, Limited(), RunPlan(shapes=(8,)))
 
 

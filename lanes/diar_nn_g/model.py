@@ -22,7 +22,6 @@ from lanes.diar_nn_g.init import fingerprint, seeded_init
 from lanes.diar_nn_g.segmentation import PyanNet
 from lanes.diar_nn_g.voiceprint import VoiceprintNet
 
-
 # Scales on the seeded draw (see init.seeded_init): measured on the synthetic corpus, they give
 # segmentation a median top log-probability of about -0.1 with speaker changes inside windows,
 # and embeddings of norm ~15 instead of ~1000.

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The nightly on a GPU, from the working tree, in one command:
+#
+#     benchmarks/gpu_nightly.sh OUT_DIR
+#
+# Records a golden on the device and runs the nightly (candidate shapes up to k = 32 on a
+# GPU) twice: with the numeric settings a release uses (cudnn.benchmark off, deterministic
+# on, TF32 off) and with a speed-minded deployment's (cudnn.benchmark on, TF32 on). Writes
+# both reports, both JUnit files and OUT_DIR/summary.md (+ summary.json): per profile, OP and
+# shape: bitwise?, max abs, max ULP, flips, verdict, blocks/s, speedup, peak memory; and how
+# far the speed profile's own golden is from the release golden.
+#
+# Runs without installing anything (PYTHONPATH=<repo>): it needs torch, numpy, pyarrow, typer,
+# rich, matplotlib and jinja2, as the GPU image has. Without a GPU it runs the same job on the
+# CPU with the small model (that is how CI tests this script).
+#
+# Environment overrides: DEVICE (cuda:0 | cpu), MODEL (full | small | spec), BLOCKS, SHAPES
+# (e.g. 2,4,8,16,32), PYTHON. Exit status: the release profile's nightly status (0 = every
+# shape promoted and the golden reproduced); the speed profile is informative.
+set -euo pipefail
+
+OUT=${1:?usage: benchmarks/gpu_nightly.sh OUT_DIR}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+DEVICE=${DEVICE:-$("$PY" -c 'import torch; print("cuda:0" if torch.cuda.is_available() else "cpu")')}
+if [[ $DEVICE == cuda* ]]; then
+  MODEL=${MODEL:-full}; BLOCKS=${BLOCKS:-48}; SHAPES=${SHAPES:-2,4,8,16,32}
+else
+  MODEL=${MODEL:-small}; BLOCKS=${BLOCKS:-16}; SHAPES=${SHAPES:-2,4}
+fi
+echo "gpu_nightly: device $DEVICE, model $MODEL, $BLOCKS blocks, shapes $SHAPES, output $OUT"
+"$PY" - <<PYEOF
+import torch, numpy, sys
+print(f"python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}), numpy {numpy.__version__}")
+if torch.cuda.is_available():
+    print("device:", torch.cuda.get_device_name(0))
+PYEOF
+
+harness() { "$PY" -m harness.cli "$@"; }
+
+write_config() {  # profile, numerics table
+  local profile=$1 numerics=$2
+  mkdir -p "$OUT/$profile"
+  cat >"$OUT/$profile/harness.toml" <<TOML
+[release]
+name = "gpu-nightly-$profile"
+device = "$DEVICE"
+[model]
+spec = "$MODEL"
+[shapes]
+candidates = [$SHAPES]
+[corpus]
+blocks = $BLOCKS
+[numerics]
+$numerics
+TOML
+}
+
+write_config release 'cudnn_benchmark = false
+cudnn_deterministic = true
+deterministic_algorithms = true
+allow_tf32 = false
+matmul_precision = "highest"'
+write_config speed 'cudnn_benchmark = true
+cudnn_deterministic = false
+deterministic_algorithms = false
+allow_tf32 = true
+matmul_precision = "high"'
+
+status=0
+for profile in release speed; do
+  start=$(date +%s)
+  cfg="$OUT/$profile/harness.toml"
+  rm -rf "$OUT/$profile/goldens" "$OUT/$profile/nightly"
+  harness golden record --config "$cfg" --goldens "$OUT/$profile/goldens" --no-progress
+  rc=0
+  harness nightly --config "$cfg" --golden "$OUT/$profile/goldens/gpu-nightly-$profile" \
+    --out "$OUT/$profile/nightly" --no-progress || rc=$?
+  echo "gpu_nightly: profile $profile finished in $(( $(date +%s) - start )) s with exit status $rc"
+  if [[ $profile == release ]]; then status=$rc; fi
+  if (( rc > 1 )); then echo "gpu_nightly: profile $profile could not run (exit $rc)"; exit "$rc"; fi
+done
+
+"$PY" "$REPO/benchmarks/gpu_summary.py" "$OUT"
+exit "$status"

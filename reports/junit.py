@@ -1,0 +1,166 @@
+"""JUnit XML for the nightly CI job: one test case per OP x shape, one for golden reproduction.
+
+CI systems (GitLab, Jenkins, GitHub test reporters) show JUnit failures by name, so a red
+nightly says *which* shape and OP failed and why without opening the report:
+
+- classname ``shape_k<k>``, name ``op<op>``: fails with that OP's reasons (from the gate),
+  its key metrics as <properties> and in <system-out>; time = that lane's wall time for the OP;
+- classname ``golden``, name ``reproduction``: fails when the exact lane did not reproduce the
+  golden (verification["passed"] false); skipped, saying so, when nothing verified it.
+
+Written with the standard library only: junitparser is a test dependency, not a runtime one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+SUITE = "harness.nightly"
+KEY_METRICS = {
+    0: ("max_abs", "max_ulp", "fraction_differing", "argmax_flips_near_tie", "argmax_flips_confident",
+        "non_finite", "bitwise"),
+    1: ("min_cosine", "max_abs", "max_rel_l2", "max_ulp", "rows", "missing_rows", "extra_rows", "non_finite",
+        "bitwise"),
+}
+# metric -> its key in the limits, where the two are named apart
+LIMIT_OF = {"argmax_flips_confident": "max_confident_flips", "bitwise": None, "fraction_differing": None}
+MAX_SHAPES_IN_SUMMARY = 3
+
+
+def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
+    """Write the nightly's JUnit XML. ``verification`` falls back to score["verification"]."""
+    verification = verification if verification is not None else score.get("verification")
+    throughput = score.get("throughput") or {}
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    suite = ET.Element("testsuite", name=SUITE, timestamp=now, hostname=socket.gethostname())
+    props = ET.SubElement(suite, "properties")
+    for name in ("release", "golden_id", "run_id", "fingerprint", "device_kind", "mode", "verdict"):
+        if score.get(name) is not None:
+            ET.SubElement(props, "property", name=name, value=str(score[name]))
+    ET.SubElement(props, "property", name="summary", value=summary_line(score, verification))
+
+    tests = failures = skipped = 0
+    total_time = 0.0
+    for k, shape in sorted(score.get("shapes", {}).items(), key=lambda kv: int(kv[0])):
+        for op, verdict in sorted(shape.get("ops", {}).items(), key=lambda kv: int(kv[0])):
+            seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
+            case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}",
+                                 time=f"{seconds:.6f}")
+            _op_case(case, int(op), verdict)
+            tests += 1
+            total_time += seconds
+            failures += not verdict.get("passed")
+
+    case = ET.SubElement(suite, "testcase", classname="golden", name="reproduction", time="0")
+    tests += 1
+    if verification is None:
+        ET.SubElement(case, "skipped", message="no golden verification available: this run has no "
+                      "interleaved exact lane and no separate verification was given")
+        skipped += 1
+    else:
+        line = golden_line(verification)
+        if not verification.get("passed"):
+            status = str(verification.get("status", "failed"))
+            failure = ET.SubElement(case, "failure", message=line, type=status)
+            diffs = verification.get("environment_differences") or []
+            failure.text = line + ("\nwhat differs: " + "; ".join(diffs) if diffs else "")
+            failures += 1
+        ET.SubElement(case, "system-out").text = line
+
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", str(skipped))
+    suite.set("time", f"{total_time:.6f}")
+    root = ET.Element("testsuites", name="harness", tests=str(tests), failures=str(failures), errors="0",
+                      skipped=str(skipped), time=f"{total_time:.6f}")
+    root.append(suite)
+    ET.indent(root)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
+    tmp.replace(path)
+    return path
+
+
+def _op_case(case: ET.Element, op: int, verdict: dict) -> None:
+    metrics, limits, bound = verdict.get("metrics", {}), verdict.get("limits", {}), verdict.get("bound", {})
+    props = ET.SubElement(case, "properties")
+    lines = []
+    for name in KEY_METRICS[min(op, 1)]:
+        if name in metrics:
+            ET.SubElement(props, "property", name=name, value=str(metrics[name]))
+            key = LIMIT_OF.get(name, name)
+            limit = limits.get(key) if key else None
+            lines.append(f"{name} = {metrics[name]}" + (f" (limit {limit})" if limit is not None else ""))
+    if bound:
+        for name in ("upper95", "allowed", "failures", "n"):
+            ET.SubElement(props, "property", name=f"bound.{name}", value=str(bound.get(name)))
+        rate = "flip" if op == 0 else "failed-row"
+        lines.append(f"95% upper bound of the {rate} rate = {bound.get('upper95')} "
+                     f"(allowed {bound.get('allowed')}; {bound.get('failures')} of {bound.get('n')} "
+                     f"{bound.get('unit')})")
+    ET.SubElement(props, "property", name="mode", value=str(limits.get("mode")))
+    reasons = verdict.get("reasons", [])
+    if not verdict.get("passed"):
+        failure = ET.SubElement(case, "failure", message="; ".join(reasons) or "failed", type="tolerance")
+        failure.text = "\n".join(reasons)
+    ET.SubElement(case, "system-out").text = "\n".join(lines)
+
+
+def summary_line(score: dict, verification: dict | None) -> str:
+    """One line for the CI log: PASS/FAIL, the first reason of each failed shape, the golden.
+
+    e.g. "FAIL: shape k=2 OP 0 max_abs: 10.1 > 0.0001 ... (+8 more); 2 of 3 shapes failed; golden reproduced
+    bitwise" or "PASS: 3 shapes promoted (k=2,4,8), golden reproduced bitwise".
+    """
+    verification = verification if verification is not None else score.get("verification")
+    shapes = sorted(score.get("shapes", {}).items(), key=lambda kv: int(kv[0]))
+    failed = [(k, s) for k, s in shapes if s.get("verdict") != "pass"]
+    golden_ok = verification is None or bool(verification.get("passed"))
+    golden = _golden_phrase(verification)
+    if not failed and golden_ok:
+        if not shapes:
+            return f"PASS: no packed shape scored, {golden}"
+        ks = ",".join(k for k, _ in shapes)
+        return f"PASS: {len(shapes)} shape{'s' if len(shapes) != 1 else ''} promoted (k={ks}), {golden}"
+    parts = []
+    for k, s in failed[:MAX_SHAPES_IN_SUMMARY]:
+        reasons = s.get("reasons") or ["failed"]
+        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        parts.append(f"shape k={k} {reasons[0]}{more}")
+    if len(failed) > MAX_SHAPES_IN_SUMMARY:
+        parts.append(f"... {len(failed) - MAX_SHAPES_IN_SUMMARY} more failed shape(s)")
+    parts.append(f"{len(failed)} of {len(shapes)} shapes failed")
+    if not golden_ok:
+        parts.insert(0, golden)
+        parts.append("nothing may be promoted while the golden is not reproduced")
+    else:
+        parts.append(golden)
+    return "FAIL: " + "; ".join(parts)
+
+
+def _golden_phrase(v: dict | None) -> str:
+    if v is None:
+        return "golden reproduction not checked"
+    if v.get("status") == "bitwise":
+        return "golden reproduced bitwise"
+    if v.get("status") == "within-noise-floor":
+        return "golden reproduced within its noise floor"
+    return golden_line(v)
+
+
+def golden_line(v: dict) -> str:
+    """describe_verification, tolerant of a partial verification dict."""
+    # Imported here: golden.store pulls in torch, and a report or JUnit file should be writable
+    # from a score.json on a machine without it (then the line is the short one below).
+    try:
+        from golden.store import describe_verification
+
+        return describe_verification(v)
+    except (ImportError, KeyError, ValueError, TypeError):
+        return f"golden {v.get('golden_id', '?')}: {v.get('status', 'unknown')}"

@@ -1,0 +1,446 @@
+"""The release sign-off report: one page that says which packed shapes the engine may use, and why.
+
+``write_report`` turns a score (harness.evaluate.score_run), optionally the promotion ledger,
+the transitions of the last ``update_ledger`` and a golden verification, into three files
+that hold the same facts:
+
+- ``report.json``: the facts (``build_facts``), for tools and for diffing two sign-offs;
+- ``report.md``: the same tables in Markdown, for a pull request or a wiki;
+- ``report.html``: one self-contained page (inline CSS, plots as base64 PNG data URIs, no
+  script, no URL of any kind) that can be mailed, attached to a CI job or archived.
+
+Every fact is *derived* from its inputs here, never re-judged: verdicts, reasons and bounds
+are the scorer's and the gate's; this module only decides how to show them. The single
+judgement made here is "may the engine use this shape now?", and it is the ledger's: a
+shape is usable when the ledger says promoted (or, without a ledger entry, when this run
+passed), this run did not fail it, and the golden was reproduced (a golden that no longer
+reproduces puts every promotion's evidence in doubt).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+import re
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from harness.promotion import PROMOTED, REVOKED, ledger_states
+from reports.junit import golden_line
+from reports.plots import SpeedPoint, error_distribution_png, speedup_png
+
+FORMAT = 1
+TEMPLATES = Path(__file__).parent / "templates"
+OPS_SHOWN = ("0", "1", "2")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as the start of an HTML tag
+MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts
+
+
+def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict] | None = None,
+                verification: dict | None = None, title: str | None = None) -> dict:
+    """Everything the report shows, as one JSON-able dict (what report.json holds)."""
+    score = _plain(score)
+    ledger = _plain(ledger) if ledger is not None else None
+    transitions = _plain(transitions) if transitions is not None else None
+    verification = _plain(verification) if verification is not None else None
+
+    golden_checks = _golden_checks(score, verification)
+    golden_ok = all(c["passed"] for c in golden_checks)
+    states = ledger_states(ledger, score.get("fingerprint"), score.get("device_kind")) if ledger else {}
+    throughput = score.get("throughput") or {}
+    shape_keys = sorted(set(score.get("shapes", {})) | {str(k) for k in states}, key=int)
+
+    shapes = {k: _shape_facts(k, score, states.get(int(k)), throughput, golden_ok, ledger is not None)
+              for k in shape_keys}
+    usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
+    not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
+    lanes = _throughput(throughput, shapes)
+    release = score.get("release")
+    model = score.get("model") or {}
+    return {
+        "kind": "harness.signoff",
+        "format": FORMAT,
+        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "title": title or f"Release {release}: packed-shape sign-off",
+        "release": release,
+        "verdict": "pass" if golden_ok and all(s["verdict"] != "fail" for s in shapes.values()) else "fail",
+        "decision": {
+            "usable": sorted(set(usable)),
+            "not_usable": not_usable,
+            "release_shapes_note": "k=1 is the release's own shape (the exact lane): it needs no promotion",
+            "golden_ok": golden_ok,
+            "ledger_given": ledger is not None,
+        },
+        "run_id": score.get("run_id"),
+        "score_created": score.get("created"),
+        "golden_id": score.get("golden_id"),
+        "fingerprint": score.get("fingerprint") or model.get("fingerprint"),
+        "model": model,
+        "device_kind": score.get("device_kind"),
+        "environment": score.get("environment") or {},
+        "numerics": (score.get("numerics") or {}).get("in_force") or {},
+        "mode": score.get("mode"),
+        "pad_to_fixed": score.get("pad_to_fixed", False),
+        "corpus": score.get("corpus") or {},
+        "tolerances": score.get("tolerances") or {},
+        "reproducibility": _reproducibility(score.get("reproducibility")),
+        "golden_checks": golden_checks,
+        "shapes": shapes,
+        "throughput": lanes,
+        "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
+        "exact_timing_source": score.get("exact_timing_source"),
+        "transitions": transitions,
+        "ledger": _ledger_rows(states) if ledger is not None else None,
+    }
+
+
+def _golden_checks(score: dict, verification: dict | None) -> list[dict]:
+    """Golden reproduction from the score's own exact lane, and a separate verification if given."""
+    out = []
+    for source, v in (("golden reproduction (this run's interleaved exact lane)", score.get("verification")),
+                      ("golden verification (separate exact-lane re-run)", verification)):
+        if not v:
+            continue
+        out.append({"source": source, "status": v.get("status"), "passed": bool(v.get("passed")),
+                    "summary": golden_line(v), "golden_id": v.get("golden_id"),
+                    "environment_differences": v.get("environment_differences", []),
+                    "ops": v.get("ops", {})})
+    return out
+
+
+def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, golden_ok: bool,
+                 ledger_given: bool) -> dict:
+    s = score.get("shapes", {}).get(k)
+    lane = throughput.get(k) or {}
+    scored = s is not None
+    verdict = s["verdict"] if scored else "not scored"
+    state = entry["state"] if entry else None
+    passed_now = scored and verdict == "pass" and golden_ok
+    if entry is not None:  # the ledger decides; a failed run or an unreproduced golden overrules it
+        usable = state == PROMOTED and golden_ok and (not scored or passed_now)
+    else:
+        usable = passed_now
+    ops = {}
+    if scored:
+        ops = {op: _op_facts(v, s.get("distribution", {}).get(op)) for op, v in sorted(s["ops"].items())}
+    op0 = ops.get("0", {}).get("metrics", {})
+    facts = {
+        "shape": int(k),
+        "scored": scored,
+        "verdict": verdict,
+        "reasons": list(s["reasons"]) if scored else [],
+        "usable": usable,
+        "why": _why(scored, verdict, s, entry, golden_ok, ledger_given, usable),
+        "ledger_state": state,
+        "revoked_by": entry.get("revoked_by") if entry and state == REVOKED else None,
+        "speedup": lane.get("speedup"),
+        "blocks_per_s": lane.get("blocks_per_s"),
+        "op0_max_abs": op0.get("max_abs"),
+        "min_cosine": {op: ops[op]["metrics"].get("min_cosine") for op in ("1", "2") if op in ops},
+        "flips": _flips(op0),
+        "ops": ops,
+        "localisation": _localisation(s.get("localisation")) if scored else None,
+    }
+    return facts
+
+
+def _flips(op0_metrics: dict) -> dict | None:
+    if not op0_metrics:
+        return None
+    return {"near_tie": op0_metrics.get("argmax_flips_near_tie"),
+            "confident": op0_metrics.get("argmax_flips_confident")}
+
+
+def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_ok: bool, ledger_given: bool,
+         usable: bool) -> str:
+    """One sentence: why this shape may or may not be used."""
+    state = entry["state"] if entry else None
+    if usable:
+        if state == PROMOTED:
+            last_pass = [h for h in entry.get("history", []) if h.get("verdict") == "pass"]
+            by = f" by run {last_pass[-1]['run_id']}" if last_pass else ""
+            return f"promoted{by}" + ("" if scored else "; not scored in this run")
+        where = "not recorded in the ledger" if ledger_given else "no ledger given"
+        return f"passed in this run; {where}"
+    if scored and verdict == "fail":
+        first = s["reasons"][0] if s["reasons"] else "failed"
+        more = f" (+{len(s['reasons']) - 1} more)" if len(s["reasons"]) > 1 else ""
+        revoked = state == REVOKED and entry.get("revoked_by")
+        prefix = f"revoked by run {entry['revoked_by']}: " if revoked else ""
+        return f"{prefix}{first}{more}"
+    if not golden_ok:
+        done = "passed" if scored else ("promoted earlier" if state == PROMOTED else "not scored")
+        return f"{done}, but the exact lane did not reproduce its golden, so no packed shape may be used"
+    if state == REVOKED:
+        return f"revoked by run {entry.get('revoked_by', '?')}"
+    if state is not None:
+        return f"ledger state {state}"
+    return "not promoted"
+
+
+def _op_facts(v: dict, distribution: list | None) -> dict:
+    op = int(v["op"])
+    metrics, limits, bound = v.get("metrics", {}), v.get("limits", {}), v.get("bound", {})
+    return {
+        "op": op,
+        "passed": bool(v.get("passed")),
+        "verdict": "pass" if v.get("passed") else "fail",
+        "reasons": list(v.get("reasons", [])),
+        "checks": _checks(op, metrics, limits, bound),
+        "metrics": metrics,
+        "limits": limits,
+        "bound": bound,
+        "failing": list(v.get("failing", []))[:MAX_FAILING_ROWS],
+        "distribution": _distribution_summary(distribution),
+    }
+
+
+def _check(metric: str, value, relation: str, limit, ok: bool | None, note: str = "") -> dict:
+    return {"metric": metric, "value": value, "relation": relation, "limit": limit, "ok": ok, "note": note}
+
+
+def _le(value, limit) -> bool | None:
+    if limit is None:
+        return None
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    return value <= limit
+
+
+def _checks(op: int, m: dict, lim: dict, bound: dict) -> list[dict]:
+    """Metric vs limit rows, mirroring harness.gate (the gate decides; these rows show why)."""
+    rows = [_check("non_finite", m.get("non_finite"), "=", 0, m.get("non_finite", 0) == 0,
+                   "NaN/Inf values" if op == 0 else "rows holding NaN/Inf")]
+    bitwise = bool(lim.get("bitwise"))
+    if bitwise:
+        rows.append(_check("bitwise", m.get("bitwise"), "=", True, bool(m.get("bitwise")),
+                           f"{m.get('fraction_differing', 0):.2%} of " + ("elements" if op == 0 else "rows")
+                           + " differ"))
+    else:
+        if op != 0:
+            cos = m.get("min_cosine")
+            ok = None if lim.get("min_cosine") is None else (cos is not None and not math.isnan(cos)
+                                                             and cos >= lim["min_cosine"])
+            rows.append(_check("min_cosine", cos, ">=", lim.get("min_cosine"), ok, "worst row"))
+        rows.append(_check("max_abs", m.get("max_abs"), "<=", lim.get("max_abs"), _le(m.get("max_abs"),
+                           lim.get("max_abs")), "worst " + ("block" if op == 0 else "row")))
+        if op != 0:
+            rows.append(_check("max_rel_l2", m.get("max_rel_l2"), "<=", lim.get("max_rel_l2"),
+                               _le(m.get("max_rel_l2"), lim.get("max_rel_l2")), "worst row"))
+        rows.append(_check("max_ulp", m.get("max_ulp"), "<=", lim.get("max_ulp"),
+                           _le(m.get("max_ulp"), lim.get("max_ulp")),
+                           "not gated (reported)" if lim.get("max_ulp") is None else ""))
+    if op == 0:
+        rows.append(_check("confident_flips", m.get("argmax_flips_confident"), "<=",
+                           lim.get("max_confident_flips"),
+                           _le(m.get("argmax_flips_confident"), lim.get("max_confident_flips")),
+                           f"frames whose class changed with a golden margin >= "
+                           f"{lim.get('near_tie_margin')} nats"))
+        rows.append(_check("near_tie_flips", m.get("argmax_flips_near_tie"), "", None, None,
+                           "frames whose class changed at a near tie: counted in the flip rate"))
+        name = "flip_rate_upper95"
+    else:
+        for kind in ("missing_rows", "extra_rows", "inputs_differ"):
+            if kind in m:
+                rows.append(_check(kind, m.get(kind), "=", 0, m.get(kind) == 0))
+        name = "failed_row_rate_upper95"
+    if bound:
+        rows.append(_check(name, bound.get("upper95"), "<=", bound.get("allowed"),
+                           _le(bound.get("upper95"), bound.get("allowed")),
+                           f"95% upper bound: {bound.get('failures')} of {bound.get('n')} {bound.get('unit')}"
+                           + (" (3/n: the corpus bounds the rate only this far)" if not bound.get("failures")
+                              else "")))
+    return rows
+
+
+def _distribution_summary(values: list | None) -> dict | None:
+    if values is None:
+        return None
+    finite = np.array([v for v in values if v is not None], dtype=np.float64)
+    return {"n": len(values), "zero": int(np.count_nonzero(finite == 0.0)),
+            "non_zero": int(np.count_nonzero(finite != 0.0)), "non_finite": len(values) - int(finite.size),
+            "max": float(finite.max()) if finite.size else None,
+            "p99": float(np.percentile(finite, 99)) if finite.size else None}
+
+
+def _localisation(loc: dict | None) -> dict | None:
+    if not loc:
+        return None
+    out = {}
+    for op, item in sorted(loc.items()):
+        out[op] = {"available": bool(item.get("available", True)), "reason": item.get("reason"),
+                   "first_diverging_layer": item.get("first_diverging_layer"),
+                   "blocks": item.get("blocks", []), "k": item.get("k"),
+                   "per_block": [{"block": item["block"], **(item.get("detail") or {})}] if item.get("block") else []}
+    return out
+
+
+def _reproducibility(repro: dict | None) -> dict | None:
+    if not repro:
+        return None
+    return {"bitwise": repro.get("bitwise"), "repeats": repro.get("repeats"), "ops": repro.get("ops", {})}
+
+
+def _throughput(throughput: dict, shapes: dict) -> list[dict]:
+    rows = []
+    for key in sorted(throughput, key=lambda x: 0 if x == "exact" else int(x)):
+        t = throughput[key]
+        verdict = "exact" if key == "exact" else shapes.get(key, {}).get("verdict", "not scored")
+        rows.append({"lane": key, "k": 1 if key == "exact" else int(key), "verdict": verdict,
+                     "blocks": t.get("blocks"), "blocks_per_s": t.get("blocks_per_s"),
+                     "speedup": 1.0 if key == "exact" else t.get("speedup"),
+                     "peak_device_mb": t.get("peak_device_mb"),
+                     "ops": {op: {f: v.get(f) for f in ("calls", "p50_ms", "p99_ms", "mean_request_mb",
+                                                        "peak_device_mb", "blocks_per_s", "speedup")}
+                             for op, v in sorted(t.get("ops", {}).items())}})
+    return rows
+
+
+def _ledger_rows(states: dict[int, dict]) -> list[dict]:
+    rows = []
+    for k in sorted(states):
+        e = states[k]
+        history = e.get("history", [])
+        passes = [h for h in history if h.get("verdict") == "pass"]
+        last = history[-1] if history else {}
+        rows.append({"shape": k, "state": e.get("state"), "revoked_by": e.get("revoked_by"),
+                     "promoted_by": passes[-1]["run_id"] if passes else None,
+                     "promoted_at": passes[-1].get("at") if passes else None,
+                     "last_run": last.get("run_id"), "last_at": last.get("at"),
+                     "last_verdict": last.get("verdict"),
+                     "runs": len(history), "last_reasons": list(last.get("reasons", []))})
+    return rows
+
+
+def _plain(value):
+    """A deep, JSON-plain copy: numpy scalars become Python numbers, tuples lists; never mutates."""
+    return json.loads(json.dumps(value, default=_default))
+
+
+def _default(value: object) -> object:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Images
+
+
+def build_images(score: dict, facts: dict) -> dict:
+    """PNG data URIs: "speedup" and per shape and OP "dist_<k>_<op>"."""
+    images = {}
+    points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
+    if any(p.speedup is not None for p in points):
+        images["speedup"] = _data_uri(speedup_png(points))
+    for k, shape in score.get("shapes", {}).items():
+        for op, values in sorted((shape.get("distribution") or {}).items()):
+            limit = (facts["shapes"][k]["ops"].get(op, {}).get("limits") or {}).get("max_abs")
+            images[f"dist_{k}_{op}"] = _data_uri(error_distribution_png(values, int(op), k, limit))
+    return images
+
+
+def _data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting (shared by the HTML and Markdown templates)
+
+
+def fmt(value, kind: str = "") -> str:
+    """A number as a person reads it; None as an em dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}".replace(",", " ") if abs(value) >= 100_000 else str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if kind == "cosine":  # 0.9999999999999998 must not print as 1
+            gap = 1.0 - value
+            return "1" if gap == 0 else (f"1 − {gap:.2g}" if 0 < gap < 1e-6 else f"{value:.6g}")
+        if kind == "speedup":
+            return f"{value:.2f}×"
+        if kind == "rate":
+            return f"{value:.3g}"
+        if value == 0:
+            return "0"
+        if abs(value) < 1e-3 or abs(value) >= 1e5:
+            return f"{value:.3g}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def fmt_check(check: dict, which: str) -> str:
+    kind = "cosine" if check["metric"] == "min_cosine" else ("rate" if "rate" in check["metric"] else "")
+    return fmt(check[which], kind)
+
+
+def _environment() -> tuple[jinja2.Environment, jinja2.Environment]:
+    loader = jinja2.FileSystemLoader(str(TEMPLATES))
+    html = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    md = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined,
+                            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    for env in (html, md):
+        env.filters["fmt"] = fmt
+        env.filters["fmt_check"] = fmt_check
+        env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
+    md.filters["md"] = _md_cell
+    return html, md
+
+
+def _md_cell(value) -> str:
+    """Text safe in a Markdown table cell: no pipe, no newline, no raw HTML tag."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return _TAG_START.sub(r"\\<", text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
+                 transitions: list[dict] | None = None, verification: dict | None = None,
+                 title: str | None = None) -> dict[str, Path]:
+    """Write report.html, report.md and report.json under ``out_dir``; returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    facts = build_facts(score, ledger, transitions, verification, title)
+    images = build_images(_plain(score), facts)
+    html_env, md_env = _environment()
+    context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
+    paths = {
+        "json": out_dir / "report.json",
+        "md": out_dir / "report.md",
+        "html": out_dir / "report.html",
+    }
+    _write_atomic(paths["json"], json.dumps(facts, indent=1, sort_keys=True) + "\n")
+    _write_atomic(paths["md"], md_env.get_template("report.md.j2").render(**context))
+    _write_atomic(paths["html"], html_env.get_template("report.html.j2").render(**context))
+    return paths
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,155 @@
+"""JUnit XML and the CI summary line, read back with junitparser, on real scores.
+
+Made once per module with the small model (shapes 2 and 4), all real:
+
+- ``passing``: default tolerances, every OP of every shape passes;
+- ``mixed``: the same run scored with an OP 0 flip-rate allowance the corpus cannot bound,
+  so OP 0 fails (3/n rule) while OP 1 and OP 2 pass: failures must land on op0 cases only;
+- ``drift``: the golden verified with the ``count_dependent`` control (same weights, +1e-6
+  on every output): golden reproduction fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import xml.etree.ElementTree as ET
+
+import pytest
+from junitparser import Failure, JUnitXml, Skipped
+
+from golden.runs import load_run, write_run
+from golden.store import describe_verification, record_golden, verify_golden
+from harness.corpus.synth import synth_corpus
+from harness.evaluate import score_run
+from harness.numerics import NumericSettings
+from harness.tolerances import SegmentationTolerance, Tolerances
+from lanes.backend import InProcessBackend
+from lanes.model_api import load_model
+from lanes.runner import RunPlan, run_lanes
+from reports import summary_line, write_junit
+
+SHAPES = (2, 4)
+NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a shared 2-core runner
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("junit")
+    model = load_model("small")
+    backend = InProcessBackend(model, NUMERICS)
+    corpus = synth_corpus(model.geometry, 12)
+    golden, _ = record_golden(tmp / "goldens", "rel", corpus, backend, RunPlan(), {})
+    plan = RunPlan(shapes=SHAPES)
+    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
+    run = load_run(write_run(tmp / "runs", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
+    control = InProcessBackend(load_model("lanes.controls:count_dependent"), NUMERICS)
+    return {
+        "passing": score_run(golden, run, Tolerances()),
+        "mixed": score_run(golden, run, Tolerances(op0=SegmentationTolerance(max_flip_rate=1e-6))),
+        "drift": verify_golden(golden, control, RunPlan()),
+    }
+
+
+def _cases(path) -> dict[tuple[str, str], object]:
+    xml = JUnitXml.fromfile(str(path))
+    suites = list(xml)
+    assert [s.name for s in suites] == ["harness.nightly"]
+    return {(c.classname, c.name): c for c in suites[0]}
+
+
+def _case_properties(path, classname: str, name: str) -> dict[str, str]:
+    root = ET.parse(path).getroot()
+    case = root.find(f".//testcase[@classname='{classname}'][@name='{name}']")
+    return {p.get("name"): p.get("value") for p in case.iterfind("properties/property")}
+
+
+def test_one_case_per_op_and_shape_plus_golden(tmp_path, scores):
+    score = scores["mixed"]
+    path = write_junit(tmp_path / "junit.xml", score, None)
+    cases = _cases(path)
+    expected = {(f"shape_k{k}", f"op{op}") for k, s in score["shapes"].items() for op in s["ops"]}
+    assert len(expected) == len(SHAPES) * 3
+    assert set(cases) == expected | {("golden", "reproduction")}
+
+
+def test_failures_exactly_where_the_score_fails(tmp_path, scores):
+    score = scores["mixed"]
+    path = write_junit(tmp_path / "junit.xml", score, None)
+    cases = _cases(path)
+    failed = set()
+    for k, shape in score["shapes"].items():
+        assert shape["verdict"] == "fail"
+        for op, verdict in shape["ops"].items():
+            case = cases[(f"shape_k{k}", f"op{op}")]
+            failures = [r for r in case.result if isinstance(r, Failure)]
+            if verdict["passed"]:
+                assert case.is_passed and not failures
+            else:
+                failed.add((k, op))
+                assert failures[0].message == "; ".join(verdict["reasons"])
+                assert failures[0].text.splitlines() == verdict["reasons"]
+            assert f"max_abs = {verdict['metrics']['max_abs']}" in case.system_out
+            props = _case_properties(path, f"shape_k{k}", f"op{op}")
+            assert props["bound.upper95"] == str(verdict["bound"]["upper95"])
+            assert props["max_abs"] == str(verdict["metrics"]["max_abs"])
+    assert failed == {(str(k), "0") for k in SHAPES}  # OP 0 only: OP 1/2 are within tolerance
+    suite = next(iter(JUnitXml.fromfile(str(path))))
+    counts = (suite.tests, suite.failures, suite.errors, suite.skipped)
+    assert counts == (len(SHAPES) * 3 + 1, len(SHAPES), 0, 0)
+    assert cases[("golden", "reproduction")].is_passed
+
+
+def test_passing_score_has_no_failures(tmp_path, scores):
+    score = scores["passing"]
+    path = write_junit(tmp_path / "junit.xml", score, None)
+    cases = _cases(path)
+    assert all(case.is_passed for case in cases.values())
+    golden = cases[("golden", "reproduction")]
+    assert golden.system_out == describe_verification(score["verification"])
+    # time of an OP case is that lane's wall time for the OP
+    wall_s = score["throughput"]["2"]["ops"]["0"]["wall_s"]
+    assert float(cases[("shape_k2", "op0")].time) == pytest.approx(wall_s, abs=1e-6)
+    suite = next(iter(JUnitXml.fromfile(str(path))))
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["summary"] == summary_line(score, None)
+    assert props["run_id"] == score["run_id"] and props["verdict"] == "pass"
+
+
+def test_golden_not_reproduced_fails_its_case(tmp_path, scores):
+    drift = scores["drift"]
+    assert (drift["status"], drift["passed"]) == ("drift", False)
+    path = write_junit(tmp_path / "junit.xml", scores["passing"], drift)
+    cases = _cases(path)
+    golden = cases[("golden", "reproduction")]
+    failures = [r for r in golden.result if isinstance(r, Failure)]
+    assert failures and failures[0].message == describe_verification(drift)
+    assert failures[0].type == "drift"
+    assert all(c.is_passed for key, c in cases.items() if key[0] != "golden")
+
+
+def test_no_verification_is_a_skipped_case_that_says_so(tmp_path, scores):
+    score = copy.deepcopy(scores["passing"])
+    del score["verification"]
+    path = write_junit(tmp_path / "junit.xml", score, None)
+    golden = _cases(path)[("golden", "reproduction")]
+    skipped = [r for r in golden.result if isinstance(r, Skipped)]
+    assert golden.is_skipped and "no golden verification available" in skipped[0].message
+    suite = next(iter(JUnitXml.fromfile(str(path))))
+    assert (suite.skipped, suite.failures) == (1, 0)
+
+
+def test_summary_line(scores):
+    passing, mixed, drift = scores["passing"], scores["mixed"], scores["drift"]
+    assert summary_line(passing, None) == "PASS: 2 shapes promoted (k=2,4), golden reproduced bitwise"
+
+    line = summary_line(mixed, None)
+    first = mixed["shapes"]["2"]["reasons"][0]
+    assert line.startswith(f"FAIL: shape k=2 {first}") and first.startswith("OP 0 flip_rate")
+    assert line.endswith("2 of 2 shapes failed; golden reproduced bitwise")
+    assert "\n" not in line
+
+    line = summary_line(passing, drift)
+    assert line.startswith(f"FAIL: {describe_verification(drift)}") and "0 of 2 shapes failed" in line
+
+    unverified = {k: v for k, v in passing.items() if k != "verification"}
+    assert summary_line(unverified, None).endswith("golden reproduction not checked")

@@ -1,0 +1,400 @@
+"""The release sign-off report, on scores made by the real pipeline with the small model.
+
+Made once per module, all real:
+
+- ``passing``: the small model, shapes 2 and 4, default tolerances: every shape passes;
+- ``revoking``: a second run of the same model scored with a flip-rate allowance the corpus
+  cannot bound (OP 0 fails by the 3/n rule, OP 1/2 pass), applied to a ledger where the
+  first run promoted both shapes: both are revoked by the second run;
+- ``bitwise``: the passing run scored in bitwise mode (passes: one thread is bitwise here);
+- ``drift`` / ``not_bitwise``: the ``count_dependent`` control (same weights, +1e-6 x windows
+  per call on every output): verifying the small golden with it fails golden reproduction,
+  and its own packed shapes fail in bitwise mode;
+- ``leaky``: the ``leaky`` negative control with its failing shape localised.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from markupsafe import escape
+
+from golden.runs import load_run, write_run
+from golden.store import Golden, describe_verification, record_golden, verify_golden
+from harness.corpus.synth import synth_corpus
+from harness.evaluate import score_run
+from harness.localise import localise_shape
+from harness.numerics import NumericSettings
+from harness.promotion import load_ledger, update_ledger
+from harness.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
+from lanes.backend import InProcessBackend
+from lanes.model_api import load_model
+from lanes.runner import RunPlan, run_lanes
+from reports import write_report
+from reports.plots import SpeedPoint, error_distribution_png, speedup_png
+from reports.signoff import build_facts
+
+SHAPES = (2, 4)
+# One thread: these tests are about reports, not numerics, and a 2-core CI runner shared with other
+# jobs makes torch's default (one thread per core) spin-wait: 40x slower under load.
+NUMERICS = NumericSettings(threads=1)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(backend, golden: Golden, corpus, tmp: Path):
+    plan = RunPlan(shapes=SHAPES)
+    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
+    return load_run(write_run(tmp / "runs", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
+
+
+def _run_and_score(model, backend, golden: Golden, corpus, tmp: Path, tolerances: Tolerances,
+                   localise: bool = False) -> dict:
+    run = _run(backend, golden, corpus, tmp)
+    score = score_run(golden, run, tolerances)
+    if localise:
+        loc = {k: localise_shape(model, golden, SHAPES, s) for k, s in score["shapes"].items()
+               if s["verdict"] == "fail" and k == "2"}  # shape 2 only: a failed shape may lack one
+        score = score_run(golden, run, tolerances, localisation=loc)
+    return score
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> dict:
+    """Passing and revoking scores of the small model, their ledgers and transitions, a drift."""
+    tmp = tmp_path_factory.mktemp("small")
+    model = load_model("small")
+    backend = InProcessBackend(model, NUMERICS)
+    corpus = synth_corpus(model.geometry, 12)
+    golden, _ = record_golden(tmp / "goldens", "rel", corpus, backend, RunPlan(), {})
+    run = _run(backend, golden, corpus, tmp)
+    passing = score_run(golden, run, Tolerances())
+    exact = VoiceprintTolerance(mode="bitwise")
+    bitwise_tolerances = Tolerances(SegmentationTolerance(mode="bitwise"), exact, exact)
+    bitwise = score_run(golden, run, bitwise_tolerances)
+    strict = Tolerances(op0=SegmentationTolerance(max_flip_rate=1e-6))  # needs 3e6 frames at zero flips
+    revoking = _run_and_score(model, backend, golden, corpus, tmp, strict)
+    promoted = load_ledger(tmp / "ledger.json")
+    update_ledger(promoted, passing)
+    ledger = copy.deepcopy(promoted)
+    transitions = update_ledger(ledger, revoking)
+    control = InProcessBackend(load_model("lanes.controls:count_dependent"), NUMERICS)
+    drift = verify_golden(golden, control, RunPlan())
+    control_golden, _ = record_golden(tmp / "control-goldens", "rel", corpus, control, RunPlan(), {})
+    not_bitwise = score_run(control_golden, _run(control, control_golden, corpus, tmp), bitwise_tolerances)
+    return {"passing": passing, "bitwise": bitwise, "not_bitwise": not_bitwise, "revoking": revoking,
+            "promoted_ledger": promoted,
+            "ledger": ledger, "transitions": transitions, "drift": drift}
+
+
+@pytest.fixture(scope="module")
+def passing(small) -> dict:
+    return small["passing"]
+
+
+@pytest.fixture(scope="module")
+def leaky(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("leaky")
+    model = load_model("lanes.controls:leaky")
+    backend = InProcessBackend(model, NUMERICS)
+    corpus = synth_corpus(model.geometry, 12)
+    golden, _ = record_golden(tmp / "goldens", "rel", corpus, backend, RunPlan(), {})
+    return _run_and_score(model, backend, golden, corpus, tmp, Tolerances(), localise=True)
+
+
+def _written(tmp_path: Path, score: dict, **kwargs) -> tuple[dict, str, str, dict]:
+    paths = write_report(tmp_path / "report", score, **kwargs)
+    assert set(paths) == {"html", "md", "json"}
+    assert all(p.is_file() and p.parent == tmp_path / "report" for p in paths.values())
+    return (json.loads(paths["json"].read_text()), paths["md"].read_text(), paths["html"].read_text(), paths)
+
+
+@pytest.fixture(scope="module")
+def passing_report(tmp_path_factory, passing) -> tuple[dict, str, str, dict]:
+    """The passing score's report, written once: (facts, markdown, html, paths)."""
+    return _written(tmp_path_factory.mktemp("passing-report"), passing)
+
+
+@pytest.fixture(scope="module")
+def leaky_report(tmp_path_factory, leaky) -> tuple[dict, str, str, dict]:
+    return _written(tmp_path_factory.mktemp("leaky-report"), leaky)
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and facts
+
+
+def test_writes_html_md_json_with_the_scores_verdicts(passing, passing_report):
+    facts, md, page, paths = passing_report
+    assert json.loads(json.dumps(facts)) == facts  # round-trips
+    assert facts["kind"] == "harness.signoff"
+    assert facts["release"] == passing["release"] and facts["fingerprint"] == passing["fingerprint"]
+    assert set(facts["shapes"]) == set(passing["shapes"])
+    for k, shape in passing["shapes"].items():
+        got = facts["shapes"][k]
+        assert got["verdict"] == shape["verdict"] == "pass"
+        assert got["reasons"] == shape["reasons"]
+        for op, verdict in shape["ops"].items():
+            assert got["ops"][op]["passed"] == verdict["passed"]
+            assert got["ops"][op]["bound"] == verdict["bound"]
+            assert got["ops"][op]["limits"] == verdict["limits"]
+        assert got["speedup"] == passing["throughput"][k]["speedup"]
+    assert facts["decision"]["usable"] == [1, *SHAPES] and facts["decision"]["not_usable"] == []
+    assert facts["environment"]["torch"] == passing["environment"]["torch"]
+    assert facts["numerics"] == passing["numerics"]["in_force"]
+    assert facts["reproducibility"]["bitwise"] == passing["reproducibility"]["bitwise"]
+    assert facts["golden_checks"][0]["passed"] is True
+    assert page.startswith("<!DOCTYPE html>")
+
+
+def test_the_page_opens_with_the_decision(passing_report):
+    _, md, page, _ = passing_report
+    body = page[page.index("<body"):]
+    assert body.index('id="decision"') < body.index('id="summary"')
+    decision = body[body.index('id="decision"'):body.index("</section>")]
+    assert "may use" in decision and "k = 1, 2, 4" in decision
+    first_text_line = next(line for line in md.splitlines()[1:] if line.strip())
+    assert first_text_line == "**May use: k = 1, 2, 4. No candidate shape is refused.**"
+
+
+def test_html_is_self_contained(passing_report):
+    _, _, page, _ = passing_report
+    for forbidden in ("http://", "https://", "<script", "<link", "url(", "@import", "<iframe"):
+        assert forbidden not in page, forbidden
+    sources = re.findall(r'<img[^>]*\ssrc="([^"]*)"', page)
+    assert len(sources) == 1 + len(SHAPES) * 3  # speedup + one distribution per OP and shape
+    for src in sources:
+        assert src.startswith("data:image/png;base64,")
+        png = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert png.startswith(PNG_SIGNATURE) and b"http" not in png
+
+
+def test_markdown_has_the_summary_table(passing, passing_report):
+    _, md, _, _ = passing_report
+    assert ("| k | verdict | may use | speedup | blocks/s | OP 0 max_abs | OP 1 min cosine | OP 2 min cosine "
+            "| flips (near-tie / confident) | ledger state |") in md
+    for k in SHAPES:
+        speedup = passing["throughput"][str(k)]["speedup"]
+        assert re.search(rf"^\| {k} \| PASS \| yes \| {speedup:.2f}× \|", md, re.MULTILINE), k
+    assert re.search(r"^\| 1 \| release \| yes \| 1\.00× \|", md, re.MULTILINE)
+
+
+def test_failing_score_shows_reasons_and_first_diverging_layer(leaky, leaky_report):
+    assert leaky["shapes"]["2"]["verdict"] == "fail" and "localisation" in leaky["shapes"]["2"]
+    facts, md, page, _ = leaky_report
+    assert facts["verdict"] == "fail"
+    assert facts["decision"]["usable"] == [1]
+    failed = [int(k) for k, s in leaky["shapes"].items() if s["verdict"] == "fail"]
+    assert failed and facts["decision"]["not_usable"] == failed
+    for k, shape in leaky["shapes"].items():
+        assert facts["shapes"][k]["verdict"] == shape["verdict"]
+        for reason in shape["reasons"]:
+            assert str(escape(reason)) in page
+            assert reason.replace("|", "\\|") in md
+    layers = {op: loc["first_diverging_layer"] for op, loc in leaky["shapes"]["2"]["localisation"].items()
+              if loc.get("available")}
+    assert layers and all(layers.values())
+    for op, layer in layers.items():
+        assert facts["shapes"]["2"]["localisation"][op]["first_diverging_layer"] == layer
+        assert f'<code class="first-layer">{html.escape(layer)}</code>' in page
+        assert f"- k = 2, OP {op}: first diverging layer `{layer}`" in md
+    if "localisation" not in leaky["shapes"]["4"]:
+        assert "k = 4: no localisation in this score" in page
+
+
+def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
+    first, score = small["passing"], small["revoking"]
+    ledger, transitions = small["ledger"], small["transitions"]
+    assert [(t["from"], t["to"]) for t in transitions] == [("promoted", "revoked")] * len(SHAPES)
+    facts, md, page, _ = _written(tmp_path, score, ledger=ledger, transitions=transitions)
+    run = score["run_id"]
+    for k in SHAPES:
+        s = facts["shapes"][str(k)]
+        assert (s["ledger_state"], s["revoked_by"], s["usable"]) == ("revoked", run, False)
+        assert s["why"].startswith(f"revoked by run {run}: OP 0 flip_rate")
+        assert re.search(rf"^\| {k} \| FAIL \| no \| .* \| revoked \(by run `{run}`\) \|$", md, re.MULTILINE)
+        transition_row = rf"^\| {k} \| promoted \| \*\*revoked\*\* \| `{run}` \| OP 0 flip_rate"
+        assert re.search(transition_row, md, re.MULTILINE)
+        row = next(r for r in facts["ledger"] if r["shape"] == k)
+        assert (row["promoted_by"], row["revoked_by"]) == (first["run_id"], run)
+    assert facts["decision"]["usable"] == [1] and facts["decision"]["not_usable"] == list(SHAPES)
+    assert f"revoked by run {run}" in page
+    # OP 0 fails, OP 1/2 pass: the per-OP verdicts are the score's, not the shape's
+    assert [facts["shapes"]["2"]["ops"][op]["passed"] for op in ("0", "1", "2")] == [False, True, True]
+
+
+def test_ledger_promotions_from_earlier_runs_are_usable(tmp_path, small):
+    """A shape promoted by an earlier run and not scored now stays usable, and says so."""
+    score = copy.deepcopy(small["passing"])
+    del score["shapes"]["4"]
+    facts = build_facts(score, small["promoted_ledger"])
+    assert facts["decision"]["usable"] == [1, 2, 4]
+    assert facts["shapes"]["4"]["verdict"] == "not scored"
+    why = f"promoted by run {small['passing']['run_id']}; not scored in this run"
+    assert facts["shapes"]["4"]["why"] == why
+
+
+def test_failed_golden_verification_blocks_every_shape(tmp_path, small):
+    drift = small["drift"]
+    assert (drift["status"], drift["passed"]) == ("drift", False)
+    facts, md, page, _ = _written(tmp_path, small["passing"], verification=drift)
+    assert facts["decision"]["usable"] == [1] and facts["verdict"] == "fail"
+    assert [g["passed"] for g in facts["golden_checks"]] == [True, False]
+    summary = facts["golden_checks"][1]["summary"]
+    assert summary == describe_verification(drift) and html.escape(summary) in page
+    assert "no packed shape may be used" in facts["shapes"]["2"]["why"]
+
+
+def test_checks_agree_with_the_gates_verdicts(small, leaky):
+    """The ✔/✘ rows are derived here; they must never contradict the gate, in any mode."""
+    assert small["not_bitwise"]["verdict"] == "fail" and small["bitwise"]["verdict"] == "pass"
+    for name in ("passing", "bitwise", "not_bitwise", "revoking", "leaky"):
+        score = leaky if name == "leaky" else small[name]
+        facts = build_facts(score)
+        for k, shape in score["shapes"].items():
+            for op, verdict in shape["ops"].items():
+                checks = facts["shapes"][k]["ops"][op]["checks"]
+                failed = [c["metric"] for c in checks if c["ok"] is False]
+                assert bool(failed) != verdict["passed"], (name, k, op, failed, verdict["reasons"])
+    modes = {c["metric"] for c in build_facts(small["bitwise"])["shapes"]["2"]["ops"]["1"]["checks"]}
+    assert "bitwise" in modes and "min_cosine" not in modes
+
+
+def test_renders_with_fields_missing(tmp_path, passing):
+    """No ledger, no verification, no reproducibility, no timing, no numerics, a single shape."""
+    score = copy.deepcopy(passing)
+    for key in ("verification", "reproducibility", "throughput", "numerics", "exact_timing_source", "corpus"):
+        del score[key]
+    del score["shapes"]["4"]
+    del score["shapes"]["2"]["distribution"]
+    facts, md, page, _ = _written(tmp_path, score)
+    assert list(facts["shapes"]) == ["2"] and facts["shapes"]["2"]["speedup"] is None
+    assert "Golden reproduction: not checked" in page and "No timing in this score." in page
+    assert "<img" not in page
+    assert "| 2 | PASS | yes | — | — |" in md
+
+
+def test_report_json_has_no_distribution_dump(leaky, leaky_report):
+    facts, _, _, paths = leaky_report
+    dist = facts["shapes"]["2"]["ops"]["0"]["distribution"]
+    values = leaky["shapes"]["2"]["distribution"]["0"]
+    assert dist["n"] == len(values) and dist["zero"] == sum(v == 0.0 for v in values)
+    assert dist["max"] == max(values)
+    assert paths["json"].stat().st_size < 200_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots
+
+
+def test_distribution_plot_shows_zeros_and_survives_edge_cases():
+    cases = (([0.0] * 50, 0.0), ([0.0, 1e-7, 3e-5, 2.0, None], 1e-4), ([], None), ([5e-9], None))
+    for values, limit in cases:
+        png = error_distribution_png(values, 1, 4, limit)
+        assert png.startswith(PNG_SIGNATURE) and 2_000 < len(png) < 200_000
+        assert b"http" not in png  # no Software chunk with matplotlib's URL
+
+
+def test_speedup_plot_adds_the_exact_lane():
+    for points in ([SpeedPoint(2, 1.7, "pass")], [SpeedPoint(1, 1.0, "exact"), SpeedPoint(8, 0.4, "fail"),
+                                                  SpeedPoint(16, None, "not scored")]):
+        png = speedup_png(points)
+        assert png.startswith(PNG_SIGNATURE) and len(png) > 2_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Headless browser
+
+
+PROBE = """<script>
+window.addEventListener('load', function () {
+  var images = Array.prototype.slice.call(document.images);
+  var decoded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
+  document.body.setAttribute('data-images', String(images.length));
+  document.body.setAttribute('data-decoded', String(decoded.length));
+  document.body.setAttribute('data-tables', String(document.querySelectorAll('table').length));
+  document.body.setAttribute('data-probe', 'done');
+});
+</script>
+"""
+
+
+def _chromium() -> str:
+    """$CHROMIUM, else chromium on PATH, else /usr/bin/chromium; FAILS (never skips) when absent."""
+    if os.environ.get("HARNESS_SKIP_BROWSER") == "1":
+        pytest.skip("HARNESS_SKIP_BROWSER=1: headless-browser check skipped on request")
+    candidate = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not (Path(candidate).is_file() and os.access(candidate, os.X_OK)):
+        pytest.fail(f"headless Chromium not found at {candidate!r} ($CHROMIUM, else 'chromium' on PATH, else "
+                    "/usr/bin/chromium): install it with `apt-get install -y chromium` (Debian/Ubuntu) "
+                    "or point $CHROMIUM at a Chrome/Chromium binary; set HARNESS_SKIP_BROWSER=1 to skip "
+                    "this check deliberately")
+    return candidate
+
+
+def _browse(binary: str, page: Path, *args: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+        cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=5000",
+               *args, page.as_uri()]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
+    return done
+
+
+class _BodyAttrs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body: dict[str, str] = {}
+        self.tables = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "body":
+            self.body = {k: v or "" for k, v in attrs}
+        elif tag == "table":
+            self.tables += 1
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
+    binary = _chromium()
+    _, _, page, paths = leaky_report
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+
+    dom = _browse(binary, probe, "--dump-dom").stdout
+    parsed = _BodyAttrs()
+    parsed.feed(dom)
+    attrs = parsed.body
+    assert attrs.get("data-probe") == "done", f"probe did not run; body attributes: {attrs}"
+    expected_images = len(re.findall(r"<img\s", page))
+    assert expected_images >= 1 + 3 * len(leaky["shapes"])
+    assert int(attrs["data-images"]) == expected_images
+    assert int(attrs["data-decoded"]) == expected_images, "some images did not decode"
+    assert int(attrs["data-tables"]) == parsed.tables >= 8
+    assert 'id="summary-table"' in dom and 'id="decision"' in dom
+
+    shot = tmp_path / "report.png"
+    _browse(binary, paths["html"], f"--screenshot={shot}", "--window-size=1280,2000")
+    data = shot.read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1280, 2000)
+    from matplotlib.image import imread
+
+    pixels = imread(shot)[..., :3]
+    assert pixels.std() > 0.05, "the screenshot is blank"
+    colours = np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
+    assert len(colours) > 50, "the screenshot holds almost no detail"
