@@ -41,6 +41,12 @@ def environment(device: str = "cpu") -> dict:
     return env
 
 
+def machine_environment(backend_env: dict) -> dict:
+    """The environment of the machine that ran the model: a remote backend (Triton) reports its
+    own; an in-process backend is this process."""
+    return backend_env.get("environment") or environment(backend_env.get("device", "cpu"))
+
+
 def device_kind(env: dict) -> str:
     """The key promotion is per: 'cpu' or the GPU's name (an H200 is not an A100)."""
     return "cpu" if env.get("device_name", "cpu") == "cpu" else str(env["device_name"])

@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from golden.environment import device_kind, environment
+from golden.environment import device_kind, machine_environment
 from golden.manifest import (
     atomic_directory,
     content_id,
@@ -90,7 +90,7 @@ def write_run(root: Path, result: RunResult, plan: RunPlan, backend: Backend, go
         "ops": [int(op) for op in plan.ops],
         "corpus_blocks": list(corpus_ids),
         "model": env["model"],
-        "environment": environment(env.get("device", "cpu")),
+        "environment": machine_environment(env),
         "backend": {k: v for k, v in env.items() if k != "model"},
         "numerics": {"requested": env.get("numerics_requested"), "in_force": env.get("numerics_in_force")},
         "config": config,

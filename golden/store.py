@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.environment import device_kind, differences, environment
+from golden.environment import device_kind, differences, machine_environment
 from golden.manifest import (
     atomic_directory,
     content_id,
@@ -137,7 +137,7 @@ def record_golden(
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "model": env["model"],
             "geometry": backend.geometry.to_dict(),
-            "environment": environment(env.get("device", "cpu")),
+            "environment": machine_environment(env),
             "backend": {k: v for k, v in env.items() if k not in ("model",)},
             "numerics": {"requested": env.get("numerics_requested"), "in_force": env.get("numerics_in_force")},
             "config": config,
@@ -201,7 +201,7 @@ def verify_golden(golden: Golden, backend: Backend, plan: RunPlan, progress: Pro
                               ops=tuple(Op(o) for o in golden.manifest["ops"]), mask_policy=plan.mask_policy),
                       voiceprint_inputs=golden.voiceprint_inputs(), progress=progress)
     env = backend.environment()
-    return verification(golden, rerun.exact[0], backend.fingerprint, environment(env.get("device", "cpu")),
+    return verification(golden, rerun.exact[0], backend.fingerprint, machine_environment(env),
                         env.get("numerics_in_force") or {})
 
 

@@ -1,0 +1,10 @@
+"""The Triton lane: the ``diar_nn_g`` model repository, a client backend and a local server.
+
+- ``model_repository/``: what a release ships to Triton (``config.pbtxt`` + ``1/model.py``, a thin
+  adapter over :func:`lanes.model_api.load_model`);
+- :mod:`lanes.triton.backend`: :class:`TritonBackend`, the same seam as the in-process backend,
+  over HTTP with binary tensors;
+- :mod:`lanes.triton.server`: starts/stops the ``tritonserver`` bundled with nvidia-pytriton.
+
+Nothing here is imported by ``lanes``: tritonclient is an optional dependency.
+"""

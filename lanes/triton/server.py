@@ -1,0 +1,444 @@
+"""Start and stop a local Triton server for the ``diar_nn_g`` repository, leaving nothing behind.
+
+The ``nvidia-pytriton`` wheel bundles a ``tritonserver`` binary with the Python backend; this
+module runs that binary directly on a classic model repository (PyTriton's own proxy model is
+not used: the harness must exercise the same ``config.pbtxt`` + ``model.py`` a release ships).
+
+What it takes to run it outside PyTriton (measured, see docs/triton.md):
+
+- a backend folder ``python/`` assembled from ``libtriton_python.so``,
+  ``triton_python_backend_utils.py`` and the ``triton_python_backend_stub`` built for *this*
+  interpreter's version;
+- ``LD_LIBRARY_PATH`` holding the wheel's ``nvidia_pytriton.libs`` and this interpreter's
+  ``LIBDIR`` (otherwise the stub loads another libpython and dies);
+- this interpreter's ``bin`` first on ``PATH`` (otherwise the stub cannot import torch).
+
+Everything the server needs (backend folder, repository copy with the parameters filled in,
+log) lives in one temporary folder removed on stop; the server runs in its own process group,
+stopped with SIGTERM and then SIGKILL, and the Python backend's shared-memory regions carry a
+per-server prefix so that any left by a killed stub can be removed by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import BackendError
+from harness.numerics import NumericSettings
+
+MODEL_NAME = "diar_nn_g"
+REPOSITORY = Path(__file__).parent / "model_repository"
+SHM_DIR = Path("/dev/shm")
+_LOG_TAIL = 8
+_PORT_ATTEMPTS = 3
+# Error lines Triton prints on every CPU-only start: noise in a startup failure's summary.
+_HARMLESS = ("CudaDriverHelper", "NVML", "GPU metrics")
+
+
+class _PortTaken(Exception):
+    """The server could not bind a port we found free a moment earlier (a race): try others."""
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How to serve. ``repository`` replaces the project's model repository (tests use it to
+    serve a deliberately broken one); its ``config.pbtxt`` files get the same parameters."""
+
+    model_spec: str = "full"
+    seed: int = 0
+    device: str = "cpu"
+    numerics: NumericSettings = field(default_factory=NumericSettings)
+    instances: int = 1
+    startup_timeout_s: float = 180.0
+    stop_grace_s: float = 15.0
+    extra_pythonpath: tuple[str, ...] = ()
+    repository: Path | None = None
+    model_name: str = MODEL_NAME
+    log_verbose: int = 0
+    log_path: Path | None = None  # kept after stop when given; otherwise inside the temp folder
+    http_port: int = 0  # 0: a free port
+
+    def __post_init__(self) -> None:
+        if self.instances < 1:
+            raise BackendError(f"Triton server: instances must be >= 1, got {self.instances}")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Where the wheel keeps the server binary, its libraries and the Python backend pieces."""
+
+    binary: Path
+    libs: Path
+    backend_lib: Path
+    backend_utils: Path
+    stub: Path
+
+    @classmethod
+    def find(cls) -> Bundle:
+        try:
+            import pytriton
+        except ImportError:
+            raise BackendError("Triton server: the bundled tritonserver comes with nvidia-pytriton; "
+                               "install the 'triton' extra (pip install '.[triton]')") from None
+        root = Path(pytriton.__file__).parent
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        bundle = cls(
+            binary=root / "tritonserver" / "bin" / "tritonserver",
+            libs=root.parent / "nvidia_pytriton.libs",
+            backend_lib=root / "tritonserver" / "backends" / "python" / "libtriton_python.so",
+            backend_utils=root / "tritonserver" / "backends" / "python" / "triton_python_backend_utils.py",
+            stub=root / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub",
+        )
+        for name, path in vars(bundle).items():
+            if not path.exists():
+                raise BackendError(f"Triton server: {name} not found at {path} (nvidia-pytriton install "
+                                   f"incomplete, or no stub for Python {version})")
+        return bundle
+
+
+@dataclass
+class _Start:
+    """What one start created, so that :meth:`TritonServer.leftovers` can look for all of it."""
+
+    pgid: int
+    tmp: Path
+    shm_prefix: str
+
+
+class TritonServer:
+    """A running ``tritonserver`` (context manager). ``url`` is its HTTP endpoint."""
+
+    def __init__(self, options: ServerOptions | None = None) -> None:
+        self.options = options or ServerOptions()
+        self.url = ""
+        self.grpc_url = ""
+        self.metrics_url = ""
+        self.log_path: Path | None = None
+        self._proc: subprocess.Popen | None = None
+        self._tmp: Path | None = None
+        self._shm_prefix = ""
+        self._lock = threading.Lock()
+        self._starts: list[_Start] = []
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> TritonServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> TritonServer:
+        """Start and wait until the model is ready; on failure nothing is left running."""
+        if self._proc is not None:
+            raise BackendError(f"Triton server at {self.url} is already running")
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._start()
+                return self
+            except _PortTaken as taken:  # another process took a free port between our check and the bind
+                self.stop()
+                if attempt == _PORT_ATTEMPTS - 1:
+                    raise BackendError(f"Triton server: could not bind free ports in {_PORT_ATTEMPTS} tries; "
+                                       f"{taken}") from None
+            except BaseException:
+                self.stop()
+                raise
+        return self
+
+    def _start(self) -> None:
+        opts = self.options
+        bundle = Bundle.find()
+        self._shm_prefix = f"diar_triton_{secrets.token_hex(4)}_"
+        self._tmp = Path(tempfile.mkdtemp(prefix="diar-triton-"))
+        self._starts.append(_Start(0, self._tmp, self._shm_prefix))
+        backends = self._tmp / "backends"
+        _assemble_backend(bundle, backends / "python")
+        repo = self._tmp / "model_repository"
+        copy_repository(opts.repository or REPOSITORY, repo, opts)
+        self.log_path = Path(opts.log_path) if opts.log_path else self._tmp / "tritonserver.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        http, grpc, metrics = opts.http_port or free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{http}"
+        self.grpc_url, self.metrics_url = f"127.0.0.1:{grpc}", f"http://127.0.0.1:{metrics}/metrics"
+        cmd = [
+            str(bundle.binary),
+            f"--model-repository={repo}",
+            f"--backend-directory={backends}",
+            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
+            "--http-address=127.0.0.1", f"--http-port={http}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={metrics}",
+            "--exit-on-error=true", "--strict-readiness=true",
+            f"--log-verbose={int(opts.log_verbose)}",
+        ]
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          env=server_env(bundle, opts), start_new_session=True,
+                                          preexec_fn=_die_with_parent if _main_thread() else None)
+        self._starts[-1].pgid = self._proc.pid
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.options.startup_timeout_s
+        ready = f"{self.url}/v2/models/{self.options.model_name}/ready"
+        while True:
+            code = self._proc.poll() if self._proc is not None else -1
+            if code is not None:
+                if "already in use" in self.log_tail(lines=40) and not self.options.http_port:
+                    raise _PortTaken(self.log_summary())
+                raise BackendError(f"Triton server exited during startup (exit code {code}); "
+                                   f"{self.log_summary()}")
+            if _http_ok(f"{self.url}/v2/health/ready") and _http_ok(ready):
+                return
+            if time.monotonic() > deadline:
+                opts = self.options
+                raise BackendError(f"Triton server at {self.url} not ready after "
+                                   f"{opts.startup_timeout_s:.0f} s (model {opts.model_name!r}); "
+                                   f"{self.log_summary()}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL it after the grace period, remove what it left."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                _stop_group(proc, self.options.stop_grace_s)
+            if self._shm_prefix:
+                remove_shm(self._shm_prefix)
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group at once (tests: a server dying mid-run)."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def log_tail(self, lines: int = _LOG_TAIL) -> str:
+        """The server log's error lines, then its last lines (tables skipped), indented."""
+        try:
+            text = self.log_path.read_text(errors="replace") if self.log_path else ""
+        except OSError:
+            return "  (no log)"
+        return summarize_log(text, lines)
+
+    def log_summary(self) -> str:
+        kept = self.options.log_path is not None
+        where = f"server log {self.log_path}" if kept else "server log (removed with its temp folder)"
+        return f"{where}:\n{self.log_tail()}"
+
+    def leftovers(self) -> list[str]:
+        """What exists now of every start of this server: its processes (server and Python stubs),
+        temporary folder and shared-memory regions. While running, that is the server; after
+        :meth:`stop` it must be empty (the tests and ``harness serve`` check it)."""
+        left = []
+        for run in self._starts:
+            if run.pgid:
+                left += [f"process {p} ({_comm(p)}) of group {run.pgid}" for p in group_members(run.pgid)]
+            if run.tmp.exists():
+                left.append(str(run.tmp))
+            left += [str(p) for p in SHM_DIR.glob(f"{run.shm_prefix}*")]
+        return left
+
+
+def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None = None) -> TritonServer:
+    """Serve until SIGINT/SIGTERM, then stop the server (``harness serve``). Main thread only.
+
+    ``on_ready`` gets the server's URL once the model is ready. Returns the stopped server (its
+    ``leftovers()`` say whether anything survived the stop)."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with TritonServer(options) as server:
+            if on_ready is not None:
+                on_ready(server.url)
+            while not stop.wait(0.5):
+                if not server.running():
+                    raise BackendError(f"Triton server at {server.url} exited unexpectedly (exit code "
+                                       f"{server._proc.returncode if server._proc else '?'}); "
+                                       f"{server.log_summary()}")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return server
+
+
+# -- building blocks ---------------------------------------------------------------------------
+def copy_repository(source: Path, dest: Path, options: ServerOptions) -> None:
+    """Copy a model repository, filling in every ``config.pbtxt``'s parameters and instances."""
+    source = Path(source)
+    if not source.is_dir():
+        raise BackendError(f"Triton server: model repository {source} does not exist")
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    params = {
+        "MODEL_SPEC": options.model_spec,
+        "SEED": str(int(options.seed)),
+        "DEVICE": options.device,
+        "NUMERICS": json.dumps(options.numerics.to_dict(), sort_keys=True),
+        "PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in options.extra_pythonpath),
+    }
+    for config in dest.glob("*/config.pbtxt"):
+        config.write_text(fill_config(config.read_text(), params, options.instances))
+
+
+def fill_config(text: str, params: dict[str, str], instances: int) -> str:
+    """Set each parameter (replacing its one-line entry, or appending one) and the instance count."""
+    for key, value in params.items():
+        line = f'parameters {{ key: "{key}" value: {{ string_value: "{_pbtxt_escape(value)}" }} }}'
+        pattern = re.compile(rf'^parameters\s*\{{\s*key:\s*"{re.escape(key)}".*$', re.MULTILINE)
+        text, n = pattern.subn(lambda _m, line=line: line, text)
+        if n == 0:
+            text = text.rstrip("\n") + "\n" + line + "\n"
+    count = re.compile(r"(instance_group\s*\[.*?count:\s*)\d+", re.DOTALL)
+    text, n = count.subn(rf"\g<1>{int(instances)}", text)
+    if n == 0:
+        text = text.rstrip("\n") + f"\ninstance_group [ {{ kind: KIND_CPU, count: {int(instances)} }} ]\n"
+    return text
+
+
+def server_env(bundle: Bundle, options: ServerOptions) -> dict[str, str]:
+    env = dict(os.environ)
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    env["LD_LIBRARY_PATH"] = _join(str(bundle.libs), libdir, env.get("LD_LIBRARY_PATH", ""))
+    env["PATH"] = _join(str(Path(sys.executable).parent), env.get("PATH", ""))
+    project_root = str(Path(__file__).resolve().parents[2])  # works from a source checkout too
+    env["PYTHONPATH"] = _join(*(str(Path(p).resolve()) for p in options.extra_pythonpath), project_root,
+                              env.get("PYTHONPATH", ""))
+    return env
+
+
+def summarize_log(text: str, lines: int = _LOG_TAIL) -> str:
+    """Triton logs its reason for failing once, early, as an ``E`` line; the end of the log only
+    says "failed to load all models". So: error lines first, then the tail."""
+    kept = [ln for ln in text.splitlines()
+            if ln.strip() and not ln.startswith(("|", "+-")) and not re.match(r"[IWE]\d{4} .*\] ?$", ln)]
+    errors = [ln for ln in kept if re.match(r"E\d{4} ", ln) and not any(h in ln for h in _HARMLESS)]
+    tail = [ln for ln in kept[-lines:] if ln not in errors]
+    shown = [_clip(ln) for ln in errors[:10]] + [_clip(ln) for ln in tail]
+    return "\n".join(f"  {line}" for line in shown) or "  (empty log)"
+
+
+def _clip(line: str, limit: int = 400) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def remove_shm(prefix: str) -> None:
+    for path in SHM_DIR.glob(f"{prefix}*"):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _assemble_backend(bundle: Bundle, folder: Path) -> None:
+    folder.mkdir(parents=True)
+    shutil.copy2(bundle.backend_lib, folder / bundle.backend_lib.name)
+    shutil.copy2(bundle.backend_utils, folder / bundle.backend_utils.name)
+    shutil.copy2(bundle.stub, folder / bundle.stub.name)
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    # The stubs share the group; one may outlive a server that died or was killed.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _wait_group_gone(proc.pid, timeout_s=5.0)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and group_members(pgid):
+        time.sleep(0.05)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of a process group (Linux /proc); zombies count as gone."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM if the harness dies without stopping it (no orphans).
+
+    The kernel sends it when the *thread* that started the server exits, hence main thread only.
+    """
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _pbtxt_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _join(*parts: str) -> str:
+    return os.pathsep.join(p for p in parts if p)
+

@@ -1,0 +1,76 @@
+"""The Triton lane end to end: the same golden as in-process, and packed shapes that pass scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from golden.environment import environment
+from golden.runs import load_run, write_run
+from golden.store import verification
+from harness.evaluate import score_run
+from harness.ops import ALL_OPS
+from harness.tolerances import Tolerances
+from lanes.runner import RunPlan, run_lanes
+
+pytestmark = pytest.mark.triton
+
+
+def test_server_reports_the_in_process_model(triton_backend, inprocess_backend):
+    assert triton_backend.fingerprint == inprocess_backend.fingerprint
+    assert triton_backend.geometry == inprocess_backend.geometry
+    env = triton_backend.environment()
+    assert env["backend"] == "triton" and env["url"] == triton_backend.url
+    assert env["server_version"] and env["model_name"] == "diar_nn_g"
+    assert env["device"] == "cpu" and env["device_kind"] == "cpu" == triton_backend.device_kind
+    assert env["model"]["fingerprint"] == inprocess_backend.fingerprint
+    assert env["model"]["name"] == "diar_nn_g-small-seed0"
+    assert env["numerics_requested"] == inprocess_backend.numerics.to_dict()
+    assert env["numerics_in_force"]["threads"] == inprocess_backend.numerics.resolved_threads()
+
+
+def test_exact_lane_through_triton_reproduces_the_in_process_golden_bitwise(triton_backend, golden):
+    result = run_lanes(golden.corpus.blocks, triton_backend, RunPlan(shapes=(), include_exact=True),
+                       voiceprint_inputs=golden.voiceprint_inputs())
+    env = triton_backend.environment()
+    check = verification(golden, result.exact[0], triton_backend.fingerprint, environment(env["device"]),
+                         env["numerics_in_force"])
+    assert check["status"] == "bitwise", check
+    assert all(op["bitwise"] for op in check["ops"].values())
+    assert sorted(check["ops"]) == [str(int(op)) for op in ALL_OPS]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, triton_backend, golden, runs_root,
+                                                            concurrency):
+    from lanes.triton.backend import TritonBackend
+
+    backend = triton_backend if concurrency == 1 else \
+        TritonBackend(triton_server.url, concurrency=concurrency)
+    plan = RunPlan(shapes=(2, 4, 8), include_exact=False)
+    result = run_lanes(golden.corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
+    assert {c.shape for c in result.calls} == {2, 4, 8}
+    assert max(c.windows for c in result.calls) == 8 * golden.geometry.windows_per_block
+    run = write_run(runs_root, result, plan, backend, golden.golden_id, config={"backend": "triton"},
+                    corpus_ids=golden.corpus.ids)
+    assert load_run(run.path).manifest["backend"]["backend"] == "triton"
+    report = score_run(golden, run, Tolerances())
+    assert report["verdict"] == "pass", {k: s["reasons"] for k, s in report["shapes"].items()}
+    assert sorted(report["shapes"]) == ["2", "4", "8"]
+    if backend is not triton_backend:
+        backend.close()
+
+
+def test_call_many_keeps_order_and_matches_call(triton_server, golden):
+    from harness.packing import pack
+    from lanes.triton.backend import TritonBackend
+
+    packs = [pack(list(golden.corpus.blocks[i : i + 2])) for i in range(0, 8, 2)]
+    calls = [(p.op, p.tensors(), p.windows, p.rows, f"pack {i}") for i, p in enumerate(packs)]
+    with TritonBackend(triton_server.url, concurrency=3) as backend:
+        many = backend.call_many(calls)
+        one_by_one = [backend.call(*c) for c in calls]
+    assert len(many) == len(calls)
+    for a, b in zip(many, one_by_one, strict=True):
+        assert np.array_equal(a.output, b.output)
+        assert a.peak_device_bytes is None and a.wall_s > 0

@@ -1,0 +1,115 @@
+"""Faults against a real server: each is one clear BackendError line, and nothing partial is written.
+
+Every fault is driven through the real pipeline (``run_lanes`` then ``write_run``, as ``harness
+run`` does), so "nothing written" is checked where a user would look: the runs folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from triton_support import MODEL, NUMERICS, serving
+
+from golden.runs import write_run
+from harness.errors import BackendError
+from lanes.runner import RunPlan, run_lanes
+from lanes.triton.backend import TritonBackend
+from lanes.triton.server import ServerOptions, free_port
+
+pytestmark = pytest.mark.triton
+
+
+def run_and_write(backend, golden, root: Path, plan: RunPlan | None = None, progress=None):
+    plan = plan or RunPlan(shapes=(2,), include_exact=True)
+    result = run_lanes(golden.corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs(),
+                       progress=progress)
+    return write_run(root, result, plan, backend, golden.golden_id, config={}, corpus_ids=golden.corpus.ids)
+
+
+def assert_one_line(error: pytest.ExceptionInfo, *parts: str) -> str:
+    message = str(error.value)
+    assert "\n" not in message, message
+    for part in parts:
+        assert part in message, f"{part!r} not in {message!r}"
+    return message
+
+
+def assert_nothing_written(root: Path) -> None:
+    assert not root.exists() or list(root.iterdir()) == [], sorted(p.name for p in root.iterdir())
+
+
+def test_server_not_running():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(BackendError) as err:
+        TritonBackend(url, retries=2, backoff_s=0.01)
+    assert_one_line(err, url, "not reachable", "connection refused", "after 2 retries", "diar_nn_g")
+
+
+def test_model_not_loaded(triton_server):
+    with pytest.raises(BackendError) as err:
+        TritonBackend(triton_server.url, model_name="diar_nn_x", retries=0)
+    assert_one_line(err, triton_server.url, "'diar_nn_x'", "no ready model", "diar_nn_g READY")
+
+
+def test_server_killed_mid_run(golden, runs_root):
+    calls = []
+
+    with serving(ServerOptions(model_spec=MODEL, numerics=NUMERICS)) as server:
+        backend = TritonBackend(server.url, retries=2, backoff_s=0.05)
+
+        def kill_after_three(n: int) -> None:  # runs between calls, in the runner's thread
+            calls.append(n)
+            if len(calls) == 3:
+                server.kill()
+
+        with pytest.raises(BackendError) as err:
+            run_and_write(backend, golden, runs_root, progress=kill_after_three)
+        backend.close()
+    assert len(calls) == 3
+    assert_one_line(err, server.url, "not reachable", "after 2 retries", "lane k=")
+    assert_nothing_written(runs_root)
+
+
+def test_request_timeout(golden, runs_root, monkeypatch):
+    monkeypatch.setenv("HARNESS_SLOW_SECONDS", "2")  # the server inherits it
+    with serving(ServerOptions(model_spec="lanes.controls:slow", numerics=NUMERICS)) as server:
+        backend = TritonBackend(server.url, timeout_s=0.5, retries=3, backoff_s=0.05)
+        with pytest.raises(BackendError) as err:
+            run_and_write(backend, golden, runs_root)
+        backend.close()
+    assert_one_line(err, server.url, "'diar_nn_g'", "did not answer within timeout_s=0.5 s",
+                    "exact lane k=1 OP 0")
+    assert_nothing_written(runs_root)
+
+
+def test_wrong_output_shape(golden, runs_root):
+    windows = golden.geometry.windows_per_block
+    with serving(ServerOptions(model_spec="lanes.controls:wrong_shape", numerics=NUMERICS)) as server:
+        backend = TritonBackend(server.url)
+        assert backend.fingerprint != golden.fingerprint  # a control names itself
+        with pytest.raises(BackendError) as err:
+            run_and_write(backend, golden, runs_root)
+        backend.close()
+    assert_one_line(err, server.url, "exact lane k=1 OP 0", "output SEGMENTATION has shape",
+                    f"[{windows - 1}, ", f"expected [{windows}, ")
+    assert_nothing_written(runs_root)
+
+
+def test_broken_repository_fails_startup_with_the_log(tmp_path):
+    repo = tmp_path / "repo" / "diar_nn_g"
+    (repo / "1").mkdir(parents=True)
+    (repo / "config.pbtxt").write_text(
+        'name: "diar_nn_g"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "SPAN", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
+        'output [ { name: "SEGMENTATION", data_type: TYPE_FP32, dims: [ -1 ] } ]\n')
+    (repo / "1" / "model.py").write_text("raise RuntimeError('deliberately broken model')\n")
+    from lanes.triton.server import TritonServer
+
+    server = TritonServer(ServerOptions(model_spec=MODEL, repository=tmp_path / "repo", startup_timeout_s=60))
+    with pytest.raises(BackendError) as err:
+        server.start()
+    message = str(err.value)
+    assert message.startswith("Triton server exited during startup")
+    assert "deliberately broken model" in message  # the log's last lines say why
+    assert not server.running() and server.leftovers() == []
