@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import GoldenError
+from harness.jsonio import dumps
 
 MANIFEST = "manifest.json"
 
@@ -47,8 +48,7 @@ def content_id(entries: dict[str, dict]) -> str:
 
 
 def write_manifest(directory: Path, manifest: dict) -> None:
-    text = json.dumps(manifest, indent=2, sort_keys=True, default=_json_default)
-    (directory / MANIFEST).write_text(text + "\n")
+    (directory / MANIFEST).write_text(dumps(manifest, indent=2) + "\n")
 
 
 def read_manifest(directory: Path, kind: str) -> dict:
@@ -101,17 +101,3 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def _json_default(value: object) -> object:
-    import numpy as np
-
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -328,7 +328,8 @@ def promote_cmd(
 ) -> None:
     """Promote shapes whose score passed for every OP; revoke promoted shapes that now fail."""
     from harness.evaluate import read_score
-    from harness.promotion import load_ledger, promoted_manifest, update_ledger, write_json_atomic
+    from harness.jsonio import write_json_atomic
+    from harness.promotion import load_ledger, promoted_manifest, update_ledger
 
     cfg = _config(config)
     report = read_score(score)

@@ -17,6 +17,7 @@ from golden.runs import EXACT, Run, lane_dir
 from golden.store import Golden, golden_calls, verification
 from harness.errors import ScoringError
 from harness.gate import OpVerdict, judge_segmentation, judge_voiceprint
+from harness.jsonio import write_json_atomic
 from harness.ops import Op
 from harness.outputs import LaneOutputs
 from harness.scoring import compare_segmentation, compare_voiceprint
@@ -115,12 +116,7 @@ def verification_of_run(golden: Golden, run: Run) -> dict:
 
 
 def write_score(path: Path, report: dict) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=1, sort_keys=True, default=_default) + "\n")
-    tmp.replace(path)
-    return path
+    return write_json_atomic(path, report)
 
 
 def read_score(path: Path) -> dict:
@@ -140,15 +136,3 @@ def _sample(values: np.ndarray) -> list[float]:
     if v.size > DISTRIBUTION_LIMIT:
         v = np.sort(v)[np.linspace(0, v.size - 1, DISTRIBUTION_LIMIT).astype(int)]
     return [float(x) if np.isfinite(x) else None for x in v]
-
-
-def _default(value: object) -> object:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -18,9 +18,10 @@ from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
 from harness.errors import HarnessError
 from harness.evaluate import score_run, write_score
+from harness.jsonio import write_json_atomic
 from harness.localise import localise_shape
 from harness.progress import progress_bar
-from harness.promotion import load_ledger, promoted_manifest, update_ledger, write_json_atomic
+from harness.promotion import load_ledger, promoted_manifest, update_ledger
 from harness.shards import Shard
 from lanes.backend import Backend
 from lanes.runner import RunPlan, run_lanes

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -110,15 +109,6 @@ def promoted_manifest(ledger: dict, release_shapes: dict[str, list[int]]) -> dic
                                                     "promoted_at": last["at"],
                                                     "corpus_blocks": last["evidence"].get("corpus_blocks")}
     return {"kind": "harness.promoted-shapes", "format": FORMAT, "generated": _now(), "models": models}
-
-
-def write_json_atomic(path: Path, data: dict) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
-    return path
 
 
 def ledger_states(ledger: dict, fingerprint: str | None = None, device: str | None = None) -> dict[int, dict]:

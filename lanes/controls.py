@@ -15,16 +15,22 @@ importable model specs, so they also run inside Triton: ``--model lanes.controls
 - ``invariant``: batch-invariant by construction (one window, one row at a time): must be
   promoted bitwise.
 - ``wrong_shape``: answers one window (or row) short: a server answering another question.
+- ``slow``: sleeps ``HARNESS_SLOW_SECONDS`` (default 2) per call carrying audio: a server that
+  misses the client's timeout, or a recording to interrupt.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
 from collections.abc import Mapping
 
 import numpy as np
 import torch
 
 from harness import ops
+from harness.blocks import check_request
 from harness.ops import Op
 from lanes.diar_nn_g.model import DiarNNG
 
@@ -71,8 +77,6 @@ class InvariantModel(DiarNNG):
 
     @torch.inference_mode()
     def infer(self, request):
-        from harness.blocks import check_request
-
         fields = check_request(request, self.geometry)
         op = Op(int(fields[ops.OP][0]))
         x = torch.from_numpy(self.windows(fields)).to(self.device)
@@ -87,6 +91,19 @@ class InvariantModel(DiarNNG):
                 rows.append(self.voiceprint(one, weights[r : r + 1], torch.zeros(1, dtype=torch.int64)))
             out = torch.cat(rows) if rows else x.new_zeros((0, self.geometry.embedding_dim))
         return {op.output_name: np.ascontiguousarray(out.cpu().numpy())}
+
+
+class SlowModel(DiarNNG):
+    """Sleeps before answering a request that carries audio (an all-padding probe is answered at once)."""
+
+    def __init__(self, config: str, seed: int, device: str, seconds: float) -> None:
+        super().__init__(config, seed, device)
+        self.seconds = seconds
+
+    def infer(self, request):
+        if np.asarray(request.get(ops.VALID, 0)).any():
+            time.sleep(self.seconds)
+        return super().infer(request)
 
 
 class WrongShapeModel(DiarNNG):
@@ -118,36 +135,12 @@ def wrong_shape(seed: int = 0, device: str = "cpu") -> DiarNNG:
     return _named(WrongShapeModel(CONFIG, seed, device), "wrong_shape")
 
 
+def slow(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(SlowModel(CONFIG, seed, device, float(os.environ.get("HARNESS_SLOW_SECONDS", "2"))), "slow")
+
+
 def _named(model: DiarNNG, defect: str) -> DiarNNG:
     """A control's fingerprint must differ from the reference's: its outputs do."""
-    import hashlib
-
     model.fingerprint = hashlib.sha256(f"{model.fingerprint}|control:{defect}".encode()).hexdigest()
     model.name = f"{model.name}-control-{defect}"
     return model
-
-
-# -- appended for the Triton lane's fault tests -------------------------------------------------
-# ``slow``: the reference ``small`` model that sleeps ``HARNESS_SLOW_SECONDS`` (default 2) before
-# answering any request that carries audio (a request whose windows are all VALID = 0, such as the
-# Triton lane's connect-time probe, is answered at once): a server that misses the client's timeout.
-
-
-class SlowModel(DiarNNG):
-    def __init__(self, config: str, seed: int, device: str, seconds: float) -> None:
-        super().__init__(config, seed, device)
-        self.seconds = seconds
-
-    def infer(self, request):
-        import time
-
-        if np.asarray(request.get(ops.VALID, 0)).any():
-            time.sleep(self.seconds)
-        return super().infer(request)
-
-
-def slow(seed: int = 0, device: str = "cpu") -> DiarNNG:
-    import os
-
-    seconds = float(os.environ.get("HARNESS_SLOW_SECONDS", "2"))
-    return _named(SlowModel(CONFIG, seed, device, seconds), "slow")

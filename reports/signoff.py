@@ -29,6 +29,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from harness.jsonio import json_default
 from harness.promotion import PROMOTED, REVOKED, ledger_states
 from reports.junit import golden_line
 from reports.plots import SpeedPoint, error_distribution_png, speedup_png
@@ -322,21 +323,7 @@ def _ledger_rows(states: dict[int, dict]) -> list[dict]:
 
 def _plain(value):
     """A deep, JSON-plain copy: numpy scalars become Python numbers, tuples lists; never mutates."""
-    return json.loads(json.dumps(value, default=_default))
-
-
-def _default(value: object) -> object:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+    return json.loads(json.dumps(value, default=json_default))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -162,10 +162,11 @@ def test_a_crash_while_writing_leaves_no_golden(tmp_path, small_corpus, backend,
 
 def test_a_recording_killed_midway_leaves_no_golden(tmp_path):
     """SIGKILL a real `harness golden record` while it runs: no golden directory is left looking complete."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "harness.cli", "golden", "record", "--model", "small", "--goldens",
+    # the `slow` control sleeps 1 s per call: the recording (4 blocks x 2 x 3 calls) lasts ~30 s
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HARNESS_SLOW_SECONDS": "1"}
+    cmd = [sys.executable, "-m", "harness.cli", "golden", "record", "--model", "lanes.controls:slow", "--goldens",
            str(tmp_path / "goldens"), "--release", "killed", "--no-progress", "--config", str(tmp_path / "h.toml")]
-    (tmp_path / "h.toml").write_text("[corpus]\nblocks = 400\n")
+    (tmp_path / "h.toml").write_text("[corpus]\nblocks = 4\n")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     time.sleep(6.0)

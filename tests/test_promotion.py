@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from harness.promotion import LedgerError, load_ledger, promoted_manifest, update_ledger, write_json_atomic
+from harness.jsonio import write_json_atomic
+from harness.promotion import LedgerError, load_ledger, promoted_manifest, update_ledger
 
 
 def score(verdicts: dict[int, str], run_id: str, fp: str = "f" * 64, device: str = "cpu", golden_ok: bool = True):
