@@ -104,6 +104,8 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
 
     localisation = None
     score = score_run(golden, run, config.tolerances)
+    if model is not None and model.fingerprint != golden.fingerprint:
+        model = None  # e.g. a Triton server running another spec than the config names: nothing to hook
     if model is not None:
         localisation = {}
         for k, shape in score["shapes"].items():
