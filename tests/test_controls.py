@@ -7,16 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from golden.runs import load_run, write_run
-from golden.store import record_golden
 from harness.corpus.synth import synth_corpus
 from harness.evaluate import score_run
 from harness.localise import localise_shape
 from harness.numerics import NumericSettings
 from harness.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
+from tests.pipeline import pipeline
 
 BITWISE = Tolerances(SegmentationTolerance(mode="bitwise"), VoiceprintTolerance(mode="bitwise"),
                      VoiceprintTolerance(mode="bitwise"))
@@ -28,13 +24,8 @@ def corpus16(geometry):
 
 
 def evaluate(spec, corpus, tmp_path, shapes, numerics=NumericSettings(), tolerances=Tolerances()):
-    model = load_model(spec)
-    backend = InProcessBackend(model, numerics)
-    golden, _ = record_golden(tmp_path / "g", "rel", corpus, backend, RunPlan(), {})
-    plan = RunPlan(shapes=shapes)
-    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
-    run = load_run(write_run(tmp_path / "r", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
-    return model, golden, run, score_run(golden, run, tolerances)
+    p = pipeline(spec, tmp_path, shapes, numerics=numerics, tolerances=tolerances, corpus=corpus)
+    return p.model, p.golden, p.run, p.score
 
 
 def reasons(score, k):

@@ -17,16 +17,15 @@ import xml.etree.ElementTree as ET
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from golden.runs import load_run, write_run
-from golden.store import describe_verification, record_golden, verify_golden
-from harness.corpus.synth import synth_corpus
+from golden.store import describe_verification, verify_golden
 from harness.evaluate import score_run
 from harness.numerics import NumericSettings
 from harness.tolerances import SegmentationTolerance, Tolerances
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
+from lanes.runner import RunPlan
 from reports import summary_line, write_junit
+from tests.pipeline import record, run_shapes
 
 SHAPES = (2, 4)
 NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a shared 2-core runner
@@ -35,13 +34,8 @@ NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a s
 @pytest.fixture(scope="module")
 def scores(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("junit")
-    model = load_model("small")
-    backend = InProcessBackend(model, NUMERICS)
-    corpus = synth_corpus(model.geometry, 12)
-    golden, _ = record_golden(tmp / "goldens", "rel", corpus, backend, RunPlan(), {})
-    plan = RunPlan(shapes=SHAPES)
-    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
-    run = load_run(write_run(tmp / "runs", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
+    backend, _, golden = record("small", tmp, numerics=NUMERICS)
+    run = run_shapes(backend, golden, tmp, SHAPES)
     control = InProcessBackend(load_model("lanes.controls:count_dependent"), NUMERICS)
     return {
         "passing": score_run(golden, run, Tolerances()),

@@ -6,27 +6,16 @@ import numpy as np
 import pytest
 
 from examples import byo_torchscript
-from golden.runs import load_run, write_run
-from golden.store import record_golden
 from harness.corpus.synth import synth_corpus
 from harness.errors import ModelError
-from harness.evaluate import score_run
-from harness.numerics import NumericSettings
-from harness.tolerances import Tolerances
-from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
+from tests.pipeline import pipeline
 
 
 def _end_to_end(model, tmp_path):
-    backend = InProcessBackend(model, NumericSettings())
-    corpus = synth_corpus(model.geometry, 10)
-    golden, _ = record_golden(tmp_path / "g", "byo", corpus, backend, RunPlan(), {})
-    assert golden.manifest["model"]["fingerprint"] == model.fingerprint
-    plan = RunPlan(shapes=(2, 5))
-    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
-    run = load_run(write_run(tmp_path / "r", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
-    return score_run(golden, run, Tolerances())
+    p = pipeline(model, tmp_path, shapes=(2, 5), blocks=10)
+    assert p.golden.manifest["model"]["fingerprint"] == model.fingerprint
+    return p.score
 
 
 def test_factory_by_import_path(tmp_path):

@@ -31,9 +31,7 @@ import numpy as np
 import pytest
 from markupsafe import escape
 
-from golden.runs import load_run, write_run
 from golden.store import Golden, describe_verification, record_golden, verify_golden
-from harness.corpus.synth import synth_corpus
 from harness.evaluate import score_run
 from harness.localise import localise_shape
 from harness.numerics import NumericSettings
@@ -41,10 +39,11 @@ from harness.promotion import load_ledger, update_ledger
 from harness.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
+from lanes.runner import RunPlan
 from reports import write_report
 from reports.plots import SpeedPoint, error_distribution_png, speedup_png
 from reports.signoff import build_facts
+from tests.pipeline import record, run_shapes
 
 SHAPES = (2, 4)
 # One thread: these tests are about reports, not numerics, and a 2-core CI runner shared with other
@@ -54,9 +53,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _run(backend, golden: Golden, corpus, tmp: Path):
-    plan = RunPlan(shapes=SHAPES)
-    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
-    return load_run(write_run(tmp / "runs", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
+    return run_shapes(backend, golden, tmp, SHAPES)
 
 
 def _run_and_score(model, backend, golden: Golden, corpus, tmp: Path, tolerances: Tolerances,
@@ -74,10 +71,8 @@ def _run_and_score(model, backend, golden: Golden, corpus, tmp: Path, tolerances
 def small(tmp_path_factory) -> dict:
     """Passing and revoking scores of the small model, their ledgers and transitions, a drift."""
     tmp = tmp_path_factory.mktemp("small")
-    model = load_model("small")
-    backend = InProcessBackend(model, NUMERICS)
-    corpus = synth_corpus(model.geometry, 12)
-    golden, _ = record_golden(tmp / "goldens", "rel", corpus, backend, RunPlan(), {})
+    backend, corpus, golden = record("small", tmp, numerics=NUMERICS)
+    model = backend.model
     run = _run(backend, golden, corpus, tmp)
     passing = score_run(golden, run, Tolerances())
     exact = VoiceprintTolerance(mode="bitwise")
@@ -106,10 +101,8 @@ def passing(small) -> dict:
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("leaky")
-    model = load_model("lanes.controls:leaky")
-    backend = InProcessBackend(model, NUMERICS)
-    corpus = synth_corpus(model.geometry, 12)
-    golden, _ = record_golden(tmp / "goldens", "rel", corpus, backend, RunPlan(), {})
+    backend, corpus, golden = record("lanes.controls:leaky", tmp, numerics=NUMERICS)
+    model = backend.model
     return _run_and_score(model, backend, golden, corpus, tmp, Tolerances(), localise=True)
 
 
