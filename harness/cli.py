@@ -187,7 +187,7 @@ def golden_record(
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
-    """Run the exact lane twice over a corpus and store its outputs as the release's golden (atomic)."""
+    """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten)."""
     from golden.store import record_golden
     from harness.backends import make_backend
     from harness.nightly import plan_for
@@ -214,8 +214,11 @@ def golden_verify(
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
-    """Re-run the exact lane against a golden: same model and environment must reproduce it bitwise;
-    otherwise the drift is reported with what differs in the environment."""
+    """Re-run the exact lane against a golden and compare.
+
+    The same model and environment must reproduce it bitwise; otherwise the drift is reported with
+    what differs in the environment (torch, CUDA, cuDNN, device, driver, CPU, numeric settings).
+    """
     from golden.store import describe_verification, load_golden, verify_golden
     from harness.backends import make_backend
     from harness.nightly import plan_for
@@ -262,8 +265,10 @@ def run_cmd(
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
-    """Run the fast lane at packed shapes over a golden's corpus; writes a run directory that any golden
-    can score."""
+    """Run the fast lane at packed shapes over a golden's corpus.
+
+    Writes a run directory (same Parquet layout as a golden), so any run can be scored against any golden.
+    """
     from golden.runs import write_run
     from golden.store import load_golden
     from harness.backends import make_backend
@@ -386,8 +391,11 @@ def nightly_cmd(
     mode: Annotated[str | None, typer.Option(help="isolated or chained (default: [lanes] mode).")] = None,
     progress: ProgressOpt = True,
 ) -> None:
-    """The nightly GPU CI job (works on CPU): verify the golden, run candidate shapes, score, update the
-    ledger, write report + JUnit. Exit 0 only when everything holds; 1 with a one-line reason otherwise."""
+    """The nightly CI job: verify, run candidate shapes, score, promote/revoke, report + JUnit.
+
+    Works on a GPU or the CPU. Exit 0 only when everything holds; 1 with a one-line reason otherwise;
+    2 when the job could not run.
+    """
     from harness.backends import make_backend
     from harness.nightly import nightly
     from harness.shards import Shard
@@ -435,8 +443,11 @@ def serve_cmd(
     mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     instances: Annotated[int, typer.Option(help="Model instances (instance_group count).")] = 1,
 ) -> None:
-    """Start a real Triton server (the PyPI nvidia-pytriton binary, Python backend) serving diar_nn_g on
-    loopback; prints its URL and stops cleanly on Ctrl-C / SIGTERM."""
+    """Serve diar_nn_g on a real Triton server on loopback; stop with Ctrl-C / SIGTERM.
+
+    Uses the tritonserver binary of the nvidia-pytriton wheel (Python backend) and prints the URL to
+    give other commands as --backend.
+    """
     from lanes.triton.server import ServerOptions, serve_forever
 
     cfg = _config(config, model, seed, mkldnn, threads, device=device)
@@ -454,8 +465,11 @@ def demo_cmd(
     config: ConfigOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
-    """The main job on the embedded default: synthetic corpus, reference model on CPU, golden record,
-    nightly (verify + candidate shapes + score + promote), sign-off report. Prints where the report is."""
+    """The main job on the embedded default: corpus, golden, nightly, sign-off report.
+
+    Synthetic corpus, reference model on the CPU: golden record, then the nightly (verify, candidate
+    shapes, score, promote), then the report. Prints where the report is.
+    """
     from golden.store import record_golden
     from harness.backends import make_backend
     from harness.corpus import write_corpus
