@@ -47,6 +47,17 @@ def machine_environment(backend_env: dict) -> dict:
     return backend_env.get("environment") or environment(backend_env.get("device", "cpu"))
 
 
+def provenance(backend_env: dict) -> dict:
+    """The manifest fields saying what produced a result, from ``Backend.environment()``."""
+    return {
+        "model": backend_env["model"],
+        "environment": machine_environment(backend_env),
+        "backend": {k: v for k, v in backend_env.items() if k != "model"},
+        "numerics": {"requested": backend_env.get("numerics_requested"),
+                     "in_force": backend_env.get("numerics_in_force")},
+    }
+
+
 def device_kind(env: dict) -> str:
     """The key promotion is per: 'cpu' or the GPU's name (an H200 is not an A100)."""
     return "cpu" if env.get("device_name", "cpu") == "cpu" else str(env["device_name"])

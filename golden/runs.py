@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from golden.environment import device_kind, machine_environment
+from golden.environment import device_kind, provenance
 from golden.manifest import (
     atomic_directory,
     content_id,
@@ -81,7 +81,6 @@ def write_run(root: Path, result: RunResult, plan: RunPlan, backend: Backend, go
         lanes[EXACT] = result.exact[0]
     for k, out in result.fast.items():
         lanes[lane_dir(k)] = out
-    env = backend.environment()
     fields = {
         "golden_id": golden_id,
         "shapes": list(plan.shapes),
@@ -89,10 +88,7 @@ def write_run(root: Path, result: RunResult, plan: RunPlan, backend: Backend, go
         "pad_to_fixed": plan.pad_to_fixed,
         "ops": [int(op) for op in plan.ops],
         "corpus_blocks": list(corpus_ids),
-        "model": env["model"],
-        "environment": machine_environment(env),
-        "backend": {k: v for k, v in env.items() if k != "model"},
-        "numerics": {"requested": env.get("numerics_requested"), "in_force": env.get("numerics_in_force")},
+        **provenance(backend.environment()),
         "config": config,
         **(extra or {}),
     }

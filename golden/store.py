@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.environment import device_kind, differences, machine_environment
+from golden.environment import device_kind, differences, machine_environment, provenance
 from golden.manifest import (
     atomic_directory,
     content_id,
@@ -128,18 +128,14 @@ def record_golden(
         rows["calls.parquet"] = write_calls(tmp / "calls.parquet", result.calls)
         rows["corpus.parquet"] = len(corpus)
         files = file_entries(tmp, rows)
-        env = backend.environment()
         manifest = {
             "kind": "harness.golden",
             "format": FORMAT,
             "release": release,
             "golden_id": f"{release}@{content_id(files)}",
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "model": env["model"],
             "geometry": backend.geometry.to_dict(),
-            "environment": machine_environment(env),
-            "backend": {k: v for k, v in env.items() if k not in ("model",)},
-            "numerics": {"requested": env.get("numerics_requested"), "in_force": env.get("numerics_in_force")},
+            **provenance(backend.environment()),
             "config": config,
             "ops": [int(op) for op in plan.ops],
             "mode": plan.mode,
