@@ -10,7 +10,7 @@
 # shape: bitwise?, max abs, max ULP, flips, verdict, blocks/s, speedup, peak memory; and how
 # far the speed profile's own golden is from the release golden.
 #
-# Runs without installing anything (PYTHONPATH=<repo>): it needs torch, numpy, pyarrow, typer,
+# Runs without installing anything (PYTHONPATH=<repo>): it needs torch, numpy, pyarrow, typer, pydantic, scipy,
 # rich, matplotlib and jinja2, as the GPU image has. Without a GPU it runs the same job on the
 # CPU with the small model (that is how CI tests this script).
 #

@@ -9,7 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from golden.store import load_golden, summarize_changes
+from golden.store import load_golden
+from harness.pipeline.record import summarize_changes
 from lanes.diar_nn_g import DiarNNG
 
 PROFILES = ("release", "speed")
@@ -24,11 +25,12 @@ def rows_for(score: dict) -> list[dict]:
             m = v["metrics"]
             rows.append({
                 "shape": int(k), "op": int(op), "verdict": "pass" if v["passed"] else "fail",
-                "bitwise": m.get("bitwise"), "max_abs": m.get("max_abs"), "max_ulp": m.get("max_ulp"),
+                "bitwise": m.get("bitwise"), "max_abs": m.get("max_abs_finite", m.get("max_abs")),
+                "max_ulp": m.get("max_ulp"),
                 "flips_near_tie": m.get("argmax_flips_near_tie"), "flips_confident": m.get("argmax_flips_confident"),
                 "min_cosine": m.get("min_cosine"),
                 "blocks_per_s": (t.get("ops", {}).get(op) or {}).get("blocks_per_s"),
-                "speedup": (t.get("ops", {}).get(op) or {}).get("speedup"),
+                "speedup": t.get("speedup"),
                 "peak_device_mb": (t.get("ops", {}).get(op) or {}).get("peak_device_mb"),
                 "reasons": [r for r in shape["reasons"] if r.startswith(f"OP {op} ")],
             })

@@ -16,8 +16,12 @@ from torch import nn
 
 
 class TinyDiar(nn.Module):
-    def __init__(self) -> None:
+    """``drift`` (a negative control, 0 by default) adds drift x (windows in the call) to every output:
+    an answer that depends on the batch shape, which every packed shape must fail."""
+
+    def __init__(self, drift: float = 0.0) -> None:
         super().__init__()
+        self.drift = float(drift)
         self.window = 16_000
         self.frames = 50
         self.step = 320
@@ -50,15 +54,19 @@ class TinyDiar(nn.Module):
         frames = x[:, : self.frames * self.step].reshape(x.shape[0], self.frames, self.step)
         h = torch.tanh(self.frame_proj(frames))  # [N, F, 16]
         if int(op[0]) == 0:
-            return torch.log_softmax(self.classifier(h), dim=-1)
-        assert weights is not None and idx is not None
-        w = weights.unsqueeze(-1)  # [R, F, 1]
-        pooled = (h[idx.long()] * w).sum(dim=1) / (w.sum(dim=1) + 1e-8)
-        return self.embed(pooled)
+            out = torch.log_softmax(self.classifier(h), dim=-1)
+        else:
+            assert weights is not None and idx is not None
+            w = weights.unsqueeze(-1)  # [R, F, 1]
+            pooled = (h[idx.long()] * w).sum(dim=1) / (w.sum(dim=1) + 1e-8)
+            out = self.embed(pooled)
+        if self.drift != 0.0:
+            out = out + self.drift * float(offsets.shape[0])
+        return out
 
 
-def build(path: str) -> str:
-    torch.jit.script(TinyDiar().eval()).save(path)
+def build(path: str, drift: float = 0.0) -> str:
+    torch.jit.script(TinyDiar(drift).eval()).save(path)
     return path
 
 

@@ -1,46 +1,118 @@
-"""Run directories: the fast lane's outputs (and the exact lane's, when interleaved) per shape.
+"""Run directories: every lane of one run, the exact lane always among them.
 
     <runs>/<run_id>/
-        manifest.json           kind harness.run: shapes, mode, golden it ran against,
-                                model fingerprint, environment, numeric settings, files
-        exact/op{0,1,2}.parquet the exact lane of this run (when it ran interleaved)
-        k2/op{0,1,2}.parquet    packed shape k = 2 (same schema as a golden: any run can
-        k4/...                  be scored against any golden)
-        calls.parquet           every network call, for throughput/latency/memory per shape
+        manifest.json           kind harness.run, sealed: shapes, lanes, mode, packer, the golden
+                                (id and manifest digest) it ran against, model fingerprint,
+                                environment, numeric settings, files
+        exact/op{0,1,2}.parquet the run's own exact lane, interleaved with the packed shapes (the
+                                golden's reproduction, and fair timing)
+        k2/op{0,1,2}.parquet    packed shape k = 2 (same layout as a golden's outputs)
+        calls.parquet           every network call (which blocks, cost)
 
-Written atomically like a golden: an interrupted run leaves no directory that looks complete.
+Written in a temporary folder (each lane by a background writer) and renamed into place when
+complete; an interrupted run leaves no directory that loads.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import secrets
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from golden.environment import device_kind, provenance
-from golden.manifest import (
-    atomic_directory,
-    content_id,
-    file_entries,
-    read_manifest,
-    verify_files,
-    write_manifest,
-)
-from golden.tables import read_calls, read_lane, write_calls, write_lane
+from golden.manifest import MANIFEST, check_files, read_manifest
+from golden.tables import BackgroundWriter, LaneReader, LaneWriter, read_calls, write_calls
+from harness.environment import NUMERIC_KEYS, device_kind
 from harness.errors import GoldenError
+from harness.fsio import atomic_directory, safe_name
 from harness.geometry import Geometry
+from harness.jsonio import digest, dumps, seal
 from harness.ops import Op
 from harness.outputs import LaneOutputs
-from lanes.backend import Backend
-from lanes.runner import RunPlan, RunResult
+from harness.parquet import RUN_COMPRESSION_LEVEL
+from harness.schemas import RunManifest
 
-FORMAT = 1
+FORMAT = 2
 EXACT = "exact"
+CALLS = "calls.parquet"
+# What shards must share to be merged into one run (and then one verdict).
+MERGE_KEYS = ("golden_id", "golden_manifest_sha256", "shapes", "lanes", "mode", "pad_to_fixed", "ops", "packer",
+              "geometry", "numerics_profile")
 
 
 def lane_dir(shape: int | str) -> str:
     return EXACT if shape == EXACT else f"k{int(shape)}"
+
+
+def new_run_id(shapes: Sequence[int]) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-k{'-'.join(str(k) for k in shapes) or 'exact'}-{secrets.token_hex(3)}"
+
+
+def blocks_digest(block_ids: Sequence[str]) -> str:
+    return digest(list(block_ids))
+
+
+class RunWriter:
+    """A run directory being written: a background writer per lane, then calls and the sealed manifest.
+
+    Use as a context manager; :meth:`finish` renames it into place, any failure removes it."""
+
+    def __init__(self, root: Path, run_id: str, geometry: Geometry, ops: Sequence[Op], lanes: Sequence[str]) -> None:
+        self.final = Path(root) / safe_name(run_id, "run id")
+        self.run_id, self.g, self.ops, self.lanes = run_id, geometry, list(ops), list(lanes)
+        self._context = atomic_directory(self.final)
+        self.tmp = self._context.__enter__()
+        self.writers: dict[str, BackgroundWriter] = {}
+        self.block_ids: list[str] = []
+        self._done = False
+        try:
+            for lane in self.lanes:
+                self.writers[lane] = BackgroundWriter(LaneWriter(self.tmp / lane, geometry, self.ops, decisions=False,
+                                                                 compression_level=RUN_COMPRESSION_LEVEL))
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if not self._done:
+            self._fail(exc or RuntimeError("run not finished"))
+
+    def sink(self, lane: str, batch: LaneOutputs) -> None:
+        """Take one group's outputs of one lane (the runner's sink)."""
+        if lane not in self.writers:
+            raise GoldenError(f"run {self.run_id}: no lane {lane!r} (lanes {self.lanes})")
+        if lane == EXACT:
+            self.block_ids += batch.block_ids
+        self.writers[lane].write(batch)
+
+    def finish(self, fields: dict, calls: list) -> Path:
+        """Close every lane, write the calls and the sealed manifest, rename into place."""
+        files: dict[str, dict] = {}
+        for lane, writer in self.writers.items():
+            for name, entry in writer.close().items():
+                files[f"{lane}/{name}"] = entry
+        files[CALLS] = write_calls(self.tmp / CALLS, calls)
+        manifest = seal({
+            "kind": "harness.run", "format": FORMAT, "run_id": self.run_id,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"), "geometry": self.g.to_dict(),
+            "ops": [int(op) for op in self.ops], "lanes": sorted(self.lanes), "blocks": len(self.block_ids),
+            "blocks_sha256": blocks_digest(self.block_ids), **fields, "files": files,
+        }, "manifest_sha256")
+        (self.tmp / MANIFEST).write_text(dumps(manifest, indent=2) + "\n")
+        self._done = True
+        self._context.__exit__(None, None, None)
+        return self.final
+
+    def _fail(self, exc: BaseException) -> None:
+        self._done = True
+        for writer in self.writers.values():
+            writer.abort()
+        self._context.__exit__(type(exc), exc, None)
 
 
 @dataclass(eq=False)
@@ -48,8 +120,8 @@ class Run:
     path: Path
     manifest: dict
     geometry: Geometry
-    lanes: dict[str, LaneOutputs]  # "exact" and/or "k2", "k4", ...
-    calls: list[dict]
+    trusted: bool = False  # written by this process just now: its files need no second hash
+    _lanes: dict[str, LaneReader] = field(default_factory=dict, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -64,99 +136,109 @@ class Run:
         return [int(k) for k in self.manifest["shapes"]]
 
     @property
+    def golden_id(self) -> str:
+        return self.manifest["golden_id"]
+
+    @property
     def device_kind(self) -> str:
         return device_kind(self.manifest["environment"])
 
+    @property
+    def ops(self) -> list[Op]:
+        return [Op(o) for o in self.manifest["ops"]]
 
-def new_run_id(shapes: tuple[int, ...]) -> str:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-k{'-'.join(str(k) for k in shapes) or 'exact'}-{secrets.token_hex(3)}"
+    def lane(self, name: str) -> LaneReader:
+        if name not in self._lanes:
+            if name not in self.manifest["lanes"]:
+                raise GoldenError(f"{self.path}: run has no lane {name!r} (lanes {self.manifest['lanes']})")
+            names = [] if self.trusted else [n for n in self.manifest["files"] if n.startswith(f"{name}/")]
+            check_files(self.path, self.manifest, hashed=names)
+            self._lanes[name] = LaneReader(self.path / name, self.geometry, self.ops, decisions=False,
+                                           where=f"run {self.path} lane {name}")
+        return self._lanes[name]
 
+    def block_ids(self) -> list[str]:
+        ids = self.lane(EXACT).block_ids()
+        if blocks_digest(ids) != self.manifest["blocks_sha256"] or len(ids) != self.manifest["blocks"]:
+            raise GoldenError(f"{self.path}/exact: its blocks are not the ones the manifest lists")
+        return ids
 
-def write_run(root: Path, result: RunResult, plan: RunPlan, backend: Backend, golden_id: str | None,
-              config: dict, corpus_ids: list[str], run_id: str | None = None, extra: dict | None = None) -> Run:
-    """Store one run of the lanes (atomically) and load it back, verified."""
-    lanes: dict[str, LaneOutputs] = {}
-    if result.exact:
-        lanes[EXACT] = result.exact[0]
-    for k, out in result.fast.items():
-        lanes[lane_dir(k)] = out
-    fields = {
-        "golden_id": golden_id,
-        "shapes": list(plan.shapes),
-        "mode": plan.mode,
-        "pad_to_fixed": plan.pad_to_fixed,
-        "ops": [int(op) for op in plan.ops],
-        "corpus_blocks": list(corpus_ids),
-        **provenance(backend.environment()),
-        "config": config,
-        **(extra or {}),
-    }
-    return write_run_dir(Path(root), run_id or new_run_id(plan.shapes), lanes, list(result.calls), backend.geometry,
-                         fields)
+    def calls(self) -> list[dict]:
+        check_files(self.path, self.manifest, hashed=[] if self.trusted else [CALLS])
+        return read_calls(self.path / CALLS, str(self.path))
 
 
-def write_run_dir(root: Path, run_id: str, lanes: dict[str, LaneOutputs], calls: list, geometry: Geometry,
-                  fields: dict) -> Run:
-    final = root / run_id
-    with atomic_directory(final) as tmp:
-        rows: dict[str, int] = {}
-        for name, out in lanes.items():
-            for file, n in write_lane(tmp / name, out, geometry).items():
-                rows[f"{name}/{file}"] = n
-        rows["calls.parquet"] = write_calls(tmp / "calls.parquet", calls)
-        files = file_entries(tmp, rows)
-        manifest = {
-            "kind": "harness.run",
-            "format": FORMAT,
-            "run_id": run_id,
-            "content_id": content_id(files),
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "lanes": sorted(lanes),
-            "geometry": geometry.to_dict(),
-            **fields,
-            "files": files,
-        }
-        write_manifest(tmp, manifest)
-    return load_run(final)
+def load_run(path: str | Path, trusted: bool = False) -> Run:
+    path = Path(path)
+    manifest = read_manifest(path, "run", RunManifest)
+    check_files(path, manifest)
+    for lane in manifest["lanes"]:
+        for op in manifest["ops"]:
+            if f"{lane}/op{op}.parquet" not in manifest["files"]:
+                raise GoldenError(f"{path}/{MANIFEST}: lane {lane!r} lists no op{op}.parquet")
+    if CALLS not in manifest["files"]:
+        raise GoldenError(f"{path}/{MANIFEST}: lists no {CALLS}")
+    return Run(path, manifest, Geometry(**manifest["geometry"]), trusted)
 
 
-def merge_runs(root: Path, runs: list[Run], run_id: str | None = None) -> Run:
-    """Combine shard runs (disjoint blocks, same golden/model/shapes/mode) into one run directory."""
+def merge_conflict(a: Run, b: Run) -> str | None:
+    """Why two shard runs cannot be one run (None when they can): everything that could change the
+    outputs must be the same, and so must the golden they ran against."""
+    for key in MERGE_KEYS:
+        if a.manifest.get(key) != b.manifest.get(key):
+            return f"{key} differs ({a.manifest.get(key)!r} vs {b.manifest.get(key)!r})"
+    if a.fingerprint != b.fingerprint:
+        return f"model fingerprints differ ({a.fingerprint[:16]}... vs {b.fingerprint[:16]}...)"
+    if a.device_kind != b.device_kind:
+        return f"device kind differs ({a.device_kind!r} vs {b.device_kind!r})"
+    ea, eb = a.manifest["environment"], b.manifest["environment"]
+    for key in NUMERIC_KEYS:
+        if ea.get(key) != eb.get(key):
+            return f"environment {key} differs ({ea.get(key)!r} vs {eb.get(key)!r})"
+    na, nb = a.manifest["numerics"]["in_force"], b.manifest["numerics"]["in_force"]
+    for key in sorted(set(na) | set(nb)):
+        if na.get(key) != nb.get(key):
+            return f"numerics.{key} differs ({na.get(key)!r} vs {nb.get(key)!r})"
+    return None
+
+
+def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | None = None) -> Run:
+    """Combine shard runs (disjoint blocks, everything else equal) into one run, in ``order``."""
     if not runs:
         raise GoldenError("nothing to merge: no shard runs given")
     first = runs[0]
     for r in runs[1:]:
-        for key in ("golden_id", "shapes", "mode", "pad_to_fixed", "ops", "lanes"):
-            if r.manifest.get(key) != first.manifest.get(key):
-                raise GoldenError(f"cannot merge {r.path} with {first.path}: {key} differs "
-                                  f"({r.manifest.get(key)!r} vs {first.manifest.get(key)!r})")
-        if r.fingerprint != first.fingerprint:
-            raise GoldenError(f"cannot merge {r.path} with {first.path}: model fingerprints differ")
-    blocks = [b for r in runs for b in r.manifest["corpus_blocks"]]
-    if len(set(blocks)) != len(blocks):
-        dup = next(b for b in blocks if blocks.count(b) > 1)
-        raise GoldenError(f"cannot merge: block {dup!r} is in more than one shard")
-    lanes = {name: LaneOutputs.concat([r.lanes[name] for r in runs]) for name in first.lanes}
-    calls = [c for r in runs for c in r.calls]
-    fields = {k: v for k, v in first.manifest.items()
-              if k not in ("kind", "format", "run_id", "content_id", "created", "lanes", "geometry", "files")}
-    fields.update({"corpus_blocks": blocks, "merged_from": [r.run_id for r in runs],
-                   "shards": [r.manifest.get("shard") for r in runs]})
-    fields.pop("shard", None)
-    return write_run_dir(Path(root), run_id or f"merged-{new_run_id(tuple(first.shapes))}", lanes, calls,
-                         first.geometry, fields)
-
-
-def load_run(path: str | Path) -> Run:
-    path = Path(path)
-    manifest = read_manifest(path, "run")
-    verify_files(path, manifest)
-    try:
-        geometry = Geometry.from_dict(manifest["geometry"])
-        ops = [Op(o) for o in manifest["ops"]]
-        lane_names = list(manifest["lanes"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise GoldenError(f"{path}/manifest.json: incomplete run manifest ({exc})") from None
-    lanes = {name: read_lane(path / name, geometry, ops, f"{path}/{name}") for name in lane_names}
-    return Run(path, manifest, geometry, lanes, read_calls(path / "calls.parquet", str(path)))
+        why = merge_conflict(first, r)
+        if why:
+            raise GoldenError(f"cannot merge {r.path} with {first.path}: {why}")
+    owner: dict[str, Run] = {}
+    for r in runs:
+        for b in r.block_ids():
+            if b in owner:
+                raise GoldenError(f"cannot merge: block {b!r} is in {owner[b].path} and {r.path}")
+            owner[b] = r
+    missing = [b for b in order if b not in owner]
+    if missing:
+        raise GoldenError(f"shards do not cover the corpus: {len(missing)} block(s) missing, first {missing[0]!r} "
+                          "(did every shard i/n run?)")
+    lanes = list(first.manifest["lanes"])
+    writer = RunWriter(Path(root), run_id or f"merged-{new_run_id(first.shapes)}", first.geometry, first.ops, lanes)
+    with writer:
+        step = 32
+        for start in range(0, len(order), step):
+            ids = list(order[start : start + step])
+            for lane in lanes:
+                parts = []
+                for r in runs:
+                    mine = [b for b in ids if owner[b] is r]
+                    if mine:
+                        parts.append(r.lane(lane).select(mine))
+                batch = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
+                writer.sink(lane, batch.select(ids))
+        calls = [c for r in runs for c in r.calls()]
+        fields = {k: v for k, v in first.manifest.items()
+                  if k not in ("kind", "format", "run_id", "created", "geometry", "ops", "lanes", "blocks",
+                               "blocks_sha256", "files", "manifest_sha256", "shard", "merged_from")}
+        fields["merged_from"] = [r.run_id for r in runs]
+        path = writer.finish(fields, calls)
+    return load_run(path, trusted=True)

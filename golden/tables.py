@@ -1,27 +1,31 @@
-"""Lane outputs <-> Parquet tables (zstd; arrays as fixed-size list columns).
+"""Lane outputs <-> Parquet tables, streamed in row groups (memory: one group of blocks).
 
-The files are meant to be opened by anyone: pandas, polars and duckdb read them with no
-help from this project. Layout:
+The files are meant to be opened by anyone: pandas, polars and duckdb read them with no help
+from this project. Layout (format 2):
 
 ``op0.parquet``: one row per (block, window)
     block_id string, window int32, valid int32,
-    logprobs fixed_size_list<fixed_size_list<float32, classes>, frames>,
-    top_class fixed_size_list<int8, frames>       argmax over the powerset classes per frame
-    top_margin fixed_size_list<float32, frames>   top-1 minus top-2 log-probability per frame
-    (the decisions are stored so scoring a run never recomputes the golden's: see scoring.py)
+    logprobs fixed_size_list<float32, frames*classes>   row-major [frame, class]
+    top_class fixed_size_list<int8, frames>             golden only: argmax class per frame
+    top_margin fixed_size_list<float32, frames>         golden only: top-1 minus top-2 per frame
 
 ``op1.parquet`` / ``op2.parquet``: one row per voiceprint row (block, window, speaker)
     block_id string, row int32 (position in the block's request), window int32 (IDX),
     speaker int32, weights fixed_size_list<float32, frames> (WEIGHTS),
     embedding fixed_size_list<float32, embedding_dim>
 
-File metadata ``harness.outputs`` holds JSON {"format", "op", "frames", "classes", "embedding_dim"}.
+Row group i of every OP file holds the same blocks (a group may hold no voiceprint row), so a
+reader finds a block's rows in every file from the OP 0 index alone. Schema metadata
+``harness.outputs`` holds JSON {"format", "op", "frames", "classes", "embedding_dim", "decisions"}.
 """
 
 from __future__ import annotations
 
-import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from queue import Queue
 
 import numpy as np
 import pyarrow as pa
@@ -31,25 +35,29 @@ from harness.errors import GoldenError
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
+from harness.parquet import ParquetSink, check_schema, open_file, read_row_group, schema_metadata, write_table
+from harness.schemas import OutputsMeta, validate
 
-FORMAT = 1
+FORMAT = 2
 META_KEY = b"harness.outputs"
+GROUP_BLOCKS = 32  # blocks per row group: memory of a reader or writer is about this many blocks
 
 
 def op_file(op: Op) -> str:
     return f"op{int(op)}.parquet"
 
 
-def segmentation_schema(geometry: Geometry) -> pa.Schema:
-    return pa.schema([
+def segmentation_schema(geometry: Geometry, decisions: bool) -> pa.Schema:
+    fields = [
         pa.field("block_id", pa.string(), nullable=False),
         pa.field("window", pa.int32(), nullable=False),
         pa.field("valid", pa.int32(), nullable=False),
-        pa.field("logprobs", pa.list_(pa.list_(pa.float32(), geometry.classes), geometry.frames_per_window),
-                 nullable=False),
-        pa.field("top_class", pa.list_(pa.int8(), geometry.frames_per_window), nullable=False),
-        pa.field("top_margin", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False),
-    ])
+        pa.field("logprobs", pa.list_(pa.float32(), geometry.frames_per_window * geometry.classes), nullable=False),
+    ]
+    if decisions:
+        fields += [pa.field("top_class", pa.list_(pa.int8(), geometry.frames_per_window), nullable=False),
+                   pa.field("top_margin", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False)]
+    return pa.schema(fields)
 
 
 def voiceprint_schema(geometry: Geometry) -> pa.Schema:
@@ -63,127 +71,308 @@ def voiceprint_schema(geometry: Geometry) -> pa.Schema:
     ])
 
 
-def write_lane(directory: Path, outputs: LaneOutputs, geometry: Geometry) -> dict[str, int]:
-    """Write one file per OP into ``directory``; returns rows per file name."""
-    directory.mkdir(parents=True, exist_ok=True)
-    rows = {}
-    seg = outputs.segmentation
-    b, n = seg.valid.shape
-    top_class, top_margin = seg.decisions()
-    table = pa.table({
-        "block_id": pa.array(np.repeat(np.array(seg.block_ids, dtype=object), n), pa.string()),
-        "window": pa.array(np.tile(np.arange(n, dtype=np.int32), b)),
-        "valid": pa.array(seg.valid.reshape(-1).astype(np.int32)),
-        "logprobs": _fixed(seg.logprobs.reshape(-1), (geometry.frames_per_window, geometry.classes)),
-        "top_class": _fixed(top_class.astype(np.int8), (geometry.frames_per_window,), pa.int8()),
-        "top_margin": _fixed(top_margin, (geometry.frames_per_window,)),
-    }, schema=_with_meta(segmentation_schema(geometry), Op.SEGMENTATION, geometry))
-    rows[op_file(Op.SEGMENTATION)] = _write(table, directory / op_file(Op.SEGMENTATION))
-    for op, vp in outputs.voiceprint.items():
-        table = pa.table({
+def _schema(op: Op, geometry: Geometry, decisions: bool) -> pa.Schema:
+    schema = segmentation_schema(geometry, decisions) if op is Op.SEGMENTATION else voiceprint_schema(geometry)
+    meta = OutputsMeta(format=FORMAT, op=int(op), frames=geometry.frames_per_window, classes=geometry.classes,
+                       embedding_dim=geometry.embedding_dim, decisions=decisions and op is Op.SEGMENTATION)
+    return schema.with_metadata({META_KEY: meta.model_dump_json().encode()})
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+class LaneWriter:
+    """Writes one lane (a golden, or one lane of a run) as one file per OP, row group by row group.
+
+    ``decisions`` stores the per-frame argmax and top-two margin (a golden's: scoring reads them
+    instead of recomputing); runs do not need them.
+    """
+
+    def __init__(self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool,
+                 compression_level: int | None = None, group_blocks: int = GROUP_BLOCKS) -> None:
+        self.directory, self.g, self.ops = Path(directory), geometry, tuple(ops)
+        self.decisions, self.group_blocks = decisions, group_blocks
+        self.sinks: dict[Op, ParquetSink] = {}
+        self.pending: list[LaneOutputs] = []
+        self.pending_blocks = 0
+        try:
+            for op in self.ops:
+                self.sinks[op] = ParquetSink(self.directory / op_file(op), _schema(op, geometry, decisions),
+                                             compression_level)
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, batch: LaneOutputs) -> None:
+        self.pending.append(batch)
+        self.pending_blocks += len(batch.segmentation.block_ids)
+        if self.pending_blocks >= self.group_blocks:
+            self._flush()
+
+    def close(self) -> dict[str, dict]:
+        """The manifest entry (sha256, bytes, rows) of every file written, by file name."""
+        try:
+            self._flush()
+            for sink in self.sinks.values():
+                sink.close()
+            return {op_file(op): sink.entry for op, sink in self.sinks.items()}
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        for sink in self.sinks.values():
+            sink.abort()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        batch = LaneOutputs.concat(self.pending) if len(self.pending) > 1 else self.pending[0]
+        self.pending, self.pending_blocks = [], 0
+        self.sinks[Op.SEGMENTATION].write(self._segmentation_table(batch.segmentation))
+        for op in self.ops:
+            if op.is_voiceprint:
+                vp = batch.voiceprint.get(op) or VoiceprintOutputs.empty(op, self.g)
+                self.sinks[op].write(self._voiceprint_table(vp))
+
+    def _segmentation_table(self, seg: SegmentationOutputs) -> pa.Table:
+        g = self.g
+        b, n = seg.valid.shape
+        columns = {
+            "block_id": pa.array(np.repeat(np.array(seg.block_ids, dtype=object), n), pa.string()),
+            "window": pa.array(np.tile(np.arange(n, dtype=np.int32), b)),
+            "valid": pa.array(seg.valid.reshape(-1).astype(np.int32, copy=False)),
+            "logprobs": _fixed(seg.logprobs.reshape(-1), g.frames_per_window * g.classes, pa.float32()),
+        }
+        if self.decisions:
+            top_class, top_margin = seg.decisions()
+            columns["top_class"] = _fixed(top_class.astype(np.int8), g.frames_per_window, pa.int8())
+            columns["top_margin"] = _fixed(top_margin, g.frames_per_window, pa.float32())
+        return pa.Table.from_pydict(columns, schema=self.sinks[Op.SEGMENTATION].schema)
+
+    def _voiceprint_table(self, vp: VoiceprintOutputs) -> pa.Table:
+        g = self.g
+        return pa.Table.from_pydict({
             "block_id": pa.array(vp.block_ids.astype(object), pa.string()),
-            "row": pa.array(vp.row.astype(np.int32)),
-            "window": pa.array(vp.window.astype(np.int32)),
-            "speaker": pa.array(vp.speaker.astype(np.int32)),
-            "weights": _fixed(vp.weights.reshape(-1), (geometry.frames_per_window,)),
-            "embedding": _fixed(vp.embedding.reshape(-1), (geometry.embedding_dim,)),
-        }, schema=_with_meta(voiceprint_schema(geometry), op, geometry))
-        rows[op_file(op)] = _write(table, directory / op_file(op))
-    return rows
+            "row": pa.array(vp.row.astype(np.int32, copy=False)),
+            "window": pa.array(vp.window.astype(np.int32, copy=False)),
+            "speaker": pa.array(vp.speaker.astype(np.int32, copy=False)),
+            "weights": _fixed(vp.weights.reshape(-1), g.frames_per_window, pa.float32()),
+            "embedding": _fixed(vp.embedding.reshape(-1), g.embedding_dim, pa.float32()),
+        }, schema=self.sinks[vp.op].schema)
 
 
-def read_lane(directory: Path, geometry: Geometry, ops: list[Op], where: str) -> LaneOutputs:
-    seg_table = read_checked(directory / op_file(Op.SEGMENTATION), segmentation_schema(geometry), where)
-    ids = np.asarray(seg_table.column("block_id").to_pylist(), dtype=object)
-    n = geometry.windows_per_block
-    if ids.size % n:
-        raise GoldenError(f"{where}/{op_file(Op.SEGMENTATION)}: {ids.size} rows is not a whole number of blocks")
-    block_ids = ids[::n]
-    windows = seg_table.column("window").to_numpy().reshape(-1, n)
-    if not (np.all(ids.reshape(-1, n) == block_ids[:, None]) and np.all(windows == np.arange(n))):
-        raise GoldenError(f"{where}/{op_file(Op.SEGMENTATION)}: rows are not whole blocks in window order")
-    logprobs = _unfixed(seg_table.column("logprobs"), 2).reshape(
-        -1, n, geometry.frames_per_window, geometry.classes)
-    seg = SegmentationOutputs([str(b) for b in block_ids], seg_table.column("valid").to_numpy().reshape(-1, n)
-                              .astype(np.int32), logprobs)
-    seg.set_decisions(_unfixed(seg_table.column("top_class"), 1, np.int8).astype(np.int64),
-                      _unfixed(seg_table.column("top_margin"), 1))
-    vps = {}
-    for op in ops:
-        if op is Op.SEGMENTATION:
-            continue
-        t = read_checked(directory / op_file(op), voiceprint_schema(geometry), where)
-        vps[op] = VoiceprintOutputs(
-            op=op,
-            block_ids=np.asarray(t.column("block_id").to_pylist(), dtype=object),
-            row=t.column("row").to_numpy().astype(np.int32),
-            window=t.column("window").to_numpy().astype(np.int32),
-            speaker=t.column("speaker").to_numpy().astype(np.int32),
-            weights=_unfixed(t.column("weights"), 1).reshape(-1, geometry.frames_per_window),
-            embedding=_unfixed(t.column("embedding"), 1).reshape(-1, geometry.embedding_dim),
-        )
-    return LaneOutputs(seg, vps)
+class BackgroundWriter:
+    """Runs ``LaneWriter.write`` in a thread behind a bounded queue, so compression and disk I/O
+    overlap the next network call (pyarrow releases the GIL while it compresses and writes).
+
+    A failure in the thread is raised by the next :meth:`write` or by :meth:`close`."""
+
+    def __init__(self, writer: LaneWriter, depth: int = 2) -> None:
+        self.writer = writer
+        self._queue: Queue = Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="lane-writer", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self.writer.write(item)
+                except BaseException as exc:  # handed to the caller's thread
+                    self._error = exc
+
+    def write(self, batch: LaneOutputs) -> None:
+        self._raise()
+        self._queue.put(batch)
+
+    def close(self) -> dict[str, dict]:
+        self._queue.put(None)
+        self._thread.join()
+        self._raise()
+        return self.writer.close()
+
+    def abort(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self.writer.abort()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            self.writer.abort()
+            raise error
 
 
-def read_checked(path: Path, schema: pa.Schema, where: str) -> pa.Table:
-    """Read a Parquet file and refuse it unless its columns are exactly ``schema``'s."""
-    try:
-        table = pq.read_table(path)
-    except FileNotFoundError:
-        raise GoldenError(f"{where}: {path.name} is missing") from None
-    except (pa.ArrowException, OSError) as exc:
-        raise GoldenError(f"{where}: {path.name} is not readable Parquet ({exc})") from None
-    got = table.schema.remove_metadata()
-    if not got.equals(schema.remove_metadata()):
-        raise GoldenError(f"{where}: {path.name} has schema {_describe(got)}, expected {_describe(schema)}")
-    return table
+def _fixed(flat: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:
+    values = pa.array(np.ascontiguousarray(flat), kind)
+    return pa.FixedSizeListArray.from_arrays(values, size)
 
 
-def _describe(schema: pa.Schema) -> str:
-    return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
+# ------------------------------------------------------------------------------------------ reading
 
 
-def _fixed(flat: np.ndarray, dims: tuple[int, ...], kind: pa.DataType | None = None) -> pa.Array:
-    arr: pa.Array = pa.array(np.ascontiguousarray(flat, dtype=np.float32 if kind is None else flat.dtype), kind)
-    for size in reversed(dims):
-        arr = pa.FixedSizeListArray.from_arrays(arr, size)
-    return arr
+class LaneReader:
+    """Reads one lane's files: checked up front (schema, metadata, row-group alignment), then served
+    row group by row group, in file order (:meth:`batches`) or for any blocks (:meth:`select`).
+
+    Memory: the OP 0 block index (block ids only) and at most ``cache`` row groups per file.
+    """
+
+    def __init__(self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool, where: str,
+                 cache: int = 2) -> None:
+        self.directory, self.g, self.ops, self.where = Path(directory), geometry, tuple(ops), where
+        self.decisions = decisions
+        self.files: dict[Op, pq.ParquetFile] = {}
+        for op in self.ops:
+            path = self.directory / op_file(op)
+            f = open_file(path, f"{where} OP {int(op)} output file", GoldenError)
+            check_schema(f, _schema(op, geometry, decisions), path, f"{where} OP {int(op)} output file", GoldenError)
+            meta = schema_metadata(f, META_KEY, path, "output", GoldenError)
+            validate(OutputsMeta, meta, f"{path}: metadata {META_KEY.decode()}", GoldenError)
+            self.files[op] = f
+        groups = {op: f.metadata.num_row_groups for op, f in self.files.items()}
+        if len(set(groups.values())) > 1:
+            raise GoldenError(f"{where}: OP files hold different numbers of row groups {groups} (not written together)")
+        self.groups = groups[Op.SEGMENTATION]
+        self._index: dict[str, int] | None = None
+        self._order: list[str] | None = None
+        self._cache: OrderedDict[int, LaneOutputs] = OrderedDict()
+        self._cache_size = cache
+
+    # -- index ------------------------------------------------------------------------------
+    def block_ids(self) -> list[str]:
+        """Every block, in file order (reads only the OP 0 block_id column)."""
+        if self._order is None:
+            order, index = [], {}
+            n = self.g.windows_per_block
+            path = self.directory / op_file(Op.SEGMENTATION)
+            for i in range(self.groups):
+                ids = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError,
+                                     columns=["block_id"]).column(0).to_pylist()
+                if len(ids) % n:
+                    raise GoldenError(f"{path}: row group {i} holds {len(ids)} rows: not whole blocks of {n} windows")
+                for b in ids[::n]:
+                    if b in index:
+                        raise GoldenError(f"{path}: block {b!r} appears twice")
+                    index[b] = i
+                    order.append(b)
+            self._order, self._index = order, index
+        return list(self._order)
+
+    # -- serving ----------------------------------------------------------------------------
+    def batches(self) -> Iterator[LaneOutputs]:
+        """Every row group in file order (a row group is about GROUP_BLOCKS blocks)."""
+        for i in range(self.groups):
+            yield self._group(i, cache=False)
+
+    def select(self, block_ids: Sequence[str]) -> LaneOutputs:
+        """The outputs of ``block_ids`` (in that order), from whichever row groups hold them."""
+        self.block_ids()
+        assert self._index is not None
+        needed: list[int] = []
+        for b in block_ids:
+            if b not in self._index:
+                raise GoldenError(f"{self.where}: has no block {b!r}")
+            gi = self._index[b]
+            if gi not in needed:
+                needed.append(gi)
+        parts = [self._group(gi, cache=True) for gi in needed]
+        whole = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
+        return whole if whole.segmentation.block_ids == list(block_ids) else whole.select(list(block_ids))
+
+    def _group(self, i: int, cache: bool) -> LaneOutputs:
+        if i in self._cache:
+            self._cache.move_to_end(i)
+            return self._cache[i]
+        out = self._read_group(i)
+        if cache:
+            self._cache[i] = out
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return out
+
+    def _read_group(self, i: int) -> LaneOutputs:
+        g, n = self.g, self.g.windows_per_block
+        path = self.directory / op_file(Op.SEGMENTATION)
+        t = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError)
+        ids = np.asarray(t.column("block_id").to_pylist(), dtype=object)
+        if ids.size % n:
+            raise GoldenError(f"{path}: row group {i} holds {ids.size} rows: not whole blocks of {n} windows")
+        block_ids = ids[::n]
+        windows = t.column("window").to_numpy().reshape(-1, n)
+        if not (np.all(ids.reshape(-1, n) == block_ids[:, None]) and np.all(windows == np.arange(n))):
+            raise GoldenError(f"{path}: row group {i}: rows are not whole blocks in window order")
+        seg = SegmentationOutputs([str(b) for b in block_ids],
+                                  t.column("valid").to_numpy().reshape(-1, n).astype(np.int32),
+                                  _flat(t.column("logprobs"), np.float32).reshape(-1, n, g.frames_per_window,
+                                                                                  g.classes))
+        if self.decisions:
+            seg.set_decisions(_flat(t.column("top_class"), np.int8).astype(np.int64), _flat(t.column("top_margin"),
+                                                                                            np.float32))
+        vps = {}
+        members = set(seg.block_ids)
+        for op in self.ops:
+            if not op.is_voiceprint:
+                continue
+            vpath = self.directory / op_file(op)
+            v = read_row_group(self.files[op], i, vpath, f"OP {int(op)} output file", GoldenError)
+            block = np.asarray(v.column("block_id").to_pylist(), dtype=object)
+            strays = sorted(set(block.tolist()) - members)
+            if strays:
+                raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
+                                  "group does not")
+            vps[op] = VoiceprintOutputs(
+                op=op, block_ids=block, row=v.column("row").to_numpy().astype(np.int32),
+                window=v.column("window").to_numpy().astype(np.int32),
+                speaker=v.column("speaker").to_numpy().astype(np.int32),
+                weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
+                embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
+        return LaneOutputs(seg, vps)
 
 
-def _unfixed(column: pa.ChunkedArray, depth: int, dtype: type = np.float32) -> np.ndarray:
-    arr = column.combine_chunks()
-    for _ in range(depth):
-        arr = arr.flatten()
-    return np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=dtype)
+def _flat(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    values = arr.flatten()
+    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=dtype)
 
 
-def _with_meta(schema: pa.Schema, op: Op, geometry: Geometry) -> pa.Schema:
-    meta = {"format": FORMAT, "op": int(op), "frames": geometry.frames_per_window, "classes": geometry.classes,
-            "embedding_dim": geometry.embedding_dim}
-    return schema.with_metadata({META_KEY: json.dumps(meta).encode()})
+# ------------------------------------------------------------------------------------------ calls
 
 
-def _write(table: pa.Table, path: Path) -> int:
-    pq.write_table(table, path, compression="zstd")
-    return table.num_rows
+CALL_SCHEMA = pa.schema([
+    pa.field("lane", pa.string(), nullable=False),
+    pa.field("shape", pa.int64(), nullable=False),
+    pa.field("op", pa.int64(), nullable=False),
+    pa.field("blocks", pa.int64(), nullable=False),
+    pa.field("windows", pa.int64(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("request_bytes", pa.int64(), nullable=False),
+    pa.field("wall_s", pa.float64(), nullable=False),
+    pa.field("peak_device_bytes", pa.int64()),
+    pa.field("replica", pa.int64(), nullable=False),
+    pa.field("block_ids", pa.list_(pa.string()), nullable=False),
+])
 
 
-def write_calls(path: Path, calls: list) -> int:
-    columns = ("lane", "shape", "op", "blocks", "windows", "rows", "request_bytes", "wall_s",
-               "peak_device_bytes", "replica")
-    data = {c: [r[c] if isinstance(r, dict) else getattr(r, c) for r in calls] for c in columns}
-    table = pa.table({
-        "lane": pa.array(data["lane"], pa.string()),
-        **{c: pa.array(data[c], pa.int64()) for c in ("shape", "op", "blocks", "windows", "rows", "request_bytes",
-                                                     "replica")},
-        "wall_s": pa.array(data["wall_s"], pa.float64()),
-        "peak_device_bytes": pa.array(data["peak_device_bytes"], pa.int64()),
-    })
-    return _write(table, path)
+def write_calls(path: Path, calls: list) -> dict:
+    """Every network call of a run or recording: lane, shape, OP, cost, and which blocks it carried.
+    Returns the file's manifest entry."""
+    rows = [c if isinstance(c, dict) else c.to_dict() for c in calls]
+    data = {f.name: [r[f.name] if f.name != "block_ids" else list(r.get("block_ids") or ()) for r in rows]
+            for f in CALL_SCHEMA}
+    return write_table(path, pa.Table.from_pydict(data, schema=CALL_SCHEMA))
 
 
 def read_calls(path: Path, where: str) -> list[dict]:
-    try:
-        return pq.read_table(path).to_pylist()
-    except (FileNotFoundError, pa.ArrowException, OSError) as exc:
-        raise GoldenError(f"{where}: {path.name} is not readable ({exc})") from None
+    f = open_file(path, f"{where} call log", GoldenError)
+    check_schema(f, CALL_SCHEMA, path, f"{where} call log", GoldenError)
+    rows: list[dict] = []
+    for i in range(f.metadata.num_row_groups):
+        rows += read_row_group(f, i, path, "call log", GoldenError).to_pylist()
+    return rows

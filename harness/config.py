@@ -1,8 +1,11 @@
 """The release configuration (``harness.toml``): what the release is and how it is judged.
 
-Every key is known; an unknown key or a bad value is refused with the key named, because a
-misspelt tolerance silently falling back to a default is exactly the kind of error a
-sign-off must not contain. See ``docs/configuration.md`` for every key.
+Declared once, as pydantic models (this module's sections, the tolerance models of the judges,
+:class:`harness.numerics.NumericSettings`, :class:`harness.masks.MaskPolicy`). Every key is known;
+an unknown key, a wrongly typed value or one out of range (an ``inf`` tolerance, a negative mask
+fraction, a seed numpy cannot take) is refused with the key named, because a misspelt tolerance
+silently falling back to a default is exactly the kind of error a sign-off must not contain.
+See ``docs/configuration.md`` (and the annotated ``harness.toml.example``) for every key.
 """
 
 from __future__ import annotations
@@ -10,30 +13,118 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import ConfigError
 from harness.masks import MaskPolicy
 from harness.numerics import NumericSettings
 from harness.ops import ALL_OPS, Op
-from harness.tolerances import Tolerances, build_dataclass
-from lanes.model_api import ModelSpec
-from lanes.runner import MODES
+from harness.schemas import describe_error
+from harness.tolerances import Tolerances
 
-SECTIONS = ("release", "model", "shapes", "lanes", "masks", "numerics", "tolerances", "corpus")
+LANE_MODES = ("isolated", "chained")
+SEED_MAX = 2**32 - 1  # numpy's RandomState takes seeds in 0..2**32-1
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+Shape = Annotated[int, Field(ge=1, le=100_000)]
+DEVICE_PATTERN = r"^(cpu|cuda|cuda:[0-9]{1,3})$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _distinct(shapes: list[int]) -> list[int]:
+    if not shapes:
+        raise ValueError("give at least one shape")
+    if len(set(shapes)) != len(shapes):
+        raise ValueError(f"a shape is listed twice in {shapes}")
+    return shapes
+
+
+class ReleaseSection(_Section):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")] = Field(
+        "diar_nn_g-reference", description="release name: the golden's folder name and the report's title")
+    device: Annotated[str, Field(pattern=DEVICE_PATTERN)] = Field(
+        "cpu", description="cpu | cuda | cuda:N (--device overrides)")
+
+
+class ModelSection(_Section):
+    spec: Annotated[str, Field(min_length=1)] = Field(
+        "full", description="full | small | package.module:factory | path/to/model.pt")
+    seed: Seed = Field(0, description="seed of the reference weights")
+
+
+class PerOpShapes(_Section):
+    op0: list[Shape]
+    op1: list[Shape]
+    op2: list[Shape]
+
+    @field_validator("op0", "op1", "op2")
+    @classmethod
+    def _check(cls, v: list[int]) -> list[int]:
+        return _distinct(v)
+
+
+class ShapesSection(_Section):
+    release: list[Shape] | PerOpShapes = Field(
+        default_factory=lambda: [1], description="blocks per call the release uses, or {op0, op1, op2}")
+    candidates: list[Shape] = Field(default_factory=lambda: [2, 4], description="packed shapes to judge")
+    pad_to_fixed: bool = Field(False, description="pad every pack to exactly k with empty blocks")
+
+    @field_validator("candidates")
+    @classmethod
+    def _candidates(cls, v: list[int]) -> list[int]:
+        return _distinct(v)
+
+    @field_validator("release")
+    @classmethod
+    def _release(cls, v):
+        return _distinct(v) if isinstance(v, list) else v
+
+
+class LanesSection(_Section):
+    voiceprint_inputs: Literal["isolated", "chained"] = Field(
+        "isolated", description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the golden's (the "
+        "voiceprint network judged alone); chained = the lane's own segmentation, as production would")
+
+
+class CorpusSection(_Section):
+    source: Literal["synth"] = Field("synth", description="the corpus built when no --corpus is given")
+    blocks: Annotated[int, Field(ge=1, le=10_000_000)] = Field(4, description="synthetic blocks")
+    seed: Seed = Field(0, description="seed of the synthetic audio")
+    step: Annotated[int, Field(ge=0)] = Field(0, description="window step in samples; 0 = a quarter window")
+
+
+class ConfigFile(_Section):
+    """``harness.toml``: every section optional."""
+
+    release: ReleaseSection = Field(default_factory=ReleaseSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    shapes: ShapesSection = Field(default_factory=ShapesSection)
+    lanes: LanesSection = Field(default_factory=LanesSection)
+    masks: MaskPolicy = Field(default_factory=MaskPolicy)
+    numerics: NumericSettings = Field(default_factory=NumericSettings)
+    tolerances: Tolerances = Field(default_factory=Tolerances)
+    corpus: CorpusSection = Field(default_factory=CorpusSection)
 
 
 @dataclass(frozen=True)
-class CorpusSpec:
-    """The corpus the main job builds when none is given: synthetic, deterministic."""
+class ModelSpec:
+    """How to build the model (``lanes.model_api.load_model`` does): a spec and a seed."""
 
-    source: str = "synth"
-    blocks: int = 4
+    spec: str = "full"
     seed: int = 0
-    step: int = 0  # 0: a quarter window
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec, "seed": self.seed}
 
 
 @dataclass(frozen=True)
 class ReleaseConfig:
+    """The configuration a command runs with (file values, then command-line overrides)."""
+
     name: str = "diar_nn_g-reference"
     device: str = "cpu"
     model: ModelSpec = field(default_factory=ModelSpec)
@@ -44,7 +135,7 @@ class ReleaseConfig:
     masks: MaskPolicy = field(default_factory=MaskPolicy)
     numerics: NumericSettings = field(default_factory=NumericSettings)
     tolerances: Tolerances = field(default_factory=Tolerances)
-    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    corpus: CorpusSection = field(default_factory=CorpusSection)
 
     def to_dict(self) -> dict:
         return {
@@ -52,15 +143,15 @@ class ReleaseConfig:
             "model": self.model.to_dict(),
             "shapes": {"release": {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()},
                        "candidates": list(self.candidates), "pad_to_fixed": self.pad_to_fixed},
-            "lanes": {"mode": self.mode},
-            "masks": {"min_active_fraction": self.masks.min_active_fraction,
-                      **({"min_active_frames": self.masks.min_active_frames}
-                         if self.masks.min_active_frames is not None else {})},
+            "lanes": {"voiceprint_inputs": self.mode},
+            "masks": self.masks.model_dump(exclude_none=True),
             "numerics": self.numerics.to_dict(),
-            "tolerances": _drop_none(self.tolerances.to_dict()),
-            "corpus": {"source": self.corpus.source, "blocks": self.corpus.blocks, "seed": self.corpus.seed,
-                       "step": self.corpus.step},
+            "tolerances": self.tolerances.model_dump(exclude_none=True),
+            "corpus": self.corpus.model_dump(),
         }
+
+    def release_shapes_json(self) -> dict[str, list[int]]:
+        return {str(int(op)): list(ks) for op, ks in self.release_shapes.items()}
 
     def with_overrides(self, **changes) -> ReleaseConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -72,98 +163,47 @@ def load_config(path: str | Path | None) -> ReleaseConfig:
         return ReleaseConfig()
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: configuration file expected, found a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); a configuration is a TOML text file") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     return config_from_dict(data, str(path))
 
 
 def config_from_dict(data: dict, where: str = "config") -> ReleaseConfig:
-    unknown = sorted(set(data) - set(SECTIONS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown section [{unknown[0]}] (known: {', '.join(SECTIONS)})")
-    for name, section in data.items():
-        if not isinstance(section, dict):
-            raise ConfigError(f"{where}: [{name}] must be a table")
-
-    release = _table(data, "release", {"name": str, "device": str}, where)
-    model = _table(data, "model", {"spec": str, "seed": int}, where)
-    shapes = _table(data, "shapes", {"release": (list, dict), "candidates": list, "pad_to_fixed": bool}, where)
-    lanes = _table(data, "lanes", {"mode": str}, where)
-    corpus = _table(data, "corpus", {"source": str, "blocks": int, "seed": int, "step": int}, where)
-
-    cfg = ReleaseConfig()
-    if "mode" in lanes and lanes["mode"] not in MODES:
-        raise ConfigError(f"{where}: lanes.mode: bad value {lanes['mode']!r} (expected one of {MODES})")
-    release_shapes = cfg.release_shapes
-    if "release" in shapes:
-        release_shapes = _release_shapes(shapes["release"], where)
-    candidates = cfg.candidates
-    if "candidates" in shapes:
-        candidates = _shape_list(shapes["candidates"], f"{where}: shapes.candidates")
-    if corpus.get("source", "synth") != "synth":
-        raise ConfigError(f"{where}: corpus.source: only 'synth' can be built from the config; "
-                          "give other corpora with --corpus FILE")
-    for key in ("blocks",):
-        if key in corpus and corpus[key] < 1:
-            raise ConfigError(f"{where}: corpus.{key}: bad value {corpus[key]!r} (must be >= 1)")
+    try:
+        parsed = ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe_error(exc)}") from None
+    shapes = parsed.shapes
+    if isinstance(shapes.release, list):
+        release = {op: tuple(shapes.release) for op in ALL_OPS}
+    else:
+        release = {Op(int(k[2])): tuple(v) for k, v in shapes.release.model_dump().items()}
+    if any(1 not in ks for ks in release.values()):
+        raise ConfigError(f"{where}: shapes.release: every OP's release shapes must include 1 (the exact lane "
+                          "runs one block per call)")
     return ReleaseConfig(
-        name=release.get("name", cfg.name),
-        device=release.get("device", cfg.device),
-        model=ModelSpec(model.get("spec", cfg.model.spec), model.get("seed", cfg.model.seed)),
-        release_shapes=release_shapes,
-        candidates=candidates,
-        pad_to_fixed=shapes.get("pad_to_fixed", cfg.pad_to_fixed),
-        mode=lanes.get("mode", cfg.mode),
-        masks=build_dataclass(MaskPolicy, data.get("masks", {}), f"{where}: masks"),
-        numerics=build_dataclass(NumericSettings, data.get("numerics", {}), f"{where}: numerics"),
-        tolerances=Tolerances.from_dict(data.get("tolerances", {}), f"{where}: tolerances"),
-        corpus=CorpusSpec(**{**vars(cfg.corpus), **corpus}),
+        name=parsed.release.name,
+        device=parsed.release.device,
+        model=ModelSpec(parsed.model.spec, parsed.model.seed),
+        release_shapes=release,
+        candidates=tuple(shapes.candidates),
+        pad_to_fixed=shapes.pad_to_fixed,
+        mode=parsed.lanes.voiceprint_inputs,
+        masks=parsed.masks,
+        numerics=parsed.numerics,
+        tolerances=parsed.tolerances,
+        corpus=parsed.corpus,
     )
-
-
-def _table(data: dict, name: str, keys: dict[str, type | tuple], where: str) -> dict:
-    section = data.get(name, {})
-    for key, value in section.items():
-        if key not in keys:
-            raise ConfigError(f"{where}: {name}.{key}: unknown key (known: {', '.join(keys)})")
-        want = keys[key]
-        if isinstance(value, bool) and want is int or not isinstance(value, want):
-            raise ConfigError(f"{where}: {name}.{key}: bad value {value!r}")
-    return section
-
-
-def _shape_list(value: object, key: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"{key}: expected a non-empty list of blocks per call, got {value!r}")
-    out = []
-    for v in value:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"{key}: bad value {v!r} (a shape is a whole number of blocks >= 1)")
-        out.append(v)
-    if len(set(out)) != len(out):
-        raise ConfigError(f"{key}: a shape is listed twice in {out}")
-    return tuple(out)
-
-
-def _release_shapes(value: object, where: str) -> dict[Op, tuple[int, ...]]:
-    if isinstance(value, list):
-        shapes = _shape_list(value, f"{where}: shapes.release")
-        return {op: shapes for op in ALL_OPS}
-    out = {}
-    for key, v in value.items():
-        if key not in ("op0", "op1", "op2"):
-            raise ConfigError(f"{where}: shapes.release.{key}: unknown key (expected op0, op1, op2)")
-        out[Op(int(key[2]))] = _shape_list(v, f"{where}: shapes.release.{key}")
-    missing = [f"op{int(op)}" for op in ALL_OPS if op not in out]
-    if missing:
-        raise ConfigError(f"{where}: shapes.release.{missing[0]}: missing (give every OP its release shapes)")
-    return out
-
-
-def _drop_none(value):
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    return value

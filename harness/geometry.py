@@ -60,4 +60,14 @@ class Geometry:
 
     @classmethod
     def from_dict(cls, data: dict) -> Geometry:
-        return cls(**{k: int(v) for k, v in data.items() if k in cls.__dataclass_fields__})
+        """Every key required, no unknown key (a misspelt key must never fall back to a default)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"geometry must be a mapping of its {len(cls.__dataclass_fields__)} keys, got "
+                             f"{type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"geometry: unknown key {unknown[0]!r} (known: {', '.join(cls.__dataclass_fields__)})")
+        missing = [k for k in cls.__dataclass_fields__ if k not in data]
+        if missing:
+            raise ValueError(f"geometry: missing key {missing[0]!r}")
+        return cls(**data)

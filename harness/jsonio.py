@@ -1,12 +1,16 @@
-"""JSON the harness writes (manifests, scores, ledgers, reports): one encoder, atomic writes."""
+"""JSON the harness writes and reads: one encoder, canonical digests, atomic writes, one-line reads."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
+import math
 from pathlib import Path
 
 import numpy as np
+
+from harness.errors import SchemaError
+from harness.fsio import atomic_write
 
 
 def json_default(value: object) -> object:
@@ -25,14 +29,73 @@ def json_default(value: object) -> object:
 
 
 def dumps(data: object, indent: int | None = 1) -> str:
-    return json.dumps(data, indent=indent, sort_keys=True, default=json_default)
+    """NaN and Inf are refused: a harness file states a non-finite value as null, never as a number."""
+    return json.dumps(data, indent=indent, sort_keys=True, default=json_default, allow_nan=False)
+
+
+def plain(data: object) -> object:
+    """A deep JSON-plain copy: numpy scalars become Python numbers, tuples lists."""
+    return json.loads(json.dumps(data, default=json_default))
+
+
+def canonical(data: object) -> bytes:
+    """The one byte form a digest is taken over: sorted keys, no whitespace, no NaN."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default,
+                      allow_nan=False).encode("utf-8")
+
+
+def digest(data: object) -> str:
+    return hashlib.sha256(canonical(data)).hexdigest()
+
+
+def seal(data: dict, field: str) -> dict:
+    """``data`` with ``field`` set to the sha256 of its canonical form without that field."""
+    body = {k: v for k, v in data.items() if k != field}
+    return {**body, field: digest(body)}
+
+
+def seal_ok(data: dict, field: str) -> bool:
+    return isinstance(data.get(field), str) and digest({k: v for k, v in data.items() if k != field}) == data[field]
 
 
 def write_json_atomic(path: Path, data: object, indent: int | None = 1) -> Path:
     """Write to a temporary file beside ``path`` and rename: a reader never sees half a file."""
+    return atomic_write(Path(path), dumps(data, indent) + "\n")
+
+
+def read_json(path: Path, what: str) -> object:
+    """Parse a JSON file or raise one SchemaError line saying why it is not ``what``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps(data, indent) + "\n")
-    tmp.replace(path)
-    return path
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise SchemaError(f"{path}: {what} expected, found a directory") from None
+    except OSError as exc:
+        raise SchemaError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    if not raw.strip():
+        raise SchemaError(f"{path}: {what} is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}: {what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+                          ) from None
+    except ValueError as exc:
+        raise SchemaError(f"{path}: {what}: {exc}") from None
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a harness file may hold")
+
+
+def finite_or_none(value: object) -> float | None:
+    """A float for a file: ``None`` where it is NaN or Inf (JSON has no such numbers)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None

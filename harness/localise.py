@@ -117,37 +117,3 @@ def localise(model, blocks: Sequence[Block], target: str | None = None, pad_to: 
         "detail": first,
         "layers_compared": len(exact_acts),
     }
-
-
-def localise_shape(model, golden, run_shapes: Sequence[int], shape: dict, pad_to_fixed: bool = False) -> dict:
-    """Localise every failing OP of one scored shape, on the pack holding its worst block.
-
-    Voiceprint packs are rebuilt with the golden's WEIGHTS/IDX, so the network is judged
-    alone even when the run was chained.
-    """
-    from lanes.runner import no_rows, pack_members
-
-    k = int(shape["shape"])
-    ids = golden.corpus.ids
-    by_id = dict(zip(ids, golden.corpus.blocks, strict=True))
-    inputs = golden.voiceprint_inputs()
-    out = {}
-    for op_key, verdict in shape["ops"].items():
-        if verdict["passed"]:
-            continue
-        failing = [f["block"] for f in verdict.get("failing", []) if f.get("block") in by_id]
-        if not failing:
-            out[op_key] = {"available": False, "reason": "no failing block named (rows missing or corpus bound)"}
-            continue
-        members = pack_members(ids, run_shapes, k, failing[0])
-        op = Op(int(op_key))
-        blocks = [by_id[b] for b in members]
-        if op.is_voiceprint:
-            rows = {b.id: inputs[op].get(b.id) or no_rows(golden.geometry) for b in blocks}
-            blocks = [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, golden.geometry)
-                      for b in blocks]
-            if sum(b.rows for b in blocks) == 0:
-                out[op_key] = {"available": False, "reason": "the failing pack has no voiceprint rows"}
-                continue
-        out[op_key] = localise(model, blocks, target=failing[0], pad_to=k if pad_to_fixed else None)
-    return out

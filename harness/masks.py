@@ -16,23 +16,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.geometry import Geometry
 from harness.ops import Op
 
 
-@dataclass(frozen=True)
-class MaskPolicy:
-    """How many active frames a speaker needs in a window to get a voiceprint row.
+class MaskPolicy(BaseModel):
+    """``[masks]``: how many active frames a speaker needs in a window to get a voiceprint row.
 
     ``min_active_fraction`` of the window's frames (rounded up, at least 1) unless
     ``min_active_frames`` is given explicitly.
     """
 
-    min_active_fraction: float = 0.02
-    min_active_frames: int | None = None
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    min_active_fraction: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
+        0.02, description="fraction of a window's frames a speaker needs to get a voiceprint row")
+    min_active_frames: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="or an explicit count of frames (overrides the fraction)")
 
     def threshold(self, geometry: Geometry) -> int:
         if self.min_active_frames is not None:

@@ -9,33 +9,27 @@ thread count, oneDNN off).
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from typing import Annotated, Literal
 
-import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import ConfigError
 
-_PRECISIONS = ("highest", "high", "medium")
 
+class NumericSettings(BaseModel):
+    """``[numerics]``: set before every call, recorded with every result.
 
-@dataclass(frozen=True)
-class NumericSettings:
-    """``threads = 0`` means one per CPU the process may use (``os.sched_getaffinity``)."""
+    ``threads = 0`` means one per CPU the process may use (``os.sched_getaffinity``)."""
 
-    threads: int = 0
-    mkldnn: bool = True
-    cudnn_benchmark: bool = False
-    cudnn_deterministic: bool = True
-    deterministic_algorithms: bool = True
-    allow_tf32: bool = False
-    matmul_precision: str = "highest"
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 0:
-            raise ConfigError(f"numerics.threads: expected an integer >= 0, got {self.threads!r}")
-        if self.matmul_precision not in _PRECISIONS:
-            raise ConfigError(f"numerics.matmul_precision: expected one of {_PRECISIONS}, "
-                              f"got {self.matmul_precision!r}")
+    threads: Annotated[int, Field(ge=0, le=4096)] = Field(0, description="torch intra-op threads; 0 = one per CPU")
+    mkldnn: bool = Field(True, description="false: CPU convolutions through NNPACK (a real non-bitwise case)")
+    cudnn_benchmark: bool = Field(False, description="cuDNN autotuning (picks kernels per shape)")
+    cudnn_deterministic: bool = Field(True, description="deterministic cuDNN kernels only")
+    deterministic_algorithms: bool = Field(True, description="torch.use_deterministic_algorithms")
+    allow_tf32: bool = Field(False, description="TF32 for matmul and cuDNN")
+    matmul_precision: Literal["highest", "high", "medium"] = Field("highest", description="float32 matmul precision")
 
     def resolved_threads(self) -> int:
         if self.threads:
@@ -47,6 +41,8 @@ class NumericSettings:
 
     def apply(self) -> None:
         """Set every flag, whatever the process had before."""
+        import torch
+
         if self.deterministic_algorithms:
             # cuBLAS needs this before its first handle is created to be deterministic.
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -60,18 +56,24 @@ class NumericSettings:
         torch.set_float32_matmul_precision(self.matmul_precision)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump()
 
     @classmethod
     def from_dict(cls, data: dict) -> NumericSettings:
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"numerics.{unknown[0]}: unknown key (known: {sorted(cls.__dataclass_fields__)})")
-        return cls(**data)
+        from pydantic import ValidationError
+
+        from harness.schemas import describe_error
+
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"numerics: {describe_error(exc)}") from None
 
 
 def in_force() -> dict:
     """What torch actually has now (recorded in manifests next to the requested settings)."""
+    import torch
+
     return {
         "threads": torch.get_num_threads(),
         "mkldnn": bool(torch.backends.mkldnn.enabled),

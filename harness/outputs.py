@@ -97,6 +97,12 @@ class VoiceprintOutputs:
     def rows(self) -> int:
         return int(self.row.shape[0])
 
+    @classmethod
+    def empty(cls, op: Op, geometry: Geometry) -> VoiceprintOutputs:
+        return cls(op, np.zeros(0, dtype=object), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                   np.zeros((0, geometry.frames_per_window), np.float32),
+                   np.zeros((0, geometry.embedding_dim), np.float32))
+
     def keys(self) -> np.ndarray:
         """Structured [R] array of (block, window, speaker): how rows are matched across runs."""
         keys = np.empty(self.rows, dtype=[("block", object), ("window", np.int32), ("speaker", np.int32)])
@@ -132,6 +138,10 @@ class LaneOutputs:
     def ops(self) -> list[Op]:
         return [Op.SEGMENTATION, *sorted(self.voiceprint)]
 
+    @property
+    def block_ids(self) -> list[str]:
+        return list(self.segmentation.block_ids)
+
     def select(self, block_ids: list[str]) -> LaneOutputs:
         return LaneOutputs(self.segmentation.select(block_ids),
                            {op: v.select(block_ids) for op, v in self.voiceprint.items()})
@@ -144,6 +154,9 @@ class LaneOutputs:
             np.concatenate([p.segmentation.valid for p in parts]),
             np.concatenate([p.segmentation.logprobs for p in parts]),
         )
+        cached = [getattr(p.segmentation, "_decisions", None) for p in parts]
+        if all(c is not None for c in cached):
+            seg._decisions = (np.concatenate([c[0] for c in cached]), np.concatenate([c[1] for c in cached]))
         vps = {}
         for op in sorted({op for p in parts for op in p.voiceprint}):
             have = [p.voiceprint[op] for p in parts if op in p.voiceprint]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -268,3 +269,35 @@ def _parts(packed: PackedRequest) -> list[Block]:
             )
         )
     return parts
+
+
+class Packer(Protocol):
+    """What packs blocks into one request and takes its answer apart: the harness's own packer,
+    or the engine's (an external process or a Python callable speaking the same contract)."""
+
+    name: str
+
+    def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest: ...
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+class HarnessPacker:
+    """The harness's own packer (this module) behind the :class:`Packer` interface."""
+
+    name = "harness"
+
+    def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:
+        return pack(items, pad_to=pad_to)
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return unpack(packed, outputs)
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+HARNESS_PACKER = HarnessPacker()

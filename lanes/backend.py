@@ -10,7 +10,7 @@ flag by accident.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,14 +32,21 @@ class CallResult:
     peak_device_bytes: int | None
 
 
+# One call as the lanes hand it to a backend: OP, wire request, windows, rows, where (for errors).
+Call = tuple[Op, Mapping[str, np.ndarray], int, int, str]
+
+
 class Backend(Protocol):
     geometry: Geometry
     fingerprint: str
+    concurrency: int
 
     @property
     def device_kind(self) -> str: ...
 
     def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> CallResult: ...
+
+    def call_many(self, calls: Sequence[Call]) -> list[CallResult]: ...
 
     def environment(self) -> dict: ...
 
@@ -50,6 +57,7 @@ class InProcessBackend:
     """Runs the model in this process. ``device`` is where the model lives (cpu, cuda:N)."""
 
     name = "in-process"
+    concurrency = 1
 
     def __init__(self, model: Model, numerics: NumericSettings, device: str = "cpu") -> None:
         self.model = model
@@ -84,6 +92,10 @@ class InProcessBackend:
         peak = int(torch.cuda.max_memory_allocated(self.device)) if self._cuda else None
         output = check_response(op, windows, rows, outputs, self.geometry, where)
         return CallResult(output, wall, peak)
+
+    def call_many(self, calls: Sequence[Call]) -> list[CallResult]:
+        """One after the other: one model in one process runs one request at a time."""
+        return [self.call(*c) for c in calls]
 
     def environment(self) -> dict:
         return {"backend": self.name, "device": self.device, "device_kind": self.device_kind,

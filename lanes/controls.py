@@ -83,7 +83,7 @@ class InvariantModel(DiarNNG):
         if op is Op.SEGMENTATION:
             out = torch.cat([self.segmentation(x[i : i + 1].unsqueeze(1)) for i in range(x.shape[0])])
         else:
-            weights = torch.from_numpy(fields[ops.WEIGHTS]).to(self.device)
+            weights = torch.from_numpy(np.require(fields[ops.WEIGHTS], requirements="W")).to(self.device)
             idx = fields[ops.IDX].astype(np.int64)
             rows = []
             for r in range(weights.shape[0]):

@@ -1,9 +1,15 @@
-"""The two lanes. Both pack through the one packer and call the same backend.
+"""The two lanes. Both call the same backend; only the fast lane packs.
 
 - The **exact lane** sends only the release's batch shapes (one block per call, unless the
-  release says otherwise) and refuses anything else: its outputs are what the release ships.
-- The **fast lane** sends k blocks per call (optionally padded to exactly k with empty
-  blocks, as a fixed-compiled-batch runtime would) and unpacks the answer per block.
+  release says otherwise) and refuses anything else: its requests are the blocks exactly as the
+  release sends them, and its outputs are what the release ships.
+- The **fast lane** sends k blocks per call through a packer (the harness's own, or the engine's
+  through :mod:`harness.packing`'s packer interface), optionally padded to exactly k with empty
+  blocks as a fixed-compiled-batch runtime would, and unpacks the answer per block with the same
+  packer.
+
+A lane is given all its calls of one group at once and sends them with ``backend.call_many``, so
+a backend can keep several requests in flight (the engine keeps about two per GPU).
 """
 
 from __future__ import annotations
@@ -16,13 +22,13 @@ import numpy as np
 from harness.blocks import Block
 from harness.errors import LaneError
 from harness.ops import Op
-from harness.packing import pack, unpack
-from lanes.backend import Backend
+from harness.packing import HARNESS_PACKER, PackedRequest, Packer
+from lanes.backend import Backend, Call
 
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One network call: what was sent and what it cost."""
+    """One network call: what was sent (which blocks) and what it cost."""
 
     lane: str  # "exact" or "fast"
     shape: int  # the lane's blocks per call (k); padding counts
@@ -34,9 +40,12 @@ class CallRecord:
     wall_s: float
     peak_device_bytes: int | None
     replica: int = 0
+    block_ids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["block_ids"] = list(self.block_ids)
+        return out
 
 
 class ExactLane:
@@ -52,40 +61,55 @@ class ExactLane:
         return min(self.release_shapes[Op.SEGMENTATION])
 
     def run(self, blocks: Sequence[Block], replica: int = 0) -> list[np.ndarray]:
+        """One call per block: the block's own request, unpacked."""
         if not blocks:
             return []
         op = blocks[0].op
-        allowed = self.release_shapes.get(op, ())
-        if len(blocks) not in allowed:
-            raise LaneError(
-                f"exact lane refuses a call of {len(blocks)} block(s) for OP {int(op)}: the release's "
-                f"shapes for OP {int(op)} are {list(allowed)} block(s) per call"
-            )
-        return _call(self.backend, self.log, self.name, len(blocks), blocks, None, replica)
+        if 1 not in self.release_shapes.get(op, ()):
+            raise LaneError(f"exact lane refuses a call of 1 block for OP {int(op)}: the release's shapes for "
+                            f"OP {int(op)} are {list(self.release_shapes.get(op, ()))} block(s) per call")
+        calls: list[Call] = []
+        for b in blocks:
+            where = f"exact lane k=1 OP {int(b.op)} block {b.id!r}"
+            calls.append((b.op, b.tensors(), b.windows, b.rows, where))
+        results = self.backend.call_many(calls)
+        for b, (_, request, *_), result in zip(blocks, calls, results, strict=True):
+            self.log.append(CallRecord(self.name, 1, int(b.op), 1, b.windows, b.rows, _nbytes(request),
+                                       result.wall_s, result.peak_device_bytes, replica, (b.id,)))
+        return [r.output for r in results]
 
 
 class FastLane:
     name = "fast"
 
-    def __init__(self, backend: Backend, k: int, log: list[CallRecord], pad_to_fixed: bool = False) -> None:
+    def __init__(self, backend: Backend, k: int, log: list[CallRecord], pad_to_fixed: bool = False,
+                 packer: Packer = HARNESS_PACKER) -> None:
         if k < 1:
             raise LaneError(f"fast lane shape must be >= 1 block per call, got {k}")
-        self.backend, self.k, self.log, self.pad_to_fixed = backend, int(k), log, pad_to_fixed
+        self.backend, self.k, self.log, self.pad_to_fixed, self.packer = backend, int(k), log, pad_to_fixed, packer
 
-    def run(self, blocks: Sequence[Block]) -> list[np.ndarray]:
-        if len(blocks) > self.k:
-            raise LaneError(f"fast lane k={self.k} given {len(blocks)} blocks in one call")
-        if not blocks:
-            return []
-        return _call(self.backend, self.log, self.name, self.k, blocks, self.k if self.pad_to_fixed else None, 0)
+    def run(self, chunks: Sequence[Sequence[Block]]) -> list[list[np.ndarray]]:
+        """One call per chunk of at most k blocks; the outputs per chunk, per block."""
+        packs: list[PackedRequest] = []
+        for chunk in chunks:
+            if len(chunk) > self.k:
+                raise LaneError(f"fast lane k={self.k} given {len(chunk)} blocks in one call")
+            packs.append(self.packer.pack(list(chunk), pad_to=self.k if self.pad_to_fixed else None))
+        calls: list[Call] = []
+        for packed in packs:
+            ids = packed.block_ids
+            where = (f"fast lane k={self.k} OP {int(packed.op)} blocks {ids[0]!r}"
+                     + (f"..{ids[-1]!r}" if len(ids) > 1 else ""))
+            calls.append((packed.op, packed.tensors(), packed.windows, packed.rows, where))
+        results = self.backend.call_many(calls)
+        out = []
+        for packed, (_, request, *_), result in zip(packs, calls, results, strict=True):
+            self.log.append(CallRecord(self.name, self.k, int(packed.op), len(packed.block_ids), packed.windows,
+                                       packed.rows, _nbytes(request), result.wall_s, result.peak_device_bytes, 0,
+                                       tuple(packed.block_ids)))
+            out.append(self.packer.unpack(packed, {packed.op.output_name: result.output}))
+        return out
 
 
-def _call(backend: Backend, log: list[CallRecord], lane: str, shape: int, blocks: Sequence[Block],
-          pad_to: int | None, replica: int) -> list[np.ndarray]:
-    packed = pack(list(blocks), pad_to=pad_to)
-    ids = packed.block_ids
-    where = f"{lane} lane k={shape} OP {int(packed.op)} blocks {ids[0]!r}" + (f"..{ids[-1]!r}" if len(ids) > 1 else "")
-    result = backend.call(packed.op, packed.tensors(), packed.windows, packed.rows, where)
-    log.append(CallRecord(lane, shape, int(packed.op), len(ids), packed.windows, packed.rows, packed.nbytes,
-                          result.wall_s, result.peak_device_bytes, replica))
-    return unpack(packed, {packed.op.output_name: result.output})
+def _nbytes(request: Mapping[str, np.ndarray]) -> int:
+    return sum(int(np.asarray(t).nbytes) for t in request.values() if t is not None)

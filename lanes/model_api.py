@@ -22,7 +22,6 @@ import inspect
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,20 +37,6 @@ class Model(Protocol):
     fingerprint: str
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """How to build the model: ``spec`` (see module doc), ``seed`` for seeded models."""
-
-    spec: str = "full"
-    seed: int = 0
-
-    def load(self, device: str = "cpu") -> Model:
-        return load_model(self.spec, seed=self.seed, device=device)
-
-    def to_dict(self) -> dict:
-        return {"spec": self.spec, "seed": self.seed}
 
 
 def load_model(spec: str, seed: int = 0, device: str = "cpu") -> Model:
@@ -107,7 +92,7 @@ def check_model(model: object, where: str) -> Model:
         try:
             model.geometry = Geometry.from_dict(dict(geometry))  # type: ignore[attr-defined]
         except (TypeError, ValueError) as exc:
-            raise ModelError(f"model {where!r}: bad geometry {dict(geometry)}: {exc}") from None
+            raise ModelError(f"model {where!r}: bad geometry: {exc}") from None
     elif not isinstance(geometry, Geometry):
         raise ModelError(f"model {where!r}: geometry must be a Geometry or a dict, got {type(geometry).__name__}")
     if not isinstance(model.fingerprint, str) or not model.fingerprint:

@@ -1,17 +1,24 @@
-"""Runs the lanes over a corpus, interleaved, so machine drift hits every lane alike.
+"""Runs the lanes over a corpus, group by group, interleaved, so machine drift hits every lane alike.
 
-The corpus is walked in groups of blocks (the least common multiple of the shapes, so every
-shape packs whole groups); within a group the exact lane runs first, then each packed
-shape, for OP 0, then for each voiceprint OP. Voiceprint requests come from the engine's
-mask function: in **isolated** mode every lane gets the same WEIGHTS/IDX (the golden's, or
-the exact lane's segmentation), so the voiceprint network is judged alone; in **chained**
-mode each lane derives them from its own segmentation, as production would.
+The corpus is walked in groups of blocks (the least common multiple of the shapes, so every shape
+packs whole groups; capped); within a group the exact lane runs first, then each packed shape,
+for OP 0, then for each voiceprint OP. Each lane's calls of a group go to the backend together
+(``call_many``), so a backend may keep several in flight.
+
+Memory is bounded by a group: blocks come from an iterator, and each lane's outputs of a group go
+to ``sink(lane, outputs)`` (which may write them in a background thread) before the next group.
+
+Voiceprint requests come from the engine's mask function: in **isolated** mode every lane gets
+the same WEIGHTS/IDX (the golden's, asked of ``voiceprint_inputs`` per group, or the exact lane's
+own segmentation), so the voiceprint network is judged alone; in **chained** mode each lane
+derives them from its own segmentation, as production would.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,11 +29,24 @@ from harness.geometry import Geometry
 from harness.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.ops import ALL_OPS, Op
 from harness.outputs import LaneOutputs, OutputCollector
+from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend
 from lanes.lanes import CallRecord, ExactLane, FastLane
 
 MODES = ("isolated", "chained")
+EXACT = "exact"
 _MAX_GROUP = 256
+
+Progress = Callable[[int], None]
+Sink = Callable[[str, LaneOutputs], None]
+VoiceprintInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
+
+
+def lane_name(shape: int | str, replica: int = 0) -> str:
+    """Lane names in runs and sinks: ``exact`` (``exact#2`` for a second repeat), ``k2``, ``k4``, ..."""
+    if shape == EXACT:
+        return EXACT if replica == 0 else f"{EXACT}#{replica + 1}"
+    return f"k{int(shape)}"
 
 
 @dataclass(frozen=True)
@@ -55,9 +75,13 @@ class RunPlan:
 
     def group_size(self) -> int:
         if not self.shapes:
-            return 1
+            return 16
         size = math.lcm(*self.shapes)
         return size if size <= _MAX_GROUP else max(self.shapes)
+
+    def lanes(self) -> list[str]:
+        names = [lane_name(EXACT, r) for r in range(self.exact_repeats if self.include_exact else 0)]
+        return names + [lane_name(k) for k in self.shapes]
 
     def calls(self, blocks: int) -> int:
         """Network calls this plan makes over ``blocks`` blocks (for progress bars)."""
@@ -69,143 +93,155 @@ class RunPlan:
         return total
 
 
-@dataclass(eq=False)
-class RunResult:
-    exact: list[LaneOutputs]  # one per repeat (empty when the exact lane did not run)
-    fast: dict[int, LaneOutputs]
-    calls: list[CallRecord]
-
-
-Progress = Callable[[int], None]
-
-
 def run_lanes(
-    blocks: Sequence[Block],
+    blocks: Iterable[Block],
     backend: Backend,
     plan: RunPlan,
-    voiceprint_inputs: Mapping[Op, Mapping[str, VoiceprintRows]] | None = None,
+    sink: Sink,
+    voiceprint_inputs: VoiceprintInputs | None = None,
+    packer: Packer = HARNESS_PACKER,
     progress: Progress | None = None,
-) -> RunResult:
-    """Run the plan over ``blocks`` (OP 0 blocks of audio). See the module doc."""
+) -> list[CallRecord]:
+    """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
+    to ``sink``. Returns every network call made (the warm-up excluded)."""
     geometry = backend.geometry
     if plan.mode == "isolated" and not plan.include_exact and voiceprint_inputs is None:
         raise LaneError("isolated mode without the exact lane needs the golden's voiceprint inputs")
-    check_request_sizes(blocks, backend, plan)
+    if plan.include_exact and 1 not in plan.release_shapes.get(Op.SEGMENTATION, ()):
+        raise LaneError("this runner interleaves block by block: the release shape must be 1 block per call")
     tick = progress or (lambda n: None)
     log: list[CallRecord] = []
     exact = ExactLane(backend, plan.release_shapes, log)
-    fast = {k: FastLane(backend, k, log, plan.pad_to_fixed) for k in plan.shapes}
-    exact_out = [OutputCollector(geometry) for _ in range(plan.exact_repeats if plan.include_exact else 0)]
-    fast_out = {k: OutputCollector(geometry) for k in plan.shapes}
-    if plan.include_exact and exact.shape != 1:
-        raise LaneError("this runner interleaves block by block: the release shape must be 1 block per call")
-
-    group = plan.group_size()
-    if plan.warmup and blocks:
-        _warm_up(list(blocks[:group]), backend, plan)
-    for start in range(0, len(blocks), group):
-        members = list(blocks[start : start + group])
-        _check_ops(members)
+    fast = {k: FastLane(backend, k, log, plan.pad_to_fixed, packer) for k in plan.shapes}
+    repeats = plan.exact_repeats if plan.include_exact else 0
+    iterator = iter(blocks)
+    first = True
+    while True:
+        members = list(itertools.islice(iterator, plan.group_size()))
+        if not members:
+            break
+        _check_group(members)
+        if first and plan.warmup:
+            _warm_up(members, backend, plan, packer)
+        first = False
+        order = [b.id for b in members]
+        exact_out = [OutputCollector(geometry) for _ in range(repeats)]
+        fast_out = {k: OutputCollector(geometry) for k in plan.shapes}
         # OP 0
-        for block in members:
-            for r, collector in enumerate(exact_out):
-                (out,) = exact.run([block], replica=r)
+        for r, collector in enumerate(exact_out):
+            for block, out in zip(members, exact.run(members, replica=r), strict=True):
                 collector.add_segmentation(block.id, block.valid, out)
-                tick(1)
+            tick(len(members))
         for k, lane in fast.items():
-            for chunk in _chunks(members, k):
-                for block, out in zip(chunk, lane.run(chunk), strict=True):
+            chunks = _chunks(members, k)
+            for chunk, outs in zip(chunks, lane.run(chunks), strict=True):
+                for block, out in zip(chunk, outs, strict=True):
                     fast_out[k].add_segmentation(block.id, block.valid, out)
-                tick(1)
+            tick(len(chunks))
         # OP 1 / OP 2
+        given = voiceprint_inputs(order) if voiceprint_inputs is not None else None
         for op in plan.ops:
             if op is Op.SEGMENTATION:
                 continue
-            shared = {}
-            for block in members:
-                if voiceprint_inputs is not None:
-                    if op not in voiceprint_inputs:
-                        raise LaneError(f"the golden holds no OP {int(op)} inputs")
-                    # a block absent from the golden's OP table had no speaker with enough frames: no rows
-                    shared[block.id] = voiceprint_inputs[op].get(block.id) or no_rows(geometry)
-                elif exact_out:
-                    seg = exact_out[0].segmentation_of(block.id)
-                    shared[block.id] = voiceprint_rows(seg, block.valid, op, geometry, plan.mask_policy)
-            for block in members:
-                for r, collector in enumerate(exact_out):
-                    _voiceprint_call(lambda bs, r=r: exact.run(bs, replica=r), [block], [shared[block.id]], op,
-                                     geometry, collector)
-                    tick(1)
+            shared = _shared_rows(members, op, given, exact_out, geometry, plan.mask_policy)
+            for r, collector in enumerate(exact_out):
+                _voiceprint_exact(exact, members, shared, op, geometry, collector, r)
+                tick(len(members))
             for k, lane in fast.items():
-                for chunk in _chunks(members, k):
-                    if plan.mode == "isolated":
-                        chunk_rows = [shared[b.id] for b in chunk]
-                    else:
-                        chunk_rows = [voiceprint_rows(fast_out[k].segmentation_of(b.id), b.valid, op, geometry,
-                                                      plan.mask_policy) for b in chunk]
-                    _voiceprint_call(lane.run, chunk, chunk_rows, op, geometry, fast_out[k])
-                    tick(1)
-    order = [b.id for b in blocks]
-    return RunResult([c.finish(order) for c in exact_out], {k: c.finish(order) for k, c in fast_out.items()}, log)
+                chunks = _chunks(members, k)
+                rows = [[shared[b.id] if plan.mode == "isolated" else
+                         voiceprint_rows(fast_out[k].segmentation_of(b.id), b.valid, op, geometry, plan.mask_policy)
+                         for b in chunk] for chunk in chunks]
+                _voiceprint_fast(lane, chunks, rows, op, geometry, fast_out[k])
+                tick(len(chunks))
+        for r, collector in enumerate(exact_out):
+            sink(lane_name(EXACT, r), collector.finish(order))
+        for k, collector in fast_out.items():
+            sink(lane_name(k), collector.finish(order))
+    return log
 
 
-def _warm_up(first: list[Block], backend: Backend, plan: RunPlan) -> None:
+def _shared_rows(members: list[Block], op: Op, given: Mapping[Op, Mapping[str, VoiceprintRows]] | None,
+                 exact_out: list[OutputCollector], geometry: Geometry, policy: MaskPolicy) -> dict[str, VoiceprintRows]:
+    """The WEIGHTS/IDX every lane gets in isolated mode (and the exact lane in both modes)."""
+    shared = {}
+    for block in members:
+        if given is not None:
+            if op not in given:
+                raise LaneError(f"the golden holds no OP {int(op)} inputs")
+            # a block absent from the golden's OP table had no speaker with enough frames: no rows
+            shared[block.id] = given[op].get(block.id) or no_rows(geometry)
+        elif exact_out:
+            seg = exact_out[0].segmentation_of(block.id)
+            shared[block.id] = voiceprint_rows(seg, block.valid, op, geometry, policy)
+        else:
+            raise LaneError("voiceprint inputs need the golden's or the exact lane's segmentation")
+    return shared
+
+
+def _voiceprint_exact(lane: ExactLane, members: list[Block], shared: dict[str, VoiceprintRows], op: Op,
+                      geometry: Geometry, collector: OutputCollector, replica: int) -> None:
+    requests = [b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
+                for b in members]
+    callers = [r for r in requests if r.rows]  # the engine sends nothing when no speaker is found
+    answers = dict(zip([r.id for r in callers], lane.run(callers, replica=replica), strict=True))
+    for req in requests:
+        collector.add_voiceprint(op, req.id, shared[req.id], answers.get(req.id, _empty(geometry)))
+
+
+def _voiceprint_fast(lane: FastLane, chunks: list[list[Block]], rows: list[list[VoiceprintRows]], op: Op,
+                     geometry: Geometry, collector: OutputCollector) -> None:
+    requests = [[b.with_voiceprint(op, r.weights, r.idx, r.speakers, geometry) for b, r in zip(chunk, chunk_rows,
+                                                                                               strict=True)]
+                for chunk, chunk_rows in zip(chunks, rows, strict=True)]
+    sending = [i for i, reqs in enumerate(requests) if sum(r.rows for r in reqs)]
+    answers = dict(zip(sending, lane.run([requests[i] for i in sending]), strict=True))
+    for i, reqs in enumerate(requests):
+        outs = answers.get(i) or [_empty(geometry) for _ in reqs]
+        for req, row_set, out in zip(reqs, rows[i], outs, strict=True):
+            collector.add_voiceprint(op, req.id, row_set, out)
+
+
+def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer) -> None:
     """Run every lane's first call once, untimed and discarded: the first call of a shape pays
     one-off costs (allocator growth, oneDNN primitive creation, cuDNN autotuning) that are not
     the shape's throughput."""
     scratch: list[CallRecord] = []
-    lanes = [(ExactLane(backend, plan.release_shapes, scratch).run, 1)] if plan.include_exact else []
-    lanes += [(FastLane(backend, k, scratch, plan.pad_to_fixed).run, k) for k in plan.shapes]
     g = backend.geometry
-    for run, k in lanes:
+    runs: list[tuple[Callable, int]] = []
+    if plan.include_exact:
+        runs.append((lambda bs: ExactLane(backend, plan.release_shapes, scratch).run(bs[:1]), 1))
+    for k in plan.shapes:
+        lane = FastLane(backend, k, scratch, plan.pad_to_fixed, packer)
+        runs.append((lambda bs, lane=lane: lane.run([bs])[0], k))
+    for run, k in runs:
         chunk = first[:k]
         segs = run(chunk)
+        chunk = chunk[: len(segs)]
         for op in plan.ops:
             if op.is_voiceprint:
                 rows = [voiceprint_rows(s, b.valid, op, g, plan.mask_policy) for b, s in zip(chunk, segs, strict=True)]
                 if sum(r.idx.shape[0] for r in rows):
-                    run([b.with_voiceprint(op, r.weights, r.idx, r.speakers, g) for b, r in zip(chunk, rows,
-                                                                                              strict=True)])
+                    run([b.with_voiceprint(op, r.weights, r.idx, r.speakers, g)
+                         for b, r in zip(chunk, rows, strict=True)])
 
 
-def check_request_sizes(blocks: Sequence[Block], backend: Backend, plan: RunPlan) -> None:
+def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, plan: RunPlan) -> None:
     """Refuse, before any call, a shape whose largest pack exceeds the backend's request limit."""
     limit = getattr(backend, "max_request_bytes", None)
     if not limit:
         return
     g = backend.geometry
     for k in sorted(plan.shapes, reverse=True):
-        largest = sorted((b.span.nbytes for b in blocks), reverse=True)[:k]
-        # SPAN + OFFSETS/VALID + (OP 1/2) WEIGHTS for up to every speaker of every window
-        estimate = sum(largest) + k * g.windows_per_block * (8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4))
+        real = k if plan.pad_to_fixed else min(k, blocks)
+        per_block = max_span_samples * 4 + g.windows_per_block * (8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4))
+        estimate = real * per_block
         if estimate > limit:
-            per_block = max(1, sum(largest) // max(1, len(largest)))
             raise LaneError(
                 f"shape k={k} needs requests of about {estimate / 2**20:.1f} MiB, over the backend's limit of "
                 f"{limit / 2**20:.1f} MiB (max_request_bytes; Triton's --http-max-input-size): at most about "
-                f"{limit // per_block} blocks per call fit"
+                f"{max(1, limit // per_block)} blocks per call fit"
             )
-
-
-def pack_members(block_ids: Sequence[str], shapes: Sequence[int], k: int, block_id: str) -> list[str]:
-    """The blocks that shared a call with ``block_id`` at shape k (the runner's grouping)."""
-    group = RunPlan(shapes=tuple(shapes), include_exact=False).group_size()
-    i = list(block_ids).index(block_id)
-    start = (i // group) * group
-    members = list(block_ids[start : start + group])
-    j = (i - start) // k * k
-    return members[j : j + k]
-
-
-def _voiceprint_call(run: Callable, chunk: list[Block], rows: list[VoiceprintRows], op: Op, geometry: Geometry,
-                     collector: OutputCollector) -> None:
-    requests = [b.with_voiceprint(op, r.weights, r.idx, r.speakers, geometry) for b, r in zip(chunk, rows, strict=True)]
-    if sum(r.rows for r in requests) == 0:
-        outs = [_empty(geometry) for _ in requests]  # the engine sends nothing when no speaker is found
-    else:
-        outs = run(requests)
-    for req, row_set, out in zip(requests, rows, outs, strict=True):
-        collector.add_voiceprint(op, req.id, row_set, out)
 
 
 def no_rows(geometry: Geometry) -> VoiceprintRows:
@@ -217,11 +253,11 @@ def _empty(geometry: Geometry) -> np.ndarray:
     return np.zeros((0, geometry.embedding_dim), dtype=np.float32)
 
 
-def _chunks(items: list[Block], k: int) -> list[list[Block]]:
-    return [items[i : i + k] for i in range(0, len(items), k)]
+def _chunks(items: Sequence[Block], k: int) -> list[list[Block]]:
+    return [list(items[i : i + k]) for i in range(0, len(items), k)]
 
 
-def _check_ops(blocks: list[Block]) -> None:
+def _check_group(blocks: list[Block]) -> None:
     for b in blocks:
         if b.op is not Op.SEGMENTATION:
             raise LaneError(f"block {b.id!r}: corpus blocks must be OP 0 audio blocks, got OP {int(b.op)}")

@@ -64,7 +64,7 @@ class TorchScriptModel:
 
         def t(name: str) -> torch.Tensor | None:
             value = fields[name]
-            return None if value is None else torch.from_numpy(value).to(self.device)
+            return None if value is None else torch.from_numpy(np.require(value, requirements="W")).to(self.device)
 
         out = self.module(t(ops.SPAN), t(ops.OFFSETS), t(ops.VALID), t(ops.OP), t(ops.WEIGHTS), t(ops.IDX))
         return {op.output_name: np.ascontiguousarray(out.detach().to("cpu", torch.float32).numpy())}

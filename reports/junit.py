@@ -3,8 +3,9 @@
 CI systems (GitLab, Jenkins, GitHub test reporters) show JUnit failures by name, so a red
 nightly says *which* shape and OP failed and why without opening the report:
 
-- classname ``shape_k<k>``, name ``op<op>``: fails with that OP's reasons (from the gate),
-  its key metrics as <properties> and in <system-out>; time = that lane's wall time for the OP;
+- classname ``shape_k<k>``, name ``op<op>``: fails with that OP's failing checks (the gate's
+  lines: observed vs allowed, how many of how many, where), every check as a <property> and a
+  line of <system-out>; time = that lane's wall time for the OP;
 - classname ``golden``, name ``reproduction``: fails when the exact lane did not reproduce the
   golden (verification["passed"] false); skipped, saying so, when nothing verified it.
 
@@ -14,19 +15,14 @@ Written with the standard library only: junitparser is a test dependency, not a 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import socket
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from harness.fsio import atomic_write
+
 SUITE = "harness.nightly"
-KEY_METRICS = {
-    0: ("max_abs", "max_ulp", "fraction_differing", "argmax_flips_near_tie", "argmax_flips_confident",
-        "non_finite", "bitwise"),
-    1: ("min_cosine", "max_abs", "max_rel_l2", "max_ulp", "rows", "missing_rows", "extra_rows", "non_finite",
-        "bitwise"),
-}
-# metric -> its key in the limits, where the two are named apart
-LIMIT_OF = {"argmax_flips_confident": "max_confident_flips", "bitwise": None, "fraction_differing": None}
 MAX_SHAPES_IN_SUMMARY = 3
 
 
@@ -37,9 +33,11 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     suite = ET.Element("testsuite", name=SUITE, timestamp=now, hostname=socket.gethostname())
     props = ET.SubElement(suite, "properties")
-    for name in ("release", "golden_id", "run_id", "fingerprint", "device_kind", "mode", "verdict"):
-        if score.get(name) is not None:
-            ET.SubElement(props, "property", name=name, value=str(score[name]))
+    facts = {"release": score["release"], "golden_id": score["golden"]["id"], "run_id": score["run"]["id"],
+             "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
+             "numerics_profile": score["numerics_profile"], "mode": score["mode"], "verdict": score["verdict"]}
+    for name, value in facts.items():
+        ET.SubElement(props, "property", name=name, value=str(value))
     ET.SubElement(props, "property", name="summary", value=summary_line(score, verification))
 
     tests = failures = skipped = 0
@@ -61,7 +59,7 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
                       "interleaved exact lane and no separate verification was given")
         skipped += 1
     else:
-        line = golden_line(verification)
+        line = verification["summary"]
         if not verification.get("passed"):
             status = str(verification.get("status", "failed"))
             failure = ET.SubElement(case, "failure", message=line, type=status)
@@ -79,37 +77,33 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
                       skipped=str(skipped), time=f"{total_time:.6f}")
     root.append(suite)
     ET.indent(root)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
-    return path
+    buffer = io.BytesIO()
+    ET.ElementTree(root).write(buffer, encoding="utf-8", xml_declaration=True)
+    return atomic_write(Path(path), buffer.getvalue())
 
 
 def _op_case(case: ET.Element, op: int, verdict: dict) -> None:
-    metrics, limits, bound = verdict.get("metrics", {}), verdict.get("limits", {}), verdict.get("bound", {})
     props = ET.SubElement(case, "properties")
     lines = []
-    for name in KEY_METRICS[min(op, 1)]:
-        if name in metrics:
-            ET.SubElement(props, "property", name=name, value=str(metrics[name]))
-            key = LIMIT_OF.get(name, name)
-            limit = limits.get(key) if key else None
-            lines.append(f"{name} = {metrics[name]}" + (f" (limit {limit})" if limit is not None else ""))
-    if bound:
-        for name in ("upper95", "allowed", "failures", "n"):
-            ET.SubElement(props, "property", name=f"bound.{name}", value=str(bound.get(name)))
-        rate = "flip" if op == 0 else "failed-row"
-        lines.append(f"95% upper bound of the {rate} rate = {bound.get('upper95')} "
-                     f"(allowed {bound.get('allowed')}; {bound.get('failures')} of {bound.get('n')} "
-                     f"{bound.get('unit')})")
-    ET.SubElement(props, "property", name="mode", value=str(limits.get("mode")))
+    for c in verdict["checks"]:
+        ET.SubElement(props, "property", name=c["metric"], value=str(c["observed"]))
+        if c["allowed"] is not None:
+            ET.SubElement(props, "property", name=f"{c['metric']}_allowed", value=str(c["allowed"]))
+        ok = "not gated" if c["ok"] is None else ("ok" if c["ok"] else "FAIL")
+        lines.append(f"[{ok}] {_line(c)}")
+    ET.SubElement(props, "property", name="mode", value=str(verdict["limits"].get("mode")))
     reasons = verdict.get("reasons", [])
     if not verdict.get("passed"):
         failure = ET.SubElement(case, "failure", message="; ".join(reasons) or "failed", type="tolerance")
-        failure.text = "\n".join(reasons)
+        hints = sorted({c["hint"] for c in verdict["checks"] if c["ok"] is False and c["hint"]})
+        failure.text = "\n".join(reasons + [f"next: {h}" for h in hints])
     ET.SubElement(case, "system-out").text = "\n".join(lines)
+
+
+def _line(check: dict) -> str:
+    from harness.judges.base import Check
+
+    return Check.from_dict(check).line()
 
 
 def summary_line(score: dict, verification: dict | None) -> str:
@@ -151,16 +145,4 @@ def _golden_phrase(v: dict | None) -> str:
         return "golden reproduced bitwise"
     if v.get("status") == "within-noise-floor":
         return "golden reproduced within its noise floor"
-    return golden_line(v)
-
-
-def golden_line(v: dict) -> str:
-    """describe_verification, tolerant of a partial verification dict."""
-    # Imported here: golden.store pulls in torch, and a report or JUnit file should be writable
-    # from a score.json on a machine without it (then the line is the short one below).
-    try:
-        from golden.store import describe_verification
-
-        return describe_verification(v)
-    except (ImportError, KeyError, ValueError, TypeError):
-        return f"golden {v.get('golden_id', '?')}: {v.get('status', 'unknown')}"
+    return v["summary"]

@@ -1,20 +1,19 @@
 """The release sign-off report: one page that says which packed shapes the engine may use, and why.
 
-``write_report`` turns a score (harness.evaluate.score_run), optionally the promotion ledger,
-the transitions of the last ``update_ledger`` and a golden verification, into three files
-that hold the same facts:
+``write_report`` turns a score (``harness score`` / ``nightly``), optionally the promotion ledger,
+the transitions of the last promotion, a localisation result and a separate golden verification,
+into three files that hold the same facts:
 
 - ``report.json``: the facts (``build_facts``), for tools and for diffing two sign-offs;
 - ``report.md``: the same tables in Markdown, for a pull request or a wiki;
 - ``report.html``: one self-contained page (inline CSS, plots as base64 PNG data URIs, no
   script, no URL of any kind) that can be mailed, attached to a CI job or archived.
 
-Every fact is *derived* from its inputs here, never re-judged: verdicts, reasons and bounds
-are the scorer's and the gate's; this module only decides how to show them. The single
-judgement made here is "may the engine use this shape now?", and it is the ledger's: a
-shape is usable when the ledger says promoted (or, without a ledger entry, when this run
-passed), this run did not fail it, and the golden was reproduced (a golden that no longer
-reproduces puts every promotion's evidence in doubt).
+Nothing is judged here: every check row (metric, observed, allowed, ok, how many, where) is the
+gate's, rendered as it is. The one decision shown, "may the engine use this shape now?", is the
+ledger's: a shape is usable when the ledger says promoted (or, without a ledger, when this run
+passed it), this run did not fail it, and the golden was reproduced (a golden that no longer
+reproduces puts every promotion's evidence in doubt, and the report says so first).
 """
 
 from __future__ import annotations
@@ -29,16 +28,17 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from harness.jsonio import json_default
+from harness.fsio import atomic_write, make_dirs
+from harness.jsonio import plain
 from harness.promotion import PROMOTED, REVOKED, ledger_states
-from reports.junit import golden_line
 from reports.plots import SpeedPoint, error_distribution_png, speedup_png
 
-FORMAT = 1
+FORMAT = 2
 TEMPLATES = Path(__file__).parent / "templates"
 OPS_SHOWN = ("0", "1", "2")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as the start of an HTML tag
 MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
+TITLE = "Release sign-off: {release}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -46,33 +46,39 @@ MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score 
 
 
 def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict] | None = None,
-                verification: dict | None = None, title: str | None = None) -> dict:
+                localisation: dict | None = None, verification: dict | None = None) -> dict:
     """Everything the report shows, as one JSON-able dict (what report.json holds)."""
-    score = _plain(score)
-    ledger = _plain(ledger) if ledger is not None else None
-    transitions = _plain(transitions) if transitions is not None else None
-    verification = _plain(verification) if verification is not None else None
+    score = plain(score)
+    ledger = plain(ledger) if ledger is not None else None
+    transitions = plain(transitions) if transitions is not None else None
+    localisation = plain(localisation) if localisation else {}
+    verification = plain(verification) if verification is not None else None
 
     golden_checks = _golden_checks(score, verification)
     golden_ok = all(c["passed"] for c in golden_checks)
-    states = ledger_states(ledger, score.get("fingerprint"), score.get("device_kind")) if ledger else {}
+    states = ledger_states(ledger, score["fingerprint"], score["device_kind"], score["numerics_profile"]) \
+        if ledger else {}
     throughput = score.get("throughput") or {}
-    shape_keys = sorted(set(score.get("shapes", {})) | {str(k) for k in states}, key=int)
-
-    shapes = {k: _shape_facts(k, score, states.get(int(k)), throughput, golden_ok, ledger is not None)
-              for k in shape_keys}
+    shape_keys = sorted(set(score["shapes"]) | {str(k) for k in states}, key=int)
+    shapes = {k: _shape_facts(k, score, states.get(int(k)), throughput, golden_ok, ledger is not None,
+                              localisation.get(k)) for k in shape_keys}
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
     lanes = _throughput(throughput, shapes)
-    release = score.get("release")
     model = score.get("model") or {}
+    headline = None
+    if not golden_ok:
+        bad = next(c for c in golden_checks if not c["passed"])
+        headline = (f"The golden is NOT reproduced in this environment: {bad['summary']}. Every shape below was judged "
+                    "against a golden this environment does not reproduce, so none may be used until it does.")
     return {
         "kind": "harness.signoff",
         "format": FORMAT,
         "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "title": title or f"Release {release}: packed-shape sign-off",
-        "release": release,
+        "title": TITLE.format(release=score["release"]),
+        "release": score["release"],
         "verdict": "pass" if golden_ok and all(s["verdict"] != "fail" for s in shapes.values()) else "fail",
+        "headline": headline,
         "decision": {
             "usable": sorted(set(usable)),
             "not_usable": not_usable,
@@ -80,18 +86,20 @@ def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict]
             "golden_ok": golden_ok,
             "ledger_given": ledger is not None,
         },
-        "run_id": score.get("run_id"),
-        "score_created": score.get("created"),
-        "golden_id": score.get("golden_id"),
-        "fingerprint": score.get("fingerprint") or model.get("fingerprint"),
+        "run_id": score["run"]["id"],
+        "score_created": score["created"],
+        "golden_id": score["golden"]["id"],
+        "fingerprint": score["fingerprint"],
         "model": model,
-        "device_kind": score.get("device_kind"),
+        "device_kind": score["device_kind"],
+        "numerics_profile": score["numerics_profile"],
         "environment": score.get("environment") or {},
         "numerics": (score.get("numerics") or {}).get("in_force") or {},
-        "mode": score.get("mode"),
-        "pad_to_fixed": score.get("pad_to_fixed", False),
-        "corpus": score.get("corpus") or {},
-        "tolerances": score.get("tolerances") or {},
+        "mode": score["mode"],
+        "pad_to_fixed": score["pad_to_fixed"],
+        "packer": (score.get("packer") or {}).get("name", "harness"),
+        "corpus": score["corpus"],
+        "tolerances": score["tolerances"],
         "reproducibility": _reproducibility(score.get("reproducibility")),
         "golden_checks": golden_checks,
         "shapes": shapes,
@@ -110,16 +118,20 @@ def _golden_checks(score: dict, verification: dict | None) -> list[dict]:
                       ("golden verification (separate exact-lane re-run)", verification)):
         if not v:
             continue
-        out.append({"source": source, "status": v.get("status"), "passed": bool(v.get("passed")),
-                    "summary": golden_line(v), "golden_id": v.get("golden_id"),
-                    "environment_differences": v.get("environment_differences", []),
-                    "ops": v.get("ops", {})})
+        ops = {op: {"bitwise": o["metrics"].get("bitwise"),
+                    "max_abs": o["metrics"].get("max_abs_finite", o["metrics"].get("max_abs")),
+                    "max_ulp": o["metrics"].get("max_ulp"), "min_cosine": o["metrics"].get("min_cosine"),
+                    "failed": [c for c in o["checks"] if c["ok"] is False]}
+               for op, o in sorted(v.get("ops", {}).items())}
+        out.append({"source": source, "status": v["status"], "passed": bool(v["passed"]), "summary": v["summary"],
+                    "golden_id": v["golden_id"], "environment_differences": v.get("environment_differences", []),
+                    "fingerprint_matches": v.get("fingerprint_matches", True), "ops": ops})
     return out
 
 
 def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, golden_ok: bool,
-                 ledger_given: bool) -> dict:
-    s = score.get("shapes", {}).get(k)
+                 ledger_given: bool, localisation: dict | None) -> dict:
+    s = score["shapes"].get(k)
     lane = throughput.get(k) or {}
     scored = s is not None
     verdict = s["verdict"] if scored else "not scored"
@@ -131,9 +143,9 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
         usable = passed_now
     ops = {}
     if scored:
-        ops = {op: _op_facts(v, s.get("distribution", {}).get(op)) for op, v in sorted(s["ops"].items())}
+        ops = {op: _op_facts(v) for op, v in sorted(s["ops"].items())}
     op0 = ops.get("0", {}).get("metrics", {})
-    facts = {
+    return {
         "shape": int(k),
         "scored": scored,
         "verdict": verdict,
@@ -143,21 +155,19 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
         "ledger_state": state,
         "revoked_by": entry.get("revoked_by") if entry and state == REVOKED else None,
         "speedup": lane.get("speedup"),
+        "speedup_interval": lane.get("speedup_interval"),
+        "within_noise": lane.get("within_noise"),
+        "repetitions": lane.get("repetitions"),
+        "stalls": lane.get("stalls"),
         "blocks_per_s": lane.get("blocks_per_s"),
-        "op0_max_abs": op0.get("max_abs"),
+        "op0_max_abs": op0.get("max_abs_finite", op0.get("max_abs")),
         "min_cosine": {op: ops[op]["metrics"].get("min_cosine") for op in ("1", "2") if op in ops},
-        "flips": _flips(op0),
+        "flips": {"near_tie": op0.get("argmax_flips_near_tie"), "confident": op0.get("argmax_flips_confident")}
+        if op0 else None,
+        "vs_exact": s.get("vs_exact") if scored else None,
         "ops": ops,
-        "localisation": _localisation(s.get("localisation")) if scored else None,
+        "localisation": _localisation(localisation) if scored and verdict == "fail" else None,
     }
-    return facts
-
-
-def _flips(op0_metrics: dict) -> dict | None:
-    if not op0_metrics:
-        return None
-    return {"near_tie": op0_metrics.get("argmax_flips_near_tie"),
-            "confident": op0_metrics.get("argmax_flips_confident")}
 
 
 def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_ok: bool, ledger_given: bool,
@@ -171,15 +181,15 @@ def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_
             return f"promoted{by}" + ("" if scored else "; not scored in this run")
         where = "not recorded in the ledger" if ledger_given else "no ledger given"
         return f"passed in this run; {where}"
+    if not golden_ok:
+        done = "passed" if scored and verdict == "pass" else ("failed" if scored else "not scored")
+        return f"{done}, but judged against a golden this environment does not reproduce: no packed shape may be used"
     if scored and verdict == "fail":
         first = s["reasons"][0] if s["reasons"] else "failed"
         more = f" (+{len(s['reasons']) - 1} more)" if len(s["reasons"]) > 1 else ""
         revoked = state == REVOKED and entry.get("revoked_by")
         prefix = f"revoked by run {entry['revoked_by']}: " if revoked else ""
         return f"{prefix}{first}{more}"
-    if not golden_ok:
-        done = "passed" if scored else ("promoted earlier" if state == PROMOTED else "not scored")
-        return f"{done}, but the exact lane did not reproduce its golden, so no packed shape may be used"
     if state == REVOKED:
         return f"revoked by run {entry.get('revoked_by', '?')}"
     if state is not None:
@@ -187,79 +197,18 @@ def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_
     return "not promoted"
 
 
-def _op_facts(v: dict, distribution: list | None) -> dict:
-    op = int(v["op"])
-    metrics, limits, bound = v.get("metrics", {}), v.get("limits", {}), v.get("bound", {})
+def _op_facts(v: dict) -> dict:
     return {
-        "op": op,
-        "passed": bool(v.get("passed")),
-        "verdict": "pass" if v.get("passed") else "fail",
-        "reasons": list(v.get("reasons", [])),
-        "checks": _checks(op, metrics, limits, bound),
-        "metrics": metrics,
-        "limits": limits,
-        "bound": bound,
+        "op": int(v["op"]),
+        "passed": bool(v["passed"]),
+        "verdict": "pass" if v["passed"] else "fail",
+        "reasons": list(v["reasons"]),
+        "checks": list(v["checks"]),
+        "metrics": v["metrics"],
+        "limits": v["limits"],
         "failing": list(v.get("failing", []))[:MAX_FAILING_ROWS],
-        "distribution": _distribution_summary(distribution),
+        "distribution": _distribution_summary(v.get("distribution")),
     }
-
-
-def _check(metric: str, value, relation: str, limit, ok: bool | None, note: str = "") -> dict:
-    return {"metric": metric, "value": value, "relation": relation, "limit": limit, "ok": ok, "note": note}
-
-
-def _le(value, limit) -> bool | None:
-    if limit is None:
-        return None
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return False
-    return value <= limit
-
-
-def _checks(op: int, m: dict, lim: dict, bound: dict) -> list[dict]:
-    """Metric vs limit rows, mirroring harness.gate (the gate decides; these rows show why)."""
-    rows = [_check("non_finite", m.get("non_finite"), "=", 0, m.get("non_finite", 0) == 0,
-                   "NaN/Inf values" if op == 0 else "rows holding NaN/Inf")]
-    bitwise = bool(lim.get("bitwise"))
-    if bitwise:
-        rows.append(_check("bitwise", m.get("bitwise"), "=", True, bool(m.get("bitwise")),
-                           f"{m.get('fraction_differing', 0):.2%} of " + ("elements" if op == 0 else "rows")
-                           + " differ"))
-    else:
-        if op != 0:
-            cos = m.get("min_cosine")
-            ok = None if lim.get("min_cosine") is None else (cos is not None and not math.isnan(cos)
-                                                             and cos >= lim["min_cosine"])
-            rows.append(_check("min_cosine", cos, ">=", lim.get("min_cosine"), ok, "worst row"))
-        rows.append(_check("max_abs", m.get("max_abs"), "<=", lim.get("max_abs"), _le(m.get("max_abs"),
-                           lim.get("max_abs")), "worst " + ("block" if op == 0 else "row")))
-        if op != 0:
-            rows.append(_check("max_rel_l2", m.get("max_rel_l2"), "<=", lim.get("max_rel_l2"),
-                               _le(m.get("max_rel_l2"), lim.get("max_rel_l2")), "worst row"))
-        rows.append(_check("max_ulp", m.get("max_ulp"), "<=", lim.get("max_ulp"),
-                           _le(m.get("max_ulp"), lim.get("max_ulp")),
-                           "not gated (reported)" if lim.get("max_ulp") is None else ""))
-    if op == 0:
-        rows.append(_check("confident_flips", m.get("argmax_flips_confident"), "<=",
-                           lim.get("max_confident_flips"),
-                           _le(m.get("argmax_flips_confident"), lim.get("max_confident_flips")),
-                           f"frames whose class changed with a golden margin >= "
-                           f"{lim.get('near_tie_margin')} nats"))
-        rows.append(_check("near_tie_flips", m.get("argmax_flips_near_tie"), "", None, None,
-                           "frames whose class changed at a near tie: counted in the flip rate"))
-        name = "flip_rate_upper95"
-    else:
-        for kind in ("missing_rows", "extra_rows", "inputs_differ"):
-            if kind in m:
-                rows.append(_check(kind, m.get(kind), "=", 0, m.get(kind) == 0))
-        name = "failed_row_rate_upper95"
-    if bound:
-        rows.append(_check(name, bound.get("upper95"), "<=", bound.get("allowed"),
-                           _le(bound.get("upper95"), bound.get("allowed")),
-                           f"95% upper bound: {bound.get('failures')} of {bound.get('n')} {bound.get('unit')}"
-                           + (" (3/n: the corpus bounds the rate only this far)" if not bound.get("failures")
-                              else "")))
-    return rows
 
 
 def _distribution_summary(values: list | None) -> dict | None:
@@ -298,9 +247,11 @@ def _throughput(throughput: dict, shapes: dict) -> list[dict]:
         rows.append({"lane": key, "k": 1 if key == "exact" else int(key), "verdict": verdict,
                      "blocks": t.get("blocks"), "blocks_per_s": t.get("blocks_per_s"),
                      "speedup": 1.0 if key == "exact" else t.get("speedup"),
+                     "speedup_interval": t.get("speedup_interval"), "within_noise": t.get("within_noise"),
+                     "repetitions": t.get("repetitions"), "stalls": t.get("stalls"),
                      "peak_device_mb": t.get("peak_device_mb"),
                      "ops": {op: {f: v.get(f) for f in ("calls", "p50_ms", "p99_ms", "mean_request_mb",
-                                                        "peak_device_mb", "blocks_per_s", "speedup")}
+                                                        "peak_device_mb", "blocks_per_s", "stalls")}
                              for op, v in sorted(t.get("ops", {}).items())}})
     return rows
 
@@ -321,11 +272,6 @@ def _ledger_rows(states: dict[int, dict]) -> list[dict]:
     return rows
 
 
-def _plain(value):
-    """A deep, JSON-plain copy: numpy scalars become Python numbers, tuples lists; never mutates."""
-    return json.loads(json.dumps(value, default=json_default))
-
-
 # ---------------------------------------------------------------------------------------------
 # Images
 
@@ -337,9 +283,10 @@ def build_images(score: dict, facts: dict) -> dict:
     if any(p.speedup is not None for p in points):
         images["speedup"] = _data_uri(speedup_png(points))
     for k, shape in score.get("shapes", {}).items():
-        for op, values in sorted((shape.get("distribution") or {}).items()):
-            limit = (facts["shapes"][k]["ops"].get(op, {}).get("limits") or {}).get("max_abs")
-            images[f"dist_{k}_{op}"] = _data_uri(error_distribution_png(values, int(op), k, limit))
+        for op, verdict in sorted(shape["ops"].items()):
+            limit = (verdict.get("limits") or {}).get("max_abs")
+            images[f"dist_{k}_{op}"] = _data_uri(error_distribution_png(verdict.get("distribution") or [], int(op), k,
+                                                                        limit))
     return images
 
 
@@ -378,8 +325,9 @@ def fmt(value, kind: str = "") -> str:
 
 
 def fmt_check(check: dict, which: str) -> str:
+    """A check's observed ('value') or allowed ('limit') number."""
     kind = "cosine" if check["metric"] == "min_cosine" else ("rate" if "rate" in check["metric"] else "")
-    return fmt(check[which], kind)
+    return fmt(check["observed" if which == "value" else "allowed"], kind)
 
 
 def _environment() -> tuple[jinja2.Environment, jinja2.Environment]:
@@ -407,13 +355,13 @@ def _md_cell(value) -> str:
 
 
 def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
-                 transitions: list[dict] | None = None, verification: dict | None = None,
-                 title: str | None = None) -> dict[str, Path]:
+                 transitions: list[dict] | None = None, localisation: dict | None = None,
+                 verification: dict | None = None) -> dict[str, Path]:
     """Write report.html, report.md and report.json under ``out_dir``; returns their paths."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    facts = build_facts(score, ledger, transitions, verification, title)
-    images = build_images(_plain(score), facts)
+    make_dirs(out_dir)
+    facts = build_facts(score, ledger, transitions, localisation, verification)
+    images = build_images(plain(score), facts)
     html_env, md_env = _environment()
     context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {
@@ -421,13 +369,7 @@ def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
         "md": out_dir / "report.md",
         "html": out_dir / "report.html",
     }
-    _write_atomic(paths["json"], json.dumps(facts, indent=1, sort_keys=True) + "\n")
-    _write_atomic(paths["md"], md_env.get_template("report.md.j2").render(**context))
-    _write_atomic(paths["html"], html_env.get_template("report.html.j2").render(**context))
+    atomic_write(paths["json"], json.dumps(facts, indent=1, sort_keys=True) + "\n")
+    atomic_write(paths["md"], md_env.get_template("report.md.j2").render(**context))
+    atomic_write(paths["html"], html_env.get_template("report.html.j2").render(**context))
     return paths
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

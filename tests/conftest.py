@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -41,20 +42,24 @@ def backend(small_model):
 
 
 @pytest.fixture(scope="session")
-def recorded_golden(tmp_path_factory, small_corpus, backend):
+def small_config():
+    from harness.config import ModelSpec, ReleaseConfig
+
+    return ReleaseConfig(name="small-rel", model=ModelSpec("small"), candidates=(2, 4))
+
+
+@pytest.fixture(scope="session")
+def recorded_golden(tmp_path_factory, small_corpus, backend, small_config):
     """A golden of the small model over 12 synthetic blocks (read-only for tests: copy to modify)."""
-    from golden.store import record_golden
-    from lanes.runner import RunPlan
+    from harness.pipeline.record import record_golden
 
     root = tmp_path_factory.mktemp("goldens")
-    golden, _ = record_golden(root, "small-rel", small_corpus, backend, RunPlan(), {"test": True})
+    golden, _ = record_golden(root, "small-rel", small_corpus.rows(), backend, small_config)
     return golden
 
 
 @pytest.fixture
 def golden_copy(recorded_golden, tmp_path) -> Path:
-    import shutil
-
     dest = tmp_path / "goldens" / recorded_golden.path.name
     shutil.copytree(recorded_golden.path, dest)
     return dest

@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from golden.runs import Run, load_run, write_run
-from golden.store import Golden, record_golden
+from golden.runs import Run
+from golden.store import Golden
+from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.schema import Corpus
 from harness.corpus.synth import synth_corpus
-from harness.evaluate import score_run
 from harness.numerics import NumericSettings
+from harness.pipeline.record import record_golden
+from harness.pipeline.run import plan_for, run_shapes as run_plan
+from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
 
 
 @dataclass
@@ -25,29 +27,36 @@ class Pipeline:
     golden: Golden
     run: Run
     score: dict
+    config: ReleaseConfig
+
+
+def config_for(spec: str = "small", **kw) -> ReleaseConfig:
+    return ReleaseConfig(name=kw.pop("name", "rel"), model=ModelSpec(spec), **kw)
 
 
 def record(model, tmp: Path, blocks: int = 12, numerics: NumericSettings = NumericSettings(),
-           corpus: Corpus | None = None, release: str = "rel") -> tuple[InProcessBackend, Corpus, Golden]:
+           corpus: Corpus | None = None, release: str = "rel", config: ReleaseConfig | None = None
+           ) -> tuple[InProcessBackend, Corpus, Golden]:
     """A golden of ``model`` (a spec or a model object) over a synthetic corpus."""
     model = load_model(model) if isinstance(model, str) else model
     backend = InProcessBackend(model, numerics)
     corpus = corpus if corpus is not None else synth_corpus(model.geometry, blocks)
-    golden, _ = record_golden(tmp / "goldens", release, corpus, backend, RunPlan(), {})
+    golden, _ = record_golden(tmp / "goldens", release, corpus.rows(), backend,
+                              config or ReleaseConfig(numerics=numerics))
     return backend, corpus, golden
 
 
-def run_shapes(backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...]) -> Run:
-    """The fast lane at ``shapes`` over the golden's corpus (isolated: the golden's voiceprint inputs)."""
-    plan = RunPlan(shapes=shapes)
-    corpus = golden.corpus
-    result = run_lanes(corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
-    return load_run(write_run(tmp / "runs", result, plan, backend, golden.golden_id, {}, corpus.ids).path)
+def run_shapes(backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...],
+               config: ReleaseConfig | None = None) -> Run:
+    """Every shape over the golden's corpus, interleaved with the exact lane."""
+    cfg = (config or ReleaseConfig()).with_overrides(candidates=shapes)
+    return run_plan(golden, backend, plan_for(cfg), tmp / "runs", cfg)
 
 
 def pipeline(model, tmp: Path, shapes: tuple[int, ...] = (2, 4), blocks: int = 12,
              numerics: NumericSettings = NumericSettings(), tolerances: Tolerances = Tolerances(),
-             corpus: Corpus | None = None) -> Pipeline:
-    backend, corpus, golden = record(model, tmp, blocks, numerics, corpus)
-    run = run_shapes(backend, golden, tmp, shapes)
-    return Pipeline(backend.model, backend, corpus, golden, run, score_run(golden, run, tolerances))
+             corpus: Corpus | None = None, mode: str = "isolated") -> Pipeline:
+    cfg = ReleaseConfig(numerics=numerics, tolerances=tolerances, mode=mode)
+    backend, corpus, golden = record(model, tmp, blocks, numerics, corpus, config=cfg)
+    run = run_shapes(backend, golden, tmp, shapes, cfg)
+    return Pipeline(backend.model, backend, corpus, golden, run, score_run(golden, run, tolerances), cfg)

@@ -1,4 +1,4 @@
-"""The command line: --help answers, and every expected failure is one line with exit status 2."""
+"""The command line: --help answers whole, and every expected failure is one line with exit status 2."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def run(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("command", [[], ["corpus"], ["golden"], ["golden", "record"], ["run"], ["score"],
-                                     ["promote"], ["report"], ["nightly"], ["merge"], ["serve"], ["demo"]])
+                                     ["promote"], ["report"], ["nightly"], ["merge"], ["serve"], ["demo"],
+                                     ["shapes"], ["ledger"], ["golden", "show"], ["corpus", "synth"]])
 def test_every_command_has_help(capsys, monkeypatch, command):
     code, out, _ = run(capsys, monkeypatch, *command, "--help")
     assert code == 0 and "Usage" in out
@@ -43,7 +44,17 @@ def test_help_explains_the_options(capsys, monkeypatch):
     (["golden", "record", "--config", "/nonexistent.toml"], "configuration file not found"),
     (["nightly", "--golden", "/x", "--shard", "5/4", "--model", "small"], "--shard '5/4'"),
     (["run", "--golden", "/x", "--shapes", "2,x", "--model", "small"], "--shapes '2,x'"),
-    (["golden", "verify", "/x", "--backend", "ftp:nope", "--model", "small"], "no such golden directory"),
+    (["run", "--golden", "/x", "--shapes", "2,,4", "--model", "small"], "an empty entry is not a shape"),
+    (["corpus", "synth", "x.parquet", "--blocks", "abc"], "harness corpus synth: Invalid value for '--blocks'"),
+    (["corpus", "synth", "x.parquet", "--blocks", "0"], "harness corpus synth: Invalid value for '--blocks'"),
+    (["golden", "record", "--release", "../../x", "--model", "small"], "--release '../../x'"),
+    (["golden", "record", "--release", "/abs", "--model", "small"], "--release '/abs'"),
+    (["golden", "record", "--release", "", "--model", "small"], "--release ''"),
+    (["score", "--golden", "/x", "--run", "/y", "--tolerance", "lenient"], "--tolerance 'lenient'"),
+    (["nightly", "--golden", "/x", "--voiceprint-inputs", "golden"], "--voiceprint-inputs 'golden'"),
+    (["golden", "record", "--seed", "-1", "--model", "small"], "--seed -1"),
+    (["nightly", "--golden", "/x", "--device", "gpu"], "--device 'gpu'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
 ])
 def test_errors_are_one_line_with_status_2(capsys, monkeypatch, tmp_path, args, message):
     monkeypatch.chdir(tmp_path)
@@ -53,24 +64,57 @@ def test_errors_are_one_line_with_status_2(capsys, monkeypatch, tmp_path, args, 
     assert len(lines) == 1 and lines[0].startswith("harness: error: ") and message in lines[0], err
 
 
-def test_a_bad_backend_is_named(capsys, monkeypatch, tmp_path, recorded_golden):
+@pytest.mark.parametrize("spec", ["nonsense", "ftp:nope"])
+def test_a_bad_backend_is_named(capsys, monkeypatch, tmp_path, recorded_golden, spec):
     code, _, err = run(capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "small",
-                       "--backend", "nonsense")
-    assert code == 2 and "--backend 'nonsense'" in err
+                       "--backend", spec)
+    assert code == 2 and f"--backend {spec!r}: expected 'in-process' or a Triton URL" in err
+
+
+def test_an_internal_error_is_status_3_with_one_line_and_the_traceback_on_request(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_FAULT", "bug:parquet:c.parquet")
+    code, _, err = run(capsys, monkeypatch, "corpus", "synth", "c.parquet", "--blocks", "1", "--model", "small")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 3 and len(lines) == 1, err
+    assert lines[0].startswith("harness: internal error in 'corpus synth'") and "RuntimeError" in lines[0]
+    assert "rerun with --debug" in lines[0] and not list(tmp_path.iterdir())
+    code, _, err = run(capsys, monkeypatch, "--debug", "corpus", "synth", "c.parquet", "--blocks", "1", "--model",
+                       "small")
+    assert code == 3 and "Traceback (most recent call last)" in err
+
+
+def test_help_texts_keep_the_config_keys(capsys, monkeypatch):
+    """Help is plain text: '[section] key' survives (no markup eats it) and every command says what it does."""
+    _, out, _ = run(capsys, monkeypatch, "nightly", "--help")
+    out = " ".join(out.split())  # help is wrapped to the terminal
+    for key in ("[shapes] candidates", "[lanes] voiceprint_inputs", "[numerics] mkldnn", "[model] spec",
+                "[tolerances.op0]", "[release] device"):
+        assert key in out, key
+    _, out, _ = run(capsys, monkeypatch, "--help")
+    out = " ".join(out.split())
+    assert "Exit status: 0 everything holds; 1 a verdict failed" in out and "3 an internal error" in out
+    _, out, _ = run(capsys, monkeypatch, "golden", "record", "--help")
+    out = " ".join(out.split())
+    assert "[corpus] blocks" in out and "[release] name" in out
 
 
 def test_corpus_commands(capsys, monkeypatch, tmp_path):
     from harness.corpus.wav import write_wav
 
-    code, out, _ = run(capsys, monkeypatch, "corpus", "synth", str(tmp_path / "c.parquet"), "--blocks", "3")
+    small = ["--model", "small"]
+    code, out, _ = run(capsys, monkeypatch, "corpus", "synth", str(tmp_path / "c.parquet"), "--blocks", "3", *small)
     assert code == 0 and '"blocks": 3' in out
-    code, out, _ = run(capsys, monkeypatch, "corpus", "show", str(tmp_path / "c.parquet"))
+    code, out, _ = run(capsys, monkeypatch, "corpus", "show", str(tmp_path / "c.parquet"), *small)
     assert code == 0 and '"blocks": 3' in out
+    code, _, err = run(capsys, monkeypatch, "corpus", "synth", str(tmp_path / "c.parquet"), "--blocks", "3", *small)
+    assert code == 2 and "the file exists" in err  # nothing is overwritten without --force
     write_wav(tmp_path / "a.wav", [0.1] * 40_000, 16_000)
-    code, out, _ = run(capsys, monkeypatch, "corpus", "wav", str(tmp_path / "w.parquet"), str(tmp_path / "a.wav"))
+    code, out, _ = run(capsys, monkeypatch, "corpus", "wav", str(tmp_path / "w.parquet"), str(tmp_path / "a.wav"),
+                       *small)
     assert code == 0 and '"sources": ["wav"]' in out
     code, out, _ = run(capsys, monkeypatch, "corpus", "capture", str(tmp_path / "k.parquet"),
-                       str(tmp_path / "c.parquet"))
+                       str(tmp_path / "c.parquet"), *small)
     assert code == 0 and (tmp_path / "k.parquet").is_file()
 
 
@@ -87,10 +131,18 @@ def test_golden_record_verify_run_score_promote_report(capsys, monkeypatch, tmp_
     code, out, _ = run(capsys, monkeypatch, "run", "--golden", "goldens/r", "--shapes", "2,4", *small)
     assert code == 0 and "wrote run" in out
     (run_dir,) = (tmp_path / "runs").iterdir()
-    code, out, _ = run(capsys, monkeypatch, "score", "--golden", "goldens/r", "--run", str(run_dir), "--model", "small")
+    code, out, _ = run(capsys, monkeypatch, "score", "--golden", "goldens/r", "--run", str(run_dir))
     assert code == 0 and "shape k=2: PASS" in out and "shape k=4: PASS" in out
     code, out, _ = run(capsys, monkeypatch, "promote", "--score", "score.json")
     assert code == 0 and "shape k=2: candidate -> promoted" in out
+    code, out, _ = run(capsys, monkeypatch, "shapes", "--ledger", "ledger.json")
+    assert code == 0 and "OP 0: k = 1, 2, 4" in out and "promoted" in out
+    code, out, _ = run(capsys, monkeypatch, "ledger", "--shape", "2")
+    assert code == 0 and "shape k=2" in out and "pass -> promoted" in out
+    code, out, _ = run(capsys, monkeypatch, "golden", "show", "goldens/r")
+    assert code == 0 and "golden r@" in out and "reproduction when recorded: bitwise" in out
+    code, out, _ = run(capsys, monkeypatch, "golden", "show", "goldens/r", "--json")
+    assert code == 0 and '"kind": "harness.golden"' in out
     code, out, _ = run(capsys, monkeypatch, "report", "--score", "score.json", "--ledger", "ledger.json", "--junit",
                        "junit.xml")
     assert code == 0 and (tmp_path / "report" / "report.html").is_file() and (tmp_path / "junit.xml").is_file()

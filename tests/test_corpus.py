@@ -12,10 +12,21 @@ import pytest
 
 from harness.corpus import read_corpus, write_corpus
 from harness.corpus.cutting import cut_blocks, window_starts
-from harness.corpus.schema import SCHEMA, Corpus, to_table
+from harness.corpus.schema import SCHEMA, Corpus, CorpusReader
 from harness.corpus.synth import synth_corpus
 from harness.corpus.wav import read_wav, wav_corpus, write_wav
-from harness.errors import CorpusError
+from harness.errors import BlockError, CorpusError, HarnessError
+
+
+def to_table(corpus, geometry, tmp=None):
+    """The corpus as the Parquet table write_corpus writes (read back)."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "c.parquet"
+        write_corpus(path, corpus, geometry)
+        return pq.read_table(path)
 
 
 def test_synth_is_deterministic_and_realistic(geometry):
@@ -24,7 +35,7 @@ def test_synth_is_deterministic_and_realistic(geometry):
     for x, y in zip(a.blocks, b.blocks, strict=True):
         np.testing.assert_array_equal(x.span, y.span)
     assert synth_corpus(geometry, 9, seed=4).blocks[0].span.tobytes() != a.blocks[0].span.tobytes()
-    summary = a.summary()
+    summary = a.summary(geometry)
     assert summary["short_windows"] >= 1 and summary["padding_windows"] >= 1
     prov = a.provenance[0]
     assert prov["source"] == "synth" and prov["overlapped_turns"] >= 0 and prov["turns"] >= 1
@@ -60,7 +71,9 @@ def test_cutting_covers_the_recording(geometry):
 
 
 def test_parquet_roundtrip_and_plain_readers(tmp_path, geometry, small_corpus):
-    path = write_corpus(tmp_path / "c.parquet", small_corpus, geometry)
+    path = tmp_path / "c.parquet"
+    summary = write_corpus(path, small_corpus, geometry)
+    assert summary == small_corpus.summary(geometry) == CorpusReader(path, geometry).validate()
     back = read_corpus(path, geometry)
     assert back.ids == small_corpus.ids and back.provenance == small_corpus.provenance
     for a, b in zip(back.blocks, small_corpus.blocks, strict=True):
@@ -69,6 +82,7 @@ def test_parquet_roundtrip_and_plain_readers(tmp_path, geometry, small_corpus):
     table = pq.read_table(path)
     assert table.schema.remove_metadata().equals(SCHEMA)
     assert pq.ParquetFile(path).metadata.row_group(0).column(2).compression == "ZSTD"
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1  # 12 blocks, 16 per row group: streamed in groups
     assert json.loads(table.schema.metadata[b"harness.corpus"])["window_samples"] == geometry.window_samples
 
 
@@ -101,7 +115,10 @@ def test_capture_schema_written_by_another_program(tmp_path, geometry):
         "provenance": ['{"stream": 4}'],
     })
     pq.write_table(table, tmp_path / "cap.parquet")
-    corpus = read_corpus(tmp_path / "cap.parquet", geometry)
+    with pytest.raises(CorpusError, match="no 'harness.corpus' metadata: the geometry the corpus was cut for is "
+                                          "unknown"):
+        read_corpus(tmp_path / "cap.parquet", geometry)
+    corpus = read_corpus(tmp_path / "cap.parquet", geometry, require_meta=False)  # what `corpus capture` does
     assert corpus.blocks[0].span.dtype == np.float32 and corpus.blocks[0].offsets.dtype == np.int64
     assert corpus.provenance[0] == {"stream": 4}
 
@@ -117,11 +134,49 @@ def test_bad_capture_files(tmp_path, geometry, small_corpus, mutate, message):
         read_corpus(tmp_path / "c.parquet", geometry)
 
 
+@pytest.mark.parametrize("meta,message", [
+    (b"7", "metadata 'harness.corpus': must be a JSON object \\(got 7\\)"),
+    (b"[1, 2]", "metadata 'harness.corpus': must be a JSON object \\(got \\[1, 2\\]\\)"),
+    (b'{"version": 1, "sample_rate": "abc", "window_samples": 16000, "windows_per_block": 8}',
+     "sample_rate: Input should be a valid integer"),
+    (b'{"version": 99, "sample_rate": 16000, "window_samples": 16000, "windows_per_block": 8}',
+     "version: unknown format version"),
+    (b"not json", "metadata 'harness.corpus' is not JSON"),
+])
+def test_corpus_metadata_is_checked_whole(tmp_path, geometry, small_corpus, meta, message):
+    table = to_table(small_corpus, geometry).replace_schema_metadata({b"harness.corpus": meta})
+    pq.write_table(table, tmp_path / "c.parquet")
+    with pytest.raises(CorpusError, match=message):
+        read_corpus(tmp_path / "c.parquet", geometry)
+
+
+def test_a_null_inside_offsets_is_named_as_a_null(tmp_path, geometry, small_corpus):
+    table = to_table(small_corpus, geometry)
+    offsets = table.column("offsets").to_pylist()
+    offsets[3][4] = None
+    table = table.set_column(table.schema.get_field_index("offsets"), "offsets",
+                             pa.array(offsets, pa.list_(pa.int64())))
+    pq.write_table(table, tmp_path / "c.parquet")
+    with pytest.raises(BlockError, match=r"OFFSETS\[4\]=None: null value inside the list \(row 3"):
+        read_corpus(tmp_path / "c.parquet", geometry)
+
+
+def test_one_flipped_byte_is_caught_by_the_page_checksums(tmp_path, geometry, small_corpus):
+    from tests.tamper import flip_byte
+
+    path = tmp_path / "c.parquet"
+    write_corpus(path, small_corpus, geometry)
+    flip_byte(path, at=path.stat().st_size // 3)  # inside the audio pages
+    with pytest.raises(HarnessError, match="c.parquet"):
+        read_corpus(path, geometry)
+
+
 def test_not_parquet_and_wrong_geometry(tmp_path, geometry, small_corpus):
     (tmp_path / "x.parquet").write_bytes(b"garbage")
-    with pytest.raises(CorpusError, match="not a readable Parquet corpus"):
+    with pytest.raises(CorpusError, match="not a readable Parquet corpus file"):
         read_corpus(tmp_path / "x.parquet", geometry)
-    path = write_corpus(tmp_path / "c.parquet", small_corpus, geometry)
+    path = tmp_path / "c.parquet"
+    write_corpus(path, small_corpus, geometry)
     from lanes.diar_nn_g import CONFIGS
 
     with pytest.raises(CorpusError, match="cut for window_samples=16000"):
@@ -182,3 +237,21 @@ def test_wav_bad_inputs_are_named(tmp_path, geometry):
         read_wav(_wav(tmp_path / "u.wav", b"\0" * 16, 1, 1, 16000, 8))
     with pytest.raises(CorpusError, match="cannot read"):
         read_wav(tmp_path / "missing.wav")
+    odd = _wav(tmp_path / "odd.wav", b"\0" * 1001, 1, 1, 16000, 16)
+    with pytest.raises(CorpusError, match="odd.wav: data chunk holds 1001 bytes, not a whole number of 2-byte samples"):
+        read_wav(odd)
+
+
+def test_the_same_audio_twice_is_refused(tmp_path, geometry):
+    audio = 0.3 * np.sin(np.arange(geometry.window_samples * 2) / 7.0)
+    write_wav(tmp_path / "a.wav", audio, geometry.sample_rate)
+    (tmp_path / "copy.wav").write_bytes((tmp_path / "a.wav").read_bytes())
+    with pytest.raises(CorpusError, match="copy.wav: the same audio as .*a.wav"):
+        wav_corpus([tmp_path / "a.wav", tmp_path / "copy.wav"], geometry)
+
+
+def test_a_step_longer_than_the_audio_is_valid_input(tmp_path, geometry):
+    audio = 0.3 * np.sin(np.arange(geometry.window_samples + 500) / 7.0)
+    write_wav(tmp_path / "a.wav", audio, geometry.sample_rate)
+    corpus = wav_corpus([tmp_path / "a.wav"], geometry, step=10 * geometry.window_samples)
+    assert len(corpus) == 1 and int((corpus.blocks[0].valid > 0).sum()) == 1

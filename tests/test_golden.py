@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from golden.manifest import MANIFEST
-from golden.store import describe_verification, load_golden, record_golden, verify_golden
-from harness.errors import GoldenError
-from lanes.runner import RunPlan
+from golden.store import load_golden
+from harness.errors import GoldenError, HarnessError
+from harness.pipeline.record import record_golden, verify_golden
+from tests.tamper import edit_manifest, flip_byte, rehash_files
 
 
-def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, small_model):
+def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, small_model, small_config):
     m = recorded_golden.manifest
     assert m["model"]["fingerprint"] == small_model.fingerprint
     assert set(m["files"]) == {"corpus.parquet", "op0.parquet", "op1.parquet", "op2.parquet", "calls.parquet"}
@@ -32,14 +31,28 @@ def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, smal
     for key in ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
                 "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision"):
         assert key in numerics
+    assert m["numerics_profile"].startswith("np-")
     assert m["reproducibility"]["repeats"] == 2 and m["reproducibility"]["bitwise"] is True
-    assert m["config"] == {"test": True} and m["golden_id"].startswith("small-rel@")
+    assert m["config"] == small_config.to_dict() and m["golden_id"].startswith("small-rel@")
+    assert m["corpus"]["blocks"] == 12 and m["corpus"]["max_span_samples"] > 0
 
 
-def test_verify_reproduces_bitwise(recorded_golden, backend):
-    result = verify_golden(recorded_golden, backend, RunPlan())
+def test_verify_reproduces_bitwise(recorded_golden, backend, small_config):
+    result = verify_golden(recorded_golden, backend, small_config)
     assert result["status"] == "bitwise" and result["passed"] and result["same_setup"]
-    assert "reproduced bitwise" in describe_verification(result)
+    assert "reproduced bitwise" in result["summary"]
+
+
+def test_verify_against_another_model_names_the_fingerprint_first(recorded_golden, small_config):
+    from harness.numerics import NumericSettings
+    from lanes.backend import InProcessBackend
+    from lanes.diar_nn_g import DiarNNG
+
+    other = InProcessBackend(DiarNNG("small", seed=1), NumericSettings(threads=1))
+    result = verify_golden(recorded_golden, other, small_config)
+    assert result["status"] == "drift" and not result["passed"]
+    what = result["summary"].split("what differs: ")[1]
+    assert what.startswith("the model fingerprint differs") and "numerics.threads" in what
 
 
 def test_parquet_files_open_with_pandas_and_duckdb(recorded_golden, geometry):
@@ -49,32 +62,35 @@ def test_parquet_files_open_with_pandas_and_duckdb(recorded_golden, geometry):
     op0 = pd.read_parquet(recorded_golden.path / "op0.parquet")
     assert list(op0.columns) == ["block_id", "window", "valid", "logprobs", "top_class", "top_margin"]
     assert len(op0) == 12 * 8
-    first = np.stack(op0["logprobs"].iloc[0])
-    assert first.shape == (geometry.frames_per_window, geometry.classes)
-    np.testing.assert_array_equal(first, recorded_golden.outputs.segmentation.logprobs[0, 0])
+    first = np.asarray(op0["logprobs"].iloc[0]).reshape(geometry.frames_per_window, geometry.classes)
+    batch = recorded_golden.outputs().select([op0["block_id"].iloc[0]])
+    np.testing.assert_array_equal(first, batch.segmentation.logprobs[0, 0])
     op1 = pd.read_parquet(recorded_golden.path / "op1.parquet")
     assert {"block_id", "window", "speaker", "weights", "embedding"} <= set(op1.columns)
 
     con = duckdb.connect()
     path = str(recorded_golden.path / "op1.parquet")
     rows, dim = con.execute(f"select count(*), max(len(embedding)) from read_parquet('{path}')").fetchone()
-    assert rows == recorded_golden.outputs.voiceprint[1].rows and dim == geometry.embedding_dim
+    assert rows == recorded_golden.manifest["files"]["op1.parquet"]["rows"] and dim == geometry.embedding_dim
     per_block = con.execute(
         f"select block_id, count(*) from read_parquet('{recorded_golden.path / 'op0.parquet'}') group by 1").fetchall()
     assert {n for _, n in per_block} == {8}
 
 
-def _flip_byte(path: Path, at: int | None = None) -> None:
-    data = bytearray(path.read_bytes())
-    i = len(data) // 2 if at is None else at
-    data[i] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
 def test_a_flipped_byte_is_refused_naming_the_file(golden_copy):
-    _flip_byte(golden_copy / "op1.parquet")
+    flip_byte(golden_copy / "op1.parquet")
     with pytest.raises(GoldenError, match=r"op1.parquet: sha256 .* does not match the manifest"):
-        load_golden(golden_copy)
+        load_golden(golden_copy).outputs()
+
+
+def test_a_flipped_byte_behind_a_forged_manifest_fails_its_page_checksum(golden_copy):
+    """A forger who re-hashes the file and re-seals the manifest still meets Parquet's page CRCs."""
+    path = golden_copy / "op0.parquet"
+    flip_byte(path, at=path.stat().st_size // 3)
+    edit_manifest(golden_copy, lambda m: rehash_files(m, golden_copy), reseal=True)
+    with pytest.raises(GoldenError, match=r"op0.parquet.*(corrupt|not a readable)"):
+        reader = load_golden(golden_copy).outputs()
+        list(reader.batches())
 
 
 def test_a_truncated_file_is_refused(golden_copy):
@@ -95,18 +111,14 @@ def test_a_missing_file_and_a_stray_file_are_refused(golden_copy):
 
 
 def test_a_consistent_but_wrong_schema_is_refused(golden_copy):
-    """Even with matching hashes (a manifest rewritten by hand), a file of another schema is refused."""
+    """Even with matching hashes and a re-sealed manifest, a file of another schema is refused."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from golden.manifest import file_entries, write_manifest
-
     pq.write_table(pa.table({"block_id": ["a"], "x": [1]}), golden_copy / "op2.parquet")
-    manifest = json.loads((golden_copy / MANIFEST).read_text())
-    manifest["files"] = file_entries(golden_copy, {k: v["rows"] for k, v in manifest["files"].items()})
-    write_manifest(golden_copy, manifest)
-    with pytest.raises(GoldenError, match="op2.parquet has schema"):
-        load_golden(golden_copy)
+    edit_manifest(golden_copy, lambda m: rehash_files(m, golden_copy), reseal=True)
+    with pytest.raises(GoldenError, match="op2.parquet: golden .* OP 2 output file has schema"):
+        load_golden(golden_copy).outputs()
 
 
 def test_a_golden_of_another_model_is_refused(golden_copy):
@@ -117,24 +129,58 @@ def test_a_golden_of_another_model_is_refused(golden_copy):
         load_golden(golden_copy, expect_fingerprint=other.fingerprint)
 
 
-def test_a_corrupt_manifest_is_refused(golden_copy):
-    (golden_copy / MANIFEST).write_text("{not json")
-    with pytest.raises(GoldenError, match="manifest is not valid JSON"):
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "golden manifest is not valid JSON"),
+    ("[1, 2]", "not a golden manifest \\(a JSON list"),
+    ("", "golden manifest is empty"),
+    ('{"kind": "harness.golden", "format": 99}', "format: unknown format version"),
+])
+def test_a_corrupt_manifest_is_refused(golden_copy, content, message):
+    (golden_copy / MANIFEST).write_text(content)
+    with pytest.raises(HarnessError, match=message):
         load_golden(golden_copy)
 
 
-def test_nothing_is_overwritten_and_regen_lands_beside(tmp_path, small_corpus, backend):
-    golden, _ = record_golden(tmp_path, "rel", small_corpus.subset([0, 1, 2, 3, 4, 5]), backend, RunPlan(), {})
+def test_an_edited_noise_floor_breaks_the_seal(golden_copy):
+    edit_manifest(golden_copy, lambda m: m["reproducibility"]["ops"]["0"].update(max_abs=1.0))
+    with pytest.raises(GoldenError, match="edited after it was written"):
+        load_golden(golden_copy)
+
+
+def test_a_forged_golden_id_is_refused(golden_copy):
+    def forge(m: dict) -> None:
+        m["golden_id"] = "small-rel@000000000000"
+
+    data = edit_manifest(golden_copy, forge)
+    data.pop("manifest_sha256")
+    from harness.jsonio import seal
+
+    (golden_copy / MANIFEST).write_text(__import__("json").dumps(seal(data, "manifest_sha256")))
+    with pytest.raises(GoldenError, match="is not the one its content derives"):
+        load_golden(golden_copy)
+
+
+def test_a_file_entry_outside_the_golden_is_refused(golden_copy):
+    def escape(m: dict) -> None:
+        m["files"]["../other/op0.parquet"] = m["files"].pop("op0.parquet")
+
+    edit_manifest(golden_copy, escape, reseal=True)
+    with pytest.raises(GoldenError, match=r"files\.\.\./other/op0.parquet.*not a plain relative path"):
+        load_golden(golden_copy)
+
+
+def test_nothing_is_overwritten_and_regen_lands_beside(tmp_path, small_corpus, backend, small_config):
+    part = small_corpus.subset([0, 1, 2, 3, 4, 5])
+    golden, _ = record_golden(tmp_path, "rel", part.rows(), backend, small_config)
     with pytest.raises(GoldenError, match="exists; record with --regen"):
-        record_golden(tmp_path, "rel", small_corpus.subset([0, 1, 2, 3, 4, 5]), backend, RunPlan(), {})
-    new, changes = record_golden(tmp_path, "rel", small_corpus.subset([0, 1, 2, 3, 4, 5]), backend, RunPlan(), {},
-                                 regen=True)
+        record_golden(tmp_path, "rel", part.rows(), backend, small_config)
+    new, changes = record_golden(tmp_path, "rel", part.rows(), backend, small_config, regen=True)
     assert new.path != golden.path and new.path.name.startswith("rel.regen-")
     assert changes["ops"]["0"]["bitwise"] is True and changes["fingerprint_changed"] is False
     assert load_golden(golden.path).golden_id == golden.golden_id  # the old one is untouched
 
 
-def test_recording_refuses_non_finite_outputs(tmp_path, small_corpus):
+def test_recording_refuses_non_finite_outputs(tmp_path, small_corpus, small_config):
     from harness.numerics import NumericSettings
     from lanes.backend import InProcessBackend
     from lanes.controls import NanWindowModel
@@ -144,19 +190,14 @@ def test_recording_refuses_non_finite_outputs(tmp_path, small_corpus):
 
     be = InProcessBackend(NanAlways("small"), NumericSettings())
     with pytest.raises(GoldenError, match=r"refusing to record a golden: OP 0 output of block .* window 3 holds NaN"):
-        record_golden(tmp_path, "nan", small_corpus.subset([0, 1]), be, RunPlan(), {})
-    assert not (tmp_path / "nan").exists()
+        record_golden(tmp_path, "nan", small_corpus.subset([0, 1]).rows(), be, small_config)
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_a_crash_while_writing_leaves_no_golden(tmp_path, small_corpus, backend, monkeypatch):
-    import golden.store as store
-
-    def boom(*args, **kwargs):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(store, "write_calls", boom)
-    with pytest.raises(OSError, match="disk full"):
-        record_golden(tmp_path, "crash", small_corpus.subset([0, 1]), backend, RunPlan(), {})
+def test_a_full_disk_while_writing_leaves_no_golden(tmp_path, small_corpus, backend, small_config, monkeypatch):
+    monkeypatch.setenv("HARNESS_FAULT", "enospc:parquet:calls.parquet")
+    with pytest.raises(HarnessError, match="calls.parquet: cannot write \\(No space left on device\\)"):
+        record_golden(tmp_path, "crash", small_corpus.subset([0, 1]).rows(), backend, small_config)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -177,15 +218,18 @@ def test_a_recording_killed_midway_leaves_no_golden(tmp_path):
     assert not final.exists()
     with pytest.raises(GoldenError, match="no such golden directory"):
         load_golden(final)
-    for leftover in (tmp_path / "goldens").glob(".killed.tmp-*") if (tmp_path / "goldens").exists() else []:
-        with pytest.raises(GoldenError, match="not a complete golden"):
+    leftovers = list((tmp_path / "goldens").glob(".killed.tmp-*"))
+    assert leftovers, "the kill left no temporary folder: the test did not interrupt the write"
+    for leftover in leftovers:
+        with pytest.raises(GoldenError, match="an unfinished golden"):
             load_golden(leftover)
 
 
 def test_stored_decisions_match_the_log_probabilities(recorded_golden):
-    seg = recorded_golden.outputs.segmentation
-    argmax, margin = seg.decisions()
-    flat = seg.logprobs.reshape(-1, seg.logprobs.shape[-1])
-    np.testing.assert_array_equal(argmax, flat.argmax(axis=1))
-    top = np.sort(flat, axis=1)
-    np.testing.assert_array_equal(margin, top[:, -1] - top[:, -2])
+    for batch in recorded_golden.outputs().batches():
+        seg = batch.segmentation
+        argmax, margin = seg.decisions()
+        flat = seg.logprobs.reshape(-1, seg.logprobs.shape[-1])
+        np.testing.assert_array_equal(argmax, flat.argmax(axis=1))
+        top = np.sort(flat, axis=1)
+        np.testing.assert_array_equal(margin, top[:, -1] - top[:, -2])

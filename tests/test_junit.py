@@ -17,30 +17,31 @@ import xml.etree.ElementTree as ET
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from golden.store import describe_verification, verify_golden
-from harness.evaluate import score_run
+from harness.config import ReleaseConfig
 from harness.numerics import NumericSettings
+from harness.pipeline.record import verify_golden
+from harness.pipeline.score import score_run
 from harness.tolerances import SegmentationTolerance, Tolerances
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan
 from reports import summary_line, write_junit
 from tests.pipeline import record, run_shapes
 
 SHAPES = (2, 4)
 NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a shared 2-core runner
+CONFIG = ReleaseConfig(numerics=NUMERICS)
 
 
 @pytest.fixture(scope="module")
 def scores(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("junit")
-    backend, _, golden = record("small", tmp, numerics=NUMERICS)
-    run = run_shapes(backend, golden, tmp, SHAPES)
+    backend, _, golden = record("small", tmp, numerics=NUMERICS, config=CONFIG)
+    run = run_shapes(backend, golden, tmp, SHAPES, CONFIG)
     control = InProcessBackend(load_model("lanes.controls:count_dependent"), NUMERICS)
     return {
         "passing": score_run(golden, run, Tolerances()),
         "mixed": score_run(golden, run, Tolerances(op0=SegmentationTolerance(max_flip_rate=1e-6))),
-        "drift": verify_golden(golden, control, RunPlan()),
+        "drift": verify_golden(golden, control, CONFIG),
     }
 
 
@@ -81,11 +82,15 @@ def test_failures_exactly_where_the_score_fails(tmp_path, scores):
             else:
                 failed.add((k, op))
                 assert failures[0].message == "; ".join(verdict["reasons"])
-                assert failures[0].text.splitlines() == verdict["reasons"]
-            assert f"max_abs = {verdict['metrics']['max_abs']}" in case.system_out
+                assert failures[0].text.splitlines()[: len(verdict["reasons"])] == verdict["reasons"]
+                assert "next: use a larger corpus" in failures[0].text  # what to do next
+            # every check, gated or reported, is a property and a line of system-out
             props = _case_properties(path, f"shape_k{k}", f"op{op}")
-            assert props["bound.upper95"] == str(verdict["bound"]["upper95"])
-            assert props["max_abs"] == str(verdict["metrics"]["max_abs"])
+            for c in verdict["checks"]:
+                assert props[c["metric"]] == str(c["observed"])
+                if c["allowed"] is not None:
+                    assert props[f"{c['metric']}_allowed"] == str(c["allowed"])
+            assert len(case.system_out.splitlines()) == len(verdict["checks"])
     assert failed == {(str(k), "0") for k in SHAPES}  # OP 0 only: OP 1/2 are within tolerance
     suite = next(iter(JUnitXml.fromfile(str(path))))
     counts = (suite.tests, suite.failures, suite.errors, suite.skipped)
@@ -99,14 +104,14 @@ def test_passing_score_has_no_failures(tmp_path, scores):
     cases = _cases(path)
     assert all(case.is_passed for case in cases.values())
     golden = cases[("golden", "reproduction")]
-    assert golden.system_out == describe_verification(score["verification"])
+    assert golden.system_out == score["verification"]["summary"]
     # time of an OP case is that lane's wall time for the OP
     wall_s = score["throughput"]["2"]["ops"]["0"]["wall_s"]
     assert float(cases[("shape_k2", "op0")].time) == pytest.approx(wall_s, abs=1e-6)
     suite = next(iter(JUnitXml.fromfile(str(path))))
     props = {p.name: p.value for p in suite.properties()}
     assert props["summary"] == summary_line(score, None)
-    assert props["run_id"] == score["run_id"] and props["verdict"] == "pass"
+    assert props["run_id"] == score["run"]["id"] and props["verdict"] == "pass"
 
 
 def test_golden_not_reproduced_fails_its_case(tmp_path, scores):
@@ -116,7 +121,7 @@ def test_golden_not_reproduced_fails_its_case(tmp_path, scores):
     cases = _cases(path)
     golden = cases[("golden", "reproduction")]
     failures = [r for r in golden.result if isinstance(r, Failure)]
-    assert failures and failures[0].message == describe_verification(drift)
+    assert failures and failures[0].message == drift["summary"]
     assert failures[0].type == "drift"
     assert all(c.is_passed for key, c in cases.items() if key[0] != "golden")
 
@@ -138,12 +143,12 @@ def test_summary_line(scores):
 
     line = summary_line(mixed, None)
     first = mixed["shapes"]["2"]["reasons"][0]
-    assert line.startswith(f"FAIL: shape k=2 {first}") and first.startswith("OP 0 flip_rate")
+    assert line.startswith(f"FAIL: shape k=2 {first}") and first.startswith("OP 0 flip_rate_upper95")
     assert line.endswith("2 of 2 shapes failed; golden reproduced bitwise")
     assert "\n" not in line
 
     line = summary_line(passing, drift)
-    assert line.startswith(f"FAIL: {describe_verification(drift)}") and "0 of 2 shapes failed" in line
+    assert line.startswith(f"FAIL: {drift['summary']}") and "0 of 2 shapes failed" in line
 
     unverified = {k: v for k, v in passing.items() if k != "verification"}
     assert summary_line(unverified, None).endswith("golden reproduction not checked")

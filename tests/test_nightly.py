@@ -1,7 +1,10 @@
-"""The nightly job: exit codes with one-line reasons, JUnit read back, shards merged, the GPU script on CPU."""
+"""The nightly job: exit codes with one-line reasons, JUnit read back, the revocation landing in the ledger,
+a failing shape ending revoked even when localisation cannot run, shards merged (and refused when they
+cannot be one run), the GPU script on CPU."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,12 +14,16 @@ from pathlib import Path
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from harness.config import ReleaseConfig
-from harness.nightly import EXIT_FAIL, EXIT_PASS, merge, nightly
+from harness.config import ModelSpec, ReleaseConfig
+from harness.errors import EXIT_FAIL, EXIT_PASS, GoldenError
+from harness.ledger_store import read_consistent
 from harness.numerics import NumericSettings
+from harness.pipeline.nightly import merge, nightly
+from harness.pipeline.record import record_golden
 from harness.shards import Shard
+from harness.tolerances import SegmentationTolerance, Tolerances
 from lanes.backend import InProcessBackend
-from lanes.model_api import ModelSpec, load_model
+from lanes.model_api import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,6 +38,12 @@ def small_config(spec: str = "small", **kw) -> ReleaseConfig:
     return ReleaseConfig(name="night", model=ModelSpec(spec), candidates=(2, 4), **kw)
 
 
+def promoted(manifest: Path, k: int) -> bool:
+    m = json.loads(manifest.read_text())
+    return any(k in ks for model in m["models"].values() for d in model["devices"].values()
+               for p in d["profiles"].values() for ks in p["ops"].values())
+
+
 def test_a_passing_nightly_exits_0_and_promotes(tmp_path, golden_copy, backend):
     outcome = nightly(small_config(), golden_copy, tmp_path / "out", backend, show_progress=False)
     assert outcome.exit_code == EXIT_PASS, outcome.summary
@@ -38,26 +51,70 @@ def test_a_passing_nightly_exits_0_and_promotes(tmp_path, golden_copy, backend):
     cases = {(c.classname, c.name): c for c in junit_cases(outcome.paths["junit"])}
     assert {(f"shape_k{k}", f"op{op}") for k in (2, 4) for op in (0, 1, 2)} | {("golden", "reproduction")} == set(cases)
     assert all(not c.result for c in cases.values())
-    assert (outcome.paths["html"]).is_file() and outcome.paths["promoted"].is_file()
+    assert outcome.paths["html"].is_file() and promoted(outcome.paths["promoted"], 2)
     assert (tmp_path / "out" / "summary.txt").read_text().strip() == outcome.summary
 
 
-def test_a_failing_shape_makes_the_nightly_exit_non_zero_with_its_reason(tmp_path, small_corpus):
-    from golden.store import record_golden
-    from lanes.runner import RunPlan
-
+def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_corpus):
+    """The same golden, first judged with a tolerance its packed shapes meet, then with the defaults they
+    fail (the leak control): the second nightly revokes, naming its run, and the engine's manifest drops it."""
     leaky = InProcessBackend(load_model("lanes.controls:leaky"), NumericSettings())
-    golden, _ = record_golden(tmp_path / "g", "night", small_corpus, leaky, RunPlan(), {})
-    # promote first with an innocent shape list, then fail: the revocation lands in the ledger
-    outcome = nightly(small_config("lanes.controls:leaky"), golden.path, tmp_path / "out", leaky,
-                      show_progress=False)
-    assert outcome.exit_code == EXIT_FAIL
-    assert outcome.summary.startswith("FAIL") and "OP 0 max_abs" in outcome.summary and "\n" not in outcome.summary
-    failed = {(c.classname, c.name) for c in junit_cases(outcome.paths["junit"])
+    cfg = small_config("lanes.controls:leaky")
+    golden, _ = record_golden(tmp_path / "g", "night", small_corpus.rows(), leaky, cfg)
+    lenient = Tolerances(op0=SegmentationTolerance(max_abs=1e9, max_confident_flips=10**9, max_flip_rate=1.0),
+                         op1=Tolerances().op1.model_copy(update={"min_cosine": -1.0, "max_abs": 1e9,
+                                                                 "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}),
+                         op2=Tolerances().op2.model_copy(update={"min_cosine": -1.0, "max_abs": 1e9,
+                                                                 "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}))
+    first = nightly(cfg.with_overrides(tolerances=lenient), golden.path, tmp_path / "first", leaky,
+                    show_progress=False, localise=False)
+    assert first.exit_code == EXIT_PASS, first.summary
+    manifest = first.paths["promoted"]
+    assert promoted(manifest, 2) and promoted(manifest, 4)
+    second = nightly(cfg, golden.path, tmp_path / "second", leaky, show_progress=False)
+    assert second.exit_code == EXIT_FAIL
+    assert second.summary.startswith("FAIL") and "OP 0 max_abs" in second.summary and "\n" not in second.summary
+    ledger, m = read_consistent(second.paths["ledger"], manifest)
+    run_id = second.score["run"]["id"]
+    for entry in ledger["entries"].values():
+        assert entry["state"] == "revoked" and entry["revoked_by"] == run_id
+        assert [e["state"] for e in entry["history"]] == ["promoted", "revoked"]
+    assert not promoted(manifest, 2) and not promoted(manifest, 4)
+    failed = {(c.classname, c.name) for c in junit_cases(second.paths["junit"])
               if any(isinstance(r, Failure | Error) for r in c.result)}
     assert ("shape_k2", "op0") in failed and ("golden", "reproduction") not in failed
-    loc = outcome.score["shapes"]["2"]["localisation"]["0"]
+    loc = json.loads((tmp_path / "second" / "localisation.json").read_text())["shapes"]["2"]["0"]
     assert loc["first_diverging_layer"].startswith("segmentation <input")
+    facts = json.loads((tmp_path / "second" / "report" / "report.json").read_text())
+    assert facts["shapes"]["2"]["ledger_state"] == "revoked" and facts["shapes"]["2"]["revoked_by"] == run_id
+
+
+def test_a_failing_shape_of_a_torchscript_model_ends_revoked_although_localisation_cannot_hook_it(tmp_path):
+    """Localisation needs forward hooks, which ScriptModules refuse: the verdict, ledger, manifest and report
+    must be written anyway, and the report must say why there is no first diverging layer."""
+    from harness.corpus.synth import synth_corpus
+
+    from examples.byo_torchscript import build
+
+    spec = build(str(tmp_path / "drift.pt"), drift=1e-3)  # every output moves with the call's size
+    model = load_model(spec)
+    be = InProcessBackend(model, NumericSettings())
+    loose = Tolerances(op0=SegmentationTolerance(max_abs=1.0, max_flip_rate=1.0, max_confident_flips=10**9),
+                       op1=Tolerances().op1.model_copy(update={"min_cosine": -1.0, "max_abs": 1.0,
+                                                               "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}),
+                       op2=Tolerances().op2.model_copy(update={"min_cosine": -1.0, "max_abs": 1.0,
+                                                               "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}))
+    cfg = small_config(spec)
+    golden, _ = record_golden(tmp_path / "g", "ts", synth_corpus(model.geometry, 6).rows(), be, cfg)
+    first = nightly(cfg.with_overrides(tolerances=loose), golden.path, tmp_path / "first", be, show_progress=False)
+    assert first.exit_code == EXIT_PASS and promoted(first.paths["promoted"], 2)
+    second = nightly(cfg, golden.path, tmp_path / "second", be, show_progress=False)
+    assert second.exit_code == EXIT_FAIL
+    assert not promoted(first.paths["promoted"], 2)
+    loc = json.loads((tmp_path / "second" / "localisation.json").read_text())["shapes"]["2"]["0"]
+    assert loc["available"] is False and "not supported on ScriptModules" in loc["reason"]
+    page = (tmp_path / "second" / "report" / "report.html").read_text()
+    assert "not supported on ScriptModules" in page and second.paths["junit"].is_file()
 
 
 def test_cli_exit_status_and_reason(tmp_path, golden_copy):
@@ -67,10 +124,12 @@ def test_cli_exit_status_and_reason(tmp_path, golden_copy):
     ok = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip().splitlines()[-1].startswith("PASS")
-    # the same golden judged bitwise with oneDNN off: the exact lane no longer reproduces it
-    bad = subprocess.run([*cmd, "--no-mkldnn"], capture_output=True, text=True, env=env, timeout=600)
+    # the same golden with oneDNN off: the exact lane no longer reproduces it, and the golden is the headline
+    bad = subprocess.run([*cmd, "--no-mkldnn", "--out", str(tmp_path / "o2")], capture_output=True, text=True,
+                         env=env, timeout=600)
     assert bad.returncode == 1, bad.stderr
-    assert bad.stdout.strip().splitlines()[-1].startswith("FAIL") and "golden" in bad.stdout.strip().splitlines()[-1]
+    last = bad.stdout.strip().splitlines()[-1]
+    assert last.startswith("FAIL: golden") and "numerics.mkldnn: True -> False" in last
 
 
 def test_shards_partition_the_corpus_and_merge_into_one_verdict(tmp_path, golden_copy, backend, small_corpus):
@@ -92,6 +151,21 @@ def test_shards_partition_the_corpus_and_merge_into_one_verdict(tmp_path, golden
     assert merged.score["corpus"]["blocks"] == len(ids)
     assert sorted(merged.score["shapes"]) == ["2", "4"]
     assert len(junit_cases(merged.paths["junit"])) == 7
+    # the merged run holds the blocks in the golden's order
+    from golden.runs import load_run
+
+    assert load_run(merged.paths["run"]).block_ids() == ids
+
+
+def test_shards_of_different_numerics_are_not_merged(tmp_path, golden_copy, small_model):
+    cfg = small_config()
+    one = InProcessBackend(small_model, NumericSettings(threads=1))
+    two = InProcessBackend(small_model, NumericSettings(threads=2))
+    nightly(cfg, golden_copy, tmp_path / "s1", one, shard=Shard(1, 2), show_progress=False)
+    nightly(cfg, golden_copy, tmp_path / "s2", two, shard=Shard(2, 2), show_progress=False)
+    with pytest.raises(GoldenError, match=r"numerics_profile differs|numerics.threads differs"):
+        merge(cfg, golden_copy, [tmp_path / "s1", tmp_path / "s2"], tmp_path / "m")
+    assert not (tmp_path / "m" / "score.json").exists()
 
 
 def test_gpu_nightly_script_runs_end_to_end_on_cpu(tmp_path):

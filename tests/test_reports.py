@@ -31,15 +31,16 @@ import numpy as np
 import pytest
 from markupsafe import escape
 
-from golden.store import Golden, describe_verification, record_golden, verify_golden
-from harness.evaluate import score_run
-from harness.localise import localise_shape
+from golden.store import Golden
+from harness.config import ReleaseConfig
 from harness.numerics import NumericSettings
-from harness.promotion import load_ledger, update_ledger
-from harness.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
+from harness.pipeline.localise import localise_failures
+from harness.pipeline.record import record_golden, verify_golden
+from harness.pipeline.score import score_run
+from harness.promotion import apply_score, empty_ledger
+from harness.tolerances import SegmentationTolerance, Tolerances
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan
 from reports import write_report
 from reports.plots import SpeedPoint, error_distribution_png, speedup_png
 from reports.signoff import build_facts
@@ -49,48 +50,37 @@ SHAPES = (2, 4)
 # One thread: these tests are about reports, not numerics, and a 2-core CI runner shared with other
 # jobs makes torch's default (one thread per core) spin-wait: 40x slower under load.
 NUMERICS = NumericSettings(threads=1)
+CONFIG = ReleaseConfig(numerics=NUMERICS)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RELEASE = {"0": [1], "1": [1], "2": [1]}
 
 
-def _run(backend, golden: Golden, corpus, tmp: Path):
-    return run_shapes(backend, golden, tmp, SHAPES)
+def _run(backend, golden: Golden, tmp: Path):
+    return run_shapes(backend, golden, tmp, SHAPES, CONFIG)
 
 
-def _run_and_score(model, backend, golden: Golden, corpus, tmp: Path, tolerances: Tolerances,
-                   localise: bool = False) -> dict:
-    run = _run(backend, golden, corpus, tmp)
-    score = score_run(golden, run, tolerances)
-    if localise:
-        loc = {k: localise_shape(model, golden, SHAPES, s) for k, s in score["shapes"].items()
-               if s["verdict"] == "fail" and k == "2"}  # shape 2 only: a failed shape may lack one
-        score = score_run(golden, run, tolerances, localisation=loc)
-    return score
+def _apply(ledger: dict, score: dict) -> tuple[dict, list[dict]]:
+    return apply_score(ledger, score, score["run"]["created"], RELEASE)
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> dict:
     """Passing and revoking scores of the small model, their ledgers and transitions, a drift."""
     tmp = tmp_path_factory.mktemp("small")
-    backend, corpus, golden = record("small", tmp, numerics=NUMERICS)
-    model = backend.model
-    run = _run(backend, golden, corpus, tmp)
+    backend, corpus, golden = record("small", tmp, numerics=NUMERICS, config=CONFIG)
+    run = _run(backend, golden, tmp)
     passing = score_run(golden, run, Tolerances())
-    exact = VoiceprintTolerance(mode="bitwise")
-    bitwise_tolerances = Tolerances(SegmentationTolerance(mode="bitwise"), exact, exact)
-    bitwise = score_run(golden, run, bitwise_tolerances)
+    bitwise = score_run(golden, run, Tolerances().with_mode("bitwise"))
     strict = Tolerances(op0=SegmentationTolerance(max_flip_rate=1e-6))  # needs 3e6 frames at zero flips
-    revoking = _run_and_score(model, backend, golden, corpus, tmp, strict)
-    promoted = load_ledger(tmp / "ledger.json")
-    update_ledger(promoted, passing)
-    ledger = copy.deepcopy(promoted)
-    transitions = update_ledger(ledger, revoking)
+    revoking = score_run(golden, _run(backend, golden, tmp), strict)
+    promoted, _ = _apply(empty_ledger(), passing)
+    ledger, transitions = _apply(promoted, revoking)
     control = InProcessBackend(load_model("lanes.controls:count_dependent"), NUMERICS)
-    drift = verify_golden(golden, control, RunPlan())
-    control_golden, _ = record_golden(tmp / "control-goldens", "rel", corpus, control, RunPlan(), {})
-    not_bitwise = score_run(control_golden, _run(control, control_golden, corpus, tmp), bitwise_tolerances)
+    drift = verify_golden(golden, control, CONFIG)
+    control_golden, _ = record_golden(tmp / "control-goldens", "rel", corpus.rows(), control, CONFIG)
+    not_bitwise = score_run(control_golden, _run(control, control_golden, tmp), Tolerances().with_mode("bitwise"))
     return {"passing": passing, "bitwise": bitwise, "not_bitwise": not_bitwise, "revoking": revoking,
-            "promoted_ledger": promoted,
-            "ledger": ledger, "transitions": transitions, "drift": drift}
+            "promoted_ledger": promoted, "ledger": ledger, "transitions": transitions, "drift": drift}
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +89,13 @@ def passing(small) -> dict:
 
 
 @pytest.fixture(scope="module")
-def leaky(tmp_path_factory) -> dict:
+def leaky(tmp_path_factory) -> tuple[dict, dict]:
+    """The leaky control's score and the localisation of its failing shapes."""
     tmp = tmp_path_factory.mktemp("leaky")
-    backend, corpus, golden = record("lanes.controls:leaky", tmp, numerics=NUMERICS)
-    model = backend.model
-    return _run_and_score(model, backend, golden, corpus, tmp, Tolerances(), localise=True)
+    backend, corpus, golden = record("lanes.controls:leaky", tmp, numerics=NUMERICS, config=CONFIG)
+    run = _run(backend, golden, tmp)
+    score = score_run(golden, run, Tolerances())
+    return score, localise_failures(score, golden, run, lambda: backend.model)
 
 
 def _written(tmp_path: Path, score: dict, **kwargs) -> tuple[dict, str, str, dict]:
@@ -121,7 +113,8 @@ def passing_report(tmp_path_factory, passing) -> tuple[dict, str, str, dict]:
 
 @pytest.fixture(scope="module")
 def leaky_report(tmp_path_factory, leaky) -> tuple[dict, str, str, dict]:
-    return _written(tmp_path_factory.mktemp("leaky-report"), leaky)
+    score, localisation = leaky
+    return _written(tmp_path_factory.mktemp("leaky-report"), score, localisation=localisation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +133,7 @@ def test_writes_html_md_json_with_the_scores_verdicts(passing, passing_report):
         assert got["reasons"] == shape["reasons"]
         for op, verdict in shape["ops"].items():
             assert got["ops"][op]["passed"] == verdict["passed"]
-            assert got["ops"][op]["bound"] == verdict["bound"]
+            assert got["ops"][op]["checks"] == verdict["checks"]  # the gate's rows, rendered as they are
             assert got["ops"][op]["limits"] == verdict["limits"]
         assert got["speedup"] == passing["throughput"][k]["speedup"]
     assert facts["decision"]["usable"] == [1, *SHAPES] and facts["decision"]["not_usable"] == []
@@ -179,12 +172,13 @@ def test_markdown_has_the_summary_table(passing, passing_report):
             "| flips (near-tie / confident) | ledger state |") in md
     for k in SHAPES:
         speedup = passing["throughput"][str(k)]["speedup"]
-        assert re.search(rf"^\| {k} \| PASS \| yes \| {speedup:.2f}× \|", md, re.MULTILINE), k
+        assert re.search(rf"^\| {k} \| PASS \| yes \| {speedup:.2f}×( \([^|]*\))? \|", md, re.MULTILINE), k
     assert re.search(r"^\| 1 \| release \| yes \| 1\.00× \|", md, re.MULTILINE)
 
 
 def test_failing_score_shows_reasons_and_first_diverging_layer(leaky, leaky_report):
-    assert leaky["shapes"]["2"]["verdict"] == "fail" and "localisation" in leaky["shapes"]["2"]
+    leaky, localisation = leaky
+    assert leaky["shapes"]["2"]["verdict"] == "fail" and "2" in localisation
     facts, md, page, _ = leaky_report
     assert facts["verdict"] == "fail"
     assert facts["decision"]["usable"] == [1]
@@ -195,15 +189,12 @@ def test_failing_score_shows_reasons_and_first_diverging_layer(leaky, leaky_repo
         for reason in shape["reasons"]:
             assert str(escape(reason)) in page
             assert reason.replace("|", "\\|") in md
-    layers = {op: loc["first_diverging_layer"] for op, loc in leaky["shapes"]["2"]["localisation"].items()
-              if loc.get("available")}
+    layers = {op: loc["first_diverging_layer"] for op, loc in localisation["2"].items() if loc.get("available")}
     assert layers and all(layers.values())
     for op, layer in layers.items():
         assert facts["shapes"]["2"]["localisation"][op]["first_diverging_layer"] == layer
         assert f'<code class="first-layer">{html.escape(layer)}</code>' in page
         assert f"- k = 2, OP {op}: first diverging layer `{layer}`" in md
-    if "localisation" not in leaky["shapes"]["4"]:
-        assert "k = 4: no localisation in this score" in page
 
 
 def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
@@ -211,7 +202,7 @@ def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
     ledger, transitions = small["ledger"], small["transitions"]
     assert [(t["from"], t["to"]) for t in transitions] == [("promoted", "revoked")] * len(SHAPES)
     facts, md, page, _ = _written(tmp_path, score, ledger=ledger, transitions=transitions)
-    run = score["run_id"]
+    run = score["run"]["id"]
     for k in SHAPES:
         s = facts["shapes"][str(k)]
         assert (s["ledger_state"], s["revoked_by"], s["usable"]) == ("revoked", run, False)
@@ -220,7 +211,7 @@ def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
         transition_row = rf"^\| {k} \| promoted \| \*\*revoked\*\* \| `{run}` \| OP 0 flip_rate"
         assert re.search(transition_row, md, re.MULTILINE)
         row = next(r for r in facts["ledger"] if r["shape"] == k)
-        assert (row["promoted_by"], row["revoked_by"]) == (first["run_id"], run)
+        assert (row["promoted_by"], row["revoked_by"]) == (first["run"]["id"], run)
     assert facts["decision"]["usable"] == [1] and facts["decision"]["not_usable"] == list(SHAPES)
     assert f"revoked by run {run}" in page
     # OP 0 fails, OP 1/2 pass: the per-OP verdicts are the score's, not the shape's
@@ -234,7 +225,7 @@ def test_ledger_promotions_from_earlier_runs_are_usable(tmp_path, small):
     facts = build_facts(score, small["promoted_ledger"])
     assert facts["decision"]["usable"] == [1, 2, 4]
     assert facts["shapes"]["4"]["verdict"] == "not scored"
-    why = f"promoted by run {small['passing']['run_id']}; not scored in this run"
+    why = f"promoted by run {small['passing']['run']['id']}; not scored in this run"
     assert facts["shapes"]["4"]["why"] == why
 
 
@@ -245,15 +236,19 @@ def test_failed_golden_verification_blocks_every_shape(tmp_path, small):
     assert facts["decision"]["usable"] == [1] and facts["verdict"] == "fail"
     assert [g["passed"] for g in facts["golden_checks"]] == [True, False]
     summary = facts["golden_checks"][1]["summary"]
-    assert summary == describe_verification(drift) and html.escape(summary) in page
+    assert summary == drift["summary"] and html.escape(summary) in page
     assert "no packed shape may be used" in facts["shapes"]["2"]["why"]
+    # the golden's failure is the headline, first on the page and in the Markdown
+    assert facts["headline"].startswith("The golden is NOT reproduced") and summary in facts["headline"]
+    assert page.index('id="headline"') < page.index('id="decision"')
+    assert md.split("\n")[2].startswith("> **The golden is NOT reproduced")
 
 
 def test_checks_agree_with_the_gates_verdicts(small, leaky):
     """The ✔/✘ rows are derived here; they must never contradict the gate, in any mode."""
     assert small["not_bitwise"]["verdict"] == "fail" and small["bitwise"]["verdict"] == "pass"
     for name in ("passing", "bitwise", "not_bitwise", "revoking", "leaky"):
-        score = leaky if name == "leaky" else small[name]
+        score = leaky[0] if name == "leaky" else small[name]
         facts = build_facts(score)
         for k, shape in score["shapes"].items():
             for op, verdict in shape["ops"].items():
@@ -261,27 +256,26 @@ def test_checks_agree_with_the_gates_verdicts(small, leaky):
                 failed = [c["metric"] for c in checks if c["ok"] is False]
                 assert bool(failed) != verdict["passed"], (name, k, op, failed, verdict["reasons"])
     modes = {c["metric"] for c in build_facts(small["bitwise"])["shapes"]["2"]["ops"]["1"]["checks"]}
-    assert "bitwise" in modes and "min_cosine" not in modes
+    assert "differing_rows" in modes and "min_cosine" not in modes
 
 
-def test_renders_with_fields_missing(tmp_path, passing):
-    """No ledger, no verification, no reproducibility, no timing, no numerics, a single shape."""
+def test_renders_a_single_shape_without_timing(tmp_path, passing):
+    """No ledger, no timing, a single shape, no distribution sample."""
     score = copy.deepcopy(passing)
-    for key in ("verification", "reproducibility", "throughput", "numerics", "exact_timing_source", "corpus"):
-        del score[key]
+    score["throughput"] = {}
     del score["shapes"]["4"]
-    del score["shapes"]["2"]["distribution"]
+    for verdict in score["shapes"]["2"]["ops"].values():
+        verdict["distribution"] = []
     facts, md, page, _ = _written(tmp_path, score)
     assert list(facts["shapes"]) == ["2"] and facts["shapes"]["2"]["speedup"] is None
-    assert "Golden reproduction: not checked" in page and "No timing in this score." in page
-    assert "<img" not in page
+    assert "No timing in this score." in page
     assert "| 2 | PASS | yes | — | — |" in md
 
 
 def test_report_json_has_no_distribution_dump(leaky, leaky_report):
     facts, _, _, paths = leaky_report
     dist = facts["shapes"]["2"]["ops"]["0"]["distribution"]
-    values = leaky["shapes"]["2"]["distribution"]["0"]
+    values = [v for v in leaky[0]["shapes"]["2"]["ops"]["0"]["distribution"] if v is not None]
     assert dist["n"] == len(values) and dist["zero"] == sum(v == 0.0 for v in values)
     assert dist["max"] == max(values)
     assert paths["json"].stat().st_size < 200_000
@@ -373,7 +367,7 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
     attrs = parsed.body
     assert attrs.get("data-probe") == "done", f"probe did not run; body attributes: {attrs}"
     expected_images = len(re.findall(r"<img\s", page))
-    assert expected_images >= 1 + 3 * len(leaky["shapes"])
+    assert expected_images >= 1 + 3 * len(leaky[0]["shapes"])
     assert int(attrs["data-images"]) == expected_images
     assert int(attrs["data-decoded"]) == expected_images, "some images did not decode"
     assert int(attrs["data-tables"]) == parsed.tables >= 8

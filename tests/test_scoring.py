@@ -1,4 +1,5 @@
-"""Scoring per OP: flips (near-tie / confident), row matching by key, NaN never passes."""
+"""The judges: flips (near-tie / confident), row matching by key, chained attribution, NaN never passes,
+and checks that say observed vs allowed, how many of how many, and where."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.gate import judge_segmentation, judge_voiceprint
 from harness.geometry import Geometry
+from harness.judges import SegmentationJudge, SegmentationTolerance, VoiceprintJudge, VoiceprintTolerance
+from harness.judges.base import Check, holds
 from harness.ops import Op
 from harness.outputs import SegmentationOutputs, VoiceprintOutputs
-from harness.scoring import compare_segmentation, compare_voiceprint
-from harness.tolerances import SegmentationTolerance, VoiceprintTolerance
 
 G = Geometry(window_samples=1000, frames_per_window=10, frame_step=100, windows_per_block=2, embedding_dim=4)
 
@@ -21,6 +21,24 @@ def seg(logprobs, valid=None, ids=("a", "b")):
     b, n = logprobs.shape[:2]
     valid = np.full((b, n), 1000, np.int32) if valid is None else valid
     return SegmentationOutputs(list(ids), valid, logprobs.astype(np.float32))
+
+
+def judge_seg(golden, run, tol=SegmentationTolerance(), floor=None, sample_bound=True):
+    j = SegmentationJudge()
+    ev = j.evidence(Op.SEGMENTATION, G, j.limits(tol, floor, sample_bound), "isolated")
+    notes = ev.add(golden, run)
+    return ev.verdict(2), notes
+
+
+def judge_vp(golden, run, tol=VoiceprintTolerance(), mode="isolated", notes=None, floor=None):
+    j = VoiceprintJudge()
+    ev = j.evidence(Op.VOICEPRINT, G, j.limits(tol, floor), mode)
+    ev.add(golden, run, notes)
+    return ev.verdict(2)
+
+
+def failed(v, metric):
+    return [c for c in v.checks if c.metric == metric and c.failed]
 
 
 def base():
@@ -33,10 +51,9 @@ def base():
 
 def test_identical_outputs_are_bitwise_and_pass_every_mode():
     lp = base()
-    s = compare_segmentation(seg(lp), seg(lp.copy()), G, 0.1)
-    assert s.totals()["bitwise"]
     for mode in ("bitwise", "tolerance"):
-        assert judge_segmentation(s, SegmentationTolerance(mode=mode, max_flip_rate=0.5), 2).passed
+        v, _ = judge_seg(seg(lp), seg(lp.copy()), SegmentationTolerance(mode=mode, max_flip_rate=0.5))
+        assert v.passed and v.metrics["bitwise"]
 
 
 def test_flips_are_counted_and_classed_by_the_golden_margin():
@@ -44,14 +61,16 @@ def test_flips_are_counted_and_classed_by_the_golden_margin():
     run = golden.copy()
     run[0, 1, 3, 2] += 0.02  # the near tie flips to class 2
     run[1, 0, 5, 4] += 10.0  # a confident frame flips to class 4 (speakers {0, 1})
-    s = compare_segmentation(seg(golden), seg(run), G, near_tie_margin=0.1)
-    t = s.totals()
+    v, notes = judge_seg(seg(golden), seg(run), SegmentationTolerance(max_abs=100.0, max_flip_rate=1.0))
+    t = v.metrics
     assert t["argmax_flips_near_tie"] == 1 and t["argmax_flips_confident"] == 1
-    assert s.argmax_near.tolist() == [1, 0] and s.argmax_confident.tolist() == [0, 1]
+    assert notes == {("a", 1): (1, 0), ("b", 0): (0, 1)}
     # class 0 is the empty set: {} -> {1} changes one speaker's activity, {} -> {0, 1} changes two
     assert t["mask_flips_near_tie"] == 1 and t["mask_flips_confident"] == 2
-    v = judge_segmentation(s, SegmentationTolerance(max_abs=100.0, max_flip_rate=1.0), 4)
-    assert not v.passed and any("OP 0 confident_flips: 1 frame(s)" in r for r in v.reasons)
+    (c,) = failed(v, "confident_flips")
+    assert c.observed == 1 and c.allowed == 0 and c.offending == 1 and c.total == 40
+    assert c.where == "first block 'b' window 0 frame 5"
+    assert c.line().startswith("OP 0 confident_flips: 1 > 0 allowed, 1 of 40 audio frames (2.5 %), first block 'b'")
 
 
 def test_flips_where_the_window_holds_no_audio_do_not_count():
@@ -60,38 +79,59 @@ def test_flips_where_the_window_holds_no_audio_do_not_count():
     run[1, 1, 9, 4] += 10.0  # last frame of a window whose VALID ends before it
     valid = np.full((2, 2), 1000, np.int32)
     valid[1, 1] = 850
-    s = compare_segmentation(seg(golden, valid), seg(run, valid), G, 0.1)
-    assert s.totals()["argmax_flips_confident"] == 0
-    assert s.totals()["max_abs"] > 1.0  # the values still count
+    v, _ = judge_seg(seg(golden, valid), seg(run, valid), SegmentationTolerance(max_abs=100.0))
+    assert v.metrics["argmax_flips_confident"] == 0
+    assert v.metrics["max_abs"] > 1.0  # the values still count
+
+
+def test_max_abs_says_how_many_of_how_many_and_where():
+    golden = base()
+    run = golden.copy()
+    run[1, 1, 2, :3] += np.float32(0.5)  # three elements of one window
+    v, _ = judge_seg(seg(golden), seg(run), SegmentationTolerance(max_flip_rate=1.0, max_confident_flips=10))
+    (c,) = failed(v, "max_abs")
+    assert c.observed == pytest.approx(0.5, rel=1e-5) and c.allowed == 1e-4
+    assert (c.offending, c.total, c.unit) == (1, 4, "windows") and c.where == "worst block 'b' window 1"
+    assert c.note == "3 of 280 elements over the limit"
+    assert "golden record --regen" in c.hint
+    assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed, 1 of 4 windows (25 %), worst block 'b' window 1")
 
 
 def test_nan_never_passes():
     golden = base()
     run = golden.copy()
     run[1, 0, 2, 3] = np.nan
-    s = compare_segmentation(seg(golden), seg(run), G, 0.1)
-    v = judge_segmentation(s, SegmentationTolerance(max_abs=1e9, max_flip_rate=1.0, max_confident_flips=10**6), 2)
-    assert not v.passed and v.reasons[0].startswith("OP 0 non_finite: 1 NaN/Inf value(s), first in block 'b'")
+    v, _ = judge_seg(seg(golden), seg(run), SegmentationTolerance(max_abs=1e9, max_flip_rate=1.0,
+                                                                   max_confident_flips=10**6))
+    (c,) = failed(v, "non_finite")
+    assert not v.passed and c.observed == 1 and c.where == "first block 'b' window 0"
+    assert v.metrics["max_abs"] is None  # a non-finite value has no finite max: never "within tolerance"
 
 
 def test_flip_rate_bound_refuses_a_corpus_too_small():
     lp = base()
-    s = compare_segmentation(seg(lp), seg(lp), G, 0.1)
-    v = judge_segmentation(s, SegmentationTolerance(max_flip_rate=1e-3), 2)
-    assert not v.passed
-    assert "corpus too small to bound the rate: 3/40" in v.reasons[0] and "needs >= 3000 frames" in v.reasons[0]
-    assert v.bound["upper95"] == pytest.approx(3 / 40)
+    v, _ = judge_seg(seg(lp), seg(lp), SegmentationTolerance(max_flip_rate=1e-3))
+    (c,) = failed(v, "flip_rate_upper95")
+    assert c.observed == pytest.approx(3 / 40) and "needs >= 3,000 audio frames" in c.note
+    assert "larger corpus" in c.hint
 
 
-def vp(rows, order=None):
+def test_reproduction_limits_have_no_sample_bound():
+    lp = base()
+    v, _ = judge_seg(seg(lp), seg(lp), SegmentationTolerance(max_flip_rate=1e-3), sample_bound=False)
+    assert v.passed and not any(c.metric == "flip_rate_upper95" for c in v.checks)
+
+
+def vp(rows, order=None, weights=None):
     ids, windows, speakers, emb = rows
     order = np.arange(len(ids)) if order is None else np.asarray(order)
+    w = np.ones((len(ids), 10), np.float32) if weights is None else weights
     return VoiceprintOutputs(Op.VOICEPRINT, np.array(ids, dtype=object)[order], np.arange(len(ids), dtype=np.int32),
                              np.array(windows, np.int32)[order], np.array(speakers, np.int32)[order],
-                             np.ones((len(ids), 10), np.float32), np.asarray(emb, np.float32)[order])
+                             np.asarray(w, np.float32)[order], np.asarray(emb, np.float32)[order])
 
 
-def vp_rows(n=40, seed=0):
+def vp_rows(n=80, seed=0):
     rng = np.random.default_rng(seed)
     ids = [f"b{i // 4}" for i in range(n)]
     windows = [(i // 2) % 2 for i in range(n)]
@@ -101,9 +141,9 @@ def vp_rows(n=40, seed=0):
 
 def test_rows_are_matched_by_key_not_position():
     rows = vp_rows()
-    shuffled = np.random.default_rng(3).permutation(40)
-    s = compare_voiceprint(vp(rows), vp(rows, shuffled), G)
-    assert s.totals()["bitwise"] and s.totals()["min_cosine"] == 1.0  # exactly: bit-identical rows
+    shuffled = np.random.default_rng(3).permutation(80)
+    v = judge_vp(vp(rows), vp(rows, shuffled))
+    assert v.passed and v.metrics["bitwise"] and v.metrics["min_cosine"] == 1.0  # exactly: bit-identical rows
     # positional comparison would have failed: the shuffled embeddings differ row by row
     assert not np.array_equal(vp(rows).embedding, vp(rows, shuffled).embedding)
 
@@ -111,40 +151,93 @@ def test_rows_are_matched_by_key_not_position():
 def test_a_row_on_one_side_only_fails():
     rows = vp_rows()
     short = tuple(x[:-1] for x in rows)
-    s = compare_voiceprint(vp(rows), vp(short), G)
-    assert s.missing == [("b9", 1, 1)] and s.extra == []
-    v = judge_voiceprint(s, VoiceprintTolerance(max_failed_row_rate=1.0), 2)
-    assert not v.passed and any(r.startswith("OP 1 missing_rows: 1 row(s) on the golden only side") for r in v.reasons)
-    s2 = compare_voiceprint(vp(short), vp(rows), G)
-    assert s2.extra == [("b9", 1, 1)]
+    v = judge_vp(vp(rows), vp(short))
+    (c,) = failed(v, "missing_rows")
+    assert c.observed == 1 and c.where == "first block 'b19' window 1 speaker 1"
+    v2 = judge_vp(vp(short), vp(rows))
+    assert failed(v2, "extra_rows")[0].where == "first block 'b19' window 1 speaker 1"
 
 
 def test_voiceprint_metrics_and_limits():
-    rows = vp_rows()
-    ids, w, s, emb = rows
+    ids, w, s, emb = rows = vp_rows()
     moved = emb.copy()
     moved[7] += 1e-3
-    score = compare_voiceprint(vp(rows), vp((ids, w, s, moved)), G)
-    t = score.totals()
-    assert t["max_abs"] == pytest.approx(1e-3, rel=1e-3) and t["min_cosine"] < 1.0
-    v = judge_voiceprint(score, VoiceprintTolerance(max_failed_row_rate=1.0), 2)
-    assert not v.passed and v.reasons[0].startswith("OP 1 max_abs:") and "block 'b1' window 1 speaker 1" in v.reasons[0]
-    assert any(r.startswith("OP 1 rel_l2:") for r in v.reasons)
+    v = judge_vp(vp(rows), vp((ids, w, s, moved)))
+    assert not v.passed
+    (c,) = failed(v, "max_abs")
+    assert c.observed == pytest.approx(1e-3, rel=1e-3) and c.where == "worst block 'b1' window 1 speaker 1"
+    assert (c.offending, c.total) == (1, 80)
+    assert failed(v, "max_rel_l2")
     nan = emb.copy()
     nan[3, 2] = np.nan
-    v2 = judge_voiceprint(compare_voiceprint(vp(rows), vp((ids, w, s, nan)), G),
-                          VoiceprintTolerance(min_cosine=-1, max_abs=1e9, max_rel_l2=1e9, max_failed_row_rate=1.0), 2)
-    assert not v2.passed and v2.reasons[0].startswith("OP 1 non_finite: 1 row(s)")
+    v2 = judge_vp(vp(rows), vp((ids, w, s, nan)), VoiceprintTolerance(min_cosine=-1, max_abs=1e9, max_rel_l2=1e9))
+    (c2,) = failed(v2, "non_finite_rows")
+    assert c2.observed == 1 and c2.where == "first block 'b0' window 1 speaker 1"
+
+
+def test_isolated_mode_fails_rows_called_with_other_weights():
+    rows = vp_rows()
+    weights = np.ones((80, 10), np.float32)
+    weights[5, 3] = 0.0
+    v = judge_vp(vp(rows), vp(rows, weights=weights))
+    (c,) = failed(v, "inputs_differ")
+    assert c.observed == 1 and "isolated mode" in c.note
+
+
+def test_chained_mode_attributes_changed_masks_to_the_flips_that_caused_them():
+    """Rows whose WEIGHTS changed are judged by the OP 0 flips of their window: near-tie flips are
+    counted against their own rate limit, a confident flip fails, a change nothing explains fails."""
+    rows = vp_rows()
+    weights = np.ones((80, 10), np.float32)
+    weights[5, 3] = 0.0  # row 5: block b1 window 0 speaker 1
+    ids, w, s, emb = rows
+    changed = emb.copy()
+    changed[5] += 1.0  # its embedding changes with its mask: not an embedding failure
+    run = vp((ids, w, s, changed), weights=weights)
+    loose = VoiceprintTolerance(max_mask_changed_row_rate=0.2)
+    near = judge_vp(vp(rows), run, loose, mode="chained", notes={("b1", 0): (1, 0)})
+    assert near.passed, near.reasons
+    assert near.metrics["changed_near_tie"] == 1
+    rate = next(c for c in near.checks if c.metric == "mask_changed_near_tie_rate_upper95")
+    assert rate.offending == 1 and rate.ok
+    strict = judge_vp(vp(rows), run, mode="chained", notes={("b1", 0): (1, 0)})  # 1 in 80: bound 0.058 > 0.05
+    assert failed(strict, "mask_changed_near_tie_rate_upper95")
+    confident = judge_vp(vp(rows), run, mode="chained", notes={("b1", 0): (0, 2)})
+    (c,) = failed(confident, "mask_changed_by_confident_flip")
+    assert c.observed == 1 and c.where == "first block 'b1' window 0 speaker 1"
+    unexplained = judge_vp(vp(rows), run, mode="chained", notes={})
+    assert failed(unexplained, "inputs_differ")
+
+
+def test_chained_mode_reports_rows_lost_through_near_ties_without_failing():
+    rows = vp_rows()
+    short = tuple(x[:-1] for x in rows)
+    lost = judge_vp(vp(rows), vp(short), mode="chained", notes={("b19", 1): (2, 0)})
+    assert lost.passed, lost.reasons
+    c = next(c for c in lost.checks if c.metric == "rows_gained_or_lost_near_tie")
+    assert c.observed == 1 and c.ok is None and "1 lost, 0 gained" in c.note
 
 
 def test_noise_floor_mode_uses_the_golden_own_noise():
     golden = base()
     run = golden + np.float32(1e-6)
-    s = compare_segmentation(seg(golden), seg(run), G, 0.1)
     tol = SegmentationTolerance(mode="noise-floor", max_flip_rate=1.0)
-    assert judge_segmentation(s, tol, 2, floor={"bitwise": False, "max_abs": 1e-5, "max_ulp": 500}).passed
-    v = judge_segmentation(s, tol, 2, floor={"bitwise": True, "max_abs": 0.0, "max_ulp": 0})
-    assert not v.passed and v.limits["bitwise"] and v.reasons[0].startswith("OP 0 bitwise:")
+    v, _ = judge_seg(seg(golden), seg(run), tol, floor={"bitwise": False, "max_abs": 1e-5, "max_ulp": 500})
+    assert v.passed
+    v2, _ = judge_seg(seg(golden), seg(run), tol, floor={"bitwise": True, "max_abs": 0.0, "max_ulp": 0})
+    assert not v2.passed and v2.limits["bitwise"] and failed(v2, "differing_elements")
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["<=", ">=", "=="]),
+       st.floats(allow_nan=False, allow_infinity=False))
+def test_a_check_holds_only_for_a_finite_observation(observed, relation, allowed):
+    import math
+
+    result = holds(observed, relation, allowed)
+    if not math.isfinite(observed):
+        assert result is False
+    c = Check.gate(0, "m", observed, relation, allowed)
+    assert c.ok == result and (c.observed is None) == (not math.isfinite(observed))
 
 
 @given(st.integers(0, 2**32 - 1), st.floats(1e-7, 3.0), st.floats(0.0, 0.3))
@@ -160,8 +253,12 @@ def test_pruned_flip_search_equals_a_full_argmax_comparison(seed, noise, tie_fra
     flat_g[sel, other.reshape(-1)[sel]] = flat_g[sel, top.reshape(-1)[sel]] - np.float32(1e-4)
     run = golden + (noise * rng.standard_normal(golden.shape)).astype(np.float32)
     valid = rng.integers(0, 1001, size=(3, 2)).astype(np.int32)
-    score = compare_segmentation(seg(golden, valid, ("a", "b", "c")), seg(run, valid, ("a", "b", "c")), G, 0.05)
+    v, notes = judge_seg(seg(golden, valid, ("a", "b", "c")), seg(run, valid, ("a", "b", "c")),
+                         SegmentationTolerance(near_tie_margin=0.05))
     audio = (np.arange(10) * 100)[None, None, :] < valid[..., None]
     flips = (golden.argmax(-1) != run.argmax(-1)) & audio
-    assert int(score.argmax_near.sum() + score.argmax_confident.sum()) == int(flips.sum())
-    assert (score.argmax_near + score.argmax_confident).tolist() == flips.reshape(3, -1).sum(1).tolist()
+    assert v.metrics["flips"] == int(flips.sum())
+    per_window = {(b, w): sum(n) for (b, w), n in notes.items()}
+    for i, b in enumerate("abc"):
+        for w in range(2):
+            assert per_window.get((b, w), 0) == int(flips[i, w].sum())

@@ -23,7 +23,8 @@ def window_starts(length: int, window: int, step: int) -> np.ndarray:
     if length <= 0:
         return np.zeros(0, dtype=np.int64)
     count = 1 if length <= window else math.ceil((length - window) / step) + 1
-    return np.arange(count, dtype=np.int64) * step
+    starts = np.arange(count, dtype=np.int64) * step
+    return starts[starts < length]  # a step longer than a window leaves gaps, never a window past the end
 
 
 def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) -> list[tuple[Block, dict]]:

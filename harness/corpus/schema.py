@@ -1,6 +1,6 @@
-"""The corpus Parquet schema (one row per block) and its atomic, validating reader/writer.
+"""The corpus Parquet schema (one row per block) and its streaming, validating writer and reader.
 
-Schema (documented in docs/corpus.md so another program, e.g. the engine, can write it):
+Schema (docs/corpus.md, so another program, e.g. the engine, can write it):
 
     block_id    string            unique per corpus
     source      string            "synth" | "wav" | "capture" | free text
@@ -9,27 +9,31 @@ Schema (documented in docs/corpus.md so another program, e.g. the engine, can wr
     valid       list<int32>       valid samples of each window (0 = padding window)
     provenance  string            JSON object: where the block came from
 
-File metadata key ``harness.corpus`` holds JSON: {"version": 1, "sample_rate",
-"window_samples", "windows_per_block"}. Every row must pass the block contract; a corpus
-with one bad row is refused whole, naming the first bad block.
+Schema metadata ``harness.corpus`` holds JSON {"version": 1, "sample_rate", "window_samples",
+"windows_per_block"} (:class:`harness.schemas.CorpusMeta`); a file without it is refused unless
+it is being imported (``corpus capture``). Every row must pass the block contract; a corpus with
+one bad row is refused whole, naming the row, the block and the field.
+
+Memory is bounded by a row group: the writer takes blocks one at a time, the reader yields them
+row group by row group, and :func:`read_corpus` (everything in memory) is for small corpora only.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from harness.blocks import Block
 from harness.errors import BlockError, CorpusError
 from harness.geometry import Geometry
 from harness.ops import Op
+from harness.parquet import ParquetSink, open_file, read_row_group, schema_metadata
+from harness.schemas import CorpusMeta, validate
 
 SCHEMA_VERSION = 1
 META_KEY = b"harness.corpus"
@@ -42,11 +46,37 @@ SCHEMA = pa.schema([
     pa.field("provenance", pa.string(), nullable=False),
 ])
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
+GROUP_BLOCKS = 16
+
+
+class Summary:
+    """What a corpus holds, accumulated block by block (the golden manifest stores it)."""
+
+    def __init__(self, geometry: Geometry) -> None:
+        self.g = geometry
+        self.blocks = self.audio_windows = self.short_windows = self.padding_windows = 0
+        self.samples = self.max_span = 0
+        self.sources: set[str] = set()
+
+    def add(self, block: Block, source: str) -> None:
+        audio = block.valid > 0
+        self.blocks += 1
+        self.audio_windows += int(audio.sum())
+        self.short_windows += int((audio & (block.valid < self.g.window_samples)).sum())
+        self.padding_windows += int((~audio).sum())
+        self.samples += int(block.span.shape[0])
+        self.max_span = max(self.max_span, int(block.span.shape[0]))
+        self.sources.add(source)
+
+    def to_dict(self) -> dict:
+        return {"blocks": self.blocks, "audio_windows": self.audio_windows, "short_windows": self.short_windows,
+                "padding_windows": self.padding_windows, "span_seconds": round(self.samples / self.g.sample_rate, 3),
+                "max_span_samples": self.max_span, "sources": sorted(self.sources)}
 
 
 @dataclass
 class Corpus:
-    """Blocks (OP 0 requests of real audio) with their source and provenance."""
+    """A small corpus in memory (tests, examples); large ones are streamed with CorpusReader."""
 
     blocks: list[Block]
     sources: list[str]
@@ -64,111 +94,199 @@ class Corpus:
         return Corpus([self.blocks[i] for i in indices], [self.sources[i] for i in indices],
                       [self.provenance[i] for i in indices], dict(self.geometry_meta))
 
-    def summary(self) -> dict:
-        windows = sum(int((b.valid > 0).sum()) for b in self.blocks)
-        short = sum(int(((b.valid > 0) & (b.valid < self.geometry_meta.get("window_samples", 0))).sum())
-                    for b in self.blocks)
-        seconds = sum(b.span.shape[0] for b in self.blocks) / max(1, self.geometry_meta.get("sample_rate", 1))
-        return {"blocks": len(self.blocks), "audio_windows": windows, "short_windows": short,
-                "padding_windows": sum(int((b.valid == 0).sum()) for b in self.blocks),
-                "span_seconds": round(seconds, 3), "sources": sorted(set(self.sources))}
+    def rows(self) -> Iterator[tuple[Block, str, dict]]:
+        yield from zip(self.blocks, self.sources, self.provenance, strict=True)
+
+    def summary(self, geometry: Geometry | None = None) -> dict:
+        g = geometry or Geometry(**{**Geometry().to_dict(), **{k: int(v) for k, v in self.geometry_meta.items()
+                                                               if k in GEOMETRY_KEYS}})
+        s = Summary(g)
+        for block, source, _ in self.rows():
+            s.add(block, source)
+        return s.to_dict()
 
 
-def write_corpus(path: str | Path, corpus: Corpus, geometry: Geometry) -> Path:
-    """Validate every block, then write atomically (a temporary file renamed into place)."""
-    path = Path(path)
-    ids = set()
-    for block in corpus.blocks:
-        _revalidate(block, geometry, str(path))
-        if block.id in ids:
-            raise CorpusError(f"{path}: block id {block.id!r} appears twice")
-        ids.add(block.id)
-    table = to_table(corpus, geometry)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+# ------------------------------------------------------------------------------------------ writing
 
 
-def to_table(corpus: Corpus, geometry: Geometry) -> pa.Table:
-    meta = {"version": SCHEMA_VERSION, **{k: getattr(geometry, k) for k in GEOMETRY_KEYS}}
-    columns = {
-        "block_id": pa.array([b.id for b in corpus.blocks], pa.string()),
-        "source": pa.array(corpus.sources, pa.string()),
-        "span": _list_column([b.span for b in corpus.blocks], pa.float32(), large=True),
-        "offsets": _list_column([b.offsets for b in corpus.blocks], pa.int64()),
-        "valid": _list_column([b.valid for b in corpus.blocks], pa.int32()),
-        "provenance": pa.array([json.dumps(p, sort_keys=True) for p in corpus.provenance], pa.string()),
-    }
-    return pa.table(columns, schema=SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()}))
+class CorpusWriter:
+    """Validates and writes blocks one at a time; the file appears (renamed) only on :meth:`close`."""
+
+    def __init__(self, path: Path, geometry: Geometry, group_blocks: int = GROUP_BLOCKS) -> None:
+        self.path, self.g, self.group_blocks = Path(path), geometry, group_blocks
+        self.summary = Summary(geometry)
+        self._ids: set[str] = set()
+        self._pending: list[tuple[Block, str, dict]] = []
+        meta = {"version": SCHEMA_VERSION, **{k: getattr(geometry, k) for k in GEOMETRY_KEYS}}
+        self.schema = SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
+        self._sink = ParquetSink(self.path, self.schema)
+
+    def __enter__(self) -> CorpusWriter:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if exc is not None:
+            self.abort()
+
+    def add(self, block: Block, source: str, provenance: dict) -> None:
+        try:
+            Block.create(block.id, block.op, block.span, block.offsets, block.valid, self.g)
+        except BlockError as exc:
+            raise CorpusError(f"{self.path}: corpus refused: {exc}") from None
+        if block.op is not Op.SEGMENTATION:
+            raise CorpusError(f"{self.path}: block {block.id!r}: a corpus holds OP 0 audio blocks")
+        if block.id in self._ids:
+            raise CorpusError(f"{self.path}: block id {block.id!r} appears twice")
+        self._ids.add(block.id)
+        self.summary.add(block, source)
+        self._pending.append((block, source, provenance))
+        if len(self._pending) >= self.group_blocks:
+            self._flush()
+
+    def close(self) -> dict:
+        """Rename the file into place; returns the corpus summary."""
+        if not self._ids:
+            self.abort()
+            raise CorpusError(f"{self.path}: a corpus needs at least one block")
+        self._flush()
+        self._sink.close()
+        return self.summary.to_dict()
+
+    @property
+    def entry(self) -> dict | None:
+        """The written file's manifest entry (sha256, bytes, rows), after :meth:`close`."""
+        return self._sink.entry
+
+    def abort(self) -> None:
+        self._sink.abort()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        blocks = [b for b, _, _ in rows]
+        self._sink.write(pa.Table.from_pydict({
+            "block_id": pa.array([b.id for b in blocks], pa.string()),
+            "source": pa.array([s for _, s, _ in rows], pa.string()),
+            "span": _list_column([b.span for b in blocks], pa.float32(), large=True),
+            "offsets": _list_column([b.offsets for b in blocks], pa.int64()),
+            "valid": _list_column([b.valid for b in blocks], pa.int32()),
+            "provenance": pa.array([json.dumps(p, sort_keys=True) for _, _, p in rows], pa.string()),
+        }, schema=self.schema))
 
 
-def read_corpus(path: str | Path, geometry: Geometry) -> Corpus:
-    """Read and validate a corpus; refuse it whole on the first bad block, naming it."""
-    path = Path(path)
-    try:
-        table = pq.read_table(path)
-    except FileNotFoundError:
-        raise CorpusError(f"{path}: corpus file not found") from None
-    except (pa.ArrowException, OSError) as exc:
-        raise CorpusError(f"{path}: not a readable Parquet corpus ({exc})") from None
-    return from_table(table, geometry, str(path))
+def write_corpus(path: str | Path, corpus: Corpus | Iterable[tuple[Block, str, dict]], geometry: Geometry) -> dict:
+    """Validate every block and write the corpus atomically; returns its summary."""
+    rows = corpus.rows() if isinstance(corpus, Corpus) else corpus
+    with CorpusWriter(Path(path), geometry) as writer:
+        for block, source, provenance in rows:
+            writer.add(block, source, provenance)
+        return writer.close()
 
 
-def from_table(table: pa.Table, geometry: Geometry, where: str) -> Corpus:
-    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
-    if missing:
-        raise CorpusError(f"{where}: not a corpus: missing column {missing[0]!r} (see docs/corpus.md)")
-    meta = _geometry_meta(table, where)
-    for key in GEOMETRY_KEYS:
-        if key in meta and int(meta[key]) != getattr(geometry, key):
-            raise CorpusError(f"{where}: corpus was cut for {key}={meta[key]}, the model needs "
-                              f"{getattr(geometry, key)}")
+# ------------------------------------------------------------------------------------------ reading
+
+
+class CorpusReader:
+    """A corpus file, checked up front (columns, metadata, geometry), read row group by row group.
+
+    ``require_meta=False`` is for imports of engine captures that may not carry the metadata.
+    """
+
+    def __init__(self, path: str | Path, geometry: Geometry, require_meta: bool = True) -> None:
+        self.path, self.g = Path(path), geometry
+        self.file = open_file(self.path, "corpus file", CorpusError)
+        names = self.file.schema_arrow.names
+        missing = [f.name for f in SCHEMA if f.name not in names]
+        if missing:
+            raise CorpusError(f"{self.path}: not a corpus: missing column {missing[0]!r} (see docs/corpus.md)")
+        raw = schema_metadata(self.file, META_KEY, self.path, "corpus", CorpusError)
+        if raw is None:
+            if require_meta:
+                raise CorpusError(f"{self.path}: no {META_KEY.decode()!r} metadata: the geometry the corpus was cut "
+                                  "for is unknown (import an engine capture with `harness corpus capture`)")
+            self.meta: dict = {}
+        else:
+            self.meta = validate(CorpusMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}",
+                                 CorpusError).model_dump()
+            for key in GEOMETRY_KEYS:
+                if self.meta[key] != getattr(geometry, key):
+                    raise CorpusError(f"{self.path}: corpus was cut for {key}={self.meta[key]}, the model needs "
+                                      f"{getattr(geometry, key)} (cut it for this model: corpus synth/wav --model ...)")
+        if self.file.metadata.num_rows == 0:
+            raise CorpusError(f"{self.path}: corpus holds no blocks")
+
+    def __len__(self) -> int:
+        return int(self.file.metadata.num_rows)
+
+    def ids(self) -> list[str]:
+        out: list[str] = []
+        for i in range(self.file.metadata.num_row_groups):
+            t = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
+            out += t.column(0).to_pylist()
+        return out
+
+    def rows(self) -> Iterator[tuple[Block, str, dict]]:
+        """Every block (validated), its source and provenance, in file order; refuses the first bad row."""
+        seen: set[str] = set()
+        row = 0
+        for i in range(self.file.metadata.num_row_groups):
+            table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
+                                   columns=[f.name for f in SCHEMA])
+            for block, source, provenance in _table_rows(table, self.g, str(self.path), row, seen):
+                yield block, source, provenance
+            row += table.num_rows
+
+    def __iter__(self) -> Iterator[Block]:
+        for block, _, _ in self.rows():
+            yield block
+
+    def validate(self) -> dict:
+        """One pass over every row: refuse the corpus whole at its first bad row; its summary."""
+        s = Summary(self.g)
+        for block, source, _ in self.rows():
+            s.add(block, source)
+        return s.to_dict()
+
+
+def read_corpus(path: str | Path, geometry: Geometry, require_meta: bool = True) -> Corpus:
+    """The whole corpus in memory (small corpora: tests, capture imports)."""
+    reader = CorpusReader(path, geometry, require_meta)
+    blocks, sources, provenance = [], [], []
+    for block, source, prov in reader.rows():
+        blocks.append(block)
+        sources.append(source)
+        provenance.append(prov)
+    return Corpus(blocks, sources, provenance, dict(reader.meta))
+
+
+def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
+                seen: set[str]) -> Iterator[tuple[Block, str, dict]]:
     ids = table.column("block_id").to_pylist()
     sources = table.column("source").to_pylist()
     provenance_raw = table.column("provenance").to_pylist()
-    spans, offsets, valids = (_lists(table, name) for name in ("span", "offsets", "valid"))
-    blocks, provenance, seen = [], [], set()
-    for i, block_id in enumerate(ids):
-        if block_id is None or offsets[i] is None or valids[i] is None or spans[i] is None:
-            raise CorpusError(f"{where}: row {i} (block {block_id!r}) has a null field")
+    spans, offsets, valids = (_lists(table, name, where, first_row, ids) for name in ("span", "offsets", "valid"))
+    for j, block_id in enumerate(ids):
+        i = first_row + j
+        for name, value in (("block_id", block_id), ("span", spans[j]), ("offsets", offsets[j]),
+                            ("valid", valids[j]), ("provenance", provenance_raw[j])):
+            if value is None:
+                raise CorpusError(f"{where}: row {i} (block {block_id!r}) has a null {name}")
         if block_id in seen:
-            raise CorpusError(f"{where}: block id {block_id!r} appears twice")
+            raise CorpusError(f"{where}: block id {block_id!r} appears twice (row {i})")
         seen.add(block_id)
         try:
-            blocks.append(Block.create(block_id, Op.SEGMENTATION, spans[i], offsets[i], valids[i], geometry))
+            block = Block.create(block_id, Op.SEGMENTATION, spans[j], offsets[j], valids[j], geometry)
         except BlockError as exc:
             raise CorpusError(f"{where}: corpus refused at row {i}: {exc}") from None
         try:
-            provenance.append(json.loads(provenance_raw[i] or "{}"))
+            prov = json.loads(provenance_raw[j])
         except json.JSONDecodeError:
-            raise CorpusError(f"{where}: block {block_id!r}: provenance is not JSON") from None
-    if not blocks:
-        raise CorpusError(f"{where}: corpus holds no blocks")
-    return Corpus(blocks, [s or "" for s in sources], provenance, meta)
-
-
-def _geometry_meta(table: pa.Table, where: str) -> dict:
-    raw = (table.schema.metadata or {}).get(META_KEY)
-    if raw is None:
-        return {}
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        raise CorpusError(f"{where}: corpus metadata {META_KEY.decode()!r} is not JSON") from None
-
-
-def _revalidate(block: Block, geometry: Geometry, where: str) -> None:
-    try:
-        Block.create(block.id, block.op, block.span, block.offsets, block.valid, geometry)
-    except BlockError as exc:
-        raise CorpusError(f"{where}: corpus refused: {exc}") from None
+            raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance is not JSON") from None
+        if not isinstance(prov, dict):
+            raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance must be a JSON object, got "
+                              f"{type(prov).__name__}")
+        yield block, sources[j] or "", prov
 
 
 def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool = False) -> pa.Array:
@@ -179,15 +297,25 @@ def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool 
     return cls.from_arrays(pa.array(offsets), values)
 
 
-def _lists(table: pa.Table, name: str) -> list[np.ndarray | None]:
-    """A list column as numpy arrays (dtype as stored: Block.create names a wrong one)."""
+_FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}
+
+
+def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list) -> list[np.ndarray | None]:
+    """A list column as numpy arrays (dtype as stored: Block.create names a wrong one); a null
+    inside a list is named as such (not reported as the float dtype numpy would turn it into)."""
     column = table.column(name).combine_chunks()
     if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type):
-        return [np.asarray(v) if v is not None else None for v in column.to_pylist()]
+        raise CorpusError(f"{where}: column {name!r} has type {column.type}, expected a list")
     nulls = column.is_null().to_numpy(zero_copy_only=False)
     offsets = column.offsets.to_numpy()  # index into .values, which ignores slicing
+    values = column.values
+    if values.null_count:
+        inner = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]
+        j = int(np.searchsorted(offsets, inner, side="right") - 1)
+        raise BlockError(str(ids[j]), f"{_FIELD[name]}[{int(inner - offsets[j])}]", None,
+                         f"null value inside the list (row {first_row + j} of {where})")
     try:
-        flat = column.values.to_numpy(zero_copy_only=False)
+        flat = values.to_numpy(zero_copy_only=False)
     except pa.ArrowException:
-        flat = np.asarray(column.values.to_pylist(), dtype=object)
+        flat = np.asarray(values.to_pylist(), dtype=object)
     return [None if nulls[i] else flat[offsets[i] : offsets[i + 1]] for i in range(len(column))]

@@ -9,7 +9,9 @@ resampling changes the audio the golden is about, so it is the user's explicit s
 
 from __future__ import annotations
 
+import hashlib
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -69,20 +71,25 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int, int]:
 
 
 def _decode(path: Path, raw: bytes, tag: int, bits: int) -> np.ndarray:
+    width = {(_PCM, 16): 2, (_PCM, 24): 3, (_PCM, 32): 4, (_FLOAT, 32): 4, (_FLOAT, 64): 8}.get((tag, bits))
+    if width is None:
+        raise CorpusError(f"{path}: unsupported sample format (format tag {tag}, {bits} bits); use PCM 16/24/32 or "
+                          "float")
+    if len(raw) % width:
+        raise CorpusError(f"{path}: data chunk holds {len(raw)} bytes, not a whole number of {width}-byte samples "
+                          "(a truncated or corrupt file)")
     if tag == _PCM and bits == 16:
-        return np.frombuffer(raw[: len(raw) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+        return np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768.0
     if tag == _PCM and bits == 32:
-        return (np.frombuffer(raw[: len(raw) // 4 * 4], dtype="<i4").astype(np.float64) / 2**31).astype(np.float32)
+        return (np.frombuffer(raw, dtype="<i4").astype(np.float64) / 2**31).astype(np.float32)
     if tag == _PCM and bits == 24:
-        b = np.frombuffer(raw[: len(raw) // 3 * 3], dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 3).astype(np.int32)
         v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
         v = np.where(v >= 1 << 23, v - (1 << 24), v)
         return (v / float(1 << 23)).astype(np.float32)
-    if tag == _FLOAT and bits == 32:
-        return np.frombuffer(raw[: len(raw) // 4 * 4], dtype="<f4").astype(np.float32)
-    if tag == _FLOAT and bits == 64:
-        return np.frombuffer(raw[: len(raw) // 8 * 8], dtype="<f8").astype(np.float32)
-    raise CorpusError(f"{path}: unsupported sample format (format tag {tag}, {bits} bits); use PCM 16/24/32 or float")
+    if bits == 32:
+        return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    return np.frombuffer(raw, dtype="<f8").astype(np.float32)
 
 
 def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
@@ -94,14 +101,25 @@ def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
     return Path(path)
 
 
-def wav_corpus(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Corpus:
+def iter_wav_blocks(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Iterator[tuple]:
+    """(block, "wav", provenance) for every block of every file, one file in memory at a time.
+
+    The same audio given twice (by content, whatever its name) is refused: it would be cut into two
+    sets of identical blocks and inflate the corpus the sample-size gate counts."""
     if not paths:
         raise CorpusError("no WAV files given")
     step = step or geometry.window_samples // 4
-    blocks, provenance = [], []
     stems: set[str] = set()
+    seen: dict[str, Path] = {}
     for p in paths:
         p = Path(p)
+        try:
+            content = hashlib.sha256(p.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise CorpusError(f"{p}: cannot read ({exc.strerror})") from None
+        if content in seen:
+            raise CorpusError(f"{p}: the same audio as {seen[content]} (identical content): give each recording once")
+        seen[content] = p
         audio, rate, channels = read_wav(p)
         if rate != geometry.sample_rate:
             raise CorpusError(f"{p}: sample rate {rate} Hz, the model needs {geometry.sample_rate} Hz "
@@ -111,10 +129,17 @@ def wav_corpus(paths: list[str | Path], geometry: Geometry, step: int | None = N
             stem += "_"
         stems.add(stem)
         for block, prov in cut_blocks(audio, geometry, step, prefix=f"wav-{stem}"):
-            prov.update({"source": "wav", "file": str(p), "channels": channels,
+            prov.update({"source": "wav", "file": str(p), "sha256": content, "channels": channels,
                          "downmixed": channels > 1, "step": step})
-            blocks.append(block)
-            provenance.append(prov)
+            yield block, "wav", prov
+
+
+def wav_corpus(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Corpus:
+    blocks, sources, provenance = [], [], []
+    for block, source, prov in iter_wav_blocks(paths, geometry, step):
+        blocks.append(block)
+        sources.append(source)
+        provenance.append(prov)
     meta = {"sample_rate": geometry.sample_rate, "window_samples": geometry.window_samples,
             "windows_per_block": geometry.windows_per_block}
-    return Corpus(blocks, ["wav"] * len(blocks), provenance, meta)
+    return Corpus(blocks, sources, provenance, meta)

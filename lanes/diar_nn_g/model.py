@@ -75,7 +75,7 @@ class DiarNNG:
         if op is Op.SEGMENTATION:
             out = self.segmentation(x.unsqueeze(1))
         else:
-            weights = torch.from_numpy(fields[ops.WEIGHTS]).to(self.device)
+            weights = torch.from_numpy(np.require(fields[ops.WEIGHTS], requirements="W")).to(self.device)
             idx = torch.from_numpy(fields[ops.IDX].astype(np.int64)).to(self.device)
             out = self.voiceprint(x, weights, idx)
         return {op.output_name: self.finish(op, _numpy(out), fields)}

@@ -1,0 +1,127 @@
+"""The typer application: the command tree and the options every command shares.
+
+Importing this module costs no torch import: commands import what they run inside their bodies,
+so ``--help``, ``report``, ``shapes`` and ``promote`` start in well under a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.errors import HarnessError
+
+HELP = (
+    "Exact/fast lane accuracy harness: prove that a packed batch shape (k blocks per call) gives the release's "
+    "answers before the engine uses it.\n\n"
+    "Typical flow: corpus synth -> golden record (the exact lane, twice) -> nightly (run the candidate shapes "
+    "interleaved with the exact lane, score, promote or revoke, report). The steps also exist alone: run, score, "
+    "promote, report. Questions: `harness shapes` (which k may the engine use), `harness ledger` (a shape's "
+    "history), `harness golden show`.\n\n"
+    "Exit status: 0 everything holds; 1 a verdict failed (a shape refused, a golden not reproduced); 2 the harness "
+    "could not do what was asked (one line 'harness: error: <where>: <what>'); 3 an internal error (a bug; "
+    "--debug or HARNESS_DEBUG=1 prints the traceback)."
+)
+
+app = typer.Typer(name="harness", help=HELP, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, rich_markup_mode=None)
+corpus_app = typer.Typer(help="Build or check a block corpus (one Parquet row per block).", no_args_is_help=True,
+                         rich_markup_mode=None)
+golden_app = typer.Typer(help="Record, verify and inspect goldens (the exact lane's outputs).", no_args_is_help=True,
+                         rich_markup_mode=None)
+app.add_typer(corpus_app, name="corpus")
+app.add_typer(golden_app, name="golden")
+
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", "-c", help="Release configuration (harness.toml; see harness.toml.example). Default: the embedded "
+    "default (docs/configuration.md).")]
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", help="Model spec: 'full' or 'small' (the reference model), 'package.module:factory', or a TorchScript "
+    "file (.pt). Overrides the config's [model] spec (default 'full').")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of a seeded model (reference weights); overrides "
+                                             "[model] seed.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="Where the model runs in-process: cpu, cuda, cuda:N "
+                                               "(a GPU machine). Overrides [release] device (default cpu).")]
+BackendOpt = Annotated[str, typer.Option("--backend", help="'in-process' (default) or a Triton server URL, e.g. "
+                                         "http://127.0.0.1:8000 (see `harness serve`).")]
+MkldnnOpt = Annotated[bool | None, typer.Option("--mkldnn/--no-mkldnn", help="oneDNN on/off; overrides [numerics] "
+                                                "mkldnn (off routes CPU convolutions through NNPACK: a real "
+                                                "non-bitwise case on CPU).")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=0, help="Torch intra-op threads (0 = one per CPU); "
+                                                "overrides [numerics] threads. Part of the numerics profile shapes "
+                                                "are promoted under.")]
+ToleranceOpt = Annotated[str | None, typer.Option(
+    "--tolerance", help="Judge every OP in this mode: bitwise | tolerance | noise-floor (the golden's own noise). "
+    "Overrides the mode of [tolerances.op0], [tolerances.op1] and [tolerances.op2]; the limits stay the config's.")]
+VoiceprintOpt = Annotated[str | None, typer.Option(
+    "--voiceprint-inputs", help="Where each lane's voiceprint WEIGHTS/IDX come from: isolated = the golden's (the "
+    "voiceprint network judged alone), chained = the lane's own segmentation (as production). Overrides [lanes] "
+    "voiceprint_inputs.")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr (a bar on a "
+                                           "terminal, plain lines every few seconds in CI logs).")]
+ShapesOpt = Annotated[str | None, typer.Option("--shapes", help="Packed shapes, blocks per call, e.g. 2,4,8. Overrides "
+                                               "[shapes] candidates.")]
+LedgerOpt = Annotated[Path | None, typer.Option("--ledger", help="Ledger of every shape's history (default: "
+                                                "ledger.json beside the golden).")]
+ManifestOpt = Annotated[Path | None, typer.Option("--manifest", help="Promoted-shapes manifest the engine reads "
+                                                  "(default: promoted-shapes.json beside the golden).")]
+PackerOpt = Annotated[str | None, typer.Option("--packer", help="Packer of the fast lane: 'harness' (default).")]
+
+
+def resolve_config(config: Path | None, model: str | None = None, seed: int | None = None,
+                   mkldnn: bool | None = None, threads: int | None = None, voiceprint_inputs: str | None = None,
+                   device: str | None = None, tolerance: str | None = None, shapes: str | None = None):
+    """The release configuration with the command line's overrides (each validated like the file)."""
+    from harness.config import LANE_MODES, SEED_MAX, ModelSpec, load_config
+    from harness.judges.base import MODES
+
+    cfg = load_config(config)
+    if seed is not None and not 0 <= seed <= SEED_MAX:
+        raise HarnessError(f"--seed {seed}: expected 0..{SEED_MAX} (numpy's seed range)")
+    spec = ModelSpec(model if model is not None else cfg.model.spec, seed if seed is not None else cfg.model.seed)
+    numerics = cfg.numerics.model_copy(update={k: v for k, v in (("mkldnn", mkldnn), ("threads", threads))
+                                               if v is not None})
+    if voiceprint_inputs is not None and voiceprint_inputs not in LANE_MODES:
+        raise HarnessError(f"--voiceprint-inputs {voiceprint_inputs!r}: expected one of {', '.join(LANE_MODES)}")
+    tolerances = cfg.tolerances
+    if tolerance is not None:
+        if tolerance not in MODES:
+            raise HarnessError(f"--tolerance {tolerance!r}: expected one of {', '.join(MODES)}")
+        tolerances = tolerances.with_mode(tolerance)
+    if device is not None:
+        import re
+
+        from harness.config import DEVICE_PATTERN
+
+        if not re.match(DEVICE_PATTERN, device):
+            raise HarnessError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+    return cfg.with_overrides(model=spec, numerics=numerics, mode=voiceprint_inputs, device=device,
+                              tolerances=tolerances, candidates=parse_shapes(shapes) if shapes else None)
+
+
+def parse_shapes(text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or any(not p for p in parts):
+        raise HarnessError(f"--shapes {text!r}: expected comma-separated blocks per call, e.g. 2,4,8 (an empty entry "
+                           "is not a shape)")
+    try:
+        shapes = tuple(int(p) for p in parts)
+    except ValueError:
+        raise HarnessError(f"--shapes {text!r}: expected comma-separated blocks per call, e.g. 2,4,8") from None
+    if any(k < 1 or k > 100_000 for k in shapes) or len(set(shapes)) != len(shapes):
+        raise HarnessError(f"--shapes {text!r}: expected distinct whole numbers from 1 to 100000")
+    return shapes
+
+
+def say(text: str) -> None:
+    """Results go to stdout, one line each (progress and errors go to stderr)."""
+    print(text, flush=True)
+
+
+def app_command():
+    """The click command of the whole tree (every command module registered)."""
+    from harness.cli import corpus_cmds, golden_cmds, inspect_cmds, job_cmds, lane_cmds  # noqa: F401
+
+    return typer.main.get_command(app)

@@ -1,0 +1,86 @@
+"""``harness golden ...``: record, verify and show goldens (the exact lane's outputs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import (
+    BackendOpt,
+    ConfigOpt,
+    DeviceOpt,
+    MkldnnOpt,
+    ModelOpt,
+    ProgressOpt,
+    SeedOpt,
+    ThreadsOpt,
+    golden_app,
+    resolve_config,
+    say,
+)
+
+
+@golden_app.command("record")
+def golden_record(
+    corpus: Annotated[Path | None, typer.Option(help="Corpus Parquet file. Default: the config's [corpus] "
+                                                "(synthetic, [corpus] blocks).")] = None,
+    goldens: Annotated[Path, typer.Option(help="Folder holding one golden directory per release.")] = Path("goldens"),
+    release: Annotated[str | None, typer.Option(help="Release name: the golden's folder name (default: [release] "
+                                                "name).")] = None,
+    regen: Annotated[bool, typer.Option("--regen", help="Record a new golden BESIDE an existing one and print what "
+                                        "changed; nothing is ever overwritten.")] = False,
+    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
+    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten)."""
+    from harness.pipeline.commands import record
+
+    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
+    for line in record(cfg, corpus, goldens, release, regen, backend, progress):
+        say(line)
+
+
+@golden_app.command("verify")
+def golden_verify(
+    golden: Annotated[Path, typer.Argument(help="Golden directory.")],
+    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
+    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Re-run the exact lane against a golden and judge it against the golden's noise floor.
+
+    The same model and environment must reproduce it (bitwise, when it was recorded bitwise);
+    otherwise the line names what differs: the model fingerprint first, then the environment
+    (torch, CUDA, cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
+    """
+    from harness.pipeline.commands import verify
+
+    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
+    line, passed = verify(cfg, golden, backend, progress)
+    say(line)
+    if not passed:
+        raise typer.Exit(1)
+
+
+@golden_app.command("show")
+def golden_show(
+    golden: Annotated[Path, typer.Argument(help="Golden directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw manifest (checked) instead.")] = False,
+) -> None:
+    """A golden at a glance: release, model, corpus, reproduction, noise floor, environment.
+
+    The manifest is checked (schema, seal, golden id, file sizes) before anything is shown.
+    """
+    from golden.store import load_golden
+    from harness.pipeline.inspect import describe_golden
+
+    gold = load_golden(golden)
+    if as_json:
+        say(json.dumps(gold.manifest, indent=1, sort_keys=True))
+        return
+    for line in describe_golden(gold):
+        say(line)

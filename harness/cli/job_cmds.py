@@ -1,0 +1,131 @@
+"""``harness nightly | merge | serve | demo``: whole jobs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import (
+    BackendOpt,
+    ConfigOpt,
+    DeviceOpt,
+    LedgerOpt,
+    ManifestOpt,
+    MkldnnOpt,
+    ModelOpt,
+    PackerOpt,
+    ProgressOpt,
+    SeedOpt,
+    ShapesOpt,
+    ThreadsOpt,
+    ToleranceOpt,
+    VoiceprintOpt,
+    app,
+    resolve_config,
+    say,
+)
+
+LocaliseOpt = Annotated[bool, typer.Option("--localise/--no-localise", help="Name the first diverging layer of each "
+                                           "failing shape (after the verdict is written; best effort).")]
+
+
+@app.command("nightly")
+def nightly_cmd(
+    golden: Annotated[Path, typer.Option(help="Golden directory (recorded on the same device kind).")],
+    out: Annotated[Path, typer.Option(help="Output folder: runs/, score.json, report/, junit.xml, summary.txt.")] =
+    Path("nightly"),
+    shard: Annotated[str | None, typer.Option(help="Run shard i/n (1-based) of the corpus only; combine the shard "
+                                              "folders with `harness merge`.")] = None,
+    ledger: LedgerOpt = None, manifest: ManifestOpt = None, shapes: ShapesOpt = None, localise: LocaliseOpt = True,
+    tolerance: ToleranceOpt = None, voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None,
+    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
+    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
+    revoke, localise failures, write the sign-off report and JUnit.
+
+    Works on a GPU (--device cuda:0) or the CPU. Exit 0 only when everything holds; 1 with a one-line
+    reason (the last line) otherwise; 2 when the job could not run.
+    """
+    from harness.pipeline import commands
+
+    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes)
+    _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise, backend, packer, progress))
+
+
+@app.command("merge")
+def merge_cmd(
+    shards: Annotated[list[Path], typer.Argument(help="Output folders of `harness nightly --shard i/n`.")],
+    golden: Annotated[Path, typer.Option(help="The golden the shards ran against.")],
+    out: Annotated[Path, typer.Option(help="Output folder for the merged run, score, report, JUnit.")] =
+    Path("nightly-merged"),
+    ledger: LedgerOpt = None, manifest: ManifestOpt = None, localise: LocaliseOpt = True,
+    tolerance: ToleranceOpt = None, config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None,
+) -> None:
+    """Combine shard results into one run, one score, one ledger update and one report.
+
+    Shards must share everything that could change the outputs (golden, shapes, model, device kind,
+    library versions, numeric settings, padding, voiceprint inputs, packer): a mismatch is named.
+    """
+    from harness.pipeline import commands
+
+    cfg = resolve_config(config, model, seed, tolerance=tolerance)
+    _finish(commands.merge(cfg, golden, list(shards), out, ledger, manifest, localise))
+
+
+def _finish(outcome) -> None:
+    for name in ("html", "junit", "score", "promoted"):
+        if name in outcome.paths:
+            say(f"{name}: {outcome.paths[name]}")
+    say(outcome.summary)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
+
+
+@app.command("serve")
+def serve_cmd(
+    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
+    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count).")] = 1,
+) -> None:
+    """Serve diar_nn_g on a real Triton server on loopback; stop with Ctrl-C / SIGTERM.
+
+    Uses the tritonserver binary of the nvidia-pytriton wheel (Python backend; install the 'triton'
+    extra) and prints the URL to give other commands as --backend.
+    """
+    from lanes.triton.server import ServerOptions, serve_forever
+
+    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
+    options = ServerOptions(model_spec=cfg.model.spec, seed=cfg.model.seed, device=cfg.device,
+                            numerics=cfg.numerics, instances=instances)
+    serve_forever(options, on_ready=lambda url: say(f"diar_nn_g served at {url} (Ctrl-C to stop)"))
+
+
+@app.command("demo")
+def demo_cmd(
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: harness-out/demo-<time>).")] = None,
+    blocks: Annotated[int | None, typer.Option(min=1, help="Synthetic corpus size (default: [corpus] blocks).")] =
+    None,
+    shapes: ShapesOpt = None, model: ModelOpt = None, config: ConfigOpt = None, progress: ProgressOpt = True,
+) -> None:
+    """The main job on the embedded default: corpus, golden, nightly, sign-off report.
+
+    Synthetic corpus, reference model on the CPU: golden record, then the nightly (candidate shapes
+    interleaved with the exact lane, score, promote), then the report. Prints where the report is.
+    """
+    from harness.pipeline import commands
+
+    cfg = resolve_config(config, model, shapes=shapes)
+    if blocks is not None:
+        cfg = cfg.with_overrides(corpus=cfg.corpus.model_copy(update={"blocks": blocks}))
+    out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    lines, outcome = commands.demo(cfg, out, progress)
+    for line in lines:
+        say(line)
+    say(f"sign-off report: {outcome.paths.get('html')}")
+    _finish(outcome)
+

@@ -1,0 +1,117 @@
+"""``harness run | score | promote | report``: the nightly's steps, one at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import (
+    BackendOpt,
+    ConfigOpt,
+    DeviceOpt,
+    MkldnnOpt,
+    ModelOpt,
+    PackerOpt,
+    ProgressOpt,
+    SeedOpt,
+    ShapesOpt,
+    ThreadsOpt,
+    ToleranceOpt,
+    VoiceprintOpt,
+    app,
+    resolve_config,
+    say,
+)
+
+
+@app.command("run")
+def run_cmd(
+    golden: Annotated[Path, typer.Option(help="Golden to run against (its corpus; its WEIGHTS/IDX for isolated "
+                                         "voiceprint inputs).")],
+    runs: Annotated[Path, typer.Option(help="Folder for run directories.")] = Path("runs"),
+    shapes: ShapesOpt = None,
+    pad_to_fixed: Annotated[bool | None, typer.Option("--pad-to-fixed/--no-pad", help="Pad every pack to exactly k "
+                                                      "blocks with empty blocks (a fixed compiled batch). Overrides "
+                                                      "[shapes] pad_to_fixed.")] = None,
+    voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None,
+    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
+    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Run the packed shapes over a golden's corpus, interleaved block group by group with the exact lane.
+
+    Writes a run directory: the exact lane (the golden's reproduction, fair timing) and every shape.
+    """
+    from harness.pipeline import commands
+
+    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes)
+    for line in commands.run(cfg, golden, runs, backend, packer, pad_to_fixed, progress):
+        say(line)
+
+
+@app.command("score")
+def score_cmd(
+    golden: Annotated[Path, typer.Option(help="Golden directory the run ran against.")],
+    run: Annotated[Path, typer.Option(help="Run directory (harness run / nightly).")],
+    out: Annotated[Path, typer.Option(help="Score file to write (score.json).")] = Path("score.json"),
+    tolerance: ToleranceOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Judge a run against its golden, per OP and shape, with the configured tolerances.
+
+    Exit 1 when a shape fails or the run's exact lane did not reproduce the golden. Localise a
+    failure with `harness nightly` (it names the first diverging layer).
+    """
+    from harness.pipeline import commands
+
+    cfg = resolve_config(config, tolerance=tolerance)
+    lines, passed = commands.score(cfg, golden, run, out)
+    for line in lines:
+        say(line)
+    if not passed:
+        raise typer.Exit(1)
+
+
+@app.command("promote")
+def promote_cmd(
+    score: Annotated[Path, typer.Option(help="Score file (harness score / nightly).")],
+    ledger: Annotated[Path, typer.Option(help="Ledger of every shape's history (created if missing).")] =
+    Path("ledger.json"),
+    manifest: Annotated[Path, typer.Option(help="Promoted-shapes manifest the engine reads (derived from the ledger, "
+                                           "rewritten on every promotion).")] = Path("promoted-shapes.json"),
+    golden: Annotated[Path | None, typer.Option(help="The golden the score judged, if it moved since.")] = None,
+    run: Annotated[Path | None, typer.Option(help="The run the score judged, if it moved since.")] = None,
+    tolerance: ToleranceOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Promote the shapes a score passed; revoke promoted shapes it failed.
+
+    The score is checked first: every verdict re-derived from its checks and limits, its tolerances
+    the configuration's, its run and golden the ones on disk, its run not already (or more recently)
+    in the ledger. Ledger and manifest are written as one locked, journaled transaction.
+    """
+    from harness.pipeline import commands
+
+    cfg = resolve_config(config, tolerance=tolerance)
+    for line in commands.promote(cfg, score, ledger, manifest, golden, run):
+        say(line)
+
+
+@app.command("report")
+def report_cmd(
+    score: Annotated[Path, typer.Option(help="Score file.")],
+    out: Annotated[Path, typer.Option(help="Folder for report.html, report.md, report.json.")] = Path("report"),
+    ledger: Annotated[Path | None, typer.Option(help="Ledger, to show promoted and revoked shapes (must exist).")] =
+    None,
+    manifest: Annotated[Path | None, typer.Option(help="Promoted-shapes manifest, checked against the ledger.")] =
+    None,
+    localisation: Annotated[Path | None, typer.Option(help="localisation.json of the same score (nightly).")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
+) -> None:
+    """Write the release sign-off report (self-contained HTML, Markdown, JSON) from a score."""
+    from harness.pipeline import commands
+
+    for line in commands.report(score, out, ledger, manifest, junit, localisation):
+        say(line)

@@ -1,0 +1,192 @@
+"""What every judge returns: checks (observed vs allowed, how many of how many, where) and verdicts.
+
+A **check** is one metric against its limit. The gate produces them; the CLI lines, the sign-off
+report's tables and the JUnit file all render the same rows, and promotion re-derives every
+``ok`` from ``observed``, ``relation`` and ``allowed`` before it trusts a verdict. A check whose
+``allowed`` is ``None`` is reported, not gated.
+
+A **judge** owns one output kind (segmentation, voiceprint): its tolerance model, how its limits
+follow from a tolerance mode, how evidence is accumulated batch by batch, and its checks. Adding a
+metric means editing that judge's module only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from harness.errors import ScoringError
+from harness.geometry import Geometry
+from harness.ops import Op
+
+RELATIONS = ("<=", ">=", "==")
+NOT_GATED = "report"
+MODES = ("bitwise", "tolerance", "noise-floor")
+
+
+def holds(observed: Any, relation: str, allowed: Any) -> bool:
+    """``observed relation allowed``; a missing or non-finite observation never holds."""
+    if observed is None or (isinstance(observed, float) and not math.isfinite(observed)):
+        return False
+    if relation == "<=":
+        return observed <= allowed
+    if relation == ">=":
+        return observed >= allowed
+    if relation == "==":
+        return observed == allowed
+    raise ValueError(f"unknown relation {relation!r}")
+
+
+_NEGATION = {"<=": ">", ">=": "<", "==": "!="}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One metric of one OP against its limit (see module doc)."""
+
+    op: int
+    metric: str
+    observed: float | int | bool | None
+    relation: str
+    allowed: float | int | bool | None
+    ok: bool | None
+    unit: str = ""
+    offending: int | None = None
+    total: int | None = None
+    where: str | None = None  # "worst block 'b7' window 3", "first block ...": where to look
+    note: str = ""
+    hint: str = ""
+    limit: str = ""  # the key of the judge's limits ``allowed`` came from; "" = a fixed 0
+
+    @classmethod
+    def gate(cls, op: int, metric: str, observed: Any, relation: str, allowed: Any, **kw: Any) -> Check:
+        """A gated check (``allowed`` given) or a reported one (``allowed`` None)."""
+        if allowed is None:
+            return cls(op, metric, _plain(observed), NOT_GATED, None, None, **kw)
+        ok = holds(_plain(observed), relation, allowed)
+        return cls(op, metric, _plain(observed), relation, _plain(allowed), ok, **kw)
+
+    @property
+    def failed(self) -> bool:
+        return self.ok is False
+
+    def line(self) -> str:
+        """One line: 'OP 0 max_abs: 0.505 > 0.0001 allowed, 3 of 4 096 windows (0.07 %), worst block 'b7'...'"""
+        head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
+        if self.relation == NOT_GATED:
+            text = f"{head} (reported, not gated)"
+        else:
+            rel = self.relation if self.ok else _NEGATION[self.relation]
+            text = f"{head} {rel} {fmt(self.allowed)} allowed"
+        if self.offending and self.total:
+            text += f", {self.offending:,} of {self.total:,} {self.unit} ({100.0 * self.offending / self.total:.2g} %)"
+        elif self.offending:
+            text += f", {self.offending:,} {self.unit}"
+        if self.where:
+            text += f", {self.where}"
+        if self.note:
+            text += f"; {self.note}"
+        return text
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Check:
+        return cls(**data)
+
+
+@dataclass
+class OpVerdict:
+    """Every check of one OP at one shape (or of the exact lane's reproduction)."""
+
+    op: int
+    shape: int | str
+    checks: list[Check]
+    metrics: dict
+    limits: dict
+    failing: list[dict] = field(default_factory=list)  # worst offenders, for the report
+    distribution: list = field(default_factory=list)  # a sample of per-unit max |diff| for the plot
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.failed for c in self.checks)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [c.line() for c in self.checks if c.failed]
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "shape": self.shape, "passed": self.passed, "reasons": self.reasons,
+                "checks": [c.to_dict() for c in self.checks], "metrics": self.metrics, "limits": self.limits,
+                "failing": self.failing, "distribution": self.distribution}
+
+
+class Evidence(Protocol):
+    """Accumulates one OP of one lane against the golden, batch by batch (memory: one batch)."""
+
+    def add(self, golden: Any, run: Any, notes: dict | None = None) -> dict | None: ...
+
+    def verdict(self, shape: int | str) -> OpVerdict: ...
+
+
+class Judge(Protocol):
+    """One output kind: its tolerance model, limits per mode, evidence and checks."""
+
+    kind: str
+    tolerance: type
+
+    def applies_to(self, op: Op) -> bool: ...
+
+    def limits(self, tol: Any, floor: dict | None, sample_bound: bool = True) -> dict: ...
+
+    def evidence(self, op: Op, geometry: Geometry, limits: dict, mode: str) -> Evidence: ...
+
+
+def limits_for_mode(mode: str, floor: dict | None, *, bitwise: Any, noise_floor: Any, tolerance: Any) -> dict:
+    """The one dispatch over tolerance modes: a judge supplies the three limit sets.
+
+    ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
+    makes it bitwise."""
+    if mode == "bitwise" or (mode == "noise-floor" and floor is not None and floor.get("bitwise")):
+        limits = bitwise()
+    elif mode == "noise-floor":
+        if floor is None:
+            raise ScoringError("tolerance mode 'noise-floor' needs a golden recorded with its noise floor")
+        limits = noise_floor(floor)
+    elif mode == "tolerance":
+        limits = tolerance()
+    else:
+        raise ScoringError(f"unknown tolerance mode {mode!r} (expected one of {MODES})")
+    return {"mode": mode, **limits}
+
+
+def fmt(value: Any) -> str:
+    """A number as a person reads it in a one-line message."""
+    if value is None:
+        return "non-finite"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if value == int(value) and abs(value) < 1e6:
+            return f"{value:g}"
+        if abs(value) >= 0.99 and abs(value) < 1:
+            return f"{value:.9g}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers; NaN/Inf as None (files hold no such numbers)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,183 @@
+"""Parquet files of the harness (corpus, golden and run outputs): one way to write, one way to read.
+
+Written atomically (a temporary name renamed into place), zstd, with **page checksums**; read with
+checksum verification, so one flipped byte is refused instead of silently changing audio. Every
+reading failure becomes one line naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.errors import HarnessError
+from harness.fsio import atomic_file, fault, os_failure
+
+COMPRESSION = "zstd"
+RUN_COMPRESSION_LEVEL = 1  # runs are read once, right after: speed over size
+
+
+class HashingFile(io.RawIOBase):
+    """A write-only file that hashes its bytes on the way to disk: the manifest's sha256 of a file
+    costs no second read."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._f = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self._f.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+        super().close()
+
+
+class ParquetSink:
+    """Appends row groups to one Parquet file, renamed into place only by :meth:`close`.
+
+    After :meth:`close`, ``entry`` holds the file's sha256, size and rows (for a manifest)."""
+
+    def __init__(self, path: Path, schema: pa.Schema, compression_level: int | None = None,
+                 compression: str = COMPRESSION) -> None:
+        self.path = Path(path)
+        self.schema = schema
+        self.rows = 0
+        self.entry: dict | None = None
+        self._context = atomic_file(self.path)
+        self._tmp = self._context.__enter__()
+        try:
+            self._file = HashingFile(self._tmp)
+            self._writer = pq.ParquetWriter(self._file, schema, compression=compression,
+                                            compression_level=compression_level if compression == "zstd" else None,
+                                            write_page_checksum=True)
+        except OSError as exc:
+            self._abort(exc)
+            raise os_failure(self.path, exc) from None
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+
+    def write(self, table: pa.Table) -> None:
+        try:
+            fault(f"parquet:{self.path.name}")
+            self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        except OSError as exc:
+            self._abort(exc)
+            raise os_failure(self.path, exc) from None
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+        self.rows += table.num_rows
+
+    def close(self) -> int:
+        try:
+            self._writer.close()
+            self._file.close()
+        except OSError as exc:
+            self._abort(exc)
+            raise os_failure(self.path, exc) from None
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+        self._context.__exit__(None, None, None)
+        self.entry = {"sha256": self._file.sha256.hexdigest(), "bytes": self._file.size, "rows": self.rows}
+        return self.rows
+
+    def abort(self) -> None:
+        """Drop the temporary file (a failure elsewhere)."""
+        self._abort(RuntimeError("aborted"))
+
+    def _abort(self, exc: BaseException) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        with contextlib.suppress(Exception):
+            self._file.close()
+        with contextlib.suppress(BaseException):
+            self._context.__exit__(type(exc), exc, None)
+
+
+def write_table(path: Path, table: pa.Table, compression_level: int | None = None) -> dict:
+    """Write one table; returns its manifest entry (sha256, bytes, rows)."""
+    sink = ParquetSink(path, table.schema, compression_level)
+    sink.write(table)
+    sink.close()
+    assert sink.entry is not None
+    return sink.entry
+
+
+def open_file(path: Path, what: str, error: type[HarnessError] = HarnessError) -> pq.ParquetFile:
+    """Open a Parquet file with page checksum verification, or one error line naming it."""
+    path = Path(path)
+    try:
+        return pq.ParquetFile(path, page_checksum_verification=True)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise error(f"{path}: {what} expected, found a directory") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise error(f"{path}: not a readable Parquet {what} ({_one_line(exc)})") from None
+
+
+def read_row_group(file: pq.ParquetFile, i: int, path: Path, what: str, error: type[HarnessError] = HarnessError,
+                   columns: list[str] | None = None) -> pa.Table:
+    try:
+        return file.read_row_group(i, columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        raise error(f"{path}: {what} is corrupt in row group {i} ({_one_line(exc)}; a flipped byte fails its page "
+                    "checksum)") from None
+
+
+def iter_row_groups(file: pq.ParquetFile, path: Path, what: str, error: type[HarnessError] = HarnessError,
+                    columns: list[str] | None = None) -> Iterator[pa.Table]:
+    for i in range(file.metadata.num_row_groups):
+        yield read_row_group(file, i, path, what, error, columns)
+
+
+def schema_metadata(file: pq.ParquetFile, key: bytes, path: Path, what: str,
+                    error: type[HarnessError] = HarnessError) -> object | None:
+    """The JSON value stored under ``key`` in the file's schema metadata (None if absent)."""
+    raw = (file.schema_arrow.metadata or {}).get(key)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise error(f"{path}: {what} metadata {key.decode()!r} is not JSON") from None
+
+
+def describe(schema: pa.Schema) -> str:
+    return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
+
+
+def check_schema(file: pq.ParquetFile, expected: pa.Schema, path: Path, what: str,
+                 error: type[HarnessError] = HarnessError) -> None:
+    got = file.schema_arrow.remove_metadata()
+    if not got.equals(expected.remove_metadata()):
+        raise error(f"{path}: {what} has schema {describe(got)}, expected {describe(expected)}")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

@@ -1,0 +1,179 @@
+"""One function per command: what the CLI calls, returning the lines it prints.
+
+The CLI only parses options and prints; everything a command does (in which order, what it
+checks before long work) is here, so it is testable without a shell and used the same way by
+``nightly``, ``demo`` and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.config import ReleaseConfig
+from harness.errors import HarnessError, step
+from harness.fsio import check_output_file, check_writable_dir, safe_name
+from harness.pipeline.backends import make_backend, make_packer
+from harness.progress import progress_bar
+
+
+def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Iterator, int]:
+    from harness.corpus.schema import CorpusReader
+    from harness.corpus.synth import synth_corpus
+
+    if corpus is not None:
+        reader = CorpusReader(corpus, geometry)
+        return reader.rows(), len(reader)
+    built = synth_corpus(geometry, cfg.corpus.blocks, seed=cfg.corpus.seed, step=cfg.corpus.step or None)
+    return built.rows(), len(built)
+
+
+def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool, backend: str,
+           progress: bool) -> list[str]:
+    from harness.pipeline.record import record_golden
+
+    name = safe_name(release if release is not None else cfg.name, "--release")
+    check_writable_dir(goldens, "golden folder")
+    be = make_backend(cfg, backend)
+    rows, n = _corpus_rows(corpus, cfg, be.geometry)
+    with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
+        gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
+    repro = gold.manifest["reproducibility"]
+    floor = "bitwise" if repro["bitwise"] else "NOT bitwise, noise floor " + ", ".join(
+        f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
+    lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
+    if changes is not None:
+        lines.append("changes against the previous golden: " + json.dumps(changes))
+    return lines
+
+
+def verify(cfg: ReleaseConfig, golden_path: Path, backend: str, progress: bool) -> tuple[str, bool]:
+    from golden.store import load_golden
+    from harness.pipeline.record import verify_golden
+
+    gold = load_golden(golden_path)
+    be = make_backend(cfg, backend)
+    with progress_bar("golden verify", 3 * gold.blocks, progress) as tick:
+        result = verify_golden(gold, be, cfg, progress=tick)
+    return result["summary"], result["passed"]
+
+
+def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: str, packer: str | None,
+        pad_to_fixed: bool | None, progress: bool) -> list[str]:
+    from golden.store import load_golden
+    from harness.pipeline.run import plan_for, run_shapes
+
+    check_writable_dir(runs, "runs folder")
+    be = make_backend(cfg, backend)
+    gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)
+    plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
+    with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress) as tick:
+        result = run_shapes(gold, be, plan, runs, cfg, make_packer(packer), progress=tick)
+    return [f"wrote run {result.run_id} at {result.path}"]
+
+
+def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
+    from golden.runs import load_run
+    from golden.store import load_golden
+    from harness.pipeline.score import score_run, write_score
+
+    check_output_file(out, "score file")
+    gold, r = load_golden(golden_path), load_run(run_path)
+    result = score_run(gold, r, cfg.tolerances)
+    write_score(out, result)
+    return score_lines(result) + [f"wrote {out}"], result["verdict"] == "pass"
+
+
+def score_lines(result: dict) -> list[str]:
+    """The golden's reproduction first when it failed (then every verdict is in doubt), then one
+    line per shape."""
+    lines = []
+    v = result["verification"]
+    if not v["passed"]:
+        lines.append(f"GOLDEN NOT REPRODUCED: {v['summary']}; the shape verdicts below were judged against a golden "
+                     "this environment does not reproduce")
+    for k, s in sorted(result["shapes"].items(), key=lambda kv: int(kv[0])):
+        lines.append(f"shape k={k}: {s['verdict'].upper()}" + (f" ({s['reasons'][0]})" if s["reasons"] else ""))
+    return lines
+
+
+def promote(cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None,
+            run_path: Path | None) -> list[str]:
+    from harness.pipeline.promote import describe_transition, promote_file
+
+    result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
+    lines = [f"shape k={k}: {s['verdict']}" for k, s in sorted(result["shapes"].items(), key=lambda kv: int(kv[0]))]
+    lines += [describe_transition(t) for t in transitions]
+    return lines + [f"wrote {ledger} and {manifest}"]
+
+
+def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | None, junit: Path | None,
+           localisation: Path | None) -> list[str]:
+    from harness.jsonio import read_json
+    from harness.ledger_store import read_consistent
+    from harness.schemas import LocalisationFile, validate
+    from harness.score_check import check_self_consistent, read_score
+    from reports import write_junit, write_report
+
+    check_writable_dir(out, "report folder")
+    if junit is not None:
+        check_output_file(junit, "JUnit file")
+    result = read_score(score_path)
+    check_self_consistent(result, str(score_path))
+    book = read_consistent(ledger, manifest)[0] if ledger is not None else None
+    loc = None
+    if localisation is not None:
+        data = validate(LocalisationFile, read_json(localisation, "localisation file"), str(localisation))
+        if data.score_digest != result["digest"]:
+            raise HarnessError(f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not "
+                               f"{score_path}")
+        loc = data.shapes
+    paths = write_report(out, result, ledger=book, localisation=loc)
+    if junit is not None:
+        write_junit(junit, result, None)
+    return [f"report: {paths['html']}"]
+
+
+def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
+            manifest: Path | None, localise: bool, backend: str, packer: str | None, progress: bool):
+    from harness.pipeline.nightly import nightly as run_nightly
+    from harness.shards import Shard
+
+    part = Shard.parse(shard) if shard else None
+    be = make_backend(cfg, backend)
+    return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, make_packer(packer))
+
+
+def merge(cfg: ReleaseConfig, golden: Path, shards: list[Path], out: Path, ledger: Path | None,
+          manifest: Path | None, localise: bool):
+    from harness.pipeline.nightly import merge as run_merge
+
+    return run_merge(cfg, golden, shards, out, ledger, manifest, localise)
+
+
+def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], object]:
+    """The main job: synthetic corpus, golden, nightly, sign-off report."""
+    import time
+
+    from harness.corpus.schema import CorpusReader, write_corpus
+    from harness.corpus.synth import synth_corpus
+    from harness.pipeline.nightly import nightly as run_nightly
+    from harness.pipeline.record import record_golden
+
+    start = time.perf_counter()
+    check_writable_dir(out, "demo output folder")
+    be = make_backend(cfg)
+    lines = [f"main job: model {cfg.model.spec} on {cfg.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
+             f"shapes {list(cfg.candidates)}, output in {out}"]
+    with step("corpus"):
+        corpus = synth_corpus(be.geometry, cfg.corpus.blocks, seed=cfg.corpus.seed, step=cfg.corpus.step or None)
+        write_corpus(out / "corpus.parquet", corpus, be.geometry)
+    with progress_bar(f"golden record ({len(corpus)} blocks, exact lane x2)", 2 * 3 * len(corpus), progress) as tick:
+        gold, _ = record_golden(out / "goldens", cfg.name, CorpusReader(out / "corpus.parquet", be.geometry).rows(),
+                                be, cfg, progress=tick)
+    lines.append(f"golden {gold.golden_id}: exact lane "
+                 f"{'reproduced bitwise' if gold.manifest['reproducibility']['bitwise'] else 'NOT bitwise'}")
+    outcome = run_nightly(cfg, gold.path, out / "nightly", be, show_progress=progress)
+    lines.append(f"main job took {time.perf_counter() - start:.0f} s")
+    return lines, outcome

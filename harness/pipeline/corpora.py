@@ -1,0 +1,29 @@
+"""Corpus files built by the ``corpus`` commands: streamed to disk, validated block by block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.corpus.schema import CorpusReader, write_corpus
+from harness.fsio import check_output_file
+from harness.geometry import Geometry
+
+
+def synth_to_file(out: Path, geometry: Geometry, blocks: int, seed: int, step: int, force: bool) -> dict:
+    from harness.corpus.synth import synth_corpus
+
+    check_output_file(out, "corpus", overwrite=force)
+    return write_corpus(out, synth_corpus(geometry, blocks, seed=seed, step=step or None), geometry)
+
+
+def wav_to_file(out: Path, geometry: Geometry, wavs: list[Path], step: int, force: bool) -> dict:
+    from harness.corpus.wav import iter_wav_blocks
+
+    check_output_file(out, "corpus", overwrite=force)
+    return write_corpus(out, iter_wav_blocks(wavs, geometry, step=step or None), geometry)
+
+
+def capture_to_file(out: Path, geometry: Geometry, captured: Path, force: bool) -> dict:
+    check_output_file(out, "corpus", overwrite=force)
+    reader = CorpusReader(captured, geometry, require_meta=False)
+    return write_corpus(out, reader.rows(), geometry)

@@ -1,0 +1,77 @@
+"""Localisation of failing shapes, after the verdict: best effort, and it says why when it cannot.
+
+The verdict, the ledger and the manifest are written before this runs; a model that cannot be
+hooked (a TorchScript module), a device that is not there, or any other failure here is recorded
+as the reason, never allowed to undo or block the verdict. The pack to replay is the one the run
+actually sent (its block ids are in the run's call log), rebuilt with the golden's voiceprint
+inputs, on the run's own device by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from golden.runs import Run
+from golden.store import Golden
+from harness.errors import step
+from harness.localise import localise
+from harness.ops import Op
+from lanes.runner import no_rows
+
+FORMAT = 1
+
+
+def localise_failures(score: dict, golden: Golden, run: Run, load_model: Callable[[], object]) -> dict:
+    """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc)."""
+    failing = {k: [op for op, v in s["ops"].items() if not v["passed"]]
+               for k, s in score["shapes"].items() if s["verdict"] == "fail"}
+    if not any(failing.values()):
+        return {}
+    out: dict[str, dict] = {}
+    try:
+        with step("load model for localisation"):
+            model = load_model()
+    except Exception as exc:  # best effort: say why, never fail the verdict
+        reason = f"the model could not be loaded here ({type(exc).__name__}: {_line(exc)})"
+        return {k: {op: {"available": False, "reason": reason} for op in ops} for k, ops in failing.items()}
+    if getattr(model, "fingerprint", None) != golden.fingerprint:
+        reason = "the configured model is not the golden's (fingerprints differ)"
+        return {k: {op: {"available": False, "reason": reason} for op in ops} for k, ops in failing.items()}
+    calls = run.calls()
+    for k, ops in failing.items():
+        out[k] = {}
+        for op_key in ops:
+            try:
+                with step(f"localise k={k} OP {op_key}"):
+                    out[k][op_key] = _one(score["shapes"][k]["ops"][op_key], int(k), Op(int(op_key)), golden, run,
+                                          calls, model)
+            except Exception as exc:  # best effort: say why, never fail the verdict
+                out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {_line(exc)}"}
+    return out
+
+
+def _one(verdict: dict, k: int, op: Op, golden: Golden, run: Run, calls: list[dict], model) -> dict:
+    targets = [f["block"] for f in verdict.get("failing", []) if f.get("block")]
+    if not targets:
+        return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
+    target = targets[0]
+    call = next((c for c in calls if c["lane"] == "fast" and int(c["shape"]) == k and int(c["op"]) == int(op)
+                 and target in (c["block_ids"] or ())), None)
+    if call is None:
+        return {"available": False, "reason": f"the run's call log has no k={k} OP {int(op)} call with {target!r}"}
+    members = list(call["block_ids"])
+    wanted = set(members)
+    found = {b.id: b for b in golden.corpus() if b.id in wanted}
+    blocks = [found[b] for b in members]
+    if op.is_voiceprint:
+        inputs = golden.voiceprint_inputs(members).get(op, {})
+        g = golden.geometry
+        rows = {b.id: inputs.get(b.id) or no_rows(g) for b in blocks}
+        blocks = [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g) for b in blocks]
+        if sum(b.rows for b in blocks) == 0:
+            return {"available": False, "reason": "the failing pack has no voiceprint rows"}
+    return localise(model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None)
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

@@ -1,0 +1,143 @@
+"""The nightly job: one command for the GPU CI job (CPU too), failing loudly and specifically.
+
+run every candidate shape, interleaved with the exact lane (the golden's reproduction) -> score
+(once) -> ledger and promoted-shapes manifest, one transaction (revoke what fails) -> localise
+failures (best effort, after the verdict is safe) -> sign-off report + JUnit -> exit 0 only when
+everything holds.
+
+Every output path is checked writable before the first network call. With ``shard`` it runs a
+deterministic part of the corpus and stops after scoring its part; :func:`merge` combines the
+shards into one run, one score, one ledger update and one report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from golden.runs import Run, load_run, merge_runs
+from golden.store import Golden, load_golden
+from harness.config import ReleaseConfig
+from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, step
+from harness.fsio import atomic_write, check_writable_dir
+from harness.jsonio import write_json_atomic
+from harness.ledger_store import check_paths
+from harness.packing import HARNESS_PACKER, Packer
+from harness.pipeline.localise import localise_failures
+from harness.pipeline.promote import promote
+from harness.pipeline.run import plan_for, run_shapes
+from harness.pipeline.score import score_run, write_score
+from harness.progress import progress_bar
+from harness.shards import Shard
+
+
+@dataclass
+class NightlyOutcome:
+    exit_code: int
+    summary: str
+    paths: dict[str, Path] = field(default_factory=dict)
+    score: dict | None = None
+    transitions: list[dict] | None = None
+
+
+def default_ledger(golden_path: Path, ledger: Path | None, manifest: Path | None) -> tuple[Path, Path]:
+    root = Path(golden_path).parent
+    return Path(ledger or root / "ledger.json"), Path(manifest or root / "promoted-shapes.json")
+
+
+def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend, shard: Shard | None = None,
+            ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
+            show_progress: bool = True, packer: Packer = HARNESS_PACKER,
+            load_model: Callable[[], object] | None = None) -> NightlyOutcome:
+    golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
+    ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
+    check_writable_dir(out, "nightly output folder")
+    if shard is None:
+        check_paths(ledger_path, manifest_path)
+    plan = plan_for(config)
+    blocks = golden.blocks if shard is None else sum(1 for b in golden.block_ids() if shard.owns(b))
+    with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
+                      show_progress) as tick:
+        run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick)
+    if shard is not None:
+        with step("score shard"):
+            score = score_run(golden, run, config.tolerances)
+            path = write_score(out / "score.json", score)
+        return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score['corpus']['blocks']} blocks run "
+                              f"({score['verdict']} on this shard alone); combine shards with `harness merge`",
+                              {"run": run.path, "score": path}, score)
+    loader = load_model if localise else None
+    if loader is None and localise:
+        loader = _model_loader(config, backend, run)
+    return finalize(config, golden, run, out, ledger_path, manifest_path, loader)
+
+
+def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
+          ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True) -> NightlyOutcome:
+    golden = load_golden(golden_path)
+    ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
+    check_writable_dir(out, "merge output folder")
+    check_paths(ledger_path, manifest_path)
+    runs = []
+    for d in shard_dirs:
+        d = Path(d)
+        found = sorted((d / "runs").glob("*/manifest.json")) if (d / "runs").is_dir() else []
+        if (d / "manifest.json").is_file():
+            found = [d / "manifest.json"]
+        if len(found) != 1:
+            raise HarnessError(f"{d}: expected one shard run (a nightly --shard output folder), found {len(found)}")
+        runs.append(load_run(found[0].parent))
+    for r in runs:
+        if r.golden_id != golden.golden_id:
+            raise HarnessError(f"{r.path}: ran against golden {r.golden_id}, not {golden.golden_id}")
+    with step("merge shard runs"):
+        merged = merge_runs(out / "runs", runs, golden.block_ids())
+    loader = _model_loader(config, None, merged) if localise else None
+    return finalize(config, golden, merged, out, ledger_path, manifest_path, loader)
+
+
+def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
+             load_model: Callable[[], object] | None) -> NightlyOutcome:
+    """Score (once), promote/revoke, localise (best effort), report and JUnit."""
+    from reports import summary_line, write_junit, write_report
+
+    with step("score"):
+        score = score_run(golden, run, config.tolerances)
+        paths = {"run": run.path, "score": write_score(out / "score.json", score)}
+    transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path,
+                          str(paths["score"]))
+    paths["ledger"], paths["promoted"] = ledger_path, manifest_path
+    localisation = {}
+    if load_model is not None:
+        with step("localise"):
+            localisation = localise_failures(score, golden, run, load_model)
+        if localisation:
+            paths["localisation"] = write_json_atomic(out / "localisation.json", {
+                "kind": "harness.localisation", "format": 1, "score_digest": score["digest"], "shapes": localisation})
+    with step("report"):
+        from harness.ledger_store import read_consistent
+
+        ledger, _ = read_consistent(ledger_path, manifest_path)
+        paths.update(write_report(out / "report", score, ledger=ledger, transitions=transitions,
+                                  localisation=localisation))
+        paths["junit"] = write_junit(out / "junit.xml", score, None)
+        summary = summary_line(score, None)
+        paths["summary"] = atomic_write(out / "summary.txt", summary + "\n")
+    code = EXIT_PASS if score["verdict"] == "pass" else EXIT_FAIL
+    return NightlyOutcome(code, summary, paths, score, transitions)
+
+
+def _model_loader(config: ReleaseConfig, backend, run: Run) -> Callable[[], object]:
+    """The model to localise with: the in-process backend's own, else the configured model on the
+    run's device (localisation must see the kernels the run saw)."""
+    model = getattr(backend, "model", None)
+    if model is not None:
+        return lambda: model
+
+    def load() -> object:
+        from harness.pipeline.backends import load_model
+
+        return load_model(config, run.manifest["environment"].get("device", config.device))
+
+    return load

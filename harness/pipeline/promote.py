@@ -1,0 +1,58 @@
+"""Promotion: a verified score applied to the ledger and the promoted-shapes manifest, as one
+transaction (:mod:`harness.ledger_store`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from golden.runs import load_run
+from golden.store import load_golden
+from harness.config import ReleaseConfig
+from harness.errors import HarnessError, LedgerError, step
+from harness.ledger_store import commit
+from harness.promotion import apply_score
+from harness.score_check import check_score, read_score
+
+
+def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
+                        ) -> tuple[dict, dict, dict]:
+    """The score and the manifests of the golden and run it judged (which must still be there)."""
+    score = read_score(score_path)
+    golden_at = Path(golden_path or score["golden"]["path"])
+    run_at = Path(run_path or score["run"]["path"])
+    try:
+        golden = load_golden(golden_at).manifest
+        run = load_run(run_at).manifest
+    except HarnessError as exc:
+        raise LedgerError(f"{score_path}: cannot check the score against what it judged: {exc} (promotion needs the "
+                          "golden and run the score names; give --golden/--run if they moved)") from None
+    return score, golden, run
+
+
+def promote(score: dict, golden_manifest: dict, run_manifest: dict, config: ReleaseConfig, ledger_path: Path,
+            manifest_path: Path, where: str) -> list[dict]:
+    """Verify ``score`` and commit it; the state changes made (one per scored shape)."""
+    with step("verify score"):
+        check_score(score, golden_manifest, run_manifest, config.tolerances, where)
+    release_shapes = config.release_shapes_json()
+    with step("commit ledger and manifest"):
+        return commit(ledger_path, manifest_path, release_shapes,
+                      lambda book: apply_score(book, score, run_manifest["created"], release_shapes))
+
+
+def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, manifest_path: Path,
+                 golden_path: Path | None = None, run_path: Path | None = None) -> tuple[dict, list[dict]]:
+    score, golden, run = load_score_evidence(score_path, golden_path, run_path)
+    return score, promote(score, golden, run, config, ledger_path, manifest_path, str(score_path))
+
+
+def describe_transition(t: dict) -> str:
+    """'shape k=2: candidate -> promoted (run ...)' or 'shape k=4: stays candidate (failed: ...)'."""
+    head = f"shape k={t['shape']}: "
+    if t["from"] != t["to"]:
+        text = f"{head}{t['from']} -> {t['to']} (run {t['run_id']})"
+    else:
+        text = f"{head}stays {t['to']} (run {t['run_id']} {'passed' if t['passed'] else 'failed'})"
+    if not t["passed"] and t["reasons"]:
+        text += f": {t['reasons'][0]}"
+    return text

@@ -1,0 +1,152 @@
+"""Recording and verifying goldens: the exact lane run, judged, and stored (streamed, batch by batch).
+
+Recording copies the corpus into the golden (validating every block first), runs the exact lane
+twice, interleaved, writes the first run's outputs and stores how much the second differed from
+the first (the noise floor). A golden holding NaN or Inf is refused: nothing is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from golden.store import CALLS, CORPUS, Golden, golden_path, load_golden, new_lane_writer, seal_golden_manifest, \
+    write_manifest
+from golden.tables import BackgroundWriter, write_calls
+from harness.config import ReleaseConfig
+from harness.corpus.schema import CorpusReader, CorpusWriter
+from harness.environment import differences, machine_environment, numerics_differences, provenance
+from harness.errors import GoldenError, step
+from harness.fsio import atomic_directory, check_writable_dir
+from harness.ops import Op
+from harness.outputs import LaneOutputs
+from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
+from harness.scoring import LaneScorer, op_limits
+from harness.tolerances import Tolerances
+from lanes.runner import EXACT, RunPlan, lane_name, run_lanes
+
+Progress = Callable[[int], None]
+
+
+def exact_plan(config: ReleaseConfig, repeats: int, ops: Iterable[Op] | None = None) -> RunPlan:
+    return RunPlan(shapes=(), release_shapes=config.release_shapes, mode=config.mode, include_exact=True,
+                   exact_repeats=repeats, mask_policy=config.masks,
+                   **({"ops": tuple(ops)} if ops is not None else {}))
+
+
+def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, config: ReleaseConfig,
+                  regen: bool = False, progress: Progress | None = None) -> tuple[Golden, dict | None]:
+    """Record a golden of ``corpus_rows`` ((block, source, provenance) tuples) under ``root/release``.
+
+    Returns the golden and, with ``regen``, a summary of how it differs from the previous one
+    (which is kept: the new golden lands beside it)."""
+    final = golden_path(root, release)
+    previous = None
+    if final.exists():
+        if not regen:
+            raise GoldenError(f"{final}: a golden for release {release!r} exists; record with --regen to write a "
+                              "new one beside it (nothing is overwritten)")
+        previous = load_golden(final)
+        final = final.with_name(f"{release}.regen-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%S%fZ')}")
+    check_writable_dir(final.parent, "golden folder")
+    geometry = backend.geometry
+    plan = exact_plan(config, repeats=2)
+    with atomic_directory(final) as tmp:
+        with step("corpus"):
+            writer = CorpusWriter(tmp / CORPUS, geometry)
+            with writer:
+                for block, source, prov in corpus_rows:
+                    writer.add(block, source, prov)
+                summary = writer.close()
+            files = {CORPUS: writer.entry}
+        with step("exact lane x2"):
+            outputs = BackgroundWriter(new_lane_writer(tmp, geometry, list(plan.ops)))
+            floor = floor_scorer(plan.ops, geometry, "isolated")
+            first: dict[str, LaneOutputs] = {}
+
+            def sink(lane: str, batch: LaneOutputs) -> None:
+                if lane == EXACT:
+                    refuse_non_finite(batch)
+                    batch.segmentation.decisions()  # computed once, here: the writer and the floor share them
+                    outputs.write(batch)
+                    first["batch"] = batch
+                elif lane == lane_name(EXACT, 1):
+                    floor.add(first.pop("batch"), batch)
+
+            try:
+                calls = run_lanes(CorpusReader(tmp / CORPUS, geometry), backend, plan, sink, progress=progress)
+            except BaseException:
+                outputs.abort()
+                raise
+            files.update(outputs.close())
+            files[CALLS] = write_calls(tmp / CALLS, calls)
+        fields = {"release": release, "geometry": geometry.to_dict(), **provenance(backend.environment()),
+                  "config": config.to_dict(), "ops": [int(op) for op in plan.ops], "mode": plan.mode,
+                  "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}
+        write_manifest(tmp, seal_golden_manifest(fields, files))
+    golden = load_golden(final)
+    changes = summarize_changes(previous, golden) if previous is not None else None
+    return golden, changes
+
+
+def refuse_non_finite(outputs: LaneOutputs) -> None:
+    import numpy as np
+
+    seg = outputs.segmentation
+    bad = ~np.isfinite(seg.logprobs).all(axis=(2, 3))
+    if bad.any():
+        b, w = (int(v) for v in np.argwhere(bad)[0])
+        raise GoldenError(f"refusing to record a golden: OP 0 output of block {seg.block_ids[b]!r} window {w} "
+                          "holds NaN/Inf")
+    for op, vp in outputs.voiceprint.items():
+        bad_rows = np.flatnonzero(~np.isfinite(vp.embedding).all(axis=1))
+        if bad_rows.size:
+            i = int(bad_rows[0])
+            raise GoldenError(f"refusing to record a golden: OP {int(op)} embedding of block {vp.block_ids[i]!r} "
+                              f"window {int(vp.window[i])} speaker {int(vp.speaker[i])} holds NaN/Inf")
+
+
+def verify_golden(golden: Golden, backend, config: ReleaseConfig, progress: Progress | None = None) -> dict:
+    """Re-run the exact lane over the golden's corpus and judge it against the golden's noise floor."""
+    plan = exact_plan(config, repeats=1, ops=golden.ops)
+    scorer = reproduction_scorer(golden.ops, golden.geometry, golden.floors(), config.tolerances, "isolated")
+    reader = golden.outputs()
+
+    def sink(lane: str, batch: LaneOutputs) -> None:
+        scorer.add(reader.select(batch.block_ids), batch)
+
+    with step("exact lane"):
+        run_lanes(golden.corpus(), backend, plan, sink, voiceprint_inputs=golden.voiceprint_inputs, progress=progress)
+    env = backend.environment()
+    return judge_reproduction(golden, scorer, backend.fingerprint, machine_environment(env),
+                              env.get("numerics_in_force") or {})
+
+
+def judge_reproduction(golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict,
+                       numerics_now: dict) -> dict:
+    diffs = differences(golden.manifest["environment"], env_now)
+    diffs += numerics_differences(golden.manifest["numerics"]["in_force"], numerics_now)
+    return reproduction(golden.golden_id, scorer.verdicts(), golden.manifest["reproducibility"]["bitwise"],
+                        fingerprint == golden.fingerprint, diffs)
+
+
+def summarize_changes(old: Golden, new: Golden) -> dict:
+    """What a regenerated golden changes, per OP (for the --regen summary)."""
+    out = {"old": old.golden_id, "new": new.golden_id, "fingerprint_changed": old.fingerprint != new.fingerprint,
+           "environment": differences(old.manifest["environment"], new.manifest["environment"]), "ops": {}}
+    if old.block_ids() != new.block_ids():
+        out["corpus_changed"] = True
+        return out
+    ops = [op for op in new.ops if op in old.ops]
+    scorer = LaneScorer("regen", ops, new.geometry, op_limits(Tolerances(), ops, None, sample_bound=False), "isolated")
+    ids = new.block_ids()
+    for start in range(0, len(ids), 32):
+        chunk = ids[start : start + 32]
+        scorer.add(old.outputs().select(chunk), new.outputs().select(chunk))
+    for v in scorer.verdicts():
+        keys = (("bitwise", "max_abs_finite", "max_ulp", "argmax_flips_near_tie", "argmax_flips_confident")
+                if v.op == 0 else ("bitwise", "max_abs", "min_cosine", "missing_rows", "extra_rows"))
+        out["ops"][str(v.op)] = {k.replace("_finite", ""): v.metrics[k] for k in keys}
+    return out
+

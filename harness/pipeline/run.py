@@ -1,0 +1,61 @@
+"""Running the lanes over a golden's corpus into a run directory (streamed, batch by batch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from golden.runs import Run, RunWriter, load_run, new_run_id
+from golden.store import Golden
+from harness.config import ReleaseConfig
+from harness.environment import provenance
+from harness.errors import HarnessError, step
+from harness.packing import HARNESS_PACKER, Packer
+from harness.shards import Shard
+from lanes.runner import RunPlan, check_request_sizes, run_lanes
+
+Progress = Callable[[int], None]
+
+
+def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None
+             ) -> RunPlan:
+    return RunPlan(shapes=tuple(shapes if shapes is not None else config.candidates),
+                   release_shapes=config.release_shapes, mode=config.mode,
+                   pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
+                   include_exact=True, mask_policy=config.masks)
+
+
+def shard_ids(golden: Golden, shard: Shard | None) -> list[str] | None:
+    """The blocks of one shard (None: all); refuses a shard that holds none."""
+    if shard is None:
+        return None
+    ids = [b for b in golden.block_ids() if shard.owns(b)]
+    if not ids:
+        raise HarnessError(f"shard {shard} holds no block of the {golden.blocks}-block corpus; use fewer shards")
+    return ids
+
+
+def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
+               packer: Packer = HARNESS_PACKER, shard: Shard | None = None, progress: Progress | None = None,
+               run_id: str | None = None) -> Run:
+    """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),
+    interleaved, written to a new run directory under ``runs_root``."""
+    wanted = shard_ids(golden, shard)
+    keep = set(wanted) if wanted is not None else None
+    check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
+                        len(wanted) if wanted is not None else golden.blocks, backend, plan)
+    blocks = (b for b in golden.corpus() if keep is None or b.id in keep)
+    writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
+                       plan.lanes())
+    with writer:
+        with step("lanes"):
+            calls = run_lanes(blocks, backend, plan, writer.sink, voiceprint_inputs=golden.voiceprint_inputs,
+                              packer=packer, progress=progress)
+        describe = getattr(packer, "describe", None)
+        fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
+                  **provenance(backend.environment()), "config": config.to_dict(), "mode": plan.mode,
+                  "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
+                  "shapes": list(plan.shapes), "shard": str(shard) if shard else None}
+        with step("write run"):
+            path = writer.finish(fields, calls)
+    return load_run(path, trusted=True)

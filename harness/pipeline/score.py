@@ -1,0 +1,113 @@
+"""Scoring a run against its golden: once, streamed, every lane in one pass over the golden.
+
+The golden's outputs are read once, batch by batch, and every lane of the run is judged against
+the same batch: the run's exact lane (golden reproduction), every packed shape (the verdicts), and
+every packed shape against the run's own exact lane (what packing alone changes). The corpus
+audio is never opened. The score is sealed with its digest and names the run and golden (with
+their manifest digests) it judged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from golden.runs import EXACT, Run, lane_dir
+from golden.store import Golden
+from harness.environment import differences, numerics_differences
+from harness.errors import ScoringError, step
+from harness.fsio import check_output_file
+from harness.jsonio import seal, write_json_atomic
+from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
+from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result
+from harness.timing import summarize_calls
+from harness.tolerances import Tolerances
+
+FORMAT = 2
+BATCH_BLOCKS = 32
+
+
+def check_comparable(golden: Golden, run: Run) -> list[str]:
+    """The run's blocks (in golden order), or one error naming both sides of what differs."""
+    if run.golden_id != golden.golden_id or run.manifest["golden_manifest_sha256"] != golden.manifest_sha256:
+        raise ScoringError(f"run {run.run_id} was made against golden {run.golden_id}, not {golden.golden_id} "
+                           f"({golden.path}): score it against the golden it ran against")
+    if golden.fingerprint != run.fingerprint:
+        raise ScoringError(f"run {run.run_id} was made with model {run.fingerprint[:16]}..., golden "
+                           f"{golden.golden_id} with {golden.fingerprint[:16]}...: not comparable")
+    if golden.geometry != run.geometry:
+        raise ScoringError(f"run {run.run_id} and golden {golden.golden_id} declare different geometries")
+    order = {b: i for i, b in enumerate(golden.block_ids())}
+    ids = run.block_ids()
+    strays = [b for b in ids if b not in order]
+    if strays:
+        raise ScoringError(f"run {run.run_id} holds block {strays[0]!r}, which golden {golden.golden_id} does not")
+    return sorted(ids, key=order.__getitem__)
+
+
+def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
+    """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score."""
+    with step("check run"):
+        ids = check_comparable(golden, run)
+    ops, g, mode, floors = run.ops, golden.geometry, run.manifest["mode"], golden.floors()
+    limits = op_limits(tolerances, ops, floors)
+    shapes = run.shapes
+    verdict_scorers = {k: LaneScorer(k, ops, g, limits, mode) for k in shapes}
+    effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes}
+    exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
+    reader = golden.outputs()
+    with step("score"):
+        for start in range(0, len(ids), BATCH_BLOCKS):
+            chunk = ids[start : start + BATCH_BLOCKS]
+            gold = reader.select(chunk)
+            exact = run.lane(EXACT).select(chunk)
+            exact_scorer.add(gold, exact)
+            for k in shapes:
+                lane = run.lane(lane_dir(k)).select(chunk)
+                verdict_scorers[k].add(gold, lane)
+                effect_scorers[k].add(exact, lane)
+    env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
+    env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
+    verification = reproduction(golden.golden_id, exact_scorer.verdicts(), golden.manifest["reproducibility"]["bitwise"],
+                                golden.fingerprint == run.fingerprint, env_diff)
+    shape_results = {}
+    for k in shapes:
+        result = shape_result(k, verdict_scorers[k].verdicts())
+        result["vs_exact"] = packing_effect(effect_scorers[k].verdicts())
+        shape_results[str(k)] = result
+    calls = run.calls()
+    throughput = summarize_calls(calls)
+    verdict = "pass" if verification["passed"] and all(s["verdict"] == "pass" for s in shape_results.values()) \
+        else "fail"
+    return seal({
+        "kind": "harness.score",
+        "format": FORMAT,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "release": golden.release,
+        "golden": {"id": golden.golden_id, "path": str(golden.path), "manifest_sha256": golden.manifest_sha256},
+        "run": {"id": run.run_id, "path": str(run.path), "manifest_sha256": run.manifest["manifest_sha256"],
+                "created": run.manifest["created"]},
+        "fingerprint": golden.fingerprint,
+        "model": golden.manifest["model"],
+        "device_kind": run.device_kind,
+        "numerics_profile": run.manifest["numerics_profile"],
+        "numerics": run.manifest["numerics"],
+        "environment": run.manifest["environment"],
+        "mode": mode,
+        "pad_to_fixed": run.manifest["pad_to_fixed"],
+        "packer": run.manifest["packer"],
+        "corpus": {**golden.manifest["corpus"], "blocks": len(ids)} if len(ids) != golden.blocks
+        else golden.manifest["corpus"],
+        "reproducibility": golden.manifest["reproducibility"],
+        "tolerances": tolerances.model_dump(),
+        "shapes": shape_results,
+        "verification": verification,
+        "throughput": throughput,
+        "exact_timing_source": "this run (interleaved)",
+        "verdict": verdict,
+    }, "digest")
+
+
+def write_score(path: Path, score: dict) -> Path:
+    check_output_file(path, "score file")
+    return write_json_atomic(path, score)

@@ -1,0 +1,100 @@
+"""Golden reproduction: how the exact lane differs from itself, and whether a rerun reproduces it.
+
+At record time the exact lane runs twice, interleaved; how much the second run differs from the
+first is the golden's **noise floor** per OP. A later exact-lane run (``golden verify``, or a run's
+interleaved exact lane) reproduces the golden when the same judges, in noise-floor mode with that
+floor, pass it: bitwise when the golden reproduced bitwise, else within its floor. Any non-finite
+value, any row on one side only, or any metric beyond the floor fails; nothing is read past.
+
+Status: ``bitwise``; ``within-noise-floor`` (the golden itself was not bitwise-reproducible);
+``failed`` (same model and setup, yet different); ``drift`` (something differs, named first: the
+model fingerprint, then the environment and numeric settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.geometry import Geometry
+from harness.judges.base import OpVerdict
+from harness.ops import Op
+from harness.scoring import LaneScorer, op_limits
+from harness.tolerances import Tolerances
+
+REPORT_ONLY = Tolerances().with_mode("tolerance")
+
+
+def floor_scorer(ops: Sequence[Op], geometry: Geometry, mode: str) -> LaneScorer:
+    """Evidence of the second exact run against the first (nothing gated: it measures the floor)."""
+    limits = op_limits(REPORT_ONLY, ops, None, sample_bound=False)
+    return LaneScorer("exact#2", ops, geometry, limits, mode)
+
+
+def noise_floor(verdicts: list[OpVerdict]) -> dict:
+    """The manifest's ``reproducibility``: bitwise per OP, else its floor."""
+    ops = {}
+    for v in verdicts:
+        m = v.metrics
+        if v.op == 0:
+            ops["0"] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp"],
+                        "argmax_flips": m["flips"]}
+        else:
+            ops[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m["max_abs"], "max_ulp": m["max_ulp"],
+                              "min_cosine": m["min_cosine"], "max_rel_l2": m["max_rel_l2"]}
+    return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
+
+
+def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict], tolerances: Tolerances,
+                        mode: str) -> LaneScorer:
+    """Evidence of a rerun of the exact lane against the golden, judged against its floor."""
+    floor_mode = Tolerances(op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+                            op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+                            op2=tolerances.op2.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}))
+    return LaneScorer("exact", ops, geometry, op_limits(floor_mode, ops, floors, sample_bound=False), mode)
+
+
+def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible: bool, fingerprint_matches: bool,
+                 differences: list[str]) -> dict:
+    """The verification record (score files, JUnit, the report)."""
+    passed = all(v.passed for v in verdicts)
+    bitwise = all(v.metrics["bitwise"] for v in verdicts)
+    same_setup = fingerprint_matches and not differences
+    if passed and bitwise:
+        status = "bitwise"
+    elif passed:
+        status = "within-noise-floor"
+    elif same_setup:
+        status = "failed"
+    else:
+        status = "drift"
+    out = {"golden_id": golden_id, "status": status, "passed": passed, "bitwise": bitwise, "same_setup": same_setup,
+           "fingerprint_matches": fingerprint_matches, "golden_reproducible": golden_reproducible,
+           "environment_differences": list(differences), "ops": {str(v.op): v.to_dict() for v in verdicts}}
+    out["summary"] = describe(out)
+    return out
+
+
+def describe(v: dict) -> str:
+    """One line for people and CI logs; a different model fingerprint is named first."""
+    gid = v["golden_id"]
+    if v["status"] == "bitwise":
+        return f"golden {gid}: reproduced bitwise"
+    worst = _worst(v)
+    if v["status"] == "within-noise-floor":
+        return f"golden {gid}: reproduced within its recorded noise floor ({worst})"
+    if v["status"] == "failed":
+        return f"golden {gid}: NOT reproduced on the same model and environment ({worst})"
+    why = [] if v["fingerprint_matches"] else ["the model fingerprint differs (another model or other weights)"]
+    why += v["environment_differences"]
+    return f"golden {gid}: drift ({worst}); what differs: {'; '.join(why) or 'nothing recorded'}"
+
+
+def _worst(v: dict) -> str:
+    for op, verdict in sorted(v["ops"].items()):
+        failed = [c for c in verdict["checks"] if c["ok"] is False]
+        if failed:
+            c = failed[0]
+            return f"OP {op} {c['metric']} {c['observed']} vs allowed {c['allowed']}"
+    maxes = {op: ops["metrics"].get("max_abs_finite", ops["metrics"].get("max_abs")) for op, ops in v["ops"].items()}
+    op, value = max(maxes.items(), key=lambda kv: kv[1] or 0.0)
+    return f"OP {op} max_abs {value:.3g}"

@@ -1,0 +1,114 @@
+"""Before a score may change the ledger: does it agree with itself, and with what it judged?
+
+A score file is evidence, and evidence can be edited, replayed or misfiled. Promotion trusts a
+score only when
+
+- it passes its schema and still has the digest it was written with;
+- every gated check's ``ok`` follows from its ``observed``, ``relation`` and ``allowed``; every
+  ``allowed`` is the limit its judge derives from the score's tolerances (and the golden's noise
+  floor); every OP's ``passed``, every shape's verdict and the overall verdict follow from them;
+- it was judged with the release configuration's tolerances;
+- the run and golden it names are the ones on disk (their manifest digests), the run ran against
+  that golden, and the model, device and numerics recorded in the score are the run's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.environment import device_kind
+from harness.errors import LedgerError
+from harness.jsonio import read_json, seal_ok
+from harness.judges.base import holds
+from harness.ops import Op
+from harness.schemas import Score, validate
+from harness.scoring import op_limits
+from harness.tolerances import Tolerances
+
+
+def read_score(path: Path) -> dict:
+    """A score file: schema and digest checked."""
+    path = Path(path)
+    data = read_json(path, "score file")
+    if not isinstance(data, dict) or data.get("kind") != "harness.score":
+        kind = data.get("kind") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        raise LedgerError(f"{path}: not a score file (kind {kind!r})")
+    validate(Score, data, str(path), LedgerError)
+    if not seal_ok(data, "digest"):
+        raise LedgerError(f"{path}: edited after it was written (its digest does not match its content); score the "
+                          "run again")
+    return data
+
+
+def check_self_consistent(score: dict, where: str) -> None:
+    """Every verdict in the score re-derived from its checks and limits (see module doc)."""
+    tolerances = Tolerances.model_validate(score["tolerances"])
+    floors = {int(k): v for k, v in score["reproducibility"]["ops"].items()}
+    for k, shape in score["shapes"].items():
+        ops = [Op(int(o)) for o in shape["ops"]]
+        limits = op_limits(tolerances, ops, floors)
+        for op_key, verdict in shape["ops"].items():
+            _check_op(verdict, limits[Op(int(op_key))], f"{where}: shape k={k} OP {op_key}")
+        want = "pass" if all(v["passed"] for v in shape["ops"].values()) else "fail"
+        if shape["verdict"] != want:
+            raise LedgerError(f"{where}: shape k={k}: verdict {shape['verdict']!r} disagrees with its OPs ({want})")
+    for op_key, verdict in score["verification"]["ops"].items():
+        _check_op(verdict, None, f"{where}: golden reproduction OP {op_key}")
+    if score["verification"]["passed"] != all(v["passed"] for v in score["verification"]["ops"].values()):
+        raise LedgerError(f"{where}: golden reproduction 'passed' disagrees with its checks")
+    want = "pass" if score["verification"]["passed"] and all(s["verdict"] == "pass" for s in
+                                                               score["shapes"].values()) else "fail"
+    if score["verdict"] != want:
+        raise LedgerError(f"{where}: overall verdict {score['verdict']!r} disagrees with its shapes ({want})")
+
+
+def _check_op(verdict: dict, limits: dict | None, where: str) -> None:
+    if limits is not None and verdict["limits"] != limits:
+        diff = sorted(k for k in set(limits) | set(verdict["limits"]) if limits.get(k) != verdict["limits"].get(k))
+        raise LedgerError(f"{where}: limit {diff[0]} is {verdict['limits'].get(diff[0])!r}, but the score's own "
+                          f"tolerances give {limits.get(diff[0])!r}")
+    for c in verdict["checks"]:
+        if c["relation"] == "report":
+            continue
+        source = verdict["limits"] if limits is None else limits
+        expected = source.get(c["limit"]) if c["limit"] else 0
+        if c["allowed"] != expected:
+            raise LedgerError(f"{where}: check {c['metric']} allows {c['allowed']!r}, its limit {c['limit'] or '0'} is "
+                              f"{expected!r}")
+        if c["ok"] != holds(c["observed"], c["relation"], c["allowed"]):
+            raise LedgerError(f"{where}: check {c['metric']} says ok={c['ok']} but {c['observed']!r} {c['relation']} "
+                              f"{c['allowed']!r} is {not c['ok']}: the score disagrees with itself")
+    passed = not any(c["ok"] is False for c in verdict["checks"])
+    if verdict["passed"] != passed:
+        raise LedgerError(f"{where}: 'passed' is {verdict['passed']} but its checks say {passed}")
+
+
+def check_binding(score: dict, golden_manifest: dict, run_manifest: dict, tolerances: Tolerances, where: str) -> None:
+    """The score judged this run against this golden, with this release's tolerances."""
+    if score["golden"]["manifest_sha256"] != golden_manifest["manifest_sha256"]:
+        raise LedgerError(f"{where}: judged golden {score['golden']['id']} with manifest "
+                          f"{score['golden']['manifest_sha256'][:12]}..., but {score['golden']['path']} now has "
+                          f"{golden_manifest['manifest_sha256'][:12]}... ({golden_manifest['golden_id']})")
+    if score["run"]["manifest_sha256"] != run_manifest["manifest_sha256"]:
+        raise LedgerError(f"{where}: judged run {score['run']['id']} with manifest "
+                          f"{score['run']['manifest_sha256'][:12]}..., but {score['run']['path']} now has "
+                          f"{run_manifest['manifest_sha256'][:12]}...")
+    if run_manifest["golden_id"] != golden_manifest["golden_id"]:
+        raise LedgerError(f"{where}: run {run_manifest['run_id']} ran against golden {run_manifest['golden_id']}, not "
+                          f"{golden_manifest['golden_id']}")
+    facts = {"fingerprint": run_manifest["model"]["fingerprint"], "device_kind": device_kind(run_manifest["environment"]),
+             "numerics_profile": run_manifest["numerics_profile"]}
+    for key, value in facts.items():
+        if score[key] != value:
+            raise LedgerError(f"{where}: {key} {score[key]!r} is not the run's {value!r}")
+    if Tolerances.model_validate(score["tolerances"]) != tolerances:
+        raise LedgerError(f"{where}: judged with other tolerances than this release's configuration (give promote the "
+                          "--config the score was made with, or score the run again with this one)")
+
+
+def check_score(score: dict, golden_manifest: dict, run_manifest: dict, tolerances: Tolerances, where: str) -> None:
+    check_self_consistent(score, where)
+    check_binding(score, golden_manifest, run_manifest, tolerances, where)
+
+
+__all__ = ["check_binding", "check_score", "check_self_consistent", "read_score", "seal_ok"]
