@@ -437,6 +437,32 @@ def _finish(outcome) -> None:
         raise typer.Exit(outcome.exit_code)
 
 
+@app.command("laws")
+def laws_cmd(
+    packer_cmd: Annotated[str | None, typer.Option("--packer-cmd", help="An external packer: a command speaking the "
+                                                   "wire protocol on stdin/stdout (docs/packer-protocol.md), e.g. "
+                                                   "\"python examples/packer_engine_example.py\".")] = None,
+    packer: Annotated[str | None, typer.Option("--packer", help="A Python packer: 'package.module:function' (or an "
+                                               "object with pack/unpack). Default: the harness's own packer.")] = None,
+    examples: Annotated[int, typer.Option(help="Examples per law (hypothesis).", min=1)] = 100,
+    seed: Annotated[int, typer.Option(help="Seed of the example search (same seed, same verdict).")] = 0,
+    timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request.")] = 30.0,
+) -> None:
+    """Judge a packer (the engine's, over the wire) on the packing laws.
+
+    Exit 0 when every law holds; 1 when one is broken (printed with the minimal block set, the request the packer
+    produced and what differed); 2 when the packer cannot be run.
+    """
+    from harness.laws import LAW_GEOMETRY, check_packer
+    from harness.packers import packer_from_options
+
+    with packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout, restart=True) as judged:
+        report = check_packer(judged, examples=examples, seed=seed)
+    _say(report.render())
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 @app.command("serve")
 def serve_cmd(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
