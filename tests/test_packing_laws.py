@@ -155,3 +155,19 @@ def test_packing_unchanged_by_the_packer_seam():
     b0, b1 = _two_blocks()
     a, b = HarnessPacker().pack([b0, b1], pad_to=3), pack([b0, b1], pad_to=3)
     assert a.segments == b.segments and np.array_equal(a.offsets, b.offsets)
+
+
+def test_a_window_running_into_the_next_block_is_named():
+    """The leak the laws exist for: the short last window of b0 reads b1's first samples instead of zeros."""
+    from harness.blocks import Block
+
+    offsets = np.array([0, 1, 2, 3, 4, 5, 6, 56], np.int64)
+    valid = np.array([64, 64, 64, 64, 64, 64, 64, 14], np.int32)  # the last window ends on b0's last sample
+    b0 = Block.create("b0", 0, np.full(70, 1.0, np.float32), offsets, valid, LAW_GEOMETRY)
+    b1 = Block.create("b1", 0, np.full(70, 2.0, np.float32), offsets, valid, LAW_GEOMETRY)
+    with pytest.raises(LawBroken) as err:
+        LAWS_BY_NAME["own-samples"](control("leaky_packer"), [b0, b1])
+    assert ("window 7 of block 'b0' (window 7 of the request) sees other samples packed than alone (OFFSETS 56, "
+            "VALID 64 packed; OFFSETS 56, VALID 14 alone): 50 of 64 values differ, first at [14]: 2 instead of 0"
+            ) in err.value.what
+    LAWS_BY_NAME["own-samples"](HarnessPacker(), [b0, b1])
