@@ -13,6 +13,7 @@ command and what happened (with the last line of the packer's stderr when it wro
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import shlex
@@ -41,7 +42,8 @@ from harness.packers.validate import check_packed, check_unpacked
 from harness.packing import PackedRequest
 
 CONTINUATION = b"\xff\xff\xff\xff"
-MAX_SCHEMA_BYTES = 1 << 24  # a schema message is a few KiB; more means the bytes are not a stream
+MAX_SCHEMA_BYTES = 1 << 24
+PIPE_BYTES = 1 << 20  # a schema message is a few KiB; more means the bytes are not a stream
 
 
 class _Timeout(Exception):
@@ -112,6 +114,14 @@ class _DeadlineReader:
 
     def tell(self) -> int:
         return self.position
+
+
+def _widen(fd: int) -> None:
+    """Ask Linux for a 1 MiB pipe buffer (requests are megabytes): fewer round trips between the processes."""
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except OSError:  # not Linux, or above the system's limit: the default buffer works, only slower
+        pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -219,6 +229,8 @@ class ExternalPacker:
             raise PackerUnavailable(f"{self._label}: cannot start {self._argv[0]!r}: "
                                     f"{exc.strerror or exc}") from None
         os.set_blocking(self._proc.stdin.fileno(), False)
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            _widen(pipe.fileno())
         self._finalizer = weakref.finalize(self, _kill, self._proc)
         self._failure = None
         self.starts += 1
