@@ -1,8 +1,13 @@
 """The one packer: k blocks -> one request, and the request's outputs -> k blocks' outputs.
 
 Both lanes, every backend and the golden store use only this module to pack and unpack, so
-a rebasing rule lives in exactly one place and the laws in ``tests/test_packing_laws.py``
-cover every path a fast-lane result can take.
+a rebasing rule lives in exactly one place and the packing laws (:mod:`harness.laws`) cover
+every path a fast-lane result can take.
+
+:class:`Packer` is the seam for *another* packer (the engine's, in another language, over the
+wire protocol of :mod:`harness.packers`): anything with ``pack``/``unpack`` of these
+signatures can be judged by the same laws and used by the fast lane; :class:`HarnessPacker`
+is this module's packer behind that seam.
 
 Rules (DESIGN.md): SPAN is the concatenation of the blocks' spans; each block's OFFSETS are
 shifted by the total length of the spans before it; IDX by the number of windows before it;
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -65,6 +70,9 @@ class PackedRequest:
     idx: np.ndarray | None
     speakers: np.ndarray | None
     segments: tuple[Segment, ...]
+    # Triton's ragged-batching index tensors as the packer emitted them (None: it emitted none;
+    # :meth:`ragged_index` derives them from the layout either way).
+    batch_inputs: Mapping[str, np.ndarray] | None = None
 
     @property
     def k(self) -> int:
@@ -107,6 +115,57 @@ class PackedRequest:
     def split(self) -> list[Block]:
         """The blocks this request was packed from (padding excluded), un-rebased."""
         return [b for b, seg in zip(_parts(self), self.segments, strict=True) if not seg.padding]
+
+
+@runtime_checkable
+class Packer(Protocol):
+    """What packs blocks into requests and takes the answers apart: the fast lane's seam.
+
+    ``pack`` keeps the blocks' order; ``unpack`` returns one array per real (non-padding)
+    block, in pack order. ``name`` and ``describe()`` are provenance (recorded with results);
+    ``close()`` releases what the packer holds (an external process). Implementations:
+    :class:`HarnessPacker` (this module), :class:`harness.packers.ExternalPacker` (a process
+    speaking the wire protocol), :class:`harness.packers.CallablePacker` (a Python callable).
+    """
+
+    name: str
+
+    def pack(self, items: Sequence[Block], pad_to: int | None = None) -> PackedRequest: ...
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
+
+    def describe(self) -> dict: ...
+
+    def close(self) -> None: ...
+
+
+class HarnessPacker:
+    """The harness's own packer (:func:`pack` / :func:`unpack`) as a :class:`Packer`.
+
+    ``accepts_packs``: :meth:`pack` also takes packed requests (packing is associative), which
+    the nested form of the associativity law uses; packers behind the wire take blocks only.
+    """
+
+    name = "harness"
+    accepts_packs = True
+
+    def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:
+        return pack(items, pad_to=pad_to)
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return unpack(packed, outputs)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": "harness", "module": __name__}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> HarnessPacker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def pack(items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:
@@ -270,34 +329,6 @@ def _parts(packed: PackedRequest) -> list[Block]:
         )
     return parts
 
-
-class Packer(Protocol):
-    """What packs blocks into one request and takes its answer apart: the harness's own packer,
-    or the engine's (an external process or a Python callable speaking the same contract)."""
-
-    name: str
-
-    def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest: ...
-
-    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
-
-
-class HarnessPacker:
-    """The harness's own packer (this module) behind the :class:`Packer` interface."""
-
-    name = "harness"
-
-    def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:
-        return pack(items, pad_to=pad_to)
-
-    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        return unpack(packed, outputs)
-
-    def describe(self) -> dict:
-        return {"name": self.name}
-
-    def close(self) -> None:
-        pass
 
 
 HARNESS_PACKER = HarnessPacker()

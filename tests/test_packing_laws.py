@@ -1,98 +1,173 @@
-"""The packer's laws (hypothesis, >= 200 examples each) and the negative controls that break them."""
+"""The packing-law kit (harness.laws): every law holds for the harness's packer, and every law is
+shown to fail, on a minimal shrunk example, for a known-bad packer (the negative controls)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from hypothesis import find, given, settings
-from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample
 
-from harness.packing import pack
-from tests import laws
-from tests.strategies import block_lists
+from harness.laws import (
+    BROKEN,
+    HELD,
+    LAW_GEOMETRY,
+    LAWS,
+    LAWS_BY_NAME,
+    Law,
+    LawBroken,
+    block_lists,
+    check_packer,
+    run_law,
+)
+from harness.laws.pytest_plugin import PackerLawTests
+from harness.packers import CallablePacker
+from harness.packing import HarnessPacker, pack
 
-LAWS = 200
-
-
-@settings(max_examples=LAWS)
-@given(block_lists())
-def test_pack_then_unpack_is_the_identity(blocks):
-    laws.law_roundtrip(pack, blocks)
-
-
-@settings(max_examples=LAWS)
-@given(block_lists())
-def test_every_window_sees_exactly_what_it_saw_unpacked(blocks):
-    laws.law_windows_see_the_same(pack, blocks)
+SEED = 0
 
 
-@settings(max_examples=LAWS)
-@given(block_lists())
-def test_rebased_offsets_and_idx_stay_inside_their_block(blocks):
-    laws.law_rebased_inside(pack, blocks)
+class TestHarnessPacker(PackerLawTests):
+    """The kit's own mixin on the harness's packer: one test per law, 200 examples each."""
+
+    examples = 200
+
+    def make_packer(self):
+        return HarnessPacker()
 
 
-@settings(max_examples=LAWS)
-@given(block_lists())
-def test_unpacking_a_per_window_function_equals_applying_it_per_block(blocks):
-    laws.law_per_window_function(pack, blocks)
+def control(name: str) -> CallablePacker:
+    return CallablePacker(f"harness.laws.controls:{name}", LAW_GEOMETRY)
 
 
-@settings(max_examples=LAWS)
-@given(block_lists(max_k=24), st.data())
-def test_packing_is_associative(blocks, data):
-    laws.law_associative(pack, blocks, data.draw(st.integers(0, len(blocks))))
-
-
-@settings(max_examples=LAWS)
-@given(block_lists(max_k=24), st.integers(0, 8))
-def test_padding_then_unpacking_drops_exactly_the_padding(blocks, extra):
-    laws.law_padding_dropped(pack, blocks, extra)
-
-
-def _violates(law, packer, *extra):
-    def check(blocks) -> bool:
-        try:
-            law(packer, blocks, *extra)
-        except Exception:  # an assertion, or the broken request blowing up: either way the law caught it
-            return True
-        return False
-    return check
-
-
-BROKEN = {
-    "off-by-one rebase": laws.off_by_one_packer,
-    "window runs into the next block": laws.leaky_packer,
+# Which laws each known bug must break (at least one control per law), and the most blocks a shrunk
+# counterexample may keep (hypothesis shrinks to a local minimum: a handful of blocks at most).
+CONTROLS = {
+    "off_by_one_packer": {"well-formed", "round-trip", "own-samples", "rebased-inside", "per-window-function",
+                          "associative"},
+    "leaky_packer": {"round-trip", "own-samples", "rebased-inside", "per-window-function", "associative",
+                     "padding-dropped"},
+    "speaker_dropping_packer": {"round-trip"},
+    "exclusive_index_packer": {"ragged-index"},
+    "PaddingFirstPacker": {"padding-dropped"},
+    "NoRebaseNestingPacker": {"associative"},
 }
+MAX_MINIMAL_BLOCKS = 4
 
 
-@pytest.mark.parametrize("broken", BROKEN.values(), ids=BROKEN.keys())
-@pytest.mark.parametrize("law", [laws.law_windows_see_the_same, laws.law_rebased_inside,
-                                 laws.law_per_window_function], ids=["windows", "inside", "per-window-f"])
-def test_negative_control_broken_packer_is_caught(broken, law):
-    """Hypothesis must find blocks on which the broken packer violates the law."""
-    example = find(block_lists(min_k=2, max_k=8), _violates(law, broken), settings=settings(max_examples=2000,
-                                                                                            database=None))
-    assert len(example) >= 2  # a violation needs a second block to shift into / leak into
+@pytest.fixture(scope="module")
+def control_reports():
+    reports = {}
+    for name in CONTROLS:
+        with control(name) as packer:
+            reports[name] = check_packer(packer, examples=50, seed=SEED)
+    return reports
 
 
-def test_negative_control_roundtrip_catches_the_off_by_one_rebase():
-    example = find(block_lists(min_k=2, max_k=8), _violates(laws.law_roundtrip, laws.off_by_one_packer),
-                   settings=settings(max_examples=2000, database=None))
-    assert len(example) >= 2
+def test_every_law_has_a_negative_control():
+    assert set().union(*CONTROLS.values()) == {law.name for law in LAWS}
 
 
-def test_laws_hold_for_the_real_packer_on_the_controls_counterexamples():
-    """The counterexamples found for the broken packers are fine for the real one (no false alarm)."""
-    for broken in BROKEN.values():
-        example = find(block_lists(min_k=2, max_k=8), _violates(laws.law_windows_see_the_same, broken),
-                       settings=settings(max_examples=2000, database=None))
-        laws.law_windows_see_the_same(pack, example)
-        laws.law_roundtrip(pack, example)
+@pytest.mark.parametrize("name", CONTROLS)
+def test_negative_control_is_caught_with_a_minimal_example(control_reports, name):
+    report = control_reports[name]
+    assert not report.ok
+    broken = {o.law for o in report.outcomes if o.status == BROKEN}
+    assert CONTROLS[name] <= broken, report.render()
+    for outcome in report.outcomes:
+        if outcome.status == BROKEN:
+            example = outcome.counterexample
+            assert example.reproducible and example.what
+            assert 1 <= len(example.blocks) <= MAX_MINIMAL_BLOCKS, (name, outcome.law, len(example.blocks))
+            assert example.packed is not None  # the request the packer produced is shown
 
 
-def test_a_single_block_cannot_reveal_a_rebase_bug():
-    """Sanity of the controls: with one block the off-by-one packer is harmless, so k >= 2 is needed."""
-    with pytest.raises(NoSuchExample):
-        find(block_lists(min_k=1, max_k=1), _violates(laws.law_windows_see_the_same, laws.off_by_one_packer),
-             settings=settings(max_examples=300, database=None))
+@pytest.mark.parametrize("name", ["off_by_one_packer", "leaky_packer"])
+def test_the_harness_packer_holds_on_every_counterexample_of_the_controls(control_reports, name):
+    """No false alarm: the minimal examples that break a control are fine for the real packer."""
+    for outcome in control_reports[name].outcomes:
+        if outcome.status == BROKEN:
+            example = outcome.counterexample
+            LAWS_BY_NAME[outcome.law](HarnessPacker(), list(example.blocks), **example.params)
+
+
+def test_the_rebase_bug_needs_two_blocks_and_shows_them(control_reports):
+    """Off by one after the first block: invisible with one block, shown on two with the shift named."""
+    report = control_reports["off_by_one_packer"]
+    rt = next(o for o in report.outcomes if o.law == "round-trip").counterexample
+    assert len(rt.blocks) == 2 and "block 'b1'" in rt.what and "OFFSETS" in rt.what
+    one_block = Law("own-samples (k=1)", "", LAWS_BY_NAME["own-samples"].check,
+                    lambda: block_lists(max_k=1).map(lambda b: (b, {})))
+    with control("off_by_one_packer") as packer:
+        assert run_law(packer, one_block, examples=100, seed=SEED).status == HELD
+
+
+def test_the_rendered_report_names_law_blocks_request_and_difference(control_reports):
+    text = control_reports["off_by_one_packer"].render()
+    for words in ("law own-samples BROKEN", "minimal block set: ", "b1: SPAN ", "OFFSETS [", "VALID [",
+                  "request the packer produced:", "layout: b0 SPAN[0:", "what differed: ", "laws broken"):
+        assert words in text, words
+
+
+def test_same_seed_same_verdict_and_counterexample():
+    with control("leaky_packer") as packer:
+        a = run_law(packer, LAWS_BY_NAME["own-samples"], examples=30, seed=3)
+        b = run_law(packer, LAWS_BY_NAME["own-samples"], examples=30, seed=3)
+    assert a.status == b.status == BROKEN
+    assert a.to_dict() == b.to_dict()
+
+
+def test_a_law_is_a_plain_function_raising_law_broken():
+    """The kit without hypothesis: a law judges one concrete block list."""
+    b0, b1 = _two_blocks()
+    for law in LAWS:
+        if law.name == "associative":
+            law(HarnessPacker(), [b0, b1], cut=1)
+        elif law.name == "padding-dropped":
+            law(HarnessPacker(), [b0, b1], extra=2)
+        else:
+            law(HarnessPacker(), [b0, b1])
+    with pytest.raises(LawBroken, match="own-samples") as err:
+        LAWS_BY_NAME["own-samples"](control("off_by_one_packer"), [b0, b1])
+    assert err.value.packed is not None and err.value.packed.offsets[8] == b0.span.shape[0] + 1
+
+
+def _two_blocks():
+    from harness.blocks import Block
+
+    span = np.arange(1, 9, dtype=np.float32)
+    full = np.full(8, 4, np.int32)
+    offsets = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int64)
+    return (Block.create("b0", 0, span, offsets, full, LAW_GEOMETRY),
+            Block.create("b1", 0, span + 10, offsets, full, LAW_GEOMETRY))
+
+
+def test_laws_that_depend_on_the_packer_say_what_they_judged():
+    with control("off_by_one_packer") as packer:
+        outcome = run_law(packer, LAWS_BY_NAME["associative"], examples=20, seed=SEED)
+    assert "concatenation form only" in outcome.notes[0]
+    outcome = run_law(HarnessPacker(), LAWS_BY_NAME["associative"], examples=20, seed=SEED)
+    assert outcome.notes[0] == "concatenation and nested forms"
+    outcome = run_law(HarnessPacker(), LAWS_BY_NAME["ragged-index"], examples=20, seed=SEED)
+    assert outcome.notes == ("index tensors derived from the packer's layout",)
+
+
+def test_packing_unchanged_by_the_packer_seam():
+    """HarnessPacker is pack/unpack, nothing else."""
+    b0, b1 = _two_blocks()
+    a, b = HarnessPacker().pack([b0, b1], pad_to=3), pack([b0, b1], pad_to=3)
+    assert a.segments == b.segments and np.array_equal(a.offsets, b.offsets)
+
+
+def test_a_window_running_into_the_next_block_is_named():
+    """The leak the laws exist for: the short last window of b0 reads b1's first samples instead of zeros."""
+    from harness.blocks import Block
+
+    offsets = np.array([0, 1, 2, 3, 4, 5, 6, 56], np.int64)
+    valid = np.array([64, 64, 64, 64, 64, 64, 64, 14], np.int32)  # the last window ends on b0's last sample
+    b0 = Block.create("b0", 0, np.full(70, 1.0, np.float32), offsets, valid, LAW_GEOMETRY)
+    b1 = Block.create("b1", 0, np.full(70, 2.0, np.float32), offsets, valid, LAW_GEOMETRY)
+    with pytest.raises(LawBroken) as err:
+        LAWS_BY_NAME["own-samples"](control("leaky_packer"), [b0, b1])
+    assert ("window 7 of block 'b0' (window 7 of the request) sees other samples packed than alone (OFFSETS 56, "
+            "VALID 64 packed; OFFSETS 56, VALID 14 alone): 50 of 64 values differ, first at [14]: 2 instead of 0"
+            ) in err.value.what
+    LAWS_BY_NAME["own-samples"](HarnessPacker(), [b0, b1])

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from harness.errors import PackingError
 from harness.isolation import cut_windows, request_window, window_view
+from harness.laws.strategies import block_lists
 from harness.packing import pack, ragged_batch_inputs
-from tests.strategies import block_lists
 
 
 def test_triton_docs_worked_example():

@@ -67,7 +67,11 @@ LedgerOpt = Annotated[Path | None, typer.Option("--ledger", help="Ledger of ever
                                                 "ledger.json beside the golden).")]
 ManifestOpt = Annotated[Path | None, typer.Option("--manifest", help="Promoted-shapes manifest the engine reads "
                                                   "(default: promoted-shapes.json beside the golden).")]
-PackerOpt = Annotated[str | None, typer.Option("--packer", help="Packer of the fast lane: 'harness' (default).")]
+PackerOpt = Annotated[str | None, typer.Option("--packer", help="Packer of the fast lane (and its unpacking): "
+                                               "'harness' (default) or a Python packer 'package.module:function'.")]
+PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="Packer of the fast lane as a process speaking "
+                                                  "the wire protocol (docs/packer-protocol.md): the engine's own, so "
+                                                  "shapes are promoted for the packing the engine does.")]
 
 
 def resolve_config(config: Path | None, model: str | None = None, seed: int | None = None,

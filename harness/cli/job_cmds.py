@@ -16,6 +16,7 @@ from harness.cli.app import (
     ManifestOpt,
     MkldnnOpt,
     ModelOpt,
+    PackerCmdOpt,
     PackerOpt,
     ProgressOpt,
     SeedOpt,
@@ -41,6 +42,7 @@ def nightly_cmd(
                                               "folders with `harness merge`.")] = None,
     ledger: LedgerOpt = None, manifest: ManifestOpt = None, shapes: ShapesOpt = None, localise: LocaliseOpt = True,
     tolerance: ToleranceOpt = None, voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None,
+    packer_cmd: PackerCmdOpt = None,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     progress: ProgressOpt = True,
@@ -54,7 +56,8 @@ def nightly_cmd(
     from harness.pipeline import commands
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes)
-    _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise, backend, packer, progress))
+    _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise, backend, packer_cmd, packer,
+                             progress))
 
 
 @app.command("merge")

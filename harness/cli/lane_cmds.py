@@ -13,6 +13,7 @@ from harness.cli.app import (
     DeviceOpt,
     MkldnnOpt,
     ModelOpt,
+    PackerCmdOpt,
     PackerOpt,
     ProgressOpt,
     SeedOpt,
@@ -35,7 +36,7 @@ def run_cmd(
     pad_to_fixed: Annotated[bool | None, typer.Option("--pad-to-fixed/--no-pad", help="Pad every pack to exactly k "
                                                       "blocks with empty blocks (a fixed compiled batch). Overrides "
                                                       "[shapes] pad_to_fixed.")] = None,
-    voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None,
+    voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     progress: ProgressOpt = True,
@@ -47,7 +48,7 @@ def run_cmd(
     from harness.pipeline import commands
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes)
-    for line in commands.run(cfg, golden, runs, backend, packer, pad_to_fixed, progress):
+    for line in commands.run(cfg, golden, runs, backend, packer_cmd, packer, pad_to_fixed, progress):
         say(line)
 
 
@@ -115,3 +116,28 @@ def report_cmd(
 
     for line in commands.report(score, out, ledger, manifest, junit, localisation):
         say(line)
+
+
+@app.command("laws")
+def laws_cmd(
+    packer_cmd: Annotated[str | None, typer.Option("--packer-cmd", help="An external packer: a command speaking the "
+                                                   "wire protocol on stdin/stdout (docs/packer-protocol.md), e.g. "
+                                                   "\"python examples/packer_engine_example.py\".")] = None,
+    packer: Annotated[str | None, typer.Option("--packer", help="A Python packer: 'package.module:function' (or an "
+                                               "object with pack/unpack). Default: the harness's own packer.")] = None,
+    examples: Annotated[int, typer.Option(help="Examples per law (hypothesis).", min=1)] = 100,
+    seed: Annotated[int, typer.Option(help="Seed of the example search (same seed, same verdict).")] = 0,
+    timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request.")] = 30.0,
+) -> None:
+    """Judge a packer (the engine's, over the wire) on the packing laws.
+
+    Exit 0 when every law holds; 1 when one is broken (printed with the minimal block set, the request the packer
+    produced and what differed); 2 when the packer cannot be run.
+    """
+    from harness.pipeline import commands
+
+    lines, ok = commands.laws(packer_cmd, packer, examples, seed, timeout)
+    for line in lines:
+        say(line)
+    if not ok:
+        raise typer.Exit(1)

@@ -33,11 +33,15 @@ def make_backend(config: ReleaseConfig, backend: str = "in-process", device: str
     raise HarnessError(f"--backend {backend!r}: expected 'in-process' or a Triton URL like http://127.0.0.1:8000")
 
 
-def make_packer(spec: str | None) -> Packer:
-    """The packer the fast lane uses: the harness's own unless the engine's is named."""
-    if not spec or spec == "harness":
+def make_packer(packer_cmd: str | None, packer: str | None, geometry) -> Packer:
+    """The packer the fast lane uses (and unpacks with): the harness's own unless the engine's is named,
+    as a process speaking the wire protocol (``--packer-cmd``) or a Python callable (``--packer``).
+    The caller closes it."""
+    if packer_cmd is None and (packer is None or packer == "harness"):
         return HARNESS_PACKER
-    raise HarnessError(f"--packer {spec!r}: unknown packer (expected 'harness')")
+    from harness.packers import packer_from_options
+
+    return packer_from_options(packer_cmd, packer, geometry)
 
 
 def model_geometry(config: ReleaseConfig):

@@ -59,8 +59,8 @@ def verify(cfg: ReleaseConfig, golden_path: Path, backend: str, progress: bool) 
     return result["summary"], result["passed"]
 
 
-def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: str, packer: str | None,
-        pad_to_fixed: bool | None, progress: bool) -> list[str]:
+def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: str, packer_cmd: str | None,
+        packer: str | None, pad_to_fixed: bool | None, progress: bool) -> list[str]:
     from golden.store import load_golden
     from harness.pipeline.run import plan_for, run_shapes
 
@@ -68,8 +68,12 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: str, packer:
     be = make_backend(cfg, backend)
     gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)
     plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
-    with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress) as tick:
-        result = run_shapes(gold, be, plan, runs, cfg, make_packer(packer), progress=tick)
+    packing = make_packer(packer_cmd, packer, be.geometry)
+    try:
+        with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress) as tick:
+            result = run_shapes(gold, be, plan, runs, cfg, packing, progress=tick)
+    finally:
+        packing.close()
     return [f"wrote run {result.run_id} at {result.path}"]
 
 
@@ -136,13 +140,18 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
 
 
 def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
-            manifest: Path | None, localise: bool, backend: str, packer: str | None, progress: bool):
+            manifest: Path | None, localise: bool, backend: str, packer_cmd: str | None, packer: str | None,
+            progress: bool):
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.shards import Shard
 
     part = Shard.parse(shard) if shard else None
     be = make_backend(cfg, backend)
-    return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, make_packer(packer))
+    packing = make_packer(packer_cmd, packer, be.geometry)
+    try:
+        return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, packing)
+    finally:
+        packing.close()
 
 
 def merge(cfg: ReleaseConfig, golden: Path, shards: list[Path], out: Path, ledger: Path | None,
@@ -177,3 +186,14 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     outcome = run_nightly(cfg, gold.path, out / "nightly", be, show_progress=progress)
     lines.append(f"main job took {time.perf_counter() - start:.0f} s")
     return lines, outcome
+
+
+def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, timeout: float) -> tuple[list[str],
+                                                                                                        bool]:
+    """Judge a packer on the packing laws (harness.laws)."""
+    from harness.laws import LAW_GEOMETRY, check_packer
+    from harness.packers import packer_from_options
+
+    with packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout, restart=True) as judged:
+        report = check_packer(judged, examples=examples, seed=seed)
+    return [report.render()], report.ok

@@ -1,0 +1,58 @@
+"""Packers behind the :class:`~harness.packing.Packer` seam, and how to get one from a CLI option.
+
+- :class:`~harness.packing.HarnessPacker`: the harness's own packer;
+- :class:`ExternalPacker`: a process (the engine's packer, any language) speaking the wire
+  protocol of docs/packer-protocol.md on stdin/stdout;
+- :class:`CallablePacker`: a Python callable or object named ``package.module:attr``.
+
+:func:`packer_from_options` turns the CLI's ``--packer-cmd CMD`` / ``--packer module:function``
+into one of these. Answers of foreign packers are validated before use
+(:mod:`harness.packers.validate`); their failures are :mod:`harness.packers.errors`.
+"""
+
+from __future__ import annotations
+
+from harness.errors import HarnessError
+from harness.geometry import Geometry
+from harness.packers.callable import CallablePacker
+from harness.packers.errors import (
+    PackerAnswerError,
+    PackerError,
+    PackerFailed,
+    PackerRefused,
+    PackerTimeout,
+    PackerUnavailable,
+)
+from harness.packers.external import ExternalPacker
+from harness.packing import HarnessPacker, Packer
+
+__all__ = [
+    "CallablePacker",
+    "ExternalPacker",
+    "HarnessPacker",
+    "Packer",
+    "PackerAnswerError",
+    "PackerError",
+    "PackerFailed",
+    "PackerRefused",
+    "PackerTimeout",
+    "PackerUnavailable",
+    "packer_from_options",
+]
+
+
+def packer_from_options(packer_cmd: str | None, packer: str | None, geometry: Geometry, *,
+                        timeout_s: float = 30.0, restart: bool = False) -> Packer:
+    """The packer a command line asks for: ``--packer-cmd CMD``, ``--packer module:function``, or neither.
+
+    Neither (or ``--packer harness``) gives the harness's own packer. ``geometry`` is what a
+    foreign packer's answers are validated against (the model's; the laws use their own).
+    The caller owns the result: ``close()`` it (or use it as a context manager).
+    """
+    if packer_cmd is not None and packer is not None:
+        raise HarnessError("--packer-cmd and --packer: give one packer, not both")
+    if packer_cmd is not None:
+        return ExternalPacker(packer_cmd, geometry, timeout_s=timeout_s, restart=restart)
+    if packer is not None and packer != "harness":
+        return CallablePacker(packer, geometry)
+    return HarnessPacker()

@@ -1,0 +1,121 @@
+"""A packer written in Python, named by import path (``--packer package.module:attr``).
+
+``attr`` may be a plain function ``pack(items, pad_to=None) -> PackedRequest`` (its requests are
+then taken apart by the harness's :func:`~harness.packing.unpack`, following the layout the
+function returned), an object with ``pack`` and ``unpack`` methods, or a class whose no-argument
+instance is such an object. It is foreign code to the harness: whatever it returns is validated
+like an external process's answer, and whatever it raises becomes one
+:class:`~harness.packers.errors.PackerFailed` line naming it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from harness.blocks import Block
+from harness.errors import HarnessError, PackingError
+from harness.geometry import Geometry
+from harness.packers.errors import PackerFailed, PackerUnavailable
+from harness.packers.inputs import check_items, check_output, describe_items
+from harness.packers.validate import check_packed, check_unpacked
+from harness.packing import PackedRequest, unpack
+
+
+def load_object(spec: str, what: str = "--packer") -> object:
+    """Import ``package.module:attr`` (attr may be dotted); raise PackerUnavailable naming what failed."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PackerUnavailable(f"{what} {spec!r}: expected 'package.module:function'")
+    try:
+        target: object = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure of foreign code is the user's to fix, named
+        raise PackerUnavailable(f"{what} {spec!r}: cannot import {module_name!r}: "
+                                f"{type(exc).__name__}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise PackerUnavailable(f"{what} {spec!r}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+class CallablePacker:
+    """A :class:`~harness.packing.Packer` around a Python callable or packer object, answers validated."""
+
+    def __init__(self, spec: str, geometry: Geometry, target: object | None = None) -> None:
+        self.spec = spec
+        self.geometry = geometry
+        self.name = f"callable: {spec}"
+        obj = load_object(spec) if target is None else target
+        if inspect.isclass(obj):
+            try:
+                obj = obj()
+            except Exception as exc:
+                raise PackerUnavailable(f"packer {spec!r}: cannot instantiate: {type(exc).__name__}: {exc}") from None
+        self._unpack: Callable | None = None
+        if callable(getattr(obj, "pack", None)) and callable(getattr(obj, "unpack", None)):
+            self._pack, self._unpack = obj.pack, obj.unpack
+        elif callable(obj):
+            self._pack = obj
+        else:
+            raise PackerUnavailable(f"packer {spec!r}: a {type(obj).__name__} is neither a function nor an object "
+                                    "with pack() and unpack()")
+        self._target = obj
+        self.accepts_packs = bool(getattr(obj, "accepts_packs", False))
+
+    def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:
+        """Pack blocks (or, for a packer with ``accepts_packs``, unpadded packs: judged as their blocks)."""
+        label = f"packer {self.spec!r}"
+        blocks = self._blocks_of(items, label)
+        check_items(blocks, pad_to, label)
+        what = f"packing {describe_items(blocks)}" + ("" if pad_to is None else f" padded to k={pad_to}")
+        packed = self._call(self._pack, what, list(items), pad_to=pad_to)
+        return check_packed(packed, blocks, pad_to, self.geometry, f"{label}: answer to {what}")
+
+    def _blocks_of(self, items: Sequence[Block | PackedRequest], label: str) -> list[Block]:
+        if not self.accepts_packs or not any(isinstance(i, PackedRequest) for i in items):
+            return list(items)
+        blocks: list[Block] = []
+        for item in items:
+            if isinstance(item, PackedRequest):
+                if any(s.padding for s in item.segments):
+                    raise PackingError(f"{label}: a pack with padding cannot be packed again")
+                blocks.extend(item.split())
+            else:
+                blocks.append(item)
+        return blocks
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        name, out = check_output(packed, outputs)
+        if self._unpack is None:
+            return unpack(packed, {name: out})
+        what = f"unpacking {out.dtype}{list(out.shape)} for blocks {packed.block_ids[:3]}"
+        parts = self._call(self._unpack, what, packed, {name: out})
+        parts = list(parts) if isinstance(parts, list | tuple) else parts
+        return check_unpacked(parts, packed, out, f"packer {self.spec!r}: answer to {what}")
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": "callable", "spec": self.spec,
+                "unpack": "own" if self._unpack is not None else "harness.packing.unpack (by the packer's layout)"}
+
+    def close(self) -> None:
+        close = getattr(self._target, "close", None)
+        if callable(close) and not inspect.isclass(self._target):
+            self._call(close, "closing")
+
+    def __enter__(self) -> CallablePacker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable, what: str, *args: object, **kwargs: object) -> object:
+        try:
+            return fn(*args, **kwargs)
+        except HarnessError:
+            raise
+        except Exception as exc:  # foreign code: named, never a traceback
+            raise PackerFailed(f"packer {self.spec!r}: raised {type(exc).__name__} while {what}: {exc}") from None

@@ -1,0 +1,86 @@
+"""`harness laws` end to end: the harness's packer, the example external packer (good and defective),
+Python callables, and packers that cannot be run (exit 2, one line)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+EXAMPLE = f"{PY} {ROOT / 'examples' / 'packer_engine_example.py'}"
+DEFECTIVE = f"{PY} {ROOT / 'examples' / 'packer_engine_defective.py'}"
+
+
+def run(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["harness", "laws", *args])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_help(capsys, monkeypatch):
+    code, out, _ = run(capsys, monkeypatch, "--help")
+    assert code == 0
+    for words in ("--packer-cmd", "--packer", "--examples", "--seed", "--timeout", "Exit 0"):
+        assert words in out
+
+
+def test_the_harness_packer_holds_every_law(capsys, monkeypatch):
+    code, out, _ = run(capsys, monkeypatch, "--examples", "30")
+    assert code == 0, out
+    assert "packer 'harness'" in out and "all 8 laws hold" in out
+
+
+def test_the_example_external_packer_holds_every_law(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, "--packer-cmd", EXAMPLE, "--examples", "25")
+    assert code == 0, out + err
+    assert "all 8 laws hold" in out
+    assert "index tensors emitted by the packer" in out
+    assert "concatenation form only" in out  # associativity of a blocks-only packer: said, not skipped
+
+
+def test_the_defective_external_packer_is_caught_with_a_minimal_example(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, "--packer-cmd", DEFECTIVE, "--examples", "40")
+    assert code == 1, out + err
+    assert err == ""
+    summary = out.split("\n\n")[0]
+    for law in ("well-formed", "round-trip", "own-samples", "rebased-inside", "per-window-function"):
+        assert any(line.split()[0] == law and "BROKEN" in line for line in summary.splitlines()[1:]), summary
+    section = out[out.index("law round-trip BROKEN"):]
+    section = section[: section.index("\n\n")]
+    assert "minimal block set: 2 block(s), OP" in section
+    assert "request the packer produced:" in section and "layout: b0 SPAN[0:" in section
+    assert "what differed: block 'b1' split back from the request by its layout: OFFSETS" in section
+    assert re.match(r"\d of 8 laws broken or not judged: well-formed, round-trip, own-samples", out.splitlines()[-1])
+
+
+def test_a_python_callable_packer(capsys, monkeypatch):
+    code, out, _ = run(capsys, monkeypatch, "--packer", "harness.packing:pack", "--examples", "20")
+    assert code == 0 and "all 8 laws hold" in out
+    code, out, _ = run(capsys, monkeypatch, "--packer", "harness.laws.controls:leaky_packer", "--examples", "20")
+    assert code == 1 and "law own-samples BROKEN" in out
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--packer-cmd", "/nonexistent/engine-packer"], "packer '/nonexistent/engine-packer': cannot start"),
+    (["--packer-cmd", f"{PY} -c 'import sys; sys.stdin.buffer.read(4); sys.exit(3)'"],
+     "exited with status 3 before answering a pack request of 1 OP 0 block(s) ['smoke']"),
+    (["--packer-cmd", f"{PY} -c 'import time; time.sleep(60)'", "--timeout", "1"], "within 1 s; killed"),
+    (["--packer", "no_such_module_xyz:pack"], "--packer 'no_such_module_xyz:pack': cannot import"),
+    (["--packer", "harness.packing:pack", "--packer-cmd", EXAMPLE], "give one packer, not both"),
+])
+def test_a_packer_that_cannot_be_run_is_one_line_with_status_2(capsys, monkeypatch, args, words):
+    code, out, err = run(capsys, monkeypatch, *args)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, out + err
+    assert len(lines) == 1 and lines[0].startswith("harness: error: ") and words in lines[0], err
