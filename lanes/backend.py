@@ -10,7 +10,7 @@ flag by accident.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,6 +23,8 @@ from harness.numerics import NumericSettings, in_force
 from harness.ops import Op
 from harness.response import check_response
 from lanes.model_api import Model, describe
+
+Call = tuple[Op, Mapping[str, np.ndarray], int, int, str]  # (op, request, windows, rows, where)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class Backend(Protocol):
 
     def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> CallResult: ...
 
+    def call_many(self, calls: Sequence[Call]) -> list[CallResult]: ...
+
     def environment(self) -> dict: ...
 
     def close(self) -> None: ...
@@ -50,6 +54,7 @@ class InProcessBackend:
     """Runs the model in this process. ``device`` is where the model lives (cpu, cuda:N)."""
 
     name = "in-process"
+    concurrency = 1  # one model object, one call at a time
 
     def __init__(self, model: Model, numerics: NumericSettings, device: str = "cpu") -> None:
         self.model = model
@@ -84,6 +89,10 @@ class InProcessBackend:
         peak = int(torch.cuda.max_memory_allocated(self.device)) if self._cuda else None
         output = check_response(op, windows, rows, outputs, self.geometry, where)
         return CallResult(output, wall, peak)
+
+    def call_many(self, calls: Sequence[Call]) -> list[CallResult]:
+        """The calls one after another, results in order (the Triton backend overlaps them)."""
+        return [self.call(*c) for c in calls]
 
     def environment(self) -> dict:
         return {"backend": self.name, "device": self.device, "device_kind": self.device_kind,
