@@ -52,6 +52,14 @@ SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of a seeded mo
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="Where the model runs in-process: cpu, cuda, cuda:N.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="'in-process' (default) or a Triton server URL, e.g. "
                                          "http://127.0.0.1:8000 (see `harness serve`).")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Triton backend: requests in flight at "
+                                                  "once (default 2, as the engine); results do not depend on it.")]
+ShmOpt = Annotated[bool, typer.Option("--shm/--no-shm", help="Triton backend on this host: tensors through system "
+                                      "shared memory instead of the HTTP body.")]
+ModelLabelOpt = Annotated[str | None, typer.Option("--model-label", help="Triton model without MODEL_INFO (a team's "
+                                                   "own server): the name of the model it serves (release, "
+                                                   "checkpoint). Required there: its weights cannot be verified "
+                                                   "remotely.")]
 MkldnnOpt = Annotated[bool | None, typer.Option("--mkldnn/--no-mkldnn", help="oneDNN on/off (off routes CPU "
                                                 "convolutions through NNPACK: a real non-bitwise case on CPU).")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="Torch intra-op threads (0 = one per CPU); part "
@@ -185,6 +193,7 @@ def golden_record(
                                         "changed; nothing is ever overwritten.")] = False,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten)."""
@@ -193,7 +202,7 @@ def golden_record(
     from harness.nightly import plan_for
 
     cfg = _config(config, model, seed, mkldnn, threads, device=device)
-    be = make_backend(cfg, backend, device)
+    be = make_backend(cfg, backend, device, concurrency=concurrency, shm=shm, model_label=model_label)
     data = _load_or_build_corpus(corpus, cfg, be.geometry)
     plan = plan_for(cfg, ())
     with progress_bar(f"golden record ({len(data)} blocks, x2)", 2 * 3 * len(data), progress) as tick:
@@ -212,6 +221,7 @@ def golden_verify(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Re-run the exact lane against a golden and compare.
@@ -225,7 +235,7 @@ def golden_verify(
 
     cfg = _config(config, model, seed, mkldnn, threads, device=device)
     gold = load_golden(golden)
-    be = make_backend(cfg, backend, device)
+    be = make_backend(cfg, backend, device, concurrency=concurrency, shm=shm, model_label=model_label)
     with progress_bar("golden verify", 3 * len(gold.corpus), progress) as tick:
         result = verify_golden(gold, be, plan_for(cfg, ()), progress=tick)
     _say(describe_verification(result))
@@ -263,6 +273,7 @@ def run_cmd(
                                              "interleaved block by block (golden reproduction, fair timing).")] = True,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Run the fast lane at packed shapes over a golden's corpus.
@@ -276,7 +287,7 @@ def run_cmd(
 
     cfg = _config(config, model, seed, mkldnn, threads, mode, device)
     wanted = _shapes(shapes, cfg.candidates)
-    be = make_backend(cfg, backend, device)
+    be = make_backend(cfg, backend, device, concurrency=concurrency, shm=shm, model_label=model_label)
     gold = load_golden(golden, expect_fingerprint=be.fingerprint)
     plan = RunPlan(shapes=wanted, release_shapes=cfg.release_shapes, mode=cfg.mode,
                    pad_to_fixed=cfg.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
@@ -388,6 +399,7 @@ def nightly_cmd(
                                            "each failing shape.")] = True,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     mode: Annotated[str | None, typer.Option(help="isolated or chained (default: [lanes] mode).")] = None,
     progress: ProgressOpt = True,
 ) -> None:
@@ -404,7 +416,7 @@ def nightly_cmd(
     if shapes:
         cfg = cfg.with_overrides(candidates=_shapes(shapes, cfg.candidates))
     part = Shard.parse(shard) if shard else None
-    be = make_backend(cfg, backend, device)
+    be = make_backend(cfg, backend, device, concurrency=concurrency, shm=shm, model_label=model_label)
     outcome = nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress)
     _finish(outcome)
 
@@ -442,6 +454,9 @@ def serve_cmd(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     instances: Annotated[int, typer.Option(help="Model instances (instance_group count).")] = 1,
+    model_repository: Annotated[Path | None, typer.Option("--model-repository", help="Serve this model repository "
+                                                          "as it is (copied unchanged; the model options above do "
+                                                          "not apply), e.g. a team's own diar_nn_g.")] = None,
 ) -> None:
     """Serve diar_nn_g on a real Triton server on loopback; stop with Ctrl-C / SIGTERM.
 
@@ -452,8 +467,10 @@ def serve_cmd(
 
     cfg = _config(config, model, seed, mkldnn, threads, device=device)
     options = ServerOptions(model_spec=cfg.model.spec, seed=cfg.model.seed, device=cfg.device,
-                            numerics=cfg.numerics, instances=instances)
-    serve_forever(options, on_ready=lambda url: _say(f"diar_nn_g served at {url} (Ctrl-C to stop)"))
+                            numerics=cfg.numerics, instances=instances, repository=model_repository,
+                            verbatim=model_repository is not None)
+    what = f"model repository {model_repository}" if model_repository is not None else "diar_nn_g"
+    serve_forever(options, on_ready=lambda url: _say(f"{what} served at {url} (Ctrl-C to stop)"))
 
 
 @app.command("demo")
