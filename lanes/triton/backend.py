@@ -180,6 +180,8 @@ class TritonBackend:
         pool = gevent.pool.Pool(self.concurrency)
         gevent.joinall([pool.spawn(job, i) for i in range(len(prepared))])
         failed = [i for i, o in enumerate(outcomes) if isinstance(o, BackendError)]
+        if any(isinstance(o, Exception) for o in outcomes):
+            self._drop_connection()  # nothing is in flight now: a connection that failed is never reused
         for outcome in outcomes:
             if isinstance(outcome, Exception) and not isinstance(outcome, BackendError | _Retryable):
                 raise outcome  # a bug, not a server's answer
