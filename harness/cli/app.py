@@ -46,6 +46,14 @@ DeviceOpt = Annotated[str | None, typer.Option("--device", help="Where the model
                                                "(a GPU machine). Overrides [release] device (default cpu).")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="'in-process' (default) or a Triton server URL, e.g. "
                                          "http://127.0.0.1:8000 (see `harness serve`).")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Triton backend: requests in flight at "
+                                                  "once (default 2, as the engine); results do not depend on it.")]
+ShmOpt = Annotated[bool, typer.Option("--shm/--no-shm", help="Triton backend on this host: tensors through system "
+                                      "shared memory instead of the HTTP body.")]
+ModelLabelOpt = Annotated[str | None, typer.Option("--model-label", help="Triton model without MODEL_INFO (a team's "
+                                                   "own server): the name of the model it serves (release, "
+                                                   "checkpoint). Required there: its weights cannot be verified "
+                                                   "remotely.")]
 MkldnnOpt = Annotated[bool | None, typer.Option("--mkldnn/--no-mkldnn", help="oneDNN on/off; overrides [numerics] "
                                                 "mkldnn (off routes CPU convolutions through NNPACK: a real "
                                                 "non-bitwise case on CPU).")]
@@ -117,6 +125,12 @@ def parse_shapes(text: str) -> tuple[int, ...]:
     if any(k < 1 or k > 100_000 for k in shapes) or len(set(shapes)) != len(shapes):
         raise HarnessError(f"--shapes {text!r}: expected distinct whole numbers from 1 to 100000")
     return shapes
+
+
+def backend_choice(url: str, concurrency: int | None, shm: bool, model_label: str | None):
+    from harness.pipeline.backends import BackendChoice
+
+    return BackendChoice(url, concurrency, shm, model_label)
 
 
 def say(text: str) -> None:

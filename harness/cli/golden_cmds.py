@@ -10,13 +10,17 @@ import typer
 
 from harness.cli.app import (
     BackendOpt,
+    ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
     MkldnnOpt,
+    ModelLabelOpt,
     ModelOpt,
     ProgressOpt,
     SeedOpt,
+    ShmOpt,
     ThreadsOpt,
+    backend_choice,
     golden_app,
     resolve_config,
     say,
@@ -34,13 +38,15 @@ def golden_record(
                                         "changed; nothing is ever overwritten.")] = False,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten)."""
     from harness.pipeline.commands import record
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
-    for line in record(cfg, corpus, goldens, release, regen, backend, progress):
+    for line in record(cfg, corpus, goldens, release, regen,
+                       backend_choice(backend, concurrency, shm, model_label), progress):
         say(line)
 
 
@@ -49,6 +55,7 @@ def golden_verify(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Re-run the exact lane against a golden and judge it against the golden's noise floor.
@@ -60,7 +67,7 @@ def golden_verify(
     from harness.pipeline.commands import verify
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
-    line, passed = verify(cfg, golden, backend, progress)
+    line, passed = verify(cfg, golden, backend_choice(backend, concurrency, shm, model_label), progress)
     say(line)
     if not passed:
         raise typer.Exit(1)

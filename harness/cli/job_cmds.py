@@ -10,21 +10,25 @@ import typer
 
 from harness.cli.app import (
     BackendOpt,
+    ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
     LedgerOpt,
     ManifestOpt,
     MkldnnOpt,
+    ModelLabelOpt,
     ModelOpt,
     PackerCmdOpt,
     PackerOpt,
     ProgressOpt,
     SeedOpt,
+    ShmOpt,
     ShapesOpt,
     ThreadsOpt,
     ToleranceOpt,
     VoiceprintOpt,
     app,
+    backend_choice,
     resolve_config,
     say,
 )
@@ -45,6 +49,7 @@ def nightly_cmd(
     packer_cmd: PackerCmdOpt = None,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
@@ -56,8 +61,8 @@ def nightly_cmd(
     from harness.pipeline import commands
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes)
-    _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise, backend, packer_cmd, packer,
-                             progress))
+    _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise,
+                             backend_choice(backend, concurrency, shm, model_label), packer_cmd, packer, progress))
 
 
 @app.command("merge")
@@ -94,6 +99,9 @@ def serve_cmd(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count).")] = 1,
+    model_repository: Annotated[Path | None, typer.Option("--model-repository", help="Serve this model repository "
+                                                          "as it is (copied unchanged; the model options above do "
+                                                          "not apply), e.g. a team's own diar_nn_g.")] = None,
 ) -> None:
     """Serve diar_nn_g on a real Triton server on loopback; stop with Ctrl-C / SIGTERM.
 
@@ -104,8 +112,10 @@ def serve_cmd(
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
     options = ServerOptions(model_spec=cfg.model.spec, seed=cfg.model.seed, device=cfg.device,
-                            numerics=cfg.numerics, instances=instances)
-    serve_forever(options, on_ready=lambda url: say(f"diar_nn_g served at {url} (Ctrl-C to stop)"))
+                            numerics=cfg.numerics, instances=instances, repository=model_repository,
+                            verbatim=model_repository is not None)
+    what = f"model repository {model_repository}" if model_repository is not None else "diar_nn_g"
+    serve_forever(options, on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"))
 
 
 @app.command("demo")

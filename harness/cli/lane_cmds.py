@@ -9,19 +9,23 @@ import typer
 
 from harness.cli.app import (
     BackendOpt,
+    ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
     MkldnnOpt,
+    ModelLabelOpt,
     ModelOpt,
     PackerCmdOpt,
     PackerOpt,
     ProgressOpt,
     SeedOpt,
+    ShmOpt,
     ShapesOpt,
     ThreadsOpt,
     ToleranceOpt,
     VoiceprintOpt,
     app,
+    backend_choice,
     resolve_config,
     say,
 )
@@ -39,6 +43,7 @@ def run_cmd(
     voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Run the packed shapes over a golden's corpus, interleaved block group by group with the exact lane.
@@ -48,7 +53,8 @@ def run_cmd(
     from harness.pipeline import commands
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes)
-    for line in commands.run(cfg, golden, runs, backend, packer_cmd, packer, pad_to_fixed, progress):
+    for line in commands.run(cfg, golden, runs, backend_choice(backend, concurrency, shm, model_label), packer_cmd,
+                             packer, pad_to_fixed, progress):
         say(line)
 
 

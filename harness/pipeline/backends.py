@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
+
 from harness.config import ReleaseConfig
 from harness.errors import HarnessError
 from harness.packing import HARNESS_PACKER, Packer
@@ -16,20 +19,49 @@ def load_model(config: ReleaseConfig, device: str | None = None):
     return load(config.model.spec, seed=config.model.seed, device=device or config.device)
 
 
-def make_backend(config: ReleaseConfig, backend: str = "in-process", device: str | None = None,
+@dataclass(frozen=True)
+class BackendChoice:
+    """What runs requests, as the command line says: ``url`` 'in-process' or a Triton server's URL;
+    ``concurrency`` (Triton; default 2, as the engine keeps two requests in flight), ``shm`` (Triton on
+    this host: tensors through system shared memory), ``model_label`` (a Triton model without
+    MODEL_INFO, whose weights cannot be verified remotely: the name of what it serves)."""
+
+    url: str = "in-process"
+    concurrency: int | None = None
+    shm: bool = False
+    model_label: str | None = None
+
+
+def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-process", device: str | None = None,
                  triton_timeout_s: float = 120.0, triton_max_request_mb: float = 64.0):
+    choice = BackendChoice(choice) if isinstance(choice, str) else choice
+    backend = choice.url
     device = device or config.device
     if backend in IN_PROCESS:
         from lanes.backend import InProcessBackend
 
+        for option, given in (("--concurrency", choice.concurrency not in (None, 1)), ("--shm", choice.shm),
+                              ("--model-label", choice.model_label is not None)):
+            if given:
+                raise HarnessError(f"{option}: applies to a Triton backend (--backend http://host:port), not to the "
+                                   "in-process one")
         return InProcessBackend(load_model(config, device), config.numerics, device)
     if backend.startswith(("http://", "https://")):
         try:
-            from lanes.triton.backend import TritonBackend
+            from lanes.triton.backend import DEFAULT_CONCURRENCY, TritonBackend
         except ImportError as exc:
             raise HarnessError(f"--backend {backend}: the Triton lane needs tritonclient[http] "
                                f"(pip install 'diar-lane-harness[triton]'): {exc}") from None
-        return TritonBackend(backend, timeout_s=triton_timeout_s, max_request_bytes=int(triton_max_request_mb * 2**20))
+        if choice.concurrency is not None and choice.concurrency < 1:
+            raise HarnessError(f"--concurrency {choice.concurrency}: expected a whole number >= 1")
+        be = TritonBackend(backend, timeout_s=triton_timeout_s, max_request_bytes=int(triton_max_request_mb * 2**20),
+                           concurrency=DEFAULT_CONCURRENCY if choice.concurrency is None else choice.concurrency,
+                           shm=choice.shm, model_label=choice.model_label, geometry=lambda: model_geometry(config))
+        if not be.weights_verified:
+            print(f"harness: warning: {backend} model {be.model_name!r} (label {be.model_label!r}): its weights cannot "
+                  "be verified remotely (no MODEL_INFO output); results name the label, the server's config and "
+                  "version(s) only", file=sys.stderr, flush=True)
+        return be
     raise HarnessError(f"--backend {backend!r}: expected 'in-process' or a Triton URL like http://127.0.0.1:8000")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.config import ReleaseConfig
 from harness.errors import HarnessError, step
 from harness.fsio import check_output_file, check_writable_dir, safe_name
-from harness.pipeline.backends import make_backend, make_packer
+from harness.pipeline.backends import BackendChoice, make_backend, make_packer
 from harness.progress import progress_bar
 
 
@@ -29,8 +29,8 @@ def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Ite
     return built.rows(), len(built)
 
 
-def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool, backend: str,
-           progress: bool) -> list[str]:
+def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool,
+           backend: BackendChoice | str, progress: bool) -> list[str]:
     from harness.pipeline.record import record_golden
 
     name = safe_name(release if release is not None else cfg.name, "--release")
@@ -48,7 +48,7 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
     return lines
 
 
-def verify(cfg: ReleaseConfig, golden_path: Path, backend: str, progress: bool) -> tuple[str, bool]:
+def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
     from golden.store import load_golden
     from harness.pipeline.record import verify_golden
 
@@ -59,7 +59,7 @@ def verify(cfg: ReleaseConfig, golden_path: Path, backend: str, progress: bool) 
     return result["summary"], result["passed"]
 
 
-def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: str, packer_cmd: str | None,
+def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: BackendChoice | str, packer_cmd: str | None,
         packer: str | None, pad_to_fixed: bool | None, progress: bool) -> list[str]:
     from golden.store import load_golden
     from harness.pipeline.run import plan_for, run_shapes
@@ -140,7 +140,8 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
 
 
 def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
-            manifest: Path | None, localise: bool, backend: str, packer_cmd: str | None, packer: str | None,
+            manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
+            packer: str | None,
             progress: bool):
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.shards import Shard

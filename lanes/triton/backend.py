@@ -4,9 +4,15 @@ Both lanes of a comparison call one backend, so running them through a real serv
 what the engine will see: Triton's transport, the Python backend's copies, and the model code
 of ``model_repository/diar_nn_g/1/model.py`` (which loads the very same model object).
 
-The fingerprint and geometry are asked of the server (the ``MODEL_INFO`` output of a one-window
-probe at connect time), never assumed: a golden recorded through Triton names the model the
-server actually loaded.
+What the model is: asked of the server, never assumed (see :mod:`lanes.triton.identity`). A model
+with this project's ``MODEL_INFO`` output reports its fingerprint and geometry; a user's own model
+without it is accepted only with a ``model_label`` and the caller's ``geometry`` (checked against
+the shape of a one-window answer), and everything it produces says ``weights_verified: False``.
+
+Serving as the engine does: ``concurrency`` requests in flight (default 2, the engine's two per
+GPU) through :meth:`TritonBackend.call_many`; results never depend on it (tested bitwise).
+``shm=True`` moves the tensors through system shared memory (:mod:`lanes.triton.shm`; client and
+server on one host) instead of the HTTP body.
 
 Failure policy (every failure is one :class:`BackendError` line naming the request, the URL and
 what happened):
@@ -21,9 +27,7 @@ what happened):
 
 from __future__ import annotations
 
-import json
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,21 +39,26 @@ from harness import ops
 from harness.errors import BackendError
 from harness.geometry import Geometry
 from harness.ops import Op
-from harness.response import check_response
-from lanes.backend import CallResult
+from harness.response import check_response, expected_shape
+from lanes.backend import Call, CallResult
+from lanes.triton.identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerModel
+from lanes.triton.shm import ShmPool, layout
 
 try:
     import gevent
+    import gevent.pool
     import tritonclient.http as httpclient
-    from tritonclient.utils import InferenceServerException
+    from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 except ImportError as _exc:  # pragma: no cover - depends on the install
     httpclient = None
     _IMPORT_ERROR: ImportError | None = _exc
 else:
     _IMPORT_ERROR = None
 
+__all__ = ["DEFAULT_CONCURRENCY", "INFO_OUTPUT", "MODEL_NAME", "ServerModel", "TritonBackend"]
+
 MODEL_NAME = "diar_nn_g"
-INFO_OUTPUT = "MODEL_INFO"
+DEFAULT_CONCURRENCY = 2  # the engine keeps about two requests in flight per GPU
 MODEL_ERROR_TAG = "diar_nn_g model error"  # set by model.py on errors the model itself answered
 WIRE_DTYPES: dict[str, tuple[type, str]] = {
     ops.SPAN: (np.float32, "FP32"),
@@ -62,7 +71,7 @@ WIRE_DTYPES: dict[str, tuple[type, str]] = {
 
 _CONNECTION_WORDS = ("connection", "httpparse", "protocol", "remote", "incomplete", "badstatus")
 
-Call = tuple[Op, Mapping[str, np.ndarray], int, int, str]
+GeometrySource = Geometry | Callable[[], Geometry] | None
 
 
 class _Retryable(Exception):
@@ -73,30 +82,16 @@ class _Retryable(Exception):
         self.what = what
 
 
-@dataclass(frozen=True)
-class ServerModel:
-    """What the server says about the model it loaded (the MODEL_INFO output)."""
+@dataclass
+class _Prepared:
+    """One call, validated and ready to send (any number of times)."""
 
-    fingerprint: str
-    geometry: Geometry
-    describe: dict
-    device: str
-    device_kind: str
-    numerics_requested: dict | None
-    numerics_in_force: dict | None
-    environment: dict | None = None
-
-    @classmethod
-    def parse(cls, raw: Any, where: str) -> ServerModel:
-        try:
-            value = raw.reshape(-1)[0] if isinstance(raw, np.ndarray) else raw
-            info = json.loads(value.decode() if isinstance(value, bytes) else str(value))
-            return cls(str(info["fingerprint"]), Geometry.from_dict(info["geometry"]), dict(info["model"]),
-                       str(info.get("device", "cpu")), str(info.get("device_kind", "cpu")),
-                       info.get("numerics_requested"), info.get("numerics_in_force"), info.get("environment"))
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-            raise BackendError(f"{where}: MODEL_INFO is not the expected JSON "
-                               f"({type(exc).__name__}: {exc})") from None
+    op: Op
+    arrays: dict[str, np.ndarray]
+    windows: int
+    rows: int
+    where: str  # the caller's words plus the server and model
+    http_inputs: list | None  # binary HTTP inputs, built once; None with shm
 
 
 class TritonBackend:
@@ -105,13 +100,17 @@ class TritonBackend:
     name = "triton"
 
     def __init__(self, url: str, model_name: str = MODEL_NAME, *, timeout_s: float = 120.0, retries: int = 3,
-                 backoff_s: float = 0.5, max_request_bytes: int = 64 * 2**20, concurrency: int = 1) -> None:
+                 backoff_s: float = 0.5, max_request_bytes: int = 64 * 2**20,
+                 concurrency: int = DEFAULT_CONCURRENCY, shm: bool = False, model_label: str | None = None,
+                 geometry: GeometrySource = None) -> None:
         if _IMPORT_ERROR is not None:
             raise BackendError(f"Triton backend needs tritonclient[http] ({_IMPORT_ERROR}); "
                                "install the 'triton' extra")
         if retries < 0 or concurrency < 1 or timeout_s <= 0 or max_request_bytes <= 0:
             raise BackendError(f"Triton backend: bad settings retries={retries} concurrency={concurrency} "
                                f"timeout_s={timeout_s} max_request_bytes={max_request_bytes}")
+        if model_label is not None and not model_label.strip():
+            raise BackendError("Triton backend: model_label is empty; give the name of the model you serve")
         self.url = url if "://" in url else f"http://{url}"
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -120,10 +119,16 @@ class TritonBackend:
         self.model_name = model_name
         self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), float(backoff_s)
         self.max_request_bytes, self.concurrency = int(max_request_bytes), int(concurrency)
+        self.shm = bool(shm)
+        self.model_label = model_label.strip() if model_label else None
+        self._geometry_source = geometry
         self._client: Any = None
+        self._shm_pool: ShmPool | None = None
         self.server_version = ""
         try:
             self.server = self._connect()
+            if self.shm:
+                self._shm_pool = ShmPool(self.concurrency, self._register_region, self._unregister_region)
         except BaseException:
             self.close()
             raise
@@ -134,60 +139,87 @@ class TritonBackend:
     def device_kind(self) -> str:
         return self.server.device_kind
 
+    @property
+    def weights_verified(self) -> bool:
+        """False for a model without MODEL_INFO: its fingerprint cannot cover the weights."""
+        return self.server.weights_verified
+
+    @property
+    def shm_prefix(self) -> str | None:
+        """The name prefix of this backend's shared-memory regions (tests look for leftovers by it)."""
+        return self._shm_pool.prefix if self._shm_pool is not None else None
+
     # -- the seam --------------------------------------------------------------------------
     def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int,
              where: str) -> CallResult:
-        where = self._where(where)
-        inputs = self._inputs(request, where)
-        outputs = [httpclient.InferRequestedOutput(op.output_name, binary_data=True)]
-
-        def timed() -> tuple[Any, float]:  # the answered attempt only: backoff sleeps are not the model's
-            start = time.perf_counter()
-            return self._infer(inputs, outputs), time.perf_counter() - start
-
-        result, wall = self._with_retries(where, timed)
-        return CallResult(self._output(op, result, windows, rows, where), wall, None)
+        call = self._prepare(op, request, windows, rows, where)
+        outputs, wall = self._with_retries(call.where, lambda: self._attempt(call))
+        return self._result(call, outputs, wall)
 
     def call_many(self, calls: Sequence[Call]) -> list[CallResult]:
-        """Send ``calls`` with up to ``concurrency`` in flight; results in order.
+        """Send ``calls`` with up to ``concurrency`` in flight; results in the order of ``calls``.
 
-        ``wall_s`` of each is its own latency (send to answer), which overlaps the others'.
-        A call that fails in flight with a retryable error is retried alone, synchronously.
+        Every call is validated before any is sent. ``wall_s`` of each is its own latency (send to
+        answer), which overlaps the others'. A call that fails in flight with a retryable error is
+        retried alone afterwards, with the retries it has left; a final error is raised once every
+        call sent has answered, naming its call (and how many others failed). Outputs are the same
+        bits at any concurrency: each request is answered on its own.
         """
-        if self.concurrency == 1 or len(calls) <= 1:
-            return [self.call(*c) for c in calls]
-        results: list[CallResult | None] = [None] * len(calls)
-        in_flight: deque = deque()
-        for i, (op, request, _, _, where) in enumerate(calls):
-            inputs = self._inputs(request, self._where(where))
-            outputs = [httpclient.InferRequestedOutput(op.output_name, binary_data=True)]
+        prepared = [self._prepare(*c) for c in calls]
+        if self.concurrency == 1 or len(prepared) <= 1:
+            return [self._result(c, *self._with_retries(c.where, lambda c=c: self._attempt(c))) for c in prepared]
+        outcomes: list[Any] = [None] * len(prepared)
+
+        def job(i: int) -> None:
+            call = prepared[i]
             try:
-                handle = self._client_now().async_infer(self.model_name, inputs, outputs=outputs)
-            except Exception as exc:  # classified below, like a failed get_result
-                handle = exc
-            in_flight.append((i, time.perf_counter(), handle))
-            if len(in_flight) >= self.concurrency:
-                self._collect(in_flight.popleft(), calls, results)
-        while in_flight:
-            self._collect(in_flight.popleft(), calls, results)
-        return [r for r in results if r is not None]
+                outcomes[i] = self._once(call.where, lambda: self._attempt(call), in_flight=True)
+            except Exception as exc:  # kept, so that every call answers before any error is raised
+                outcomes[i] = exc
+
+        pool = gevent.pool.Pool(self.concurrency)
+        gevent.joinall([pool.spawn(job, i) for i in range(len(prepared))])
+        failed = [i for i, o in enumerate(outcomes) if isinstance(o, BackendError)]
+        if any(isinstance(o, Exception) for o in outcomes):
+            self._drop_connection()  # nothing is in flight now: a connection that failed is never reused
+        for outcome in outcomes:
+            if isinstance(outcome, Exception) and not isinstance(outcome, BackendError | _Retryable):
+                raise outcome  # a bug, not a server's answer
+        if failed:
+            first = outcomes[failed[0]]
+            if len(failed) == 1:
+                raise first
+            raise BackendError(f"{first} ({len(failed) - 1} more of the {len(prepared)} calls sent together "
+                               "failed too)") from None
+        results = []
+        for call, outcome in zip(prepared, outcomes, strict=True):
+            if isinstance(outcome, _Retryable):
+                outcome = self._with_retries(call.where, lambda call=call: self._attempt(call), first_attempt=1,
+                                             first_failure=outcome)
+            results.append(self._result(call, *outcome))
+        return results
 
     def environment(self) -> dict:
         model = dict(self.server.describe)
         model.setdefault("fingerprint", self.fingerprint)
-        return {"backend": self.name, "url": self.url, "server_version": self.server_version,
-                "model_name": self.model_name, "device": self.server.device, "device_kind": self.device_kind,
-                "model": model, "numerics_requested": self.server.numerics_requested,
-                "numerics_in_force": self.server.numerics_in_force,
-                "environment": self.server.environment}
+        if self.model_label and self.weights_verified:
+            model.setdefault("label", self.model_label)
+        env = {"backend": self.name, "url": self.url, "server_version": self.server_version,
+               "model_name": self.model_name, "device": self.server.device, "device_kind": self.device_kind,
+               "model": model, "numerics_requested": self.server.numerics_requested,
+               "numerics_in_force": self.server.numerics_in_force,
+               "environment": self.server.environment, "weights_verified": self.weights_verified,
+               "concurrency": self.concurrency, "transport": "shm" if self.shm else "http"}
+        if not self.weights_verified:
+            env["warning"] = WEIGHTS_NOTE
+        return env
 
     def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # closing a broken connection must not mask the real error
-                pass
+        """Unregister and unmap the shared-memory regions (if any), then close the connection."""
+        pool, self._shm_pool = self._shm_pool, None
+        if pool is not None:
+            pool.close()
+        self._drop_connection()
 
     def __enter__(self) -> TritonBackend:
         return self
@@ -204,17 +236,51 @@ class TritonBackend:
         if not ready:
             raise BackendError(f"{where}: Triton at {self.url} has no ready model {self.model_name!r} "
                                f"(server models: {self._models()})")
-        probe = {ops.SPAN: np.zeros(1, np.float32), ops.OFFSETS: np.zeros(1, np.int64),
-                 ops.VALID: np.zeros(1, np.int32), ops.OP: np.zeros(1, np.int32)}
-        probe_where = f"{where} (Triton {self.url}, MODEL_INFO probe)"
-        inputs = self._inputs(probe, probe_where)
-        outputs = [httpclient.InferRequestedOutput(INFO_OUTPUT, binary_data=True)]
-        result = self._with_retries(probe_where, lambda: self._infer(inputs, outputs))
+        model_meta = self._with_retries(where, lambda: self._client_now().get_model_metadata(self.model_name))
+        outputs = {o.get("name") for o in model_meta.get("outputs", [])}
+        if INFO_OUTPUT not in outputs:
+            return self._connect_unverified(where, model_meta)
+        probe_where = f"{where} (Triton {self.url}, {INFO_OUTPUT} probe)"
+        result = self._with_retries(probe_where, lambda: self._probe(INFO_OUTPUT))
         raw = result.as_numpy(INFO_OUTPUT)
         if raw is None or raw.size != 1:
             raise BackendError(f"{probe_where}: no {INFO_OUTPUT} output: the server's model is not this "
                                "project's diar_nn_g repository")
         return ServerModel.parse(raw, probe_where)
+
+    def _connect_unverified(self, where: str, model_meta: dict) -> ServerModel:
+        """A model without MODEL_INFO: a label and a geometry from the caller, checked by one answer."""
+        lacks = f"{where}: the model at {self.url} has no {INFO_OUTPUT} output, so its weights cannot be " \
+                "verified remotely"
+        if not self.model_label:
+            raise BackendError(f"{lacks}; give a label naming the model you serve (--model-label, e.g. the "
+                               "release or checkpoint) to run it unverified")
+        source = self._geometry_source
+        geometry = source() if callable(source) else source
+        if geometry is None:
+            raise BackendError(f"{lacks}; its geometry must come from the configuration (the model spec)")
+        config = self._with_retries(where, lambda: self._client_now().get_model_config(self.model_name))
+        versions = [str(v) for v in model_meta.get("versions", [])]
+        probe_where = f"{where} (Triton {self.url}, geometry probe)"
+        result = self._with_retries(probe_where, lambda: self._probe(Op.SEGMENTATION.output_name))
+        answer = result.as_numpy(Op.SEGMENTATION.output_name)
+        want = expected_shape(Op.SEGMENTATION, 1, 0, geometry)
+        got = None if answer is None else tuple(answer.shape)
+        if got != want:
+            raise BackendError(f"{probe_where}: a one-window OP 0 request was answered with "
+                               f"{Op.SEGMENTATION.output_name} shape {list(got) if got else None}, the configured "
+                               f"geometry says {list(want)} (frames_per_window={geometry.frames_per_window}, "
+                               f"classes={geometry.classes}): configure the model spec the server runs")
+        return ServerModel.unverified(self.model_name, config, versions, self.model_label, geometry,
+                                      self.server_version)
+
+    def _probe(self, output: str) -> Any:
+        """One window of silence (VALID 0), OP 0, asking for ``output`` only."""
+        probe = {ops.SPAN: np.zeros(1, np.float32), ops.OFFSETS: np.zeros(1, np.int64),
+                 ops.VALID: np.zeros(1, np.int32), ops.OP: np.zeros(1, np.int32)}
+        inputs = _http_inputs(probe)
+        return self._client_now().infer(self.model_name, inputs,
+                                        outputs=[httpclient.InferRequestedOutput(output, binary_data=True)])
 
     def _models(self) -> str:
         try:
@@ -223,9 +289,6 @@ class TritonBackend:
             return "unknown"
         return ", ".join(f"{m.get('name')} {m.get('state', '?')}" for m in index) or "none"
 
-    def _infer(self, inputs: list, outputs: list) -> Any:
-        return self._client_now().infer(self.model_name, inputs, outputs=outputs)
-
     def _client_now(self) -> Any:
         if self._client is None:
             self._client = httpclient.InferenceServerClient(
@@ -233,11 +296,27 @@ class TritonBackend:
                 connection_timeout=self.timeout_s, network_timeout=self.timeout_s)
         return self._client
 
+    def _drop_connection(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a broken connection must not mask the real error
+                pass
+
+    def _register_region(self, name: str, key: str, size: int) -> None:
+        self._client_now().register_system_shared_memory(name, key, size)
+
+    def _unregister_region(self, name: str) -> None:
+        self._client_now().unregister_system_shared_memory(name)
+
     # -- requests and answers --------------------------------------------------------------
     def _where(self, where: str) -> str:
         return f"{where} (Triton {self.url} model {self.model_name!r})"
 
-    def _inputs(self, request: Mapping[str, np.ndarray], where: str) -> list:
+    def _prepare(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int,
+                 where: str) -> _Prepared:
+        where = self._where(where)
         arrays = {}
         for name, value in request.items():
             if value is None:
@@ -250,64 +329,105 @@ class TritonBackend:
         if size > self.max_request_bytes:
             raise BackendError(f"{where}: request of {size / 2**20:.1f} MiB exceeds max_request_bytes "
                                f"{self.max_request_bytes / 2**20:.1f} MiB (Triton's --http-max-input-size, "
-                               "64 MiB by default); use a smaller k")
-        inputs = []
-        for name, array in arrays.items():
-            tensor = httpclient.InferInput(name, list(array.shape), WIRE_DTYPES[name][1])
-            tensor.set_data_from_numpy(array, binary_data=True)
-            inputs.append(tensor)
-        return inputs
+                               "64 MiB by default from Triton 25.06); use a smaller k")
+        return _Prepared(op, arrays, windows, rows, where, None if self.shm else _http_inputs(arrays))
 
-    def _output(self, op: Op, result: Any, windows: int, rows: int, where: str) -> np.ndarray:
-        out = result.as_numpy(op.output_name)
-        outputs = {} if out is None else {op.output_name: out}
-        return check_response(op, windows, rows, outputs, self.geometry, where)
-
-    def _collect(self, item: tuple, calls: Sequence[Call], results: list) -> None:
-        i, start, handle = item
-        op, request, windows, rows, where = calls[i]
-        full_where = self._where(where)
-        try:
-            if isinstance(handle, BaseException):
-                raise handle
-            result = self._once(full_where, lambda: handle.get_result(block=True, timeout=self.timeout_s))
-        except _Retryable:
-            results[i] = self.call(op, request, windows, rows, where)
-            return
+    def _attempt(self, call: _Prepared) -> tuple[dict[str, np.ndarray], float]:
+        """One send: the outputs (as arrays) and the round trip's seconds."""
+        if self._shm_pool is not None:
+            return self._attempt_shm(call, self._shm_pool)
+        outputs = [httpclient.InferRequestedOutput(call.op.output_name, binary_data=True)]
+        start = time.perf_counter()
+        result = self._client_now().infer(self.model_name, call.http_inputs, outputs=outputs)
         wall = time.perf_counter() - start
-        results[i] = CallResult(self._output(op, result, windows, rows, full_where), wall, None)
+        out = result.as_numpy(call.op.output_name)
+        return ({} if out is None else {call.op.output_name: out}), wall
+
+    def _attempt_shm(self, call: _Prepared, pool: ShmPool) -> tuple[dict[str, np.ndarray], float]:
+        """Inputs written into this call's region, the output read back from it (the HTTP body is JSON only)."""
+        name = call.op.output_name
+        offsets, used = layout(call.arrays)
+        out_shape = expected_shape(call.op, call.windows, call.rows, self.geometry)
+        out_bytes = 4 * int(np.prod(out_shape, dtype=np.int64))
+        slot = pool.acquire()
+        try:
+            region = pool.region(slot, used + out_bytes)
+            inputs = []
+            for key, array in call.arrays.items():
+                region.write(offsets[key], array)
+                tensor = httpclient.InferInput(key, list(array.shape), WIRE_DTYPES[key][1])
+                tensor.set_shared_memory(region.name, array.nbytes, offsets[key])
+                inputs.append(tensor)
+            wanted = httpclient.InferRequestedOutput(name, binary_data=True)
+            wanted.set_shared_memory(region.name, region.size - used, used)
+            start = time.perf_counter()
+            result = self._client_now().infer(self.model_name, inputs, outputs=[wanted])
+            wall = time.perf_counter() - start
+            meta = result.get_output(name)
+            if meta is None:
+                return {}, wall
+            shape = tuple(int(d) for d in meta.get("shape", []))
+            dtype = triton_to_np_dtype(str(meta.get("datatype")))
+            if dtype is None or dtype is np.object_:
+                raise BackendError(f"{call.where}: output {name} has datatype {meta.get('datatype')}, "
+                                   "the contract says FP32")
+            nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+            if nbytes > region.size - used:
+                raise BackendError(f"{call.where}: output {name} of shape {list(shape)} does not fit the "
+                                   f"{region.size - used} bytes given for it in shared memory")
+            return {name: region.read(used, np.dtype(dtype), shape)}, wall
+        finally:
+            pool.release(slot)
+
+    def _result(self, call: _Prepared, outputs: dict[str, np.ndarray], wall: float) -> CallResult:
+        output = check_response(call.op, call.windows, call.rows, outputs, self.geometry, call.where)
+        return CallResult(output, wall, None)
 
     # -- failure policy ----------------------------------------------------------------------
-    def _with_retries(self, where: str, send: Callable[[], Any]) -> Any:
-        for attempt in range(self.retries + 1):
+    def _with_retries(self, where: str, send: Callable[[], Any], first_attempt: int = 0,
+                      first_failure: _Retryable | None = None) -> Any:
+        """``send`` until it answers, at most ``retries + 1`` attempts in all (``first_attempt`` of
+        them already made, the last failing with ``first_failure``)."""
+        what = first_failure.what if first_failure is not None else "failed"
+        for attempt in range(first_attempt, self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+                self._reset_shm()
             try:
                 return self._once(where, send)
             except _Retryable as exc:
                 what = exc.what
-                if attempt < self.retries:
-                    time.sleep(self.backoff_s * 2**attempt)
         tries = f"after {self.retries} {'retry' if self.retries == 1 else 'retries'}" if self.retries \
             else "(no retries)"
         raise BackendError(f"{where}: Triton at {self.url} {what} {tries}")
 
-    def _once(self, where: str, send: Callable[[], Any]) -> Any:
-        """One attempt: the answer, a final BackendError, or _Retryable."""
+    def _reset_shm(self) -> None:
+        """Before a retry: the server may have restarted and forgotten its registrations; register anew."""
+        if self._shm_pool is not None:
+            self._shm_pool.close()
+
+    def _once(self, where: str, send: Callable[[], Any], in_flight: bool = False) -> Any:
+        """One attempt: the answer, a final BackendError, or _Retryable.
+
+        ``in_flight``: other requests share the connection pool; a failure drops the connection
+        only for the retry phase (which reconnects), never under the others' feet."""
+        drop = (lambda: None) if in_flight else self._drop_connection
         try:
             return send()
         except InferenceServerException as exc:
             raise self._server_error(exc, where) from None
         except (TimeoutError, gevent.Timeout):
-            self.close()  # the connection is mid-answer; never reuse it
+            drop()  # the connection is mid-answer; never reuse it
             raise self._timeout(where) from None
         except ConnectionRefusedError:
-            self.close()
+            drop()
             raise _Retryable("is not reachable (connection refused)") from None
         except (ConnectionError, OSError, EOFError) as exc:
-            self.close()
+            drop()
             raise _Retryable(f"is not reachable ({_describe_os_error(exc)})") from None
         except Exception as exc:  # geventhttpclient raises its own parser/protocol errors
             if _is_connection_failure(exc):
-                self.close()
+                drop()
                 raise _Retryable(f"dropped the connection ({type(exc).__name__}: {_one_line(exc)})") from None
             raise
 
@@ -327,11 +447,12 @@ class TritonBackend:
         if status is not None and 500 <= status < 600:
             return _Retryable(f"failed with HTTP {status} ({message})")
         if "failed to obtain inference response" in message:  # get_result's own timeout
-            self.close()
+            self._drop_connection()
             return self._timeout(where)
         if "not ready" in message.lower() or "unavailable" in message.lower():
             return _Retryable(f"is not ready ({message})")
         return BackendError(f"{where}: Triton at {self.url} refused the request (HTTP {status}: {message})")
+
 
 
 def _status(exc: InferenceServerException) -> int | None:
@@ -354,6 +475,15 @@ def _describe_os_error(exc: BaseException) -> str:
 def _is_connection_failure(exc: BaseException) -> bool:
     name = type(exc).__name__.lower()
     return any(word in name for word in _CONNECTION_WORDS)
+
+
+def _http_inputs(arrays: Mapping[str, np.ndarray]) -> list:
+    inputs = []
+    for name, array in arrays.items():
+        tensor = httpclient.InferInput(name, list(array.shape), WIRE_DTYPES[name][1])
+        tensor.set_data_from_numpy(array, binary_data=True)
+        inputs.append(tensor)
+    return inputs
 
 
 def _one_line(exc: object, limit: int = 300) -> str:

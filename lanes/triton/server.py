@@ -60,7 +60,9 @@ class _PortTaken(Exception):
 @dataclass(frozen=True)
 class ServerOptions:
     """How to serve. ``repository`` replaces the project's model repository (tests use it to
-    serve a deliberately broken one); its ``config.pbtxt`` files get the same parameters."""
+    serve a deliberately broken one); its ``config.pbtxt`` files get the same parameters, unless
+    ``verbatim``: then the repository is served as it is (a user's own repository, probe models),
+    copied unchanged, and ``model_spec``/``seed``/``device``/``numerics``/``instances`` do not apply."""
 
     model_spec: str = "full"
     seed: int = 0
@@ -75,6 +77,7 @@ class ServerOptions:
     log_verbose: int = 0
     log_path: Path | None = None  # kept after stop when given; otherwise inside the temp folder
     http_port: int = 0  # 0: a free port
+    verbatim: bool = False
 
     def __post_init__(self) -> None:
         if self.instances < 1:
@@ -137,6 +140,7 @@ class TritonServer:
         self._shm_prefix = ""
         self._lock = threading.Lock()
         self._starts: list[_Start] = []
+        self._repo: Path | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> TritonServer:
@@ -180,7 +184,11 @@ class TritonServer:
         backends = self._tmp / "backends"
         _assemble_backend(bundle, backends / "python")
         repo = self._tmp / "model_repository"
-        copy_repository(opts.repository or REPOSITORY, repo, opts)
+        if opts.verbatim:
+            copy_verbatim(opts.repository or REPOSITORY, repo)
+        else:
+            copy_repository(opts.repository or REPOSITORY, repo, opts)
+        self._repo = repo
         self.log_path = Path(opts.log_path) if opts.log_path else self._tmp / "tritonserver.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         http, grpc, metrics = opts.http_port or free_port(), free_port(), free_port()
@@ -206,7 +214,10 @@ class TritonServer:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.options.startup_timeout_s
-        ready = f"{self.url}/v2/models/{self.options.model_name}/ready"
+        # With --strict-readiness, /v2/health/ready waits for every model; a verbatim repository
+        # need not hold a model named model_name, so it is waited for only where it exists.
+        named = self._repo is None or (self._repo / self.options.model_name).is_dir()
+        ready = f"{self.url}/v2/models/{self.options.model_name}/ready" if named else f"{self.url}/v2/health/ready"
         while True:
             code = self._proc.poll() if self._proc is not None else -1
             if code is not None:
@@ -308,6 +319,16 @@ def copy_repository(source: Path, dest: Path, options: ServerOptions) -> None:
     }
     for config in dest.glob("*/config.pbtxt"):
         config.write_text(fill_config(config.read_text(), params, options.instances))
+
+
+def copy_verbatim(source: Path, dest: Path) -> None:
+    """Copy a model repository unchanged (only Python caches are left out: they belong to no release)."""
+    source = Path(source)
+    if not source.is_dir():
+        raise BackendError(f"Triton server: model repository {source} does not exist")
+    if not any(p.is_dir() for p in source.iterdir()):
+        raise BackendError(f"Triton server: model repository {source} holds no model folder")
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def fill_config(text: str, params: dict[str, str], instances: int) -> str:

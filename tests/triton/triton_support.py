@@ -6,6 +6,8 @@ import contextlib
 from collections.abc import Iterator
 
 from harness.numerics import NumericSettings
+from harness.ops import ALL_OPS, Op
+from harness.packing import pack
 from lanes.triton.server import ServerOptions, TritonServer
 
 MODEL = "small"
@@ -27,3 +29,26 @@ def serving(options: ServerOptions) -> Iterator[TritonServer]:
     finally:
         server.stop()
         assert server.leftovers() == []
+
+
+def packed_calls(golden, ks: tuple[int, ...] = (1, 2, 4), ops: tuple[Op, ...] = ALL_OPS) -> list[tuple]:
+    """(op, request, windows, rows, where) for every pack of the golden's corpus at each k and OP,
+    voiceprint requests from the golden's WEIGHTS/IDX (packs without rows are left out, as the
+    engine sends nothing for them)."""
+    blocks = list(golden.corpus.blocks)
+    inputs = golden.voiceprint_inputs()
+    calls = []
+    for op in ops:
+        if op.is_voiceprint:
+            members = [b.with_voiceprint(op, r.weights, r.idx, r.speakers, golden.geometry)
+                       for b in blocks if (r := inputs[op].get(b.id)) is not None]
+        else:
+            members = blocks
+        for k in ks:
+            for i in range(0, len(members), k):
+                packed = pack(members[i : i + k])
+                if op.is_voiceprint and packed.rows == 0:
+                    continue
+                calls.append((packed.op, packed.tensors(), packed.windows, packed.rows,
+                              f"k={k} OP {int(op)} blocks {packed.block_ids[0]}.."))
+    return calls
