@@ -38,9 +38,9 @@ def main() -> None:
     plan = RunPlan(shapes=shapes, ops=ops)
     start = time.perf_counter()
     with progress_bar("lanes", plan.calls(len(corpus))) as tick:
-        result = run_lanes(corpus.blocks, backend, plan, progress=tick)
+        calls = run_lanes(corpus.blocks, backend, plan, sink=lambda lane, batch: None, progress=tick)
     wall = time.perf_counter() - start
-    summary = summarize_calls([c.to_dict() for c in result.calls])
+    summary = summarize_calls([c.to_dict() for c in calls])
     windows = sum(int((b.valid > 0).sum()) for b in corpus.blocks)
     print(f"model {args.model} on {args.device}, {args.blocks} blocks ({windows} audio windows, 8 per call in the "
           f"exact lane), OPs {[int(o) for o in ops]}, threads {NumericSettings().resolved_threads()}, "

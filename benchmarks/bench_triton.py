@@ -43,9 +43,10 @@ def measure(backend, blocks, k: int, voiceprint_inputs, ops: tuple[Op, ...]) -> 
     # This script warms up itself (below); a runner's own warm-up calls would be timed here.
     plan = RunPlan(shapes=(k,), include_exact=False, ops=ops, warmup=False)
     start = time.perf_counter()
-    result = run_lanes(blocks, backend, plan, voiceprint_inputs=voiceprint_inputs)
+    calls = run_lanes(blocks, backend, plan, sink=lambda lane, batch: None,
+                      voiceprint_inputs=lambda ids: voiceprint_inputs)
     wall = time.perf_counter() - start
-    return Sample(len(blocks) / wall, 1e3 * statistics.median(c.wall_s for c in result.calls))
+    return Sample(len(blocks) / wall, 1e3 * statistics.median(c.wall_s for c in calls))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
 
     local = InProcessBackend(load_model(args.model), numerics)
     corpus = synth_corpus(local.geometry, blocks=args.blocks)
-    exact = run_lanes(corpus.blocks, local, RunPlan(shapes=(), include_exact=True, ops=ops)).exact[0]
-    voiceprint_inputs = {op: v.inputs() for op, v in exact.voiceprint.items()}
+    exact = []
+    run_lanes(corpus.blocks, local, RunPlan(shapes=(), include_exact=True, ops=ops),
+              sink=lambda lane, batch: exact.append(batch))
+    voiceprint_inputs = {op: {b: rows for batch in exact for b, rows in batch.voiceprint[op].inputs().items()}
+                         for op in ops if op.is_voiceprint}
 
     started = time.perf_counter()
     options = ServerOptions(model_spec=args.model, numerics=numerics, startup_timeout_s=600)

@@ -118,7 +118,8 @@ class Golden:
             self._outputs = LaneReader(self.path, self.geometry, self.ops, decisions=True, where=f"golden {self.path}")
             ids = self._outputs.block_ids()
             if len(ids) != self.blocks:
-                raise GoldenError(f"{self.path}/op0.parquet: {len(ids)} blocks, the manifest's corpus has {self.blocks}")
+                raise GoldenError(f"{self.path}/op0.parquet: {len(ids)} blocks, the manifest's corpus has "
+                                  f"{self.blocks}")
         return self._outputs
 
     def block_ids(self) -> list[str]:

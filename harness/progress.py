@@ -29,8 +29,14 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
 @contextlib.contextmanager
 def _rich_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("calls"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())

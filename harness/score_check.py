@@ -96,7 +96,8 @@ def check_binding(score: dict, golden_manifest: dict, run_manifest: dict, tolera
     if run_manifest["golden_id"] != golden_manifest["golden_id"]:
         raise LedgerError(f"{where}: run {run_manifest['run_id']} ran against golden {run_manifest['golden_id']}, not "
                           f"{golden_manifest['golden_id']}")
-    facts = {"fingerprint": run_manifest["model"]["fingerprint"], "device_kind": device_kind(run_manifest["environment"]),
+    facts = {"fingerprint": run_manifest["model"]["fingerprint"],
+             "device_kind": device_kind(run_manifest["environment"]),
              "numerics_profile": run_manifest["numerics_profile"]}
     for key, value in facts.items():
         if score[key] != value:

@@ -234,7 +234,8 @@ def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, pl
     g = backend.geometry
     for k in sorted(plan.shapes, reverse=True):
         real = k if plan.pad_to_fixed else min(k, blocks)
-        per_block = max_span_samples * 4 + g.windows_per_block * (8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4))
+        rows = g.speakers * (g.frames_per_window * 4 + 4)  # WEIGHTS and IDX of every speaker of a window
+        per_block = max_span_samples * 4 + g.windows_per_block * (8 + 4 + 4 + rows)
         estimate = real * per_block
         if estimate > limit:
             raise LaneError(

@@ -12,7 +12,8 @@ from harness.corpus.schema import Corpus
 from harness.corpus.synth import synth_corpus
 from harness.numerics import NumericSettings
 from harness.pipeline.record import record_golden
-from harness.pipeline.run import plan_for, run_shapes as run_plan
+from harness.pipeline.run import plan_for
+from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
 from lanes.backend import InProcessBackend

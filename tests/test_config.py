@@ -73,7 +73,8 @@ blocks = 32
                                                     "'small')"),
     ({"tolerances": {"op0": {"max_abs": float("inf")}}}, "tolerances.op0.max_abs: Input should be a finite number"),
     ({"tolerances": {"op0": {"max_abs": float("nan")}}}, "tolerances.op0.max_abs: Input should be a finite number"),
-    ({"tolerances": {"op1": {"min_cosine": 1.5}}}, "tolerances.op1.min_cosine: Input should be less than or equal to 1"),
+    ({"tolerances": {"op1": {"min_cosine": 1.5}}}, "tolerances.op1.min_cosine: Input should be less than or equal "
+                                                   "to 1"),
     ({"tolerances": {"op0": {"mode": "lenient"}}}, "tolerances.op0.mode: Input should be 'bitwise', 'tolerance' or "
                                                    "'noise-floor' (got 'lenient')"),
     ({"tolerances": {"op3": {}}}, "tolerances.op3: unknown key"),

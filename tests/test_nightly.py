@@ -92,9 +92,8 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
 def test_a_failing_shape_of_a_torchscript_model_ends_revoked_although_localisation_cannot_hook_it(tmp_path):
     """Localisation needs forward hooks, which ScriptModules refuse: the verdict, ledger, manifest and report
     must be written anyway, and the report must say why there is no first diverging layer."""
-    from harness.corpus.synth import synth_corpus
-
     from examples.byo_torchscript import build
+    from harness.corpus.synth import synth_corpus
 
     spec = build(str(tmp_path / "drift.pt"), drift=1e-3)  # every output moves with the call's size
     model = load_model(spec)

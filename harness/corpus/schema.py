@@ -233,8 +233,7 @@ class CorpusReader:
         for i in range(self.file.metadata.num_row_groups):
             table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
                                    columns=[f.name for f in SCHEMA])
-            for block, source, provenance in _table_rows(table, self.g, str(self.path), row, seen):
-                yield block, source, provenance
+            yield from _table_rows(table, self.g, str(self.path), row, seen)
             row += table.num_rows
 
     def __iter__(self) -> Iterator[Block]:

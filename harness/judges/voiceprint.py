@@ -135,7 +135,7 @@ class VoiceprintEvidence:
         run = run if run is not None else _empty(self.op, self.g)
         notes = notes or {}
         kg, kr = _keys(golden), _keys(run)
-        for side, keys, v in (("golden", kg, golden), ("run", kr, run)):
+        for side, keys in (("golden", kg), ("run", kr)):
             if len(set(keys)) != len(keys):
                 seen: set = set()
                 dup = next(k for k in keys if k in seen or seen.add(k))

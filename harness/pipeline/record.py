@@ -11,8 +11,16 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from golden.store import CALLS, CORPUS, Golden, golden_path, load_golden, new_lane_writer, seal_golden_manifest, \
-    write_manifest
+from golden.store import (
+    CALLS,
+    CORPUS,
+    Golden,
+    golden_path,
+    load_golden,
+    new_lane_writer,
+    seal_golden_manifest,
+    write_manifest,
+)
 from golden.tables import BackgroundWriter, write_calls
 from harness.config import ReleaseConfig
 from harness.corpus.schema import CorpusReader, CorpusWriter

@@ -68,8 +68,9 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
                 effect_scorers[k].add(exact, lane)
     env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
     env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
-    verification = reproduction(golden.golden_id, exact_scorer.verdicts(), golden.manifest["reproducibility"]["bitwise"],
-                                golden.fingerprint == run.fingerprint, env_diff)
+    verification = reproduction(golden.golden_id, exact_scorer.verdicts(),
+                                golden.manifest["reproducibility"]["bitwise"], golden.fingerprint == run.fingerprint,
+                                env_diff)
     shape_results = {}
     for k in shapes:
         result = shape_result(k, verdict_scorers[k].verdicts())

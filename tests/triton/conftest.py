@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from triton_support import BLOCKS, MODEL, NUMERICS, serving
+from triton_support import BLOCKS, CONFIG, MODEL, NUMERICS, serving
 
-from golden.store import Golden, record_golden
+from golden.store import Golden
 from harness.corpus.schema import Corpus
 from harness.corpus.synth import synth_corpus
+from harness.pipeline.record import record_golden
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan
 from lanes.triton.backend import TritonBackend  # imports without tritonclient: the main suite collects this
 from lanes.triton.server import ServerOptions, TritonServer
 
@@ -55,7 +55,7 @@ def golden(tmp_path_factory: pytest.TempPathFactory, corpus: Corpus,
            inprocess_backend: InProcessBackend) -> Golden:
     """Recorded in-process: the Triton lanes must reproduce it."""
     root = tmp_path_factory.mktemp("goldens")
-    recorded, _ = record_golden(root, "r-test", corpus, inprocess_backend, RunPlan(), config={"model": MODEL})
+    recorded, _ = record_golden(root, "r-test", corpus.rows(), inprocess_backend, CONFIG)
     return recorded
 
 

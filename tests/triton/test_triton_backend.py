@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from triton_support import blocks_of  # noqa: I001
 
 from harness import ops
 from harness.errors import BackendError
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.triton
 
 
 def segmentation_request(golden, blocks: int = 1):
-    packed = pack(list(golden.corpus.blocks[:blocks]))
+    packed = pack(blocks_of(golden)[:blocks])
     return packed.op, packed.tensors(), packed.windows, packed.rows
 
 

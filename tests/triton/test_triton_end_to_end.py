@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from triton_support import CONFIG, blocks_of, run_shapes
 
-from golden.environment import environment
-from golden.runs import load_run, write_run
-from golden.store import verification
-from harness.evaluate import score_run
+from golden.runs import load_run
 from harness.ops import ALL_OPS
+from harness.pipeline.record import verify_golden
+from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
-from lanes.runner import RunPlan, run_lanes
 
 pytestmark = pytest.mark.triton
 
@@ -30,42 +29,36 @@ def test_server_reports_the_in_process_model(triton_backend, inprocess_backend):
 
 
 def test_exact_lane_through_triton_reproduces_the_in_process_golden_bitwise(triton_backend, golden):
-    result = run_lanes(golden.corpus.blocks, triton_backend, RunPlan(shapes=(), include_exact=True),
-                       voiceprint_inputs=golden.voiceprint_inputs())
-    env = triton_backend.environment()
-    check = verification(golden, result.exact[0], triton_backend.fingerprint, environment(env["device"]),
-                         env["numerics_in_force"])
+    check = verify_golden(golden, triton_backend, CONFIG)
     assert check["status"] == "bitwise", check
-    assert all(op["bitwise"] for op in check["ops"].values())
+    assert all(op["metrics"]["bitwise"] for op in check["ops"].values())
     assert sorted(check["ops"]) == [str(int(op)) for op in ALL_OPS]
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
-def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, triton_backend, golden, runs_root,
-                                                            concurrency):
+def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, golden, runs_root, concurrency):
     from lanes.triton.backend import TritonBackend
 
-    backend = triton_backend if concurrency == 1 else \
-        TritonBackend(triton_server.url, concurrency=concurrency)
-    plan = RunPlan(shapes=(2, 4, 8), include_exact=False)
-    result = run_lanes(golden.corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs())
-    assert {c.shape for c in result.calls} == {2, 4, 8}
-    assert max(c.windows for c in result.calls) == 8 * golden.geometry.windows_per_block
-    run = write_run(runs_root, result, plan, backend, golden.golden_id, config={"backend": "triton"},
-                    corpus_ids=golden.corpus.ids)
-    assert load_run(run.path).manifest["backend"]["backend"] == "triton"
+    backend = TritonBackend(triton_server.url, concurrency=concurrency)
+    run = run_shapes(golden, backend, runs_root, (2, 4, 8))
+    calls = [c for c in run.calls() if c["lane"] == "fast"]
+    assert {c["shape"] for c in calls} == {2, 4, 8}
+    assert max(c["windows"] for c in calls) == 8 * golden.geometry.windows_per_block
+    manifest = load_run(run.path).manifest
+    assert manifest["backend"]["backend"] == "triton" and manifest["backend"]["concurrency"] == concurrency
     report = score_run(golden, run, Tolerances())
+    assert report["verification"]["status"] == "bitwise"  # the run's own exact lane, through Triton
     assert report["verdict"] == "pass", {k: s["reasons"] for k, s in report["shapes"].items()}
     assert sorted(report["shapes"]) == ["2", "4", "8"]
-    if backend is not triton_backend:
-        backend.close()
+    backend.close()
 
 
 def test_call_many_keeps_order_and_matches_call(triton_server, golden):
     from harness.packing import pack
     from lanes.triton.backend import TritonBackend
 
-    packs = [pack(list(golden.corpus.blocks[i : i + 2])) for i in range(0, 8, 2)]
+    blocks = blocks_of(golden)
+    packs = [pack(blocks[i : i + 2]) for i in range(0, 8, 2)]
     calls = [(p.op, p.tensors(), p.windows, p.rows, f"pack {i}") for i, p in enumerate(packs)]
     with TritonBackend(triton_server.url, concurrency=3) as backend:
         many = backend.call_many(calls)

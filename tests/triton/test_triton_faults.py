@@ -1,7 +1,7 @@
 """Faults against a real server: each is one clear BackendError line, and nothing partial is written.
 
-Every fault is driven through the real pipeline (``run_lanes`` then ``write_run``, as ``harness
-run`` does), so "nothing written" is checked where a user would look: the runs folder.
+Every fault is driven through the real pipeline (``run_shapes``, as ``harness run`` does), so "nothing
+written" is checked where a user would look: the runs folder.
 """
 
 from __future__ import annotations
@@ -9,22 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_support import MODEL, NUMERICS, serving
+from triton_support import MODEL, NUMERICS, run_shapes, serving
 
-from golden.runs import write_run
 from harness.errors import BackendError
-from lanes.runner import RunPlan, run_lanes
 from lanes.triton.backend import TritonBackend
 from lanes.triton.server import ServerOptions, free_port
 
 pytestmark = pytest.mark.triton
 
 
-def run_and_write(backend, golden, root: Path, plan: RunPlan | None = None, progress=None):
-    plan = plan or RunPlan(shapes=(2,), include_exact=True)
-    result = run_lanes(golden.corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs(),
-                       progress=progress)
-    return write_run(root, result, plan, backend, golden.golden_id, config={}, corpus_ids=golden.corpus.ids)
+def run_and_write(backend, golden, root: Path, progress=None):
+    return run_shapes(golden, backend, root, (2,), progress=progress)
 
 
 def assert_one_line(error: pytest.ExceptionInfo, *parts: str) -> str:

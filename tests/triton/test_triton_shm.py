@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triton_support import packed_calls
+from triton_support import CONFIG, packed_calls, run_shapes
 
-from golden.environment import environment
-from golden.store import verification
 from harness.errors import BackendError
 from harness.ops import ALL_OPS, Op
-from lanes.runner import RunPlan, run_lanes
+from harness.pipeline.record import verify_golden
+from harness.pipeline.score import score_run
+from harness.tolerances import Tolerances
 from lanes.triton import shm
 from lanes.triton.backend import TritonBackend
 
@@ -39,7 +39,7 @@ def registered(backend: TritonBackend) -> list[str]:
     return sorted(r["name"] for r in status if r["name"].startswith(backend.shm_prefix))
 
 
-def test_shm_lanes_reproduce_the_golden_bitwise_with_no_name_in_dev_shm(triton_server, golden):
+def test_shm_lanes_reproduce_the_golden_bitwise_with_no_name_in_dev_shm(triton_server, golden, tmp_path):
     seen = []
     with TritonBackend(triton_server.url, shm=True, concurrency=2) as backend:
         assert backend.environment()["transport"] == "shm"
@@ -47,12 +47,9 @@ def test_shm_lanes_reproduce_the_golden_bitwise_with_no_name_in_dev_shm(triton_s
         def look(n: int) -> None:  # between calls: regions registered, in use, and not in /dev/shm
             seen.append((registered(backend), shm.leftovers(backend.shm_prefix)))
 
-        plan = RunPlan(shapes=(2, 4), include_exact=True)
-        result = run_lanes(golden.corpus.blocks, backend, plan, voiceprint_inputs=golden.voiceprint_inputs(),
-                           progress=look)
-        env = backend.environment()
-        check = verification(golden, result.exact[0], backend.fingerprint, environment(env["device"]),
-                             env["numerics_in_force"])
+        run = run_shapes(golden, backend, tmp_path / "runs", (2, 4), progress=look)
+        check = score_run(golden, run, Tolerances())["verification"]
+        assert verify_golden(golden, backend, CONFIG)["status"] == "bitwise"
         prefix = backend.shm_prefix
     assert check["status"] == "bitwise" and sorted(check["ops"]) == [str(int(op)) for op in ALL_OPS], check
     assert all(names for names, _ in seen), "the server should list the registered regions"
@@ -82,7 +79,7 @@ def test_negative_control_a_region_not_unlinked_is_seen(tmp_path):
     assert shm.leftovers(prefix) == []
 
 
-def test_an_exception_mid_run_leaves_nothing(triton_server, golden):
+def test_an_exception_mid_run_leaves_nothing(triton_server, golden, tmp_path):
     """A failed request, then the harness itself raising between calls, with the backend never closed."""
     calls = packed_calls(golden, ks=(1,), ops=(Op.SEGMENTATION,))
     op, request, windows, rows, _ = calls[0]
@@ -97,8 +94,7 @@ def test_an_exception_mid_run_leaves_nothing(triton_server, golden):
         raise RuntimeError("the harness crashed between two calls")
 
     with pytest.raises(RuntimeError, match="crashed"):
-        run_lanes(golden.corpus.blocks, backend, RunPlan(shapes=(4,)), voiceprint_inputs=golden.voiceprint_inputs(),
-                  progress=crash)
+        run_shapes(golden, backend, tmp_path / "runs", (4,), progress=crash)
     assert shm.leftovers(prefix) == []
     backend.close()
     assert shm.leftovers(prefix) == []

@@ -21,10 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.backends import make_backend, spec_geometry
-from harness.config import ReleaseConfig
+from harness.config import ModelSpec, ReleaseConfig
 from harness.errors import BackendError, HarnessError
-from lanes.model_api import ModelSpec
+from harness.pipeline.backends import BackendChoice, make_backend, model_geometry
 from lanes.triton import shm
 from lanes.triton.identity import canonical_config, unverified_fingerprint
 from lanes.triton.server import copy_verbatim
@@ -105,7 +104,7 @@ def test_copy_verbatim_refuses_a_missing_or_empty_repository(tmp_path: Path):
     ({"shm": True}, "--shm"), ({"model_label": "x"}, "--model-label"), ({"concurrency": 2}, "--concurrency")])
 def test_triton_options_are_refused_in_process(kwargs, option):
     with pytest.raises(HarnessError, match=f"^{option}: applies to a Triton backend"):
-        make_backend(ReleaseConfig(), "in-process", **kwargs)
+        make_backend(ReleaseConfig(), BackendChoice("in-process", **kwargs))
 
 
 def test_reference_geometry_without_weights():
@@ -113,4 +112,4 @@ def test_reference_geometry_without_weights():
 
     for spec in ("small", "full"):
         config = ReleaseConfig(model=ModelSpec(spec))
-        assert spec_geometry(config)() == CONFIGS[spec].geometry()
+        assert model_geometry(config) == CONFIGS[spec].geometry()

@@ -21,16 +21,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triton_support import packed_calls, serving
+from triton_support import CONFIG, packed_calls, run_shapes, serving
 
-from golden.runs import load_run, write_run
-from golden.store import load_golden, record_golden
+from golden.runs import load_run
+from golden.store import load_golden
 from harness.errors import BackendError, GoldenError
-from harness.evaluate import score_run
 from harness.ops import Op
+from harness.pipeline.record import record_golden
+from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
 from lanes.diar_nn_g.config import CONFIGS
-from lanes.runner import RunPlan, run_lanes
 from lanes.triton.backend import TritonBackend
 from lanes.triton.identity import WEIGHTS_NOTE, unverified_fingerprint
 from lanes.triton.server import ServerOptions, TritonServer
@@ -120,26 +120,24 @@ def test_the_same_repository_served_again_has_the_same_fingerprint(user_backend,
 
 def test_record_run_and_score_through_a_model_without_model_info(user_backend, golden, tmp_path):
     """Same pipeline as the CLI: golden record, run shapes, score; answers equal the in-process golden."""
-    recorded, _ = record_golden(tmp_path / "goldens", "team", golden.corpus, user_backend, RunPlan(),
-                                config={"model": LABEL})
+    recorded, _ = record_golden(tmp_path / "goldens", "team", golden.corpus().rows(), user_backend, CONFIG)
     assert recorded.fingerprint == user_backend.fingerprint
     model = recorded.manifest["model"]
     assert model["weights_verified"] is False and model["label"] == LABEL
     assert recorded.manifest["backend"]["weights_verified"] is False
     assert recorded.manifest["reproducibility"]["bitwise"]
     # it really is the served model: the in-process golden's outputs, bit for bit
-    assert np.array_equal(recorded.outputs.segmentation.logprobs, golden.outputs.segmentation.logprobs)
-    for op, vp in golden.outputs.voiceprint.items():
-        assert np.array_equal(recorded.outputs.voiceprint[op].embedding, vp.embedding), op
+    ids = golden.block_ids()
+    ours, theirs = recorded.outputs().select(ids), golden.outputs().select(ids)
+    assert np.array_equal(ours.segmentation.logprobs, theirs.segmentation.logprobs)
+    for op, vp in theirs.voiceprint.items():
+        assert np.array_equal(ours.voiceprint[op].embedding, vp.embedding), op
     load_golden(recorded.path, expect_fingerprint=user_backend.fingerprint)
     with TritonBackend(user_backend.url, model_label="another-label", geometry=SMALL) as other:
         with pytest.raises(GoldenError, match="golden of another model"):
             load_golden(recorded.path, expect_fingerprint=other.fingerprint)
 
-    plan = RunPlan(shapes=(2, 4), include_exact=False)
-    result = run_lanes(recorded.corpus.blocks, user_backend, plan, voiceprint_inputs=recorded.voiceprint_inputs())
-    run = write_run(tmp_path / "runs", result, plan, user_backend, recorded.golden_id, config={},
-                    corpus_ids=recorded.corpus.ids)
+    run = run_shapes(recorded, user_backend, tmp_path / "runs", (2, 4))
     assert load_run(run.path).manifest["model"]["weights_verified"] is False
     report = score_run(recorded, run, Tolerances())
     assert report["verdict"] == "pass", {k: s["reasons"] for k, s in report["shapes"].items()}

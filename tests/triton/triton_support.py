@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from harness.config import ModelSpec, ReleaseConfig
 from harness.numerics import NumericSettings
 from harness.ops import ALL_OPS, Op
 from harness.packing import pack
@@ -15,6 +16,21 @@ BLOCKS = 12
 # One torch thread on both sides: the lanes stay comparable (same settings), and on a small shared
 # machine two OpenMP threads per process wait on each other's barriers (calls 10x slower, measured).
 NUMERICS = NumericSettings(threads=1)
+CONFIG = ReleaseConfig(name="r-test", model=ModelSpec(MODEL), numerics=NUMERICS)
+
+
+def blocks_of(golden) -> list:
+    """The golden's corpus blocks (a small corpus: all in memory)."""
+    return list(golden.corpus())
+
+
+def run_shapes(golden, backend, root, shapes: tuple[int, ...], progress=None):
+    """The lanes (the exact lane and ``shapes``) over the golden's corpus into a run directory, as `harness run`."""
+    from harness.pipeline.run import plan_for
+    from harness.pipeline.run import run_shapes as run
+
+    cfg = CONFIG.with_overrides(candidates=shapes)
+    return run(golden, backend, plan_for(cfg), root, cfg, progress=progress)
 
 
 @contextlib.contextmanager
@@ -35,8 +51,8 @@ def packed_calls(golden, ks: tuple[int, ...] = (1, 2, 4), ops: tuple[Op, ...] = 
     """(op, request, windows, rows, where) for every pack of the golden's corpus at each k and OP,
     voiceprint requests from the golden's WEIGHTS/IDX (packs without rows are left out, as the
     engine sends nothing for them)."""
-    blocks = list(golden.corpus.blocks)
-    inputs = golden.voiceprint_inputs()
+    blocks = blocks_of(golden)
+    inputs = golden.voiceprint_inputs([b.id for b in blocks])
     calls = []
     for op in ops:
         if op.is_voiceprint:

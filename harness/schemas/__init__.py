@@ -1,0 +1,42 @@
+"""The schema of every file the harness reads, declared once (pydantic v2), checked whole before use.
+
+Each file kind is one model: golden and run manifests, the score, the ledger, the
+promoted-shapes manifest, localisation results, the corpus's Parquet metadata and provenance, and
+the output files' metadata (the configuration's models live in :mod:`harness.config`, the
+tolerance models with their judges). Unknown keys, unknown format versions, unknown states and
+values of the wrong type or range are refused with one line naming the file, the key and the
+value: nothing is guessed. ``python -m harness.schemas`` prints the tables of docs/schemas.md.
+"""
+
+from harness.schemas.base import describe_error, validate
+from harness.schemas.files import (
+    CorpusMeta,
+    CorpusSummary,
+    FileEntry,
+    Floor,
+    GeometryModel,
+    GoldenManifest,
+    ModelInfo,
+    OutputsMeta,
+    Provenance,
+    Reproducibility,
+    RunManifest,
+)
+from harness.schemas.records import Ledger, LedgerEntry, LedgerEvent, PromotedShapes, entry_key
+from harness.schemas.results import CheckModel, LocalisationFile, OpVerdictModel, Reproduction, Score, ShapeScore
+
+FILE_KINDS = {
+    "golden manifest": GoldenManifest,
+    "run manifest": RunManifest,
+    "score": Score,
+    "localisation": LocalisationFile,
+    "ledger": Ledger,
+    "promoted-shapes manifest": PromotedShapes,
+    "corpus metadata": CorpusMeta,
+    "output file metadata": OutputsMeta,
+}
+
+__all__ = ["FILE_KINDS", "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
+           "GoldenManifest", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo", "OpVerdictModel",
+           "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction", "RunManifest", "Score",
+           "ShapeScore", "describe_error", "entry_key", "validate"]

@@ -1,0 +1,104 @@
+"""The schema building blocks: scalar types every file uses, strict and open models, and the one
+validation entry point that turns a pydantic error into one line naming file, key and value."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import HarnessError, SchemaError
+
+
+def _timestamp(value: str) -> str:
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("not an ISO 8601 time") from None
+    return value
+
+
+def _relative(value: str) -> str:
+    parts = value.split("/")
+    if value.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in value:
+        raise ValueError("not a plain relative path inside the directory")
+    return value
+
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+SafeName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")]
+GoldenId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}@[0-9a-f]{12}$")]
+Timestamp = Annotated[str, AfterValidator(_timestamp)]
+RelPath = Annotated[str, AfterValidator(_relative)]
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(ge=1)]
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Number = Annotated[float, Field(allow_inf_nan=False)]
+OpKey = Literal["0", "1", "2"]
+ShapeKey = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}$")]
+Verdict = Literal["pass", "fail"]
+State = Literal["candidate", "promoted", "revoked"]
+
+
+class Strict(BaseModel):
+    """Every key known, every type exact."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Open(BaseModel):
+    """Known keys typed; other keys kept (records written by other software, e.g. a server)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+
+
+def validate(model: type[BaseModel], data: object, where: str, error: type[HarnessError] = SchemaError) -> Any:
+    """The validated model, or one line: '<where>: <key.path>: <what> (got <value>)'."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise error(f"{where}: {describe_error(exc)}") from None
+
+
+def describe_error(exc: ValidationError) -> str:
+    """The most specific problem, as '<key.path>: <what> (got <value>)'."""
+    errors = exc.errors(include_url=False)
+    first = max(errors, key=lambda e: len(e["loc"]))  # in a union, the branch that got furthest
+    loc = ".".join(str(p) for p in first["loc"] if not _type_tag(p))
+    msg = first["msg"]
+    if first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        msg = "must be a JSON object"
+    elif first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "missing (required)"
+    elif first["type"].startswith("literal_error") and first["loc"] and first["loc"][-1] in ("format", "version"):
+        msg = f"unknown format version ({msg})"
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    shown = repr(first.get("input"))
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    more = len(errors) - 1
+    got = "" if first["type"] == "missing" else f" (got {shown})"
+    head = f"{loc}: " if loc else ""
+    return f"{head}{msg}{got}" + (f" [+{more} more problem(s)]" if more else "")
+
+
+def _type_tag(part: object) -> bool:
+    """Pydantic's union branch names in an error location ('list[int]', 'PerOpShapes'): not keys."""
+    return isinstance(part, str) and ("[" in part or part in _model_names())
+
+
+def _model_names() -> set[str]:
+    names, stack = set(), [BaseModel]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub.__name__ not in names:
+                names.add(sub.__name__)
+                stack.append(sub)
+    return names
+

@@ -1,0 +1,186 @@
+"""Schemas of the golden store's files: golden and run manifests, output and corpus metadata."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from harness.schemas.base import (
+    Count,
+    GoldenId,
+    NonNeg,
+    Number,
+    Open,
+    OpKey,
+    Positive,
+    RelPath,
+    SafeName,
+    Sha256,
+    Strict,
+    Timestamp,
+)
+
+
+class GeometryModel(Strict):
+    sample_rate: Positive = Field(description="samples per second")
+    window_samples: Positive = Field(description="samples a window sees")
+    frames_per_window: Positive = Field(description="segmentation frames per window")
+    frame_step: Positive = Field(description="samples between segmentation frames")
+    speakers: Positive = Field(description="local speakers per window")
+    max_simultaneous: Positive = Field(description="speakers active at once in a powerset class")
+    embedding_dim: Positive = Field(description="voiceprint width")
+    windows_per_block: Positive = Field(description="windows per block (8)")
+
+
+class FileEntry(Strict):
+    sha256: Sha256 = Field(description="sha256 of the file's bytes")
+    bytes: Count = Field(description="size in bytes")
+    rows: Count | None = Field(description="Parquet rows (None for other files)")
+
+
+class ModelInfo(Open):
+    fingerprint: Annotated[str, Field(min_length=1)] = Field(description="changes whenever the outputs could")
+    name: str = Field("?", description="human name of the model")
+
+
+class NumericsRecord(Strict):
+    requested: dict[str, Any] | None = Field(description="the release configuration's numeric settings")
+    in_force: dict[str, Any] = Field(description="what torch actually had when the model ran")
+
+
+class EnvironmentModel(Open):
+    device_name: str = Field(description="'cpu' or the GPU's name")
+
+
+class CorpusSummary(Strict):
+    blocks: Positive
+    audio_windows: Count
+    short_windows: Count
+    padding_windows: Count
+    span_seconds: NonNeg
+    max_span_samples: Count = Field(description="longest block span (request size estimates)")
+    sources: list[str]
+
+
+class Floor(Strict):
+    """How the exact lane differs from itself for one OP (recorded twice, interleaved)."""
+
+    bitwise: bool
+    max_abs: NonNeg
+    max_ulp: Count
+    min_cosine: Number | None = None
+    max_rel_l2: NonNeg | None = None
+    argmax_flips: Count | None = None
+
+
+class Reproducibility(Strict):
+    repeats: Annotated[int, Field(ge=2)]
+    bitwise: bool
+    ops: dict[OpKey, Floor]
+
+    @model_validator(mode="after")
+    def _op0(self) -> Reproducibility:
+        if "0" not in self.ops:
+            raise ValueError("ops must hold OP '0'")
+        if self.bitwise != all(f.bitwise for f in self.ops.values()):
+            raise ValueError("bitwise disagrees with its OPs")
+        return self
+
+
+def _ops_list(value: list[int]) -> list[int]:
+    if not value or value[0] != 0 or len(set(value)) != len(value) or value != sorted(value):
+        raise ValueError("must list OP 0 first, each OP once, ascending")
+    return value
+
+
+OpsList = Annotated[list[Literal[0, 1, 2]], AfterValidator(_ops_list)]
+
+
+
+
+class GoldenManifest(Strict):
+    """``<golden>/manifest.json``: what the exact lane produced and everything that produced it."""
+
+    kind: Literal["harness.golden"]
+    format: Literal[2] = Field(description="layout version; others are refused")
+    release: SafeName
+    golden_id: GoldenId = Field(description="release@ + 12 hex of the manifest's own digest (re-derived on load)")
+    created: Timestamp
+    geometry: GeometryModel
+    model: ModelInfo
+    environment: EnvironmentModel
+    backend: dict[str, Any]
+    numerics: NumericsRecord
+    numerics_profile: str
+    config: dict[str, Any]
+    ops: OpsList
+    mode: Literal["isolated", "chained"]
+    corpus: CorpusSummary
+    reproducibility: Reproducibility
+    files: dict[RelPath, FileEntry]
+    manifest_sha256: Sha256 = Field(description="sha256 of this manifest's canonical JSON without this key")
+
+
+class RunManifest(Strict):
+    """``<run>/manifest.json``: the lanes of one run (always the exact lane, interleaved)."""
+
+    kind: Literal["harness.run"]
+    format: Literal[2]
+    run_id: SafeName
+    created: Timestamp
+    golden_id: GoldenId
+    golden_manifest_sha256: Sha256
+    geometry: GeometryModel
+    model: ModelInfo
+    environment: EnvironmentModel
+    backend: dict[str, Any]
+    numerics: NumericsRecord
+    numerics_profile: str
+    config: dict[str, Any]
+    ops: OpsList
+    mode: Literal["isolated", "chained"]
+    pad_to_fixed: bool
+    packer: dict[str, Any]
+    shapes: list[Positive]
+    lanes: list[str]
+    blocks: Positive
+    blocks_sha256: Sha256 = Field(description="digest of the run's block ids, in order")
+    shard: str | None = None
+    merged_from: list[str] | None = None
+    files: dict[RelPath, FileEntry]
+    manifest_sha256: Sha256
+
+    @model_validator(mode="after")
+    def _lanes(self) -> RunManifest:
+        if len(set(self.shapes)) != len(self.shapes):
+            raise ValueError("shapes: a shape is listed twice")
+        want = sorted(["exact", *(f"k{k}" for k in self.shapes)])
+        if sorted(self.lanes) != want:
+            raise ValueError(f"lanes {self.lanes} must be exactly {want} (the exact lane always runs, interleaved)")
+        return self
+
+
+class OutputsMeta(Strict):
+    """Schema metadata ``harness.outputs`` of every opN.parquet."""
+
+    format: Literal[2]
+    op: Literal[0, 1, 2]
+    frames: Positive
+    classes: Positive
+    embedding_dim: Positive
+    decisions: bool
+
+
+class CorpusMeta(Strict):
+    """Schema metadata ``harness.corpus`` of a corpus file: the geometry it was cut for."""
+
+    version: Literal[1]
+    sample_rate: Positive
+    window_samples: Positive
+    windows_per_block: Positive
+
+
+class Provenance(Open):
+    """Per corpus row, JSON: where the block came from (free keys)."""
+
