@@ -14,15 +14,10 @@ GPU) through :meth:`TritonBackend.call_many`; results never depend on it (tested
 ``shm=True`` moves the tensors through system shared memory (:mod:`lanes.triton.shm`; client and
 server on one host) instead of the HTTP body.
 
-Failure policy (every failure is one :class:`BackendError` line naming the request, the URL and
-what happened):
-
-- connection refused/reset and HTTP 5xx: retried ``retries`` times with exponential backoff
-  (a restarting or briefly overloaded server);
-- HTTP 4xx and any error the model itself answered: final (retrying cannot change the answer);
-- a timeout: final too; the server is still working on the request, so resending it would only
-  queue a second copy behind the first;
-- an answer with the wrong outputs, shape or dtype: final, via :func:`harness.response.check_response`.
+Failure policy: every failure is one :class:`BackendError` line naming the request, the URL and what
+happened; only what another attempt can change (connection refused or reset, HTTP 5xx, not ready) is
+retried, ``retries`` times with exponential backoff (:mod:`lanes.triton.failures`). An answer with
+the wrong outputs, shape or dtype is final (:func:`harness.response.check_response`).
 """
 
 from __future__ import annotations
@@ -41,14 +36,19 @@ from harness.geometry import Geometry
 from harness.ops import Op
 from harness.response import check_response, expected_shape
 from lanes.backend import Call, CallResult
-from lanes.triton.identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerModel
-from lanes.triton.shm import ShmPool, layout
+from lanes.triton.failures import Retryable as _Retryable
+from lanes.triton.failures import describe_os_error as _describe_os_error
+from lanes.triton.failures import is_connection_failure as _is_connection_failure
+from lanes.triton.failures import one_line as _one_line
+from lanes.triton.failures import server_error
+from lanes.triton.identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerModel, unverified_model
+from lanes.triton.shm import ShmPool, infer_through_shm
 
 try:
     import gevent
     import gevent.pool
     import tritonclient.http as httpclient
-    from tritonclient.utils import InferenceServerException, triton_to_np_dtype
+    from tritonclient.utils import InferenceServerException
 except ImportError as _exc:  # pragma: no cover - depends on the install
     httpclient = None
     _IMPORT_ERROR: ImportError | None = _exc
@@ -59,7 +59,6 @@ __all__ = ["DEFAULT_CONCURRENCY", "INFO_OUTPUT", "MODEL_NAME", "ServerModel", "T
 
 MODEL_NAME = "diar_nn_g"
 DEFAULT_CONCURRENCY = 2  # the engine keeps about two requests in flight per GPU
-MODEL_ERROR_TAG = "diar_nn_g model error"  # set by model.py on errors the model itself answered
 WIRE_DTYPES: dict[str, tuple[type, str]] = {
     ops.SPAN: (np.float32, "FP32"),
     ops.OFFSETS: (np.int64, "INT64"),
@@ -69,17 +68,7 @@ WIRE_DTYPES: dict[str, tuple[type, str]] = {
     ops.IDX: (np.int32, "INT32"),
 }
 
-_CONNECTION_WORDS = ("connection", "httpparse", "protocol", "remote", "incomplete", "badstatus")
-
 GeometrySource = Geometry | Callable[[], Geometry] | None
-
-
-class _Retryable(Exception):
-    """A failure worth another try; ``what`` is how the final error will describe it."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
 
 
 @dataclass
@@ -250,29 +239,17 @@ class TritonBackend:
 
     def _connect_unverified(self, where: str, model_meta: dict) -> ServerModel:
         """A model without MODEL_INFO: a label and a geometry from the caller, checked by one answer."""
-        lacks = f"{where}: the model at {self.url} has no {INFO_OUTPUT} output, so its weights cannot be " \
-                "verified remotely"
-        if not self.model_label:
-            raise BackendError(f"{lacks}; give a label naming the model you serve (--model-label, e.g. the "
-                               "release or checkpoint) to run it unverified")
         source = self._geometry_source
-        geometry = source() if callable(source) else source
-        if geometry is None:
-            raise BackendError(f"{lacks}; its geometry must come from the configuration (the model spec)")
-        config = self._with_retries(where, lambda: self._client_now().get_model_config(self.model_name))
-        versions = [str(v) for v in model_meta.get("versions", [])]
-        probe_where = f"{where} (Triton {self.url}, geometry probe)"
-        result = self._with_retries(probe_where, lambda: self._probe(Op.SEGMENTATION.output_name))
-        answer = result.as_numpy(Op.SEGMENTATION.output_name)
-        want = expected_shape(Op.SEGMENTATION, 1, 0, geometry)
-        got = None if answer is None else tuple(answer.shape)
-        if got != want:
-            raise BackendError(f"{probe_where}: a one-window OP 0 request was answered with "
-                               f"{Op.SEGMENTATION.output_name} shape {list(got) if got else None}, the configured "
-                               f"geometry says {list(want)} (frames_per_window={geometry.frames_per_window}, "
-                               f"classes={geometry.classes}): configure the model spec the server runs")
-        return ServerModel.unverified(self.model_name, config, versions, self.model_label, geometry,
-                                      self.server_version)
+        geometry = source() if callable(source) and self.model_label else source
+        config = versions = shape = None
+        if self.model_label and geometry is not None:
+            config = self._with_retries(where, lambda: self._client_now().get_model_config(self.model_name))
+            versions = [str(v) for v in model_meta.get("versions", [])]
+            result = self._with_retries(where, lambda: self._probe(Op.SEGMENTATION.output_name))
+            answer = result.as_numpy(Op.SEGMENTATION.output_name)
+            shape = None if answer is None else tuple(answer.shape)
+        return unverified_model(where, self.url, self.model_name, self.model_label, geometry, config, versions, shape,
+                                self.server_version)
 
     def _probe(self, output: str) -> Any:
         """One window of silence (VALID 0), OP 0, asking for ``output`` only."""
@@ -345,39 +322,10 @@ class TritonBackend:
 
     def _attempt_shm(self, call: _Prepared, pool: ShmPool) -> tuple[dict[str, np.ndarray], float]:
         """Inputs written into this call's region, the output read back from it (the HTTP body is JSON only)."""
-        name = call.op.output_name
-        offsets, used = layout(call.arrays)
         out_shape = expected_shape(call.op, call.windows, call.rows, self.geometry)
-        out_bytes = 4 * int(np.prod(out_shape, dtype=np.int64))
-        slot = pool.acquire()
-        try:
-            region = pool.region(slot, used + out_bytes)
-            inputs = []
-            for key, array in call.arrays.items():
-                region.write(offsets[key], array)
-                tensor = httpclient.InferInput(key, list(array.shape), WIRE_DTYPES[key][1])
-                tensor.set_shared_memory(region.name, array.nbytes, offsets[key])
-                inputs.append(tensor)
-            wanted = httpclient.InferRequestedOutput(name, binary_data=True)
-            wanted.set_shared_memory(region.name, region.size - used, used)
-            start = time.perf_counter()
-            result = self._client_now().infer(self.model_name, inputs, outputs=[wanted])
-            wall = time.perf_counter() - start
-            meta = result.get_output(name)
-            if meta is None:
-                return {}, wall
-            shape = tuple(int(d) for d in meta.get("shape", []))
-            dtype = triton_to_np_dtype(str(meta.get("datatype")))
-            if dtype is None or dtype is np.object_:
-                raise BackendError(f"{call.where}: output {name} has datatype {meta.get('datatype')}, "
-                                   "the contract says FP32")
-            nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
-            if nbytes > region.size - used:
-                raise BackendError(f"{call.where}: output {name} of shape {list(shape)} does not fit the "
-                                   f"{region.size - used} bytes given for it in shared memory")
-            return {name: region.read(used, np.dtype(dtype), shape)}, wall
-        finally:
-            pool.release(slot)
+        dtypes = {key: WIRE_DTYPES[key][1] for key in call.arrays}
+        return infer_through_shm(self._client_now(), self.model_name, pool, call.op.output_name, call.arrays,
+                                 dtypes, out_shape, call.where)
 
     def _result(self, call: _Prepared, outputs: dict[str, np.ndarray], wall: float) -> CallResult:
         output = check_response(call.op, call.windows, call.rows, outputs, self.geometry, call.where)
@@ -437,44 +385,9 @@ class TritonBackend:
                             "working on the request)")
 
     def _server_error(self, exc: InferenceServerException, where: str) -> Exception:
-        status = _status(exc)
-        message = _one_line(exc.message() or str(exc))
-        if MODEL_ERROR_TAG in message:
-            return BackendError(f"{where}: the model answered an error: {message}")
-        if status == 404 or "unknown model" in message.lower() or "not found" in message.lower():
-            return BackendError(f"{where}: Triton at {self.url} has no model {self.model_name!r} loaded "
-                                f"(HTTP {status}: {message}; server models: {self._models()})")
-        if status is not None and 500 <= status < 600:
-            return _Retryable(f"failed with HTTP {status} ({message})")
-        if "failed to obtain inference response" in message:  # get_result's own timeout
-            self._drop_connection()
-            return self._timeout(where)
-        if "not ready" in message.lower() or "unavailable" in message.lower():
-            return _Retryable(f"is not ready ({message})")
-        return BackendError(f"{where}: Triton at {self.url} refused the request (HTTP {status}: {message})")
+        return server_error(exc, where, self.url, self.model_name, self._models,
+                            on_timeout=lambda: (self._drop_connection(), self._timeout(where))[1])
 
-
-
-def _status(exc: InferenceServerException) -> int | None:
-    try:
-        return int(exc.status())
-    except (TypeError, ValueError):
-        return None
-
-
-def _describe_os_error(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionResetError):
-        return "connection reset by the server"
-    if isinstance(exc, BrokenPipeError):
-        return "connection closed by the server"
-    if isinstance(exc, EOFError):
-        return "connection closed mid-answer"
-    return f"{type(exc).__name__}: {_one_line(exc)}"
-
-
-def _is_connection_failure(exc: BaseException) -> bool:
-    name = type(exc).__name__.lower()
-    return any(word in name for word in _CONNECTION_WORDS)
 
 
 def _http_inputs(arrays: Mapping[str, np.ndarray]) -> list:
@@ -484,8 +397,3 @@ def _http_inputs(arrays: Mapping[str, np.ndarray]) -> list:
         tensor.set_data_from_numpy(array, binary_data=True)
         inputs.append(tensor)
     return inputs
-
-
-def _one_line(exc: object, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -84,3 +84,26 @@ def unverified_fingerprint(model_name: str, config: dict, versions: list[str], l
                           "versions": sorted(str(v) for v in versions), "config": canonical_config(config)},
                          sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()  # plain hex, like every model fingerprint
+
+
+def unverified_model(where: str, url: str, model_name: str, label: str | None, geometry, config: dict | None,
+                     versions: list[str] | None, answer_shape: tuple | None, server_version: str) -> ServerModel:
+    """A served model without MODEL_INFO, accepted only with a label and a geometry that its own
+    one-window answer agrees with (its weights cannot be verified remotely)."""
+    from harness.errors import BackendError
+    from harness.ops import Op
+    from harness.response import expected_shape
+
+    lacks = f"{where}: the model at {url} has no {INFO_OUTPUT} output, so its weights cannot be verified remotely"
+    if not label:
+        raise BackendError(f"{lacks}; give a label naming the model you serve (--model-label, e.g. the release or "
+                           "checkpoint) to run it unverified")
+    if geometry is None:
+        raise BackendError(f"{lacks}; its geometry must come from the configuration (the model spec)")
+    want = expected_shape(Op.SEGMENTATION, 1, 0, geometry)
+    if answer_shape != want:
+        raise BackendError(f"{where} (Triton {url}, geometry probe): a one-window OP 0 request was answered with "
+                           f"{Op.SEGMENTATION.output_name} shape {list(answer_shape) if answer_shape else None}, "
+                           f"the configured geometry says {list(want)} (frames_per_window={geometry.frames_per_window},"
+                           f" classes={geometry.classes}): configure the model spec the server runs")
+    return ServerModel.unverified(model_name, config, versions, label, geometry, server_version)

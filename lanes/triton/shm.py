@@ -175,3 +175,47 @@ def _alive(pid: int) -> bool:
 def _close(memory: shared_memory.SharedMemory) -> None:
     with contextlib.suppress(BufferError, OSError):
         memory.close()
+
+
+def infer_through_shm(client, model_name: str, pool: ShmPool, output: str, arrays: dict[str, np.ndarray],
+                      datatypes: dict[str, str], out_shape: tuple[int, ...], where: str
+                      ) -> tuple[dict[str, np.ndarray], float]:
+    """One request through a region of ``pool``: inputs written into it, the output read back from it
+    (the HTTP body carries JSON only). Returns the outputs and the round trip's seconds."""
+    import time
+
+    import tritonclient.http as httpclient
+    from tritonclient.utils import triton_to_np_dtype
+
+    from harness.errors import BackendError
+
+    offsets, used = layout(arrays)
+    out_bytes = 4 * int(np.prod(out_shape, dtype=np.int64))
+    slot = pool.acquire()
+    try:
+        region = pool.region(slot, used + out_bytes)
+        inputs = []
+        for key, array in arrays.items():
+            region.write(offsets[key], array)
+            tensor = httpclient.InferInput(key, list(array.shape), datatypes[key])
+            tensor.set_shared_memory(region.name, array.nbytes, offsets[key])
+            inputs.append(tensor)
+        wanted = httpclient.InferRequestedOutput(output, binary_data=True)
+        wanted.set_shared_memory(region.name, region.size - used, used)
+        start = time.perf_counter()
+        result = client.infer(model_name, inputs, outputs=[wanted])
+        wall = time.perf_counter() - start
+        meta = result.get_output(output)
+        if meta is None:
+            return {}, wall
+        shape = tuple(int(d) for d in meta.get("shape", []))
+        dtype = triton_to_np_dtype(str(meta.get("datatype")))
+        if dtype is None or dtype is np.object_:
+            raise BackendError(f"{where}: output {output} has datatype {meta.get('datatype')}, the contract says FP32")
+        nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+        if nbytes > region.size - used:
+            raise BackendError(f"{where}: output {output} of shape {list(shape)} does not fit the "
+                               f"{region.size - used} bytes given for it in shared memory")
+        return {output: region.read(used, np.dtype(dtype), shape)}, wall
+    finally:
+        pool.release(slot)
