@@ -324,6 +324,20 @@ def fmt(value, kind: str = "") -> str:
     return str(value)
 
 
+def packing_alone(shape: dict) -> str:
+    """The shape against the run's own exact lane, in a few words."""
+    effect = shape.get("vs_exact")
+    if not effect:
+        return "—"
+    if effect["bitwise"]:
+        return "bitwise"
+    op0 = effect["ops"].get("0", {})
+    worst = [f"OP 0 max_abs {fmt(op0.get('max_abs'))}"] if not op0.get("bitwise") else []
+    worst += [f"OP {op} cos {fmt(v.get('min_cosine'), 'cosine')}" for op, v in sorted(effect["ops"].items())
+              if op != "0" and not v.get("bitwise")]
+    return ", ".join(worst)
+
+
 def fmt_check(check: dict, which: str) -> str:
     """A check's observed ('value') or allowed ('limit') number."""
     kind = "cosine" if check["metric"] == "min_cosine" else ("rate" if "rate" in check["metric"] else "")
@@ -339,6 +353,7 @@ def _environment() -> tuple[jinja2.Environment, jinja2.Environment]:
     for env in (html, md):
         env.filters["fmt"] = fmt
         env.filters["fmt_check"] = fmt_check
+        env.filters["packing_alone"] = packing_alone
         env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
     md.filters["md"] = _md_cell
     return html, md

@@ -169,7 +169,7 @@ def test_html_is_self_contained(passing_report):
 def test_markdown_has_the_summary_table(passing, passing_report):
     _, md, _, _ = passing_report
     assert ("| k | verdict | may use | speedup | blocks/s | OP 0 max_abs | OP 1 min cosine | OP 2 min cosine "
-            "| flips (near-tie / confident) | ledger state |") in md
+            "| flips (near-tie / confident) | packing alone | ledger state |") in md
     for k in SHAPES:
         speedup = passing["throughput"][str(k)]["speedup"]
         assert re.search(rf"^\| {k} \| PASS \| yes \| {speedup:.2f}×( \([^|]*\))? \|", md, re.MULTILINE), k

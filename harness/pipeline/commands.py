@@ -33,9 +33,11 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
            backend: BackendChoice | str, progress: bool) -> list[str]:
     from harness.pipeline.record import record_golden
 
-    name = safe_name(release if release is not None else cfg.name, "--release")
+    if release is not None:
+        safe_name(release, "--release")
     check_writable_dir(goldens, "golden folder")
     be = make_backend(cfg, backend)
+    name = release if release is not None else release_name(cfg, be)
     rows, n = _corpus_rows(corpus, cfg, be.geometry)
     with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
         gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
@@ -46,6 +48,20 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
     if changes is not None:
         lines.append("changes against the previous golden: " + json.dumps(changes))
     return lines
+
+
+def release_name(cfg: ReleaseConfig, backend) -> str:
+    """The configured release name; for a plug-in left at the default name, the model's own name
+    (a plug-in's golden is not the reference model's)."""
+    import re
+
+    from harness.config import ReleaseSection
+    from lanes.diar_nn_g.config import CONFIGS
+
+    if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
+        return cfg.name
+    model = str(backend.environment()["model"].get("name") or "model")
+    return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", model).strip("-.") or "model", "release name")
 
 
 def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
