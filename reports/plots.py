@@ -1,36 +1,32 @@
-"""The sign-off report's two kinds of plot, as small PNG bytes ready to inline.
+"""The sign-off report's two kinds of plot, as small inline SVG (no plotting library, no URL).
 
-- ``error_distribution_png``: how far one OP of one packed shape is from the golden, per
-  window (OP 0) or per voiceprint row (OP 1/2). A log axis is the only way to see 1e-7 next
-  to 10, but it cannot show 0, and 0 is the answer we hope for: exact zeros get their own
-  bar on the left ("= 0"), labelled "n of N", so "bitwise" is visible, not hidden.
-- ``speedup_png``: speedup over the exact lane against k, one marker per shape coloured by
-  its verdict, so the accuracy/speed trade-off is one glance.
+- ``error_distribution_svg``: how far one OP of one packed shape is from the golden, per window
+  (OP 0) or per voiceprint row (OP 1/2). A log axis is the only way to see 1e-7 next to 10, but
+  it cannot show 0, and 0 is the answer we hope for: exact zeros get their own bar on the left
+  ("= 0"), labelled "n of N", so "bitwise" is visible, not hidden. Bars over the limit are red.
+- ``speedup_svg``: speedup over the exact lane against k, one marker per shape coloured by its
+  verdict, so the accuracy/speed trade-off is one glance.
 
-Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas directly: no pyplot,
-no global backend or state, safe to call from any thread or a headless CI job.
+Drawn as SVG text directly: a report is written in milliseconds, not the seconds a plotting
+library takes to lay out and rasterise seven figures, and it needs nothing installed. The markup
+is inlined in the HTML page (HTML5 places ``<svg>`` in the SVG namespace without an ``xmlns``),
+so the page still names no URL of any kind.
 """
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
 PASS_COLOUR = "#1a7f37"
 FAIL_COLOUR = "#cf222e"
 OTHER_COLOUR = "#6e7781"
 BAR_COLOUR = "#0969da"
-DPI = 100
-
+WIDTH, HEIGHT = 480, 250
 _UNIT = {0: "per-window max |Δ log-prob|", 1: "per-row max |Δ embedding|", 2: "per-row max |Δ embedding|"}
 
 
@@ -43,124 +39,150 @@ class SpeedPoint:
     verdict: str
 
 
-def error_distribution_png(values: Sequence[float | None], op: int, shape: int | str,
-                           limit: float | None) -> bytes:
+class _Svg:
+    def __init__(self, width: int, height: int, label: str) -> None:
+        self.parts = [f'<svg class="plot" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+                      f'role="img" aria-label="{escape(label)}" font-family="sans-serif">',
+                      f'<rect width="{width}" height="{height}" fill="white"/>']
+
+    def add(self, element: str) -> None:
+        self.parts.append(element)
+
+    def text(self, x: float, y: float, text: str, size: int = 9, anchor: str = "middle", colour: str = "#1f2328",
+             rotate: bool = False) -> None:
+        transform = f' transform="rotate(-90 {x:.1f} {y:.1f})"' if rotate else ""
+        self.add(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{colour}"'
+                 f'{transform}>{escape(text)}</text>')
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, colour: str = "#1f2328", dash: bool = False,
+             width: float = 1.0) -> None:
+        style = ' stroke-dasharray="4 3"' if dash else ""
+        self.add(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+                 f'stroke-width="{width}"{style}/>')
+
+    def rect(self, x: float, y: float, w: float, h: float, colour: str) -> None:
+        if w > 0 and h > 0:
+            self.add(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{colour}"/>')
+
+    def done(self) -> str:
+        return "\n".join([*self.parts, "</svg>"])
+
+
+def error_distribution_svg(values: Sequence[float | None], op: int, shape: int | str, limit: float | None) -> str:
     """Histogram of one OP's per-window/per-row max abs error for one shape.
 
-    ``values`` is score["shapes"][k]["distribution"][op] (None = non-finite); ``limit`` the
-    max_abs limit in force (0 in bitwise mode; None when not gated).
-    """
+    ``values``: the sample the score keeps (None = non-finite); ``limit``: the max_abs limit in
+    force (0 in bitwise mode; None when not gated)."""
     raw = list(values)
     finite = np.array([v for v in raw if v is not None and math.isfinite(v)], dtype=np.float64)
     non_finite = len(raw) - finite.size
     zeros = int(np.count_nonzero(finite == 0.0))
     positive = finite[finite > 0.0]
     n = len(raw)
-
-    # Fixed margins, not a layout engine: the figure's size never changes and this is 3x faster.
-    fig = Figure(figsize=(4.8, 2.5), dpi=DPI)
-    grid = fig.add_gridspec(1, 2, width_ratios=(1, 5), left=0.11, right=0.965, bottom=0.18, top=0.81,
-                            wspace=0.38)
-    ax0 = fig.add_subplot(grid[0, 0])
-    ax = fig.add_subplot(grid[0, 1])  # own count axis: 2 rows off must not vanish next to 300 zeros
-    fig.suptitle(f"OP {op}, k={shape}: {_UNIT.get(int(op), 'max abs')}", fontsize=9)
-
-    # Left: the exact zeros (a log axis cannot place them).
-    ax0.bar([0], [zeros], width=0.6, color=PASS_COLOUR if zeros == n and n else OTHER_COLOUR)
-    ax0.set_xticks([0], ["= 0"], fontsize=8)
-    ax0.set_xlim(-0.6, 0.6)
-    ax0.set_ylabel("count", fontsize=8)
-    ax0.tick_params(axis="y", labelsize=7)
-    ax0.annotate(f"{zeros} of {n}", (0, zeros), xytext=(0, 2), textcoords="offset points",
-                 ha="center", va="bottom", fontsize=7)
-
-    # Right: the non-zero errors on a log axis, with the limit.
-    handles = []
-    if positive.size:
-        lo, hi = float(positive.min()), float(positive.max())
-        lo_edge, hi_edge = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-        if hi_edge <= lo_edge:
-            hi_edge = lo_edge + 1
-        bins = np.logspace(lo_edge, hi_edge, max(8, 4 * (hi_edge - lo_edge)) + 1)
-        over = positive > limit if limit is not None else np.zeros(positive.shape, dtype=bool)
-        ax.hist([positive[~over], positive[over]], bins=bins, stacked=True, color=[BAR_COLOUR, FAIL_COLOUR])
-        if (~over).any():
-            handles.append(Patch(color=BAR_COLOUR, label="within limit"))
-        if over.any():
-            handles.append(Patch(color=FAIL_COLOUR, label="over limit"))
-        xlo, xhi = 10.0 ** lo_edge, 10.0 ** hi_edge
-    else:
-        centre = limit if limit else 1e-6
-        xlo, xhi = centre / 1e3, centre * 1e3
-        ax.text(0.5, 0.55, "no non-zero error", transform=ax.transAxes, ha="center", va="center",
-                fontsize=8, color=OTHER_COLOUR)
-    if limit is not None and limit > 0:
-        xlo, xhi = min(xlo, limit / 10), max(xhi, limit * 10)
-        ax.axvline(limit, color="black", linestyle="--", linewidth=1)
-        handles.append(Line2D([], [], color="black", linestyle="--", label=f"limit {limit:.3g}"))
-    ax.set_xlim(xlo, xhi)  # before the log scale: an empty axis would autoscale to a singular range
-    ax.set_xscale("log")
-    ax.set_xlabel("max abs error (log scale)", fontsize=8)
-    ax.set_ylabel("count (non-zero)", fontsize=8)
-    ax.tick_params(axis="both", labelsize=7)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
-    ax.set_ylim(0, max(_tallest(ax), 1) * 1.35)
+    svg = _Svg(WIDTH, HEIGHT, f"OP {op} error distribution for k={shape}")
+    svg.text(WIDTH / 2, 14, f"OP {op}, k={shape}: {_UNIT.get(int(op), 'max abs')}", size=11)
     note = f"bitwise: {zeros} of {n} zero" + (f"; {non_finite} non-finite" if non_finite else "")
     if limit == 0:
         note += "; limit: bitwise (0)"
-    ax.set_title(note, fontsize=7, loc="right", color=PASS_COLOUR if zeros == n and n else "black")
-    if handles:
-        ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.9)
-    ax0.set_ylim(0, max(zeros, 1) * 1.2)
-    return _png(fig)
+    svg.text(WIDTH - 10, 30, note, anchor="end", colour=PASS_COLOUR if zeros == n and n else "#1f2328")
+    top, bottom = 40, HEIGHT - 40
+    # Left panel: the exact zeros (a log axis cannot place them).
+    lx, lw = 40, 44
+    svg.line(lx, top, lx, bottom)
+    svg.line(lx, bottom, lx + lw + 12, bottom)
+    if zeros:
+        height = (bottom - top) / 1.2
+        svg.rect(lx + 6, bottom - height, lw, height, PASS_COLOUR if zeros == n else OTHER_COLOUR)
+    svg.text(lx + 6 + lw / 2, bottom - (bottom - top) / 1.2 - 4 if zeros else bottom - 4, f"{zeros} of {n}", size=8)
+    svg.text(lx + 6 + lw / 2, bottom + 13, "= 0", size=9)
+    svg.text(14, (top + bottom) / 2, "count", size=9, rotate=True)
+    # Right panel: the non-zero errors on a log axis, with the limit.
+    rx0, rx1 = 130, WIDTH - 14
+    svg.line(rx0, top, rx0, bottom)
+    svg.line(rx0, bottom, rx1, bottom)
+    if positive.size:
+        lo_edge = math.floor(math.log10(float(positive.min())))
+        hi_edge = max(math.ceil(math.log10(float(positive.max()))), lo_edge + 1)
+    else:
+        centre = math.log10(limit) if limit else -6.0
+        lo_edge, hi_edge = math.floor(centre - 3), math.ceil(centre + 3)
+    if limit is not None and limit > 0:
+        lo_edge, hi_edge = min(lo_edge, math.floor(math.log10(limit)) - 1), max(hi_edge, math.ceil(math.log10(limit)) + 1)
+
+    def x_of(value: float) -> float:
+        return rx0 + (math.log10(value) - lo_edge) / (hi_edge - lo_edge) * (rx1 - rx0)
+
+    for decade in range(lo_edge, hi_edge + 1):
+        x = x_of(10.0**decade)
+        svg.line(x, bottom, x, bottom + 4)
+        svg.text(x, bottom + 14, f"1e{decade}", size=8)
+    svg.text((rx0 + rx1) / 2, HEIGHT - 8, "max abs error (log scale)", size=9)
+    if positive.size:
+        bins = np.logspace(lo_edge, hi_edge, max(8, 4 * (hi_edge - lo_edge)) + 1)
+        over = positive > limit if limit is not None else np.zeros(positive.shape, dtype=bool)
+        within_counts, _ = np.histogram(positive[~over], bins=bins)
+        over_counts, _ = np.histogram(positive[over], bins=bins)
+        tallest = max(1, int((within_counts + over_counts).max()))
+        scale = (bottom - top) / (tallest * 1.25)
+        for i in range(len(bins) - 1):
+            x, w = x_of(bins[i]) + 0.5, x_of(bins[i + 1]) - x_of(bins[i]) - 1
+            h_in, h_over = within_counts[i] * scale, over_counts[i] * scale
+            svg.rect(x, bottom - h_in, w, h_in, BAR_COLOUR)
+            svg.rect(x, bottom - h_in - h_over, w, h_over, FAIL_COLOUR)
+        svg.text(rx0 - 4, top + 8, str(tallest), size=8, anchor="end")
+        svg.text(rx0 - 4, bottom, "0", size=8, anchor="end")
+        legend = [(BAR_COLOUR, "within limit")] if (~over).any() else []
+        legend += [(FAIL_COLOUR, "over limit")] if over.any() else []
+        for i, (colour, label) in enumerate(legend):
+            svg.rect(rx0 + 8, top + 4 + 12 * i, 9, 9, colour)
+            svg.text(rx0 + 21, top + 12 + 12 * i, label, size=8, anchor="start")
+    else:
+        svg.text((rx0 + rx1) / 2, (top + bottom) / 2, "no non-zero error", size=10, colour=OTHER_COLOUR)
+    if limit is not None and limit > 0:
+        x = x_of(limit)
+        svg.line(x, top, x, bottom, dash=True)
+        svg.text(x + 3, top + 8, f"limit {limit:.3g}", size=8, anchor="start")
+    return svg.done()
 
 
-def speedup_png(points: Sequence[SpeedPoint]) -> bytes:
-    """Speedup over the exact lane (blocks/s ratio) against k; the exact lane is k=1, 1.0."""
+def speedup_svg(points: Sequence[SpeedPoint]) -> str:
+    """Speedup over the exact lane against k (log2 axis); the exact lane is k=1, 1.0."""
     pts = sorted([p for p in points if p.speedup is not None], key=lambda p: p.k)
     if not any(p.verdict == "exact" for p in pts):
         pts.insert(0, SpeedPoint(1, 1.0, "exact"))
-    fig = Figure(figsize=(4.8, 2.8), dpi=DPI)
-    fig.subplots_adjust(left=0.11, right=0.98, bottom=0.15, top=0.91)
-    ax = fig.add_subplot()
-    ax.set_title("Speedup over the exact lane, by shape", fontsize=9)
+    svg = _Svg(WIDTH, 280, "speedup over the exact lane against k, by verdict")
+    svg.text(WIDTH / 2, 16, "Speedup over the exact lane, by shape", size=11)
+    x0, x1, top, bottom = 56, WIDTH - 20, 30, 280 - 42
     ks = [p.k for p in pts]
-    ax.plot(ks, [p.speedup for p in pts], color="#8c959f", linewidth=1, zorder=1)
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, zorder=0)
-    styles = {
-        "exact": ("s", "black", "exact lane (release, k=1)"),
-        "pass": ("o", PASS_COLOUR, "pass"),
-        "fail": ("X", FAIL_COLOUR, "fail"),
-    }
-    seen = set()
+    lo, hi = math.log2(min(ks)) - 0.5, math.log2(max(ks)) + 0.5
+    ymax = max(1.2, max(p.speedup for p in pts) * 1.25)
+
+    def xy(k: float, s: float) -> tuple[float, float]:
+        return (x0 + (math.log2(k) - lo) / (hi - lo) * (x1 - x0), bottom - s / ymax * (bottom - top))
+
+    svg.line(x0, top, x0, bottom)
+    svg.line(x0, bottom, x1, bottom)
+    for tick in np.linspace(0, ymax, 5):
+        _, y = xy(1, tick)
+        svg.line(x0 - 3, y, x1, y, colour="#eaeef2")
+        svg.text(x0 - 5, y + 3, f"{tick:.2g}", size=8, anchor="end")
+    _, y1 = xy(1, 1.0)
+    svg.line(x0, y1, x1, y1, dash=True)
+    svg.add('<polyline fill="none" stroke="#8c959f" stroke-width="1" points="'
+            + " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(p.k, p.speedup) for p in pts)) + '"/>')
+    colours = {"exact": "black", "pass": PASS_COLOUR, "fail": FAIL_COLOUR}
     for p in pts:
-        marker, colour, label = styles.get(p.verdict, ("D", OTHER_COLOUR, "not scored"))
-        ax.scatter([p.k], [p.speedup], marker=marker, color=colour, s=55, zorder=3,
-                   label=None if label in seen else label)
-        seen.add(label)
-        ax.annotate(f"{p.speedup:.2f}x", (p.k, p.speedup), xytext=(0, 7), textcoords="offset points",
-                    ha="center", fontsize=7)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ks, [str(k) for k in ks])
-    ax.minorticks_off()
-    ax.set_xlim(min(ks) / 1.4, max(ks) * 1.4)
-    top = max(p.speedup for p in pts)
-    ax.set_ylim(0, max(1.2, top * 1.25))
-    ax.set_xlabel("k (blocks per call)", fontsize=8)
-    ax.set_ylabel("speedup (blocks/s ÷ exact)", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(True, axis="y", color="#eaeef2", linewidth=0.8)
-    ax.legend(fontsize=7, loc="best")
-    return _png(fig)
-
-
-def _tallest(ax) -> float:
-    return max((patch.get_y() + patch.get_height() for patch in ax.patches), default=0.0)
-
-
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    FigureCanvasAgg(fig)
-    # No "Software" text chunk: it holds a URL, and the report must not carry any.
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    return buf.getvalue()
+        x, y = xy(p.k, p.speedup)
+        colour = colours.get(p.verdict, OTHER_COLOUR)
+        if p.verdict == "exact":
+            svg.rect(x - 5, y - 5, 10, 10, colour)
+        elif p.verdict == "fail":
+            svg.line(x - 5, y - 5, x + 5, y + 5, colour, width=3)
+            svg.line(x - 5, y + 5, x + 5, y - 5, colour, width=3)
+        else:
+            svg.add(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5.5" fill="{colour}"/>')
+        svg.text(x, y - 9, f"{p.speedup:.2f}x", size=8)
+        svg.text(x, bottom + 13, str(p.k), size=8)
+    svg.text((x0 + x1) / 2, 280 - 10, "k (blocks per call); square: exact lane, green: pass, red cross: fail", size=9)
+    svg.text(14, (top + bottom) / 2, "speedup (÷ exact)", size=9, rotate=True)
+    return svg.done()

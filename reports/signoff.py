@@ -6,8 +6,8 @@ into three files that hold the same facts:
 
 - ``report.json``: the facts (``build_facts``), for tools and for diffing two sign-offs;
 - ``report.md``: the same tables in Markdown, for a pull request or a wiki;
-- ``report.html``: one self-contained page (inline CSS, plots as base64 PNG data URIs, no
-  script, no URL of any kind) that can be mailed, attached to a CI job or archived.
+- ``report.html``: one self-contained page (inline CSS, plots as inline SVG, no script, no URL
+  of any kind) that can be mailed, attached to a CI job or archived.
 
 Nothing is judged here: every check row (metric, observed, allowed, ok, how many, where) is the
 gate's, rendered as it is. The one decision shown, "may the engine use this shape now?", is the
@@ -18,7 +18,6 @@ reproduces puts every promotion's evidence in doubt, and the report says so firs
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import math
@@ -31,7 +30,9 @@ import numpy as np
 from harness.fsio import atomic_write, make_dirs
 from harness.jsonio import plain
 from harness.promotion import PROMOTED, REVOKED, ledger_states
-from reports.plots import SpeedPoint, error_distribution_png, speedup_png
+from markupsafe import Markup
+
+from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
 
 FORMAT = 2
 TEMPLATES = Path(__file__).parent / "templates"
@@ -277,21 +278,17 @@ def _ledger_rows(states: dict[int, dict]) -> list[dict]:
 
 
 def build_images(score: dict, facts: dict) -> dict:
-    """PNG data URIs: "speedup" and per shape and OP "dist_<k>_<op>"."""
+    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>"."""
     images = {}
     points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
     if any(p.speedup is not None for p in points):
-        images["speedup"] = _data_uri(speedup_png(points))
+        images["speedup"] = Markup(speedup_svg(points))
     for k, shape in score.get("shapes", {}).items():
         for op, verdict in sorted(shape["ops"].items()):
             limit = (verdict.get("limits") or {}).get("max_abs")
-            images[f"dist_{k}_{op}"] = _data_uri(error_distribution_png(verdict.get("distribution") or [], int(op), k,
-                                                                        limit))
+            images[f"dist_{k}_{op}"] = Markup(error_distribution_svg(verdict.get("distribution") or [], int(op), k,
+                                                                     limit))
     return images
-
-
-def _data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ Made once per module, all real:
 
 from __future__ import annotations
 
-import base64
 import copy
 import html
 import json
@@ -24,6 +23,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -42,7 +42,7 @@ from harness.tolerances import SegmentationTolerance, Tolerances
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from reports import write_report
-from reports.plots import SpeedPoint, error_distribution_png, speedup_png
+from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
 from reports.signoff import build_facts
 from tests.pipeline import record, run_shapes
 
@@ -158,12 +158,9 @@ def test_html_is_self_contained(passing_report):
     _, _, page, _ = passing_report
     for forbidden in ("http://", "https://", "<script", "<link", "url(", "@import", "<iframe"):
         assert forbidden not in page, forbidden
-    sources = re.findall(r'<img[^>]*\ssrc="([^"]*)"', page)
-    assert len(sources) == 1 + len(SHAPES) * 3  # speedup + one distribution per OP and shape
-    for src in sources:
-        assert src.startswith("data:image/png;base64,")
-        png = base64.b64decode(src.split(",", 1)[1], validate=True)
-        assert png.startswith(PNG_SIGNATURE) and b"http" not in png
+    plots = re.findall(r'<svg class="plot"', page)
+    assert len(plots) == 1 + len(SHAPES) * 3  # speedup + one distribution per OP and shape
+    assert "<img" not in page and "xmlns" not in page  # inline SVG: nothing to fetch, no namespace URL
 
 
 def test_markdown_has_the_summary_table(passing, passing_report):
@@ -285,19 +282,30 @@ def test_report_json_has_no_distribution_dump(leaky, leaky_report):
 # Plots
 
 
+def _svg(markup: str) -> ET.Element:
+    assert markup.startswith('<svg class="plot"') and "http" not in markup
+    return ET.fromstring(markup)  # well-formed
+
+
 def test_distribution_plot_shows_zeros_and_survives_edge_cases():
-    cases = (([0.0] * 50, 0.0), ([0.0, 1e-7, 3e-5, 2.0, None], 1e-4), ([], None), ([5e-9], None))
-    for values, limit in cases:
-        png = error_distribution_png(values, 1, 4, limit)
-        assert png.startswith(PNG_SIGNATURE) and 2_000 < len(png) < 200_000
-        assert b"http" not in png  # no Software chunk with matplotlib's URL
+    cases = (([0.0] * 50, 0.0, "50 of 50"), ([0.0, 1e-7, 3e-5, 2.0, None], 1e-4, "1 of 5"), ([], None, "0 of 0"),
+             ([5e-9], None, "0 of 1"))
+    for values, limit, zeros in cases:
+        svg = _svg(error_distribution_svg(values, 1, 4, limit))
+        texts = [t.text for t in svg.iter("text")]
+        assert zeros in texts and "= 0" in texts
+    over = _svg(error_distribution_svg([0.0, 1e-7, 3e-5, 2.0, None], 1e-4, 4, 1e-4))
+    fills = {r.get("fill") for r in over.iter("rect")}
+    assert "#cf222e" in fills and "#0969da" in fills  # over the limit in red, within in blue
+    assert any("1 non-finite" in (t.text or "") for t in over.iter("text"))
 
 
 def test_speedup_plot_adds_the_exact_lane():
     for points in ([SpeedPoint(2, 1.7, "pass")], [SpeedPoint(1, 1.0, "exact"), SpeedPoint(8, 0.4, "fail"),
                                                   SpeedPoint(16, None, "not scored")]):
-        png = speedup_png(points)
-        assert png.startswith(PNG_SIGNATURE) and len(png) > 2_000
+        svg = _svg(speedup_svg(points))
+        texts = [t.text for t in svg.iter("text")]
+        assert "1.00x" in texts  # the exact lane, added when missing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,10 +314,10 @@ def test_speedup_plot_adds_the_exact_lane():
 
 PROBE = """<script>
 window.addEventListener('load', function () {
-  var images = Array.prototype.slice.call(document.images);
-  var decoded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
-  document.body.setAttribute('data-images', String(images.length));
-  document.body.setAttribute('data-decoded', String(decoded.length));
+  var plots = Array.prototype.slice.call(document.querySelectorAll('svg.plot'));
+  var drawn = plots.filter(function (p) { var b = p.getBBox(); return b.width > 100 && b.height > 100; });
+  document.body.setAttribute('data-plots', String(plots.length));
+  document.body.setAttribute('data-drawn', String(drawn.length));
   document.body.setAttribute('data-tables', String(document.querySelectorAll('table').length));
   document.body.setAttribute('data-probe', 'done');
 });
@@ -366,10 +374,10 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
     parsed.feed(dom)
     attrs = parsed.body
     assert attrs.get("data-probe") == "done", f"probe did not run; body attributes: {attrs}"
-    expected_images = len(re.findall(r"<img\s", page))
-    assert expected_images >= 1 + 3 * len(leaky[0]["shapes"])
-    assert int(attrs["data-images"]) == expected_images
-    assert int(attrs["data-decoded"]) == expected_images, "some images did not decode"
+    expected_plots = len(re.findall(r'<svg class="plot"', page))
+    assert expected_plots >= 1 + 3 * len(leaky[0]["shapes"])
+    assert int(attrs["data-plots"]) == expected_plots
+    assert int(attrs["data-drawn"]) == expected_plots, "some plots were not laid out"
     assert int(attrs["data-tables"]) == parsed.tables >= 8
     assert 'id="summary-table"' in dom and 'id="decision"' in dom
 
@@ -379,9 +387,9 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
     assert data.startswith(PNG_SIGNATURE)
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 2000)
-    from matplotlib.image import imread
+    from PIL import Image
 
-    pixels = imread(shot)[..., :3]
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.float64) / 255.0
     assert pixels.std() > 0.05, "the screenshot is blank"
     colours = np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
     assert len(colours) > 50, "the screenshot holds almost no detail"
