@@ -26,12 +26,11 @@ from pathlib import Path
 
 import jinja2
 import numpy as np
+from markupsafe import Markup
 
 from harness.fsio import atomic_write, make_dirs
 from harness.jsonio import plain
 from harness.promotion import PROMOTED, REVOKED, ledger_states
-from markupsafe import Markup
-
 from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
 
 FORMAT = 2
