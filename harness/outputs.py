@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.geometry import Geometry
 from harness.masks import VoiceprintRows
+from harness.metrics import top_two
 from harness.ops import ALL_OPS, Op
 
 
@@ -57,28 +58,6 @@ class SegmentationOutputs:
             take = (np.asarray(rows)[:, None] * frames + np.arange(frames)).reshape(-1)
             out._decisions = (cached[0][take], cached[1][take])
         return out
-
-
-def top_two(frames: np.ndarray, chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
-    """[n, C] -> (argmax int64 [n], top1 - top2 float32 [n]), column by column, chunked."""
-    n, classes = frames.shape
-    argmax = np.zeros(n, dtype=np.int64)
-    margin = np.zeros(n, dtype=np.float32)
-    for s in range(0, n, chunk):
-        x = frames[s : s + chunk]
-        m1 = x[:, 0].copy()
-        m2 = np.full_like(m1, -np.inf)
-        a1 = np.zeros(m1.shape[0], dtype=np.int64)
-        for c in range(1, classes):
-            col = x[:, c]
-            better = col > m1
-            np.copyto(m2, np.where(better, m1, np.maximum(m2, col)))
-            np.copyto(m1, col, where=better)
-            a1[better] = c
-        argmax[s : s + chunk] = a1
-        with np.errstate(invalid="ignore"):
-            margin[s : s + chunk] = m1 - m2
-    return argmax, margin
 
 
 @dataclass(eq=False)

@@ -20,13 +20,13 @@ from harness.progress import progress_bar
 
 def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Iterator, int]:
     from harness.corpus.schema import CorpusReader
-    from harness.corpus.synth import synth_corpus
+    from harness.corpus.synth import iter_synth_blocks
 
     if corpus is not None:
         reader = CorpusReader(corpus, geometry)
         return reader.rows(), len(reader)
-    built = synth_corpus(geometry, cfg.corpus.blocks, seed=cfg.corpus.seed, step=cfg.corpus.step or None)
-    return built.rows(), len(built)
+    rows = iter_synth_blocks(geometry, cfg.corpus.blocks, seed=cfg.corpus.seed, step=cfg.corpus.step or None)
+    return rows, cfg.corpus.blocks
 
 
 def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool,
@@ -183,7 +183,7 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     import time
 
     from harness.corpus.schema import CorpusReader, write_corpus
-    from harness.corpus.synth import synth_corpus
+    from harness.corpus.synth import iter_synth_blocks
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.pipeline.record import record_golden
 
@@ -193,9 +193,10 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     lines = [f"main job: model {cfg.model.spec} on {cfg.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
              f"shapes {list(cfg.candidates)}, output in {out}"]
     with step("corpus"):
-        corpus = synth_corpus(be.geometry, cfg.corpus.blocks, seed=cfg.corpus.seed, step=cfg.corpus.step or None)
-        write_corpus(out / "corpus.parquet", corpus, be.geometry)
-    with progress_bar(f"golden record ({len(corpus)} blocks, exact lane x2)", 2 * 3 * len(corpus), progress) as tick:
+        write_corpus(out / "corpus.parquet", iter_synth_blocks(be.geometry, cfg.corpus.blocks, seed=cfg.corpus.seed,
+                                                               step=cfg.corpus.step or None), be.geometry)
+    n = cfg.corpus.blocks
+    with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
         gold, _ = record_golden(out / "goldens", cfg.name, CorpusReader(out / "corpus.parquet", be.geometry).rows(),
                                 be, cfg, progress=tick)
     lines.append(f"golden {gold.golden_id}: exact lane "

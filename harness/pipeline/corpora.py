@@ -10,10 +10,10 @@ from harness.geometry import Geometry
 
 
 def synth_to_file(out: Path, geometry: Geometry, blocks: int, seed: int, step: int, force: bool) -> dict:
-    from harness.corpus.synth import synth_corpus
+    from harness.corpus.synth import iter_synth_blocks
 
     check_output_file(out, "corpus", overwrite=force)
-    return write_corpus(out, synth_corpus(geometry, blocks, seed=seed, step=step or None), geometry)
+    return write_corpus(out, iter_synth_blocks(geometry, blocks, seed=seed, step=step or None), geometry)
 
 
 def wav_to_file(out: Path, geometry: Geometry, wavs: list[Path], step: int, force: bool) -> dict:
