@@ -107,7 +107,8 @@ def error_distribution_svg(values: Sequence[float | None], op: int, shape: int |
         centre = math.log10(limit) if limit else -6.0
         lo_edge, hi_edge = math.floor(centre - 3), math.ceil(centre + 3)
     if limit is not None and limit > 0:
-        lo_edge, hi_edge = min(lo_edge, math.floor(math.log10(limit)) - 1), max(hi_edge, math.ceil(math.log10(limit)) + 1)
+        decade = math.log10(limit)
+        lo_edge, hi_edge = min(lo_edge, math.floor(decade) - 1), max(hi_edge, math.ceil(decade) + 1)
 
     def x_of(value: float) -> float:
         return rx0 + (math.log10(value) - lo_edge) / (hi_edge - lo_edge) * (rx1 - rx0)
