@@ -140,6 +140,6 @@ def say(text: str) -> None:
 
 def app_command():
     """The click command of the whole tree (every command module registered)."""
-    from harness.cli import corpus_cmds, golden_cmds, inspect_cmds, job_cmds, lane_cmds  # noqa: F401
+    from harness.cli import audit_cmds, corpus_cmds, golden_cmds, inspect_cmds, job_cmds, lane_cmds  # noqa: F401
 
     return typer.main.get_command(app)

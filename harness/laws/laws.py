@@ -215,7 +215,12 @@ def law_own_samples(packer: Packer, blocks: Sequence[Block]) -> None:
 
 def law_rebased_inside(packer: Packer, blocks: Sequence[Block]) -> None:
     """Each block's OFFSETS + VALID stay inside its own part of SPAN, its IDX inside its own windows."""
-    packed = packed_by(packer, blocks, "rebased-inside")
+    rebased_inside(packed_by(packer, blocks, "rebased-inside"))
+
+
+def rebased_inside(packed: PackedRequest) -> None:
+    """The ``rebased-inside`` law on one well-formed request as it stands (a packer's answer, or a
+    request the engine captured in production: :mod:`harness.capture`); raises LawBroken."""
     for seg in packed.segments:
         offs = packed.offsets[seg.window_slice]
         end = offs + packed.valid[seg.window_slice]

@@ -1,0 +1,53 @@
+"""``harness audit CAPTURE``: judge a production capture (what the engine sent and got back)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import (
+    ConfigOpt,
+    DeviceOpt,
+    MkldnnOpt,
+    ProgressOpt,
+    SeedOpt,
+    ThreadsOpt,
+    ToleranceOpt,
+    app,
+    resolve_config,
+    say,
+)
+
+
+@app.command("audit")
+def audit_cmd(
+    capture: Annotated[Path, typer.Argument(
+        metavar="CAPTURE", help="Capture Parquet file: one row per request the engine sent, with its served output "
+        "(schema: docs/audit.md).")],
+    golden_model: Annotated[str | None, typer.Option(
+        "--golden-model", help="Model the captured blocks are re-run on, one block per call (the exact lane): "
+        "'full', 'small', 'package.module:factory' or a TorchScript file. Default: the config's [model] spec.")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for audit.json, junit.xml, report.html and report.md.")] =
+    Path("audit"),
+    tolerance: ToleranceOpt = None,
+    config: ConfigOpt = None, seed: SeedOpt = None, device: DeviceOpt = None, mkldnn: MkldnnOpt = None,
+    threads: ThreadsOpt = None, progress: ProgressOpt = True,
+) -> None:
+    """Audit production traffic: the packing laws on every captured request, then every captured block re-run
+    alone on the golden model and the served outputs scored against it per OP (the same judges and tolerances as a
+    packed shape).
+
+    Exit 0 when every law holds and every OP passes; 1 when a packing law is broken (the audit stops before any
+    model runs, naming the request, the block and the law) or an OP fails (a capture served by another model is
+    named first); 2 when the capture cannot be read or the audit cannot run. Never touches the ledger.
+    """
+    from harness.pipeline.audit import run_audit
+
+    cfg = resolve_config(config, golden_model, seed, mkldnn, threads, device=device, tolerance=tolerance)
+    outcome = run_audit(cfg, capture, out, progress)
+    for line in outcome.lines:
+        say(line)
+    if not outcome.passed:
+        raise typer.Exit(1)

@@ -1,0 +1,266 @@
+"""``harness audit CAPTURE``: judge what the engine really sent and really got back in production.
+
+Two passes over the capture (:mod:`harness.capture`), each row group by row group:
+
+1. **The laws** on every captured request as it stands (:mod:`harness.capture.laws`). A request
+   that breaks one is the engine's packing being wrong: the audit stops there, *before any model
+   is loaded or called*, and fails (exit 1) naming the request, the block and the law.
+2. **The exact lane and the gate**: every captured block, split out by the request's layout, is
+   re-run alone at the release shape (one block per call: :class:`lanes.lanes.ExactLane`) on the
+   golden model, and the served outputs of that block (the capture's output, unpacked by the
+   same layout) are scored against it per OP, batch by batch, by the same judges and tolerances
+   as a packed shape (:mod:`harness.judges`): the served side is the "lane", the re-run the
+   "golden". A capture served by another model (its fingerprint) is named first, and still scored.
+
+Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`), ``junit.xml`` and the
+report's "production audit" section (``report.html``, ``report.md``). The audit judges traffic, not
+a candidate shape: it never touches the ledger or the promoted-shapes manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.capture.laws import Survey, blocks_of
+from harness.capture.reader import CaptureReader
+from harness.capture.result import AuditFile, headline
+from harness.capture.schema import CaptureError
+from harness.config import ReleaseConfig
+from harness.errors import ScoringError, step
+from harness.fsio import check_writable_dir
+from harness.jsonio import plain, seal, write_json_atomic
+from harness.judges import judge_for
+from harness.ops import Op
+from harness.outputs import SegmentationOutputs, VoiceprintOutputs
+from harness.packing import unpack
+from harness.progress import progress_bar
+from harness.scoring import op_limits
+
+FORMAT = 1
+BATCH_BLOCKS = 32
+AUDIT, JUNIT = "audit.json", "junit.xml"
+NOT_CAPTURED = "no request of this OP was captured"
+
+
+@dataclass
+class AuditOutcome:
+    result: dict  # the sealed audit file
+    lines: list[str]  # what the CLI prints
+    paths: dict[str, Path]
+
+    @property
+    def passed(self) -> bool:
+        return self.result["verdict"] == "pass"
+
+
+def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool) -> AuditOutcome:
+    """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``)."""
+    from harness.pipeline.backends import make_backend
+
+    return audit_capture(capture, out, cfg, lambda: make_backend(cfg), progress=progress)
+
+
+def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Callable[[], object],
+                  progress: bool = False) -> AuditOutcome:
+    """Judge ``capture`` (module doc); ``make_backend`` is called only once every law holds."""
+    _refuse_noise_floor(cfg)
+    reader = CaptureReader(capture)
+    check_writable_dir(out, "audit folder")
+    survey = Survey(reader.geometry)
+    with step("packing laws"), progress_bar("audit: packing laws", len(reader), progress) as tick:
+        for request in reader.requests():
+            survey.add(request)
+            tick(1)
+    fields = {"capture": _capture_ref(reader), "served": survey.served(), "tolerances": cfg.tolerances.model_dump(),
+              "laws": survey.laws()}
+    lines = [_capture_line(reader, survey)]
+    if not survey.passed:
+        ops = {str(op): _not_scored(survey, op, "not run: a packing law is broken, the audit stopped before any "
+                                    "model ran" if op in survey.op_requests else NOT_CAPTURED) for op in (0, 1, 2)}
+        result = _finish({**fields, "golden_model": None, "fingerprint_matches": None, "ops": ops})
+        lines += [f"law {law} BROKEN by {k} of {survey.requests} requests" for law, k in survey.broken.items()]
+        lines += [v.line() for v in survey.violations[:5]]
+        return _write(out, result, lines)
+    lines.append(f"laws: {', '.join(survey.laws()['judged'])} hold on all {survey.requests} requests")
+    backend = make_backend()
+    try:
+        if backend.geometry != reader.geometry:
+            diff = [f"{k} {v} (capture) vs {getattr(backend.geometry, k)} (golden model)"
+                    for k, v in reader.geometry.to_dict().items() if getattr(backend.geometry, k) != v]
+            raise CaptureError(f"{capture}: the capture's requests were cut for another geometry than the golden "
+                               f"model {cfg.model.spec!r} declares: {'; '.join(diff)} (re-run them on the model that "
+                               "served them: --golden-model)")
+        golden = _golden_model(cfg, backend)
+        matches = set(survey.fingerprints) == {backend.fingerprint}
+        if not matches:
+            lines.insert(0, _model_line(survey, golden))
+        if set(survey.devices) != {golden["device_kind"]}:
+            lines.append(f"served on {', '.join(sorted(survey.devices))}; re-run on {golden['device_kind']}: what "
+                         "differs between the devices is judged by the tolerances")
+        with step("exact lane + score"), progress_bar(f"audit: {survey.blocks} blocks re-run alone", survey.blocks,
+                                                      progress) as tick:
+            ops = _rerun_and_score(reader, backend, cfg, survey, tick)
+    finally:
+        backend.close()
+    result = _finish({**fields, "golden_model": golden, "fingerprint_matches": matches, "ops": ops})
+    for op, o in sorted(ops.items()):
+        v = o["verdict"]
+        if v is None:
+            lines.append(f"OP {op}: {o['not_scored']}")
+        else:
+            first = f" ({v['reasons'][0]})" if v["reasons"] else (" (bitwise)" if v["metrics"]["bitwise"] else "")
+            lines.append(f"OP {op}: {'PASS' if v['passed'] else 'FAIL'} over {o['blocks']} blocks{first}")
+    return _write(out, result, lines)
+
+
+# ------------------------------------------------------------------------------------------ pass 2
+
+
+class _Batches:
+    """One OP's blocks, served and re-run, fed to its judge BATCH_BLOCKS at a time."""
+
+    def __init__(self, op: Op, evidence) -> None:
+        self.op, self.evidence = op, evidence
+        self.items: list[tuple] = []
+        self.unlabelled = 0
+
+    def add(self, key: str, block, golden: np.ndarray, served: np.ndarray) -> None:
+        labels = None
+        if self.op.is_voiceprint:
+            # rows are matched by (block, window, speaker); without labels (or with a (window, speaker) twice),
+            # by their index in the block
+            pairs = set() if block.speakers is None else set(zip(block.idx.tolist(), block.speakers.tolist(),
+                                                                 strict=True))
+            labelled = block.speakers is not None and len(pairs) == block.rows
+            labels = block.speakers if labelled else np.arange(block.rows, dtype=np.int32)
+            self.unlabelled += 0 if labelled else block.rows
+        self.items.append((key, block, golden, served, labels))
+        if len(self.items) >= BATCH_BLOCKS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        items, self.items = self.items, []
+        keys = [k for k, *_ in items]
+        if self.op is Op.SEGMENTATION:
+            valid = np.stack([b.valid for _, b, *_ in items])
+            side = [SegmentationOutputs(keys, valid, np.stack([x[i] for x in items])) for i in (2, 3)]
+            self.evidence.add(side[0], side[1])
+            return
+        counts = [b.rows for _, b, *_ in items]
+        ids = np.repeat(np.array(keys, dtype=object), counts)
+        row = np.concatenate([np.arange(c, dtype=np.int32) for c in counts])
+        window = np.concatenate([b.idx for _, b, *_ in items]).astype(np.int32)
+        speaker = np.concatenate([x[4] for x in items]).astype(np.int32)
+        weights = np.concatenate([b.weights for _, b, *_ in items])
+        side = [VoiceprintOutputs(self.op, ids, row, window, speaker, weights, np.concatenate([x[i] for x in items]))
+                for i in (2, 3)]
+        self.evidence.add(side[0], side[1])
+
+
+def _rerun_and_score(reader: CaptureReader, backend, cfg: ReleaseConfig, survey: Survey, tick) -> dict:
+    from lanes.lanes import ExactLane
+
+    g = backend.geometry
+    ops = [Op(op) for op in sorted(survey.op_requests)]
+    limits = op_limits(cfg.tolerances, ops, None)
+    batches = {op: _Batches(op, judge_for(op).evidence(op, g, limits[op], "isolated")) for op in ops}
+    log: list = []  # the lane's call records: not kept (memory stays one row group, whatever the capture's size)
+    lane = ExactLane(backend, cfg.release_shapes, log)
+    for request in reader.requests():
+        log.clear()
+        blocks = blocks_of(request, g)
+        served = unpack(request.packed, {request.op.output_name: request.output})
+        sending = [b for b in blocks if b.rows or not request.op.is_voiceprint]  # no rows: nothing to send
+        rerun = dict(zip([b.id for b in sending], lane.run(sending), strict=True))
+        empty = np.zeros((0, g.embedding_dim), np.float32)
+        for block, part in zip(blocks, served, strict=True):
+            batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun.get(block.id, empty), part)
+        tick(len(blocks))
+    out = {}
+    for op, b in batches.items():
+        b.flush()
+        by = "block, window" if op is Op.SEGMENTATION else ("block, row" if b.unlabelled else "block, window, speaker")
+        out[str(int(op))] = {"requests": survey.op_requests[int(op)], "blocks": survey.op_blocks[int(op)],
+                             "rows_matched_by": by, "unlabelled_rows": b.unlabelled,
+                             "verdict": b.evidence.verdict("audit").to_dict(), "not_scored": None}
+    for op in (0, 1, 2):
+        out.setdefault(str(op), _not_scored(survey, op, NOT_CAPTURED))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ pieces
+
+
+def _not_scored(survey: Survey, op: int, why: str) -> dict:
+    return {"requests": survey.op_requests[op], "blocks": survey.op_blocks[op],
+            "rows_matched_by": "block, window" if op == 0 else "block, window, speaker", "unlabelled_rows": 0,
+            "verdict": None, "not_scored": why}
+
+
+def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
+    for op in (Op.SEGMENTATION, Op.VOICEPRINT, Op.VOICEPRINT_CLEAN):
+        if cfg.tolerances.for_op(op).mode == "noise-floor":
+            raise ScoringError(f"tolerance mode 'noise-floor' (OP {int(op)}): an audit re-runs the golden model once "
+                               "and has no recorded noise floor to scale; judge it with --tolerance tolerance or "
+                               "bitwise")
+
+
+def _capture_ref(reader: CaptureReader) -> dict:
+    sha = hashlib.sha256()
+    try:
+        with open(reader.path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                sha.update(chunk)
+    except OSError as exc:
+        raise CaptureError(f"{reader.path}: cannot read the capture file ({exc.strerror})") from None
+    return {"path": str(reader.path), "sha256": sha.hexdigest(), "requests": len(reader), "engine": reader.meta.engine,
+            "geometry": reader.geometry.to_dict()}
+
+
+def _golden_model(cfg: ReleaseConfig, backend) -> dict:
+    env = backend.environment()
+    model = env.get("model") or {}
+    return {"spec": cfg.model.spec, "fingerprint": backend.fingerprint, "name": str(model.get("name", "?")),
+            "device_kind": backend.device_kind, "numerics_in_force": env.get("numerics_in_force") or {}}
+
+
+def _capture_line(reader: CaptureReader, survey: Survey) -> str:
+    ops = ", ".join(f"OP {op}: {survey.op_requests[op]}" for op in sorted(survey.op_requests))
+    return (f"capture {reader.path}: {survey.requests} requests ({ops}), {survey.blocks} blocks, engine "
+            f"{reader.meta.engine!r} {', '.join(sorted(survey.versions))}, {survey.first} .. {survey.last}")
+
+
+def _model_line(survey: Survey, golden: dict) -> str:
+    others = {fp: n for fp, n in survey.fingerprints.items() if fp != golden["fingerprint"]}
+    served = ", ".join(f"{fp[:16]}... ({n} of {survey.requests} requests)" for fp, n in sorted(others.items()))
+    return (f"MODEL DIFFERS: the capture was served by model {served}, not the golden model {golden['spec']!r} "
+            f"({golden['fingerprint'][:16]}...): the scores below compare two different models")
+
+
+def _finish(fields: dict) -> dict:
+    body = {"kind": "harness.audit", "format": FORMAT, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            **fields}
+    scored = [o["verdict"] for o in fields["ops"].values() if o["verdict"] is not None]
+    body["verdict"] = "pass" if fields["laws"]["passed"] and all(v["passed"] for v in scored) else "fail"
+    body["headline"] = headline(body)
+    result = plain(seal(body, "digest"))
+    AuditFile.model_validate(result)  # what is written is what the schema declares (else: a bug, exit 3)
+    return result
+
+
+def _write(out: Path, result: dict, lines: list[str]) -> AuditOutcome:
+    from reports.audit import write_audit_junit, write_audit_report
+
+    with step("write"):
+        paths = {"audit": write_json_atomic(out / AUDIT, result), "junit": write_audit_junit(out / JUNIT, result),
+                 **write_audit_report(out, result)}
+    lines = [*lines, f"audit: {result['headline']}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]
+    return AuditOutcome(result, lines, paths)

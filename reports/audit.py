@@ -1,0 +1,104 @@
+"""The "production audit" section of the sign-off report, and its JUnit file, from an ``audit.json``.
+
+Nothing is judged here: the laws' violations and every OP's check rows are the audit's
+(:mod:`harness.pipeline.audit`), rendered as they are, with the same filters and the same check
+tables as the sign-off report. The section lives in its own templates
+(``templates/audit_section.*.j2``) so that a sign-off page can include it; ``write_audit_report``
+renders it as a page of its own (``report.html``, ``report.md`` in the audit folder).
+
+JUnit (suite ``harness.audit``): classname ``production_audit``, one case ``laws`` (fails with the
+violations) and one per OP ``op0``/``op1``/``op2`` (fails with that OP's failing checks, the gate's
+lines; skipped, saying why, when the OP was not scored).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from harness.fsio import atomic_write, make_dirs
+from harness.jsonio import plain
+from reports.junit import _op_case
+from reports.signoff import _environment, _op_facts
+
+SUITE = "harness.audit"
+CLASSNAME = "production_audit"
+TITLE = "Production audit: {capture}"
+
+
+def build_audit_facts(result: dict) -> dict:
+    """What the section shows: the audit file, with each scored OP in the sign-off report's shape."""
+    result = plain(result)
+    ops = {}
+    for op, o in sorted(result["ops"].items()):
+        ops[op] = {**{k: v for k, v in o.items() if k != "verdict"},
+                   "scored": o["verdict"] is not None,
+                   **(_op_facts(o["verdict"]) if o["verdict"] is not None else {"verdict": "not scored"})}
+    golden = result["golden_model"]
+    others = {} if golden is None else {fp: n for fp, n in result["served"]["fingerprints"].items()
+                                        if fp != golden["fingerprint"]}
+    return {**result, "ops": ops, "other_fingerprints": others,
+            "title": TITLE.format(capture=Path(result["capture"]["path"]).name)}
+
+
+def write_audit_report(out_dir: Path, result: dict) -> dict[str, Path]:
+    """Write report.html and report.md (the production audit section as a page) under ``out_dir``."""
+    out_dir = Path(out_dir)
+    make_dirs(out_dir)
+    facts = build_audit_facts(result)
+    html_env, md_env = _environment()
+    paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
+    atomic_write(paths["md"], md_env.get_template("audit.md.j2").render(a=facts))
+    atomic_write(paths["html"], html_env.get_template("audit.html.j2").render(a=facts))
+    return paths
+
+
+def write_audit_junit(path: Path, result: dict) -> Path:
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    suite = ET.Element("testsuite", name=SUITE, timestamp=now, hostname=socket.gethostname())
+    props = ET.SubElement(suite, "properties")
+    golden = result["golden_model"] or {}
+    facts = {"capture": result["capture"]["path"], "capture_sha256": result["capture"]["sha256"],
+             "requests": result["capture"]["requests"], "engine": result["capture"]["engine"],
+             "golden_model": golden.get("spec", "not loaded"), "golden_fingerprint": golden.get("fingerprint", ""),
+             "fingerprint_matches": result["fingerprint_matches"], "verdict": result["verdict"],
+             "summary": result["headline"]}
+    for name, value in facts.items():
+        ET.SubElement(props, "property", name=name, value=str(value))
+
+    laws = result["laws"]
+    case = ET.SubElement(suite, "testcase", classname=CLASSNAME, name="laws", time="0")
+    lines = [f"{law}: broken by {laws['broken'].get(law, 0)} of {laws['requests']} requests" for law in laws["judged"]]
+    if not laws["passed"]:
+        found = [_violation(v) for v in laws["violations"]]
+        failure = ET.SubElement(case, "failure", message=found[0], type="packing-law")
+        failure.text = "\n".join(found)
+    ET.SubElement(case, "system-out").text = "\n".join(lines)
+    tests, failures, skipped = 1, int(not laws["passed"]), 0
+    for op, o in sorted(result["ops"].items()):
+        case = ET.SubElement(suite, "testcase", classname=CLASSNAME, name=f"op{op}", time="0")
+        tests += 1
+        if o["verdict"] is None:
+            ET.SubElement(case, "skipped", message=o["not_scored"])
+            skipped += 1
+            continue
+        _op_case(case, int(op), o["verdict"])
+        failures += not o["verdict"]["passed"]
+    for key, value in (("tests", tests), ("failures", failures), ("errors", 0), ("skipped", skipped)):
+        suite.set(key, str(value))
+    suite.set("time", "0")
+    root = ET.Element("testsuites", name="harness", tests=str(tests), failures=str(failures), errors="0",
+                      skipped=str(skipped), time="0")
+    root.append(suite)
+    ET.indent(root)
+    buffer = io.BytesIO()
+    ET.ElementTree(root).write(buffer, encoding="utf-8", xml_declaration=True)
+    return atomic_write(Path(path), buffer.getvalue())
+
+
+def _violation(v: dict) -> str:
+    block = f" block {v['block_id']!r}" if v["block_id"] is not None else ""
+    return f"law {v['law']} broken by request {v['request_id']!r} (row {v['row']}){block}: {v['what']}"
