@@ -33,7 +33,18 @@ import numpy as np
 from harness.geometry import Geometry
 from harness.metrics import RowDiff, row_diff, row_diff_numpy, top_two, top_two_numpy, ulp_distance
 from harness.outputs import SegmentationOutputs
-from harness.scoring import compare_segmentation
+from harness.judges.segmentation import SegmentationJudge, SegmentationTolerance
+from harness.ops import Op
+
+
+def compare_segmentation(golden: SegmentationOutputs, run: SegmentationOutputs, g: Geometry, margin: float):
+    """The OP 0 judge's evidence for one batch, as the gate builds it (tolerance mode)."""
+    judge = SegmentationJudge()
+    limits = judge.limits(SegmentationTolerance(mode="tolerance", near_tie_margin=margin), None)
+    evidence = judge.evidence(Op.SEGMENTATION, g, limits, "tolerance")
+    evidence.add(golden, run)
+    return evidence
+
 
 # --- the implementation before this change (the baseline) -----------------------------------
 
