@@ -262,3 +262,11 @@ def test_pruned_flip_search_equals_a_full_argmax_comparison(seed, noise, tie_fra
     for i, b in enumerate("abc"):
         for w in range(2):
             assert per_window.get((b, w), 0) == int(flips[i, w].sum())
+
+
+@pytest.mark.parametrize("part,whole,text", [(230, 230, "100 %"), (37_631, 37_632, "99.99 %"), (999, 1000, "99.9 %"),
+                                             (1, 3, "33 %"), (1, 40, "2.5 %"), (1, 1_000_000, "0.0001 %")])
+def test_a_share_is_never_rounded_to_all_or_none(part, whole, text):
+    from harness.judges.base import percent
+
+    assert percent(part, whole) == text

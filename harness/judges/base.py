@@ -80,7 +80,7 @@ class Check:
             rel = self.relation if self.ok else _NEGATION[self.relation]
             text = f"{head} {rel} {fmt(self.allowed)} allowed"
         if self.offending and self.total:
-            text += f", {self.offending:,} of {self.total:,} {self.unit} ({100.0 * self.offending / self.total:.2g} %)"
+            text += f", {self.offending:,} of {self.total:,} {self.unit} ({percent(self.offending, self.total)})"
         elif self.offending:
             text += f", {self.offending:,} {self.unit}"
         if self.where:
@@ -190,3 +190,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def percent(part: int, whole: int) -> str:
+    """A share for a failure line: two significant digits, never rounded to 0 % or 100 % when it is not."""
+    share = 100.0 * part / whole
+    if part == whole:
+        return "100 %"
+    if share >= 99.5:
+        return f"{min(share, 99.9):.1f} %" if share < 99.95 else "99.99 %"
+    return f"{share:.2g} %" if share < 10 else f"{share:.0f} %"
