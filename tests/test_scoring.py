@@ -12,7 +12,7 @@ from harness.geometry import Geometry
 from harness.judges import SegmentationJudge, SegmentationTolerance, VoiceprintJudge, VoiceprintTolerance
 from harness.judges.base import Check, holds
 from harness.ops import Op
-from harness.outputs import SegmentationOutputs, VoiceprintOutputs
+from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 
 G = Geometry(window_samples=1000, frames_per_window=10, frame_step=100, windows_per_block=2, embedding_dim=4)
 
@@ -270,3 +270,37 @@ def test_a_share_is_never_rounded_to_all_or_none(part, whole, text):
     from harness.judges.base import percent
 
     assert percent(part, whole) == text
+
+
+def reproduce(golden: LaneOutputs, rerun: LaneOutputs, floors: dict) -> dict:
+    from harness.reproduction import reproduction, reproduction_scorer
+    from harness.tolerances import Tolerances
+
+    scorer = reproduction_scorer(golden.ops(), G, floors, Tolerances(), "isolated")
+    scorer.add(golden, rerun)
+    return reproduction("g", scorer.verdicts(), False, True, [])
+
+
+def lanes(lp, emb_rows):
+    return LaneOutputs(seg(lp), {Op.VOICEPRINT: vp(emb_rows)})
+
+
+FLOORS = {0: {"bitwise": False, "max_abs": 1e-6, "max_ulp": 16, "argmax_flips": 0},
+          1: {"bitwise": False, "max_abs": 1e-6, "max_ulp": 16, "min_cosine": 0.999999, "max_rel_l2": 1e-6}}
+
+
+def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does():
+    """Golden reproduction is the judges in noise-floor mode: 1e-7 noise is within a 1e-6 floor,
+    the same noise plus one NaN window is not (the NaN is not read past), nor is a row lost."""
+    lp, rows = base(), vp_rows()
+    noisy = lp + np.float32(1e-7) * np.sign(lp)
+    assert reproduce(lanes(lp, rows), lanes(noisy, rows), FLOORS)["status"] == "within-noise-floor"
+
+    nan = noisy.copy()
+    nan[1, 0, 4, :] = np.nan
+    r = reproduce(lanes(lp, rows), lanes(nan, rows), FLOORS)
+    assert not r["passed"] and r["status"] == "failed" and "OP 0 non_finite" in r["summary"]
+
+    short = tuple(x[:-1] for x in rows)
+    r = reproduce(lanes(lp, rows), lanes(noisy, short), FLOORS)
+    assert not r["passed"] and "OP 1 missing_rows" in r["summary"]
