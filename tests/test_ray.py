@@ -16,9 +16,10 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import ray
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from golden.runs import load_run
@@ -27,12 +28,14 @@ from harness.cli.app import ray_options
 from harness.config import ModelSpec, ReleaseConfig
 from harness.errors import EXIT_PASS, GoldenError, HarnessError
 from harness.numerics import NumericSettings
+from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.pipeline import commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared
 from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.nightly import nightly
 from harness.pipeline.ray_jobs import nightly_ray, record_ray
 from harness.pipeline.record import record_golden
+from harness.reproduction import floor_scorer, merge_noise_floors, noise_floor
 from harness.shards import block_ranges
 from lanes.backend import InProcessBackend
 
@@ -276,3 +279,36 @@ def test_block_ranges_cut_the_corpus_in_whole_groups_in_order(n, group, count):
         start += len(s.ids)
     sizes = [-(-len(s.ids) // group) for s in shards]
     assert max(sizes) - min(sizes) <= 1  # as even as whole groups allow
+
+
+def perturbed(outputs: LaneOutputs, rng: np.random.Generator, scale: float) -> LaneOutputs:
+    """A second exact run that differs from the first in some blocks (by ``scale``)."""
+    hit = {outputs.block_ids[0]} | {b for b in outputs.block_ids if rng.random() < 0.5}
+    seg = outputs.segmentation
+    moved = np.array([b in hit for b in seg.block_ids])[:, None, None, None]
+    logprobs = (seg.logprobs + moved * scale * rng.standard_normal(seg.logprobs.shape)).astype(np.float32)
+    vps = {}
+    for op, vp in outputs.voiceprint.items():
+        rows = np.array([b in hit for b in vp.block_ids])[:, None]
+        emb = (vp.embedding + rows * scale * rng.standard_normal(vp.embedding.shape)).astype(np.float32)
+        vps[op] = VoiceprintOutputs(op, vp.block_ids, vp.row, vp.window, vp.speaker, vp.weights, emb)
+    return LaneOutputs(SegmentationOutputs(list(seg.block_ids), seg.valid, logprobs), vps)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), cut=st.integers(1, 11), scale=st.sampled_from([0.0, 1e-6, 1e-3, 3.0]))
+def test_shard_noise_floors_merge_into_the_whole_corpus_floor(recorded_golden, seed, cut, scale):
+    """The law golden record --ray stands on: the floor of a corpus recorded in shards, merged, is the floor
+    recorded over the whole corpus at once (maxima, minima, counts and all-ofs merge exactly)."""
+    ids = recorded_golden.block_ids()
+    first = recorded_golden.outputs().select(ids)
+    second = perturbed(first, np.random.default_rng(seed), scale)
+
+    def floor(part: list[str]) -> dict:
+        scorer = floor_scorer(recorded_golden.ops, recorded_golden.geometry, "isolated")
+        scorer.add(first.select(part), second.select(part))
+        return noise_floor(scorer.verdicts())
+
+    whole = floor(ids)
+    assert merge_noise_floors([floor(ids[:cut]), floor(ids[cut:])]) == whole
+    assert whole["bitwise"] == (scale == 0.0)  # the control: a perturbed second run is seen
