@@ -312,3 +312,41 @@ def test_shard_noise_floors_merge_into_the_whole_corpus_floor(recorded_golden, s
     whole = floor(ids)
     assert merge_noise_floors([floor(ids[:cut]), floor(ids[cut:])]) == whole
     assert whole["bitwise"] == (scale == 0.0)  # the control: a perturbed second run is seen
+
+
+class FakeCluster:
+    """What worker_count asks of Ray: the cluster's resources and nodes."""
+
+    def __init__(self, nodes: list[dict]) -> None:
+        self._nodes = nodes
+
+    def cluster_resources(self) -> dict:
+        total: dict = {}
+        for n in self._nodes:
+            for k, v in n["Resources"].items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    def nodes(self) -> list[dict]:
+        return self._nodes
+
+
+def test_workers_are_one_per_gpu_of_the_asked_kind_or_per_threads_cpus():
+    from harness.pipeline.distributed import worker_count
+
+    h100 = {"Alive": True, "Resources": {"CPU": 64, "GPU": 8, "accelerator_type:H100": 1}}
+    a100 = {"Alive": True, "Resources": {"CPU": 32, "GPU": 4, "accelerator_type:A100": 1}}
+    cpu_only = {"Alive": True, "Resources": {"CPU": 16}}
+    gpu = WorkerSpec(CONFIG.with_overrides(device="cuda"))
+    cluster = FakeCluster([h100, a100, cpu_only])
+    assert worker_count(cluster, RayOptions("auto"), gpu) == (12, None)
+    assert worker_count(cluster, RayOptions("auto", accelerator="A100"), gpu) == (4, None)
+    assert worker_count(cluster, RayOptions("auto", accelerator="H100", workers=6), gpu) == (6, None)
+    count, note = worker_count(cluster, RayOptions("auto", accelerator="H100", workers=10), gpu)
+    assert count == 10 and "holds 8 H100 GPUs now" in note
+    cpu = WorkerSpec(CONFIG.with_overrides(numerics=NumericSettings(threads=4)))
+    assert worker_count(cluster, RayOptions("auto"), cpu) == ((64 + 32 + 16) // 4, None)
+    with pytest.raises(HarnessError, match=r"no room for a worker: it needs a GPU per worker"):
+        worker_count(FakeCluster([cpu_only]), RayOptions("auto"), gpu)
+    with pytest.raises(HarnessError, match=r"--ray-accelerator H100: applies to GPU workers"):
+        worker_count(cluster, RayOptions("auto", accelerator="H100"), cpu)
