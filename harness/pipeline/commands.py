@@ -59,10 +59,9 @@ def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: 
                   backend: BackendChoice | str, progress: bool, ray):
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
     from harness.pipeline.backends import model_geometry
-    from harness.pipeline.distributed import WorkerSpec, import_ray
+    from harness.pipeline.distributed import WorkerSpec
     from harness.pipeline.ray_jobs import record_ray
 
-    import_ray()
     choice = BackendChoice(backend) if isinstance(backend, str) else backend
     geometry = model_geometry(cfg)
     rows, _ = _corpus_rows(corpus, cfg, geometry)
