@@ -244,6 +244,10 @@ def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Calla
         workers, note = worker_count(ray, options, spec)
         shards = plan(options.shards or SHARDS_PER_WORKER * workers)
         workers = min(workers, len(shards))
+        if spec.backend.url in IN_PROCESS and not spec.on_gpu and spec.config.numerics.threads == 0:
+            note = ((note + "; ") if note else "") + ("--threads 0 with --ray: each CPU worker runs one torch thread "
+                                                      "per CPU of its node, and they compete; set --threads (it is "
+                                                      "part of the numerics profile shapes are promoted under)")
         if note:
             print(f"harness: warning: {note}", file=sys.stderr, flush=True)
         pinned = {"accelerator_type": options.accelerator} if options.accelerator else {}
