@@ -102,9 +102,21 @@ class VoiceprintOutputs:
         return out
 
     def select(self, block_ids: list[str]) -> VoiceprintOutputs:
-        mask = np.isin(self.block_ids.astype(str), np.array(block_ids, dtype=str))
-        return VoiceprintOutputs(self.op, self.block_ids[mask], self.row[mask], self.window[mask],
-                                 self.speaker[mask], self.weights[mask], self.embedding[mask])
+        """The rows of these blocks, in the order ``block_ids`` lists the blocks (each block's rows in
+        their stored order), as :meth:`SegmentationOutputs.select` orders: a run merged from shards
+        then stores its rows exactly as a one-process run does."""
+        wanted = np.array(block_ids, dtype=str)
+        have = self.block_ids.astype(str)
+        if wanted.size == 0 or have.size == 0:
+            take = np.zeros(0, dtype=np.int64)
+        else:
+            sorter = np.argsort(wanted, kind="stable")
+            at = np.minimum(np.searchsorted(wanted, have, sorter=sorter), wanted.size - 1)
+            rank = sorter[at]
+            take = np.flatnonzero(wanted[rank] == have)
+            take = take[np.argsort(rank[take], kind="stable")]
+        return VoiceprintOutputs(self.op, self.block_ids[take], self.row[take], self.window[take],
+                                 self.speaker[take], self.weights[take], self.embedding[take])
 
 
 @dataclass(eq=False)

@@ -44,6 +44,26 @@ def noise_floor(verdicts: list[OpVerdict]) -> dict:
     return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
+def merge_noise_floors(parts: list[dict]) -> dict:
+    """The ``reproducibility`` of a corpus recorded in shards (``golden record --ray``): the worst of
+    the shards' floors, which is what :func:`noise_floor` gives over the whole corpus (every field is
+    a maximum, a minimum, a count or an all-of)."""
+    if not parts:
+        raise ValueError("no noise floors to merge")
+    ops = {}
+    for key in parts[0]["ops"]:
+        floors = [p["ops"][key] for p in parts]
+        merged = {"bitwise": all(f["bitwise"] for f in floors), "max_abs": max(f["max_abs"] for f in floors),
+                  "max_ulp": max(f["max_ulp"] for f in floors)}
+        if key == "0":
+            merged["argmax_flips"] = sum(f["argmax_flips"] for f in floors)
+        else:
+            merged["min_cosine"] = min(f["min_cosine"] for f in floors)
+            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in floors)
+        ops[key] = merged
+    return {"repeats": parts[0]["repeats"], "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
+
+
 def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict], tolerances: Tolerances,
                         mode: str) -> LaneScorer:
     """Evidence of a rerun of the exact lane against the golden, judged against its floor."""

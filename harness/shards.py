@@ -38,3 +38,46 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """Shard ``index`` of ``count``: whole consecutive groups of the corpus as one process walks it.
+
+    Why not :class:`Shard` (hashed ids): a packed call holds consecutive blocks of one group, so a
+    shard made of whole groups makes exactly the calls a one-process run makes for its blocks, and
+    the merged result is bitwise that run's on any device, even one whose kernels would answer a
+    window differently next to other neighbours. Used where the harness itself splits the work
+    (``--ray``), so a shard's blocks are known when it is handed out."""
+
+    index: int  # 1..count
+    count: int
+    ids: tuple[str, ...]
+
+    def owns(self, block_id: str) -> bool:
+        return block_id in self._members
+
+    @property
+    def _members(self) -> frozenset[str]:
+        cached = self.__dict__.get("_member_set")
+        if cached is None:
+            cached = frozenset(self.ids)
+            object.__setattr__(self, "_member_set", cached)
+        return cached
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def block_ranges(block_ids: list[str], group: int, count: int) -> list[BlockRange]:
+    """``block_ids`` (in corpus order) cut into at most ``count`` shards of whole ``group``-block groups,
+    as even as whole groups allow; never an empty shard (fewer shards when there are fewer groups)."""
+    if group < 1 or count < 1:
+        raise HarnessError(f"block ranges need a group size and a shard count >= 1 (got {group}, {count})")
+    groups = [block_ids[i : i + group] for i in range(0, len(block_ids), group)]
+    if not groups:
+        raise HarnessError("nothing to shard: the corpus holds no block")
+    count = min(count, len(groups))
+    bounds = [j * len(groups) // count for j in range(count + 1)]
+    return [BlockRange(j + 1, count, tuple(b for g in groups[bounds[j] : bounds[j + 1]] for b in g))
+            for j in range(count)]

@@ -81,6 +81,36 @@ PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="Packer o
                                                   "the wire protocol (docs/packer-protocol.md): the engine's own, so "
                                                   "shapes are promoted for the packing the engine does.")]
 
+RayOpt = Annotated[str | None, typer.Option(
+    "--ray", help="Fan the shards out on Ray: 'local' (a Ray instance on this machine, for this job), 'auto' (the "
+    "cluster this machine belongs to) or a cluster address (ray://head:10001). One worker per GPU (per --threads "
+    "CPUs on --device cpu) holds the model; --out must be a folder every node mounts. Needs the 'ray' extra.")]
+RayWorkersOpt = Annotated[int | None, typer.Option("--ray-workers", help="With --ray: workers to start (default: one "
+                                                   "per GPU, or per --threads CPUs, the cluster offers).")]
+RayShardsOpt = Annotated[int | None, typer.Option("--ray-shards", help="With --ray: shards to cut the corpus in "
+                                                  "(default: 4 per worker; whole groups of the corpus, never more "
+                                                  "than it holds). The result does not depend on it.")]
+RayRetriesOpt = Annotated[int, typer.Option("--ray-retries", help="With --ray: restarts of a worker that died (killed, "
+                                            "out of memory, node lost), each rerunning the shard it held.")]
+
+RayAcceleratorOpt = Annotated[str | None, typer.Option("--ray-accelerator", help="With --ray on GPUs: workers only on "
+                                                       "nodes with this GPU kind, as Ray names it (H100, A100): a "
+                                                       "cluster of mixed kinds runs one nightly per kind.")]
+
+
+def ray_options(address: str | None, workers: int | None, shards: int | None, retries: int,
+                accelerator: str | None = None):
+    """The --ray options (None without --ray); the others are refused without it."""
+    if address is None:
+        for name, given in (("--ray-workers", workers is not None), ("--ray-shards", shards is not None),
+                            ("--ray-accelerator", accelerator is not None)):
+            if given:
+                raise HarnessError(f"{name}: applies with --ray only")
+        return None
+    from harness.pipeline.distributed import RayOptions
+
+    return RayOptions(address.strip(), workers, shards, retries, accelerator)
+
 
 def resolve_config(config: Path | None, model: str | None = None, seed: int | None = None,
                    mkldnn: bool | None = None, threads: int | None = None, voiceprint_inputs: str | None = None,

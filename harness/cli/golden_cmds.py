@@ -17,11 +17,17 @@ from harness.cli.app import (
     ModelLabelOpt,
     ModelOpt,
     ProgressOpt,
+    RayAcceleratorOpt,
+    RayOpt,
+    RayRetriesOpt,
+    RayShardsOpt,
+    RayWorkersOpt,
     SeedOpt,
     ShmOpt,
     ThreadsOpt,
     backend_choice,
     golden_app,
+    ray_options,
     resolve_config,
     say,
 )
@@ -39,14 +45,20 @@ def golden_record(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
-    progress: ProgressOpt = True,
+    progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
+    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
 ) -> None:
-    """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten)."""
+    """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten).
+
+    With --ray the corpus is staged in the golden folder (which every Ray node must mount), each
+    shard is recorded by a Ray worker and the shard goldens are merged into one.
+    """
     from harness.pipeline.commands import record
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
     for line in record(cfg, corpus, goldens, release, regen,
-                       backend_choice(backend, concurrency, shm, model_label), progress):
+                       backend_choice(backend, concurrency, shm, model_label), progress,
+                       ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator)):
         say(line)
 
 

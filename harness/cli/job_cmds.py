@@ -21,6 +21,11 @@ from harness.cli.app import (
     PackerCmdOpt,
     PackerOpt,
     ProgressOpt,
+    RayAcceleratorOpt,
+    RayOpt,
+    RayRetriesOpt,
+    RayShardsOpt,
+    RayWorkersOpt,
     SeedOpt,
     ShapesOpt,
     ShmOpt,
@@ -29,6 +34,7 @@ from harness.cli.app import (
     VoiceprintOpt,
     app,
     backend_choice,
+    ray_options,
     resolve_config,
     say,
 )
@@ -50,19 +56,22 @@ def nightly_cmd(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
-    progress: ProgressOpt = True,
+    progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
+    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
 ) -> None:
     """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
     revoke, localise failures, write the sign-off report and JUnit.
 
-    Works on a GPU (--device cuda:0) or the CPU. Exit 0 only when everything holds; 1 with a one-line
-    reason (the last line) otherwise; 2 when the job could not run.
+    Works on a GPU (--device cuda:0) or the CPU. With --ray the corpus is cut in shards run by Ray
+    workers (one per GPU), then merged as `harness merge` does. Exit 0 only when everything holds; 1
+    with a one-line reason (the last line) otherwise; 2 when the job could not run.
     """
     from harness.pipeline import commands
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes)
     _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise,
-                             backend_choice(backend, concurrency, shm, model_label), packer_cmd, packer, progress))
+                             backend_choice(backend, concurrency, shm, model_label), packer_cmd, packer, progress,
+                             ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator)))
 
 
 @app.command("merge")

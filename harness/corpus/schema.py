@@ -21,7 +21,7 @@ row group by row group, and :func:`read_corpus` (everything in memory) is for sm
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,11 +226,19 @@ class CorpusReader:
             out += t.column(0).to_pylist()
         return out
 
-    def rows(self) -> Iterator[tuple[Block, str, dict]]:
-        """Every block (validated), its source and provenance, in file order; refuses the first bad row."""
+    def rows(self, keep: Collection[str] | None = None) -> Iterator[tuple[Block, str, dict]]:
+        """Every block (validated), its source and provenance, in file order; refuses the first bad row.
+
+        ``keep``: only row groups holding one of these ids are read and decoded (a shard of
+        consecutive blocks reads its own few groups, not the whole corpus); the caller filters rows."""
         seen: set[str] = set()
         row = 0
         for i in range(self.file.metadata.num_row_groups):
+            if keep is not None:
+                ids = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
+                if not any(b in keep for b in ids.column(0).to_pylist()):
+                    row += ids.num_rows
+                    continue
             table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
                                    columns=[f.name for f in SCHEMA])
             yield from _table_rows(table, self.g, str(self.path), row, seen)

@@ -30,17 +30,25 @@ def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Ite
 
 
 def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool,
-           backend: BackendChoice | str, progress: bool) -> list[str]:
+           backend: BackendChoice | str, progress: bool, ray=None) -> list[str]:
     from harness.pipeline.record import record_golden
 
     if release is not None:
         safe_name(release, "--release")
+    if ray is not None:
+        from harness.pipeline.distributed import import_ray
+
+        import_ray()  # before anything is created: without Ray, one line saying how to install it
     check_writable_dir(goldens, "golden folder")
-    be = make_backend(cfg, backend)
-    name = release if release is not None else release_name(cfg, be)
-    rows, n = _corpus_rows(corpus, cfg, be.geometry)
-    with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
-        gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
+    if ray is not None:  # the driver builds no model: a plug-in's golden keeps the configured name
+        name = release if release is not None else safe_name(cfg.name, "[release] name")
+        gold, changes = record_on_ray(cfg, corpus, goldens, name, regen, backend, progress, ray)
+    else:
+        be = make_backend(cfg, backend)
+        name = release if release is not None else release_name(cfg, be)
+        rows, n = _corpus_rows(corpus, cfg, be.geometry)
+        with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
+            gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
     repro = gold.manifest["reproducibility"]
     floor = "bitwise" if repro["bitwise"] else "NOT bitwise, noise floor " + ", ".join(
         f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
@@ -62,6 +70,19 @@ def release_name(cfg: ReleaseConfig, backend) -> str:
         return cfg.name
     model = str(backend.environment()["model"].get("name") or "model")
     return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", model).strip("-.") or "model", "release name")
+
+
+def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: str, regen: bool,
+                  backend: BackendChoice | str, progress: bool, ray):
+    """``golden record --ray``: the workers build the model; this process only needs its geometry."""
+    from harness.pipeline.backends import model_geometry
+    from harness.pipeline.distributed import WorkerSpec
+    from harness.pipeline.ray_jobs import record_ray
+
+    choice = BackendChoice(backend) if isinstance(backend, str) else backend
+    geometry = model_geometry(cfg)
+    rows, _ = _corpus_rows(corpus, cfg, geometry)
+    return record_ray(cfg, rows, goldens, name, regen, ray, WorkerSpec(cfg, choice), geometry, progress)
 
 
 def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
@@ -158,10 +179,13 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
 def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
             manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
             packer: str | None,
-            progress: bool):
+            progress: bool, ray=None):
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.shards import Shard
 
+    if ray is not None:
+        return nightly_on_ray(cfg, golden, out, shard, ledger, manifest, localise, backend, packer_cmd, packer,
+                              progress, ray)
     part = Shard.parse(shard) if shard else None
     be = make_backend(cfg, backend)
     packing = make_packer(packer_cmd, packer, be.geometry)
@@ -169,6 +193,21 @@ def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledg
         return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, packing)
     finally:
         packing.close()
+
+
+def nightly_on_ray(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
+                   manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
+                   packer: str | None, progress: bool, ray):
+    """``nightly --ray``: Ray is checked first (one line saying how to install it), then the shards."""
+    from harness.pipeline.distributed import WorkerSpec, import_ray
+    from harness.pipeline.ray_jobs import nightly_ray
+
+    import_ray()
+    if shard is not None:
+        raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
+    choice = BackendChoice(backend) if isinstance(backend, str) else backend
+    spec = WorkerSpec(cfg, choice, packer_cmd, packer)
+    return nightly_ray(cfg, golden, out, ray, spec, ledger, manifest, localise, progress)
 
 
 def merge(cfg: ReleaseConfig, golden: Path, shards: list[Path], out: Path, ledger: Path | None,

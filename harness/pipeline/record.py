@@ -49,14 +49,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, conf
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
     (which is kept: the new golden lands beside it)."""
-    final = golden_path(root, release)
-    previous = None
-    if final.exists():
-        if not regen:
-            raise GoldenError(f"{final}: a golden for release {release!r} exists; record with --regen to write a "
-                              "new one beside it (nothing is overwritten)")
-        previous = load_golden(final)
-        final = final.with_name(f"{release}.regen-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%S%fZ')}")
+    final, previous = golden_target(root, release, regen)
     check_writable_dir(final.parent, "golden folder")
     geometry = backend.geometry
     plan = exact_plan(config, repeats=2)
@@ -96,6 +89,18 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, conf
     golden = load_golden(final)
     changes = summarize_changes(previous, golden) if previous is not None else None
     return golden, changes
+
+
+def golden_target(root: Path, release: str, regen: bool) -> tuple[Path, Golden | None]:
+    """Where a recording of ``release`` lands, and the golden it regenerates (kept: the new one lands beside)."""
+    final = golden_path(root, release)
+    if not final.exists():
+        return final, None
+    if not regen:
+        raise GoldenError(f"{final}: a golden for release {release!r} exists; record with --regen to write a "
+                          "new one beside it (nothing is overwritten)")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return final.with_name(f"{release}.regen-{stamp}"), load_golden(final)
 
 
 def refuse_non_finite(outputs: LaneOutputs) -> None:

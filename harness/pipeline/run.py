@@ -44,7 +44,7 @@ def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: 
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
                         len(wanted) if wanted is not None else golden.blocks, backend, plan)
-    blocks = (b for b in golden.corpus() if keep is None or b.id in keep)
+    blocks = (b for b, _, _ in golden.corpus().rows(keep) if keep is None or b.id in keep)
     writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
     with writer:

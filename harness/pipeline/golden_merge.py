@@ -1,0 +1,99 @@
+"""Goldens recorded in shards (``golden record --ray``) merged into the one golden a single process records.
+
+Each shard golden holds the exact lane's outputs of its blocks, its calls and its own noise floor
+(the exact lane run twice over its blocks). Merged: the staged corpus copied in its order, the
+outputs in corpus order, every call, and the worst of the floors (:func:`merge_noise_floors`);
+provenance from the shards, which must agree on everything that could change the outputs (model,
+geometry, configuration, device kind, library versions, numeric settings), or the merge is refused
+naming the difference, as shard runs are (:func:`golden.runs.merge_conflict`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, seal_golden_manifest, write_manifest
+from golden.tables import BackgroundWriter, write_calls
+from harness.corpus.schema import CorpusReader, CorpusWriter
+from harness.environment import NUMERIC_KEYS
+from harness.errors import GoldenError
+from harness.fsio import atomic_directory
+from harness.outputs import LaneOutputs
+from harness.reproduction import merge_noise_floors
+
+# What shard goldens must share (besides the environment's numeric keys and the numerics in force).
+SAME_KEYS = ("release", "geometry", "model", "config", "ops", "mode", "backend")
+# Manifest keys the merge writes anew.
+OWN_KEYS = ("kind", "format", "created", "files", "golden_id", "manifest_sha256", "corpus", "reproducibility")
+STEP = 32
+
+
+def golden_conflict(a: Golden, b: Golden) -> str | None:
+    """Why two shard goldens cannot be one golden (None when they can)."""
+    for key in SAME_KEYS:
+        if a.manifest.get(key) != b.manifest.get(key):
+            return f"{key} differs ({short(a.manifest.get(key))} vs {short(b.manifest.get(key))})"
+    if a.device_kind != b.device_kind:
+        return f"device kind differs ({a.device_kind!r} vs {b.device_kind!r})"
+    ea, eb = a.manifest["environment"], b.manifest["environment"]
+    for key in NUMERIC_KEYS:
+        if ea.get(key) != eb.get(key):
+            return f"environment {key} differs ({ea.get(key)!r} vs {eb.get(key)!r})"
+    na, nb = a.manifest["numerics"]["in_force"], b.manifest["numerics"]["in_force"]
+    for key in sorted(set(na) | set(nb)):
+        if na.get(key) != nb.get(key):
+            return f"numerics.{key} differs ({na.get(key)!r} vs {nb.get(key)!r})"
+    return None
+
+
+def short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
+    """One golden at ``final`` from shard goldens covering ``corpus`` (the staged, validated corpus)."""
+    if not parts:
+        raise GoldenError("nothing to merge: no shard goldens given")
+    first = parts[0]
+    for g in parts[1:]:
+        why = golden_conflict(first, g)
+        if why:
+            raise GoldenError(f"cannot merge shard golden {g.path} with {first.path}: {why}")
+    owner: dict[str, Golden] = {}
+    for g in parts:
+        for b in g.block_ids():
+            if b in owner:
+                raise GoldenError(f"cannot merge: block {b!r} is in {owner[b].path} and {g.path}")
+            owner[b] = g
+    reader = CorpusReader(corpus, first.geometry)
+    order = reader.ids()
+    missing = [b for b in order if b not in owner]
+    if missing or len(owner) != len(order):
+        what = f"first {missing[0]!r} missing" if missing else "they hold blocks the corpus does not"
+        raise GoldenError(f"shard goldens do not cover the corpus {corpus} ({len(owner)} of {len(order)} blocks; "
+                          f"{what})")
+    with atomic_directory(final) as tmp:
+        with CorpusWriter(tmp / CORPUS, first.geometry) as writer:
+            for row in reader.rows():
+                writer.add(*row)
+            summary = writer.close()
+        files = {CORPUS: writer.entry}
+        outputs = BackgroundWriter(new_lane_writer(tmp, first.geometry, first.ops))
+        try:
+            for start in range(0, len(order), STEP):
+                ids = order[start : start + STEP]
+                pieces = [g.outputs().select([b for b in ids if owner[b] is g]) for g in parts
+                          if any(owner[b] is g for b in ids)]
+                batch = LaneOutputs.concat(pieces) if len(pieces) > 1 else pieces[0]
+                outputs.write(batch.select(ids))
+        except BaseException:
+            outputs.abort()
+            raise
+        files.update(outputs.close())
+        files[CALLS] = write_calls(tmp / CALLS, [c for g in parts for c in g.calls()])
+        fields = {k: v for k, v in first.manifest.items() if k not in OWN_KEYS}
+        fields["corpus"] = summary
+        fields["reproducibility"] = merge_noise_floors([g.manifest["reproducibility"] for g in parts])
+        write_manifest(tmp, seal_golden_manifest(fields, files))
+    return load_golden(final)

@@ -1,0 +1,104 @@
+"""``nightly --ray`` and ``golden record --ray``: the sharded jobs :mod:`harness.pipeline.distributed` runs.
+
+Each is a shard function (runs on a worker, with the backend the worker built once, writes with the
+writers every other command uses, returns the directory it wrote in the shared folder) and a merge
+on the driver that is the one-process command's own: the nightly's shard runs go through
+:func:`harness.pipeline.nightly.merge` (which refuses shards of different device kinds or numerics,
+then scores once, promotes, localises and reports, as ``harness merge`` does); a recording's shard
+goldens go through :func:`harness.pipeline.golden_merge.merge_goldens`.
+
+Shards are whole groups of the corpus as one process walks it (:func:`harness.shards.block_ranges`),
+so every network call a worker makes is one the one-process job makes: the merged result is that
+job's, bit for bit. ``audit`` (production captures) hooks in the same way: a shard function over
+its captured requests and a merge of its findings, run by :func:`distributed.run_shards`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from golden.store import load_golden
+from harness.config import ReleaseConfig
+from harness.errors import step
+from harness.fsio import check_writable_dir, safe_name
+from harness.jsonio import write_json_atomic
+from harness.ledger_store import check_paths
+from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
+from harness.pipeline.nightly import NightlyOutcome, default_ledger, merge
+from harness.pipeline.run import plan_for, run_shapes
+from harness.shards import BlockRange, block_ranges
+
+CORPUS = "corpus.parquet"
+
+
+# ------------------------------------------------------------------------------------ nightly
+
+
+def nightly_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
+                  golden_path: str) -> Path:
+    """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory."""
+    golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
+    return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, packer, shard).path
+
+
+def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: RayOptions, spec: WorkerSpec,
+                ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
+                show_progress: bool = True) -> NightlyOutcome:
+    """The nightly over Ray: shards run on the workers, then ``merge`` as ``harness merge`` does it."""
+    golden = load_golden(golden_path)
+    ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
+    check_writable_dir(out, "nightly output folder")
+    check_paths(ledger_path, manifest_path)
+    ids, group = golden.block_ids(), plan_for(config).group_size()
+    job_root = new_job_root(Path(out) / "shards", "nightly")
+    job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve())})
+    results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)
+    outcome = merge(config, golden.path, [Path(r.path) for r in results], out, ledger_path, manifest_path, localise)
+    outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})
+    remove_job_root(job_root)
+    return outcome
+
+
+# ------------------------------------------------------------------------------------ golden record
+
+
+def record_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path, corpus: str,
+                 release: str) -> Path:
+    """On a worker: a golden of the shard's blocks (the exact lane twice, its own noise floor)."""
+    from harness.corpus.schema import CorpusReader
+    from harness.pipeline.record import record_golden
+
+    rows = (row for row in CorpusReader(corpus, backend.geometry).rows(set(shard.ids)) if shard.owns(row[0].id))
+    # a folder per attempt: a rerun after a death just past the rename must not find "a golden exists"
+    golden, _ = record_golden(Path(shard_dir) / f"a{os.getpid()}-{secrets.token_hex(3)}", release, rows, backend,
+                              config)
+    return golden.path
+
+
+def record_ray(config: ReleaseConfig, corpus_rows, goldens: Path, release: str, regen: bool, options: RayOptions,
+               spec: WorkerSpec, geometry, show_progress: bool = True):
+    """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
+    shard on the workers, merged into one golden as a one-process recording writes it."""
+    from harness.corpus.schema import CorpusReader, write_corpus
+    from harness.pipeline.golden_merge import merge_goldens
+    from harness.pipeline.record import golden_target, summarize_changes
+
+    name = safe_name(release, "--release")
+    final, previous = golden_target(goldens, name, regen)
+    check_writable_dir(final.parent, "golden folder")
+    job_root = new_job_root(Path(goldens) / f".ray-{name}", "golden record")
+    with step("corpus"):
+        write_corpus(job_root / CORPUS, corpus_rows, geometry)
+        ids = CorpusReader(job_root / CORPUS, geometry).ids()
+    # the exact lane calls one block at a time (the release shape): any cut makes the same calls
+    group = 1
+    job = ShardJob("golden record", record_shard, {"corpus": str((job_root / CORPUS).resolve()), "release": name})
+    results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)
+    with step("merge shard goldens"):
+        golden = merge_goldens(final, [load_golden(r.path) for r in results], job_root / CORPUS)
+    write_json_atomic(golden.path.with_name(f"{golden.path.name}.ray.json"), {**facts, "golden": str(golden.path)})
+    remove_job_root(job_root)
+    changes = summarize_changes(previous, golden) if previous is not None else None
+    return golden, changes
