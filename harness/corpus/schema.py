@@ -29,11 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from harness.blocks import Block
-from harness.errors import BlockError, CorpusError
+from harness.errors import BlockError, CorpusError, check_interrupted
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.parquet import ParquetSink, open_file, read_row_group, schema_metadata
-from harness.schemas import CorpusMeta, validate
+from harness.schemas import CorpusMeta, Provenance, validate
 
 SCHEMA_VERSION = 1
 META_KEY = b"harness.corpus"
@@ -129,6 +129,7 @@ class CorpusWriter:
             self.abort()
 
     def add(self, block: Block, source: str, provenance: dict) -> None:
+        check_interrupted()
         try:
             Block.create(block.id, block.op, block.span, block.offsets, block.valid, self.g)
         except BlockError as exc:
@@ -233,8 +234,7 @@ class CorpusReader:
         for i in range(self.file.metadata.num_row_groups):
             table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
                                    columns=[f.name for f in SCHEMA])
-            for block, source, provenance in _table_rows(table, self.g, str(self.path), row, seen):
-                yield block, source, provenance
+            yield from _table_rows(table, self.g, str(self.path), row, seen)
             row += table.num_rows
 
     def __iter__(self) -> Iterator[Block]:
@@ -283,9 +283,7 @@ def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
             prov = json.loads(provenance_raw[j])
         except json.JSONDecodeError:
             raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance is not JSON") from None
-        if not isinstance(prov, dict):
-            raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance must be a JSON object, got "
-                              f"{type(prov).__name__}")
+        validate(Provenance, prov, f"{where}: row {i} (block {block_id!r}): provenance", CorpusError)
         yield block, sources[j] or "", prov
 
 
