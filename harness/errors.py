@@ -3,7 +3,8 @@
     0  everything holds
     1  a verdict failed (a shape refused, a golden not reproduced)        -- never an exception
     2  the harness was asked something it cannot do: :class:`HarnessError` (bad input, missing
-       file, server down, interrupted), printed as ``harness: error: <where>: <what>``
+       file, server down), or :class:`Interrupted` (SIGINT, SIGTERM), printed as
+       ``harness: error: <where>: <what>``
     3  anything else: an internal error (a bug), printed as one line naming the command and the
        step it was in; ``--debug`` (or ``HARNESS_DEBUG=1``) adds the traceback
 

@@ -16,6 +16,7 @@
 - **Faults** (tests only): ``HARNESS_FAULT=kill:<point>`` SIGKILLs the process at a named point,
   ``HARNESS_FAULT=enospc:<point>`` fails there with "No space left on device",
   ``HARNESS_FAULT=bug:<point>`` raises an unexpected exception there (an internal error, exit 3),
+  ``HARNESS_FAULT=term:<point>`` / ``int:<point>`` sends the process SIGTERM / SIGINT there,
   so tests can show what an interruption at each step leaves.
 """
 
@@ -92,6 +93,8 @@ def fault(point: str) -> None:
         return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action in ("term", "int"):  # a CI job cancelled / Ctrl-C, arriving exactly here
+        os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGINT)
     elif action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     elif action == "bug":

@@ -178,3 +178,24 @@ case(S, "sigint-nightly", SLOWNIGHT, "nothing partial was written as complete", 
      wait_for="n/runs/.*.tmp-*")
 case(S, "sigterm-nightly", SLOWNIGHT, "nothing partial was written as complete", env=SLOW, how="SIGTERM",
      wait_for="n/runs/.*.tmp-*")
+
+
+# the same signals delivered at exact points (HARNESS_FAULT=term|int:<point>), in-process: mid-write, before
+# a rename, between the files of a report; the command stops at its next check point
+
+
+def signal_at(action: str, point: str) -> tuple[tuple[str, str], ...]:
+    return (("HARNESS_FAULT", f"{action}:{point}"),)
+
+
+case(S, "sigterm-writing-a-corpus", ("corpus", "synth", "x.parquet", "--blocks", "40", *CFG),
+     "interrupted (SIGTERM)", env=signal_at("term", "parquet:x.parquet"))
+case(S, "sigint-writing-golden-outputs", ("golden", "record", "--corpus", "c.parquet", "--release", "n", *CFG,
+                                          *QUIET), "interrupted (SIGINT)", env=signal_at("int", "parquet:op1.parquet"))
+case(S, "sigterm-before-the-score-is-renamed", SCORE, "interrupted (SIGTERM)", env=signal_at("term", "write:s2.json"))
+case(S, "sigterm-between-report-pages", REPORT, "interrupted (SIGTERM)", env=signal_at("term", "write:report.md"))
+case(S, "sigint-before-the-ledger-journal", PROMOTE, "interrupted (SIGINT)",
+     env=signal_at("int", "promote:before-journal"), setup=remove("ledger.json"))
+case(S, "sigterm-writing-a-run", ("run", "--golden", "goldens/r", *CFG, *QUIET), "interrupted (SIGTERM)",
+     env=signal_at("term", "parquet:calls.parquet"))
+
