@@ -35,6 +35,9 @@ def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
     """The validated, unedited manifest of a ``kind`` ('golden' or 'run') directory."""
     directory = Path(directory)
     path = directory / MANIFEST
+    if directory.exists() and not directory.is_dir():
+        raise GoldenError(f"{directory}: not a {kind} directory (a file; a {kind} is a folder holding "
+                          f"{MANIFEST})")
     if not directory.is_dir():
         raise GoldenError(f"{directory}: no such {kind} directory")
     if is_temporary(directory.name):

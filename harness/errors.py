@@ -3,7 +3,8 @@
     0  everything holds
     1  a verdict failed (a shape refused, a golden not reproduced)        -- never an exception
     2  the harness was asked something it cannot do: :class:`HarnessError` (bad input, missing
-       file, server down, interrupted), printed as ``harness: error: <where>: <what>``
+       file, server down), or :class:`Interrupted` (SIGINT, SIGTERM), printed as
+       ``harness: error: <where>: <what>``
     3  anything else: an internal error (a bug), printed as one line naming the command and the
        step it was in; ``--debug`` (or ``HARNESS_DEBUG=1``) adds the traceback
 
@@ -23,10 +24,18 @@ _STEP: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("harness
 
 @contextlib.contextmanager
 def step(name: str) -> Iterator[None]:
-    """Name the pipeline step in progress, so an internal error can say where it happened."""
+    """Name the pipeline step in progress, so an internal error can say where it happened.
+
+    The step is attached to an exception that leaves it (``harness_step``, innermost first): by the
+    time the command line reports the exception, every step has been left."""
     token = _STEP.set((*_STEP.get(), name))
     try:
         yield
+    except BaseException as exc:
+        if getattr(exc, "harness_step", None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                exc.harness_step = current_step()  # type: ignore[attr-defined]
+        raise
     finally:
         _STEP.reset(token)
 
@@ -35,12 +44,69 @@ def current_step() -> str:
     return " > ".join(_STEP.get()) or "start-up"
 
 
+def failed_step(exc: BaseException) -> str:
+    """Where an unexpected exception happened: the named pipeline step it left, else the innermost
+    function of the harness's own code it was raised in (``module.function``)."""
+    named = getattr(exc, "harness_step", None)
+    if named:
+        return named
+    import traceback
+
+    ours = [f for f in traceback.extract_tb(exc.__traceback__)
+            if any(f"/{pkg}/" in f.filename.replace("\\", "/") for pkg in ("harness", "lanes", "golden", "reports"))
+            and f.name != "fault"]  # a fault injected by a test is the caller's
+    if not ours:
+        return current_step()
+    frame = ours[-1]
+    module = frame.filename.replace("\\", "/").rsplit("/", 2)
+    return f"{module[-2]}/{module[-1]}:{frame.name}"
+
+
 class HarnessError(Exception):
     """Base of every failure the harness expects and explains (exit status 2)."""
 
 
-class Interrupted(HarnessError):
-    """SIGINT or SIGTERM: the command stopped; whatever it had started writing was removed."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM: the command stopped; whatever it had started writing was removed (exit 2).
+
+    A ``KeyboardInterrupt``, not a :class:`HarnessError`: best-effort code that catches
+    ``Exception`` (localisation, a foreign packer) must never swallow it, while every clean-up
+    (``except BaseException``, ``finally``) still runs."""
+
+
+# A signal is not raised where it lands (inside an import, a third-party library that swallows
+# exceptions: measured, pyarrow's lazy pandas import did, and the command ran on to exit 0). The
+# command line's handler records it; the harness raises it at the next check point: before every
+# network call, every Parquet row group written or read, every corpus block, every batch scored,
+# and before any output is renamed into place, so nothing is committed after a Ctrl-C.
+_SIGNALS: list[str] = []
+
+
+def request_interrupt(signal_name: str) -> None:
+    """Record a SIGINT/SIGTERM (the command line's signal handler calls this)."""
+    _SIGNALS.append(signal_name)
+
+
+def clear_interrupt() -> None:
+    _SIGNALS.clear()
+
+
+def interrupt_requested() -> str | None:
+    return _SIGNALS[0] if _SIGNALS else None
+
+
+def check_interrupted() -> None:
+    """Raise :class:`Interrupted` if a signal asked the command to stop (main thread only: a writer
+    thread's work is abandoned by the main thread's clean-up)."""
+    if _SIGNALS:
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            raise Interrupted(interrupted_message(_SIGNALS[0]))
+
+
+def interrupted_message(signal_name: str) -> str:
+    return f"interrupted ({signal_name}); nothing partial was written as complete"
 
 
 class BlockError(HarnessError):

@@ -3,17 +3,21 @@
 - **Atomic.** A file is written beside its destination under a temporary name
   (``.<name>.tmp-<pid>-<random>``), flushed to disk and renamed into place, so a reader never sees
   half a file. A kill leaves at most a temporary name, which every reader ignores
-  (:func:`is_temporary`); every other failure path removes it.
+  (:func:`is_temporary`); every other failure path removes it, and the folders it created.
+  Several files that belong together (a report's pages) are renamed only when all were written
+  (:func:`atomic_files`); nothing is renamed into place after a Ctrl-C or SIGTERM.
 - **Modes follow the umask**: ``tempfile`` would create files 0600 and folders 0700, so a CI user
   could not read another user's goldens.
 - **One line per failure**: an ``OSError`` becomes an :class:`OutputError` naming the path and
   the reason (not writable, a directory, disk full).
 - **Checked before long work**: :func:`check_output_file` and :func:`check_writable_dir` refuse an
-  output that cannot be written *before* a model runs for minutes.
+  output that cannot be written *before* a model runs for minutes (creating nothing).
 - **Locks** (:func:`locked`) serialise read-modify-write of shared files (ledger, manifest).
 - **Faults** (tests only): ``HARNESS_FAULT=kill:<point>`` SIGKILLs the process at a named point,
-  ``HARNESS_FAULT=enospc:<point>`` fails there with "No space left on device", so tests can show
-  what an interruption at each step leaves.
+  ``HARNESS_FAULT=enospc:<point>`` fails there with "No space left on device",
+  ``HARNESS_FAULT=bug:<point>`` raises an unexpected exception there (an internal error, exit 3),
+  ``HARNESS_FAULT=term:<point>`` / ``int:<point>`` sends the process SIGTERM / SIGINT there,
+  so tests can show what an interruption at each step leaves.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.errors import HarnessError, OutputError
+from harness.errors import HarnessError, OutputError, check_interrupted
 
 _TEMP = re.compile(r"^\..+\.tmp-")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
@@ -89,6 +93,8 @@ def fault(point: str) -> None:
         return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action in ("term", "int"):  # a CI job cancelled / Ctrl-C, arriving exactly here
+        os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGINT)
     elif action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     elif action == "bug":
@@ -108,7 +114,11 @@ def os_failure(path: Path | str, exc: OSError, doing: str = "cannot write") -> O
 
 
 def check_writable_dir(directory: Path, what: str = "output folder") -> None:
-    """Refuse, before any work, a folder that cannot receive files (created if missing)."""
+    """Refuse, before any work, a folder that cannot receive files.
+
+    Nothing is created: a missing folder is judged by its nearest existing ancestor (which must be
+    a folder this process can create entries in), so a command that fails later leaves no empty
+    folder behind; the writers create it when they write."""
     directory = Path(directory)
     existing = directory
     while not existing.exists():
@@ -118,13 +128,13 @@ def check_writable_dir(directory: Path, what: str = "output folder") -> None:
     if existing.exists() and not existing.is_dir():
         raise OutputError(f"{directory}: cannot write the {what}: {existing} is a file, not a folder")
     try:
-        make_dirs(directory)
-        probe = temp_sibling(directory / "probe")
+        probe = temp_sibling(existing / "probe")
         fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode())
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise os_failure(directory, exc, f"cannot write the {what} here") from None
+        raise os_failure(existing if existing == directory else directory, exc,
+                         f"cannot write the {what} here") from None
 
 
 def check_output_file(path: Path, what: str, overwrite: bool = True) -> Path:
@@ -173,38 +183,91 @@ def make_dirs(directory: Path) -> None:
     Path(directory).mkdir(mode=dir_mode(), parents=True, exist_ok=True)
 
 
+def missing_dirs(directory: Path) -> list[Path]:
+    """The folders ``make_dirs(directory)`` would create, innermost first (a failure removes them)."""
+    missing = []
+    p = Path(directory)
+    while not p.exists() and not p.is_symlink() and p.parent != p:
+        missing.append(p)
+        p = p.parent
+    return missing
+
+
+def remove_empty(dirs: list[Path]) -> None:
+    """Remove these folders (innermost first) where they are still empty: what a failed write created."""
+    for d in dirs:
+        with contextlib.suppress(OSError):  # not empty (another writer's), or gone
+            os.rmdir(d)
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
 
-    Whatever fails (an exception, disk full, Ctrl-C) removes the temporary file.
+    Whatever fails (an exception, disk full, Ctrl-C) removes the temporary file, and the folders
+    made for it.
     """
-    path = Path(path)
-    tmp = temp_sibling(path)
-    try:
-        make_dirs(path.parent)
+    with atomic_files([path]) as (tmp,):
         yield tmp
-        if tmp.exists():
-            os.chmod(tmp, file_mode())
-            _fsync(tmp)
-        fault(f"rename:{path.name}")
-        os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def atomic_files(paths: list[Path]) -> Iterator[list[Path]]:
+    """Yield a temporary path beside each of ``paths``; rename them all into place when the block
+    succeeds, none when it fails (a report's files appear together or not at all).
+
+    Whatever fails (an exception, disk full, Ctrl-C) removes every temporary file, and the folders
+    made for them.
+    """
+    paths = [Path(p) for p in paths]
+    tmps = [temp_sibling(p) for p in paths]
+    created: list[Path] = []
+    for p in paths:
+        created += [d for d in missing_dirs(p.parent) if d not in created]
+    current = paths[0] if paths else Path(".")
+    try:
+        for p in paths:
+            make_dirs(p.parent)
+        yield tmps
+        check_interrupted()  # nothing is renamed into place after a Ctrl-C
+        for tmp in tmps:
+            if tmp.exists():
+                os.chmod(tmp, file_mode())
+                _fsync(tmp)
+        for p, tmp in zip(paths, tmps, strict=True):
+            current = p
+            fault(f"rename:{p.name}")
+            os.replace(tmp, p)
     except OSError as exc:
-        _remove(tmp)
-        raise os_failure(path, exc) from None
+        for tmp in tmps:
+            _remove(tmp)
+        remove_empty(sorted(created, key=lambda d: len(d.parts), reverse=True))
+        raise os_failure(current, exc) from None
     except BaseException:
-        _remove(tmp)
+        for tmp in tmps:
+            _remove(tmp)
+        remove_empty(sorted(created, key=lambda d: len(d.parts), reverse=True))
         raise
+
+
+def atomic_write_many(items: dict[Path, bytes | str]) -> list[Path]:
+    """Write several files atomically as one: every file renamed into place only when all were
+    written (see :func:`atomic_files`)."""
+    paths = [Path(p) for p in items]
+    with atomic_files(paths) as tmps:
+        for path, tmp, data in zip(paths, tmps, items.values(), strict=True):
+            try:
+                fault(f"write:{path.name}")
+                with open(tmp, "wb") as f:
+                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            except OSError as exc:
+                raise os_failure(path, exc) from None
+    return paths
 
 
 def atomic_write(path: Path, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` atomically (see module doc)."""
-    path = Path(path)
-    with atomic_file(path) as tmp:
-        fault(f"write:{path.name}")
-        with open(tmp, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-    return path
+    return atomic_write_many({Path(path): data})[0]
 
 
 @contextlib.contextmanager
@@ -217,19 +280,27 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     if final.exists():
         raise OutputError(f"{final}: already exists; nothing is ever overwritten")
     tmp = temp_sibling(final)
+    created = missing_dirs(final.parent)
     try:
         make_dirs(final.parent)
         tmp.mkdir(mode=dir_mode())
         yield tmp
+        check_interrupted()
         for sub in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
             os.chmod(sub, dir_mode())
         fault(f"rename:{final.name}")
         os.rename(tmp, final)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty(created)
         raise os_failure(final, exc) from None
+    except OutputError as exc:  # a file inside failed: name it where it was going, not by its temporary name
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty(created)
+        raise OutputError(str(exc).replace(str(tmp), str(final))) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty(created)
         raise
 
 

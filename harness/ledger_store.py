@@ -67,12 +67,15 @@ def load_manifest(path: Path) -> dict:
 
 
 def check_paths(ledger_path: Path, manifest_path: Path) -> None:
-    """Refuse, before any work, a ledger and manifest that are one file or cannot be written."""
+    """Refuse, before any work, a ledger and manifest that are one file or cannot be written, and a
+    ledger that cannot be read (a nightly must not run for minutes to find that out). The manifest
+    is derived from the ledger and rewritten whole, so a broken one is no reason to stop."""
     if same_file(ledger_path, manifest_path):
         raise LedgerError(f"--ledger {ledger_path} and --manifest {manifest_path} are the same file: the manifest "
                           "would overwrite the ledger")
     check_output_file(ledger_path, "ledger")
     check_output_file(manifest_path, "promoted-shapes manifest")
+    load_ledger(ledger_path)
 
 
 @contextlib.contextmanager
@@ -107,7 +110,10 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
     with _both_locked(ledger_path, manifest_path):
         recover(ledger_path, manifest_path)
         old = load_ledger(ledger_path)
-        new, result = update(old)
+        try:
+            new, result = update(old)
+        except LedgerError as exc:  # a refused update (a replayed score, ...): name the ledger it was refused by
+            raise LedgerError(f"{ledger_path}: {exc}") from None
         validate(Ledger, new, f"{ledger_path} (new)", LedgerError)
         manifest = derive_manifest(new, release_shapes)
         before = derive_manifest(old, release_shapes)

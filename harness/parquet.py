@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, check_interrupted
 from harness.fsio import atomic_file, fault, os_failure
 
 COMPRESSION = "zstd"
@@ -82,6 +82,7 @@ class ParquetSink:
 
     def write(self, table: pa.Table) -> None:
         try:
+            check_interrupted()
             fault(f"parquet:{self.path.name}")
             self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         except OSError as exc:
@@ -143,6 +144,7 @@ def open_file(path: Path, what: str, error: type[HarnessError] = HarnessError) -
 
 def read_row_group(file: pq.ParquetFile, i: int, path: Path, what: str, error: type[HarnessError] = HarnessError,
                    columns: list[str] | None = None) -> pa.Table:
+    check_interrupted()
     try:
         return file.read_row_group(i, columns=columns)
     except (pa.ArrowException, OSError) as exc:

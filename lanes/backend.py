@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from harness.errors import BackendError, HarnessError
+from harness.errors import BackendError, HarnessError, check_interrupted
 from harness.geometry import Geometry
 from harness.numerics import NumericSettings, in_force
 from harness.ops import Op
@@ -75,6 +75,7 @@ class InProcessBackend:
         return "cpu"
 
     def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> CallResult:
+        check_interrupted()
         self.numerics.apply()
         if self._cuda:
             torch.cuda.synchronize(self.device)

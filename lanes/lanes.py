@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from harness.blocks import Block
-from harness.errors import LaneError
+from harness.errors import LaneError, check_interrupted
 from harness.ops import Op
 from harness.packing import HARNESS_PACKER, PackedRequest, Packer
 from lanes.backend import Backend, Call
@@ -72,6 +72,7 @@ class ExactLane:
         for b in blocks:
             where = f"exact lane k=1 OP {int(b.op)} block {b.id!r}"
             calls.append((b.op, b.tensors(), b.windows, b.rows, where))
+        check_interrupted()
         results = self.backend.call_many(calls)
         for b, (_, request, *_), result in zip(blocks, calls, results, strict=True):
             self.log.append(CallRecord(self.name, 1, int(b.op), 1, b.windows, b.rows, _nbytes(request),
@@ -101,6 +102,7 @@ class FastLane:
             where = (f"fast lane k={self.k} OP {int(packed.op)} blocks {ids[0]!r}"
                      + (f"..{ids[-1]!r}" if len(ids) > 1 else ""))
             calls.append((packed.op, packed.tensors(), packed.windows, packed.rows, where))
+        check_interrupted()
         results = self.backend.call_many(calls)
         out = []
         for packed, (_, request, *_), result in zip(packs, calls, results, strict=True):

@@ -32,6 +32,7 @@ from harness.outputs import LaneOutputs, OutputCollector
 from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend
 from lanes.lanes import CallRecord, ExactLane, FastLane
+from lanes.memory import check_fits, in_process_device, measure_peak
 
 MODES = ("isolated", "chained")
 EXACT = "exact"
@@ -205,7 +206,9 @@ def _voiceprint_fast(lane: FastLane, chunks: list[list[Block]], rows: list[list[
 def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer) -> None:
     """Run every lane's first call once, untimed and discarded: the first call of a shape pays
     one-off costs (allocator growth, oneDNN primitive creation, cuDNN autotuning) that are not
-    the shape's throughput."""
+    the shape's throughput. The exact lane's warm-up (one block per call) is measured, and packed
+    shapes whose requests cannot fit the device are refused before their first call
+    (:mod:`lanes.memory`)."""
     scratch: list[CallRecord] = []
     g = backend.geometry
     runs: list[tuple[Callable, int]] = []
@@ -214,7 +217,9 @@ def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer
     for k in plan.shapes:
         lane = FastLane(backend, k, scratch, plan.pad_to_fixed, packer)
         runs.append((lambda bs, lane=lane: lane.run([bs])[0], k))
-    for run, k in runs:
+
+    def warm(run: Callable, k: int) -> list[int | None]:
+        start = len(scratch)
         chunk = first[:k]
         segs = run(chunk)
         chunk = chunk[: len(segs)]
@@ -224,6 +229,15 @@ def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer
                 if sum(r.idx.shape[0] for r in rows):
                     run([b.with_voiceprint(op, r.weights, r.idx, r.speakers, g)
                          for b, r in zip(chunk, rows, strict=True)])
+        return [c.peak_device_bytes for c in scratch[start:]]
+
+    device = in_process_device(backend)
+    for i, (run, k) in enumerate(runs):
+        if i == 0 and plan.include_exact and plan.shapes and device is not None:
+            peak = measure_peak(lambda run=run, k=k: warm(run, k), device)
+            check_fits(plan.shapes, plan.pad_to_fixed, len(first), device, peak, lambda run=run, k=k: warm(run, k))
+        else:
+            warm(run, k)
 
 
 def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, plan: RunPlan) -> None:
@@ -234,8 +248,8 @@ def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, pl
     g = backend.geometry
     for k in sorted(plan.shapes, reverse=True):
         real = k if plan.pad_to_fixed else min(k, blocks)
-        rows = g.speakers * (g.frames_per_window * 4 + 4)  # WEIGHTS and IDX of every speaker of a window
-        per_block = max_span_samples * 4 + g.windows_per_block * (8 + 4 + 4 + rows)
+        per_window = 8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4)
+        per_block = max_span_samples * 4 + g.windows_per_block * per_window
         estimate = real * per_block
         if estimate > limit:
             raise LaneError(

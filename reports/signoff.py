@@ -28,7 +28,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from harness.fsio import atomic_write, make_dirs
+from harness.fsio import atomic_write_many
 from harness.jsonio import plain
 from harness.promotion import PROMOTED, REVOKED, ledger_states
 from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
@@ -370,7 +370,6 @@ def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
                  verification: dict | None = None) -> dict[str, Path]:
     """Write report.html, report.md and report.json under ``out_dir``; returns their paths."""
     out_dir = Path(out_dir)
-    make_dirs(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification)
     images = build_images(plain(score), facts)
     html_env, md_env = _environment()
@@ -380,7 +379,8 @@ def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
         "md": out_dir / "report.md",
         "html": out_dir / "report.html",
     }
-    atomic_write(paths["json"], json.dumps(facts, indent=1, sort_keys=True) + "\n")
-    atomic_write(paths["md"], md_env.get_template("report.md.j2").render(**context))
-    atomic_write(paths["html"], html_env.get_template("report.html.j2").render(**context))
+    # all three or none: a report folder never holds one page of this score beside another's
+    atomic_write_many({paths["json"]: json.dumps(facts, indent=1, sort_keys=True) + "\n",
+                       paths["md"]: md_env.get_template("report.md.j2").render(**context),
+                       paths["html"]: html_env.get_template("report.html.j2").render(**context)})
     return paths

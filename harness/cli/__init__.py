@@ -10,7 +10,8 @@ Exit status of every command:
        ``--debug`` (anywhere on the line) or ``HARNESS_DEBUG=1`` prints the traceback
 
 Nothing else: Ctrl-C and SIGTERM are status 2 ("interrupted; nothing partial was written as
-complete"), usage errors too.
+complete"), usage errors too. The first signal stops the command at its next check point (within
+one network call; see harness.errors); a second one stops it at once.
 """
 
 from __future__ import annotations
@@ -20,15 +21,47 @@ import signal
 import sys
 import traceback
 
-from harness.errors import EXIT_ERROR, EXIT_INTERNAL, HarnessError, Interrupted, current_step
+from harness.errors import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    HarnessError,
+    Interrupted,
+    clear_interrupt,
+    failed_step,
+    interrupt_requested,
+    interrupted_message,
+    request_interrupt,
+)
 
 
-def _on_sigterm(signum, frame) -> None:
-    raise Interrupted("interrupted (SIGTERM); nothing partial was written as complete")
+def _on_signal(signum, frame) -> None:
+    """The first signal is recorded and raised at the harness's next check point; a second one
+    (the user insists, or the command is stuck in a call) is raised here and now."""
+    name = signal.Signals(signum).name
+    first = interrupt_requested() is None
+    request_interrupt(name)
+    if not first:
+        raise Interrupted(interrupted_message(name))
+
+
+def _interrupted() -> str:
+    return interrupted_message(interrupt_requested() or "SIGINT")
 
 
 def _command(argv: list[str]) -> str:
-    words = [a for a in argv if not a.startswith("-")][:2]
+    """The command named on the line ('golden record'), not the values of its options."""
+    try:
+        from harness.cli.app import app_command
+
+        group, words = app_command(), []
+        for arg in argv:
+            sub = getattr(group, "commands", {}).get(arg)
+            if arg.startswith("-") or sub is None:
+                break
+            words.append(arg)
+            group = sub
+    except Exception:  # naming the command must never hide the error being reported
+        words = [a for a in argv if not a.startswith("-")][:1]
     return " ".join(words) or "harness"
 
 
@@ -36,19 +69,23 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("HARNESS_DEBUG") == "1" or "--debug" in args
     args = [a for a in args if a != "--debug"]
-    command = _command(args)
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     if threading_main():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        for sig in previous:
+            signal.signal(sig, _on_signal)
     try:
         from harness.cli.app import app_command
 
+        clear_interrupt()
         code = app_command().main(args=args, prog_name="harness", standalone_mode=False)
+        if code == 130:  # typer's answer to a KeyboardInterrupt it caught itself
+            _fail(_interrupted(), debug)
+            code = EXIT_ERROR
     except HarnessError as exc:
         _fail(str(exc), debug)
         code = EXIT_ERROR
-    except KeyboardInterrupt:
-        _fail("interrupted (SIGINT); nothing partial was written as complete", debug)
+    except KeyboardInterrupt as exc:
+        _fail(str(exc) if isinstance(exc, Interrupted) else _interrupted(), debug)
         code = EXIT_ERROR
     except Exception as exc:  # click's usage errors, then anything the harness did not anticipate
         if type(exc).__name__ == "NoArgsIsHelpError":
@@ -59,18 +96,21 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"{name}: {' '.join(exc.format_message().split())}", debug)
             code = EXIT_ERROR
         elif type(exc).__name__ == "Abort":
-            _fail("interrupted (SIGINT); nothing partial was written as complete", debug)
+            _fail(_interrupted(), debug)
             code = EXIT_ERROR
         else:
             if debug:
                 traceback.print_exc()
             detail = " ".join(str(exc).split())[:300]
-            print(f"harness: internal error in '{command}' at step '{current_step()}': {type(exc).__name__}: "
-                  f"{detail} (a bug in the harness; rerun with --debug for the traceback)", file=sys.stderr)
+            print(f"harness: internal error in '{_command(args)}' at step '{failed_step(exc)}': "
+                  f"{type(exc).__name__}: {detail} (a bug in the harness; rerun with --debug for the traceback)",
+                  file=sys.stderr)
             code = EXIT_INTERNAL
     finally:
         if threading_main():
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        clear_interrupt()
     sys.exit(int(code or 0))
 
 

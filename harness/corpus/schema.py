@@ -29,11 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from harness.blocks import Block
-from harness.errors import BlockError, CorpusError
+from harness.errors import BlockError, CorpusError, check_interrupted
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.parquet import ParquetSink, open_file, read_row_group, schema_metadata
-from harness.schemas import CorpusMeta, validate
+from harness.schemas import CorpusMeta, Provenance, validate
 
 SCHEMA_VERSION = 1
 META_KEY = b"harness.corpus"
@@ -129,6 +129,7 @@ class CorpusWriter:
             self.abort()
 
     def add(self, block: Block, source: str, provenance: dict) -> None:
+        check_interrupted()
         try:
             Block.create(block.id, block.op, block.span, block.offsets, block.valid, self.g)
         except BlockError as exc:
@@ -290,9 +291,7 @@ def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
             prov = json.loads(provenance_raw[j])
         except json.JSONDecodeError:
             raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance is not JSON") from None
-        if not isinstance(prov, dict):
-            raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance must be a JSON object, got "
-                              f"{type(prov).__name__}")
+        validate(Provenance, prov, f"{where}: row {i} (block {block_id!r}): provenance", CorpusError)
         yield block, sources[j] or "", prov
 
 

@@ -144,7 +144,7 @@ def promote(cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, 
     from harness.pipeline.promote import describe_transition, promote_file
 
     result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
-    lines = [f"shape k={k}: {s['verdict']}" for k, s in sorted(result["shapes"].items(), key=lambda kv: int(kv[0]))]
+    lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
     lines += [describe_transition(t) for t in transitions]
     return lines + [f"wrote {ledger} and {manifest}"]
 

@@ -20,7 +20,7 @@ from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
 from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, step
-from harness.fsio import atomic_write, check_writable_dir
+from harness.fsio import atomic_write, check_writable_dir, is_temporary
 from harness.jsonio import write_json_atomic
 from harness.ledger_store import check_paths
 from harness.packing import HARNESS_PACKER, Packer
@@ -82,7 +82,8 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
     runs = []
     for d in shard_dirs:
         d = Path(d)
-        found = sorted((d / "runs").glob("*/manifest.json")) if (d / "runs").is_dir() else []
+        found = sorted(p for p in (d / "runs").glob("*/manifest.json") if not is_temporary(p.parent.name)) \
+            if (d / "runs").is_dir() else []  # a run killed while being written is no shard run
         if (d / "manifest.json").is_file():
             found = [d / "manifest.json"]
         if len(found) != 1:

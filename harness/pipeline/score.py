@@ -15,7 +15,7 @@ from pathlib import Path
 from golden.runs import EXACT, Run, lane_dir
 from golden.store import Golden
 from harness.environment import differences, numerics_differences
-from harness.errors import ScoringError, step
+from harness.errors import ScoringError, check_interrupted, step
 from harness.fsio import check_output_file
 from harness.jsonio import seal, write_json_atomic
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
@@ -58,6 +58,7 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
     reader = golden.outputs()
     with step("score"):
         for start in range(0, len(ids), BATCH_BLOCKS):
+            check_interrupted()
             chunk = ids[start : start + BATCH_BLOCKS]
             gold = reader.select(chunk)
             exact = run.lane(EXACT).select(chunk)

@@ -33,6 +33,7 @@ FILE_KINDS = {
     "ledger": Ledger,
     "promoted-shapes manifest": PromotedShapes,
     "corpus metadata": CorpusMeta,
+    "corpus provenance (each row)": Provenance,
     "output file metadata": OutputsMeta,
 }
 

@@ -20,6 +20,7 @@ from harness.schemas.base import (
     Verdict,
 )
 from harness.schemas.files import CorpusSummary, EnvironmentModel, ModelInfo, NumericsRecord, Reproducibility
+from harness.tolerances import Tolerances
 
 
 class CheckModel(Strict):
@@ -118,7 +119,7 @@ class Score(Strict):
     packer: dict[str, Any]
     corpus: CorpusSummary
     reproducibility: Reproducibility
-    tolerances: dict[str, Any]
+    tolerances: Tolerances = Field(description="the tolerances every verdict was judged with (harness.toml's)")
     shapes: dict[ShapeKey, ShapeScore]
     verification: Reproduction
     throughput: dict[str, Any]

@@ -14,7 +14,8 @@ What it takes to run it outside PyTriton (measured, see docs/triton.md):
 - this interpreter's ``bin`` first on ``PATH`` (otherwise the stub cannot import torch).
 
 Everything the server needs (backend folder, repository copy with the parameters filled in,
-log) lives in one temporary folder removed on stop; the server runs in its own process group,
+log) lives in one temporary folder removed on stop (and by a reaper process when the harness is
+killed before it can stop: :mod:`lanes.triton.reaper`); the server runs in its own process group,
 stopped with SIGTERM and then SIGKILL, and the Python backend's shared-memory regions carry a
 per-server prefix so that any left by a killed stub can be removed by name.
 """
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from harness.errors import BackendError
 from harness.numerics import NumericSettings
+from lanes.triton.reaper import Reaper, start_reaper
 
 MODEL_NAME = "diar_nn_g"
 REPOSITORY = Path(__file__).parent / "model_repository"
@@ -141,6 +143,7 @@ class TritonServer:
         self._lock = threading.Lock()
         self._starts: list[_Start] = []
         self._repo: Path | None = None
+        self._reaper: Reaper | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> TritonServer:
@@ -210,6 +213,8 @@ class TritonServer:
                                           env=server_env(bundle, opts), start_new_session=True,
                                           preexec_fn=_die_with_parent if _main_thread() else None)
         self._starts[-1].pgid = self._proc.pid
+        # cleans up even if this process is SIGKILLed (no finally runs then): see lanes.triton.reaper
+        self._reaper = start_reaper(self._proc.pid, self._shm_prefix, [self._tmp])
         self._wait_ready()
 
     def _wait_ready(self) -> None:
@@ -245,6 +250,9 @@ class TritonServer:
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
                 self._tmp = None
+            if self._reaper is not None:
+                self._reaper.release()
+                self._reaper = None
 
     def kill(self) -> None:
         """SIGKILL the server's process group at once (tests: a server dying mid-run)."""
@@ -278,6 +286,8 @@ class TritonServer:
             if run.tmp.exists():
                 left.append(str(run.tmp))
             left += [str(p) for p in SHM_DIR.glob(f"{run.shm_prefix}*")]
+        if self._reaper is not None and self._reaper.running() and self._proc is None:
+            left.append(f"reaper process {self._reaper.pid}")
         return left
 
 

@@ -1,0 +1,201 @@
+"""Catalogue cases of commands and faults: usage errors, outputs that cannot be written (a folder,
+a file as parent, another user's folder, a full disk), internal errors, signals and memory."""
+
+from __future__ import annotations
+
+from tests.catalogue_setups import (
+    CFG,
+    CONFIG,
+    PROMOTE,
+    QUIET,
+    REPORT,
+    RUN,
+    SCORE,
+    SMALL_GEOMETRY,
+    case,
+    mkdir,
+    plugin,
+    remove,
+    text_file,
+)
+
+# ---------------------------------------------------------------------------- usage
+K = "usage"
+case(K, "blocks-abc", ("corpus", "synth", "x.parquet", "--blocks", "abc"), "--blocks")
+case(K, "blocks-0", ("corpus", "synth", "x.parquet", "--blocks", "0"), "--blocks")
+case(K, "blocks-negative", ("corpus", "synth", "x.parquet", "--blocks", "-3"), "--blocks")
+case(K, "missing-required-option", ("run", *CFG), "--golden")
+case(K, "unknown-option", ("score", "--frobnicate"), "--frobnicate")
+case(K, "no-such-command", ("frobnicate",), "frobnicate")
+case(K, "missing-argument", ("corpus", "wav", "w.parquet"), "Missing argument 'wavs'")
+case(K, "shapes-empty-entry", ("run", "--golden", "goldens/r", "--shapes", "2,,4", *CFG), "an empty entry")
+case(K, "shapes-zero", ("run", "--golden", "goldens/r", "--shapes", "0", *CFG), "--shapes '0'")
+case(K, "shapes-twice", ("run", "--golden", "goldens/r", "--shapes", "2,2", *CFG), "--shapes '2,2'")
+case(K, "seed-over-numpy-range", ("golden", "record", "--seed", str(2**32), *CFG), "--seed")
+case(K, "seed-negative", ("golden", "record", "--seed", "-1", *CFG), "--seed")
+case(K, "shard-0-of-4", ("nightly", "--golden", "goldens/r", "--shard", "0/4", *CFG), "--shard '0/4'")
+case(K, "shard-garbage", ("nightly", "--golden", "goldens/r", "--shard", "half", *CFG), "--shard 'half'")
+case(K, "threads-negative", ("run", "--golden", "goldens/r", "--threads", "-1", *CFG), "--threads")
+case(K, "tolerance-lenient", ("score", "--golden", "goldens/r", "--run", RUN, "--tolerance", "lenient"),
+     "--tolerance 'lenient'")
+case(K, "device-gpu", ("run", "--golden", "goldens/r", "--device", "gpu", *CFG), "--device 'gpu'")
+case(K, "release-empty", ("golden", "record", "--release", "", *CFG), "--release ''")
+case(K, "release-path", ("golden", "record", "--release", "../x", *CFG), "--release '../x'")
+case(K, "corpus-seed-negative", ("corpus", "synth", "x.parquet", "--corpus-seed", "-1", *CFG), "--corpus-seed")
+case(K, "step-negative", ("corpus", "wav", "w.parquet", "a.wav", "--step", "-5", *CFG), "--step")
+case(K, "model-nonsense", ("corpus", "synth", "x.parquet", "--model", "nonsense"), "model spec 'nonsense'")
+case(K, "model-no-module", ("corpus", "synth", "x.parquet", "--model", "no_such_module_x:make"),
+     "cannot import 'no_such_module_x'")
+case(K, "plugin-geometry-misspelt", ("corpus", "synth", "x.parquet", "--model", "geo_typo:make"),
+     "max_simultanous", plugin("geo_typo", {**{k: v for k, v in SMALL_GEOMETRY.items() if k != "max_simultaneous"},
+                                            "max_simultanous": 2}))
+case(K, "plugin-geometry-missing-key", ("corpus", "synth", "x.parquet", "--model", "geo_missing:make"),
+     "frame_step", plugin("geo_missing", {k: v for k, v in SMALL_GEOMETRY.items() if k != "frame_step"}))
+case(K, "plugin-geometry-zero", ("corpus", "synth", "x.parquet", "--model", "geo_zero:make"),
+     "window_samples", plugin("geo_zero", {**SMALL_GEOMETRY, "window_samples": 0}))
+case(K, "laws-packer-missing", ("laws", "--packer-cmd", "/nonexistent/packer", "--examples", "1"), "packer")
+case(K, "laws-examples-0", ("laws", "--examples", "0"), "--examples")
+case(K, "serve-without-triton", ("serve", "--model", "small"), "triton")
+case(K, "backend-ftp", ("golden", "verify", "goldens/r", "--backend", "ftp:nope", *CFG), "--backend 'ftp:nope'")
+case(K, "concurrency-in-process", ("run", "--golden", "goldens/r", "--concurrency", "4", *CFG), "--concurrency")
+case(K, "merge-not-a-shard", ("merge", "goldens", "--golden", "goldens/r", *CFG), "expected one shard run")
+case(K, "merge-no-shards", ("merge", "--golden", "goldens/r", *CFG), "Missing argument 'shards'")
+case(K, "corpus-path-a-directory", ("corpus", "show", "goldens", *CFG), "is a directory")
+case(K, "packer-and-packer-cmd", ("run", "--golden", "goldens/r", "--packer", "harness", "--packer-cmd", "cat", *CFG,
+                                  *QUIET), "give one packer")
+case(K, "ledger-shape-0", ("ledger", "--shape", "0"), "--shape")
+case(K, "demo-blocks-0", ("demo", "--blocks", "0"), "--blocks")
+case(K, "verify-other-model-spec", ("golden", "verify", "goldens/r", "--model", "nonsense"), "model spec 'nonsense'")
+
+# ---------------------------------------------------------------------------- memory
+K = "memory"
+case(K, "run-huge-padded-shape", ("run", "--golden", "goldens/r", "--shapes", "100000", "--pad-to-fixed", *CFG,
+                                  *QUIET), "memory")
+case(K, "nightly-huge-padded-shape", ("nightly", "--golden", "goldens/r", "--shapes", "2,100000", *CFG, *QUIET),
+     "memory", text_file("harness.toml", CONFIG.replace("[shapes]\n", "[shapes]\npad_to_fixed = true\n")))
+
+# ---------------------------------------------------------------------------- output faults
+K = "output"
+case(K, "score-out-a-directory", (*SCORE[:-2], "--out", "goldens", *CFG), "it is a directory")
+case(K, "score-out-under-a-file", (*SCORE[:-2], "--out", "c.parquet/s.json", *CFG), "is a file")
+case(K, "score-out-inside-golden", (*SCORE[:-2], "--out", "goldens/r/s.json", *CFG), "sealed")
+case(K, "synth-out-exists", ("corpus", "synth", "c.parquet", *CFG), "the file exists")
+case(K, "synth-out-a-directory", ("corpus", "synth", "goldens", *CFG), "it is a directory")
+case(K, "synth-out-under-a-file", ("corpus", "synth", "a.wav/x/c.parquet", *CFG), "is a file")
+case(K, "report-out-a-file", (*REPORT[:-2], "--out", "c.parquet"), "is a file")
+case(K, "junit-a-directory", (*REPORT, "--junit", "goldens"), "it is a directory")
+case(K, "ledger-is-manifest", (*PROMOTE, "--ledger", "l.json", "--manifest", "l.json"), "same file")
+case(K, "record-goldens-a-file", ("golden", "record", "--corpus", "c.parquet", "--goldens", "c.parquet",
+                                  "--release", "n", *CFG, *QUIET), "is a file")
+case(K, "record-release-exists", ("golden", "record", "--corpus", "c.parquet", *CFG, *QUIET), "exists")
+case(K, "run-runs-under-a-file", ("run", "--golden", "goldens/r", "--runs", "a.wav/runs", *CFG, *QUIET), "is a file")
+case(K, "nightly-out-a-file", ("nightly", "--golden", "goldens/r", "--out", "c.parquet", *CFG, *QUIET), "is a file")
+case(K, "nightly-ledger-a-directory", ("nightly", "--golden", "goldens/r", "--out", "n", "--ledger", "runs", *CFG,
+                                       *QUIET), "it is a directory")
+case(K, "nightly-bad-ledger-before-work", ("nightly", "--golden", "goldens/r", "--out", "n", "--ledger",
+                                           "ledger.json", *CFG, *QUIET), "not a harness ledger",
+     text_file("ledger.json", "[]"))
+case(K, "merge-out-a-file", ("merge", "n1", "--golden", "goldens/r", "--out", "c.parquet", *CFG), "is a file",
+     mkdir("n1"))
+case(K, "demo-out-a-file", ("demo", "--out", "c.parquet", "--model", "small", *QUIET), "is a file")
+case(K, "wav-out-a-directory", ("corpus", "wav", "goldens", "a.wav", *CFG), "it is a directory")
+
+# unwritable folders (another user: uid 65534 when the tests run as root)
+U = "unwritable"
+case(U, "corpus-synth", ("corpus", "synth", "ro/c.parquet", *CFG), "ro", how="nobody")
+case(U, "golden-record", ("golden", "record", "--corpus", "c.parquet", "--goldens", "ro", "--release", "n", *CFG,
+                          *QUIET), "ro", how="nobody")
+case(U, "run", ("run", "--golden", "goldens/r", "--runs", "ro/runs", *CFG, *QUIET), "ro", how="nobody")
+case(U, "score", (*SCORE[:-2], "--out", "ro/s.json", *CFG), "ro", how="nobody")
+case(U, "promote", (*PROMOTE, "--ledger", "ro/l.json", "--manifest", "ro/m.json"), "ro", how="nobody")
+case(U, "nightly", ("nightly", "--golden", "goldens/r", "--out", "ro/n", "--ledger", "ro/l.json", *CFG, *QUIET),
+     "ro", how="nobody")
+case(U, "report", (*REPORT[:-2], "--out", "ro/rep"), "ro", how="nobody")
+case(U, "unreadable-config", ("corpus", "show", "c.parquet", "--config", "ro/secret.toml"), "secret.toml",
+     how="nobody")
+case(U, "unreadable-corpus", ("corpus", "show", "ro/secret.parquet", *CFG), "secret.parquet", how="nobody")
+
+# disk full (HARNESS_FAULT=enospc:<point>)
+F = "disk full"
+
+
+def enospc(point: str) -> tuple[tuple[str, str], ...]:
+    return (("HARNESS_FAULT", f"enospc:{point}"),)
+
+
+case(F, "corpus-synth", ("corpus", "synth", "x.parquet", *CFG), "No space left", env=enospc("parquet:x.parquet"))
+case(F, "corpus-wav", ("corpus", "wav", "w.parquet", "a.wav", *CFG), "No space left",
+     env=enospc("parquet:w.parquet"))
+case(F, "golden-record-outputs", ("golden", "record", "--corpus", "c.parquet", "--release", "n", *CFG, *QUIET),
+     "No space left", env=enospc("parquet:op1.parquet"))
+case(F, "golden-record-rename", ("golden", "record", "--corpus", "c.parquet", "--release", "n", *CFG, *QUIET),
+     "No space left", env=enospc("rename:n"))
+case(F, "run", ("run", "--golden", "goldens/r", *CFG, *QUIET), "No space left", env=enospc("parquet:op2.parquet"))
+case(F, "score", SCORE, "No space left", env=enospc("write:s2.json"))
+case(F, "promote-journal", PROMOTE, "No space left", env=enospc("write:.ledger.json.journal"),
+     setup=remove("ledger.json"))
+case(F, "report", REPORT, "No space left", env=enospc("write:report.md"))
+case(F, "nightly", ("nightly", "--golden", "goldens/r", "--out", "n", *CFG, *QUIET), "No space left",
+     env=enospc("parquet:op0.parquet"))
+
+# internal errors (HARNESS_FAULT=bug:<point>): status 3, one line naming the command and step
+B = "internal"
+
+
+def bug(point: str) -> tuple[tuple[str, str], ...]:
+    return (("HARNESS_FAULT", f"bug:{point}"),)
+
+
+case(B, "corpus-synth", ("corpus", "synth", "x.parquet", *CFG), "internal error in 'corpus synth'", status=3,
+     env=bug("parquet:x.parquet"))
+case(B, "golden-record", ("golden", "record", "--corpus", "c.parquet", "--release", "n", *CFG, *QUIET),
+     "exact lane x2", status=3, env=bug("parquet:op0.parquet"))
+case(B, "run", ("run", "--golden", "goldens/r", *CFG, *QUIET), "internal error in 'run'", status=3,
+     env=bug("parquet:op0.parquet"))
+case(B, "score", SCORE, "internal error in 'score'", status=3, env=bug("write:s2.json"))
+case(B, "promote", PROMOTE, "commit ledger and manifest", status=3, env=bug("promote:before-journal"),
+     setup=remove("ledger.json"))
+case(B, "report", REPORT, "internal error in 'report'", status=3, env=bug("write:report.html"))
+case(B, "nightly-subprocess", ("nightly", "--golden", "goldens/r", "--out", "n", *CFG, *QUIET),
+     "internal error in 'nightly'", status=3, env=bug("parquet:op1.parquet"), how="subprocess")
+
+# signals: SIGINT (Ctrl-C) and SIGTERM (a CI job cancelled) while a slowed command works
+S = "signal"
+SLOW = (("HARNESS_SLOW_SECONDS", "1"),)
+SLOWREC = ("golden", "record", "--corpus", "c.parquet", "--release", "n", "--model", "lanes.controls:slow", *CFG,
+           *QUIET)
+SLOWRUN = ("run", "--golden", "goldens/slow", "--model", "lanes.controls:slow", *CFG, *QUIET)
+SLOWNIGHT = ("nightly", "--golden", "goldens/slow", "--out", "n", "--model", "lanes.controls:slow", *CFG, *QUIET)
+case(S, "sigint-golden-record", SLOWREC, "nothing partial was written as complete", env=SLOW, how="SIGINT",
+     wait_for="goldens/.n.tmp-*/.op0.parquet.tmp-*")
+case(S, "sigterm-golden-record", SLOWREC, "nothing partial was written as complete", env=SLOW, how="SIGTERM",
+     wait_for="goldens/.n.tmp-*/corpus.parquet")
+case(S, "sigint-run", SLOWRUN, "nothing partial was written as complete", env=SLOW, how="SIGINT",
+     wait_for="runs/.*.tmp-*")
+case(S, "sigterm-run", SLOWRUN, "nothing partial was written as complete", env=SLOW, how="SIGTERM",
+     wait_for="runs/.*.tmp-*")
+case(S, "sigint-nightly", SLOWNIGHT, "nothing partial was written as complete", env=SLOW, how="SIGINT",
+     wait_for="n/runs/.*.tmp-*")
+case(S, "sigterm-nightly", SLOWNIGHT, "nothing partial was written as complete", env=SLOW, how="SIGTERM",
+     wait_for="n/runs/.*.tmp-*")
+
+
+# the same signals delivered at exact points (HARNESS_FAULT=term|int:<point>), in-process: mid-write, before
+# a rename, between the files of a report; the command stops at its next check point
+
+
+def signal_at(action: str, point: str) -> tuple[tuple[str, str], ...]:
+    return (("HARNESS_FAULT", f"{action}:{point}"),)
+
+
+case(S, "sigterm-writing-a-corpus", ("corpus", "synth", "x.parquet", "--blocks", "40", *CFG),
+     "interrupted (SIGTERM)", env=signal_at("term", "parquet:x.parquet"))
+case(S, "sigint-writing-golden-outputs", ("golden", "record", "--corpus", "c.parquet", "--release", "n", *CFG,
+                                          *QUIET), "interrupted (SIGINT)", env=signal_at("int", "parquet:op1.parquet"))
+case(S, "sigterm-before-the-score-is-renamed", SCORE, "interrupted (SIGTERM)", env=signal_at("term", "write:s2.json"))
+case(S, "sigterm-between-report-pages", REPORT, "interrupted (SIGTERM)", env=signal_at("term", "write:report.md"))
+case(S, "sigint-before-the-ledger-journal", PROMOTE, "interrupted (SIGINT)",
+     env=signal_at("int", "promote:before-journal"), setup=remove("ledger.json"))
+case(S, "sigterm-writing-a-run", ("run", "--golden", "goldens/r", *CFG, *QUIET), "interrupted (SIGTERM)",
+     env=signal_at("term", "parquet:calls.parquet"))
+
