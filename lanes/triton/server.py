@@ -23,7 +23,6 @@ per-server prefix so that any left by a killed stub can be removed by name.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -31,8 +30,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -45,6 +42,14 @@ from pathlib import Path
 from harness.errors import BackendError
 from harness.numerics import NumericSettings
 from lanes.triton.reaper import Reaper, start_reaper
+from lanes.triton.repository import (  # noqa: F401 (re-exported: the server's tests and tools use them)
+    Bundle,
+    assemble_backend,
+    copy_repository,
+    copy_verbatim,
+    fill_config,
+    server_env,
+)
 
 MODEL_NAME = "diar_nn_g"
 REPOSITORY = Path(__file__).parent / "model_repository"
@@ -84,39 +89,6 @@ class ServerOptions:
     def __post_init__(self) -> None:
         if self.instances < 1:
             raise BackendError(f"Triton server: instances must be >= 1, got {self.instances}")
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """Where the wheel keeps the server binary, its libraries and the Python backend pieces."""
-
-    binary: Path
-    libs: Path
-    backend_lib: Path
-    backend_utils: Path
-    stub: Path
-
-    @classmethod
-    def find(cls) -> Bundle:
-        try:
-            import pytriton
-        except ImportError:
-            raise BackendError("Triton server: the bundled tritonserver comes with nvidia-pytriton; "
-                               "install the 'triton' extra (pip install '.[triton]')") from None
-        root = Path(pytriton.__file__).parent
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        bundle = cls(
-            binary=root / "tritonserver" / "bin" / "tritonserver",
-            libs=root.parent / "nvidia_pytriton.libs",
-            backend_lib=root / "tritonserver" / "backends" / "python" / "libtriton_python.so",
-            backend_utils=root / "tritonserver" / "backends" / "python" / "triton_python_backend_utils.py",
-            stub=root / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub",
-        )
-        for name, path in vars(bundle).items():
-            if not path.exists():
-                raise BackendError(f"Triton server: {name} not found at {path} (nvidia-pytriton install "
-                                   f"incomplete, or no stub for Python {version})")
-        return bundle
 
 
 @dataclass
@@ -185,7 +157,7 @@ class TritonServer:
         self._tmp = Path(tempfile.mkdtemp(prefix="diar-triton-"))
         self._starts.append(_Start(0, self._tmp, self._shm_prefix))
         backends = self._tmp / "backends"
-        _assemble_backend(bundle, backends / "python")
+        assemble_backend(bundle, backends / "python")
         repo = self._tmp / "model_repository"
         if opts.verbatim:
             copy_verbatim(opts.repository or REPOSITORY, repo)
@@ -314,59 +286,6 @@ def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None
 
 
 # -- building blocks ---------------------------------------------------------------------------
-def copy_repository(source: Path, dest: Path, options: ServerOptions) -> None:
-    """Copy a model repository, filling in every ``config.pbtxt``'s parameters and instances."""
-    source = Path(source)
-    if not source.is_dir():
-        raise BackendError(f"Triton server: model repository {source} does not exist")
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    params = {
-        "MODEL_SPEC": options.model_spec,
-        "SEED": str(int(options.seed)),
-        "DEVICE": options.device,
-        "NUMERICS": json.dumps(options.numerics.to_dict(), sort_keys=True),
-        "PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in options.extra_pythonpath),
-    }
-    for config in dest.glob("*/config.pbtxt"):
-        config.write_text(fill_config(config.read_text(), params, options.instances))
-
-
-def copy_verbatim(source: Path, dest: Path) -> None:
-    """Copy a model repository unchanged (only Python caches are left out: they belong to no release)."""
-    source = Path(source)
-    if not source.is_dir():
-        raise BackendError(f"Triton server: model repository {source} does not exist")
-    if not any(p.is_dir() for p in source.iterdir()):
-        raise BackendError(f"Triton server: model repository {source} holds no model folder")
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-
-
-def fill_config(text: str, params: dict[str, str], instances: int) -> str:
-    """Set each parameter (replacing its one-line entry, or appending one) and the instance count."""
-    for key, value in params.items():
-        line = f'parameters {{ key: "{key}" value: {{ string_value: "{_pbtxt_escape(value)}" }} }}'
-        pattern = re.compile(rf'^parameters\s*\{{\s*key:\s*"{re.escape(key)}".*$', re.MULTILINE)
-        text, n = pattern.subn(lambda _m, line=line: line, text)
-        if n == 0:
-            text = text.rstrip("\n") + "\n" + line + "\n"
-    count = re.compile(r"(instance_group\s*\[.*?count:\s*)\d+", re.DOTALL)
-    text, n = count.subn(rf"\g<1>{int(instances)}", text)
-    if n == 0:
-        text = text.rstrip("\n") + f"\ninstance_group [ {{ kind: KIND_CPU, count: {int(instances)} }} ]\n"
-    return text
-
-
-def server_env(bundle: Bundle, options: ServerOptions) -> dict[str, str]:
-    env = dict(os.environ)
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    env["LD_LIBRARY_PATH"] = _join(str(bundle.libs), libdir, env.get("LD_LIBRARY_PATH", ""))
-    env["PATH"] = _join(str(Path(sys.executable).parent), env.get("PATH", ""))
-    project_root = str(Path(__file__).resolve().parents[2])  # works from a source checkout too
-    env["PYTHONPATH"] = _join(*(str(Path(p).resolve()) for p in options.extra_pythonpath), project_root,
-                              env.get("PYTHONPATH", ""))
-    return env
-
-
 def summarize_log(text: str, lines: int = _LOG_TAIL) -> str:
     """Triton logs its reason for failing once, early, as an ``E`` line; the end of the log only
     says "failed to load all models". So: error lines first, then the tail."""
@@ -392,13 +311,6 @@ def remove_shm(prefix: str) -> None:
     for path in SHM_DIR.glob(f"{prefix}*"):
         with contextlib.suppress(OSError):
             path.unlink()
-
-
-def _assemble_backend(bundle: Bundle, folder: Path) -> None:
-    folder.mkdir(parents=True)
-    shutil.copy2(bundle.backend_lib, folder / bundle.backend_lib.name)
-    shutil.copy2(bundle.backend_utils, folder / bundle.backend_utils.name)
-    shutil.copy2(bundle.stub, folder / bundle.stub.name)
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
@@ -464,12 +376,3 @@ def _http_ok(url: str) -> bool:
             return response.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-def _pbtxt_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _join(*parts: str) -> str:
-    return os.pathsep.join(p for p in parts if p)
-
