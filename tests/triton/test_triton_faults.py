@@ -108,3 +108,66 @@ def test_broken_repository_fails_startup_with_the_log(tmp_path):
     assert message.startswith("Triton server exited during startup")
     assert "deliberately broken model" in message  # the log's last lines say why
     assert not server.running() and server.leftovers() == []
+
+
+def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path):
+    """``harness serve`` SIGKILLed (no chance to stop its server): its reaper stops the server's
+    process group and removes the temporary folder and the backend's shared-memory files."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lanes.triton.server import SHM_DIR, group_members
+
+    before_tmp = set(Path("/tmp").glob("diar-triton-*"))
+    before_shm = set(SHM_DIR.glob("diar_triton_*"))
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--model", "small", "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 240
+        line = ""
+        while "served at" not in line and time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+        assert "served at" in line, f"serve did not come up: {line!r} (exit {proc.poll()})"
+        new_tmp = set(Path("/tmp").glob("diar-triton-*")) - before_tmp
+        new_shm = set(SHM_DIR.glob("diar_triton_*")) - before_shm
+        assert new_tmp, "the server's temporary folder should exist while it runs"
+        servers = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                   if _comm(pid) == "tritonserver" and _tree_has(pid, proc.pid)]
+        assert servers, "no tritonserver process under harness serve"
+        pgid = os.getpgid(servers[0])
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (group_members(pgid) or any(p.exists() for p in new_tmp)
+                                           or any(p.exists() for p in new_shm)):
+        time.sleep(0.2)
+    assert group_members(pgid) == [], "a server process outlived its harness"
+    assert not any(p.exists() for p in new_tmp), sorted(map(str, new_tmp))
+    assert not any(p.exists() for p in new_shm), sorted(map(str, new_shm))
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rfind(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _tree_has(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = _parent(pid)
+    return False
