@@ -114,7 +114,6 @@ def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path
     """``harness serve`` SIGKILLed (no chance to stop its server): its reaper stops the server's
     process group and removes the temporary folder and the backend's shared-memory files."""
     import os
-    import signal
     import subprocess
     import sys
     import time
