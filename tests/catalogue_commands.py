@@ -57,6 +57,8 @@ case(K, "laws-packer-missing", ("laws", "--packer-cmd", "/nonexistent/packer", "
 case(K, "laws-examples-0", ("laws", "--examples", "0"), "--examples")
 case(K, "serve-without-triton", ("serve", "--model", "small"), "triton")
 case(K, "backend-ftp", ("golden", "verify", "goldens/r", "--backend", "ftp:nope", *CFG), "--backend 'ftp:nope'")
+case(K, "ray-workers-0", ("nightly", "--golden", "goldens/r", "--ray", "local", "--ray-workers", "0", *CFG),
+     "--ray-workers 0")
 case(K, "concurrency-in-process", ("run", "--golden", "goldens/r", "--concurrency", "4", *CFG), "--concurrency")
 case(K, "merge-not-a-shard", ("merge", "goldens", "--golden", "goldens/r", *CFG), "expected one shard run")
 case(K, "merge-no-shards", ("merge", "--golden", "goldens/r", *CFG), "Missing argument 'shards'")

@@ -306,3 +306,12 @@ case(K, "run-calls-other-schema", SCORE, "calls.parquet",
 case(K, "run-calls-flipped-resealed", SCORE, "calls.parquet", forge_run_file("calls.parquet", flip_page_byte))
 case(K, "run-exact-rows-missing", SCORE, "exact",
      forge_run_file("exact/op0.parquet", lambda p: pq.write_table(pq.read_table(p).slice(0, 8), p)))
+
+K = "capture"
+AUDIT = ("audit", "--golden-model", "small", "--threads", "1", *QUIET)
+case(K, "capture-missing", (*AUDIT, "missing.parquet"), "capture file not found")
+case(K, "capture-not-parquet", (*AUDIT, "cap.parquet"), "not a readable Parquet capture file",
+     text_file("cap.parquet", "hello"))
+case(K, "capture-is-a-corpus", (*AUDIT, "c.parquet"), "corpus")
+case(K, "capture-is-a-golden-output", (*AUDIT, "goldens/r/op0.parquet"), "output file")
+case(K, "capture-is-a-folder", (*AUDIT, "goldens/r"), "goldens/r")
