@@ -7,8 +7,11 @@ file lists it in, and shards never overlap.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
@@ -65,8 +68,57 @@ class BlockRange:
             object.__setattr__(self, "_member_set", cached)
         return cached
 
+    @property
+    def blocks(self) -> int:
+        return len(self.ids)
+
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class RequestRange:
+    """Shard ``index`` of ``count`` of a production capture: its requests ``first`` .. ``stop - 1`` (file rows).
+
+    Why whole requests: a worker reads its shard straight from the capture, row group by row group,
+    and each captured block is re-run alone (the exact lane), so any cut makes the same calls; whole
+    consecutive requests keep the driver's walk over the capture (scoring in file order) and the
+    shards' results in the same order. ``blocks``: the real blocks the shard holds (what it costs)."""
+
+    index: int  # 1..count
+    count: int
+    first: int
+    stop: int
+    blocks: int
+
+    @property
+    def rows(self) -> range:
+        return range(self.first, self.stop)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def request_ranges(blocks_per_request: Sequence[int], count: int) -> list[RequestRange]:
+    """The capture's requests (in file order, with their real block counts) cut into at most ``count``
+    consecutive shards of whole requests, as even in blocks as whole requests allow; never an empty
+    shard (fewer shards when there are fewer requests)."""
+    sizes = [int(n) for n in blocks_per_request]
+    if count < 1:
+        raise HarnessError(f"request ranges need a shard count >= 1 (got {count})")
+    if not sizes:
+        raise HarnessError("nothing to shard: the capture holds no request")
+    count = min(count, len(sizes))
+    cumulative = list(itertools.accumulate(sizes))
+    total = cumulative[-1]
+    bounds = [0]
+    for j in range(1, count):
+        # the first request past j/count of the blocks (of the requests, when none holds a block)
+        cut = bisect.bisect_left(cumulative, j * total / count) + 1 if total else j * len(sizes) // count
+        bounds.append(min(max(cut, bounds[-1] + 1), len(sizes) - (count - j)))
+    bounds.append(len(sizes))
+    return [RequestRange(j + 1, count, bounds[j], bounds[j + 1], sum(sizes[bounds[j] : bounds[j + 1]]))
+            for j in range(count)]
 
 
 def block_ranges(block_ids: list[str], group: int, count: int) -> list[BlockRange]:

@@ -67,14 +67,32 @@ class CaptureReader:
                 raise CaptureError(f"{self.path}: column {name!r} has type {type_name(got)}, expected "
                                    f"{_expected(name, self.geometry.frames_per_window)}")
 
-    def requests(self) -> Iterator[CapturedRequest]:
-        """Every request in file order; refuses the first unreadable row (one line naming it)."""
+    def requests(self, rows: range | None = None) -> Iterator[CapturedRequest]:
+        """Every request in file order (or those of file ``rows``: a shard's, the row groups outside it
+        not even read); refuses the first unreadable row (one line naming it)."""
         seen: set[str] = set()
+        want = range(len(self)) if rows is None else rows
         row = 0
         for i in range(self.file.metadata.num_row_groups):
-            table = read_row_group(self.file, i, self.path, "capture", CaptureError, columns=list(COLUMNS))
-            yield from _rows(table, self.geometry, str(self.path), row, seen)
-            row += table.num_rows
+            size = self.file.metadata.row_group(i).num_rows
+            start, stop = max(want.start, row), min(want.stop, row + size)
+            if start < stop:
+                table = read_row_group(self.file, i, self.path, "capture", CaptureError, columns=list(COLUMNS))
+                yield from _rows(table.slice(start - row, stop - start), self.geometry, str(self.path), start, seen)
+            row += size
+
+    def block_counts(self) -> np.ndarray:
+        """The real (non-padding) blocks of every request, in file order, from the layout column alone:
+        what cutting a capture in shards of even cost needs, without reading its tensors."""
+        counts = []
+        for i in range(self.file.metadata.num_row_groups):
+            column = read_row_group(self.file, i, self.path, "capture", CaptureError,
+                                    columns=["segments"]).column("segments").combine_chunks()
+            real = ~column.values.field("padding").to_numpy(zero_copy_only=False).astype(bool)
+            ends = np.concatenate([[0], np.cumsum(real, dtype=np.int64)])
+            offsets = column.offsets.to_numpy()
+            counts.append(ends[offsets[1:]] - ends[offsets[:-1]])
+        return np.concatenate(counts) if counts else np.zeros(0, np.int64)
 
 
 def _type_ok(name: str, got: pa.DataType, frames: int) -> bool:

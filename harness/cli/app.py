@@ -87,9 +87,10 @@ RayOpt = Annotated[str | None, typer.Option(
     "CPUs on --device cpu) holds the model; --out must be a folder every node mounts. Needs the 'ray' extra.")]
 RayWorkersOpt = Annotated[int | None, typer.Option("--ray-workers", help="With --ray: workers to start (default: one "
                                                    "per GPU, or per --threads CPUs, the cluster offers).")]
-RayShardsOpt = Annotated[int | None, typer.Option("--ray-shards", help="With --ray: shards to cut the corpus in "
-                                                  "(default: 4 per worker; whole groups of the corpus, never more "
-                                                  "than it holds). The result does not depend on it.")]
+RayShardsOpt = Annotated[int | None, typer.Option("--ray-shards", help="With --ray: shards to cut the corpus (or "
+                                                  "capture) in (default: 4 per worker; whole groups of the corpus, "
+                                                  "whole requests of a capture, never more than it holds). The "
+                                                  "result does not depend on it.")]
 RayRetriesOpt = Annotated[int, typer.Option("--ray-retries", help="With --ray: restarts of a worker that died (killed, "
                                             "out of memory, node lost), each rerunning the shard it held.")]
 

@@ -12,10 +12,16 @@ from harness.cli.app import (
     DeviceOpt,
     MkldnnOpt,
     ProgressOpt,
+    RayAcceleratorOpt,
+    RayOpt,
+    RayRetriesOpt,
+    RayShardsOpt,
+    RayWorkersOpt,
     SeedOpt,
     ThreadsOpt,
     ToleranceOpt,
     app,
+    ray_options,
     resolve_config,
     say,
 )
@@ -33,7 +39,8 @@ def audit_cmd(
     Path("audit"),
     tolerance: ToleranceOpt = None,
     config: ConfigOpt = None, seed: SeedOpt = None, device: DeviceOpt = None, mkldnn: MkldnnOpt = None,
-    threads: ThreadsOpt = None, progress: ProgressOpt = True,
+    threads: ThreadsOpt = None, progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
+    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
 ) -> None:
     """Audit production traffic: the packing laws on every captured request, then every captured block re-run
     alone on the golden model and the served outputs scored against it per OP (the same judges and tolerances as a
@@ -42,11 +49,16 @@ def audit_cmd(
     Exit 0 when every law holds and every OP passes; 1 when a packing law is broken (the audit stops before any
     model runs, naming the request, the block and the law) or an OP fails (a capture served by another model is
     named first); 2 when the capture cannot be read or the audit cannot run. Never touches the ledger.
+
+    With --ray the laws are still judged here; the re-runs are cut in shards of whole captured requests, run by
+    Ray workers (one per GPU) that read the capture themselves (a file every node mounts, like --out), and
+    scored here: the same audit as one process.
     """
     from harness.pipeline.audit import run_audit
 
     cfg = resolve_config(config, golden_model, seed, mkldnn, threads, device=device, tolerance=tolerance)
-    outcome = run_audit(cfg, capture, out, progress)
+    outcome = run_audit(cfg, capture, out, progress,
+                        ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator))
     for line in outcome.lines:
         say(line)
     if not outcome.passed:

@@ -15,6 +15,10 @@ Two passes over the capture (:mod:`harness.capture`), each row group by row grou
 Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`), ``junit.xml`` and the
 report's "production audit" section (``report.html``, ``report.md``). The audit judges traffic, not
 a candidate shape: it never touches the ledger or the promoted-shapes manifest.
+
+Where the exact lane runs is a :class:`Rerun`: this process (:class:`InProcessRerun`), or Ray workers
+(``--ray``: :mod:`harness.pipeline.ray_audit`). The laws, the scoring and the files are this module's
+either way, so both give the same audit.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from harness.capture.laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import AuditFile, headline
-from harness.capture.schema import CaptureError
+from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
 from harness.errors import ScoringError, step
 from harness.fsio import check_writable_dir
@@ -59,8 +64,13 @@ class AuditOutcome:
         return self.result["verdict"] == "pass"
 
 
-def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool) -> AuditOutcome:
-    """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``)."""
+def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray=None) -> AuditOutcome:
+    """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``);
+    with ``ray`` (:class:`harness.pipeline.distributed.RayOptions`) the exact lane runs on Ray workers."""
+    if ray is not None:
+        from harness.pipeline.ray_audit import audit_on_ray
+
+        return audit_on_ray(cfg, capture, out, ray, progress)
     from harness.pipeline.backends import make_backend
 
     return audit_capture(capture, out, cfg, lambda: make_backend(cfg), progress=progress)
@@ -68,7 +78,63 @@ def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool) -> A
 
 def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Callable[[], object],
                   progress: bool = False) -> AuditOutcome:
-    """Judge ``capture`` (module doc); ``make_backend`` is called only once every law holds."""
+    """Judge ``capture`` (module doc) in this process; ``make_backend`` is called only once every law holds."""
+    return judge_capture(capture, out, cfg, InProcessRerun(cfg, make_backend), progress)
+
+
+class Rerun(Protocol):
+    """Where the exact lane's outputs come from: this process's model (:class:`InProcessRerun`) or Ray
+    workers' (:mod:`harness.pipeline.ray_audit`). Judging and writing are the same either way, so the
+    audit is the same whichever ran the blocks."""
+
+    label: str  # the scoring pass's progress label
+
+    def start(self, reader: CaptureReader, survey: Survey) -> dict:
+        """Called once every law holds: get ready to answer (build the model, or run the shards); returns
+        the golden model (:class:`harness.capture.result.GoldenModel`)."""
+
+    def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
+        """The exact lane's output of each of ``request``'s blocks, by block id; called in file order."""
+
+    def close(self) -> None: ...
+
+
+class InProcessRerun:
+    """The exact lane on a model built in this process, one request's blocks at a time."""
+
+    label = "re-run alone"
+
+    def __init__(self, cfg: ReleaseConfig, make_backend: Callable[[], object]) -> None:
+        self.cfg, self.make_backend, self.backend, self.lane = cfg, make_backend, None, None
+        self.log: list = []  # the lane's call records: not kept (memory stays one row group, whatever the capture)
+
+    def start(self, reader: CaptureReader, survey: Survey) -> dict:
+        from lanes.lanes import ExactLane
+
+        self.backend = self.make_backend()
+        check_geometry(reader, self.backend.geometry, self.cfg)
+        self.lane = ExactLane(self.backend, self.cfg.release_shapes, self.log)
+        return golden_model(self.cfg, self.backend)
+
+    def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
+        self.log.clear()
+        return rerun_blocks(self.lane, request, blocks)
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+
+def rerun_blocks(lane, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
+    """Each block alone through the exact lane (one call per block), by block id. A voiceprint block without
+    rows sends nothing (as the engine): it is answered with no rows, without a call."""
+    sending = [b for b in blocks if b.rows or not request.op.is_voiceprint]
+    return dict(zip([b.id for b in sending], lane.run(sending), strict=True))
+
+
+def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, progress: bool = False) -> AuditOutcome:
+    """The laws on every request (here, before ``rerun`` starts), then the served outputs scored against
+    what ``rerun`` gives for each block alone, then the files."""
     _refuse_noise_floor(cfg)
     reader = CaptureReader(capture)
     check_writable_dir(out, "audit folder")
@@ -88,26 +154,19 @@ def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Ca
         lines += [v.line() for v in survey.violations[:5]]
         return _write(out, result, lines)
     lines.append(f"laws: {', '.join(survey.laws()['judged'])} hold on all {survey.requests} requests")
-    backend = make_backend()
     try:
-        if backend.geometry != reader.geometry:
-            diff = [f"{k} {v} (capture) vs {getattr(backend.geometry, k)} (golden model)"
-                    for k, v in reader.geometry.to_dict().items() if getattr(backend.geometry, k) != v]
-            raise CaptureError(f"{capture}: the capture's requests were cut for another geometry than the golden "
-                               f"model {cfg.model.spec!r} declares: {'; '.join(diff)} (re-run them on the model that "
-                               "served them: --golden-model)")
-        golden = _golden_model(cfg, backend)
-        matches = set(survey.fingerprints) == {backend.fingerprint}
+        golden = rerun.start(reader, survey)
+        matches = set(survey.fingerprints) == {golden["fingerprint"]}
         if not matches:
             lines.insert(0, _model_line(survey, golden))
         if set(survey.devices) != {golden["device_kind"]}:
             lines.append(f"served on {', '.join(sorted(survey.devices))}; re-run on {golden['device_kind']}: what "
                          "differs between the devices is judged by the tolerances")
-        with step("exact lane + score"), progress_bar(f"audit: {survey.blocks} blocks re-run alone", survey.blocks,
-                                                      progress) as tick:
-            ops = _rerun_and_score(reader, backend, cfg, survey, tick)
+        with step("exact lane + score"), progress_bar(f"audit: {survey.blocks} blocks {rerun.label}", survey.blocks,
+                                                      progress, unit="blocks") as tick:
+            ops = _score(reader, rerun, cfg, survey, tick)
     finally:
-        backend.close()
+        rerun.close()
     result = _finish({**fields, "golden_model": golden, "fingerprint_matches": matches, "ops": ops})
     for op, o in sorted(ops.items()):
         v = o["verdict"]
@@ -117,6 +176,16 @@ def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Ca
             first = f" ({v['reasons'][0]})" if v["reasons"] else (" (bitwise)" if v["metrics"]["bitwise"] else "")
             lines.append(f"OP {op}: {'PASS' if v['passed'] else 'FAIL'} over {o['blocks']} blocks{first}")
     return _write(out, result, lines)
+
+
+def check_geometry(reader: CaptureReader, geometry, cfg: ReleaseConfig) -> None:
+    """The captured requests must have been cut for the golden model's geometry (else exit 2)."""
+    if geometry != reader.geometry:
+        diff = [f"{k} {v} (capture) vs {getattr(geometry, k)} (golden model)"
+                for k, v in reader.geometry.to_dict().items() if getattr(geometry, k) != v]
+        raise CaptureError(f"{reader.path}: the capture's requests were cut for another geometry than the golden "
+                           f"model {cfg.model.spec!r} declares: {'; '.join(diff)} (re-run them on the model that "
+                           "served them: --golden-model)")
 
 
 # ------------------------------------------------------------------------------------------ pass 2
@@ -165,24 +234,18 @@ class _Batches:
         self.evidence.add(side[0], side[1])
 
 
-def _rerun_and_score(reader: CaptureReader, backend, cfg: ReleaseConfig, survey: Survey, tick) -> dict:
-    from lanes.lanes import ExactLane
-
-    g = backend.geometry
+def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey, tick) -> dict:
+    g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
     limits = op_limits(cfg.tolerances, ops, None)
     batches = {op: _Batches(op, judge_for(op).evidence(op, g, limits[op], "isolated")) for op in ops}
-    log: list = []  # the lane's call records: not kept (memory stays one row group, whatever the capture's size)
-    lane = ExactLane(backend, cfg.release_shapes, log)
     for request in reader.requests():
-        log.clear()
         blocks = blocks_of(request, g)
         served = unpack(request.packed, {request.op.output_name: request.output})
-        sending = [b for b in blocks if b.rows or not request.op.is_voiceprint]  # no rows: nothing to send
-        rerun = dict(zip([b.id for b in sending], lane.run(sending), strict=True))
+        rerun_out = rerun.exact(request, blocks)
         empty = np.zeros((0, g.embedding_dim), np.float32)
         for block, part in zip(blocks, served, strict=True):
-            batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun.get(block.id, empty), part)
+            batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out.get(block.id, empty), part)
         tick(len(blocks))
     out = {}
     for op, b in batches.items():
@@ -225,7 +288,8 @@ def _capture_ref(reader: CaptureReader) -> dict:
             "geometry": reader.geometry.to_dict()}
 
 
-def _golden_model(cfg: ReleaseConfig, backend) -> dict:
+def golden_model(cfg: ReleaseConfig, backend) -> dict:
+    """The golden model as the audit file names it (what re-ran the blocks, where, with which numerics)."""
     env = backend.environment()
     model = env.get("model") or {}
     return {"spec": cfg.model.spec, "fingerprint": backend.fingerprint, "name": str(model.get("name", "?")),

@@ -10,8 +10,8 @@ existing merge rules, which refuse shards of different device kinds or numerics)
 
 A :class:`ShardJob` names a module-level function that runs one shard on a worker, given the
 worker's backend and packer, and returns where the shard's result lies. ``nightly --ray`` and
-``golden record --ray`` are such jobs (:mod:`harness.pipeline.ray_jobs`); a production audit plugs
-in the same way: a shard function, then its own merge.
+``golden record --ray`` are such jobs (:mod:`harness.pipeline.ray_jobs`), and so is ``audit --ray``
+(:mod:`harness.pipeline.ray_audit`): a shard function, then its own merge.
 
 Faults. A worker killed mid-shard (SIGKILL, the OOM killer, a lost node) is restarted by Ray
 (``max_restarts``), which reruns the shard it held (``max_task_retries``); the rerun writes a new
@@ -44,7 +44,7 @@ from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, m
 from harness.progress import progress_bar
 from harness.schemas import validate
 from harness.schemas.base import Strict
-from harness.shards import BlockRange
+from harness.shards import BlockRange, RequestRange
 
 RAY_INSTALL = "pip install 'diar-lane-harness[ray]'"
 JOB_FILE = "job.json"
@@ -107,6 +107,8 @@ class WorkerSpec:
         return {"num_cpus": self.config.numerics.threads or 1}
 
 
+# What a shard is: whole groups of a corpus (nightly, golden record) or whole requests of a capture (audit).
+AnyShard = BlockRange | RequestRange
 # A shard function: (backend, packer, config, shard, shard_dir, **args) -> the path of what it wrote.
 ShardFn = Callable[..., Path]
 
@@ -157,7 +159,7 @@ class ShardWorker:
         except Exception as exc:  # a bug: reported as such by the first shard handed here
             self.failure = (f"worker start-up: {describe_bug(exc)}", True)
 
-    def run(self, job: ShardJob, shard: BlockRange, shard_dir: str) -> ShardResult:
+    def run(self, job: ShardJob, shard: AnyShard, shard_dir: str) -> ShardResult:
         start, host = time.perf_counter(), socket.gethostname()
         ident = {"index": shard.index, "host": host, "pid": os.getpid()}
         if self.failure is not None:
@@ -224,7 +226,7 @@ def remove_job_root(root: Path) -> None:
         root.parent.rmdir()
 
 
-def shard_dir(job_root: Path, shard: BlockRange) -> Path:
+def shard_dir(job_root: Path, shard: AnyShard) -> Path:
     return job_root / f"{shard.index:04d}-of-{shard.count:04d}"
 
 
@@ -233,7 +235,7 @@ def attempts(directory: Path) -> list[AttemptRecord]:
             for p in sorted(directory.glob("attempt-*.json"))]
 
 
-def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Callable[[int], list[BlockRange]],
+def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Callable[[int], list[AnyShard]],
                job_root: Path, show_progress: bool = True) -> tuple[list[ShardResult], dict]:
     """Run every shard ``plan(workers)`` gives on Ray; returns the results in shard order and the facts of
     the job (for ``ray.json``). Raises the first failing shard's one line."""
@@ -270,7 +272,7 @@ def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Calla
              "accelerator": options.accelerator,
              "resources_per_worker": spec.resources(), "max_restarts": options.retries,
              "wall_s": round(time.perf_counter() - begin, 3),
-             "shards": [{"shard": f"{s.index}/{s.count}", "blocks": len(s.ids), "host": r.host, "pid": r.pid,
+             "shards": [{"shard": f"{s.index}/{s.count}", "blocks": s.blocks, "host": r.host, "pid": r.pid,
                          "seconds": round(r.seconds, 3), "path": r.path,
                          "attempts": [a.model_dump() for a in attempts(shard_dir(job_root, s))]}
                         for s, r in zip(shards, results, strict=True)]}
@@ -326,7 +328,7 @@ def worker_count(ray, options: RayOptions, spec: WorkerSpec) -> tuple[int, str |
     return options.workers, None
 
 
-def dispatch(ray, actors: list, job: ShardJob, shards: list[BlockRange], job_root: Path, label: str,
+def dispatch(ray, actors: list, job: ShardJob, shards: list[AnyShard], job_root: Path, label: str,
              show_progress: bool, retries: int) -> list[ShardResult]:
     """Hand shards to idle workers until none is left; stop at the first failure."""
     pending = list(reversed(shards))
@@ -351,8 +353,8 @@ def dispatch(ray, actors: list, job: ShardJob, shards: list[BlockRange], job_roo
     return [done[s.index] for s in shards]
 
 
-def result_of(ray, ref, shard: BlockRange, retries: int) -> ShardResult:
-    where = f"shard {shard} ({len(shard.ids)} blocks)"
+def result_of(ray, ref, shard: AnyShard, retries: int) -> ShardResult:
+    where = f"shard {shard} ({shard.blocks} blocks)"
     try:
         result: ShardResult = ray.get(ref)
     except ray.exceptions.RayError as exc:  # the worker died more often than Ray may restart it, a node lost

@@ -9,8 +9,9 @@ goldens go through :func:`harness.pipeline.golden_merge.merge_goldens`.
 
 Shards are whole groups of the corpus as one process walks it (:func:`harness.shards.block_ranges`),
 so every network call a worker makes is one the one-process job makes: the merged result is that
-job's, bit for bit. ``audit`` (production captures) hooks in the same way: a shard function over
-its captured requests and a merge of its findings, run by :func:`distributed.run_shards`.
+job's, bit for bit. ``audit --ray`` (production captures) hooks in the same way, in
+:mod:`harness.pipeline.ray_audit`: a shard function over whole captured requests, and the
+one-process audit's scoring over what the shards re-ran.
 """
 
 from __future__ import annotations

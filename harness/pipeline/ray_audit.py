@@ -1,0 +1,176 @@
+"""``harness audit CAPTURE --ray``: the audit's exact lane on Ray workers, the judging in this process.
+
+The laws stay here, in the driver (:func:`harness.pipeline.audit.judge_capture` runs them first:
+they are cheap, and a broken law must stop the audit before any model is built anywhere). What
+costs is re-running every captured block alone on the golden model. That is what is sharded: the
+capture's requests are cut into consecutive shards of whole requests, even in blocks
+(:func:`harness.shards.request_ranges`); each shard goes to a worker holding the model
+(:mod:`harness.pipeline.distributed`: one per GPU or per ``--threads`` CPUs, built once, restarted by
+Ray when it dies, the shard it held rerun), which reads its requests straight from the capture and
+writes the exact outputs of their blocks to one ``.npz`` per attempt in the shared ``--out``.
+
+The driver then walks the capture once more, in file order, and scores each block's served output
+against its shard's exact output with the same judges, batch for batch, in the same order as the
+one-process audit: ``audit.json``, ``junit.xml`` and the report are that audit's, apart from the
+time they were made; ``ray.json`` records who ran which shard. Memory: a worker holds one shard's
+exact outputs; the driver reads them one block at a time.
+
+Why an ``.npz`` and not a golden directory: the exact outputs of an audit are scratch, read once by
+the driver and removed; keys and the golden model travel in the same file, so a shard's result is
+one atomic rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+
+import numpy as np
+
+from harness.capture.laws import Survey, blocks_of
+from harness.capture.reader import CaptureReader
+from harness.capture.schema import CapturedRequest
+from harness.config import ReleaseConfig
+from harness.errors import HarnessError, step
+from harness.fsio import atomic_file
+from harness.jsonio import write_json_atomic
+from harness.pipeline.audit import AuditOutcome, check_geometry, golden_model, judge_capture, rerun_blocks
+from harness.pipeline.distributed import (
+    RayOptions,
+    ShardJob,
+    WorkerSpec,
+    import_ray,
+    new_job_root,
+    remove_job_root,
+    run_shards,
+)
+from harness.shards import RequestRange, request_ranges
+
+
+def audit_on_ray(cfg: ReleaseConfig, capture: Path, out: Path, options: RayOptions, progress: bool = True,
+                 spec: WorkerSpec | None = None) -> AuditOutcome:
+    """``harness audit --ray``: Ray is checked first (one line saying how to install it), then the audit,
+    its exact lane on the workers; ``ray.json`` beside ``audit.json``."""
+    import_ray()
+    rerun = RayRerun(cfg, Path(out), options, spec or WorkerSpec(cfg), progress)
+    outcome = judge_capture(capture, out, cfg, rerun, progress)
+    if rerun.facts is not None:  # None: a law stopped the audit before any worker started
+        outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json",
+                                                 {**rerun.facts, "audit": str(outcome.paths["audit"])})
+        remove_job_root(rerun.job_root)
+    return outcome
+
+
+def audit_shard(backend, packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path, capture: str) -> Path:
+    """On a worker: every block of the shard's requests re-run alone (the exact lane), written in order."""
+    from lanes.lanes import ExactLane
+
+    reader = CaptureReader(capture)
+    check_geometry(reader, backend.geometry, config)
+    log: list = []  # the lane's call records: not kept
+    lane = ExactLane(backend, config.release_shapes, log)
+    empty = np.zeros((0, reader.geometry.embedding_dim), np.float32)
+    keys, arrays = [], []
+    for request in reader.requests(shard.rows):
+        log.clear()
+        blocks = blocks_of(request, reader.geometry)
+        exact = rerun_blocks(lane, request, blocks)
+        keys += [block_key(request, b.id) for b in blocks]
+        arrays += [exact.get(b.id, empty) for b in blocks]
+    if len(keys) != shard.blocks:
+        raise HarnessError(f"{capture}: requests {shard.first}..{shard.stop - 1} hold {len(keys)} blocks, "
+                           f"{shard.blocks} when the audit began: the capture changed while it was audited")
+    path = Path(shard_dir) / f"exact-{os.getpid()}-{secrets.token_hex(3)}.npz"  # one per attempt
+    return write_exact(path, keys, arrays, golden_model(config, backend))
+
+
+def write_exact(path: Path, keys: list[str], arrays: list[np.ndarray], golden: dict) -> Path:
+    """A shard's result, atomically: its blocks' keys and exact outputs in order, and what re-ran them."""
+    with atomic_file(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, keys=np.array(keys, dtype=str), golden=np.array(json.dumps(golden)),
+                 **{f"b{i:06d}": a for i, a in enumerate(arrays)})
+    return path
+
+
+def block_key(request: CapturedRequest, block_id: str) -> str:
+    """How the audit names a captured block (``<request id>/<block id>``)."""
+    return f"{request.request_id}/{block_id}"
+
+
+class RayRerun:
+    """:class:`harness.pipeline.audit.Rerun` on Ray: ``start`` runs every shard, ``exact`` reads their
+    results back in file order, one block at a time."""
+
+    label = "scored against their re-run on Ray"
+
+    def __init__(self, cfg: ReleaseConfig, out: Path, options: RayOptions, spec: WorkerSpec, progress: bool) -> None:
+        self.cfg, self.out, self.options, self.spec, self.progress = cfg, out, options, spec, progress
+        self.facts: dict | None = None
+        self.job_root: Path | None = None
+        self.files: list[Path] = []
+        self.shard, self.pos, self.keys, self.npz = 0, 0, [], None
+
+    def start(self, reader: CaptureReader, survey: Survey) -> dict:
+        from harness.pipeline.backends import model_geometry
+
+        check_geometry(reader, model_geometry(self.cfg), self.cfg)  # before any worker starts
+        with step("cut the capture in shards"):
+            sizes = reader.block_counts()
+        self.job_root = new_job_root(self.out / "shards", "audit")
+        job = ShardJob("audit", audit_shard, {"capture": str(reader.path.resolve())})
+        with step("exact lane on Ray"):
+            results, facts = run_shards(self.options, self.spec, job, lambda n: request_ranges(sizes, n),
+                                        self.job_root, self.progress)
+        self.files = [Path(r.path) for r in results]
+        golden = self.golden_model_of_shards(survey)
+        self.facts = facts
+        return golden
+
+    def golden_model_of_shards(self, survey: Survey) -> dict:
+        """Every shard re-ran on the same model, device kind and numerics (a mixed cluster would mix
+        them: refused, as merging nightly shards refuses it), and together they hold every block."""
+        models, blocks = [], 0
+        for path in self.files:
+            with np.load(path, allow_pickle=False) as npz:
+                models.append(json.loads(str(npz["golden"])))
+                blocks += len(npz["keys"])
+        for i, model in enumerate(models[1:], start=2):
+            if model != models[0]:
+                differs = sorted(k for k in model if model[k] != models[0].get(k))
+                raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with another "
+                                   f"{', '.join(differs)} than shard 1 ({model['device_kind']} vs "
+                                   f"{models[0]['device_kind']}): one audit re-runs on one kind of device "
+                                   "(--ray-accelerator)")
+        if blocks != survey.blocks:
+            raise HarnessError(f"audit on Ray: the shards re-ran {blocks} blocks, the capture holds {survey.blocks}: "
+                               "the capture changed while it was audited")
+        return models[0]
+
+    def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
+        out = {}
+        for block in blocks:
+            key, array = self._next()
+            if key != block_key(request, block.id):
+                raise HarnessError(f"{self.files[self.shard - 1]}: holds block {key!r} where the capture holds "
+                                   f"{block_key(request, block.id)!r}: the capture changed while it was audited")
+            out[block.id] = array
+        return out
+
+    def _next(self) -> tuple[str, np.ndarray]:
+        """The next block's key and exact output, opening the next shard's file when one is read."""
+        while self.npz is None or self.pos == len(self.keys):
+            self.close()
+            if self.shard == len(self.files):
+                raise HarnessError("audit on Ray: the shards hold fewer blocks than the capture")
+            self.npz = np.load(self.files[self.shard], allow_pickle=False)
+            self.keys, self.pos, self.shard = [str(k) for k in self.npz["keys"]], 0, self.shard + 1
+        key, array = self.keys[self.pos], self.npz[f"b{self.pos:06d}"]
+        self.pos += 1
+        return key, array
+
+    def close(self) -> None:
+        if self.npz is not None:
+            self.npz.close()
+            self.npz = None
