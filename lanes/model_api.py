@@ -56,6 +56,24 @@ def load_model(spec: str, seed: int = 0, device: str = "cpu") -> Model:
     )
 
 
+def check_spec(spec: str) -> None:
+    """Refuse a spec that names no model before any slow work starts (an audit's laws, a corpus's
+    cutting): only its form and the file it names are checked; building the model may still fail."""
+    from lanes.diar_nn_g import CONFIGS
+
+    if spec in CONFIGS or Path(spec).is_file():
+        return
+    if spec.endswith((".pt", ".pth", ".ts")):
+        raise ModelError(f"model spec {spec!r}: no such TorchScript file")
+    module_name, colon, attr = spec.partition(":")
+    if colon and module_name and attr:
+        return
+    raise ModelError(
+        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a "
+        "TorchScript file (.pt)"
+    )
+
+
 def _from_factory(spec: str, seed: int, device: str) -> Model:
     module_name, _, attr = spec.partition(":")
     if os.getcwd() not in sys.path:  # like `python -m`: a factory in the working directory is importable

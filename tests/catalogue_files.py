@@ -315,3 +315,5 @@ case(K, "capture-not-parquet", (*AUDIT, "cap.parquet"), "not a readable Parquet 
 case(K, "capture-is-a-corpus", (*AUDIT, "c.parquet"), "corpus")
 case(K, "capture-is-a-golden-output", (*AUDIT, "goldens/r/op0.parquet"), "output file")
 case(K, "capture-is-a-folder", (*AUDIT, "goldens/r"), "goldens/r")
+case(K, "audit-golden-model-nonsense", ("audit", "--golden-model", "nonsense", *QUIET, "missing.parquet"),
+     "model spec 'nonsense'")

@@ -67,6 +67,9 @@ class AuditOutcome:
 def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray=None) -> AuditOutcome:
     """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``);
     with ``ray`` (:class:`harness.pipeline.distributed.RayOptions`) the exact lane runs on Ray workers."""
+    from lanes.model_api import check_spec
+
+    check_spec(cfg.model.spec)  # a typo is refused now, not after the laws have read the whole capture
     if ray is not None:
         from harness.pipeline.ray_audit import audit_on_ray
 
