@@ -35,7 +35,16 @@ from harness.errors import GoldenError
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
-from harness.parquet import ParquetSink, check_schema, open_file, read_row_group, schema_metadata, write_table
+from harness.parquet import (
+    COMPRESSION,
+    ParquetSink,
+    check_schema,
+    items,
+    one_chunk,
+    open_file,
+    read_row_group,
+    schema_metadata,
+)
 from harness.schemas import OutputsMeta, validate
 
 FORMAT = 2
@@ -52,11 +61,12 @@ def segmentation_schema(geometry: Geometry, decisions: bool) -> pa.Schema:
         pa.field("block_id", pa.string(), nullable=False),
         pa.field("window", pa.int32(), nullable=False),
         pa.field("valid", pa.int32(), nullable=False),
-        pa.field("logprobs", pa.list_(pa.float32(), geometry.frames_per_window * geometry.classes), nullable=False),
+        pa.field("logprobs", pa.list_(items(pa.float32()), geometry.frames_per_window * geometry.classes),
+                 nullable=False),
     ]
     if decisions:
-        fields += [pa.field("top_class", pa.list_(pa.int8(), geometry.frames_per_window), nullable=False),
-                   pa.field("top_margin", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False)]
+        fields += [pa.field("top_class", pa.list_(items(pa.int8()), geometry.frames_per_window), nullable=False),
+                   pa.field("top_margin", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False)]
     return pa.schema(fields)
 
 
@@ -66,8 +76,8 @@ def voiceprint_schema(geometry: Geometry) -> pa.Schema:
         pa.field("row", pa.int32(), nullable=False),
         pa.field("window", pa.int32(), nullable=False),
         pa.field("speaker", pa.int32(), nullable=False),
-        pa.field("weights", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False),
-        pa.field("embedding", pa.list_(pa.float32(), geometry.embedding_dim), nullable=False),
+        pa.field("weights", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False),
+        pa.field("embedding", pa.list_(items(pa.float32()), geometry.embedding_dim), nullable=False),
     ])
 
 
@@ -89,7 +99,8 @@ class LaneWriter:
     """
 
     def __init__(self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool,
-                 compression_level: int | None = None, group_blocks: int = GROUP_BLOCKS) -> None:
+                 compression_level: int | None = None, group_blocks: int = GROUP_BLOCKS,
+                 compression: str = COMPRESSION) -> None:
         self.directory, self.g, self.ops = Path(directory), geometry, tuple(ops)
         self.decisions, self.group_blocks = decisions, group_blocks
         self.sinks: dict[Op, ParquetSink] = {}
@@ -98,7 +109,7 @@ class LaneWriter:
         try:
             for op in self.ops:
                 self.sinks[op] = ParquetSink(self.directory / op_file(op), _schema(op, geometry, decisions),
-                                             compression_level)
+                                             compression_level, compression)
         except BaseException:
             self.abort()
             raise
@@ -211,7 +222,7 @@ class BackgroundWriter:
 
 def _fixed(flat: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:
     values = pa.array(np.ascontiguousarray(flat), kind)
-    return pa.FixedSizeListArray.from_arrays(values, size)
+    return pa.FixedSizeListArray.from_arrays(values, type=pa.list_(items(kind), size))
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -231,7 +242,7 @@ class LaneReader:
         self.files: dict[Op, pq.ParquetFile] = {}
         for op in self.ops:
             path = self.directory / op_file(op)
-            f = open_file(path, f"{where} OP {int(op)} output file", GoldenError)
+            f = open_file(path, f"{where} OP {int(op)} output file", GoldenError, read_dictionary=["block_id"])
             check_schema(f, _schema(op, geometry, decisions), path, f"{where} OP {int(op)} output file", GoldenError)
             meta = schema_metadata(f, META_KEY, path, "output", GoldenError)
             validate(OutputsMeta, meta, f"{path}: metadata {META_KEY.decode()}", GoldenError)
@@ -253,11 +264,12 @@ class LaneReader:
             n = self.g.windows_per_block
             path = self.directory / op_file(Op.SEGMENTATION)
             for i in range(self.groups):
-                ids = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError,
-                                     columns=["block_id"]).column(0).to_pylist()
-                if len(ids) % n:
-                    raise GoldenError(f"{path}: row group {i} holds {len(ids)} rows: not whole blocks of {n} windows")
-                for b in ids[::n]:
+                column = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError,
+                                        columns=["block_id"]).column(0)
+                if len(column) % n:
+                    raise GoldenError(f"{path}: row group {i} holds {len(column)} rows: not whole blocks of {n} "
+                                      "windows")
+                for b in _ids(column)[::n].tolist():
                     if b in index:
                         raise GoldenError(f"{path}: block {b!r} appears twice")
                     index[b] = i
@@ -301,15 +313,14 @@ class LaneReader:
         g, n = self.g, self.g.windows_per_block
         path = self.directory / op_file(Op.SEGMENTATION)
         t = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError)
-        ids = np.asarray(t.column("block_id").to_pylist(), dtype=object)
+        ids = _ids(t.column("block_id"))
         if ids.size % n:
             raise GoldenError(f"{path}: row group {i} holds {ids.size} rows: not whole blocks of {n} windows")
         block_ids = ids[::n]
-        windows = t.column("window").to_numpy().reshape(-1, n)
+        windows = _numpy(t.column("window"), np.int32).reshape(-1, n)
         if not (np.all(ids.reshape(-1, n) == block_ids[:, None]) and np.all(windows == np.arange(n))):
             raise GoldenError(f"{path}: row group {i}: rows are not whole blocks in window order")
-        seg = SegmentationOutputs([str(b) for b in block_ids],
-                                  t.column("valid").to_numpy().reshape(-1, n).astype(np.int32),
+        seg = SegmentationOutputs(block_ids.tolist(), _numpy(t.column("valid"), np.int32).reshape(-1, n),
                                   _flat(t.column("logprobs"), np.float32).reshape(-1, n, g.frames_per_window,
                                                                                   g.classes))
         if self.decisions:
@@ -322,57 +333,39 @@ class LaneReader:
                 continue
             vpath = self.directory / op_file(op)
             v = read_row_group(self.files[op], i, vpath, f"OP {int(op)} output file", GoldenError)
-            block = np.asarray(v.column("block_id").to_pylist(), dtype=object)
-            strays = sorted(set(block.tolist()) - members)
+            block = _ids(v.column("block_id"))
+            strays = sorted(set(np.unique(block).tolist()) - members) if block.size else []
             if strays:
                 raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
                                   "group does not")
             vps[op] = VoiceprintOutputs(
-                op=op, block_ids=block, row=v.column("row").to_numpy().astype(np.int32),
-                window=v.column("window").to_numpy().astype(np.int32),
-                speaker=v.column("speaker").to_numpy().astype(np.int32),
+                op=op, block_ids=block, row=_numpy(v.column("row"), np.int32),
+                window=_numpy(v.column("window"), np.int32), speaker=_numpy(v.column("speaker"), np.int32),
                 weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
                 embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
         return LaneOutputs(seg, vps)
 
 
+def _ids(column: pa.ChunkedArray) -> np.ndarray:
+    """A string column as an object array of str, each distinct id converted once (rows repeat
+    their block's id: 8 windows, or several voiceprint rows)."""
+    arr = one_chunk(column)
+    if len(arr) == 0:
+        return np.zeros(0, dtype=object)
+    encoded = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()  # (read as dictionary)
+    names = np.array(encoded.dictionary.to_pylist(), dtype=object)
+    return names[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    return np.ascontiguousarray(one_chunk(column).to_numpy(zero_copy_only=False), dtype=dtype)
+
+
 def _flat(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    values = arr.flatten()
-    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=dtype)
-
-
-# ------------------------------------------------------------------------------------------ calls
-
-
-CALL_SCHEMA = pa.schema([
-    pa.field("lane", pa.string(), nullable=False),
-    pa.field("shape", pa.int64(), nullable=False),
-    pa.field("op", pa.int64(), nullable=False),
-    pa.field("blocks", pa.int64(), nullable=False),
-    pa.field("windows", pa.int64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("request_bytes", pa.int64(), nullable=False),
-    pa.field("wall_s", pa.float64(), nullable=False),
-    pa.field("peak_device_bytes", pa.int64()),
-    pa.field("replica", pa.int64(), nullable=False),
-    pa.field("block_ids", pa.list_(pa.string()), nullable=False),
-])
-
-
-def write_calls(path: Path, calls: list) -> dict:
-    """Every network call of a run or recording: lane, shape, OP, cost, and which blocks it carried.
-    Returns the file's manifest entry."""
-    rows = [c if isinstance(c, dict) else c.to_dict() for c in calls]
-    data = {f.name: [r[f.name] if f.name != "block_ids" else list(r.get("block_ids") or ()) for r in rows]
-            for f in CALL_SCHEMA}
-    return write_table(path, pa.Table.from_pydict(data, schema=CALL_SCHEMA))
-
-
-def read_calls(path: Path, where: str) -> list[dict]:
-    f = open_file(path, f"{where} call log", GoldenError)
-    check_schema(f, CALL_SCHEMA, path, f"{where} call log", GoldenError)
-    rows: list[dict] = []
-    for i in range(f.metadata.num_row_groups):
-        rows += read_row_group(f, i, path, "call log", GoldenError).to_pylist()
-    return rows
+    """A fixed_size_list column's values, flat: a view of Arrow's buffer when it has no nulls."""
+    values = one_chunk(column).flatten()
+    try:
+        flat = values.to_numpy(zero_copy_only=True)
+    except pa.ArrowException:  # a validity bitmap (files written with nullable items): converted
+        flat = values.to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat, dtype=dtype)

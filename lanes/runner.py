@@ -20,6 +20,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -39,6 +40,14 @@ _MAX_GROUP = 256
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]
+
+
+class CallLog(Protocol):
+    """Where the lanes record their calls: a list, or anything with ``append`` (a log file writer)."""
+
+    def append(self, call: CallRecord) -> None: ...
+
+
 VoiceprintInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
 
 
@@ -101,16 +110,18 @@ def run_lanes(
     voiceprint_inputs: VoiceprintInputs | None = None,
     packer: Packer = HARNESS_PACKER,
     progress: Progress | None = None,
-) -> list[CallRecord]:
+    log: CallLog | None = None,
+) -> CallLog:
     """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
-    to ``sink``. Returns every network call made (the warm-up excluded)."""
+    to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
+    default; a writer of the call log file keeps memory flat) and ``log`` is returned."""
     geometry = backend.geometry
     if plan.mode == "isolated" and not plan.include_exact and voiceprint_inputs is None:
         raise LaneError("isolated mode without the exact lane needs the golden's voiceprint inputs")
     if plan.include_exact and 1 not in plan.release_shapes.get(Op.SEGMENTATION, ()):
         raise LaneError("this runner interleaves block by block: the release shape must be 1 block per call")
     tick = progress or (lambda n: None)
-    log: list[CallRecord] = []
+    log = [] if log is None else log
     exact = ExactLane(backend, plan.release_shapes, log)
     fast = {k: FastLane(backend, k, log, plan.pad_to_fixed, packer) for k in plan.shapes}
     repeats = plan.exact_repeats if plan.include_exact else 0
@@ -234,7 +245,8 @@ def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, pl
     g = backend.geometry
     for k in sorted(plan.shapes, reverse=True):
         real = k if plan.pad_to_fixed else min(k, blocks)
-        per_block = max_span_samples * 4 + g.windows_per_block * (8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4))
+        per_block = max_span_samples * 4 + g.windows_per_block * (8 + 4 + 4 + g.speakers * (g.frames_per_window * 4
+                                                                                             + 4))
         estimate = real * per_block
         if estimate > limit:
             raise LaneError(
