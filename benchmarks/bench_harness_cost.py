@@ -1,7 +1,7 @@
 """What the harness itself costs per block, with a network that costs nothing: does it keep a GPU busy?
 
     python benchmarks/bench_harness_cost.py [--blocks 64,256,1024] [--shapes 1,2,4,8,16,32]
-        [--model lanes.null_model:full] [--seg-ms 0.5] [--vp-ms 1.0] [--network-from GOLDEN]
+        [--model lanes.null_model:full] [--seg-ms 0.5] [--vp-ms 1.0] [--network-from RUN_OR_GOLDEN]
         [--repeat 1] [--workdir DIR] [--json OUT.json]
 
 On a GPU the networks are 50-200x faster than on this CPU, so the harness's own cost decides how
@@ -19,11 +19,13 @@ its own peak RSS):
 
 and prints per step: wall time, the null network's time (request validation and look-ups, from
 the call log), the harness's time (the rest) in ms per block, per block and lane, and per window
-and lane; peak RSS; and the overhead fraction: harness ms per block and lane over the GPU
-network time of one block in one lane (ASSUMED, configurable: ``--seg-ms`` per segmentation
-window, ``--vp-ms`` per voiceprint window and voiceprint OP; or measured on a real golden's call
-log with ``--network-from``). Lanes per step: record 2 (the exact lane twice), run and score
-1 + shapes, promote and report 1 (their cost does not grow with the lanes).
+and lane; the harness's CPU time (every thread: the writers, readers and hashing run beside the
+lanes); peak RSS; and the overhead fraction: harness ms per block and lane over the GPU network
+time of one block in one lane (ASSUMED, configurable: ``--seg-ms`` per segmentation window,
+``--vp-ms`` per voiceprint window and voiceprint OP; or measured in a real call log with
+``--network-from``: a run's largest packed shape, or a golden's exact lane). Lanes per step:
+record 2 (the exact lane twice), run and score 1 + shapes, promote and report 1 (their cost does
+not grow with the lanes).
 
 The corpus is the synthetic one (harness.corpus.synth), built once for the largest N and cut for
 the smaller ones (``--workdir`` keeps it between invocations). Timings are medians over
@@ -213,15 +215,25 @@ def run_step(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int,
     return json.loads(lines[-1][len(MARK):])
 
 
-def network_times(golden: Path) -> tuple[float, float]:
-    """(ms per segmentation window, ms per voiceprint window and OP) from a real golden's call log."""
+def network_times(path: Path) -> tuple[float, float, str]:
+    """(ms per segmentation window, ms per voiceprint window and OP, which calls) from a real call log:
+    a run's largest packed shape (the fastest per window: the harness's cost weighs most there), or a
+    golden's exact lane."""
+    from golden.runs import load_run
     from golden.store import load_golden
 
-    calls = load_golden(golden).calls()
+    if json.loads((path / "manifest.json").read_text()).get("kind") == "harness.run":
+        run = load_run(path)
+        k = max(run.shapes)
+        calls = [c for c in run.iter_calls() if c["lane"] == "fast" and int(c["shape"]) == k]
+        which = f"run {run.run_id}, shape k={k}"
+    else:
+        calls = [c for c in load_golden(path).iter_calls() if c["lane"] == "exact"]
+        which = f"golden {path.name}, exact lane"
     seg = [c for c in calls if c["op"] == 0]
     vp = [c for c in calls if c["op"] != 0]
     per = lambda cs: 1e3 * sum(c["wall_s"] for c in cs) / max(1, sum(c["windows"] for c in cs))  # noqa: E731
-    return per(seg), per(vp)
+    return per(seg), per(vp), which
 
 
 def lanes_of(step: str, shapes: tuple[int, ...]) -> int:
@@ -274,8 +286,8 @@ def main() -> None:
     parser.add_argument("--steps", default=",".join(STEPS), help="steps to time (each needs the ones before it)")
     parser.add_argument("--seg-ms", type=float, default=0.5, help="ASSUMED GPU ms per segmentation window")
     parser.add_argument("--vp-ms", type=float, default=1.0, help="ASSUMED GPU ms per voiceprint window and OP")
-    parser.add_argument("--network-from", type=Path, help="a golden recorded on the GPU: take the network times "
-                        "per window from its call log instead of --seg-ms/--vp-ms")
+    parser.add_argument("--network-from", type=Path, help="a run (its largest shape) or golden (its exact lane) made "
+                        "on the GPU: network times per window from its call log instead of --seg-ms/--vp-ms")
     parser.add_argument("--repeat", type=int, default=1, help="repetitions per N (medians are printed)")
     parser.add_argument("--workdir", type=Path, help="keep corpora (and the last repetition's files) here")
     parser.add_argument("--json", type=Path, help="write every number here")
@@ -295,8 +307,8 @@ def main() -> None:
     steps = [s for s in STEPS if s in args.steps.split(",")]
     seg_ms, vp_ms, source = args.seg_ms, args.vp_ms, "assumed"
     if args.network_from is not None:
-        seg_ms, vp_ms = network_times(args.network_from)
-        source = f"measured in {args.network_from}"
+        seg_ms, vp_ms, which = network_times(args.network_from)
+        source = f"measured: {which}"
     vp_ops = 2
     gpu = {"seg_ms": seg_ms, "vp_ms": vp_ms, "source": source, "windows": g.windows_per_block, "vp_ops": vp_ops,
            "block_ms": g.windows_per_block * (seg_ms + vp_ops * vp_ms)}

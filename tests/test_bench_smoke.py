@@ -35,3 +35,22 @@ def test_the_cost_benchmark_runs_every_step_and_reports_each(tmp_path):
     table = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["64"]]
     assert [cells[1] for cells in table] == STEPS
     assert "GPU network time per block and lane: 18.00 ms (assumed" in proc.stdout
+
+
+def test_network_times_come_from_a_runs_largest_shape_or_a_goldens_exact_lane(recorded_golden, backend, tmp_path):
+    """--network-from: a GPU run's own call log sets the network time the overhead is measured against."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from bench_harness_cost import network_times
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    from tests.pipeline import run_shapes
+
+    run = run_shapes(backend, recorded_golden, tmp_path, (2, 4))
+    seg, vp, which = network_times(run.path)
+    calls = [c for c in run.calls() if c["lane"] == "fast" and c["shape"] == 4]
+    assert which == f"run {run.run_id}, shape k=4"
+    want = 1e3 * sum(c["wall_s"] for c in calls if c["op"] == 0) / sum(c["windows"] for c in calls if c["op"] == 0)
+    assert math.isclose(seg, want) and vp > 0
+    seg, vp, which = network_times(recorded_golden.path)
+    assert which.endswith("exact lane") and seg > 0 and vp > 0
