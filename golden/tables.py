@@ -44,6 +44,7 @@ from harness.parquet import (
     open_file,
     read_row_group,
     schema_metadata,
+    to_numpy,
 )
 from harness.schemas import OutputsMeta, validate
 
@@ -354,18 +355,13 @@ def _ids(column: pa.ChunkedArray) -> np.ndarray:
         return np.zeros(0, dtype=object)
     encoded = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()  # (read as dictionary)
     names = np.array(encoded.dictionary.to_pylist(), dtype=object)
-    return names[encoded.indices.to_numpy(zero_copy_only=False)]
+    return names[to_numpy(encoded.indices)]
 
 
 def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
-    return np.ascontiguousarray(one_chunk(column).to_numpy(zero_copy_only=False), dtype=dtype)
+    return np.ascontiguousarray(to_numpy(one_chunk(column)), dtype=dtype)
 
 
 def _flat(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
     """A fixed_size_list column's values, flat: a view of Arrow's buffer when it has no nulls."""
-    values = one_chunk(column).flatten()
-    try:
-        flat = values.to_numpy(zero_copy_only=True)
-    except pa.ArrowException:  # a validity bitmap (files written with nullable items): converted
-        flat = values.to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(flat, dtype=dtype)
+    return np.ascontiguousarray(to_numpy(one_chunk(column).flatten()), dtype=dtype)  # (nullable items: converted)

@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -175,6 +176,25 @@ def one_chunk(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     if isinstance(column, pa.ChunkedArray):
         return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     return column
+
+
+_NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+          pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+          pa.float32(): np.float32, pa.float64(): np.float64}
+
+
+def to_numpy(arr: pa.Array) -> np.ndarray:
+    """A primitive Arrow array as numpy: a read-only view of its buffer when it has no nulls.
+
+    (pyarrow's own ``to_numpy`` imports pandas on first use, even for a zero-copy view: 60 MB and
+    most of a second of every command that reads outputs.)"""
+    dtype = _NUMPY.get(arr.type)
+    if dtype is None or arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    data = arr.buffers()[1]
+    if data is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
 
 
 def iter_row_groups(file: pq.ParquetFile, path: Path, what: str, error: type[HarnessError] = HarnessError,

@@ -33,7 +33,7 @@ from harness.errors import BlockError, CorpusError, HarnessError
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.overlap import WriteBehind, prefetch
-from harness.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata
+from harness.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata, to_numpy
 from harness.schemas import CorpusMeta, validate
 
 SCHEMA_VERSION = 1
@@ -343,7 +343,7 @@ def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list) ->
         raise CorpusError(f"{where}: column {name!r} has type {column.type}, expected a list")
     # (no boolean array unless there are nulls: pyarrow converts one through pandas, a 1 s import)
     nulls = np.asarray(column.is_null().to_pylist(), dtype=bool) if column.null_count else np.zeros(len(column), bool)
-    offsets = column.offsets.to_numpy()  # index into .values, which ignores slicing
+    offsets = to_numpy(column.offsets)  # index into .values, which ignores slicing
     values = column.values
     if values.null_count:
         inner = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]
@@ -351,12 +351,7 @@ def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list) ->
         raise BlockError(str(ids[j]), f"{_FIELD[name]}[{int(inner - offsets[j])}]", None,
                          f"null value inside the list (row {first_row + j} of {where})")
     try:
-        # no nulls (checked above): a view of Arrow's buffer, not a copy (a validity bitmap, even an
-        # all-valid one, would send to_numpy through a slow converting copy)
-        flat = values.to_numpy(zero_copy_only=True)
+        flat = to_numpy(values)  # no nulls (checked above): a view of Arrow's buffer, not a copy
     except pa.ArrowException:
-        try:
-            flat = values.to_numpy(zero_copy_only=False)
-        except pa.ArrowException:
-            flat = np.asarray(values.to_pylist(), dtype=object)
+        flat = np.asarray(values.to_pylist(), dtype=object)
     return [None if nulls[i] else flat[offsets[i] : offsets[i + 1]] for i in range(len(column))]  # views
