@@ -17,6 +17,10 @@ from this project. Layout (format 2):
 Row group i of every OP file holds the same blocks (a group may hold no voiceprint row), so a
 reader finds a block's rows in every file from the OP 0 index alone. Schema metadata
 ``harness.outputs`` holds JSON {"format", "op", "frames", "classes", "embedding_dim", "decisions"}.
+
+List items are non-nullable (files of earlier format-2 writers, with nullable items, read the
+same); a golden's files are zstd, a run's uncompressed (read once, right after; float outputs
+shrink by under 10 %). Block ids are read dictionary-encoded, values as views of Arrow's buffers.
 """
 
 from __future__ import annotations
