@@ -33,6 +33,7 @@ from harness.errors import BlockError, CorpusError, HarnessError
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.overlap import WriteBehind, prefetch
+from harness.packing import concat_spans
 from harness.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata, to_numpy
 from harness.schemas import CorpusMeta, validate
 
@@ -326,7 +327,11 @@ def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
 def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool = False) -> pa.Array:
     lengths = np.array([a.shape[0] for a in arrays], dtype=np.int64)
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64 if large else np.int32)
-    values = pa.array(np.concatenate(arrays) if arrays else np.zeros(0), value_type)
+    if large and arrays and all(a.dtype == np.float32 for a in arrays):
+        flat = concat_spans(arrays)  # spans read from one row group lie end to end: no copy then
+    else:
+        flat = np.concatenate(arrays) if arrays else np.zeros(0)
+    values = pa.array(flat, value_type)
     if large:
         return pa.LargeListArray.from_arrays(pa.array(offsets), values, type=pa.large_list(items(value_type)))
     return pa.ListArray.from_arrays(pa.array(offsets), values, type=pa.list_(items(value_type)))
