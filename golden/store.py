@@ -155,8 +155,7 @@ class Golden:
 
     def voiceprint_inputs(self, block_ids: list[str]) -> dict[Op, dict[str, VoiceprintRows]]:
         """The WEIGHTS/IDX each of these blocks was called with (isolated mode replays them)."""
-        batch = self.outputs().select(block_ids)
-        return {op: v.inputs() for op, v in batch.voiceprint.items()}
+        return {op: v.inputs() for op, v in self.outputs().select_voiceprints(block_ids).items()}
 
 
 def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Golden:

@@ -258,6 +258,7 @@ class LaneReader:
         self.groups = groups[Op.SEGMENTATION]
         self._index: dict[str, int] | None = None
         self._order: list[str] | None = None
+        self._members: list[list[str]] = []
         self._cache: OrderedDict[int, LaneOutputs] = OrderedDict()
         self._cache_size = cache
 
@@ -266,6 +267,7 @@ class LaneReader:
         """Every block, in file order (reads only the OP 0 block_id column)."""
         if self._order is None:
             order, index = [], {}
+            members: list[list[str]] = [[] for _ in range(self.groups)]
             n = self.g.windows_per_block
             path = self.directory / op_file(Op.SEGMENTATION)
             for i in range(self.groups):
@@ -279,7 +281,8 @@ class LaneReader:
                         raise GoldenError(f"{path}: block {b!r} appears twice")
                     index[b] = i
                     order.append(b)
-            self._order, self._index = order, index
+                    members[i].append(b)
+            self._order, self._index, self._members = order, index, members
         return list(self._order)
 
     # -- serving ----------------------------------------------------------------------------
@@ -290,6 +293,30 @@ class LaneReader:
 
     def select(self, block_ids: Sequence[str]) -> LaneOutputs:
         """The outputs of ``block_ids`` (in that order), from whichever row groups hold them."""
+        parts = [self._group(gi, cache=True) for gi in self._groups_of(block_ids)]
+        whole = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
+        return whole if whole.segmentation.block_ids == list(block_ids) else whole.select(list(block_ids))
+
+    def select_voiceprints(self, block_ids: Sequence[str]) -> dict[Op, VoiceprintOutputs]:
+        """The voiceprint rows of ``block_ids`` only (their OP 0 outputs not even read): the WEIGHTS/IDX
+        isolated mode replays for a group of blocks."""
+        needed = self._groups_of(block_ids)
+        wanted = np.array(list(block_ids), dtype=str)
+        out = {}
+        for op in self.ops:
+            if not op.is_voiceprint:
+                continue
+            parts = [self._read_voiceprint(op, gi, set(self._members[gi])) for gi in needed]
+            v = parts[0] if len(parts) == 1 else VoiceprintOutputs(op, *(np.concatenate([getattr(p, f) for p in parts])
+                                                                        for f in ("block_ids", "row", "window",
+                                                                                  "speaker", "weights", "embedding")))
+            keep = np.isin(v.block_ids.astype(str), wanted)
+            out[op] = v if keep.all() else VoiceprintOutputs(op, v.block_ids[keep], v.row[keep], v.window[keep],
+                                                              v.speaker[keep], v.weights[keep], v.embedding[keep])
+        return out
+
+    def _groups_of(self, block_ids: Sequence[str]) -> list[int]:
+        """The row groups holding ``block_ids``, in first-use order; refuses an unknown block."""
         self.block_ids()
         assert self._index is not None
         needed: list[int] = []
@@ -299,9 +326,7 @@ class LaneReader:
             gi = self._index[b]
             if gi not in needed:
                 needed.append(gi)
-        parts = [self._group(gi, cache=True) for gi in needed]
-        whole = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
-        return whole if whole.segmentation.block_ids == list(block_ids) else whole.select(list(block_ids))
+        return needed
 
     def _group(self, i: int, cache: bool) -> LaneOutputs:
         if i in self._cache:
@@ -331,24 +356,24 @@ class LaneReader:
         if self.decisions:
             seg.set_decisions(_flat(t.column("top_class"), np.int8).astype(np.int64), _flat(t.column("top_margin"),
                                                                                             np.float32))
-        vps = {}
         members = set(seg.block_ids)
-        for op in self.ops:
-            if not op.is_voiceprint:
-                continue
-            vpath = self.directory / op_file(op)
-            v = read_row_group(self.files[op], i, vpath, f"OP {int(op)} output file", GoldenError)
-            block = _ids(v.column("block_id"))
-            strays = sorted(set(np.unique(block).tolist()) - members) if block.size else []
-            if strays:
-                raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
-                                  "group does not")
-            vps[op] = VoiceprintOutputs(
-                op=op, block_ids=block, row=_numpy(v.column("row"), np.int32),
-                window=_numpy(v.column("window"), np.int32), speaker=_numpy(v.column("speaker"), np.int32),
-                weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
-                embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
-        return LaneOutputs(seg, vps)
+        return LaneOutputs(seg, {op: self._read_voiceprint(op, i, members) for op in self.ops if op.is_voiceprint})
+
+    def _read_voiceprint(self, op: Op, i: int, members: set[str]) -> VoiceprintOutputs:
+        """Row group ``i`` of one voiceprint file; ``members``: the blocks of OP 0's row group ``i``."""
+        g = self.g
+        vpath = self.directory / op_file(op)
+        v = read_row_group(self.files[op], i, vpath, f"OP {int(op)} output file", GoldenError)
+        block = _ids(v.column("block_id"))
+        strays = sorted(set(np.unique(block.astype(str)).tolist()) - members) if block.size else []
+        if strays:
+            raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
+                              "group does not")
+        return VoiceprintOutputs(
+            op=op, block_ids=block, row=_numpy(v.column("row"), np.int32),
+            window=_numpy(v.column("window"), np.int32), speaker=_numpy(v.column("speaker"), np.int32),
+            weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
+            embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:

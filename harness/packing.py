@@ -274,7 +274,7 @@ def _adjacent_view(spans: Sequence[np.ndarray]) -> np.ndarray | None:
 
 
 def unpack(packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """Slice a packed call's output back into one array per real block, in pack order.
+    """Slice a packed call's output back into one array (a view) per real block, in pack order.
 
     The output must cover exactly the request's windows (OP 0) or rows (OP 1/2): anything
     else means the model answered another question, and is refused rather than sliced.
@@ -294,8 +294,9 @@ def unpack(packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.
     for seg in packed.segments:
         if seg.padding:
             continue
-        part = out[seg.window_slice] if packed.op is Op.SEGMENTATION else out[seg.row_slice]
-        result.append(np.array(part, copy=True))
+        # a view of the answer (each call's answer is its own array; the lanes copy every block's
+        # part once, into their group's arrays)
+        result.append(out[seg.window_slice] if packed.op is Op.SEGMENTATION else out[seg.row_slice])
     return result
 
 
