@@ -155,9 +155,9 @@ class SegmentationEvidence:
         audio = audio_frames(golden.valid.reshape(-1), self.g)  # [rows, F]
         self.audio_frames += int(audio.sum())
         argmax_g, margin_g = golden.decisions()
-        slack = np.repeat(np.nan_to_num(2.0 * diff.max_abs * (1 + 1e-5) + 1e-30, nan=np.inf), frames)
-        slack[np.repeat(diff.non_finite > 0, frames)] = np.inf
-        candidates = np.flatnonzero((margin_g <= slack) & audio.reshape(-1))
+        slack = np.nan_to_num(2.0 * diff.max_abs * (1 + 1e-5) + 1e-30, nan=np.inf)  # per window
+        slack[diff.non_finite > 0] = np.inf
+        candidates = np.flatnonzero((margin_g.reshape(rows, frames) <= slack[:, None]) & audio)
         return self._flips(a.reshape(-1, classes), b.reshape(-1, classes), candidates, argmax_g, margin_g, ids,
                            n_windows, frames)
 
@@ -235,17 +235,20 @@ class SegmentationEvidence:
                                      hint="the shape changes output bits: judge it with --tolerance tolerance, or "
                                           "localise the first diverging layer"))
         else:
-            checks.append(Check.gate(0, "max_abs", t["max_abs_finite"], "<=", lim["max_abs"], limit="max_abs", unit="windows",
+            checks.append(Check.gate(0, "max_abs", t["max_abs_finite"], "<=", lim["max_abs"], limit="max_abs",
+                                     unit="windows",
                                      offending=self.windows_over_abs, total=t["windows"],
                                      where=_at("worst", self.max_abs_at),
                                      note=(f"{self.elements_over_abs:,} of {t['elements']:,} elements over the limit"
                                            if self.elements_over_abs else ""), hint=HINT_CHANGE))
-            checks.append(Check.gate(0, "max_ulp", t["max_ulp"], "<=", lim.get("max_ulp"), limit="max_ulp", unit="windows",
+            checks.append(Check.gate(0, "max_ulp", t["max_ulp"], "<=", lim.get("max_ulp"), limit="max_ulp",
+                                     unit="windows",
                                      offending=self.windows_over_ulp or None, total=t["windows"],
                                      where=_at("worst", self.max_ulp_at), hint=HINT_CHANGE))
             checks.append(Check.gate(0, "mean_abs", t["mean_abs"], "<=", None))
         checks.append(Check.gate(0, "confident_flips", t["argmax_flips_confident"], "<=", lim["max_confident_flips"],
-                                 limit="max_confident_flips", unit="audio frames", offending=t["argmax_flips_confident"], total=t["audio_frames"],
+                                 limit="max_confident_flips", unit="audio frames",
+                                 offending=t["argmax_flips_confident"], total=t["audio_frames"],
                                  where=_at("first", self.confident_at),
                                  note=f"class changed although the golden's top-two margin >= {lim['near_tie_margin']}"
                                       " nats", hint=HINT_CHANGE))
