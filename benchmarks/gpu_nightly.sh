@@ -14,9 +14,15 @@
 # rich, matplotlib and jinja2, as the GPU image has. Without a GPU it runs the same job on the
 # CPU with the small model (that is how CI tests this script).
 #
+# Then the harness's own cost (benchmarks/bench_harness_cost.py: the null network at full geometry,
+# record/run/score/promote/report at COST_BLOCKS blocks) against the network time per window this
+# machine just measured (the release nightly's largest shape): OUT_DIR/harness_cost.{txt,json} and a
+# section of summary.md give the real overhead fraction.
+#
 # Environment overrides: DEVICE (cuda:0 | cpu), MODEL (full | small | spec), BLOCKS, SHAPES
-# (e.g. 2,4,8,16,32), PYTHON. Exit status: the release profile's nightly status (0 = every
-# shape promoted and the golden reproduced); the speed profile is informative.
+# (e.g. 2,4,8,16,32), COST_BLOCKS (e.g. 256,1024; empty: skip the cost benchmark, the CPU default),
+# PYTHON. Exit status: the release profile's nightly status (0 = every shape promoted and the
+# golden reproduced); the speed profile and the cost benchmark are informative.
 set -euo pipefail
 
 OUT=${1:?usage: benchmarks/gpu_nightly.sh OUT_DIR}
@@ -28,9 +34,9 @@ OUT=$(cd "$OUT" && pwd)
 
 DEVICE=${DEVICE:-$("$PY" -c 'import torch; print("cuda:0" if torch.cuda.is_available() else "cpu")')}
 if [[ $DEVICE == cuda* ]]; then
-  MODEL=${MODEL:-full}; BLOCKS=${BLOCKS:-48}; SHAPES=${SHAPES:-2,4,8,16,32}
+  MODEL=${MODEL:-full}; BLOCKS=${BLOCKS:-48}; SHAPES=${SHAPES:-2,4,8,16,32}; COST_BLOCKS=${COST_BLOCKS-256,1024}
 else
-  MODEL=${MODEL:-small}; BLOCKS=${BLOCKS:-16}; SHAPES=${SHAPES:-2,4}
+  MODEL=${MODEL:-small}; BLOCKS=${BLOCKS:-16}; SHAPES=${SHAPES:-2,4}; COST_BLOCKS=${COST_BLOCKS-}
 fi
 echo "gpu_nightly: device $DEVICE, model $MODEL, $BLOCKS blocks, shapes $SHAPES, output $OUT"
 "$PY" - <<PYEOF
@@ -84,6 +90,17 @@ for profile in release speed; do
   if [[ $profile == release ]]; then status=$rc; fi
   if (( rc > 1 )); then echo "gpu_nightly: profile $profile could not run (exit $rc)"; exit "$rc"; fi
 done
+
+if [[ -n $COST_BLOCKS ]]; then
+  start=$(date +%s)
+  runs=("$OUT"/release/nightly/runs/*/)
+  rm -rf "$OUT/harness_cost"
+  "$PY" "$REPO/benchmarks/bench_harness_cost.py" --blocks "$COST_BLOCKS" --network-from "${runs[0]%/}" \
+    --workdir "$OUT/harness_cost" --json "$OUT/harness_cost.json" | tee "$OUT/harness_cost.txt" \
+    || echo "gpu_nightly: the cost benchmark failed (informative; the verdict stands)"
+  rm -rf "$OUT/harness_cost"
+  echo "gpu_nightly: cost benchmark (N = $COST_BLOCKS) finished in $(( $(date +%s) - start )) s"
+fi
 
 "$PY" "$REPO/benchmarks/gpu_summary.py" "$OUT"
 exit "$status"

@@ -91,9 +91,30 @@ def main(out: Path) -> None:
             pinned = DiarNNG(spec).fingerprint
             summary["fingerprint_matches_cpu_build"] = fp == pinned
             lines += ["", f"model fingerprint {fp[:16]}... equals a CPU build of the same seed: {fp == pinned}"]
+    lines += cost_lines(out, summary)
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print("\n".join(lines))
+
+
+def cost_lines(out: Path, summary: dict) -> list[str]:
+    """The harness's own cost per block (bench_harness_cost.py) against this machine's network time."""
+    path = out / "harness_cost.json"
+    if not path.is_file():
+        return []
+    cost = json.loads(path.read_text())
+    summary["harness_cost"] = cost
+    gpu = cost["gpu"]
+    lines = ["", "## harness cost per block (null network) vs this GPU's network time", "",
+             f"network time per block and lane: {gpu['block_ms']:.2f} ms ({gpu['source']}: {gpu['seg_ms']:.3g} ms per "
+             f"segmentation window, {gpu['vp_ms']:.3g} ms per voiceprint window and OP)", "",
+             "| N | step | harness ms/block/lane | CPU ms/block/lane | overhead | peak RSS MB |",
+             "|---|---|---|---|---|---|"]
+    for r in cost["rows"]:
+        lines.append(f"| {r['blocks']} | {r['step']} | {r['harness_ms_per_block_lane']:.3f} | "
+                     f"{r['harness_cpu_ms_per_block_lane']:.3f} | {r['overhead_fraction']:.1%} | "
+                     f"{r['peak_rss_mb']:.0f} |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ golden's corpus, which scoring never opens, is not hashed for scoring).
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -57,13 +60,66 @@ def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
     return data
 
 
+def sha256_files(paths: list[Path]) -> list[str]:
+    """The sha256 of each file, several at once (hashlib releases the GIL: one core per file)."""
+    if len(paths) <= 1:
+        return [sha256_file(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1)) as pool:
+        return list(pool.map(sha256_file, paths))
+
+
+class PendingHashes:
+    """Files being hashed in a thread (while they are read for use); :meth:`wait` refuses a mismatch.
+
+    For a file too large to hash before use without a second pass of waiting (a golden's corpus):
+    whatever is made from it must not be kept before :meth:`wait` returns. :meth:`cancel` stops the
+    hashing (a failed run)."""
+
+    def __init__(self, directory: Path, manifest: dict, names: list[str]) -> None:
+        self.directory, self.names = Path(directory), list(names)
+        self._expected = {n: manifest["files"][n]["sha256"] for n in self.names}
+        self._digests: dict[str, str] = {}
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="sha256", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            for name in self.names:
+                h = hashlib.sha256()
+                with open(self.directory / name, "rb") as f:
+                    while chunk := f.read(1 << 22):
+                        if self._stop.is_set():
+                            return
+                        h.update(chunk)
+                self._digests[name] = h.hexdigest()
+        except BaseException as exc:  # raised by wait()
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise GoldenError(f"{self.directory}: cannot hash {self.names}: {self._error}")
+        for name in self.names:
+            digest = self._digests[name]
+            if digest != self._expected[name]:
+                raise GoldenError(f"{self.directory / name}: sha256 {digest[:12]}... does not match the manifest's "
+                                  f"{self._expected[name][:12]}... (the file was modified)")
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> None:
     """Every listed file present, a plain file inside ``directory``, of its recorded size; the files
-    named in ``hashed`` also of their recorded sha256; no unlisted data file."""
+    named in ``hashed`` also of their recorded sha256 (hashed in parallel); no unlisted data file."""
     directory = Path(directory)
     root = directory.resolve()
     listed: dict = manifest["files"]
     hashed = set(hashed)
+    to_hash = [name for name in sorted(listed) if name in hashed]
     for name, entry in sorted(listed.items()):
         path = directory / name
         if path.is_symlink() or not path.resolve().is_relative_to(root):
@@ -73,11 +129,10 @@ def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> 
         size = path.stat().st_size
         if size != entry["bytes"]:
             raise GoldenError(f"{path}: size {size} bytes, manifest says {entry['bytes']} (truncated or replaced)")
-        if name in hashed:
-            digest = sha256_file(path)
-            if digest != entry["sha256"]:
-                raise GoldenError(f"{path}: sha256 {digest[:12]}... does not match the manifest's "
-                                  f"{entry['sha256'][:12]}... (the file was modified)")
+    for name, digest in zip(to_hash, sha256_files([directory / n for n in to_hash]), strict=True):
+        if digest != listed[name]["sha256"]:
+            raise GoldenError(f"{directory / name}: sha256 {digest[:12]}... does not match the manifest's "
+                              f"{listed[name]['sha256'][:12]}... (the file was modified)")
     unknown = [name for name in hashed if name not in listed]
     if unknown:
         raise GoldenError(f"{directory / unknown[0]}: not listed in {directory / MANIFEST}")

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from golden.calls import CallLog, iter_calls
 from golden.manifest import MANIFEST, check_files, read_manifest
-from golden.tables import BackgroundWriter, LaneReader, LaneWriter, read_calls, write_calls
+from golden.tables import BackgroundWriter, LaneReader, LaneWriter
 from harness.environment import NUMERIC_KEYS, device_kind
 from harness.errors import GoldenError
 from harness.fsio import atomic_directory, safe_name
@@ -30,7 +31,7 @@ from harness.geometry import Geometry
 from harness.jsonio import digest, dumps, seal
 from harness.ops import Op
 from harness.outputs import LaneOutputs
-from harness.parquet import RUN_COMPRESSION_LEVEL
+from harness.parquet import RUN_COMPRESSION
 from harness.schemas import RunManifest
 
 FORMAT = 2
@@ -66,11 +67,13 @@ class RunWriter:
         self.tmp = self._context.__enter__()
         self.writers: dict[str, BackgroundWriter] = {}
         self.block_ids: list[str] = []
+        self.calls: CallLog | None = None
         self._done = False
         try:
+            self.calls = CallLog(self.tmp / CALLS)  # the runner appends every call here, as it makes it
             for lane in self.lanes:
                 self.writers[lane] = BackgroundWriter(LaneWriter(self.tmp / lane, geometry, self.ops, decisions=False,
-                                                                 compression_level=RUN_COMPRESSION_LEVEL))
+                                                                 compression=RUN_COMPRESSION))
         except BaseException as exc:
             self._fail(exc)
             raise
@@ -90,13 +93,17 @@ class RunWriter:
             self.block_ids += batch.block_ids
         self.writers[lane].write(batch)
 
-    def finish(self, fields: dict, calls: list) -> Path:
-        """Close every lane, write the calls and the sealed manifest, rename into place."""
+    def finish(self, fields: dict, calls: Iterable | None = None) -> Path:
+        """Close every lane and the call log (``calls``: more calls to log, if they were not appended to
+        :attr:`calls` as they happened), write the sealed manifest, rename into place."""
+        assert self.calls is not None
         files: dict[str, dict] = {}
         for lane, writer in self.writers.items():
             for name, entry in writer.close().items():
                 files[f"{lane}/{name}"] = entry
-        files[CALLS] = write_calls(self.tmp / CALLS, calls)
+        if calls is not None and calls is not self.calls:
+            self.calls.extend(calls)
+        files[CALLS] = self.calls.close()
         manifest = seal({
             "kind": "harness.run", "format": FORMAT, "run_id": self.run_id,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"), "geometry": self.g.to_dict(),
@@ -112,6 +119,8 @@ class RunWriter:
         self._done = True
         for writer in self.writers.values():
             writer.abort()
+        if self.calls is not None:
+            self.calls.abort()
         self._context.__exit__(type(exc), exc, None)
 
 
@@ -149,13 +158,22 @@ class Run:
 
     def lane(self, name: str) -> LaneReader:
         if name not in self._lanes:
+            self.open_lanes([name])
+        return self._lanes[name]
+
+    def open_lanes(self, names: Sequence[str]) -> None:
+        """Check (hash, unless trusted) and open these lanes, their files hashed all at once."""
+        for name in names:
             if name not in self.manifest["lanes"]:
                 raise GoldenError(f"{self.path}: run has no lane {name!r} (lanes {self.manifest['lanes']})")
-            names = [] if self.trusted else [n for n in self.manifest["files"] if n.startswith(f"{name}/")]
-            check_files(self.path, self.manifest, hashed=names)
+        todo = [n for n in dict.fromkeys(names) if n not in self._lanes]
+        if not todo:
+            return
+        files = [] if self.trusted else [f for f in self.manifest["files"] if f.split("/")[0] in todo]
+        check_files(self.path, self.manifest, hashed=files)
+        for name in todo:
             self._lanes[name] = LaneReader(self.path / name, self.geometry, self.ops, decisions=False,
                                            where=f"run {self.path} lane {name}")
-        return self._lanes[name]
 
     def block_ids(self) -> list[str]:
         ids = self.lane(EXACT).block_ids()
@@ -164,8 +182,12 @@ class Run:
         return ids
 
     def calls(self) -> list[dict]:
+        return list(self.iter_calls())
+
+    def iter_calls(self) -> Iterator[dict]:
+        """Every call, row group by row group (the log of a large corpus is never held whole)."""
         check_files(self.path, self.manifest, hashed=[] if self.trusted else [CALLS])
-        return read_calls(self.path / CALLS, str(self.path))
+        return iter_calls(self.path / CALLS, str(self.path))
 
 
 def load_run(path: str | Path, trusted: bool = False) -> Run:
@@ -235,10 +257,11 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
                         parts.append(r.lane(lane).select(mine))
                 batch = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
                 writer.sink(lane, batch.select(ids))
-        calls = [c for r in runs for c in r.calls()]
+        for r in runs:
+            writer.calls.extend(r.iter_calls())
         fields = {k: v for k, v in first.manifest.items()
                   if k not in ("kind", "format", "run_id", "created", "geometry", "ops", "lanes", "blocks",
                                "blocks_sha256", "files", "manifest_sha256", "shard", "merged_from")}
         fields["merged_from"] = [r.run_id for r in runs]
-        path = writer.finish(fields, calls)
+        path = writer.finish(fields)
     return load_run(path, trusted=True)

@@ -19,11 +19,13 @@ manifest's own canonical digest, so an edited manifest cannot keep its id.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from golden.manifest import MANIFEST, check_files, read_manifest
-from golden.tables import LaneReader, LaneWriter, read_calls
+from golden.calls import iter_calls
+from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
+from golden.tables import LaneReader, LaneWriter
 from harness.corpus.schema import CorpusReader
 from harness.environment import device_kind
 from harness.errors import GoldenError
@@ -128,19 +130,32 @@ class Golden:
     def corpus(self) -> CorpusReader:
         """The corpus the golden was recorded on (hashed first; only lanes that run need it)."""
         check_files(self.path, self.manifest, hashed=[CORPUS])
+        return self._corpus_reader()
+
+    def corpus_hashed_meanwhile(self) -> tuple[CorpusReader, PendingHashes]:
+        """The corpus, its sha256 computed in a thread while it is read (the file is the golden's
+        largest: hashing it first would add a pass): call ``wait()`` on the second value before
+        keeping anything made from it."""
+        check_files(self.path, self.manifest)
+        return self._corpus_reader(), PendingHashes(self.path, self.manifest, [CORPUS])
+
+    def _corpus_reader(self) -> CorpusReader:
         reader = CorpusReader(self.path / CORPUS, self.geometry)
         if len(reader) != self.blocks:
             raise GoldenError(f"{self.path / CORPUS}: {len(reader)} blocks, the manifest says {self.blocks}")
         return reader
 
     def calls(self) -> list[dict]:
+        return list(self.iter_calls())
+
+    def iter_calls(self) -> Iterator[dict]:
+        """Every call, row group by row group."""
         check_files(self.path, self.manifest, hashed=[CALLS])
-        return read_calls(self.path / CALLS, str(self.path))
+        return iter_calls(self.path / CALLS, str(self.path))
 
     def voiceprint_inputs(self, block_ids: list[str]) -> dict[Op, dict[str, VoiceprintRows]]:
         """The WEIGHTS/IDX each of these blocks was called with (isolated mode replays them)."""
-        batch = self.outputs().select(block_ids)
-        return {op: v.inputs() for op, v in batch.voiceprint.items()}
+        return {op: v.inputs() for op, v in self.outputs().select_voiceprints(block_ids).items()}
 
 
 def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Golden:

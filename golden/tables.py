@@ -17,6 +17,10 @@ from this project. Layout (format 2):
 Row group i of every OP file holds the same blocks (a group may hold no voiceprint row), so a
 reader finds a block's rows in every file from the OP 0 index alone. Schema metadata
 ``harness.outputs`` holds JSON {"format", "op", "frames", "classes", "embedding_dim", "decisions"}.
+
+List items are non-nullable (files of earlier format-2 writers, with nullable items, read the
+same); a golden's files are zstd, a run's uncompressed (read once, right after; float outputs
+shrink by under 10 %). Block ids are read dictionary-encoded, values as views of Arrow's buffers.
 """
 
 from __future__ import annotations
@@ -35,7 +39,17 @@ from harness.errors import GoldenError
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
-from harness.parquet import ParquetSink, check_schema, open_file, read_row_group, schema_metadata, write_table
+from harness.parquet import (
+    COMPRESSION,
+    ParquetSink,
+    check_schema,
+    items,
+    one_chunk,
+    open_file,
+    read_row_group,
+    schema_metadata,
+    to_numpy,
+)
 from harness.schemas import OutputsMeta, validate
 
 FORMAT = 2
@@ -52,11 +66,12 @@ def segmentation_schema(geometry: Geometry, decisions: bool) -> pa.Schema:
         pa.field("block_id", pa.string(), nullable=False),
         pa.field("window", pa.int32(), nullable=False),
         pa.field("valid", pa.int32(), nullable=False),
-        pa.field("logprobs", pa.list_(pa.float32(), geometry.frames_per_window * geometry.classes), nullable=False),
+        pa.field("logprobs", pa.list_(items(pa.float32()), geometry.frames_per_window * geometry.classes),
+                 nullable=False),
     ]
     if decisions:
-        fields += [pa.field("top_class", pa.list_(pa.int8(), geometry.frames_per_window), nullable=False),
-                   pa.field("top_margin", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False)]
+        fields += [pa.field("top_class", pa.list_(items(pa.int8()), geometry.frames_per_window), nullable=False),
+                   pa.field("top_margin", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False)]
     return pa.schema(fields)
 
 
@@ -66,8 +81,8 @@ def voiceprint_schema(geometry: Geometry) -> pa.Schema:
         pa.field("row", pa.int32(), nullable=False),
         pa.field("window", pa.int32(), nullable=False),
         pa.field("speaker", pa.int32(), nullable=False),
-        pa.field("weights", pa.list_(pa.float32(), geometry.frames_per_window), nullable=False),
-        pa.field("embedding", pa.list_(pa.float32(), geometry.embedding_dim), nullable=False),
+        pa.field("weights", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False),
+        pa.field("embedding", pa.list_(items(pa.float32()), geometry.embedding_dim), nullable=False),
     ])
 
 
@@ -89,7 +104,8 @@ class LaneWriter:
     """
 
     def __init__(self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool,
-                 compression_level: int | None = None, group_blocks: int = GROUP_BLOCKS) -> None:
+                 compression_level: int | None = None, group_blocks: int = GROUP_BLOCKS,
+                 compression: str = COMPRESSION) -> None:
         self.directory, self.g, self.ops = Path(directory), geometry, tuple(ops)
         self.decisions, self.group_blocks = decisions, group_blocks
         self.sinks: dict[Op, ParquetSink] = {}
@@ -98,7 +114,7 @@ class LaneWriter:
         try:
             for op in self.ops:
                 self.sinks[op] = ParquetSink(self.directory / op_file(op), _schema(op, geometry, decisions),
-                                             compression_level)
+                                             compression_level, compression)
         except BaseException:
             self.abort()
             raise
@@ -211,7 +227,7 @@ class BackgroundWriter:
 
 def _fixed(flat: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:
     values = pa.array(np.ascontiguousarray(flat), kind)
-    return pa.FixedSizeListArray.from_arrays(values, size)
+    return pa.FixedSizeListArray.from_arrays(values, type=pa.list_(items(kind), size))
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -231,7 +247,7 @@ class LaneReader:
         self.files: dict[Op, pq.ParquetFile] = {}
         for op in self.ops:
             path = self.directory / op_file(op)
-            f = open_file(path, f"{where} OP {int(op)} output file", GoldenError)
+            f = open_file(path, f"{where} OP {int(op)} output file", GoldenError, read_dictionary=["block_id"])
             check_schema(f, _schema(op, geometry, decisions), path, f"{where} OP {int(op)} output file", GoldenError)
             meta = schema_metadata(f, META_KEY, path, "output", GoldenError)
             validate(OutputsMeta, meta, f"{path}: metadata {META_KEY.decode()}", GoldenError)
@@ -242,6 +258,7 @@ class LaneReader:
         self.groups = groups[Op.SEGMENTATION]
         self._index: dict[str, int] | None = None
         self._order: list[str] | None = None
+        self._members: list[list[str]] = []
         self._cache: OrderedDict[int, LaneOutputs] = OrderedDict()
         self._cache_size = cache
 
@@ -250,19 +267,22 @@ class LaneReader:
         """Every block, in file order (reads only the OP 0 block_id column)."""
         if self._order is None:
             order, index = [], {}
+            members: list[list[str]] = [[] for _ in range(self.groups)]
             n = self.g.windows_per_block
             path = self.directory / op_file(Op.SEGMENTATION)
             for i in range(self.groups):
-                ids = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError,
-                                     columns=["block_id"]).column(0).to_pylist()
-                if len(ids) % n:
-                    raise GoldenError(f"{path}: row group {i} holds {len(ids)} rows: not whole blocks of {n} windows")
-                for b in ids[::n]:
+                column = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError,
+                                        columns=["block_id"]).column(0)
+                if len(column) % n:
+                    raise GoldenError(f"{path}: row group {i} holds {len(column)} rows: not whole blocks of {n} "
+                                      "windows")
+                for b in _ids(column)[::n].tolist():
                     if b in index:
                         raise GoldenError(f"{path}: block {b!r} appears twice")
                     index[b] = i
                     order.append(b)
-            self._order, self._index = order, index
+                    members[i].append(b)
+            self._order, self._index, self._members = order, index, members
         return list(self._order)
 
     # -- serving ----------------------------------------------------------------------------
@@ -273,6 +293,30 @@ class LaneReader:
 
     def select(self, block_ids: Sequence[str]) -> LaneOutputs:
         """The outputs of ``block_ids`` (in that order), from whichever row groups hold them."""
+        parts = [self._group(gi, cache=True) for gi in self._groups_of(block_ids)]
+        whole = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
+        return whole if whole.segmentation.block_ids == list(block_ids) else whole.select(list(block_ids))
+
+    def select_voiceprints(self, block_ids: Sequence[str]) -> dict[Op, VoiceprintOutputs]:
+        """The voiceprint rows of ``block_ids`` only (their OP 0 outputs not even read): the WEIGHTS/IDX
+        isolated mode replays for a group of blocks."""
+        needed = self._groups_of(block_ids)
+        wanted = np.array(list(block_ids), dtype=str)
+        out = {}
+        for op in self.ops:
+            if not op.is_voiceprint:
+                continue
+            parts = [self._read_voiceprint(op, gi, set(self._members[gi])) for gi in needed]
+            v = parts[0] if len(parts) == 1 else VoiceprintOutputs(op, *(np.concatenate([getattr(p, f) for p in parts])
+                                                                        for f in ("block_ids", "row", "window",
+                                                                                  "speaker", "weights", "embedding")))
+            keep = np.isin(v.block_ids.astype(str), wanted)
+            out[op] = v if keep.all() else VoiceprintOutputs(op, v.block_ids[keep], v.row[keep], v.window[keep],
+                                                              v.speaker[keep], v.weights[keep], v.embedding[keep])
+        return out
+
+    def _groups_of(self, block_ids: Sequence[str]) -> list[int]:
+        """The row groups holding ``block_ids``, in first-use order; refuses an unknown block."""
         self.block_ids()
         assert self._index is not None
         needed: list[int] = []
@@ -282,9 +326,7 @@ class LaneReader:
             gi = self._index[b]
             if gi not in needed:
                 needed.append(gi)
-        parts = [self._group(gi, cache=True) for gi in needed]
-        whole = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
-        return whole if whole.segmentation.block_ids == list(block_ids) else whole.select(list(block_ids))
+        return needed
 
     def _group(self, i: int, cache: bool) -> LaneOutputs:
         if i in self._cache:
@@ -301,78 +343,54 @@ class LaneReader:
         g, n = self.g, self.g.windows_per_block
         path = self.directory / op_file(Op.SEGMENTATION)
         t = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError)
-        ids = np.asarray(t.column("block_id").to_pylist(), dtype=object)
+        ids = _ids(t.column("block_id"))
         if ids.size % n:
             raise GoldenError(f"{path}: row group {i} holds {ids.size} rows: not whole blocks of {n} windows")
         block_ids = ids[::n]
-        windows = t.column("window").to_numpy().reshape(-1, n)
+        windows = _numpy(t.column("window"), np.int32).reshape(-1, n)
         if not (np.all(ids.reshape(-1, n) == block_ids[:, None]) and np.all(windows == np.arange(n))):
             raise GoldenError(f"{path}: row group {i}: rows are not whole blocks in window order")
-        seg = SegmentationOutputs([str(b) for b in block_ids],
-                                  t.column("valid").to_numpy().reshape(-1, n).astype(np.int32),
+        seg = SegmentationOutputs(block_ids.tolist(), _numpy(t.column("valid"), np.int32).reshape(-1, n),
                                   _flat(t.column("logprobs"), np.float32).reshape(-1, n, g.frames_per_window,
                                                                                   g.classes))
         if self.decisions:
             seg.set_decisions(_flat(t.column("top_class"), np.int8).astype(np.int64), _flat(t.column("top_margin"),
                                                                                             np.float32))
-        vps = {}
         members = set(seg.block_ids)
-        for op in self.ops:
-            if not op.is_voiceprint:
-                continue
-            vpath = self.directory / op_file(op)
-            v = read_row_group(self.files[op], i, vpath, f"OP {int(op)} output file", GoldenError)
-            block = np.asarray(v.column("block_id").to_pylist(), dtype=object)
-            strays = sorted(set(block.tolist()) - members)
-            if strays:
-                raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
-                                  "group does not")
-            vps[op] = VoiceprintOutputs(
-                op=op, block_ids=block, row=v.column("row").to_numpy().astype(np.int32),
-                window=v.column("window").to_numpy().astype(np.int32),
-                speaker=v.column("speaker").to_numpy().astype(np.int32),
-                weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
-                embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
-        return LaneOutputs(seg, vps)
+        return LaneOutputs(seg, {op: self._read_voiceprint(op, i, members) for op in self.ops if op.is_voiceprint})
+
+    def _read_voiceprint(self, op: Op, i: int, members: set[str]) -> VoiceprintOutputs:
+        """Row group ``i`` of one voiceprint file; ``members``: the blocks of OP 0's row group ``i``."""
+        g = self.g
+        vpath = self.directory / op_file(op)
+        v = read_row_group(self.files[op], i, vpath, f"OP {int(op)} output file", GoldenError)
+        block = _ids(v.column("block_id"))
+        strays = sorted(set(np.unique(block.astype(str)).tolist()) - members) if block.size else []
+        if strays:
+            raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
+                              "group does not")
+        return VoiceprintOutputs(
+            op=op, block_ids=block, row=_numpy(v.column("row"), np.int32),
+            window=_numpy(v.column("window"), np.int32), speaker=_numpy(v.column("speaker"), np.int32),
+            weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
+            embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
+
+
+def _ids(column: pa.ChunkedArray) -> np.ndarray:
+    """A string column as an object array of str, each distinct id converted once (rows repeat
+    their block's id: 8 windows, or several voiceprint rows)."""
+    arr = one_chunk(column)
+    if len(arr) == 0:
+        return np.zeros(0, dtype=object)
+    encoded = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()  # (read as dictionary)
+    names = np.array(encoded.dictionary.to_pylist(), dtype=object)
+    return names[to_numpy(encoded.indices)]
+
+
+def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    return np.ascontiguousarray(to_numpy(one_chunk(column)), dtype=dtype)
 
 
 def _flat(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    values = arr.flatten()
-    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=dtype)
-
-
-# ------------------------------------------------------------------------------------------ calls
-
-
-CALL_SCHEMA = pa.schema([
-    pa.field("lane", pa.string(), nullable=False),
-    pa.field("shape", pa.int64(), nullable=False),
-    pa.field("op", pa.int64(), nullable=False),
-    pa.field("blocks", pa.int64(), nullable=False),
-    pa.field("windows", pa.int64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("request_bytes", pa.int64(), nullable=False),
-    pa.field("wall_s", pa.float64(), nullable=False),
-    pa.field("peak_device_bytes", pa.int64()),
-    pa.field("replica", pa.int64(), nullable=False),
-    pa.field("block_ids", pa.list_(pa.string()), nullable=False),
-])
-
-
-def write_calls(path: Path, calls: list) -> dict:
-    """Every network call of a run or recording: lane, shape, OP, cost, and which blocks it carried.
-    Returns the file's manifest entry."""
-    rows = [c if isinstance(c, dict) else c.to_dict() for c in calls]
-    data = {f.name: [r[f.name] if f.name != "block_ids" else list(r.get("block_ids") or ()) for r in rows]
-            for f in CALL_SCHEMA}
-    return write_table(path, pa.Table.from_pydict(data, schema=CALL_SCHEMA))
-
-
-def read_calls(path: Path, where: str) -> list[dict]:
-    f = open_file(path, f"{where} call log", GoldenError)
-    check_schema(f, CALL_SCHEMA, path, f"{where} call log", GoldenError)
-    rows: list[dict] = []
-    for i in range(f.metadata.num_row_groups):
-        rows += read_row_group(f, i, path, "call log", GoldenError).to_pylist()
-    return rows
+    """A fixed_size_list column's values, flat: a view of Arrow's buffer when it has no nulls."""
+    return np.ascontiguousarray(to_numpy(one_chunk(column).flatten()), dtype=dtype)  # (nullable items: converted)

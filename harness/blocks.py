@@ -62,18 +62,7 @@ class Block:
         if n != geometry.windows_per_block:
             raise BlockError(block_id, "OFFSETS", f"{n} windows",
                              f"a block holds exactly {geometry.windows_per_block} windows in this release")
-        speaker_arr = None
-        if speakers is not None:
-            if fields[ops.IDX] is None:
-                raise BlockError(block_id, "SPEAKERS", speakers, "speaker labels given without voiceprint rows")
-            speaker_arr = _as_int(block_id, "SPEAKERS", speakers, np.int32, rank=1)
-            if speaker_arr.shape[0] != fields[ops.IDX].shape[0]:
-                raise BlockError(block_id, "SPEAKERS", f"{speaker_arr.shape[0]} labels",
-                                 f"must have one label per IDX row ({fields[ops.IDX].shape[0]})")
-            bad = np.flatnonzero((speaker_arr < 0) | (speaker_arr >= geometry.speakers))
-            if bad.size:
-                raise BlockError(block_id, f"SPEAKERS[{bad[0]}]", int(speaker_arr[bad[0]]),
-                                 f"local speaker must be in 0..{geometry.speakers - 1}")
+        speaker_arr = _check_speakers(block_id, speakers, fields[ops.IDX], geometry)
         return cls(
             id=block_id,
             op=Op(int(fields[ops.OP][0])),
@@ -109,9 +98,21 @@ class Block:
     def with_voiceprint(
         self, op: Op, weights: np.ndarray, idx: np.ndarray, speakers: np.ndarray, geometry: Geometry
     ) -> Block:
-        """The OP 1/2 request of this block's audio, validated like any other block."""
-        return Block.create(self.id, op, self.span, self.offsets, self.valid, geometry,
-                            weights=weights, idx=idx, speakers=speakers)
+        """The OP 1/2 request of this block's audio, validated like any other block.
+
+        The audio was validated when this block was created: only what is new (OP, WEIGHTS, IDX,
+        speakers) and the cheap window checks are done again, not a second pass over SPAN."""
+        if not isinstance(op, Op) or not op.is_voiceprint or self.op is not Op.SEGMENTATION:
+            return Block.create(self.id, op, self.span, self.offsets, self.valid, geometry,
+                                weights=weights, idx=idx, speakers=speakers)
+        n = self.windows
+        if n != geometry.windows_per_block:
+            raise BlockError(self.id, "OFFSETS", f"{n} windows",
+                             f"a block holds exactly {geometry.windows_per_block} windows in this release")
+        _check_offsets(self.id, self.offsets, self.valid, int(self.span.shape[0]), geometry.window_samples)
+        w, i = _check_voiceprint(self.id, op, weights, idx, n, geometry)
+        return Block(self.id, op, self.span, self.offsets, self.valid, w, i,
+                     _check_speakers(self.id, speakers, i, geometry))
 
 
 def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str = "request") -> dict:
@@ -147,37 +148,64 @@ def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) 
         raise BlockError(owner, ops.VALID, f"{valid.shape[0]} values", f"must have one value per window ({n})")
     _check_offsets(owner, offsets, valid, span.shape[0], geometry.window_samples)
 
-    weights_in, idx_in = tensors.get(ops.WEIGHTS), tensors.get(ops.IDX)
-    weights = idx = None
-    if op is Op.SEGMENTATION:
-        for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
-            if value is not None:
-                raise BlockError(owner, name, "given", "OP 0 (segmentation) takes no WEIGHTS or IDX")
-    else:
-        for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
-            if value is None:
-                raise BlockError(owner, name, None, f"OP {int(op)} (voiceprint) requires {name}")
-        weights = _as_float(owner, ops.WEIGHTS, weights_in, rank=2)
-        if weights.shape[1] != geometry.frames_per_window:
-            raise BlockError(owner, ops.WEIGHTS, f"width {weights.shape[1]}",
-                             f"must be frames per window ({geometry.frames_per_window})")
-        _require_finite(owner, ops.WEIGHTS, weights)
-        negative = np.argwhere(weights < 0)
-        if negative.size:
-            r, f = (int(v) for v in negative[0])
-            raise BlockError(owner, f"WEIGHTS[{r},{f}]", float(weights[r, f]), "weights must be >= 0")
-        idx = _as_int(owner, ops.IDX, idx_in, np.int32, rank=1)
-        if idx.shape[0] != weights.shape[0]:
-            raise BlockError(owner, ops.IDX, f"{idx.shape[0]} rows",
-                             f"must have one entry per WEIGHTS row ({weights.shape[0]})")
-        bad = np.flatnonzero((idx < 0) | (idx >= n))
-        if bad.size:
-            raise BlockError(owner, f"IDX[{bad[0]}]", int(idx[bad[0]]), f"window index out of range 0..{n - 1}")
+    weights, idx = _check_voiceprint(owner, op, tensors.get(ops.WEIGHTS), tensors.get(ops.IDX), n, geometry)
     return {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid,
             ops.OP: np.array([int(op)], dtype=np.int32), ops.WEIGHTS: weights, ops.IDX: idx}
 
 
+def _check_voiceprint(owner: str, op: Op, weights_in: object, idx_in: object, n: int, geometry: Geometry
+                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """WEIGHTS and IDX of a request of ``n`` windows: none for OP 0, required and checked for OP 1/2."""
+    if op is Op.SEGMENTATION:
+        for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
+            if value is not None:
+                raise BlockError(owner, name, "given", "OP 0 (segmentation) takes no WEIGHTS or IDX")
+        return None, None
+    for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
+        if value is None:
+            raise BlockError(owner, name, None, f"OP {int(op)} (voiceprint) requires {name}")
+    weights = _as_float(owner, ops.WEIGHTS, weights_in, rank=2)
+    if weights.shape[1] != geometry.frames_per_window:
+        raise BlockError(owner, ops.WEIGHTS, f"width {weights.shape[1]}",
+                         f"must be frames per window ({geometry.frames_per_window})")
+    _require_finite(owner, ops.WEIGHTS, weights)
+    if weights.size and weights.min() < 0:
+        r, f = (int(v) for v in np.argwhere(weights < 0)[0])
+        raise BlockError(owner, f"WEIGHTS[{r},{f}]", float(weights[r, f]), "weights must be >= 0")
+    idx = _as_int(owner, ops.IDX, idx_in, np.int32, rank=1)
+    if idx.shape[0] != weights.shape[0]:
+        raise BlockError(owner, ops.IDX, f"{idx.shape[0]} rows",
+                         f"must have one entry per WEIGHTS row ({weights.shape[0]})")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = np.flatnonzero((idx < 0) | (idx >= n))
+        raise BlockError(owner, f"IDX[{bad[0]}]", int(idx[bad[0]]), f"window index out of range 0..{n - 1}")
+    return weights, idx
+
+
+def _check_speakers(owner: str, speakers: object | None, idx: np.ndarray | None, geometry: Geometry
+                    ) -> np.ndarray | None:
+    """The local speaker of each voiceprint row (metadata, not a wire tensor)."""
+    if speakers is None:
+        return None
+    if idx is None:
+        raise BlockError(owner, "SPEAKERS", speakers, "speaker labels given without voiceprint rows")
+    speaker_arr = _as_int(owner, "SPEAKERS", speakers, np.int32, rank=1)
+    if speaker_arr.shape[0] != idx.shape[0]:
+        raise BlockError(owner, "SPEAKERS", f"{speaker_arr.shape[0]} labels",
+                         f"must have one label per IDX row ({idx.shape[0]})")
+    if speaker_arr.size and (speaker_arr.min() < 0 or speaker_arr.max() >= geometry.speakers):
+        bad = np.flatnonzero((speaker_arr < 0) | (speaker_arr >= geometry.speakers))
+        raise BlockError(owner, f"SPEAKERS[{bad[0]}]", int(speaker_arr[bad[0]]),
+                         f"local speaker must be in 0..{geometry.speakers - 1}")
+    return speaker_arr
+
+
 def _check_offsets(owner: str, offsets: np.ndarray, valid: np.ndarray, span_len: int, window: int) -> None:
+    if offsets.size == 0 or (
+        offsets[0] >= 0 and bool((offsets[1:] >= offsets[:-1]).all()) and offsets[-1] <= span_len
+        and valid.min() >= 0 and valid.max() <= window and (offsets + valid).max() <= span_len
+    ):
+        return  # the common case, in a few reductions; the first broken rule is named below
     checks = (
         (offsets < 0, ops.OFFSETS, offsets, "offset is negative"),
         (np.r_[False, np.diff(offsets) < 0], ops.OFFSETS, offsets, "offsets decrease"),
@@ -221,6 +249,8 @@ def _as_int(owner: str, name: str, value: object, dtype: type, rank: int | None)
     if arr.dtype.kind not in "iu":
         raise BlockError(owner, name, f"dtype {arr.dtype}", f"wrong dtype: expected integers ({np.dtype(dtype)})")
     _check_rank(owner, name, arr, rank)
+    if arr.dtype == dtype:
+        return np.ascontiguousarray(arr)
     info = np.iinfo(dtype)
     if arr.size and (arr.min() < info.min or arr.max() > info.max):
         raise BlockError(owner, name, int(arr.max()), f"does not fit {np.dtype(dtype)}")
@@ -228,6 +258,11 @@ def _as_int(owner: str, name: str, value: object, dtype: type, rank: int | None)
 
 
 def _require_finite(owner: str, name: str, arr: np.ndarray) -> None:
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.add.reduce(arr, axis=None)):
+            # a finite sum has no NaN or Inf in it (they survive any addition): one read-only pass, a
+            # third cheaper than isfinite's; a sum that overflowed takes the exact check below
+            return
     if not np.isfinite(arr).all():
         where = tuple(int(v) for v in np.argwhere(~np.isfinite(arr))[0])
         index = ",".join(str(v) for v in where)

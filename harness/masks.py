@@ -71,22 +71,32 @@ def speaker_activity(logprobs: np.ndarray, valid: np.ndarray, geometry: Geometry
 def voiceprint_rows(
     logprobs: np.ndarray, valid: np.ndarray, op: Op, geometry: Geometry, policy: MaskPolicy = MaskPolicy()
 ) -> VoiceprintRows:
-    """The voiceprint request rows the engine derives from one block's OP 0 output."""
+    """The voiceprint request rows the engine derives from one block's OP 0 output.
+
+    Computed from each frame's class alone (a frame's activity, and whether it is clean, are
+    functions of its powerset class): counts per window and class, then each kept row's weights
+    looked up from its class table, instead of [windows, frames, speakers] float arrays."""
     if not op.is_voiceprint:
         raise ValueError("voiceprint rows exist for OP 1 and OP 2 only")
-    activity = speaker_activity(logprobs, valid, geometry)  # [N, F, S]
+    power = geometry.powerset  # [C, S] 0/1
+    n, frames, classes = logprobs.shape
+    cls = np.argmax(logprobs, axis=-1)  # [N, F]
+    audio = audio_frames(valid, geometry)  # [N, F]
+    counted = np.where(audio, cls, classes)  # frames without audio fall into an extra, empty class
+    counted += np.arange(n)[:, None] * (classes + 1)
+    per_class = np.bincount(counted.reshape(-1), minlength=n * (classes + 1)).reshape(n, classes + 1)[:, :classes]
     minimum = policy.threshold(geometry)
-    active_count = activity.sum(axis=1)  # [N, S]
-    weights = activity
+    active_count = per_class @ power.astype(np.int64)  # [N, S] active frames per speaker
+    lookup = np.broadcast_to(power.T, (n, *power.T.shape))  # [N, S, C]: speaker s active in class c
     if op is Op.VOICEPRINT_CLEAN:
-        clean = activity * (activity.sum(axis=2, keepdims=True) < 2)
-        enough_clean = clean.sum(axis=1) >= minimum  # [N, S]
-        weights = np.where(enough_clean[:, None, :], clean, activity)
+        single = (power.sum(axis=1) < 2).astype(power.dtype)  # classes of at most one speaker: clean frames
+        enough_clean = per_class @ (power * single[:, None]).astype(np.int64) >= minimum  # [N, S]
+        lookup = np.where(enough_clean[:, :, None], power.T[None] * single[None, None, :], power.T[None])
     keep = (active_count >= minimum) & (np.asarray(valid)[:, None] > 0)
     windows, speakers = np.nonzero(keep)
-    rows = weights[windows, :, speakers].astype(np.float32)
+    rows = np.take_along_axis(lookup[windows, speakers], cls[windows], axis=1) * audio[windows]
     return VoiceprintRows(
-        weights=np.ascontiguousarray(rows.reshape(len(windows), geometry.frames_per_window)),
+        weights=np.ascontiguousarray(rows, dtype=np.float32).reshape(len(windows), frames),
         idx=windows.astype(np.int32),
         speakers=speakers.astype(np.int32),
     )

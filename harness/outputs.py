@@ -177,8 +177,8 @@ class OutputCollector:
         g = self.geometry
         seg = SegmentationOutputs(
             list(order),
-            np.stack([self._seg[b][0] for b in order]).astype(np.int32),
-            np.stack([self._seg[b][1] for b in order]).astype(np.float32),
+            np.stack([self._seg[b][0] for b in order]).astype(np.int32, copy=False),
+            np.stack([self._seg[b][1] for b in order]).astype(np.float32, copy=False),
         )
         vps = {}
         for op, per_block in self._vp.items():
@@ -190,11 +190,11 @@ class OutputCollector:
                 op=op,
                 block_ids=np.repeat(np.array(present, dtype=object), counts),
                 row=np.concatenate([np.arange(c, dtype=np.int32) for c in counts]),
-                window=np.concatenate([per_block[b][0].idx for b in present]).astype(np.int32),
-                speaker=np.concatenate([per_block[b][0].speakers for b in present]).astype(np.int32),
+                window=np.concatenate([per_block[b][0].idx for b in present]).astype(np.int32, copy=False),
+                speaker=np.concatenate([per_block[b][0].speakers for b in present]).astype(np.int32, copy=False),
                 weights=np.concatenate([per_block[b][0].weights for b in present]).reshape(
-                    -1, g.frames_per_window).astype(np.float32),
+                    -1, g.frames_per_window).astype(np.float32, copy=False),
                 embedding=np.concatenate([per_block[b][1] for b in present]).reshape(
-                    -1, g.embedding_dim).astype(np.float32),
+                    -1, g.embedding_dim).astype(np.float32, copy=False),
             )
         return LaneOutputs(seg, vps)

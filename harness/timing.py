@@ -11,73 +11,92 @@ counted, and cannot move a median the way it moves a sum.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 import numpy as np
 
 STALL_FACTOR = 5.0  # a call this many times its lane's median time (same OP) is a stall
 
 
-def summarize_calls(calls: list[dict]) -> dict[str, dict]:
+def summarize_calls(calls: Iterable[dict]) -> dict[str, dict]:
     """Key "exact" or the shape k as a string -> summary over every OP of that lane.
 
     blocks_per_s counts a block once it has been through every OP (segmentation and the
     voiceprints): it is the rate at which the engine could finish blocks in that lane.
+
+    One pass over ``calls`` (a stream: a large corpus's log is never held whole); what is kept is a
+    few numbers per call and the exact lane's time per block.
     """
-    groups: dict[str, list[dict]] = defaultdict(list)
+    lanes: dict[str, dict[int, _OpCalls]] = defaultdict(dict)
+    exact_time: dict[str, float] = defaultdict(float)  # block id -> exact wall time summed over its OPs
+    units: dict[str, dict[frozenset, float]] = defaultdict(lambda: defaultdict(float))
     for c in calls:
         if c.get("replica", 0) != 0:
             continue
-        groups["exact" if c["lane"] == "exact" else str(int(c["shape"]))].append(c)
-    out = {key: _lane(group) for key, group in groups.items()}
-    exact = groups.get("exact", [])
-    exact_time = defaultdict(float)  # block id -> exact wall time summed over its OPs
-    for c in exact:
-        for b in c.get("block_ids") or ():
-            exact_time[b] += c["wall_s"] / max(1, len(c.get("block_ids") or ()))
-    for key, group in groups.items():
+        key = "exact" if c["lane"] == "exact" else str(int(c["shape"]))
+        op = int(c["op"])
+        lanes[key].setdefault(op, _OpCalls()).add(c)
+        ids = c.get("block_ids") or ()
+        if key == "exact":
+            for b in ids:
+                exact_time[b] += c["wall_s"] / max(1, len(ids))
+        elif ids:
+            units[key][frozenset(ids)] += c["wall_s"]
+    out = {key: _lane(per_op) for key, per_op in lanes.items()}
+    for key in out:
         if key == "exact":
             out[key]["speedup"] = 1.0
             continue
-        out[key].update(_speedup(group, exact_time))
+        out[key].update(_speedup(units.get(key, {}), exact_time))
     return out
 
 
-def _lane(group: list[dict]) -> dict:
-    per_op = {}
+class _OpCalls:
+    """One lane's calls of one OP, as numbers."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.blocks = 0
+        self.request_bytes = 0
+        self.peak: int | None = None
+
+    def add(self, c: dict) -> None:
+        self.wall.append(float(c["wall_s"]))
+        self.blocks += int(c["blocks"])
+        self.request_bytes += int(c["request_bytes"])
+        if c.get("peak_device_bytes") is not None:
+            self.peak = max(self.peak or 0, int(c["peak_device_bytes"]))
+
+
+def _lane(per_op: dict[int, _OpCalls]) -> dict:
+    out_ops = {}
     stalls = 0
-    for op in sorted({int(c["op"]) for c in group}):
-        sel = [c for c in group if int(c["op"]) == op]
-        wall = np.array([c["wall_s"] for c in sel], dtype=np.float64)
-        blocks = sum(int(c["blocks"]) for c in sel)
-        peaks = [c["peak_device_bytes"] for c in sel if c.get("peak_device_bytes") is not None]
+    for op in sorted(per_op):
+        calls = per_op[op]
+        wall = np.array(calls.wall, dtype=np.float64)
         median = float(np.median(wall))
         op_stalls = int((wall > STALL_FACTOR * median).sum()) if median > 0 and wall.size >= 4 else 0
         stalls += op_stalls
-        per_op[str(op)] = {
-            "calls": len(sel),
-            "blocks": blocks,
+        out_ops[str(op)] = {
+            "calls": int(wall.size),
+            "blocks": calls.blocks,
             "wall_s": float(wall.sum()),
-            "blocks_per_s": blocks / float(wall.sum()) if wall.sum() > 0 else None,
+            "blocks_per_s": calls.blocks / float(wall.sum()) if wall.sum() > 0 else None,
             "p50_ms": float(np.percentile(wall, 50) * 1e3),
             "p99_ms": float(np.percentile(wall, 99) * 1e3),
-            "mean_request_mb": float(np.mean([c["request_bytes"] for c in sel]) / 1e6),
-            "peak_device_mb": max(peaks) / 2**20 if peaks else None,
+            "mean_request_mb": float(calls.request_bytes / wall.size / 1e6),
+            "peak_device_mb": calls.peak / 2**20 if calls.peak is not None else None,
             "stalls": op_stalls,
         }
-    total = sum(v["wall_s"] for v in per_op.values())
-    blocks = per_op.get("0", {}).get("blocks", 0)
-    peaks = [v["peak_device_mb"] for v in per_op.values() if v["peak_device_mb"] is not None]
+    total = sum(v["wall_s"] for v in out_ops.values())
+    blocks = out_ops.get("0", {}).get("blocks", 0)
+    peaks = [v["peak_device_mb"] for v in out_ops.values() if v["peak_device_mb"] is not None]
     return {"blocks": blocks, "wall_s": total, "blocks_per_s": blocks / total if total > 0 else None,
-            "peak_device_mb": max(peaks) if peaks else None, "ops": per_op, "stalls": stalls}
+            "peak_device_mb": max(peaks) if peaks else None, "ops": out_ops, "stalls": stalls}
 
 
-def _speedup(group: list[dict], exact_time: dict[str, float]) -> dict:
+def _speedup(units: dict[frozenset, float], exact_time: dict[str, float]) -> dict:
     """Median over packed calls' block sets of (exact time of those blocks) / (packed time)."""
-    units: dict[tuple, float] = defaultdict(float)
-    for c in group:
-        ids = tuple(c.get("block_ids") or ())
-        if ids:
-            units[frozenset(ids)] += c["wall_s"]
     ratios = np.array([sum(exact_time.get(b, 0.0) for b in ids) / wall for ids, wall in units.items()
                        if wall > 0 and all(b in exact_time for b in ids)], dtype=np.float64)
     if ratios.size == 0:
@@ -91,14 +110,21 @@ def _speedup(group: list[dict], exact_time: dict[str, float]) -> dict:
 def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
     """Distribution-free interval for the median: order statistics x_(j)..x_(n-j+1) with
     P(Binomial(n, 1/2) <= j - 1) <= (1 - confidence) / 2. None when n is too small (n < 6)."""
-    from scipy.stats import binom
-
     v = np.sort(np.asarray(values, dtype=np.float64))
     n = v.size
     alpha = 1.0 - confidence
-    j = int(binom.ppf(alpha / 2, n, 0.5)) + 1 if n else 0
-    while j > 0 and binom.cdf(j - 1, n, 0.5) > alpha / 2:
+    cdf = half_binomial_cdf(n)
+    j = int(np.searchsorted(cdf, alpha / 2 * (1 - 1e-12), side="left")) + 1 if n else 0  # ppf(alpha / 2) + 1
+    while j > 0 and cdf[j - 1] > alpha / 2:
         j -= 1
     if j < 1:
         return None, None
     return float(v[j - 1]), float(v[n - j])
+
+
+def half_binomial_cdf(n: int) -> np.ndarray:
+    """P(Binomial(n, 1/2) <= k) for k = 0..n, in float64 (log-space binomial coefficients: no
+    overflow for any n; no scipy, whose import costs a second per command)."""
+    k = np.arange(n, dtype=np.float64)
+    log_choose = np.concatenate([[0.0], np.cumsum(np.log((n - k) / (k + 1)))])  # log C(n, k)
+    return np.minimum(np.cumsum(np.exp(log_choose - n * np.log(2.0))), 1.0)

@@ -15,7 +15,7 @@ a backend can keep several requests in flight (the engine keeps about two per GP
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -43,9 +43,12 @@ class CallRecord:
     block_ids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        out = asdict(self)
+        out = {name: getattr(self, name) for name in _CALL_FIELDS}  # (asdict deep-copies: slow per call)
         out["block_ids"] = list(self.block_ids)
         return out
+
+
+_CALL_FIELDS = tuple(f.name for f in fields(CallRecord))
 
 
 class ExactLane:

@@ -20,6 +20,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -40,6 +41,14 @@ _MAX_GROUP = 256
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]
+
+
+class CallLog(Protocol):
+    """Where the lanes record their calls: a list, or anything with ``append`` (a log file writer)."""
+
+    def append(self, call: CallRecord) -> None: ...
+
+
 VoiceprintInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
 
 
@@ -102,16 +111,18 @@ def run_lanes(
     voiceprint_inputs: VoiceprintInputs | None = None,
     packer: Packer = HARNESS_PACKER,
     progress: Progress | None = None,
-) -> list[CallRecord]:
+    log: CallLog | None = None,
+) -> CallLog:
     """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
-    to ``sink``. Returns every network call made (the warm-up excluded)."""
+    to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
+    default; a writer of the call log file keeps memory flat) and ``log`` is returned."""
     geometry = backend.geometry
     if plan.mode == "isolated" and not plan.include_exact and voiceprint_inputs is None:
         raise LaneError("isolated mode without the exact lane needs the golden's voiceprint inputs")
     if plan.include_exact and 1 not in plan.release_shapes.get(Op.SEGMENTATION, ()):
         raise LaneError("this runner interleaves block by block: the release shape must be 1 block per call")
     tick = progress or (lambda n: None)
-    log: list[CallRecord] = []
+    log = [] if log is None else log
     exact = ExactLane(backend, plan.release_shapes, log)
     fast = {k: FastLane(backend, k, log, plan.pad_to_fixed, packer) for k in plan.shapes}
     repeats = plan.exact_repeats if plan.include_exact else 0

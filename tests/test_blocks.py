@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.blocks import Block, check_request
 from harness.errors import BlockError
@@ -102,3 +104,19 @@ def test_a_packed_request_may_hold_any_number_of_windows():
     req = {"SPAN": np.zeros(1000, np.float32), "OFFSETS": np.arange(24, dtype=np.int64) * 10,
            "VALID": np.full(24, 50, np.int32), "OP": np.array([0], np.int32)}
     assert check_request(req, G)["OFFSETS"].shape == (24,)
+
+
+@given(st.integers(1, 3000), st.floats(allow_nan=False, allow_infinity=False, width=32),
+       st.sampled_from([np.nan, np.inf, -np.inf, None]), st.data())
+def test_the_finiteness_check_refuses_every_nan_or_inf_and_nothing_else(n, fill, bad, data):
+    """The fast path (a finite sum) and the exact path agree: a sum that overflows is not a refusal."""
+    from harness.blocks import _require_finite
+
+    values = np.full(n, fill, dtype=np.float32)
+    if bad is None:
+        _require_finite("b", "SPAN", values)  # even when the values sum past float32's range
+        return
+    at = data.draw(st.integers(0, n - 1))
+    values[at] = bad
+    with pytest.raises(BlockError, match=rf"SPAN\[{at}\]=.*NaN or Inf"):
+        _require_finite("b", "SPAN", values)

@@ -66,3 +66,30 @@ def test_padding_windows_get_no_rows():
 
 def test_default_threshold_is_two_percent_of_the_window():
     assert MaskPolicy().threshold(Geometry()) == 12  # ceil(0.02 * 589)
+
+
+def reference_rows(logprobs, valid, op, geometry, policy):
+    """The mask function written the obvious way: [windows, frames, speakers] activity arrays."""
+    activity = speaker_activity(logprobs, valid, geometry)
+    minimum = policy.threshold(geometry)
+    weights = activity
+    if op is Op.VOICEPRINT_CLEAN:
+        clean = activity * (activity.sum(axis=2, keepdims=True) < 2)
+        weights = np.where((clean.sum(axis=1) >= minimum)[:, None, :], clean, activity)
+    keep = (activity.sum(axis=1) >= minimum) & (np.asarray(valid)[:, None] > 0)
+    windows, speakers = np.nonzero(keep)
+    return weights[windows, :, speakers].astype(np.float32), windows, speakers
+
+
+@given(st.lists(st.integers(0, 6), min_size=80, max_size=80), st.lists(st.integers(0, 1000), min_size=4,
+                                                                       max_size=4), st.integers(1, 12))
+def test_rows_by_class_lookup_equal_the_obvious_computation(classes, valid, minimum):
+    lp = logprobs_for(np.array(classes).reshape(4, 20))
+    valid = np.array(valid, dtype=np.int32)
+    policy = MaskPolicy(min_active_frames=minimum)
+    for op in (Op.VOICEPRINT, Op.VOICEPRINT_CLEAN):
+        rows = voiceprint_rows(lp, valid, op, G, policy)
+        weights, windows, speakers = reference_rows(lp, valid, op, G, policy)
+        assert rows.weights.dtype == np.float32 and rows.weights.shape == (len(windows), G.frames_per_window)
+        np.testing.assert_array_equal(rows.weights, weights)
+        assert rows.idx.tolist() == windows.tolist() and rows.speakers.tolist() == speakers.tolist()

@@ -29,10 +29,12 @@ import numpy as np
 import pyarrow as pa
 
 from harness.blocks import Block
-from harness.errors import BlockError, CorpusError, check_interrupted
+from harness.errors import BlockError, CorpusError, HarnessError, check_interrupted
 from harness.geometry import Geometry
 from harness.ops import Op
-from harness.parquet import ParquetSink, open_file, read_row_group, schema_metadata
+from harness.overlap import WriteBehind, prefetch
+from harness.packing import concat_spans
+from harness.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata, to_numpy
 from harness.schemas import CorpusMeta, Provenance, validate
 
 SCHEMA_VERSION = 1
@@ -40,13 +42,14 @@ META_KEY = b"harness.corpus"
 SCHEMA = pa.schema([
     pa.field("block_id", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
-    pa.field("span", pa.large_list(pa.float32()), nullable=False),
-    pa.field("offsets", pa.list_(pa.int64()), nullable=False),
-    pa.field("valid", pa.list_(pa.int32()), nullable=False),
+    pa.field("span", pa.large_list(items(pa.float32())), nullable=False),
+    pa.field("offsets", pa.list_(items(pa.int64())), nullable=False),
+    pa.field("valid", pa.list_(items(pa.int32())), nullable=False),
     pa.field("provenance", pa.string(), nullable=False),
 ])
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
-GROUP_BLOCKS = 16
+# blocks per row group: the lanes' group for shapes up to 32, so a pack of consecutive blocks is one buffer
+GROUP_BLOCKS = 32
 
 
 class Summary:
@@ -110,7 +113,10 @@ class Corpus:
 
 
 class CorpusWriter:
-    """Validates and writes blocks one at a time; the file appears (renamed) only on :meth:`close`."""
+    """Validates and writes blocks one at a time; the file appears (renamed) only on :meth:`close`.
+
+    Row groups are encoded and written in a thread (:class:`harness.overlap.WriteBehind`) while the
+    next blocks are read and validated."""
 
     def __init__(self, path: Path, geometry: Geometry, group_blocks: int = GROUP_BLOCKS) -> None:
         self.path, self.g, self.group_blocks = Path(path), geometry, group_blocks
@@ -120,6 +126,7 @@ class CorpusWriter:
         meta = {"version": SCHEMA_VERSION, **{k: getattr(geometry, k) for k in GEOMETRY_KEYS}}
         self.schema = SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
         self._sink = ParquetSink(self.path, self.schema)
+        self._behind: WriteBehind[list] = WriteBehind(self._write, name="corpus-writer")
 
     def __enter__(self) -> CorpusWriter:
         return self
@@ -150,6 +157,11 @@ class CorpusWriter:
             self.abort()
             raise CorpusError(f"{self.path}: a corpus needs at least one block")
         self._flush()
+        try:
+            self._behind.close()
+        except BaseException:
+            self.abort()
+            raise
         self._sink.close()
         return self.summary.to_dict()
 
@@ -159,12 +171,20 @@ class CorpusWriter:
         return self._sink.entry
 
     def abort(self) -> None:
+        self._behind.abort()
         self._sink.abort()
 
     def _flush(self) -> None:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        try:
+            self._behind.submit(rows)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _write(self, rows: list[tuple[Block, str, dict]]) -> None:
         blocks = [b for b, _, _ in rows]
         self._sink.write(pa.Table.from_pydict({
             "block_id": pa.array([b.id for b in blocks], pa.string()),
@@ -231,18 +251,34 @@ class CorpusReader:
         """Every block (validated), its source and provenance, in file order; refuses the first bad row.
 
         ``keep``: only row groups holding one of these ids are read and decoded (a shard of
-        consecutive blocks reads its own few groups, not the whole corpus); the caller filters rows."""
+        consecutive blocks reads its own few groups, not the whole corpus); the caller filters rows.
+        The next row group is read and validated in a thread while the caller works on this one."""
+        for rows, error in prefetch(self._groups(keep), name="corpus-reader"):
+            yield from rows
+            if error is not None:
+                raise error
+
+    def _groups(self, keep: Collection[str] | None) -> Iterator[tuple[list[tuple[Block, str, dict]],
+                                                                      BaseException | None]]:
+        """Each row group's rows, and the error that stopped it (the rows before it still count)."""
         seen: set[str] = set()
         row = 0
         for i in range(self.file.metadata.num_row_groups):
-            if keep is not None:
-                ids = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
-                if not any(b in keep for b in ids.column(0).to_pylist()):
-                    row += ids.num_rows
-                    continue
-            table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
-                                   columns=[f.name for f in SCHEMA])
-            yield from _table_rows(table, self.g, str(self.path), row, seen)
+            rows: list[tuple[Block, str, dict]] = []
+            try:
+                if keep is not None:
+                    ids = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
+                    if not any(b in keep for b in ids.column(0).to_pylist()):
+                        row += ids.num_rows
+                        continue
+                table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
+                                       columns=[f.name for f in SCHEMA])
+                for item in _table_rows(table, self.g, str(self.path), row, seen):
+                    rows.append(item)
+            except HarnessError as exc:
+                yield rows, exc
+                return
+            yield rows, None
             row += table.num_rows
 
     def __iter__(self) -> Iterator[Block]:
@@ -298,9 +334,14 @@ def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
 def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool = False) -> pa.Array:
     lengths = np.array([a.shape[0] for a in arrays], dtype=np.int64)
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64 if large else np.int32)
-    values = pa.array(np.concatenate(arrays) if arrays else np.zeros(0), value_type)
-    cls = pa.LargeListArray if large else pa.ListArray
-    return cls.from_arrays(pa.array(offsets), values)
+    if large and arrays and all(a.dtype == np.float32 for a in arrays):
+        flat = concat_spans(arrays)  # spans read from one row group lie end to end: no copy then
+    else:
+        flat = np.concatenate(arrays) if arrays else np.zeros(0)
+    values = pa.array(flat, value_type)
+    if large:
+        return pa.LargeListArray.from_arrays(pa.array(offsets), values, type=pa.large_list(items(value_type)))
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=pa.list_(items(value_type)))
 
 
 _FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}
@@ -309,11 +350,12 @@ _FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}
 def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list) -> list[np.ndarray | None]:
     """A list column as numpy arrays (dtype as stored: Block.create names a wrong one); a null
     inside a list is named as such (not reported as the float dtype numpy would turn it into)."""
-    column = table.column(name).combine_chunks()
+    column = one_chunk(table.column(name))
     if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type):
         raise CorpusError(f"{where}: column {name!r} has type {column.type}, expected a list")
-    nulls = column.is_null().to_numpy(zero_copy_only=False)
-    offsets = column.offsets.to_numpy()  # index into .values, which ignores slicing
+    # (no boolean array unless there are nulls: pyarrow converts one through pandas, a 1 s import)
+    nulls = np.asarray(column.is_null().to_pylist(), dtype=bool) if column.null_count else np.zeros(len(column), bool)
+    offsets = to_numpy(column.offsets)  # index into .values, which ignores slicing
     values = column.values
     if values.null_count:
         inner = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]
@@ -321,7 +363,7 @@ def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list) ->
         raise BlockError(str(ids[j]), f"{_FIELD[name]}[{int(inner - offsets[j])}]", None,
                          f"null value inside the list (row {first_row + j} of {where})")
     try:
-        flat = values.to_numpy(zero_copy_only=False)
+        flat = to_numpy(values)  # no nulls (checked above): a view of Arrow's buffer, not a copy
     except pa.ArrowException:
         flat = np.asarray(values.to_pylist(), dtype=object)
-    return [None if nulls[i] else flat[offsets[i] : offsets[i + 1]] for i in range(len(column))]
+    return [None if nulls[i] else flat[offsets[i] : offsets[i + 1]] for i in range(len(column))]  # views

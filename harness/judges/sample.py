@@ -32,4 +32,7 @@ class Sample:
     def values(self) -> list[float | None]:
         """Sorted ascending; non-finite values (NaN/Inf) as None, last."""
         v = np.sort(self._values)
-        return [float(x) if np.isfinite(x) else None for x in v]
+        out: list[float | None] = v.tolist()
+        for i in np.flatnonzero(~np.isfinite(v)).tolist():
+            out[i] = None
+        return out

@@ -155,9 +155,9 @@ class SegmentationEvidence:
         audio = audio_frames(golden.valid.reshape(-1), self.g)  # [rows, F]
         self.audio_frames += int(audio.sum())
         argmax_g, margin_g = golden.decisions()
-        slack = np.repeat(np.nan_to_num(2.0 * diff.max_abs * (1 + 1e-5) + 1e-30, nan=np.inf), frames)
-        slack[np.repeat(diff.non_finite > 0, frames)] = np.inf
-        candidates = np.flatnonzero((margin_g <= slack) & audio.reshape(-1))
+        slack = np.nan_to_num(2.0 * diff.max_abs * (1 + 1e-5) + 1e-30, nan=np.inf)  # per window
+        slack[diff.non_finite > 0] = np.inf
+        candidates = np.flatnonzero((margin_g.reshape(rows, frames) <= slack[:, None]) & audio)
         return self._flips(a.reshape(-1, classes), b.reshape(-1, classes), candidates, argmax_g, margin_g, ids,
                            n_windows, frames)
 

@@ -20,6 +20,7 @@ per mode, its evidence and its checks.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import numpy as np
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import ScoringError
 from harness.geometry import Geometry
+from harness.judges import rowkeys
 from harness.judges.base import Check, OpVerdict, limits_for_mode
 from harness.judges.sample import Sample
 from harness.judges.segmentation import HINT_CHANGE, MAX_FAILING, _at, rate_check
@@ -98,14 +100,15 @@ class _Worst:
         self.where: str | None = None
         self.over = 0
 
-    def add(self, values: np.ndarray, over: np.ndarray, where: list[str]) -> None:
+    def add(self, values: np.ndarray, over: np.ndarray, where: Callable[[int], str]) -> None:
+        """``where(i)``: the label of row i (asked for the worst row only)."""
         self.over += int(over.sum())
         finite = np.flatnonzero(np.isfinite(values))
         if finite.size:
             i = int(finite[np.argmax(self.sign * values[finite])])
             v = float(values[i])
             if self.value is None or self.sign * v > self.sign * self.value:
-                self.value, self.where = v, where[i]
+                self.value, self.where = v, where(i)
 
 
 class VoiceprintEvidence:
@@ -134,37 +137,37 @@ class VoiceprintEvidence:
         golden = golden if golden is not None else _empty(self.op, self.g)
         run = run if run is not None else _empty(self.op, self.g)
         notes = notes or {}
-        kg, kr = _keys(golden), _keys(run)
-        for side, keys in (("golden", kg), ("run", kr)):
-            if len(set(keys)) != len(keys):
-                seen: set = set()
-                dup = next(k for k in keys if k in seen or seen.add(k))
+        for side, v in (("golden", golden), ("run", run)):
+            dup = rowkeys.first_duplicate(v)
+            if dup is not None:
                 raise ScoringError(f"OP {int(self.op)} {side} has row (block {dup[0]!r}, window {dup[1]}, speaker "
                                    f"{dup[2]}) twice")
-        pos_r = {k: i for i, k in enumerate(kr)}
-        gi = np.array([i for i, k in enumerate(kg) if k in pos_r], dtype=np.int64)
-        ri = np.array([pos_r[kg[i]] for i in gi], dtype=np.int64)
-        in_golden = set(kg)
-        only_g = [k for k in kg if k not in pos_r]
-        only_r = [k for k in kr if k not in in_golden]
+        found = rowkeys.match(golden, run)
+        gi, ri = found.golden, found.run
         self.golden_rows += golden.rows
         self.matched += int(gi.size)
 
+        identity = found.identity  # the same rows in the same order: views, not gathered copies
         same_w = np.ones(gi.size, dtype=bool)
         if gi.size:
-            same_w = (golden.weights[gi] == run.weights[ri]).all(axis=1)
+            same_w = ((golden.weights == run.weights) if identity else (golden.weights[gi] == run.weights[ri])
+                      ).all(axis=1)
         for i in np.flatnonzero(~same_w):
-            self._outside("changed", kg[int(gi[i])], notes)
-        for k in only_g:
-            self._outside("missing", k, notes)
-        for k in only_r:
-            self._outside("extra", k, notes)
+            self._outside("changed", rowkeys.key(golden, int(gi[i])), notes)
+        for i in found.golden_only:
+            self._outside("missing", rowkeys.key(golden, int(i)), notes)
+        for i in found.run_only:
+            self._outside("extra", rowkeys.key(run, int(i)), notes)
 
-        gi, ri = gi[same_w], ri[same_w]
+        identity = identity and bool(same_w.all())
+        gi, ri = (gi, ri) if identity else (gi[same_w], ri[same_w])
         if gi.size == 0:
             return
-        labels = [_label(kg[int(i)]) for i in gi]
-        a, b = golden.embedding[gi], run.embedding[ri]
+
+        def label(j: int) -> str:  # made only for the rows a message names
+            return _label(rowkeys.key(golden, int(gi[j])))
+
+        a, b = (golden.embedding, run.embedding) if identity else (golden.embedding[gi], run.embedding[ri])
         diff = row_diff(a, b)
         cosine, rel = cosine_and_rel_l2(b, a)
         same = ~diff.differs & (diff.non_finite == 0)
@@ -175,10 +178,10 @@ class VoiceprintEvidence:
         bad = diff.non_finite > 0
         if bad.any():
             self.non_finite_rows += int(bad.sum())
-            self.non_finite_at = self.non_finite_at or labels[int(np.flatnonzero(bad)[0])]
+            self.non_finite_at = self.non_finite_at or label(int(np.flatnonzero(bad)[0]))
         if diff.differs.any():
             self.differing_rows += int(diff.differs.sum())
-            self.differing_at = self.differing_at or labels[int(np.argmax(diff.max_ulp))]
+            self.differing_at = self.differing_at or label(int(np.argmax(diff.max_ulp)))
         lim = self.limits
         finite = ~bad
         failed = bad.copy()
@@ -191,12 +194,12 @@ class VoiceprintEvidence:
             limit = lim.get(name)
             over = np.zeros(values.shape, dtype=bool) if limit is None or lim["bitwise"] else (worse(values, limit)
                                                                                               & finite)
-            self.worst[name].add(np.where(finite, values, np.nan), over, labels)
+            self.worst[name].add(np.where(finite, values, np.nan), over, label)
             failed |= over
         self.failed_rows += int(failed.sum())
         self.sample.add(np.where(bad, np.nan, diff.max_abs))
         for j in np.flatnonzero(failed | diff.differs)[:MAX_FAILING]:
-            block, window, speaker = kg[int(gi[j])]
+            block, window, speaker = rowkeys.key(golden, int(gi[j]))
             item = (float(np.nan_to_num(diff.max_abs[j], nan=np.inf)), block, window, speaker)
             if len(self.worst_rows) < MAX_FAILING:
                 heapq.heappush(self.worst_rows, item)
@@ -293,10 +296,6 @@ class VoiceprintEvidence:
         failing = [{"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
                    for v, b, w, s in sorted(self.worst_rows, reverse=True)]
         return OpVerdict(op, shape, checks, t, lim, failing, self.sample.values())
-
-
-def _keys(v: VoiceprintOutputs) -> list[tuple[str, int, int]]:
-    return list(zip(v.block_ids.astype(str).tolist(), v.window.tolist(), v.speaker.tolist(), strict=True))
 
 
 def _label(key: tuple) -> str:

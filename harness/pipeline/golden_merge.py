@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from golden.calls import write_calls
 from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, seal_golden_manifest, write_manifest
-from golden.tables import BackgroundWriter, write_calls
+from golden.tables import BackgroundWriter
 from harness.corpus.schema import CorpusReader, CorpusWriter
 from harness.environment import NUMERIC_KEYS
 from harness.errors import GoldenError
@@ -91,7 +92,7 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
             outputs.abort()
             raise
         files.update(outputs.close())
-        files[CALLS] = write_calls(tmp / CALLS, [c for g in parts for c in g.calls()])
+        files[CALLS] = write_calls(tmp / CALLS, (c for g in parts for c in g.iter_calls()))
         fields = {k: v for k, v in first.manifest.items() if k not in OWN_KEYS}
         fields["corpus"] = summary
         fields["reproducibility"] = merge_noise_floors([g.manifest["reproducibility"] for g in parts])

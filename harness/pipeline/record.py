@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from golden.calls import CallLog
 from golden.store import (
     CALLS,
     CORPUS,
@@ -21,7 +22,7 @@ from golden.store import (
     seal_golden_manifest,
     write_manifest,
 )
-from golden.tables import BackgroundWriter, write_calls
+from golden.tables import BackgroundWriter
 from harness.config import ReleaseConfig
 from harness.corpus.schema import CorpusReader, CorpusWriter
 from harness.environment import differences, machine_environment, numerics_differences, provenance
@@ -75,13 +76,15 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, conf
                 elif lane == lane_name(EXACT, 1):
                     floor.add(first.pop("batch"), batch)
 
+            calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
             try:
-                calls = run_lanes(CorpusReader(tmp / CORPUS, geometry), backend, plan, sink, progress=progress)
+                run_lanes(CorpusReader(tmp / CORPUS, geometry), backend, plan, sink, progress=progress, log=calls)
             except BaseException:
                 outputs.abort()
+                calls.abort()
                 raise
             files.update(outputs.close())
-            files[CALLS] = write_calls(tmp / CALLS, calls)
+            files[CALLS] = calls.close()
         fields = {"release": release, "geometry": geometry.to_dict(), **provenance(backend.environment()),
                   "config": config.to_dict(), "ops": [int(op) for op in plan.ops], "mode": plan.mode,
                   "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}

@@ -1,8 +1,9 @@
 """Scoring a run against its golden: once, streamed, every lane in one pass over the golden.
 
-The golden's outputs are read once, batch by batch, and every lane of the run is judged against
-the same batch: the run's exact lane (golden reproduction), every packed shape (the verdicts), and
-every packed shape against the run's own exact lane (what packing alone changes). The corpus
+The golden's outputs are read once, batch by batch (the next batch read in a thread while this one
+is scored), and every lane of the run is judged against the same batch: the run's exact lane
+(golden reproduction), every packed shape (the verdicts), and every packed shape against the
+run's own exact lane (what packing alone changes). The corpus
 audio is never opened. The score is sealed with its digest and names the run and golden (with
 their manifest digests) it judged.
 """
@@ -18,6 +19,7 @@ from harness.environment import differences, numerics_differences
 from harness.errors import ScoringError, check_interrupted, step
 from harness.fsio import check_output_file
 from harness.jsonio import seal, write_json_atomic
+from harness.overlap import prefetch
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.timing import summarize_calls
@@ -56,15 +58,22 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
     effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes}
     exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
     reader = golden.outputs()
-    with step("score"):
+    names = [EXACT, *(lane_dir(k) for k in shapes)]
+    run.open_lanes(names)
+
+    def batches():
         for start in range(0, len(ids), BATCH_BLOCKS):
             check_interrupted()
             chunk = ids[start : start + BATCH_BLOCKS]
-            gold = reader.select(chunk)
-            exact = run.lane(EXACT).select(chunk)
+            yield reader.select(chunk), {name: run.lane(name).select(chunk) for name in names}
+
+    with step("score"):
+        # the next batch is read (decoded, checksummed) while this one is scored
+        for gold, lanes in prefetch(batches(), name="score-reader"):
+            exact = lanes[EXACT]
             exact_scorer.add(gold, exact)
             for k in shapes:
-                lane = run.lane(lane_dir(k)).select(chunk)
+                lane = lanes[lane_dir(k)]
                 verdict_scorers[k].add(gold, lane)
                 effect_scorers[k].add(exact, lane)
     env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
@@ -77,8 +86,7 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
         result = shape_result(k, verdict_scorers[k].verdicts())
         result["vs_exact"] = packing_effect(effect_scorers[k].verdicts())
         shape_results[str(k)] = result
-    calls = run.calls()
-    throughput = summarize_calls(calls)
+    throughput = summarize_calls(run.iter_calls())
     verdict = "pass" if verification["passed"] and all(s["verdict"] == "pass" for s in shape_results.values()) \
         else "fail"
     return seal({

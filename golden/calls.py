@@ -1,0 +1,103 @@
+"""The call log (``calls.parquet``): every network call of a recording or run, written as it grows.
+
+One row per call: lane, shape, OP, blocks/windows/rows, request bytes, wall time, peak device
+memory, replica, and which blocks it carried. A corpus of 100,000 blocks makes about a million
+calls: the log is written in row groups of ``CALL_GROUP`` calls as they happen and read back row
+group by row group, so neither side holds it whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+from harness.errors import GoldenError
+from harness.parquet import ParquetSink, check_schema, open_file, read_row_group
+
+CALL_GROUP = 8192
+
+CALL_SCHEMA = pa.schema([
+    pa.field("lane", pa.string(), nullable=False),
+    pa.field("shape", pa.int64(), nullable=False),
+    pa.field("op", pa.int64(), nullable=False),
+    pa.field("blocks", pa.int64(), nullable=False),
+    pa.field("windows", pa.int64(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("request_bytes", pa.int64(), nullable=False),
+    pa.field("wall_s", pa.float64(), nullable=False),
+    pa.field("peak_device_bytes", pa.int64()),
+    pa.field("replica", pa.int64(), nullable=False),
+    pa.field("block_ids", pa.list_(pa.string()), nullable=False),
+])
+_SCALARS = [f.name for f in CALL_SCHEMA if f.name != "block_ids"]
+
+
+class CallLog:
+    """Appends calls (``lanes.lanes.CallRecord`` objects or their dicts) to a call log file, a row
+    group every ``group`` calls; the file appears (renamed) only on :meth:`close`."""
+
+    def __init__(self, path: Path, group: int = CALL_GROUP) -> None:
+        self.path, self.group = Path(path), group
+        self._sink = ParquetSink(self.path, CALL_SCHEMA)
+        self._pending: list = []
+        self._written = 0
+
+    def append(self, call: object) -> None:
+        self._pending.append(call)
+        if len(self._pending) >= self.group:
+            self._flush()
+
+    def extend(self, calls: Iterable[object]) -> None:
+        for call in calls:
+            self.append(call)
+
+    def __len__(self) -> int:
+        return self._written + len(self._pending)
+
+    def close(self) -> dict:
+        """The file's manifest entry (sha256, bytes, rows)."""
+        try:
+            if self._pending or not self._written:
+                self._flush()
+            self._sink.close()
+        except BaseException:
+            self.abort()
+            raise
+        assert self._sink.entry is not None
+        return self._sink.entry
+
+    def abort(self) -> None:
+        self._sink.abort()
+
+    def _flush(self) -> None:
+        rows, self._pending = self._pending, []
+        get = (lambda r, k: r[k]) if rows and isinstance(rows[0], dict) else getattr
+        data = {name: [get(r, name) for r in rows] for name in _SCALARS}
+        data["block_ids"] = [list(get(r, "block_ids") or ()) for r in rows]
+        self._sink.write(pa.Table.from_pydict(data, schema=CALL_SCHEMA))
+        self._written += len(rows)
+
+
+def write_calls(path: Path, calls: Iterable[object]) -> dict:
+    """Write a whole call log at once; its manifest entry."""
+    log = CallLog(path)
+    try:
+        log.extend(calls)
+    except BaseException:
+        log.abort()
+        raise
+    return log.close()
+
+
+def iter_calls(path: Path, where: str) -> Iterator[dict]:
+    """Every call of a log as a dict, row group by row group."""
+    f = open_file(path, f"{where} call log", GoldenError)
+    check_schema(f, CALL_SCHEMA, path, f"{where} call log", GoldenError)
+    for i in range(f.metadata.num_row_groups):
+        yield from read_row_group(f, i, path, "call log", GoldenError).to_pylist()
+
+
+def read_calls(path: Path, where: str) -> list[dict]:
+    return list(iter_calls(path, where))

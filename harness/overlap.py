@@ -1,0 +1,123 @@
+"""Overlapping I/O with work: reading ahead (:func:`prefetch`) and writing behind (:class:`WriteBehind`).
+
+Reading or writing a row group (Parquet decoding and encoding, compression, checksums) releases the
+GIL, and so does most of the numpy work around it; scoring or running the lanes on another group
+does too. These helpers run the I/O in a thread, bounded: at most ``depth`` items wait, so memory
+stays a few groups whatever the corpus size. Items arrive in order; a failure is raised to the
+caller in order (reading: in place of the item that failed; writing: at the next call).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from queue import Empty, Full, Queue
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+_END = object()
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def prefetch(items: Iterable[T], depth: int = 1, name: str = "prefetch") -> Iterator[T]:
+    """``items``, produced one ahead (``depth`` ahead) in a background thread.
+
+    The iterable is consumed only by that thread. Closing the returned iterator early (a ``break``,
+    an exception in the caller) stops the thread after the item it is producing."""
+    queue: Queue = Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    source = iter(items)
+
+    def work() -> None:
+        try:
+            for item in source:
+                if not put(item):
+                    break
+            else:
+                put(_END)
+        except BaseException as exc:  # handed to the consumer, in order
+            put(_Failure(exc))
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()  # a generator's own clean-up runs here, in its thread
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        while True:  # unblock a producer waiting on a full queue
+            try:
+                queue.get_nowait()
+            except Empty:
+                break
+        thread.join()
+
+
+class WriteBehind(Generic[T]):
+    """Calls ``write(item)`` for every submitted item, in order, in a thread (at most ``depth``
+    waiting). A failure is raised by the next :meth:`submit` or by :meth:`close`; after one, the
+    remaining items are dropped (the caller aborts what it was writing)."""
+
+    def __init__(self, write: Callable[[T], None], depth: int = 1, name: str = "write-behind") -> None:
+        self._write = write
+        self._queue: Queue = Queue(maxsize=max(1, depth))
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if self._error is None:
+                try:
+                    self._write(item)
+                except BaseException as exc:  # handed to the caller's thread
+                    self._error = exc
+
+    def submit(self, item: T) -> None:
+        self._raise()
+        self._queue.put(item)
+
+    def close(self) -> None:
+        """Wait until everything submitted is written; raise a failure."""
+        if self._thread.is_alive():
+            self._queue.put(_END)
+            self._thread.join()
+        self._raise()
+
+    def abort(self) -> None:
+        """Stop after the item being written; drop the rest; raise nothing."""
+        self._error = self._error or RuntimeError("aborted")
+        if self._thread.is_alive():
+            self._queue.put(_END)
+            self._thread.join()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, RuntimeError("already failed")
+            raise error
