@@ -24,7 +24,7 @@ from pathlib import Path
 from golden.calls import CallLog, iter_calls
 from golden.manifest import MANIFEST, check_files, read_manifest
 from golden.tables import BackgroundWriter, LaneReader, LaneWriter
-from harness.environment import NUMERIC_KEYS, device_kind
+from harness.environment import device_kind, shard_conflict
 from harness.errors import GoldenError
 from harness.fsio import atomic_directory, safe_name
 from harness.geometry import Geometry
@@ -211,17 +211,18 @@ def merge_conflict(a: Run, b: Run) -> str | None:
             return f"{key} differs ({a.manifest.get(key)!r} vs {b.manifest.get(key)!r})"
     if a.fingerprint != b.fingerprint:
         return f"model fingerprints differ ({a.fingerprint[:16]}... vs {b.fingerprint[:16]}...)"
-    if a.device_kind != b.device_kind:
-        return f"device kind differs ({a.device_kind!r} vs {b.device_kind!r})"
-    ea, eb = a.manifest["environment"], b.manifest["environment"]
-    for key in NUMERIC_KEYS:
-        if ea.get(key) != eb.get(key):
-            return f"environment {key} differs ({ea.get(key)!r} vs {eb.get(key)!r})"
-    na, nb = a.manifest["numerics"]["in_force"], b.manifest["numerics"]["in_force"]
-    for key in sorted(set(na) | set(nb)):
-        if na.get(key) != nb.get(key):
-            return f"numerics.{key} differs ({na.get(key)!r} vs {nb.get(key)!r})"
-    return None
+    return shard_conflict(a.device_kind, a.manifest, b.device_kind, b.manifest)
+
+
+def block_owners(shards: Sequence) -> dict:
+    """Which shard (a run or a golden) holds each block id; a block in two shards refuses the merge."""
+    owner: dict = {}
+    for shard in shards:
+        for b in shard.block_ids():
+            if b in owner:
+                raise GoldenError(f"cannot merge: block {b!r} is in {owner[b].path} and {shard.path}")
+            owner[b] = shard
+    return owner
 
 
 def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | None = None) -> Run:
@@ -233,12 +234,7 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
         why = merge_conflict(first, r)
         if why:
             raise GoldenError(f"cannot merge {r.path} with {first.path}: {why}")
-    owner: dict[str, Run] = {}
-    for r in runs:
-        for b in r.block_ids():
-            if b in owner:
-                raise GoldenError(f"cannot merge: block {b!r} is in {owner[b].path} and {r.path}")
-            owner[b] = r
+    owner = block_owners(runs)
     missing = [b for b in order if b not in owner]
     if missing:
         raise GoldenError(f"shards do not cover the corpus: {len(missing)} block(s) missing, first {missing[0]!r} "

@@ -68,6 +68,22 @@ def differences(a: dict, b: dict, keys: tuple[str, ...] = NUMERIC_KEYS) -> list[
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
 
 
+def shard_conflict(kind_a: str, a: dict, kind_b: str, b: dict) -> str | None:
+    """Why two shards' manifests (runs or goldens) came from different numerics, None when they did
+    not: device kind, the environment's numeric keys, the numeric settings in force."""
+    if kind_a != kind_b:
+        return f"device kind differs ({kind_a!r} vs {kind_b!r})"
+    ea, eb = a["environment"], b["environment"]
+    for key in NUMERIC_KEYS:
+        if ea.get(key) != eb.get(key):
+            return f"environment {key} differs ({ea.get(key)!r} vs {eb.get(key)!r})"
+    na, nb = a["numerics"]["in_force"], b["numerics"]["in_force"]
+    for key in sorted(set(na) | set(nb)):
+        if na.get(key) != nb.get(key):
+            return f"numerics.{key} differs ({na.get(key)!r} vs {nb.get(key)!r})"
+    return None
+
+
 def numerics_differences(then: dict | None, now: dict | None) -> list[str]:
     then, now = then or {}, now or {}
     return [f"numerics.{k}: {then.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(then) | set(now))

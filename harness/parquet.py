@@ -75,45 +75,39 @@ class ParquetSink:
         self.entry: dict | None = None
         self._context = atomic_file(self.path)
         self._tmp = self._context.__enter__()
-        try:
+        with self._dropped_on_failure():
             self._file = HashingFile(self._tmp)
             self._writer = pq.ParquetWriter(self._file, schema, compression=compression,
                                             compression_level=compression_level if compression == "zstd" else None,
                                             write_page_checksum=True, use_dictionary=_strings(schema) or False,
                                             write_statistics=_scalars(schema) or False)
-        except OSError as exc:
-            self._abort(exc)
-            raise os_failure(self.path, exc) from None
-        except BaseException as exc:
-            self._abort(exc)
-            raise
 
     def write(self, table: pa.Table) -> None:
-        try:
+        with self._dropped_on_failure():
             check_interrupted()
             fault(f"parquet:{self.path.name}")
             self._writer.write_table(table, row_group_size=max(1, table.num_rows))
-        except OSError as exc:
-            self._abort(exc)
-            raise os_failure(self.path, exc) from None
-        except BaseException as exc:
-            self._abort(exc)
-            raise
         self.rows += table.num_rows
 
     def close(self) -> int:
-        try:
+        with self._dropped_on_failure():
             self._writer.close()
             self._file.close()
+        self._context.__exit__(None, None, None)
+        self.entry = {"sha256": self._file.sha256.hexdigest(), "bytes": self._file.size, "rows": self.rows}
+        return self.rows
+
+    @contextlib.contextmanager
+    def _dropped_on_failure(self) -> Iterator[None]:
+        """Any failure drops the temporary file: an OS error becomes one line naming the file."""
+        try:
+            yield
         except OSError as exc:
             self._abort(exc)
             raise os_failure(self.path, exc) from None
         except BaseException as exc:
             self._abort(exc)
             raise
-        self._context.__exit__(None, None, None)
-        self.entry = {"sha256": self._file.sha256.hexdigest(), "bytes": self._file.size, "rows": self.rows}
-        return self.rows
 
     def abort(self) -> None:
         """Drop the temporary file (a failure elsewhere)."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from golden.calls import write_calls
+from golden.runs import block_owners
 from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, seal_golden_manifest, write_manifest
 from golden.tables import BackgroundWriter
 from harness.corpus.schema import CorpusReader, CorpusWriter
-from harness.environment import NUMERIC_KEYS
+from harness.environment import shard_conflict
 from harness.errors import GoldenError
 from harness.fsio import atomic_directory
 from harness.outputs import LaneOutputs
@@ -34,17 +35,7 @@ def golden_conflict(a: Golden, b: Golden) -> str | None:
     for key in SAME_KEYS:
         if a.manifest.get(key) != b.manifest.get(key):
             return f"{key} differs ({short(a.manifest.get(key))} vs {short(b.manifest.get(key))})"
-    if a.device_kind != b.device_kind:
-        return f"device kind differs ({a.device_kind!r} vs {b.device_kind!r})"
-    ea, eb = a.manifest["environment"], b.manifest["environment"]
-    for key in NUMERIC_KEYS:
-        if ea.get(key) != eb.get(key):
-            return f"environment {key} differs ({ea.get(key)!r} vs {eb.get(key)!r})"
-    na, nb = a.manifest["numerics"]["in_force"], b.manifest["numerics"]["in_force"]
-    for key in sorted(set(na) | set(nb)):
-        if na.get(key) != nb.get(key):
-            return f"numerics.{key} differs ({na.get(key)!r} vs {nb.get(key)!r})"
-    return None
+    return shard_conflict(a.device_kind, a.manifest, b.device_kind, b.manifest)
 
 
 def short(value: object, limit: int = 120) -> str:
@@ -61,12 +52,7 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
         why = golden_conflict(first, g)
         if why:
             raise GoldenError(f"cannot merge shard golden {g.path} with {first.path}: {why}")
-    owner: dict[str, Golden] = {}
-    for g in parts:
-        for b in g.block_ids():
-            if b in owner:
-                raise GoldenError(f"cannot merge: block {b!r} is in {owner[b].path} and {g.path}")
-            owner[b] = g
+    owner = block_owners(parts)
     reader = CorpusReader(corpus, first.geometry)
     order = reader.ids()
     missing = [b for b in order if b not in owner]
