@@ -39,39 +39,42 @@ class Model(Protocol):
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
 
-def load_model(spec: str, seed: int = 0, device: str = "cpu") -> Model:
-    from lanes.diar_nn_g import CONFIGS, DiarNNG
+def spec_kind(spec: str) -> str:
+    """What a spec names: ``reference``, ``torchscript`` or ``factory``; a spec that names no model
+    is refused here, so loading and the early check (:func:`check_spec`) read specs alike."""
+    from lanes.diar_nn_g import CONFIGS
 
     if spec in CONFIGS:
-        return DiarNNG(spec, seed=seed, device=device)
+        return "reference"
     if spec.endswith((".pt", ".pth", ".ts")) or Path(spec).is_file():
+        return "torchscript"
+    module_name, colon, attr = spec.partition(":")
+    if colon and module_name and attr:
+        return "factory"
+    raise ModelError(
+        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a "
+        "TorchScript file (.pt)"
+    )
+
+
+def load_model(spec: str, seed: int = 0, device: str = "cpu") -> Model:
+    kind = spec_kind(spec)
+    if kind == "reference":
+        from lanes.diar_nn_g import DiarNNG
+
+        return DiarNNG(spec, seed=seed, device=device)
+    if kind == "torchscript":
         from lanes.torchscript_model import TorchScriptModel
 
         return TorchScriptModel(spec, device=device)
-    if ":" in spec:
-        return _from_factory(spec, seed=seed, device=device)
-    raise ModelError(
-        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a "
-        "TorchScript file (.pt)"
-    )
+    return _from_factory(spec, seed=seed, device=device)
 
 
 def check_spec(spec: str) -> None:
-    """Refuse a spec that names no model before any slow work starts (an audit's laws, a corpus's
-    cutting): only its form and the file it names are checked; building the model may still fail."""
-    from lanes.diar_nn_g import CONFIGS
-
-    if spec in CONFIGS or Path(spec).is_file():
-        return
-    if spec.endswith((".pt", ".pth", ".ts")):
-        raise ModelError(f"model spec {spec!r}: no such TorchScript file")
-    module_name, colon, attr = spec.partition(":")
-    if colon and module_name and attr:
-        return
-    raise ModelError(
-        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a "
-        "TorchScript file (.pt)"
-    )
+    """Refuse a spec that names no model before any slow work starts (an audit's laws): only its
+    form and the file it names are checked; building the model may still fail."""
+    if spec_kind(spec) == "torchscript" and not Path(spec).is_file():
+        raise ModelError(f"TorchScript model {spec!r} not found")
 
 
 def _from_factory(spec: str, seed: int, device: str) -> Model:

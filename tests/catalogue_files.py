@@ -318,3 +318,7 @@ case(K, "capture-is-a-golden-output", (*AUDIT, "goldens/r/op0.parquet"), "output
 case(K, "capture-is-a-folder", (*AUDIT, "goldens/r"), "goldens/r")
 case(K, "audit-golden-model-nonsense", ("audit", "--golden-model", "nonsense", *QUIET, "missing.parquet"),
      "model spec 'nonsense'")
+case(K, "audit-golden-model-pt-missing", ("audit", "--golden-model", "nope.pt", *QUIET, "missing.parquet"),
+     "TorchScript model 'nope.pt' not found")
+case(K, "audit-golden-model-empty-module", ("audit", "--golden-model", ":make", *QUIET, "missing.parquet"),
+     "model spec ':make'")
