@@ -64,23 +64,30 @@ class ExactLane:
         return min(self.release_shapes[Op.SEGMENTATION])
 
     def run(self, blocks: Sequence[Block], replica: int = 0) -> list[np.ndarray]:
-        """One call per block: the block's own request, unpacked."""
+        """One call per block: the block's own request, unpacked. A voiceprint block without rows is
+        not sent (the engine sends nothing when no speaker is found): its answer is no rows."""
         if not blocks:
             return []
         op = blocks[0].op
         if 1 not in self.release_shapes.get(op, ()):
             raise LaneError(f"exact lane refuses a call of 1 block for OP {int(op)}: the release's shapes for "
                             f"OP {int(op)} are {list(self.release_shapes.get(op, ()))} block(s) per call")
+        sending = [b for b in blocks if b.rows or not b.op.is_voiceprint]
         calls: list[Call] = []
-        for b in blocks:
+        for b in sending:
             where = f"exact lane k=1 OP {int(b.op)} block {b.id!r}"
             calls.append((b.op, b.tensors(), b.windows, b.rows, where))
         check_interrupted()
-        results = self.backend.call_many(calls)
-        for b, (_, request, *_), result in zip(blocks, calls, results, strict=True):
+        results = self.backend.call_many(calls) if calls else []
+        answers = {}
+        for b, (_, request, *_), result in zip(sending, calls, results, strict=True):
             self.log.append(CallRecord(self.name, 1, int(b.op), 1, b.windows, b.rows, _nbytes(request),
                                        result.wall_s, result.peak_device_bytes, replica, (b.id,)))
-        return [r.output for r in results]
+            answers[b.id] = result.output
+        if len(sending) == len(blocks):
+            return [r.output for r in results]
+        none = np.zeros((0, self.backend.geometry.embedding_dim), np.float32)
+        return [answers.get(b.id, none) for b in blocks]
 
 
 class FastLane:

@@ -195,10 +195,8 @@ def _voiceprint_exact(lane: ExactLane, members: list[Block], shared: dict[str, V
                       geometry: Geometry, collector: OutputCollector, replica: int) -> None:
     requests = [b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
                 for b in members]
-    callers = [r for r in requests if r.rows]  # the engine sends nothing when no speaker is found
-    answers = dict(zip([r.id for r in callers], lane.run(callers, replica=replica), strict=True))
-    for req in requests:
-        collector.add_voiceprint(op, req.id, shared[req.id], answers.get(req.id, _empty(geometry)))
+    for req, answer in zip(requests, lane.run(requests, replica=replica), strict=True):
+        collector.add_voiceprint(op, req.id, shared[req.id], answer)
 
 
 def _voiceprint_fast(lane: FastLane, chunks: list[list[Block]], rows: list[list[VoiceprintRows]], op: Op,

@@ -199,18 +199,25 @@ def test_a_shard_whose_model_refuses_its_input_fails_the_audit_once_in_one_line(
 
 def test_shards_re_run_on_different_devices_or_missing_blocks_are_refused(tmp_path):
     """What a mixed cluster would give (shards re-run on two GPU kinds) is one audit re-run on two devices:
-    refused, naming the difference; shards that do not hold every block of the capture are refused too."""
+    refused, naming the difference, and so is one re-run on two software stacks (another torch); shards
+    that do not hold every block of the capture are refused too."""
     model = {"spec": "full", "fingerprint": "f" * 64, "name": "diar_nn_g", "device_kind": "NVIDIA H100 80GB HBM3",
              "numerics_in_force": {"threads": 1}}
+    env = {"torch": "2.13.0", "numpy": "2.4.6", "cuda": "12.8", "cudnn": 91000, "device_name": "NVIDIA H100 80GB HBM3",
+           "cpu": "x86_64", "driver": "570.1"}
     block = np.zeros((8, 56, 7), np.float32)
     rerun = RayRerun(CFG, tmp_path, RayOptions("auto"), WorkerSpec(CFG), progress=False)
-    rerun.files = [write_exact(tmp_path / "1.npz", ["r0/a"], [block], model),
-                   write_exact(tmp_path / "2.npz", ["r1/b"], [block], {**model, "device_kind": "NVIDIA A100"})]
+    rerun.files = [write_exact(tmp_path / "1.npz", ["r0/a"], [block], model, env),
+                   write_exact(tmp_path / "2.npz", ["r1/b"], [block], {**model, "device_kind": "NVIDIA A100"}, env)]
     survey = dataclasses.replace(Survey(load_model("small").geometry), blocks=2)
     with pytest.raises(HarnessError, match=r"shard 2/2 re-ran its blocks with another device_kind than shard 1 "
                                            r"\(NVIDIA A100 vs NVIDIA H100 80GB HBM3\).*--ray-accelerator"):
         rerun.golden_model_of_shards(survey)
-    rerun.files[1] = write_exact(tmp_path / "3.npz", ["r1/b"], [block], model)
+    rerun.files[1] = write_exact(tmp_path / "4.npz", ["r1/b"], [block], model, {**env, "torch": "2.12.0"})
+    with pytest.raises(HarnessError, match=r"shard 2/2 re-ran its blocks with other software than shard 1: "
+                                           r"environment torch differs \('2.12.0' vs '2.13.0'\)"):
+        rerun.golden_model_of_shards(survey)
+    rerun.files[1] = write_exact(tmp_path / "3.npz", ["r1/b"], [block], model, env)
     assert rerun.golden_model_of_shards(survey) == model
     with pytest.raises(HarnessError, match=r"the shards re-ran 2 blocks, the capture holds 3"):
         rerun.golden_model_of_shards(dataclasses.replace(survey, blocks=3))

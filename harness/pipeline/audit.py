@@ -24,7 +24,6 @@ either way, so both give the same audit.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,22 +31,22 @@ from typing import Protocol
 
 import numpy as np
 
-from harness.capture.laws import Survey, blocks_of
+from golden.manifest import sha256_file
+from harness.capture.laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
-from harness.capture.result import AuditFile, headline
+from harness.capture.result import FORMAT, AuditFile, headline
 from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
 from harness.errors import ScoringError, step
 from harness.fsio import check_writable_dir
 from harness.jsonio import plain, seal, write_json_atomic
 from harness.judges import judge_for
-from harness.ops import Op
+from harness.ops import ALL_OPS, Op
 from harness.outputs import SegmentationOutputs, VoiceprintOutputs
 from harness.packing import unpack
 from harness.progress import progress_bar
 from harness.scoring import op_limits
 
-FORMAT = 1
 BATCH_BLOCKS = 32
 AUDIT, JUNIT = "audit.json", "junit.xml"
 NOT_CAPTURED = "no request of this OP was captured"
@@ -121,18 +120,17 @@ class InProcessRerun:
 
     def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
         self.log.clear()
-        return rerun_blocks(self.lane, request, blocks)
+        return rerun_blocks(self.lane, blocks)
 
     def close(self) -> None:
         if self.backend is not None:
             self.backend.close()
 
 
-def rerun_blocks(lane, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
-    """Each block alone through the exact lane (one call per block), by block id. A voiceprint block without
-    rows sends nothing (as the engine): it is answered with no rows, without a call."""
-    sending = [b for b in blocks if b.rows or not request.op.is_voiceprint]
-    return dict(zip([b.id for b in sending], lane.run(sending), strict=True))
+def rerun_blocks(lane, blocks: list) -> dict[str, np.ndarray]:
+    """Each block alone through the exact lane (one call per block; none for a voiceprint block without
+    rows, as the engine), by block id."""
+    return dict(zip([b.id for b in blocks], lane.run(blocks), strict=True))
 
 
 def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, progress: bool = False) -> AuditOutcome:
@@ -150,13 +148,13 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
               "laws": survey.laws()}
     lines = [_capture_line(reader, survey)]
     if not survey.passed:
-        ops = {str(op): _not_scored(survey, op, "not run: a packing law is broken, the audit stopped before any "
-                                    "model ran" if op in survey.op_requests else NOT_CAPTURED) for op in (0, 1, 2)}
+        ops = {str(int(op)): _not_scored(survey, op, "not run: a packing law is broken, the audit stopped before any "
+                                    "model ran" if op in survey.op_requests else NOT_CAPTURED) for op in ALL_OPS}
         result = _finish({**fields, "golden_model": None, "fingerprint_matches": None, "ops": ops})
         lines += [f"law {law} BROKEN by {k} of {survey.requests} requests" for law, k in survey.broken.items()]
         lines += [v.line() for v in survey.violations[:5]]
         return _write(out, result, lines)
-    lines.append(f"laws: {', '.join(survey.laws()['judged'])} hold on all {survey.requests} requests")
+    lines.append(f"laws: {', '.join(CAPTURE_LAWS)} hold on all {survey.requests} requests")
     try:
         golden = rerun.start(reader, survey)
         matches = set(survey.fingerprints) == {golden["fingerprint"]}
@@ -246,9 +244,8 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
         blocks = blocks_of(request, g)
         served = unpack(request.packed, {request.op.output_name: request.output})
         rerun_out = rerun.exact(request, blocks)
-        empty = np.zeros((0, g.embedding_dim), np.float32)
         for block, part in zip(blocks, served, strict=True):
-            batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out.get(block.id, empty), part)
+            batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out[block.id], part)
         tick(len(blocks))
     out = {}
     for op, b in batches.items():
@@ -257,8 +254,8 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
         out[str(int(op))] = {"requests": survey.op_requests[int(op)], "blocks": survey.op_blocks[int(op)],
                              "rows_matched_by": by, "unlabelled_rows": b.unlabelled,
                              "verdict": b.evidence.verdict("audit").to_dict(), "not_scored": None}
-    for op in (0, 1, 2):
-        out.setdefault(str(op), _not_scored(survey, op, NOT_CAPTURED))
+    for op in ALL_OPS:
+        out.setdefault(str(int(op)), _not_scored(survey, op, NOT_CAPTURED))
     return out
 
 
@@ -272,7 +269,7 @@ def _not_scored(survey: Survey, op: int, why: str) -> dict:
 
 
 def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
-    for op in (Op.SEGMENTATION, Op.VOICEPRINT, Op.VOICEPRINT_CLEAN):
+    for op in ALL_OPS:
         if cfg.tolerances.for_op(op).mode == "noise-floor":
             raise ScoringError(f"tolerance mode 'noise-floor' (OP {int(op)}): an audit re-runs the golden model once "
                                "and has no recorded noise floor to scale; judge it with --tolerance tolerance or "
@@ -280,14 +277,11 @@ def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
 
 
 def _capture_ref(reader: CaptureReader) -> dict:
-    sha = hashlib.sha256()
     try:
-        with open(reader.path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                sha.update(chunk)
+        sha = sha256_file(reader.path)
     except OSError as exc:
         raise CaptureError(f"{reader.path}: cannot read the capture file ({exc.strerror})") from None
-    return {"path": str(reader.path), "sha256": sha.hexdigest(), "requests": len(reader), "engine": reader.meta.engine,
+    return {"path": str(reader.path), "sha256": sha, "requests": len(reader), "engine": reader.meta.engine,
             "geometry": reader.geometry.to_dict()}
 
 

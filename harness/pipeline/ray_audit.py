@@ -33,10 +33,11 @@ from harness.capture.laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest
 from harness.config import ReleaseConfig
+from harness.environment import machine_environment, shard_conflict
 from harness.errors import HarnessError, step
 from harness.fsio import atomic_file
 from harness.jsonio import write_json_atomic
-from harness.pipeline.audit import AuditOutcome, check_geometry, golden_model, judge_capture, rerun_blocks
+from harness.pipeline.audit import AuditOutcome, InProcessRerun, check_geometry, judge_capture
 from harness.pipeline.distributed import (
     RayOptions,
     ShardJob,
@@ -64,33 +65,30 @@ def audit_on_ray(cfg: ReleaseConfig, capture: Path, out: Path, options: RayOptio
 
 
 def audit_shard(backend, packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path, capture: str) -> Path:
-    """On a worker: every block of the shard's requests re-run alone (the exact lane), written in order."""
-    from lanes.lanes import ExactLane
-
+    """On a worker: every block of the shard's requests re-run alone (the exact lane, as in one process:
+    :class:`InProcessRerun` on the worker's model, which the worker keeps), written in order."""
     reader = CaptureReader(capture)
-    check_geometry(reader, backend.geometry, config)
-    log: list = []  # the lane's call records: not kept
-    lane = ExactLane(backend, config.release_shapes, log)
-    empty = np.zeros((0, reader.geometry.embedding_dim), np.float32)
+    rerun = InProcessRerun(config, lambda: backend)
+    golden = rerun.start(reader, None)
     keys, arrays = [], []
     for request in reader.requests(shard.rows):
-        log.clear()
         blocks = blocks_of(request, reader.geometry)
-        exact = rerun_blocks(lane, request, blocks)
+        exact = rerun.exact(request, blocks)
         keys += [block_key(request, b.id) for b in blocks]
-        arrays += [exact.get(b.id, empty) for b in blocks]
+        arrays += [exact[b.id] for b in blocks]
     if len(keys) != shard.blocks:
         raise HarnessError(f"{capture}: requests {shard.first}..{shard.stop - 1} hold {len(keys)} blocks, "
                            f"{shard.blocks} when the audit began: the capture changed while it was audited")
     path = Path(shard_dir) / f"exact-{os.getpid()}-{secrets.token_hex(3)}.npz"  # one per attempt
-    return write_exact(path, keys, arrays, golden_model(config, backend))
+    return write_exact(path, keys, arrays, golden, machine_environment(backend.environment()))
 
 
-def write_exact(path: Path, keys: list[str], arrays: list[np.ndarray], golden: dict) -> Path:
-    """A shard's result, atomically: its blocks' keys and exact outputs in order, and what re-ran them."""
+def write_exact(path: Path, keys: list[str], arrays: list[np.ndarray], golden: dict, environment: dict) -> Path:
+    """A shard's result, atomically: its blocks' keys and exact outputs in order, what re-ran them and on
+    which software (torch, CUDA, driver: shards must agree, as merged nightly shards must)."""
     with atomic_file(path) as tmp, open(tmp, "wb") as f:
         np.savez(f, keys=np.array(keys, dtype=str), golden=np.array(json.dumps(golden)),
-                 **{f"b{i:06d}": a for i, a in enumerate(arrays)})
+                 environment=np.array(json.dumps(environment)), **{f"b{i:06d}": a for i, a in enumerate(arrays)})
     return path
 
 
@@ -129,12 +127,14 @@ class RayRerun:
         return golden
 
     def golden_model_of_shards(self, survey: Survey) -> dict:
-        """Every shard re-ran on the same model, device kind and numerics (a mixed cluster would mix
-        them: refused, as merging nightly shards refuses it), and together they hold every block."""
-        models, blocks = [], 0
+        """Every shard re-ran on the same model, device kind, numerics and numeric software (a mixed
+        cluster would mix them: refused, by the rule that refuses merging such nightly shards), and
+        together they hold every block."""
+        models, environments, blocks = [], [], 0
         for path in self.files:
             with np.load(path, allow_pickle=False) as npz:
                 models.append(json.loads(str(npz["golden"])))
+                environments.append(json.loads(str(npz["environment"])))
                 blocks += len(npz["keys"])
         for i, model in enumerate(models[1:], start=2):
             if model != models[0]:
@@ -143,6 +143,12 @@ class RayRerun:
                                    f"{', '.join(differs)} than shard 1 ({model['device_kind']} vs "
                                    f"{models[0]['device_kind']}): one audit re-runs on one kind of device "
                                    "(--ray-accelerator)")
+            why = shard_conflict(model["device_kind"], _as_manifest(model, environments[i - 1]),
+                                 models[0]["device_kind"], _as_manifest(models[0], environments[0]))
+            if why:
+                raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with other software "
+                                   f"than shard 1: {why}; one audit re-runs on one software stack (pin the "
+                                   "cluster's image)")
         if blocks != survey.blocks:
             raise HarnessError(f"audit on Ray: the shards re-ran {blocks} blocks, the capture holds {survey.blocks}: "
                                "the capture changed while it was audited")
@@ -174,3 +180,8 @@ class RayRerun:
         if self.npz is not None:
             self.npz.close()
             self.npz = None
+
+
+def _as_manifest(model: dict, environment: dict) -> dict:
+    """A shard's golden model and environment in the shape :func:`harness.environment.shard_conflict` reads."""
+    return {"environment": environment, "numerics": {"in_force": model["numerics_in_force"]}}
