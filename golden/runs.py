@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,16 +93,13 @@ class RunWriter:
             self.block_ids += batch.block_ids
         self.writers[lane].write(batch)
 
-    def finish(self, fields: dict, calls: Iterable | None = None) -> Path:
-        """Close every lane and the call log (``calls``: more calls to log, if they were not appended to
-        :attr:`calls` as they happened), write the sealed manifest, rename into place."""
+    def finish(self, fields: dict) -> Path:
+        """Close every lane and the call log, write the sealed manifest, rename into place."""
         assert self.calls is not None
         files: dict[str, dict] = {}
         for lane, writer in self.writers.items():
             for name, entry in writer.close().items():
                 files[f"{lane}/{name}"] = entry
-        if calls is not None and calls is not self.calls:
-            self.calls.extend(calls)
         files[CALLS] = self.calls.close()
         manifest = seal({
             "kind": "harness.run", "format": FORMAT, "run_id": self.run_id,

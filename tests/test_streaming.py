@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 from golden.calls import CallLog, iter_calls, read_calls
 from golden.store import load_golden
 from golden.tables import LaneReader, LaneWriter, _schema
-from harness.errors import GoldenError
+from harness.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.ops import ALL_OPS, Op
 from harness.packing import concat_spans, pack
 from harness.parquet import check_schema
+from harness.pipeline import score
+from harness.pipeline.score import score_run
 from harness.timing import half_binomial_cdf, summarize_calls
+from harness.tolerances import Tolerances
 from tests.pipeline import run_shapes
 from tests.tamper import edit_manifest
 
@@ -152,3 +155,30 @@ def test_a_run_of_a_corpus_that_is_not_the_golden_is_never_kept(recorded_golden,
         run_shapes(backend, golden, tmp_path, (2,))
     runs = tmp_path / "runs"
     assert not runs.exists() or not [p for p in runs.iterdir() if not p.name.startswith(".")]
+
+
+def test_a_signal_stops_scoring_at_the_next_batch(recorded_golden, backend, tmp_path, monkeypatch):
+    """Batches are read in a thread, where a signal is not seen: the scoring loop itself (main thread)
+    must stop at its next batch, not score the whole run and be refused only when the score is written."""
+    run = run_shapes(backend, recorded_golden, tmp_path, (2,))
+    monkeypatch.setattr(score, "BATCH_BLOCKS", 1)
+    scored: list[int] = []  # one item per batch a scorer took
+    add = score.LaneScorer.add
+
+    def add_counted(self, *args):
+        add(self, *args)
+        scored.append(1)
+
+    monkeypatch.setattr(score.LaneScorer, "add", add_counted)
+    assert score_run(recorded_golden, run, Tolerances())["verdict"] in ("pass", "fail")  # control: no signal
+    per_batch = len(scored) // recorded_golden.blocks
+    assert recorded_golden.blocks > 1 and per_batch * recorded_golden.blocks == len(scored)
+    scored.clear()
+    monkeypatch.setattr(score.LaneScorer, "add", lambda self, *a: (add_counted(self, *a),
+                                                                   request_interrupt("SIGTERM")))
+    try:
+        with pytest.raises(Interrupted, match=r"interrupted \(SIGTERM\); nothing partial was written as complete"):
+            score_run(recorded_golden, run, Tolerances())
+    finally:
+        clear_interrupt()
+    assert len(scored) == per_batch  # the first batch only: the signal arrived while it was scored

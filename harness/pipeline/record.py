@@ -63,6 +63,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, conf
                 summary = writer.close()
             files = {CORPUS: writer.entry}
         with step("exact lane x2"):
+            calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
             outputs = BackgroundWriter(new_lane_writer(tmp, geometry, list(plan.ops)))
             floor = floor_scorer(plan.ops, geometry, "isolated")
             first: dict[str, LaneOutputs] = {}
@@ -76,7 +77,6 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, conf
                 elif lane == lane_name(EXACT, 1):
                     floor.add(first.pop("batch"), batch)
 
-            calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
             try:
                 run_lanes(CorpusReader(tmp / CORPUS, geometry), backend, plan, sink, progress=progress, log=calls)
             except BaseException:

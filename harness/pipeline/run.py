@@ -54,20 +54,21 @@ def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: 
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
                         len(wanted) if wanted is not None else golden.blocks, backend, plan)
-    corpus, corpus_hash = golden.corpus_hashed_meanwhile()
-    blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
     writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
-    with writer, _cancelled_on_failure(corpus_hash):
-        with step("lanes"):
-            run_lanes(blocks, backend, plan, writer.sink, voiceprint_inputs=golden.voiceprint_inputs, packer=packer,
-                      progress=progress, log=writer.calls)
-        describe = getattr(packer, "describe", None)
-        fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
-                  **provenance(backend.environment()), "config": config.to_dict(), "mode": plan.mode,
-                  "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
-                  "shapes": list(plan.shapes), "shard": str(shard) if shard else None}
-        with step("write run"):
-            corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
-            path = writer.finish(fields)
+    with writer:
+        corpus, corpus_hash = golden.corpus_hashed_meanwhile()
+        with _cancelled_on_failure(corpus_hash):
+            blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
+            with step("lanes"):
+                run_lanes(blocks, backend, plan, writer.sink, voiceprint_inputs=golden.voiceprint_inputs,
+                          packer=packer, progress=progress, log=writer.calls)
+            describe = getattr(packer, "describe", None)
+            fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
+                      **provenance(backend.environment()), "config": config.to_dict(), "mode": plan.mode,
+                      "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
+                      "shapes": list(plan.shapes), "shard": str(shard) if shard else None}
+            with step("write run"):
+                corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
+                path = writer.finish(fields)
     return load_run(path, trusted=True)

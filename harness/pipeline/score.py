@@ -11,6 +11,7 @@ their manifest digests) it judged.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 
 from golden.runs import EXACT, Run, lane_dir
@@ -29,8 +30,9 @@ FORMAT = 2
 BATCH_BLOCKS = 32
 
 
-def check_comparable(golden: Golden, run: Run) -> list[str]:
-    """The run's blocks (in golden order), or one error naming both sides of what differs."""
+def check_comparable(golden: Golden, run: Run, lanes: Sequence[str]) -> list[str]:
+    """The run's blocks (in golden order), or one error naming both sides of what differs; ``lanes`` are
+    opened (their files hashed at once, the exact lane's with them) once the manifests agree."""
     if run.golden_id != golden.golden_id or run.manifest["golden_manifest_sha256"] != golden.manifest_sha256:
         raise ScoringError(f"run {run.run_id} was made against golden {run.golden_id}, not {golden.golden_id} "
                            f"({golden.path}): score it against the golden it ran against")
@@ -40,6 +42,7 @@ def check_comparable(golden: Golden, run: Run) -> list[str]:
     if golden.geometry != run.geometry:
         raise ScoringError(f"run {run.run_id} and golden {golden.golden_id} declare different geometries")
     order = {b: i for i, b in enumerate(golden.block_ids())}
+    run.open_lanes(lanes)
     ids = run.block_ids()
     strays = [b for b in ids if b not in order]
     if strays:
@@ -49,27 +52,26 @@ def check_comparable(golden: Golden, run: Run) -> list[str]:
 
 def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
     """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score."""
+    shapes = run.shapes
+    names = [EXACT, *(lane_dir(k) for k in shapes)]
     with step("check run"):
-        ids = check_comparable(golden, run)
+        ids = check_comparable(golden, run, names)
     ops, g, mode, floors = run.ops, golden.geometry, run.manifest["mode"], golden.floors()
     limits = op_limits(tolerances, ops, floors)
-    shapes = run.shapes
     verdict_scorers = {k: LaneScorer(k, ops, g, limits, mode) for k in shapes}
     effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes}
     exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
     reader = golden.outputs()
-    names = [EXACT, *(lane_dir(k) for k in shapes)]
-    run.open_lanes(names)
 
     def batches():
         for start in range(0, len(ids), BATCH_BLOCKS):
-            check_interrupted()
             chunk = ids[start : start + BATCH_BLOCKS]
             yield reader.select(chunk), {name: run.lane(name).select(chunk) for name in names}
 
     with step("score"):
         # the next batch is read (decoded, checksummed) while this one is scored
         for gold, lanes in prefetch(batches(), name="score-reader"):
+            check_interrupted()  # here, in the main thread: a signal is only seen there
             exact = lanes[EXACT]
             exact_scorer.add(gold, exact)
             for k in shapes:
