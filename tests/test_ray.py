@@ -218,6 +218,18 @@ def test_golden_record_on_ray_is_the_one_process_golden(tmp_path, cluster, golde
     assert not list((tmp_path / "goldens").glob(".ray-*"))
 
 
+def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_path, cluster):
+    """A plug-in left at the default release name records under the model's own name, with or without Ray."""
+    cfg = ReleaseConfig(model=ModelSpec("lanes.null_model:small"), numerics=NUMERICS)
+    assert cfg.name == "diar_nn_g-reference"
+    one = commands.record(cfg, None, tmp_path / "one", None, False, "in-process", False)
+    on_ray = commands.record(cfg, None, tmp_path / "ray", None, False, "in-process", False,
+                             ray=RayOptions("local", workers=2, shards=2))
+    named = {p.name for p in (tmp_path / "one").iterdir() if p.is_dir()}
+    assert named == {p.name for p in (tmp_path / "ray").iterdir() if p.is_dir()} != {cfg.name}
+    assert one[0].split(" at ")[0].split("@")[0] == on_ray[0].split(" at ")[0].split("@")[0]
+
+
 def test_shard_goldens_of_different_numerics_are_not_merged(tmp_path, small_model, small_corpus):
     rows = list(small_corpus.rows())
     halves = []

@@ -8,13 +8,13 @@ checks before long work) is here, so it is testable without a shell and used the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.config import ReleaseConfig
 from harness.errors import HarnessError, step
 from harness.fsio import check_output_file, check_writable_dir, safe_name
-from harness.pipeline.backends import BackendChoice, make_backend, make_packer
+from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
 
 
@@ -32,6 +32,7 @@ def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Ite
 def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool,
            backend: BackendChoice | str, progress: bool, ray=None) -> list[str]:
     from harness.pipeline.record import record_golden
+    from lanes.model_api import describe
 
     if release is not None:
         safe_name(release, "--release")
@@ -40,12 +41,12 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
 
         import_ray()  # before anything is created: without Ray, one line saying how to install it
     check_writable_dir(goldens, "golden folder")
-    if ray is not None:  # the driver builds no model: a plug-in's golden keeps the configured name
-        name = release if release is not None else safe_name(cfg.name, "[release] name")
+    if ray is not None:  # the driver builds no backend; a plug-in's name is read from the model on CPU
+        name = release if release is not None else release_name(cfg, lambda: describe(load_model(cfg, "cpu")))
         gold, changes = record_on_ray(cfg, corpus, goldens, name, regen, backend, progress, ray)
     else:
         be = make_backend(cfg, backend)
-        name = release if release is not None else release_name(cfg, be)
+        name = release if release is not None else release_name(cfg, lambda: be.environment()["model"])
         rows, n = _corpus_rows(corpus, cfg, be.geometry)
         with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
             gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
@@ -58,9 +59,10 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
     return lines
 
 
-def release_name(cfg: ReleaseConfig, backend) -> str:
+def release_name(cfg: ReleaseConfig, model: Callable[[], dict]) -> str:
     """The configured release name; for a plug-in left at the default name, the model's own name
-    (a plug-in's golden is not the reference model's)."""
+    (a plug-in's golden is not the reference model's), from ``model()`` (its description), called
+    only then."""
     import re
 
     from harness.config import ReleaseSection
@@ -68,8 +70,8 @@ def release_name(cfg: ReleaseConfig, backend) -> str:
 
     if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
         return cfg.name
-    model = str(backend.environment()["model"].get("name") or "model")
-    return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", model).strip("-.") or "model", "release name")
+    name = str(model().get("name") or "model")
+    return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "model", "release name")
 
 
 def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: str, regen: bool,
