@@ -26,12 +26,22 @@ from harness.schemas import validate
 MANIFEST = "manifest.json"
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, stop: threading.Event | None = None) -> str | None:
+    """The file's sha256; None when ``stop`` was set before it was read whole."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
+        while chunk := f.read(1 << 22):
+            if stop is not None and stop.is_set():
+                return None
             h.update(chunk)
     return h.hexdigest()
+
+
+def refuse_mismatch(path: Path, digest: str, expected: str) -> None:
+    """One line when a file's sha256 is not the manifest's."""
+    if digest != expected:
+        raise GoldenError(f"{path}: sha256 {digest[:12]}... does not match the manifest's {expected[:12]}... "
+                          "(the file was modified)")
 
 
 def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
@@ -87,13 +97,10 @@ class PendingHashes:
     def _work(self) -> None:
         try:
             for name in self.names:
-                h = hashlib.sha256()
-                with open(self.directory / name, "rb") as f:
-                    while chunk := f.read(1 << 22):
-                        if self._stop.is_set():
-                            return
-                        h.update(chunk)
-                self._digests[name] = h.hexdigest()
+                digest = sha256_file(self.directory / name, self._stop)
+                if digest is None:
+                    return
+                self._digests[name] = digest
         except BaseException as exc:  # raised by wait()
             self._error = exc
 
@@ -102,10 +109,7 @@ class PendingHashes:
         if self._error is not None:
             raise GoldenError(f"{self.directory}: cannot hash {self.names}: {self._error}")
         for name in self.names:
-            digest = self._digests[name]
-            if digest != self._expected[name]:
-                raise GoldenError(f"{self.directory / name}: sha256 {digest[:12]}... does not match the manifest's "
-                                  f"{self._expected[name][:12]}... (the file was modified)")
+            refuse_mismatch(self.directory / name, self._digests[name], self._expected[name])
 
     def cancel(self) -> None:
         self._stop.set()
@@ -130,9 +134,7 @@ def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> 
         if size != entry["bytes"]:
             raise GoldenError(f"{path}: size {size} bytes, manifest says {entry['bytes']} (truncated or replaced)")
     for name, digest in zip(to_hash, sha256_files([directory / n for n in to_hash]), strict=True):
-        if digest != listed[name]["sha256"]:
-            raise GoldenError(f"{directory / name}: sha256 {digest[:12]}... does not match the manifest's "
-                              f"{listed[name]['sha256'][:12]}... (the file was modified)")
+        refuse_mismatch(directory / name, digest, listed[name]["sha256"])
     unknown = [name for name in hashed if name not in listed]
     if unknown:
         raise GoldenError(f"{directory / unknown[0]}: not listed in {directory / MANIFEST}")

@@ -132,12 +132,13 @@ class Golden:
         check_files(self.path, self.manifest, hashed=[CORPUS])
         return self._corpus_reader()
 
-    def corpus_hashed_meanwhile(self) -> tuple[CorpusReader, PendingHashes]:
+    def corpus_hashed_meanwhile(self, verified: bool = False) -> tuple[CorpusReader, PendingHashes]:
         """The corpus, its sha256 computed in a thread while it is read (the file is the golden's
         largest: hashing it first would add a pass): call ``wait()`` on the second value before
-        keeping anything made from it."""
+        keeping anything made from it. ``verified``: the caller hashed it already (a Ray driver,
+        once for all its shards), so it is not hashed again."""
         check_files(self.path, self.manifest)
-        return self._corpus_reader(), PendingHashes(self.path, self.manifest, [CORPUS])
+        return self._corpus_reader(), PendingHashes(self.path, self.manifest, [] if verified else [CORPUS])
 
     def _corpus_reader(self) -> CorpusReader:
         reader = CorpusReader(self.path / CORPUS, self.geometry)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -216,6 +217,20 @@ def test_golden_record_on_ray_is_the_one_process_golden(tmp_path, cluster, golde
     assert [(s["shard"], s["blocks"]) for s in facts["shards"]] == [("1/2", 6), ("2/2", 6)]
     assert len({s["pid"] for s in facts["shards"]}) == 2
     assert not list((tmp_path / "goldens").glob(".ray-*"))
+
+
+def test_a_golden_whose_corpus_was_modified_is_refused_before_any_shard_starts(tmp_path, golden):
+    """The driver hashes the golden's corpus once (the shards do not hash it again): one flipped byte is
+    refused before Ray starts, with nothing written."""
+    copy = tmp_path / "g"
+    shutil.copytree(golden, copy)
+    data = bytearray((copy / "corpus.parquet").read_bytes())
+    data[len(data) // 2] ^= 1
+    (copy / "corpus.parquet").write_bytes(bytes(data))
+    with pytest.raises(GoldenError, match=r"corpus.parquet: sha256 .* does not match the manifest's .*modified"):
+        nightly_ray(CONFIG, copy, tmp_path / "out", RayOptions("local", workers=2, shards=2), WorkerSpec(CONFIG),
+                    ledger_path=tmp_path / "l.json", manifest_path=tmp_path / "p.json", show_progress=False)
+    assert not (tmp_path / "out" / "shards").exists() and not (tmp_path / "l.json").exists()
 
 
 def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_path, cluster):

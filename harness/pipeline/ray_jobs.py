@@ -20,6 +20,7 @@ import os
 import secrets
 from pathlib import Path
 
+from golden.manifest import check_files
 from golden.store import load_golden
 from harness.config import ReleaseConfig
 from harness.errors import step
@@ -41,7 +42,8 @@ def nightly_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, sha
                   golden_path: str) -> Path:
     """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
-    return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, packer, shard).path
+    return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, packer, shard,
+                      corpus_verified=True).path  # the driver hashed the corpus once, before any shard
 
 
 def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: RayOptions, spec: WorkerSpec,
@@ -53,6 +55,8 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
     check_writable_dir(out, "nightly output folder")
     check_paths(ledger_path, manifest_path)
     ids, group = golden.block_ids(), plan_for(config).group_size()
+    with step("hash the golden's corpus"):  # once here, not once per shard on the workers
+        check_files(golden.path, golden.manifest, hashed=[CORPUS])
     job_root = new_job_root(Path(out) / "shards", "nightly")
     job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve())})
     results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)

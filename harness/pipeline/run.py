@@ -47,9 +47,10 @@ def _cancelled_on_failure(pending):
 
 def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
                packer: Packer = HARNESS_PACKER, shard: Shard | None = None, progress: Progress | None = None,
-               run_id: str | None = None) -> Run:
+               run_id: str | None = None, corpus_verified: bool = False) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),
-    interleaved, written to a new run directory under ``runs_root``."""
+    interleaved, written to a new run directory under ``runs_root``. ``corpus_verified``: the caller
+    checked the corpus's sha256 (a Ray driver, once for every shard)."""
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
@@ -57,7 +58,7 @@ def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: 
     writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
     with writer:
-        corpus, corpus_hash = golden.corpus_hashed_meanwhile()
+        corpus, corpus_hash = golden.corpus_hashed_meanwhile(verified=corpus_verified)
         with _cancelled_on_failure(corpus_hash):
             blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
             with step("lanes"):
