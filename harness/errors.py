@@ -171,3 +171,9 @@ class OutputError(HarnessError):
 def short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """A message (another library's, often multi-line) as one line of at most ``limit`` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

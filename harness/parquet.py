@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import HarnessError, check_interrupted
+from harness.errors import HarnessError, check_interrupted, one_line
 from harness.fsio import atomic_file, fault, os_failure
 
 COMPRESSION = "zstd"
@@ -153,7 +153,7 @@ def open_file(path: Path, what: str, error: type[HarnessError] = HarnessError,
     except IsADirectoryError:
         raise error(f"{path}: {what} expected, found a directory") from None
     except (pa.ArrowException, OSError) as exc:
-        raise error(f"{path}: not a readable Parquet {what} ({_one_line(exc)})") from None
+        raise error(f"{path}: not a readable Parquet {what} ({one_line(exc)})") from None
 
 
 def read_row_group(file: pq.ParquetFile, i: int, path: Path, what: str, error: type[HarnessError] = HarnessError,
@@ -162,7 +162,7 @@ def read_row_group(file: pq.ParquetFile, i: int, path: Path, what: str, error: t
     try:
         return file.read_row_group(i, columns=columns)
     except (pa.ArrowException, OSError) as exc:
-        raise error(f"{path}: {what} is corrupt in row group {i} ({_one_line(exc)}; a flipped byte fails its page "
+        raise error(f"{path}: {what} is corrupt in row group {i} ({one_line(exc)}; a flipped byte fails its page "
                     "checksum)") from None
 
 
@@ -242,7 +242,3 @@ def _loose_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(pa.field("item", _loose_type(t.value_type)))
     return t
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError, step
+from harness.errors import HarnessError, one_line, step
 from harness.jsonio import read_json, write_json_atomic
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
 from harness.progress import progress_bar
@@ -204,11 +204,6 @@ def describe_bug(exc: BaseException) -> str:
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" at {Path(frame.filename).name}:{frame.lineno} in {frame.name}" if frame else ""
     return f"{type(exc).__name__}: {one_line(str(exc))}{where}"
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def new_job_root(parent: Path, name: str) -> Path:

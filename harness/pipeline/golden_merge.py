@@ -18,7 +18,7 @@ from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, se
 from golden.tables import BackgroundWriter
 from harness.corpus.schema import CorpusReader, CorpusWriter
 from harness.environment import shard_conflict
-from harness.errors import GoldenError
+from harness.errors import GoldenError, short
 from harness.fsio import atomic_directory
 from harness.outputs import LaneOutputs
 from harness.reproduction import merge_noise_floors
@@ -34,13 +34,8 @@ def golden_conflict(a: Golden, b: Golden) -> str | None:
     """Why two shard goldens cannot be one golden (None when they can)."""
     for key in SAME_KEYS:
         if a.manifest.get(key) != b.manifest.get(key):
-            return f"{key} differs ({short(a.manifest.get(key))} vs {short(b.manifest.get(key))})"
+            return f"{key} differs ({short(a.manifest.get(key), 120)} vs {short(b.manifest.get(key), 120)})"
     return shard_conflict(a.device_kind, a.manifest, b.device_kind, b.manifest)
-
-
-def short(value: object, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.errors import step
+from harness.errors import one_line, step
 from harness.localise import localise
 from harness.ops import Op
 from lanes.runner import no_rows
@@ -32,7 +32,7 @@ def localise_failures(score: dict, golden: Golden, run: Run, load_model: Callabl
         with step("load model for localisation"):
             model = load_model()
     except Exception as exc:  # best effort: say why, never fail the verdict
-        reason = f"the model could not be loaded here ({type(exc).__name__}: {_line(exc)})"
+        reason = f"the model could not be loaded here ({type(exc).__name__}: {one_line(exc)})"
         return {k: {op: {"available": False, "reason": reason} for op in ops} for k, ops in failing.items()}
     if getattr(model, "fingerprint", None) != golden.fingerprint:
         reason = "the configured model is not the golden's (fingerprints differ)"
@@ -46,7 +46,7 @@ def localise_failures(score: dict, golden: Golden, run: Run, load_model: Callabl
                     out[k][op_key] = _one(score["shapes"][k]["ops"][op_key], int(k), Op(int(op_key)), golden, run,
                                           calls, model)
             except Exception as exc:  # best effort: say why, never fail the verdict
-                out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {_line(exc)}"}
+                out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
     return out
 
 
@@ -73,5 +73,3 @@ def _one(verdict: dict, k: int, op: Op, golden: Golden, run: Run, calls: list[di
     return localise(model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None)
 
 
-def _line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]

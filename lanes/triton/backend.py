@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from harness import ops
-from harness.errors import BackendError
+from harness.errors import BackendError, one_line
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.response import check_response, expected_shape
@@ -39,7 +39,6 @@ from lanes.backend import Call, CallResult
 from lanes.triton.failures import Retryable as _Retryable
 from lanes.triton.failures import describe_os_error as _describe_os_error
 from lanes.triton.failures import is_connection_failure as _is_connection_failure
-from lanes.triton.failures import one_line as _one_line
 from lanes.triton.failures import server_error
 from lanes.triton.identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerModel, unverified_model
 from lanes.triton.shm import ShmPool, infer_through_shm
@@ -376,7 +375,7 @@ class TritonBackend:
         except Exception as exc:  # geventhttpclient raises its own parser/protocol errors
             if _is_connection_failure(exc):
                 drop()
-                raise _Retryable(f"dropped the connection ({type(exc).__name__}: {_one_line(exc)})") from None
+                raise _Retryable(f"dropped the connection ({type(exc).__name__}: {one_line(exc)})") from None
             raise
 
     def _timeout(self, where: str) -> BackendError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.errors import BackendError
+from harness.errors import BackendError, one_line
 
 MODEL_ERROR_TAG = "diar_nn_g model error"  # set by model.py on errors the model itself answered
 CONNECTION_WORDS = ("connection", "httpparse", "protocol", "remote", "incomplete", "badstatus")
@@ -65,6 +65,3 @@ def is_connection_failure(exc: BaseException) -> bool:
     return any(word in name for word in CONNECTION_WORDS)
 
 
-def one_line(exc: object, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
