@@ -29,11 +29,11 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.cli.app import ray_options
 from harness.config import ModelSpec, ReleaseConfig
-from harness.errors import EXIT_PASS, GoldenError, HarnessError
+from harness.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.numerics import NumericSettings
 from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.pipeline import commands
-from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared
+from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared, describe_bug
 from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.nightly import nightly
 from harness.pipeline.ray_jobs import nightly_ray, record_ray
@@ -388,3 +388,13 @@ def test_workers_are_one_per_gpu_of_the_asked_kind_or_per_threads_cpus():
         worker_count(FakeCluster([cpu_only]), RayOptions("auto"), gpu)
     with pytest.raises(HarnessError, match=r"--ray-accelerator H100: applies to GPU workers"):
         worker_count(cluster, RayOptions("auto", accelerator="H100"), cpu)
+
+
+def test_a_bug_on_a_worker_is_located_as_the_command_line_locates_one():
+    """A shard's bug names the pipeline step it left (as `harness: internal error ... at step` does), on one line."""
+    with pytest.raises(ZeroDivisionError) as info, step("nightly shard 1/2"):
+        _ = 1 / 0
+    assert describe_bug(info.value) == "at step 'nightly shard 1/2': ZeroDivisionError: division by zero"
+    with pytest.raises(ValueError) as info:
+        raise ValueError("two\nlines   apart")
+    assert describe_bug(info.value).endswith(": ValueError: two lines apart")

@@ -30,6 +30,7 @@ from harness.errors import (
     failed_step,
     interrupt_requested,
     interrupted_message,
+    one_line,
     request_interrupt,
 )
 
@@ -101,9 +102,9 @@ def main(argv: list[str] | None = None) -> None:
         else:
             if debug:
                 traceback.print_exc()
-            detail = " ".join(str(exc).split())[:300]
             print(f"harness: internal error in '{_command(args)}' at step '{failed_step(exc)}': "
-                  f"{type(exc).__name__}: {detail} (a bug in the harness; rerun with --debug for the traceback)",
+                  f"{type(exc).__name__}: {one_line(exc)} (a bug in the harness; rerun with --debug for the "
+                  "traceback)",
                   file=sys.stderr)
             code = EXIT_INTERNAL
     finally:

@@ -32,13 +32,12 @@ import shutil
 import socket
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError, one_line, step
+from harness.errors import HarnessError, failed_step, one_line, step
 from harness.jsonio import read_json, write_json_atomic
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
 from harness.progress import progress_bar
@@ -201,9 +200,8 @@ def check_shared(job_root: Path, host: str) -> None:
 
 
 def describe_bug(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" at {Path(frame.filename).name}:{frame.lineno} in {frame.name}" if frame else ""
-    return f"{type(exc).__name__}: {one_line(str(exc))}{where}"
+    """A bug on a worker, located as the command line locates one (:func:`harness.errors.failed_step`)."""
+    return f"at step '{failed_step(exc)}': {type(exc).__name__}: {one_line(exc)}"
 
 
 def new_job_root(parent: Path, name: str) -> Path:
