@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from harness.errors import HarnessError
 
@@ -58,15 +59,11 @@ class BlockRange:
     ids: tuple[str, ...]
 
     def owns(self, block_id: str) -> bool:
-        return block_id in self._members
+        return block_id in self.members
 
-    @property
-    def _members(self) -> frozenset[str]:
-        cached = self.__dict__.get("_member_set")
-        if cached is None:
-            cached = frozenset(self.ids)
-            object.__setattr__(self, "_member_set", cached)
-        return cached
+    @cached_property
+    def members(self) -> frozenset[str]:
+        return frozenset(self.ids)
 
     @property
     def blocks(self) -> int:

@@ -75,7 +75,7 @@ def record_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shar
     from harness.corpus.schema import CorpusReader
     from harness.pipeline.record import record_golden
 
-    rows = (row for row in CorpusReader(corpus, backend.geometry).rows(set(shard.ids)) if shard.owns(row[0].id))
+    rows = (row for row in CorpusReader(corpus, backend.geometry).rows(shard.members) if shard.owns(row[0].id))
     # a folder per attempt: a rerun after a death just past the rename must not find "a golden exists"
     golden, _ = record_golden(Path(shard_dir) / f"a{os.getpid()}-{secrets.token_hex(3)}", release, rows, backend,
                               config)
