@@ -258,8 +258,6 @@ class TritonServer:
             if run.tmp.exists():
                 left.append(str(run.tmp))
             left += [str(p) for p in SHM_DIR.glob(f"{run.shm_prefix}*")]
-        if self._reaper is not None and self._reaper.running() and self._proc is None:
-            left.append(f"reaper process {self._reaper.pid}")
         return left
 
 
