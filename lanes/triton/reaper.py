@@ -82,9 +82,6 @@ class Reaper:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def release(self, timeout_s: float = 5.0) -> None:
         """The harness cleaned up itself: tell the reaper to exit without touching anything."""
         proc, self.proc = self.proc, None
