@@ -81,15 +81,16 @@ def check_captured(request: CapturedRequest, geometry: Geometry) -> list[Violati
         return [broken("well-formed", "the block id appears twice in the layout", twice)]
     pad_to = len(packed.segments) if len(real) < len(packed.segments) else None
     every = [s.block_id for s in packed.segments]
+    split = packed.split()
     try:
-        check_packed(packed, packed.split(), pad_to, geometry, "the request")
+        check_packed(packed, split, pad_to, geometry, "the request")
     except PackerAnswerError as exc:
         return [broken("well-formed", str(exc).removeprefix("the request: "), _named_block(str(exc), every))]
     try:
         rebased_inside(packed)
     except LawBroken as exc:  # the split blocks' offsets are then wrong for the same reason: one violation
         return [broken("rebased-inside", exc.what, _named_block(exc.what, every))]
-    for block in packed.split():
+    for block in split:
         try:
             Block.create(block.id, block.op, block.span, block.offsets, block.valid, geometry, weights=block.weights,
                          idx=block.idx, speakers=block.speakers)
