@@ -13,16 +13,13 @@ lines; skipped, saying why, when the OP was not scored).
 
 from __future__ import annotations
 
-import datetime as dt
-import io
-import socket
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.fsio import atomic_write, make_dirs
+from harness.fsio import atomic_write_many, make_dirs
 from harness.jsonio import plain
-from reports.junit import _op_case
-from reports.signoff import _environment, _op_facts
+from reports.junit import new_suite, op_case, write_suite
+from reports.signoff import op_facts, template_environments
 
 SUITE = "harness.audit"
 CLASSNAME = "production_audit"
@@ -36,7 +33,7 @@ def build_audit_facts(result: dict) -> dict:
     for op, o in sorted(result["ops"].items()):
         ops[op] = {**{k: v for k, v in o.items() if k != "verdict"},
                    "scored": o["verdict"] is not None,
-                   **(_op_facts(o["verdict"]) if o["verdict"] is not None else {"verdict": "not scored"})}
+                   **(op_facts(o["verdict"]) if o["verdict"] is not None else {"verdict": "not scored"})}
     golden = result["golden_model"]
     others = {} if golden is None else {fp: n for fp, n in result["served"]["fingerprints"].items()
                                         if fp != golden["fingerprint"]}
@@ -49,25 +46,21 @@ def write_audit_report(out_dir: Path, result: dict) -> dict[str, Path]:
     out_dir = Path(out_dir)
     make_dirs(out_dir)
     facts = build_audit_facts(result)
-    html_env, md_env = _environment()
+    html_env, md_env = template_environments()
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
-    atomic_write(paths["md"], md_env.get_template("audit.md.j2").render(a=facts))
-    atomic_write(paths["html"], html_env.get_template("audit.html.j2").render(a=facts))
+    atomic_write_many({paths["md"]: md_env.get_template("audit.md.j2").render(a=facts),  # both pages or neither
+                       paths["html"]: html_env.get_template("audit.html.j2").render(a=facts)})
     return paths
 
 
 def write_audit_junit(path: Path, result: dict) -> Path:
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    suite = ET.Element("testsuite", name=SUITE, timestamp=now, hostname=socket.gethostname())
-    props = ET.SubElement(suite, "properties")
     golden = result["golden_model"] or {}
-    facts = {"capture": result["capture"]["path"], "capture_sha256": result["capture"]["sha256"],
-             "requests": result["capture"]["requests"], "engine": result["capture"]["engine"],
-             "golden_model": golden.get("spec", "not loaded"), "golden_fingerprint": golden.get("fingerprint", ""),
-             "fingerprint_matches": result["fingerprint_matches"], "verdict": result["verdict"],
-             "summary": result["headline"]}
-    for name, value in facts.items():
-        ET.SubElement(props, "property", name=name, value=str(value))
+    suite = new_suite(SUITE, {
+        "capture": result["capture"]["path"], "capture_sha256": result["capture"]["sha256"],
+        "requests": result["capture"]["requests"], "engine": result["capture"]["engine"],
+        "golden_model": golden.get("spec", "not loaded"), "golden_fingerprint": golden.get("fingerprint", ""),
+        "fingerprint_matches": result["fingerprint_matches"], "verdict": result["verdict"],
+        "summary": result["headline"]})
 
     laws = result["laws"]
     case = ET.SubElement(suite, "testcase", classname=CLASSNAME, name="laws", time="0")
@@ -85,18 +78,9 @@ def write_audit_junit(path: Path, result: dict) -> Path:
             ET.SubElement(case, "skipped", message=o["not_scored"])
             skipped += 1
             continue
-        _op_case(case, int(op), o["verdict"])
+        op_case(case, int(op), o["verdict"])
         failures += not o["verdict"]["passed"]
-    for key, value in (("tests", tests), ("failures", failures), ("errors", 0), ("skipped", skipped)):
-        suite.set(key, str(value))
-    suite.set("time", "0")
-    root = ET.Element("testsuites", name="harness", tests=str(tests), failures=str(failures), errors="0",
-                      skipped=str(skipped), time="0")
-    root.append(suite)
-    ET.indent(root)
-    buffer = io.BytesIO()
-    ET.ElementTree(root).write(buffer, encoding="utf-8", xml_declaration=True)
-    return atomic_write(Path(path), buffer.getvalue())
+    return write_suite(path, suite, tests, failures, skipped, 0.0)
 
 
 def _violation(v: dict) -> str:

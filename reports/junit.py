@@ -30,15 +30,11 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
     """Write the nightly's JUnit XML. ``verification`` falls back to score["verification"]."""
     verification = verification if verification is not None else score.get("verification")
     throughput = score.get("throughput") or {}
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    suite = ET.Element("testsuite", name=SUITE, timestamp=now, hostname=socket.gethostname())
-    props = ET.SubElement(suite, "properties")
-    facts = {"release": score["release"], "golden_id": score["golden"]["id"], "run_id": score["run"]["id"],
-             "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
-             "numerics_profile": score["numerics_profile"], "mode": score["mode"], "verdict": score["verdict"]}
-    for name, value in facts.items():
-        ET.SubElement(props, "property", name=name, value=str(value))
-    ET.SubElement(props, "property", name="summary", value=summary_line(score, verification))
+    suite = new_suite(SUITE, {
+        "release": score["release"], "golden_id": score["golden"]["id"], "run_id": score["run"]["id"],
+        "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
+        "numerics_profile": score["numerics_profile"], "mode": score["mode"], "verdict": score["verdict"],
+        "summary": summary_line(score, verification)})
 
     tests = failures = skipped = 0
     total_time = 0.0
@@ -47,7 +43,7 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
             seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}",
                                  time=f"{seconds:.6f}")
-            _op_case(case, int(op), verdict)
+            op_case(case, int(op), verdict)
             tests += 1
             total_time += seconds
             failures += not verdict.get("passed")
@@ -68,13 +64,26 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
             failures += 1
         ET.SubElement(case, "system-out").text = line
 
-    suite.set("tests", str(tests))
-    suite.set("failures", str(failures))
-    suite.set("errors", "0")
-    suite.set("skipped", str(skipped))
-    suite.set("time", f"{total_time:.6f}")
-    root = ET.Element("testsuites", name="harness", tests=str(tests), failures=str(failures), errors="0",
-                      skipped=str(skipped), time=f"{total_time:.6f}")
+    return write_suite(path, suite, tests, failures, skipped, total_time)
+
+
+def new_suite(name: str, facts: dict) -> ET.Element:
+    """A test suite stamped now, on this host, with ``facts`` as its properties."""
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    suite = ET.Element("testsuite", name=name, timestamp=now, hostname=socket.gethostname())
+    props = ET.SubElement(suite, "properties")
+    for key, value in facts.items():
+        ET.SubElement(props, "property", name=key, value=str(value))
+    return suite
+
+
+def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skipped: int, seconds: float) -> Path:
+    """``suite`` with its counts, alone in a ``testsuites`` root, written atomically to ``path``."""
+    counts = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+              "time": f"{seconds:.6f}"}
+    for key, value in counts.items():
+        suite.set(key, value)
+    root = ET.Element("testsuites", name="harness", **counts)
     root.append(suite)
     ET.indent(root)
     buffer = io.BytesIO()
@@ -82,7 +91,8 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
     return atomic_write(Path(path), buffer.getvalue())
 
 
-def _op_case(case: ET.Element, op: int, verdict: dict) -> None:
+def op_case(case: ET.Element, op: int, verdict: dict) -> None:
+    """One OP's verdict as a test case: every check a property and a line, the failing ones its failure."""
     props = ET.SubElement(case, "properties")
     lines = []
     for c in verdict["checks"]:

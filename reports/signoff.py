@@ -143,7 +143,7 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
         usable = passed_now
     ops = {}
     if scored:
-        ops = {op: _op_facts(v) for op, v in sorted(s["ops"].items())}
+        ops = {op: op_facts(v) for op, v in sorted(s["ops"].items())}
     op0 = ops.get("0", {}).get("metrics", {})
     return {
         "shape": int(k),
@@ -197,7 +197,7 @@ def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_
     return "not promoted"
 
 
-def _op_facts(v: dict) -> dict:
+def op_facts(v: dict) -> dict:
     return {
         "op": int(v["op"]),
         "passed": bool(v["passed"]),
@@ -340,7 +340,7 @@ def fmt_check(check: dict, which: str) -> str:
     return fmt(check["observed" if which == "value" else "allowed"], kind)
 
 
-def _environment() -> tuple[jinja2.Environment, jinja2.Environment]:
+def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
     loader = jinja2.FileSystemLoader(str(TEMPLATES))
     html = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -372,7 +372,7 @@ def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification)
     images = build_images(plain(score), facts)
-    html_env, md_env = _environment()
+    html_env, md_env = template_environments()
     context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {
         "json": out_dir / "report.json",
