@@ -25,11 +25,9 @@ shrink by under 10 %). Block ids are read dictionary-encoded, values as views of
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from queue import Queue
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +37,7 @@ from harness.errors import GoldenError
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
+from harness.overlap import WriteBehind
 from harness.parquet import (
     COMPRESSION,
     ParquetSink,
@@ -179,50 +178,33 @@ class LaneWriter:
 
 
 class BackgroundWriter:
-    """Runs ``LaneWriter.write`` in a thread behind a bounded queue, so compression and disk I/O
-    overlap the next network call (pyarrow releases the GIL while it compresses and writes).
-
-    A failure in the thread is raised by the next :meth:`write` or by :meth:`close`."""
+    """``LaneWriter.write`` behind a bounded queue (:class:`harness.overlap.WriteBehind`), so
+    compression and disk I/O overlap the next network call (pyarrow releases the GIL while it
+    compresses and writes). A failure in the thread is raised by the next :meth:`write` or by
+    :meth:`close`, and drops the lane's files."""
 
     def __init__(self, writer: LaneWriter, depth: int = 2) -> None:
         self.writer = writer
-        self._queue: Queue = Queue(maxsize=depth)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, name="lane-writer", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if self._error is None:
-                try:
-                    self.writer.write(item)
-                except BaseException as exc:  # handed to the caller's thread
-                    self._error = exc
+        self._behind: WriteBehind[LaneOutputs] = WriteBehind(writer.write, depth=depth, name="lane-writer")
 
     def write(self, batch: LaneOutputs) -> None:
-        self._raise()
-        self._queue.put(batch)
+        try:
+            self._behind.submit(batch)
+        except BaseException:
+            self.writer.abort()
+            raise
 
     def close(self) -> dict[str, dict]:
-        self._queue.put(None)
-        self._thread.join()
-        self._raise()
+        try:
+            self._behind.close()
+        except BaseException:
+            self.writer.abort()
+            raise
         return self.writer.close()
 
     def abort(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
+        self._behind.abort()
         self.writer.abort()
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            self.writer.abort()
-            raise error
 
 
 def _fixed(flat: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:

@@ -9,7 +9,7 @@ turning into a wrong golden later.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -267,3 +267,39 @@ def _require_finite(owner: str, name: str, arr: np.ndarray) -> None:
         where = tuple(int(v) for v in np.argwhere(~np.isfinite(arr))[0])
         index = ",".join(str(v) for v in where)
         raise BlockError(owner, f"{name}[{index}]", float(arr[where]), "NaN or Inf is not audio/weight data")
+
+
+def concat_spans(spans: Sequence[np.ndarray]) -> np.ndarray:
+    """The concatenation of float32 spans; without a copy when they already lie end to end in one
+    buffer (consecutive blocks read from one corpus row group do), else copied.
+
+    A packed SPAN is large (k blocks of audio) and packing is the fast lane's main cost, so the copy
+    is skipped whenever the bytes are already where the concatenation would put them."""
+    view = _adjacent_view(spans)
+    if view is not None:
+        return view
+    return np.concatenate(spans).astype(np.float32, copy=False)
+
+
+def _adjacent_view(spans: Sequence[np.ndarray]) -> np.ndarray | None:
+    """A view of the one buffer holding ``spans`` back to back, or None."""
+    parts = [a for a in spans if a.shape[0]]
+    if not parts or not all(a.dtype == np.float32 and a.ndim == 1 and a.flags.c_contiguous for a in parts):
+        return None
+    if len(parts) == 1:
+        return parts[0]  # one block (and padding, which adds no audio)
+    addresses = [a.__array_interface__["data"][0] for a in parts]
+    for a, start, nxt in zip(parts, addresses, addresses[1:], strict=False):
+        if start + a.nbytes != nxt:
+            return None
+    root = parts[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.dtype != np.float32 or not root.flags.c_contiguous:
+        return None
+    root = root.reshape(-1)  # a view: the buffer as one line of floats
+    root_start = root.__array_interface__["data"][0]
+    first, end = addresses[0], addresses[-1] + parts[-1].nbytes
+    if first < root_start or end > root_start + root.nbytes:
+        return None
+    return root[(first - root_start) // 4 : (end - root_start) // 4]

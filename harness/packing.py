@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from harness import ops
-from harness.blocks import Block
+from harness.blocks import Block, concat_spans
 from harness.errors import PackingError
 from harness.ops import Op
 
@@ -237,40 +237,6 @@ def pack(items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> P
     return PackedRequest(op, span, offsets, valid, weights, idx, speakers, tuple(segments))
 
 
-def concat_spans(spans: Sequence[np.ndarray]) -> np.ndarray:
-    """The concatenation of float32 spans; without a copy when they already lie end to end in one
-    buffer (consecutive blocks read from one corpus row group do), else copied.
-
-    A packed SPAN is large (k blocks of audio) and packing is the fast lane's main cost, so the copy
-    is skipped whenever the bytes are already where the concatenation would put them."""
-    view = _adjacent_view(spans)
-    if view is not None:
-        return view
-    return np.concatenate(spans).astype(np.float32, copy=False)
-
-
-def _adjacent_view(spans: Sequence[np.ndarray]) -> np.ndarray | None:
-    """A view of the one buffer holding ``spans`` back to back, or None."""
-    parts = [a for a in spans if a.shape[0]]
-    if not parts or not all(a.dtype == np.float32 and a.ndim == 1 and a.flags.c_contiguous for a in parts):
-        return None
-    if len(parts) == 1:
-        return parts[0]  # one block (and padding, which adds no audio)
-    addresses = [a.__array_interface__["data"][0] for a in parts]
-    for a, start, nxt in zip(parts, addresses, addresses[1:], strict=False):
-        if start + a.nbytes != nxt:
-            return None
-    root = parts[0]
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if root.dtype != np.float32 or not root.flags.c_contiguous:
-        return None
-    root = root.reshape(-1)  # a view: the buffer as one line of floats
-    root_start = root.__array_interface__["data"][0]
-    first, end = addresses[0], addresses[-1] + parts[-1].nbytes
-    if first < root_start or end > root_start + root.nbytes:
-        return None
-    return root[(first - root_start) // 4 : (end - root_start) // 4]
 
 
 def unpack(packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -365,7 +331,6 @@ def _parts(packed: PackedRequest) -> list[Block]:
             )
         )
     return parts
-
 
 
 HARNESS_PACKER = HarnessPacker()

@@ -14,6 +14,7 @@ the gate produced (data layer, plus the ledger's and the checks' vocabulary); la
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,14 @@ COMPOSITION = ("harness.pipeline", "harness.cli")
 # What every package may use: data types and the files that hold them.
 DATA_LAYER = ("harness.errors", "harness.fsio", "harness.jsonio", "harness.schemas", "harness.parquet",
               "harness.geometry", "harness.ops", "harness.blocks", "harness.outputs", "harness.masks",
-              "harness.metrics", "harness.corpus.schema", "harness.environment", "harness.isolation")
+              "harness.metrics", "harness.corpus.schema", "harness.environment", "harness.isolation",
+              "harness.overlap", "harness.metrics_kernels")
+# Where the data layer reaches up, on purpose: each with why.
+DATA_LAYER_REACHES = {
+    ("harness.schemas.results", "harness.tolerances"): "a score's tolerances are the judges' own models (a new "
+                                                       "metric touches one module)",
+    ("harness.schemas.docs", "harness.config"): "the generated docs include the configuration's table",
+}
 # golden stores and loads: the data layer only
 GOLDEN_MAY_USE = DATA_LAYER
 # reports render: the data layer, the ledger's vocabulary and the checks' one-line rendering
@@ -79,7 +87,10 @@ def violations() -> list[str]:
             package = target.split(".")[0]
             if within(name, COMPOSITION):
                 continue
-            if name.startswith("harness.") or name == "harness":
+            if within(name, DATA_LAYER):
+                if target != "harness" and not within(target, DATA_LAYER) and (name, target) not in DATA_LAYER_REACHES:
+                    out.append(f"data layer {name} imports {target} (the data layer sits at the bottom)")
+            elif name.startswith("harness.") or name == "harness":
                 if package != "harness" or within(target, COMPOSITION):
                     out.append(f"core {name} imports {target}")
             elif name.startswith("lanes"):
@@ -96,6 +107,19 @@ def violations() -> list[str]:
 
 def test_nothing_imports_upward():
     assert violations() == []
+
+
+def test_the_check_sees_the_data_layer_reach_up(monkeypatch):
+    """Negative control: a data-layer module that imports core (packing) is caught."""
+    table = modules()
+    fake = ROOT / "harness" / "_layering_probe_data.py"
+    fake.write_text("from harness.packing import pack\n")
+    monkeypatch.setattr(sys.modules[__name__], "DATA_LAYER", (*DATA_LAYER, "harness._layering_probe_data"))
+    try:
+        assert "harness._layering_probe_data" not in table
+        assert any("data layer harness._layering_probe_data imports harness.packing" in v for v in violations())
+    finally:
+        fake.unlink()
 
 
 def test_the_check_sees_a_violation(tmp_path, monkeypatch):

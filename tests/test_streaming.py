@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from golden.calls import CallLog, iter_calls, read_calls
 from golden.store import load_golden
 from golden.tables import LaneReader, LaneWriter, _schema
+from harness.blocks import concat_spans
 from harness.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.ops import ALL_OPS, Op
-from harness.packing import concat_spans, pack
+from harness.packing import pack
 from harness.parquet import check_schema
 from harness.pipeline import score
 from harness.pipeline.score import score_run

@@ -28,12 +28,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from harness.blocks import Block
+from harness.blocks import Block, concat_spans
 from harness.errors import BlockError, CorpusError, HarnessError, check_interrupted
 from harness.geometry import Geometry
 from harness.ops import Op
 from harness.overlap import WriteBehind, prefetch
-from harness.packing import concat_spans
 from harness.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata, to_numpy
 from harness.schemas import CorpusMeta, Provenance, validate
 
