@@ -288,10 +288,7 @@ class LaneReader:
         for op in self.ops:
             if not op.is_voiceprint:
                 continue
-            parts = [self._read_voiceprint(op, gi, set(self._members[gi])) for gi in needed]
-            v = parts[0] if len(parts) == 1 else VoiceprintOutputs(op, *(np.concatenate([getattr(p, f) for p in parts])
-                                                                        for f in ("block_ids", "row", "window",
-                                                                                  "speaker", "weights", "embedding")))
+            v = VoiceprintOutputs.concat([self._read_voiceprint(op, gi, set(self._members[gi])) for gi in needed])
             keep = np.isin(v.block_ids.astype(str), wanted)
             out[op] = v if keep.all() else VoiceprintOutputs(op, v.block_ids[keep], v.row[keep], v.window[keep],
                                                               v.speaker[keep], v.weights[keep], v.embedding[keep])

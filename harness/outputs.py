@@ -118,6 +118,14 @@ class VoiceprintOutputs:
         return VoiceprintOutputs(self.op, self.block_ids[take], self.row[take], self.window[take],
                                  self.speaker[take], self.weights[take], self.embedding[take])
 
+    @staticmethod
+    def concat(parts: list[VoiceprintOutputs]) -> VoiceprintOutputs:
+        """Rows of one OP from disjoint parts, one after the other (one part: itself, no copy)."""
+        if len(parts) == 1:
+            return parts[0]
+        return VoiceprintOutputs(parts[0].op, *(np.concatenate([getattr(v, f) for v in parts]) for f in
+                                                ("block_ids", "row", "window", "speaker", "weights", "embedding")))
+
 
 @dataclass(eq=False)
 class LaneOutputs:
@@ -150,9 +158,7 @@ class LaneOutputs:
             seg._decisions = (np.concatenate([c[0] for c in cached]), np.concatenate([c[1] for c in cached]))
         vps = {}
         for op in sorted({op for p in parts for op in p.voiceprint}):
-            have = [p.voiceprint[op] for p in parts if op in p.voiceprint]
-            vps[op] = VoiceprintOutputs(op, *(np.concatenate([getattr(v, f) for v in have]) for f in
-                                              ("block_ids", "row", "window", "speaker", "weights", "embedding")))
+            vps[op] = VoiceprintOutputs.concat([p.voiceprint[op] for p in parts if op in p.voiceprint])
         return LaneOutputs(seg, vps)
 
 
