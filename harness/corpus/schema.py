@@ -47,6 +47,11 @@ SCHEMA = pa.schema([
     pa.field("provenance", pa.string(), nullable=False),
 ])
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
+
+
+def geometry_meta(geometry: Geometry) -> dict:
+    """What a corpus records of the geometry it was cut for."""
+    return {k: getattr(geometry, k) for k in GEOMETRY_KEYS}
 # blocks per row group: the lanes' group for shapes up to 32, so a pack of consecutive blocks is one buffer
 GROUP_BLOCKS = 32
 
@@ -88,6 +93,16 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.blocks)
 
+    @staticmethod
+    def collect(rows: Iterable[tuple[Block, str, dict]], geometry_meta: dict) -> Corpus:
+        """A stream of (block, source, provenance) rows, held in memory."""
+        blocks, sources, provenance = [], [], []
+        for block, source, prov in rows:
+            blocks.append(block)
+            sources.append(source)
+            provenance.append(prov)
+        return Corpus(blocks, sources, provenance, geometry_meta)
+
     @property
     def ids(self) -> list[str]:
         return [b.id for b in self.blocks]
@@ -122,7 +137,7 @@ class CorpusWriter:
         self.summary = Summary(geometry)
         self._ids: set[str] = set()
         self._pending: list[tuple[Block, str, dict]] = []
-        meta = {"version": SCHEMA_VERSION, **{k: getattr(geometry, k) for k in GEOMETRY_KEYS}}
+        meta = {"version": SCHEMA_VERSION, **geometry_meta(geometry)}
         self.schema = SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
         self._sink = ParquetSink(self.path, self.schema)
         self._behind: WriteBehind[list] = WriteBehind(self._write, name="corpus-writer")
@@ -295,12 +310,7 @@ class CorpusReader:
 def read_corpus(path: str | Path, geometry: Geometry, require_meta: bool = True) -> Corpus:
     """The whole corpus in memory (small corpora: tests, capture imports)."""
     reader = CorpusReader(path, geometry, require_meta)
-    blocks, sources, provenance = [], [], []
-    for block, source, prov in reader.rows():
-        blocks.append(block)
-        sources.append(source)
-        provenance.append(prov)
-    return Corpus(blocks, sources, provenance, dict(reader.meta))
+    return Corpus.collect(reader.rows(), dict(reader.meta))
 
 
 def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,

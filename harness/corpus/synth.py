@@ -29,7 +29,7 @@ import numpy as np
 
 from harness.blocks import Block
 from harness.corpus.cutting import cut_blocks
-from harness.corpus.schema import Corpus
+from harness.corpus.schema import Corpus, geometry_meta
 from harness.geometry import Geometry
 
 TABLE = 4096  # samples per tabulated period: linear interpolation error below -70 dB at 40 harmonics
@@ -304,16 +304,8 @@ def iter_synth_blocks(geometry: Geometry, blocks: int, seed: int = 0, step: int 
 def synth_corpus(geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None,
                  speakers: int = 3) -> Corpus:
     """Exactly ``blocks`` blocks from deterministic recordings (:func:`iter_synth_blocks`, collected)."""
-    out_blocks: list[Block] = []
-    sources: list[str] = []
-    provenance: list[dict] = []
-    for block, source, prov in iter_synth_blocks(geometry, blocks, seed=seed, step=step, speakers=speakers):
-        out_blocks.append(block)
-        sources.append(source)
-        provenance.append(prov)
-    meta = {"sample_rate": geometry.sample_rate, "window_samples": geometry.window_samples,
-            "windows_per_block": geometry.windows_per_block}
-    return Corpus(out_blocks, sources, provenance, meta)
+    return Corpus.collect(iter_synth_blocks(geometry, blocks, seed=seed, step=step, speakers=speakers),
+                          geometry_meta(geometry))
 
 
 def _overlaps(turns: list[Turn]) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.corpus.cutting import cut_blocks
-from harness.corpus.schema import Corpus
+from harness.corpus.schema import Corpus, geometry_meta
 from harness.errors import CorpusError
 from harness.geometry import Geometry
 
@@ -135,11 +135,4 @@ def iter_wav_blocks(paths: list[str | Path], geometry: Geometry, step: int | Non
 
 
 def wav_corpus(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Corpus:
-    blocks, sources, provenance = [], [], []
-    for block, source, prov in iter_wav_blocks(paths, geometry, step):
-        blocks.append(block)
-        sources.append(source)
-        provenance.append(prov)
-    meta = {"sample_rate": geometry.sample_rate, "window_samples": geometry.window_samples,
-            "windows_per_block": geometry.windows_per_block}
-    return Corpus(blocks, sources, provenance, meta)
+    return Corpus.collect(iter_wav_blocks(paths, geometry, step), geometry_meta(geometry))
