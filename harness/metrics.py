@@ -173,8 +173,11 @@ def _exact_rows(x: np.ndarray, y: np.ndarray, out: RowDiff, rows: np.ndarray) ->
 def top_two(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[n, C] -> (argmax int64 [n], top1 - top2 float32 [n]): the golden's per-frame decisions.
 
-    argmax is the first index of the maximum; a NaN never wins, and a NaN among the others
-    makes the margin NaN. Compiled; ``top_two_numpy`` where numba is missing.
+    For finite frames, argmax is the first index of the maximum. With NaN the result is the
+    recurrence's, not a rule (a NaN in column 0 wins with margin NaN; a NaN before a larger
+    value is dropped): decisions are taken on goldens only, and a golden with a non-finite
+    output is refused when it is recorded (``refuse_non_finite``). Compiled; ``top_two_numpy``
+    where numba is missing, with the same recurrence (tests compare them, NaN included).
     """
     kernels = _kernels()
     if kernels is None:

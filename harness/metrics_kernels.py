@@ -131,8 +131,8 @@ _TOP_CHUNK = 4096  # frames whose running top-two state stays in L1 while the co
 def top_two(frames, argmax, margin):
     """Per row of float32 ``frames`` [n, C]: first index of the max (strict ``>``) and top1 - top2.
 
-    The same recurrence as the numpy version it replaces, NaN included: a NaN never wins a
-    strict comparison, and the runner-up is a NaN-propagating maximum. Column by column over
+    The same recurrence as the numpy version it replaces, NaN included (what NaN gives is that
+    recurrence's result, see :func:`harness.metrics.top_two`; goldens hold no NaN). Column by column over
     chunks of frames (each column gathered into a contiguous buffer first), branch-free, so
     the inner loop vectorises: argmax is data-dependent, and branches on it would be
     mispredicted about half the time.
