@@ -15,7 +15,7 @@ its own peak RSS):
     run      harness.pipeline.run.run_shapes          (exact lane + every packed shape, run written)
     score    harness.pipeline.score.score_run + write_score
     promote  harness.pipeline.promote.promote_file
-    report   reports.write_report + reports.write_junit
+    report   harness.pipeline.commands.report (what `harness report` runs)
 
 and prints per step: wall time, the null network's time (request validation and look-ups, from
 the call log), the harness's time (the rest) in ms per block, per block and lane, and per window
@@ -151,17 +151,11 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         calls = []
         result.update(promoted=sorted(t["shape"] for t in transitions if t["to"] == "promoted"))
     elif step == "report":
-        from harness.ledger_store import read_consistent
-        from harness.score_check import check_self_consistent, read_score
-        from reports import write_junit, write_report
+        from harness.pipeline import commands
 
         base, cpu = _memory()["VmRSS"], _cpu()
         start = time.perf_counter()
-        score = read_score(score_path)
-        check_self_consistent(score, str(score_path))
-        book = read_consistent(ledger, manifest)[0]
-        write_report(work / "report", score, ledger=book)
-        write_junit(work / "junit.xml", score, None)
+        commands.report(score_path, work / "report", ledger, manifest, work / "junit.xml", None)  # `harness report`
         wall = time.perf_counter() - start
         calls = []
     else:

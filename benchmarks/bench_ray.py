@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def main() -> None:
                 print(f"  {name}: {len(facts['shards'])} shards, Ray part {facts['wall_s']:.1f} s", flush=True)
     same = len({json.dumps(f, sort_keys=True) for f in files.values()}) == 1
     print(f"model {args.model}, {args.blocks} blocks, shapes {args.shapes}, threads {args.threads}, "
-          f"{args.repeats} repeat(s), CPUs {len(__import__('os').sched_getaffinity(0))}")
+          f"{args.repeats} repeat(s), CPUs {len(os.sched_getaffinity(0))}")
     for name, ts in times.items():
         print(f"  {name:>24}: {statistics.median(ts):7.1f} s wall (median of {len(ts)}: "
               f"{', '.join(f'{t:.1f}' for t in ts)})")

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from harness.corpus.cutting import cut_blocks
-from harness.corpus.synth import Turn, Voice, conversation, iter_synth_blocks, synth_corpus
+from harness.corpus.synth import Voice, conversation, iter_synth_blocks, synth_corpus
 from harness.geometry import Geometry
 
 # --- the implementation before this change (the baseline) -----------------------------------
@@ -87,7 +87,6 @@ def synth_blocks_before(geometry: Geometry, blocks: int, seed: int = 0, speakers
     return out[:blocks]
 
 
-_ = Turn  # the baseline shares the conversation model (turn timing) with the new generator
 
 # ---------------------------------------------------------------------------------------------
 
