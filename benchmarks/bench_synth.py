@@ -87,7 +87,6 @@ def synth_blocks_before(geometry: Geometry, blocks: int, seed: int = 0, speakers
     return out[:blocks]
 
 
-
 # ---------------------------------------------------------------------------------------------
 
 
