@@ -2,10 +2,13 @@
 
 Exact one-sided Clopper-Pearson bound (``scipy.stats.beta.ppf``); with no failure it is ``3/n``
 (the rule of three, as the release configuration states), so a corpus of n frames can promote a
-shape only if 3/n is within the allowed rate.
+shape only if 3/n is within the allowed rate. :func:`half_binomial_cdf` gives the speedup
+median's interval (:mod:`harness.timing`) without importing scipy.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 
 def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float:
@@ -29,3 +32,11 @@ def needed_at_zero(allowed: float) -> int | None:
     import math
 
     return int(math.ceil(3.0 / allowed))
+
+
+def half_binomial_cdf(n: int) -> np.ndarray:
+    """P(Binomial(n, 1/2) <= k) for k = 0..n, in float64 (log-space binomial coefficients: no
+    overflow for any n; no scipy, whose import costs a second per command)."""
+    k = np.arange(n, dtype=np.float64)
+    log_choose = np.concatenate([[0.0], np.cumsum(np.log((n - k) / (k + 1)))])  # log C(n, k)
+    return np.minimum(np.cumsum(np.exp(log_choose - n * np.log(2.0))), 1.0)

@@ -60,14 +60,6 @@ def audio_frames(valid: np.ndarray, geometry: Geometry) -> np.ndarray:
     return starts[None, :] < np.asarray(valid, dtype=np.int64)[:, None]
 
 
-def speaker_activity(logprobs: np.ndarray, valid: np.ndarray, geometry: Geometry) -> np.ndarray:
-    """[N, F, S] float32 0/1 activity: powerset argmax, zero where the frame holds no audio."""
-    classes = np.argmax(logprobs, axis=-1)
-    activity = geometry.powerset[classes]
-    activity *= audio_frames(valid, geometry)[..., None]
-    return activity
-
-
 def voiceprint_rows(
     logprobs: np.ndarray, valid: np.ndarray, op: Op, geometry: Geometry, policy: MaskPolicy = MaskPolicy()
 ) -> VoiceprintRows:

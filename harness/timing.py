@@ -15,6 +15,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from harness.binomial import half_binomial_cdf
+
 STALL_FACTOR = 5.0  # a call this many times its lane's median time (same OP) is a stall
 
 
@@ -121,10 +123,3 @@ def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float
         return None, None
     return float(v[j - 1]), float(v[n - j])
 
-
-def half_binomial_cdf(n: int) -> np.ndarray:
-    """P(Binomial(n, 1/2) <= k) for k = 0..n, in float64 (log-space binomial coefficients: no
-    overflow for any n; no scipy, whose import costs a second per command)."""
-    k = np.arange(n, dtype=np.float64)
-    log_choose = np.concatenate([[0.0], np.cumsum(np.log((n - k) / (k + 1)))])  # log C(n, k)
-    return np.minimum(np.cumsum(np.exp(log_choose - n * np.log(2.0))), 1.0)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.geometry import Geometry
-from harness.masks import MaskPolicy, audio_frames, speaker_activity, voiceprint_rows
+from harness.masks import MaskPolicy, audio_frames, voiceprint_rows
 from harness.ops import Op
 
 G = Geometry(window_samples=1000, frames_per_window=20, frame_step=50, windows_per_block=4)
@@ -66,6 +66,14 @@ def test_padding_windows_get_no_rows():
 
 def test_default_threshold_is_two_percent_of_the_window():
     assert MaskPolicy().threshold(Geometry()) == 12  # ceil(0.02 * 589)
+
+
+def speaker_activity(logprobs: np.ndarray, valid: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """[N, F, S] float32 0/1 activity: powerset argmax, zero where the frame holds no audio."""
+    classes = np.argmax(logprobs, axis=-1)
+    activity = geometry.powerset[classes]
+    activity *= audio_frames(valid, geometry)[..., None]
+    return activity
 
 
 def reference_rows(logprobs, valid, op, geometry, policy):

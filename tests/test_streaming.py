@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from golden.calls import CallLog, iter_calls, read_calls
 from golden.store import load_golden
 from golden.tables import LaneReader, LaneWriter, _schema
+from harness.binomial import half_binomial_cdf
 from harness.blocks import concat_spans
 from harness.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.ops import ALL_OPS, Op
@@ -24,7 +25,7 @@ from harness.packing import pack
 from harness.parquet import check_schema
 from harness.pipeline import score
 from harness.pipeline.score import score_run
-from harness.timing import half_binomial_cdf, summarize_calls
+from harness.timing import summarize_calls
 from harness.tolerances import Tolerances
 from tests.pipeline import run_shapes
 from tests.tamper import edit_manifest
