@@ -56,9 +56,9 @@ def measure_peak(fn: Callable[[], Sequence[int | None]], device: str) -> int | N
         return max(0, max(peaks) - base) if peaks else None
     if not _reset_peak():
         return None
-    base = _status_bytes("VmRSS:")
+    base = _proc_kib("/proc/self/status", "VmRSS:")
     fn()
-    peak = _status_bytes("VmHWM:")
+    peak = _proc_kib("/proc/self/status", "VmHWM:")
     if base is None or peak is None:
         return None
     return max(0, peak - base)
@@ -71,7 +71,7 @@ def available_bytes(device: str) -> int | None:
 
         free, _total = torch.cuda.mem_get_info(device)
         return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
-    avail = _meminfo_bytes("MemAvailable:")
+    avail = _proc_kib("/proc/meminfo", "MemAvailable:")
     limit = _cgroup_headroom()
     known = [v for v in (avail, limit) if v is not None]
     return min(known) if known else None
@@ -114,17 +114,10 @@ def _size(n: float) -> str:
 # ------------------------------------------------------------------------------------------ CPU (Linux)
 
 
-def _status_bytes(key: str) -> int | None:
+def _proc_kib(path: str, key: str) -> int | None:
+    """A ``key: <n> kB`` line of a /proc file, in bytes (None off Linux or when absent)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    return None
-
-
-def _meminfo_bytes(key: str) -> int | None:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in Path(path).read_text().splitlines():
             if line.startswith(key):
                 return int(line.split()[1]) * 1024
     return None
