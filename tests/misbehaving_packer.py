@@ -9,6 +9,8 @@ external packer would be. Modes:
   bad-unpack    packs correctly; answers unpack with the blocks in reverse order
   short-unpack  packs correctly; answers unpack with one row missing from the first block
   die-on-3      packs correctly, exits with status 3 (and a line on stderr) on a request of 3 blocks
+  die-every-3rd answers correctly, but exits with status 3 (and a line on stderr) on its 3rd message
+  die-3rd-pack  the same on its 3rd pack request (past the laws' smoke test: during a law)
   ignore-eof    answers correctly, but never exits when stdin ends
 """
 
@@ -32,9 +34,19 @@ def main() -> int:
     parser.add_argument("--mode", required=True)
     mode = parser.parse_args().mode
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    messages = 0
     while stdin.peek(1):
         table = ipc.open_stream(stdin).read_all()
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        messages += mode != "die-3rd-pack" or meta.get("verb") == "pack"
+        if mode in ("die-every-3rd", "die-3rd-pack") and messages == 3:
+            print(f"fatal: message {messages}: segmentation fault (core dumped)", file=sys.stderr)
+            sys.stderr.flush()
+            return 3
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        if meta.get("verb") == "hello":  # wire protocol 2's handshake: every mode answers it properly
+            write(stdout, "hello", packer_name="misbehaving", packer_version=mode)
+            continue
         if mode == "refuse":
             write(stdout, "error", message="this packer only packs on Tuesdays")
             continue

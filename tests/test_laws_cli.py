@@ -74,8 +74,9 @@ def test_a_python_callable_packer(capsys, monkeypatch):
 @pytest.mark.parametrize("args,words", [
     (["--packer-cmd", "/nonexistent/engine-packer"], "packer '/nonexistent/engine-packer': cannot start"),
     (["--packer-cmd", f"{PY} -c 'import sys; sys.stdin.buffer.read(4); sys.exit(3)'"],
-     "exited with status 3 before answering a pack request of 1 OP 0 block(s) ['smoke']"),
-    (["--packer-cmd", f"{PY} -c 'import time; time.sleep(60)'", "--timeout", "1"], "within 1 s; killed"),
+     "exited with status 3 before answering the hello handshake"),  # wire protocol 2 starts with a handshake
+    (["--packer-cmd", f"{PY} {ROOT / 'tests' / 'protocol_packer.py'} --mode hang-after", "--timeout", "1"],
+     "did not answer a pack request of 1 OP 0 block(s) ['smoke'] within 1 s; killed"),
     (["--packer", "no_such_module_xyz:pack"], "--packer 'no_such_module_xyz:pack': cannot import"),
     (["--packer", "harness.packing:pack", "--packer-cmd", EXAMPLE], "give one packer, not both"),
 ])
@@ -84,3 +85,51 @@ def test_a_packer_that_cannot_be_run_is_one_line_with_status_2(capsys, monkeypat
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2, out + err
     assert len(lines) == 1 and lines[0].startswith("harness: error: ") and words in lines[0], err
+
+
+# ------------------------------------------------------------------ issue 21 through the CLI
+
+MISBEHAVING = f"{PY} {ROOT / 'tests' / 'misbehaving_packer.py'} --mode"
+
+
+@pytest.mark.parametrize("name,blocks", [("truncate_at_16_packer", 17), ("truncate_at_40_packer", 41)])
+def test_a_packer_that_truncates_requests_is_broken_at_default_settings(capsys, monkeypatch, name, blocks):
+    code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.controls:{name}")
+    assert code == 1, out + err
+    summary = out.split("\n\n")[0].splitlines()[1:]
+    assert len(summary) == 8 and all("BROKEN" in line for line in summary), out
+    assert "not judged" not in out.split("\n\n")[0] and "laws hold" not in out
+    assert f"minimal counterexample of {blocks} block(s)" in out
+    assert out.rstrip().splitlines()[-1].startswith("8 of 8 laws broken or not judged")
+
+
+@pytest.mark.parametrize("name", ["padded_index_packer", "padding_length_packer"])
+def test_index_tensors_wrong_only_when_padded_are_caught_at_default_settings(capsys, monkeypatch, name):
+    code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.controls:{name}")
+    assert code == 1, out + err
+    assert any(line.split()[:2] == ["ragged-index", "BROKEN"] for line in out.splitlines()), out
+    assert "law ragged-index BROKEN" in out and "padding item(s) of 0" in out
+
+
+@pytest.mark.parametrize("examples", [[], ["--examples", "1"]])
+def test_the_laws_pack_64_blocks_whatever_examples_is(capsys, monkeypatch, examples):
+    from tests import recording_packer
+
+    recording_packer.SEEN.clear()
+    code, out, err = run(capsys, monkeypatch, "--packer", "tests.recording_packer:RecordingPacker", *examples)
+    assert code == 0 and "all 8 laws hold" in out, out + err
+    assert max(n for n, _ in recording_packer.SEEN) >= 64
+    assert max(p or 0 for _, p in recording_packer.SEEN) >= 64
+
+
+@pytest.mark.parametrize("mode,request_", [("die-every-3rd", "an unpack request of "),
+                                           ("die-3rd-pack", "a pack request of ")])
+def test_a_packer_that_crashes_during_the_laws_is_exit_2_naming_the_request(capsys, monkeypatch, mode, request_):
+    """Issue 21 (6): not a law's "minimal counterexample of 1 block" (exit 1), but the packer's failure."""
+    code, out, err = run(capsys, monkeypatch, "--packer-cmd", f"{MISBEHAVING} {mode}")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, out + err
+    assert len(lines) == 1 and lines[0].startswith("harness: error: "), err
+    assert f"exited with status 3 before answering {request_}" in lines[0], lines[0]
+    assert "segmentation fault" in lines[0]
+    assert "minimal counterexample" not in out

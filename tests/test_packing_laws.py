@@ -171,3 +171,117 @@ def test_a_window_running_into_the_next_block_is_named():
             "VALID 64 packed; OFFSETS 56, VALID 14 alone): 50 of 64 values differ, first at [14]: 2 instead of 0"
             ) in err.value.what
     LAWS_BY_NAME["own-samples"](HarnessPacker(), [b0, b1])
+
+
+# ------------------------------------------------------------------ issue 21: the kit misses nothing
+
+
+@pytest.mark.parametrize("name,blocks", [("truncate_at_16_packer", 17), ("truncate_at_40_packer", 41)])
+def test_a_packer_that_drops_blocks_past_k_breaks_every_law_at_one_example(name, blocks):
+    """Malformed answers are counterexamples (not skipped), and the boundary examples reach 64 blocks:
+    a packer that drops every block after the 16th / 40th breaks every law, even with --examples 1."""
+    with control(name) as packer:
+        report = check_packer(packer, examples=1, seed=SEED)
+    assert not report.ok and all(o.status == BROKEN for o in report.outcomes), report.render()
+    rt = next(o for o in report.outcomes if o.law == "round-trip").counterexample
+    assert len(rt.blocks) == blocks and "malformed answer (law well-formed)" in rt.what
+    assert "all 8 laws hold" not in report.render()
+
+
+@pytest.mark.parametrize("name", ["padded_index_packer", "padding_length_packer"])
+def test_index_tensors_of_padded_requests_are_judged_exactly(name):
+    with control(name) as packer:
+        outcome = run_law(packer, LAWS_BY_NAME["ragged-index"], examples=1, seed=SEED)
+    assert outcome.status == BROKEN
+    what = outcome.counterexample.what
+    assert "padding item(s) of 0" in what and "the layout gives int32[" in what, what
+
+
+def test_the_issue_example_of_an_accumulated_count_one_too_high_when_padded():
+    """Spans of 40/30/20/35 samples padded to 6: [41 71 91 126 126 126] instead of [40 70 90 125 125 125]."""
+    from harness.blocks import Block
+
+    blocks = [Block.create(f"b{i}", 0, np.ones(n, np.float32), np.zeros(8, np.int64), np.zeros(8, np.int32),
+                           LAW_GEOMETRY) for i, n in enumerate((40, 30, 20, 35))]
+    with pytest.raises(LawBroken) as err:
+        LAWS_BY_NAME["ragged-index"](control("padded_index_packer"), blocks, pad_to=6)
+    assert ("BATCH_ACCUMULATED_ELEMENT_COUNT (emitted by the packer) for 6 items (spans of [40, 30, 20, 35] samples "
+            "and 2 padding item(s) of 0): 6 of 6 values differ, first at [0]: 41 instead of 40; got "
+            "int32[41 71 91 126 126 126], the layout gives int32[40 70 90 125 125 125]") in err.value.what
+    LAWS_BY_NAME["ragged-index"](control("padded_index_packer"), blocks)  # unpadded: right
+    LAWS_BY_NAME["ragged-index"](HarnessPacker(), blocks, pad_to=6)
+
+
+def test_mixed_index_dtypes_break_ragged_index():
+    def mixed(items, pad_to=None):
+        good = pack(items, pad_to=pad_to)
+        index = good.ragged_index()
+        index["BATCH_ELEMENT_COUNT"] = index["BATCH_ELEMENT_COUNT"].astype(np.int64)
+        return type(good)(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
+                          good.segments, index)
+
+    with pytest.raises(LawBroken, match="mix dtypes"):
+        LAWS_BY_NAME["ragged-index"](_Bare(mixed), list(_two_blocks()))
+
+
+class _Bare:
+    """A bare Packer object around a pack function (no CallablePacker checks)."""
+
+    name = "bare"
+
+    def __init__(self, fn):
+        self.pack = fn
+
+    def unpack(self, packed, outputs):
+        from harness.packing import unpack
+
+        return unpack(packed, outputs)
+
+    def describe(self):
+        return {"name": self.name}
+
+
+def test_every_law_is_judged_at_64_blocks_and_padded_to_64_even_at_one_example():
+    seen = []
+
+    def recording(items, pad_to=None):
+        seen.append((len(items), pad_to))
+        return pack(items, pad_to=pad_to)
+
+    report = check_packer(_Bare(recording), examples=1, seed=SEED)
+    assert report.ok, report.render()
+    assert max(n for n, _ in seen) == 64 and max(p or 0 for _, p in seen) == 64
+    assert (1, 64) in seen  # one real block and 63 padding blocks
+    assert all(o.boundary >= 12 for o in report.outcomes)
+    seen.clear()
+    check_packer(_Bare(recording), examples=1, seed=SEED, max_blocks=32)
+    assert max(n for n, _ in seen) == 32 and max(p or 0 for _, p in seen) == 32
+
+
+def test_a_law_not_judged_on_every_example_never_holds():
+    """A report never says "all laws hold" while a law was not judged (NotJudged), nor on 0 examples."""
+    from harness.laws import NOT_JUDGED, NotJudged
+
+    def skips(packer, blocks):
+        raise NotJudged("cannot judge")
+
+    def skips_some(packer, blocks):
+        if len(blocks) > 1:
+            raise NotJudged("cannot judge")
+
+    for check in (skips, skips_some):
+        law = Law(check.__name__, "", check, lambda: block_lists(max_k=4).map(lambda b: (b, {})),
+                  boundary=lambda k: [([_two_blocks()[0]], {}), (list(_two_blocks()), {})])
+        report = check_packer(HarnessPacker(), examples=5, seed=SEED, laws=[law])
+        assert report.outcomes[0].status == NOT_JUDGED and not report.ok
+        assert "laws hold" not in report.render() and "never as held" in report.render()
+
+
+def test_a_packer_object_that_raises_is_not_a_counterexample():
+    def raising(items, pad_to=None):
+        if len(items) > 2:
+            raise IndexError("index 2 out of range")
+        return pack(items, pad_to=pad_to)
+
+    with pytest.raises(IndexError):
+        check_packer(_Bare(raising), examples=5, seed=SEED)

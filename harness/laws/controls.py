@@ -9,6 +9,9 @@ off_by_one_packer           OFFSETS of every block after the first rebased one s
 leaky_packer                windows run on for a whole window, into the next block's audio
 speaker_dropping_packer     voiceprint rows lose their speaker labels
 exclusive_index_packer      BATCH_ACCUMULATED_ELEMENT_COUNT emitted as starts, not ends
+padded_index_packer         BATCH_ACCUMULATED_ELEMENT_COUNT one too high, only when padded (issue 21)
+padding_length_packer       padding items given a length of one sample in the index tensors
+truncate_at_16_packer       drops every block after the 16th (issue 21); ``truncate_at_40_packer``: 40th
 PaddingFirstPacker          padding placed first, and unpack returns the padding's outputs
 NoRebaseNestingPacker       takes packs, but packing two packs does not rebase the second
 =========================== ====================================================================
@@ -25,7 +28,7 @@ import numpy as np
 
 from harness.blocks import Block
 from harness.laws.strategies import W
-from harness.packing import PackedRequest, Segment, pack, unpack
+from harness.packing import PackedRequest, Segment, pack, ragged_batch_inputs, unpack
 
 
 def off_by_one_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
@@ -59,6 +62,39 @@ def exclusive_index_packer(items: Sequence[Block], pad_to: int | None = None) ->
     index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"][:-1]
     return PackedRequest(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
                          good.segments, index)
+
+
+def padded_index_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
+    """Emits Triton's index tensors, BATCH_ACCUMULATED_ELEMENT_COUNT one too high when the request is padded.
+
+    Spans of 40/30/20/35 samples padded to 6 give [41 71 91 126 126 126], past the 125-sample SPAN.
+    """
+    good = pack(items, pad_to=pad_to)
+    index = good.ragged_index()
+    if any(s.padding for s in good.segments):
+        index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT"] + np.int32(1)
+    return PackedRequest(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
+                         good.segments, index)
+
+
+def padding_length_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
+    """Emits Triton's index tensors with every padding item one sample long (the layout says 0)."""
+    good = pack(items, pad_to=pad_to)
+    index = ragged_batch_inputs([(s.span_length + int(s.padding),) for s in good.segments], dtype=np.int32)
+    return PackedRequest(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
+                         good.segments, index)
+
+
+def _truncating(limit: int):
+    def truncating_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
+        return pack(list(items)[:limit], pad_to=None if pad_to is None else min(pad_to, limit))
+
+    truncating_packer.__doc__ = f"Packs at most {limit} blocks (padding included), dropping the rest."
+    return truncating_packer
+
+
+truncate_at_16_packer = _truncating(16)
+truncate_at_40_packer = _truncating(40)
 
 
 class PaddingFirstPacker:

@@ -15,78 +15,97 @@ rebased-inside       each block's OFFSETS + VALID stay inside its own part of SP
                      inside its own windows
 per-window-function  a per-window (OP 0) / per-row (OP 1/2) function of the packed request,
                      unpacked, equals the function of each block alone
-associative          pack(a..b) ++ pack(c..d) == pack(a..d) (++: concatenation with DESIGN's
+associative          pack(a..b) ++ pack(c..d) == pack(a..d) (++: concatenation with the contract's
                      rebasing); a packer that takes packs must also give pack([pack(a..b), pack(c..d)])
 padding-dropped      padded to k with empty blocks, the request holds k blocks, and ``unpack``
                      returns exactly the real blocks with their own outputs
 ragged-index         Triton's batch-input index tensors (BATCH_ELEMENT_COUNT, ..._ACCUMULATED...,
                      ..._WITH_ZERO, BATCH_MAX_ELEMENT_COUNT_AS_SHAPE, BATCH_ITEM_SHAPE(_FLATTEN))
-                     locate every block's span in SPAN
+                     are exactly those of the packer's layout (one item per segment, a padding
+                     block an item of 0 samples, one integer dtype) and locate every block's span
 ==================== =======================================================================
 
-Every law but ``well-formed`` judges only requests that are well formed: on a malformed answer
-it raises :class:`NotJudged` (that example belongs to ``well-formed``), so each broken law is
-shown with a counterexample of its own kind of failure.
+A malformed answer (off the contract, or a refusal) is a counterexample of every law it was
+asked for, not an example skipped: a packer that drops every block after the 16th breaks them
+all, on 17 blocks. A packer that cannot be run (it exits, stalls, raises: :class:`PackerFailed`,
+:class:`PackerUnavailable`) is no law's counterexample: its one-line error propagates (exit 2),
+naming the request it was answering. The registry (:data:`harness.laws.registry.LAWS`) says
+which examples each law is judged on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-from hypothesis import strategies as st
 
 from harness import ops
 from harness.blocks import Block
 from harness.isolation import request_window
-from harness.laws.strategies import LAW_GEOMETRY, W, block_lists
-from harness.packers.errors import PackerAnswerError, PackerTimeout, PackerUnavailable
+from harness.laws.strategies import LAW_GEOMETRY, W
+from harness.packers.errors import PackerError, PackerFailed, PackerUnavailable
+from harness.packers.inputs import describe_items
 from harness.packers.validate import BATCH_INPUT_NAMES, check_packed
 from harness.packing import PackedRequest, Packer, pack, ragged_batch_inputs
 
 OUTPUT_WIDTH = 2  # trailing size of the random outputs of the round trip: [n, F, 2]
-FATAL = (PackerUnavailable, PackerTimeout)  # the packer cannot be run: no law can be judged
+# The packer cannot be run (it exited, stalled, raised, cannot start): no law can be judged, and
+# the error (which names the request it was answering) ends the run with exit 2.
+FATAL = (PackerUnavailable, PackerFailed)
 
 
 class LawBroken(Exception):
-    """A law does not hold for these blocks: ``what`` says what differed, ``packed`` is the request."""
+    """A law does not hold for these blocks: ``what`` says what differed, ``packed`` is the request.
 
-    def __init__(self, law: str, what: str, packed: PackedRequest | None = None) -> None:
-        self.law, self.what, self.packed = law, what, packed
+    ``malformed``: broken because the answer was malformed (not a failure of the law's own kind).
+    """
+
+    def __init__(self, law: str, what: str, packed: PackedRequest | None = None, malformed: bool = False) -> None:
+        self.law, self.what, self.packed, self.malformed = law, what, packed, malformed
         super().__init__(f"law {law} broken: {what}")
 
 
 class NotJudged(Exception):
-    """This example cannot judge the law (the packer's answer is not well formed)."""
+    """A custom law's way to say "this example cannot judge me"; the kit's own laws never raise it.
+
+    The runner counts such examples, and a law with any of them is "not judged": never "held".
+    """
 
 
 # ------------------------------------------------------------------ calling the packer
 
 
 def packed_by(packer: Packer, blocks: Sequence[Block], law: str, pad_to: int | None = None) -> PackedRequest:
-    """The packer's (checked) request for ``blocks``; NotJudged if it failed or is malformed.
+    """The packer's checked request for ``blocks``; a malformed answer or a refusal breaks ``law``.
 
-    A failure of the packer itself (it raised, refused, died, answered off the contract) is
-    the ``well-formed`` law's to report; FATAL errors propagate (nothing can be judged).
+    FATAL errors propagate, and so does anything else a packer object raises (a bug of the
+    packer object itself, or of the harness's adapters: the CLI's exit 3, a test's error).
     """
+    what = f"packing {describe_items(blocks)}" + ("" if pad_to is None else f" padded to k={pad_to}")
+    prefix = "" if law == "well-formed" else "malformed answer (law well-formed): "
     try:
         packed = packer.pack(list(blocks), pad_to=pad_to)
-        return check_packed(packed, blocks, pad_to, LAW_GEOMETRY, f"packer {packer.name!r}")
+        return check_packed(packed, blocks, pad_to, LAW_GEOMETRY, f"{_label(packer)}: answer to {what}")
     except FATAL:
         raise
-    except Exception as exc:
-        raise NotJudged(f"{law}: {exc}") from exc
+    except PackerError as exc:  # it answered, off the contract, or refused: this example breaks the law
+        kept = getattr(exc, "packed", None)
+        raise LawBroken(law, f"{prefix}{exc}", kept if isinstance(kept, PackedRequest) else None,
+                        malformed=bool(prefix)) from exc
 
 
 def unpacked_by(packer: Packer, packed: PackedRequest, output: np.ndarray, law: str) -> list[np.ndarray]:
-    """The packer's ``unpack`` of ``output``; any failure of it breaks ``law``."""
+    """The packer's ``unpack`` of ``output``; a wrong answer breaks ``law``, a crash (FATAL) propagates."""
     try:
         return packer.unpack(packed, {packed.op.output_name: output})
     except FATAL:
         raise
-    except Exception as exc:
-        raise LawBroken(law, f"unpack failed: {type(exc).__name__}: {exc}", packed) from exc
+    except PackerError as exc:
+        raise LawBroken(law, f"unpack failed: {exc}", packed) from exc
+
+
+def _label(packer: Packer) -> str:
+    return f"packer {getattr(packer, 'name', type(packer).__name__)!r}"
 
 
 # ------------------------------------------------------------------ helpers
@@ -160,18 +179,7 @@ def _where_window(packed: PackedRequest, i: int) -> str:
 
 def law_well_formed(packer: Packer, blocks: Sequence[Block], pad_to: int | None = None) -> None:
     """The packer answers valid blocks with a request that meets the contract and a consistent layout."""
-    try:
-        packed = packer.pack(list(blocks), pad_to=pad_to)
-    except FATAL:
-        raise
-    except PackerAnswerError as exc:
-        raise LawBroken("well-formed", str(exc), getattr(exc, "packed", None)) from exc
-    except Exception as exc:
-        raise LawBroken("well-formed", f"the packer failed on valid blocks: {type(exc).__name__}: {exc}") from exc
-    try:
-        check_packed(packed, blocks, pad_to, LAW_GEOMETRY, "the request")
-    except PackerAnswerError as exc:
-        raise LawBroken("well-formed", str(exc), packed if isinstance(packed, PackedRequest) else None) from exc
+    packed_by(packer, blocks, "well-formed", pad_to)
 
 
 def law_round_trip(packer: Packer, blocks: Sequence[Block]) -> None:
@@ -258,7 +266,7 @@ def law_associative(packer: Packer, blocks: Sequence[Block], cut: int) -> None:
     whole = packed_by(packer, blocks, "associative")
     left = packed_by(packer, blocks[:cut], "associative")
     right = packed_by(packer, blocks[cut:], "associative")
-    joined = pack([left, right])  # the harness's concatenation: DESIGN's rebasing of two requests
+    joined = pack([left, right])  # the harness's concatenation: the contract's rebasing of two requests
     span = f"{blocks[0].id}..{blocks[cut - 1].id}", f"{blocks[cut].id}..{blocks[-1].id}"
     if diff := _same_request(joined, whole):
         raise LawBroken("associative", f"pack({span[0]}) ++ pack({span[1]}) differs from "
@@ -268,8 +276,8 @@ def law_associative(packer: Packer, blocks: Sequence[Block], cut: int) -> None:
             nested = packer.pack([left, right])
         except FATAL:
             raise
-        except Exception as exc:
-            raise LawBroken("associative", f"the packer says it takes packs but failed on two: {exc}", whole) from exc
+        except PackerError as exc:
+            raise LawBroken("associative", f"the packer says it takes packs but refused two: {exc}", whole) from exc
         if diff := _same_request(nested, whole):
             raise LawBroken("associative", f"pack([pack({span[0]}), pack({span[1]})]) (the request shown) differs "
                             f"from pack({blocks[0].id}..{blocks[-1].id}): {diff}", nested)
@@ -291,104 +299,58 @@ def law_padding_dropped(packer: Packer, blocks: Sequence[Block], extra: int) -> 
             raise LawBroken("padding-dropped", f"block {block.id!r} in a request padded to k={k}: {diff}", packed)
 
 
-def law_ragged_index(packer: Packer, blocks: Sequence[Block]) -> str:
-    """Triton's batch-input index tensors locate every block's span in SPAN (the packer's own, if it emits them).
+def law_ragged_index(packer: Packer, blocks: Sequence[Block], pad_to: int | None = None) -> str:
+    """Triton's batch-input index tensors are exactly those of the packer's layout, padded requests included.
 
-    Returns where the tensors came from (the runner reports it: a packer that emits none is
-    judged on the harness's derivation from its layout, and the report says so).
+    The convention (the harness's :meth:`PackedRequest.ragged_index`): one item per segment of
+    the layout, in order, padding blocks included as items of 0 samples; every tensor in one
+    integer dtype (int32 or int64: the batch inputs' data_type), compared by shape, dtype and
+    value. A packer that emits none is judged on the derivation from its layout (padding
+    segments must still hold no samples). Returns where the tensors came from, for the report.
     """
-    packed = packed_by(packer, blocks, "ragged-index")
+    packed = packed_by(packer, blocks, "ragged-index", pad_to)
+    for seg in packed.segments:
+        if seg.padding and seg.span_length != 0:
+            raise LawBroken("ragged-index", f"padding segment {seg.block_id!r} holds {seg.span_length} samples of "
+                            "SPAN; a padding block is a ragged item of 0 samples", packed)
     emitted = dict(packed.batch_inputs or {})
-    index = emitted or packed.ragged_index()
+    dtypes = sorted({str(np.asarray(v).dtype) for v in emitted.values()})
+    if len(dtypes) > 1:
+        raise LawBroken("ragged-index", f"the index tensors mix dtypes {dtypes} "
+                        f"({ {k: str(np.asarray(v).dtype) for k, v in sorted(emitted.items())} }); emit all of "
+                        "them in one: int32 or int64", packed)
+    dtype = np.dtype(dtypes[0]) if dtypes else np.dtype(np.int32)
+    lengths = [s.span_length for s in packed.segments]
+    want = ragged_batch_inputs([(n,) for n in lengths], dtype=dtype.type)
+    index = emitted or packed.ragged_index(dtype.type)
     source = "emitted by the packer" if emitted else "derived from the packer's layout"
-    lengths = [int(b.span.shape[0]) for b in blocks]
-    want = ragged_batch_inputs([(n,) for n in lengths], dtype=np.int64)
+    pads = sum(s.padding for s in packed.segments)
+    items = (f"{len(lengths)} items (spans of {[s.span_length for s in packed.segments if not s.padding]} samples"
+             + (f" and {pads} padding item(s) of 0" if pads else "") + ")")
     for name in BATCH_INPUT_NAMES:
         if name not in index:
             continue
-        got = np.asarray(index[name]).astype(np.int64)
+        got = np.asarray(index[name])
         if name == "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE":  # only its shape carries meaning
             if got.shape != want[name].shape:
                 raise LawBroken("ragged-index", f"{name} ({source}) has shape {list(got.shape)}, expected "
-                                f"{list(want[name].shape)} (the longest span)", packed)
+                                f"{list(want[name].shape)} (the longest item) for {items}", packed)
             continue
-        if diff := _first_difference(got.reshape(want[name].shape) if got.size == want[name].size else got,
-                                     want[name]):
-            raise LawBroken("ragged-index", f"{name} ({source}) for spans of {lengths} samples: {diff}", packed)
-    if "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO" in index:
-        acc = np.asarray(index["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"]).astype(np.int64)
-        for j, block in enumerate(blocks):
-            if diff := _first_difference(packed.span[acc[j]: acc[j + 1]], block.span):
-                raise LawBroken("ragged-index", f"SPAN[{acc[j]}:{acc[j + 1]}] ({source}) is not block "
-                                f"{block.id!r}'s span: {diff}", packed)
+        if diff := _first_difference(got, want[name]):
+            raise LawBroken("ragged-index", f"{name} ({source}) for {items}: {diff}; got "
+                            f"{_ints(got)}, the layout gives {_ints(want[name])}", packed)
+    acc = np.asarray(want["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"]).astype(np.int64)
+    for j, seg in enumerate(packed.segments):
+        if seg.padding:
+            continue
+        block = blocks[[b.id for b in blocks].index(seg.block_id)]
+        if diff := _first_difference(packed.span[acc[j]: acc[j + 1]], block.span):
+            raise LawBroken("ragged-index", f"SPAN[{acc[j]}:{acc[j + 1]}] (item {j}) is not block "
+                            f"{block.id!r}'s span: {diff}", packed)
     return f"index tensors {source}" + ("" if not emitted else f": {sorted(emitted)}")
 
 
-# ------------------------------------------------------------------ the registry
-
-
-@dataclass(frozen=True)
-class Law:
-    """One law: its name, what it states, its check and the examples it is judged on."""
-
-    name: str
-    statement: str
-    check: Callable[..., str | None]  # raises LawBroken / NotJudged; may return a note for the report
-    examples: Callable[[], st.SearchStrategy]  # -> (blocks, params)
-    note: Callable[[Packer], str] = field(default=lambda packer: "")  # what the report must say up front
-
-    def __call__(self, packer: Packer, blocks: Sequence[Block], **params: object) -> str | None:
-        return self.check(packer, blocks, **params)
-
-
-def _plain(max_k: int = 64) -> Callable[[], st.SearchStrategy]:
-    return lambda: block_lists(max_k=max_k).map(lambda blocks: (blocks, {}))
-
-
-@st.composite
-def _well_formed_examples(draw):
-    blocks = draw(block_lists())
-    extra = draw(st.one_of(st.none(), st.integers(0, 8)), label="padding")
-    return blocks, {"pad_to": None if extra is None else len(blocks) + extra}
-
-
-@st.composite
-def _cut_examples(draw):
-    blocks = draw(block_lists(min_k=2, max_k=24))
-    return blocks, {"cut": draw(st.integers(1, len(blocks) - 1), label="cut")}
-
-
-@st.composite
-def _padding_examples(draw):
-    blocks = draw(block_lists(max_k=24))
-    return blocks, {"extra": draw(st.integers(0, 8), label="padding blocks")}
-
-
-def _associative_note(packer: Packer) -> str:
-    if getattr(packer, "accepts_packs", False):
-        return "concatenation and nested forms"
-    return ("concatenation form only: the nested form pack([pack(a..b), pack(c..d)]) needs a packer that takes "
-            "packs, and this one takes blocks")
-
-
-LAWS: tuple[Law, ...] = (
-    Law("well-formed", "the packer answers every valid request with a request that meets the contract "
-        "(names, dtypes, OFFSETS + VALID inside SPAN, IDX in range) and a consistent layout", law_well_formed,
-        lambda: _well_formed_examples()),
-    Law("round-trip", "split by its layout, the request gives back every block exactly (SPAN, OFFSETS, VALID, "
-        "WEIGHTS, IDX, speakers), and unpack returns each block's own outputs", law_round_trip, _plain()),
-    Law("own-samples", "every window sees exactly the samples it sees when its block is sent alone (zeros past "
-        "VALID, never another block's audio)", law_own_samples, _plain()),
-    Law("rebased-inside", "each block's OFFSETS + VALID stay inside its own part of SPAN and its IDX inside its "
-        "own windows", law_rebased_inside, _plain()),
-    Law("per-window-function", "a per-window (OP 0) / per-row (OP 1/2) function of the packed request, "
-        "unpacked, equals the function of each block alone", law_per_window_function, _plain()),
-    Law("associative", "pack(a..b) ++ pack(c..d) == pack(a..d), ++ being DESIGN's rebasing concatenation",
-        law_associative, lambda: _cut_examples(), _associative_note),
-    Law("padding-dropped", "padded to k with empty blocks, the request holds k blocks and unpack returns exactly "
-        "the real ones, with their own outputs", law_padding_dropped, lambda: _padding_examples()),
-    Law("ragged-index", "Triton's batch-input index tensors (element counts, accumulated counts with and without "
-        "zero, max element count as shape, item shapes) locate every block's span in SPAN", law_ragged_index,
-        _plain()),
-)
-LAWS_BY_NAME: dict[str, Law] = {law.name: law for law in LAWS}
+def _ints(values: np.ndarray, limit: int = 12) -> str:
+    flat = np.asarray(values).reshape(-1)
+    text = " ".join(str(int(v)) for v in flat[:limit])
+    return f"{np.asarray(values).dtype}[{text}{' ...' if flat.size > limit else ''}]"

@@ -4,7 +4,7 @@ Installed with the harness, this plugin (entry point ``harness_laws`` in the ``p
 gives every test session the fixture ``check_packer_laws``::
 
     def test_my_packer_obeys_the_packing_laws(check_packer_laws):
-        check_packer_laws(MyPacker(), examples=100)    # fails with the report: law, minimal blocks, request
+        check_packer_laws(MyPacker(), examples=100, max_blocks=64)  # fails with the report
 
 (without the entry point: ``pytest_plugins = ["harness.laws.pytest_plugin"]`` in your top conftest.py),
 and the mixin :class:`PackerLawTests`, one test per law::
@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from harness.laws.laws import LAWS, LAWS_BY_NAME
-from harness.laws.report import BROKEN, HELD, LawOutcome, LawsReport, render_broken
+from harness.laws.boundary import DEFAULT_MAX_BLOCKS
+from harness.laws.registry import LAWS, LAWS_BY_NAME
+from harness.laws.report import BROKEN, LawOutcome, LawsReport, render_broken
 from harness.laws.runner import check_packer, run_law
 from harness.packing import Packer
 
@@ -44,9 +45,10 @@ def check_packer_laws(request: pytest.FixtureRequest) -> Callable[..., LawsRepor
     default_examples = int(request.config.getini("packer_laws_examples"))
     default_seed = int(request.config.getini("packer_laws_seed"))
 
-    def check(packer: Packer, examples: int | None = None, seed: int | None = None) -> LawsReport:
+    def check(packer: Packer, examples: int | None = None, seed: int | None = None,
+              max_blocks: int = DEFAULT_MAX_BLOCKS) -> LawsReport:
         report = check_packer(packer, examples=examples or default_examples,
-                              seed=default_seed if seed is None else seed)
+                              seed=default_seed if seed is None else seed, max_blocks=max_blocks)
         if not report.ok:
             pytest.fail(report.render(), pytrace=False)
         return report
@@ -57,8 +59,8 @@ def check_packer_laws(request: pytest.FixtureRequest) -> Callable[..., LawsRepor
 def render_outcome(outcome: LawOutcome) -> str:
     if outcome.status == BROKEN:
         return "\n".join(render_broken(outcome))
-    return (f"law {outcome.law} not judged: none of {outcome.skipped} examples gave a well-formed request "
-            "(see the well-formed law)")
+    return (f"law {outcome.law} not judged: held on {outcome.judged} example(s), {outcome.skipped} could not be "
+            "judged (a law not judged on every example is a failure)")
 
 
 class PackerLawTests:
@@ -66,6 +68,7 @@ class PackerLawTests:
 
     examples = 100
     seed = 0
+    max_blocks = DEFAULT_MAX_BLOCKS  # the largest candidate k of your engine: every law is judged there
 
     def make_packer(self) -> Packer:
         """The packer to judge (closed after the class's tests); subclasses must define it."""
@@ -83,6 +86,6 @@ class PackerLawTests:
 
     @pytest.mark.parametrize("law_name", [law.name for law in LAWS])
     def test_packing_law(self, packer_under_laws: Packer, law_name: str) -> None:
-        outcome = run_law(packer_under_laws, LAWS_BY_NAME[law_name], self.examples, self.seed)
-        if outcome.status != HELD:
+        outcome = run_law(packer_under_laws, LAWS_BY_NAME[law_name], self.examples, self.seed, self.max_blocks)
+        if not outcome.ok:
             pytest.fail(render_outcome(outcome), pytrace=False)

@@ -16,6 +16,7 @@ from harness.blocks import Block
 from harness.packing import PackedRequest
 
 HELD, BROKEN, NOT_JUDGED = "held", "broken", "not judged"
+LAYOUT_SHOWN = 10  # segments of a request's layout shown in full
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Counterexample:
     packed: PackedRequest | None
     found_after: int  # examples tried before the first failure (shrinking not counted)
     reproducible: bool = True
+    source: str = "search"  # "search": hypothesis's, shrunk; "boundary": a fixed example, blocks deleted
 
 
 @dataclass(frozen=True)
@@ -36,26 +38,34 @@ class LawOutcome:
 
     law: str
     statement: str
-    status: str  # HELD, BROKEN or NOT_JUDGED
-    judged: int  # examples on which the law was judged
-    skipped: int  # examples it could not judge (the packer's answer was not well formed)
+    status: str  # HELD, BROKEN or NOT_JUDGED (never ok: a custom law skipped examples, or none was judged)
+    judged: int  # examples on which the law held (before its first counterexample)
+    skipped: int  # examples a custom law could not judge (NotJudged); the kit's laws never skip one
     notes: tuple[str, ...] = ()
     counterexample: Counterexample | None = None
+    boundary: int = 0  # of all examples, the fixed boundary ones (harness.laws.boundary) run first
+
+    @property
+    def ok(self) -> bool:
+        """Held, on at least one example, none of them skipped."""
+        return self.status == HELD and self.judged > 0 and not self.skipped
 
     def to_dict(self) -> dict:
         out = {"law": self.law, "statement": self.statement, "status": self.status, "judged": self.judged,
-               "skipped": self.skipped, "notes": list(self.notes)}
+               "skipped": self.skipped, "boundary": self.boundary, "notes": list(self.notes)}
         if self.counterexample is not None:
             c = self.counterexample
             out["counterexample"] = {"blocks": [block_dict(b) for b in c.blocks], "params": c.params, "what": c.what,
                                      "found_after": c.found_after, "reproducible": c.reproducible,
+                                     "source": c.source,
                                      "packed": None if c.packed is None else request_dict(c.packed)}
         return out
 
 
 @dataclass(frozen=True)
 class LawsReport:
-    """Every law judged on one packer: ``ok`` only when each one held on judged examples."""
+    """Every law judged on one packer: ``ok`` only when each one held, judged on every example (never
+    when one is broken or not judged; nor when there is no law at all)."""
 
     packer: dict
     examples: int
@@ -63,32 +73,36 @@ class LawsReport:
     outcomes: tuple[LawOutcome, ...]
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    max_blocks: int = 64  # the largest list of blocks (and pad_to) every law was judged at
 
     @property
     def ok(self) -> bool:
-        return all(o.status == HELD for o in self.outcomes)
+        return bool(self.outcomes) and all(o.ok for o in self.outcomes)
 
     @property
     def broken(self) -> list[LawOutcome]:
-        return [o for o in self.outcomes if o.status != HELD]
+        return [o for o in self.outcomes if not o.ok]
 
     def to_dict(self) -> dict:
-        return {"packer": self.packer, "examples": self.examples, "seed": self.seed, "ok": self.ok,
+        return {"packer": self.packer, "examples": self.examples, "seed": self.seed, "max_blocks": self.max_blocks,
+                "ok": self.ok,
                 "seconds": round(self.seconds, 3), "laws": [o.to_dict() for o in self.outcomes]}
 
     def render(self) -> str:
-        lines = [f"packing laws for packer {self.packer.get('name', '?')!r}: up to {self.examples} examples per law, "
-                 f"seed {self.seed}"]
-        width = max(len(o.law) for o in self.outcomes)
+        lines = [f"packing laws for packer {self.packer.get('name', '?')!r}: boundary examples up to "
+                 f"{self.max_blocks} blocks, then up to {self.examples} examples per law, seed {self.seed}"]
+        width = max((len(o.law) for o in self.outcomes), default=0)
         for o in self.outcomes:
             if o.status == HELD:
-                count = f"{o.judged} examples" + (f", {o.skipped} not judged (malformed answers)" if o.skipped else "")
+                count = f"{o.judged} examples, {o.boundary} of them boundary"
             elif o.status == BROKEN:
-                found = o.counterexample.found_after
-                count = f"minimal counterexample of {len(o.counterexample.blocks)} block(s), found after " \
-                        f"{found} example{'s' if found != 1 else ''}"
+                c = o.counterexample
+                kind = ", a boundary example cut down" if c.source == "boundary" else ""
+                count = (f"minimal counterexample of {len(c.blocks)} block(s){kind}, found after "
+                         f"{c.found_after} example{'s' if c.found_after != 1 else ''}")
             else:
-                count = f"none of {o.skipped} examples could be judged: every answer was malformed"
+                count = (f"judged on {o.judged} example(s), {o.skipped} could not be judged: "
+                         "counted as a failure, never as held")
             note = "".join(f"; {n}" for n in o.notes)
             status = o.status if o.status == HELD else o.status.upper()
             lines.append(f"  {o.law:<{width}}  {status:<10} ({count}{note})")
@@ -98,7 +112,7 @@ class LawsReport:
                 lines.extend(render_broken(o))
         failed = self.broken
         lines.append("")
-        lines.append(f"all {len(self.outcomes)} laws hold ({self.seconds:.1f} s)" if not failed else
+        lines.append(f"all {len(self.outcomes)} laws hold ({self.seconds:.1f} s)" if self.ok else
                      f"{len(failed)} of {len(self.outcomes)} laws broken or not judged: "
                      f"{', '.join(o.law for o in failed)} ({self.seconds:.1f} s)")
         return "\n".join(lines)
@@ -159,15 +173,22 @@ def describe_request(packed: PackedRequest) -> list[str]:
         weights = None if packed.weights is None else list(packed.weights.shape)
         lines.append(f"IDX {_arr(packed.idx, 48)}, WEIGHTS {weights}"
                      + (f", speakers {_arr(packed.speakers, 48)}" if packed.speakers is not None else ""))
-    layout = "; ".join(
-        f"{s.block_id}{' (padding)' if s.padding else ''} SPAN[{s.span_start}:{s.span_start + s.span_length}] "
-        f"windows[{s.window_start}:{s.window_start + s.windows}] rows[{s.row_start}:{s.row_start + s.rows}]"
-        for s in packed.segments)
+    shown = packed.segments if len(packed.segments) <= LAYOUT_SHOWN else packed.segments[:LAYOUT_SHOWN - 2]
+    layout = "; ".join(_segment(s) for s in shown)
+    if len(shown) < len(packed.segments):  # a request padded to 64: the first segments and the last one
+        pads = sum(s.padding for s in packed.segments[len(shown):-1])
+        layout += (f"; ... {len(packed.segments) - len(shown) - 1} more ({pads} of them padding) ...; "
+                   f"{_segment(packed.segments[-1])}")
     lines.append(f"layout: {layout}")
     if packed.batch_inputs:
         lines.append("index tensors: " + ", ".join(f"{k} {_arr(v)}" for k, v in sorted(packed.batch_inputs.items())
                                                     if k != "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"))
     return lines
+
+
+def _segment(s) -> str:
+    return (f"{s.block_id}{' (padding)' if s.padding else ''} SPAN[{s.span_start}:{s.span_start + s.span_length}] "
+            f"windows[{s.window_start}:{s.window_start + s.windows}] rows[{s.row_start}:{s.row_start + s.rows}]")
 
 
 def block_dict(block: Block) -> dict:
