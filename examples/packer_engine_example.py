@@ -6,11 +6,16 @@
 Standalone on purpose: numpy and pyarrow only, no ``harness`` import, so it is exactly what a
 packer in another language has to do (docs/packer-protocol.md):
 
-1. read one Arrow IPC stream from stdin; its schema metadata ``verb`` says ``pack`` or ``unpack``;
-2. answer one Arrow IPC stream on stdout (``packed``, ``unpacked`` or ``error``), flush;
+1. read one Arrow IPC stream from stdin; its schema metadata ``verb`` says ``hello``, ``pack``
+   or ``unpack`` (the first message is always ``hello``: the handshake);
+2. answer one Arrow IPC stream on stdout (``hello`` with ``packer_name`` and ``packer_version``,
+   ``packed``, ``unpacked`` or ``error``), flush;
 3. repeat until stdin ends; exit 0. Logs go to stderr: stdout carries the protocol only.
 
-Packing follows DESIGN.md: SPAN is the concatenation of the blocks' spans; each block's
+The geometry is read from each request's metadata (``windows_per_block``, ``weights_frames``),
+never assumed or passed by a flag: a padding block has the geometry's windows and F.
+
+Packing follows docs/models.md: SPAN is the concatenation of the blocks' spans; each block's
 OFFSETS are shifted by the length of the spans before it, IDX by the number of windows before
 it; VALID, WEIGHTS and speakers are concatenated; ``pad_to`` appends empty blocks (no audio,
 VALID 0, no rows). It also emits Triton's ragged-batching index tensors for SPAN.
@@ -29,7 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-VERSION = "1"
+VERSION = "2"
+NAME, PACKER_VERSION = "example-engine-packer", "1.0.0"
 SEGMENT = pa.struct([
     pa.field("block_id", pa.string(), nullable=False),
     pa.field("padding", pa.bool_(), nullable=False),
@@ -86,8 +92,12 @@ def write(stdout, verb, table=None, **meta):
 # ---------------------------------------------------------------- packing
 
 
-def pack(table, pad_to, bug):
-    """The ``packed`` answer (a one-row table) for a ``pack`` request (one row per block)."""
+def pack(table, pad_to, bug, geometry=None):
+    """The ``packed`` answer (a one-row table) for a ``pack`` request (one row per block).
+
+    ``geometry``: the request's metadata (``windows_per_block``, ``weights_frames``); without it
+    (an old caller) the first block's shape stands in.
+    """
     n = table.num_rows
     ids = table.column("block_id").to_pylist()
     ops = table.column("OP").to_pylist()
@@ -113,8 +123,9 @@ def pack(table, pad_to, bug):
     if pad_to is not None:
         if pad_to < n:
             raise Refused(f"cannot pad {n} blocks down to k={pad_to}")
-        windows = len(blocks[0]["offsets"])
-        frames = blocks[0]["weights"].shape[1] if op != 0 else 0
+        geometry = geometry or {}
+        windows = int(geometry.get("windows_per_block", len(blocks[0]["offsets"])))
+        frames = int(geometry.get("weights_frames", blocks[0]["weights"].shape[1] if op != 0 else 0))
         for j in range(pad_to - n):
             blocks.append({
                 "id": f"<pad>{n + j}", "padding": True, "span": np.zeros(0, np.float32),
@@ -152,7 +163,8 @@ def pack(table, pad_to, bug):
         "VALID": lists([valid], np.int32, pa.int32()),
     }
     if op == 0:
-        out["WEIGHTS"] = pa.array([None], pa.list_(pa.list_(pa.float32(), 1)))
+        width = int((geometry or {}).get("weights_frames", 1))
+        out["WEIGHTS"] = pa.array([None], pa.list_(pa.list_(pa.float32(), width)))
         out["IDX"] = pa.array([None], pa.list_(pa.int32()))
         out["speakers"] = pa.array([None], pa.list_(pa.int32()))
     else:
@@ -215,9 +227,12 @@ def main(argv=None) -> int:
         try:
             if meta.get("version") != VERSION:
                 raise Refused(f"wire version {meta.get('version')!r} not supported (this packer speaks {VERSION})")
-            if verb == "pack":
+            if verb == "hello":  # the handshake: who this packer is (its identity is made of this)
+                write(stdout, "hello", packer_name=NAME + (f"-bug-{args.bug}" if args.bug else ""),
+                      packer_version=PACKER_VERSION)
+            elif verb == "pack":
                 pad_to = meta.get("pad_to")
-                write(stdout, "packed", pack(table, int(pad_to) if pad_to else None, args.bug))
+                write(stdout, "packed", pack(table, int(pad_to) if pad_to else None, args.bug, meta))
             elif verb == "unpack":
                 write(stdout, "unpacked", unpack(table), output=meta.get("output", ""))
             else:

@@ -9,7 +9,7 @@ wire protocol of :mod:`harness.packers`): anything with ``pack``/``unpack`` of t
 signatures can be judged by the same laws and used by the fast lane; :class:`HarnessPacker`
 is this module's packer behind that seam.
 
-Rules (DESIGN.md): SPAN is the concatenation of the blocks' spans; each block's OFFSETS are
+Rules (docs/models.md, "Packing"): SPAN is the concatenation of the blocks' spans; each block's OFFSETS are
 shifted by the total length of the spans before it; IDX by the number of windows before it;
 VALID and WEIGHTS are concatenated. One OP per pack. Padding up to a fixed k (the
 fixed-compiled-batch behaviour of seed 004) appends empty blocks: an empty span, VALID = 0
@@ -18,13 +18,16 @@ for every window, no voiceprint rows; their outputs are dropped on unpack.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from harness import ops
+from harness import __version__, ops
 from harness.blocks import Block, concat_spans
 from harness.errors import PackingError
 from harness.ops import Op
@@ -156,7 +159,8 @@ class HarnessPacker:
         return unpack(packed, outputs)
 
     def describe(self) -> dict:
-        return {"name": self.name, "kind": "harness", "module": __name__}
+        """Provenance; ``identity`` is what a promotion is keyed by (bound to this module's source)."""
+        return {"name": self.name, "kind": "harness", "module": __name__, "identity": harness_identity()}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -166,6 +170,15 @@ class HarnessPacker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@functools.cache
+def harness_identity() -> str:
+    """``harness/<package version>+<12 hex of sha256 of this file>``: the name and version, bound to the code.
+
+    A change to the packing rules (this file) is another packer: its shapes must be promoted again.
+    """
+    return f"harness/{__version__}+{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}"
 
 
 def pack(items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:

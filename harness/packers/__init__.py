@@ -42,17 +42,21 @@ __all__ = [
 
 
 def packer_from_options(packer_cmd: str | None, packer: str | None, geometry: Geometry, *,
-                        timeout_s: float = 30.0, restart: bool = False) -> Packer:
+                        timeout_s: float = 30.0, restart: bool = False, digest: str | None = None) -> Packer:
     """The packer a command line asks for: ``--packer-cmd CMD``, ``--packer module:function``, or neither.
 
     Neither (or ``--packer harness``) gives the harness's own packer. ``geometry`` is what a
     foreign packer's answers are validated against (the model's; the laws use their own).
+    ``digest`` (``--packer-digest``) is the external packer's sha256 as the user states it, used
+    for its identity instead of hashing its command line's files; it needs ``--packer-cmd``.
     The caller owns the result: ``close()`` it (or use it as a context manager).
     """
     if packer_cmd is not None and packer is not None:
         raise HarnessError("--packer-cmd and --packer: give one packer, not both")
+    if digest is not None and packer_cmd is None:
+        raise HarnessError("--packer-digest: names the digest of an external packer; give --packer-cmd too")
     if packer_cmd is not None:
-        return ExternalPacker(packer_cmd, geometry, timeout_s=timeout_s, restart=restart)
+        return ExternalPacker(packer_cmd, geometry, timeout_s=timeout_s, restart=restart, digest=digest)
     if packer is not None and packer != "harness":
         return CallablePacker(packer, geometry)
     return HarnessPacker()

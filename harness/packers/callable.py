@@ -20,6 +20,7 @@ from harness.blocks import Block
 from harness.errors import HarnessError, PackingError
 from harness.geometry import Geometry
 from harness.packers.errors import PackerFailed, PackerUnavailable
+from harness.packers.identity import callable_identity
 from harness.packers.inputs import check_items, check_output, describe_items
 from harness.packers.validate import check_packed, check_unpacked
 from harness.packing import PackedRequest, unpack
@@ -64,6 +65,7 @@ class CallablePacker:
             raise PackerUnavailable(f"packer {spec!r}: a {type(obj).__name__} is neither a function nor an object "
                                     "with pack() and unpack()")
         self._target = obj
+        self.identity, self.digest, self.source = callable_identity(spec, obj)
         self.accepts_packs = bool(getattr(obj, "accepts_packs", False))
 
     def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:
@@ -98,7 +100,9 @@ class CallablePacker:
         return check_unpacked(parts, packed, out, f"packer {self.spec!r}: answer to {what}")
 
     def describe(self) -> dict:
-        return {"name": self.name, "kind": "callable", "spec": self.spec,
+        """Provenance; ``identity`` (what a promotion is keyed by) binds the spec to its module's source."""
+        return {"name": self.name, "kind": "callable", "spec": self.spec, "identity": self.identity,
+                "digest": self.digest, "digest_source": f"sha256 of the module's source file {self.source}",
                 "unpack": "own" if self._unpack is not None else "harness.packing.unpack (by the packer's layout)"}
 
     def close(self) -> None:

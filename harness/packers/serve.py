@@ -1,66 +1,87 @@
 """Serve a Python packer over the wire protocol: ``python -m harness.packers.serve [module:function]``.
 
-The packer side of docs/packer-protocol.md in Python: read one message from stdin, answer one
-on stdout, until stdin ends. Without an argument it serves the harness's own packer, the
-reference an engine team can diff its own packer's bytes against; with one, any
-``--packer``-style callable, so a Python packer can be judged through the same process
-boundary as the engine's (``harness laws --packer-cmd "python -m harness.packers.serve m:f"``).
-A request the packer refuses (a HarnessError) is answered with an ``error`` message.
+The packer side of docs/packer-protocol.md in Python: answer the ``hello`` handshake, then read
+one message from stdin, answer one on stdout, until stdin ends. Without an argument it serves
+the harness's own packer, the reference an engine team can diff its own packer's bytes against;
+with one, any ``--packer``-style callable, so a Python packer can be judged through the same
+process boundary as the engine's (``harness laws --packer-cmd "python -m harness.packers.serve m:f"``).
+A request the packer refuses (a HarnessError) is answered with an ``error`` message. The
+geometry (F of WEIGHTS) is read from each request's metadata, never assumed.
 """
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import sys
 from typing import BinaryIO
 
 import numpy as np
 
+from harness import __version__
 from harness.errors import HarnessError
 from harness.packers import wire
 from harness.packers.callable import load_object
-from harness.packing import HarnessPacker, PackedRequest, Segment
+from harness.packing import HarnessPacker, PackedRequest, Segment, harness_identity
+
+USAGE = """Serve a packer on stdin/stdout over the harness's wire protocol (docs/packer-protocol.md).
+
+Run by the harness, not by hand: harness laws --packer-cmd "python -m harness.packers.serve [SPEC]".
+Without SPEC it serves the harness's own packer (the reference answers); with one, the Python
+packer 'package.module:attr' (a function pack(items, pad_to=None), or an object or class with
+pack and unpack). It answers the 'hello' handshake with packer_name and packer_version, then one
+answer per request, and exits 0 when stdin ends between two messages."""
 
 
-def layout_request(op, segments: tuple[Segment, ...]) -> PackedRequest:
+def layout_request(op, segments: tuple[Segment, ...], frames: int = 0) -> PackedRequest:
     """A request holding only a layout (what an ``unpack`` message carries): enough to unpack by."""
     windows = sum(s.windows for s in segments)
     rows = sum(s.rows for s in segments)
     voiceprint = op.is_voiceprint
     return PackedRequest(op, np.zeros(sum(s.span_length for s in segments), np.float32), np.zeros(windows, np.int64),
-                         np.zeros(windows, np.int32), np.zeros((rows, 0), np.float32) if voiceprint else None,
+                         np.zeros(windows, np.int32), np.zeros((rows, frames), np.float32) if voiceprint else None,
                          np.zeros(rows, np.int32) if voiceprint else None, None, segments)
 
 
-def answer(packer, data: BinaryIO) -> bytes:
-    """The answer to the next request on ``data``."""
-    message = wire.read_message(data, (wire.PACK, wire.UNPACK))
+def answer(packer, data: BinaryIO, name: tuple[str, str] = ("harness", __version__)) -> bytes:
+    """The answer to the next request on ``data`` (``name``: packer_name and packer_version for ``hello``)."""
+    message = wire.read_message(data, (wire.HELLO, wire.PACK, wire.UNPACK))
+    if message.verb == wire.HELLO:
+        return wire.encode_hello_answer(*name)
     try:
+        frames = wire.meta_geometry(message.meta)["weights_frames"]
         if message.verb == wire.PACK:
             blocks, pad_to = wire.decode_pack(message)
-            return wire.encode_packed(packer.pack(blocks, pad_to=pad_to))
-        op, segments, name, output = wire.decode_unpack(message)
-        packed = layout_request(op, segments)
-        parts = packer.unpack(packed, {name: output})
+            return wire.encode_packed(packer.pack(blocks, pad_to=pad_to), frames)
+        op, segments, output_name, output = wire.decode_unpack(message)
+        packed = layout_request(op, segments, frames)
+        parts = packer.unpack(packed, {output_name: output})
         return wire.encode_unpacked(packed.block_ids, parts)
     except HarnessError as exc:
         return wire.encode_error(str(exc))
 
 
-def serve(packer, stdin: BinaryIO, stdout: BinaryIO) -> None:
+def serve(packer, stdin: BinaryIO, stdout: BinaryIO, name: tuple[str, str] = ("harness", __version__)) -> None:
     """Answer requests until stdin ends between two messages."""
     while stdin.peek(1):
-        stdout.write(answer(packer, stdin))
+        stdout.write(answer(packer, stdin, name))
         stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) > 1:
-        print("usage: python -m harness.packers.serve [package.module:function]", file=sys.stderr)
-        return 2
-    packer = HarnessPacker() if not args else _packer(args[0])
-    serve(packer, sys.stdin.buffer, sys.stdout.buffer)
+    parser = argparse.ArgumentParser(prog="python -m harness.packers.serve", description=USAGE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("spec", nargs="?", metavar="SPEC", help="package.module:attr (default: the harness's packer)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.spec is None:
+        packer, name = HarnessPacker(), ("harness", harness_identity().partition("/")[2])
+    else:
+        try:
+            packer, name = _packer(args.spec), (f"served:{args.spec}", __version__)
+        except HarnessError as exc:  # stderr, one line: the harness quotes it when the packer does not start
+            print(f"harness: error: {exc}", file=sys.stderr)
+            return 2
+    serve(packer, sys.stdin.buffer, sys.stdout.buffer, name)
     return 0
 
 

@@ -5,7 +5,7 @@ results by its layout; a malformed one would turn into wrong numbers, not an err
 answer of an :class:`~harness.packers.ExternalPacker` or :class:`~harness.packers.CallablePacker`
 passes :func:`check_packed` (and every unpacked answer :func:`check_unpacked`) first.
 
-These are the *structural* rules (DESIGN.md's contract plus a consistent layout), the ones
+These are the *structural* rules (the request contract of docs/models.md plus a consistent layout), the ones
 without which the answer cannot even be interpreted. Whether the packer rebased correctly
 (each window sees its own samples, ...) is the job of the laws (:mod:`harness.laws`), which
 name the blocks that break them.
@@ -23,7 +23,7 @@ from harness.geometry import Geometry
 from harness.packers.errors import PackerAnswerError
 from harness.packing import PackedRequest, Segment
 
-# Wire dtypes of DESIGN.md's contract: an answer in another dtype is refused, not converted.
+# Wire dtypes of the request contract (docs/models.md): an answer in another dtype is refused, not converted.
 DTYPES = {"span": np.float32, "offsets": np.int64, "valid": np.int32, "weights": np.float32, "idx": np.int32,
           "speakers": np.int32}
 BATCH_INPUT_NAMES = ("BATCH_ELEMENT_COUNT", "BATCH_ACCUMULATED_ELEMENT_COUNT",
