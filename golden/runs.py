@@ -1,7 +1,8 @@
 """Run directories: every lane of one run, the exact lane always among them.
 
     <runs>/<run_id>/
-        manifest.json           kind harness.run, sealed: shapes, lanes, mode, packer, the golden
+        manifest.json           kind harness.run, sealed: shapes, lanes, mode, packer (and its
+                                packing-laws verdict, judged at the start), the golden
                                 (id and manifest digest) it ran against, model fingerprint,
                                 environment, numeric settings, files
         exact/op{0,1,2}.parquet the run's own exact lane, interleaved with the packed shapes (the
@@ -38,8 +39,10 @@ FORMAT = 2
 EXACT = "exact"
 CALLS = "calls.parquet"
 # What shards must share to be merged into one run (and then one verdict).
+# "laws": every shard's packer was judged on the packing laws at its start; shards whose verdicts (or
+# packer identities) differ did not run the same packer, and one verdict cannot stand for both.
 MERGE_KEYS = ("golden_id", "golden_manifest_sha256", "shapes", "lanes", "mode", "pad_to_fixed", "ops", "packer",
-              "geometry", "numerics_profile")
+              "laws", "geometry", "numerics_profile")
 
 
 def lane_dir(shape: int | str) -> str:

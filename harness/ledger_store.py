@@ -1,39 +1,52 @@
-"""Committing the ledger and the promoted-shapes manifest as one transaction.
+"""Committing the ledger and the promoted-shapes manifest as one transaction, and reading them back
+as a pair that tells the truth.
 
-Two nightlies at once, a crash between two writes, a read-only folder: none may leave a manifest
-that allows a shape the ledger revoked. So every update
+Two nightlies at once, a crash between two writes, a read-only folder, a forged file: none may
+leave the engine a manifest that allows a shape the ledger did not promote. So every update
 
 1. takes an exclusive lock on both files (a second writer waits: no event is lost);
 2. finishes any earlier commit that was interrupted (its journal), before reading;
 3. reads and validates the ledger, computes the new ledger and derives the manifest from it;
-4. writes a **journal** holding both new files (fsynced, sealed): the commit point;
+4. writes a **journal** (fsynced, sealed, schema :class:`harness.schemas.Journal`) holding both new
+   files *and the absolute, resolved paths they are for*: the commit point;
 5. writes the two files, the *more restrictive* one first: when the new manifest allows fewer
    shapes (a revocation), the manifest goes first, so a crash can only be conservative;
 6. removes the journal.
 
-A crash before 4 changes nothing; after 4, the next command that opens the ledger (or ``harness
-shapes``) rolls the journal forward. The output folders are checked writable before step 1.
+A crash before 4 changes nothing; after 4, the next command that opens the ledger rolls the
+journal forward into exactly the files it names, whatever paths that command was given, and only
+when the journal is valid and its manifest is the one derived from its ledger (else it refuses,
+naming the journal and its files). Every reader (:func:`read_consistent`) re-derives the manifest
+from the ledger and refuses any difference, naming the shape; it takes a shared lock, or none on a
+read-only file system, where a pending journal is reported, not ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from harness.errors import LedgerError, SchemaError
+from harness.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
 from harness.fsio import check_output_file, fault, locked, same_file
 from harness.jsonio import dumps, read_json, seal, seal_ok, write_json_atomic
-from harness.promotion import derive_manifest, empty_ledger, removed_shapes
-from harness.schemas import Ledger, PromotedShapes, validate
+from harness.promotion import FORMAT, derive_manifest, empty_ledger, manifest_differences, removed_shapes
+from harness.schemas import Journal, Ledger, PromotedShapes, validate
 
 T = TypeVar("T")
+_MIGRATE = ("a format-2 {what} names no packer identity, so none of its promotions can be trusted for any packer: "
+            "move it aside (keep it as history) and let the next `harness nightly` / `harness promote` start a "
+            f"format-{FORMAT} ledger, once per packer the engine uses")
 
 
 def journal_path(ledger_path: Path) -> Path:
     ledger_path = Path(ledger_path)
     return ledger_path.with_name(f".{ledger_path.name}.journal")
+
+
+def _real(path: Path) -> Path:
+    return Path(path).resolve()
 
 
 def load_ledger(path: Path, must_exist: bool = False) -> dict:
@@ -47,6 +60,8 @@ def load_ledger(path: Path, must_exist: bool = False) -> dict:
     if not isinstance(data, dict) or data.get("kind") != "harness.ledger":
         kind = data.get("kind") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
         raise LedgerError(f"{path}: not a harness ledger ({kind!r}); refusing to use or overwrite it")
+    if data.get("format") == 2:
+        raise LedgerError(f"{path}: {_MIGRATE.format(what='ledger')}")
     validate(Ledger, data, str(path), LedgerError)
     if not seal_ok(data, "ledger_sha256"):
         raise LedgerError(f"{path}: edited after it was written (ledger_sha256 does not match its content); refusing "
@@ -55,11 +70,13 @@ def load_ledger(path: Path, must_exist: bool = False) -> dict:
 
 
 def load_manifest(path: Path) -> dict:
-    """The validated, unedited promoted-shapes manifest."""
+    """The validated, unedited promoted-shapes manifest (not yet compared with its ledger)."""
     path = Path(path)
     data = read_json(path, "promoted-shapes manifest")
     if not isinstance(data, dict) or data.get("kind") != "harness.promoted-shapes":
         raise LedgerError(f"{path}: not a promoted-shapes manifest")
+    if data.get("format") == 2:
+        raise LedgerError(f"{path}: {_MIGRATE.format(what='promoted-shapes manifest (and its ledger)')}")
     validate(PromotedShapes, data, str(path), LedgerError)
     if not seal_ok(data, "manifest_sha256"):
         raise LedgerError(f"{path}: edited after it was written (manifest_sha256 does not match its content)")
@@ -79,55 +96,116 @@ def check_paths(ledger_path: Path, manifest_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _both_locked(a: Path, b: Path):
-    first, second = sorted([Path(a).absolute(), Path(b).absolute()], key=str)
-    with locked(first), locked(second):
+def _locked_all(paths: Iterable[Path], shared: bool = False) -> Iterator[None]:
+    """Locks on every path, in one global order (two processes never wait on each other)."""
+    with contextlib.ExitStack() as stack:
+        for path in sorted({_real(p) for p in paths}, key=str):
+            stack.enter_context(locked(path, shared=shared))
         yield
 
 
-def recover(ledger_path: Path, manifest_path: Path) -> bool:
-    """Finish a commit that was interrupted after its journal was written (call with the lock held).
-    Returns whether there was one."""
+def _pending_manifest(ledger_path: Path) -> Path | None:
+    """The manifest a pending journal names (read without a lock, to know what to lock), if any."""
     journal = journal_path(ledger_path)
     if not journal.exists():
-        return False
+        return None
+    with contextlib.suppress(SchemaError, OSError):
+        data = read_json(journal, "ledger journal")
+        if isinstance(data, dict) and isinstance(data.get("manifest_path"), str) and data["manifest_path"][:1] == "/":
+            return Path(data["manifest_path"])
+    return None
+
+
+def _read_journal(ledger_path: Path) -> dict:
+    """The pending journal of ``ledger_path``, only if it may be applied: schema, seals, for this
+    very ledger, and its manifest the one derived from its ledger. Otherwise one line naming it."""
+    journal = journal_path(ledger_path)
+    fix = (f"nothing was applied; if no promotion is running, check {ledger_path} and its manifest and remove "
+           f"{journal} by hand")
     try:
         data = read_json(journal, "ledger journal")
-        complete = isinstance(data, dict) and seal_ok(data, "journal_sha256")
-    except SchemaError:
-        complete = False
-    if complete:
-        _write_both(ledger_path, manifest_path, data["ledger"], data["manifest"], data["manifest_first"])
-    journal.unlink()
-    return complete
+    except SchemaError as exc:
+        raise LedgerError(f"{exc}: refusing to apply it; {fix}") from None
+    if isinstance(data, dict) and data.get("kind") is None and "journal_sha256" in data:
+        raise LedgerError(f"{journal}: a journal of an older harness (it names no files): refusing to apply it; {fix}")
+    validate(Journal, data, f"{journal} (refusing to apply it; {fix})", LedgerError)
+    problems = []
+    if not seal_ok(data, "journal_sha256"):
+        problems.append("journal_sha256 does not match its content (edited after it was written)")
+    if not seal_ok(data["ledger"], "ledger_sha256") or not seal_ok(data["manifest"], "manifest_sha256"):
+        problems.append("the ledger or manifest it holds was edited after it was sealed")
+    if data["manifest"]["ledger_sha256"] != data["ledger"]["ledger_sha256"]:
+        problems.append("its manifest was derived from another ledger than the one it holds")
+    problems += [f"its manifest {d}" for d in manifest_differences(data["manifest"], derive_manifest(data["ledger"]))]
+    if problems:
+        raise LedgerError(f"{journal}: {problems[0]}" + (f" [+{len(problems) - 1} more]" if len(problems) > 1 else "")
+                          + f"; refusing to apply it to {data['ledger_path']} and {data['manifest_path']}; {fix}")
+    if Path(data["ledger_path"]) != _real(ledger_path):
+        raise LedgerError(f"{journal}: is the interrupted commit of ledger {data['ledger_path']} and manifest "
+                          f"{data['manifest_path']}, not of {_real(ledger_path)} (moved or copied with its journal?): "
+                          f"refusing to apply it here; finish it where those files are, or {fix}")
+    return data
+
+
+def _recover_held(ledger_path: Path, held: set[Path]) -> bool:
+    """Roll a pending journal forward into the files it names (the caller holds the locks in ``held``)."""
+    if not journal_path(ledger_path).exists():
+        return False
+    data = _read_journal(ledger_path)
+    target = Path(data["manifest_path"])
+    if target not in held:  # written between our look and our lock: rare; the next command finishes it
+        raise LedgerError(f"{journal_path(ledger_path)}: an interrupted commit for manifest {target} appeared while "
+                          "waiting for the lock; run the command again")
+    _write_both(Path(data["ledger_path"]), target, data["ledger"], data["manifest"], data["manifest_first"])
+    journal_path(ledger_path).unlink()
+    return True
+
+
+def recover(ledger_path: Path) -> bool:
+    """Finish a commit that was interrupted after its journal was written, into exactly the files the
+    journal names (takes their locks). Returns whether there was one."""
+    ledger_path = _real(ledger_path)
+    pending = _pending_manifest(ledger_path)
+    held = {ledger_path} | ({_real(pending)} if pending else set())
+    with _locked_all(held):
+        return _recover_held(ledger_path, held)
 
 
 def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, list[int]],
            update: Callable[[dict], tuple[dict, T]]) -> T:
     """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction."""
-    ledger_path, manifest_path = Path(ledger_path), Path(manifest_path)
     check_paths(ledger_path, manifest_path)
-    with _both_locked(ledger_path, manifest_path):
-        recover(ledger_path, manifest_path)
+    shown = Path(ledger_path)
+    ledger_path, manifest_path = _real(ledger_path), _real(manifest_path)
+    pending = _pending_manifest(ledger_path)
+    held = {ledger_path, manifest_path} | ({_real(pending)} if pending else set())
+    with _locked_all(held):
+        _recover_held(ledger_path, held)
         old = load_ledger(ledger_path)
         try:
             new, result = update(old)
         except LedgerError as exc:  # a refused update (a replayed score, ...): name the ledger it was refused by
-            raise LedgerError(f"{ledger_path}: {exc}") from None
-        validate(Ledger, new, f"{ledger_path} (new)", LedgerError)
+            raise LedgerError(f"{shown}: {exc}") from None
+        validate(Ledger, new, f"{shown} (new)", LedgerError)
         manifest = derive_manifest(new, release_shapes)
         before = derive_manifest(old, release_shapes)
         if manifest_path.exists():
             with contextlib.suppress(LedgerError, SchemaError):
                 before = load_manifest(manifest_path)
         manifest_first = removed_shapes(before, manifest)
-        journal = seal({"ledger": new, "manifest": manifest, "manifest_first": manifest_first}, "journal_sha256")
+        journal = seal({"kind": "harness.ledger-journal", "format": 1, "ledger_path": str(ledger_path),
+                        "manifest_path": str(manifest_path), "manifest_first": manifest_first, "ledger": new,
+                        "manifest": manifest}, "journal_sha256")
         fault("promote:before-journal")
         write_json_atomic(journal_path(ledger_path), journal)
+        committed(journal_path(ledger_path), "the journal of the ledger commit (the new ledger and manifest)",
+                  "the next command that opens the ledger finishes the journaled commit")
         fault("promote:journal-written")
         _write_both(ledger_path, manifest_path, new, manifest, manifest_first)
         fault("promote:both-written")
         journal_path(ledger_path).unlink()
+        uncommitted(journal_path(ledger_path))
+        committed(ledger_path, f"the ledger and the promoted-shapes manifest {manifest_path}")
     return result
 
 
@@ -142,21 +220,42 @@ def _write_both(ledger_path: Path, manifest_path: Path, ledger: dict, manifest: 
 
 
 def read_consistent(ledger_path: Path, manifest_path: Path | None = None) -> tuple[dict, dict | None]:
-    """Ledger and manifest as committed (an interrupted commit finished first), and checked to
-    agree: the manifest must be the one derived from this ledger."""
-    ledger_path = Path(ledger_path)
-    targets = (ledger_path, Path(manifest_path) if manifest_path else ledger_path.with_name(".none"))
-    with _both_locked(*targets):
-        if manifest_path is not None:
-            recover(ledger_path, Path(manifest_path))
-        ledger = load_ledger(ledger_path, must_exist=True)
+    """Ledger and manifest as committed, checked to agree: the manifest must be exactly the one
+    derived from this ledger (a re-sealed manifest listing a shape the ledger never promoted is
+    refused, naming the shape). Every reader calls this (``shapes``, ``report``, the nightly's report).
+
+    An interrupted commit is finished first (under the writers' exclusive locks, into the files its
+    journal names); where that cannot be done (a read-only file system) it is reported. The read
+    itself takes shared locks, or none where the folder is read-only."""
+    shown = Path(ledger_path)
+    ledger_path = _real(ledger_path)
+    if journal_path(ledger_path).exists():
+        pending = _pending_manifest(ledger_path)
+        try:
+            recover(ledger_path)
+        except OutputError as exc:
+            raise LedgerError(f"{journal_path(ledger_path)}: an interrupted promotion of {ledger_path} and "
+                              f"{pending or 'its manifest'} is pending and cannot be finished here ({exc}); neither "
+                              "file can be trusted until it is: run `harness shapes --ledger ...` where the files "
+                              "are writable") from None
+    with _locked_all([ledger_path] + ([Path(manifest_path)] if manifest_path is not None else []), shared=True):
+        if journal_path(ledger_path).exists():
+            raise LedgerError(f"{journal_path(ledger_path)}: an interrupted promotion is pending (a writer was killed "
+                              "a moment ago); run the command again to finish it")
+        ledger = load_ledger(shown, must_exist=True)
         manifest = None
         if manifest_path is not None and Path(manifest_path).exists():
             manifest = load_manifest(Path(manifest_path))
             if manifest["ledger_sha256"] != ledger["ledger_sha256"]:
                 raise LedgerError(f"{manifest_path}: was derived from another ledger state (commit "
-                                  f"{manifest['ledger_seq']}) than {ledger_path} (commit {ledger['seq']}); run "
+                                  f"{manifest['ledger_seq']}) than {shown} (commit {ledger['seq']}); run "
                                   "`harness promote` again or check that the two paths belong together")
+            diffs = manifest_differences(manifest, derive_manifest(ledger))
+            if diffs:
+                more = f" [+{len(diffs) - 1} more]" if len(diffs) > 1 else ""
+                raise LedgerError(f"{manifest_path}: is not the manifest derived from {shown} (commit "
+                                  f"{ledger['seq']}): it {diffs[0]}{more}; the engine must not read it: the next "
+                                  "`harness promote` rewrites it from the ledger; find out who edited it")
     return ledger, manifest
 
 

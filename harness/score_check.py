@@ -4,6 +4,8 @@ A score file is evidence, and evidence can be edited, replayed or misfiled. Prom
 score only when
 
 - it passes its schema and still has the digest it was written with;
+- every shape's evidence holds enough requests of exactly k blocks (``harness.request_evidence``,
+  the blocks needed re-derived from its rate checks) and the run's packer held the packing laws;
 - every gated check's ``ok`` follows from its ``observed``, ``relation`` and ``allowed``; every
   ``allowed`` is the limit its judge derives from the score's tolerances (and the golden's noise
   floor); every OP's ``passed``, every shape's verdict and the overall verdict follow from them;
@@ -21,8 +23,9 @@ from harness.errors import LedgerError
 from harness.jsonio import read_json, seal_ok
 from harness.judges.base import holds
 from harness.ops import Op
+from harness.request_evidence import needed_blocks
 from harness.schemas import Score, validate
-from harness.scoring import op_limits
+from harness.scoring import op_limits, shape_gates
 from harness.tolerances import Tolerances
 
 
@@ -49,9 +52,14 @@ def check_self_consistent(score: dict, where: str) -> None:
         limits = op_limits(tolerances, ops, floors)
         for op_key, verdict in shape["ops"].items():
             _check_op(verdict, limits[Op(int(op_key))], f"{where}: shape k={k} OP {op_key}")
-        want = "pass" if all(v["passed"] for v in shape["ops"].values()) else "fail"
+        _check_requests(shape, int(k), int(score["corpus"]["blocks"]), where)
+        ops_passed = all(v["passed"] for v in shape["ops"].values())
+        passed, reasons = shape_gates(int(k), ops_passed, shape["requests"], score["laws"])
+        want = "pass" if passed else "fail"
         if shape["verdict"] != want:
-            raise LedgerError(f"{where}: shape k={k}: verdict {shape['verdict']!r} disagrees with its OPs ({want})")
+            why = f"; {reasons[0]}" if reasons else ""
+            raise LedgerError(f"{where}: shape k={k}: verdict {shape['verdict']!r} disagrees with its OPs, its "
+                              f"full k-block requests and its packer's packing laws ({want}{why})")
     for op_key, verdict in score["verification"]["ops"].items():
         _check_op(verdict, None, f"{where}: golden reproduction OP {op_key}")
     if score["verification"]["passed"] != all(v["passed"] for v in score["verification"]["ops"].values()):
@@ -60,6 +68,19 @@ def check_self_consistent(score: dict, where: str) -> None:
                                                                score["shapes"].values()) else "fail"
     if score["verdict"] != want:
         raise LedgerError(f"{where}: overall verdict {score['verdict']!r} disagrees with its shapes ({want})")
+
+
+def _check_requests(shape: dict, k: int, blocks: int, where: str) -> None:
+    """The blocks a pass needs are re-derived from the shape's own rate checks; the counts are the
+    run's call log's (bound by the run's manifest digest)."""
+    req = shape["requests"]
+    if req["full_blocks"] != req["full"] * k or req["full_blocks"] > blocks:
+        raise LedgerError(f"{where}: shape k={k}: {req['full']} full {k}-block request(s) cannot hold "
+                          f"{req['full_blocks']} blocks: the score disagrees with itself")
+    need = needed_blocks(k, shape["ops"], blocks)
+    if req["needed_blocks"] != need:
+        raise LedgerError(f"{where}: shape k={k}: needed_blocks is {req['needed_blocks']!r}, but its own rate checks "
+                          f"over {blocks} blocks give {need!r}")
 
 
 def _check_op(verdict: dict, limits: dict | None, where: str) -> None:

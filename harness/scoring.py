@@ -15,6 +15,7 @@ from harness.judges import judge_for
 from harness.judges.base import OpVerdict
 from harness.ops import Op
 from harness.outputs import LaneOutputs
+from harness.request_evidence import refusal
 from harness.tolerances import Tolerances
 
 
@@ -44,14 +45,52 @@ class LaneScorer:
         return [self.evidence[op].verdict(self.shape) for op in self.ops]
 
 
-def shape_result(shape: int, verdicts: list[OpVerdict]) -> dict:
-    """The score file's entry for one packed shape."""
-    return {
+def shape_result(shape: int, verdicts: list[OpVerdict], requests: Mapping | None = None,
+                 laws: Mapping | None = None) -> dict:
+    """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
+    passes on top of them (see :func:`shape_gates`)."""
+    ops = {str(v.op): v.to_dict() for v in verdicts}
+    passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
+    out = {
         "shape": shape,
-        "verdict": "pass" if all(v.passed for v in verdicts) else "fail",
-        "reasons": [r for v in verdicts for r in v.reasons],
-        "ops": {str(v.op): v.to_dict() for v in verdicts},
+        "verdict": "pass" if passed else "fail",
+        "reasons": gate_reasons + [r for v in verdicts for r in v.reasons],
+        "ops": ops,
     }
+    if requests is not None:
+        out["requests"] = dict(requests)
+    return out
+
+
+def shape_gates(shape: int, ops_passed: bool, requests: Mapping | None, laws: Mapping | None
+                ) -> tuple[bool, list[str]]:
+    """A shape passes only if every OP does, its evidence holds enough full k-block requests
+    (:mod:`harness.request_evidence`), and the packer the run used held the packing laws. The
+    reasons of the gates that refuse it, first. ``None``: that gate is not applied (a lane judged
+    for reproduction, not for promotion)."""
+    reasons = []
+    if requests is not None:
+        line = refusal(int(shape), requests)
+        if line:
+            reasons.append(line)
+    if laws is not None:
+        line = laws_refusal(laws)
+        if line:
+            reasons.append(line)
+    return ops_passed and not reasons, reasons
+
+
+def laws_refusal(laws: Mapping) -> str | None:
+    """The reason line when the run's packer did not hold the packing laws (None: it held them)."""
+    if laws["verdict"] == "hold":
+        return None
+    who = laws["packer_identity"]
+    if laws["verdict"] == "not-judged":
+        return (f"the packing laws were not judged for packer {who} (--laws-examples 0): no shape may be promoted "
+                "with a packer nobody judged; run again with --laws-examples N (default 100)")
+    names = ", ".join(laws["broken"]) or "?"
+    return (f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
+            "`harness laws` for the minimal counterexamples")
 
 
 def packing_effect(verdicts: list[OpVerdict]) -> dict:
@@ -60,6 +99,7 @@ def packing_effect(verdicts: list[OpVerdict]) -> dict:
     out = {}
     for v in verdicts:
         m = v.metrics
-        out[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m.get("max_abs_finite", m.get("max_abs")),
-                          "min_cosine": m.get("min_cosine"), "argmax_flips": m.get("flips")}
+        out[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m.get("max_abs"),  # None: non-finite values
+                          "min_cosine": m.get("min_cosine"), "argmax_flips": m.get("flips"),
+                          "figures_non_finite": m.get("figures_non_finite")}
     return {"bitwise": all(o["bitwise"] for o in out.values()), "ops": out}

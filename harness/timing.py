@@ -1,6 +1,7 @@
 """Throughput, latency and memory per lane and shape, from the recorded network calls.
 
-Speedup is measured the way the lanes run: interleaved. Each packed call of k blocks is paired
+Speedup is measured the way the lanes run: interleaved. Each packed call of exactly k blocks (a
+last partial pack is excluded: it is not a k-block request) is paired
 with the exact lane's calls of the *same* blocks (every OP of them), which ran moments before on
 the same machine; the speedup is the median of those ratios, with a distribution-free 95 %
 interval for the median (order statistics). When the interval includes 1 the speedup is within
@@ -49,7 +50,7 @@ def summarize_calls(calls: Iterable[dict]) -> dict[str, dict]:
         if key == "exact":
             out[key]["speedup"] = 1.0
             continue
-        out[key].update(_speedup(units.get(key, {}), exact_time))
+        out[key].update(_speedup(units.get(key, {}), exact_time, int(key)))
     return out
 
 
@@ -97,16 +98,23 @@ def _lane(per_op: dict[int, _OpCalls]) -> dict:
             "peak_device_mb": max(peaks) if peaks else None, "ops": out_ops, "stalls": stalls}
 
 
-def _speedup(units: dict[frozenset, float], exact_time: dict[str, float]) -> dict:
-    """Median over packed calls' block sets of (exact time of those blocks) / (packed time)."""
-    ratios = np.array([sum(exact_time.get(b, 0.0) for b in ids) / wall for ids, wall in units.items()
+def _speedup(units: dict[frozenset, float], exact_time: dict[str, float], k: int) -> dict:
+    """Median over packed calls' block sets of (exact time of those blocks) / (packed time), over the
+    **full** k-block requests only: a last partial pack is not a k-block request, and its time says
+    nothing about one (a 16-block pack is not a 32-block speedup)."""
+    full = {ids: wall for ids, wall in units.items() if len(ids) == k}
+    excluded = len(units) - len(full)
+    ratios = np.array([sum(exact_time.get(b, 0.0) for b in ids) / wall for ids, wall in full.items()
                        if wall > 0 and all(b in exact_time for b in ids)], dtype=np.float64)
+    basis = (f"{ratios.size} full {k}-block request(s)" + (f"; {excluded} partial pack(s) excluded" if excluded else "")
+             if ratios.size else f"no full {k}-block request: no speedup measured at k={k}")
     if ratios.size == 0:
-        return {"speedup": None, "speedup_interval": None, "repetitions": 0, "within_noise": None}
+        return {"speedup": None, "speedup_interval": None, "repetitions": 0, "within_noise": None,
+                "speedup_basis": basis}
     lo, hi = median_interval(ratios)
     within = None if lo is None else bool(lo <= 1.0 <= hi)
     return {"speedup": float(np.median(ratios)), "speedup_interval": None if lo is None else [lo, hi],
-            "repetitions": int(ratios.size), "within_noise": within}
+            "repetitions": int(ratios.size), "within_noise": within, "speedup_basis": basis}
 
 
 def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:

@@ -34,7 +34,7 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
         "release": score["release"], "golden_id": score["golden"]["id"], "run_id": score["run"]["id"],
         "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
         "numerics_profile": score["numerics_profile"], "mode": score["mode"], "verdict": score["verdict"],
-        "summary": summary_line(score, verification)})
+        "packing_laws": _laws_phrase(score.get("laws")), "summary": summary_line(score, verification)})
 
     tests = failures = skipped = 0
     total_time = 0.0
@@ -44,9 +44,19 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}",
                                  time=f"{seconds:.6f}")
             op_case(case, int(op), verdict)
+            props = case.find("properties")
+            for key, value in (shape.get("requests") or {}).items():  # the full k-block requests behind it
+                ET.SubElement(props, "property", name=f"requests_{key}", value=str(value))
             tests += 1
             total_time += seconds
             failures += not verdict.get("passed")
+        gate = _gate_reasons(shape)
+        if gate:  # refused although its OPs may pass: too few full k-block requests, or a lawless packer
+            case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name="evidence", time="0")
+            failure = ET.SubElement(case, "failure", message=gate[0], type="evidence")
+            failure.text = "\n".join(gate)
+            tests += 1
+            failures += 1
 
     case = ET.SubElement(suite, "testcase", classname="golden", name="reproduction", time="0")
     tests += 1
@@ -65,6 +75,13 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
         ET.SubElement(case, "system-out").text = line
 
     return write_suite(path, suite, tests, failures, skipped, total_time)
+
+
+def _gate_reasons(shape: dict) -> list[str]:
+    """The shape's reasons that no OP gave (they come first): the evidence and packing-laws gates."""
+    own = sum(len(v.get("reasons") or []) for v in (shape.get("ops") or {}).values())
+    reasons = list(shape.get("reasons") or [])
+    return reasons[: len(reasons) - own] if shape.get("verdict") == "fail" else []
 
 
 def new_suite(name: str, facts: dict) -> ET.Element:
@@ -146,6 +163,14 @@ def summary_line(score: dict, verification: dict | None) -> str:
     else:
         parts.append(golden)
     return "FAIL: " + "; ".join(parts)
+
+
+def _laws_phrase(laws: dict | None) -> str:
+    if not laws:
+        return "not recorded"
+    broken = f" ({', '.join(laws['broken'])})" if laws.get("broken") else ""
+    return (f"{laws['verdict']}{broken}: packer {laws['packer_identity']}, {laws['examples']} examples, "
+            f"seed {laws['seed']}")
 
 
 def _golden_phrase(v: dict | None) -> str:

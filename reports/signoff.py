@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from harness.fsio import atomic_write_many
 from harness.jsonio import plain
+from harness.judges.base import non_finite_text, shown_figure
 from harness.promotion import PROMOTED, REVOKED, ledger_states
 from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
 
@@ -56,8 +57,8 @@ def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict]
 
     golden_checks = _golden_checks(score, verification)
     golden_ok = all(c["passed"] for c in golden_checks)
-    states = ledger_states(ledger, score["fingerprint"], score["device_kind"], score["numerics_profile"]) \
-        if ledger else {}
+    states = ledger_states(ledger, score["fingerprint"], score["device_kind"], score["numerics_profile"],
+                           (score.get("packer") or {}).get("identity")) if ledger else {}
     throughput = score.get("throughput") or {}
     shape_keys = sorted(set(score["shapes"]) | {str(k) for k in states}, key=int)
     shapes = {k: _shape_facts(k, score, states.get(int(k)), throughput, golden_ok, ledger is not None,
@@ -98,6 +99,7 @@ def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict]
         "mode": score["mode"],
         "pad_to_fixed": score["pad_to_fixed"],
         "packer": (score.get("packer") or {}).get("name", "harness"),
+        "laws": score.get("laws"),  # the packing-laws verdict of that packer, judged at the run's start
         "corpus": score["corpus"],
         "tolerances": score["tolerances"],
         "reproducibility": _reproducibility(score.get("reproducibility")),
@@ -119,8 +121,9 @@ def _golden_checks(score: dict, verification: dict | None) -> list[dict]:
         if not v:
             continue
         ops = {op: {"bitwise": o["metrics"].get("bitwise"),
-                    "max_abs": o["metrics"].get("max_abs_finite", o["metrics"].get("max_abs")),
-                    "max_ulp": o["metrics"].get("max_ulp"), "min_cosine": o["metrics"].get("min_cosine"),
+                    "max_abs": shown_figure(o["metrics"], "max_abs"),  # never a finite-only figure that looks fine
+                    "max_ulp": shown_figure(o["metrics"], "max_ulp"),
+                    "min_cosine": shown_figure(o["metrics"], "min_cosine"),
                     "failed": [c for c in o["checks"] if c["ok"] is False]}
                for op, o in sorted(v.get("ops", {}).items())}
         out.append({"source": source, "status": v["status"], "passed": bool(v["passed"]), "summary": v["summary"],
@@ -158,10 +161,12 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
         "speedup_interval": lane.get("speedup_interval"),
         "within_noise": lane.get("within_noise"),
         "repetitions": lane.get("repetitions"),
+        "speedup_basis": lane.get("speedup_basis"),  # full k-block requests only
+        "requests": s.get("requests") if scored else None,  # full k-block requests behind the verdict
         "stalls": lane.get("stalls"),
         "blocks_per_s": lane.get("blocks_per_s"),
-        "op0_max_abs": op0.get("max_abs_finite", op0.get("max_abs")),
-        "min_cosine": {op: ops[op]["metrics"].get("min_cosine") for op in ("1", "2") if op in ops},
+        "op0_max_abs": shown_figure(op0, "max_abs"),  # 'non-finite (N of M windows)', never a finite-only figure
+        "min_cosine": {op: shown_figure(ops[op]["metrics"], "min_cosine") for op in ("1", "2") if op in ops},
         "flips": {"near_tie": op0.get("argmax_flips_near_tie"), "confident": op0.get("argmax_flips_confident")}
         if op0 else None,
         "vs_exact": s.get("vs_exact") if scored else None,
@@ -328,8 +333,8 @@ def packing_alone(shape: dict) -> str:
     if effect["bitwise"]:
         return "bitwise"
     op0 = effect["ops"].get("0", {})
-    worst = [f"OP 0 max_abs {fmt(op0.get('max_abs'))}"] if not op0.get("bitwise") else []
-    worst += [f"OP {op} cos {fmt(v.get('min_cosine'), 'cosine')}" for op, v in sorted(effect["ops"].items())
+    worst = [f"OP 0 max_abs {fmt(shown_figure(op0, 'max_abs'))}"] if not op0.get("bitwise") else []
+    worst += [f"OP {op} cos {fmt(shown_figure(v, 'min_cosine'), 'cosine')}" for op, v in sorted(effect["ops"].items())
               if op != "0" and not v.get("bitwise")]
     return ", ".join(worst)
 
@@ -337,6 +342,8 @@ def packing_alone(shape: dict) -> str:
 def fmt_check(check: dict, which: str) -> str:
     """A check's observed ('value') or allowed ('limit') number."""
     kind = "cosine" if check["metric"] == "min_cosine" else ("rate" if "rate" in check["metric"] else "")
+    if which == "value" and check["observed"] is None and check.get("offending") and check.get("total"):
+        return non_finite_text(check["offending"], check["total"], check["unit"])  # a figure over non-finite values
     return fmt(check["observed" if which == "value" else "allowed"], kind)
 
 

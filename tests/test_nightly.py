@@ -41,7 +41,7 @@ def small_config(spec: str = "small", **kw) -> ReleaseConfig:
 def promoted(manifest: Path, k: int) -> bool:
     m = json.loads(manifest.read_text())
     return any(k in ks for model in m["models"].values() for d in model["devices"].values()
-               for p in d["profiles"].values() for ks in p["ops"].values())
+               for p in d["profiles"].values() for pk in p["packers"].values() for ks in pk["ops"].values())
 
 
 def test_a_passing_nightly_exits_0_and_promotes(tmp_path, golden_copy, backend):

@@ -94,6 +94,8 @@ class WorkerSpec:
     backend: BackendChoice = BackendChoice()
     packer_cmd: str | None = None
     packer: str | None = None
+    packer_digest: str | None = None  # --packer-digest, for the packer each worker builds
+    laws_examples: int = 100  # --laws-examples: each worker's runs judge its packer on the packing laws
 
     @property
     def on_gpu(self) -> bool:
@@ -152,7 +154,7 @@ class ShardWorker:
         try:
             with step("ray worker start-up"):
                 self.backend = make_backend(worker_config(spec.config), spec.backend)
-                self.packer = make_packer(spec.packer_cmd, spec.packer, self.backend.geometry)
+                self.packer = make_packer(spec.packer_cmd, spec.packer, self.backend.geometry, spec.packer_digest)
         except HarnessError as exc:
             self.failure = (f"worker start-up: {exc}", False)
         except Exception as exc:  # a bug: reported as such by the first shard handed here

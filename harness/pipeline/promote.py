@@ -47,12 +47,14 @@ def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, man
 
 
 def describe_transition(t: dict) -> str:
-    """'shape k=2: candidate -> promoted (run ...)' or 'shape k=4: stays candidate (failed: ...)'."""
+    """'shape k=2: candidate -> promoted (run R, packer P)' or 'shape k=4: stays candidate (run R failed, packer
+    P): ...'."""
     head = f"shape k={t['shape']}: "
+    packer = f", packer {t['packer']}" if t.get("packer") else ""
     if t["from"] != t["to"]:
-        text = f"{head}{t['from']} -> {t['to']} (run {t['run_id']})"
+        text = f"{head}{t['from']} -> {t['to']} (run {t['run_id']}{packer})"
     else:
-        text = f"{head}stays {t['to']} (run {t['run_id']} {'passed' if t['passed'] else 'failed'})"
+        text = f"{head}stays {t['to']} (run {t['run_id']} {'passed' if t['passed'] else 'failed'}{packer})"
     if not t["passed"] and t["reasons"]:
         text += f": {t['reasons'][0]}"
     return text

@@ -39,11 +39,13 @@ CORPUS = "corpus.parquet"
 
 
 def nightly_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
-                  golden_path: str) -> Path:
-    """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory."""
+                  golden_path: str, laws_examples: int = 100) -> Path:
+    """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory
+    (its packer judged on the packing laws first, as every run's is)."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
     return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, packer, shard,
-                      corpus_verified=True).path  # the driver hashed the corpus once, before any shard
+                      corpus_verified=True,  # the driver hashed the corpus once, before any shard
+                      laws_examples=laws_examples).path
 
 
 def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: RayOptions, spec: WorkerSpec,
@@ -58,7 +60,8 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
     with step("hash the golden's corpus"):  # once here, not once per shard on the workers
         check_files(golden.path, golden.manifest, hashed=[CORPUS])
     job_root = new_job_root(Path(out) / "shards", "nightly")
-    job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve())})
+    job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()),
+                                              "laws_examples": spec.laws_examples})
     results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)
     outcome = merge(config, golden.path, [Path(r.path) for r in results], out, ledger_path, manifest_path, localise)
     outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})

@@ -12,6 +12,7 @@ from harness.config import ReleaseConfig
 from harness.environment import provenance
 from harness.errors import HarnessError, step
 from harness.packing import HARNESS_PACKER, Packer
+from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.shards import Shard
 from lanes.runner import RunPlan, check_request_sizes, run_lanes
 
@@ -47,14 +48,20 @@ def _cancelled_on_failure(pending):
 
 def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
                packer: Packer = HARNESS_PACKER, shard: Shard | None = None, progress: Progress | None = None,
-               run_id: str | None = None, corpus_verified: bool = False) -> Run:
+               run_id: str | None = None, corpus_verified: bool = False,
+               laws_examples: int = DEFAULT_EXAMPLES) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),
     interleaved, written to a new run directory under ``runs_root``. ``corpus_verified``: the caller
-    checked the corpus's sha256 (a Ray driver, once for every shard)."""
+    checked the corpus's sha256 (a Ray driver, once for every shard). The fast lane's packer is judged
+    on the packing laws first (``laws_examples`` per law; 0: not judged) and its verdict recorded as
+    the manifest's ``laws``: a packer that breaks them still runs (its evidence is worth reporting),
+    but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`)."""
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
                         len(wanted) if wanted is not None else golden.blocks, backend, plan)
+    with step("packing laws"):
+        laws = judge_laws(packer, laws_examples, max(plan.shapes) if plan.shapes else None)
     writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
     with writer:
@@ -68,7 +75,7 @@ def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: 
             fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
                       **provenance(backend.environment()), "config": config.to_dict(), "mode": plan.mode,
                       "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
-                      "shapes": list(plan.shapes), "shard": str(shard) if shard else None}
+                      "shapes": list(plan.shapes), "shard": str(shard) if shard else None, "laws": laws}
             with step("write run"):
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
                 path = writer.finish(fields)

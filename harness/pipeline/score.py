@@ -22,6 +22,7 @@ from harness.fsio import check_output_file
 from harness.jsonio import seal, write_json_atomic
 from harness.overlap import prefetch
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
+from harness.request_evidence import RequestCounter, requests_entry
 from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.timing import summarize_calls
 from harness.tolerances import Tolerances
@@ -83,12 +84,17 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
     verification = reproduction(golden.golden_id, exact_scorer.verdicts(),
                                 golden.manifest["reproducibility"]["bitwise"], golden.fingerprint == run.fingerprint,
                                 env_diff)
+    counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
+    throughput = summarize_calls(counter.observe(run.iter_calls()))
+    laws = run.manifest["laws"]
     shape_results = {}
     for k in shapes:
-        result = shape_result(k, verdict_scorers[k].verdicts())
+        verdicts = verdict_scorers[k].verdicts()
+        requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k,
+                                  {str(v.op): v.to_dict() for v in verdicts}, len(ids))
+        result = shape_result(k, verdicts, requests, laws)
         result["vs_exact"] = packing_effect(effect_scorers[k].verdicts())
         shape_results[str(k)] = result
-    throughput = summarize_calls(run.iter_calls())
     verdict = "pass" if verification["passed"] and all(s["verdict"] == "pass" for s in shape_results.values()) \
         else "fail"
     return seal({
@@ -108,6 +114,7 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
         "mode": mode,
         "pad_to_fixed": run.manifest["pad_to_fixed"],
         "packer": run.manifest["packer"],
+        "laws": laws,
         "corpus": {**golden.manifest["corpus"], "blocks": len(ids)} if len(ids) != golden.blocks
         else golden.manifest["corpus"],
         "reproducibility": golden.manifest["reproducibility"],

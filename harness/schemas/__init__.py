@@ -22,8 +22,9 @@ from harness.schemas.files import (
     Reproducibility,
     RunManifest,
 )
-from harness.schemas.records import Ledger, LedgerEntry, LedgerEvent, PromotedShapes, entry_key
+from harness.schemas.records import Journal, Ledger, LedgerEntry, LedgerEvent, PromotedShapes, entry_key
 from harness.schemas.results import CheckModel, LocalisationFile, OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.schemas.vectors import Vector, VectorIndex
 
 FILE_KINDS = {
     "golden manifest": GoldenManifest,
@@ -32,12 +33,15 @@ FILE_KINDS = {
     "localisation": LocalisationFile,
     "ledger": Ledger,
     "promoted-shapes manifest": PromotedShapes,
+    "ledger journal": Journal,
     "corpus metadata": CorpusMeta,
     "corpus provenance (each row)": Provenance,
     "output file metadata": OutputsMeta,
+    "packing test vectors index (index.json)": VectorIndex,
+    "packing test vector": Vector,
 }
 
 __all__ = ["FILE_KINDS", "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
-           "GoldenManifest", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo", "OpVerdictModel",
-           "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction", "RunManifest", "Score",
-           "ShapeScore", "describe_error", "entry_key", "validate"]
+           "GoldenManifest", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo",
+           "OpVerdictModel", "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction",
+           "RunManifest", "Score", "ShapeScore", "describe_error", "entry_key", "validate"]

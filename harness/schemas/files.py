@@ -99,6 +99,29 @@ OpsList = Annotated[list[Literal[0, 1, 2]], AfterValidator(_ops_list)]
 
 
 
+class LawsVerdict(Strict):
+    """The packing-laws verdict of the packer a run's fast lane used, judged at the start of the run
+    (``harness.laws.check_packer``; copied into the score): a shape passes only when it is ``hold``."""
+
+    packer_identity: Annotated[str, Field(min_length=1)] = Field(description="the packer's describe()['identity']")
+    examples: Count = Field(description="examples per law (0: not judged, --laws-examples 0)")
+    seed: int = Field(description="the fixed seed the examples were drawn with")
+    verdict: Literal["hold", "broken", "not-judged"] = Field(description="hold: every law held on judged examples")
+    broken: list[str] = Field(description="the laws that did not hold (broken, or never judged)")
+    laws: dict[str, str] = Field(description="law name -> held, broken or not judged")
+    harness_version: str = Field(description="the harness (and its law kit) that judged")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LawsVerdict:
+        if (self.verdict == "not-judged") != (self.examples == 0):
+            raise ValueError("verdict is 'not-judged' exactly when examples is 0")
+        if self.verdict == "hold" and (self.broken or any(v != "held" for v in self.laws.values()) or not self.laws):
+            raise ValueError("verdict 'hold' needs every law held and none listed as broken")
+        if self.verdict == "broken" and not self.broken:
+            raise ValueError("verdict 'broken' names the laws that did not hold")
+        return self
+
+
 class GoldenManifest(Strict):
     """``<golden>/manifest.json``: what the exact lane produced and everything that produced it."""
 
@@ -142,6 +165,7 @@ class RunManifest(Strict):
     mode: Literal["isolated", "chained"]
     pad_to_fixed: bool
     packer: dict[str, Any]
+    laws: LawsVerdict = Field(description="the packing-laws verdict of that packer, judged at the start of the run")
     shapes: list[Positive]
     lanes: list[str]
     blocks: Positive

@@ -1,4 +1,5 @@
-"""Schemas of the promotion record: the ledger and the promoted-shapes manifest the engine reads."""
+"""Schemas of the promotion record: the ledger, the promoted-shapes manifest the engine reads, and
+the journal that makes a commit of both one step."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ from harness.schemas.base import (
     Verdict,
 )
 
+# "harness/<ver>+<12hex>", "external:<name>/<version>@sha256:<16hex>", "callable:<spec>@sha256:<16hex>":
+# printable, no "|" (the ledger's key separator), no spaces
+PackerIdentity = Annotated[str, Field(pattern=r"^[!-{}~]{1,300}$")]
+ReleaseOps = dict[OpKey, list[Positive]]
+
 
 class LedgerEvent(Strict):
     seq: Positive
@@ -28,16 +34,21 @@ class LedgerEvent(Strict):
     run_created: Timestamp
     score_digest: Sha256
     golden_id: GoldenId
+    release: SafeName = Field(description="the release of the score this event applied")
     verdict: Verdict
     state: State
     reasons: list[str]
-    evidence: dict[str, Any]
+    evidence: dict[str, Any] = Field(description="metrics, tolerance mode and tolerances, request counts per shape, "
+                                                 "the packing-laws verdict of the packer")
 
 
 class LedgerEntry(Strict):
     fingerprint: Annotated[str, Field(min_length=1)]
     device_kind: Annotated[str, Field(min_length=1)]
     numerics_profile: Annotated[str, Field(min_length=1)]
+    packer_identity: PackerIdentity = Field(description="the packer this shape was judged with (score.packer.identity)")
+    release: SafeName = Field(description="the release of this entry's last event (never the ledger's)")
+    release_ops: ReleaseOps = Field(description="the release's own shapes per OP when last judged")
     numerics: dict[str, Any]
     shape: Annotated[int, Field(ge=2)]
     state: State
@@ -60,20 +71,19 @@ class LedgerEntry(Strict):
 
 
 class Ledger(Strict):
-    """``ledger.json``: every shape's history per (model, device kind, numerics profile)."""
+    """``ledger.json``: every shape's history per (model, device kind, numerics profile, packer identity)."""
 
     kind: Literal["harness.ledger"]
-    format: Literal[2]
+    format: Literal[3]
     seq: Count = Field(description="commits so far; every event carries the commit it was made in")
     updated: Timestamp | None
-    release: str | None
     entries: dict[str, LedgerEntry]
     ledger_sha256: Sha256
 
     @model_validator(mode="after")
     def _keys(self) -> Ledger:
         for key, e in self.entries.items():
-            want = entry_key(e.fingerprint, e.device_kind, e.numerics_profile, e.shape)
+            want = entry_key(e.fingerprint, e.device_kind, e.numerics_profile, e.packer_identity, e.shape)
             if key != want:
                 raise ValueError(f"entry {key!r} is filed under the wrong key (expected {want!r})")
             if e.history[-1].seq > self.seq:
@@ -82,22 +92,37 @@ class Ledger(Strict):
         return self
 
 
-def entry_key(fingerprint: str, device_kind: str, profile: str, shape: int) -> str:
-    return f"{fingerprint}|{device_kind}|{profile}|{shape}"
+def entry_key(fingerprint: str, device_kind: str, profile: str, packer: str, shape: int) -> str:
+    return f"{fingerprint}|{device_kind}|{profile}|{packer}|{shape}"
+
+
+class LawsEvidence(Strict):
+    verdict: Literal["hold"]
+    examples: Count | None
+    seed: int | None
+    harness_version: str | None
 
 
 class Evidence(Strict):
     run_id: SafeName
     golden_id: GoldenId
+    release: SafeName
     promoted_at: Timestamp
     corpus_blocks: Positive
+    tolerance_mode: str
+    laws: LawsEvidence
+
+
+class PackerShapes(Strict):
+    ops: dict[OpKey, list[Positive]] = Field(description="k this packer may use per OP: the release's own and "
+                                                         "those promoted with this packer's evidence")
+    evidence: dict[ShapeKey, Evidence]
 
 
 class ProfileShapes(Strict):
     numerics: dict[str, Any]
-    release: str | None
-    ops: dict[OpKey, list[Positive]]
-    evidence: dict[ShapeKey, Evidence]
+    release_ops: ReleaseOps = Field(description="the release's own shapes: every packer may use them")
+    packers: dict[PackerIdentity, PackerShapes]
 
 
 class DeviceShapes(Strict):
@@ -109,13 +134,26 @@ class ModelShapes(Strict):
 
 
 class PromotedShapes(Strict):
-    """``promoted-shapes.json``: what the engine may use, derived from the ledger, never edited."""
+    """``promoted-shapes.json``: what the engine may use, per packer, derived from the ledger, never edited."""
 
     kind: Literal["harness.promoted-shapes"]
-    format: Literal[2]
+    format: Literal[3]
     generated: Timestamp
     ledger_seq: Count
     ledger_sha256: Sha256
     models: dict[str, ModelShapes]
     manifest_sha256: Sha256
 
+
+class Journal(Strict):
+    """``.<ledger>.journal``: a commit's point of no return: both new files and the paths they are for."""
+
+    kind: Literal["harness.ledger-journal"]
+    format: Literal[1]
+    ledger_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the ledger")
+    manifest_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the "
+                                                                            "manifest")
+    manifest_first: bool
+    ledger: Ledger
+    manifest: PromotedShapes
+    journal_sha256: Sha256

@@ -19,7 +19,14 @@ from harness.schemas.base import (
     Timestamp,
     Verdict,
 )
-from harness.schemas.files import CorpusSummary, EnvironmentModel, ModelInfo, NumericsRecord, Reproducibility
+from harness.schemas.files import (
+    CorpusSummary,
+    EnvironmentModel,
+    LawsVerdict,
+    ModelInfo,
+    NumericsRecord,
+    Reproducibility,
+)
 from harness.tolerances import Tolerances
 
 
@@ -57,11 +64,24 @@ class OpVerdictModel(Strict):
     distribution: list[Number | None]
 
 
+class RequestEvidence(Strict):
+    """How many requests of exactly k real blocks the shape's evidence has (per OP, the minimum over
+    OPs): only those count toward promoting k (``harness.request_evidence``)."""
+
+    full: Count = Field(description="requests of exactly k real blocks")
+    full_blocks: Count = Field(description="blocks inside them")
+    partial: Count = Field(description="smaller requests (a corpus's last pack; padded ones too): not evidence for k")
+    partial_blocks: Count = Field(description="real blocks inside them")
+    needed_blocks: Count | None = Field(description="blocks in full k-block requests a pass needs (the sample-size "
+                                                    "gate's, whole requests, at least one)")
+
+
 class ShapeScore(Strict):
     shape: Positive
     verdict: Verdict
     reasons: list[str]
     ops: dict[OpKey, OpVerdictModel]
+    requests: RequestEvidence = Field(description="the full k-block requests behind this verdict")
     vs_exact: dict[str, Any] | None = Field(None, description="this shape against the run's own exact lane")
 
     @model_validator(mode="after")
@@ -117,6 +137,7 @@ class Score(Strict):
     mode: Literal["isolated", "chained"]
     pad_to_fixed: bool
     packer: dict[str, Any]
+    laws: LawsVerdict = Field(description="the run's packing-laws verdict of its packer (copied from the run)")
     corpus: CorpusSummary
     reproducibility: Reproducibility
     tolerances: Tolerances = Field(description="the tolerances every verdict was judged with (harness.toml's)")

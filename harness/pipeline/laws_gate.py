@@ -1,0 +1,161 @@
+"""The packing-laws verdict of the packer a run's fast lane uses, judged at the start of the run.
+
+Every shape's verdict rests on the packer: a packer that leaks one block's audio into another's
+window can still match the golden on a corpus where the leak lands on silence. So each run (every
+shard and Ray worker too: :func:`harness.pipeline.run.run_shapes` calls this) judges its packer
+with :func:`harness.laws.check_packer` (default examples, a fixed seed, the largest candidate k as
+the largest list where the kit takes one) and records the verdict in the run manifest's ``laws``;
+the score copies it, and a packer that did not hold them fails every shape
+(:func:`harness.scoring.laws_refusal`). ``--laws-examples 0`` records ``not-judged``: the run
+runs, nothing can be promoted from it.
+
+The harness's own packer is the same code for every run: its verdict is a function of the
+harness's source, the laws' settings and the libraries they run on, so it is judged once per
+(identity, examples, seed, largest k, digest of every harness source file, hypothesis and numpy
+versions) and reused: within a process, and across processes through a small sealed file under
+``$XDG_CACHE_HOME/diar-lane-harness/laws`` (``~/.cache``; ``HARNESS_LAWS_CACHE=off`` judges every
+time, ``HARNESS_LAWS_CACHE=DIR`` puts it elsewhere). Any change to the harness's code is another key:
+an edited packer is judged again. A foreign packer is judged every run (its identity cannot bind
+everything it runs). A cache file that is unreadable, edited or of another key is ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness import __version__
+from harness.errors import HarnessError
+from harness.jsonio import read_json, seal, seal_ok, write_json_atomic
+from harness.packing import HarnessPacker, Packer
+
+DEFAULT_EXAMPLES = 100
+SEED = 0
+# The largest list the laws pack: the largest candidate k, up to this (the laws' cost grows with it:
+# 256 blocks already take ~5 s of CPU at one example per law, 8192 did not finish in 4 minutes).
+MAX_JUDGED_BLOCKS = 64
+_CACHE: dict[tuple, dict] = {}
+
+
+def packer_identity(packer: Packer) -> str:
+    """The packer's identity (``describe()["identity"]``), or its name where a packer has none."""
+    describe = getattr(packer, "describe", None)
+    facts = describe() if describe else {}
+    return str(facts.get("identity") or facts.get("name") or getattr(packer, "name", "?"))
+
+
+@contextmanager
+def _judged_as_the_laws_need(packer: Packer) -> Iterator[None]:
+    """The laws' examples have their own geometry (``LAW_GEOMETRY``); a foreign packer validates (and an
+    external one encodes: every wire request carries its geometry) with the one it was built for, the
+    model's. While it is judged it uses the laws' geometry, and an external packer may be restarted
+    (a process the laws crash is replaced, as ``harness laws`` does); both are restored after."""
+    saved = {name: getattr(packer, name) for name in ("geometry", "restart") if hasattr(packer, name)}
+    from harness.laws import LAW_GEOMETRY
+
+    try:
+        if "geometry" in saved:
+            packer.geometry = LAW_GEOMETRY
+        if "restart" in saved:
+            packer.restart = True
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(packer, name, value)
+
+
+@contextmanager
+def _no_files_left_by_hypothesis() -> Iterator[None]:
+    """hypothesis caches what it learns under ``./.hypothesis`` (even without an example database): a
+    run must leave nothing in the user's folder, so it keeps it in a temporary folder, removed after."""
+    from hypothesis import configuration
+
+    before = configuration.__dict__.get("__hypothesis_home_directory")
+    with tempfile.TemporaryDirectory(prefix="harness-laws-") as home:
+        configuration.set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(before)
+
+
+def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None) -> dict:
+    """The run manifest's ``laws``: {packer_identity, examples, seed, verdict, broken, laws, harness_version}."""
+    identity = packer_identity(packer)
+    base = {"packer_identity": identity, "examples": int(examples), "seed": SEED, "harness_version": __version__}
+    if examples <= 0:
+        return {**base, "verdict": "not-judged", "broken": [], "laws": {}}
+    key = (identity, int(examples), SEED, max_blocks)
+    own = isinstance(packer, HarnessPacker)
+    if own and key in _CACHE:
+        return dict(_CACHE[key])
+    cached = _read_cached(key) if own else None
+    if cached is not None:
+        _CACHE[key] = dict(cached)
+        return cached
+    from harness.laws import check_packer  # hypothesis is imported only when a run judges
+
+    kwargs = {}
+    if max_blocks is not None and "max_blocks" in inspect.signature(check_packer).parameters:
+        kwargs["max_blocks"] = min(int(max_blocks), MAX_JUDGED_BLOCKS)
+    with _judged_as_the_laws_need(packer), _no_files_left_by_hypothesis():
+        report = check_packer(packer, examples=int(examples), seed=SEED, **kwargs)
+    result = {**base, "verdict": "hold" if report.ok else "broken", "broken": [o.law for o in report.broken],
+              "laws": {o.law: o.status for o in report.outcomes}}
+    if own:
+        _CACHE[key] = dict(result)
+        _write_cached(key, result)
+    return result
+
+
+def _source_digest() -> str:
+    """sha256 over every source file of the harness (names and bytes): the code a verdict is of."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _cache_file(key: tuple) -> Path | None:
+    where = os.environ.get("HARNESS_LAWS_CACHE", "")
+    if where.lower() in ("off", "0", "no"):
+        return None
+    import hypothesis
+    import numpy
+
+    base = Path(where) if where else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
+        "diar-lane-harness" / "laws"
+    full = repr((*key, _source_digest(), hypothesis.__version__, numpy.__version__))
+    return base / f"{hashlib.sha256(full.encode()).hexdigest()[:32]}.json"
+
+
+def _read_cached(key: tuple) -> dict | None:
+    """The verdict judged before for exactly this key, or None (no file, unreadable, edited, another key)."""
+    path = _cache_file(key)
+    if path is None or not path.exists():
+        return None
+    try:
+        data = read_json(path, "laws verdict cache")
+    except HarnessError:
+        return None
+    if not isinstance(data, dict) or not seal_ok(data, "sha256") or data.get("key") != repr(key):
+        return None
+    verdict = data.get("verdict")
+    return dict(verdict) if isinstance(verdict, dict) else None
+
+
+def _write_cached(key: tuple, result: dict) -> None:
+    """Best effort: a cache that cannot be written costs the next run its judging, nothing else."""
+    path = _cache_file(key)
+    if path is None:
+        return
+    with contextlib.suppress(OSError, HarnessError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, seal({"key": repr(key), "verdict": result}, "sha256"))
