@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from golden.calls import iter_calls
+from golden.locate import refuse_folder_of_goldens
 from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
 from golden.tables import LaneReader, LaneWriter
 from harness.corpus.schema import CorpusReader
@@ -162,6 +163,7 @@ class Golden:
 def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Golden:
     """Load a golden's manifest (schema, seal, golden id, file sizes, model fingerprint)."""
     path = Path(path)
+    refuse_folder_of_goldens(path)  # `goldens`, the folder of goldens: named as such, listing them
     manifest = read_manifest(path, "golden", GoldenManifest)
     if golden_id_of(manifest) != manifest["golden_id"]:
         raise GoldenError(f"{path}/{MANIFEST}: golden_id {manifest['golden_id']!r} is not the one its content "
@@ -174,6 +176,8 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
     if expect_fingerprint is not None and manifest["model"]["fingerprint"] != expect_fingerprint:
         raise GoldenError(
             f"{path}: golden of another model: recorded with fingerprint {manifest['model']['fingerprint'][:16]}... "
-            f"({manifest['model'].get('name', '?')}), this model is {expect_fingerprint[:16]}..."
+            f"({manifest['model'].get('name', '?')}), this model is {expect_fingerprint[:16]}...: give the command "
+            "the model it was recorded with (--model/--seed or the config's [model]; `harness golden show` names it), "
+            "or record a golden of this model"
         )
     return Golden(path, manifest, Geometry(**manifest["geometry"]))

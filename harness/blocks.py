@@ -1,6 +1,6 @@
 """The block: the unit the engine sends, and the contract every lane and backend relies on.
 
-A block is 8 overlapping windows of one contiguous span of audio (DESIGN.md). Everything
+A block is 8 overlapping windows of one contiguous span of audio (docs/models.md). Everything
 that enters the harness (corpus rows, derived voiceprint requests, wire requests arriving at
 a model) goes through the same field checks here, so a malformed input fails at the door
 with one :class:`BlockError` naming the block, the field and the offending value, instead of

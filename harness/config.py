@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import ConfigError
+from harness.keyhints import did_you_mean
 from harness.masks import MaskPolicy
 from harness.numerics import NumericSettings
 from harness.ops import ALL_OPS, Op
@@ -185,7 +186,11 @@ def config_from_dict(data: dict, where: str = "config") -> ReleaseConfig:
     try:
         parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {describe_error(exc)}") from None
+        line = describe_error(exc)
+        close = did_you_mean(ConfigFile, exc)  # a misspelt key: every key has a default, so none is "missing"
+        if close is not None and "did you mean" not in line:
+            line = line.replace("unknown key", f"unknown key (did you mean {close!r}?)", 1)
+        raise ConfigError(f"{where}: {line}") from None
     shapes = parsed.shapes
     if isinstance(shapes.release, list):
         release = {op: tuple(shapes.release) for op in ALL_OPS}

@@ -105,12 +105,62 @@ def check_interrupted() -> None:
             raise Interrupted(interrupted_message(_SIGNALS[0]))
 
 
+# What this command has committed so far (an output renamed into place, a ledger transaction, a journal), in
+# order, so that an interruption says exactly what is on disk and what the next command will finish: "nothing
+# partial was written as complete" is true, but after a ledger commit it is not the whole truth.
+# Recorded only inside a command (:func:`command_record`, which the command line opens): a library caller's
+# commits are its own business, and one command's never leak into the next one's message.
+_COMMITTED: dict[str, tuple[str, str | None]] = {}
+_RECORDING: list[bool] = []
+
+
+@contextlib.contextmanager
+def command_record() -> Iterator[None]:
+    """One command's record of what it committed (starts empty)."""
+    _COMMITTED.clear()
+    _RECORDING.append(True)
+    try:
+        yield
+    finally:
+        _RECORDING.pop()
+        _COMMITTED.clear()
+
+
+def committed(path: object, what: str, finish: str | None = None) -> None:
+    """Record that ``what`` (at ``path``) is committed; ``finish`` says what the next command will complete from
+    it (a journaled ledger commit). Recording the same path again replaces its entry."""
+    if not _RECORDING:
+        return
+    _COMMITTED.pop(str(path), None)
+    _COMMITTED[str(path)] = (what, finish)
+
+
+def uncommitted(path: object) -> None:
+    """Forget ``path``'s entry (a journal the same command then applied and removed)."""
+    _COMMITTED.pop(str(path), None)
+
+
+def committed_outputs() -> list[tuple[str, str, str | None]]:
+    """(path, what, what the next command finishes) for every commit of this command, in order."""
+    return [(path, what, finish) for path, (what, finish) in _COMMITTED.items()]
+
+
 def interrupted_message(signal_name: str) -> str:
-    return f"interrupted ({signal_name}); nothing partial was written as complete"
+    """The one line of an interrupted command: what it had committed before the signal (each output, and what
+    the next command finishes from a journal), then that nothing partial was written as complete."""
+    done = committed_outputs()
+    if not done:
+        return f"interrupted ({signal_name}); nothing partial was written as complete"
+    parts = [f"{what} ({path})" for path, what, _ in done]
+    then = [finish for _, _, finish in done if finish]
+    text = f"interrupted ({signal_name}) after committing: {'; '.join(parts)}"
+    if then:
+        text += f"; {'; '.join(then)}"
+    return text + "; nothing else was written, and nothing partial was written as complete"
 
 
 class BlockError(HarnessError):
-    """A block (or a request) violates the contract of DESIGN.md.
+    """A block (or a request) violates the request contract (docs/models.md).
 
     ``block_id``, ``field`` and ``value`` are kept as attributes so tests and callers can
     check what was named without parsing the message.

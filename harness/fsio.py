@@ -330,18 +330,36 @@ def lock_path(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for ``path`` (a ``.<name>.lock`` file beside it) across a
-    read-modify-write. Every writer of the ledger and manifest takes it; a second process waits."""
+def locked(path: Path, shared: bool = False) -> Iterator[bool]:
+    """Hold a lock for ``path`` (a ``.<name>.lock`` file beside it); yields whether one is held.
+
+    Exclusive (the default) across a read-modify-write: every writer of the ledger and manifest
+    takes it; a second process waits. ``shared`` for a read-only query: readers do not wait for each
+    other, only for a writer; where the lock file cannot be created or opened because the folder is
+    read-only (a read-only file system, another user's folder) a query runs without a lock (it then
+    re-derives what it reads, so it still sees a consistent pair or refuses); a reader never creates
+    a missing folder."""
     lock = lock_path(path)
+    fd = None
     try:
-        make_dirs(lock.parent)
+        if not shared:
+            make_dirs(lock.parent)
         fd = os.open(lock, os.O_CREAT | os.O_RDWR, file_mode())
     except OSError as exc:
-        raise os_failure(lock, exc, "cannot take the lock") from None
+        if not shared:
+            raise os_failure(lock, exc, "cannot take the lock") from None
+        try:  # a reader may lock an existing lock file it cannot write
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError as again:
+            if again.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT) or \
+                    exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT):
+                raise os_failure(lock, exc, "cannot take the lock") from None
+    if fd is None:
+        yield False
+        return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield True
     finally:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -1,4 +1,4 @@
-"""The OP switch and the wire names of the request contract (DESIGN.md, "The request contract")."""
+"""The OP switch and the wire names of the request contract (docs/models.md, "The request contract")."""
 
 from __future__ import annotations
 

@@ -36,11 +36,11 @@ def noise_floor(verdicts: list[OpVerdict]) -> dict:
     for v in verdicts:
         m = v.metrics
         if v.op == 0:
-            ops["0"] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp"],
+            ops["0"] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp_finite"],
                         "argmax_flips": m["flips"]}
         else:
-            ops[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m["max_abs"], "max_ulp": m["max_ulp"],
-                              "min_cosine": m["min_cosine"], "max_rel_l2": m["max_rel_l2"]}
+            ops[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp_finite"],
+                              "min_cosine": m["min_cosine_finite"], "max_rel_l2": m["max_rel_l2_finite"]}
     return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 

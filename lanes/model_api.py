@@ -4,7 +4,7 @@ A model is any object with:
 
 - ``geometry``: a :class:`harness.geometry.Geometry` (or a dict of its fields);
 - ``fingerprint``: a string that changes whenever its outputs could (weights, config, code);
-- ``infer(request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]``: DESIGN.md's contract
+- ``infer(request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]``: the request contract of docs/models.md
   for a packed or unpacked request alike.
 
 Optional: ``torch_modules() -> dict[str, nn.Module]`` and ``row_modules()`` (for localising

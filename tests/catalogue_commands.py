@@ -36,6 +36,12 @@ case(K, "seed-negative", ("golden", "record", "--seed", "-1", *CFG), "--seed")
 case(K, "shard-0-of-4", ("nightly", "--golden", "goldens/r", "--shard", "0/4", *CFG), "--shard '0/4'")
 case(K, "shard-garbage", ("nightly", "--golden", "goldens/r", "--shard", "half", *CFG), "--shard 'half'")
 case(K, "threads-negative", ("run", "--golden", "goldens/r", "--threads", "-1", *CFG), "--threads")
+case(K, "run-laws-examples-negative", ("run", "--golden", "goldens/r", "--laws-examples", "-1", *CFG),
+     "--laws-examples")
+case(K, "nightly-laws-examples-abc", ("nightly", "--golden", "goldens/r", "--laws-examples", "abc", *CFG),
+     "--laws-examples")
+case(K, "run-packer-digest-without-cmd", ("run", "--golden", "goldens/r", "--packer-digest", "ab" * 32, *CFG, *QUIET),
+     "--packer-digest")
 case(K, "tolerance-lenient", ("score", "--golden", "goldens/r", "--run", RUN, "--tolerance", "lenient"),
      "--tolerance 'lenient'")
 case(K, "device-gpu", ("run", "--golden", "goldens/r", "--device", "gpu", *CFG), "--device 'gpu'")
@@ -55,8 +61,18 @@ case(K, "plugin-geometry-zero", ("corpus", "synth", "x.parquet", "--model", "geo
      "window_samples", plugin("geo_zero", {**SMALL_GEOMETRY, "window_samples": 0}))
 case(K, "laws-packer-missing", ("laws", "--packer-cmd", "/nonexistent/packer", "--examples", "1"), "packer")
 case(K, "laws-examples-0", ("laws", "--examples", "0"), "--examples")
+case(K, "laws-packer-no-handshake", ("laws", "--packer-cmd", "cat", "--examples", "1"),  # echoes the harness's hello
+     "answered the hello handshake, but metadata packer_name is None")
+case(K, "laws-packer-digest-not-sha256", ("laws", "--packer-cmd", "cat", "--packer-digest", "xyz"),
+     "--packer-digest 'xyz': expected a sha256")
+case(K, "laws-export-vectors-not-empty", ("laws", "--export-vectors", "vectors"), "the folder is not empty",
+     text_file("vectors/keep.txt", "mine"))
+case(K, "laws-export-vectors-with-packer", ("laws", "--export-vectors", "v", "--packer-cmd", "cat"),
+     "the vectors are the harness's own packer's answers")
 case(K, "serve-without-triton", ("serve", "--model", "small"), "triton")
 case(K, "backend-ftp", ("golden", "verify", "goldens/r", "--backend", "ftp:nope", *CFG), "--backend 'ftp:nope'")
+case(K, "backend-port-not-a-number", ("golden", "verify", "goldens/r", "--backend", "http://127.0.0.1:notaport", *CFG),
+     "port 'notaport' is not a whole number from 1 to 65535")
 case(K, "ray-workers-0", ("nightly", "--golden", "goldens/r", "--ray", "local", "--ray-workers", "0", *CFG),
      "--ray-workers 0")
 case(K, "concurrency-in-process", ("run", "--golden", "goldens/r", "--concurrency", "4", *CFG), "--concurrency")
@@ -68,6 +84,13 @@ case(K, "packer-and-packer-cmd", ("run", "--golden", "goldens/r", "--packer", "h
 case(K, "ledger-shape-0", ("ledger", "--shape", "0"), "--shape")
 case(K, "demo-blocks-0", ("demo", "--blocks", "0"), "--blocks")
 case(K, "verify-other-model-spec", ("golden", "verify", "goldens/r", "--model", "nonsense"), "model spec 'nonsense'")
+# another model is refused before any work, naming both sides; the folder of goldens lists them (issue 23)
+case(K, "verify-other-geometry", ("golden", "verify", "goldens/r", *CFG, "--model", "full", *QUIET),
+     "golden of another model geometry")
+case(K, "verify-other-weights", ("golden", "verify", "goldens/r", *CFG, "--seed", "1", *QUIET),
+     "golden of another model: recorded with fingerprint")
+case(K, "verify-folder-of-goldens", ("golden", "verify", "goldens", *CFG, *QUIET), "a folder of goldens")
+case(K, "run-folder-of-goldens", ("run", "--golden", "goldens", *CFG, *QUIET), "a folder of goldens")
 
 # ---------------------------------------------------------------------------- memory
 K = "memory"
@@ -196,6 +219,8 @@ case(S, "sigint-writing-golden-outputs", ("golden", "record", "--corpus", "c.par
                                           *QUIET), "interrupted (SIGINT)", env=signal_at("int", "parquet:op1.parquet"))
 case(S, "sigterm-before-the-score-is-renamed", SCORE, "interrupted (SIGTERM)", env=signal_at("term", "write:s2.json"))
 case(S, "sigterm-between-report-pages", REPORT, "interrupted (SIGTERM)", env=signal_at("term", "write:report.md"))
+case(S, "sigterm-as-the-report-is-published", REPORT, "interrupted (SIGTERM)",
+     env=signal_at("term", "set:report:linked"))  # the last moment before the pages switch: none of them switch
 case(S, "sigint-before-the-ledger-journal", PROMOTE, "interrupted (SIGINT)",
      env=signal_at("int", "promote:before-journal"), setup=remove("ledger.json"))
 case(S, "sigterm-writing-a-run", ("run", "--golden", "goldens/r", *CFG, *QUIET), "interrupted (SIGTERM)",

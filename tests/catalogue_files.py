@@ -72,6 +72,7 @@ case(K, "unknown-state-verdict", SHOW, "reproducibility.bitwise",
      manifest_edit(GM, set_key("reproducibility", "bitwise", "maybe")))
 case(K, "op0-missing", SHOW, "op0.parquet: listed in the manifest but missing", remove(f"{GM}/op0.parquet"))
 case(K, "op0-truncated", SHOW, "truncated or replaced", truncate(f"{GM}/op0.parquet", 1000))
+case(K, "op0-byte-flipped", SHOW, "op0.parquet: sha256", lambda ws: flip_byte(ws / GM / "op0.parquet"))
 case(K, "no-such-dir", ("golden", "show", "goldens/nope"), "no such golden directory")
 case(K, "a-file-not-a-dir", ("golden", "show", "c.parquet"), "c.parquet")
 case(K, "temporary-folder", ("golden", "show", "goldens/.r.tmp-1-abcd"), "unfinished",
@@ -140,7 +141,8 @@ case(K, "verdict-maybe", LEDGER, "maybe",
      json_file("ledger.json", first_entry(lambda e: e["history"][0].__setitem__("verdict", "maybe")),
                "ledger_sha256"))
 case(K, "format-99", LEDGER, "unknown format version", json_file("ledger.json", set_key("format", 99)))
-case(K, "edited", PROMOTE, "edited after it was written", json_file("ledger.json", set_key("release", "x")))
+case(K, "edited", PROMOTE, "edited after it was written", json_file("ledger.json", set_key("seq", 99)))
+case(K, "format-2", LEDGER, "format-2 ledger names no packer identity", json_file("ledger.json", set_key("format", 2)))
 case(K, "not-json", (*REPORT, "--ledger", "ledger.json"), "not valid JSON", text_file("ledger.json", "{nope"))
 case(K, "missing", ("ledger", "--ledger", "nope.json"), "no such ledger")
 case(K, "a-directory", (*PROMOTE, "--ledger", "goldens"), "goldens")
@@ -160,16 +162,27 @@ case(K, "no-models", SHAPES, "models: missing", json_file("promoted-shapes.json"
 case(K, "of-another-ledger", (*SHAPES, "--ledger", "ledger.json"), "another ledger state",
      json_file("promoted-shapes.json", set_key("ledger_sha256", "0" * 64), "manifest_sha256"))
 case(K, "not-found", ("shapes", "--manifest", "nope.json"), "not found")
+case(K, "format-2", SHAPES, "format-2 promoted-shapes manifest", json_file("promoted-shapes.json",
+                                                                           set_key("format", 2)))
 
 
-def zero_shape(d: dict) -> None:
-    for m in d["models"].values():
-        for dv in m["devices"].values():
-            for p in dv["profiles"].values():
-                p["ops"]["0"] = [0]
+def each_packer(change):
+    def outer(d: dict) -> None:
+        for m in d["models"].values():
+            for dv in m["devices"].values():
+                for p in dv["profiles"].values():
+                    for pk in p["packers"].values():
+                        change(pk)
+    return outer
 
 
-case(K, "shape-zero", SHAPES, "ops.0", json_file("promoted-shapes.json", zero_shape, "manifest_sha256"))
+case(K, "shape-zero", SHAPES, "ops.0", json_file("promoted-shapes.json", each_packer(
+    lambda pk: pk["ops"].__setitem__("0", [0])), "manifest_sha256"))
+# a forger adds k=8 and re-seals: the ledger never promoted it (every reader re-derives the manifest)
+case(K, "resealed-with-a-shape", (*SHAPES, "--ledger", "ledger.json"), "lists k=8 for OP 0",
+     json_file("promoted-shapes.json", each_packer(lambda pk: pk["ops"]["0"].append(8)), "manifest_sha256"))
+case(K, "may-without-packer", ("shapes", "--may", "--ledger", "ledger.json", "--k", "2", "--op", "0", "--device",
+                               "cpu"), "needs --packer")
 
 # ---------------------------------------------------------------------------- localisation file
 K = "localisation"
@@ -193,6 +206,8 @@ def cfg(text: str | bytes):
 case(K, "not-utf8", BADCFG, "not UTF-8", cfg(b"[model]\nspec = \"sm\xe9ll\"\n"))
 case(K, "not-toml", BADCFG, "not valid TOML", cfg("[model\n"))
 case(K, "unknown-key", BADCFG, "tolerances.op0.max_abss", cfg("[tolerances.op0]\nmax_abss = 1e-3\n"))
+case(K, "unknown-key-did-you-mean", BADCFG, "shapes.candidate: unknown key (did you mean 'candidates'?)",
+     cfg("[shapes]\ncandidate = [2]\n"))
 case(K, "inf-tolerance", BADCFG, "tolerances.op0.max_abs", cfg("[tolerances.op0]\nmax_abs = inf\n"))
 case(K, "nan-tolerance", BADCFG, "tolerances.op1.min_cosine", cfg("[tolerances.op1]\nmin_cosine = nan\n"))
 case(K, "negative-mask-fraction", BADCFG, "masks.min_active_fraction", cfg("[masks]\nmin_active_fraction = -0.1\n"))

@@ -58,7 +58,7 @@ blocks = 32
 
 @pytest.mark.parametrize("data,key", [
     ({"releese": {}}, "releese: unknown key"),
-    ({"model": {"spek": "x"}}, "model.spek: unknown key (got 'x')"),
+    ({"model": {"spek": "x"}}, "model.spek: unknown key (did you mean 'spec'?) (got 'x')"),
     ({"shapes": {"candidates": [2, 0]}}, "shapes.candidates.1: Input should be greater than or equal to 1 (got 0)"),
     ({"shapes": {"candidates": [2, 2]}}, "shapes.candidates: a shape is listed twice"),
     ({"shapes": {"candidates": "2,4"}}, "shapes.candidates: Input should be a valid list (got '2,4')"),

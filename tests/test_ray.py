@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +40,9 @@ from harness.pipeline.record import record_golden
 from harness.reproduction import floor_scorer, merge_noise_floors, noise_floor
 from harness.shards import block_ranges
 from lanes.backend import InProcessBackend
+
+# The 'ray' extra: without it (pip install -e '.[test]'), this module skips whole, saying why.
+ray = pytest.importorskip("ray", reason="the --ray tests need the 'ray' extra (pip install -e '.[ray]')")
 
 REPO = Path(__file__).resolve().parents[1]
 NUMERICS = NumericSettings(threads=1)  # two workers on two cores: no spin-waiting threads

@@ -304,3 +304,105 @@ def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does
     short = tuple(x[:-1] for x in rows)
     r = reproduce(lanes(lp, rows), lanes(noisy, short), FLOORS)
     assert not r["passed"] and "OP 1 missing_rows" in r["summary"]
+
+
+# ---------------------------------------------------------------- figures over non-finite values (issue 22, 11)
+def _strict_json(verdict) -> dict:
+    """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.jsonio writes)."""
+    import json
+
+    return json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
+
+
+def test_voiceprint_figures_over_nan_rows_are_non_finite_never_perfect():
+    """Rows bit-identical except two NaN rows: min_cosine / max_abs / max_rel_l2 / max_ulp were
+    1.0 / 0 / 0 / 0 (the finite rows only, a perfect-looking OP that fails). Now each figure is
+    None (non-finite), its check fails with 'non-finite (2 of 80 rows)', the finite-only figure is
+    kept under its own name and said to be finite-only."""
+    ids, w, s, emb = rows = vp_rows()
+    nan = emb.copy()
+    nan[[3, 41]] = np.nan
+    v = judge_vp(vp(rows), vp((ids, w, s, nan)))
+    m = _strict_json(v)["metrics"]
+    for name in ("min_cosine", "max_abs", "max_rel_l2", "max_ulp"):
+        assert m[name] is None, name
+    assert (m["min_cosine_finite"], m["max_abs_finite"], m["max_rel_l2_finite"]) == (1.0, 0.0, 0.0)
+    assert m["figures_non_finite"] == {"count": 2, "of": 80, "unit": "rows"}
+    for name in ("min_cosine", "max_abs", "max_rel_l2"):
+        (c,) = failed(v, name)
+        assert c.observed is None and (c.offending, c.total, c.unit) == (2, 80, "rows")
+        assert c.line().startswith(f"OP 1 {name}: non-finite (2 of 80 rows), ")
+        assert "first non-finite at block 'b0' window 1 speaker 1" in c.line()
+        assert "over the 78 finite rows only" in c.note
+    assert c.line() in v.reasons
+    ulp = next(c for c in v.checks if c.metric == "max_ulp")  # reported, not gated: still not a number
+    assert ulp.ok is None and ulp.line().startswith("OP 1 max_ulp: non-finite (2 of 80 rows) (reported, not gated)")
+
+
+def test_voiceprint_figures_without_nan_are_unchanged():
+    ids, w, s, emb = rows = vp_rows()
+    moved = emb.copy()
+    moved[7] += 1e-3
+    v = judge_vp(vp(rows), vp((ids, w, s, moved)))
+    m = v.metrics
+    assert m["max_abs"] == m["max_abs_finite"] > 0 and m["min_cosine"] == m["min_cosine_finite"] < 1
+    assert m["figures_non_finite"]["count"] == 0
+    (c,) = failed(v, "max_abs")
+    assert c.line().startswith("OP 1 max_abs: 0.001 > 0.0001 allowed, 1 of 80 rows")
+
+
+def test_voiceprint_bitwise_mode_names_non_finite_figures():
+    ids, w, s, emb = rows = vp_rows()
+    nan = emb.copy()
+    nan[3, 0] = np.nan
+    v = judge_vp(vp(rows), vp((ids, w, s, nan)), VoiceprintTolerance(mode="bitwise"))
+    (c,) = failed(v, "differing_rows")
+    assert c.note == "max_abs non-finite, min cosine non-finite"
+
+
+def test_segmentation_figures_over_a_nan_window_are_non_finite():
+    """OP 0 max_abs was gated on the finite windows only (0 <= 1e-4: 'ok' beside a NaN window)."""
+    golden = base()
+    run = golden.copy()
+    run[1, 0, 2, 3] = np.nan
+    v, _ = judge_seg(seg(golden), seg(run), SegmentationTolerance(max_flip_rate=1.0, max_confident_flips=10**6))
+    m = _strict_json(v)["metrics"]
+    assert m["max_abs"] is None and m["mean_abs"] is None and m["max_ulp"] is None
+    assert m["max_abs_finite"] == 0.0 and m["figures_non_finite"] == {"count": 1, "of": 4, "unit": "windows"}
+    (c,) = failed(v, "max_abs")
+    assert c.observed is None and c.line().startswith(
+        "OP 0 max_abs: non-finite (1 of 4 windows), <= 0.0001 allowed, first non-finite at block 'b' window 0; "
+        "over the 3 finite windows only: 0")
+
+
+def test_a_figure_check_over_non_finite_values_agrees_with_its_re_derivation():
+    """score_check re-derives every ok from observed, relation, allowed: None never holds."""
+    ids, w, s, emb = rows = vp_rows()
+    nan = emb.copy()
+    nan[3] = np.nan
+    for c in _strict_json(judge_vp(vp(rows), vp((ids, w, s, nan))))["checks"]:
+        if c["relation"] != "report":
+            assert c["ok"] == holds(c["observed"], c["relation"], c["allowed"]), c["metric"]
+        assert Check.from_dict(c).line()
+
+
+def test_flips_in_nan_frames_are_classed_by_the_golden_margin():
+    """A NaN window of the lane: every audio frame in it is a flip, classed as the check's note says,
+    by the golden's top-two margin (they were all 'confident'). Window (a, 1): all ten frames are
+    near ties in the golden (margin 0.01) -> ten near-tie flips; window (b, 0): wide margins ->
+    ten confident flips."""
+    golden = base()
+    golden[0, 1, :, 2] = golden[0, 1, :, 0] - 0.01  # every frame of window (a, 1) a near tie
+    run = golden.copy()
+    run[0, 1] = np.nan
+    tol = SegmentationTolerance(max_abs=1e9, max_flip_rate=1.0, max_confident_flips=10**6)
+    v, notes = judge_seg(seg(golden), seg(run), tol)
+    assert v.metrics["argmax_flips_near_tie"] == 10 and v.metrics["argmax_flips_confident"] == 0
+    assert notes == {("a", 1): (10, 0)}
+    run2 = golden.copy()
+    run2[1, 0] = np.nan
+    v2, notes2 = judge_seg(seg(golden), seg(run2), tol)
+    assert v2.metrics["argmax_flips_near_tie"] == 0 and v2.metrics["argmax_flips_confident"] == 10
+    assert notes2 == {("b", 0): (0, 10)}
+    # the speaker activity of a NaN frame is unknown: counted as every speaker changing
+    assert v.metrics["mask_flips_near_tie"] == 10 * G.speakers

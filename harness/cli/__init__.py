@@ -5,13 +5,16 @@ Exit status of every command:
     0  everything holds
     1  a verdict failed (a shape refused, a golden not reproduced); the last line says which
     2  the harness could not do what was asked: one line ``harness: error: <where>: <what>``
-       (bad input, missing or tampered file, server down, unwritable output, interrupted)
+       (bad input, missing or tampered file, server down, unwritable output, interrupted, a
+       dependency that fails to import: harness.cli.deps names it and the versions installed)
     3  an internal error (a bug): one line naming the command and the step it was in;
        ``--debug`` (anywhere on the line) or ``HARNESS_DEBUG=1`` prints the traceback
 
-Nothing else: Ctrl-C and SIGTERM are status 2 ("interrupted; nothing partial was written as
-complete"), usage errors too. The first signal stops the command at its next check point (within
-one network call; see harness.errors); a second one stops it at once.
+Nothing else: Ctrl-C and SIGTERM are status 2 ("interrupted ...; nothing partial was written as
+complete", naming what the command had committed before the signal and what the next command
+finishes), usage errors too. The first signal stops the command at its next check point (within
+one network call; see harness.errors); a second one stops it at once; one that reaches no check
+point (a short command) still ends it with status 2 once the command returns: a signal is never lost.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from harness.errors import (
     HarnessError,
     Interrupted,
     clear_interrupt,
+    command_record,
     failed_step,
     interrupt_requested,
     interrupted_message,
@@ -70,23 +74,51 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("HARNESS_DEBUG") == "1" or "--debug" in args
     args = [a for a in args if a != "--debug"]
+    clear_interrupt()  # before the handlers are installed: from here on, no signal is ever dropped
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     if threading_main():
         for sig in previous:
             signal.signal(sig, _on_signal)
+    code: int | None = EXIT_ERROR
     try:
+        with command_record():
+            try:
+                code = _run(args, debug)
+                if interrupt_requested() is not None and code != EXIT_ERROR:
+                    # the signal reached no check point (a short command, or the last step): the command still
+                    # ends as the README says an interrupted command ends, status 2, one line
+                    _fail(_interrupted(), debug)
+                    code = EXIT_ERROR
+            except KeyboardInterrupt:  # a second signal, raised by the handler between two lines here
+                _fail(_interrupted(), debug)
+                code = EXIT_ERROR
+    finally:
+        if threading_main():
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        clear_interrupt()
+    sys.exit(int(code or 0))
+
+
+def _run(args: list[str], debug: bool) -> int | None:
+    """The command itself: its exit status, every failure turned into its one line."""
+    from harness.fsio import fault
+
+    try:
+        fault("cli:start")
         from harness.cli.app import app_command
 
-        clear_interrupt()
+        fault("cli:imported")
         code = app_command().main(args=args, prog_name="harness", standalone_mode=False)
+        fault("cli:returned")
         if code == 130:  # typer's answer to a KeyboardInterrupt it caught itself
             _fail(_interrupted(), debug)
             code = EXIT_ERROR
     except HarnessError as exc:
         _fail(str(exc), debug)
         code = EXIT_ERROR
-    except KeyboardInterrupt as exc:
-        _fail(str(exc) if isinstance(exc, Interrupted) else _interrupted(), debug)
+    except KeyboardInterrupt:  # Interrupted or not: the line says what this command committed before it
+        _fail(_interrupted(), debug)
         code = EXIT_ERROR
     except Exception as exc:  # click's usage errors, then anything the harness did not anticipate
         if type(exc).__name__ == "NoArgsIsHelpError":
@@ -99,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
         elif type(exc).__name__ == "Abort":
             _fail(_interrupted(), debug)
             code = EXIT_ERROR
+        elif (broken := _dependency_failure(exc)) is not None:  # the environment's fault: exit 2, not a bug
+            _fail(f"{_command(args)}: {broken}", debug)
+            code = EXIT_ERROR
         else:
             if debug:
                 traceback.print_exc()
@@ -107,12 +142,17 @@ def main(argv: list[str] | None = None) -> None:
                   "traceback)",
                   file=sys.stderr)
             code = EXIT_INTERNAL
-    finally:
-        if threading_main():
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        clear_interrupt()
-    sys.exit(int(code or 0))
+    return code
+
+
+def _dependency_failure(exc: BaseException) -> str | None:
+    """A third-party package that failed to import (harness.cli.deps); None for anything else."""
+    try:
+        from harness.cli.deps import dependency_failure
+
+        return dependency_failure(exc)
+    except Exception:  # classifying the error must never hide it
+        return None
 
 
 def _fail(message: str, debug: bool) -> None:

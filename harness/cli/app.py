@@ -34,6 +34,23 @@ golden_app = typer.Typer(help="Record, verify and inspect goldens (the exact lan
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(golden_app, name="golden")
 
+
+def _show_version(value: bool) -> None:
+    if value:
+        from harness.cli.version import version_line
+
+        print(version_line(), flush=True)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version,
+        help="Print the harness's version, Python's, the core dependencies' and which extras are installed "
+        "(read from package metadata: it answers even where a dependency fails to import), then exit.")] = False,
+          ) -> None:
+    """The options of ``harness`` itself (before any command)."""
+
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", "-c", help="Release configuration (harness.toml; see harness.toml.example). Default: the embedded "
     "default (docs/configuration.md).")]
@@ -80,6 +97,13 @@ PackerOpt = Annotated[str | None, typer.Option("--packer", help="Packer of the f
 PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="Packer of the fast lane as a process speaking "
                                                   "the wire protocol (docs/packer-protocol.md): the engine's own, so "
                                                   "shapes are promoted for the packing the engine does.")]
+PackerDigestOpt = Annotated[str | None, typer.Option("--packer-digest", help="sha256 of the --packer-cmd packer (its "
+                                                     "build, as you release it): its identity in the run, score and "
+                                                     "ledger instead of a digest of its command's files.")]
+LawsExamplesOpt = Annotated[int, typer.Option("--laws-examples", help="Judge the fast lane's packer on the "
+                                              "packing laws with N examples per law (fixed seed) at the start of the "
+                                              "run; a packer that breaks one fails every shape. 0: not judged, so no "
+                                              "shape can be promoted.")]
 
 RayOpt = Annotated[str | None, typer.Option(
     "--ray", help="Fan the shards out on Ray: 'local' (a Ray instance on this machine, for this job), 'auto' (the "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -72,9 +73,10 @@ def golden_verify(
 ) -> None:
     """Re-run the exact lane against a golden and judge it against the golden's noise floor.
 
-    The same model and environment must reproduce it (bitwise, when it was recorded bitwise);
-    otherwise the line names what differs: the model fingerprint first, then the environment
-    (torch, CUDA, cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
+    A model of another geometry or fingerprint is refused first, before any block runs (exit 2,
+    naming both sides). The same model and environment must reproduce it (bitwise, when it was
+    recorded bitwise); otherwise the line names what differs: the environment (torch, CUDA,
+    cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
     """
     from harness.pipeline.commands import verify
 
@@ -89,17 +91,24 @@ def golden_verify(
 def golden_show(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw manifest (checked) instead.")] = False,
+    no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip the sha256 of the data files (the output then "
+                                          "says that their content was not checked).")] = False,
 ) -> None:
     """A golden at a glance: release, model, corpus, reproduction, noise floor, environment.
 
-    The manifest is checked (schema, seal, golden id, file sizes) before anything is shown.
+    The manifest is checked (schema, seal, golden id, file sizes) and, unless --no-hash, every data
+    file's sha256 against it before anything is shown: a golden whose bytes changed is refused
+    (exit 2, one line naming the file), as `score` would refuse it.
     """
     from golden.store import load_golden
-    from harness.pipeline.inspect import describe_golden
+    from harness.pipeline.inspect import CONTENT_NOT_CHECKED, check_golden_content, describe_golden
 
     gold = load_golden(golden)
+    hashed = None if no_hash else check_golden_content(gold)
     if as_json:
+        if hashed is None:
+            print(f"harness: note: {golden}: {CONTENT_NOT_CHECKED}", file=sys.stderr, flush=True)
         say(json.dumps(gold.manifest, indent=1, sort_keys=True))
         return
-    for line in describe_golden(gold):
+    for line in describe_golden(gold, hashed):
         say(line)

@@ -13,12 +13,14 @@ from harness.cli.app import (
     ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
+    LawsExamplesOpt,
     LedgerOpt,
     ManifestOpt,
     MkldnnOpt,
     ModelLabelOpt,
     ModelOpt,
     PackerCmdOpt,
+    PackerDigestOpt,
     PackerOpt,
     ProgressOpt,
     RayAcceleratorOpt,
@@ -52,7 +54,7 @@ def nightly_cmd(
                                               "folders with `harness merge`.")] = None,
     ledger: LedgerOpt = None, manifest: ManifestOpt = None, shapes: ShapesOpt = None, localise: LocaliseOpt = True,
     tolerance: ToleranceOpt = None, voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None,
-    packer_cmd: PackerCmdOpt = None,
+    packer_cmd: PackerCmdOpt = None, packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = 100,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
@@ -71,7 +73,8 @@ def nightly_cmd(
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes)
     _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise,
                              backend_choice(backend, concurrency, shm, model_label), packer_cmd, packer, progress,
-                             ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator)))
+                             ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator),
+                             laws_examples=laws_examples, packer_digest=packer_digest))
 
 
 @app.command("merge")
@@ -114,6 +117,9 @@ def serve_cmd(
 ) -> None:
     """Serve diar_nn_g on a real Triton server on loopback; stop with Ctrl-C / SIGTERM.
 
+    A signal is serving's normal end: the server is stopped and cleaned up, one line says which
+    signal stopped it, and the exit status is 0.
+
     Uses the tritonserver binary of the nvidia-pytriton wheel (Python backend; install the 'triton'
     extra) and prints the URL to give other commands as --backend.
     """
@@ -124,7 +130,9 @@ def serve_cmd(
                             numerics=cfg.numerics, instances=instances, repository=model_repository,
                             verbatim=model_repository is not None)
     what = f"model repository {model_repository}" if model_repository is not None else "diar_nn_g"
-    serve_forever(options, on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"))
+    # Ctrl-C / SIGTERM is how serving ends: one line saying so, exit 0 (README, "Exit status")
+    serve_forever(options, on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"),
+                  on_stop=lambda name: say(f"{what}: stopped by {name} (the server is stopped and cleaned up)"))
 
 
 @app.command("demo")

@@ -12,10 +12,12 @@ from harness.cli.app import (
     ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
+    LawsExamplesOpt,
     MkldnnOpt,
     ModelLabelOpt,
     ModelOpt,
     PackerCmdOpt,
+    PackerDigestOpt,
     PackerOpt,
     ProgressOpt,
     SeedOpt,
@@ -41,6 +43,7 @@ def run_cmd(
                                                       "blocks with empty blocks (a fixed compiled batch). Overrides "
                                                       "[shapes] pad_to_fixed.")] = None,
     voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
+    packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = 100,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
@@ -54,7 +57,7 @@ def run_cmd(
 
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes)
     for line in commands.run(cfg, golden, runs, backend_choice(backend, concurrency, shm, model_label), packer_cmd,
-                             packer, pad_to_fixed, progress):
+                             packer, pad_to_fixed, progress, laws_examples=laws_examples, packer_digest=packer_digest):
         say(line)
 
 
@@ -133,16 +136,23 @@ def laws_cmd(
                                                "object with pack/unpack). Default: the harness's own packer.")] = None,
     examples: Annotated[int, typer.Option(help="Examples per law (hypothesis).", min=1)] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the example search (same seed, same verdict).")] = 0,
-    timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request.")] = 30.0,
+    timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request (its start-up, "
+                                           "up to the handshake, may take at least 20 s).")] = 30.0,
+    packer_digest: PackerDigestOpt = None,
+    export_vectors: Annotated[Path | None, typer.Option("--export-vectors", help="Instead of judging a packer: "
+                                                        "write the packing test vectors (JSON requests and the "
+                                                        "harness packer's answers, index.json) into this new or "
+                                                        "empty folder, for an engine's own tests.")] = None,
 ) -> None:
     """Judge a packer (the engine's, over the wire) on the packing laws.
 
     Exit 0 when every law holds; 1 when one is broken (printed with the minimal block set, the request the packer
-    produced and what differed); 2 when the packer cannot be run.
+    produced and what differed); 2 when the packer cannot be run (it does not start, fails the hello handshake, ...).
+    With --export-vectors: write the test vectors (docs/packer-protocol.md, "Test vectors") and exit 0.
     """
     from harness.pipeline import commands
 
-    lines, ok = commands.laws(packer_cmd, packer, examples, seed, timeout)
+    lines, ok = commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors)
     for line in lines:
         say(line)
     if not ok:

@@ -73,16 +73,22 @@ class Check:
 
     def line(self) -> str:
         """One line: 'OP 0 max_abs: 0.505 > 0.0001 allowed, 3 of 4 096 windows (0.07 %), worst block 'b7'...'"""
-        head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
-        if self.relation == NOT_GATED:
-            text = f"{head} (reported, not gated)"
+        if self.observed is None and self.offending and self.total:
+            # a figure over non-finite values (figure_check): says so, never a number that looks in range
+            head = f"OP {self.op} {self.metric}: {non_finite_text(self.offending, self.total, self.unit)}"
+            text = (f"{head} (reported, not gated)" if self.relation == NOT_GATED
+                    else f"{head}, {self.relation} {fmt(self.allowed)} allowed")
         else:
-            rel = self.relation if self.ok else _NEGATION[self.relation]
-            text = f"{head} {rel} {fmt(self.allowed)} allowed"
-        if self.offending and self.total:
-            text += f", {self.offending:,} of {self.total:,} {self.unit} ({percent(self.offending, self.total)})"
-        elif self.offending:
-            text += f", {self.offending:,} {self.unit}"
+            head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
+            if self.relation == NOT_GATED:
+                text = f"{head} (reported, not gated)"
+            else:
+                rel = self.relation if self.ok else _NEGATION[self.relation]
+                text = f"{head} {rel} {fmt(self.allowed)} allowed"
+            if self.offending and self.total:
+                text += f", {self.offending:,} of {self.total:,} {self.unit} ({percent(self.offending, self.total)})"
+            elif self.offending:
+                text += f", {self.offending:,} {self.unit}"
         if self.where:
             text += f", {self.where}"
         if self.note:
@@ -95,6 +101,43 @@ class Check:
     @classmethod
     def from_dict(cls, data: dict) -> Check:
         return cls(**data)
+
+
+def non_finite_text(count: int, total: int, unit: str) -> str:
+    """How a figure over non-finite values reads everywhere (CLI, report, JUnit): 'non-finite (3 of 80 rows)'."""
+    return f"non-finite ({count:,} of {total:,} {unit})"
+
+
+def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed: Any, *, non_finite: int,
+                 total: int, unit: str, limit: str = "", offending: int | None = None, where: str | None = None,
+                 first_non_finite: str | None = None, note: str = "", hint: str = "") -> Check:
+    """A figure (max_abs, min_cosine, ...) of values some of which may be non-finite.
+
+    Why: a figure taken over the finite values only reads as perfect (max_abs 0, cosine 1) for an
+    OP whose failing rows are exactly the non-finite ones. With ``non_finite`` units (windows or
+    rows) its ``observed`` is None (non-finite, which never holds), ``offending`` / ``total``
+    count the non-finite units, ``where`` names the first of them, and the finite-only figure is
+    kept in the note, said to be over the finite units only."""
+    if not non_finite:
+        return Check.gate(op, metric, finite_value, relation, allowed, limit=limit, unit=unit, offending=offending,
+                          total=total, where=where, note=note, hint=hint)
+    finite = f"over the {total - non_finite:,} finite {unit} only: {fmt(_plain(finite_value))}"
+    if offending:
+        finite += f", {offending:,} over the limit"
+    if where:
+        finite += f", {where}"
+    return Check.gate(op, metric, None, relation, allowed, limit=limit, unit=unit, offending=non_finite, total=total,
+                      where=first_non_finite, note="; ".join(n for n in (finite, note) if n), hint=hint)
+
+
+def shown_figure(metrics: dict, name: str) -> Any:
+    """A metrics figure as people should read it: the number, or 'non-finite (N of M unit)' where
+    non-finite values made it None (``metrics['figures_non_finite']``, written by the judges)."""
+    value = metrics.get(name)
+    nf = metrics.get("figures_non_finite") or {}
+    if value is None and nf.get("count"):
+        return non_finite_text(nf["count"], nf["of"], nf["unit"])
+    return value
 
 
 @dataclass

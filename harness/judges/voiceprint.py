@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import ScoringError
 from harness.geometry import Geometry
 from harness.judges import rowkeys
-from harness.judges.base import Check, OpVerdict, limits_for_mode
+from harness.judges.base import Check, OpVerdict, figure_check, fmt, limits_for_mode
 from harness.judges.sample import Sample
 from harness.judges.segmentation import HINT_CHANGE, MAX_FAILING, _at, rate_check
 from harness.metrics import cosine_and_rel_l2, row_diff
@@ -221,6 +221,10 @@ class VoiceprintEvidence:
     # -- judging ----------------------------------------------------------------------------
     def totals(self) -> dict:
         w = self.worst
+        nf = self.non_finite_rows > 0  # figures over non-finite rows are None (never a perfect-looking number)
+        finite = {"max_abs": w["max_abs"].value or 0.0, "max_ulp": int(w["max_ulp"].value or 0),
+                  "min_cosine": 1.0 if w["min_cosine"].value is None else w["min_cosine"].value,
+                  "max_rel_l2": w["max_rel_l2"].value or 0.0}
         outside = {f"{kind}_{cause}": getattr(self, kind)[cause] for kind in ("missing", "extra", "changed")
                    for cause in ("unexplained", "confident", "near_tie")}
         return {
@@ -231,13 +235,12 @@ class VoiceprintEvidence:
             "extra_rows": sum(self.extra.values()),
             "inputs_differ": sum(self.changed.values()),
             **outside,
-            "max_abs": w["max_abs"].value or 0.0,
-            "max_ulp": int(w["max_ulp"].value or 0),
-            "min_cosine": 1.0 if w["min_cosine"].value is None else w["min_cosine"].value,
-            "max_rel_l2": w["max_rel_l2"].value or 0.0,
+            **{name: None if nf else value for name, value in finite.items()},
+            **{f"{name}_finite": value for name, value in finite.items()},
             "fraction_differing": self.differing / self.elements if self.elements else 0.0,
             "differing_rows": self.differing_rows,
             "non_finite": self.non_finite_rows,
+            "figures_non_finite": {"count": self.non_finite_rows, "of": self.judged, "unit": "rows"},
             "failed_rows": self.failed_rows,
             "bitwise": (self.differing == 0 and self.non_finite_rows == 0 and not any(outside.values())),
         }
@@ -251,15 +254,16 @@ class VoiceprintEvidence:
             checks.append(Check.gate(op, "differing_rows", t["differing_rows"], "==", 0, unit="rows",
                                      offending=t["differing_rows"], total=t["judged_rows"],
                                      where=_at("most ULP at", self.differing_at),
-                                     note=f"max_abs {t['max_abs']:.3g}, min cosine {t['min_cosine']:.9g}",
+                                     note=f"max_abs {fmt(t['max_abs'])}, min cosine {fmt(t['min_cosine'])}",
                                      hint="the shape changes output bits: judge it with --tolerance tolerance"))
         else:
             for name, rel in (("min_cosine", ">="), ("max_abs", "<="), ("max_rel_l2", "<="), ("max_ulp", "<=")):
                 worst = self.worst[name]
-                checks.append(Check.gate(op, name, t[name], rel, lim.get(name), limit=name, unit="rows",
-                                         offending=worst.over or None, total=t["judged_rows"],
-                                         where=_at("worst", worst.where),
-                                         hint=HINT_CHANGE))
+                checks.append(figure_check(op, name, t[f"{name}_finite"], rel, lim.get(name), limit=name,
+                                           non_finite=t["non_finite"], total=t["judged_rows"], unit="rows",
+                                           offending=worst.over or None, where=_at("worst", worst.where),
+                                           first_non_finite=_at("first non-finite at", self.non_finite_at),
+                                           hint=HINT_CHANGE))
         unexplained = {"missing": "golden only", "extra": "run only", "changed": "called with other WEIGHTS"}
         isolated_note = " (isolated mode: every lane must be called with the golden's WEIGHTS/IDX)"
         for kind, what in unexplained.items():

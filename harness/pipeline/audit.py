@@ -13,8 +13,10 @@ Two passes over the capture (:mod:`harness.capture`), each row group by row grou
    "golden". A capture served by another model (its fingerprint) is named first, and still scored.
 
 Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`), ``junit.xml`` and the
-report's "production audit" section (``report.html``, ``report.md``). The audit judges traffic, not
-a candidate shape: it never touches the ledger or the promoted-shapes manifest.
+report's "production audit" section (``report.html``, ``report.md``), as one set published in one
+step (:mod:`harness.outputset`): an audit over a previous one never leaves their files mixed. The
+audit judges traffic, not a candidate shape: it never touches the ledger or the promoted-shapes
+manifest.
 
 Where the exact lane runs is a :class:`Rerun`: this process (:class:`InProcessRerun`), or Ray workers
 (``--ray``: :mod:`harness.pipeline.ray_audit`). The laws, the scoring and the files are this module's
@@ -37,12 +39,13 @@ from harness.capture.reader import CaptureReader
 from harness.capture.result import FORMAT, AuditFile, headline
 from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
-from harness.errors import ScoringError, step
+from harness.errors import ScoringError, committed, step
 from harness.fsio import check_writable_dir
 from harness.jsonio import plain, seal, write_json_atomic
 from harness.judges import judge_for
 from harness.ops import ALL_OPS, Op
 from harness.outputs import SegmentationOutputs, VoiceprintOutputs
+from harness.outputset import output_set
 from harness.packing import unpack
 from harness.progress import progress_bar
 from harness.scoring import op_limits
@@ -320,8 +323,12 @@ def _finish(fields: dict) -> dict:
 def _write(out: Path, result: dict, lines: list[str]) -> AuditOutcome:
     from reports.audit import write_audit_junit, write_audit_report
 
-    with step("write"):
-        paths = {"audit": write_json_atomic(out / AUDIT, result), "junit": write_audit_junit(out / JUNIT, result),
-                 **write_audit_report(out, result)}
+    with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
+        # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.outputset)
+        write_json_atomic(stage / AUDIT, result)
+        write_audit_junit(stage / JUNIT, result)
+        pages = write_audit_report(stage, result)
+    paths = {"audit": out / AUDIT, "junit": out / JUNIT, **{k: out / p.name for k, p in pages.items()}}
+    committed(out, "the audit's audit.json, junit.xml and report pages")
     lines = [*lines, f"audit: {result['headline']}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]
     return AuditOutcome(result, lines, paths)

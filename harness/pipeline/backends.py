@@ -47,6 +47,9 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
                                    "in-process one")
         return InProcessBackend(load_model(config, device), config.numerics, device)
     if backend.startswith(("http://", "https://")):
+        from lanes.triton.url import parse_triton_url
+
+        parse_triton_url(backend)  # bad input in words, before tritonclient is imported (lanes.triton.url)
         try:
             from lanes.triton.backend import DEFAULT_CONCURRENCY, TritonBackend
         except ImportError as exc:
@@ -65,15 +68,15 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
     raise HarnessError(f"--backend {backend!r}: expected 'in-process' or a Triton URL like http://127.0.0.1:8000")
 
 
-def make_packer(packer_cmd: str | None, packer: str | None, geometry) -> Packer:
+def make_packer(packer_cmd: str | None, packer: str | None, geometry, digest: str | None = None) -> Packer:
     """The packer the fast lane uses (and unpacks with): the harness's own unless the engine's is named,
     as a process speaking the wire protocol (``--packer-cmd``) or a Python callable (``--packer``).
     The caller closes it."""
-    if packer_cmd is None and (packer is None or packer == "harness"):
+    if packer_cmd is None and (packer is None or packer == "harness") and digest is None:
         return HARNESS_PACKER
     from harness.packers import packer_from_options
 
-    return packer_from_options(packer_cmd, packer, geometry)
+    return packer_from_options(packer_cmd, packer, geometry, digest=digest)
 
 
 def model_geometry(config: ReleaseConfig):

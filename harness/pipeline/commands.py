@@ -11,9 +11,11 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from golden.locate import refuse_folder_of_goldens
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError, step
-from harness.fsio import check_output_file, check_writable_dir, safe_name
+from harness.errors import HarnessError, committed, step
+from harness.fsio import check_output_file, check_writable_dir, safe_name, same_file
+from harness.outputset import output_set, pin
 from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
 
@@ -89,31 +91,50 @@ def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: 
 
 def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
     from golden.store import load_golden
+    from harness.pipeline.backends import IN_PROCESS, model_geometry
+    from harness.pipeline.model_match import check_fingerprint, check_geometry
     from harness.pipeline.record import verify_golden
+    from lanes.diar_nn_g.config import CONFIGS
 
-    gold = load_golden(golden_path)
+    gold = load_golden(golden_path)  # instant: a folder of goldens, a tampered manifest, before the model is built
+    url = backend if isinstance(backend, str) else backend.url
+    in_process = url in IN_PROCESS
+    model = f"model {cfg.model.spec!r}" if in_process else f"the model served at {url}"
+    if in_process and cfg.model.spec in CONFIGS:  # the reference model's geometry is known without building it
+        check_geometry(gold, model_geometry(cfg), model)
     be = make_backend(cfg, backend)
+    check_geometry(gold, be.geometry, model)  # a plug-in's, a server's: before any block runs
+    check_fingerprint(gold, be.fingerprint, model)
     with progress_bar("golden verify", 3 * gold.blocks, progress) as tick:
         result = verify_golden(gold, be, cfg, progress=tick)
     return result["summary"], result["passed"]
 
 
 def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: BackendChoice | str, packer_cmd: str | None,
-        packer: str | None, pad_to_fixed: bool | None, progress: bool) -> list[str]:
+        packer: str | None, pad_to_fixed: bool | None, progress: bool, laws_examples: int = 100,
+        packer_digest: str | None = None) -> list[str]:
     from golden.store import load_golden
     from harness.pipeline.run import plan_for, run_shapes
 
+    check_laws_examples(laws_examples)
     check_writable_dir(runs, "runs folder")
+    refuse_folder_of_goldens(golden_path)  # at once, not after building the model
     be = make_backend(cfg, backend)
     gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)
     plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
-    packing = make_packer(packer_cmd, packer, be.geometry)
+    packing = make_packer(packer_cmd, packer, be.geometry, packer_digest)
     try:
         with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress) as tick:
-            result = run_shapes(gold, be, plan, runs, cfg, packing, progress=tick)
+            result = run_shapes(gold, be, plan, runs, cfg, packing, progress=tick, laws_examples=laws_examples)
     finally:
         packing.close()
     return [f"wrote run {result.run_id} at {result.path}"]
+
+
+def check_laws_examples(examples: int) -> None:
+    """``--laws-examples`` is a count (0: the laws are not judged, and no shape can be promoted)."""
+    if examples < 0:
+        raise HarnessError(f"--laws-examples: expected a count >= 0 (0: not judged), got {examples}")
 
 
 def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
@@ -162,44 +183,60 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     check_writable_dir(out, "report folder")
     if junit is not None:
         check_output_file(junit, "JUnit file")
-    result = read_score(score_path)
+    # a nightly's score and localisation are read from one generation of its outputs, whatever is published meanwhile
+    score_file, loc_file = pin([score_path, localisation or score_path])
+    result = read_score(score_file)
     check_self_consistent(result, str(score_path))
     book = read_consistent(ledger, manifest)[0] if ledger is not None else None
     loc = None
     if localisation is not None:
-        data = validate(LocalisationFile, read_json(localisation, "localisation file"), str(localisation))
+        data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
         if data.score_digest != result["digest"]:
             raise HarnessError(f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not "
                                f"{score_path}")
         loc = data.shapes
-    paths = write_report(out, result, ledger=book, localisation=loc)
-    if junit is not None:
+    # the pages (and a JUnit file beside them) are one set, published in one step (harness.outputset)
+    members = [*REPORT_PAGES, *([junit.name] if junit is not None and same_file(junit.parent, out) else [])]
+    with output_set(out, "report", members) as stage:
+        write_report(stage, result, ledger=book, localisation=loc)
+        if len(members) > len(REPORT_PAGES):
+            write_junit(stage / junit.name, result, None)
+    committed(out, "the report's pages" + (f" and {junit.name}" if len(members) > len(REPORT_PAGES) else ""))
+    if junit is not None and len(members) == len(REPORT_PAGES):  # elsewhere: its own file, after the pages
         write_junit(junit, result, None)
-    return [f"report: {paths['html']}"]
+        committed(junit, "the JUnit file")
+    return [f"report: {out / 'report.html'}"]
+
+
+REPORT_PAGES = ("report.json", "report.md", "report.html")
 
 
 def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
             manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
             packer: str | None,
-            progress: bool, ray=None):
+            progress: bool, ray=None, laws_examples: int = 100, packer_digest: str | None = None):
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.shards import Shard
 
+    check_laws_examples(laws_examples)
     if ray is not None:
         return nightly_on_ray(cfg, golden, out, shard, ledger, manifest, localise, backend, packer_cmd, packer,
-                              progress, ray)
+                              progress, ray, laws_examples, packer_digest)
     part = Shard.parse(shard) if shard else None
+    refuse_folder_of_goldens(golden)  # at once, not after building the model
     be = make_backend(cfg, backend)
-    packing = make_packer(packer_cmd, packer, be.geometry)
+    packing = make_packer(packer_cmd, packer, be.geometry, packer_digest)
     try:
-        return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, packing)
+        return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, packing,
+                           laws_examples=laws_examples)
     finally:
         packing.close()
 
 
 def nightly_on_ray(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
                    manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
-                   packer: str | None, progress: bool, ray):
+                   packer: str | None, progress: bool, ray, laws_examples: int = 100,
+                   packer_digest: str | None = None):
     """``nightly --ray``: Ray is checked first (one line saying how to install it), then the shards."""
     from harness.pipeline.distributed import WorkerSpec, import_ray
     from harness.pipeline.ray_jobs import nightly_ray
@@ -208,7 +245,7 @@ def nightly_on_ray(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | Non
     if shard is not None:
         raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
     choice = BackendChoice(backend) if isinstance(backend, str) else backend
-    spec = WorkerSpec(cfg, choice, packer_cmd, packer)
+    spec = WorkerSpec(cfg, choice, packer_cmd, packer, packer_digest, laws_examples)
     return nightly_ray(cfg, golden, out, ray, spec, ledger, manifest, localise, progress)
 
 
@@ -247,12 +284,21 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     return lines, outcome
 
 
-def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, timeout: float) -> tuple[list[str],
-                                                                                                        bool]:
-    """Judge a packer on the packing laws (harness.laws)."""
+def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, timeout: float,
+         packer_digest: str | None = None, export_vectors: Path | None = None) -> tuple[list[str], bool]:
+    """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
+    vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
     from harness.laws import LAW_GEOMETRY, check_packer
     from harness.packers import packer_from_options
 
-    with packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout, restart=True) as judged:
+    if export_vectors is not None:
+        from harness.packers.vectors import export
+
+        if packer_cmd is not None or packer is not None or packer_digest is not None:
+            raise HarnessError("--export-vectors: the vectors are the harness's own packer's answers; give no "
+                               "--packer-cmd, --packer or --packer-digest with it")
+        return export(export_vectors, LAW_GEOMETRY), True
+    with packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout,  # a crash is exit 2: no restart
+                             digest=packer_digest) as judged:
         report = check_packer(judged, examples=examples, seed=seed)
     return [report.render()], report.ok

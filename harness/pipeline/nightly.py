@@ -19,17 +19,24 @@ from pathlib import Path
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
-from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, step
+from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
 from harness.fsio import atomic_write, check_writable_dir, is_temporary
 from harness.jsonio import write_json_atomic
 from harness.ledger_store import check_paths
+from harness.outputset import output_set
 from harness.packing import HARNESS_PACKER, Packer
+from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.promote import promote
 from harness.pipeline.run import plan_for, run_shapes
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
 from harness.shards import Shard
+
+SET = "nightly"  # the nightly's own outputs: one set (harness.outputset), published in one step
+MEMBERS = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
+FINAL = {"score": "score.json", "json": "report/report.json", "md": "report/report.md", "html": "report/report.html",
+         "junit": "junit.xml", "summary": "summary.txt"}
 
 
 @dataclass
@@ -49,7 +56,7 @@ def default_ledger(golden_path: Path, ledger: Path | None, manifest: Path | None
 def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend, shard: Shard | None = None,
             ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
             show_progress: bool = True, packer: Packer = HARNESS_PACKER,
-            load_model: Callable[[], object] | None = None) -> NightlyOutcome:
+            load_model: Callable[[], object] | None = None, laws_examples: int = DEFAULT_EXAMPLES) -> NightlyOutcome:
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
     ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
@@ -59,11 +66,16 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend, shard:
     blocks = golden.blocks if shard is None else sum(1 for b in golden.block_ids() if shard.owns(b))
     with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
                       show_progress) as tick:
-        run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick)
+        run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
+                         laws_examples=laws_examples)
+    committed(run.path, "the run")
     if shard is not None:
         with step("score shard"):
             score = score_run(golden, run, config.tolerances)
-            path = write_score(out / "score.json", score)
+            with output_set(out, SET, MEMBERS) as stage:  # a shard's set is its score alone
+                write_score(stage / "score.json", score)
+            path = out / "score.json"
+            committed(path, "the shard's score")
         return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score['corpus']['blocks']} blocks run "
                               f"({score['verdict']} on this shard alone); combine shards with `harness merge`",
                               {"run": run.path, "score": path}, score)
@@ -94,37 +106,47 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
             raise HarnessError(f"{r.path}: ran against golden {r.golden_id}, not {golden.golden_id}")
     with step("merge shard runs"):
         merged = merge_runs(out / "runs", runs, golden.block_ids())
+    committed(merged.path, "the merged run")
     loader = _model_loader(config, None, merged) if localise else None
     return finalize(config, golden, merged, out, ledger_path, manifest_path, loader)
 
 
 def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
              load_model: Callable[[], object] | None) -> NightlyOutcome:
-    """Score (once), promote/revoke, localise (best effort), report and JUnit."""
+    """Score (once), promote/revoke, localise (best effort), report and JUnit.
+
+    The ledger and manifest are their own transaction (:mod:`harness.ledger_store`); the nightly's own outputs
+    (score, localisation, report, JUnit, summary) are one set (:mod:`harness.outputset`), written into a fresh
+    folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
+    previous one, never a mix."""
     from reports import summary_line, write_junit, write_report
 
-    with step("score"):
-        score = score_run(golden, run, config.tolerances)
-        paths = {"run": run.path, "score": write_score(out / "score.json", score)}
-    transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path,
-                          str(paths["score"]))
-    paths["ledger"], paths["promoted"] = ledger_path, manifest_path
-    localisation = {}
-    if load_model is not None:
-        with step("localise"):
-            localisation = localise_failures(score, golden, run, load_model)
-        if localisation:
-            paths["localisation"] = write_json_atomic(out / "localisation.json", {
-                "kind": "harness.localisation", "format": 1, "score_digest": score["digest"], "shapes": localisation})
-    with step("report"):
-        from harness.ledger_store import read_consistent
+    paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
+    with output_set(out, SET, MEMBERS) as stage:
+        with step("score"):
+            score = score_run(golden, run, config.tolerances)
+            write_score(stage / "score.json", score)
+        transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path,
+                              str(paths["score"]))
+        paths["ledger"], paths["promoted"] = ledger_path, manifest_path
+        localisation = {}
+        if load_model is not None:
+            with step("localise"):
+                localisation = localise_failures(score, golden, run, load_model)
+            if localisation:
+                write_json_atomic(stage / "localisation.json", {
+                    "kind": "harness.localisation", "format": 1, "score_digest": score["digest"],
+                    "shapes": localisation})
+                paths["localisation"] = out / "localisation.json"
+        with step("report"):
+            from harness.ledger_store import read_consistent
 
-        ledger, _ = read_consistent(ledger_path, manifest_path)
-        paths.update(write_report(out / "report", score, ledger=ledger, transitions=transitions,
-                                  localisation=localisation))
-        paths["junit"] = write_junit(out / "junit.xml", score, None)
-        summary = summary_line(score, None)
-        paths["summary"] = atomic_write(out / "summary.txt", summary + "\n")
+            ledger, _ = read_consistent(ledger_path, manifest_path)
+            write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation)
+            write_junit(stage / "junit.xml", score, None)
+            summary = summary_line(score, None)
+            atomic_write(stage / "summary.txt", summary + "\n")
+    committed(out, "the nightly's score, report, JUnit and summary")
     code = EXIT_PASS if score["verdict"] == "pass" else EXIT_FAIL
     return NightlyOutcome(code, summary, paths, score, transitions)
 

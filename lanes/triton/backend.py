@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from lanes.triton.failures import is_connection_failure as _is_connection_failur
 from lanes.triton.failures import server_error
 from lanes.triton.identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerModel, unverified_model
 from lanes.triton.shm import ShmPool, infer_through_shm
+from lanes.triton.url import build_client, parse_triton_url
 
 try:
     import gevent
@@ -99,11 +99,8 @@ class TritonBackend:
                                f"timeout_s={timeout_s} max_request_bytes={max_request_bytes}")
         if model_label is not None and not model_label.strip():
             raise BackendError("Triton backend: model_label is empty; give the name of the model you serve")
-        self.url = url if "://" in url else f"http://{url}"
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise BackendError(f"Triton backend: {url!r} is not an http(s)://host:port URL")
-        self._host, self._ssl = parts.netloc, parts.scheme == "https"
+        parsed = parse_triton_url(url, "Triton backend")  # before any client exists: see lanes.triton.url
+        self.url, self._host, self._ssl = parsed.url, parsed.host_port, parsed.ssl
         self.model_name = model_name
         self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), float(backoff_s)
         self.max_request_bytes, self.concurrency = int(max_request_bytes), int(concurrency)
@@ -267,8 +264,8 @@ class TritonBackend:
 
     def _client_now(self) -> Any:
         if self._client is None:
-            self._client = httpclient.InferenceServerClient(
-                self._host, ssl=self._ssl, concurrency=self.concurrency,
+            self._client = build_client(
+                httpclient.InferenceServerClient, self._host, ssl=self._ssl, concurrency=self.concurrency,
                 connection_timeout=self.timeout_s, network_timeout=self.timeout_s)
         return self._client
 

@@ -38,7 +38,7 @@ class Bundle:
             import pytriton
         except ImportError:
             raise BackendError("Triton server: the bundled tritonserver comes with nvidia-pytriton; "
-                               "install the 'triton' extra (pip install '.[triton]')") from None
+                               "install the 'triton' extra (pip install 'diar-lane-harness[triton]')") from None
         root = Path(pytriton.__file__).parent
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         bundle = cls(

@@ -261,13 +261,20 @@ class TritonServer:
         return left
 
 
-def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None = None) -> TritonServer:
+def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None = None,
+                  on_stop: Callable[[str], None] | None = None) -> TritonServer:
     """Serve until SIGINT/SIGTERM, then stop the server (``harness serve``). Main thread only.
 
-    ``on_ready`` gets the server's URL once the model is ready. Returns the stopped server (its
-    ``leftovers()`` say whether anything survived the stop)."""
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    ``on_ready`` gets the server's URL once the model is ready; ``on_stop`` the name of the signal
+    that stopped it, once the server is stopped (a signal is the normal end of serving, not a
+    failure). Returns the stopped server (its ``leftovers()`` say whether anything survived the stop)."""
+    stop, stopped_by = threading.Event(), []
+
+    def _stop(signum, _frame) -> None:
+        stopped_by.append(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with TritonServer(options) as server:
             if on_ready is not None:
@@ -280,6 +287,8 @@ def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if on_stop is not None and stopped_by:
+        on_stop(stopped_by[0])
     return server
 
 

@@ -25,10 +25,24 @@ from lanes.triton.backend import TritonBackend  # imports without tritonclient: 
 from lanes.triton.server import ServerOptions, TritonServer
 
 
+def need_triton_extra() -> None:
+    """Skip (saying why) where the 'triton' extra is not installed: outside ``tox -e triton``."""
+    pytest.importorskip("tritonclient.http", reason="the Triton tests need the 'triton' extra (tritonclient[http]; "
+                        "pip install -e '.[triton]' or tox -e triton)")
+    pytest.importorskip("pytriton", reason="the Triton tests need nvidia-pytriton's bundled tritonserver (the "
+                        "'triton' extra: pip install -e '.[triton]' or tox -e triton)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Every test marked ``triton`` skips cleanly without the extra, before any of its fixtures (a module's own
+    server included) is set up: the same for every module of this folder, whatever servers it starts."""
+    if item.get_closest_marker("triton") is not None:
+        need_triton_extra()
+
+
 @pytest.fixture(scope="session")
 def triton_server() -> Iterator[TritonServer]:
-    pytest.importorskip("tritonclient.http", reason="the Triton tests need the 'triton' extra")
-    pytest.importorskip("pytriton", reason="the Triton tests need nvidia-pytriton's bundled tritonserver")
+    need_triton_extra()
     with serving(ServerOptions(model_spec=MODEL, numerics=NUMERICS)) as server:
         yield server
 
