@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from harness import cli
+from tests.cli_run import harness_cli
 
-
-def run(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = harness_cli
 
 
 @pytest.mark.parametrize("command", [[], ["corpus"], ["golden"], ["golden", "record"], ["run"], ["score"],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from tests.cli_run import laws_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -17,15 +17,7 @@ EXAMPLE = f"{PY} {ROOT / 'examples' / 'packer_engine_example.py'}"
 DEFECTIVE = f"{PY} {ROOT / 'examples' / 'packer_engine_defective.py'}"
 
 
-def run(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", "laws", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = laws_cli
 
 
 def test_help(capsys, monkeypatch):

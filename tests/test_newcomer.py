@@ -27,22 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
 from harness.config import config_from_dict
 from harness.errors import ConfigError
+from tests.cli_run import harness_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = harness_cli
 
 
 def one_error_line(err: str) -> str:

@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import __version__, cli
+from harness import __version__
 from harness.blocks import Block
 from harness.errors import HarnessError
 from harness.laws import LAW_GEOMETRY
 from harness.packers import CallablePacker, ExternalPacker, HarnessPacker, PackerUnavailable, packer_from_options, wire
 from harness.packing import pack
+from tests.cli_run import laws_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -45,15 +46,7 @@ def _blocks(k: int, op: int = 0) -> list[Block]:
     return out
 
 
-def _laws_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", "laws", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_laws_cli = laws_cli
 
 
 def _running(pid: int) -> bool:

@@ -17,25 +17,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import cli
 from harness.blocks import Block
 from harness.laws import LAW_GEOMETRY
 from harness.packers import ExternalPacker, vectors
 from harness.packing import harness_identity
+from tests.cli_run import laws_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'packer_engine_example.py'}"
 
 
-def _laws_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", "laws", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_laws_cli = laws_cli
 
 
 def _one_line_exit_2(code: int, out: str, err: str, words: str) -> None:

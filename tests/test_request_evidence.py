@@ -10,18 +10,17 @@ packing laws, or laws not judged at all, passes no shape; a hand-edited score is
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from harness import cli
 from harness.errors import LedgerError
 from harness.jsonio import seal
 from harness.request_evidence import MIN_FULL_REQUESTS, RequestCounter, enough, gate_blocks, needed_blocks, refusal
 from harness.score_check import check_self_consistent
 from harness.scoring import laws_refusal, shape_gates
 from harness.timing import summarize_calls
+from tests.cli_run import harness_cli
 
 FAST_LAWS = "3"  # examples per law in the end-to-end runs: the verdict is recorded, the laws' own tests judge them
 
@@ -94,14 +93,7 @@ def test_a_packer_that_broke_the_laws_or_was_not_judged_fails_every_shape():
 
 
 def harness(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return harness_cli(capsys, monkeypatch, *args)
 
 
 def nightly(monkeypatch, capsys, golden: Path, out: Path, *extra: str) -> tuple[int, list[str], dict]:
