@@ -233,19 +233,19 @@ def atomic_files(paths: list[Path]) -> Iterator[list[Path]]:
         for tmp in tmps:
             if tmp.exists():
                 os.chmod(tmp, file_mode())
-                _fsync(tmp)
+                fsync_path(tmp)
         for p, tmp in zip(paths, tmps, strict=True):
             current = p
             fault(f"rename:{p.name}")
             os.replace(tmp, p)
     except OSError as exc:
         for tmp in tmps:
-            _remove(tmp)
+            remove_path(tmp)
         remove_empty(sorted(created, key=lambda d: len(d.parts), reverse=True))
         raise os_failure(current, exc) from None
     except BaseException:
         for tmp in tmps:
-            _remove(tmp)
+            remove_path(tmp)
         remove_empty(sorted(created, key=lambda d: len(d.parts), reverse=True))
         raise
 
@@ -304,20 +304,23 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         raise
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file's (or a folder's entries') bytes to disk; best effort (a file system may refuse)."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if Path(path).is_dir() else 0)
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, flags)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
+    """Remove a file, a link (never what it points to) or a folder tree; best effort, a missing one is fine."""
     with contextlib.suppress(OSError):
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
-        else:
+        elif path.exists() or path.is_symlink():
             path.unlink()
 
 

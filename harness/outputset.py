@@ -33,13 +33,25 @@ import ctypes
 import datetime as dt
 import errno
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.errors import OutputError, check_interrupted
-from harness.fsio import dir_mode, fault, lock_path, locked, make_dirs, missing_dirs, os_failure, remove_empty
+from harness.fsio import (
+    dir_mode,
+    fault,
+    fsync_path,
+    lock_path,
+    locked,
+    make_dirs,
+    missing_dirs,
+    os_failure,
+    remove_empty,
+    remove_path,
+)
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -66,10 +78,13 @@ def output_set(folder: Path, name: str, members: Sequence[str]) -> Iterator[Path
     stage = folder / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     gen: Path | None = None
     made: list[Path] = []  # member names this publish created (they show nothing until the switch)
+    in_block = False  # an OSError of the caller's own block is its own, not this publish's
     try:
         make_dirs(folder)
         stage.mkdir(mode=dir_mode())
+        in_block = True
         yield stage
+        in_block = False
         check_interrupted()  # nothing is published after a Ctrl-C
         extra = sorted(p.name for p in stage.iterdir() if p.name not in members)
         if extra:
@@ -79,7 +94,7 @@ def output_set(folder: Path, name: str, members: Sequence[str]) -> Iterator[Path
             fault(f"set:{name}:staged")
             gen = folder / f".{name}.gen-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
             os.rename(stage, gen)
-            _fsync_dir(folder)
+            fsync_path(folder)
             fault(f"set:{name}:generation")
             _adopt(folder, name, members)
             present = {p.name for p in gen.iterdir()}
@@ -88,7 +103,7 @@ def output_set(folder: Path, name: str, members: Sequence[str]) -> Iterator[Path
                     made.append(folder / member)
                 if member in present:
                     _link_member(folder, name, member)
-            _fsync_dir(folder)
+            fsync_path(folder)
             fault(f"set:{name}:linked")
             check_interrupted()  # the last moment a signal can stop the publish
             previous = _current(folder, name)
@@ -100,15 +115,15 @@ def output_set(folder: Path, name: str, members: Sequence[str]) -> Iterator[Path
                     link.unlink()  # showed nothing since the switch; the name goes too
             _collect(folder, name, keep={gen.name, previous})
     except BaseException as exc:
-        _remove(stage)
+        remove_path(stage)
         if gen is not None and _current(folder, name) != gen.name:
-            _remove(gen)
+            remove_path(gen)
             for link in made:  # new names of a set that was not published: they go with it
-                _remove(link)
+                remove_path(link)
         if created:  # a folder this publish made holds nothing else: the lock goes too
-            _remove(lock_path(folder / name))
+            remove_path(lock_path(folder / name))
         remove_empty(created)
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and not in_block:
             raise os_failure(folder, exc, f"cannot publish the {name} outputs in") from None
         if isinstance(exc, OutputError):  # a member that could not be written: named where it was going
             raise OutputError(str(exc).replace(str(stage), str(folder))) from None
@@ -163,7 +178,7 @@ def _adopt(folder: Path, name: str, members: tuple[str, ...]) -> None:
         gen = folder / f".{name}.gen-adopted-{secrets.token_hex(4)}"
         os.rename(stage, gen)
     except BaseException:
-        _remove(stage)
+        remove_path(stage)
         raise
     _switch(folder, name, gen)
     for m in foreign:
@@ -187,7 +202,7 @@ def _link_member(folder: Path, name: str, member: str) -> None:
                 os.rename(path, aside)
                 os.rename(tmp, path)
                 tmp = aside
-            _remove(tmp)  # the old folder, now under the temporary name
+            remove_path(tmp)  # the old folder, now under the temporary name
         else:
             os.replace(tmp, path)
     except BaseException:
@@ -205,7 +220,7 @@ def _switch(folder: Path, name: str, gen: Path) -> None:
     except BaseException:
         tmp.unlink()
         raise
-    _fsync_dir(folder)
+    fsync_path(folder)
 
 
 def _current(folder: Path, name: str) -> str | None:
@@ -221,7 +236,22 @@ def _collect(folder: Path, name: str, keep: set[str | None]) -> None:
     the ones a killed publish left."""
     for p in folder.glob(f".{name}.gen-*"):
         if p.name not in keep:
-            _remove(p)
+            remove_path(p)
+    stale = re.compile(rf"\.{re.escape(name)}(?:\.current)?\.tmp-(?:adopt-)?(\d+)-[0-9a-f]+")
+    for p in folder.glob(f".{name}.*tmp-*"):
+        match = stale.fullmatch(p.name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            remove_path(p)  # a killed publisher's stage: its process is gone, nobody will finish it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -243,27 +273,8 @@ def _exchange(a: Path, b: Path) -> bool:
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirs, files in os.walk(root):
         for f in files:
-            _fsync_path(Path(dirpath) / f, os.O_RDONLY)
+            fsync_path(Path(dirpath) / f)
         os.chmod(dirpath, dir_mode())
-        _fsync_dir(Path(dirpath))
+        fsync_path(Path(dirpath))
 
 
-def _fsync_dir(path: Path) -> None:
-    _fsync_path(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-
-
-def _fsync_path(path: Path, flags: int) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, flags)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.exists() or path.is_symlink():
-            path.unlink()

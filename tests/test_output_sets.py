@@ -116,6 +116,33 @@ def test_a_failure_or_a_signal_before_the_switch_publishes_nothing_and_leaves_no
     assert not (tmp_path / "fresh").exists()  # the folders it made for the set went too
 
 
+def test_an_os_error_of_the_callers_block_is_its_own_not_a_publish_failure(tmp_path):
+    """What the block itself raises (a bug, a file it failed to read) is not re-labelled 'cannot publish'."""
+    out = tmp_path / "out"
+    old_set(out, "s", ("a.txt",), ("a.txt",))
+    with pytest.raises(FileNotFoundError, match="the block's own"), output_set(out, "s", ("a.txt",)):
+        raise FileNotFoundError("the block's own missing input")
+    assert generation(view(out, ("a.txt",))) == "old" and no_temporaries(out) == []
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(OutputError, match="cannot publish the s outputs"), output_set(blocked / "out", "s", ("a.txt",)):
+        pass  # the publish's own failure (its folder cannot be made) is named as one
+
+
+def test_a_stage_left_by_a_killed_publisher_is_removed_by_the_next_publish(tmp_path):
+    out = tmp_path / "out"
+    old_set(out, "s", ("a.txt",), ("a.txt",))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = out / f".s.tmp-{int(dead.stdout)}-0badc0de"
+    left.mkdir()
+    (left / "a.txt").write_text("half")
+    live = out / f".s.tmp-{os.getppid()}-0123abcd"  # a publisher still staging: never touched
+    live.mkdir()
+    with output_set(out, "s", ("a.txt",)) as stage:
+        (stage / "a.txt").write_text("new")
+    assert not left.exists() and live.exists() and generation(view(out, ("a.txt",))) == "new"
+
+
 def test_pin_reads_every_member_through_one_generation(tmp_path):
     out = tmp_path / "out"
     old_set(out, "s", ("a.txt", "sub"), ("a.txt", "sub/x"))
