@@ -251,6 +251,22 @@ def test_every_reader_refuses_a_resealed_manifest_naming_the_shape(world, scores
     assert not (tmp_path / "report").exists()
 
 
+def test_a_resealed_ledger_whose_promotion_lacks_its_evidence_is_refused_in_one_line(world, scores, tmp_path):  # noqa: F811
+    """What the manifest is derived from is checked by the ledger's schema: never a KeyError (exit 3)."""
+    from tests.tamper import edit_json
+
+    ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
+    assert promote(scores["pass"], ledger, manifest, world["default"]).returncode == 0
+
+    def drop_laws(data: dict) -> None:
+        for entry in data["entries"].values():
+            entry["history"][-1]["evidence"].pop("laws")
+
+    edit_json(ledger, drop_laws, field="ledger_sha256")
+    one_line_error(cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
+                   "evidence lacks ['laws']")
+
+
 # ------------------------------------------------------------------------------------ issue 22.8: read-only
 
 

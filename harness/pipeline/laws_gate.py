@@ -22,8 +22,8 @@ everything it runs). A cache file that is unreadable, edited or of another key i
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
-import inspect
 import os
 import tempfile
 from collections.abc import Iterator
@@ -91,6 +91,10 @@ def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int
     base = {"packer_identity": identity, "examples": int(examples), "seed": SEED, "harness_version": __version__}
     if examples <= 0:
         return {**base, "verdict": "not-judged", "broken": [], "laws": {}}
+    from harness.laws.boundary import DEFAULT_MAX_BLOCKS
+
+    # the largest list judged, as judged: every largest k past the cap is one key, not one per k
+    max_blocks = min(int(max_blocks or DEFAULT_MAX_BLOCKS), MAX_JUDGED_BLOCKS)
     key = (identity, int(examples), SEED, max_blocks)
     own = isinstance(packer, HarnessPacker)
     if own and key in _CACHE:
@@ -101,11 +105,8 @@ def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int
         return cached
     from harness.laws import check_packer  # hypothesis is imported only when a run judges
 
-    kwargs = {}
-    if max_blocks is not None and "max_blocks" in inspect.signature(check_packer).parameters:
-        kwargs["max_blocks"] = min(int(max_blocks), MAX_JUDGED_BLOCKS)
     with _judged_as_the_laws_need(packer), _no_files_left_by_hypothesis():
-        report = check_packer(packer, examples=int(examples), seed=SEED, **kwargs)
+        report = check_packer(packer, examples=int(examples), seed=SEED, max_blocks=max_blocks)
     result = {**base, "verdict": "hold" if report.ok else "broken", "broken": [o.law for o in report.broken],
               "laws": {o.law: o.status for o in report.outcomes}}
     if own:
@@ -114,6 +115,7 @@ def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int
     return result
 
 
+@functools.cache
 def _source_digest() -> str:
     """sha256 over every source file of the harness (names and bytes): the code a verdict is of."""
     root = Path(__file__).resolve().parents[1]

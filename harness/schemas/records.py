@@ -62,6 +62,10 @@ class LedgerEntry(Strict):
             raise ValueError(f"state {self.state!r} is not its last event's {last.state!r}")
         if self.state == "promoted" and last.verdict != "pass":
             raise ValueError("promoted, but its last event did not pass")
+        if self.state == "promoted":  # what the manifest is derived from: a resealed edit must not reach a KeyError
+            missing = [k for k in ("corpus_blocks", "tolerance_mode", "laws") if k not in last.evidence]
+            if missing or not isinstance(last.evidence["laws"], dict):
+                raise ValueError(f"promoted, but its last event's evidence lacks {missing or ['laws as an object']}")
         if self.state == "revoked" and self.revoked_by is None:
             raise ValueError("revoked without revoked_by")
         seqs = [e.seq for e in self.history]
