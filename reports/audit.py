@@ -60,7 +60,7 @@ def write_audit_junit(path: Path, result: dict) -> Path:
         "requests": result["capture"]["requests"], "engine": result["capture"]["engine"],
         "golden_model": golden.get("spec", "not loaded"), "golden_fingerprint": golden.get("fingerprint", ""),
         "fingerprint_matches": result["fingerprint_matches"], "verdict": result["verdict"],
-        "summary": result["headline"]})
+        "summary": result["headline"]}, result["created"])
 
     laws = result["laws"]
     case = ET.SubElement(suite, "testcase", classname=CLASSNAME, name="laws", time="0")

@@ -14,7 +14,6 @@ Written with the standard library only: junitparser is a test dependency, not a 
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import socket
 import xml.etree.ElementTree as ET
@@ -34,7 +33,8 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
         "release": score["release"], "golden_id": score["golden"]["id"], "run_id": score["run"]["id"],
         "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
         "numerics_profile": score["numerics_profile"], "mode": score["mode"], "verdict": score["verdict"],
-        "packing_laws": _laws_phrase(score.get("laws")), "summary": summary_line(score, verification)})
+        "packing_laws": _laws_phrase(score.get("laws")), "summary": summary_line(score, verification)},
+        score["created"])
 
     tests = failures = skipped = 0
     total_time = 0.0
@@ -84,10 +84,11 @@ def _gate_reasons(shape: dict) -> list[str]:
     return reasons[: len(reasons) - own] if shape.get("verdict") == "fail" else []
 
 
-def new_suite(name: str, facts: dict) -> ET.Element:
-    """A test suite stamped now, on this host, with ``facts`` as its properties."""
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    suite = ET.Element("testsuite", name=name, timestamp=now, hostname=socket.gethostname())
+def new_suite(name: str, facts: dict, created: str) -> ET.Element:
+    """A test suite on this host, with ``facts`` as its properties, stamped with ``created``: the time of the
+    document it reports (score or audit), not of this write, so a file rewritten from the same document (a
+    resumed or sharded job) is the same file."""
+    suite = ET.Element("testsuite", name=name, timestamp=created, hostname=socket.gethostname())
     props = ET.SubElement(suite, "properties")
     for key, value in facts.items():
         ET.SubElement(props, "property", name=key, value=str(value))

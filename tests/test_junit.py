@@ -152,3 +152,13 @@ def test_summary_line(scores):
 
     unverified = {k: v for k, v in passing.items() if k != "verification"}
     assert summary_line(unverified, None).endswith("golden reproduction not checked")
+
+
+def test_the_suite_is_stamped_with_the_score_it_reports_not_the_time_of_writing(scores, tmp_path):
+    """Rewriting the JUnit of the same score gives the same file (a resumed or sharded job's output is
+    compared byte for byte): the stamp is the score's ``created``, never the clock at write time."""
+    score = copy.deepcopy(scores["passing"])
+    score["created"] = "2001-02-03T04:05:06+00:00"
+    first = write_junit(tmp_path / "a.xml", score, None).read_text()
+    assert 'timestamp="2001-02-03T04:05:06+00:00"' in first
+    assert write_junit(tmp_path / "b.xml", score, None).read_text() == first
