@@ -90,7 +90,7 @@ class TritonPythonModel:
         }, sort_keys=True)
 
     def finalize(self) -> None:
-        self.model = None
+        del self.model  # the networks' memory goes with the instance, before Triton unloads the stub
 
 
 def _error(exc: Exception) -> object:
