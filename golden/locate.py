@@ -37,5 +37,4 @@ def refuse_folder_of_goldens(path: str | Path, option: str = "--golden") -> None
         return
     names = ", ".join(str(p) for p in inside[:SHOWN]) + (f" (and {len(inside) - SHOWN} more)"
                                                           if len(inside) > SHOWN else "")
-    raise GoldenError(f"{path}: a folder of goldens, not a golden ({len(inside)} inside): give {option} one of "
-                      f"them: {names}")
+    raise GoldenError(f"{path}: not a golden; it holds {len(inside)}: {names} (pass one of them as {option})")

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import overload
 
 from pydantic import BaseModel
 
@@ -26,8 +27,14 @@ from harness.schemas import validate
 MANIFEST = "manifest.json"
 
 
+@overload
+def sha256_file(path: Path, stop: None = None) -> str: ...
+@overload
+def sha256_file(path: Path, stop: threading.Event | None) -> str | None: ...
+
+
 def sha256_file(path: Path, stop: threading.Event | None = None) -> str | None:
-    """The file's sha256; None when ``stop`` was set before it was read whole."""
+    """The file's sha256; None when ``stop`` was set before it was read whole (without ``stop``: never None)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 22):

@@ -253,6 +253,7 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
                         parts.append(r.lane(lane).select(mine))
                 batch = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
                 writer.sink(lane, batch.select(ids))
+        assert writer.calls is not None  # the constructor opens it or raises
         for r in runs:
             writer.calls.extend(r.iter_calls())
         fields = {k: v for k, v in first.manifest.items()

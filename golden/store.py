@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from golden.adoption import refuse_mid_adoption
 from golden.calls import iter_calls
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
@@ -165,6 +166,7 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
     path = Path(path)
     refuse_folder_of_goldens(path)  # `goldens`, the folder of goldens: named as such, listing them
     manifest = read_manifest(path, "golden", GoldenManifest)
+    refuse_mid_adoption(path, manifest["golden_id"])  # the old golden, left at a regen's name by a killed adopt
     if golden_id_of(manifest) != manifest["golden_id"]:
         raise GoldenError(f"{path}/{MANIFEST}: golden_id {manifest['golden_id']!r} is not the one its content "
                           f"derives ({golden_id_of(manifest)!r}): the manifest was edited")

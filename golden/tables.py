@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Final, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +52,7 @@ from harness.parquet import (
 )
 from harness.schemas import OutputsMeta, validate
 
-FORMAT = 2
+FORMAT: Final = 2
 META_KEY = b"harness.outputs"
 GROUP_BLOCKS = 32  # blocks per row group: memory of a reader or writer is about this many blocks
 
@@ -87,7 +88,8 @@ def voiceprint_schema(geometry: Geometry) -> pa.Schema:
 
 def _schema(op: Op, geometry: Geometry, decisions: bool) -> pa.Schema:
     schema = segmentation_schema(geometry, decisions) if op is Op.SEGMENTATION else voiceprint_schema(geometry)
-    meta = OutputsMeta(format=FORMAT, op=int(op), frames=geometry.frames_per_window, classes=geometry.classes,
+    meta = OutputsMeta(format=FORMAT, op=cast(Literal[0, 1, 2], int(op)),  # true: Op's members are 0, 1, 2
+                       frames=geometry.frames_per_window, classes=geometry.classes,
                        embedding_dim=geometry.embedding_dim, decisions=decisions and op is Op.SEGMENTATION)
     return schema.with_metadata({META_KEY: meta.model_dump_json().encode()})
 
@@ -128,9 +130,12 @@ class LaneWriter:
         """The manifest entry (sha256, bytes, rows) of every file written, by file name."""
         try:
             self._flush()
-            for sink in self.sinks.values():
+            entries: dict[str, dict] = {}
+            for op, sink in self.sinks.items():
                 sink.close()
-            return {op_file(op): sink.entry for op, sink in self.sinks.items()}
+                assert sink.entry is not None  # close() sets it
+                entries[op_file(op)] = sink.entry
+            return entries
         except BaseException:
             self.abort()
             raise

@@ -9,6 +9,7 @@ median's interval (:mod:`harness.timing`) without importing scipy.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 
 def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float:
@@ -34,9 +35,10 @@ def needed_at_zero(allowed: float) -> int | None:
     return int(math.ceil(3.0 / allowed))
 
 
-def half_binomial_cdf(n: int) -> np.ndarray:
+def half_binomial_cdf(n: int) -> npt.NDArray[np.float64]:
     """P(Binomial(n, 1/2) <= k) for k = 0..n, in float64 (log-space binomial coefficients: no
     overflow for any n; no scipy, whose import costs a second per command)."""
     k = np.arange(n, dtype=np.float64)
     log_choose = np.concatenate([[0.0], np.cumsum(np.log((n - k) / (k + 1)))])  # log C(n, k)
-    return np.minimum(np.cumsum(np.exp(log_choose - n * np.log(2.0))), 1.0)
+    cdf: npt.NDArray[np.float64] = np.minimum(np.cumsum(np.exp(log_choose - n * np.log(2.0))), 1.0)
+    return cdf

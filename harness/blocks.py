@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,7 @@ class Block:
             ops.OP: np.array([int(self.op)], dtype=np.int32),
         }
         if self.op.is_voiceprint:
+            assert self.weights is not None and self.idx is not None, "create() requires both for OP 1/2"
             out[ops.WEIGHTS] = self.weights
             out[ops.IDX] = self.idx
         return out
@@ -115,7 +117,7 @@ class Block:
                      _check_speakers(self.id, speakers, i, geometry))
 
 
-def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str = "request") -> dict:
+def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str = "request") -> dict[str, Any]:
     """Validate a wire request (one block or a packed one): every rule but the window count."""
     unknown = sorted(set(tensors) - set(ops.INPUT_NAMES))
     if unknown:
@@ -126,8 +128,11 @@ def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str 
     return check_fields(where, tensors, geometry)
 
 
-def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) -> dict:
-    """Normalise and check every contract field of one request; see Block.create."""
+def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) -> dict[str, Any]:
+    """Normalise and check every contract field of one request; see Block.create.
+
+    Every value an array, but WEIGHTS and IDX None for OP 0: ``Any`` values, because the models read
+    the fields of the OP they were asked for as ``Mapping[str, np.ndarray]``."""
     span = _as_float(owner, ops.SPAN, tensors[ops.SPAN], rank=1)
     if span.shape[0] == 0:
         raise BlockError(owner, ops.SPAN, "length 0", "SPAN is empty")

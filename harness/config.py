@@ -13,7 +13,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -46,15 +46,15 @@ def _distinct(shapes: list[int]) -> list[int]:
 
 class ReleaseSection(_Section):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")] = Field(
-        "diar_nn_g-reference", description="release name: the golden's folder name and the report's title")
+        default="diar_nn_g-reference", description="release name: the golden's folder name and the report's title")
     device: Annotated[str, Field(pattern=DEVICE_PATTERN)] = Field(
-        "cpu", description="cpu | cuda | cuda:N (--device overrides)")
+        default="cpu", description="cpu | cuda | cuda:N (--device overrides)")
 
 
 class ModelSection(_Section):
     spec: Annotated[str, Field(min_length=1)] = Field(
-        "full", description="full | small | package.module:factory | path/to/model.pt")
-    seed: Seed = Field(0, description="seed of the reference weights")
+        default="full", description="full | small | package.module:factory | path/to/model.pt")
+    seed: Seed = Field(default=0, description="seed of the reference weights")
 
 
 class PerOpShapes(_Section):
@@ -72,7 +72,7 @@ class ShapesSection(_Section):
     release: list[Shape] | PerOpShapes = Field(
         default_factory=lambda: [1], description="blocks per call the release uses, or {op0, op1, op2}")
     candidates: list[Shape] = Field(default_factory=lambda: [2, 4], description="packed shapes to judge")
-    pad_to_fixed: bool = Field(False, description="pad every pack to exactly k with empty blocks")
+    pad_to_fixed: bool = Field(default=False, description="pad every pack to exactly k with empty blocks")
 
     @field_validator("candidates")
     @classmethod
@@ -81,21 +81,21 @@ class ShapesSection(_Section):
 
     @field_validator("release")
     @classmethod
-    def _release(cls, v):
+    def _release(cls, v: list[int] | PerOpShapes) -> list[int] | PerOpShapes:
         return _distinct(v) if isinstance(v, list) else v
 
 
 class LanesSection(_Section):
     voiceprint_inputs: Literal["isolated", "chained"] = Field(
-        "isolated", description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the golden's (the "
-        "voiceprint network judged alone); chained = the lane's own segmentation, as production would")
+        default="isolated", description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the "
+        "golden's (the voiceprint network judged alone); chained = the lane's own segmentation, as production would")
 
 
 class CorpusSection(_Section):
-    source: Literal["synth"] = Field("synth", description="the corpus built when no --corpus is given")
-    blocks: Annotated[int, Field(ge=1, le=10_000_000)] = Field(4, description="synthetic blocks")
-    seed: Seed = Field(0, description="seed of the synthetic audio")
-    step: Annotated[int, Field(ge=0)] = Field(0, description="window step in samples; 0 = a quarter window")
+    source: Literal["synth"] = Field(default="synth", description="the corpus built when no --corpus is given")
+    blocks: Annotated[int, Field(ge=1, le=10_000_000)] = Field(default=4, description="synthetic blocks")
+    seed: Seed = Field(default=0, description="seed of the synthetic audio")
+    step: Annotated[int, Field(ge=0)] = Field(default=0, description="window step in samples; 0 = a quarter window")
 
 
 class ConfigFile(_Section):
@@ -118,7 +118,7 @@ class ModelSpec:
     spec: str = "full"
     seed: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec, "seed": self.seed}
 
 
@@ -138,7 +138,7 @@ class ReleaseConfig:
     tolerances: Tolerances = field(default_factory=Tolerances)
     corpus: CorpusSection = field(default_factory=CorpusSection)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "release": {"name": self.name, "device": self.device},
             "model": self.model.to_dict(),
@@ -154,7 +154,7 @@ class ReleaseConfig:
     def release_shapes_json(self) -> dict[str, list[int]]:
         return {str(int(op)): list(ks) for op, ks in self.release_shapes.items()}
 
-    def with_overrides(self, **changes) -> ReleaseConfig:
+    def with_overrides(self, **changes: Any) -> ReleaseConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
@@ -182,7 +182,7 @@ def load_config(path: str | Path | None) -> ReleaseConfig:
     return config_from_dict(data, str(path))
 
 
-def config_from_dict(data: dict, where: str = "config") -> ReleaseConfig:
+def config_from_dict(data: dict[str, Any], where: str = "config") -> ReleaseConfig:
     try:
         parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import re
 from pathlib import Path
+from typing import Any
 
 from harness.jsonio import digest
 
@@ -20,14 +21,14 @@ PROFILE_KEYS = ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "
                 "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision")
 
 
-def environment(device: str = "cpu") -> dict:
+def environment(device: str = "cpu") -> dict[str, Any]:
     import numpy as np
     import pyarrow
     import torch
 
     import harness
 
-    env = {
+    env: dict[str, Any] = {
         "harness": harness.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -37,7 +38,9 @@ def environment(device: str = "cpu") -> dict:
         "numpy": np.__version__,
         "pyarrow": pyarrow.__version__,
         "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        # torch leaves these two unannotated
+        "cudnn": (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+                  if torch.backends.cudnn.is_available() else None),  # type: ignore[no-untyped-call]
         "device": device,
         "device_name": "cpu",
         "driver": None,
@@ -51,24 +54,24 @@ def environment(device: str = "cpu") -> dict:
     return env
 
 
-def device_kind(env: dict) -> str:
+def device_kind(env: dict[str, Any]) -> str:
     """The key promotion is per: 'cpu' or the GPU's name (an H200 is not an A100)."""
     name = env.get("device_name") or "cpu"
     return "cpu" if name == "cpu" else str(name)
 
 
-def numerics_profile(in_force: dict | None) -> str:
+def numerics_profile(in_force: dict[str, Any] | None) -> str:
     """A short id of the numeric settings in force: shapes are promoted per profile, because a
     shape that matches with TF32 off may not with it on (and the thread count picks kernels)."""
     settings = {k: (in_force or {}).get(k) for k in PROFILE_KEYS}
     return "np-" + digest(settings)[:10]
 
 
-def differences(a: dict, b: dict, keys: tuple[str, ...] = NUMERIC_KEYS) -> list[str]:
+def differences(a: dict[str, Any], b: dict[str, Any], keys: tuple[str, ...] = NUMERIC_KEYS) -> list[str]:
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
 
 
-def shard_conflict(kind_a: str, a: dict, kind_b: str, b: dict) -> str | None:
+def shard_conflict(kind_a: str, a: dict[str, Any], kind_b: str, b: dict[str, Any]) -> str | None:
     """Why two shards' manifests (runs or goldens) came from different numerics, None when they did
     not: device kind, the environment's numeric keys, the numeric settings in force."""
     if kind_a != kind_b:
@@ -84,7 +87,7 @@ def shard_conflict(kind_a: str, a: dict, kind_b: str, b: dict) -> str | None:
     return None
 
 
-def numerics_differences(then: dict | None, now: dict | None) -> list[str]:
+def numerics_differences(then: dict[str, Any] | None, now: dict[str, Any] | None) -> list[str]:
     then, now = then or {}, now or {}
     return [f"numerics.{k}: {then.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(then) | set(now))
             if then.get(k) != now.get(k)]
@@ -110,13 +113,13 @@ def _driver_version() -> str | None:
     return match.group(1) if match else text.splitlines()[0].strip()
 
 
-def machine_environment(backend_env: dict) -> dict:
+def machine_environment(backend_env: dict[str, Any]) -> dict[str, Any]:
     """The environment of the machine that ran the model: a remote backend (Triton) reports its
     own; an in-process backend is this process."""
     return backend_env.get("environment") or environment(backend_env.get("device", "cpu"))
 
 
-def provenance(backend_env: dict) -> dict:
+def provenance(backend_env: dict[str, Any]) -> dict[str, Any]:
     """The manifest fields saying what produced a result, from ``Backend.environment()``."""
     in_force = backend_env.get("numerics_in_force") or {}
     return {

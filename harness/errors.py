@@ -48,7 +48,7 @@ def failed_step(exc: BaseException) -> str:
     """Where an unexpected exception happened: the named pipeline step it left, else the innermost
     function of the harness's own code it was raised in (``module.function``)."""
     named = getattr(exc, "harness_step", None)
-    if named:
+    if isinstance(named, str) and named:  # set by step() above; anything else is not ours
         return named
     import traceback
 

@@ -59,7 +59,7 @@ class Geometry:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Geometry:
+    def from_dict(cls, data: object) -> Geometry:
         """Every key required, no unknown key (a misspelt key must never fall back to a default)."""
         if not isinstance(data, dict):
             raise ValueError(f"geometry must be a mapping of its {len(cls.__dataclass_fields__)} keys, got "

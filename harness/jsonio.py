@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import Any, SupportsFloat
 
 import numpy as np
 
@@ -48,13 +49,13 @@ def digest(data: object) -> str:
     return hashlib.sha256(canonical(data)).hexdigest()
 
 
-def seal(data: dict, field: str) -> dict:
+def seal(data: dict[str, Any], field: str) -> dict[str, Any]:
     """``data`` with ``field`` set to the sha256 of its canonical form without that field."""
     body = {k: v for k, v in data.items() if k != field}
     return {**body, field: digest(body)}
 
 
-def seal_ok(data: dict, field: str) -> bool:
+def seal_ok(data: dict[str, Any], field: str) -> bool:
     return isinstance(data.get(field), str) and digest({k: v for k, v in data.items() if k != field}) == data[field]
 
 
@@ -93,7 +94,7 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a harness file may hold")
 
 
-def finite_or_none(value: object) -> float | None:
+def finite_or_none(value: SupportsFloat | None) -> float | None:
     """A float for a file: ``None`` where it is NaN or Inf (JSON has no such numbers)."""
     if value is None:
         return None

@@ -25,7 +25,7 @@ def _models_in(annotation: object) -> list[type[BaseModel]]:
     return found
 
 
-def accepted_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+def accepted_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     """The keys accepted in the table at ``loc`` (the path to it, union branch names included)."""
     models = [model]
     for part in loc:

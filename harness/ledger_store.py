@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from harness.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
 from harness.fsio import check_output_file, fault, locked, same_file
@@ -49,7 +49,7 @@ def _real(path: Path) -> Path:
     return Path(path).resolve()
 
 
-def load_ledger(path: Path, must_exist: bool = False) -> dict:
+def load_ledger(path: Path, must_exist: bool = False) -> dict[str, Any]:
     """The validated, unedited ledger; a missing file is an empty ledger unless ``must_exist``."""
     path = Path(path)
     if not path.exists():
@@ -69,7 +69,7 @@ def load_ledger(path: Path, must_exist: bool = False) -> dict:
     return data
 
 
-def load_manifest(path: Path) -> dict:
+def load_manifest(path: Path) -> dict[str, Any]:
     """The validated, unedited promoted-shapes manifest (not yet compared with its ledger)."""
     path = Path(path)
     data = read_json(path, "promoted-shapes manifest")
@@ -116,7 +116,7 @@ def _pending_manifest(ledger_path: Path) -> Path | None:
     return None
 
 
-def _read_journal(ledger_path: Path) -> dict:
+def _read_journal(ledger_path: Path) -> dict[str, Any]:
     """The pending journal of ``ledger_path``, only if it may be applied: schema, seals, for this
     very ledger, and its manifest the one derived from its ledger. Otherwise one line naming it."""
     journal = journal_path(ledger_path)
@@ -129,6 +129,7 @@ def _read_journal(ledger_path: Path) -> dict:
     if isinstance(data, dict) and data.get("kind") is None and "journal_sha256" in data:
         raise LedgerError(f"{journal}: a journal of an older harness (it names no files): refusing to apply it; {fix}")
     validate(Journal, data, f"{journal} (refusing to apply it; {fix})", LedgerError)
+    assert isinstance(data, dict)  # validate() refused anything else
     problems = []
     if not seal_ok(data, "journal_sha256"):
         problems.append("journal_sha256 does not match its content (edited after it was written)")
@@ -172,7 +173,7 @@ def recover(ledger_path: Path) -> bool:
 
 
 def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, list[int]],
-           update: Callable[[dict], tuple[dict, T]]) -> T:
+           update: Callable[[dict[str, Any]], tuple[dict[str, Any], T]]) -> T:
     """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction."""
     check_paths(ledger_path, manifest_path)
     shown = Path(ledger_path)
@@ -209,7 +210,8 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
     return result
 
 
-def _write_both(ledger_path: Path, manifest_path: Path, ledger: dict, manifest: dict, manifest_first: bool) -> None:
+def _write_both(ledger_path: Path, manifest_path: Path, ledger: dict[str, Any], manifest: dict[str, Any],
+                manifest_first: bool) -> None:
     writes = [(manifest_path, manifest), (ledger_path, ledger)]
     if not manifest_first:
         writes.reverse()
@@ -219,7 +221,8 @@ def _write_both(ledger_path: Path, manifest_path: Path, ledger: dict, manifest: 
             fault("promote:first-written")
 
 
-def read_consistent(ledger_path: Path, manifest_path: Path | None = None) -> tuple[dict, dict | None]:
+def read_consistent(ledger_path: Path,
+                    manifest_path: Path | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Ledger and manifest as committed, checked to agree: the manifest must be exactly the one
     derived from this ledger (a re-sealed manifest listing a shape the ledger never promoted is
     refused, naming the shape). Every reader calls this (``shapes``, ``report``, the nightly's report).
@@ -259,5 +262,5 @@ def read_consistent(ledger_path: Path, manifest_path: Path | None = None) -> tup
     return ledger, manifest
 
 
-def dumps_manifest(manifest: dict) -> str:
+def dumps_manifest(manifest: dict[str, Any]) -> str:
     return dumps(manifest)

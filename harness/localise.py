@@ -12,10 +12,12 @@ window cutting, or a change made outside any module, is still located.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from harness.blocks import Block
 from harness.ops import Op
@@ -25,6 +27,13 @@ INPUT = "<input: windows as the network receives them>"
 OUTPUT = "<output: the model's answer>"
 
 
+class Inferring(Protocol):
+    """What localisation needs of a model: ``lanes.model_api.Model``'s call (harness does not import lanes).
+    Its torch modules (``torch_modules()``, ``row_modules()``) are optional and looked up by name."""
+
+    def infer(self, request: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]: ...
+
+
 class _SliceRecorder:
     """Keeps, per module, the part of its outputs (over all its calls) inside one slice of dim 0."""
 
@@ -32,7 +41,7 @@ class _SliceRecorder:
                  row_modules: tuple[str, ...]) -> None:
         self.parts: OrderedDict[str, list[torch.Tensor]] = OrderedDict()
         self.seen: dict[str, int] = {}
-        self.handles = []
+        self.handles: list[RemovableHandle] = []
         for prefix, top in modules.items():
             self.handles.append(top.register_forward_pre_hook(self._hook(f"{prefix} {INPUT}", windows, pre=True)))
             for name, module in top.named_modules():
@@ -41,8 +50,8 @@ class _SliceRecorder:
                     per_row = any(full == r or full.startswith(r + ".") for r in row_modules)
                     self.handles.append(module.register_forward_hook(self._hook(full, rows if per_row else windows)))
 
-    def _hook(self, name: str, want: slice, pre: bool = False):
-        def keep(tensor) -> None:
+    def _hook(self, name: str, want: slice, pre: bool = False) -> Callable[..., None]:
+        def keep(tensor: object) -> None:
             if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
                 return
             start = self.seen.get(name, 0)
@@ -64,7 +73,8 @@ class _SliceRecorder:
         return OrderedDict((k, torch.cat(v) if len(v) > 1 else v[0]) for k, v in self.parts.items())
 
 
-def _record(model, request: dict, nets: dict, windows: slice, rows: slice, row_modules) -> tuple[dict, np.ndarray]:
+def _record(model: Inferring, request: Mapping[str, np.ndarray], nets: dict[str, torch.nn.Module], windows: slice,
+            rows: slice, row_modules: tuple[str, ...]) -> tuple[OrderedDict[str, torch.Tensor], np.ndarray]:
     recorder = _SliceRecorder(nets, windows, rows, row_modules)
     try:
         (answer,) = model.infer(request).values()
@@ -73,19 +83,20 @@ def _record(model, request: dict, nets: dict, windows: slice, rows: slice, row_m
     return recorder.outputs(), np.asarray(answer)
 
 
-def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict:
+def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict[str, Any]:
     finite = torch.isfinite(got) & torch.isfinite(want)
     diff = (got.double() - want.double()).abs()[finite]
     return {"layer": layer, "max_abs": float(diff.max()) if diff.numel() else 0.0,
             "non_finite": int((~finite).sum()), "fraction_differing": float((got != want).double().mean())}
 
 
-def localise(model, blocks: Sequence[Block], target: str | None = None, pad_to: int | None = None) -> dict:
+def localise(model: Inferring, blocks: Sequence[Block], target: str | None = None, pad_to: int | None = None
+             ) -> dict[str, Any]:
     """Pack ``blocks``; compare ``target`` (default: the first) alone vs packed, layer by layer."""
     if not hasattr(model, "torch_modules"):
         return {"available": False, "reason": "the model exposes no torch modules to hook"}
     op = blocks[0].op
-    nets = model.torch_modules()
+    nets: dict[str, torch.nn.Module] = model.torch_modules()
     family = "segmentation" if op is Op.SEGMENTATION else "voiceprint"
     nets = {family: nets[family]} if family in nets else nets
     row_modules = tuple(getattr(model, "row_modules", lambda: ())())
@@ -95,7 +106,7 @@ def localise(model, blocks: Sequence[Block], target: str | None = None, pad_to: 
     seg = next(s for s in packed.segments if s.block_id == target and not s.padding)
     packed_acts, packed_out = _record(model, packed.tensors(), nets, seg.window_slice, seg.row_slice, row_modules)
     exact_acts, exact_out = _record(model, block.tensors(), nets, slice(0, None), slice(0, None), row_modules)
-    first = None
+    first: dict[str, Any] | None = None
     for name, exact in exact_acts.items():
         got = packed_acts.get(name)
         if got is None or got.shape != exact.shape:

@@ -14,6 +14,7 @@ is counted, never compared: a non-finite element can never pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -33,7 +34,8 @@ def ordered_bits(x: np.ndarray) -> np.ndarray:
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     d = ordered_bits(a)
     np.subtract(d, ordered_bits(b), out=d)
-    return np.abs(d, out=d)
+    np.abs(d, out=d)
+    return d
 
 
 @dataclass
@@ -67,24 +69,25 @@ def _rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray(b, dtype=np.float32).reshape(rows, per_row))
 
 
-def _kernels():
+def _kernels() -> ModuleType | None:
     """The numba kernels module, or None where numba cannot be imported (numpy fallback)."""
-    global _KERNELS
-    if _KERNELS is _UNSET:
+    global _KERNELS, _KERNELS_TRIED
+    if not _KERNELS_TRIED:
         try:
             from harness import metrics_kernels
         except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install scoring
             _KERNELS = None
         else:
             _KERNELS = metrics_kernels
+        _KERNELS_TRIED = True
     return _KERNELS
 
 
-_UNSET = object()
-_KERNELS: object = _UNSET
+_KERNELS: ModuleType | None = None  # harness.metrics_kernels once imported
+_KERNELS_TRIED = False
 
 
-def _row_diff_compiled(kernels, a2: np.ndarray, b2: np.ndarray) -> RowDiff:
+def _row_diff_compiled(kernels: ModuleType, a2: np.ndarray, b2: np.ndarray) -> RowDiff:
     rows, per_row = a2.shape
     top = np.zeros(rows, np.int32)
     out = RowDiff(np.zeros(rows), np.zeros(rows), np.zeros(rows, np.int64), np.zeros(rows, bool),

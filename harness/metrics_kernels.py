@@ -18,10 +18,21 @@ imports numba, so ``harness.metrics`` imports it only when a difference is compu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numba
 import numpy as np
+import numpy.typing as npt
 from numba import types
+from numba.core.typing.templates import Signature
 from numba.extending import intrinsic
+
+# The annotations are for readers and mypy only: numba types the compiled functions from their arguments.
+F32 = npt.NDArray[np.float32]
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 # Reassociation lets the float64 sum vectorise; nothing here depends on a NaN-aware compare.
 _FAST = {"reassoc", "nsz", "contract"}
@@ -30,19 +41,20 @@ _EXP = 0x7F800000  # exponent bits all set: Inf or NaN
 
 
 @intrinsic
-def _bits(typingctx, x):
+def _bits(typingctx: object, x: types.Type) -> tuple[Signature, Callable[..., Any]] | None:
     """float32 -> its int32 bit pattern (a register reinterpretation, no memory round trip)."""
     if x != types.float32:
         return None
 
-    def codegen(context, builder, signature, args):
+    # llvmlite (the builder, the values) has no type information: Any
+    def codegen(context: Any, builder: Any, signature: Signature, args: Sequence[Any]) -> Any:
         return builder.bitcast(args[0], context.get_value_type(types.int32))
 
     return types.int32(types.float32), codegen
 
 
 @numba.njit(nogil=True, boundscheck=False, fastmath=_FAST, cache=True)
-def _fast_segment(x, y, xi, yi):
+def _fast_segment(x: F32, y: F32, xi: I32, yi: I32) -> tuple[np.int32, np.int32, np.int32, np.int32, float]:
     """(max |int32 bit diff|, bits differing, max bits of |x - y|, OR of sign xors, sum |x - y|)."""
     ulp = np.int32(0)
     count = np.int32(0)
@@ -57,13 +69,13 @@ def _fast_segment(x, y, xi, yi):
         count += np.int32(u != 0)
         ulp = max(ulp, np.int32(abs(u)))
         d = abs(x[j] - y[j])
-        top = max(top, _bits(d))
+        top = max(top, _bits(d))  # type: ignore[call-arg]  # numba passes typingctx itself when compiling
         total += np.float64(d)
     return ulp, count, top, signs, total
 
 
 @numba.njit(nogil=True, boundscheck=False, fastmath=_FAST, cache=True)
-def _exact_segment(x, y, xi, yi):
+def _exact_segment(x: F32, y: F32, xi: I32, yi: I32) -> tuple[np.int64, np.int64, np.int32, float]:
     """(max ULP int64, non-finite elements, max bits of |x - y|, sum |x - y|) over finite pairs.
 
     Branch-free (selects), so it vectorises like the fast loop.
@@ -82,13 +94,14 @@ def _exact_segment(x, y, xi, yi):
         ulp = max(ulp, np.int64(0) if bad else abs(oa - ob))
         d = abs(x[j] - y[j])
         d = np.float32(0.0) if bad else d
-        top = max(top, _bits(d))
+        top = max(top, _bits(d))  # type: ignore[call-arg]  # numba passes typingctx itself when compiling
         total += np.float64(d)
     return ulp, non_finite, top, total
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def row_stats(x, y, xi, yi, top_bits, sum_abs, max_ulp, non_finite, differing):
+def row_stats(x: F32, y: F32, xi: I32, yi: I32, top_bits: I32, sum_abs: F64, max_ulp: I64, non_finite: I64,
+              differing: I64) -> None:
     """Fill the per-row outputs for 2-D C-contiguous float32 ``x``, ``y`` (``xi``, ``yi``: int32 views)."""
     rows, n = x.shape
     for r in range(rows):
@@ -113,11 +126,11 @@ def row_stats(x, y, xi, yi, top_bits, sum_abs, max_ulp, non_finite, differing):
             total = 0.0
             for s in range(0, n, _SEGMENT):
                 e = min(n, s + _SEGMENT)
-                su, sn, st, sm = _exact_segment(x[r, s:e], y[r, s:e], xi[r, s:e], yi[r, s:e])
-                ulp = max(ulp, su)
-                nf += sn
-                top = max(top, st)
-                total += sm
+                xu, xn, xt, xm = _exact_segment(x[r, s:e], y[r, s:e], xi[r, s:e], yi[r, s:e])
+                ulp = max(ulp, xu)
+                nf += xn
+                top = max(top, xt)
+                total += xm
             non_finite[r] = nf
         top_bits[r] = top
         sum_abs[r] = total
@@ -128,7 +141,7 @@ _TOP_CHUNK = 4096  # frames whose running top-two state stays in L1 while the co
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def top_two(frames, argmax, margin):
+def top_two(frames: F32, argmax: I64, margin: F32) -> None:
     """Per row of float32 ``frames`` [n, C]: first index of the max (strict ``>``) and top1 - top2.
 
     The same recurrence as the numpy version it replaces, NaN included (what NaN gives is that

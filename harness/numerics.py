@@ -9,7 +9,7 @@ thread count, oneDNN off).
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,13 +23,15 @@ class NumericSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    threads: Annotated[int, Field(ge=0, le=4096)] = Field(0, description="torch intra-op threads; 0 = one per CPU")
-    mkldnn: bool = Field(True, description="false: CPU convolutions through NNPACK (a real non-bitwise case)")
-    cudnn_benchmark: bool = Field(False, description="cuDNN autotuning (picks kernels per shape)")
-    cudnn_deterministic: bool = Field(True, description="deterministic cuDNN kernels only")
-    deterministic_algorithms: bool = Field(True, description="torch.use_deterministic_algorithms")
-    allow_tf32: bool = Field(False, description="TF32 for matmul and cuDNN")
-    matmul_precision: Literal["highest", "high", "medium"] = Field("highest", description="float32 matmul precision")
+    threads: Annotated[int, Field(ge=0, le=4096)] = Field(
+        default=0, description="torch intra-op threads; 0 = one per CPU")
+    mkldnn: bool = Field(default=True, description="false: CPU convolutions through NNPACK (a real non-bitwise case)")
+    cudnn_benchmark: bool = Field(default=False, description="cuDNN autotuning (picks kernels per shape)")
+    cudnn_deterministic: bool = Field(default=True, description="deterministic cuDNN kernels only")
+    deterministic_algorithms: bool = Field(default=True, description="torch.use_deterministic_algorithms")
+    allow_tf32: bool = Field(default=False, description="TF32 for matmul and cuDNN")
+    matmul_precision: Literal["highest", "high", "medium"] = Field(
+        default="highest", description="float32 matmul precision")
 
     def resolved_threads(self) -> int:
         if self.threads:
@@ -47,7 +49,8 @@ class NumericSettings(BaseModel):
             # cuBLAS needs this before its first handle is created to be deterministic.
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.set_num_threads(self.resolved_threads())
-        torch.backends.mkldnn.enabled = self.mkldnn
+        # torch swaps this module's class at import: ``enabled`` is a ContextProp descriptor taking a bool
+        torch.backends.mkldnn.enabled = self.mkldnn  # type: ignore[assignment]
         torch.backends.cudnn.benchmark = self.cudnn_benchmark
         torch.backends.cudnn.deterministic = self.cudnn_deterministic
         torch.use_deterministic_algorithms(self.deterministic_algorithms)
@@ -55,11 +58,11 @@ class NumericSettings(BaseModel):
         torch.backends.cudnn.allow_tf32 = self.allow_tf32
         torch.set_float32_matmul_precision(self.matmul_precision)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
 
     @classmethod
-    def from_dict(cls, data: dict) -> NumericSettings:
+    def from_dict(cls, data: dict[str, Any]) -> NumericSettings:
         from pydantic import ValidationError
 
         from harness.schemas import describe_error
@@ -70,7 +73,7 @@ class NumericSettings(BaseModel):
             raise ConfigError(f"numerics: {describe_error(exc)}") from None
 
 
-def in_force() -> dict:
+def in_force() -> dict[str, Any]:
     """What torch actually has now (recorded in manifests next to the requested settings)."""
     import torch
 

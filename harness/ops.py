@@ -24,7 +24,8 @@ class Op(IntEnum):
     def parse(cls, value: object) -> Op:
         """Accept 0/1/2, "0", or a member; raise ValueError naming the value otherwise."""
         try:
-            return cls(int(value))  # type: ignore[arg-type]
+            # int() itself decides what it accepts (str, float, numpy scalars, ...): its refusal is the check
+            return cls(int(value))  # type: ignore[call-overload]
         except (TypeError, ValueError):
             raise ValueError(f"unknown OP {value!r}: expected 0 (segmentation), 1 or 2 (voiceprint)") from None
 

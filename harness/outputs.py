@@ -24,6 +24,8 @@ class SegmentationOutputs:
     block_ids: list[str]
     valid: np.ndarray  # [B, N] int32
     logprobs: np.ndarray  # [B, N, F, C] float32
+    # (argmax, margin) per frame, flat: computed on first use, or read back from a golden's file
+    _decisions: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def index(self) -> dict[str, int]:
         return {b: i for i, b in enumerate(self.block_ids)}
@@ -33,7 +35,7 @@ class SegmentationOutputs:
 
         Computed once per golden and cached: every shape scored against it reuses them.
         """
-        cached = getattr(self, "_decisions", None)
+        cached = self._decisions
         if cached is None:
             cached = top_two(self.logprobs.reshape(-1, self.logprobs.shape[-1]))
             self._decisions = cached
@@ -46,13 +48,14 @@ class SegmentationOutputs:
         self._decisions = (argmax, margin)
 
     def block(self, block_id: str) -> np.ndarray:
-        return self.logprobs[self.index()[block_id]]
+        one: np.ndarray = self.logprobs[self.index()[block_id]]
+        return one
 
     def select(self, block_ids: list[str]) -> SegmentationOutputs:
         pos = self.index()
         rows = [pos[b] for b in block_ids]
         out = SegmentationOutputs(list(block_ids), self.valid[rows], self.logprobs[rows])
-        cached = getattr(self, "_decisions", None)
+        cached = self._decisions
         if cached is not None:
             frames = self.logprobs.shape[1] * self.logprobs.shape[2]
             take = (np.asarray(rows)[:, None] * frames + np.arange(frames)).reshape(-1)
@@ -153,9 +156,10 @@ class LaneOutputs:
             np.concatenate([p.segmentation.valid for p in parts]),
             np.concatenate([p.segmentation.logprobs for p in parts]),
         )
-        cached = [getattr(p.segmentation, "_decisions", None) for p in parts]
-        if all(c is not None for c in cached):
-            seg._decisions = (np.concatenate([c[0] for c in cached]), np.concatenate([c[1] for c in cached]))
+        cached = [p.segmentation._decisions for p in parts]
+        known = [c for c in cached if c is not None]
+        if len(known) == len(cached):
+            seg._decisions = (np.concatenate([c[0] for c in known]), np.concatenate([c[1] for c in known]))
         vps = {}
         for op in sorted({op for p in parts for op in p.voiceprint}):
             vps[op] = VoiceprintOutputs.concat([p.voiceprint[op] for p in parts if op in p.voiceprint])

@@ -146,8 +146,9 @@ def pin(paths: Sequence[Path]) -> list[Path]:
             current = member_path.parent / head
             if current not in resolved:
                 resolved[current] = _current(member_path.parent, head[1:-len(".current")])
-            if resolved[current] is not None:  # else nothing is published: the name shows nothing, as it is
-                out[-1] = member_path.parent / resolved[current] / member / inner
+            generation = resolved[current]
+            if generation is not None:  # else nothing is published: the name shows nothing, as it is
+                out[-1] = member_path.parent / generation / member / inner
             break
     return out
 
@@ -197,7 +198,7 @@ def _link_member(folder: Path, name: str, member: str) -> None:
     os.symlink(target, tmp)
     try:
         if path.is_dir() and not path.is_symlink():
-            if not _exchange(tmp, path):
+            if not swap_paths(tmp, path):
                 aside = folder / f".{member}.tmp-old-{os.getpid()}-{secrets.token_hex(4)}"
                 os.rename(path, aside)
                 os.rename(tmp, path)
@@ -254,7 +255,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def swap_paths(a: Path, b: Path) -> bool:
     """``renameat2(a, b, RENAME_EXCHANGE)``: swap two names atomically; False where libc or the file system
     has no such call."""
     try:

@@ -15,7 +15,13 @@ from queue import Empty, Full, Queue
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
-_END = object()
+
+
+class _End:
+    """The sentinel type: a producer's "no more items" (a class, so the queue's items can be typed)."""
+
+
+_END = _End()
 
 
 class _Failure:
@@ -28,10 +34,10 @@ def prefetch(items: Iterable[T], depth: int = 1, name: str = "prefetch") -> Iter
 
     The iterable is consumed only by that thread. Closing the returned iterator early (a ``break``,
     an exception in the caller) stops the thread after the item it is producing."""
-    queue: Queue = Queue(maxsize=max(1, depth))
+    queue: Queue[T | _Failure | _End] = Queue(maxsize=max(1, depth))
     stop = threading.Event()
 
-    def put(item: object) -> bool:
+    def put(item: T | _Failure | _End) -> bool:
         while not stop.is_set():
             try:
                 queue.put(item, timeout=0.1)
@@ -61,7 +67,7 @@ def prefetch(items: Iterable[T], depth: int = 1, name: str = "prefetch") -> Iter
     try:
         while True:
             item = queue.get()
-            if item is _END:
+            if isinstance(item, _End):
                 return
             if isinstance(item, _Failure):
                 raise item.error
@@ -83,7 +89,7 @@ class WriteBehind(Generic[T]):
 
     def __init__(self, write: Callable[[T], None], depth: int = 1, name: str = "write-behind") -> None:
         self._write = write
-        self._queue: Queue = Queue(maxsize=max(1, depth))
+        self._queue: Queue[T | _End] = Queue(maxsize=max(1, depth))
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
@@ -91,7 +97,7 @@ class WriteBehind(Generic[T]):
     def _work(self) -> None:
         while True:
             item = self._queue.get()
-            if item is _END:
+            if isinstance(item, _End):
                 return
             if self._error is None:
                 try:

@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -103,8 +103,11 @@ class PackedRequest:
             ops.OP: np.array([int(self.op)], dtype=np.int32),
         }
         if self.op.is_voiceprint:
-            out[ops.WEIGHTS] = self.weights
-            out[ops.IDX] = self.idx
+            # a None is left out (the same to check_request, which .get()s them): a foreign packer's or a
+            # capture's request is refused there, naming the field, not here
+            for name, tensor in ((ops.WEIGHTS, self.weights), (ops.IDX, self.idx)):
+                if tensor is not None:
+                    out[name] = tensor
         return out
 
     @property
@@ -137,7 +140,7 @@ class Packer(Protocol):
 
     def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
@@ -158,7 +161,7 @@ class HarnessPacker:
     def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return unpack(packed, outputs)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Provenance; ``identity`` is what a promotion is keyed by (bound to this module's source)."""
         return {"name": self.name, "kind": "harness", "module": __name__, "identity": harness_identity()}
 
@@ -218,7 +221,7 @@ def pack(items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> P
         if pad_to < len(parts):
             raise PackingError(f"cannot pad {len(parts)} blocks down to k={pad_to}")
         windows = parts[0].windows
-        frames = parts[0].weights.shape[1] if op.is_voiceprint else 0
+        frames = _voiceprint(parts[0].weights, ops.WEIGHTS, parts[0].id).shape[1] if op.is_voiceprint else 0
         for j in range(pad_to - len(parts)):
             parts.append(_padding_block(f"{PADDING_PREFIX}{real + j}", op, windows, frames))
             pads.append(True)
@@ -241,12 +244,15 @@ def pack(items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> P
     valid = np.concatenate([p.valid for p in parts]).astype(np.int32, copy=False)
     weights = idx = speakers = None
     if op.is_voiceprint:
-        weights = np.concatenate([p.weights for p in parts]).astype(np.float32, copy=False)
+        weights = np.concatenate([_voiceprint(p.weights, ops.WEIGHTS, p.id) for p in parts]).astype(
+            np.float32, copy=False)
         idx = np.concatenate(
-            [p.idx.astype(np.int64) + s.window_start for p, s in zip(parts, segments, strict=True)]
+            [_voiceprint(p.idx, ops.IDX, p.id).astype(np.int64) + s.window_start
+             for p, s in zip(parts, segments, strict=True)]
         ).astype(np.int32)
-        if all(p.speakers is not None for p in parts):
-            speakers = np.concatenate([p.speakers for p in parts]).astype(np.int32, copy=False)
+        part_speakers = [p.speakers for p in parts]
+        if all(sp is not None for sp in part_speakers):
+            speakers = np.concatenate([sp for sp in part_speakers if sp is not None]).astype(np.int32, copy=False)
     return PackedRequest(op, span, offsets, valid, weights, idx, speakers, tuple(segments))
 
 
@@ -321,14 +327,23 @@ def _padding_block(block_id: str, op: Op, windows: int, frames: int) -> Block:
     )
 
 
+def _voiceprint(tensor: np.ndarray | None, name: str, owner: str) -> np.ndarray:
+    """An OP 1/2 tensor the Block/PackedRequest contract guarantees (Block.create checks it); one
+    built around that contract is refused as a packing error, not an AttributeError on None."""
+    if tensor is None:
+        raise PackingError(f"{owner}: an OP 1/2 request needs {name}, it has none")
+    return tensor
+
+
 def _parts(packed: PackedRequest) -> list[Block]:
     """Every segment of a pack as a Block with local offsets/IDX (padding included)."""
     parts = []
     for seg in packed.segments:
         weights = idx = speakers = None
         if packed.op.is_voiceprint:
-            weights = packed.weights[seg.row_slice]
-            idx = (packed.idx[seg.row_slice].astype(np.int64) - seg.window_start).astype(np.int32)
+            weights = _voiceprint(packed.weights, ops.WEIGHTS, "packed request")[seg.row_slice]
+            idx = (_voiceprint(packed.idx, ops.IDX, "packed request")[seg.row_slice].astype(np.int64)
+                   - seg.window_start).astype(np.int32)
             if packed.speakers is not None:
                 speakers = packed.speakers[seg.row_slice]
         parts.append(

@@ -18,6 +18,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,9 @@ import pyarrow.parquet as pq
 
 from harness.errors import HarnessError, check_interrupted, one_line
 from harness.fsio import atomic_file, fault, os_failure
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 COMPRESSION = "zstd"
 # Runs are read once, right after, and float outputs shrink by under 10 % in zstd: speed over size.
@@ -44,9 +48,9 @@ class HashingFile(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
         self.sha256.update(data)
-        self.size += len(data)
+        self.size += memoryview(data).nbytes  # bytes, whatever the buffer's item size
         return self._f.write(data)
 
     def tell(self) -> int:
@@ -72,7 +76,7 @@ class ParquetSink:
         self.path = Path(path)
         self.schema = schema
         self.rows = 0
-        self.entry: dict | None = None
+        self.entry: dict[str, Any] | None = None
         self._context = atomic_file(self.path)
         self._tmp = self._context.__enter__()
         with self._dropped_on_failure():
@@ -130,7 +134,7 @@ def _scalars(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if not pa.types.is_nested(f.type)]
 
 
-def write_table(path: Path, table: pa.Table, compression_level: int | None = None) -> dict:
+def write_table(path: Path, table: pa.Table, compression_level: int | None = None) -> dict[str, Any]:
     """Write one table; returns its manifest entry (sha256, bytes, rows)."""
     sink = ParquetSink(path, table.schema, compression_level)
     sink.write(table)
@@ -186,7 +190,7 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
     most of a second of every command that reads outputs.)"""
     dtype = _NUMPY.get(arr.type)
     if dtype is None or arr.null_count:
-        return arr.to_numpy(zero_copy_only=False)
+        return np.asarray(arr.to_numpy(zero_copy_only=False))
     data = arr.buffers()[1]
     if data is None:
         return np.zeros(0, dtype=dtype)
@@ -206,9 +210,10 @@ def schema_metadata(file: pq.ParquetFile, key: bytes, path: Path, what: str,
     if raw is None:
         return None
     try:
-        return json.loads(raw)
+        value: object = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise error(f"{path}: {what} metadata {key.decode()!r} is not JSON") from None
+    return value
 
 
 def describe(schema: pa.Schema) -> str:

@@ -1,35 +1,144 @@
-"""Progress on long work, as a plain ``tick(n)`` callable the lanes call.
+"""Progress on long work, as a ``tick(n)`` callable the lanes call (with a ``phase(label)`` for the warm-up).
 
-On a terminal: a rich progress bar. Elsewhere (CI logs): one plain line every
+On a terminal: a rich progress bar. Elsewhere (CI logs): one plain line at least every
 ``HARNESS_PROGRESS_SECONDS`` (default 10) seconds with calls done, elapsed time and an estimate of
-the time left, and a last line when done, so a 12-minute job shows it is alive.
+the time left, and a last line when done, so a 12-minute job shows it is alive. The lines come from
+a ticker thread, so they keep coming while one long call (a warm-up of a large shape, minutes on a
+CPU) holds the main thread.
+
+The warm-up (every lane's first call, run once untimed: :func:`lanes.runner._warm_up`) is its own
+phase: ``warm-up: OP 0 k=4 (3 of 12)``. It is not per-block work, so the estimate of the time left
+is measured from the end of the warm-up over the calls counted since (counting the warm-up's
+minutes as if they were per-call work made the nightly's first estimate 3.5x too long).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from harness.errors import HarnessError
+
+
+class Ticks:
+    """What a progress bar yields: ``tick(n)`` counts n calls done; ``phase(label)`` names a phase that
+    is not counted work (the warm-up), ``phase(None)`` ends it. The default does nothing."""
+
+    def __call__(self, n: int) -> None:
+        """Count ``n`` calls (blocks, shards) done."""
+
+    def phase(self, label: str | None) -> None:
+        """Enter an uncounted phase (``label``) or leave it (None)."""
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: int, enabled: bool = True, unit: str = "calls"
-                 ) -> Iterator[Callable[[int], None]]:
-    """``unit`` names what ``total`` counts (network calls; shards for a distributed job)."""
+def progress_bar(description: str, total: int, enabled: bool = True, unit: str = "calls",
+                 announce: str | None = None) -> Iterator[Ticks]:
+    """``unit`` names what ``total`` counts (network calls; shards for a distributed job). ``announce``: a line
+    said first (where the output goes), as the long work starts: after the checks that refuse bad input at once,
+    so a refusal stays one line."""
+    plain = enabled and total > 0 and not sys.stderr.isatty()
+    interval = interval_seconds() if plain else 0.0  # refused before anything is said
+    if enabled and announce:
+        print(announce, file=sys.stderr, flush=True)
     if not enabled or total <= 0:
-        yield lambda n: None
+        yield Ticks()
         return
-    if sys.stderr.isatty():
-        with _rich_bar(description, total, unit) as tick:
-            yield tick
+    if not plain:
+        with _rich_bar(description, total, unit) as ticks:
+            yield ticks
         return
-    yield from _plain_lines(description, total, unit)
+    lines = PlainLines(description, total, unit)
+    with lines.ticker(interval):
+        yield lines
+    lines.emit(final=True)
+
+
+def interval_seconds() -> float:
+    """``HARNESS_PROGRESS_SECONDS`` (default 10): seconds between two plain lines, refused in one line unless a
+    finite number > 0 (0 would print without pause)."""
+    text = os.environ.get("HARNESS_PROGRESS_SECONDS", "10")
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise HarnessError(f"HARNESS_PROGRESS_SECONDS={text!r}: expected seconds between progress lines, a number "
+                           "> 0 (default 10)")
+    return value
+
+
+class PlainLines(Ticks):
+    """The plain lines of a CI log. ``clock`` and ``out`` are seams for the tests (a fake clock)."""
+
+    def __init__(self, description: str, total: int, unit: str = "calls",
+                 clock: Callable[[], float] = time.monotonic, out: TextIO | None = None) -> None:
+        self.description, self.total, self.unit, self.clock = description, total, unit, clock
+        self.out = out
+        self.start = clock()
+        self.work_start = self.start  # when counted work began: the start, or the end of the warm-up
+        self.done = 0
+        self.label: str | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+
+    def phase(self, label: str | None) -> None:
+        with self._lock:
+            self.label = label
+            if label is None:
+                self.work_start = self.clock()
+
+    def line(self, final: bool = False) -> str:
+        """The current line: done of total, elapsed (the warm-up included), the time left estimated from the
+        counted work alone."""
+        with self._lock:
+            now, done, total, label = self.clock(), self.done, self.total, self.label
+            work_start = self.work_start
+        elapsed = now - self.start
+        if final:
+            return f"{self.description}: {done} {self.unit}, done ({100 * done / total:.0f} %), {elapsed:.0f} s elapsed"
+        text = f"{self.description}: {done}/{total} {self.unit} ({100 * done / total:.0f} %)"
+        if label is not None:
+            text += f", {label}"
+        text += f", {elapsed:.0f} s elapsed"
+        if label is None and done and done < total:
+            eta = (now - work_start) / done * (total - done)
+            text += f", about {eta:.0f} s left"
+        return text
+
+    def emit(self, final: bool = False) -> None:
+        print(self.line(final), file=self.out or sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def ticker(self, interval: float) -> Iterator[None]:
+        """A daemon thread printing :meth:`line` every ``interval`` seconds until the block ends: lines keep
+        coming while one long call holds the main thread."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(interval):
+                self.emit()
+
+        thread = threading.Thread(target=run, name="harness-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 @contextlib.contextmanager
-def _rich_bar(description: str, total: int, unit: str) -> Iterator[Callable[[int], None]]:
+def _rich_bar(description: str, total: int, unit: str) -> Iterator[Ticks]:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -42,29 +151,16 @@ def _rich_bar(description: str, total: int, unit: str) -> Iterator[Callable[[int
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:  # refreshes in its own thread
+        yield _RichTicks(bar, bar.add_task(description, total=total), description)
 
 
-def _plain_lines(description: str, total: int, unit: str) -> Iterator[Callable[[int], None]]:
-    interval = float(os.environ.get("HARNESS_PROGRESS_SECONDS", "10"))
-    start = time.monotonic()
-    state = {"done": 0, "next": start + interval}
+class _RichTicks(Ticks):
+    def __init__(self, bar: Any, task: Any, description: str) -> None:
+        self.bar, self.task, self.description = bar, task, description
 
-    def line(done: int) -> str:
-        elapsed = time.monotonic() - start
-        eta = elapsed / done * (total - done) if done else float("nan")
-        return (f"{description}: {done}/{total} {unit} ({100 * done / total:.0f} %), {elapsed:.0f} s elapsed"
-                + (f", about {eta:.0f} s left" if done and done < total else ""))
+    def __call__(self, n: int) -> None:
+        self.bar.advance(self.task, n)
 
-    def tick(n: int) -> None:
-        state["done"] += n
-        now = time.monotonic()
-        if now >= state["next"]:
-            print(line(state["done"]), file=sys.stderr, flush=True)
-            state["next"] = now + interval
-
-    yield tick
-    print(line(state["done"]).replace(f"{state['done']}/{total} {unit}", f"{state['done']} {unit}, done"),
-          file=sys.stderr, flush=True)
+    def phase(self, label: str | None) -> None:
+        self.bar.update(self.task, description=self.description + (f" ({label})" if label else ""))

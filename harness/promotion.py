@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from typing import Any
 
 from harness.errors import LedgerError
 from harness.jsonio import seal
@@ -44,12 +45,12 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
-def empty_ledger() -> dict:
+def empty_ledger() -> dict[str, Any]:
     return seal({"kind": "harness.ledger", "format": FORMAT, "seq": 0, "updated": None, "entries": {}},
                 "ledger_sha256")
 
 
-def packer_of(score: dict) -> tuple[str, dict]:
+def packer_of(score: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The identity of the packer the score's fast lane used, and its laws verdict (both required)."""
     identity = (score.get("packer") or {}).get("identity")
     if not isinstance(identity, str) or not identity:
@@ -62,7 +63,7 @@ def packer_of(score: dict) -> tuple[str, dict]:
     return identity, laws
 
 
-def laws_reason(identity: str, laws: dict) -> str | None:
+def laws_reason(identity: str, laws: dict[str, Any]) -> str | None:
     """Why the laws verdict does not allow a promotion for ``identity`` (None: it does)."""
     judged = laws.get("packer_identity")
     if judged != identity:
@@ -78,15 +79,55 @@ def laws_reason(identity: str, laws: dict) -> str | None:
     return None
 
 
-def tolerance_mode(tolerances: dict) -> str:
+def tolerance_mode(tolerances: dict[str, Any]) -> str:
     """The score's tolerance mode: one name when every OP was judged in it, else 'op0=...,op1=...'."""
     modes = {op: (t or {}).get("mode") for op, t in sorted(tolerances.items())}
     values = set(modes.values())
     return str(values.pop()) if len(values) == 1 else ",".join(f"{op}={m}" for op, m in modes.items())
 
 
-def apply_score(ledger: dict, score: dict, run_created: str, release_shapes: dict[str, list[int]]) -> tuple[dict,
-                                                                                                        list[dict]]:
+def judging_overrides(score: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every judging setting the score was judged under that differs from the harness's built-in default
+    (``harness.tolerances.Tolerances()``, ``[lanes] voiceprint_inputs = "isolated"``), key by key:
+    ``[{"key": "tolerances.op0.mode", "value": "bitwise", "default": "tolerance"}, ...]``.
+
+    An override is what was *in force*, whoever set it (``--tolerance``, ``--voiceprint-inputs`` or a
+    ``harness.toml`` value): the score records the settings, not their source, and a night judged under
+    bitwise limits is that whether a flag or a file asked for it. A score without tolerances (never
+    written by this harness) yields nothing here; its ledger event still names its tolerance mode."""
+    from harness.tolerances import Tolerances
+
+    out: list[dict[str, Any]] = []
+    defaults = Tolerances().model_dump()
+    for op, table in sorted((score.get("tolerances") or {}).items()):
+        for key, value in sorted((table or {}).items()):
+            default = (defaults.get(op) or {}).get(key)
+            if value != default:
+                out.append({"key": f"tolerances.{op}.{key}", "value": value, "default": default})
+    if score.get("mode", "isolated") != "isolated":
+        out.append({"key": "lanes.voiceprint_inputs", "value": score["mode"], "default": "isolated"})
+    return out
+
+
+def describe_overrides(overrides: list[dict[str, Any]]) -> str:
+    """'tolerances.op0.mode = bitwise (default tolerance), ...' (one line)."""
+    return ", ".join(f"{o['key']} = {o['value']} (default {o['default']})" for o in overrides)
+
+
+def overrides_line(score: dict[str, Any]) -> str | None:
+    """The report's one line when the score was judged under overrides (None: under the defaults)."""
+    found = judging_overrides(score)
+    return f"Judged under overrides: {describe_overrides(found)}" if found else None
+
+
+def judged_under(score: dict[str, Any]) -> dict[str, Any]:
+    """What a ledger event records of how its score was judged (schema: ``LedgerEvent.judged_under``)."""
+    return {"tolerance_mode": tolerance_mode(score.get("tolerances") or {}),
+            "voiceprint_inputs": score.get("mode", "isolated"), "overrides": judging_overrides(score)}
+
+
+def apply_score(ledger: dict[str, Any], score: dict[str, Any], run_created: str, release_shapes: dict[str, list[int]]
+                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A new ledger with one (already verified) score applied, and the state changes it made.
 
     Refuses, naming the shape, a run already in a shape's history and a run older than a shape's
@@ -101,8 +142,9 @@ def apply_score(ledger: dict, score: dict, run_created: str, release_shapes: dic
     golden_ok = bool(score["verification"]["passed"])
     release = {k for ks in release_shapes.values() for k in ks if all(k in v for v in release_shapes.values())}
     release_ops = {str(op): sorted(int(k) for k in ks) for op, ks in release_shapes.items()}
-    transitions: list[dict] = []
+    transitions: list[dict[str, Any]] = []
     at = now()
+    judging = judged_under(score)
     for k, shape in sorted(score["shapes"].items(), key=lambda kv: int(kv[0])):
         k_int = int(k)
         if k_int in release:
@@ -138,7 +180,8 @@ def apply_score(ledger: dict, score: dict, run_created: str, release_shapes: dic
         entry["history"].append({"seq": seq, "at": at, "run_id": run_id, "run_created": run_created,
                                  "score_digest": score["digest"], "golden_id": score["golden"]["id"],
                                  "release": score["release"], "verdict": "pass" if passed else "fail",
-                                 "state": entry["state"], "reasons": reasons, "evidence": _evidence(score, k, laws)})
+                                 "state": entry["state"], "reasons": reasons, "evidence": _evidence(score, k, laws),
+                                 "judged_under": judging})
         book["entries"][key] = entry
         transitions.append({"shape": k_int, "packer": identity, "from": before, "to": entry["state"],
                             "run_id": run_id, "passed": passed, "reasons": reasons})
@@ -146,7 +189,7 @@ def apply_score(ledger: dict, score: dict, run_created: str, release_shapes: dic
     return seal({k: v for k, v in book.items() if k != "ledger_sha256"}, "ledger_sha256"), transitions
 
 
-def _evidence(score: dict, k: str, laws: dict) -> dict:
+def _evidence(score: dict[str, Any], k: str, laws: dict[str, Any]) -> dict[str, Any]:
     shape = score["shapes"][k]
     tolerances = score.get("tolerances") or {}
     return {
@@ -165,14 +208,14 @@ def _evidence(score: dict, k: str, laws: dict) -> dict:
     }
 
 
-def derive_manifest(ledger: dict, release_shapes: dict[str, list[int]] | None = None) -> dict:
+def derive_manifest(ledger: dict[str, Any], release_shapes: dict[str, list[int]] | None = None) -> dict[str, Any]:
     """The promoted-shapes manifest of ``ledger`` (sealed, bound to the ledger's commit).
 
     A profile's release shapes are those its entries were last judged under (each entry records
     them), so every reader can re-derive the manifest from the ledger alone; ``release_shapes`` is
     only a fallback for entries without them."""
-    models: dict[str, dict] = {}
-    newest: dict[tuple, int] = {}
+    models: dict[str, dict[str, Any]] = {}
+    newest: dict[tuple[str, str, str], int] = {}
     for entry in sorted(ledger["entries"].values(), key=lambda e: (e["fingerprint"], e["device_kind"],
                                                                    e["numerics_profile"], e["packer_identity"],
                                                                    e["shape"])):
@@ -206,7 +249,7 @@ def derive_manifest(ledger: dict, release_shapes: dict[str, list[int]] | None = 
                 "manifest_sha256")
 
 
-def allowed_shapes(manifest: dict) -> set[tuple[str, str, str, str, str, int]]:
+def allowed_shapes(manifest: dict[str, Any]) -> set[tuple[str, str, str, str, str, int]]:
     """Every (fingerprint, device, profile, packer, OP, k) the manifest allows."""
     return {(fp, dev, prof, packer, op, k)
             for fp, m in manifest.get("models", {}).items()
@@ -216,14 +259,14 @@ def allowed_shapes(manifest: dict) -> set[tuple[str, str, str, str, str, int]]:
             for op, ks in pk.get("ops", {}).items() for k in ks}
 
 
-def manifest_differences(manifest: dict, derived: dict) -> list[str]:
+def manifest_differences(manifest: dict[str, Any], derived: dict[str, Any]) -> list[str]:
     """How ``manifest`` differs from the one derived from its ledger, shape by shape (empty: equal)."""
     if {k: v for k, v in manifest.items() if k not in _NOT_DERIVED} == \
             {k: v for k, v in derived.items() if k not in _NOT_DERIVED}:
         return []
     out = []
 
-    def name(t: tuple) -> str:
+    def name(t: tuple[str, str, str, str, str, int]) -> str:
         return f"k={t[5]} for OP {t[4]}, packer {t[3]}, model {t[0][:16]}..., device {t[1]}, profile {t[2]}"
 
     have, want = allowed_shapes(manifest), allowed_shapes(derived)
@@ -234,8 +277,8 @@ def manifest_differences(manifest: dict, derived: dict) -> list[str]:
     return out
 
 
-def ledger_states(ledger: dict, fingerprint: str | None = None, device: str | None = None,
-                  profile: str | None = None, packer: str | None = None) -> dict[int, dict]:
+def ledger_states(ledger: dict[str, Any], fingerprint: str | None = None, device: str | None = None,
+                  profile: str | None = None, packer: str | None = None) -> dict[int, dict[str, Any]]:
     """Current entry per shape (filtered to one model/device/profile/packer if given)."""
     out = {}
     for entry in ledger["entries"].values():
@@ -251,14 +294,14 @@ def ledger_states(ledger: dict, fingerprint: str | None = None, device: str | No
     return out
 
 
-def removed_shapes(old: dict | None, new: dict) -> bool:
+def removed_shapes(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     """Does ``new`` allow fewer shapes anywhere than ``old``? (then it must be written first)"""
     if old is None:
         return False
     return bool(allowed_shapes(old) - allowed_shapes(new))
 
 
-def may_use(manifest: dict, packer: str, k: int, op: str, device: str, fingerprint: str | None = None,
+def may_use(manifest: dict[str, Any], packer: str, k: int, op: str, device: str, fingerprint: str | None = None,
             profile: str | None = None) -> tuple[bool, str]:
     """The engine's question: may ``packer`` send k blocks per call for ``op`` on ``device``?
 

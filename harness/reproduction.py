@@ -14,6 +14,7 @@ model fingerprint, then the environment and numeric settings).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from harness.geometry import Geometry
 from harness.judges.base import OpVerdict
@@ -30,9 +31,9 @@ def floor_scorer(ops: Sequence[Op], geometry: Geometry, mode: str) -> LaneScorer
     return LaneScorer("exact#2", ops, geometry, limits, mode)
 
 
-def noise_floor(verdicts: list[OpVerdict]) -> dict:
+def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
     """The manifest's ``reproducibility``: bitwise per OP, else its floor."""
-    ops = {}
+    ops: dict[str, dict[str, Any]] = {}
     for v in verdicts:
         m = v.metrics
         if v.op == 0:
@@ -44,13 +45,13 @@ def noise_floor(verdicts: list[OpVerdict]) -> dict:
     return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
-def merge_noise_floors(parts: list[dict]) -> dict:
+def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``reproducibility`` of a corpus recorded in shards (``golden record --ray``): the worst of
     the shards' floors, which is what :func:`noise_floor` gives over the whole corpus (every field is
     a maximum, a minimum, a count or an all-of)."""
     if not parts:
         raise ValueError("no noise floors to merge")
-    ops = {}
+    ops: dict[str, dict[str, Any]] = {}
     for key in parts[0]["ops"]:
         floors = [p["ops"][key] for p in parts]
         merged = {"bitwise": all(f["bitwise"] for f in floors), "max_abs": max(f["max_abs"] for f in floors),
@@ -64,8 +65,8 @@ def merge_noise_floors(parts: list[dict]) -> dict:
     return {"repeats": parts[0]["repeats"], "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
-def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict], tolerances: Tolerances,
-                        mode: str) -> LaneScorer:
+def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict[str, Any]],
+                        tolerances: Tolerances, mode: str) -> LaneScorer:
     """Evidence of a rerun of the exact lane against the golden, judged against its floor."""
     floor_mode = Tolerances(op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
                             op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
@@ -74,7 +75,7 @@ def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int,
 
 
 def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible: bool, fingerprint_matches: bool,
-                 differences: list[str]) -> dict:
+                 differences: list[str]) -> dict[str, Any]:
     """The verification record (score files, JUnit, the report)."""
     passed = all(v.passed for v in verdicts)
     bitwise = all(v.metrics["bitwise"] for v in verdicts)
@@ -94,7 +95,7 @@ def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible:
     return out
 
 
-def describe(v: dict) -> str:
+def describe(v: dict[str, Any]) -> str:
     """One line for people and CI logs; a different model fingerprint is named first."""
     gid = v["golden_id"]
     if v["status"] == "bitwise":
@@ -109,7 +110,7 @@ def describe(v: dict) -> str:
     return f"golden {gid}: drift ({worst}); what differs: {'; '.join(why) or 'nothing recorded'}"
 
 
-def _worst(v: dict) -> str:
+def _worst(v: dict[str, Any]) -> str:
     for op, verdict in sorted(v["ops"].items()):
         failed = [c for c in verdict["checks"] if c["ok"] is False]
         if failed:

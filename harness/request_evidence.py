@@ -25,8 +25,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from harness.binomial import needed_at_zero
+
+Call = TypeVar("Call", bound=Mapping[str, Any])  # one call-log record, passed through as it came
 
 MIN_FULL_REQUESTS = 1  # full k-block requests per OP, at least (the gate's block count comes on top)
 RATE_SUFFIX = "_upper95"  # the judges' sample-size (rate) checks end so (harness.judges.segmentation.rate_check)
@@ -42,7 +45,7 @@ class RequestCounter:
         # (shape, op) -> [full requests, blocks in them, partial requests, blocks in them]
         self._counts: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
 
-    def add(self, call: Mapping) -> None:
+    def add(self, call: Mapping[str, Any]) -> None:
         if call["lane"] == "exact" or call.get("replica", 0) != 0:
             return
         k, op = int(call["shape"]), int(call["op"])
@@ -55,12 +58,12 @@ class RequestCounter:
             entry[2] += 1
             entry[3] += real
 
-    def observe(self, calls: Iterable[Mapping]) -> Iterator[Mapping]:
+    def observe(self, calls: Iterable[Call]) -> Iterator[Call]:
         for call in calls:
             self.add(call)
             yield call
 
-    def counts(self, k: int, ops: Sequence[int]) -> dict:
+    def counts(self, k: int, ops: Sequence[int]) -> dict[str, int]:
         """``full``, ``full_blocks``, ``partial``, ``partial_blocks`` of shape k: full requests the minimum
         over ``ops`` (an OP whose calls carried fewer full requests limits the evidence), partial ones
         the maximum (a voiceprint OP sends no pack without rows, so its count can only be lower)."""
@@ -72,7 +75,7 @@ class RequestCounter:
         return {"full": full[0], "full_blocks": full[1], "partial": partial[2], "partial_blocks": partial[3]}
 
 
-def gate_blocks(op_verdicts: Mapping[str, Mapping], blocks: int) -> int | None:
+def gate_blocks(op_verdicts: Mapping[str, Mapping[str, Any]], blocks: int) -> int | None:
     """Blocks the sample-size gate needs, from a shape's OP verdicts (score dicts) judged over ``blocks``:
     for every rate check, the units 3/n needs at no failure over the units per block it saw; the largest.
     None when no rate check can say (none gated, or one saw no unit at all: it fails on its own)."""
@@ -90,7 +93,7 @@ def gate_blocks(op_verdicts: Mapping[str, Mapping], blocks: int) -> int | None:
     return worst
 
 
-def needed_blocks(k: int, op_verdicts: Mapping[str, Mapping], blocks: int) -> int | None:
+def needed_blocks(k: int, op_verdicts: Mapping[str, Mapping[str, Any]], blocks: int) -> int | None:
     """Blocks in full k-block requests a shape needs: the gate's blocks (or nothing), at least
     ``MIN_FULL_REQUESTS`` requests, rounded up to whole requests."""
     gate = gate_blocks(op_verdicts, blocks)
@@ -98,13 +101,14 @@ def needed_blocks(k: int, op_verdicts: Mapping[str, Mapping], blocks: int) -> in
     return requests * k
 
 
-def requests_entry(counts: Mapping[str, int], k: int, op_verdicts: Mapping[str, Mapping], blocks: int) -> dict:
+def requests_entry(counts: Mapping[str, int], k: int, op_verdicts: Mapping[str, Mapping[str, Any]],
+                   blocks: int) -> dict[str, int | None]:
     """The score's ``shapes[k]["requests"]``."""
     return {**{key: int(counts[key]) for key in ("full", "full_blocks", "partial", "partial_blocks")},
             "needed_blocks": needed_blocks(k, op_verdicts, blocks)}
 
 
-def enough(requests: Mapping) -> bool:
+def enough(requests: Mapping[str, Any]) -> bool:
     """At least one full request, and the gate's blocks inside full requests, unless there is no
     partial pack at all: then the full requests are the whole corpus, and the rate checks judge
     whether it is large enough themselves (one failure, said once, not twice)."""
@@ -113,7 +117,7 @@ def enough(requests: Mapping) -> bool:
                                                       or requests["partial"] == 0)
 
 
-def refusal(k: int, requests: Mapping) -> str | None:
+def refusal(k: int, requests: Mapping[str, Any]) -> str | None:
     """The one reason line of a shape without enough full k-block requests (None: enough)."""
     if enough(requests):
         return None

@@ -17,6 +17,7 @@ score only when
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.environment import device_kind
 from harness.errors import LedgerError
@@ -29,7 +30,7 @@ from harness.scoring import op_limits, shape_gates
 from harness.tolerances import Tolerances
 
 
-def read_score(path: Path) -> dict:
+def read_score(path: Path) -> dict[str, Any]:
     """A score file: schema and digest checked."""
     path = Path(path)
     data = read_json(path, "score file")
@@ -43,7 +44,7 @@ def read_score(path: Path) -> dict:
     return data
 
 
-def check_self_consistent(score: dict, where: str) -> None:
+def check_self_consistent(score: dict[str, Any], where: str) -> None:
     """Every verdict in the score re-derived from its checks and limits (see module doc)."""
     tolerances = Tolerances.model_validate(score["tolerances"])
     floors = {int(k): v for k, v in score["reproducibility"]["ops"].items()}
@@ -70,7 +71,7 @@ def check_self_consistent(score: dict, where: str) -> None:
         raise LedgerError(f"{where}: overall verdict {score['verdict']!r} disagrees with its shapes ({want})")
 
 
-def _check_requests(shape: dict, k: int, blocks: int, where: str) -> None:
+def _check_requests(shape: dict[str, Any], k: int, blocks: int, where: str) -> None:
     """The blocks a pass needs are re-derived from the shape's own rate checks; the counts are the
     run's call log's (bound by the run's manifest digest)."""
     req = shape["requests"]
@@ -83,7 +84,7 @@ def _check_requests(shape: dict, k: int, blocks: int, where: str) -> None:
                           f"over {blocks} blocks give {need!r}")
 
 
-def _check_op(verdict: dict, limits: dict | None, where: str) -> None:
+def _check_op(verdict: dict[str, Any], limits: dict[str, Any] | None, where: str) -> None:
     if limits is not None and verdict["limits"] != limits:
         diff = sorted(k for k in set(limits) | set(verdict["limits"]) if limits.get(k) != verdict["limits"].get(k))
         raise LedgerError(f"{where}: limit {diff[0]} is {verdict['limits'].get(diff[0])!r}, but the score's own "
@@ -104,7 +105,8 @@ def _check_op(verdict: dict, limits: dict | None, where: str) -> None:
         raise LedgerError(f"{where}: 'passed' is {verdict['passed']} but its checks say {passed}")
 
 
-def check_binding(score: dict, golden_manifest: dict, run_manifest: dict, tolerances: Tolerances, where: str) -> None:
+def check_binding(score: dict[str, Any], golden_manifest: dict[str, Any], run_manifest: dict[str, Any],
+                  tolerances: Tolerances, where: str) -> None:
     """The score judged this run against this golden, with this release's tolerances."""
     if score["golden"]["manifest_sha256"] != golden_manifest["manifest_sha256"]:
         raise LedgerError(f"{where}: judged golden {score['golden']['id']} with manifest "
@@ -128,7 +130,8 @@ def check_binding(score: dict, golden_manifest: dict, run_manifest: dict, tolera
                           "--config the score was made with, or score the run again with this one)")
 
 
-def check_score(score: dict, golden_manifest: dict, run_manifest: dict, tolerances: Tolerances, where: str) -> None:
+def check_score(score: dict[str, Any], golden_manifest: dict[str, Any], run_manifest: dict[str, Any],
+                tolerances: Tolerances, where: str) -> None:
     check_self_consistent(score, where)
     check_binding(score, golden_manifest, run_manifest, tolerances, where)
 

@@ -9,6 +9,7 @@ judge attributes changed voiceprint rows to the OP 0 flips of their window.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.geometry import Geometry
 from harness.judges import judge_for
@@ -19,8 +20,8 @@ from harness.request_evidence import refusal
 from harness.tolerances import Tolerances
 
 
-def op_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict] | None,
-              sample_bound: bool = True) -> dict[Op, dict]:
+def op_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None,
+              sample_bound: bool = True) -> dict[Op, dict[str, Any]]:
     """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor)."""
     floors = floors or {}
     return {op: judge_for(op).limits(tolerances.for_op(op), floors.get(int(op)), sample_bound) for op in ops}
@@ -29,8 +30,8 @@ def op_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, di
 class LaneScorer:
     """Every OP of one lane (a packed shape, or a run's exact lane) against the golden."""
 
-    def __init__(self, shape: int | str, ops: Sequence[Op], geometry: Geometry, limits: Mapping[Op, dict],
-                 mode: str) -> None:
+    def __init__(self, shape: int | str, ops: Sequence[Op], geometry: Geometry,
+                 limits: Mapping[Op, dict[str, Any]], mode: str) -> None:
         self.shape = shape
         self.ops = list(ops)
         self.evidence = {op: judge_for(op).evidence(op, geometry, limits[op], mode) for op in self.ops}
@@ -45,8 +46,8 @@ class LaneScorer:
         return [self.evidence[op].verdict(self.shape) for op in self.ops]
 
 
-def shape_result(shape: int, verdicts: list[OpVerdict], requests: Mapping | None = None,
-                 laws: Mapping | None = None) -> dict:
+def shape_result(shape: int, verdicts: list[OpVerdict], requests: Mapping[str, Any] | None = None,
+                 laws: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
     passes on top of them (see :func:`shape_gates`)."""
     ops = {str(v.op): v.to_dict() for v in verdicts}
@@ -62,13 +63,13 @@ def shape_result(shape: int, verdicts: list[OpVerdict], requests: Mapping | None
     return out
 
 
-def shape_gates(shape: int, ops_passed: bool, requests: Mapping | None, laws: Mapping | None
+def shape_gates(shape: int, ops_passed: bool, requests: Mapping[str, Any] | None, laws: Mapping[str, Any] | None
                 ) -> tuple[bool, list[str]]:
     """A shape passes only if every OP does, its evidence holds enough full k-block requests
     (:mod:`harness.request_evidence`), and the packer the run used held the packing laws. The
     reasons of the gates that refuse it, first. ``None``: that gate is not applied (a lane judged
     for reproduction, not for promotion)."""
-    reasons = []
+    reasons: list[str] = []
     if requests is not None:
         line = refusal(int(shape), requests)
         if line:
@@ -80,7 +81,7 @@ def shape_gates(shape: int, ops_passed: bool, requests: Mapping | None, laws: Ma
     return ops_passed and not reasons, reasons
 
 
-def laws_refusal(laws: Mapping) -> str | None:
+def laws_refusal(laws: Mapping[str, Any]) -> str | None:
     """The reason line when the run's packer did not hold the packing laws (None: it held them)."""
     if laws["verdict"] == "hold":
         return None
@@ -93,10 +94,10 @@ def laws_refusal(laws: Mapping) -> str | None:
             "`harness laws` for the minimal counterexamples")
 
 
-def packing_effect(verdicts: list[OpVerdict]) -> dict:
+def packing_effect(verdicts: list[OpVerdict]) -> dict[str, Any]:
     """A shape against the run's own exact lane (same process, same moment): what packing alone
     changes, told apart from drift between the golden's machine and this one."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for v in verdicts:
         m = v.metrics
         out[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m.get("max_abs"),  # None: non-finite values

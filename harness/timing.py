@@ -12,7 +12,8 @@ counted, and cannot move a median the way it moves a sum.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from harness.binomial import half_binomial_cdf
 STALL_FACTOR = 5.0  # a call this many times its lane's median time (same OP) is a stall
 
 
-def summarize_calls(calls: Iterable[dict]) -> dict[str, dict]:
+def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Key "exact" or the shape k as a string -> summary over every OP of that lane.
 
     blocks_per_s counts a block once it has been through every OP (segmentation and the
@@ -32,7 +33,7 @@ def summarize_calls(calls: Iterable[dict]) -> dict[str, dict]:
     """
     lanes: dict[str, dict[int, _OpCalls]] = defaultdict(dict)
     exact_time: dict[str, float] = defaultdict(float)  # block id -> exact wall time summed over its OPs
-    units: dict[str, dict[frozenset, float]] = defaultdict(lambda: defaultdict(float))
+    units: dict[str, dict[frozenset[str], float]] = defaultdict(lambda: defaultdict(float))
     for c in calls:
         if c.get("replica", 0) != 0:
             continue
@@ -63,7 +64,7 @@ class _OpCalls:
         self.request_bytes = 0
         self.peak: int | None = None
 
-    def add(self, c: dict) -> None:
+    def add(self, c: Mapping[str, Any]) -> None:
         self.wall.append(float(c["wall_s"]))
         self.blocks += int(c["blocks"])
         self.request_bytes += int(c["request_bytes"])
@@ -71,8 +72,8 @@ class _OpCalls:
             self.peak = max(self.peak or 0, int(c["peak_device_bytes"]))
 
 
-def _lane(per_op: dict[int, _OpCalls]) -> dict:
-    out_ops = {}
+def _lane(per_op: dict[int, _OpCalls]) -> dict[str, Any]:
+    out_ops: dict[str, dict[str, Any]] = {}
     stalls = 0
     for op in sorted(per_op):
         calls = per_op[op]
@@ -98,7 +99,7 @@ def _lane(per_op: dict[int, _OpCalls]) -> dict:
             "peak_device_mb": max(peaks) if peaks else None, "ops": out_ops, "stalls": stalls}
 
 
-def _speedup(units: dict[frozenset, float], exact_time: dict[str, float], k: int) -> dict:
+def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k: int) -> dict[str, Any]:
     """Median over packed calls' block sets of (exact time of those blocks) / (packed time), over the
     **full** k-block requests only: a last partial pack is not a k-block request, and its time says
     nothing about one (a 16-block pack is not a 32-block speedup)."""
@@ -112,8 +113,9 @@ def _speedup(units: dict[frozenset, float], exact_time: dict[str, float], k: int
         return {"speedup": None, "speedup_interval": None, "repetitions": 0, "within_noise": None,
                 "speedup_basis": basis}
     lo, hi = median_interval(ratios)
-    within = None if lo is None else bool(lo <= 1.0 <= hi)
-    return {"speedup": float(np.median(ratios)), "speedup_interval": None if lo is None else [lo, hi],
+    interval = None if lo is None or hi is None else [lo, hi]  # both None, or neither
+    within = None if interval is None else bool(interval[0] <= 1.0 <= interval[1])
+    return {"speedup": float(np.median(ratios)), "speedup_interval": interval,
             "repetitions": int(ratios.size), "within_noise": within, "speedup_basis": basis}
 
 

@@ -13,6 +13,8 @@ The keys of each OP are declared by its judge (:mod:`harness.judges`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.judges import SegmentationTolerance, VoiceprintTolerance
@@ -40,11 +42,11 @@ class Tolerances(BaseModel):
                           op1=self.op1.model_copy(update={"mode": mode}),
                           op2=self.op2.model_copy(update={"mode": mode}))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
 
     @classmethod
-    def from_dict(cls, data: dict) -> Tolerances:
+    def from_dict(cls, data: dict[str, Any]) -> Tolerances:
         return cls.model_validate(data)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from typing import Protocol
 
 import numpy as np
 
@@ -51,10 +52,16 @@ class CallRecord:
 _CALL_FIELDS = tuple(f.name for f in fields(CallRecord))
 
 
+class CallLog(Protocol):
+    """Where the lanes record their calls: a list, or anything with ``append`` (a log file writer)."""
+
+    def append(self, call: CallRecord) -> None: ...
+
+
 class ExactLane:
     name = "exact"
 
-    def __init__(self, backend: Backend, release_shapes: Mapping[Op, Sequence[int]], log: list[CallRecord]) -> None:
+    def __init__(self, backend: Backend, release_shapes: Mapping[Op, Sequence[int]], log: CallLog) -> None:
         self.backend = backend
         self.release_shapes = {Op(op): tuple(int(k) for k in ks) for op, ks in release_shapes.items()}
         self.log = log
@@ -93,7 +100,7 @@ class ExactLane:
 class FastLane:
     name = "fast"
 
-    def __init__(self, backend: Backend, k: int, log: list[CallRecord], pad_to_fixed: bool = False,
+    def __init__(self, backend: Backend, k: int, log: CallLog, pad_to_fixed: bool = False,
                  packer: Packer = HARNESS_PACKER) -> None:
         if k < 1:
             raise LaneError(f"fast lane shape must be >= 1 block per call, got {k}")

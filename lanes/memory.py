@@ -51,9 +51,9 @@ def measure_peak(fn: Callable[[], Sequence[int | None]], device: str) -> int | N
         import torch
 
         torch.cuda.synchronize(device)
-        base = torch.cuda.memory_allocated(device)
+        allocated = torch.cuda.memory_allocated(device)
         peaks = [p for p in fn() if p is not None]
-        return max(0, max(peaks) - base) if peaks else None
+        return max(0, max(peaks) - allocated) if peaks else None
     if not _reset_peak():
         return None
     base = _proc_kib("/proc/self/status", "VmRSS:")

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -89,6 +89,7 @@ def _from_factory(spec: str, seed: int, device: str) -> Model:
     if not callable(factory):
         raise ModelError(f"model spec {spec!r}: {module_name} has no callable {attr!r}")
     kwargs: dict[str, Any] = {}
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -108,10 +109,13 @@ def check_model(model: object, where: str) -> Model:
     for attr in ("geometry", "fingerprint", "infer"):
         if not hasattr(model, attr):
             raise ModelError(f"model {where!r} lacks {attr!r} (see lanes/model_api.py for the contract)")
-    geometry = model.geometry
+    # true: each member was found just above (hasattr, as for any duck-typed model; isinstance(model, Model)
+    # would not do: from Python 3.12 it ignores members a __getattr__ provides)
+    model = cast(Model, model)
+    geometry: object = model.geometry
     if isinstance(geometry, Mapping):
         try:
-            model.geometry = Geometry.from_dict(dict(geometry))  # type: ignore[attr-defined]
+            model.geometry = Geometry.from_dict(dict(geometry))
         except (TypeError, ValueError) as exc:
             raise ModelError(f"model {where!r}: bad geometry: {exc}") from None
     elif not isinstance(geometry, Geometry):
@@ -120,7 +124,7 @@ def check_model(model: object, where: str) -> Model:
         raise ModelError(f"model {where!r}: fingerprint must be a non-empty string")
     if not callable(model.infer):
         raise ModelError(f"model {where!r}: infer is not callable")
-    return model  # type: ignore[return-value]
+    return model
 
 
 def describe(model: Model) -> dict:

@@ -20,7 +20,6 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -32,7 +31,7 @@ from harness.ops import ALL_OPS, Op
 from harness.outputs import LaneOutputs, OutputCollector
 from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend
-from lanes.lanes import CallRecord, ExactLane, FastLane
+from lanes.lanes import CallLog, CallRecord, ExactLane, FastLane
 from lanes.memory import check_fits, in_process_device, measure_peak
 
 MODES = ("isolated", "chained")
@@ -41,12 +40,6 @@ _MAX_GROUP = 256
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]
-
-
-class CallLog(Protocol):
-    """Where the lanes record their calls: a list, or anything with ``append`` (a log file writer)."""
-
-    def append(self, call: CallRecord) -> None: ...
 
 
 VoiceprintInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
@@ -134,7 +127,7 @@ def run_lanes(
             break
         _check_group(members)
         if first and plan.warmup:
-            _warm_up(members, backend, plan, packer)
+            _warm_up(members, backend, plan, packer, getattr(progress, "phase", None))
         first = False
         order = [b.id for b in members]
         exact_out = [OutputCollector(geometry) for _ in range(repeats)]
@@ -212,28 +205,34 @@ def _voiceprint_fast(lane: FastLane, chunks: list[list[Block]], rows: list[list[
             collector.add_voiceprint(op, req.id, row_set, out)
 
 
-def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer) -> None:
+def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer,
+             phase: Callable[[str | None], None] | None = None) -> None:
     """Run every lane's first call once, untimed and discarded: the first call of a shape pays
     one-off costs (allocator growth, oneDNN primitive creation, cuDNN autotuning) that are not
     the shape's throughput. The exact lane's warm-up (one block per call) is measured, and packed
     shapes whose requests cannot fit the device are refused before their first call
-    (:mod:`lanes.memory`)."""
+    (:mod:`lanes.memory`). ``phase`` (the progress bar's) is told each step, ``warm-up: OP 0 k=4
+    (3 of 12)``, and None at the end: minutes of it on a CPU are neither silent nor per-block work."""
     scratch: list[CallRecord] = []
     g = backend.geometry
-    runs: list[tuple[Callable, int]] = []
+    runs: list[tuple[Callable, int, str]] = []
     if plan.include_exact:
-        runs.append((lambda bs: ExactLane(backend, plan.release_shapes, scratch).run(bs[:1]), 1))
+        runs.append((lambda bs: ExactLane(backend, plan.release_shapes, scratch).run(bs[:1]), 1, "exact lane"))
     for k in plan.shapes:
         lane = FastLane(backend, k, scratch, plan.pad_to_fixed, packer)
-        runs.append((lambda bs, lane=lane: lane.run([bs])[0], k))
+        runs.append((lambda bs, lane=lane: lane.run([bs])[0], k, f"k={k}"))
+    steps = len(runs) * len(plan.ops)
+    say = phase or (lambda label: None)
 
-    def warm(run: Callable, k: int) -> list[int | None]:
+    def warm(run: Callable, k: int, index: int = 0, name: str = "exact lane") -> list[int | None]:
         start = len(scratch)
         chunk = first[:k]
+        say(f"warm-up: OP 0 {name} ({index * len(plan.ops) + plan.ops.index(Op.SEGMENTATION) + 1} of {steps})")
         segs = run(chunk)
         chunk = chunk[: len(segs)]
-        for op in plan.ops:
+        for j, op in enumerate(plan.ops):
             if op.is_voiceprint:
+                say(f"warm-up: OP {int(op)} {name} ({index * len(plan.ops) + j + 1} of {steps})")
                 rows = [voiceprint_rows(s, b.valid, op, g, plan.mask_policy) for b, s in zip(chunk, segs, strict=True)]
                 if sum(r.idx.shape[0] for r in rows):
                     run([b.with_voiceprint(op, r.weights, r.idx, r.speakers, g)
@@ -241,12 +240,13 @@ def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer
         return [c.peak_device_bytes for c in scratch[start:]]
 
     device = in_process_device(backend)
-    for i, (run, k) in enumerate(runs):
+    for i, (run, k, name) in enumerate(runs):
         if i == 0 and plan.include_exact and plan.shapes and device is not None:
-            peak = measure_peak(lambda run=run, k=k: warm(run, k), device)
-            check_fits(plan.shapes, plan.pad_to_fixed, len(first), device, peak, lambda run=run, k=k: warm(run, k))
+            again = lambda run=run, k=k, i=i, name=name: warm(run, k, i, name)  # noqa: E731
+            check_fits(plan.shapes, plan.pad_to_fixed, len(first), device, measure_peak(again, device), again)
         else:
-            warm(run, k)
+            warm(run, k, i, name)
+    say(None)
 
 
 def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, plan: RunPlan) -> None:

@@ -17,9 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.fsio import atomic_write_many, make_dirs
-from harness.jsonio import plain
 from reports.junit import new_suite, op_case, write_suite
-from reports.signoff import op_facts, template_environments
+from reports.signoff import op_facts, plain_dict, template_environments
 
 SUITE = "harness.audit"
 CLASSNAME = "production_audit"
@@ -28,7 +27,7 @@ TITLE = "Production audit: {capture}"
 
 def build_audit_facts(result: dict) -> dict:
     """What the section shows: the audit file, with each scored OP in the sign-off report's shape."""
-    result = plain(result)
+    result = plain_dict(result)
     ops = {}
     for op, o in sorted(result["ops"].items()):
         ops[op] = {**{k: v for k, v in o.items() if k != "verdict"},

@@ -45,6 +45,7 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
                                  time=f"{seconds:.6f}")
             op_case(case, int(op), verdict)
             props = case.find("properties")
+            assert props is not None  # op_case always adds it
             for key, value in (shape.get("requests") or {}).items():  # the full k-block requests behind it
                 ET.SubElement(props, "property", name=f"requests_{key}", value=str(value))
             tests += 1
@@ -101,7 +102,7 @@ def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skippe
               "time": f"{seconds:.6f}"}
     for key, value in counts.items():
         suite.set(key, value)
-    root = ET.Element("testsuites", name="harness", **counts)
+    root = ET.Element("testsuites", {"name": "harness", **counts})
     root.append(suite)
     ET.indent(root)
     buffer = io.BytesIO()
@@ -123,9 +124,30 @@ def op_case(case: ET.Element, op: int, verdict: dict) -> None:
     reasons = verdict.get("reasons", [])
     if not verdict.get("passed"):
         failure = ET.SubElement(case, "failure", message="; ".join(reasons) or "failed", type="tolerance")
-        hints = sorted({c["hint"] for c in verdict["checks"] if c["ok"] is False and c["hint"]})
-        failure.text = "\n".join(reasons + [f"next: {h}" for h in hints])
+        failure.text = "\n".join(reasons + next_steps(verdict["checks"]))
     ET.SubElement(case, "system-out").text = "\n".join(lines)
+
+
+def next_steps(checks: list[dict], localised: bool = False) -> list[str]:
+    """What to do next about a failing OP, as 'next: ...' lines: its failing checks' hints, once each.
+
+    The one wording of the next step: JUnit's failure text and the sign-off pages both use it.
+    ``localised``: localisation already ran for this OP, so its finding is the next step (the
+    caller says what it found) and every clause asking to localise is dropped from the hints."""
+    hints = sorted({c["hint"] for c in checks if c["ok"] is False and c["hint"]})
+    if localised:
+        hints = [h for h in (_without_localise(h) for h in hints) if h]
+    return [f"next: {h}" for h in dict.fromkeys(hints)]
+
+
+def _without_localise(hint: str) -> str:
+    """``hint`` less its 'localise the first diverging layer ...' clause (split on '; ' and ', or ')."""
+    kept = []
+    for clause in hint.split("; "):
+        clause = clause.split(", or localise", 1)[0]
+        if not clause.startswith("localise"):
+            kept.append(clause)
+    return "; ".join(kept)
 
 
 def _line(check: dict) -> str:

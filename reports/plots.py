@@ -6,6 +6,7 @@
   ("= 0"), labelled "n of N", so "bitwise" is visible, not hidden. Bars over the limit are red.
 - ``speedup_svg``: speedup over the exact lane against k, one marker per shape coloured by its
   verdict, so the accuracy/speed trade-off is one glance.
+- ``bitwise_line``: an OP whose every window/row is identical gets one line instead of a histogram.
 
 Drawn as SVG text directly: a report is written in milliseconds, not the seconds a plotting
 library takes to lay out and rasterise seven figures, and it needs nothing installed. The markup
@@ -19,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +68,21 @@ class _Svg:
 
     def done(self) -> str:
         return "\n".join([*self.parts, "</svg>"])
+
+
+def bitwise_line(op: int, metrics: dict[str, Any]) -> str | None:
+    """'bitwise: 32 of 32 windows identical' when every window (OP 0) or row (OP 1/2) of an OP is
+    bit-identical to the golden; None where there is a spread (then the histogram is drawn).
+
+    Why: a histogram of nothing but zeros is a near-empty plot; six of them fill the page of a
+    bitwise night and say less than this line. It counts every unit judged (the score's metrics),
+    not the distribution sample the histogram draws."""
+    if not metrics.get("bitwise"):
+        return None
+    n, unit = (metrics.get("windows"), "windows") if int(op) == 0 else (metrics.get("judged_rows"), "rows")
+    if n is None:
+        return None
+    return f"bitwise: {n:,} of {n:,} {unit} identical"
 
 
 def error_distribution_svg(values: Sequence[float | None], op: int, shape: int | str, limit: float | None) -> str:
@@ -148,15 +165,16 @@ def error_distribution_svg(values: Sequence[float | None], op: int, shape: int |
 
 def speedup_svg(points: Sequence[SpeedPoint]) -> str:
     """Speedup over the exact lane against k (log2 axis); the exact lane is k=1, 1.0."""
-    pts = sorted([p for p in points if p.speedup is not None], key=lambda p: p.k)
-    if not any(p.verdict == "exact" for p in pts):
-        pts.insert(0, SpeedPoint(1, 1.0, "exact"))
+    # (k, speedup, verdict) of the points with a speedup: the ones drawn
+    pts = sorted([(p.k, p.speedup, p.verdict) for p in points if p.speedup is not None], key=lambda p: p[0])
+    if not any(verdict == "exact" for _, _, verdict in pts):
+        pts.insert(0, (1, 1.0, "exact"))
     svg = _Svg(WIDTH, 280, "speedup over the exact lane against k, by verdict")
     svg.text(WIDTH / 2, 16, "Speedup over the exact lane, by shape", size=11)
     x0, x1, top, bottom = 56, WIDTH - 20, 30, 280 - 42
-    ks = [p.k for p in pts]
+    ks = [k for k, _, _ in pts]
     lo, hi = math.log2(min(ks)) - 0.5, math.log2(max(ks)) + 0.5
-    ymax = max(1.2, max(p.speedup for p in pts) * 1.25)
+    ymax = max(1.2, max(speedup for _, speedup, _ in pts) * 1.25)
 
     def xy(k: float, s: float) -> tuple[float, float]:
         return (x0 + (math.log2(k) - lo) / (hi - lo) * (x1 - x0), bottom - s / ymax * (bottom - top))
@@ -170,20 +188,20 @@ def speedup_svg(points: Sequence[SpeedPoint]) -> str:
     _, y1 = xy(1, 1.0)
     svg.line(x0, y1, x1, y1, dash=True)
     svg.add('<polyline fill="none" stroke="#8c959f" stroke-width="1" points="'
-            + " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(p.k, p.speedup) for p in pts)) + '"/>')
+            + " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(k, speedup) for k, speedup, _ in pts)) + '"/>')
     colours = {"exact": "black", "pass": PASS_COLOUR, "fail": FAIL_COLOUR}
-    for p in pts:
-        x, y = xy(p.k, p.speedup)
-        colour = colours.get(p.verdict, OTHER_COLOUR)
-        if p.verdict == "exact":
+    for k, speedup, verdict in pts:
+        x, y = xy(k, speedup)
+        colour = colours.get(verdict, OTHER_COLOUR)
+        if verdict == "exact":
             svg.rect(x - 5, y - 5, 10, 10, colour)
-        elif p.verdict == "fail":
+        elif verdict == "fail":
             svg.line(x - 5, y - 5, x + 5, y + 5, colour, width=3)
             svg.line(x - 5, y + 5, x + 5, y - 5, colour, width=3)
         else:
             svg.add(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5.5" fill="{colour}"/>')
-        svg.text(x, y - 9, f"{p.speedup:.2f}x", size=8)
-        svg.text(x, bottom + 13, str(p.k), size=8)
+        svg.text(x, y - 9, f"{speedup:.2f}x", size=8)
+        svg.text(x, bottom + 13, str(k), size=8)
     svg.text((x0 + x1) / 2, 280 - 10, "k (blocks per call); square: exact lane, green: pass, red cross: fail", size=9)
     svg.text(14, (top + bottom) / 2, "speedup (÷ exact)", size=9, rotate=True)
     return svg.done()

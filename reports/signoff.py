@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import re
 from pathlib import Path
 
@@ -30,9 +29,11 @@ from markupsafe import Markup
 
 from harness.fsio import atomic_write_many
 from harness.jsonio import plain
-from harness.judges.base import non_finite_text, shown_figure
-from harness.promotion import PROMOTED, REVOKED, ledger_states
-from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
+from harness.judges.base import shown_figure
+from harness.promotion import PROMOTED, REVOKED, judging_overrides, ledger_states, overrides_line
+from reports.advice import op_next, slow_note
+from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
+from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
 
 FORMAT = 2
 TEMPLATES = Path(__file__).parent / "templates"
@@ -46,14 +47,21 @@ TITLE = "Release sign-off: {release}"
 # Facts
 
 
+def plain_dict(data: dict) -> dict:
+    """``plain(data)`` (a deep JSON-plain copy) of a dict, which is a dict again: said once for the type checker."""
+    out = plain(data)
+    assert isinstance(out, dict)  # a JSON round trip keeps a dict a dict
+    return out
+
+
 def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict] | None = None,
-                localisation: dict | None = None, verification: dict | None = None) -> dict:
+                localisation: dict | None = None, verification: dict | None = None, promoted: bool = True) -> dict:
     """Everything the report shows, as one JSON-able dict (what report.json holds)."""
-    score = plain(score)
-    ledger = plain(ledger) if ledger is not None else None
-    transitions = plain(transitions) if transitions is not None else None
-    localisation = plain(localisation) if localisation else {}
-    verification = plain(verification) if verification is not None else None
+    score = plain_dict(score)
+    ledger = plain_dict(ledger) if ledger is not None else None
+    transitions = [plain_dict(t) for t in transitions] if transitions is not None else None
+    localisation = plain_dict(localisation) if localisation else {}
+    verification = plain_dict(verification) if verification is not None else None
 
     golden_checks = _golden_checks(score, verification)
     golden_ok = all(c["passed"] for c in golden_checks)
@@ -110,6 +118,8 @@ def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict]
         "exact_timing_source": score.get("exact_timing_source"),
         "transitions": transitions,
         "ledger": _ledger_rows(states) if ledger is not None else None,
+        "overrides": judging_overrides(score), "overrides_line": overrides_line(score),  # harness.promotion
+        "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
     }
 
 
@@ -147,8 +157,11 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
     ops = {}
     if scored:
         ops = {op: op_facts(v) for op, v in sorted(s["ops"].items())}
+    loc = _localisation(localisation) if scored and verdict == "fail" else None
+    for op, o in ops.items():  # what to do next, worded as JUnit words it; localisation's finding where it ran
+        o["next"] = [] if o["passed"] else op_next(o["checks"], (loc or {}).get(op))
     op0 = ops.get("0", {}).get("metrics", {})
-    return {
+    shape = {
         "shape": int(k),
         "scored": scored,
         "verdict": verdict,
@@ -171,17 +184,20 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
         if op0 else None,
         "vs_exact": s.get("vs_exact") if scored else None,
         "ops": ops,
-        "localisation": _localisation(localisation) if scored and verdict == "fail" else None,
+        "localisation": loc,
     }
+    shape["slow_note"] = slow_note(shape)  # usable, but slower than k=1 here: say so
+    return shape
 
 
 def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_ok: bool, ledger_given: bool,
          usable: bool) -> str:
     """One sentence: why this shape may or may not be used."""
     state = entry["state"] if entry else None
+    known = entry or {}  # a state is only ever read off an entry
     if usable:
         if state == PROMOTED:
-            last_pass = [h for h in entry.get("history", []) if h.get("verdict") == "pass"]
+            last_pass = [h for h in known.get("history", []) if h.get("verdict") == "pass"]
             by = f" by run {last_pass[-1]['run_id']}" if last_pass else ""
             return f"promoted{by}" + ("" if scored else "; not scored in this run")
         where = "not recorded in the ledger" if ledger_given else "no ledger given"
@@ -189,14 +205,14 @@ def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_
     if not golden_ok:
         done = "passed" if scored and verdict == "pass" else ("failed" if scored else "not scored")
         return f"{done}, but judged against a golden this environment does not reproduce: no packed shape may be used"
-    if scored and verdict == "fail":
+    if scored and verdict == "fail" and s is not None:  # scored: s is the score's entry
         first = s["reasons"][0] if s["reasons"] else "failed"
         more = f" (+{len(s['reasons']) - 1} more)" if len(s["reasons"]) > 1 else ""
-        revoked = state == REVOKED and entry.get("revoked_by")
-        prefix = f"revoked by run {entry['revoked_by']}: " if revoked else ""
+        revoked = state == REVOKED and known.get("revoked_by")
+        prefix = f"revoked by run {known['revoked_by']}: " if revoked else ""
         return f"{prefix}{first}{more}"
     if state == REVOKED:
-        return f"revoked by run {entry.get('revoked_by', '?')}"
+        return f"revoked by run {known.get('revoked_by', '?')}"
     if state is not None:
         return f"ledger state {state}"
     return "not promoted"
@@ -212,6 +228,7 @@ def op_facts(v: dict) -> dict:
         "metrics": v["metrics"],
         "limits": v["limits"],
         "failing": list(v.get("failing", []))[:MAX_FAILING_ROWS],
+        "bitwise_line": bitwise_line(int(v["op"]), v["metrics"]),  # replaces the histogram when set
         "distribution": _distribution_summary(v.get("distribution")),
     }
 
@@ -282,13 +299,15 @@ def _ledger_rows(states: dict[int, dict]) -> list[dict]:
 
 
 def build_images(score: dict, facts: dict) -> dict:
-    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>"."""
+    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>" (none for a bitwise OP)."""
     images = {}
     points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
     if any(p.speedup is not None for p in points):
         images["speedup"] = Markup(speedup_svg(points))
     for k, shape in score.get("shapes", {}).items():
         for op, verdict in sorted(shape["ops"].items()):
+            if bitwise_line(int(op), verdict["metrics"]):
+                continue  # every window/row identical: one line says it, an empty histogram would not
             limit = (verdict.get("limits") or {}).get("max_abs")
             images[f"dist_{k}_{op}"] = Markup(error_distribution_svg(verdict.get("distribution") or [], int(op), k,
                                                                      limit))
@@ -296,55 +315,7 @@ def build_images(score: dict, facts: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Formatting (shared by the HTML and Markdown templates)
-
-
-def fmt(value, kind: str = "") -> str:
-    """A number as a person reads it; None as an em dash."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}".replace(",", " ") if abs(value) >= 100_000 else str(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
-        if kind == "cosine":  # 0.9999999999999998 must not print as 1
-            gap = 1.0 - value
-            return "1" if gap == 0 else (f"1 − {gap:.2g}" if 0 < gap < 1e-6 else f"{value:.6g}")
-        if kind == "speedup":
-            return f"{value:.2f}×"
-        if kind == "rate":
-            return f"{value:.3g}"
-        if value == 0:
-            return "0"
-        if abs(value) < 1e-3 or abs(value) >= 1e5:
-            return f"{value:.3g}"
-        return f"{value:.4g}"
-    return str(value)
-
-
-def packing_alone(shape: dict) -> str:
-    """The shape against the run's own exact lane, in a few words."""
-    effect = shape.get("vs_exact")
-    if not effect:
-        return "—"
-    if effect["bitwise"]:
-        return "bitwise"
-    op0 = effect["ops"].get("0", {})
-    worst = [f"OP 0 max_abs {fmt(shown_figure(op0, 'max_abs'))}"] if not op0.get("bitwise") else []
-    worst += [f"OP {op} cos {fmt(shown_figure(v, 'min_cosine'), 'cosine')}" for op, v in sorted(effect["ops"].items())
-              if op != "0" and not v.get("bitwise")]
-    return ", ".join(worst)
-
-
-def fmt_check(check: dict, which: str) -> str:
-    """A check's observed ('value') or allowed ('limit') number."""
-    kind = "cosine" if check["metric"] == "min_cosine" else ("rate" if "rate" in check["metric"] else "")
-    if which == "value" and check["observed"] is None and check.get("offending") and check.get("total"):
-        return non_finite_text(check["offending"], check["total"], check["unit"])  # a figure over non-finite values
-    return fmt(check["observed" if which == "value" else "allowed"], kind)
+# Templates (numbers: reports.numbers)
 
 
 def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
@@ -357,6 +328,8 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         env.filters["fmt"] = fmt
         env.filters["fmt_check"] = fmt_check
         env.filters["packing_alone"] = packing_alone
+        env.filters["cosine"] = cosine  # a measured cosine: never '1' when the rows differ
+        env.filters["summary_cosine"] = summary_cosine
         env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
     md.filters["md"] = _md_cell
     return html, md
@@ -374,11 +347,12 @@ def _md_cell(value) -> str:
 
 def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
                  transitions: list[dict] | None = None, localisation: dict | None = None,
-                 verification: dict | None = None) -> dict[str, Path]:
-    """Write report.html, report.md and report.json under ``out_dir``; returns their paths."""
+                 verification: dict | None = None, promoted: bool = True) -> dict[str, Path]:
+    """Write report.html, report.md and report.json under ``out_dir``; returns their paths (``promoted``
+    False: a ``--no-promote`` night, said in one line)."""
     out_dir = Path(out_dir)
-    facts = build_facts(score, ledger, transitions, localisation, verification)
-    images = build_images(plain(score), facts)
+    facts = build_facts(score, ledger, transitions, localisation, verification, promoted)
+    images = build_images(plain_dict(score), facts)
     html_env, md_env = template_environments()
     context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {

@@ -89,8 +89,10 @@ case(K, "verify-other-geometry", ("golden", "verify", "goldens/r", *CFG, "--mode
      "golden of another model geometry")
 case(K, "verify-other-weights", ("golden", "verify", "goldens/r", *CFG, "--seed", "1", *QUIET),
      "golden of another model: recorded with fingerprint")
-case(K, "verify-folder-of-goldens", ("golden", "verify", "goldens", *CFG, *QUIET), "a folder of goldens")
-case(K, "run-folder-of-goldens", ("run", "--golden", "goldens", *CFG, *QUIET), "a folder of goldens")
+case(K, "verify-folder-of-goldens", ("golden", "verify", "goldens", *CFG, *QUIET),
+     "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as GOLDEN)")
+case(K, "run-folder-of-goldens", ("run", "--golden", "goldens", *CFG, *QUIET),
+     "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as --golden)")
 
 # ---------------------------------------------------------------------------- memory
 K = "memory"
@@ -122,6 +124,11 @@ case(K, "nightly-bad-ledger-before-work", ("nightly", "--golden", "goldens/r", "
      text_file("ledger.json", "[]"))
 case(K, "merge-out-a-file", ("merge", "n1", "--golden", "goldens/r", "--out", "c.parquet", *CFG), "is a file",
      mkdir("n1"))
+PREVIOUS = text_file("n/score.json", '{"kind": "harness.score", "created": "2026-11-30T01:00:00+00:00"}')
+case(K, "nightly-out-holds-a-previous-nightly", ("nightly", "--golden", "goldens/r", "--out", "n", *CFG, *QUIET),
+     "--out n: already holds a nightly's output (score.json of 2026-11-30T01:00:00+00:00); pass --force", PREVIOUS)
+case(K, "merge-out-holds-a-previous-nightly", ("merge", "n1", "--golden", "goldens/r", "--out", "n", *CFG),
+     "--out n: already holds a nightly's output (score.json of 2026-11-30T01:00:00+00:00); pass --force", PREVIOUS)
 case(K, "demo-out-a-file", ("demo", "--out", "c.parquet", "--model", "small", *QUIET), "is a file")
 case(K, "wav-out-a-directory", ("corpus", "wav", "goldens", "a.wav", *CFG), "it is a directory")
 

@@ -82,6 +82,30 @@ case(K, "run-against-bad-golden", ("run", "--golden", "goldens/r", *CFG, *QUIET)
      manifest_edit(GM, del_key("model"), reseal=False))
 case(K, "verify-edited", ("golden", "verify", "goldens/r", *CFG, *QUIET), "edited after it was written",
      manifest_edit(GM, set_key("release", "q"), reseal=False))
+case(K, "score-given-the-folder-of-goldens", ("score", "--golden", "goldens", "--run", "{run}", "--out", "s2.json"),
+     "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as --golden)")
+
+# ---------------------------------------------------------------------------- golden adopt (issue 23.7)
+REGEN = "goldens/r.regen-20270101T000000000000Z"
+ADOPT = ("golden", "adopt", REGEN)
+
+
+def _regen(change=None):
+    """A regeneration of the workspace's golden (``change`` breaks it), beside it."""
+    def setup(ws) -> None:
+        copy(GM, REGEN)(ws)
+        manifest_edit(REGEN, change or set_key("created", "2027-01-01T00:00:00+00:00"))(ws)
+    return setup
+
+
+case(K, "adopt-not-a-regen", ("golden", "adopt", GM), "not a regenerated golden")
+case(K, "adopt-incomplete-regen", ADOPT, "not a complete golden", lambda ws: (ws / REGEN).mkdir(parents=True))
+case(K, "adopt-regen-of-another-model", ADOPT, "its model fingerprint differs",
+     _regen(set_key("model", "fingerprint", "f" * 64)))
+case(K, "adopt-regen-of-another-geometry", ADOPT, "its geometry differs",
+     _regen(set_key("geometry", "embedding_dim", 64)))
+case(K, "adopt-regen-byte-flipped", ADOPT, "op0.parquet: sha256",
+     lambda ws: (_regen()(ws), flip_byte(ws / REGEN / "op0.parquet")))
 
 # ---------------------------------------------------------------------------- run manifest
 K = "run manifest"
@@ -150,6 +174,13 @@ case(K, "not-utf8", ("shapes", "--ledger", "ledger.json"), "not UTF-8", text_fil
 case(K, "promoted-after-fail", LEDGER, "promoted",
      json_file("ledger.json", first_entry(lambda e: e["history"][-1].__setitem__("verdict", "fail")),
                "ledger_sha256"))
+# where plain `shapes` / `ledger` read (issue 23.9): never a guess among several, never an empty ledger created
+case(K, "two-found", ("ledger",), "2 ledgers found (ledger.json, goldens/ledger.json)",
+     copy("ledger.json", "goldens/ledger.json"))
+case(K, "none-found", ("shapes",), "no ledger found in ledger.json, goldens/ledger.json", remove("ledger.json"))
+case(K, "none-beside-the-golden", ("shapes", "--golden", "goldens/r"), "goldens/ledger.json: no ledger beside the "
+     "golden goldens/r")
+case(K, "golden-not-a-golden", ("ledger", "--golden", "c.parquet"), "--golden c.parquet: not a golden")
 
 # ---------------------------------------------------------------------------- promoted-shapes manifest
 K = "promoted-shapes manifest"

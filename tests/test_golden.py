@@ -210,7 +210,12 @@ def test_a_recording_killed_midway_leaves_no_golden(tmp_path):
     (tmp_path / "h.toml").write_text("[corpus]\nblocks = 4\n")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    time.sleep(6.0)
+    # kill once the write has begun (its temporary folder exists), however slow the machine is to get there:
+    # the recording then has at least ~20 s of 1-s calls left, so the kill lands mid-write
+    deadline = time.monotonic() + 600
+    while not list((tmp_path / "goldens").glob(".killed.tmp-*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read().decode()
+        time.sleep(0.05)
     assert proc.poll() is None, proc.stdout.read().decode()
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

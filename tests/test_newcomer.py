@@ -205,8 +205,9 @@ def test_the_folder_of_goldens_is_named_at_once_with_the_goldens_inside(capsys, 
     code, _, err = run(capsys, monkeypatch, *args)
     assert code == 2, err
     line = one_error_line(err)
-    assert f"{golden_copy.parent}: a folder of goldens, not a golden (1 inside)" in line
-    assert str(golden_copy) in line and "interrupted" not in line
+    as_what = "GOLDEN" if command[0] == "golden" else "--golden"  # the argument, or the option, the command takes
+    assert f"{golden_copy.parent}: not a golden; it holds 1: {golden_copy} (pass one of them as {as_what})" in line
+    assert "interrupted" not in line
 
 
 def test_a_folder_holding_no_golden_is_still_an_incomplete_golden(capsys, monkeypatch, tmp_path):
@@ -286,7 +287,7 @@ def readme_flow_outputs() -> list[str]:
     outputs = set()
     for line in usage_block():
         for pattern in (r"^cp \S+ (\S+)", r"corpus synth (\S+)", r"--out (\S+)", r"--golden (\S+?)/"):
-            outputs.update(re.findall(pattern, line))
+            outputs.update(re.findall(pattern, line.text))
     return sorted(outputs)
 
 

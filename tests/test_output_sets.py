@@ -212,9 +212,9 @@ def _cfg():
 
 def merge_cli(world, out: Path, fault: str | None = None) -> subprocess.CompletedProcess:
     """The nightly's last part (score, promote, report, JUnit, summary: harness.pipeline.nightly.finalize) on the
-    world's run, into ``out``, with a ledger of its own."""
+    world's run, into ``out``, with a ledger of its own (``--force``: ``out`` may hold a previous set)."""
     return harness("merge", str(world["run"]), "--golden", str(world["golden"]), "--out", str(out), "--model", "small",
-                   "--no-localise", "--ledger", str(out.parent / "ledger.json"), "--manifest",
+                   "--no-localise", "--force", "--ledger", str(out.parent / "ledger.json"), "--manifest",
                    str(out.parent / "promoted.json"), fault=fault)
 
 

@@ -114,7 +114,9 @@ def local_cluster(hold: Path) -> Iterator[Path]:
     saved = {k: os.environ.get(k) for k in ("HARNESS_TEST_HOLD", "PYTHONPATH")}
     os.environ["HARNESS_TEST_HOLD"] = str(hold)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved["PYTHONPATH"]) if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # address="local": always a new instance, never a cluster some earlier (killed) process left running
+    # and named in /tmp/ray/ray_current_cluster, which a bare ray.init() would join
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield hold
     finally:

@@ -160,12 +160,13 @@ def test_the_page_opens_with_the_decision(passing_report):
     assert first_text_line == "**May use: k = 1, 2, 4. No candidate shape is refused.**"
 
 
-def test_html_is_self_contained(passing_report):
+def test_html_is_self_contained(passing, passing_report):
     _, _, page, _ = passing_report
     for forbidden in ("http://", "https://", "<script", "<link", "url(", "@import", "<iframe"):
         assert forbidden not in page, forbidden
     plots = re.findall(r'<svg class="plot"', page)
-    assert len(plots) == 1 + len(SHAPES) * 3  # speedup + one distribution per OP and shape
+    spread = sum(not v["metrics"]["bitwise"] for s in passing["shapes"].values() for v in s["ops"].values())
+    assert len(plots) == 1 + spread  # speedup + one distribution per OP and shape with a spread (bitwise: a line)
     assert "<img" not in page and "xmlns" not in page  # inline SVG: nothing to fetch, no namespace URL
 
 
@@ -282,6 +283,151 @@ def test_report_json_has_no_distribution_dump(leaky, leaky_report):
     assert dist["n"] == len(values) and dist["zero"] == sum(v == 0.0 for v in values)
     assert dist["max"] == max(values)
     assert paths["json"].stat().st_size < 200_000
+
+
+# ---------------------------------------------------------------------------------------------
+# What to do next, and numbers that read as what they are (issue 23.11)
+
+
+def _junit_next(tmp_path: Path, score: dict) -> dict[tuple[str, str], list[str]]:
+    """The 'next: ...' lines of every failing OP case of the JUnit file of ``score``."""
+    from reports import write_junit
+
+    root = ET.parse(write_junit(tmp_path / "junit.xml", score, None)).getroot()
+    out = {}
+    for case in root.iter("testcase"):
+        failure = case.find("failure")
+        if case.get("name", "").startswith("op") and failure is not None:
+            out[(case.get("classname")[len("shape_k"):], case.get("name")[2:])] = [
+                line for line in (failure.text or "").splitlines() if line.startswith("next: ")]
+    return out
+
+
+def test_failing_ops_carry_junits_next_step_on_both_pages(tmp_path, leaky):
+    """Before: only JUnit said "next: localise ... or record a new golden"; the pages said nothing."""
+    score, _ = leaky
+    expected = _junit_next(tmp_path, score)
+    assert expected and all(expected.values())
+    facts, md, page, _ = _written(tmp_path, score)  # no localisation: the hints are the next step
+    for (k, op), lines in expected.items():
+        assert facts["shapes"][k]["ops"][op]["next"] == lines
+        for line in lines:
+            assert f"- OP {op} {line}".replace("|", "\\|") in md
+            assert f"<li>{escape(line)}</li>" in page
+        assert f'id="next-{k}-{op}"' in page
+    passed = [(k, op) for k, s in score["shapes"].items() for op, v in s["ops"].items() if v["passed"]]
+    assert all(not facts["shapes"][k]["ops"][op]["next"] for k, op in passed)
+
+
+def test_localised_ops_say_what_localisation_found_instead(tmp_path, leaky, leaky_report):
+    score, localisation = leaky
+    facts, md, page, _ = leaky_report
+    for (k, op), junit_lines in _junit_next(tmp_path, score).items():
+        loc = localisation.get(k, {}).get(op)
+        steps = facts["shapes"][k]["ops"][op]["next"]
+        if not (loc and loc.get("available")):
+            assert steps[: len(junit_lines)] == junit_lines
+            continue
+        assert any("localise the first diverging layer" in line for line in junit_lines)  # JUnit still says it
+        assert not any("localise the first diverging layer" in line for line in steps), steps
+        assert steps[0].startswith("next: localisation found")
+        if "<input" in (loc["first_diverging_layer"] or ""):  # the leak: found at the network's input
+            assert "packing or window-cutting bug, not numerics" in steps[0]
+            assert loc["block"] in steps[0]
+        assert str(escape(steps[0])) in page
+
+
+def test_a_bitwise_op_is_one_line_not_a_histogram(small, passing_report):
+    """Before: a histogram of nothing but zeros for every bitwise OP (six on an all-bitwise page)."""
+    facts, md, page, _ = _written_once(small["invariant_bitwise"])
+    for k, shape in facts["shapes"].items():
+        for op, o in shape["ops"].items():
+            unit, n = ("windows", o["metrics"]["windows"]) if op == "0" else ("rows", o["metrics"]["judged_rows"])
+            line = f"bitwise: {n:,} of {n:,} {unit} identical"
+            assert o["bitwise_line"] == line and f'id="bitwise-{k}-{op}">{line}</p>' in page
+            assert f"- OP {op} {line}" in md
+    assert len(re.findall(r'<svg class="plot"', page)) == 1  # the speedup plot alone
+    # where there is a spread the histogram stays
+    facts, _, page, _ = passing_report
+    spread = [(k, op) for k, s in facts["shapes"].items() for op, o in s["ops"].items() if not o["metrics"]["bitwise"]]
+    assert spread
+    for k, op in spread:
+        assert facts["shapes"][k]["ops"][op]["bitwise_line"] is None
+        assert f'aria-label="OP {op} error distribution for k={k}"' in page
+
+
+_WRITTEN: dict[int, tuple] = {}
+
+
+def _written_once(score: dict) -> tuple[dict, str, str, dict]:
+    if id(score) not in _WRITTEN:
+        _WRITTEN[id(score)] = _written(Path(tempfile.mkdtemp(prefix="report-")), score)
+    return _WRITTEN[id(score)]
+
+
+def _section(page: str, section: str) -> str:
+    start = page.index(f'<section id="{section}"')
+    return page[start:page.index("</section>", start)]
+
+
+def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
+    """Before: '1.017e+04' ms, '0.000183' for a rate, '0.01278' for a fraction of values."""
+    score = copy.deepcopy(passing)
+    lane = score["throughput"]["2"]
+    lane["blocks_per_s"], lane["ops"]["1"]["p50_ms"], lane["ops"]["1"]["p99_ms"] = 12345.6, 10170.0, 36940.0
+    lane["ops"]["0"]["p50_ms"] = 0.42
+    facts, md, page, _ = _written(tmp_path, score)
+    throughput = _section(page, "throughput")
+    assert "10.2 s / 36.9 s" in throughput and "0.42 ms" in throughput and "12346" in throughput
+    md_throughput = md[md.index("## Throughput"):md.index("## Golden")]
+    assert "10.2 s / 36.9 s" in md_throughput
+    scientific = re.compile(r"\d[eE][+-]?\d")
+    assert not scientific.search(throughput) and not scientific.search(md_throughput)
+    rate = next(c for c in passing["shapes"]["2"]["ops"]["0"]["checks"] if c["metric"] == "flip_rate_upper95")
+    row = next(line for line in md.splitlines() if line.startswith("| 0 | flip_rate_upper95 |"))
+    assert f"| {100 * rate['observed']:.2g} % | <= {100 * rate['allowed']:g} % |" in row, row
+    _, md, page, _ = leaky_report  # the localisation's fraction of values that differ
+    cells = re.findall(r'<td class="num">([^<]*)</td></tr>', _section(page, "localisation"))
+    assert cells and all(c.endswith(" %") for c in cells), cells
+    assert re.search(r"of values differ", md) and not re.search(r", 0\.\d+ of values differ", md)
+
+
+def test_a_usable_shape_slower_than_k1_says_so(tmp_path, small):
+    """Before: a promoted shape at 0.8x the speed of k=1 was shown green, without a word."""
+    score = copy.deepcopy(small["passing"])
+    score["throughput"]["4"]["speedup"] = 0.8
+    score["throughput"]["2"].update(speedup=1.3, within_noise=False)  # measured speeds vary on a loaded runner
+    facts, md, page, _ = _written(tmp_path, score, ledger=small["promoted_ledger"])
+    note = ("promoted: matches the golden, but 0.80× the speed of k=1 on this device: the engine gains nothing "
+            "from it here")
+    assert facts["shapes"]["4"]["usable"] and facts["shapes"]["4"]["slow_note"] == note
+    assert facts["shapes"]["2"]["slow_note"] is None  # faster than k=1: nothing to say
+    decision = _section(page, "decision")
+    assert f'<span class="slow-note" id="slow-4">{note}</span>' in decision and 'id="slow-2"' not in decision
+    assert f"- k = 4: may use: promoted by run {small['passing']['run']['id']}. **{note}**" in md
+
+
+def test_cosines_never_read_1_when_the_rows_differ(tmp_path, small):
+    """docs/report.md: never a misleading 1. Before: an exact float64 1.0 over differing rows printed '1'."""
+    score = copy.deepcopy(small["not_bitwise"])
+    for op in ("1", "2"):
+        metrics = score["shapes"]["2"]["ops"][op]["metrics"]
+        assert metrics["differing_rows"] > 0
+        metrics["min_cosine"] = 1.0  # what a 1-ULP change gives in float64
+    score["shapes"]["2"]["vs_exact"]["ops"]["1"].update(bitwise=False, min_cosine=1.0)
+    score["shapes"]["4"]["ops"]["1"]["metrics"]["min_cosine"] = 0.99999994
+    facts, md, page, _ = _written(tmp_path, score)
+    row = next(line for line in md.splitlines() if line.startswith("| 2 | FAIL"))
+    assert row.count("1 − <1e-16 (not bit-identical)") == 3, row  # OP 1, OP 2 and OP 1's packing alone
+    assert not re.search(r"\| 1 \|", row)
+    row4 = next(line for line in md.splitlines() if line.startswith("| 4 | FAIL"))
+    assert "| 1 − 6e-8 |" in row4, row4
+    summary = _section(page, "summary")
+    assert '<td class="num">1</td>' not in summary.replace('<td class="num">1</td><td><span class="badge other">', "")
+    # identical rows: exactly 1, said as 1
+    facts, md, _, _ = _written_once(small["invariant_bitwise"])
+    row = next(line for line in md.splitlines() if line.startswith("| 2 | PASS"))
+    assert "| 1 | 1 |" in row, row
 
 
 # ---------------------------------------------------------------------------------------------

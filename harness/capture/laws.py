@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from harness.blocks import Block, check_request
 from harness.capture.schema import CapturedRequest
@@ -53,7 +54,7 @@ class Violation:
         block = f" block {self.block_id!r}" if self.block_id is not None else ""
         return f"law {self.law} broken by request {self.request_id!r} (row {self.row}){block}: {self.what}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -138,14 +139,14 @@ class Survey:
     requests: int = 0
     blocks: int = 0
     padding_blocks: int = 0
-    op_requests: Counter = field(default_factory=Counter)
-    op_blocks: Counter = field(default_factory=Counter)
-    fingerprints: Counter = field(default_factory=Counter)
-    devices: Counter = field(default_factory=Counter)
-    versions: Counter = field(default_factory=Counter)
+    op_requests: Counter[int] = field(default_factory=Counter)
+    op_blocks: Counter[int] = field(default_factory=Counter)
+    fingerprints: Counter[str] = field(default_factory=Counter)
+    devices: Counter[str] = field(default_factory=Counter)
+    versions: Counter[str] = field(default_factory=Counter)
     first: str | None = None
     last: str | None = None
-    broken: Counter = field(default_factory=Counter)
+    broken: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
 
     def add(self, request: CapturedRequest) -> None:
@@ -170,13 +171,13 @@ class Survey:
     def passed(self) -> bool:
         return not self.broken
 
-    def laws(self) -> dict:
+    def laws(self) -> dict[str, Any]:
         """The audit file's ``laws`` (:class:`harness.capture.result.Laws`)."""
         return {"passed": self.passed, "judged": list(CAPTURE_LAWS), "requests": self.requests,
                 "blocks": self.blocks, "padding_blocks": self.padding_blocks, "broken": dict(self.broken),
                 "violations": [v.to_dict() for v in self.violations]}
 
-    def served(self) -> dict:
+    def served(self) -> dict[str, Any]:
         """The audit file's ``served`` (:class:`harness.capture.result.Served`)."""
         return {"fingerprints": dict(self.fingerprints), "devices": dict(self.devices),
                 "engine_versions": dict(self.versions), "first": self.first, "last": self.last}

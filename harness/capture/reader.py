@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -96,24 +97,24 @@ class CaptureReader:
 
 
 def _type_ok(name: str, got: pa.DataType, frames: int) -> bool:
-    is_list = pa.types.is_list(got) or pa.types.is_large_list(got)
+    is_list = bool(pa.types.is_list(got) or pa.types.is_large_list(got))
     if name in STRINGS:
-        return pa.types.is_string(got) or pa.types.is_large_string(got)
+        return bool(pa.types.is_string(got) or pa.types.is_large_string(got))
     if name == "captured_at":
-        return pa.types.is_timestamp(got) and got.tz is not None
+        return bool(pa.types.is_timestamp(got) and got.tz is not None)
     if name == "OP":
-        return got == pa.int32()
+        return bool(got == pa.int32())
     if name == "WEIGHTS":
         inner = got.value_type if is_list else None
-        return (inner is not None and pa.types.is_fixed_size_list(inner) and inner.list_size == frames
-                and inner.value_type == pa.float32())
+        return bool(inner is not None and pa.types.is_fixed_size_list(inner) and inner.list_size == frames
+                    and inner.value_type == pa.float32())
     if name == "segments":
         if not is_list or not pa.types.is_struct(got.value_type):
             return False
         struct = got.value_type
         names = [struct.field(i).name for i in range(struct.num_fields)]
         return all(n in names and struct.field(n).type == t for n, t in SEGMENT_FIELDS)
-    return is_list and got.value_type == LISTS[name]
+    return is_list and bool(got.value_type == LISTS[name])
 
 
 def _expected(name: str, frames: int) -> str:
@@ -145,8 +146,9 @@ def _rows(table: pa.Table, g: Geometry, where: str, first: int, seen: set[str]) 
         if request_id in seen:
             raise CaptureError(f"{where}: {name}: request id appears twice")
         seen.add(request_id)
-        if times[j] is None or segments[j] is None:
-            raise CaptureError(f"{where}: {name}: null {'captured_at' if times[j] is None else 'segments'}")
+        stamp = times[j]
+        if stamp is None or segments[j] is None:
+            raise CaptureError(f"{where}: {name}: null {'captured_at' if stamp is None else 'segments'}")
         try:
             op = Op.parse(int(plain["OP"][j]))
         except ValueError as exc:
@@ -158,16 +160,16 @@ def _rows(table: pa.Table, g: Geometry, where: str, first: int, seen: set[str]) 
             segs.append(Segment(str(s["block_id"]), int(s["span_start"]), int(s["span_length"]),
                                 int(s["window_start"]), int(s["windows"]), int(s["row_start"]), int(s["rows"]),
                                 bool(s["padding"])))
-        span, offsets, valid = (lists[n].row(j) for n in ("SPAN", "OFFSETS", "VALID"))
+        span, offsets, valid = (lists[n].value(j) for n in ("SPAN", "OFFSETS", "VALID"))
         w, idx, speakers = weights.row(j), lists["IDX"].row(j), lists["speakers"].row(j)
         packed = PackedRequest(op, span, offsets, valid, w, idx, speakers, tuple(segs))
-        output = _output(lists["output"].row(j), lists["output_shape"].row(j), packed, g, f"{where}: {name}")
+        output = _output(lists["output"].value(j), lists["output_shape"].value(j), packed, g, f"{where}: {name}")
         yield CapturedRequest(request_id, packed, output, plain["model_fingerprint"][j], plain["device_kind"][j],
-                              plain["engine_version"][j], times[j], first + j)
+                              plain["engine_version"][j], stamp, first + j)
 
 
-def _plain(table: pa.Table, name: str, where: str, first: int, names: list[str] | None = None) -> list:
-    values = table.column(name).to_pylist()
+def _plain(table: pa.Table, name: str, where: str, first: int, names: list[str] | None = None) -> list[Any]:
+    values: list[Any] = table.column(name).to_pylist()
     for j, v in enumerate(values):
         if v is None:
             raise CaptureError(f"{where}: {names[j] if names else f'row {first + j}'}: null {name}")
@@ -180,8 +182,8 @@ class _Lists:
     def __init__(self, table: pa.Table, name: str, where: str, names: list[str], width: int | None = None) -> None:
         self.name, self.where, self.names, self.width = name, where, names, width
         column = table.column(name).combine_chunks()
-        self.nulls = column.is_null().to_numpy(zero_copy_only=False)
-        self.offsets = column.offsets.to_numpy()
+        self.nulls: np.ndarray = column.is_null().to_numpy(zero_copy_only=False)
+        self.offsets: np.ndarray = column.offsets.to_numpy()
         values = column.values
         if width is not None:
             if values.null_count:
@@ -189,7 +191,7 @@ class _Lists:
             values = values.flatten()
         if values.null_count:
             self._refuse_null_inside(values, per=width or 1)
-        self.flat = values.to_numpy(zero_copy_only=False)
+        self.flat: np.ndarray = values.to_numpy(zero_copy_only=False)
         if name not in NULLABLE and self.nulls.any():
             raise CaptureError(f"{where}: {names[int(np.flatnonzero(self.nulls)[0])]}: null {name}")
 
@@ -200,6 +202,12 @@ class _Lists:
         if self.width is None:
             return self.flat[a:b]
         return self.flat[a * self.width : b * self.width].reshape(b - a, self.width)
+
+    def value(self, j: int) -> np.ndarray:
+        """Row ``j`` of a column that holds no null (refused when it was read: not in NULLABLE)."""
+        row = self.row(j)
+        assert row is not None, f"{self.name} is not nullable: its nulls were refused"
+        return row
 
     def _refuse_null_inside(self, values: pa.Array, per: int = 1) -> None:
         inner = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // per
@@ -213,7 +221,7 @@ def _output(data: np.ndarray, shape: np.ndarray, packed: PackedRequest, g: Geome
     if any(d < 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) != data.shape[0]:
         raise CaptureError(f"{where}: output_shape {list(dims)} does not hold the {data.shape[0]} output values")
     if packed.op is Op.SEGMENTATION:
-        want = (packed.windows, g.frames_per_window, g.classes)
+        want: tuple[int, ...] = (packed.windows, g.frames_per_window, g.classes)
         unit = f"{packed.windows} windows"
     else:
         want = (packed.rows, g.embedding_dim)

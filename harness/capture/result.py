@@ -9,7 +9,7 @@ candidate shape, and never changes the ledger or the promoted-shapes manifest.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -50,7 +50,7 @@ class GoldenModel(Strict):
     fingerprint: Text = Field(description="its fingerprint, compared with every request's")
     name: str = Field(description="its human name")
     device_kind: Text = Field(description="where it re-ran the blocks")
-    numerics_in_force: dict = Field(description="the numeric settings torch had")
+    numerics_in_force: dict[str, Any] = Field(description="the numeric settings torch had")
 
 
 class ViolationModel(Strict):
@@ -111,7 +111,7 @@ class AuditFile(Strict):
     golden_model: GoldenModel | None = Field(description="None: a law stopped the audit before any model ran")
     fingerprint_matches: bool | None = Field(description="every request served by the golden model (None: not "
                                              "compared, a law stopped the audit)")
-    tolerances: dict = Field(description="the tolerances judged with ([tolerances], --tolerance)")
+    tolerances: dict[str, Any] = Field(description="the tolerances judged with ([tolerances], --tolerance)")
     laws: Laws
     ops: dict[OpKey, OpAudit] = Field(description="every OP, scored or saying why not")
     verdict: Verdict = Field(description="pass: every law holds and every scored OP passed")
@@ -129,19 +129,21 @@ class AuditFile(Strict):
         return self
 
 
-def check_audit(data: dict, where: str) -> dict:
+def check_audit(data: object, where: str) -> dict[str, Any]:
     """``data`` if it is a valid, sealed audit file; else one SchemaError line."""
     validate(AuditFile, data, where)
+    if not isinstance(data, dict):  # (validate refuses anything but a JSON object: for the type checker)
+        raise SchemaError(f"{where}: an audit file is a JSON object, got a {type(data).__name__}")
     if not seal_ok(data, "digest"):
         raise SchemaError(f"{where}: digest does not match the content (edited after it was written?)")
     return data
 
 
-def read_audit(path: Path) -> dict:
+def read_audit(path: Path) -> dict[str, Any]:
     return check_audit(read_json(path, "audit file"), str(path))
 
 
-def headline(result: dict) -> str:
+def headline(result: dict[str, Any]) -> str:
     """One line for CI logs and the report: PASS/FAIL and why; another model is named first."""
     n = result["capture"]["requests"]
     laws = result["laws"]

@@ -18,7 +18,8 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from types import TracebackType
+from typing import Annotated, Final, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +34,7 @@ from harness.parquet import ParquetSink
 from harness.schemas import GeometryModel
 from harness.schemas.base import Strict
 
-VERSION = 1
+VERSION: Final = 1
 META_KEY = b"harness.capture"
 OTHER_KINDS = {b"harness.corpus": "a corpus file", b"harness.outputs": "an output file of a golden or run"}
 GROUP_BYTES = 64 << 20  # a row group holds at most about this much (and at most GROUP_REQUESTS requests)
@@ -152,7 +153,8 @@ class CaptureWriter:
     def __enter__(self) -> CaptureWriter:
         return self
 
-    def __exit__(self, kind, exc, tb) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc is not None:
             self.abort()
 

@@ -121,7 +121,7 @@ def _run(args: list[str], debug: bool) -> int | None:
         _fail(_interrupted(), debug)
         code = EXIT_ERROR
     except Exception as exc:  # click's usage errors, then anything the harness did not anticipate
-        if type(exc).__name__ == "NoArgsIsHelpError":
+        if type(exc).__name__ == "NoArgsIsHelpError" and hasattr(exc, "format_message"):
             print(exc.format_message())
             code = 0
         elif hasattr(exc, "format_message") and hasattr(exc, "exit_code"):

@@ -54,7 +54,7 @@ def distribution_of(module: str) -> str:
 
 def dependency_failure(exc: BaseException) -> str | None:
     """The ``<what>`` of the one-line error for a dependency that failed to import, or None."""
-    chain = exc
+    chain: BaseException | None = exc
     while chain is not None and not isinstance(chain, ImportError):
         chain = chain.__cause__ or chain.__context__
     if chain is None:

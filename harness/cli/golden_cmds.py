@@ -41,8 +41,10 @@ def golden_record(
     goldens: Annotated[Path, typer.Option(help="Folder holding one golden directory per release.")] = Path("goldens"),
     release: Annotated[str | None, typer.Option(help="Release name: the golden's folder name (default: [release] "
                                                 "name).")] = None,
-    regen: Annotated[bool, typer.Option("--regen", help="Record a new golden BESIDE an existing one and print what "
-                                        "changed; nothing is ever overwritten.")] = False,
+    regen: Annotated[bool, typer.Option("--regen", help="Record a new golden BESIDE an existing one "
+                                        "(GOLDENS/NAME.regen-<time>) and print what changed; nothing is ever "
+                                        "overwritten. The nightly starts using it once adopted: `harness golden adopt "
+                                        "GOLDENS/NAME.regen-<time>`.")] = False,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
     concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
@@ -78,8 +80,10 @@ def golden_verify(
     recorded bitwise); otherwise the line names what differs: the environment (torch, CUDA,
     cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
     """
+    from golden.locate import refuse_folder_of_goldens
     from harness.pipeline.commands import verify
 
+    refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
     cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
     line, passed = verify(cfg, golden, backend_choice(backend, concurrency, shm, model_label), progress)
     say(line)
@@ -100,9 +104,11 @@ def golden_show(
     file's sha256 against it before anything is shown: a golden whose bytes changed is refused
     (exit 2, one line naming the file), as `score` would refuse it.
     """
+    from golden.locate import refuse_folder_of_goldens
     from golden.store import load_golden
     from harness.pipeline.inspect import CONTENT_NOT_CHECKED, check_golden_content, describe_golden
 
+    refuse_folder_of_goldens(golden, "GOLDEN")
     gold = load_golden(golden)
     hashed = None if no_hash else check_golden_content(gold)
     if as_json:
@@ -111,4 +117,33 @@ def golden_show(
         say(json.dumps(gold.manifest, indent=1, sort_keys=True))
         return
     for line in describe_golden(gold, hashed):
+        say(line)
+
+
+@golden_app.command("adopt")
+def golden_adopt(
+    regen: Annotated[Path, typer.Argument(
+        help="The regenerated golden to adopt, GOLDENS/NAME.regen-<time> as `golden record --regen` printed it (or "
+             "a NAME.history-<time> folder, to roll back to it).")],
+) -> None:
+    """Make a regenerated golden THE golden of its release: GOLDENS/NAME.regen-<time> becomes GOLDENS/NAME.
+
+    \b
+    - The golden at GOLDENS/NAME now is kept, whole, as GOLDENS/NAME.history-<its recorded time>
+      (`golden show` reads it; adopt it back the same way to roll back).
+    - The two folders are swapped in one rename: a kill at any moment leaves the old golden or the
+      new one at GOLDENS/NAME, never none and never a half; run the same command again after a
+      kill to finish it.
+    - Refused (exit 2, nothing moved) when the regen is not a complete golden (every file's sha256
+      is checked), is of another release, model fingerprint, geometry or OPs than the golden it
+      replaces (naming what differs), or another adopt of NAME is running.
+    - The ledger beside it (GOLDENS/ledger.json) is not changed: promotions earned on the old golden
+      stay in force and in its history until the next nightly judges every shape against the new
+      one (`nightly --golden GOLDENS/NAME`). A score of the old golden promotes only with
+      `--golden GOLDENS/NAME.history-<time>`.
+    - No model is built and no block runs: it takes the time of hashing the regen's files.
+    """
+    from harness.pipeline.adopt import adopt_golden
+
+    for line in adopt_golden(regen):
         say(line)

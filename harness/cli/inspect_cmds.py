@@ -3,21 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from harness.cli.app import app, say
 
+LOCATION = ("Without --ledger and --manifest: --golden GOLDEN reads the files beside it (GOLDEN/../ledger.json "
+            "and promoted-shapes.json, as nightly writes them); with neither, the one ledger among ./ledger.json "
+            "(`harness promote`'s default), ./goldens/ledger.json and ./goldens/*/ledger.json, with the manifest "
+            "beside it; none or several found: one line naming them (nothing is created).")
+GoldenOpt = Annotated[Path | None, typer.Option("--golden", help="A golden nightly ran against: read the ledger "
+                                                "and manifest beside it (as nightly writes them).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the same facts as one JSON document on stdout "
+                                       "(schema in docs/schemas.md); exit statuses unchanged, errors one line on "
+                                       "stderr.")]
 
-@app.command("shapes")
+
+SHAPES_HELP = ("Which k the engine may use, per model, device kind, numerics profile, packer and OP; since when, by "
+               "which run.\n\nWith --may, the engine's question for one packer: a yes needs that packer's own "
+               "evidence (or a release shape); evidence for another packer never counts.\n\n" + LOCATION)
+LEDGER_HELP = ("A shape's history per packer: every run that judged it, its verdict, and the state it left.\n\n"
+               + LOCATION)
+
+
+@app.command("shapes", help=SHAPES_HELP)
 def shapes_cmd(
     manifest: Annotated[Path | None, typer.Option(help="Promoted-shapes manifest the engine reads: re-derived from "
-                                                  "--ledger and refused if it differs.")] = None,
+                                                  "the ledger and refused if it differs.")] = None,
     ledger: Annotated[Path | None, typer.Option(help="Its ledger (the truth): an interrupted promotion is finished "
                                                 "first, into the files its journal names.")] = None,
+    golden: GoldenOpt = None,
     may: Annotated[bool, typer.Option("--may", help="Answer one question instead: may --packer use --k for --op on "
-                                      "--device? Exit 0 yes, 1 no, one line why. Needs --ledger.")] = False,
+                                      "--device? Exit 0 yes, 1 no, one line why. Needs a ledger (--ledger, --golden "
+                                      "or the one found).")] = False,
     packer: Annotated[str | None, typer.Option(help="With --may: the packer identity (its describe()['identity'], "
                                                "e.g. harness/1.2+0123456789ab).")] = None,
     k: Annotated[int | None, typer.Option("--k", min=1, help="With --may: blocks per call.")] = None,
@@ -28,56 +47,68 @@ def shapes_cmd(
                                                     "needed when the manifest holds several models).")] = None,
     profile: Annotated[str | None, typer.Option(help="With --may: the numerics profile (needed when several "
                                                 "match).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Which k the engine may use, per model, device kind, numerics profile, packer and OP; since when, by which run.
-
-    With --may, the engine's question for one packer: a yes needs that packer's own evidence (or a
-    release shape); evidence for another packer never counts.
-    """
     from harness.errors import HarnessError
     from harness.ledger_store import load_manifest, read_consistent
-    from harness.pipeline.inspect import describe_shapes
+    from harness.pipeline.inspect import describe_shapes, locate_ledger, shapes_document
     from harness.promotion import derive_manifest, may_use
 
     if may:
-        missing = [f"--{n}" for n, v in (("ledger", ledger), ("packer", packer), ("k", k), ("op", op),
-                                         ("device", device)) if v is None]
+        missing = [f"--{n}" for n, v in (("packer", packer), ("k", k), ("op", op), ("device", device)) if v is None]
         if missing:
             raise HarnessError(f"shapes --may: needs {', '.join(missing)} (the answer comes from the ledger, for "
                                "one packer, shape, OP and device)")
-    if ledger is None and manifest is None:
-        raise HarnessError("shapes: give --ledger (and --manifest to check the engine's copy against it)")
-    if ledger is not None:
-        book, checked = read_consistent(ledger, manifest)  # refuses a manifest that is not the ledger's own
-        if manifest is not None and checked is None:
-            raise HarnessError(f"{manifest}: promoted-shapes manifest not found (the ledger {ledger} exists: "
-                               "`harness promote` writes it)")
+    files = locate_ledger(ledger, manifest, golden, "shapes")
+    if files["ledger"] is not None:
+        book, checked = read_consistent(files["ledger"], files["manifest"])  # refuses a manifest not the ledger's own
+        if files["manifest"] is not None and checked is None:
+            raise HarnessError(f"{files['manifest']}: promoted-shapes manifest not found (the ledger {files['ledger']} "
+                               "exists: `harness promote` writes it)")
         shown = checked if checked is not None else derive_manifest(book)
+    elif may:
+        raise HarnessError("shapes --may: needs a ledger (--ledger, or --golden for the one beside it), not a "
+                           "manifest alone")
     else:
-        shown = load_manifest(manifest)
+        shown = load_manifest(files["manifest"])
+    answer: dict[str, Any] | None = None
     if may:
+        assert packer is not None and k is not None and op is not None and device is not None
         yes, why = may_use(shown, packer, k, str(op), device, fingerprint, profile)
-        say(why)
-        if not yes:
-            raise typer.Exit(1)
-        return
-    for line in describe_shapes(shown, checked=ledger is not None):
-        say(line)
+        answer = {"packer": packer, "k": k, "op": str(op), "device": device, "fingerprint": fingerprint,
+                  "profile": profile, "allowed": yes, "why": why}
+    if as_json:
+        say(shapes_document(shown, files, checked=files["ledger"] is not None, may=answer))
+    elif answer is not None:
+        say(answer["why"])
+    else:
+        for line in describe_shapes(shown, checked=files["ledger"] is not None):
+            say(line)
+    if answer is not None and not answer["allowed"]:
+        raise typer.Exit(1)
 
 
-@app.command("ledger")
+
+
+@app.command("ledger", help=LEDGER_HELP)
 def ledger_cmd(
-    ledger: Annotated[Path, typer.Option(help="Ledger file.")] = Path("ledger.json"),
+    ledger: Annotated[Path | None, typer.Option(help="Ledger file (default: see below).")] = None,
+    golden: GoldenOpt = None,
     shape: Annotated[int | None, typer.Option(min=1, help="Only this shape (blocks per call).")] = None,
     model: Annotated[str | None, typer.Option(help="Only models whose fingerprint starts with this.")] = None,
     device: Annotated[str | None, typer.Option(help="Only this device kind ('cpu', 'NVIDIA H200', ...).")] = None,
     packer: Annotated[str | None, typer.Option(help="Only this packer identity (each packer has its own history).")] =
     None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """A shape's history per packer: every run that judged it, its verdict, and the state it left."""
     from harness.ledger_store import read_consistent
-    from harness.pipeline.inspect import describe_history
+    from harness.pipeline.inspect import describe_history, history_document, locate_ledger
 
-    book, _ = read_consistent(ledger)  # an interrupted promotion finished first (or reported, read-only)
+    files = locate_ledger(ledger, None, golden, "ledger")
+    files["manifest"] = None  # the history is the ledger's alone
+    book, _ = read_consistent(files["ledger"])  # an interrupted promotion finished first (or reported, read-only)
+    if as_json:
+        say(history_document(book, files, shape, model, device, packer))
+        return
     for line in describe_history(book, shape, model, device, packer):
         say(line)

@@ -43,6 +43,11 @@ from harness.cli.app import (
 
 LocaliseOpt = Annotated[bool, typer.Option("--localise/--no-localise", help="Name the first diverging layer of each "
                                            "failing shape (after the verdict is written; best effort).")]
+NoPromoteOpt = Annotated[bool, typer.Option("--no-promote", help="Score, report, JUnit and localise only: the ledger "
+                                            "and promoted-shapes manifest are not touched (not even created). The "
+                                            "exit status is still the verdict.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the previous output in --out (refused without it; "
+                                        "the set is replaced as one unit).")]
 
 
 @app.command("nightly")
@@ -60,6 +65,7 @@ def nightly_cmd(
     concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
     ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
+    no_promote: NoPromoteOpt = False, force: ForceOpt = False,
 ) -> None:
     """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
     revoke, localise failures, write the sign-off report and JUnit.
@@ -74,7 +80,8 @@ def nightly_cmd(
     _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise,
                              backend_choice(backend, concurrency, shm, model_label), packer_cmd, packer, progress,
                              ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator),
-                             laws_examples=laws_examples, packer_digest=packer_digest))
+                             laws_examples=laws_examples, packer_digest=packer_digest, no_promote=no_promote,
+                             force=force))
 
 
 @app.command("merge")
@@ -85,6 +92,7 @@ def merge_cmd(
     Path("nightly-merged"),
     ledger: LedgerOpt = None, manifest: ManifestOpt = None, localise: LocaliseOpt = True,
     tolerance: ToleranceOpt = None, config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None,
+    no_promote: NoPromoteOpt = False, force: ForceOpt = False,
 ) -> None:
     """Combine shard results into one run, one score, one ledger update and one report.
 
@@ -94,13 +102,17 @@ def merge_cmd(
     from harness.pipeline import commands
 
     cfg = resolve_config(config, model, seed, tolerance=tolerance)
-    _finish(commands.merge(cfg, golden, list(shards), out, ledger, manifest, localise))
+    _finish(commands.merge(cfg, golden, list(shards), out, ledger, manifest, localise, no_promote, force))
 
 
 def _finish(outcome) -> None:
+    from harness.promotion import overrides_line
+
     for name in ("html", "junit", "score", "promoted"):
         if name in outcome.paths:
             say(f"{name}: {outcome.paths[name]}")
+    if outcome.score and (line := overrides_line(outcome.score)):  # trying an option is said, not only in the report
+        say(line)
     say(outcome.summary)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
@@ -148,12 +160,14 @@ def demo_cmd(
     interleaved with the exact lane, score, promote), then the report. Prints where the report is.
     """
     from harness.pipeline import commands
+    from harness.pipeline.nightly import NightlyOutcome
 
     cfg = resolve_config(config, model, shapes=shapes)
     if blocks is not None:
         cfg = cfg.with_overrides(corpus=cfg.corpus.model_copy(update={"blocks": blocks}))
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     lines, outcome = commands.demo(cfg, out, progress)
+    assert isinstance(outcome, NightlyOutcome)  # the main job ends in the nightly
     for line in lines:
         say(line)
     say(f"sign-off report: {outcome.paths.get('html')}")

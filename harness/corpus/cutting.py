@@ -9,6 +9,7 @@ VALID = 0 padding windows placed at the end of its span.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ def window_starts(length: int, window: int, step: int) -> np.ndarray:
     return starts[starts < length]  # a step longer than a window leaves gaps, never a window past the end
 
 
-def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) -> list[tuple[Block, dict]]:
+def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) -> list[tuple[Block, dict[str, Any]]]:
     """Blocks of one recording, each with its provenance (start sample, windows, padding)."""
     if step <= 0:
         raise CorpusError(f"{prefix}: window step must be positive, got {step}")

@@ -24,6 +24,8 @@ import json
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +51,7 @@ SCHEMA = pa.schema([
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
 
 
-def geometry_meta(geometry: Geometry) -> dict:
+def geometry_meta(geometry: Geometry) -> dict[str, Any]:
     """What a corpus records of the geometry it was cut for."""
     return {k: getattr(geometry, k) for k in GEOMETRY_KEYS}
 # blocks per row group: the lanes' group for shapes up to 32, so a pack of consecutive blocks is one buffer
@@ -75,7 +77,7 @@ class Summary:
         self.max_span = max(self.max_span, int(block.span.shape[0]))
         self.sources.add(source)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"blocks": self.blocks, "audio_windows": self.audio_windows, "short_windows": self.short_windows,
                 "padding_windows": self.padding_windows, "span_seconds": round(self.samples / self.g.sample_rate, 3),
                 "max_span_samples": self.max_span, "sources": sorted(self.sources)}
@@ -87,14 +89,14 @@ class Corpus:
 
     blocks: list[Block]
     sources: list[str]
-    provenance: list[dict]
-    geometry_meta: dict = field(default_factory=dict)
+    provenance: list[dict[str, Any]]
+    geometry_meta: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.blocks)
 
     @staticmethod
-    def collect(rows: Iterable[tuple[Block, str, dict]], geometry_meta: dict) -> Corpus:
+    def collect(rows: Iterable[tuple[Block, str, dict[str, Any]]], geometry_meta: dict[str, Any]) -> Corpus:
         """A stream of (block, source, provenance) rows, held in memory."""
         blocks, sources, provenance = [], [], []
         for block, source, prov in rows:
@@ -111,10 +113,10 @@ class Corpus:
         return Corpus([self.blocks[i] for i in indices], [self.sources[i] for i in indices],
                       [self.provenance[i] for i in indices], dict(self.geometry_meta))
 
-    def rows(self) -> Iterator[tuple[Block, str, dict]]:
+    def rows(self) -> Iterator[tuple[Block, str, dict[str, Any]]]:
         yield from zip(self.blocks, self.sources, self.provenance, strict=True)
 
-    def summary(self, geometry: Geometry | None = None) -> dict:
+    def summary(self, geometry: Geometry | None = None) -> dict[str, Any]:
         g = geometry or Geometry(**{**Geometry().to_dict(), **{k: int(v) for k, v in self.geometry_meta.items()
                                                                if k in GEOMETRY_KEYS}})
         s = Summary(g)
@@ -136,20 +138,22 @@ class CorpusWriter:
         self.path, self.g, self.group_blocks = Path(path), geometry, group_blocks
         self.summary = Summary(geometry)
         self._ids: set[str] = set()
-        self._pending: list[tuple[Block, str, dict]] = []
+        self._pending: list[tuple[Block, str, dict[str, Any]]] = []
         meta = {"version": SCHEMA_VERSION, **geometry_meta(geometry)}
         self.schema = SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
         self._sink = ParquetSink(self.path, self.schema)
-        self._behind: WriteBehind[list] = WriteBehind(self._write, name="corpus-writer")
+        self._behind: WriteBehind[list[tuple[Block, str, dict[str, Any]]]] = WriteBehind(self._write,
+                                                                             name="corpus-writer")
 
     def __enter__(self) -> CorpusWriter:
         return self
 
-    def __exit__(self, kind, exc, tb) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc is not None:
             self.abort()
 
-    def add(self, block: Block, source: str, provenance: dict) -> None:
+    def add(self, block: Block, source: str, provenance: dict[str, Any]) -> None:
         check_interrupted()
         try:
             Block.create(block.id, block.op, block.span, block.offsets, block.valid, self.g)
@@ -165,7 +169,7 @@ class CorpusWriter:
         if len(self._pending) >= self.group_blocks:
             self._flush()
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         """Rename the file into place; returns the corpus summary."""
         if not self._ids:
             self.abort()
@@ -180,7 +184,7 @@ class CorpusWriter:
         return self.summary.to_dict()
 
     @property
-    def entry(self) -> dict | None:
+    def entry(self) -> dict[str, Any] | None:
         """The written file's manifest entry (sha256, bytes, rows), after :meth:`close`."""
         return self._sink.entry
 
@@ -198,7 +202,7 @@ class CorpusWriter:
             self.abort()
             raise
 
-    def _write(self, rows: list[tuple[Block, str, dict]]) -> None:
+    def _write(self, rows: list[tuple[Block, str, dict[str, Any]]]) -> None:
         blocks = [b for b, _, _ in rows]
         self._sink.write(pa.Table.from_pydict({
             "block_id": pa.array([b.id for b in blocks], pa.string()),
@@ -210,7 +214,8 @@ class CorpusWriter:
         }, schema=self.schema))
 
 
-def write_corpus(path: str | Path, corpus: Corpus | Iterable[tuple[Block, str, dict]], geometry: Geometry) -> dict:
+def write_corpus(path: str | Path, corpus: Corpus | Iterable[tuple[Block, str, dict[str, Any]]],
+                 geometry: Geometry) -> dict[str, Any]:
     """Validate every block and write the corpus atomically; returns its summary."""
     rows = corpus.rows() if isinstance(corpus, Corpus) else corpus
     with CorpusWriter(Path(path), geometry) as writer:
@@ -240,7 +245,7 @@ class CorpusReader:
             if require_meta:
                 raise CorpusError(f"{self.path}: no {META_KEY.decode()!r} metadata: the geometry the corpus was cut "
                                   "for is unknown (import an engine capture with `harness corpus capture`)")
-            self.meta: dict = {}
+            self.meta: dict[str, Any] = {}
         else:
             self.meta = validate(CorpusMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}",
                                  CorpusError).model_dump()
@@ -261,7 +266,7 @@ class CorpusReader:
             out += t.column(0).to_pylist()
         return out
 
-    def rows(self, keep: Collection[str] | None = None) -> Iterator[tuple[Block, str, dict]]:
+    def rows(self, keep: Collection[str] | None = None) -> Iterator[tuple[Block, str, dict[str, Any]]]:
         """Every block (validated), its source and provenance, in file order; refuses the first bad row.
 
         ``keep``: only row groups holding one of these ids are read and decoded (a shard of
@@ -272,13 +277,13 @@ class CorpusReader:
             if error is not None:
                 raise error
 
-    def _groups(self, keep: Collection[str] | None) -> Iterator[tuple[list[tuple[Block, str, dict]],
+    def _groups(self, keep: Collection[str] | None) -> Iterator[tuple[list[tuple[Block, str, dict[str, Any]]],
                                                                       BaseException | None]]:
         """Each row group's rows, and the error that stopped it (the rows before it still count)."""
         seen: set[str] = set()
         row = 0
         for i in range(self.file.metadata.num_row_groups):
-            rows: list[tuple[Block, str, dict]] = []
+            rows: list[tuple[Block, str, dict[str, Any]]] = []
             try:
                 if keep is not None:
                     ids = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
@@ -299,7 +304,7 @@ class CorpusReader:
         for block, _, _ in self.rows():
             yield block
 
-    def validate(self) -> dict:
+    def validate(self) -> dict[str, Any]:
         """One pass over every row: refuse the corpus whole at its first bad row; its summary."""
         s = Summary(self.g)
         for block, source, _ in self.rows():
@@ -314,7 +319,7 @@ def read_corpus(path: str | Path, geometry: Geometry, require_meta: bool = True)
 
 
 def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
-                seen: set[str]) -> Iterator[tuple[Block, str, dict]]:
+                seen: set[str]) -> Iterator[tuple[Block, str, dict[str, Any]]]:
     ids = table.column("block_id").to_pylist()
     sources = table.column("source").to_pylist()
     provenance_raw = table.column("provenance").to_pylist()
@@ -356,7 +361,8 @@ def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool 
 _FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}
 
 
-def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list) -> list[np.ndarray | None]:
+def _lists(table: pa.Table, name: str, where: str, first_row: int,
+           ids: list[str | None]) -> list[np.ndarray | None]:
     """A list column as numpy arrays (dtype as stored: Block.create names a wrong one); a null
     inside a list is named as such (not reported as the float dtype numpy would turn it into)."""
     column = one_chunk(table.column(name))

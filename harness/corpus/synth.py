@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,8 @@ def stable_sin(x: np.ndarray) -> np.ndarray:
     c = 1.0 + r2 * _horner(r2, _COS)
     quadrant = n.astype(np.int64) & 3
     out = np.where(quadrant & 1, c, s)
-    return np.where(quadrant & 2, -out, out)
+    signed: np.ndarray = np.where(quadrant & 2, -out, out)
+    return signed
 
 
 def _horner(x: np.ndarray, coefficients: tuple[float, ...]) -> np.ndarray:
@@ -215,7 +217,8 @@ def _table_positions(rate: np.ndarray, length: int) -> np.ndarray:
     start = np.concatenate(([0.0], np.cumsum(segment)[:-1]))
     start -= np.floor(start / TABLE) * TABLE
     s32, r32, d32 = start.astype(np.float32), rate[:-1].astype(np.float32), slope.astype(np.float32)
-    return ((s32[:, None] + r32[:, None] * _RUN32) + d32[:, None] * _BEND32).reshape(-1)[:length]
+    positions: np.ndarray = ((s32[:, None] + r32[:, None] * _RUN32) + d32[:, None] * _BEND32).reshape(-1)[:length]
+    return positions
 
 
 def render_turn(rng: np.random.RandomState, voice: Voice, table: Wavetable, length: int,
@@ -243,7 +246,7 @@ def render_turn(rng: np.random.RandomState, voice: Voice, table: Wavetable, leng
     whole = np.floor(position)
     frac = position - whole  # exact
     index = whole.astype(np.int32) & (TABLE - 1)
-    out = table.values.take(index)
+    out: np.ndarray = table.values.take(index)
     out += table.slopes.take(index) * frac
     out *= _upsample(envelope, length)
     return out
@@ -269,7 +272,7 @@ def synth_recording(seed: int, seconds: float, speakers: int, sample_rate: int) 
 
 
 def iter_synth_blocks(geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None,
-                      speakers: int = 3) -> Iterator[tuple[Block, str, dict]]:
+                      speakers: int = 3) -> Iterator[tuple[Block, str, dict[str, Any]]]:
     """Exactly ``blocks`` (block, source, provenance) triples, one recording at a time.
 
     Each recording is 2-3 blocks long and ends on a short window, so the stream interleaves

@@ -13,9 +13,11 @@ import hashlib
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from harness.blocks import Block
 from harness.corpus.cutting import cut_blocks
 from harness.corpus.schema import Corpus, geometry_meta
 from harness.errors import CorpusError
@@ -101,7 +103,8 @@ def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
     return Path(path)
 
 
-def iter_wav_blocks(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Iterator[tuple]:
+def iter_wav_blocks(paths: list[str | Path], geometry: Geometry,
+                    step: int | None = None) -> Iterator[tuple[Block, str, dict[str, Any]]]:
     """(block, "wav", provenance) for every block of every file, one file in memory at a time.
 
     The same audio given twice (by content, whatever its name) is refused: it would be cut into two

@@ -13,8 +13,11 @@ metric means editing that judge's module only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
+
+from pydantic import BaseModel
 
 from harness.errors import ScoringError
 from harness.geometry import Geometry
@@ -24,17 +27,21 @@ RELATIONS = ("<=", ">=", "==")
 NOT_GATED = "report"
 MODES = ("bitwise", "tolerance", "noise-floor")
 
+# OP 0's flipped windows of one batch, (block, window) -> (near-tie flips, confident flips): what the
+# segmentation evidence hands the voiceprint evidence of chained mode
+FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
+
 
 def holds(observed: Any, relation: str, allowed: Any) -> bool:
     """``observed relation allowed``; a missing or non-finite observation never holds."""
     if observed is None or (isinstance(observed, float) and not math.isfinite(observed)):
         return False
     if relation == "<=":
-        return observed <= allowed
+        return bool(observed <= allowed)
     if relation == ">=":
-        return observed >= allowed
+        return bool(observed >= allowed)
     if relation == "==":
-        return observed == allowed
+        return bool(observed == allowed)
     raise ValueError(f"unknown relation {relation!r}")
 
 
@@ -95,11 +102,11 @@ class Check:
             text += f"; {self.note}"
         return text
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Check:
+    def from_dict(cls, data: dict[str, Any]) -> Check:
         return cls(**data)
 
 
@@ -130,7 +137,7 @@ def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed
                       where=first_non_finite, note="; ".join(n for n in (finite, note) if n), hint=hint)
 
 
-def shown_figure(metrics: dict, name: str) -> Any:
+def shown_figure(metrics: dict[str, Any], name: str) -> Any:
     """A metrics figure as people should read it: the number, or 'non-finite (N of M unit)' where
     non-finite values made it None (``metrics['figures_non_finite']``, written by the judges)."""
     value = metrics.get(name)
@@ -147,10 +154,10 @@ class OpVerdict:
     op: int
     shape: int | str
     checks: list[Check]
-    metrics: dict
-    limits: dict
-    failing: list[dict] = field(default_factory=list)  # worst offenders, for the report
-    distribution: list = field(default_factory=list)  # a sample of per-unit max |diff| for the plot
+    metrics: dict[str, Any]
+    limits: dict[str, Any]
+    failing: list[dict[str, Any]] = field(default_factory=list)  # worst offenders, for the report
+    distribution: list[float | None] = field(default_factory=list)  # a sample of per-unit max |diff| for the plot
 
     @property
     def passed(self) -> bool:
@@ -160,7 +167,7 @@ class OpVerdict:
     def reasons(self) -> list[str]:
         return [c.line() for c in self.checks if c.failed]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "shape": self.shape, "passed": self.passed, "reasons": self.reasons,
                 "checks": [c.to_dict() for c in self.checks], "metrics": self.metrics, "limits": self.limits,
                 "failing": self.failing, "distribution": self.distribution}
@@ -169,7 +176,7 @@ class OpVerdict:
 class Evidence(Protocol):
     """Accumulates one OP of one lane against the golden, batch by batch (memory: one batch)."""
 
-    def add(self, golden: Any, run: Any, notes: dict | None = None) -> dict | None: ...
+    def add(self, golden: Any, run: Any, notes: FlipNotes | None = None) -> FlipNotes | None: ...
 
     def verdict(self, shape: int | str) -> OpVerdict: ...
 
@@ -178,16 +185,20 @@ class Judge(Protocol):
     """One output kind: its tolerance model, limits per mode, evidence and checks."""
 
     kind: str
-    tolerance: type
+
+    @property
+    def tolerance(self) -> type[BaseModel]: ...
 
     def applies_to(self, op: Op) -> bool: ...
 
-    def limits(self, tol: Any, floor: dict | None, sample_bound: bool = True) -> dict: ...
+    def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> dict[str, Any]: ...
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict, mode: str) -> Evidence: ...
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> Evidence: ...
 
 
-def limits_for_mode(mode: str, floor: dict | None, *, bitwise: Any, noise_floor: Any, tolerance: Any) -> dict:
+def limits_for_mode(mode: str, floor: dict[str, Any] | None, *, bitwise: Callable[[], dict[str, Any]],
+                    noise_floor: Callable[[dict[str, Any]], dict[str, Any]],
+                    tolerance: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The one dispatch over tolerance modes: a judge supplies the three limit sets.
 
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
@@ -222,6 +233,25 @@ def fmt(value: Any) -> str:
             return f"{value:.9g}"
         return f"{value:.3g}"
     return str(value)
+
+
+def cosine_text(value: float | None, identical: bool) -> str:
+    """A cosine as people should read it: never a perfect-looking '1' for values that differ.
+
+    Why: rows that differ in their last bits have a float64 cosine of 1 - 1e-13, or exactly 1.0
+    (a 1-ULP change in float32 is below float64's resolution of the dot product), and '.9g'
+    rounds both to '1'. So a gap under 1e-6 is shown as '1 − 2.9e-8', and an exact 1.0 over rows
+    that are not bit-identical (``identical`` False) as '1 − <1e-16 (not bit-identical)'. One
+    function for the judges' notes and the report's tables."""
+    if value is None:
+        return "non-finite"
+    gap = 1.0 - float(value)
+    if gap <= 0.0:
+        return "1" if identical else "1 − <1e-16 (not bit-identical)"
+    if gap < 1e-6:
+        mantissa, exponent = f"{gap:.2g}".split("e")
+        return f"1 − {mantissa}e{int(exponent)}"
+    return f"{value:.6g}"  # gap >= 1e-6: six significant digits show it (0.999999 at most)
 
 
 def _plain(value: Any) -> Any:

@@ -89,7 +89,7 @@ def _packed(v: VoiceprintOutputs, codes: np.ndarray) -> np.ndarray | None:
 
 
 def _first_duplicate_slow(v: VoiceprintOutputs) -> tuple[str, int, int] | None:
-    seen: set = set()
+    seen: set[tuple[str, int, int]] = set()
     for i in range(v.rows):
         k = key(v, i)
         if k in seen:

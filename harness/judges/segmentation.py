@@ -17,7 +17,7 @@ its evidence and its checks. A new OP 0 metric is added in this module only.
 from __future__ import annotations
 
 import heapq
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.binomial import needed_at_zero, upper_bound
 from harness.errors import ScoringError
 from harness.geometry import Geometry
-from harness.judges.base import Check, OpVerdict, figure_check, fmt, limits_for_mode
+from harness.judges.base import Check, FlipNotes, OpVerdict, figure_check, fmt, limits_for_mode
 from harness.judges.sample import Sample
 from harness.masks import audio_frames
 from harness.metrics import row_diff
@@ -44,18 +44,20 @@ class SegmentationTolerance(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        "tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
-    max_abs: Finite = Field(1e-4, description="largest absolute difference of a log-probability")
+        default="tolerance",
+        description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
+    max_abs: Finite = Field(default=1e-4, description="largest absolute difference of a log-probability")
     max_ulp: Annotated[int, Field(ge=0)] | None = Field(
-        None, description="largest ULP distance; reported always, gated only if set")
+        default=None, description="largest ULP distance; reported always, gated only if set")
     max_confident_flips: Annotated[int, Field(ge=0)] = Field(
-        0, description="frames whose class may change although the golden's top-two margin >= near_tie_margin")
-    near_tie_margin: Finite = Field(0.1, description="nats between the golden's top two classes below which a "
-                                    "flip is a near tie")
+        default=0,
+        description="frames whose class may change although the golden's top-two margin >= near_tie_margin")
+    near_tie_margin: Finite = Field(default=0.1, description="nats between the golden's top two classes below "
+                                    "which a flip is a near tie")
     max_flip_rate: Annotated[float, Field(allow_inf_nan=False, ge=0, le=1)] = Field(
-        1e-3, description="95 % upper bound of flipped frames / audio frames (3/n with no flip)")
+        default=1e-3, description="95 % upper bound of flipped frames / audio frames (3/n with no flip)")
     noise_floor_factor: Annotated[float, Field(allow_inf_nan=False, ge=1)] = Field(
-        1.0, description="noise-floor mode: limits = the golden's own noise x this")
+        default=1.0, description="noise-floor mode: limits = the golden's own noise x this")
 
 
 class SegmentationJudge:
@@ -65,7 +67,8 @@ class SegmentationJudge:
     def applies_to(self, op: Op) -> bool:
         return op is Op.SEGMENTATION
 
-    def limits(self, tol: SegmentationTolerance, floor: dict | None, sample_bound: bool = True) -> dict:
+    def limits(self, tol: SegmentationTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
+               ) -> dict[str, Any]:
         shared = {"max_confident_flips": tol.max_confident_flips, "near_tie_margin": tol.near_tie_margin,
                   "max_flip_rate": tol.max_flip_rate if sample_bound else None}
         return limits_for_mode(
@@ -76,34 +79,37 @@ class SegmentationJudge:
             tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp, **shared},
         )
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict, mode: str) -> SegmentationEvidence:
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> SegmentationEvidence:
         return SegmentationEvidence(geometry, limits)
 
 
 class SegmentationEvidence:
     """OP 0 of one lane against the golden, accumulated batch by batch (memory: one batch)."""
 
-    def __init__(self, geometry: Geometry, limits: dict) -> None:
+    def __init__(self, geometry: Geometry, limits: dict[str, Any]) -> None:
         self.g = geometry
         self.limits = limits
         self.blocks = self.windows = self.elements = self.audio_frames = 0
         self.sum_abs = 0.0
         self.differing = 0
-        self.max_abs, self.max_abs_at = 0.0, None
-        self.max_ulp, self.max_ulp_at = 0, None
+        self.max_abs, self.max_ulp = 0.0, 0
+        self.max_abs_at: str | None = None  # where each worst value and first event was seen
+        self.max_ulp_at: str | None = None
         self.windows_over_abs = self.elements_over_abs = 0
         self.windows_over_ulp = 0
-        self.non_finite, self.non_finite_at = 0, None
+        self.non_finite = 0
+        self.non_finite_at: str | None = None
         self.non_finite_windows = 0
         self.flips = {"near": 0, "confident": 0, "mask_near": 0, "mask_confident": 0}
-        self.confident_at = None
+        self.confident_at: str | None = None
         self.worst_flip_margin = 0.0
         self.worst_blocks: list[tuple[float, str]] = []  # min-heap of (max_abs, block)
         self.flip_blocks: dict[str, int] = {}
         self.sample = Sample()
 
     # -- accumulating -----------------------------------------------------------------------
-    def add(self, golden: SegmentationOutputs, run: SegmentationOutputs, notes: dict | None = None) -> dict:
+    def add(self, golden: SegmentationOutputs, run: SegmentationOutputs, notes: FlipNotes | None = None
+            ) -> FlipNotes:
         """Add one batch (same blocks, same order); returns the windows whose decisions flipped,
         ``{(block, window): (near_tie, confident)}``, for the voiceprint judge of chained mode."""
         if list(golden.block_ids) != list(run.block_ids):
@@ -121,7 +127,9 @@ class SegmentationEvidence:
         self.elements += rows * frames * classes
         self.sum_abs += float(diff.sum_abs.sum())
         self.differing += int(diff.differing)
-        where = lambda r: f"block {ids[r // n_windows]!r} window {r % n_windows}"  # noqa: E731
+
+        def where(r: int) -> str:
+            return f"block {ids[r // n_windows]!r} window {r % n_windows}"
 
         bad = np.flatnonzero(diff.non_finite)
         if bad.size:
@@ -164,7 +172,7 @@ class SegmentationEvidence:
                            n_windows, frames)
 
     def _flips(self, golden: np.ndarray, run: np.ndarray, candidates: np.ndarray, argmax_g: np.ndarray,
-               margin_g: np.ndarray, ids: list[str], n_windows: int, frames: int) -> dict:
+               margin_g: np.ndarray, ids: list[str], n_windows: int, frames: int) -> FlipNotes:
         if candidates.size == 0:
             return {}
         r, g = run[candidates], golden[candidates]
@@ -193,7 +201,7 @@ class SegmentationEvidence:
             f = int(flipped[~near][0])
             self.confident_at = (f"block {ids[f // frames // n_windows]!r} window {f // frames % n_windows} "
                                  f"frame {f % frames}")
-        notes: dict = {}
+        notes: FlipNotes = {}
         for w, is_near in zip(window_of.tolist(), near.tolist(), strict=True):
             key = (ids[w // n_windows], w % n_windows)
             near_count, confident_count = notes.get(key, (0, 0))
@@ -203,7 +211,7 @@ class SegmentationEvidence:
         return notes
 
     # -- judging ----------------------------------------------------------------------------
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         flips = self.flips["near"] + self.flips["confident"]
         nf = self.non_finite > 0  # figures over non-finite values are None (never a perfect-looking number)
         mean_finite = self.sum_abs / (self.elements - self.non_finite) if self.elements > self.non_finite else 0.0

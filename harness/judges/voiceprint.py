@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import ScoringError
 from harness.geometry import Geometry
 from harness.judges import rowkeys
-from harness.judges.base import Check, OpVerdict, figure_check, fmt, limits_for_mode
+from harness.judges.base import Check, FlipNotes, OpVerdict, cosine_text, figure_check, fmt, limits_for_mode
 from harness.judges.sample import Sample
 from harness.judges.segmentation import HINT_CHANGE, MAX_FAILING, _at, rate_check
 from harness.metrics import cosine_and_rel_l2, row_diff
@@ -46,18 +46,20 @@ class VoiceprintTolerance(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        "tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
+        default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
     min_cosine: Annotated[float, Field(allow_inf_nan=False, ge=-1, le=1)] = Field(
-        0.99999, description="smallest cosine similarity of a row's embedding with the golden's")
-    max_abs: Finite = Field(1e-4, description="largest absolute difference of an embedding element")
-    max_rel_l2: Finite = Field(1e-3, description="largest ||run - golden|| / ||golden|| of a row")
-    max_ulp: Annotated[int, Field(ge=0)] | None = Field(None, description="largest ULP distance; gated only if set")
-    max_failed_row_rate: Rate = Field(0.05, description="95 % upper bound of rows out of tolerance (a sample-size "
-                                      "gate: 3/n with none)")
+        default=0.99999, description="smallest cosine similarity of a row's embedding with the golden's")
+    max_abs: Finite = Field(default=1e-4, description="largest absolute difference of an embedding element")
+    max_rel_l2: Finite = Field(default=1e-3, description="largest ||run - golden|| / ||golden|| of a row")
+    max_ulp: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="largest ULP distance; gated only if set")
+    max_failed_row_rate: Rate = Field(
+        default=0.05, description="95 % upper bound of rows out of tolerance (a sample-size gate: 3/n with none)")
     max_mask_changed_row_rate: Rate = Field(
-        0.05, description="chained mode: 95 % upper bound of rows whose WEIGHTS changed through near-tie OP 0 flips")
+        default=0.05,
+        description="chained mode: 95 % upper bound of rows whose WEIGHTS changed through near-tie OP 0 flips")
     noise_floor_factor: Annotated[float, Field(allow_inf_nan=False, ge=1)] = Field(
-        1.0, description="noise-floor mode: limits = the golden's own noise x this")
+        default=1.0, description="noise-floor mode: limits = the golden's own noise x this")
 
 
 class VoiceprintJudge:
@@ -67,11 +69,12 @@ class VoiceprintJudge:
     def applies_to(self, op: Op) -> bool:
         return op.is_voiceprint
 
-    def limits(self, tol: VoiceprintTolerance, floor: dict | None, sample_bound: bool = True) -> dict:
+    def limits(self, tol: VoiceprintTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
+               ) -> dict[str, Any]:
         shared = {"max_failed_row_rate": tol.max_failed_row_rate if sample_bound else None,
                   "max_mask_changed_row_rate": tol.max_mask_changed_row_rate}
 
-        def from_floor(f: dict) -> dict:
+        def from_floor(f: dict[str, Any]) -> dict[str, Any]:
             k = tol.noise_floor_factor
             min_cos = f.get("min_cosine")
             return {"bitwise": False, "max_abs": float(f["max_abs"]) * k, "max_ulp": tol.max_ulp,
@@ -87,7 +90,7 @@ class VoiceprintJudge:
                                "min_cosine": tol.min_cosine, "max_rel_l2": tol.max_rel_l2, **shared},
         )
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict, mode: str) -> VoiceprintEvidence:
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> VoiceprintEvidence:
         return VoiceprintEvidence(op, geometry, limits, mode)
 
 
@@ -114,12 +117,13 @@ class _Worst:
 class VoiceprintEvidence:
     """One voiceprint OP of one lane against the golden, accumulated batch by batch."""
 
-    def __init__(self, op: Op, geometry: Geometry, limits: dict, mode: str) -> None:
+    def __init__(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> None:
         self.op, self.g, self.limits, self.mode = op, geometry, limits, mode
         self.golden_rows = self.matched = self.judged = 0
         self.elements = self.differing = 0
-        self.non_finite_rows, self.non_finite_at = 0, None
-        self.differing_rows, self.differing_at = 0, None
+        self.non_finite_rows, self.differing_rows = 0, 0
+        self.non_finite_at: str | None = None  # the first row of each kind, for the failure line
+        self.differing_at: str | None = None
         self.failed_rows = 0
         self.worst = {"min_cosine": _Worst(False), "max_abs": _Worst(True), "max_rel_l2": _Worst(True),
                       "max_ulp": _Worst(True)}
@@ -131,7 +135,8 @@ class VoiceprintEvidence:
         self.worst_rows: list[tuple[float, str, int, int]] = []
         self.sample = Sample()
 
-    def add(self, golden: VoiceprintOutputs | None, run: VoiceprintOutputs | None, notes: dict | None = None) -> None:
+    def add(self, golden: VoiceprintOutputs | None, run: VoiceprintOutputs | None, notes: FlipNotes | None = None
+            ) -> None:
         """One batch of rows (the rows of the same blocks on both sides); ``notes`` are OP 0's
         flipped windows of this lane and batch (chained mode attributes changed rows to them)."""
         golden = golden if golden is not None else _empty(self.op, self.g)
@@ -187,9 +192,11 @@ class VoiceprintEvidence:
         failed = bad.copy()
         if lim["bitwise"]:
             failed |= diff.differs
-        metrics = {"min_cosine": (cosine, lambda v, x: v < x), "max_abs": (diff.max_abs, lambda v, x: v > x),
-                   "max_rel_l2": (rel, lambda v, x: v > x),
-                   "max_ulp": (diff.max_ulp.astype(np.float64), lambda v, x: v > x)}
+        # name -> (per-row values, rows worse than the limit)
+        metrics: dict[str, tuple[np.ndarray, Callable[[np.ndarray, float], np.ndarray]]] = {
+            "min_cosine": (cosine, lambda v, x: v < x), "max_abs": (diff.max_abs, lambda v, x: v > x),
+            "max_rel_l2": (rel, lambda v, x: v > x),
+            "max_ulp": (diff.max_ulp.astype(np.float64), lambda v, x: v > x)}
         for name, (values, worse) in metrics.items():
             limit = lim.get(name)
             over = np.zeros(values.shape, dtype=bool) if limit is None or lim["bitwise"] else (worse(values, limit)
@@ -206,7 +213,7 @@ class VoiceprintEvidence:
             elif item > self.worst_rows[0]:
                 heapq.heapreplace(self.worst_rows, item)
 
-    def _outside(self, kind: str, key: tuple, notes: dict) -> None:
+    def _outside(self, kind: str, key: tuple[str, int, int], notes: FlipNotes) -> None:
         """A row not compared on its embedding: attributed to its window's OP 0 flips (chained)."""
         near, confident = notes.get((key[0], key[1]), (0, 0))
         if self.mode != "chained" or (not near and not confident):
@@ -219,7 +226,7 @@ class VoiceprintEvidence:
         self.first.setdefault(f"{kind}.{cause}", _label(key))
 
     # -- judging ----------------------------------------------------------------------------
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         w = self.worst
         nf = self.non_finite_rows > 0  # figures over non-finite rows are None (never a perfect-looking number)
         finite = {"max_abs": w["max_abs"].value or 0.0, "max_ulp": int(w["max_ulp"].value or 0),
@@ -254,7 +261,8 @@ class VoiceprintEvidence:
             checks.append(Check.gate(op, "differing_rows", t["differing_rows"], "==", 0, unit="rows",
                                      offending=t["differing_rows"], total=t["judged_rows"],
                                      where=_at("most ULP at", self.differing_at),
-                                     note=f"max_abs {fmt(t['max_abs'])}, min cosine {fmt(t['min_cosine'])}",
+                                     note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
+                                          f"{cosine_text(t['min_cosine'], t['differing_rows'] == 0)}",
                                      hint="the shape changes output bits: judge it with --tolerance tolerance"))
         else:
             for name, rel in (("min_cosine", ">="), ("max_abs", "<="), ("max_rel_l2", "<="), ("max_ulp", "<=")):
@@ -302,7 +310,7 @@ class VoiceprintEvidence:
         return OpVerdict(op, shape, checks, t, lim, failing, self.sample.values())
 
 
-def _label(key: tuple) -> str:
+def _label(key: tuple[str, int, int]) -> str:
     return f"block {key[0]!r} window {key[1]} speaker {key[2]}"
 
 

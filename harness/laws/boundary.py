@@ -19,20 +19,23 @@ The blocks depend only on their OP and position, so a run is reproducible to the
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from harness.blocks import Block
+from harness.geometry import Geometry
 from harness.laws.strategies import LAW_GEOMETRY, MAX_ROWS
 from harness.ops import Op
 
-Example = tuple[list[Block], dict]
+Example = tuple[list[Block], dict[str, Any]]
 DEFAULT_MAX_BLOCKS = 64  # the largest list the laws pack unless the caller names its largest candidate k
 
 
 KINDS = 5
 
 
-def edge_block(op: Op, position: int, geometry=LAW_GEOMETRY) -> Block:
+def edge_block(op: Op, position: int, geometry: Geometry = LAW_GEOMETRY) -> Block:
     """Block ``b<position>`` of one of five edge kinds (position mod 5), its audio unique to (OP, position).
 
     Kind 1 keeps off its span's last sample: a packer that shifts windows shows a law's own

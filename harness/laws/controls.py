@@ -22,7 +22,8 @@ examples/packer_engine_example.py reproduces the first two behind the wire (``--
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def padding_length_packer(items: Sequence[Block], pad_to: int | None = None) -> 
                          good.segments, index)
 
 
-def _truncating(limit: int):
+def _truncating(limit: int) -> Callable[[Sequence[Block], int | None], PackedRequest]:
     def truncating_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
         return pack(list(items)[:limit], pad_to=None if pad_to is None else min(pad_to, limit))
 
@@ -110,7 +111,7 @@ class PaddingFirstPacker:
         pads = [s for s in padded.segments if s.padding]
         # the same request with the empty padding blocks moved to the front (their spans are empty)
         windows = sum(s.windows for s in pads)
-        segments = []
+        segments: list[Segment] = []
         for seg in pads:
             segments.append(Segment(seg.block_id, 0, 0, len(segments) * seg.windows, seg.windows, 0, 0, True))
         for seg in real.segments:
@@ -122,13 +123,13 @@ class PaddingFirstPacker:
                              np.r_[np.zeros(windows, np.int32), real.valid], real.weights, idx, real.speakers,
                              tuple(segments))
 
-    def unpack(self, packed: PackedRequest, outputs) -> list[np.ndarray]:
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         out = outputs[packed.op.output_name]
         real = len(packed.block_ids)
         return [np.array(out[s.window_slice] if not packed.op.is_voiceprint else out[s.row_slice])
                 for s in packed.segments[:real]]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": "control"}
 
     def close(self) -> None:
@@ -149,10 +150,10 @@ class NoRebaseNestingPacker:
         return PackedRequest(whole.op, whole.span, raw.astype(np.int64), whole.valid, whole.weights, whole.idx,
                              whole.speakers, whole.segments)
 
-    def unpack(self, packed: PackedRequest, outputs) -> list[np.ndarray]:
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return unpack(packed, outputs)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": "control"}
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ from harness.laws.strategies import LAW_GEOMETRY, W
 from harness.packers.errors import PackerError, PackerFailed, PackerUnavailable
 from harness.packers.inputs import describe_items
 from harness.packers.validate import BATCH_INPUT_NAMES, check_packed
-from harness.packing import PackedRequest, Packer, pack, ragged_batch_inputs
+from harness.packing import PackedRequest, Packer, Segment, pack, ragged_batch_inputs
 
 OUTPUT_WIDTH = 2  # trailing size of the random outputs of the round trip: [n, F, 2]
 # The packer cannot be run (it exited, stalled, raised, cannot start): no law can be judged, and
@@ -126,7 +126,8 @@ def model_fn(request: Mapping[str, np.ndarray]) -> np.ndarray:
     if int(request[ops.OP][0]) == 0:
         return per_window
     weights = request[ops.WEIGHTS]
-    return (per_window[request[ops.IDX]] * weights.sum(axis=1, keepdims=True, dtype=np.float32)).astype(np.float32)
+    rows: np.ndarray = (per_window[request[ops.IDX]] * weights.sum(axis=1, keepdims=True, dtype=np.float32))
+    return rows.astype(np.float32)
 
 
 def _first_difference(got: np.ndarray, want: np.ndarray) -> str:
@@ -147,7 +148,7 @@ def _value(x: np.generic) -> str:
     return f"{float(x):.7g}" if np.asarray(x).dtype.kind == "f" else str(x.item())
 
 
-def _segments(packed: PackedRequest) -> list:
+def _segments(packed: PackedRequest) -> list[Segment]:
     return [s for s in packed.segments if not s.padding]
 
 
@@ -239,6 +240,7 @@ def rebased_inside(packed: PackedRequest) -> None:
                             f"[{int(offs[i])}, {int(end[i])}), outside its block's part "
                             f"[{seg.span_start}, {seg.span_start + seg.span_length})", packed)
         if packed.op.is_voiceprint:
+            assert packed.idx is not None, "check_packed refuses an OP 1/2 request without IDX"
             idx = packed.idx[seg.row_slice]
             bad = np.flatnonzero((idx < seg.window_start) | (idx >= seg.window_start + seg.windows))
             if bad.size:
@@ -273,7 +275,8 @@ def law_associative(packer: Packer, blocks: Sequence[Block], cut: int) -> None:
                         f"pack({blocks[0].id}..{blocks[-1].id}): {diff}", whole)
     if getattr(packer, "accepts_packs", False):
         try:
-            nested = packer.pack([left, right])
+            # (Packer.pack is typed for blocks; a packer that says accepts_packs takes packs too)
+            nested = packer.pack([left, right])  # type: ignore[list-item]
         except FATAL:
             raise
         except PackerError as exc:

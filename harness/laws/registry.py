@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
+from harness.blocks import Block
 from harness.laws import boundary
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS, Example
 from harness.laws.laws import (
@@ -45,7 +46,7 @@ class Law:
     note: Callable[[Packer], str] = field(default=lambda packer: "")  # what the report must say up front
     boundary: Callable[[int], list[Example]] | None = None
 
-    def __call__(self, packer: Packer, blocks, **params: object) -> str | None:
+    def __call__(self, packer: Packer, blocks: list[Block], **params: object) -> str | None:
         return self.check(packer, blocks, **params)
 
 
@@ -54,20 +55,20 @@ def _plain(max_blocks: int = DEFAULT_MAX_BLOCKS) -> st.SearchStrategy:
 
 
 @st.composite
-def _padded_examples(draw, max_blocks: int = DEFAULT_MAX_BLOCKS):
+def _padded_examples(draw: st.DrawFn, max_blocks: int = DEFAULT_MAX_BLOCKS) -> Example:
     blocks = draw(block_lists(max_k=max_blocks))
     extra = draw(st.one_of(st.none(), st.integers(0, MAX_PADDING)), label="padding")
     return blocks, {"pad_to": None if extra is None else len(blocks) + extra}
 
 
 @st.composite
-def _cut_examples(draw, max_blocks: int = DEFAULT_MAX_BLOCKS):
+def _cut_examples(draw: st.DrawFn, max_blocks: int = DEFAULT_MAX_BLOCKS) -> Example:
     blocks = draw(block_lists(min_k=2, max_k=max(2, max_blocks)))
     return blocks, {"cut": draw(st.integers(1, len(blocks) - 1), label="cut")}
 
 
 @st.composite
-def _padding_examples(draw, max_blocks: int = DEFAULT_MAX_BLOCKS):
+def _padding_examples(draw: st.DrawFn, max_blocks: int = DEFAULT_MAX_BLOCKS) -> Example:
     blocks = draw(block_lists(max_k=max_blocks))
     return blocks, {"extra": draw(st.integers(0, MAX_PADDING), label="padding blocks")}
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
 from harness.blocks import Block
-from harness.packing import PackedRequest
+from harness.packing import PackedRequest, Segment
 
 HELD, BROKEN, NOT_JUDGED = "held", "broken", "not judged"
 LAYOUT_SHOWN = 10  # segments of a request's layout shown in full
@@ -24,7 +25,7 @@ class Counterexample:
     """The minimal example breaking a law, and what the packer made of it."""
 
     blocks: tuple[Block, ...]
-    params: dict
+    params: dict[str, Any]
     what: str
     packed: PackedRequest | None
     found_after: int  # examples tried before the first failure (shrinking not counted)
@@ -50,7 +51,7 @@ class LawOutcome:
         """Held, on at least one example, none of them skipped."""
         return self.status == HELD and self.judged > 0 and not self.skipped
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {"law": self.law, "statement": self.statement, "status": self.status, "judged": self.judged,
                "skipped": self.skipped, "boundary": self.boundary, "notes": list(self.notes)}
         if self.counterexample is not None:
@@ -67,7 +68,7 @@ class LawsReport:
     """Every law judged on one packer: ``ok`` only when each one held, judged on every example (never
     when one is broken or not judged; nor when there is no law at all)."""
 
-    packer: dict
+    packer: dict[str, Any]
     examples: int
     seed: int
     outcomes: tuple[LawOutcome, ...]
@@ -83,7 +84,7 @@ class LawsReport:
     def broken(self) -> list[LawOutcome]:
         return [o for o in self.outcomes if not o.ok]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"packer": self.packer, "examples": self.examples, "seed": self.seed, "max_blocks": self.max_blocks,
                 "ok": self.ok,
                 "seconds": round(self.seconds, 3), "laws": [o.to_dict() for o in self.outcomes]}
@@ -97,6 +98,7 @@ class LawsReport:
                 count = f"{o.judged} examples, {o.boundary} of them boundary"
             elif o.status == BROKEN:
                 c = o.counterexample
+                assert c is not None, "the runner records a counterexample with every broken law"
                 kind = ", a boundary example cut down" if c.source == "boundary" else ""
                 count = (f"minimal counterexample of {len(c.blocks)} block(s){kind}, found after "
                          f"{c.found_after} example{'s' if c.found_after != 1 else ''}")
@@ -136,7 +138,7 @@ def render_broken(outcome: LawOutcome) -> list[str]:
     return lines
 
 
-def describe_params(params: dict, blocks: Sequence[Block]) -> str:
+def describe_params(params: dict[str, Any], blocks: Sequence[Block]) -> str:
     parts = []
     if params.get("pad_to") is not None:
         parts.append(f"padded to k={params['pad_to']}")
@@ -159,7 +161,7 @@ def _arr(values: np.ndarray, limit: int = 24) -> str:
 def describe_block(block: Block) -> str:
     text = (f"{block.id}: SPAN {block.span.shape[0]} samples {_arr(block.span, 8)}, OFFSETS {_arr(block.offsets)}, "
             f"VALID {_arr(block.valid)}")
-    if block.op.is_voiceprint:
+    if block.op.is_voiceprint and block.idx is not None:  # (Block.create: OP 1/2 blocks have IDX)
         text += f", rows {block.rows}: IDX {_arr(block.idx)}"
         if block.speakers is not None:
             text += f", speakers {_arr(block.speakers)}"
@@ -186,12 +188,12 @@ def describe_request(packed: PackedRequest) -> list[str]:
     return lines
 
 
-def _segment(s) -> str:
+def _segment(s: Segment) -> str:
     return (f"{s.block_id}{' (padding)' if s.padding else ''} SPAN[{s.span_start}:{s.span_start + s.span_length}] "
             f"windows[{s.window_start}:{s.window_start + s.windows}] rows[{s.row_start}:{s.row_start + s.rows}]")
 
 
-def block_dict(block: Block) -> dict:
+def block_dict(block: Block) -> dict[str, Any]:
     out = {"id": block.id, "op": int(block.op), "span_length": int(block.span.shape[0]),
            "offsets": block.offsets.tolist(), "valid": block.valid.tolist(), "rows": block.rows}
     if block.idx is not None:
@@ -199,7 +201,7 @@ def block_dict(block: Block) -> dict:
     return out
 
 
-def request_dict(packed: PackedRequest) -> dict:
+def request_dict(packed: PackedRequest) -> dict[str, Any]:
     return {"op": int(packed.op), "k": packed.k, "span_length": int(packed.span.shape[0]),
             "offsets": packed.offsets.tolist(), "valid": packed.valid.tolist(),
             "idx": None if packed.idx is None else packed.idx.tolist(),

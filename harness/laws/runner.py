@@ -17,10 +17,13 @@ import inspect
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from random import Random
+from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, HypothesisWarning, NoSuchExample
 
 from harness.blocks import Block
@@ -74,9 +77,21 @@ def smoke_test(packer: Packer) -> None:
         pass
 
 
+@dataclass
+class _Tally:
+    """One law's running counts: law calls, examples judged and skipped before the first break, and
+    the call that first broke it (None: none yet) and the one shrinking started at (0: not yet)."""
+
+    calls: int = 0
+    judged: int = 0
+    skipped: int = 0
+    found_after: int | None = None
+    shrinking_from: int = 0
+
+
 def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int = DEFAULT_MAX_BLOCKS) -> LawOutcome:
     """Judge ``law`` on its boundary examples, then search ``examples`` more; shrink the first one broken."""
-    state = {"calls": 0, "judged": 0, "skipped": 0, "found_after": None, "shrinking_from": 0}
+    state = _Tally()
     notes: set[str] = set()
     fatal: list[BaseException] = []
     last: list[Example] = []
@@ -85,21 +100,21 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
     def breaks(example: Example) -> bool:
         """True if the law is broken on ``example``; FATAL errors propagate."""
         blocks, params = example
-        state["calls"] += 1
+        state.calls += 1
         try:
             note = law(packer, blocks, **params)
         except LawBroken as exc:
-            if state["found_after"] is None:
-                state["found_after"] = state["calls"]
+            if state.found_after is None:
+                state.found_after = state.calls
             last[:] = [example]
             kinds[id(example)] = exc.malformed
             return True
         except NotJudged:
-            if state["found_after"] is None:
-                state["skipped"] += 1
+            if state.found_after is None:
+                state.skipped += 1
             return False
-        if state["found_after"] is None:
-            state["judged"] += 1
+        if state.found_after is None:
+            state.judged += 1
         if note:
             notes.add(note)
         return False
@@ -107,11 +122,11 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
     def searched(example: Example) -> bool:
         if fatal:  # stop calling a packer that cannot run; hypothesis then ends quickly
             return True
-        if state["shrinking_from"] and state["calls"] - state["shrinking_from"] > SEARCH_SHRINK_CALLS:
+        if state.shrinking_from and state.calls - state.shrinking_from > SEARCH_SHRINK_CALLS:
             return False  # shrinking budget spent: hypothesis ends (Flaky), and the last broken example stands
         try:
             if broken := breaks(example):
-                state["shrinking_from"] = state["shrinking_from"] or state["calls"]
+                state.shrinking_from = state.shrinking_from or state.calls
             return broken
         except Exception as exc:  # FATAL, or a bug: re-raised after find(), not shrunk by hypothesis
             fatal.append(exc)
@@ -129,9 +144,9 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
     up_front = law.note(packer)
     base_notes = (up_front,) if up_front else ()
     if broken_fixed is not None:  # no search: the boundary example cut down by deleting blocks (cheap, deterministic)
-        return LawOutcome(law.name, law.statement, BROKEN, state["judged"], state["skipped"], base_notes,
+        return LawOutcome(law.name, law.statement, BROKEN, state.judged, state.skipped, base_notes,
                           replay(packer, law, shrink(law, packer, broken_fixed, kinds[id(broken_fixed)]),
-                                 state["found_after"], "boundary"),
+                                 state.found_after or state.calls, "boundary"),
                           boundary)
     config = settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate, Phase.shrink],
                       suppress_health_check=list(HealthCheck), derandomize=False)
@@ -150,14 +165,14 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
     if fatal:
         raise fatal[0] from None
     if minimal is not None:
-        return LawOutcome(law.name, law.statement, BROKEN, state["judged"], state["skipped"], base_notes,
-                          replay(packer, law, minimal, state["found_after"] or state["calls"]), boundary)
-    status = HELD if state["judged"] and not state["skipped"] else NOT_JUDGED
-    return LawOutcome(law.name, law.statement, status, state["judged"], state["skipped"],
+        return LawOutcome(law.name, law.statement, BROKEN, state.judged, state.skipped, base_notes,
+                          replay(packer, law, minimal, state.found_after or state.calls), boundary)
+    status = HELD if state.judged and not state.skipped else NOT_JUDGED
+    return LawOutcome(law.name, law.statement, status, state.judged, state.skipped,
                       base_notes + tuple(sorted(notes)), None, boundary)
 
 
-def _strategy(law: Law, max_blocks: int):
+def _strategy(law: Law, max_blocks: int) -> st.SearchStrategy[Example]:
     """The law's example strategy at ``max_blocks`` (a custom law's ``examples()`` may take no argument)."""
     try:
         takes = bool(inspect.signature(law.examples).parameters)
@@ -190,7 +205,7 @@ def shrink(law: Law, packer: Packer, example: Example, malformed: bool | None = 
     return _subset(blocks, params, keep) or example
 
 
-def _subset(blocks: list[Block], params: dict, keep: list[int]) -> Example | None:
+def _subset(blocks: list[Block], params: dict[str, Any], keep: list[int]) -> Example | None:
     if not keep:
         return None
     sub, out = [blocks[i] for i in keep], dict(params)

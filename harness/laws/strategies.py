@@ -24,7 +24,7 @@ LARGE_ONE_IN = 8  # about one generated list in LARGE_ONE_IN is drawn large (up 
 
 
 @st.composite
-def _draft(draw, op: Op, geometry: Geometry) -> tuple[int, int, int, int]:
+def _draft(draw: st.DrawFn, op: Op, geometry: Geometry) -> tuple[int, int, int, int]:
     """What hypothesis draws for one block: span length, windows holding audio (bit mask), rows, seed."""
     span_len = draw(st.integers(1, 3 * geometry.window_samples), label="span length")
     audible = draw(st.integers(0, 2**geometry.windows_per_block - 1), label="windows holding audio (bit mask)")
@@ -65,7 +65,7 @@ def build_block(block_id: str, op: Op, draft: tuple[int, int, int, int], positio
 
 
 @st.composite
-def blocks(draw, op: Op | None = None, block_id: str = "b", position: int = 0,
+def blocks(draw: st.DrawFn, op: Op | None = None, block_id: str = "b", position: int = 0,
            geometry: Geometry = LAW_GEOMETRY) -> Block:
     """One valid block of ``geometry`` (any OP unless given).
 
@@ -78,7 +78,7 @@ def blocks(draw, op: Op | None = None, block_id: str = "b", position: int = 0,
 
 
 @st.composite
-def block_lists(draw, min_k: int = 1, max_k: int = 64, geometry: Geometry = LAW_GEOMETRY) -> list[Block]:
+def block_lists(draw: st.DrawFn, min_k: int = 1, max_k: int = 64, geometry: Geometry = LAW_GEOMETRY) -> list[Block]:
     """``min_k..max_k`` blocks of one OP with ids ``b0, b1, ...``: what one request may hold.
 
     Drawn as a list (not a count, then blocks), so hypothesis shrinks by deleting whole blocks.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,9 +57,11 @@ class CallablePacker:
                 obj = obj()
             except Exception as exc:
                 raise PackerUnavailable(f"packer {spec!r}: cannot instantiate: {type(exc).__name__}: {exc}") from None
-        self._unpack: Callable | None = None
-        if callable(getattr(obj, "pack", None)) and callable(getattr(obj, "unpack", None)):
-            self._pack, self._unpack = obj.pack, obj.unpack
+        self._unpack: Callable[..., object] | None = None
+        self._pack: Callable[..., object]
+        pack_fn, unpack_fn = getattr(obj, "pack", None), getattr(obj, "unpack", None)
+        if callable(pack_fn) and callable(unpack_fn):
+            self._pack, self._unpack = pack_fn, unpack_fn
         elif callable(obj):
             self._pack = obj
         else:
@@ -79,7 +82,10 @@ class CallablePacker:
 
     def _blocks_of(self, items: Sequence[Block | PackedRequest], label: str) -> list[Block]:
         if not self.accepts_packs or not any(isinstance(i, PackedRequest) for i in items):
-            return list(items)
+            for item in items:  # (check_items' refusal, before the list is typed as blocks)
+                if not isinstance(item, Block):
+                    raise PackingError(f"{label}: packs blocks only, got a {type(item).__name__}")
+            return [item for item in items if isinstance(item, Block)]
         blocks: list[Block] = []
         for item in items:
             if isinstance(item, PackedRequest):
@@ -99,7 +105,7 @@ class CallablePacker:
         parts = list(parts) if isinstance(parts, list | tuple) else parts
         return check_unpacked(parts, packed, out, f"packer {self.spec!r}: answer to {what}")
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Provenance; ``identity`` (what a promotion is keyed by) binds the spec to its module's source."""
         return {"name": self.name, "kind": "callable", "spec": self.spec, "identity": self.identity,
                 "digest": self.digest, "digest_source": f"sha256 of the module's source file {self.source}",
@@ -116,7 +122,7 @@ class CallablePacker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, fn: Callable, what: str, *args: object, **kwargs: object) -> object:
+    def _call(self, fn: Callable[..., object], what: str, *args: object, **kwargs: object) -> object:
         try:
             return fn(*args, **kwargs)
         except HarnessError:

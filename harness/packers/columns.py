@@ -8,6 +8,7 @@ type other than the contract's (never cast) and any null where the contract has 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -82,7 +83,7 @@ def column(t: pa.Table, name: str) -> pa.Array:
 
 
 def is_list(dtype: pa.DataType) -> bool:
-    return pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+    return bool(pa.types.is_list(dtype) or pa.types.is_large_list(dtype))
 
 
 def list_value_dtype(t: pa.Table, name: str, allowed: Sequence[np.dtype]) -> np.dtype:
@@ -90,10 +91,20 @@ def list_value_dtype(t: pa.Table, name: str, allowed: Sequence[np.dtype]) -> np.
     if not is_list(col.type) or not any(col.type.value_type == pa.from_numpy_dtype(a) for a in allowed):
         want = " or ".join(f"list<{pa.from_numpy_dtype(a)}>" for a in allowed)
         raise WireError(f"column {name!r} has type {type_name(col.type)}, expected {want}")
-    return np.dtype(col.type.value_type.to_pandas_dtype())
+    found: np.dtype = np.dtype(col.type.value_type.to_pandas_dtype())
+    return found
 
 
-def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: bool) -> list[np.ndarray | None]:
+@overload
+def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: Literal[False]) -> list[np.ndarray]: ...
+
+
+@overload
+def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: bool) -> list[np.ndarray | None]: ...
+
+
+def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int,
+               nullable: bool) -> list[np.ndarray] | list[np.ndarray | None]:
     """Each row of a list column as a numpy array of exactly ``dtype`` ([R, F] for depth 2), None for a null."""
     col = column(t, name)
     arrow = pa.from_numpy_dtype(dtype)
@@ -119,6 +130,7 @@ def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: bo
             continue
         if values.null_count:
             raise WireError(f"column {name!r} row {i} holds null rows")
+        assert inner_type is not None  # (ok above: a fixed_size_list)
         width = inner_type.list_size
         out.append(numpy_values(values.flatten(), dtype, name).reshape(len(values), width))
     return out
@@ -127,7 +139,8 @@ def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: bo
 def numpy_values(values: pa.Array, dtype: np.dtype, name: str) -> np.ndarray:
     if values.null_count:
         raise WireError(f"column {name!r} holds null values")
-    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=dtype)
+    out: np.ndarray = np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=dtype)
+    return out
 
 
 def ints(t: pa.Table, name: str, dtype: type) -> np.ndarray:
@@ -135,7 +148,8 @@ def ints(t: pa.Table, name: str, dtype: type) -> np.ndarray:
     if col.type != pa.from_numpy_dtype(np.dtype(dtype)) or col.null_count:
         raise WireError(f"column {name!r} has type {type_name(col.type)}{' with nulls' if col.null_count else ''}, "
                         f"expected non-null {pa.from_numpy_dtype(np.dtype(dtype))}")
-    return col.to_numpy(zero_copy_only=False)
+    values: np.ndarray = col.to_numpy(zero_copy_only=False)
+    return values
 
 
 def strings(t: pa.Table, name: str) -> list[str]:

@@ -14,7 +14,12 @@ every message names the packer (its command or import path):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.errors import PackingError
+
+if TYPE_CHECKING:
+    from harness.packing import PackedRequest
 
 
 class PackerError(PackingError):
@@ -27,7 +32,7 @@ class PackerAnswerError(PackerError):
     ``packed``: the request the packer produced, when it could be read (for reports).
     """
 
-    packed = None
+    packed: PackedRequest | None = None
 
 
 class PackerRefused(PackerError):

@@ -21,6 +21,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,8 +70,8 @@ class ExternalPacker:
         self.name = f"external: {cmd}"
         self.starts = 0
         self.declared: tuple[str, str] | None = None
-        self._proc: subprocess.Popen | None = None
-        self._stderr = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
         self._failure: str | None = None
         self._last: str | None = None
         self._closed = False
@@ -82,8 +83,9 @@ class ExternalPacker:
             raise PackerUnavailable("packer command is empty")
         if self.timeout_s <= 0:
             raise PackerUnavailable(f"packer {cmd!r}: timeout must be > 0 s, got {timeout_s}")
+        self.digest_files: list[dict[str, str]] = []
         if digest is not None:
-            self.digest, self.digest_files, self.digest_source = identity.given_digest(digest, self._label), [], "given"
+            self.digest, self.digest_source = identity.given_digest(digest, self._label), "given"
         self._start()
         if digest is None:
             try:
@@ -92,7 +94,7 @@ class ExternalPacker:
                 self.close()
                 raise
             self.digest_source = "argv files"
-        self.identity = identity.external_identity(*self.declared, self.digest)
+        self.identity = identity.external_identity(*self._names(), self.digest)
 
     # -------------------------------------------------------------- Packer
 
@@ -127,9 +129,9 @@ class ExternalPacker:
             raise PackerAnswerError(f"{where}: answered blocks {got_ids[:4]}, expected {ids[:4]} in that order")
         return check_unpacked(parts, packed, out, where)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Provenance: ``identity`` (what the ledger keys by), what it is made of, and how the digest was got."""
-        name, version = self.declared
+        name, version = self._names()
         return {"name": self.name, "kind": "external", "command": self.cmd, "wire_version": wire.VERSION,
                 "timeout_s": self.timeout_s, "identity": self.identity, "packer_name": name,
                 "packer_version": version, "digest": self.digest,
@@ -154,12 +156,17 @@ class ExternalPacker:
     def _label(self) -> str:
         return f"packer {self.cmd!r}"
 
+    def _names(self) -> tuple[str, str]:
+        """The (packer_name, packer_version) the handshake declared (it ran before the constructor returned)."""
+        assert self.declared is not None, "the hello handshake sets declared or raises"
+        return self.declared
+
     def _start(self) -> None:
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = stderr = tempfile.TemporaryFile()
         try:
-            self._proc = process.start(self._argv, self._stderr)
+            self._proc = process.start(self._argv, stderr)
         except OSError as exc:
-            self._stderr.close()
+            stderr.close()
             raise PackerUnavailable(f"{self._label}: cannot start {self._argv[0]!r}: "
                                     f"{exc.strerror or exc}") from None
         self._finalizer = weakref.finalize(self, process.kill_group, self._proc)
@@ -188,24 +195,26 @@ class ExternalPacker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        stdin, stdout = process.pipes(proc)
         try:
-            proc.stdin.close()
+            stdin.close()
         except OSError:
             pass
         process.end_group(proc, min(5.0, self.timeout_s) if graceful else 0.0)
-        proc.stdout.close()
+        stdout.close()
         self._finalizer.detach()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
 
-    def _ready(self) -> subprocess.Popen:
+    def _ready(self) -> subprocess.Popen[bytes]:
         if self._closed:
             raise PackerUnavailable(f"{self._label}: already closed")
         if self._proc is None:
             if not self.restart:
                 raise PackerUnavailable(f"{self._label}: unusable after an earlier failure: {self._failure}")
             self._start()
+        assert self._proc is not None, "_start sets the process or raises"
         return self._proc
 
     def _fail(self, error: type[PackerFailed], text: str) -> PackerFailed:
@@ -235,7 +244,7 @@ class ExternalPacker:
         lines = [ln for ln in lines if ln]
         return repr(lines[-1][:300]) if lines else ""
 
-    def _exited(self, proc: subprocess.Popen) -> str:
+    def _exited(self, proc: subprocess.Popen[bytes]) -> str:
         try:
             code = proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
@@ -245,16 +254,17 @@ class ExternalPacker:
     def _exchange(self, payload: bytes, what: str, expect: tuple[str, ...],
                   timeout_s: float | None = None) -> wire.Message:
         proc = self._ready()
+        stdin, stdout = process.pipes(proc)
         limit = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + limit
         try:
-            process.write_all(proc.stdin.fileno(), payload, deadline)
+            process.write_all(stdin.fileno(), payload, deadline)
         except process.Timeout:
             raise self._fail(PackerTimeout, f"did not read {what} within {limit:g} s; killed") from None
         except (BrokenPipeError, ConnectionResetError):
             raise self._fail(PackerFailed, f"{self._exited(proc)} before reading {what}") from None
         try:
-            reader = process.DeadlineReader(proc.stdout.fileno(), deadline)
+            reader = process.DeadlineReader(stdout.fileno(), deadline)
             message = wire.read_message(reader, expect)
         except process.Timeout:
             raise self._fail(PackerTimeout, f"did not answer {what} within {limit:g} s; killed") from None

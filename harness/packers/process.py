@@ -20,6 +20,7 @@ import signal
 import struct
 import subprocess
 import time
+from typing import IO, Any
 
 CONTINUATION = b"\xff\xff\xff\xff"
 MAX_SCHEMA_BYTES = 1 << 24
@@ -107,14 +108,21 @@ def widen(fd: int) -> None:
 GRACE_S = 2.0  # between SIGTERM and SIGKILL: time for a packer (and its children) to clean up
 
 
-def start(argv: list[str], stderr: object) -> subprocess.Popen:
+def start(argv: list[str], stderr: int | IO[Any] | None) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session (so its pgid is its pid), pipes widened, stdin non-blocking."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, bufsize=0,
                             start_new_session=True)
-    os.set_blocking(proc.stdin.fileno(), False)
-    for pipe in (proc.stdin, proc.stdout):
+    stdin, stdout = pipes(proc)
+    os.set_blocking(stdin.fileno(), False)
+    for pipe in (stdin, stdout):
         widen(pipe.fileno())
     return proc
+
+
+def pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The stdin and stdout of a process :func:`start` began (both pipes, so never None)."""
+    assert proc.stdin is not None and proc.stdout is not None, "start() opens both pipes"
+    return proc.stdin, proc.stdout
 
 
 def group_alive(pgid: int) -> bool:
@@ -144,7 +152,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def end_group(proc: subprocess.Popen, wait_s: float, grace_s: float = GRACE_S) -> None:
+def end_group(proc: subprocess.Popen[bytes], wait_s: float, grace_s: float = GRACE_S) -> None:
     """End the packer and every process of its group; return when none is left (or SIGKILL was sent).
 
     Waits up to ``wait_s`` for the leader to exit by itself (its stdin is closed), then sends
@@ -166,7 +174,7 @@ def end_group(proc: subprocess.Popen, wait_s: float, grace_s: float = GRACE_S) -
     _reap(proc)
 
 
-def _reap(proc: subprocess.Popen) -> None:
+def _reap(proc: subprocess.Popen[bytes]) -> None:
     """Collect the leader's exit status: an empty group can still hold it as a zombie that ``poll()``
     has not seen yet; a leader that somehow left its group is killed by pid."""
     try:
@@ -178,7 +186,7 @@ def _reap(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the whole group at once (a finalizer at interpreter exit: no time to be graceful)."""
     _signal_group(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired, OSError):

@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import io
 import sys
-from typing import BinaryIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, BinaryIO, Protocol, cast
 
 import numpy as np
 
 from harness import __version__
+from harness.blocks import Block
 from harness.errors import HarnessError
+from harness.ops import Op
 from harness.packers import wire
 from harness.packers.callable import load_object
-from harness.packing import HarnessPacker, PackedRequest, Segment, harness_identity
+from harness.packers.errors import PackerUnavailable
+from harness.packing import HarnessPacker, PackedRequest, Segment, harness_identity, unpack
 
 USAGE = """Serve a packer on stdin/stdout over the harness's wire protocol (docs/packer-protocol.md).
 
@@ -33,7 +38,23 @@ pack and unpack). It answers the 'hello' handshake with packer_name and packer_v
 answer per request, and exits 0 when stdin ends between two messages."""
 
 
-def layout_request(op, segments: tuple[Segment, ...], frames: int = 0) -> PackedRequest:
+class Served(Protocol):
+    """What is served: a pack and an unpack of the :class:`harness.packing.Packer` signatures."""
+
+    def pack(self, items: Sequence[Block], pad_to: int | None = None) -> PackedRequest: ...
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+class Peekable(Protocol):
+    """A buffered binary stdin: :func:`serve` peeks to tell a clean end from a message."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def peek(self, n: int = 0, /) -> bytes: ...
+
+
+def layout_request(op: Op, segments: tuple[Segment, ...], frames: int = 0) -> PackedRequest:
     """A request holding only a layout (what an ``unpack`` message carries): enough to unpack by."""
     windows = sum(s.windows for s in segments)
     rows = sum(s.rows for s in segments)
@@ -43,7 +64,7 @@ def layout_request(op, segments: tuple[Segment, ...], frames: int = 0) -> Packed
                          np.zeros(rows, np.int32) if voiceprint else None, None, segments)
 
 
-def answer(packer, data: BinaryIO, name: tuple[str, str] = ("harness", __version__)) -> bytes:
+def answer(packer: Served, data: wire.Readable, name: tuple[str, str] = ("harness", __version__)) -> bytes:
     """The answer to the next request on ``data`` (``name``: packer_name and packer_version for ``hello``)."""
     message = wire.read_message(data, (wire.HELLO, wire.PACK, wire.UNPACK))
     if message.verb == wire.HELLO:
@@ -61,7 +82,8 @@ def answer(packer, data: BinaryIO, name: tuple[str, str] = ("harness", __version
         return wire.encode_error(str(exc))
 
 
-def serve(packer, stdin: BinaryIO, stdout: BinaryIO, name: tuple[str, str] = ("harness", __version__)) -> None:
+def serve(packer: Served, stdin: Peekable, stdout: BinaryIO,
+          name: tuple[str, str] = ("harness", __version__)) -> None:
     """Answer requests until stdin ends between two messages."""
     while stdin.peek(1):
         stdout.write(answer(packer, stdin, name))
@@ -74,33 +96,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("spec", nargs="?", metavar="SPEC", help="package.module:attr (default: the harness's packer)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.spec is None:
-        packer, name = HarnessPacker(), ("harness", harness_identity().partition("/")[2])
+        packer: Served = HarnessPacker()
+        name = ("harness", harness_identity().partition("/")[2])
     else:
         try:
             packer, name = _packer(args.spec), (f"served:{args.spec}", __version__)
         except HarnessError as exc:  # stderr, one line: the harness quotes it when the packer does not start
             print(f"harness: error: {exc}", file=sys.stderr)
             return 2
-    serve(packer, sys.stdin.buffer, sys.stdout.buffer, name)
+    # (typeshed says BinaryIO; a process's binary stdin is an io.BufferedReader, which peeks)
+    serve(packer, cast(io.BufferedReader, sys.stdin.buffer), sys.stdout.buffer, name)
     return 0
 
 
-def _packer(spec: str):
+def _packer(spec: str) -> Served:
     target = load_object(spec)
     if inspect.isclass(target):
         target = target()
-    if callable(getattr(target, "pack", None)) and callable(getattr(target, "unpack", None)):
-        return target
-    from harness.packing import unpack
+    pack_fn, unpack_fn = getattr(target, "pack", None), getattr(target, "unpack", None)
+    if callable(pack_fn) and callable(unpack_fn):
+        return _Foreign(pack_fn, unpack_fn)
+    if not callable(target):  # (was a TypeError traceback at the first request)
+        raise PackerUnavailable(f"packer {spec!r}: a {type(target).__name__} is neither a function nor an object "
+                                "with pack() and unpack()")
+    return _Foreign(target, unpack)
 
-    class _Function:
-        def pack(self, items, pad_to=None):
-            return target(items, pad_to=pad_to)
 
-        def unpack(self, packed, outputs):
-            return unpack(packed, outputs)
+class _Foreign:
+    """A Python packer's pack and unpack (a function packer unpacks with the harness's unpack).
 
-    return _Function()
+    What they return is foreign: the harness checks it on the other side of the wire."""
+
+    def __init__(self, pack: Callable[..., Any], unpack: Callable[..., Any]) -> None:
+        self._pack, self._unpack = pack, unpack
+
+    def pack(self, items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
+        packed: PackedRequest = self._pack(items, pad_to=pad_to)
+        return packed
+
+    def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        parts: list[np.ndarray] = self._unpack(packed, outputs)
+        return parts
 
 
 if __name__ == "__main__":

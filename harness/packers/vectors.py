@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,8 @@ def window_function(request: PackedRequest) -> np.ndarray:
     last = np.where(valid > 0, request.span[last_at] if len(request.span) else 0.0, 0.0)
     if request.op is Op.SEGMENTATION:
         return np.stack([valid, first, last], axis=1).astype(np.float32)
-    w = request.idx.astype(np.int64)
-    weights = request.weights
+    w = _voiceprint(request.idx, "IDX").astype(np.int64)
+    weights = _voiceprint(request.weights, "WEIGHTS")
     return np.stack([valid[w], first[w], weights[:, 0], weights[:, -1]], axis=1).astype(np.float32).reshape(-1, 4)
 
 
@@ -111,15 +112,21 @@ def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
     return out
 
 
-def _list(a: np.ndarray | None) -> list | None:
+def _voiceprint(tensor: np.ndarray | None, name: str) -> np.ndarray:
+    """An OP 1/2 request's IDX/WEIGHTS (its packer's check_packed made sure they are there)."""
+    assert tensor is not None, f"an OP 1/2 request without {name}"
+    return tensor
+
+
+def _list(a: np.ndarray | None) -> list[Any] | None:
     return None if a is None else a.tolist()
 
 
-def _block_json(b: Block) -> dict:
+def _block_json(b: Block) -> dict[str, Any]:
     return {"block_id": b.id, "OP": int(b.op), **{t: _list(getattr(b, t.lower())) for t in TENSORS}}
 
 
-def vector(name: str, what: str, blocks: list[Block], pad_to: int | None, geometry: Geometry) -> dict:
+def vector(name: str, what: str, blocks: list[Block], pad_to: int | None, geometry: Geometry) -> dict[str, Any]:
     """The vector of one case: the request, the harness packer's answer, the unpack input and output."""
     packed = pack(blocks, pad_to=pad_to)
     output = window_function(packed)
@@ -140,7 +147,7 @@ def vector(name: str, what: str, blocks: list[Block], pad_to: int | None, geomet
     }
 
 
-def check_vector(data: dict, geometry: Geometry) -> None:
+def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
     """Re-derive a vector from its request with the harness's packer; AssertionError naming what differs.
 
     ``data`` is first validated against its declared schema (SchemaError: one line)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +66,8 @@ TENSORS: tuple[tuple[str, np.dtype, int], ...] = (
     ("speakers", np.dtype(np.int32), 1),
 )
 OUTPUT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The tensors a row may leave null (OP 0 has no WEIGHTS/IDX; speakers is optional metadata); the rest never are.
+NULLABLE = ("WEIGHTS", "IDX", "speakers")
 
 
 def geometry_meta(geometry: Geometry) -> dict[str, int]:
@@ -109,10 +111,17 @@ def encode(verb: str, table: pa.Table | None = None, **meta: object) -> bytes:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         if table.num_columns:
             writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
-def read_message(source: BinaryIO | bytes, expect: Sequence[str] = VERBS) -> Message:
+class Readable(Protocol):
+    """What pyarrow reads an IPC stream from: a binary file, or a :class:`~harness.packers.process.DeadlineReader`."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+def read_message(source: Readable | bytes, expect: Sequence[str] = VERBS) -> Message:
     """Read one message (one IPC stream) from ``source``; raise WireError if it is not one of ``expect``."""
     reader = pa.ipc.open_stream(source)
     table = reader.read_all()
@@ -122,7 +131,7 @@ def read_message(source: BinaryIO | bytes, expect: Sequence[str] = VERBS) -> Mes
     if meta.get("version") != VERSION:
         raise WireError(f"message has wire version {meta.get('version')!r}, expected {VERSION!r} "
                         "(schema metadata 'version')")
-    if verb not in expect:
+    if verb is None or verb not in expect:
         raise WireError(f"message verb {verb!r}, expected {' or '.join(expect)} (schema metadata 'verb')")
     return Message(verb, meta, table)
 
@@ -164,8 +173,10 @@ def decode_pack(message: Message) -> tuple[list[Block], int | None]:
     t = message.table
     ids = strings(t, "block_id")
     ops = ints(t, "OP", np.int32)
-    columns = {name: read_lists(t, name, dtype, depth, nullable=name in ("WEIGHTS", "IDX", "speakers"))
-               for name, dtype, depth in TENSORS}
+    columns = {name: read_lists(t, name, dtype, depth, nullable=False)
+               for name, dtype, depth in TENSORS if name not in NULLABLE}
+    optional = {name: read_lists(t, name, dtype, depth, nullable=True)
+                for name, dtype, depth in TENSORS if name in NULLABLE}
     blocks = []
     for i, block_id in enumerate(ids):
         try:
@@ -173,8 +184,8 @@ def decode_pack(message: Message) -> tuple[list[Block], int | None]:
         except ValueError as exc:
             raise WireError(f"pack row {i} ({block_id!r}): {exc}") from None
         blocks.append(Block(id=block_id, op=op, span=columns["SPAN"][i], offsets=columns["OFFSETS"][i],
-                            valid=columns["VALID"][i], weights=columns["WEIGHTS"][i], idx=columns["IDX"][i],
-                            speakers=columns["speakers"][i]))
+                            valid=columns["VALID"][i], weights=optional["WEIGHTS"][i], idx=optional["IDX"][i],
+                            speakers=optional["speakers"][i]))
     pad_to = message.meta.get("pad_to")
     return blocks, None if pad_to in (None, "") else int(pad_to)
 
@@ -203,10 +214,12 @@ def decode_packed(message: Message) -> PackedRequest:
         op = Op.parse(op_value)
     except ValueError as exc:
         raise WireError(f"packed answer: {exc}") from None
-    tensors = {name: read_lists(t, name, dtype, depth, nullable=name in ("WEIGHTS", "IDX", "speakers"))[0]
-               for name, dtype, depth in TENSORS}
+    tensors = {name: read_lists(t, name, dtype, depth, nullable=False)[0]
+               for name, dtype, depth in TENSORS if name not in NULLABLE}
+    optional = {name: read_lists(t, name, dtype, depth, nullable=True)[0]
+                for name, dtype, depth in TENSORS if name in NULLABLE}
     segments = read_segments(t)[0]
-    batch = {}
+    batch: dict[str, np.ndarray] = {}
     for name in BATCH_INPUT_NAMES:
         if name in t.column_names:
             dtype = list_value_dtype(t, name, (np.dtype(np.int32), np.dtype(np.int64)))
@@ -216,8 +229,8 @@ def decode_packed(message: Message) -> PackedRequest:
     unknown = sorted(set(t.column_names) - {"OP", "segments", *(n for n, _, _ in TENSORS), *BATCH_INPUT_NAMES})
     if unknown:
         raise WireError(f"packed answer has unknown column(s) {unknown}")
-    return PackedRequest(op, tensors["SPAN"], tensors["OFFSETS"], tensors["VALID"], tensors["WEIGHTS"], tensors["IDX"],
-                         tensors["speakers"], segments, batch or None)
+    return PackedRequest(op, tensors["SPAN"], tensors["OFFSETS"], tensors["VALID"], optional["WEIGHTS"],
+                         optional["IDX"], optional["speakers"], segments, batch or None)
 
 
 # ------------------------------------------------------------------ unpack: harness -> packer

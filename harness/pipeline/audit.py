@@ -29,11 +29,12 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from golden.manifest import sha256_file
+from harness.blocks import Block
 from harness.capture.laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import FORMAT, AuditFile, headline
@@ -41,14 +42,21 @@ from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
 from harness.errors import ScoringError, committed, step
 from harness.fsio import check_writable_dir
+from harness.geometry import Geometry
 from harness.jsonio import plain, seal, write_json_atomic
 from harness.judges import judge_for
+from harness.judges.base import Evidence
 from harness.ops import ALL_OPS, Op
 from harness.outputs import SegmentationOutputs, VoiceprintOutputs
 from harness.outputset import output_set
 from harness.packing import unpack
 from harness.progress import progress_bar
 from harness.scoring import op_limits
+
+if TYPE_CHECKING:
+    from harness.pipeline.distributed import RayOptions
+    from lanes.backend import Backend
+    from lanes.lanes import CallRecord, ExactLane
 
 BATCH_BLOCKS = 32
 AUDIT, JUNIT = "audit.json", "junit.xml"
@@ -57,16 +65,17 @@ NOT_CAPTURED = "no request of this OP was captured"
 
 @dataclass
 class AuditOutcome:
-    result: dict  # the sealed audit file
+    result: dict[str, Any]  # the sealed audit file
     lines: list[str]  # what the CLI prints
     paths: dict[str, Path]
 
     @property
     def passed(self) -> bool:
-        return self.result["verdict"] == "pass"
+        return bool(self.result["verdict"] == "pass")
 
 
-def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray=None) -> AuditOutcome:
+def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool,
+              ray: RayOptions | None = None) -> AuditOutcome:
     """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``);
     with ``ray`` (:class:`harness.pipeline.distributed.RayOptions`) the exact lane runs on Ray workers."""
     from lanes.model_api import check_spec
@@ -81,7 +90,7 @@ def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray=
     return audit_capture(capture, out, cfg, lambda: make_backend(cfg), progress=progress)
 
 
-def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Callable[[], object],
+def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Callable[[], Backend],
                   progress: bool = False) -> AuditOutcome:
     """Judge ``capture`` (module doc) in this process; ``make_backend`` is called only once every law holds."""
     return judge_capture(capture, out, cfg, InProcessRerun(cfg, make_backend), progress)
@@ -94,11 +103,11 @@ class Rerun(Protocol):
 
     label: str  # the scoring pass's progress label
 
-    def start(self, reader: CaptureReader, survey: Survey) -> dict:
+    def start(self, reader: CaptureReader, survey: Survey) -> dict[str, Any]:
         """Called once every law holds: get ready to answer (build the model, or run the shards); returns
         the golden model (:class:`harness.capture.result.GoldenModel`)."""
 
-    def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
+    def exact(self, request: CapturedRequest, blocks: list[Block]) -> dict[str, np.ndarray]:
         """The exact lane's output of each of ``request``'s blocks, by block id; called in file order."""
 
     def close(self) -> None: ...
@@ -109,19 +118,24 @@ class InProcessRerun:
 
     label = "re-run alone"
 
-    def __init__(self, cfg: ReleaseConfig, make_backend: Callable[[], object]) -> None:
-        self.cfg, self.make_backend, self.backend, self.lane = cfg, make_backend, None, None
-        self.log: list = []  # the lane's call records: not kept (memory stays one row group, whatever the capture)
+    def __init__(self, cfg: ReleaseConfig, make_backend: Callable[[], Backend]) -> None:
+        self.cfg, self.make_backend = cfg, make_backend
+        self.backend: Backend | None = None
+        self.lane: ExactLane | None = None
+        # the lane's call records: not kept (memory stays one row group, whatever the capture)
+        self.log: list[CallRecord] = []
 
-    def start(self, reader: CaptureReader, survey: Survey) -> dict:
+    def start(self, reader: CaptureReader, survey: Survey | None) -> dict[str, Any]:
+        """``survey`` is not needed here (a Ray worker passes None)."""
         from lanes.lanes import ExactLane
 
-        self.backend = self.make_backend()
-        check_geometry(reader, self.backend.geometry, self.cfg)
-        self.lane = ExactLane(self.backend, self.cfg.release_shapes, self.log)
-        return golden_model(self.cfg, self.backend)
+        self.backend = backend = self.make_backend()
+        check_geometry(reader, backend.geometry, self.cfg)
+        self.lane = ExactLane(backend, self.cfg.release_shapes, self.log)
+        return golden_model(self.cfg, backend)
 
-    def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
+    def exact(self, request: CapturedRequest, blocks: list[Block]) -> dict[str, np.ndarray]:
+        assert self.lane is not None, "exact() before start()"
         self.log.clear()
         return rerun_blocks(self.lane, blocks)
 
@@ -130,7 +144,7 @@ class InProcessRerun:
             self.backend.close()
 
 
-def rerun_blocks(lane, blocks: list) -> dict[str, np.ndarray]:
+def rerun_blocks(lane: ExactLane, blocks: list[Block]) -> dict[str, np.ndarray]:
     """Each block alone through the exact lane (one call per block; none for a voiceprint block without
     rows, as the engine), by block id."""
     return dict(zip([b.id for b in blocks], lane.run(blocks), strict=True))
@@ -182,7 +196,7 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
     return _write(out, result, lines)
 
 
-def check_geometry(reader: CaptureReader, geometry, cfg: ReleaseConfig) -> None:
+def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ReleaseConfig) -> None:
     """The captured requests must have been cut for the golden model's geometry (else exit 2)."""
     if geometry != reader.geometry:
         diff = [f"{k} {v} (capture) vs {getattr(geometry, k)} (golden model)"
@@ -198,18 +212,19 @@ def check_geometry(reader: CaptureReader, geometry, cfg: ReleaseConfig) -> None:
 class _Batches:
     """One OP's blocks, served and re-run, fed to its judge BATCH_BLOCKS at a time."""
 
-    def __init__(self, op: Op, evidence) -> None:
+    def __init__(self, op: Op, evidence: Evidence) -> None:
         self.op, self.evidence = op, evidence
-        self.items: list[tuple] = []
+        # (key, block, golden, served, row labels: None for OP 0)
+        self.items: list[tuple[str, Block, np.ndarray, np.ndarray, np.ndarray | None]] = []
         self.unlabelled = 0
 
-    def add(self, key: str, block, golden: np.ndarray, served: np.ndarray) -> None:
-        labels = None
+    def add(self, key: str, block: Block, golden: np.ndarray, served: np.ndarray) -> None:
+        labels: np.ndarray | None = None
         if self.op.is_voiceprint:
             # rows are matched by (block, window, speaker); without labels (or with a (window, speaker) twice),
             # by their index in the block
-            pairs = set() if block.speakers is None else set(zip(block.idx.tolist(), block.speakers.tolist(),
-                                                                 strict=True))
+            pairs = set() if block.speakers is None or block.idx is None else set(
+                zip(block.idx.tolist(), block.speakers.tolist(), strict=True))
             labelled = block.speakers is not None and len(pairs) == block.rows
             labels = block.speakers if labelled else np.arange(block.rows, dtype=np.int32)
             self.unlabelled += 0 if labelled else block.rows
@@ -222,10 +237,11 @@ class _Batches:
             return
         items, self.items = self.items, []
         keys = [k for k, *_ in items]
+        sides = ([x[2] for x in items], [x[3] for x in items])  # (golden, served)
         if self.op is Op.SEGMENTATION:
             valid = np.stack([b.valid for _, b, *_ in items])
-            side = [SegmentationOutputs(keys, valid, np.stack([x[i] for x in items])) for i in (2, 3)]
-            self.evidence.add(side[0], side[1])
+            seg = [SegmentationOutputs(keys, valid, np.stack(side)) for side in sides]
+            self.evidence.add(seg[0], seg[1])
             return
         counts = [b.rows for _, b, *_ in items]
         ids = np.repeat(np.array(keys, dtype=object), counts)
@@ -233,12 +249,12 @@ class _Batches:
         window = np.concatenate([b.idx for _, b, *_ in items]).astype(np.int32)
         speaker = np.concatenate([x[4] for x in items]).astype(np.int32)
         weights = np.concatenate([b.weights for _, b, *_ in items])
-        side = [VoiceprintOutputs(self.op, ids, row, window, speaker, weights, np.concatenate([x[i] for x in items]))
-                for i in (2, 3)]
+        side = [VoiceprintOutputs(self.op, ids, row, window, speaker, weights, np.concatenate(part)) for part in sides]
         self.evidence.add(side[0], side[1])
 
 
-def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey, tick) -> dict:
+def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey,
+           tick: Callable[[int], None]) -> dict[str, Any]:
     g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
     limits = op_limits(cfg.tolerances, ops, None)
@@ -250,7 +266,7 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
         for block, part in zip(blocks, served, strict=True):
             batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out[block.id], part)
         tick(len(blocks))
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for op, b in batches.items():
         b.flush()
         by = "block, window" if op is Op.SEGMENTATION else ("block, row" if b.unlabelled else "block, window, speaker")
@@ -265,7 +281,7 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
 # ------------------------------------------------------------------------------------------ pieces
 
 
-def _not_scored(survey: Survey, op: int, why: str) -> dict:
+def _not_scored(survey: Survey, op: int, why: str) -> dict[str, Any]:
     return {"requests": survey.op_requests[op], "blocks": survey.op_blocks[op],
             "rows_matched_by": "block, window" if op == 0 else "block, window, speaker", "unlabelled_rows": 0,
             "verdict": None, "not_scored": why}
@@ -279,7 +295,7 @@ def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
                                "bitwise")
 
 
-def _capture_ref(reader: CaptureReader) -> dict:
+def _capture_ref(reader: CaptureReader) -> dict[str, Any]:
     try:
         sha = sha256_file(reader.path)
     except OSError as exc:
@@ -288,7 +304,7 @@ def _capture_ref(reader: CaptureReader) -> dict:
             "geometry": reader.geometry.to_dict()}
 
 
-def golden_model(cfg: ReleaseConfig, backend) -> dict:
+def golden_model(cfg: ReleaseConfig, backend: Backend) -> dict[str, Any]:
     """The golden model as the audit file names it (what re-ran the blocks, where, with which numerics)."""
     env = backend.environment()
     model = env.get("model") or {}
@@ -302,14 +318,14 @@ def _capture_line(reader: CaptureReader, survey: Survey) -> str:
             f"{reader.meta.engine!r} {', '.join(sorted(survey.versions))}, {survey.first} .. {survey.last}")
 
 
-def _model_line(survey: Survey, golden: dict) -> str:
+def _model_line(survey: Survey, golden: dict[str, Any]) -> str:
     others = {fp: n for fp, n in survey.fingerprints.items() if fp != golden["fingerprint"]}
     served = ", ".join(f"{fp[:16]}... ({n} of {survey.requests} requests)" for fp, n in sorted(others.items()))
     return (f"MODEL DIFFERS: the capture was served by model {served}, not the golden model {golden['spec']!r} "
             f"({golden['fingerprint'][:16]}...): the scores below compare two different models")
 
 
-def _finish(fields: dict) -> dict:
+def _finish(fields: dict[str, Any]) -> dict[str, Any]:
     body = {"kind": "harness.audit", "format": FORMAT, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             **fields}
     scored = [o["verdict"] for o in fields["ops"].values() if o["verdict"] is not None]
@@ -317,10 +333,11 @@ def _finish(fields: dict) -> dict:
     body["headline"] = headline(body)
     result = plain(seal(body, "digest"))
     AuditFile.model_validate(result)  # what is written is what the schema declares (else: a bug, exit 3)
+    assert isinstance(result, dict)  # the schema just validated a JSON object
     return result
 
 
-def _write(out: Path, result: dict, lines: list[str]) -> AuditOutcome:
+def _write(out: Path, result: dict[str, Any], lines: list[str]) -> AuditOutcome:
     from reports.audit import write_audit_junit, write_audit_report
 
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.config import ReleaseConfig
 from harness.errors import HarnessError
+from harness.geometry import Geometry
 from harness.packing import HARNESS_PACKER, Packer
+
+if TYPE_CHECKING:
+    from lanes.backend import Backend
+    from lanes.model_api import Model
 
 IN_PROCESS = ("in-process", "inprocess", "local")
 
 
-def load_model(config: ReleaseConfig, device: str | None = None):
+def load_model(config: ReleaseConfig, device: str | None = None) -> Model:
     """The configured model on ``device`` (default: the configured device)."""
     from lanes.model_api import load_model as load
 
@@ -33,7 +39,7 @@ class BackendChoice:
 
 
 def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-process", device: str | None = None,
-                 triton_timeout_s: float = 120.0, triton_max_request_mb: float = 64.0):
+                 triton_timeout_s: float = 120.0, triton_max_request_mb: float = 64.0) -> Backend:
     choice = BackendChoice(choice) if isinstance(choice, str) else choice
     backend = choice.url
     device = device or config.device
@@ -68,7 +74,7 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
     raise HarnessError(f"--backend {backend!r}: expected 'in-process' or a Triton URL like http://127.0.0.1:8000")
 
 
-def make_packer(packer_cmd: str | None, packer: str | None, geometry, digest: str | None = None) -> Packer:
+def make_packer(packer_cmd: str | None, packer: str | None, geometry: Geometry, digest: str | None = None) -> Packer:
     """The packer the fast lane uses (and unpacks with): the harness's own unless the engine's is named,
     as a process speaking the wire protocol (``--packer-cmd``) or a Python callable (``--packer``).
     The caller closes it."""
@@ -79,7 +85,7 @@ def make_packer(packer_cmd: str | None, packer: str | None, geometry, digest: st
     return packer_from_options(packer_cmd, packer, geometry, digest=digest)
 
 
-def model_geometry(config: ReleaseConfig):
+def model_geometry(config: ReleaseConfig) -> Geometry:
     """The configured model's geometry; the reference model's is known without building it."""
     from lanes.diar_nn_g.config import CONFIGS
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from harness.blocks import Block
 from harness.capture import CapturedRequest, CaptureWriter
@@ -24,20 +27,25 @@ from harness.masks import MaskPolicy, voiceprint_rows
 from harness.ops import ALL_OPS, Op
 from harness.packing import PackedRequest, pack, unpack
 
+if TYPE_CHECKING:
+    from lanes.backend import Backend  # imports torch
+
 ENGINE = "harness-simulated-engine"
 PackFn = Callable[[Sequence[Block]], PackedRequest]
+# MaskPolicy() itself: mypy takes pydantic's positional Field(default, ...) for a required field
+DEFAULT_MASKS = MaskPolicy.model_validate({})
 
 
-def serve_and_capture(path: Path, blocks: Iterable[Block], backend, k: int, pack_fn: PackFn = pack,
-                      ops: Sequence[Op] = ALL_OPS, masks: MaskPolicy = MaskPolicy(), engine: str = ENGINE,
+def serve_and_capture(path: Path, blocks: Iterable[Block], backend: Backend, k: int, pack_fn: PackFn = pack,
+                      ops: Sequence[Op] = ALL_OPS, masks: MaskPolicy = DEFAULT_MASKS, engine: str = ENGINE,
                       engine_version: str = "0.0.0-sim") -> int:
     """Pack ``blocks`` k at a time, serve them with ``backend``, capture every request; returns requests written."""
     g = backend.geometry
-    blocks = list(blocks)
+    all_blocks = list(blocks)
     with CaptureWriter(path, g, engine) as writer:
         n = 0
 
-        def serve(packed: PackedRequest) -> list:
+        def serve(packed: PackedRequest) -> list[np.ndarray]:
             nonlocal n
             result = backend.call(packed.op, packed.tensors(), packed.windows, packed.rows, f"request r{n:06d}")
             writer.add(CapturedRequest(f"r{n:06d}", packed, result.output, backend.fingerprint, backend.device_kind,
@@ -45,8 +53,8 @@ def serve_and_capture(path: Path, blocks: Iterable[Block], backend, k: int, pack
             n += 1
             return unpack(packed, {packed.op.output_name: result.output})
 
-        for start in range(0, len(blocks), k):
-            chunk = blocks[start : start + k]
+        for start in range(0, len(all_blocks), k):
+            chunk = all_blocks[start : start + k]
             segmentation = serve(pack_fn(chunk))
             for op in ops:
                 if not op.is_voiceprint:

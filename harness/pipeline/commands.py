@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
 from harness.config import ReleaseConfig
@@ -19,8 +21,17 @@ from harness.outputset import output_set, pin
 from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
 
+if TYPE_CHECKING:
+    from golden.store import Golden
+    from harness.blocks import Block
+    from harness.geometry import Geometry
+    from harness.pipeline.distributed import RayOptions
+    from harness.pipeline.nightly import NightlyOutcome
 
-def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Iterator, int]:
+Rows = Iterator[tuple["Block", str, dict[str, Any]]]
+
+
+def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) -> tuple[Rows, int]:
     from harness.corpus.schema import CorpusReader
     from harness.corpus.synth import iter_synth_blocks
 
@@ -32,7 +43,7 @@ def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry) -> tuple[Ite
 
 
 def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool,
-           backend: BackendChoice | str, progress: bool, ray=None) -> list[str]:
+           backend: BackendChoice | str, progress: bool, ray: RayOptions | None = None) -> list[str]:
     from harness.pipeline.record import record_golden
     from lanes.model_api import describe
 
@@ -50,18 +61,22 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
         be = make_backend(cfg, backend)
         name = release if release is not None else release_name(cfg, lambda: be.environment()["model"])
         rows, n = _corpus_rows(corpus, cfg, be.geometry)
-        with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
+        with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress,
+                          announce=f"writing to {goldens}/ (the golden at {goldens / name}/ when done)") as tick:
             gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
     repro = gold.manifest["reproducibility"]
     floor = "bitwise" if repro["bitwise"] else "NOT bitwise, noise floor " + ", ".join(
         f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
     lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
     if changes is not None:
+        from harness.pipeline.record import adopt_hint
+
         lines.append("changes against the previous golden: " + json.dumps(changes))
+        lines.append(adopt_hint(gold.path))
     return lines
 
 
-def release_name(cfg: ReleaseConfig, model: Callable[[], dict]) -> str:
+def release_name(cfg: ReleaseConfig, model: Callable[[], dict[str, Any]]) -> str:
     """The configured release name; for a plug-in left at the default name, the model's own name
     (a plug-in's golden is not the reference model's), from ``model()`` (its description), called
     only then."""
@@ -72,12 +87,15 @@ def release_name(cfg: ReleaseConfig, model: Callable[[], dict]) -> str:
 
     if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
         return cfg.name
-    name = str(model().get("name") or "model")
+    from harness.pipeline.record import model_release_name
+
+    name = model_release_name(model())  # a TorchScript file's stem: goldens/tiny, not goldens/tiny.pt
     return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "model", "release name")
 
 
 def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: str, regen: bool,
-                  backend: BackendChoice | str, progress: bool, ray):
+                  backend: BackendChoice | str, progress: bool, ray: RayOptions
+                  ) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
     from harness.pipeline.backends import model_geometry
     from harness.pipeline.distributed import WorkerSpec
@@ -124,7 +142,8 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: BackendChoic
     plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
     packing = make_packer(packer_cmd, packer, be.geometry, packer_digest)
     try:
-        with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress) as tick:
+        with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress,
+                          announce=f"writing to {runs}/ (a new run folder inside when done)") as tick:
             result = run_shapes(gold, be, plan, runs, cfg, packing, progress=tick, laws_examples=laws_examples)
     finally:
         packing.close()
@@ -149,7 +168,7 @@ def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> t
     return score_lines(result) + [f"wrote {out}"], result["verdict"] == "pass"
 
 
-def score_lines(result: dict) -> list[str]:
+def score_lines(result: dict[str, Any]) -> list[str]:
     """The golden's reproduction first when it failed (then every verdict is in doubt), then one
     line per shape."""
     lines = []
@@ -196,13 +215,14 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
                                f"{score_path}")
         loc = data.shapes
     # the pages (and a JUnit file beside them) are one set, published in one step (harness.outputset)
-    members = [*REPORT_PAGES, *([junit.name] if junit is not None and same_file(junit.parent, out) else [])]
+    beside = junit if junit is not None and same_file(junit.parent, out) else None
+    members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:
         write_report(stage, result, ledger=book, localisation=loc)
-        if len(members) > len(REPORT_PAGES):
-            write_junit(stage / junit.name, result, None)
-    committed(out, "the report's pages" + (f" and {junit.name}" if len(members) > len(REPORT_PAGES) else ""))
-    if junit is not None and len(members) == len(REPORT_PAGES):  # elsewhere: its own file, after the pages
+        if beside is not None:
+            write_junit(stage / beside.name, result, None)
+    committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))
+    if junit is not None and beside is None:  # elsewhere: its own file, after the pages
         write_junit(junit, result, None)
         committed(junit, "the JUnit file")
     return [f"report: {out / 'report.html'}"]
@@ -214,29 +234,34 @@ REPORT_PAGES = ("report.json", "report.md", "report.html")
 def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
             manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
             packer: str | None,
-            progress: bool, ray=None, laws_examples: int = 100, packer_digest: str | None = None):
+            progress: bool, ray: RayOptions | None = None, laws_examples: int = 100, packer_digest: str | None = None,
+            no_promote: bool = False, force: bool = False) -> NightlyOutcome:
+    """``harness nightly``: ``force`` replaces a previous nightly's output in ``out`` (refused otherwise, before
+    any work); ``no_promote`` leaves the ledger and manifest untouched."""
     from harness.pipeline.nightly import nightly as run_nightly
+    from harness.pipeline.nightly import refuse_previous_output
     from harness.shards import Shard
 
     check_laws_examples(laws_examples)
+    part = Shard.parse(shard) if shard else None
+    refuse_previous_output(out, force)  # after the options are checked, before any work
     if ray is not None:
         return nightly_on_ray(cfg, golden, out, shard, ledger, manifest, localise, backend, packer_cmd, packer,
-                              progress, ray, laws_examples, packer_digest)
-    part = Shard.parse(shard) if shard else None
+                              progress, ray, laws_examples, packer_digest, no_promote)
     refuse_folder_of_goldens(golden)  # at once, not after building the model
     be = make_backend(cfg, backend)
     packing = make_packer(packer_cmd, packer, be.geometry, packer_digest)
     try:
         return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, packing,
-                           laws_examples=laws_examples)
+                           laws_examples=laws_examples, no_promote=no_promote)
     finally:
         packing.close()
 
 
 def nightly_on_ray(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
                    manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
-                   packer: str | None, progress: bool, ray, laws_examples: int = 100,
-                   packer_digest: str | None = None):
+                   packer: str | None, progress: bool, ray: RayOptions, laws_examples: int = 100,
+                   packer_digest: str | None = None, no_promote: bool = False) -> NightlyOutcome:
     """``nightly --ray``: Ray is checked first (one line saying how to install it), then the shards."""
     from harness.pipeline.distributed import WorkerSpec, import_ray
     from harness.pipeline.ray_jobs import nightly_ray
@@ -246,14 +271,16 @@ def nightly_on_ray(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | Non
         raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
     choice = BackendChoice(backend) if isinstance(backend, str) else backend
     spec = WorkerSpec(cfg, choice, packer_cmd, packer, packer_digest, laws_examples)
-    return nightly_ray(cfg, golden, out, ray, spec, ledger, manifest, localise, progress)
+    return nightly_ray(cfg, golden, out, ray, spec, ledger, manifest, localise, progress, no_promote=no_promote)
 
 
 def merge(cfg: ReleaseConfig, golden: Path, shards: list[Path], out: Path, ledger: Path | None,
-          manifest: Path | None, localise: bool):
+          manifest: Path | None, localise: bool, no_promote: bool = False, force: bool = False) -> NightlyOutcome:
     from harness.pipeline.nightly import merge as run_merge
+    from harness.pipeline.nightly import refuse_previous_output
 
-    return run_merge(cfg, golden, shards, out, ledger, manifest, localise)
+    refuse_previous_output(out, force)
+    return run_merge(cfg, golden, shards, out, ledger, manifest, localise, no_promote)
 
 
 def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], object]:
@@ -274,7 +301,8 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
         write_corpus(out / "corpus.parquet", iter_synth_blocks(be.geometry, cfg.corpus.blocks, seed=cfg.corpus.seed,
                                                                step=cfg.corpus.step or None), be.geometry)
     n = cfg.corpus.blocks
-    with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress) as tick:
+    with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress,
+                      announce=f"writing to {out}/ (report at {out / 'nightly/report/report.html'} when done)") as tick:
         gold, _ = record_golden(out / "goldens", cfg.name, CorpusReader(out / "corpus.parquet", be.geometry).rows(),
                                 be, cfg, progress=tick)
     lines.append(f"golden {gold.golden_id}: exact lane "
@@ -298,7 +326,7 @@ def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, t
             raise HarnessError("--export-vectors: the vectors are the harness's own packer's answers; give no "
                                "--packer-cmd, --packer or --packer-digest with it")
         return export(export_vectors, LAW_GEOMETRY), True
-    with packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout,  # a crash is exit 2: no restart
-                             digest=packer_digest) as judged:
+    with closing(packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout,  # a crash: exit 2, no restart
+                                     digest=packer_digest)) as judged:
         report = check_packer(judged, examples=examples, seed=seed)
     return [report.render()], report.ok

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 import secrets
@@ -32,18 +33,24 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from harness.config import ReleaseConfig
 from harness.errors import HarnessError, failed_step, one_line, step
 from harness.jsonio import read_json, write_json_atomic
+from harness.packing import Packer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
 from harness.progress import progress_bar
 from harness.schemas import validate
 from harness.schemas.base import Strict
 from harness.shards import BlockRange, RequestRange
+
+if TYPE_CHECKING:
+    from lanes.backend import Backend
 
 RAY_INSTALL = "pip install 'diar-lane-harness[ray]'"
 JOB_FILE = "job.json"
@@ -54,7 +61,7 @@ class ShardInternalError(RuntimeError):
     """A shard hit a bug in the harness (exit status 3, like any internal error)."""
 
 
-def import_ray():
+def import_ray() -> ModuleType:
     """Ray, or the one line that says how to install it."""
     try:
         import ray
@@ -101,7 +108,7 @@ class WorkerSpec:
     def on_gpu(self) -> bool:
         return self.backend.url in IN_PROCESS and self.config.device.startswith("cuda")
 
-    def resources(self) -> dict:
+    def resources(self) -> dict[str, int]:
         """One GPU per worker; on CPU as many CPUs as its torch threads (1 when --threads 0: set it)."""
         if self.on_gpu:
             return {"num_gpus": 1, "num_cpus": 1}
@@ -120,7 +127,7 @@ class ShardJob:
 
     name: str  # for progress and messages: "nightly", "golden record"
     work: ShardFn
-    args: dict = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,13 @@ class ShardResult:
     host: str = ""
     pid: int = 0
     seconds: float = 0.0
+
+    @property
+    def written(self) -> Path:
+        """Where the shard's result lies: set on every result :func:`run_shards` returns (a shard that
+        failed raises there instead)."""
+        assert self.path is not None, f"shard {self.index} failed ({self.error}): it wrote nothing"
+        return Path(self.path)
 
 
 class AttemptRecord(Strict):
@@ -150,7 +164,10 @@ class ShardWorker:
     retry only a worker's death, so failures come back as :class:`ShardResult` errors."""
 
     def __init__(self, spec: WorkerSpec) -> None:
-        self.spec, self.backend, self.packer, self.failure = spec, None, None, None
+        self.spec = spec
+        self.backend: Backend | None = None
+        self.packer: Packer | None = None
+        self.failure: tuple[str, bool] | None = None  # (its line, whether it is a bug)
         try:
             with step("ray worker start-up"):
                 self.backend = make_backend(worker_config(spec.config), spec.backend)
@@ -162,9 +179,9 @@ class ShardWorker:
 
     def run(self, job: ShardJob, shard: AnyShard, shard_dir: str) -> ShardResult:
         start, host = time.perf_counter(), socket.gethostname()
-        ident = {"index": shard.index, "host": host, "pid": os.getpid()}
+        result = functools.partial(ShardResult, shard.index, host=host, pid=os.getpid())
         if self.failure is not None:
-            return ShardResult(**ident, error=self.failure[0], internal=self.failure[1])
+            return result(error=self.failure[0], internal=self.failure[1])
         directory = Path(shard_dir)
         try:
             with step(f"{job.name} shard {shard}"):
@@ -174,13 +191,14 @@ class ShardWorker:
                     "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
                 path = job.work(self.backend, self.packer, self.spec.config, shard, directory, **job.args)
         except HarnessError as exc:
-            return ShardResult(**ident, error=str(exc))
+            return result(error=str(exc))
         except Exception as exc:
-            return ShardResult(**ident, error=describe_bug(exc), internal=True)
-        return ShardResult(**ident, path=str(path), seconds=time.perf_counter() - start)
+            return result(error=describe_bug(exc), internal=True)
+        return result(path=str(path), seconds=time.perf_counter() - start)
 
     def close(self) -> None:
-        for part in (self.packer, self.backend):
+        parts: tuple[Packer | None, Backend | None] = (self.packer, self.backend)
+        for part in parts:
             try:
                 if part is not None:
                     part.close()
@@ -230,13 +248,13 @@ def attempts(directory: Path) -> list[AttemptRecord]:
             for p in sorted(directory.glob("attempt-*.json"))]
 
 
-def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Callable[[int], list[AnyShard]],
-               job_root: Path, show_progress: bool = True) -> tuple[list[ShardResult], dict]:
+def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Callable[[int], Sequence[AnyShard]],
+               job_root: Path, show_progress: bool = True) -> tuple[list[ShardResult], dict[str, Any]]:
     """Run every shard ``plan(workers)`` gives on Ray; returns the results in shard order and the facts of
     the job (for ``ray.json``). Raises the first failing shard's one line."""
     ray = import_ray()
     started = connect(ray, options, spec)
-    actors: list = []
+    actors: list[Any] = []  # Ray actor handles
     begin = time.perf_counter()
     try:
         workers, note = worker_count(ray, options, spec)
@@ -274,7 +292,7 @@ def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Calla
     return results, facts
 
 
-def connect(ray, options: RayOptions, spec: WorkerSpec) -> bool:
+def connect(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> bool:
     """Join (or start) a Ray instance; True when this call started it (and must shut it down). A caller
     that already initialised Ray (a test, a notebook) keeps its own instance."""
     if ray.is_initialized():
@@ -295,7 +313,7 @@ def connect(ray, options: RayOptions, spec: WorkerSpec) -> bool:
     return True
 
 
-def worker_count(ray, options: RayOptions, spec: WorkerSpec) -> tuple[int, str | None]:
+def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tuple[int, str | None]:
     """Workers to start: ``--ray-workers`` or as many as the cluster holds now (one per GPU, or per
     --threads CPUs). More than it holds now is allowed (an autoscaler adds nodes), with a warning."""
     per = spec.resources()
@@ -323,14 +341,14 @@ def worker_count(ray, options: RayOptions, spec: WorkerSpec) -> tuple[int, str |
     return options.workers, None
 
 
-def dispatch(ray, actors: list, job: ShardJob, shards: list[AnyShard], job_root: Path, label: str,
-             show_progress: bool, retries: int) -> list[ShardResult]:
+def dispatch(ray: ModuleType, actors: list[Any], job: ShardJob, shards: Sequence[AnyShard], job_root: Path,
+             label: str, show_progress: bool, retries: int) -> list[ShardResult]:
     """Hand shards to idle workers until none is left; stop at the first failure."""
     pending = list(reversed(shards))
-    running: dict = {}
+    running: dict[Any, tuple[Any, AnyShard]] = {}  # Ray object ref -> (actor handle, shard)
     done: dict[int, ShardResult] = {}
 
-    def hand(actor) -> None:
+    def hand(actor: Any) -> None:
         shard = pending.pop()
         running[actor.run.remote(job, shard, str(shard_dir(job_root, shard)))] = (actor, shard)
 
@@ -348,7 +366,7 @@ def dispatch(ray, actors: list, job: ShardJob, shards: list[AnyShard], job_root:
     return [done[s.index] for s in shards]
 
 
-def result_of(ray, ref, shard: AnyShard, retries: int) -> ShardResult:
+def result_of(ray: ModuleType, ref: Any, shard: AnyShard, retries: int) -> ShardResult:
     where = f"shard {shard} ({shard.blocks} blocks)"
     try:
         result: ShardResult = ray.get(ref)
@@ -363,7 +381,7 @@ def result_of(ray, ref, shard: AnyShard, retries: int) -> ShardResult:
     return result
 
 
-def close_actors(ray, actors: list) -> None:
+def close_actors(ray: ModuleType, actors: list[Any]) -> None:
     """Let each worker close its packer (an external process) and backend; best effort."""
     try:
         ray.get([actor.close.remote() for actor in actors], timeout=30)

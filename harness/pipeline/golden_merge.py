@@ -60,6 +60,7 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
             for row in reader.rows():
                 writer.add(*row)
             summary = writer.close()
+        assert writer.entry is not None  # close() sets it
         files = {CORPUS: writer.entry}
         outputs = BackgroundWriter(new_lane_writer(tmp, first.geometry, first.ops))
         try:

@@ -3,8 +3,18 @@ in a golden, what happened to a shape."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
 from golden.store import Golden
+from harness.errors import HarnessError
+from harness.promotion import describe_overrides
+from harness.schemas.answers import HistoryAnswer, ShapesAnswer
 
 CONTENT_NOT_CHECKED = ("the data files' content was NOT checked (--no-hash: sizes only); check it with "
                        "`harness golden show` without --no-hash, or `harness golden verify`")
@@ -50,7 +60,7 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
     return lines
 
 
-def describe_shapes(manifest: dict, checked: bool = True) -> list[str]:
+def describe_shapes(manifest: dict[str, Any], checked: bool = True) -> list[str]:
     """Per model, device kind, numerics profile and packer: which k the engine may use per OP, since
     when, by which run, with which packing-laws verdict (a shape is allowed only for its own packer)."""
     lines = [f"promoted-shapes manifest: ledger commit {manifest['ledger_seq']}, generated {manifest['generated']}"
@@ -80,22 +90,110 @@ def describe_shapes(manifest: dict, checked: bool = True) -> list[str]:
     return lines
 
 
-def describe_history(ledger: dict, shape: int | None, model: str | None, device: str | None,
-                     packer: str | None = None) -> list[str]:
+def matching_entries(ledger: dict[str, Any], shape: int | None, model: str | None, device: str | None,
+                     packer: str | None = None) -> list[dict[str, Any]]:
+    """The ledger entries the ``ledger`` command's filters match, in the order it lists them."""
     entries = [e for e in ledger["entries"].values()
                if (shape is None or e["shape"] == shape) and (model is None or e["fingerprint"].startswith(model))
                and (device is None or e["device_kind"] == device)
                and (packer is None or e["packer_identity"] == packer)]
+    return sorted(entries, key=lambda e: (e["fingerprint"], e["device_kind"], e["numerics_profile"],
+                                          e["packer_identity"], e["shape"]))
+
+
+def describe_history(ledger: dict[str, Any], shape: int | None, model: str | None, device: str | None,
+                     packer: str | None = None) -> list[str]:
+    entries = matching_entries(ledger, shape, model, device, packer)
     if not entries:
         return ["no ledger entry matches"]
     lines = []
-    for e in sorted(entries, key=lambda e: (e["fingerprint"], e["device_kind"], e["numerics_profile"],
-                                            e["packer_identity"], e["shape"])):
+    for e in entries:
         revoked = f", revoked by run {e['revoked_by']}" if e.get("revoked_by") else ""
         lines.append(f"shape k={e['shape']} of model {e['fingerprint'][:16]}... (release {e['release']}) on "
                      f"{e['device_kind']} ({e['numerics_profile']}), packer {e['packer_identity']}: "
                      f"{e['state']}{revoked}")
         for ev in e["history"]:
             why = f": {ev['reasons'][0]}" if ev["reasons"] else ""
-            lines.append(f"  #{ev['seq']} {ev['at']} run {ev['run_id']} {ev['verdict']} -> {ev['state']}{why}")
+            judged = ev.get("judged_under")  # absent in events written before it was recorded
+            under = " (overrides: not recorded)" if judged is None else \
+                f" (judged under overrides: {describe_overrides(judged['overrides'])})" if judged["overrides"] else ""
+            lines.append(f"  #{ev['seq']} {ev['at']} run {ev['run_id']} {ev['verdict']} -> {ev['state']}{under}{why}")
     return lines
+
+
+LEDGER, MANIFEST = "ledger.json", "promoted-shapes.json"  # the names nightly writes beside the golden
+
+
+def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | None, command: str,
+                  here: Path = Path(".")) -> dict[str, Any]:
+    """Where ``shapes`` and ``ledger`` read, as ``{"ledger", "manifest", "found_by"}`` (paths or None).
+
+    The rule (documented in their --help and docs/nightly.md), so the plain commands meet what nightly wrote:
+
+    - ``--ledger``/``--manifest`` as given win;
+    - ``--golden G``: the files beside G, as nightly writes them (``G/../ledger.json``,
+      ``G/../promoted-shapes.json``), for whichever of the two was not given;
+    - neither: the one ledger among ``./ledger.json`` (``harness promote``'s default),
+      ``./goldens/ledger.json`` and ``./goldens/*/ledger.json`` (nightly's, for goldens recorded into
+      ``./goldens``), with the manifest beside it when there is one. None or several: one line naming
+      where it looked or what it found, asking for --golden or --ledger. Nothing is ever created."""
+    if golden is not None:
+        refuse_folder_of_goldens(golden)
+        if not (Path(golden) / "manifest.json").is_file():
+            raise HarnessError(f"--golden {golden}: not a golden (no manifest.json); give the golden nightly ran "
+                               "against (its ledger is beside it), or --ledger")
+        root = Path(golden).parent
+        found_ledger = Path(ledger) if ledger is not None else root / LEDGER
+        if ledger is None and not found_ledger.exists():
+            raise HarnessError(f"{found_ledger}: no ledger beside the golden {golden} (nightly and `harness promote "
+                               f"--golden` write it there); give --ledger if it is elsewhere")
+        beside = Path(manifest) if manifest is not None else root / MANIFEST
+        found_manifest = beside if manifest is not None or beside.exists() else None
+        return {"ledger": found_ledger, "manifest": found_manifest, "found_by": "--golden"}
+    if ledger is not None:
+        return {"ledger": Path(ledger), "manifest": manifest, "found_by": "--ledger"}
+    if manifest is not None:
+        return {"ledger": None, "manifest": Path(manifest), "found_by": "--manifest"}
+    here = Path(here)
+    looked = [here / LEDGER, here / "goldens" / LEDGER]
+    candidates = [p for p in looked if p.is_file()]
+    candidates += sorted(p for p in (here / "goldens").glob(f"*/{LEDGER}") if p.is_file())
+    unique: dict[Path, Path] = {}
+    for p in candidates:
+        unique.setdefault(p.resolve(), p)
+    found = list(unique.values())
+    if not found:
+        raise HarnessError(f"{command}: no ledger found in {', '.join(str(p) for p in looked)} or "
+                           f"{here / 'goldens' / '*' / LEDGER}; give --golden GOLDEN (the ledger nightly wrote beside "
+                           "it) or --ledger LEDGER")
+    if len(found) > 1:
+        raise HarnessError(f"{command}: {len(found)} ledgers found ({', '.join(str(p) for p in found)}); say which: "
+                           "--golden GOLDEN (the ledger beside it) or --ledger LEDGER")
+    beside = found[0].parent / MANIFEST
+    return {"ledger": found[0], "manifest": beside if beside.exists() else None, "found_by": "search"}
+
+
+def shapes_document(manifest: dict[str, Any], files: dict[str, Any], checked: bool,
+                    may: dict[str, Any] | None = None) -> str:
+    """``harness shapes --json``: one JSON document, validated against its schema before it is printed."""
+    doc = {"kind": "harness.shapes-answer", "format": 1, "files": _files(files), "checked": checked,
+           "promoted_shapes": manifest, "may": may}
+    return _dumps(ShapesAnswer, doc)
+
+
+def history_document(ledger: dict[str, Any], files: dict[str, Any], shape: int | None, model: str | None,
+                     device: str | None, packer: str | None) -> str:
+    """``harness ledger --json``: the matching entries (as :func:`describe_history` lists them), validated."""
+    doc = {"kind": "harness.ledger-answer", "format": 1, "files": _files(files), "ledger_seq": ledger["seq"],
+           "filters": {"shape": shape, "model": model, "device": device, "packer": packer},
+           "entries": matching_entries(ledger, shape, model, device, packer)}
+    return _dumps(HistoryAnswer, doc)
+
+
+def _files(files: dict[str, Any]) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in files.items()}
+
+
+def _dumps(model: type[BaseModel], doc: dict[str, Any]) -> str:
+    model.model_validate(doc)  # a document its own schema refuses is a bug (exit 3), never printed
+    return json.dumps(doc, indent=1, sort_keys=True)

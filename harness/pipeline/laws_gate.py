@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from harness import __version__
 from harness.errors import HarnessError
@@ -40,7 +41,8 @@ SEED = 0
 # The largest list the laws pack: the largest candidate k, up to this (the laws' cost grows with it:
 # 256 blocks already take ~5 s of CPU at one example per law, 8192 did not finish in 4 minutes).
 MAX_JUDGED_BLOCKS = 64
-_CACHE: dict[tuple, dict] = {}
+LawsKey = tuple[str, int, int, int]  # (packer identity, examples, seed, largest list judged)
+_CACHE: dict[LawsKey, dict[str, Any]] = {}
 
 
 def packer_identity(packer: Packer) -> str:
@@ -60,10 +62,9 @@ def _judged_as_the_laws_need(packer: Packer) -> Iterator[None]:
     from harness.laws import LAW_GEOMETRY
 
     try:
-        if "geometry" in saved:
-            packer.geometry = LAW_GEOMETRY
-        if "restart" in saved:
-            packer.restart = True
+        for name, value in (("geometry", LAW_GEOMETRY), ("restart", True)):
+            if name in saved:  # attributes of some packers only, not of the Packer protocol
+                setattr(packer, name, value)
         yield
     finally:
         for name, value in saved.items():
@@ -85,7 +86,7 @@ def _no_files_left_by_hypothesis() -> Iterator[None]:
             configuration.set_hypothesis_home_dir(before)
 
 
-def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None) -> dict:
+def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None) -> dict[str, Any]:
     """The run manifest's ``laws``: {packer_identity, examples, seed, verdict, broken, laws, harness_version}."""
     identity = packer_identity(packer)
     base = {"packer_identity": identity, "examples": int(examples), "seed": SEED, "harness_version": __version__}
@@ -95,7 +96,7 @@ def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int
 
     # the largest list judged, as judged: every largest k past the cap is one key, not one per k
     max_blocks = min(int(max_blocks or DEFAULT_MAX_BLOCKS), MAX_JUDGED_BLOCKS)
-    key = (identity, int(examples), SEED, max_blocks)
+    key: LawsKey = (identity, int(examples), SEED, max_blocks)
     own = isinstance(packer, HarnessPacker)
     if own and key in _CACHE:
         return dict(_CACHE[key])
@@ -125,7 +126,7 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
-def _cache_file(key: tuple) -> Path | None:
+def _cache_file(key: LawsKey) -> Path | None:
     where = os.environ.get("HARNESS_LAWS_CACHE", "")
     if where.lower() in ("off", "0", "no"):
         return None
@@ -138,7 +139,7 @@ def _cache_file(key: tuple) -> Path | None:
     return base / f"{hashlib.sha256(full.encode()).hexdigest()[:32]}.json"
 
 
-def _read_cached(key: tuple) -> dict | None:
+def _read_cached(key: LawsKey) -> dict[str, Any] | None:
     """The verdict judged before for exactly this key, or None (no file, unreadable, edited, another key)."""
     path = _cache_file(key)
     if path is None or not path.exists():
@@ -153,7 +154,7 @@ def _read_cached(key: tuple) -> dict | None:
     return dict(verdict) if isinstance(verdict, dict) else None
 
 
-def _write_cached(key: tuple, result: dict) -> None:
+def _write_cached(key: LawsKey, result: dict[str, Any]) -> None:
     """Best effort: a cache that cannot be written costs the next run its judging, nothing else."""
     path = _cache_file(key)
     if path is None:

@@ -10,24 +10,26 @@ inputs, on the run's own device by default.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from golden.runs import Run
 from golden.store import Golden
 from harness.errors import one_line, step
-from harness.localise import localise
+from harness.localise import Inferring, localise
 from harness.ops import Op
 from lanes.runner import no_rows
 
 FORMAT = 1
 
 
-def localise_failures(score: dict, golden: Golden, run: Run, load_model: Callable[[], object]) -> dict:
+def localise_failures(score: dict[str, Any], golden: Golden, run: Run,
+                      load_model: Callable[[], Inferring]) -> dict[str, Any]:
     """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc)."""
     failing = {k: [op for op, v in s["ops"].items() if not v["passed"]]
                for k, s in score["shapes"].items() if s["verdict"] == "fail"}
     if not any(failing.values()):
         return {}
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     try:
         with step("load model for localisation"):
             model = load_model()
@@ -50,7 +52,8 @@ def localise_failures(score: dict, golden: Golden, run: Run, load_model: Callabl
     return out
 
 
-def _one(verdict: dict, k: int, op: Op, golden: Golden, run: Run, calls: list[dict], model) -> dict:
+def _one(verdict: dict[str, Any], k: int, op: Op, golden: Golden, run: Run, calls: list[dict[str, Any]],
+         model: Inferring) -> dict[str, Any]:
     targets = [f["block"] for f in verdict.get("failing", []) if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}

@@ -15,15 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
 from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
 from harness.fsio import atomic_write, check_writable_dir, is_temporary
-from harness.jsonio import write_json_atomic
+from harness.jsonio import read_json, write_json_atomic
 from harness.ledger_store import check_paths
-from harness.outputset import output_set
+from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
 from harness.pipeline.localise import localise_failures
@@ -33,10 +34,15 @@ from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
 from harness.shards import Shard
 
+if TYPE_CHECKING:
+    from harness.localise import Inferring  # imports torch
+    from lanes.backend import Backend  # imports torch
+
 SET = "nightly"  # the nightly's own outputs: one set (harness.outputset), published in one step
 MEMBERS = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
 FINAL = {"score": "score.json", "json": "report/report.json", "md": "report/report.md", "html": "report/report.html",
          "junit": "junit.xml", "summary": "summary.txt"}
+NOT_PROMOTED = "not promoted (--no-promote): the ledger was not changed"
 
 
 @dataclass
@@ -44,8 +50,8 @@ class NightlyOutcome:
     exit_code: int
     summary: str
     paths: dict[str, Path] = field(default_factory=dict)
-    score: dict | None = None
-    transitions: list[dict] | None = None
+    score: dict[str, Any] | None = None
+    transitions: list[dict[str, Any]] | None = None
 
 
 def default_ledger(golden_path: Path, ledger: Path | None, manifest: Path | None) -> tuple[Path, Path]:
@@ -53,19 +59,43 @@ def default_ledger(golden_path: Path, ledger: Path | None, manifest: Path | None
     return Path(ledger or root / "ledger.json"), Path(manifest or root / "promoted-shapes.json")
 
 
-def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend, shard: Shard | None = None,
+def refuse_previous_output(out: Path, force: bool) -> None:
+    """Refuse (before any work) an ``--out`` that already holds a nightly's, a shard's or a merge's output,
+    unless ``force``: replacing last night's score, report and JUnit must be asked for, not a side effect of
+    reusing a folder name. With ``force`` the set is replaced as one unit (:mod:`harness.outputset`); an empty
+    folder, or one holding only runs, is no previous output."""
+    out = Path(out)
+    score = out / "score.json"
+    if force or not (score.is_symlink() or score.exists() or current_link(out, SET).is_symlink()):
+        return
+    try:
+        data = read_json(score, "score file")
+        created = data.get("created", "unknown time") if isinstance(data, dict) else "unknown time"
+    except HarnessError:
+        created = "an unreadable score"
+    raise HarnessError(f"--out {out}: already holds a nightly's output (score.json of {created}); pass --force to "
+                       "replace it, or choose another folder")
+
+
+def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backend, shard: Shard | None = None,
             ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
             show_progress: bool = True, packer: Packer = HARNESS_PACKER,
-            load_model: Callable[[], object] | None = None, laws_examples: int = DEFAULT_EXAMPLES) -> NightlyOutcome:
+            load_model: Callable[[], Inferring] | None = None, laws_examples: int = DEFAULT_EXAMPLES,
+            no_promote: bool = False) -> NightlyOutcome:
+    """The nightly (module doc). ``no_promote``: score, report, JUnit and localise, but neither open nor create
+    the ledger and manifest (trying an option must not change what the engine obeys)."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
     ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
-    if shard is None:
+    if shard is None and not no_promote:
         check_paths(ledger_path, manifest_path)
     plan = plan_for(config)
     blocks = golden.blocks if shard is None else sum(1 for b in golden.block_ids() if shard.owns(b))
+    where = (f"the shard's score at {out / 'score.json'}" if shard is not None else
+             f"report at {out / 'report' / 'report.html'}" + ("" if no_promote else
+                                                           f"; ledger {ledger_path}, manifest {manifest_path}"))
     with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
-                      show_progress) as tick:
+                      show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
         run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
                          laws_examples=laws_examples)
     committed(run.path, "the run")
@@ -82,15 +112,17 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend, shard:
     loader = load_model if localise else None
     if loader is None and localise:
         loader = _model_loader(config, backend, run)
-    return finalize(config, golden, run, out, ledger_path, manifest_path, loader)
+    return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote)
 
 
 def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
-          ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True) -> NightlyOutcome:
+          ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
+          no_promote: bool = False) -> NightlyOutcome:
     golden = load_golden(golden_path)
     ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "merge output folder")
-    check_paths(ledger_path, manifest_path)
+    if not no_promote:
+        check_paths(ledger_path, manifest_path)
     runs = []
     for d in shard_dirs:
         d = Path(d)
@@ -108,17 +140,18 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
         merged = merge_runs(out / "runs", runs, golden.block_ids())
     committed(merged.path, "the merged run")
     loader = _model_loader(config, None, merged) if localise else None
-    return finalize(config, golden, merged, out, ledger_path, manifest_path, loader)
+    return finalize(config, golden, merged, out, ledger_path, manifest_path, loader, no_promote)
 
 
 def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
-             load_model: Callable[[], object] | None) -> NightlyOutcome:
+             load_model: Callable[[], Inferring] | None, no_promote: bool = False) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger_store`); the nightly's own outputs
     (score, localisation, report, JUnit, summary) are one set (:mod:`harness.outputset`), written into a fresh
     folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
-    previous one, never a mix."""
+    previous one, never a mix. ``no_promote``: the score is verified as promotion would, but the ledger and
+    manifest are neither read nor written (nor created, nor locked)."""
     from reports import summary_line, write_junit, write_report
 
     paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
@@ -126,9 +159,16 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
         with step("score"):
             score = score_run(golden, run, config.tolerances)
             write_score(stage / "score.json", score)
-        transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path,
-                              str(paths["score"]))
-        paths["ledger"], paths["promoted"] = ledger_path, manifest_path
+        if no_promote:
+            from harness.score_check import check_score
+
+            with step("verify score"):
+                check_score(score, golden.manifest, run.manifest, config.tolerances, str(paths["score"]))
+            transitions = None
+        else:
+            transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path,
+                                  str(paths["score"]))
+            paths["ledger"], paths["promoted"] = ledger_path, manifest_path
         localisation = {}
         if load_model is not None:
             with step("localise"):
@@ -141,24 +181,27 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
         with step("report"):
             from harness.ledger_store import read_consistent
 
-            ledger, _ = read_consistent(ledger_path, manifest_path)
-            write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation)
+            ledger = None if no_promote else read_consistent(ledger_path, manifest_path)[0]
+            write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation,
+                         promoted=not no_promote)
             write_junit(stage / "junit.xml", score, None)
             summary = summary_line(score, None)
+            if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted
+                summary = summary.replace(" promoted (k=", " passed (k=", 1) + f"; {NOT_PROMOTED}"
             atomic_write(stage / "summary.txt", summary + "\n")
     committed(out, "the nightly's score, report, JUnit and summary")
     code = EXIT_PASS if score["verdict"] == "pass" else EXIT_FAIL
     return NightlyOutcome(code, summary, paths, score, transitions)
 
 
-def _model_loader(config: ReleaseConfig, backend, run: Run) -> Callable[[], object]:
+def _model_loader(config: ReleaseConfig, backend: Backend | None, run: Run) -> Callable[[], Inferring]:
     """The model to localise with: the in-process backend's own, else the configured model on the
     run's device (localisation must see the kernels the run saw)."""
     model = getattr(backend, "model", None)
     if model is not None:
         return lambda: model
 
-    def load() -> object:
+    def load() -> Inferring:
         from harness.pipeline.backends import load_model
 
         return load_model(config, run.manifest["environment"].get("device", config.device))

@@ -4,6 +4,7 @@ transaction (:mod:`harness.ledger_store`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from golden.runs import load_run
 from golden.store import load_golden
@@ -15,7 +16,7 @@ from harness.score_check import check_score, read_score
 
 
 def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
-                        ) -> tuple[dict, dict, dict]:
+                        ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The score and the manifests of the golden and run it judged (which must still be there)."""
     score = read_score(score_path)
     golden_at = Path(golden_path or score["golden"]["path"])
@@ -29,8 +30,8 @@ def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_p
     return score, golden, run
 
 
-def promote(score: dict, golden_manifest: dict, run_manifest: dict, config: ReleaseConfig, ledger_path: Path,
-            manifest_path: Path, where: str) -> list[dict]:
+def promote(score: dict[str, Any], golden_manifest: dict[str, Any], run_manifest: dict[str, Any], config: ReleaseConfig,
+            ledger_path: Path, manifest_path: Path, where: str) -> list[dict[str, Any]]:
     """Verify ``score`` and commit it; the state changes made (one per scored shape)."""
     with step("verify score"):
         check_score(score, golden_manifest, run_manifest, config.tolerances, where)
@@ -41,12 +42,13 @@ def promote(score: dict, golden_manifest: dict, run_manifest: dict, config: Rele
 
 
 def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, manifest_path: Path,
-                 golden_path: Path | None = None, run_path: Path | None = None) -> tuple[dict, list[dict]]:
+                 golden_path: Path | None = None, run_path: Path | None = None
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     score, golden, run = load_score_evidence(score_path, golden_path, run_path)
     return score, promote(score, golden, run, config, ledger_path, manifest_path, str(score_path))
 
 
-def describe_transition(t: dict) -> str:
+def describe_transition(t: dict[str, Any]) -> str:
     """'shape k=2: candidate -> promoted (run R, packer P)' or 'shape k=4: stays candidate (run R failed, packer
     P): ...'."""
     head = f"shape k={t['shape']}: "

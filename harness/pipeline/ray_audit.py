@@ -25,10 +25,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.blocks import Block
 from harness.capture.laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest
@@ -37,6 +40,7 @@ from harness.environment import machine_environment, shard_conflict
 from harness.errors import HarnessError, step
 from harness.fsio import atomic_file
 from harness.jsonio import write_json_atomic
+from harness.packing import Packer
 from harness.pipeline.audit import AuditOutcome, InProcessRerun, check_geometry, judge_capture
 from harness.pipeline.distributed import (
     RayOptions,
@@ -49,6 +53,11 @@ from harness.pipeline.distributed import (
 )
 from harness.shards import RequestRange, request_ranges
 
+if TYPE_CHECKING:
+    from numpy.lib.npyio import NpzFile
+
+    from lanes.backend import Backend
+
 
 def audit_on_ray(cfg: ReleaseConfig, capture: Path, out: Path, options: RayOptions, progress: bool = True,
                  spec: WorkerSpec | None = None) -> AuditOutcome:
@@ -60,17 +69,20 @@ def audit_on_ray(cfg: ReleaseConfig, capture: Path, out: Path, options: RayOptio
     if rerun.facts is not None:  # None: a law stopped the audit before any worker started
         outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json",
                                                  {**rerun.facts, "audit": str(outcome.paths["audit"])})
+        assert rerun.job_root is not None  # set before the facts
         remove_job_root(rerun.job_root)
     return outcome
 
 
-def audit_shard(backend, packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path, capture: str) -> Path:
+def audit_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path,
+                capture: str) -> Path:
     """On a worker: every block of the shard's requests re-run alone (the exact lane, as in one process:
     :class:`InProcessRerun` on the worker's model, which the worker keeps), written in order."""
     reader = CaptureReader(capture)
     rerun = InProcessRerun(config, lambda: backend)
     golden = rerun.start(reader, None)
-    keys, arrays = [], []
+    keys: list[str] = []
+    arrays: list[np.ndarray] = []
     for request in reader.requests(shard.rows):
         blocks = blocks_of(request, reader.geometry)
         exact = rerun.exact(request, blocks)
@@ -83,12 +95,15 @@ def audit_shard(backend, packer, config: ReleaseConfig, shard: RequestRange, sha
     return write_exact(path, keys, arrays, golden, machine_environment(backend.environment()))
 
 
-def write_exact(path: Path, keys: list[str], arrays: list[np.ndarray], golden: dict, environment: dict) -> Path:
+def write_exact(path: Path, keys: Sequence[str], arrays: Sequence[np.ndarray], golden: dict[str, Any],
+                environment: dict[str, Any]) -> Path:
     """A shard's result, atomically: its blocks' keys and exact outputs in order, what re-ran them and on
     which software (torch, CUDA, driver: shards must agree, as merged nightly shards must)."""
     with atomic_file(path) as tmp, open(tmp, "wb") as f:
+        exact = {f"b{i:06d}": a for i, a in enumerate(arrays)}
+        # numpy 2's stub also matches **exact against savez(allow_pickle: bool); no key of it is named so
         np.savez(f, keys=np.array(keys, dtype=str), golden=np.array(json.dumps(golden)),
-                 environment=np.array(json.dumps(environment)), **{f"b{i:06d}": a for i, a in enumerate(arrays)})
+                 environment=np.array(json.dumps(environment)), **exact)  # type: ignore[arg-type]
     return path
 
 
@@ -105,12 +120,14 @@ class RayRerun:
 
     def __init__(self, cfg: ReleaseConfig, out: Path, options: RayOptions, spec: WorkerSpec, progress: bool) -> None:
         self.cfg, self.out, self.options, self.spec, self.progress = cfg, out, options, spec, progress
-        self.facts: dict | None = None
+        self.facts: dict[str, Any] | None = None
         self.job_root: Path | None = None
         self.files: list[Path] = []
-        self.shard, self.pos, self.keys, self.npz = 0, 0, [], None
+        self.shard, self.pos = 0, 0  # the next shard file to open; the next block in the open one
+        self.keys: list[str] = []
+        self.npz: NpzFile | None = None
 
-    def start(self, reader: CaptureReader, survey: Survey) -> dict:
+    def start(self, reader: CaptureReader, survey: Survey) -> dict[str, Any]:
         from harness.pipeline.backends import model_geometry
 
         check_geometry(reader, model_geometry(self.cfg), self.cfg)  # before any worker starts
@@ -119,18 +136,20 @@ class RayRerun:
         self.job_root = new_job_root(self.out / "shards", "audit")
         job = ShardJob("audit", audit_shard, {"capture": str(reader.path.resolve())})
         with step("exact lane on Ray"):
-            results, facts = run_shards(self.options, self.spec, job, lambda n: request_ranges(sizes, n),
+            results, facts = run_shards(self.options, self.spec, job, lambda n: request_ranges(sizes.tolist(), n),
                                         self.job_root, self.progress)
-        self.files = [Path(r.path) for r in results]
+        self.files = [r.written for r in results]
         golden = self.golden_model_of_shards(survey)
         self.facts = facts
         return golden
 
-    def golden_model_of_shards(self, survey: Survey) -> dict:
+    def golden_model_of_shards(self, survey: Survey) -> dict[str, Any]:
         """Every shard re-ran on the same model, device kind, numerics and numeric software (a mixed
         cluster would mix them: refused, by the rule that refuses merging such nightly shards), and
         together they hold every block."""
-        models, environments, blocks = [], [], 0
+        models: list[dict[str, Any]] = []
+        environments: list[dict[str, Any]] = []
+        blocks = 0
         for path in self.files:
             with np.load(path, allow_pickle=False) as npz:
                 models.append(json.loads(str(npz["golden"])))
@@ -154,8 +173,8 @@ class RayRerun:
                                "the capture changed while it was audited")
         return models[0]
 
-    def exact(self, request: CapturedRequest, blocks: list) -> dict[str, np.ndarray]:
-        out = {}
+    def exact(self, request: CapturedRequest, blocks: list[Block]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
         for block in blocks:
             key, array = self._next()
             if key != block_key(request, block.id):
@@ -182,6 +201,6 @@ class RayRerun:
             self.npz = None
 
 
-def _as_manifest(model: dict, environment: dict) -> dict:
+def _as_manifest(model: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
     """A shard's golden model and environment in the shape :func:`harness.environment.shard_conflict` reads."""
     return {"environment": environment, "numerics": {"in_force": model["numerics_in_force"]}}

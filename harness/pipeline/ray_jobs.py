@@ -18,19 +18,27 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from golden.manifest import check_files
-from golden.store import load_golden
+from golden.store import Golden, load_golden
+from harness.blocks import Block
 from harness.config import ReleaseConfig
 from harness.errors import step
 from harness.fsio import check_writable_dir, safe_name
+from harness.geometry import Geometry
 from harness.jsonio import write_json_atomic
 from harness.ledger_store import check_paths
+from harness.packing import Packer
 from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
 from harness.pipeline.nightly import NightlyOutcome, default_ledger, merge
 from harness.pipeline.run import plan_for, run_shapes
 from harness.shards import BlockRange, block_ranges
+
+if TYPE_CHECKING:
+    from lanes.backend import Backend
 
 CORPUS = "corpus.parquet"
 
@@ -38,7 +46,7 @@ CORPUS = "corpus.parquet"
 # ------------------------------------------------------------------------------------ nightly
 
 
-def nightly_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
+def nightly_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
                   golden_path: str, laws_examples: int = 100) -> Path:
     """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory
     (its packer judged on the packing laws first, as every run's is)."""
@@ -50,12 +58,13 @@ def nightly_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, sha
 
 def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: RayOptions, spec: WorkerSpec,
                 ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
-                show_progress: bool = True) -> NightlyOutcome:
+                show_progress: bool = True, no_promote: bool = False) -> NightlyOutcome:
     """The nightly over Ray: shards run on the workers, then ``merge`` as ``harness merge`` does it."""
     golden = load_golden(golden_path)
     ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
-    check_paths(ledger_path, manifest_path)
+    if not no_promote:  # --no-promote: the ledger is not even opened
+        check_paths(ledger_path, manifest_path)
     ids, group = golden.block_ids(), plan_for(config).group_size()
     with step("hash the golden's corpus"):  # once here, not once per shard on the workers
         check_files(golden.path, golden.manifest, hashed=[CORPUS])
@@ -63,7 +72,8 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
     job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()),
                                               "laws_examples": spec.laws_examples})
     results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)
-    outcome = merge(config, golden.path, [Path(r.path) for r in results], out, ledger_path, manifest_path, localise)
+    outcome = merge(config, golden.path, [r.written for r in results], out, ledger_path, manifest_path, localise,
+                    no_promote=no_promote)
     outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})
     remove_job_root(job_root)
     return outcome
@@ -72,8 +82,8 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
 # ------------------------------------------------------------------------------------ golden record
 
 
-def record_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path, corpus: str,
-                 release: str) -> Path:
+def record_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
+                 corpus: str, release: str) -> Path:
     """On a worker: a golden of the shard's blocks (the exact lane twice, its own noise floor)."""
     from harness.corpus.schema import CorpusReader
     from harness.pipeline.record import record_golden
@@ -85,8 +95,9 @@ def record_shard(backend, packer, config: ReleaseConfig, shard: BlockRange, shar
     return golden.path
 
 
-def record_ray(config: ReleaseConfig, corpus_rows, goldens: Path, release: str, regen: bool, options: RayOptions,
-               spec: WorkerSpec, geometry, show_progress: bool = True):
+def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]], goldens: Path,
+               release: str, regen: bool, options: RayOptions, spec: WorkerSpec, geometry: Geometry,
+               show_progress: bool = True) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
     from harness.corpus.schema import CorpusReader, write_corpus
@@ -105,7 +116,7 @@ def record_ray(config: ReleaseConfig, corpus_rows, goldens: Path, release: str, 
     job = ShardJob("golden record", record_shard, {"corpus": str((job_root / CORPUS).resolve()), "release": name})
     results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)
     with step("merge shard goldens"):
-        golden = merge_goldens(final, [load_golden(r.path) for r in results], job_root / CORPUS)
+        golden = merge_goldens(final, [load_golden(r.written) for r in results], job_root / CORPUS)
     write_json_atomic(golden.path.with_name(f"{golden.path.name}.ray.json"), {**facts, "golden": str(golden.path)})
     remove_job_root(job_root)
     changes = summarize_changes(previous, golden) if previous is not None else None

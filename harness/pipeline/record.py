@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from golden.calls import CallLog
 from golden.store import (
@@ -23,17 +24,21 @@ from golden.store import (
     write_manifest,
 )
 from golden.tables import BackgroundWriter
+from harness.blocks import Block
 from harness.config import ReleaseConfig
 from harness.corpus.schema import CorpusReader, CorpusWriter
 from harness.environment import differences, machine_environment, numerics_differences, provenance
 from harness.errors import GoldenError, step
 from harness.fsio import atomic_directory, check_writable_dir
-from harness.ops import Op
+from harness.ops import ALL_OPS, Op
 from harness.outputs import LaneOutputs
 from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances
 from lanes.runner import EXACT, RunPlan, lane_name, run_lanes
+
+if TYPE_CHECKING:
+    from lanes.backend import Backend  # imports torch
 
 Progress = Callable[[int], None]
 
@@ -41,11 +46,12 @@ Progress = Callable[[int], None]
 def exact_plan(config: ReleaseConfig, repeats: int, ops: Iterable[Op] | None = None) -> RunPlan:
     return RunPlan(shapes=(), release_shapes=config.release_shapes, mode=config.mode, include_exact=True,
                    exact_repeats=repeats, mask_policy=config.masks,
-                   **({"ops": tuple(ops)} if ops is not None else {}))
+                   ops=tuple(ops) if ops is not None else ALL_OPS)
 
 
-def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, config: ReleaseConfig,
-                  regen: bool = False, progress: Progress | None = None) -> tuple[Golden, dict | None]:
+def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+                  backend: Backend, config: ReleaseConfig,
+                  regen: bool = False, progress: Progress | None = None) -> tuple[Golden, dict[str, Any] | None]:
     """Record a golden of ``corpus_rows`` ((block, source, provenance) tuples) under ``root/release``.
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
@@ -61,6 +67,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable, backend, conf
                 for block, source, prov in corpus_rows:
                     writer.add(block, source, prov)
                 summary = writer.close()
+            assert writer.entry is not None  # close() sets it
             files = {CORPUS: writer.entry}
         with step("exact lane x2"):
             calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
@@ -101,9 +108,26 @@ def golden_target(root: Path, release: str, regen: bool) -> tuple[Path, Golden |
         return final, None
     if not regen:
         raise GoldenError(f"{final}: a golden for release {release!r} exists; record with --regen to write a "
-                          "new one beside it (nothing is overwritten)")
+                          "new one beside it, then `harness golden adopt` it (nothing is overwritten)")
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return final.with_name(f"{release}.regen-{stamp}"), load_golden(final)
+
+
+def adopt_hint(regen: Path) -> str:
+    """The line after a ``--regen`` recording: how the nightly starts using it (nothing reads a regen until then)."""
+    target = Path(regen).with_name(Path(regen).name.rpartition(".regen-")[0] or Path(regen).name)
+    return (f"adopt it with: harness golden adopt {regen} (it becomes {target}; the golden there now is kept as "
+            f"{target}.history-<its recorded time>)")
+
+
+def model_release_name(description: dict[str, object]) -> str:
+    """A plug-in's default release name from its description: a TorchScript model is named after its
+    file (``tiny.pt``), and its golden after the file's stem (``goldens/tiny``), as a factory's is after
+    the model's own name."""
+    name = str(description.get("name") or "model")
+    if description.get("kind") == "torchscript":
+        return Path(name).stem or name
+    return name
 
 
 def refuse_non_finite(outputs: LaneOutputs) -> None:
@@ -123,7 +147,8 @@ def refuse_non_finite(outputs: LaneOutputs) -> None:
                               f"window {int(vp.window[i])} speaker {int(vp.speaker[i])} holds NaN/Inf")
 
 
-def verify_golden(golden: Golden, backend, config: ReleaseConfig, progress: Progress | None = None) -> dict:
+def verify_golden(golden: Golden, backend: Backend, config: ReleaseConfig,
+                  progress: Progress | None = None) -> dict[str, Any]:
     """Re-run the exact lane over the golden's corpus and judge it against the golden's noise floor."""
     plan = exact_plan(config, repeats=1, ops=golden.ops)
     scorer = reproduction_scorer(golden.ops, golden.geometry, golden.floors(), config.tolerances, "isolated")
@@ -139,18 +164,19 @@ def verify_golden(golden: Golden, backend, config: ReleaseConfig, progress: Prog
                               env.get("numerics_in_force") or {})
 
 
-def judge_reproduction(golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict,
-                       numerics_now: dict) -> dict:
+def judge_reproduction(golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict[str, Any],
+                       numerics_now: dict[str, Any]) -> dict[str, Any]:
     diffs = differences(golden.manifest["environment"], env_now)
     diffs += numerics_differences(golden.manifest["numerics"]["in_force"], numerics_now)
     return reproduction(golden.golden_id, scorer.verdicts(), golden.manifest["reproducibility"]["bitwise"],
                         fingerprint == golden.fingerprint, diffs)
 
 
-def summarize_changes(old: Golden, new: Golden) -> dict:
+def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
     """What a regenerated golden changes, per OP (for the --regen summary)."""
-    out = {"old": old.golden_id, "new": new.golden_id, "fingerprint_changed": old.fingerprint != new.fingerprint,
-           "environment": differences(old.manifest["environment"], new.manifest["environment"]), "ops": {}}
+    out: dict[str, Any] = {
+        "old": old.golden_id, "new": new.golden_id, "fingerprint_changed": old.fingerprint != new.fingerprint,
+        "environment": differences(old.manifest["environment"], new.manifest["environment"]), "ops": {}}
     if old.block_ids() != new.block_ids():
         out["corpus_changed"] = True
         return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from golden.manifest import PendingHashes
 from golden.runs import Run, RunWriter, load_run, new_run_id
 from golden.store import Golden
 from harness.config import ReleaseConfig
@@ -13,8 +15,11 @@ from harness.environment import provenance
 from harness.errors import HarnessError, step
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
-from harness.shards import Shard
+from harness.shards import BlockRange, Shard
 from lanes.runner import RunPlan, check_request_sizes, run_lanes
+
+if TYPE_CHECKING:
+    from lanes.backend import Backend  # imports torch
 
 Progress = Callable[[int], None]
 
@@ -27,7 +32,7 @@ def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_t
                    include_exact=True, mask_policy=config.masks)
 
 
-def shard_ids(golden: Golden, shard: Shard | None) -> list[str] | None:
+def shard_ids(golden: Golden, shard: Shard | BlockRange | None) -> list[str] | None:
     """The blocks of one shard (None: all); refuses a shard that holds none."""
     if shard is None:
         return None
@@ -38,7 +43,7 @@ def shard_ids(golden: Golden, shard: Shard | None) -> list[str] | None:
 
 
 @contextmanager
-def _cancelled_on_failure(pending):
+def _cancelled_on_failure(pending: PendingHashes) -> Iterator[None]:
     try:
         yield
     except BaseException:
@@ -46,8 +51,9 @@ def _cancelled_on_failure(pending):
         raise
 
 
-def run_shapes(golden: Golden, backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
-               packer: Packer = HARNESS_PACKER, shard: Shard | None = None, progress: Progress | None = None,
+def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
+               packer: Packer = HARNESS_PACKER, shard: Shard | BlockRange | None = None,
+               progress: Progress | None = None,
                run_id: str | None = None, corpus_verified: bool = False,
                laws_examples: int = DEFAULT_EXAMPLES) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),

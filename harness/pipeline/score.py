@@ -11,8 +11,9 @@ their manifest digests) it judged.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from golden.runs import EXACT, Run, lane_dir
 from golden.store import Golden
@@ -20,6 +21,7 @@ from harness.environment import differences, numerics_differences
 from harness.errors import ScoringError, check_interrupted, step
 from harness.fsio import check_output_file
 from harness.jsonio import seal, write_json_atomic
+from harness.outputs import LaneOutputs
 from harness.overlap import prefetch
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.request_evidence import RequestCounter, requests_entry
@@ -51,7 +53,7 @@ def check_comparable(golden: Golden, run: Run, lanes: Sequence[str]) -> list[str
     return sorted(ids, key=order.__getitem__)
 
 
-def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
+def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict[str, Any]:
     """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score."""
     shapes = run.shapes
     names = [EXACT, *(lane_dir(k) for k in shapes)]
@@ -64,7 +66,7 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
     exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
     reader = golden.outputs()
 
-    def batches():
+    def batches() -> Iterator[tuple[LaneOutputs, dict[str, LaneOutputs]]]:
         for start in range(0, len(ids), BATCH_BLOCKS):
             chunk = ids[start : start + BATCH_BLOCKS]
             yield reader.select(chunk), {name: run.lane(name).select(chunk) for name in names}
@@ -127,6 +129,6 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict:
     }, "digest")
 
 
-def write_score(path: Path, score: dict) -> Path:
+def write_score(path: Path, score: dict[str, Any]) -> Path:
     check_output_file(path, "score file")
     return write_json_atomic(path, score)

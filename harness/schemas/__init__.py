@@ -8,6 +8,7 @@ values of the wrong type or range are refused with one line naming the file, the
 value: nothing is guessed. ``python -m harness.schemas`` prints the tables of docs/schemas.md.
 """
 
+from harness.schemas.answers import HistoryAnswer, ShapesAnswer
 from harness.schemas.base import describe_error, validate
 from harness.schemas.files import (
     CorpusMeta,
@@ -39,9 +40,12 @@ FILE_KINDS = {
     "output file metadata": OutputsMeta,
     "packing test vectors index (index.json)": VectorIndex,
     "packing test vector": Vector,
+    "`harness shapes --json` (stdout)": ShapesAnswer,
+    "`harness ledger --json` (stdout)": HistoryAnswer,
 }
 
-__all__ = ["FILE_KINDS", "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
+__all__ = ["FILE_KINDS", "HistoryAnswer", "ShapesAnswer",
+           "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
            "GoldenManifest", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo",
            "OpVerdictModel", "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction",
            "RunManifest", "Score", "ShapeScore", "describe_error", "entry_key", "validate"]

@@ -27,6 +27,38 @@ PackerIdentity = Annotated[str, Field(pattern=r"^[!-{}~]{1,300}$")]
 ReleaseOps = dict[OpKey, list[Positive]]
 
 
+class Override(Strict):
+    """A judging setting in force that is not the built-in default (``harness.promotion.judging_overrides``)."""
+
+    key: Annotated[str, Field(pattern=r"^(tolerances\.op[012]\.[a-z][a-z0-9_]{0,63}|lanes\.voiceprint_inputs)$")] = \
+        Field(description="the setting, named as in harness.toml: tolerances.op<N>.<key> or lanes.voiceprint_inputs")
+    value: Any = Field(description="the value in force (from --tolerance, --voiceprint-inputs or harness.toml)")
+    default: Any = Field(description="the harness's built-in default for it")
+
+    @model_validator(mode="after")
+    def _differs(self) -> Override:
+        if self.value == self.default:
+            raise ValueError(f"{self.key}: value {self.value!r} is its default: not an override")
+        return self
+
+
+class JudgedUnder(Strict):
+    """How an event's score was judged: its tolerance mode and every override in force."""
+
+    tolerance_mode: Annotated[str, Field(min_length=1)] = Field(description="one mode, or op0=...,op1=...,op2=...")
+    voiceprint_inputs: Literal["isolated", "chained"] = Field(description="the score's voiceprint inputs ([lanes])")
+    overrides: list[Override] = Field(description="empty: judged under the built-in defaults")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JudgedUnder:
+        keys = [o.key for o in self.overrides]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"an override is listed twice in {keys}")
+        if (self.voiceprint_inputs != "isolated") != ("lanes.voiceprint_inputs" in keys):
+            raise ValueError(f"voiceprint_inputs {self.voiceprint_inputs!r} disagrees with the overrides {keys}")
+        return self
+
+
 class LedgerEvent(Strict):
     seq: Positive
     at: Timestamp
@@ -40,6 +72,9 @@ class LedgerEvent(Strict):
     reasons: list[str]
     evidence: dict[str, Any] = Field(description="metrics, tolerance mode and tolerances, request counts per shape, "
                                                  "the packing-laws verdict of the packer")
+    judged_under: JudgedUnder | None = Field(None, description="the tolerance mode and every override the score was "
+                                         "judged under; absent or null (events written before it was recorded): "
+                                         "not recorded")
 
 
 class LedgerEntry(Strict):

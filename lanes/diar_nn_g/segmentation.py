@@ -20,6 +20,9 @@ class SincConv(nn.Module):
     on the batch, so a window's output cannot depend on its neighbours through them.
     """
 
+    window_half: torch.Tensor  # buffers (register_buffer): declared, or mypy sees nn.Module.__getattr__'s union
+    t_half: torch.Tensor
+
     def __init__(self, filters: int, kernel: int, stride: int, sample_rate: int,
                  min_low_hz: float = 50.0, min_band_hz: float = 50.0) -> None:
         super().__init__()

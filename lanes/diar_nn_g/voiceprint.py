@@ -22,6 +22,9 @@ _POOL_ROWS_PER_CHUNK = 64  # bounds the [rows, features, frames] gather on long 
 class Fbank(nn.Module):
     """Kaldi-style log-mel filterbank (25 ms Hamming frames, 10 ms hop, no dither) + mean norm."""
 
+    window: torch.Tensor  # buffers (register_buffer): declared, or mypy sees nn.Module.__getattr__'s union
+    mel: torch.Tensor
+
     def __init__(self, cfg: VoiceprintConfig, sample_rate: int) -> None:
         super().__init__()
         self.cfg = cfg

@@ -22,6 +22,7 @@ the wrong outputs, shape or dtype is final (:func:`harness.response.check_respon
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -152,7 +153,8 @@ class TritonBackend:
         """
         prepared = [self._prepare(*c) for c in calls]
         if self.concurrency == 1 or len(prepared) <= 1:
-            return [self._result(c, *self._with_retries(c.where, lambda c=c: self._attempt(c))) for c in prepared]
+            return [self._result(c, *self._with_retries(c.where, functools.partial(self._attempt, c)))
+                    for c in prepared]
         outcomes: list[Any] = [None] * len(prepared)
 
         def job(i: int) -> None:
@@ -179,7 +181,7 @@ class TritonBackend:
         results = []
         for call, outcome in zip(prepared, outcomes, strict=True):
             if isinstance(outcome, _Retryable):
-                outcome = self._with_retries(call.where, lambda call=call: self._attempt(call), first_attempt=1,
+                outcome = self._with_retries(call.where, functools.partial(self._attempt, call), first_attempt=1,
                                              first_failure=outcome)
             results.append(self._result(call, *outcome))
         return results
@@ -249,7 +251,7 @@ class TritonBackend:
 
     def _probe(self, output: str) -> Any:
         """One window of silence (VALID 0), OP 0, asking for ``output`` only."""
-        probe = {ops.SPAN: np.zeros(1, np.float32), ops.OFFSETS: np.zeros(1, np.int64),
+        probe: dict[str, np.ndarray] = {ops.SPAN: np.zeros(1, np.float32), ops.OFFSETS: np.zeros(1, np.int64),
                  ops.VALID: np.zeros(1, np.int32), ops.OP: np.zeros(1, np.int32)}
         inputs = _http_inputs(probe)
         return self._client_now().infer(self.model_name, inputs,
@@ -290,7 +292,7 @@ class TritonBackend:
     def _prepare(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int,
                  where: str) -> _Prepared:
         where = self._where(where)
-        arrays = {}
+        arrays: dict[str, np.ndarray] = {}
         for name, value in request.items():
             if value is None:
                 continue
@@ -381,9 +383,10 @@ class TritonBackend:
                             "working on the request)")
 
     def _server_error(self, exc: InferenceServerException, where: str) -> Exception:
-        return server_error(exc, where, self.url, self.model_name, self._models,
-                            on_timeout=lambda: (self._drop_connection(), self._timeout(where))[1])
-
+        def on_timeout() -> BackendError:
+            self._drop_connection()
+            return self._timeout(where)
+        return server_error(exc, where, self.url, self.model_name, self._models, on_timeout=on_timeout)
 
 
 def _http_inputs(arrays: Mapping[str, np.ndarray]) -> list:

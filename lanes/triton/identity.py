@@ -106,4 +106,6 @@ def unverified_model(where: str, url: str, model_name: str, label: str | None, g
                            f"{Op.SEGMENTATION.output_name} shape {list(answer_shape) if answer_shape else None}, "
                            f"the configured geometry says {list(want)} (frames_per_window={geometry.frames_per_window},"
                            f" classes={geometry.classes}): configure the model spec the server runs")
+    # the caller fetches both whenever a label and a geometry are given (checked just above)
+    assert config is not None and versions is not None, "the model config and versions were not fetched"
     return ServerModel.unverified(model_name, config, versions, label, geometry, server_version)

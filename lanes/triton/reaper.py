@@ -87,10 +87,12 @@ class Reaper:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        with contextlib.suppress(OSError, ValueError):
-            proc.stdin.write(b"done")
-        with contextlib.suppress(OSError, ValueError):
-            proc.stdin.close()
+        stdin = proc.stdin  # never None: started with stdin=PIPE
+        if stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.write(b"done")
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

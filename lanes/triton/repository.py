@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,7 +88,7 @@ def fill_config(text: str, params: dict[str, str], instances: int) -> str:
     for key, value in params.items():
         line = f'parameters {{ key: "{key}" value: {{ string_value: "{_pbtxt_escape(value)}" }} }}'
         pattern = re.compile(rf'^parameters\s*\{{\s*key:\s*"{re.escape(key)}".*$', re.MULTILINE)
-        text, n = pattern.subn(lambda _m, line=line: line, text)
+        text, n = pattern.subn(_verbatim(line), text)
         if n == 0:
             text = text.rstrip("\n") + "\n" + line + "\n"
     count = re.compile(r"(instance_group\s*\[.*?count:\s*)\d+", re.DOTALL)
@@ -113,6 +114,11 @@ def assemble_backend(bundle: Bundle, folder: Path) -> None:
     shutil.copy2(bundle.backend_lib, folder / bundle.backend_lib.name)
     shutil.copy2(bundle.backend_utils, folder / bundle.backend_utils.name)
     shutil.copy2(bundle.stub, folder / bundle.stub.name)
+
+
+def _verbatim(text: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that is ``text`` as it is (a template string would read its backslashes as escapes)."""
+    return lambda _match: text
 
 
 def _pbtxt_escape(value: str) -> str:

@@ -74,7 +74,8 @@ class ServerOptions:
     model_spec: str = "full"
     seed: int = 0
     device: str = "cpu"
-    numerics: NumericSettings = field(default_factory=NumericSettings)
+    # mypy's dataclass_transform reads pydantic's positional Field(default, ...) as no default
+    numerics: NumericSettings = field(default_factory=NumericSettings)  # type: ignore[arg-type]
     instances: int = 1
     startup_timeout_s: float = 180.0
     stop_grace_s: float = 15.0

@@ -66,7 +66,9 @@ class Region:
 
     def read(self, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         count = int(np.prod(shape, dtype=np.int64))
-        view = np.frombuffer(self.memory.buf, dtype=dtype, count=count, offset=offset)
+        buf = self.memory.buf
+        assert buf is not None, f"shared-memory region {self.name} read after it was closed"
+        view = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
         out = view.reshape(shape).copy()
         del view
         return out

@@ -61,7 +61,7 @@ def parse_triton_url(url: str, where: str = "--backend") -> TritonUrl:
     return TritonUrl(full, parts.hostname, port, parts.scheme == "https")
 
 
-def build_client(client_class: type, host_port: str, **options: Any) -> Any:
+def build_client(client_class: Any, host_port: str, **options: Any) -> Any:  # a tritonclient class: untyped
     """``client_class(host_port, **options)``, built so that its ``__del__`` cannot raise.
 
     tritonclient's ``InferenceServerClient.__del__`` calls ``close()``, which reads ``_closed``, an

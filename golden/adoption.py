@@ -1,0 +1,73 @@
+"""Names and journal of an adoption: a regenerated golden taking its release's name (``golden adopt``).
+
+``golden record --regen`` writes ``goldens/NAME.regen-<time>`` beside ``goldens/NAME``; adopting it
+swaps the two folders in one ``rename(2)`` (``RENAME_EXCHANGE``), so ``goldens/NAME`` is always a
+whole golden, the old one or the new one, then renames the old one (now at the regen's name) to
+``goldens/NAME.history-<its created time>``. A kill between the swap and that rename would leave
+the *old* golden under the *regen's* name, where adopting it again would swap back: so a journal
+(``goldens/.NAME.adopt.json``) is written before the swap and removed after the rename. While it
+exists, the regen's name is refused by every loader (:func:`refuse_mid_adoption`) and the next
+``golden adopt`` of NAME finishes it first. The orchestration (locks, checks, faults) is
+:mod:`harness.pipeline.adopt`; this module holds only what a loader must know, so it stays in the
+data layer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+from harness.errors import GoldenError
+from harness.jsonio import read_json
+
+_KEPT = re.compile(r"^(?P<name>.+)\.(?P<kind>regen|history)-(?P<stamp>[0-9T]+Z)(?:-[0-9a-f]{12})?$")
+
+
+def adoptable(path: Path) -> tuple[str, str] | None:
+    """``(NAME, kind)`` of a ``NAME.regen-<time>`` or ``NAME.history-<time>`` folder name; None otherwise."""
+    m = _KEPT.match(Path(path).name)
+    return (m["name"], m["kind"]) if m else None
+
+
+def journal_path(target: Path) -> Path:
+    """Where the adoption of a golden into ``target`` (``goldens/NAME``) journals itself."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.adopt.json")
+
+
+def history_name(target: Path, created: str, golden_id: str) -> Path:
+    """``goldens/NAME.history-<created, compact UTC>``: where a replaced golden is kept (made unique by
+    its id's digest when that name is taken: a golden adopted back from its history, then replaced)."""
+    target = Path(target)
+    try:
+        stamp = dt.datetime.fromisoformat(created).astimezone(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    except (TypeError, ValueError):
+        stamp = "00000000T000000Z"
+    plain = target.with_name(f"{target.name}.history-{stamp}")
+    return plain if not plain.exists() else plain.with_name(f"{plain.name}-{golden_id.rpartition('@')[2][:12]}")
+
+
+def read_journal(target: Path) -> dict | None:
+    """The journal of an unfinished adoption into ``target`` (None when there is none)."""
+    path = journal_path(target)
+    if not path.is_file():
+        return None
+    data = read_json(path, "golden adoption journal")
+    keys = ("source", "history", "old_golden_id", "new_golden_id")
+    if not isinstance(data, dict) or any(not isinstance(data.get(k), str) for k in keys):
+        raise GoldenError(f"{path}: not a golden adoption journal (expected an object with {', '.join(keys)})")
+    return data
+
+
+def refuse_mid_adoption(path: Path, golden_id: str) -> None:
+    """Refuse a regen (or history) folder that an unfinished adoption into its NAME left holding the *old*
+    golden (``golden_id`` is the one its manifest holds): a kill between the swap and the rename."""
+    named = adoptable(path)
+    if named is None:
+        return
+    target = Path(path).with_name(named[0])
+    journal = read_journal(target)
+    if journal is not None and journal["source"] == Path(path).name and journal["old_golden_id"] == golden_id:
+        raise GoldenError(f"{path}: holds the previous golden {golden_id} of an unfinished adoption into {target} "
+                          f"(journal {journal_path(target)}): run `harness golden adopt {path}` again to finish it")
