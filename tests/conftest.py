@@ -63,3 +63,15 @@ def golden_copy(recorded_golden, tmp_path) -> Path:
     dest = tmp_path / "goldens" / recorded_golden.path.name
     shutil.copytree(recorded_golden.path, dest)
     return dest
+
+
+@pytest.fixture
+def no_model_building(monkeypatch):
+    """Building the model (or running a lane) is the work a refusal must come before."""
+    from harness.pipeline import commands, record
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the model was built / a lane ran before the refusal")
+
+    monkeypatch.setattr(commands, "make_backend", refuse)
+    monkeypatch.setattr(record, "run_lanes", refuse)

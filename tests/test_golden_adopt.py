@@ -54,18 +54,6 @@ def regen_of(src: Path, dest: Path, change=None, created: str = "2027-01-01T00:0
 
 
 @pytest.fixture
-def no_model_building(monkeypatch):
-    """Building the model (or running a lane) is the work a refusal must come before."""
-    from harness.pipeline import commands, record
-
-    def refuse(*_a, **_k):
-        raise AssertionError("the model was built / a lane ran before the refusal")
-
-    monkeypatch.setattr(commands, "make_backend", refuse)
-    monkeypatch.setattr(record, "run_lanes", refuse)
-
-
-@pytest.fixture
 def store(recorded_golden, tmp_path):
     """goldens/small-rel (the recorded golden) and goldens/small-rel.regen-<time> beside it."""
     goldens = tmp_path / "goldens"

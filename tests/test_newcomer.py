@@ -142,18 +142,6 @@ def test_tests_of_absent_extras_skip_with_the_reason(tmp_path):
 # ---------------------------------------------------------------------------- golden verify, --golden goldens
 
 
-@pytest.fixture
-def no_model_building(monkeypatch):
-    """Building the model (or running a lane) is the work a refusal must come before."""
-    from harness.pipeline import commands, record
-
-    def refuse(*_a, **_k):
-        raise AssertionError("the model was built / a lane ran before the refusal")
-
-    monkeypatch.setattr(commands, "make_backend", refuse)
-    monkeypatch.setattr(record, "run_lanes", refuse)
-
-
 def test_verify_with_a_model_of_another_geometry_is_refused_before_the_model_is_built(
         capsys, monkeypatch, recorded_golden, no_model_building):
     """Before: minutes of the exact lane, then ``WEIGHTS='width 56': must be frames per window (589)``."""
