@@ -35,6 +35,15 @@ from harness.promotion import FORMAT, derive_manifest, empty_ledger, manifest_di
 from harness.schemas import Journal, Ledger, PromotedShapes, validate
 
 T = TypeVar("T")
+LEDGER, MANIFEST = "ledger.json", "promoted-shapes.json"  # their names beside the golden, where nightly writes them
+
+
+def beside_golden(golden_path: Path, ledger: Path | None = None,
+                  manifest: Path | None = None) -> tuple[Path, Path]:
+    """The ledger and manifest of a golden: those given, else the ones beside it (one rule for nightly, merge,
+    the Ray jobs, ``shapes``/``ledger`` and ``golden adopt``, so the plain commands meet what nightly wrote)."""
+    root = Path(golden_path).parent
+    return Path(ledger or root / LEDGER), Path(manifest or root / MANIFEST)
 _MIGRATE = ("a format-2 {what} names no packer identity, so none of its promotions can be trusted for any packer: "
             "move it aside (keep it as history) and let the next `harness nightly` / `harness promote` start a "
             f"format-{FORMAT} ledger, once per packer the engine uses")

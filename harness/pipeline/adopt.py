@@ -34,6 +34,7 @@ from golden.store import Golden, load_golden
 from harness.errors import GoldenError, HarnessError, check_interrupted, committed
 from harness.fsio import atomic_write, check_writable_dir, fault, file_mode, fsync_path, lock_path, os_failure
 from harness.jsonio import dumps, read_json
+from harness.ledger_store import beside_golden
 from harness.outputset import swap_paths as exchange
 
 SAME = (("release", "release"), ("model fingerprint", "model.fingerprint"), ("geometry", "geometry"), ("OPs", "ops"))
@@ -138,7 +139,7 @@ def first(source: Path, target: Path, new: Golden) -> list[str]:
 
 
 def said(source: Path, target: Path, new: Golden, kept: str, old: Golden | None, history: Path | None) -> list[str]:
-    ledger = target.parent / "ledger.json"
+    ledger, _ = beside_golden(target)
     lines = [f"adopted {source} as {target}: golden {new.golden_id} (recorded {new.manifest['created']})", kept]
     after = f"the next nightly with --golden {target} judges every shape against {new.golden_id}"
     if old is not None and history is not None:

@@ -13,6 +13,7 @@ from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
 from golden.store import Golden
 from harness.errors import HarnessError
+from harness.ledger_store import LEDGER, MANIFEST, beside_golden
 from harness.promotion import describe_overrides
 from harness.schemas.answers import HistoryAnswer, ShapesAnswer
 
@@ -121,7 +122,6 @@ def describe_history(ledger: dict[str, Any], shape: int | None, model: str | Non
     return lines
 
 
-LEDGER, MANIFEST = "ledger.json", "promoted-shapes.json"  # the names nightly writes beside the golden
 
 
 def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | None, command: str,
@@ -142,12 +142,10 @@ def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | Non
         if not (Path(golden) / "manifest.json").is_file():
             raise HarnessError(f"--golden {golden}: not a golden (no manifest.json); give the golden nightly ran "
                                "against (its ledger is beside it), or --ledger")
-        root = Path(golden).parent
-        found_ledger = Path(ledger) if ledger is not None else root / LEDGER
+        found_ledger, beside = beside_golden(golden, ledger, manifest)
         if ledger is None and not found_ledger.exists():
             raise HarnessError(f"{found_ledger}: no ledger beside the golden {golden} (nightly and `harness promote "
                                f"--golden` write it there); give --ledger if it is elsewhere")
-        beside = Path(manifest) if manifest is not None else root / MANIFEST
         found_manifest = beside if manifest is not None or beside.exists() else None
         return {"ledger": found_ledger, "manifest": found_manifest, "found_by": "--golden"}
     if ledger is not None:

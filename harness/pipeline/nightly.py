@@ -23,7 +23,7 @@ from harness.config import ReleaseConfig
 from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
 from harness.fsio import atomic_write, check_writable_dir, is_temporary
 from harness.jsonio import read_json, write_json_atomic
-from harness.ledger_store import check_paths
+from harness.ledger_store import beside_golden, check_paths
 from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
@@ -54,11 +54,6 @@ class NightlyOutcome:
     transitions: list[dict[str, Any]] | None = None
 
 
-def default_ledger(golden_path: Path, ledger: Path | None, manifest: Path | None) -> tuple[Path, Path]:
-    root = Path(golden_path).parent
-    return Path(ledger or root / "ledger.json"), Path(manifest or root / "promoted-shapes.json")
-
-
 def refuse_previous_output(out: Path, force: bool) -> None:
     """Refuse (before any work) an ``--out`` that already holds a nightly's, a shard's or a merge's output,
     unless ``force``: replacing last night's score, report and JUnit must be asked for, not a side effect of
@@ -85,7 +80,7 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
     """The nightly (module doc). ``no_promote``: score, report, JUnit and localise, but neither open nor create
     the ledger and manifest (trying an option must not change what the engine obeys)."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
-    ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
+    ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
     if shard is None and not no_promote:
         check_paths(ledger_path, manifest_path)
@@ -119,7 +114,7 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
           ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
           no_promote: bool = False) -> NightlyOutcome:
     golden = load_golden(golden_path)
-    ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
+    ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "merge output folder")
     if not no_promote:
         check_paths(ledger_path, manifest_path)

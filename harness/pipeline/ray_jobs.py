@@ -30,10 +30,10 @@ from harness.errors import step
 from harness.fsio import check_writable_dir, safe_name
 from harness.geometry import Geometry
 from harness.jsonio import write_json_atomic
-from harness.ledger_store import check_paths
+from harness.ledger_store import beside_golden, check_paths
 from harness.packing import Packer
 from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
-from harness.pipeline.nightly import NightlyOutcome, default_ledger, merge
+from harness.pipeline.nightly import NightlyOutcome, merge
 from harness.pipeline.run import plan_for, run_shapes
 from harness.shards import BlockRange, block_ranges
 
@@ -61,7 +61,7 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
                 show_progress: bool = True, no_promote: bool = False) -> NightlyOutcome:
     """The nightly over Ray: shards run on the workers, then ``merge`` as ``harness merge`` does it."""
     golden = load_golden(golden_path)
-    ledger_path, manifest_path = default_ledger(golden.path, ledger_path, manifest_path)
+    ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
     if not no_promote:  # --no-promote: the ledger is not even opened
         check_paths(ledger_path, manifest_path)
