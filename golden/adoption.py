@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness.errors import GoldenError
 from harness.jsonio import read_json
+from harness.schemas import AdoptionJournal, validate
 
 _KEPT = re.compile(r"^(?P<name>.+)\.(?P<kind>regen|history)-(?P<stamp>[0-9T]+Z)(?:-[0-9a-f]{12})?$")
 
@@ -53,11 +54,9 @@ def read_journal(target: Path) -> dict | None:
     path = journal_path(target)
     if not path.is_file():
         return None
-    data = read_json(path, "golden adoption journal")
-    keys = ("source", "history", "old_golden_id", "new_golden_id")
-    if not isinstance(data, dict) or any(not isinstance(data.get(k), str) for k in keys):
-        raise GoldenError(f"{path}: not a golden adoption journal (expected an object with {', '.join(keys)})")
-    return data
+    journal: AdoptionJournal = validate(AdoptionJournal, read_json(path, "golden adoption journal"),
+                                        f"{path}: not a golden adoption journal", GoldenError)
+    return journal.model_dump()
 
 
 def refuse_mid_adoption(path: Path, golden_id: str) -> None:

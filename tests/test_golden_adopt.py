@@ -216,6 +216,26 @@ def test_without_the_journal_a_kill_after_the_swap_would_leave_the_old_golden_ad
     assert load_golden(goldens / REGEN).golden_id == old_id  # the old golden, under the regen's name
 
 
+@pytest.mark.parametrize("history", ["../escaped", "..", "a/b", ""])
+def test_a_hand_edited_journal_naming_a_path_is_refused_and_nothing_moves(store, history):
+    """The journal names folders beside NAME; one that names a path (out of the goldens folder) is refused by
+    its schema, in one line, before anything is renamed (the journal the adopter writes itself is accepted:
+    test_a_kill_at_every_step_..., point adopt:swapped)."""
+    goldens, old_id, new_id = store
+    assert harness("golden", "adopt", str(goldens / REGEN), fault="kill:adopt:swapped").returncode == -9
+    journal = goldens / f".{NAME}.adopt.json"
+    data = json.loads(journal.read_text())
+    data["history"] = history
+    journal.write_text(json.dumps(data))
+    before = sorted(p.name for p in goldens.parent.rglob("*"))
+    done = harness("golden", "adopt", str(goldens / REGEN))
+    assert done.returncode == 2, done.stderr
+    line = one_error_line(done.stderr)
+    assert f"{journal}: not a golden adoption journal: history" in line, line
+    assert sorted(p.name for p in goldens.parent.rglob("*")) == before
+    assert load_golden(goldens / NAME).golden_id == new_id
+
+
 # ---------------------------------------------------------------------------- record --regen says how
 
 

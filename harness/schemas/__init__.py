@@ -23,7 +23,15 @@ from harness.schemas.files import (
     Reproducibility,
     RunManifest,
 )
-from harness.schemas.records import Journal, Ledger, LedgerEntry, LedgerEvent, PromotedShapes, entry_key
+from harness.schemas.records import (
+    AdoptionJournal,
+    Journal,
+    Ledger,
+    LedgerEntry,
+    LedgerEvent,
+    PromotedShapes,
+    entry_key,
+)
 from harness.schemas.results import CheckModel, LocalisationFile, OpVerdictModel, Reproduction, Score, ShapeScore
 from harness.schemas.vectors import Vector, VectorIndex
 
@@ -35,6 +43,7 @@ FILE_KINDS = {
     "ledger": Ledger,
     "promoted-shapes manifest": PromotedShapes,
     "ledger journal": Journal,
+    "golden adoption journal": AdoptionJournal,
     "corpus metadata": CorpusMeta,
     "corpus provenance (each row)": Provenance,
     "output file metadata": OutputsMeta,
@@ -44,7 +53,7 @@ FILE_KINDS = {
     "`harness ledger --json` (stdout)": HistoryAnswer,
 }
 
-__all__ = ["FILE_KINDS", "HistoryAnswer", "ShapesAnswer",
+__all__ = ["FILE_KINDS", "AdoptionJournal", "HistoryAnswer", "ShapesAnswer",
            "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
            "GoldenManifest", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo",
            "OpVerdictModel", "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction",

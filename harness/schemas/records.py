@@ -196,3 +196,18 @@ class Journal(Strict):
     ledger: Ledger
     manifest: PromotedShapes
     journal_sha256: Sha256
+
+
+# one folder name in the goldens folder (a release name and its .regen-/.history- suffix), never a path
+FolderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+
+
+class AdoptionJournal(Strict):
+    """``goldens/.NAME.adopt.json``: an adoption's point of no return (``harness golden adopt``): which folder
+    becomes NAME, where the old golden goes, and both goldens' ids, so the next adopt finishes it."""
+
+    source: FolderName = Field(description="the NAME.regen-<time> (or NAME.history-<time>) folder being adopted")
+    history: FolderName = Field(description="the name the replaced golden is kept under")
+    old_golden_id: GoldenId
+    new_golden_id: GoldenId
+
