@@ -109,7 +109,7 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         backend.model.infer = timed_infer
     result: dict = {"step": step}
     if step == "record":
-        from harness.corpus.schema import CorpusReader
+        from harness.data.corpus_schema import CorpusReader
         from harness.pipeline.record import record_golden
 
         base, cpu = _memory()["VmRSS"], _cpu()
@@ -172,8 +172,8 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
 
 def prepare_corpora(workdir: Path, model: str, sizes: list[int]) -> dict[int, Path]:
     """Corpus files of each size: the synthetic corpus built once for the largest, cut for the others."""
-    from harness.corpus.schema import CorpusReader, write_corpus
     from harness.corpus.synth import synth_corpus
+    from harness.data.corpus_schema import CorpusReader, write_corpus
     from lanes.model_api import load_model
 
     geometry = load_model(model).geometry

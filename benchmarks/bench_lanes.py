@@ -13,8 +13,8 @@ import argparse
 import time
 
 from harness.corpus.synth import synth_corpus
+from harness.data.ops import Op
 from harness.numerics import NumericSettings
-from harness.ops import Op
 from harness.progress import progress_bar
 from harness.timing import summarize_calls
 from lanes.backend import InProcessBackend

@@ -10,7 +10,7 @@ directly with the golden store's writers (golden.tables.LaneWriter, golden.calls
 store 176 GB of audio; scoring never opens the corpus, so:
 
 - the outputs are the null network's (lanes.null_model): each window's log-probabilities a row of its
-  table chosen by a hash of (block, window), the voiceprint rows those masks give (harness.masks), the
+  table chosen by a hash of (block, window), the voiceprint rows those masks give (harness.data.masks), the
   embeddings its table rows; the run's exact lane equals the golden, each packed shape differs from it
   by up to 1e-6 in some windows and rows (within tolerance: every shape passes, not bitwise);
 - the call log holds one call per exact-lane block and OP and one per packed call and OP, with their
@@ -49,12 +49,12 @@ from golden.store import CORPUS, load_golden, seal_golden_manifest, write_manife
 from golden.tables import GROUP_BLOCKS, LaneWriter  # noqa: E402
 from harness.config import ModelSpec, ReleaseConfig  # noqa: E402
 from harness.corpus.synth import synth_corpus  # noqa: E402
-from harness.jsonio import dumps, seal  # noqa: E402
-from harness.masks import voiceprint_rows  # noqa: E402
+from harness.data.jsonio import dumps, seal  # noqa: E402
+from harness.data.masks import voiceprint_rows  # noqa: E402
+from harness.data.ops import ALL_OPS, Op  # noqa: E402
+from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs  # noqa: E402
+from harness.data.parquet import RUN_COMPRESSION  # noqa: E402
 from harness.numerics import NumericSettings  # noqa: E402
-from harness.ops import ALL_OPS, Op  # noqa: E402
-from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs  # noqa: E402
-from harness.parquet import RUN_COMPRESSION  # noqa: E402
 from harness.pipeline.record import record_golden  # noqa: E402
 from harness.pipeline.run import plan_for, run_shapes  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402

@@ -30,11 +30,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from harness.geometry import Geometry
+from harness.data.geometry import Geometry
+from harness.data.metrics import RowDiff, row_diff, row_diff_numpy, top_two, top_two_numpy, ulp_distance
+from harness.data.ops import Op
+from harness.data.outputs import SegmentationOutputs
 from harness.judges.segmentation import SegmentationJudge, SegmentationTolerance
-from harness.metrics import RowDiff, row_diff, row_diff_numpy, top_two, top_two_numpy, ulp_distance
-from harness.ops import Op
-from harness.outputs import SegmentationOutputs
 
 
 def compare_segmentation(golden: SegmentationOutputs, run: SegmentationOutputs, g: Geometry, margin: float):

@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.corpus.cutting import cut_blocks
 from harness.corpus.synth import Voice, conversation, iter_synth_blocks, synth_corpus
-from harness.geometry import Geometry
+from harness.data.geometry import Geometry
 
 # --- the implementation before this change (the baseline) -----------------------------------
 

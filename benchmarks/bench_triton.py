@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a source checkout
 
 from harness.corpus.synth import synth_corpus  # noqa: E402
+from harness.data.ops import Op  # noqa: E402
 from harness.numerics import NumericSettings  # noqa: E402
-from harness.ops import Op  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
 from lanes.runner import RunPlan, run_lanes  # noqa: E402

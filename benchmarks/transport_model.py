@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness import ops
-from harness.blocks import check_request
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data import ops
+from harness.data.blocks import check_request
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 
 class TransportModel:

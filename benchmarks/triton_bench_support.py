@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.numerics import NumericSettings
 from harness.packing import pack
 from lanes.triton.server import ServerOptions

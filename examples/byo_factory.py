@@ -3,7 +3,7 @@
 The smallest object the harness accepts: ``geometry``, ``fingerprint`` and
 ``infer(request) -> dict``. This one is a toy (a per-window energy "segmentation" and a
 weighted-mean "voiceprint"), but it follows the whole contract, including isolation: it
-reads windows only through :func:`harness.isolation.cut_windows`.
+reads windows only through :func:`harness.data.isolation.cut_windows`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import hashlib
 
 import numpy as np
 
-from harness import ops
-from harness.blocks import check_request
-from harness.geometry import Geometry
-from harness.isolation import cut_windows
+from harness.data import ops
+from harness.data.blocks import check_request
+from harness.data.geometry import Geometry
+from harness.data.isolation import cut_windows
 
 
 class EnergyModel:

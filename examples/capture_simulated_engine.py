@@ -26,8 +26,8 @@ import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.blocks import Block
 from harness.corpus.synth import synth_corpus
+from harness.data.blocks import Block
 from harness.numerics import NumericSettings
 from harness.packing import PackedRequest, pack
 from harness.pipeline.capture import serve_and_capture

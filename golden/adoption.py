@@ -18,9 +18,9 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from harness.errors import GoldenError
-from harness.jsonio import read_json
-from harness.schemas import AdoptionJournal, validate
+from harness.data.errors import GoldenError
+from harness.data.jsonio import read_json
+from harness.data.schemas import AdoptionJournal, validate
 
 _KEPT = re.compile(r"^(?P<name>.+)\.(?P<kind>regen|history)-(?P<stamp>[0-9T]+Z)(?:-[0-9a-f]{12})?$")
 

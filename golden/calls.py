@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from harness.errors import GoldenError
-from harness.parquet import ParquetSink, check_schema, open_file, read_row_group
+from harness.data.errors import GoldenError
+from harness.data.parquet import ParquetSink, check_schema, open_file, read_row_group
 
 CALL_GROUP = 8192
 

@@ -19,10 +19,10 @@ from typing import overload
 
 from pydantic import BaseModel
 
-from harness.errors import GoldenError
-from harness.fsio import is_temporary
-from harness.jsonio import read_json, seal_ok
-from harness.schemas import validate
+from harness.data.errors import GoldenError
+from harness.data.fsio import is_temporary
+from harness.data.jsonio import read_json, seal_ok
+from harness.data.schemas import validate
 
 MANIFEST = "manifest.json"
 

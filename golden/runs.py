@@ -25,15 +25,15 @@ from pathlib import Path
 from golden.calls import CallLog, iter_calls
 from golden.manifest import MANIFEST, check_files, read_manifest
 from golden.tables import BackgroundWriter, LaneReader, LaneWriter
-from harness.environment import device_kind, shard_conflict
-from harness.errors import GoldenError
-from harness.fsio import atomic_directory, safe_name
-from harness.geometry import Geometry
-from harness.jsonio import digest, dumps, seal
-from harness.ops import Op
-from harness.outputs import LaneOutputs
-from harness.parquet import RUN_COMPRESSION
-from harness.schemas import RunManifest
+from harness.data.environment import device_kind, shard_conflict
+from harness.data.errors import GoldenError
+from harness.data.fsio import atomic_directory, safe_name
+from harness.data.geometry import Geometry
+from harness.data.jsonio import digest, dumps, seal
+from harness.data.ops import Op
+from harness.data.outputs import LaneOutputs
+from harness.data.parquet import RUN_COMPRESSION
+from harness.data.schemas import RunManifest
 
 FORMAT = 2
 EXACT = "exact"

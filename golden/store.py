@@ -28,15 +28,15 @@ from golden.calls import iter_calls
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
 from golden.tables import LaneReader, LaneWriter
-from harness.corpus.schema import CorpusReader
-from harness.environment import device_kind
-from harness.errors import GoldenError
-from harness.fsio import safe_name
-from harness.geometry import Geometry
-from harness.jsonio import digest, dumps, seal
-from harness.masks import VoiceprintRows
-from harness.ops import Op
-from harness.schemas import GoldenManifest
+from harness.data.corpus_schema import CorpusReader
+from harness.data.environment import device_kind
+from harness.data.errors import GoldenError
+from harness.data.fsio import safe_name
+from harness.data.geometry import Geometry
+from harness.data.jsonio import digest, dumps, seal
+from harness.data.masks import VoiceprintRows
+from harness.data.ops import Op
+from harness.data.schemas import GoldenManifest
 
 FORMAT = 2
 CORPUS = "corpus.parquet"

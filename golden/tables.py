@@ -16,7 +16,7 @@ from this project. Layout (format 2):
 
 Row group i of every OP file holds the same blocks (a group may hold no voiceprint row), so a
 reader finds a block's rows in every file from the OP 0 index alone. Schema metadata
-``harness.outputs`` holds JSON {"format", "op", "frames", "classes", "embedding_dim", "decisions"}.
+``harness.data.outputs`` holds JSON {"format", "op", "frames", "classes", "embedding_dim", "decisions"}.
 
 List items are non-nullable (files of earlier format-2 writers, with nullable items, read the
 same); a golden's files are zstd, a run's uncompressed (read once, right after; float outputs
@@ -34,12 +34,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import GoldenError
-from harness.geometry import Geometry
-from harness.ops import Op
-from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
-from harness.overlap import WriteBehind
-from harness.parquet import (
+from harness.data.errors import GoldenError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
+from harness.data.overlap import WriteBehind
+from harness.data.parquet import (
     COMPRESSION,
     ParquetSink,
     check_schema,
@@ -50,10 +50,10 @@ from harness.parquet import (
     schema_metadata,
     to_numpy,
 )
-from harness.schemas import OutputsMeta, validate
+from harness.data.schemas import OutputsMeta, validate
 
 FORMAT: Final = 2
-META_KEY = b"harness.outputs"
+META_KEY = b"harness.data.outputs"
 GROUP_BLOCKS = 32  # blocks per row group: memory of a reader or writer is about this many blocks
 
 
@@ -183,7 +183,7 @@ class LaneWriter:
 
 
 class BackgroundWriter:
-    """``LaneWriter.write`` behind a bounded queue (:class:`harness.overlap.WriteBehind`), so
+    """``LaneWriter.write`` behind a bounded queue (:class:`harness.data.overlap.WriteBehind`), so
     compression and disk I/O overlap the next network call (pyarrow releases the GIL while it
     compresses and writes). A failure in the thread is raised by the next :meth:`write` or by
     :meth:`close`, and drops the lane's files."""

@@ -1,7 +1,7 @@
 """The release configuration (``harness.toml``): what the release is and how it is judged.
 
 Declared once, as pydantic models (this module's sections, the tolerance models of the judges,
-:class:`harness.numerics.NumericSettings`, :class:`harness.masks.MaskPolicy`). Every key is known;
+:class:`harness.numerics.NumericSettings`, :class:`harness.data.masks.MaskPolicy`). Every key is known;
 an unknown key, a wrongly typed value or one out of range (an ``inf`` tolerance, a negative mask
 fraction, a seed numpy cannot take) is refused with the key named, because a misspelt tolerance
 silently falling back to a default is exactly the kind of error a sign-off must not contain.
@@ -17,12 +17,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness.errors import ConfigError
+from harness.data.errors import ConfigError
+from harness.data.masks import MaskPolicy
+from harness.data.ops import ALL_OPS, Op
+from harness.data.schemas import describe_error
 from harness.keyhints import did_you_mean
-from harness.masks import MaskPolicy
 from harness.numerics import NumericSettings
-from harness.ops import ALL_OPS, Op
-from harness.schemas import describe_error
 from harness.tolerances import Tolerances
 
 LANE_MODES = ("isolated", "chained")

@@ -42,7 +42,7 @@ def accepted_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[st
 
 def did_you_mean(model: type[BaseModel], exc: ValidationError) -> str | None:
     """The closest accepted key to the unknown one the error line names (the deepest, as
-    ``harness.schemas.describe_error`` picks it), or None."""
+    ``harness.data.schemas.describe_error`` picks it), or None."""
     unknown = [e for e in exc.errors(include_url=False) if e["type"] == "extra_forbidden" and e["loc"]]
     if not unknown:
         return None

@@ -7,7 +7,7 @@ leave the engine a manifest that allows a shape the ledger did not promote. So e
 1. takes an exclusive lock on both files (a second writer waits: no event is lost);
 2. finishes any earlier commit that was interrupted (its journal), before reading;
 3. reads and validates the ledger, computes the new ledger and derives the manifest from it;
-4. writes a **journal** (fsynced, sealed, schema :class:`harness.schemas.Journal`) holding both new
+4. writes a **journal** (fsynced, sealed, schema :class:`harness.data.schemas.Journal`) holding both new
    files *and the absolute, resolved paths they are for*: the commit point;
 5. writes the two files, the *more restrictive* one first: when the new manifest allows fewer
    shapes (a revocation), the manifest goes first, so a crash can only be conservative;
@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
-from harness.fsio import check_output_file, fault, locked, same_file
-from harness.jsonio import dumps, read_json, seal, seal_ok, write_json_atomic
+from harness.data.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
+from harness.data.fsio import check_output_file, fault, locked, same_file
+from harness.data.jsonio import dumps, read_json, seal, seal_ok, write_json_atomic
+from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
 from harness.promotion import FORMAT, derive_manifest, empty_ledger, manifest_differences, removed_shapes
-from harness.schemas import Journal, Ledger, PromotedShapes, validate
 
 T = TypeVar("T")
 LEDGER, MANIFEST = "ledger.json", "promoted-shapes.json"  # their names beside the golden, where nightly writes them

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from harness.blocks import Block
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.ops import Op
 from harness.packing import pack
 
 INPUT = "<input: windows as the network receives them>"

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.errors import ConfigError
+from harness.data.errors import ConfigError
 
 
 class NumericSettings(BaseModel):
@@ -65,7 +65,7 @@ class NumericSettings(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> NumericSettings:
         from pydantic import ValidationError
 
-        from harness.schemas import describe_error
+        from harness.data.schemas import describe_error
 
         try:
             return cls.model_validate(data)

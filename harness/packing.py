@@ -27,10 +27,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness import __version__, ops
-from harness.blocks import Block, concat_spans
-from harness.errors import PackingError
-from harness.ops import Op
+from harness import __version__
+from harness.data import ops
+from harness.data.blocks import Block, concat_spans
+from harness.data.errors import PackingError
+from harness.data.ops import Op
 
 PADDING_PREFIX = "<pad>"
 

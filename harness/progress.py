@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from harness.errors import HarnessError
+from harness.data.errors import HarnessError
 
 
 class Ticks:

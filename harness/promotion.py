@@ -31,9 +31,9 @@ import copy
 import datetime as dt
 from typing import Any
 
-from harness.errors import LedgerError
-from harness.jsonio import seal
-from harness.schemas import entry_key
+from harness.data.errors import LedgerError
+from harness.data.jsonio import seal
+from harness.data.schemas import entry_key
 
 FORMAT = 3
 CANDIDATE, PROMOTED, REVOKED = "candidate", "promoted", "revoked"

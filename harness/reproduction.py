@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.geometry import Geometry
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 from harness.judges.base import OpVerdict
-from harness.ops import Op
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances
 

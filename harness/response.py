@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness.errors import BackendError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.errors import BackendError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 
 def expected_shape(op: Op, windows: int, rows: int, geometry: Geometry) -> tuple[int, ...]:

@@ -19,13 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.environment import device_kind
-from harness.errors import LedgerError
-from harness.jsonio import read_json, seal_ok
+from harness.data.environment import device_kind
+from harness.data.errors import LedgerError
+from harness.data.jsonio import read_json, seal_ok
+from harness.data.ops import Op
+from harness.data.schemas import Score, validate
 from harness.judges.base import holds
-from harness.ops import Op
 from harness.request_evidence import needed_blocks
-from harness.schemas import Score, validate
 from harness.scoring import op_limits, shape_gates
 from harness.tolerances import Tolerances
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.geometry import Geometry
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.outputs import LaneOutputs
 from harness.judges import judge_for
 from harness.judges.base import OpVerdict
-from harness.ops import Op
-from harness.outputs import LaneOutputs
 from harness.request_evidence import refusal
 from harness.tolerances import Tolerances
 

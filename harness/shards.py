@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from harness.errors import HarnessError
+from harness.data.errors import HarnessError
 
 
 @dataclass(frozen=True)

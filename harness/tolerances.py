@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.data.ops import Op
 from harness.judges import SegmentationTolerance, VoiceprintTolerance
 from harness.judges.base import MODES
-from harness.ops import Op
 
 
 class Tolerances(BaseModel):

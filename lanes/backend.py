@@ -17,10 +17,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from harness.errors import BackendError, HarnessError, check_interrupted
-from harness.geometry import Geometry
+from harness.data.errors import BackendError, HarnessError, check_interrupted
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 from harness.numerics import NumericSettings, in_force
-from harness.ops import Op
 from harness.response import check_response
 from lanes.model_api import Model, describe
 

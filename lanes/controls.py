@@ -29,9 +29,9 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from harness import ops
-from harness.blocks import check_request
-from harness.ops import Op
+from harness.data import ops
+from harness.data.blocks import check_request
+from harness.data.ops import Op
 from lanes.diar_nn_g.model import DiarNNG
 
 CONFIG = "small"

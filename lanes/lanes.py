@@ -20,9 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
-from harness.blocks import Block
-from harness.errors import LaneError, check_interrupted
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.errors import LaneError, check_interrupted
+from harness.data.ops import Op
 from harness.packing import HARNESS_PACKER, PackedRequest, Packer
 from lanes.backend import Backend, Call
 

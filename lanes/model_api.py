@@ -2,7 +2,7 @@
 
 A model is any object with:
 
-- ``geometry``: a :class:`harness.geometry.Geometry` (or a dict of its fields);
+- ``geometry``: a :class:`harness.data.geometry.Geometry` (or a dict of its fields);
 - ``fingerprint``: a string that changes whenever its outputs could (weights, config, code);
 - ``infer(request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]``: the request contract of docs/models.md
   for a packed or unpacked request alike.
@@ -27,8 +27,8 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from harness.errors import ModelError
-from harness.geometry import Geometry
+from harness.data.errors import ModelError
+from harness.data.geometry import Geometry
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ model contract like any other (``--model lanes.null_model:full``) and answers at
 so a benchmark of the whole pipeline measures the harness alone (benchmarks/bench_harness_cost.py).
 
 What it still does, because a real model adapter does it too: it validates the request
-(:func:`harness.blocks.check_request`: dtypes, ranks, finite audio, offsets inside SPAN).
+(:func:`harness.data.blocks.check_request`: dtypes, ranks, finite audio, offsets inside SPAN).
 
 Its answers are not zeros: each window's segmentation is a row of a precomputed table of
 realistic log-probabilities (speaker turns, overlaps, near ties), chosen by a hash of what the
@@ -23,11 +23,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness import ops
-from harness.blocks import check_request
-from harness.errors import ModelError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data import ops
+from harness.data.blocks import check_request
+from harness.data.errors import ModelError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 SEGMENTATION_TABLE = 61  # distinct window answers (prime: hashes spread over all of them)
 SHIFT_TABLE = 67  # per-frame shifts added to them: 61 x 67 distinct windows, full-entropy mantissas

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.blocks import Block
-from harness.errors import LaneError
-from harness.geometry import Geometry
-from harness.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
-from harness.ops import ALL_OPS, Op
-from harness.outputs import LaneOutputs, OutputCollector
+from harness.data.blocks import Block
+from harness.data.errors import LaneError
+from harness.data.geometry import Geometry
+from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
+from harness.data.ops import ALL_OPS, Op
+from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend
 from lanes.lanes import CallLog, CallRecord, ExactLane, FastLane

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness import ops
-from harness.blocks import check_request
-from harness.errors import ModelError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data import ops
+from harness.data.blocks import check_request
+from harness.data.errors import ModelError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 
 class TorchScriptModel:

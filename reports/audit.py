@@ -16,7 +16,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.fsio import atomic_write_many, make_dirs
+from harness.data.fsio import atomic_write_many, make_dirs
 from reports.junit import new_suite, op_case, write_suite
 from reports.signoff import op_facts, plain_dict, template_environments
 

@@ -19,7 +19,7 @@ import socket
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.fsio import atomic_write
+from harness.data.fsio import atomic_write
 
 SUITE = "harness.nightly"
 MAX_SHAPES_IN_SUMMARY = 3

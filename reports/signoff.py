@@ -27,8 +27,8 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from harness.fsio import atomic_write_many
-from harness.jsonio import plain
+from harness.data.fsio import atomic_write_many
+from harness.data.jsonio import plain
 from harness.judges.base import shown_figure
 from harness.promotion import PROMOTED, REVOKED, judging_overrides, ledger_states, overrides_line
 from reports.advice import op_next, slow_note

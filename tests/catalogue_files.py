@@ -342,7 +342,7 @@ case(K, "golden-op1-other-schema", SCORE, "op1.parquet",
      forge_golden_file("op1.parquet", lambda p: pq.write_table(pq.read_table(p).drop_columns(["speaker"]), p)))
 case(K, "golden-op0-metadata-format-99", SCORE, "unknown format version",
      forge_golden_file("op0.parquet", lambda p: pq.write_table(pq.read_table(p).replace_schema_metadata(
-         {b"harness.outputs": json.dumps({"format": 99, "op": 0, "frames": 5, "classes": 7, "embedding_dim": 32,
+         {b"harness.data.outputs": json.dumps({"format": 99, "op": 0, "frames": 5, "classes": 7, "embedding_dim": 32,
                                           "decisions": True}).encode()}), p)))
 case(K, "golden-op0-not-parquet", SCORE, "op0.parquet", forge_golden_file("op0.parquet", lambda p: p.write_text("x")))
 case(K, "golden-corpus-flipped-resealed", ("golden", "verify", "goldens/r", *CFG, *QUIET), "corpus.parquet",

@@ -8,8 +8,8 @@ from pathlib import Path
 from golden.runs import Run
 from golden.store import Golden
 from harness.config import ModelSpec, ReleaseConfig
-from harness.corpus.schema import Corpus
 from harness.corpus.synth import synth_corpus
+from harness.data.corpus_schema import Corpus
 from harness.numerics import NumericSettings
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for

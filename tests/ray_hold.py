@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from harness import ops
+from harness.data import ops
 from harness.packing import pack as harness_pack
 
 REFUSED = "synth-s0-r003-b001"

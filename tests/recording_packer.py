@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.packing import PackedRequest, pack, unpack
 
 SEEN: list[tuple[int, int | None]] = []

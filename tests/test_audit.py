@@ -25,10 +25,10 @@ from harness.capture import CapturedRequest, CaptureReader, CaptureWriter
 from harness.capture.result import read_audit
 from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
-from harness.errors import SchemaError
-from harness.jsonio import write_json_atomic
+from harness.data.errors import SchemaError
+from harness.data.jsonio import write_json_atomic
+from harness.data.ops import Op
 from harness.numerics import NumericSettings
-from harness.ops import Op
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
 from lanes.backend import InProcessBackend

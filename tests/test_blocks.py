@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.blocks import Block, check_request
-from harness.errors import BlockError
-from harness.geometry import Geometry
+from harness.data.blocks import Block, check_request
+from harness.data.errors import BlockError
+from harness.data.geometry import Geometry
 
 G = Geometry(window_samples=100, frames_per_window=5, frame_step=20, windows_per_block=8, embedding_dim=4)
 N = 8
@@ -110,7 +110,7 @@ def test_a_packed_request_may_hold_any_number_of_windows():
        st.sampled_from([np.nan, np.inf, -np.inf, None]), st.data())
 def test_the_finiteness_check_refuses_every_nan_or_inf_and_nothing_else(n, fill, bad, data):
     """The fast path (a finite sum) and the exact path agree: a sum that overflows is not a refusal."""
-    from harness.blocks import _require_finite
+    from harness.data.blocks import _require_finite
 
     values = np.full(n, fill, dtype=np.float32)
     if bad is None:

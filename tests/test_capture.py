@@ -25,8 +25,8 @@ from harness import cli
 from harness.capture import CapturedRequest, CaptureError, CaptureReader, CaptureWriter
 from harness.capture.laws import Survey, check_captured
 from harness.capture.schema import META_KEY
-from harness.corpus.schema import write_corpus
 from harness.corpus.synth import synth_corpus
+from harness.data.corpus_schema import write_corpus
 from harness.laws.controls import PaddingFirstPacker, off_by_one_packer
 from harness.laws.strategies import LAW_GEOMETRY, block_lists
 from harness.packing import PackedRequest, pack

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.config import config_from_dict, load_config
-from harness.errors import ConfigError
-from harness.ops import Op
+from harness.data.errors import ConfigError
+from harness.data.ops import Op
 
 
 def test_embedded_default():

@@ -6,8 +6,8 @@ import hashlib
 
 import numpy as np
 
-from harness.outputs import LaneOutputs, SegmentationOutputs
-from harness.parquet import HashingFile
+from harness.data.outputs import LaneOutputs, SegmentationOutputs
+from harness.data.parquet import HashingFile
 
 
 def test_hashing_file_counts_bytes_of_any_buffer(tmp_path):

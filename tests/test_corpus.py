@@ -12,10 +12,10 @@ import pytest
 
 from harness.corpus import read_corpus, write_corpus
 from harness.corpus.cutting import cut_blocks, window_starts
-from harness.corpus.schema import SCHEMA, Corpus, CorpusReader
 from harness.corpus.synth import synth_corpus
 from harness.corpus.wav import read_wav, wav_corpus, write_wav
-from harness.errors import BlockError, CorpusError, HarnessError
+from harness.data.corpus_schema import SCHEMA, Corpus, CorpusReader
+from harness.data.errors import BlockError, CorpusError, HarnessError
 
 
 def to_table(corpus, geometry, tmp=None):
@@ -184,7 +184,7 @@ def test_not_parquet_and_wrong_geometry(tmp_path, geometry, small_corpus):
 
 
 def test_write_is_all_or_nothing(tmp_path, geometry, small_corpus):
-    from harness.blocks import Block
+    from harness.data.blocks import Block
 
     broken = Block(id="zz", op=small_corpus.blocks[0].op, span=small_corpus.blocks[0].span,
                    offsets=small_corpus.blocks[0].offsets, valid=small_corpus.blocks[0].valid + 10**6)

@@ -170,7 +170,7 @@ LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
 
 
 def test_models_md_carries_the_request_contract():
-    from harness import ops
+    from harness.data import ops
 
     text = (ROOT / "docs" / "models.md").read_text()
     contract = text.split("## The request contract", 1)[1].split("\n## ", 1)[0]

@@ -13,7 +13,7 @@ import pytest
 
 from golden.manifest import MANIFEST
 from golden.store import load_golden
-from harness.errors import GoldenError, HarnessError
+from harness.data.errors import GoldenError, HarnessError
 from harness.pipeline.record import record_golden, verify_golden
 from tests.tamper import edit_manifest, flip_byte, rehash_files
 
@@ -153,7 +153,7 @@ def test_a_forged_golden_id_is_refused(golden_copy):
 
     data = edit_manifest(golden_copy, forge)
     data.pop("manifest_sha256")
-    from harness.jsonio import seal
+    from harness.data.jsonio import seal
 
     (golden_copy / MANIFEST).write_text(__import__("json").dumps(seal(data, "manifest_sha256")))
     with pytest.raises(GoldenError, match="is not the one its content derives"):

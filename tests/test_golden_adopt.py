@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 
 from golden.store import load_golden
-from harness.errors import GoldenError
+from harness.data.errors import GoldenError
 from tests.cli_run import harness_cli
 from tests.tamper import edit_manifest
 

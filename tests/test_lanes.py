@@ -7,9 +7,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from harness.errors import LaneError
-from harness.ops import Op
-from harness.outputs import LaneOutputs
+from harness.data.errors import LaneError
+from harness.data.ops import Op
+from harness.data.outputs import LaneOutputs
 from lanes.lanes import ExactLane, FastLane
 from lanes.runner import RunPlan, check_request_sizes, run_lanes
 

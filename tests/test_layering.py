@@ -1,10 +1,12 @@
 """The layering of docs/design.md, checked on every import the code makes (module top and inside functions).
 
-    harness.cli, harness.pipeline     composition: the only code that wires the packages together
+    harness/cli, harness/pipeline     composition: the only code that wires the packages together
         |            |          |
-     reports       lanes      golden    harness core (judges, scoring, promotion, packing, ...)
+     reports/      lanes/     golden/   harness/ (core: judges, scoring, promotion, packing, ...)
          \\           \\         /          |
-          `-----------`-------`------> harness data layer (blocks, outputs, schemas, files)
+          `-----------`-------`------> harness/data/ (blocks, outputs, schemas, files)
+
+Every rule is a prefix rule over folders (``LAYER_FOLDERS``): a module's layer is where it lies.
 
 No package imports upward; golden only stores and loads (data layer only); reports render what
 the gate produced (data layer, plus the ledger's and the checks' vocabulary); lanes run requests
@@ -14,29 +16,46 @@ the gate produced (data layer, plus the ledger's and the checks' vocabulary); la
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "lanes", "golden", "reports")
-COMPOSITION = ("harness.pipeline", "harness.cli")
-# What every package may use: data types and the files that hold them.
-DATA_LAYER = ("harness.errors", "harness.fsio", "harness.jsonio", "harness.schemas", "harness.parquet",
-              "harness.geometry", "harness.ops", "harness.blocks", "harness.outputs", "harness.masks",
-              "harness.metrics", "harness.corpus.schema", "harness.environment", "harness.isolation",
-              "harness.overlap", "harness.metrics_kernels")
-# Where the data layer reaches up, on purpose: each with why.
-DATA_LAYER_REACHES = {
-    ("harness.schemas.results", "harness.tolerances"): "a score's tolerances are the judges' own models (a new "
-                                                       "metric touches one module)",
-    ("harness.schemas.docs", "harness.config"): "the generated docs include the configuration's table",
+# Each layer is a set of folders (prefix rules): a module's layer is the first folder that holds it.
+LAYER_FOLDERS = (
+    ("composition", ("harness.pipeline", "harness.cli")),  # the only code that wires the packages together
+    ("data", ("harness.data",)),  # data types and the files that hold them
+    ("lanes", ("lanes",)),
+    ("golden", ("golden",)),
+    ("reports", ("reports",)),
+    ("core", ("harness",)),  # the rest of harness/: judges, scoring, promotion, packing, ...
+)
+# What each layer may import, besides itself (composition may import anything).
+MAY_USE = {
+    "data": (),
+    "core": ("data",),
+    "lanes": ("data", "core"),
+    "golden": ("data",),  # golden only stores and loads
+    "reports": ("data",),  # reports render; they never judge or run
 }
-# golden stores and loads: the data layer only
-GOLDEN_MAY_USE = DATA_LAYER
-# reports render: the data layer, the ledger's vocabulary and the checks' one-line rendering
-REPORTS_MAY_USE = (*DATA_LAYER, "harness.promotion", "harness.judges.base")
+# Where a layer reaches into a module of another on purpose: each with why.
+REACHES = {
+    ("harness.data.schemas.results", "harness.tolerances"): "a score's tolerances are the judges' own models (a new "
+                                                            "metric touches one module)",
+    ("harness.data.schemas.docs", "harness.config"): "the generated docs include the configuration's table",
+    ("reports", "harness.promotion"): "the ledger's vocabulary",
+    ("reports", "harness.judges.base"): "the checks' one-line rendering",
+}
+WHY = {"data": "the data layer sits at the bottom", "golden": "golden only stores and loads",
+       "reports": "reports render; they never judge or run"}
+
+
+def layer(module: str) -> str:
+    for name, folders in LAYER_FOLDERS:
+        if within(module, folders):
+            return name
+    raise AssertionError(f"{module}: in no layer")
 
 
 def modules() -> dict[str, Path]:
@@ -76,32 +95,26 @@ def known(module: str, table: dict[str, Path]) -> str | None:
     return module or None
 
 
+def reaches(name: str, target: str) -> bool:
+    return any((within(name, (src,)) and within(target, (dst,))) for src, dst in REACHES)
+
+
 def violations() -> list[str]:
     table = modules()
     out = []
     for name, path in table.items():
+        src = layer(name)
+        if src == "composition":
+            continue
         for target in sorted(imports(path, name)):
             target = known(target, table)
-            if target is None or target == name:
+            if target is None or target == name or target == "harness":
                 continue
-            package = target.split(".")[0]
-            if within(name, COMPOSITION):
+            dst = layer(target)
+            if dst == src or dst in MAY_USE[src] or reaches(name, target):
                 continue
-            if within(name, DATA_LAYER):
-                if target != "harness" and not within(target, DATA_LAYER) and (name, target) not in DATA_LAYER_REACHES:
-                    out.append(f"data layer {name} imports {target} (the data layer sits at the bottom)")
-            elif name.startswith("harness.") or name == "harness":
-                if package != "harness" or within(target, COMPOSITION):
-                    out.append(f"core {name} imports {target}")
-            elif name.startswith("lanes"):
-                if package in ("golden", "reports") or within(target, COMPOSITION):
-                    out.append(f"lanes {name} imports {target}")
-            elif name.startswith("golden"):
-                if package != "golden" and not within(target, GOLDEN_MAY_USE):
-                    out.append(f"golden {name} imports {target} (golden only stores and loads)")
-            elif name.startswith("reports"):
-                if package != "reports" and not within(target, REPORTS_MAY_USE):
-                    out.append(f"reports {name} imports {target} (reports render; they never judge or run)")
+            why = f" ({WHY[src]})" if src in WHY else ""
+            out.append(f"{'data layer' if src == 'data' else src} {name} imports {target}{why}")
     return out
 
 
@@ -109,15 +122,12 @@ def test_nothing_imports_upward():
     assert violations() == []
 
 
-def test_the_check_sees_the_data_layer_reach_up(monkeypatch):
+def test_the_check_sees_the_data_layer_reach_up():
     """Negative control: a data-layer module that imports core (packing) is caught."""
-    table = modules()
-    fake = ROOT / "harness" / "_layering_probe_data.py"
+    fake = ROOT / "harness" / "data" / "_layering_probe_data.py"
     fake.write_text("from harness.packing import pack\n")
-    monkeypatch.setattr(sys.modules[__name__], "DATA_LAYER", (*DATA_LAYER, "harness._layering_probe_data"))
     try:
-        assert "harness._layering_probe_data" not in table
-        assert any("data layer harness._layering_probe_data imports harness.packing" in v for v in violations())
+        assert any("data layer harness.data._layering_probe_data imports harness.packing" in v for v in violations())
     finally:
         fake.unlink()
 
@@ -139,25 +149,31 @@ def test_no_module_over_400_lines(package):
     assert long == {}
 
 
-def package_graph() -> dict[str, set[str]]:
-    """Which package imports which (for docs/design.md and the closing note)."""
+def layer_graph() -> dict[str, set[str]]:
+    """Which layer imports which (for docs/design.md and the closing note); the declared reaches
+    (``REACHES``, each with its reason) are left out: they are the exceptions, not the layering."""
     table = modules()
     graph: dict[str, set[str]] = {}
     for name, path in table.items():
-        src = "harness (composition)" if within(name, COMPOSITION) else name.split(".")[0]
         for target in imports(path, name):
             target = known(target, table)
-            if target is None:
+            if target is None or target == "harness" or reaches(name, target):
                 continue
-            dst = "harness (composition)" if within(target, COMPOSITION) else target.split(".")[0]
-            if dst != src:
-                graph.setdefault(src, set()).add(dst)
+            if layer(target) != layer(name):
+                graph.setdefault(layer(name), set()).add(layer(target))
     return graph
 
 
-def test_package_graph_is_acyclic():
-    graph = package_graph()
-    assert "harness (composition)" not in {d for ds in graph.values() for d in ds}
+def test_layer_graph_is_acyclic():
+    graph = layer_graph()
+    assert "composition" not in {d for ds in graph.values() for d in ds}
     for src, dsts in graph.items():
         for dst in dsts:
             assert src not in graph.get(dst, set()), f"{src} <-> {dst}"
+
+
+def test_every_data_layer_module_lives_in_its_folder():
+    """The data layer is a folder, not a list: a module is in it by where it lies."""
+    table = modules()
+    assert {n for n in table if layer(n) == "data"} == {n for n in table if n.startswith("harness.data")}
+    assert "harness.data.schemas.results" in table

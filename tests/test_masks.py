@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.geometry import Geometry
-from harness.masks import MaskPolicy, audio_frames, voiceprint_rows
-from harness.ops import Op
+from harness.data.geometry import Geometry
+from harness.data.masks import MaskPolicy, audio_frames, voiceprint_rows
+from harness.data.ops import Op
 
 G = Geometry(window_samples=1000, frames_per_window=20, frame_step=50, windows_per_block=4)
 

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness import metrics
 from harness.binomial import upper_bound
-from harness.metrics import cosine_and_rel_l2, ulp_distance
+from harness.data import metrics
+from harness.data.metrics import cosine_and_rel_l2, ulp_distance
 
 finite32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
 any32 = st.floats(width=32)
@@ -216,7 +216,7 @@ def test_top_two_laws_on_finite_frames(frames):
 
 
 def test_top_two_is_reexported_where_outputs_used_to_define_it():
-    from harness import outputs
+    from harness.data import outputs
 
     assert outputs.top_two is metrics.top_two
 

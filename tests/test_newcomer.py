@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from harness.config import config_from_dict
-from harness.errors import ConfigError
+from harness.data.errors import ConfigError
 from tests.cli_run import harness_cli
 
 ROOT = Path(__file__).resolve().parents[1]

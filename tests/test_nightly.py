@@ -15,7 +15,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from harness.config import ModelSpec, ReleaseConfig
-from harness.errors import EXIT_FAIL, EXIT_PASS, GoldenError
+from harness.data.errors import EXIT_FAIL, EXIT_PASS, GoldenError
 from harness.ledger_store import read_consistent
 from harness.numerics import NumericSettings
 from harness.pipeline.nightly import merge, nightly

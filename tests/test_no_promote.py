@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from harness.config import ModelSpec, ReleaseConfig
-from harness.errors import EXIT_PASS, HarnessError
-from harness.jsonio import seal
+from harness.data.errors import EXIT_PASS, HarnessError
+from harness.data.jsonio import seal
+from harness.data.schemas import Ledger, validate
+from harness.data.schemas.records import JudgedUnder, Override
 from harness.ledger_store import read_consistent
 from harness.pipeline.nightly import NOT_PROMOTED, nightly, refuse_previous_output
 from harness.promotion import judging_overrides
-from harness.schemas import Ledger, validate
-from harness.schemas.records import JudgedUnder, Override
 from harness.tolerances import Tolerances
 from tests.cli_run import harness_cli
 

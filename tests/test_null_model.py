@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.blocks import Block
-from harness.errors import BlockError
-from harness.masks import voiceprint_rows
+from harness.data.blocks import Block
+from harness.data.errors import BlockError
+from harness.data.masks import voiceprint_rows
+from harness.data.ops import Op
 from harness.numerics import NumericSettings
-from harness.ops import Op
 from harness.packing import pack, unpack
 from lanes.backend import InProcessBackend
 from lanes.diar_nn_g.config import CONFIGS

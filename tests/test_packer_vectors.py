@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.laws import LAW_GEOMETRY
 from harness.packers import ExternalPacker, vectors
 from harness.packing import harness_identity

@@ -131,7 +131,7 @@ def test_a_law_is_a_plain_function_raising_law_broken():
 
 
 def _two_blocks():
-    from harness.blocks import Block
+    from harness.data.blocks import Block
 
     span = np.arange(1, 9, dtype=np.float32)
     full = np.full(8, 4, np.int32)
@@ -159,7 +159,7 @@ def test_packing_unchanged_by_the_packer_seam():
 
 def test_a_window_running_into_the_next_block_is_named():
     """The leak the laws exist for: the short last window of b0 reads b1's first samples instead of zeros."""
-    from harness.blocks import Block
+    from harness.data.blocks import Block
 
     offsets = np.array([0, 1, 2, 3, 4, 5, 6, 56], np.int64)
     valid = np.array([64, 64, 64, 64, 64, 64, 64, 14], np.int32)  # the last window ends on b0's last sample
@@ -199,7 +199,7 @@ def test_index_tensors_of_padded_requests_are_judged_exactly(name):
 
 def test_the_issue_example_of_an_accumulated_count_one_too_high_when_padded():
     """Spans of 40/30/20/35 samples padded to 6: [41 71 91 126 126 126] instead of [40 70 90 125 125 125]."""
-    from harness.blocks import Block
+    from harness.data.blocks import Block
 
     blocks = [Block.create(f"b{i}", 0, np.ones(n, np.float32), np.zeros(8, np.int64), np.zeros(8, np.int32),
                            LAW_GEOMETRY) for i, n in enumerate((40, 30, 20, 35))]

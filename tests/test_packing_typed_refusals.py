@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from harness import ops
-from harness.blocks import Block
 from harness.capture import CapturedRequest
 from harness.capture.laws import check_captured
-from harness.errors import PackingError
+from harness.data import ops
+from harness.data.blocks import Block
+from harness.data.errors import PackingError
+from harness.data.ops import Op
 from harness.laws import LAW_GEOMETRY
-from harness.ops import Op
 from harness.packers import serve
 from harness.packing import pack
 

@@ -7,7 +7,7 @@ import pytest
 
 from examples import byo_torchscript
 from harness.corpus.synth import synth_corpus
-from harness.errors import ModelError
+from harness.data.errors import ModelError
 from lanes.model_api import load_model
 from tests.pipeline import pipeline
 

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.data.errors import HarnessError
 from harness.progress import PlainLines, progress_bar
 from lanes.runner import RunPlan, run_lanes
 

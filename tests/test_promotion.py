@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import ReleaseConfig
-from harness.errors import LedgerError
-from harness.jsonio import seal
+from harness.data.errors import LedgerError
+from harness.data.jsonio import seal
 from harness.ledger_store import commit, journal_path, load_ledger, load_manifest, read_consistent
 from harness.numerics import NumericSettings
 from harness.pipeline.promote import promote_file

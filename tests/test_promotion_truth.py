@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LedgerError
-from harness.jsonio import seal
+from harness.data.errors import LedgerError
+from harness.data.jsonio import seal
 from harness.ledger_store import journal_path, load_ledger, read_consistent
 from harness.promotion import apply_score, derive_manifest, empty_ledger, may_use
 from tests.test_promotion import RELEASE, STRICT, allowed, one_line_error, state, world  # noqa: F401 (fixture)

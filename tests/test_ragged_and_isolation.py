@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.errors import PackingError
-from harness.isolation import cut_windows, request_window, window_view
+from harness.data.errors import PackingError
+from harness.data.isolation import cut_windows, request_window, window_view
 from harness.laws.strategies import block_lists
 from harness.packing import pack, ragged_batch_inputs
 

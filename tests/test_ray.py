@@ -28,9 +28,9 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.cli.app import ray_options
 from harness.config import ModelSpec, ReleaseConfig
-from harness.errors import EXIT_PASS, GoldenError, HarnessError, step
+from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
+from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.numerics import NumericSettings
-from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.pipeline import commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared, describe_bug
 from harness.pipeline.golden_merge import merge_goldens
@@ -258,7 +258,7 @@ def test_shard_goldens_of_different_numerics_are_not_merged(tmp_path, small_mode
         gold, _ = record_golden(tmp_path / f"s{i}", "r", rows[6 * i : 6 * i + 6],
                                 InProcessBackend(small_model, numerics), cfg)
         halves.append(gold)
-    from harness.corpus.schema import write_corpus
+    from harness.data.corpus_schema import write_corpus
 
     write_corpus(tmp_path / "c.parquet", rows, small_model.geometry)
     with pytest.raises(GoldenError, match=r"cannot merge shard golden .*: (config|backend|numerics).* differs"):

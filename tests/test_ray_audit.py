@@ -28,7 +28,7 @@ from harness.capture import CapturedRequest, CaptureReader
 from harness.capture.laws import Survey
 from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
-from harness.errors import HarnessError
+from harness.data.errors import HarnessError
 from harness.numerics import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.backends import make_backend

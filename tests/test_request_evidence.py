@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LedgerError
-from harness.jsonio import seal
+from harness.data.errors import LedgerError
+from harness.data.jsonio import seal
 from harness.request_evidence import MIN_FULL_REQUESTS, RequestCounter, enough, gate_blocks, needed_blocks, refusal
 from harness.score_check import check_self_consistent
 from harness.scoring import laws_refusal, shape_gates

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.data.ops import Op
+from harness.data.outputs import VoiceprintOutputs
 from harness.judges import rowkeys
-from harness.ops import Op
-from harness.outputs import VoiceprintOutputs
 
 KEYS = st.tuples(st.sampled_from(["a", "b", "blk-10", "z"]), st.integers(0, 7), st.integers(0, 2))
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.schemas import FILE_KINDS
-from harness.schemas.docs import markdown
+from harness.data.schemas import FILE_KINDS
+from harness.data.schemas.docs import markdown
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "schemas.md"
 
 
 def test_docs_schemas_md_is_the_generated_text():
-    assert DOC.read_text() == markdown(), "docs/schemas.md is stale: python -m harness.schemas > docs/schemas.md"
+    assert DOC.read_text() == markdown(), "docs/schemas.md is stale: python -m harness.data.schemas > docs/schemas.md"
 
 
 def test_every_file_kind_and_the_configuration_has_a_table():

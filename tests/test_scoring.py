@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.geometry import Geometry
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.judges import SegmentationJudge, SegmentationTolerance, VoiceprintJudge, VoiceprintTolerance
 from harness.judges.base import Check, holds
-from harness.ops import Op
-from harness.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 
 G = Geometry(window_samples=1000, frames_per_window=10, frame_step=100, windows_per_block=2, embedding_dim=4)
 
@@ -308,7 +308,7 @@ def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does
 
 # ---------------------------------------------------------------- figures over non-finite values (issue 22, 11)
 def _strict_json(verdict) -> dict:
-    """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.jsonio writes)."""
+    """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.data.jsonio writes)."""
     import json
 
     return json.loads(json.dumps(verdict.to_dict(), allow_nan=False))

@@ -1,6 +1,6 @@
 """Issue 23.9 and 23.12 (part): plain `harness shapes` and `harness ledger` find the files where nightly writes them
 (beside the golden), `--golden` names that golden, nothing is guessed among several ledgers or created where there
-is none, and `--json` prints the same facts as one JSON document of the schema declared in harness/schemas/."""
+is none, and `--json` prints the same facts as one JSON document of the schema declared in harness/data/schemas/."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from harness.data.schemas import HistoryAnswer, ShapesAnswer
 from harness.ledger_store import load_ledger, load_manifest
 from harness.pipeline.inspect import shapes_document
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
-from harness.schemas import HistoryAnswer, ShapesAnswer
 from tests.cli_run import harness_cli
 from tests.pipeline import record, run_shapes
 from tests.test_promotion import CONFIG, LOOSE

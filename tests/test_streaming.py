@@ -18,11 +18,11 @@ from golden.calls import CallLog, iter_calls, read_calls
 from golden.store import load_golden
 from golden.tables import LaneReader, LaneWriter, _schema
 from harness.binomial import half_binomial_cdf
-from harness.blocks import concat_spans
-from harness.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
-from harness.ops import ALL_OPS, Op
+from harness.data.blocks import concat_spans
+from harness.data.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
+from harness.data.ops import ALL_OPS, Op
+from harness.data.parquet import check_schema
 from harness.packing import pack
-from harness.parquet import check_schema
 from harness.pipeline import score
 from harness.pipeline.score import score_run
 from harness.timing import summarize_calls

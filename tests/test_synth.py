@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness.corpus.synth as synth
-from harness.blocks import Block
-from harness.corpus.schema import read_corpus, write_corpus
 from harness.corpus.synth import iter_synth_blocks, stable_sin, synth_corpus
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.corpus_schema import read_corpus, write_corpus
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 SMALL = Geometry(window_samples=16_000, frames_per_window=58)
 
@@ -96,7 +96,7 @@ def test_negative_controls_the_checks_above_can_fail(geometry=SMALL):
     """An exactly tiled recording has a full final window (why the generator trims one sample),
     and a block with a NaN sample fails the contract."""
     from harness.corpus.cutting import cut_blocks
-    from harness.errors import BlockError
+    from harness.data.errors import BlockError
 
     step = geometry.window_samples // 4
     tiled = np.zeros(geometry.window_samples + 5 * step, np.float32)

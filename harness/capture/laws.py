@@ -4,11 +4,11 @@ A captured request is the engine's packer's answer with the blocks it was given 
 the audit has is the request and its layout. What can be judged from that alone is judged with
 the laws' own checks (:mod:`harness.packers.validate`, :mod:`harness.laws.laws`):
 
-- ``well-formed``: the request meets the contract (:func:`harness.blocks.check_request`: finite
+- ``well-formed``: the request meets the contract (:func:`harness.data.blocks.check_request`: finite
   SPAN/WEIGHTS, OFFSETS + VALID inside SPAN, IDX in range, dtypes); its layout is consistent
   (:func:`harness.packers.validate.check_packed`: one segment per block, contiguous, covering
   SPAN, the windows and the rows exactly; padding blocks empty: VALID 0, no rows); every real
-  block, split out by the layout, is a block the release sends (:meth:`harness.blocks.Block.create`:
+  block, split out by the layout, is a block the release sends (:meth:`harness.data.blocks.Block.create`:
   exactly ``windows_per_block`` windows, speaker labels in range); block ids unique in the request;
 - ``rebased-inside``: each block's OFFSETS + VALID lie inside its own part of SPAN and its IDX
   inside its own windows (:func:`harness.laws.laws.rebased_inside`).
@@ -27,10 +27,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.blocks import Block, check_request
 from harness.capture.schema import CapturedRequest
-from harness.errors import BlockError
-from harness.geometry import Geometry
+from harness.data.blocks import Block, check_request
+from harness.data.errors import BlockError
+from harness.data.geometry import Geometry
 from harness.laws.laws import LawBroken, rebased_inside
 from harness.packers.errors import PackerAnswerError
 from harness.packers.validate import check_packed

@@ -26,12 +26,12 @@ from harness.capture.schema import (
     CaptureError,
     CaptureMeta,
 )
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.parquet import open_file, read_row_group, schema_metadata
+from harness.data.schemas import validate
 from harness.packers.wire import SEGMENT_FIELDS, type_name
 from harness.packing import PackedRequest, Segment
-from harness.parquet import open_file, read_row_group, schema_metadata
-from harness.schemas import validate
 
 
 class CaptureReader:

@@ -1,6 +1,6 @@
 """``audit.json``: what ``harness audit`` judged and found, declared once and checked whole on write and read.
 
-It holds the same check rows as a score (:class:`harness.schemas.OpVerdictModel` per OP), so the
+It holds the same check rows as a score (:class:`harness.data.schemas.OpVerdictModel` per OP), so the
 sign-off report's and JUnit's renderers read it the same way; it is sealed with its digest and
 names the capture it judged by sha256. It is not a score: the audit judges traffic, not a
 candidate shape, and never changes the ledger or the promoted-shapes manifest.
@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from harness.capture.laws import MAX_VIOLATIONS
-from harness.errors import SchemaError
-from harness.jsonio import read_json, seal_ok
-from harness.schemas import GeometryModel, OpVerdictModel, validate
-from harness.schemas.base import Count, OpKey, Sha256, Strict, Timestamp, Verdict
+from harness.data.errors import SchemaError
+from harness.data.jsonio import read_json, seal_ok
+from harness.data.schemas import GeometryModel, OpVerdictModel, validate
+from harness.data.schemas.base import Count, OpKey, Sha256, Strict, Timestamp, Verdict
 
 FORMAT = 1
 Text = Annotated[str, Field(min_length=1)]
@@ -180,7 +180,7 @@ def headline(result: dict[str, Any]) -> str:
 def schema_markdown() -> str:
     """The tables of docs/audit.md for the capture's metadata and the audit file (a test keeps them in step)."""
     from harness.capture.schema import CaptureMeta
-    from harness.schemas.docs import markdown
+    from harness.data.schemas.docs import markdown
 
     text = markdown({"capture metadata `harness.capture`": CaptureMeta, "audit file `audit.json`": AuditFile})
     return text[text.index("## "):].replace("## ", "### ")

@@ -9,7 +9,7 @@ The columns are declared once, here (:data:`COLUMNS`: name, type, meaning; docs/
 :func:`columns_markdown`). List columns may be ``list`` or ``large_list``, child field names are
 free, dtypes are checked exactly (never cast), unknown columns are ignored. Schema metadata
 ``harness.capture``: JSON ``{"version": 1, "engine": ..., "geometry": {...}}`` (:class:`CaptureMeta`).
-Written atomically with page checksums (:mod:`harness.parquet`); read by :mod:`harness.capture.reader`.
+Written atomically with page checksums (:mod:`harness.data.parquet`); read by :mod:`harness.capture.reader`.
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from harness.errors import HarnessError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.errors import HarnessError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.parquet import ParquetSink
+from harness.data.schemas import GeometryModel
+from harness.data.schemas.base import Strict
 from harness.packers.wire import SEGMENT_FIELDS, SEGMENT_TYPE
 from harness.packing import PackedRequest
-from harness.parquet import ParquetSink
-from harness.schemas import GeometryModel
-from harness.schemas.base import Strict
 
 VERSION: Final = 1
 META_KEY = b"harness.capture"
-OTHER_KINDS = {b"harness.corpus": "a corpus file", b"harness.outputs": "an output file of a golden or run"}
+OTHER_KINDS = {b"harness.corpus": "a corpus file", b"harness.data.outputs": "an output file of a golden or run"}
 GROUP_BYTES = 64 << 20  # a row group holds at most about this much (and at most GROUP_REQUESTS requests)
 GROUP_REQUESTS = 64
 NULLABLE = ("WEIGHTS", "IDX", "speakers")

@@ -13,7 +13,7 @@ Exit status of every command:
 Nothing else: Ctrl-C and SIGTERM are status 2 ("interrupted ...; nothing partial was written as
 complete", naming what the command had committed before the signal and what the next command
 finishes), usage errors too. The first signal stops the command at its next check point (within
-one network call; see harness.errors); a second one stops it at once; one that reaches no check
+one network call; see harness.data.errors); a second one stops it at once; one that reaches no check
 point (a short command) still ends it with status 2 once the command returns: a signal is never lost.
 """
 
@@ -24,7 +24,7 @@ import signal
 import sys
 import traceback
 
-from harness.errors import (
+from harness.data.errors import (
     EXIT_ERROR,
     EXIT_INTERNAL,
     HarnessError,
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(args: list[str], debug: bool) -> int | None:
     """The command itself: its exit status, every failure turned into its one line."""
-    from harness.fsio import fault
+    from harness.data.fsio import fault
 
     try:
         fault("cli:start")

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from harness.errors import HarnessError
+from harness.data.errors import HarnessError
 
 HELP = (
     "Exact/fast lane accuracy harness: prove that a packed batch shape (k blocks per call) gives the release's "

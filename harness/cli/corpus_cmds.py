@@ -78,6 +78,6 @@ def corpus_show(
     config: ConfigOpt = None,
 ) -> None:
     """Validate a corpus (every block) and print its summary."""
-    from harness.corpus.schema import CorpusReader
+    from harness.data.corpus_schema import CorpusReader
 
     say(json.dumps(CorpusReader(corpus, _geometry(config, model)).validate()))

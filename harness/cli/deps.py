@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 
 from harness.cli.version import installed
-from harness.errors import one_line
+from harness.data.errors import one_line
 
 OWN = frozenset({"harness", "lanes", "golden", "reports"})
 # Named in every such line: the usual suspects of a set that does not fit together.

@@ -49,7 +49,7 @@ def shapes_cmd(
                                                 "match).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.errors import HarnessError
+    from harness.data.errors import HarnessError
     from harness.ledger_store import load_manifest, read_consistent
     from harness.pipeline.inspect import describe_shapes, locate_ledger, shapes_document
     from harness.promotion import derive_manifest, may_use

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.blocks import Block
-from harness.errors import CorpusError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.errors import CorpusError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 
 def window_starts(length: int, window: int, step: int) -> np.ndarray:

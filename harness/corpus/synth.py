@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.blocks import Block
 from harness.corpus.cutting import cut_blocks
-from harness.corpus.schema import Corpus, geometry_meta
-from harness.geometry import Geometry
+from harness.data.blocks import Block
+from harness.data.corpus_schema import Corpus, geometry_meta
+from harness.data.geometry import Geometry
 
 TABLE = 4096  # samples per tabulated period: linear interpolation error below -70 dB at 40 harmonics
 CONTROL = 32  # samples between control points of pitch and envelope (2 ms at 16 kHz)

@@ -1,9 +1,9 @@
 """One judge per output kind; everything OP-specific about a verdict lives in its judge's module."""
 
+from harness.data.ops import Op
 from harness.judges.base import Check, Judge, OpVerdict
 from harness.judges.segmentation import SegmentationJudge, SegmentationTolerance
 from harness.judges.voiceprint import VoiceprintJudge, VoiceprintTolerance
-from harness.ops import Op
 
 JUDGES: tuple[Judge, ...] = (SegmentationJudge(), VoiceprintJudge())
 

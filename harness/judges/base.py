@@ -19,9 +19,9 @@ from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel
 
-from harness.errors import ScoringError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.errors import ScoringError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 RELATIONS = ("<=", ">=", "==")
 NOT_GATED = "report"

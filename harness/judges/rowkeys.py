@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.outputs import VoiceprintOutputs
+from harness.data.outputs import VoiceprintOutputs
 
 _BITS = 24  # window and speaker each below 2**24: packed keys are exact
 

@@ -23,14 +23,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.binomial import needed_at_zero, upper_bound
-from harness.errors import ScoringError
-from harness.geometry import Geometry
+from harness.data.errors import ScoringError
+from harness.data.geometry import Geometry
+from harness.data.masks import audio_frames
+from harness.data.metrics import row_diff
+from harness.data.ops import Op
+from harness.data.outputs import SegmentationOutputs
 from harness.judges.base import Check, FlipNotes, OpVerdict, figure_check, fmt, limits_for_mode
 from harness.judges.sample import Sample
-from harness.masks import audio_frames
-from harness.metrics import row_diff
-from harness.ops import Op
-from harness.outputs import SegmentationOutputs
 
 Finite = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 HINT_CHANGE = ("localise the first diverging layer (score/nightly --localise); if the change is intended, record a "

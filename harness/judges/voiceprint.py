@@ -26,15 +26,15 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.errors import ScoringError
-from harness.geometry import Geometry
+from harness.data.errors import ScoringError
+from harness.data.geometry import Geometry
+from harness.data.metrics import cosine_and_rel_l2, row_diff
+from harness.data.ops import Op
+from harness.data.outputs import VoiceprintOutputs
 from harness.judges import rowkeys
 from harness.judges.base import Check, FlipNotes, OpVerdict, cosine_text, figure_check, fmt, limits_for_mode
 from harness.judges.sample import Sample
 from harness.judges.segmentation import HINT_CHANGE, MAX_FAILING, _at, rate_check
-from harness.metrics import cosine_and_rel_l2, row_diff
-from harness.ops import Op
-from harness.outputs import VoiceprintOutputs
 
 Finite = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 Rate = Annotated[float, Field(allow_inf_nan=False, ge=0, le=1)]

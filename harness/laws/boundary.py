@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.blocks import Block
-from harness.geometry import Geometry
+from harness.data.blocks import Block
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 from harness.laws.strategies import LAW_GEOMETRY, MAX_ROWS
-from harness.ops import Op
 
 Example = tuple[list[Block], dict[str, Any]]
 DEFAULT_MAX_BLOCKS = 64  # the largest list the laws pack unless the caller names its largest candidate k

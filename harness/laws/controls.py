@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.laws.strategies import W
 from harness.packing import PackedRequest, Segment, pack, ragged_batch_inputs, unpack
 

@@ -39,9 +39,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from harness import ops
-from harness.blocks import Block
-from harness.isolation import request_window
+from harness.data import ops
+from harness.data.blocks import Block
+from harness.data.isolation import request_window
 from harness.laws.strategies import LAW_GEOMETRY, W
 from harness.packers.errors import PackerError, PackerFailed, PackerUnavailable
 from harness.packers.inputs import describe_items

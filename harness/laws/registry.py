@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.laws import boundary
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS, Example
 from harness.laws.laws import (

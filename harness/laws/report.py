@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.packing import PackedRequest, Segment
 
 HELD, BROKEN, NOT_JUDGED = "held", "broken", "not judged"

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, HypothesisWarning, NoSuchExample
 
-from harness.blocks import Block
+from harness.data.blocks import Block
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS, Example
 from harness.laws.laws import FATAL, LawBroken, NotJudged
 from harness.laws.registry import LAWS, Law

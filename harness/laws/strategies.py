@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.blocks import Block
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 W = 64  # window samples of the law geometry
 F = 5  # frames per window

@@ -12,8 +12,8 @@ into one of these. Answers of foreign packers are validated before use
 
 from __future__ import annotations
 
-from harness.errors import HarnessError
-from harness.geometry import Geometry
+from harness.data.errors import HarnessError
+from harness.data.geometry import Geometry
 from harness.packers.callable import CallablePacker
 from harness.packers.errors import (
     PackerAnswerError,

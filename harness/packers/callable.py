@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.blocks import Block
-from harness.errors import HarnessError, PackingError
-from harness.geometry import Geometry
+from harness.data.blocks import Block
+from harness.data.errors import HarnessError, PackingError
+from harness.data.geometry import Geometry
 from harness.packers.errors import PackerFailed, PackerUnavailable
 from harness.packers.identity import callable_identity
 from harness.packers.inputs import check_items, check_output, describe_items

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from harness import __version__
-from harness.blocks import Block
-from harness.geometry import Geometry
+from harness.data.blocks import Block
+from harness.data.geometry import Geometry
 from harness.packers import identity, process, wire
 from harness.packers.errors import (
     PackerAnswerError,

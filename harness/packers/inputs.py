@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from harness.blocks import Block
-from harness.errors import PackingError
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.errors import PackingError
+from harness.data.ops import Op
 from harness.packing import PackedRequest
 
 

@@ -21,9 +21,9 @@ from typing import Any, BinaryIO, Protocol, cast
 import numpy as np
 
 from harness import __version__
-from harness.blocks import Block
-from harness.errors import HarnessError
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.errors import HarnessError
+from harness.data.ops import Op
 from harness.packers import wire
 from harness.packers.callable import load_object
 from harness.packers.errors import PackerUnavailable

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.blocks import Block, check_request
-from harness.errors import BlockError
-from harness.geometry import Geometry
+from harness.data.blocks import Block, check_request
+from harness.data.errors import BlockError
+from harness.data.geometry import Geometry
 from harness.packers.errors import PackerAnswerError
 from harness.packing import PackedRequest, Segment
 
@@ -36,7 +36,7 @@ def check_packed(packed: object, items: Sequence[Block], pad_to: int | None, geo
     """Return ``packed`` if it is a well-formed packing of ``items``; raise PackerAnswerError.
 
     Rules: a :class:`PackedRequest` of the blocks' OP; the contract's dtypes; the request passes
-    :func:`harness.blocks.check_request` against ``geometry``; the layout has one segment per block
+    :func:`harness.data.blocks.check_request` against ``geometry``; the layout has one segment per block
     (plus padding up to ``pad_to``), the real ones carrying the blocks' ids in the given order and
     their own span/window/row counts, all segments contiguous and covering SPAN, the windows and
     the rows exactly; padding segments have the blocks' window count, no rows and VALID 0.

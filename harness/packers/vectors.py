@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 
 from harness import __version__
-from harness.blocks import Block
-from harness.errors import OutputError
-from harness.fsio import fault, file_mode, make_dirs, missing_dirs, os_failure, remove_empty, temp_sibling
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.errors import OutputError
+from harness.data.fsio import fault, file_mode, make_dirs, missing_dirs, os_failure, remove_empty, temp_sibling
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.schemas.base import validate
+from harness.data.schemas.vectors import Vector, VectorIndex
 from harness.packers.wire import VERSION, geometry_meta
 from harness.packing import PackedRequest, harness_identity, pack, unpack
-from harness.schemas.base import validate
-from harness.schemas.vectors import Vector, VectorIndex
 
 FORMAT = 1
 FUNCTION = ("per-window-v1: OP 0, one output row per window w of the request: [VALID[w], the window's first "

@@ -25,9 +25,9 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from harness.blocks import Block
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.blocks import Block
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 from harness.packers.columns import (
     SEGMENT_FIELDS,
     SEGMENT_TYPE,

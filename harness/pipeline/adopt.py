@@ -31,9 +31,9 @@ from pathlib import Path
 from golden.adoption import adoptable, history_name, journal_path, read_journal
 from golden.manifest import MANIFEST, check_files
 from golden.store import Golden, load_golden
-from harness.errors import GoldenError, HarnessError, check_interrupted, committed
-from harness.fsio import atomic_write, check_writable_dir, fault, file_mode, fsync_path, lock_path, os_failure
-from harness.jsonio import dumps, read_json
+from harness.data.errors import GoldenError, HarnessError, check_interrupted, committed
+from harness.data.fsio import atomic_write, check_writable_dir, fault, file_mode, fsync_path, lock_path, os_failure
+from harness.data.jsonio import dumps, read_json
 from harness.ledger_store import beside_golden
 from harness.outputset import swap_paths as exchange
 

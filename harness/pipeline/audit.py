@@ -34,20 +34,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from golden.manifest import sha256_file
-from harness.blocks import Block
 from harness.capture.laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import FORMAT, AuditFile, headline
 from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
-from harness.errors import ScoringError, committed, step
-from harness.fsio import check_writable_dir
-from harness.geometry import Geometry
-from harness.jsonio import plain, seal, write_json_atomic
+from harness.data.blocks import Block
+from harness.data.errors import ScoringError, committed, step
+from harness.data.fsio import check_writable_dir
+from harness.data.geometry import Geometry
+from harness.data.jsonio import plain, seal, write_json_atomic
+from harness.data.ops import ALL_OPS, Op
+from harness.data.outputs import SegmentationOutputs, VoiceprintOutputs
 from harness.judges import judge_for
 from harness.judges.base import Evidence
-from harness.ops import ALL_OPS, Op
-from harness.outputs import SegmentationOutputs, VoiceprintOutputs
 from harness.outputset import output_set
 from harness.packing import unpack
 from harness.progress import progress_bar

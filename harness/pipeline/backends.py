@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError
-from harness.geometry import Geometry
+from harness.data.errors import HarnessError
+from harness.data.geometry import Geometry
 from harness.packing import HARNESS_PACKER, Packer
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ What the engine does in production, in miniature (so the audit's tests, the docs
 trying ``harness audit`` without an engine have real captures): blocks go through the engine's
 packer ``k`` at a time as OP 0 requests; the served segmentation, unpacked by the request's
 layout, gives each block's voiceprint rows (the engine's mask function,
-:func:`harness.masks.voiceprint_rows`); those are packed and served as OP 1 and OP 2 requests.
+:func:`harness.data.masks.voiceprint_rows`); those are packed and served as OP 1 and OP 2 requests.
 Every request and its served output is appended to a capture (:class:`harness.capture.CaptureWriter`).
 
 ``pack`` is any function ``blocks -> PackedRequest`` (a :class:`harness.packing.Packer`'s ``pack``,
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.blocks import Block
 from harness.capture import CapturedRequest, CaptureWriter
-from harness.masks import MaskPolicy, voiceprint_rows
-from harness.ops import ALL_OPS, Op
+from harness.data.blocks import Block
+from harness.data.masks import MaskPolicy, voiceprint_rows
+from harness.data.ops import ALL_OPS, Op
 from harness.packing import PackedRequest, pack, unpack
 
 if TYPE_CHECKING:

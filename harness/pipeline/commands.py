@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError, committed, step
-from harness.fsio import check_output_file, check_writable_dir, safe_name, same_file
+from harness.data.errors import HarnessError, committed, step
+from harness.data.fsio import check_output_file, check_writable_dir, safe_name, same_file
 from harness.outputset import output_set, pin
 from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
 
 if TYPE_CHECKING:
     from golden.store import Golden
-    from harness.blocks import Block
-    from harness.geometry import Geometry
+    from harness.data.blocks import Block
+    from harness.data.geometry import Geometry
     from harness.pipeline.distributed import RayOptions
     from harness.pipeline.nightly import NightlyOutcome
 
@@ -32,8 +32,8 @@ Rows = Iterator[tuple["Block", str, dict[str, Any]]]
 
 
 def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) -> tuple[Rows, int]:
-    from harness.corpus.schema import CorpusReader
     from harness.corpus.synth import iter_synth_blocks
+    from harness.data.corpus_schema import CorpusReader
 
     if corpus is not None:
         reader = CorpusReader(corpus, geometry)
@@ -193,9 +193,9 @@ def promote(cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, 
 
 def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | None, junit: Path | None,
            localisation: Path | None) -> list[str]:
-    from harness.jsonio import read_json
+    from harness.data.jsonio import read_json
+    from harness.data.schemas import LocalisationFile, validate
     from harness.ledger_store import read_consistent
-    from harness.schemas import LocalisationFile, validate
     from harness.score_check import check_self_consistent, read_score
     from reports import write_junit, write_report
 
@@ -287,8 +287,8 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     """The main job: synthetic corpus, golden, nightly, sign-off report."""
     import time
 
-    from harness.corpus.schema import CorpusReader, write_corpus
     from harness.corpus.synth import iter_synth_blocks
+    from harness.data.corpus_schema import CorpusReader, write_corpus
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.pipeline.record import record_golden
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.corpus.schema import CorpusReader, write_corpus
-from harness.fsio import check_output_file
-from harness.geometry import Geometry
+from harness.data.corpus_schema import CorpusReader, write_corpus
+from harness.data.fsio import check_output_file
+from harness.data.geometry import Geometry
 
 
 def synth_to_file(out: Path, geometry: Geometry, blocks: int, seed: int, step: int, force: bool) -> dict[str, Any]:

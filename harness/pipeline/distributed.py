@@ -40,13 +40,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError, failed_step, one_line, step
-from harness.jsonio import read_json, write_json_atomic
+from harness.data.errors import HarnessError, failed_step, one_line, step
+from harness.data.jsonio import read_json, write_json_atomic
+from harness.data.schemas import validate
+from harness.data.schemas.base import Strict
 from harness.packing import Packer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
 from harness.progress import progress_bar
-from harness.schemas import validate
-from harness.schemas.base import Strict
 from harness.shards import BlockRange, RequestRange
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def check_shared(job_root: Path, host: str) -> None:
 
 
 def describe_bug(exc: BaseException) -> str:
-    """A bug on a worker, located as the command line locates one (:func:`harness.errors.failed_step`)."""
+    """A bug on a worker, located as the command line locates one (:func:`harness.data.errors.failed_step`)."""
     return f"at step '{failed_step(exc)}': {type(exc).__name__}: {one_line(exc)}"
 
 

@@ -16,11 +16,11 @@ from golden.calls import write_calls
 from golden.runs import block_owners
 from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, seal_golden_manifest, write_manifest
 from golden.tables import BackgroundWriter
-from harness.corpus.schema import CorpusReader, CorpusWriter
-from harness.environment import shard_conflict
-from harness.errors import GoldenError, short
-from harness.fsio import atomic_directory
-from harness.outputs import LaneOutputs
+from harness.data.corpus_schema import CorpusReader, CorpusWriter
+from harness.data.environment import shard_conflict
+from harness.data.errors import GoldenError, short
+from harness.data.fsio import atomic_directory
+from harness.data.outputs import LaneOutputs
 from harness.reproduction import merge_noise_floors
 
 # What shard goldens must share (besides the environment's numeric keys and the numerics in force).

@@ -12,10 +12,10 @@ from pydantic import BaseModel
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
 from golden.store import Golden
-from harness.errors import HarnessError
+from harness.data.errors import HarnessError
+from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
 from harness.ledger_store import LEDGER, MANIFEST, beside_golden
 from harness.promotion import describe_overrides
-from harness.schemas.answers import HistoryAnswer, ShapesAnswer
 
 CONTENT_NOT_CHECKED = ("the data files' content was NOT checked (--no-hash: sizes only); check it with "
                        "`harness golden show` without --no-hash, or `harness golden verify`")

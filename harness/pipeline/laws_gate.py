@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.errors import HarnessError
-from harness.jsonio import read_json, seal, seal_ok, write_json_atomic
+from harness.data.errors import HarnessError
+from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.packing import HarnessPacker, Packer
 
 DEFAULT_EXAMPLES = 100

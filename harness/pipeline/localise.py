@@ -14,9 +14,9 @@ from typing import Any
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.errors import one_line, step
+from harness.data.errors import one_line, step
+from harness.data.ops import Op
 from harness.localise import Inferring, localise
-from harness.ops import Op
 from lanes.runner import no_rows
 
 FORMAT = 1

@@ -12,8 +12,8 @@ other weights, and names the fingerprint first: the library's drift report, used
 from __future__ import annotations
 
 from golden.store import Golden
-from harness.errors import GoldenError
-from harness.geometry import Geometry
+from harness.data.errors import GoldenError
+from harness.data.geometry import Geometry
 
 TO_DO = ("give `golden verify` the model it was recorded with (--model/--seed or the config's [model]; "
          "`harness golden show` names it), or record a golden of this model")

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
-from harness.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
-from harness.fsio import atomic_write, check_writable_dir, is_temporary
-from harness.jsonio import read_json, write_json_atomic
+from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
+from harness.data.fsio import atomic_write, check_writable_dir, is_temporary
+from harness.data.jsonio import read_json, write_json_atomic
 from harness.ledger_store import beside_golden, check_paths
 from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer

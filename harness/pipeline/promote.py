@@ -9,7 +9,7 @@ from typing import Any
 from golden.runs import load_run
 from golden.store import load_golden
 from harness.config import ReleaseConfig
-from harness.errors import HarnessError, LedgerError, step
+from harness.data.errors import HarnessError, LedgerError, step
 from harness.ledger_store import commit
 from harness.promotion import apply_score
 from harness.score_check import check_score, read_score

@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.blocks import Block
 from harness.capture.laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest
 from harness.config import ReleaseConfig
-from harness.environment import machine_environment, shard_conflict
-from harness.errors import HarnessError, step
-from harness.fsio import atomic_file
-from harness.jsonio import write_json_atomic
+from harness.data.blocks import Block
+from harness.data.environment import machine_environment, shard_conflict
+from harness.data.errors import HarnessError, step
+from harness.data.fsio import atomic_file
+from harness.data.jsonio import write_json_atomic
 from harness.packing import Packer
 from harness.pipeline.audit import AuditOutcome, InProcessRerun, check_geometry, judge_capture
 from harness.pipeline.distributed import (
@@ -202,5 +202,5 @@ class RayRerun:
 
 
 def _as_manifest(model: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
-    """A shard's golden model and environment in the shape :func:`harness.environment.shard_conflict` reads."""
+    """A shard's golden model and environment in the shape :func:`harness.data.environment.shard_conflict` reads."""
     return {"environment": environment, "numerics": {"in_force": model["numerics_in_force"]}}

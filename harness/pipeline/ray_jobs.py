@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from golden.manifest import check_files
 from golden.store import Golden, load_golden
-from harness.blocks import Block
 from harness.config import ReleaseConfig
-from harness.errors import step
-from harness.fsio import check_writable_dir, safe_name
-from harness.geometry import Geometry
-from harness.jsonio import write_json_atomic
+from harness.data.blocks import Block
+from harness.data.errors import step
+from harness.data.fsio import check_writable_dir, safe_name
+from harness.data.geometry import Geometry
+from harness.data.jsonio import write_json_atomic
 from harness.ledger_store import beside_golden, check_paths
 from harness.packing import Packer
 from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
@@ -85,7 +85,7 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
 def record_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
                  corpus: str, release: str) -> Path:
     """On a worker: a golden of the shard's blocks (the exact lane twice, its own noise floor)."""
-    from harness.corpus.schema import CorpusReader
+    from harness.data.corpus_schema import CorpusReader
     from harness.pipeline.record import record_golden
 
     rows = (row for row in CorpusReader(corpus, backend.geometry).rows(shard.members) if shard.owns(row[0].id))
@@ -100,7 +100,7 @@ def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, di
                show_progress: bool = True) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
-    from harness.corpus.schema import CorpusReader, write_corpus
+    from harness.data.corpus_schema import CorpusReader, write_corpus
     from harness.pipeline.golden_merge import merge_goldens
     from harness.pipeline.record import golden_target, summarize_changes
 

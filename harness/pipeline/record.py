@@ -24,14 +24,14 @@ from golden.store import (
     write_manifest,
 )
 from golden.tables import BackgroundWriter
-from harness.blocks import Block
 from harness.config import ReleaseConfig
-from harness.corpus.schema import CorpusReader, CorpusWriter
-from harness.environment import differences, machine_environment, numerics_differences, provenance
-from harness.errors import GoldenError, step
-from harness.fsio import atomic_directory, check_writable_dir
-from harness.ops import ALL_OPS, Op
-from harness.outputs import LaneOutputs
+from harness.data.blocks import Block
+from harness.data.corpus_schema import CorpusReader, CorpusWriter
+from harness.data.environment import differences, machine_environment, numerics_differences, provenance
+from harness.data.errors import GoldenError, step
+from harness.data.fsio import atomic_directory, check_writable_dir
+from harness.data.ops import ALL_OPS, Op
+from harness.data.outputs import LaneOutputs
 from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances

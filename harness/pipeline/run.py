@@ -11,8 +11,8 @@ from golden.manifest import PendingHashes
 from golden.runs import Run, RunWriter, load_run, new_run_id
 from golden.store import Golden
 from harness.config import ReleaseConfig
-from harness.environment import provenance
-from harness.errors import HarnessError, step
+from harness.data.environment import provenance
+from harness.data.errors import HarnessError, step
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.shards import BlockRange, Shard

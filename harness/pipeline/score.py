@@ -17,12 +17,12 @@ from typing import Any
 
 from golden.runs import EXACT, Run, lane_dir
 from golden.store import Golden
-from harness.environment import differences, numerics_differences
-from harness.errors import ScoringError, check_interrupted, step
-from harness.fsio import check_output_file
-from harness.jsonio import seal, write_json_atomic
-from harness.outputs import LaneOutputs
-from harness.overlap import prefetch
+from harness.data.environment import differences, numerics_differences
+from harness.data.errors import ScoringError, check_interrupted, step
+from harness.data.fsio import check_output_file
+from harness.data.jsonio import seal, write_json_atomic
+from harness.data.outputs import LaneOutputs
+from harness.data.overlap import prefetch
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.request_evidence import RequestCounter, requests_entry
 from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result

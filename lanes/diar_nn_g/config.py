@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from harness.geometry import Geometry
+from harness.data.geometry import Geometry
 
 
 @dataclass(frozen=True)

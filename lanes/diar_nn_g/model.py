@@ -11,12 +11,12 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from harness import ops
-from harness.blocks import check_request
-from harness.errors import ModelError
-from harness.geometry import Geometry
-from harness.isolation import cut_windows
-from harness.ops import Op
+from harness.data import ops
+from harness.data.blocks import check_request
+from harness.data.errors import ModelError
+from harness.data.geometry import Geometry
+from harness.data.isolation import cut_windows
+from harness.data.ops import Op
 from lanes.diar_nn_g.config import CONFIGS, DiarConfig
 from lanes.diar_nn_g.init import fingerprint, seeded_init
 from lanes.diar_nn_g.segmentation import PyanNet

@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from harness import ops
-from harness.errors import BackendError, one_line
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data import ops
+from harness.data.errors import BackendError, one_line
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 from harness.response import check_response, expected_shape
 from lanes.backend import Call, CallResult
 from lanes.triton.failures import Retryable as _Retryable

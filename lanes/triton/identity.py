@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import BackendError
-from harness.geometry import Geometry
+from harness.data.errors import BackendError
+from harness.data.geometry import Geometry
 
 INFO_OUTPUT = "MODEL_INFO"
 UNVERIFIED_KIND = "triton-unverified/1"
@@ -90,8 +90,8 @@ def unverified_model(where: str, url: str, model_name: str, label: str | None, g
                      versions: list[str] | None, answer_shape: tuple | None, server_version: str) -> ServerModel:
     """A served model without MODEL_INFO, accepted only with a label and a geometry that its own
     one-window answer agrees with (its weights cannot be verified remotely)."""
-    from harness.errors import BackendError
-    from harness.ops import Op
+    from harness.data.errors import BackendError
+    from harness.data.ops import Op
     from harness.response import expected_shape
 
     lacks = f"{where}: the model at {url} has no {INFO_OUTPUT} output, so its weights cannot be verified remotely"

@@ -189,7 +189,7 @@ def infer_through_shm(client, model_name: str, pool: ShmPool, output: str, array
     import tritonclient.http as httpclient
     from tritonclient.utils import triton_to_np_dtype
 
-    from harness.errors import BackendError
+    from harness.data.errors import BackendError
 
     offsets, used = layout(arrays)
     out_bytes = 4 * int(np.prod(out_shape, dtype=np.int64))

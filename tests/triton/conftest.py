@@ -16,8 +16,8 @@ import pytest
 from triton_support import BLOCKS, CONFIG, MODEL, NUMERICS, serving
 
 from golden.store import Golden
-from harness.corpus.schema import Corpus
 from harness.corpus.synth import synth_corpus
+from harness.data.corpus_schema import Corpus
 from harness.pipeline.record import record_golden
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from triton_support import blocks_of  # noqa: I001
 
-from harness import ops
-from harness.errors import BackendError
-from harness.ops import Op
+from harness.data import ops
+from harness.data.errors import BackendError
+from harness.data.ops import Op
 from harness.packing import pack
 from lanes.triton import backend as triton_backend_module
 from lanes.triton.backend import TritonBackend

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from triton_support import packed_calls
 
-from harness import ops
-from harness.errors import BackendError
-from harness.ops import ALL_OPS
+from harness.data import ops
+from harness.data.errors import BackendError
+from harness.data.ops import ALL_OPS
 from lanes.triton import backend as triton_backend_module
 from lanes.triton.backend import DEFAULT_CONCURRENCY, TritonBackend
 

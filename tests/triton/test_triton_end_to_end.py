@@ -7,7 +7,7 @@ import pytest
 from triton_support import CONFIG, blocks_of, run_shapes
 
 from golden.runs import load_run
-from harness.ops import ALL_OPS
+from harness.data.ops import ALL_OPS
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances

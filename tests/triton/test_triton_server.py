@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from triton_support import NUMERICS
 
-from harness.errors import BackendError
+from harness.data.errors import BackendError
+from harness.data.ops import Op
 from harness.numerics import NumericSettings
-from harness.ops import Op
 from lanes.triton import server as server_module
 from lanes.triton.server import (
     REPOSITORY,

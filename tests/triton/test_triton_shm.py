@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from triton_support import CONFIG, packed_calls, run_shapes
 
-from harness.errors import BackendError
-from harness.ops import ALL_OPS, Op
+from harness.data.errors import BackendError
+from harness.data.ops import ALL_OPS, Op
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
@@ -114,7 +114,7 @@ CLIENT = textwrap.dedent("""
     leak = shared_memory.SharedMemory(name=f"{shm.PREFIX}{__import__('os').getpid()}_leak", create=True, size=4096)
     request = {"SPAN": np.zeros(4000, np.float32), "OFFSETS": np.zeros(2, np.int64),
                "VALID": np.full(2, 1000, np.int32), "OP": np.zeros(1, np.int32)}
-    from harness.ops import Op
+    from harness.data.ops import Op
     calls = [(Op.SEGMENTATION, request, 2, 0, f"call {i}") for i in range(4)]
     backend.call_many(calls)
     print(backend.shm_prefix, flush=True)

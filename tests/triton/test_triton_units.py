@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.config import ModelSpec, ReleaseConfig
-from harness.errors import BackendError, HarnessError
+from harness.data.errors import BackendError, HarnessError
 from harness.pipeline.backends import BackendChoice, make_backend, model_geometry
 from lanes.triton import shm
 from lanes.triton.identity import canonical_config, unverified_fingerprint

@@ -25,8 +25,8 @@ from triton_support import CONFIG, packed_calls, run_shapes, serving
 
 from golden.runs import load_run
 from golden.store import load_golden
-from harness.errors import BackendError, GoldenError
-from harness.ops import Op
+from harness.data.errors import BackendError, GoldenError
+from harness.data.ops import Op
 from harness.pipeline.record import record_golden
 from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances

@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import Iterator
 
 from harness.config import ModelSpec, ReleaseConfig
+from harness.data.ops import ALL_OPS, Op
 from harness.numerics import NumericSettings
-from harness.ops import ALL_OPS, Op
 from harness.packing import pack
 from lanes.triton.server import ServerOptions, TritonServer
 

@@ -95,7 +95,7 @@ class TritonPythonModel:
 
 def _error(exc: Exception) -> object:
     """One line naming the error; a bad request (BlockError) is the caller's fault: HTTP 400."""
-    from harness.errors import BlockError
+    from harness.data.errors import BlockError
 
     message = " ".join(f"{MODEL_ERROR_TAG}: {type(exc).__name__}: {exc}".split())
     code = pb_utils.TritonError.INVALID_ARG if isinstance(exc, BlockError) else pb_utils.TritonError.INTERNAL
@@ -105,7 +105,7 @@ def _error(exc: Exception) -> object:
 def _environment(device: str) -> dict | None:
     """The server's machine and libraries (the client may run elsewhere, with other versions)."""
     try:
-        from harness.environment import environment
+        from harness.data.environment import environment
 
         return environment(device)
     except Exception:  # informative only; never fail a probe over it

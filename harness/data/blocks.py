@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from harness import ops
-from harness.errors import BlockError
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data import ops
+from harness.data.errors import BlockError
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 
 @dataclass(frozen=True, eq=False)

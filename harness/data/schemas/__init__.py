@@ -5,12 +5,12 @@ promoted-shapes manifest, localisation results, the corpus's Parquet metadata an
 the output files' metadata (the configuration's models live in :mod:`harness.config`, the
 tolerance models with their judges). Unknown keys, unknown format versions, unknown states and
 values of the wrong type or range are refused with one line naming the file, the key and the
-value: nothing is guessed. ``python -m harness.schemas`` prints the tables of docs/schemas.md.
+value: nothing is guessed. ``python -m harness.data.schemas`` prints the tables of docs/schemas.md.
 """
 
-from harness.schemas.answers import HistoryAnswer, ShapesAnswer
-from harness.schemas.base import describe_error, validate
-from harness.schemas.files import (
+from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
+from harness.data.schemas.base import describe_error, validate
+from harness.data.schemas.files import (
     CorpusMeta,
     CorpusSummary,
     FileEntry,
@@ -23,7 +23,7 @@ from harness.schemas.files import (
     Reproducibility,
     RunManifest,
 )
-from harness.schemas.records import (
+from harness.data.schemas.records import (
     AdoptionJournal,
     Journal,
     Ledger,
@@ -32,8 +32,8 @@ from harness.schemas.records import (
     PromotedShapes,
     entry_key,
 )
-from harness.schemas.results import CheckModel, LocalisationFile, OpVerdictModel, Reproduction, Score, ShapeScore
-from harness.schemas.vectors import Vector, VectorIndex
+from harness.data.schemas.results import CheckModel, LocalisationFile, OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.data.schemas.vectors import Vector, VectorIndex
 
 FILE_KINDS = {
     "golden manifest": GoldenManifest,

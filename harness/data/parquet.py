@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import HarnessError, check_interrupted, one_line
-from harness.fsio import atomic_file, fault, os_failure
+from harness.data.errors import HarnessError, check_interrupted, one_line
+from harness.data.fsio import atomic_file, fault, os_failure
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12

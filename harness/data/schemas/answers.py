@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from harness.schemas.base import OpKey, Positive, Strict
-from harness.schemas.records import LedgerEntry, PackerIdentity, PromotedShapes
+from harness.data.schemas.base import OpKey, Positive, Strict
+from harness.data.schemas.records import LedgerEntry, PackerIdentity, PromotedShapes
 
 FoundBy = Literal["--ledger", "--manifest", "--golden", "search"]
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from harness.schemas.base import (
+from harness.data.schemas.base import (
     Count,
     GoldenId,
     NonNeg,
@@ -186,7 +186,7 @@ class RunManifest(Strict):
 
 
 class OutputsMeta(Strict):
-    """Schema metadata ``harness.outputs`` of every opN.parquet."""
+    """Schema metadata ``harness.data.outputs`` of every opN.parquet."""
 
     format: Literal[2]
     op: Literal[0, 1, 2]

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.schemas.base import (
+from harness.data.schemas.base import (
     Count,
     GoldenId,
     Number,
@@ -19,7 +19,7 @@ from harness.schemas.base import (
     Timestamp,
     Verdict,
 )
-from harness.schemas.files import (
+from harness.data.schemas.files import (
     CorpusSummary,
     EnvironmentModel,
     LawsVerdict,

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness import ops
+from harness.data import ops
 
 
 def window_view(span: np.ndarray, offset: int, valid: int, window_samples: int) -> np.ndarray:

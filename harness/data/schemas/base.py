@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import HarnessError, SchemaError
+from harness.data.errors import HarnessError, SchemaError
 
 
 def _timestamp(value: str) -> str:

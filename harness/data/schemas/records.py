@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.schemas.base import (
+from harness.data.schemas.base import (
     Count,
     GoldenId,
     OpKey,

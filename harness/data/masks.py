@@ -21,8 +21,8 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.geometry import Geometry
-from harness.ops import Op
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
 
 
 class MaskPolicy(BaseModel):

@@ -10,7 +10,7 @@ Schema (docs/corpus.md, so another program, e.g. the engine, can write it):
     provenance  string            JSON object: where the block came from
 
 Schema metadata ``harness.corpus`` holds JSON {"version": 1, "sample_rate", "window_samples",
-"windows_per_block"} (:class:`harness.schemas.CorpusMeta`); a file without it is refused unless
+"windows_per_block"} (:class:`harness.data.schemas.CorpusMeta`); a file without it is refused unless
 it is being imported (``corpus capture``). Every row must pass the block contract; a corpus with
 one bad row is refused whole, naming the row, the block and the field.
 
@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from harness.blocks import Block, concat_spans
-from harness.errors import BlockError, CorpusError, HarnessError, check_interrupted
-from harness.geometry import Geometry
-from harness.ops import Op
-from harness.overlap import WriteBehind, prefetch
-from harness.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata, to_numpy
-from harness.schemas import CorpusMeta, Provenance, validate
+from harness.data.blocks import Block, concat_spans
+from harness.data.errors import BlockError, CorpusError, HarnessError, check_interrupted
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.overlap import WriteBehind, prefetch
+from harness.data.parquet import ParquetSink, items, one_chunk, open_file, read_row_group, schema_metadata, to_numpy
+from harness.data.schemas import CorpusMeta, Provenance, validate
 
 SCHEMA_VERSION = 1
 META_KEY = b"harness.corpus"
@@ -131,7 +131,7 @@ class Corpus:
 class CorpusWriter:
     """Validates and writes blocks one at a time; the file appears (renamed) only on :meth:`close`.
 
-    Row groups are encoded and written in a thread (:class:`harness.overlap.WriteBehind`) while the
+    Row groups are encoded and written in a thread (:class:`harness.data.overlap.WriteBehind`) while the
     next blocks are read and validated."""
 
     def __init__(self, path: Path, geometry: Geometry, group_blocks: int = GROUP_BLOCKS) -> None:

@@ -1,7 +1,7 @@
 """Elementwise difference metrics for float32 arrays, at about the speed of reading them.
 
 ``row_diff`` reduces |a - b| per row in one compiled pass over both arrays
-(``harness.metrics_kernels``, numba); where numba cannot be imported it falls back to numpy
+(``harness.data.metrics_kernels``, numba); where numba cannot be imported it falls back to numpy
 passes over cache-sized chunks (``row_diff_numpy``), exact as well, 1.5x slower on equal
 arrays and 4x slower on arrays a few ULP apart (benchmarks/bench_scoring.py measures both
 against a plain numpy read of the two arrays).
@@ -74,7 +74,7 @@ def _kernels() -> ModuleType | None:
     global _KERNELS, _KERNELS_TRIED
     if not _KERNELS_TRIED:
         try:
-            from harness import metrics_kernels
+            from harness.data import metrics_kernels
         except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install scoring
             _KERNELS = None
         else:
@@ -83,7 +83,7 @@ def _kernels() -> ModuleType | None:
     return _KERNELS
 
 
-_KERNELS: ModuleType | None = None  # harness.metrics_kernels once imported
+_KERNELS: ModuleType | None = None  # harness.data.metrics_kernels once imported
 _KERNELS_TRIED = False
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from harness.schemas.base import Count, Number, Positive, Sha256, Strict
+from harness.data.schemas.base import Count, Number, Positive, Sha256, Strict
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,99}$")]
 

@@ -10,8 +10,8 @@ from typing import Any, SupportsFloat
 
 import numpy as np
 
-from harness.errors import SchemaError
-from harness.fsio import atomic_write
+from harness.data.errors import SchemaError
+from harness.data.fsio import atomic_write
 
 
 def json_default(value: object) -> object:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.geometry import Geometry
-from harness.masks import VoiceprintRows
-from harness.metrics import top_two
-from harness.ops import ALL_OPS, Op
+from harness.data.geometry import Geometry
+from harness.data.masks import VoiceprintRows
+from harness.data.metrics import top_two
+from harness.data.ops import ALL_OPS, Op
 
 
 @dataclass(eq=False)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.jsonio import digest
+from harness.data.jsonio import digest
 
 # Environment keys whose difference can legitimately change output bits (named on drift).
 NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver")

@@ -34,7 +34,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.errors import HarnessError, OutputError, check_interrupted
+from harness.data.errors import HarnessError, OutputError, check_interrupted
 
 _TEMP = re.compile(r"^\..+\.tmp-")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
