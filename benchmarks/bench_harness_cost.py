@@ -139,8 +139,8 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         write_score(score_path, score)
         wall = time.perf_counter() - start
         calls = []
-        result.update(blocks=golden.blocks, verdict=score["verdict"],
-                      shapes={k: s["verdict"] for k, s in score["shapes"].items()})
+        result.update(blocks=golden.blocks, verdict=score.verdict,
+                      shapes={k: s.verdict for k, s in score.shapes.items()})
     elif step == "promote":
         from harness.pipeline.promote import promote_file
 

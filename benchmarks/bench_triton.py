@@ -44,7 +44,7 @@ def measure(backend, blocks, k: int, voiceprint_inputs, ops: tuple[Op, ...]) -> 
     plan = RunPlan(shapes=(k,), include_exact=False, ops=ops, warmup=False)
     start = time.perf_counter()
     calls = run_lanes(blocks, backend, plan, sink=lambda lane, batch: None,
-                      voiceprint_inputs=lambda ids: voiceprint_inputs)
+                      golden_inputs=lambda ids: voiceprint_inputs)
     wall = time.perf_counter() - start
     return Sample(len(blocks) / wall, 1e3 * statistics.median(c.wall_s for c in calls))
 

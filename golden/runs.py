@@ -34,19 +34,16 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.parquet import RUN_COMPRESSION
 from harness.data.schemas import RunManifest
+from harness.data.shape import EXACT
 
 FORMAT = 2
-EXACT = "exact"
 CALLS = "calls.parquet"
 # What shards must share to be merged into one run (and then one verdict).
 # "laws": every shard's packer was judged on the packing laws at its start; shards whose verdicts (or
 # packer identities) differ did not run the same packer, and one verdict cannot stand for both.
+# "mode": the voiceprint inputs (voiceprint_inputs in code; the manifest's key is the files' contract).
 MERGE_KEYS = ("golden_id", "golden_manifest_sha256", "shapes", "lanes", "mode", "pad_to_fixed", "ops", "packer",
               "laws", "geometry", "numerics_profile")
-
-
-def lane_dir(shape: int | str) -> str:
-    return EXACT if shape == EXACT else f"k{int(shape)}"
 
 
 def new_run_id(shapes: Sequence[int]) -> str:

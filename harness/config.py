@@ -11,6 +11,7 @@ See ``docs/configuration.md`` (and the annotated ``harness.toml.example``) for e
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,14 +22,15 @@ from harness.data.errors import ConfigError
 from harness.data.masks import MaskPolicy
 from harness.data.ops import ALL_OPS, Op
 from harness.data.schemas import describe_error
+from harness.data.shape import ShapeInt
 from harness.keyhints import did_you_mean
 from harness.numerics import NumericSettings
 from harness.tolerances import Tolerances
 
-LANE_MODES = ("isolated", "chained")
+VOICEPRINT_INPUTS = ("isolated", "chained")  # [lanes] voiceprint_inputs: whose segmentation voiceprints use
 SEED_MAX = 2**32 - 1  # numpy's RandomState takes seeds in 0..2**32-1
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
-Shape = Annotated[int, Field(ge=1, le=100_000)]
+Shape = ShapeInt  # k's range lives in one place: harness.data.shape (MIN_K, MAX_K)
 DEVICE_PATTERN = r"^(cpu|cuda|cuda:[0-9]{1,3})$"
 
 
@@ -98,6 +100,55 @@ class CorpusSection(_Section):
     step: Annotated[int, Field(ge=0)] = Field(default=0, description="window step in samples; 0 = a quarter window")
 
 
+class BackendSection(_Section):
+    """``[backend]``: what runs the requests (``--backend``, or ``--set backend.KEY=VALUE``)."""
+
+    url: Annotated[str, Field(min_length=1)] = Field(
+        default="in-process", description="'in-process' or a Triton server URL, e.g. http://127.0.0.1:8000 "
+        "(--backend)")
+    concurrency: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="Triton: requests in flight at once (default 2, as the engine); results do not "
+        "depend on it")
+    shm: bool = Field(default=False, description="Triton on this host: tensors through system shared memory")
+    model_label: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, description="Triton model without MODEL_INFO: the name of the model it serves (required there)")
+
+
+class RaySection(_Section):
+    """``[ray]``: fan the shards out on Ray (``--ray``, or ``--set ray.KEY=VALUE``)."""
+
+    address: str | None = Field(
+        default=None, description="'local', 'auto' or a cluster address (ray://head:10001); unset: no Ray (--ray)")
+    workers: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="workers to start (default: one per GPU, or per [numerics] threads CPUs)")
+    shards: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="shards to cut the corpus or capture in (default: 4 per worker)")
+    retries: Annotated[int, Field(ge=0)] = Field(default=3, description="restarts of a worker that died")
+    accelerator: str | None = Field(default=None, description="workers only on nodes with this GPU kind (H100)")
+
+
+class PackerSection(_Section):
+    """``[packer]``: the fast lane's packer (``--set packer.KEY=VALUE``)."""
+
+    spec: str | None = Field(default=None, description="'harness' (default) or a Python packer "
+                             "'package.module:function'")
+    cmd: str | None = Field(default=None, description="a packer process speaking the wire protocol "
+                            "(docs/packer-protocol.md)")
+    digest: str | None = Field(default=None, description="sha256 of the cmd packer's build: its identity in results")
+    laws_examples: Annotated[int, Field(ge=0)] = Field(
+        default=100, description="examples per packing law judged at the start of a run; 0: not judged (no shape "
+        "can be promoted)")
+
+
+class NightlySection(_Section):
+    """``[nightly]``: where the nightly writes its ledger and manifest, which shard it runs."""
+
+    shard: str | None = Field(default=None, description="run shard i/n of the corpus only (combine with merge)")
+    ledger: str | None = Field(default=None, description="ledger path (default: ledger.json beside the golden)")
+    manifest: str | None = Field(default=None, description="promoted-shapes manifest path (default: beside the "
+                                 "golden)")
+
+
 class ConfigFile(_Section):
     """``harness.toml``: every section optional."""
 
@@ -109,6 +160,10 @@ class ConfigFile(_Section):
     numerics: NumericSettings = Field(default_factory=NumericSettings)
     tolerances: Tolerances = Field(default_factory=Tolerances)
     corpus: CorpusSection = Field(default_factory=CorpusSection)
+    backend: BackendSection = Field(default_factory=BackendSection)
+    ray: RaySection = Field(default_factory=RaySection)
+    packer: PackerSection = Field(default_factory=PackerSection)
+    nightly: NightlySection = Field(default_factory=NightlySection)
 
 
 @dataclass(frozen=True)
@@ -132,11 +187,16 @@ class ReleaseConfig:
     release_shapes: dict[Op, tuple[int, ...]] = field(default_factory=lambda: {op: (1,) for op in ALL_OPS})
     candidates: tuple[int, ...] = (2, 4)
     pad_to_fixed: bool = False
-    mode: str = "isolated"
+    voiceprint_inputs: str = "isolated"  # one of VOICEPRINT_INPUTS; runs' and scores' file key is "mode"
     masks: MaskPolicy = field(default_factory=MaskPolicy)
     numerics: NumericSettings = field(default_factory=NumericSettings)
     tolerances: Tolerances = field(default_factory=Tolerances)
     corpus: CorpusSection = field(default_factory=CorpusSection)
+    # how the job runs, not what the release is: kept out of to_dict (a run's manifest records the release)
+    backend: BackendSection = field(default_factory=BackendSection)
+    ray: RaySection = field(default_factory=RaySection)
+    packer: PackerSection = field(default_factory=PackerSection)
+    nightly: NightlySection = field(default_factory=NightlySection)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,7 +204,7 @@ class ReleaseConfig:
             "model": self.model.to_dict(),
             "shapes": {"release": {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()},
                        "candidates": list(self.candidates), "pad_to_fixed": self.pad_to_fixed},
-            "lanes": {"voiceprint_inputs": self.mode},
+            "lanes": {"voiceprint_inputs": self.voiceprint_inputs},
             "masks": self.masks.model_dump(exclude_none=True),
             "numerics": self.numerics.to_dict(),
             "tolerances": self.tolerances.model_dump(exclude_none=True),
@@ -158,11 +218,28 @@ class ReleaseConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-def load_config(path: str | Path | None) -> ReleaseConfig:
-    """Read ``harness.toml``; ``None`` gives the embedded default."""
-    if path is None:
-        return ReleaseConfig()
-    path = Path(path)
+@dataclass(frozen=True)
+class Override:
+    """One value given on the command line for one key of the file: ``--seed 3`` is
+    ``Override("--seed", "model.seed", 3, "3")``. It is merged into the file's table and validated with
+    it, by the one validator (:class:`ConfigFile`); a refusal names ``flag shown`` (the flag as typed)."""
+
+    flag: str
+    key: str  # dotted: "model.seed", "tolerances.op0.mode"
+    value: Any
+    shown: str
+
+
+def load_config(path: str | Path | None, overrides: Sequence[Override] = ()) -> ReleaseConfig:
+    """Read ``harness.toml`` (``None``: the embedded default), merge the command line's ``overrides``
+    (later ones win) and validate the whole once."""
+    data = {} if path is None else read_toml(Path(path))
+    for item in overrides:
+        merge_key(data, item.key, item.value)
+    return config_from_dict(data, "config" if path is None else str(path), overrides)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -176,21 +253,58 @@ def load_config(path: str | Path | None) -> ReleaseConfig:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); a configuration is a TOML text file") from None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    return config_from_dict(data, str(path))
 
 
-def config_from_dict(data: dict[str, Any], where: str = "config") -> ReleaseConfig:
+def merge_key(data: dict[str, Any], key: str, value: Any) -> None:
+    """``data[a][b] = value`` for ``key`` "a.b" (tables created; a non-table on the way is replaced)."""
+    *tables, last = key.split(".")
+    for name in tables:
+        inner = data.get(name)
+        if not isinstance(inner, dict):
+            inner = data[name] = {}
+        data = inner
+    data[last] = value
+
+
+def parse_set(text: str) -> Override:
+    """``--set TABLE.KEY=VALUE``: VALUE is a TOML value (``4``, ``true``, ``"x"``, ``[2, 4]``); text that is
+    no TOML value is taken as a string (``--set backend.url=http://h:8000``)."""
+    key, eq, value = text.partition("=")
+    key = key.strip()
+    parts = key.split(".")
+    if not eq or len(parts) < 2 or not all(p.strip() and p == p.strip() for p in parts):
+        raise ConfigError(f"--set {text!r}: expected TABLE.KEY=VALUE, e.g. backend.concurrency=4 (keys: "
+                          "docs/configuration.md)")
+    try:
+        parsed: Any = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return Override("--set", key, parsed, repr(text))
+
+
+def _refusal(exc: ValidationError, where: str, overrides: Sequence[Override]) -> ConfigError:
+    """The one line for a refused configuration: the flag it came from when a flag gave the value,
+    else the file (``where``) and the key."""
+    line = describe_error(exc)
+    close = did_you_mean(ConfigFile, exc)  # a misspelt key: every key has a default, so none is "missing"
+    if close is not None and "did you mean" not in line:
+        line = line.replace("unknown key", f"unknown key (did you mean {close!r}?)", 1)
+    loc = line.split(": ", 1)[0]
+    for item in reversed(overrides):  # the last one given for a key is the one validated
+        if loc == item.key or loc.startswith(item.key + ".") or item.key.startswith(loc + "."):
+            return ConfigError(f"{item.flag} {item.shown}: {line}")
+    return ConfigError(f"{where}: {line}")
+
+
+def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Sequence[Override] = ()
+                     ) -> ReleaseConfig:
     try:
         parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
-        line = describe_error(exc)
-        close = did_you_mean(ConfigFile, exc)  # a misspelt key: every key has a default, so none is "missing"
-        if close is not None and "did you mean" not in line:
-            line = line.replace("unknown key", f"unknown key (did you mean {close!r}?)", 1)
-        raise ConfigError(f"{where}: {line}") from None
+        raise _refusal(exc, where, overrides) from None
     shapes = parsed.shapes
     if isinstance(shapes.release, list):
         release = {op: tuple(shapes.release) for op in ALL_OPS}
@@ -206,9 +320,13 @@ def config_from_dict(data: dict[str, Any], where: str = "config") -> ReleaseConf
         release_shapes=release,
         candidates=tuple(shapes.candidates),
         pad_to_fixed=shapes.pad_to_fixed,
-        mode=parsed.lanes.voiceprint_inputs,
+        voiceprint_inputs=parsed.lanes.voiceprint_inputs,
         masks=parsed.masks,
         numerics=parsed.numerics,
         tolerances=parsed.tolerances,
         corpus=parsed.corpus,
+        backend=parsed.backend,
+        ray=parsed.ray,
+        packer=parsed.packer,
+        nightly=parsed.nightly,
     )

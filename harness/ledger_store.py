@@ -26,12 +26,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from harness.data.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
 from harness.data.fsio import check_output_file, fault, locked, same_file
-from harness.data.jsonio import dumps, read_json, seal, seal_ok, write_json_atomic
+from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
+from harness.data.schemas.records import as_written
 from harness.promotion import FORMAT, derive_manifest, empty_ledger, manifest_differences, removed_shapes
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ def _real(path: Path) -> Path:
     return Path(path).resolve()
 
 
-def load_ledger(path: Path, must_exist: bool = False) -> dict[str, Any]:
+def load_ledger(path: Path, must_exist: bool = False) -> Ledger:
     """The validated, unedited ledger; a missing file is an empty ledger unless ``must_exist``."""
     path = Path(path)
     if not path.exists():
@@ -71,14 +72,14 @@ def load_ledger(path: Path, must_exist: bool = False) -> dict[str, Any]:
         raise LedgerError(f"{path}: not a harness ledger ({kind!r}); refusing to use or overwrite it")
     if data.get("format") == 2:
         raise LedgerError(f"{path}: {_MIGRATE.format(what='ledger')}")
-    validate(Ledger, data, str(path), LedgerError)
+    ledger: Ledger = validate(Ledger, data, str(path), LedgerError)
     if not seal_ok(data, "ledger_sha256"):
         raise LedgerError(f"{path}: edited after it was written (ledger_sha256 does not match its content); refusing "
                           "to use or overwrite it")
-    return data
+    return ledger
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
+def load_manifest(path: Path) -> PromotedShapes:
     """The validated, unedited promoted-shapes manifest (not yet compared with its ledger)."""
     path = Path(path)
     data = read_json(path, "promoted-shapes manifest")
@@ -86,10 +87,10 @@ def load_manifest(path: Path) -> dict[str, Any]:
         raise LedgerError(f"{path}: not a promoted-shapes manifest")
     if data.get("format") == 2:
         raise LedgerError(f"{path}: {_MIGRATE.format(what='promoted-shapes manifest (and its ledger)')}")
-    validate(PromotedShapes, data, str(path), LedgerError)
+    manifest: PromotedShapes = validate(PromotedShapes, data, str(path), LedgerError)
     if not seal_ok(data, "manifest_sha256"):
         raise LedgerError(f"{path}: edited after it was written (manifest_sha256 does not match its content)")
-    return data
+    return manifest
 
 
 def check_paths(ledger_path: Path, manifest_path: Path) -> None:
@@ -120,12 +121,13 @@ def _pending_manifest(ledger_path: Path) -> Path | None:
         return None
     with contextlib.suppress(SchemaError, OSError):
         data = read_json(journal, "ledger journal")
-        if isinstance(data, dict) and isinstance(data.get("manifest_path"), str) and data["manifest_path"][:1] == "/":
-            return Path(data["manifest_path"])
+        named = data.get("manifest_path") if isinstance(data, dict) else None  # not yet validated: looked at only
+        if isinstance(named, str) and named.startswith("/"):
+            return Path(named)
     return None
 
 
-def _read_journal(ledger_path: Path) -> dict[str, Any]:
+def _read_journal(ledger_path: Path) -> Journal:
     """The pending journal of ``ledger_path``, only if it may be applied: schema, seals, for this
     very ledger, and its manifest the one derived from its ledger. Otherwise one line naming it."""
     journal = journal_path(ledger_path)
@@ -137,36 +139,37 @@ def _read_journal(ledger_path: Path) -> dict[str, Any]:
         raise LedgerError(f"{exc}: refusing to apply it; {fix}") from None
     if isinstance(data, dict) and data.get("kind") is None and "journal_sha256" in data:
         raise LedgerError(f"{journal}: a journal of an older harness (it names no files): refusing to apply it; {fix}")
-    validate(Journal, data, f"{journal} (refusing to apply it; {fix})", LedgerError)
+    pending: Journal = validate(Journal, data, f"{journal} (refusing to apply it; {fix})", LedgerError)
     assert isinstance(data, dict)  # validate() refused anything else
     problems = []
     if not seal_ok(data, "journal_sha256"):
         problems.append("journal_sha256 does not match its content (edited after it was written)")
-    if not seal_ok(data["ledger"], "ledger_sha256") or not seal_ok(data["manifest"], "manifest_sha256"):
+    if not seal_ok(as_written(pending.ledger), "ledger_sha256") or \
+            not seal_ok(as_written(pending.manifest), "manifest_sha256"):
         problems.append("the ledger or manifest it holds was edited after it was sealed")
-    if data["manifest"]["ledger_sha256"] != data["ledger"]["ledger_sha256"]:
+    if pending.manifest.ledger_sha256 != pending.ledger.ledger_sha256:
         problems.append("its manifest was derived from another ledger than the one it holds")
-    problems += [f"its manifest {d}" for d in manifest_differences(data["manifest"], derive_manifest(data["ledger"]))]
+    problems += [f"its manifest {d}" for d in manifest_differences(pending.manifest, derive_manifest(pending.ledger))]
     if problems:
         raise LedgerError(f"{journal}: {problems[0]}" + (f" [+{len(problems) - 1} more]" if len(problems) > 1 else "")
-                          + f"; refusing to apply it to {data['ledger_path']} and {data['manifest_path']}; {fix}")
-    if Path(data["ledger_path"]) != _real(ledger_path):
-        raise LedgerError(f"{journal}: is the interrupted commit of ledger {data['ledger_path']} and manifest "
-                          f"{data['manifest_path']}, not of {_real(ledger_path)} (moved or copied with its journal?): "
+                          + f"; refusing to apply it to {pending.ledger_path} and {pending.manifest_path}; {fix}")
+    if Path(pending.ledger_path) != _real(ledger_path):
+        raise LedgerError(f"{journal}: is the interrupted commit of ledger {pending.ledger_path} and manifest "
+                          f"{pending.manifest_path}, not of {_real(ledger_path)} (moved or copied with its journal?): "
                           f"refusing to apply it here; finish it where those files are, or {fix}")
-    return data
+    return pending
 
 
 def _recover_held(ledger_path: Path, held: set[Path]) -> bool:
     """Roll a pending journal forward into the files it names (the caller holds the locks in ``held``)."""
     if not journal_path(ledger_path).exists():
         return False
-    data = _read_journal(ledger_path)
-    target = Path(data["manifest_path"])
+    pending = _read_journal(ledger_path)
+    target = Path(pending.manifest_path)
     if target not in held:  # written between our look and our lock: rare; the next command finishes it
         raise LedgerError(f"{journal_path(ledger_path)}: an interrupted commit for manifest {target} appeared while "
                           "waiting for the lock; run the command again")
-    _write_both(Path(data["ledger_path"]), target, data["ledger"], data["manifest"], data["manifest_first"])
+    _write_both(Path(pending.ledger_path), target, pending.ledger, pending.manifest, pending.manifest_first)
     journal_path(ledger_path).unlink()
     return True
 
@@ -182,8 +185,11 @@ def recover(ledger_path: Path) -> bool:
 
 
 def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, list[int]],
-           update: Callable[[dict[str, Any]], tuple[dict[str, Any], T]]) -> T:
-    """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction."""
+           update: Callable[[Ledger], tuple[Ledger, T]]) -> T:
+    """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction.
+
+    The new ledger is checked whole again from the JSON it will be written as (a model built with
+    ``model_copy(update=...)`` skips validation): a ledger its own schema refuses is never written."""
     check_paths(ledger_path, manifest_path)
     shown = Path(ledger_path)
     ledger_path, manifest_path = _real(ledger_path), _real(manifest_path)
@@ -196,7 +202,11 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
             new, result = update(old)
         except LedgerError as exc:  # a refused update (a replayed score, ...): name the ledger it was refused by
             raise LedgerError(f"{shown}: {exc}") from None
-        validate(Ledger, new, f"{shown} (new)", LedgerError)
+        written = as_written(new)
+        new = validate(Ledger, written, f"{shown} (new)", LedgerError)
+        if not seal_ok(written, "ledger_sha256"):  # a bug (exit 3): an update built by model_copy, not resealed
+            raise RuntimeError(f"{shown} (new): ledger_sha256 does not match its content: the update did not reseal "
+                               "the ledger it built (harness.promotion.sealed_ledger); nothing was written")
         manifest = derive_manifest(new, release_shapes)
         before = derive_manifest(old, release_shapes)
         if manifest_path.exists():
@@ -204,8 +214,8 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
                 before = load_manifest(manifest_path)
         manifest_first = removed_shapes(before, manifest)
         journal = seal({"kind": "harness.ledger-journal", "format": 1, "ledger_path": str(ledger_path),
-                        "manifest_path": str(manifest_path), "manifest_first": manifest_first, "ledger": new,
-                        "manifest": manifest}, "journal_sha256")
+                        "manifest_path": str(manifest_path), "manifest_first": manifest_first, "ledger": written,
+                        "manifest": as_written(manifest)}, "journal_sha256")
         fault("promote:before-journal")
         write_json_atomic(journal_path(ledger_path), journal)
         committed(journal_path(ledger_path), "the journal of the ledger commit (the new ledger and manifest)",
@@ -219,9 +229,9 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
     return result
 
 
-def _write_both(ledger_path: Path, manifest_path: Path, ledger: dict[str, Any], manifest: dict[str, Any],
+def _write_both(ledger_path: Path, manifest_path: Path, ledger: Ledger, manifest: PromotedShapes,
                 manifest_first: bool) -> None:
-    writes = [(manifest_path, manifest), (ledger_path, ledger)]
+    writes = [(manifest_path, as_written(manifest)), (ledger_path, as_written(ledger))]
     if not manifest_first:
         writes.reverse()
     for i, (path, data) in enumerate(writes):
@@ -230,8 +240,7 @@ def _write_both(ledger_path: Path, manifest_path: Path, ledger: dict[str, Any], 
             fault("promote:first-written")
 
 
-def read_consistent(ledger_path: Path,
-                    manifest_path: Path | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def read_consistent(ledger_path: Path, manifest_path: Path | None = None) -> tuple[Ledger, PromotedShapes | None]:
     """Ledger and manifest as committed, checked to agree: the manifest must be exactly the one
     derived from this ledger (a re-sealed manifest listing a shape the ledger never promoted is
     refused, naming the shape). Every reader calls this (``shapes``, ``report``, the nightly's report).
@@ -258,18 +267,14 @@ def read_consistent(ledger_path: Path,
         manifest = None
         if manifest_path is not None and Path(manifest_path).exists():
             manifest = load_manifest(Path(manifest_path))
-            if manifest["ledger_sha256"] != ledger["ledger_sha256"]:
+            if manifest.ledger_sha256 != ledger.ledger_sha256:
                 raise LedgerError(f"{manifest_path}: was derived from another ledger state (commit "
-                                  f"{manifest['ledger_seq']}) than {shown} (commit {ledger['seq']}); run "
+                                  f"{manifest.ledger_seq}) than {shown} (commit {ledger.seq}); run "
                                   "`harness promote` again or check that the two paths belong together")
             diffs = manifest_differences(manifest, derive_manifest(ledger))
             if diffs:
                 more = f" [+{len(diffs) - 1} more]" if len(diffs) > 1 else ""
                 raise LedgerError(f"{manifest_path}: is not the manifest derived from {shown} (commit "
-                                  f"{ledger['seq']}): it {diffs[0]}{more}; the engine must not read it: the next "
+                                  f"{ledger.seq}): it {diffs[0]}{more}; the engine must not read it: the next "
                                   "`harness promote` rewrites it from the ledger; find out who edited it")
     return ledger, manifest
-
-
-def dumps_manifest(manifest: dict[str, Any]) -> str:
-    return dumps(manifest)

@@ -13,22 +13,25 @@ model fingerprint, then the environment and numeric settings).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, cast
 
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
-from harness.judges.base import OpVerdict
+from harness.data.schemas.base import OpKey
+from harness.data.schemas.results import OpVerdictModel as OpVerdict
+from harness.data.schemas.results import Reproduction
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances
 
 REPORT_ONLY = Tolerances().with_mode("tolerance")
+Status = Literal["bitwise", "within-noise-floor", "failed", "drift"]
 
 
-def floor_scorer(ops: Sequence[Op], geometry: Geometry, mode: str) -> LaneScorer:
+def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: str) -> LaneScorer:
     """Evidence of the second exact run against the first (nothing gated: it measures the floor)."""
     limits = op_limits(REPORT_ONLY, ops, None, sample_bound=False)
-    return LaneScorer("exact#2", ops, geometry, limits, mode)
+    return LaneScorer("exact#2", ops, geometry, limits, voiceprint_inputs)
 
 
 def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
@@ -66,20 +69,21 @@ def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict[str, Any]],
-                        tolerances: Tolerances, mode: str) -> LaneScorer:
+                        tolerances: Tolerances, voiceprint_inputs: str) -> LaneScorer:
     """Evidence of a rerun of the exact lane against the golden, judged against its floor."""
-    floor_mode = Tolerances(op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
-                            op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
-                            op2=tolerances.op2.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}))
-    return LaneScorer("exact", ops, geometry, op_limits(floor_mode, ops, floors, sample_bound=False), mode)
+    at_floor = Tolerances(op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+                          op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+                          op2=tolerances.op2.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}))
+    return LaneScorer("exact", ops, geometry, op_limits(at_floor, ops, floors, sample_bound=False), voiceprint_inputs)
 
 
 def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible: bool, fingerprint_matches: bool,
-                 differences: list[str]) -> dict[str, Any]:
+                 differences: list[str]) -> Reproduction:
     """The verification record (score files, JUnit, the report)."""
     passed = all(v.passed for v in verdicts)
     bitwise = all(v.metrics["bitwise"] for v in verdicts)
     same_setup = fingerprint_matches and not differences
+    status: Status
     if passed and bitwise:
         status = "bitwise"
     elif passed:
@@ -88,34 +92,35 @@ def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible:
         status = "failed"
     else:
         status = "drift"
-    out = {"golden_id": golden_id, "status": status, "passed": passed, "bitwise": bitwise, "same_setup": same_setup,
-           "fingerprint_matches": fingerprint_matches, "golden_reproducible": golden_reproducible,
-           "environment_differences": list(differences), "ops": {str(v.op): v.to_dict() for v in verdicts}}
-    out["summary"] = describe(out)
-    return out
+    ops: dict[str, OpVerdict] = {str(v.op): v for v in verdicts}
+    summary = describe(golden_id, status, fingerprint_matches, list(differences), ops)
+    return Reproduction(golden_id=golden_id, status=status, passed=passed, bitwise=bool(bitwise), same_setup=same_setup,
+                        fingerprint_matches=fingerprint_matches, golden_reproducible=bool(golden_reproducible),
+                        environment_differences=list(differences), ops=cast(dict[OpKey, OpVerdict], ops),
+                        summary=summary)
 
 
-def describe(v: dict[str, Any]) -> str:
+def describe(gid: str, status: str, fingerprint_matches: bool, differences: list[str],
+             ops: Mapping[str, OpVerdict]) -> str:
     """One line for people and CI logs; a different model fingerprint is named first."""
-    gid = v["golden_id"]
-    if v["status"] == "bitwise":
+    if status == "bitwise":
         return f"golden {gid}: reproduced bitwise"
-    worst = _worst(v)
-    if v["status"] == "within-noise-floor":
+    worst = _worst(ops)
+    if status == "within-noise-floor":
         return f"golden {gid}: reproduced within its recorded noise floor ({worst})"
-    if v["status"] == "failed":
+    if status == "failed":
         return f"golden {gid}: NOT reproduced on the same model and environment ({worst})"
-    why = [] if v["fingerprint_matches"] else ["the model fingerprint differs (another model or other weights)"]
-    why += v["environment_differences"]
+    why = [] if fingerprint_matches else ["the model fingerprint differs (another model or other weights)"]
+    why += differences
     return f"golden {gid}: drift ({worst}); what differs: {'; '.join(why) or 'nothing recorded'}"
 
 
-def _worst(v: dict[str, Any]) -> str:
-    for op, verdict in sorted(v["ops"].items()):
-        failed = [c for c in verdict["checks"] if c["ok"] is False]
+def _worst(ops: Mapping[str, OpVerdict]) -> str:
+    for op, verdict in sorted(ops.items()):
+        failed = [c for c in verdict.checks if c.ok is False]
         if failed:
             c = failed[0]
-            return f"OP {op} {c['metric']} {c['observed']} vs allowed {c['allowed']}"
-    maxes = {op: ops["metrics"].get("max_abs_finite", ops["metrics"].get("max_abs")) for op, ops in v["ops"].items()}
+            return f"OP {op} {c.metric} {c.observed} vs allowed {c.allowed}"
+    maxes = {op: v.metrics.get("max_abs_finite", v.metrics.get("max_abs")) for op, v in ops.items()}
     op, value = max(maxes.items(), key=lambda kv: kv[1] or 0.0)
     return f"OP {op} max_abs {value:.3g}"

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from harness.binomial import needed_at_zero
+from harness.data.schemas.results import OpVerdictModel, RequestEvidence
 
 Call = TypeVar("Call", bound=Mapping[str, Any])  # one call-log record, passed through as it came
 
@@ -75,17 +76,17 @@ class RequestCounter:
         return {"full": full[0], "full_blocks": full[1], "partial": partial[2], "partial_blocks": partial[3]}
 
 
-def gate_blocks(op_verdicts: Mapping[str, Mapping[str, Any]], blocks: int) -> int | None:
-    """Blocks the sample-size gate needs, from a shape's OP verdicts (score dicts) judged over ``blocks``:
-    for every rate check, the units 3/n needs at no failure over the units per block it saw; the largest.
+def gate_blocks(op_verdicts: Mapping[Any, OpVerdictModel], blocks: int) -> int | None:
+    """Blocks the sample-size gate needs, from a shape's OP verdicts judged over ``blocks``: for every
+    rate check, the units 3/n needs at no failure over the units per block it saw; the largest.
     None when no rate check can say (none gated, or one saw no unit at all: it fails on its own)."""
     worst: int | None = None
     for verdict in op_verdicts.values():
-        for c in verdict["checks"]:
-            if not c["metric"].endswith(RATE_SUFFIX) or c["relation"] != "<=" or c["allowed"] is None:
+        for c in verdict.checks:
+            if not c.metric.endswith(RATE_SUFFIX) or c.relation != "<=" or c.allowed is None:
                 continue
-            units = needed_at_zero(float(c["allowed"]))
-            total = c.get("total") or 0
+            units = needed_at_zero(float(c.allowed))
+            total = c.total or 0
             if units is None or total <= 0 or blocks <= 0:
                 return None
             need = -(-units * blocks // total)  # ceil(units / (total / blocks)) in integers
@@ -93,7 +94,7 @@ def gate_blocks(op_verdicts: Mapping[str, Mapping[str, Any]], blocks: int) -> in
     return worst
 
 
-def needed_blocks(k: int, op_verdicts: Mapping[str, Mapping[str, Any]], blocks: int) -> int | None:
+def needed_blocks(k: int, op_verdicts: Mapping[Any, OpVerdictModel], blocks: int) -> int | None:
     """Blocks in full k-block requests a shape needs: the gate's blocks (or nothing), at least
     ``MIN_FULL_REQUESTS`` requests, rounded up to whole requests."""
     gate = gate_blocks(op_verdicts, blocks)
@@ -101,32 +102,33 @@ def needed_blocks(k: int, op_verdicts: Mapping[str, Mapping[str, Any]], blocks: 
     return requests * k
 
 
-def requests_entry(counts: Mapping[str, int], k: int, op_verdicts: Mapping[str, Mapping[str, Any]],
-                   blocks: int) -> dict[str, int | None]:
-    """The score's ``shapes[k]["requests"]``."""
-    return {**{key: int(counts[key]) for key in ("full", "full_blocks", "partial", "partial_blocks")},
-            "needed_blocks": needed_blocks(k, op_verdicts, blocks)}
+def requests_entry(counts: Mapping[str, int], k: int, op_verdicts: Mapping[Any, OpVerdictModel],
+                   blocks: int) -> RequestEvidence:
+    """The score's ``shapes[k].requests``."""
+    return RequestEvidence(full=int(counts["full"]), full_blocks=int(counts["full_blocks"]),
+                           partial=int(counts["partial"]), partial_blocks=int(counts["partial_blocks"]),
+                           needed_blocks=needed_blocks(k, op_verdicts, blocks))
 
 
-def enough(requests: Mapping[str, Any]) -> bool:
+def enough(requests: RequestEvidence) -> bool:
     """At least one full request, and the gate's blocks inside full requests, unless there is no
     partial pack at all: then the full requests are the whole corpus, and the rate checks judge
     whether it is large enough themselves (one failure, said once, not twice)."""
-    need = requests["needed_blocks"]
-    return requests["full"] >= MIN_FULL_REQUESTS and (need is None or requests["full_blocks"] >= need
-                                                      or requests["partial"] == 0)
+    need = requests.needed_blocks
+    return requests.full >= MIN_FULL_REQUESTS and (need is None or requests.full_blocks >= need
+                                                   or requests.partial == 0)
 
 
-def refusal(k: int, requests: Mapping[str, Any]) -> str | None:
+def refusal(k: int, requests: RequestEvidence) -> str | None:
     """The one reason line of a shape without enough full k-block requests (None: enough)."""
     if enough(requests):
         return None
-    full, need = requests["full"], requests["needed_blocks"]
-    partial = (f", and {requests['partial']} partial pack(s) of {requests['partial_blocks']} block(s) that do not "
-               "count" if requests["partial"] else "")
+    full, need = requests.full, requests.needed_blocks
+    partial = (f", and {requests.partial} partial pack(s) of {requests.partial_blocks} block(s) that do not "
+               "count" if requests.partial else "")
     need_text = (f"{need} blocks in full {k}-block requests ({need // k} request(s), at least {MIN_FULL_REQUESTS}, "
                  "and as many blocks as the sample-size gate needs)" if need else
                  f"at least {MIN_FULL_REQUESTS} full {k}-block request(s)")
     return (f"not judged at its size: the corpus gave {full} full {k}-block request(s) "
-            f"({requests['full_blocks']} blocks){partial}; promoting k={k} needs {need_text}: use a corpus of at "
+            f"({requests.full_blocks} blocks){partial}; promoting k={k} needs {need_text}: use a corpus of at "
             f"least {need or k} blocks (a multiple of {k}), or a smaller k")

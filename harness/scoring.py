@@ -9,11 +9,14 @@ judge attributes changed voiceprint rows to the OP 0 flips of their window.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.base import OpKey
+from harness.data.schemas.files import LawsVerdict
+from harness.data.schemas.results import RequestEvidence, ShapeScore
 from harness.judges import judge_for
 from harness.judges.base import OpVerdict
 from harness.request_evidence import refusal
@@ -31,10 +34,11 @@ class LaneScorer:
     """Every OP of one lane (a packed shape, or a run's exact lane) against the golden."""
 
     def __init__(self, shape: int | str, ops: Sequence[Op], geometry: Geometry,
-                 limits: Mapping[Op, dict[str, Any]], mode: str) -> None:
+                 limits: Mapping[Op, dict[str, Any]], voiceprint_inputs: str) -> None:
+        """``voiceprint_inputs``: isolated | chained, the run's (its file key is "mode")."""
         self.shape = shape
         self.ops = list(ops)
-        self.evidence = {op: judge_for(op).evidence(op, geometry, limits[op], mode) for op in self.ops}
+        self.evidence = {op: judge_for(op).evidence(op, geometry, limits[op], voiceprint_inputs) for op in self.ops}
 
     def add(self, golden: LaneOutputs, lane: LaneOutputs) -> None:
         notes = self.evidence[Op.SEGMENTATION].add(golden.segmentation, lane.segmentation)
@@ -46,24 +50,28 @@ class LaneScorer:
         return [self.evidence[op].verdict(self.shape) for op in self.ops]
 
 
-def shape_result(shape: int, verdicts: list[OpVerdict], requests: Mapping[str, Any] | None = None,
-                 laws: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def shape_result(shape: int, verdicts: list[OpVerdict], requests: RequestEvidence,
+                 laws: Mapping[str, Any] | LawsVerdict | None = None,
+                 vs_exact: dict[str, Any] | None = None) -> ShapeScore:
     """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
-    passes on top of them (see :func:`shape_gates`)."""
-    ops = {str(v.op): v.to_dict() for v in verdicts}
+    passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
+    exact lane (:func:`packing_effect`), absent from the file when None."""
     passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
-    out = {
-        "shape": shape,
-        "verdict": "pass" if passed else "fail",
-        "reasons": gate_reasons + [r for v in verdicts for r in v.reasons],
-        "ops": ops,
-    }
-    if requests is not None:
-        out["requests"] = dict(requests)
-    return out
+    effect = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured (the file's key)
+    return ShapeScore(shape=shape, verdict="pass" if passed else "fail",
+                      reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
+                      ops={op_key(v.op): v for v in verdicts}, requests=requests, **effect)
 
 
-def shape_gates(shape: int, ops_passed: bool, requests: Mapping[str, Any] | None, laws: Mapping[str, Any] | None
+def op_key(op: int) -> OpKey:
+    """An OP's key in the score's ``ops`` dicts ("0", "1", "2")."""
+    key = str(int(op))
+    assert key in ("0", "1", "2"), key
+    return cast(OpKey, key)
+
+
+def shape_gates(shape: int, ops_passed: bool, requests: RequestEvidence | None,
+                laws: Mapping[str, Any] | LawsVerdict | None
                 ) -> tuple[bool, list[str]]:
     """A shape passes only if every OP does, its evidence holds enough full k-block requests
     (:mod:`harness.request_evidence`), and the packer the run used held the packing laws. The
@@ -81,15 +89,17 @@ def shape_gates(shape: int, ops_passed: bool, requests: Mapping[str, Any] | None
     return ops_passed and not reasons, reasons
 
 
-def laws_refusal(laws: Mapping[str, Any]) -> str | None:
-    """The reason line when the run's packer did not hold the packing laws (None: it held them)."""
-    if laws["verdict"] == "hold":
+def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
+    """The reason line when the run's packer did not hold the packing laws (None: it held them); ``laws``
+    as the run manifest holds it, or the score's model of it."""
+    verdict = laws.verdict if isinstance(laws, LawsVerdict) else laws["verdict"]
+    if verdict == "hold":
         return None
-    who = laws["packer_identity"]
-    if laws["verdict"] == "not-judged":
+    who = laws.packer_identity if isinstance(laws, LawsVerdict) else laws["packer_identity"]
+    if verdict == "not-judged":
         return (f"the packing laws were not judged for packer {who} (--laws-examples 0): no shape may be promoted "
                 "with a packer nobody judged; run again with --laws-examples N (default 100)")
-    names = ", ".join(laws["broken"]) or "?"
+    names = ", ".join(laws.broken if isinstance(laws, LawsVerdict) else laws["broken"]) or "?"
     return (f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
             "`harness laws` for the minimal counterexamples")
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.data.ops import Op
 from harness.judges import SegmentationTolerance, VoiceprintTolerance
-from harness.judges.base import MODES
+from harness.judges.base import TOLERANCE_MODES
 
 
 class Tolerances(BaseModel):
@@ -34,13 +34,12 @@ class Tolerances(BaseModel):
     def for_op(self, op: Op) -> SegmentationTolerance | VoiceprintTolerance:
         return (self.op0, self.op1, self.op2)[int(op)]
 
-    def with_mode(self, mode: str) -> Tolerances:
-        """Every OP judged in ``mode`` (the ``--tolerance`` flag)."""
-        if mode not in MODES:
-            raise ValueError(f"unknown tolerance mode {mode!r} (expected one of {MODES})")
-        return Tolerances(op0=self.op0.model_copy(update={"mode": mode}),
-                          op1=self.op1.model_copy(update={"mode": mode}),
-                          op2=self.op2.model_copy(update={"mode": mode}))
+    def with_mode(self, tolerance_mode: str) -> Tolerances:
+        """Every OP judged in ``tolerance_mode`` (each OP's key ``mode``), validated by the judges' own models: an
+        unknown mode is refused there (a pydantic ValidationError, a ValueError), as in harness.toml. The command
+        line's ``--tolerance`` does not come here: it is merged into the file's tables (harness.config)."""
+        tables = self.model_dump()
+        return Tolerances.model_validate({op: {**table, "mode": tolerance_mode} for op, table in tables.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
@@ -50,4 +49,4 @@ class Tolerances(BaseModel):
         return cls.model_validate(data)
 
 
-__all__ = ["MODES", "SegmentationTolerance", "Tolerances", "VoiceprintTolerance"]
+__all__ = ["TOLERANCE_MODES", "SegmentationTolerance", "Tolerances", "VoiceprintTolerance"]

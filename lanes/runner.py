@@ -8,10 +8,11 @@ for OP 0, then for each voiceprint OP. Each lane's calls of a group go to the ba
 Memory is bounded by a group: blocks come from an iterator, and each lane's outputs of a group go
 to ``sink(lane, outputs)`` (which may write them in a background thread) before the next group.
 
-Voiceprint requests come from the engine's mask function: in **isolated** mode every lane gets
-the same WEIGHTS/IDX (the golden's, asked of ``voiceprint_inputs`` per group, or the exact lane's
-own segmentation), so the voiceprint network is judged alone; in **chained** mode each lane
-derives them from its own segmentation, as production would.
+Voiceprint requests come from the engine's mask function. The plan's ``voiceprint_inputs`` (``[lanes]
+voiceprint_inputs``; the run manifest's ``mode``) says whose: **isolated**, every lane gets the same
+WEIGHTS/IDX (the golden's, asked of ``golden_inputs`` per group, or the exact lane's own segmentation),
+so the voiceprint network is judged alone; **chained**, each lane derives them from its own
+segmentation, as production would.
 """
 
 from __future__ import annotations
@@ -23,40 +24,34 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.config import VOICEPRINT_INPUTS
 from harness.data.blocks import Block
 from harness.data.errors import LaneError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs, OutputCollector
+from harness.data.shape import EXACT, Shape, ShapeError, lane_name
 from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend
 from lanes.lanes import CallLog, CallRecord, ExactLane, FastLane
 from lanes.memory import check_fits, in_process_device, measure_peak
 
-MODES = ("isolated", "chained")
-EXACT = "exact"
 _MAX_GROUP = 256
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]
 
 
-VoiceprintInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
-
-
-def lane_name(shape: int | str, replica: int = 0) -> str:
-    """Lane names in runs and sinks: ``exact`` (``exact#2`` for a second repeat), ``k2``, ``k4``, ..."""
-    if shape == EXACT:
-        return EXACT if replica == 0 else f"{EXACT}#{replica + 1}"
-    return f"k{int(shape)}"
+# the golden's WEIGHTS/IDX of a group of blocks (isolated voiceprint inputs without the exact lane's)
+GoldenInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
 
 
 @dataclass(frozen=True)
 class RunPlan:
     shapes: tuple[int, ...] = ()
     release_shapes: Mapping[Op, tuple[int, ...]] = field(default_factory=lambda: {op: (1,) for op in ALL_OPS})
-    mode: str = "isolated"
+    voiceprint_inputs: str = "isolated"  # one of VOICEPRINT_INPUTS; the run manifest's "mode" (file key)
     pad_to_fixed: bool = False
     include_exact: bool = True
     exact_repeats: int = 1
@@ -65,10 +60,14 @@ class RunPlan:
     warmup: bool = True  # one untimed call per lane, shape and OP first (lazy init, cuDNN autotuning)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise LaneError(f"unknown lane mode {self.mode!r}: expected one of {MODES}")
-        if any(k < 1 for k in self.shapes):
-            raise LaneError(f"packed shapes must be >= 1, got {list(self.shapes)}")
+        if self.voiceprint_inputs not in VOICEPRINT_INPUTS:
+            raise LaneError(f"unknown voiceprint inputs {self.voiceprint_inputs!r}: expected one of "
+                            f"{VOICEPRINT_INPUTS}")
+        try:
+            for k in self.shapes:
+                Shape(k, "packed shape")  # the range is Shape's (harness.data.shape); the plan keeps the ints
+        except ShapeError as exc:
+            raise LaneError(f"{exc} (the plan's shapes: {list(self.shapes)})") from None
         if not self.include_exact and not self.shapes:
             raise LaneError("nothing to run: no exact lane and no packed shapes")
         if self.exact_repeats < 1:
@@ -101,7 +100,7 @@ def run_lanes(
     backend: Backend,
     plan: RunPlan,
     sink: Sink,
-    voiceprint_inputs: VoiceprintInputs | None = None,
+    golden_inputs: GoldenInputs | None = None,
     packer: Packer = HARNESS_PACKER,
     progress: Progress | None = None,
     log: CallLog | None = None,
@@ -110,8 +109,8 @@ def run_lanes(
     to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
     default; a writer of the call log file keeps memory flat) and ``log`` is returned."""
     geometry = backend.geometry
-    if plan.mode == "isolated" and not plan.include_exact and voiceprint_inputs is None:
-        raise LaneError("isolated mode without the exact lane needs the golden's voiceprint inputs")
+    if plan.voiceprint_inputs == "isolated" and not plan.include_exact and golden_inputs is None:
+        raise LaneError("a plan of isolated voiceprint inputs and no exact lane needs the golden's voiceprint inputs")
     if plan.include_exact and 1 not in plan.release_shapes.get(Op.SEGMENTATION, ()):
         raise LaneError("this runner interleaves block by block: the release shape must be 1 block per call")
     tick = progress or (lambda n: None)
@@ -144,7 +143,7 @@ def run_lanes(
                     fast_out[k].add_segmentation(block.id, block.valid, out)
             tick(len(chunks))
         # OP 1 / OP 2
-        given = voiceprint_inputs(order) if voiceprint_inputs is not None else None
+        given = golden_inputs(order) if golden_inputs is not None else None
         for op in plan.ops:
             if op is Op.SEGMENTATION:
                 continue
@@ -154,7 +153,7 @@ def run_lanes(
                 tick(len(members))
             for k, lane in fast.items():
                 chunks = _chunks(members, k)
-                rows = [[shared[b.id] if plan.mode == "isolated" else
+                rows = [[shared[b.id] if plan.voiceprint_inputs == "isolated" else
                          voiceprint_rows(fast_out[k].segmentation_of(b.id), b.valid, op, geometry, plan.mask_policy)
                          for b in chunk] for chunk in chunks]
                 _voiceprint_fast(lane, chunks, rows, op, geometry, fast_out[k])
@@ -168,7 +167,7 @@ def run_lanes(
 
 def _shared_rows(members: list[Block], op: Op, given: Mapping[Op, Mapping[str, VoiceprintRows]] | None,
                  exact_out: list[OutputCollector], geometry: Geometry, policy: MaskPolicy) -> dict[str, VoiceprintRows]:
-    """The WEIGHTS/IDX every lane gets in isolated mode (and the exact lane in both modes)."""
+    """The WEIGHTS/IDX every lane gets with isolated voiceprint inputs (and the exact lane with both)."""
     shared = {}
     for block in members:
         if given is not None:

@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.data.schemas.results import CheckModel
 from harness.promotion import PROMOTED
 from reports.junit import next_steps
 from reports.numbers import fmt, percent_text
@@ -20,8 +22,9 @@ INPUT_MARK = "<input"  # harness.localise.INPUT / OUTPUT, after the network's na
 OUTPUT_MARK = "<output"
 
 
-def op_next(checks: list[dict[str, Any]], localisation: dict[str, Any] | None) -> list[str]:
-    """The next-step lines of one failing OP, given its localisation result (None: none ran)."""
+def op_next(checks: Sequence[CheckModel], localisation: Mapping[str, Any] | None) -> list[str]:
+    """The next-step lines of one failing OP (its score's checks), given its localisation result (None: none
+    ran; a free-form dict of :mod:`harness.localise`, which has no model)."""
     if localisation and localisation.get("available"):
         steps = next_steps(checks, localised=True)
         if INPUT_MARK in (localisation.get("first_diverging_layer") or ""):  # a packing bug: no golden to re-record
@@ -33,7 +36,7 @@ def op_next(checks: list[dict[str, Any]], localisation: dict[str, Any] | None) -
     return steps
 
 
-def localisation_finding(loc: dict[str, Any]) -> str:
+def localisation_finding(loc: Mapping[str, Any]) -> str:
     """What localisation found for one OP, and what it means, in one sentence."""
     layer = loc.get("first_diverging_layer")
     detail = (loc.get("per_block") or [{}])[0]
@@ -58,8 +61,9 @@ def localisation_finding(loc: dict[str, Any]) -> str:
             "kernels at this batch shape")
 
 
-def slow_note(shape: dict[str, Any]) -> str | None:
-    """'promoted: matches the golden, but 0.94× the speed of k=1 ...' for a usable shape slower than k = 1."""
+def slow_note(shape: Mapping[str, Any]) -> str | None:
+    """'promoted: matches the golden, but 0.94× the speed of k=1 ...' for a usable shape slower than k = 1
+    (``shape``: the report's own facts of that shape, ``reports.signoff._shape_facts``)."""
     speedup = shape.get("speedup")
     if not shape.get("usable") or speedup is None or speedup >= 1.0:
         return None

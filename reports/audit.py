@@ -9,14 +9,23 @@ renders it as a page of its own (``report.html``, ``report.md`` in the audit fol
 JUnit (suite ``harness.audit``): classname ``production_audit``, one case ``laws`` (fails with the
 violations) and one per OP ``op0``/``op1``/``op2`` (fails with that OP's failing checks, the gate's
 lines; skipped, saying why, when the OP was not scored).
+
+The audit document comes as its JSON (what ``audit.json`` holds): its model,
+``harness.capture.result.AuditFile``, lives in the core, which reports may not import
+(docs/design.md, layering), so the audit's own keys are read from the JSON; each scored OP's
+verdict is validated into the data layer's ``OpVerdictModel``, the same model a score's OPs
+are, and rendered by the same code (``reports.signoff.op_facts``, ``reports.junit.op_case``).
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from harness.data.fsio import atomic_write_many, make_dirs
+from harness.data.schemas.results import OpVerdictModel
 from reports.junit import new_suite, op_case, write_suite
 from reports.signoff import op_facts, plain_dict, template_environments
 
@@ -25,14 +34,20 @@ CLASSNAME = "production_audit"
 TITLE = "Production audit: {capture}"
 
 
-def build_audit_facts(result: dict) -> dict:
+def _verdict(o: Mapping[str, Any]) -> OpVerdictModel | None:
+    """One audited OP's verdict as the score's OP model (None: not scored)."""
+    return None if o["verdict"] is None else OpVerdictModel.model_validate(o["verdict"])
+
+
+def build_audit_facts(result: Mapping[str, Any]) -> dict[str, Any]:
     """What the section shows: the audit file, with each scored OP in the sign-off report's shape."""
     result = plain_dict(result)
     ops = {}
     for op, o in sorted(result["ops"].items()):
+        verdict = _verdict(o)
         ops[op] = {**{k: v for k, v in o.items() if k != "verdict"},
-                   "scored": o["verdict"] is not None,
-                   **(op_facts(o["verdict"]) if o["verdict"] is not None else {"verdict": "not scored"})}
+                   "scored": verdict is not None,
+                   **(op_facts(verdict) if verdict is not None else {"verdict": "not scored"})}
     golden = result["golden_model"]
     others = {} if golden is None else {fp: n for fp, n in result["served"]["fingerprints"].items()
                                         if fp != golden["fingerprint"]}
@@ -40,7 +55,7 @@ def build_audit_facts(result: dict) -> dict:
             "title": TITLE.format(capture=Path(result["capture"]["path"]).name)}
 
 
-def write_audit_report(out_dir: Path, result: dict) -> dict[str, Path]:
+def write_audit_report(out_dir: Path, result: Mapping[str, Any]) -> dict[str, Path]:
     """Write report.html and report.md (the production audit section as a page) under ``out_dir``."""
     out_dir = Path(out_dir)
     make_dirs(out_dir)
@@ -52,7 +67,8 @@ def write_audit_report(out_dir: Path, result: dict) -> dict[str, Path]:
     return paths
 
 
-def write_audit_junit(path: Path, result: dict) -> Path:
+def write_audit_junit(path: Path, result: Mapping[str, Any]) -> Path:
+    """The audit's JUnit file: one case for the laws, one per OP (see module doc)."""
     golden = result["golden_model"] or {}
     suite = new_suite(SUITE, {
         "capture": result["capture"]["path"], "capture_sha256": result["capture"]["sha256"],
@@ -73,15 +89,16 @@ def write_audit_junit(path: Path, result: dict) -> Path:
     for op, o in sorted(result["ops"].items()):
         case = ET.SubElement(suite, "testcase", classname=CLASSNAME, name=f"op{op}", time="0")
         tests += 1
-        if o["verdict"] is None:
+        verdict = _verdict(o)
+        if verdict is None:
             ET.SubElement(case, "skipped", message=o["not_scored"])
             skipped += 1
             continue
-        op_case(case, int(op), o["verdict"])
-        failures += not o["verdict"]["passed"]
+        op_case(case, int(op), verdict)
+        failures += not verdict.passed
     return write_suite(path, suite, tests, failures, skipped, 0.0)
 
 
-def _violation(v: dict) -> str:
+def _violation(v: Mapping[str, Any]) -> str:
     block = f" block {v['block_id']!r}" if v["block_id"] is not None else ""
     return f"law {v['law']} broken by request {v['request_id']!r} (row {v['row']}){block}: {v['what']}"

@@ -7,7 +7,7 @@ nightly says *which* shape and OP failed and why without opening the report:
   lines: observed vs allowed, how many of how many, where), every check as a <property> and a
   line of <system-out>; time = that lane's wall time for the OP;
 - classname ``golden``, name ``reproduction``: fails when the exact lane did not reproduce the
-  golden (verification["passed"] false); skipped, saying so, when nothing verified it.
+  golden (``verification.passed`` false); skipped, saying so, when nothing verified it.
 
 Written with the standard library only: junitparser is a test dependency, not a runtime one.
 """
@@ -17,40 +17,44 @@ from __future__ import annotations
 import io
 import socket
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.data.fsio import atomic_write
+from harness.data.schemas.files import LawsVerdict
+from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
 
 SUITE = "harness.nightly"
 MAX_SHAPES_IN_SUMMARY = 3
 
 
-def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
-    """Write the nightly's JUnit XML. ``verification`` falls back to score["verification"]."""
-    verification = verification if verification is not None else score.get("verification")
-    throughput = score.get("throughput") or {}
+def write_junit(path: Path, score: Score, verification: Reproduction | None) -> Path:
+    """Write the nightly's JUnit XML. ``verification`` falls back to ``score.verification``."""
+    verification = verification if verification is not None else score.verification
+    throughput = score.throughput  # per lane timing: a dict of named figures (no model)
     suite = new_suite(SUITE, {
-        "release": score["release"], "golden_id": score["golden"]["id"], "run_id": score["run"]["id"],
-        "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
-        "numerics_profile": score["numerics_profile"], "mode": score["mode"], "verdict": score["verdict"],
-        "packing_laws": _laws_phrase(score.get("laws")), "summary": summary_line(score, verification)},
-        score["created"])
+        "release": score.release, "golden_id": score.golden.id, "run_id": score.run.id,
+        "fingerprint": score.fingerprint, "device_kind": score.device_kind,
+        "numerics_profile": score.numerics_profile, "mode": score.mode, "verdict": score.verdict,
+        "packing_laws": _laws_phrase(score.laws), "summary": summary_line(score, verification)},
+        score.created)
 
     tests = failures = skipped = 0
     total_time = 0.0
-    for k, shape in sorted(score.get("shapes", {}).items(), key=lambda kv: int(kv[0])):
-        for op, verdict in sorted(shape.get("ops", {}).items(), key=lambda kv: int(kv[0])):
+    for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
+        for op, verdict in sorted(shape.ops.items(), key=lambda kv: int(kv[0])):
             seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}",
                                  time=f"{seconds:.6f}")
             op_case(case, int(op), verdict)
             props = case.find("properties")
             assert props is not None  # op_case always adds it
-            for key, value in (shape.get("requests") or {}).items():  # the full k-block requests behind it
+            for key, value in shape.requests.model_dump(mode="json").items():  # the full k-block requests behind it
                 ET.SubElement(props, "property", name=f"requests_{key}", value=str(value))
             tests += 1
             total_time += seconds
-            failures += not verdict.get("passed")
+            failures += not verdict.passed
         gate = _gate_reasons(shape)
         if gate:  # refused although its OPs may pass: too few full k-block requests, or a lawless packer
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name="evidence", time="0")
@@ -66,11 +70,11 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
                       "interleaved exact lane and no separate verification was given")
         skipped += 1
     else:
-        line = verification["summary"]
-        if not verification.get("passed"):
-            status = str(verification.get("status", "failed"))
+        line = verification.summary
+        if not verification.passed:
+            status = verification.status
             failure = ET.SubElement(case, "failure", message=line, type=status)
-            diffs = verification.get("environment_differences") or []
+            diffs = verification.environment_differences
             failure.text = line + ("\nwhat differs: " + "; ".join(diffs) if diffs else "")
             failures += 1
         ET.SubElement(case, "system-out").text = line
@@ -78,14 +82,14 @@ def write_junit(path: Path, score: dict, verification: dict | None) -> Path:
     return write_suite(path, suite, tests, failures, skipped, total_time)
 
 
-def _gate_reasons(shape: dict) -> list[str]:
+def _gate_reasons(shape: ShapeScore) -> list[str]:
     """The shape's reasons that no OP gave (they come first): the evidence and packing-laws gates."""
-    own = sum(len(v.get("reasons") or []) for v in (shape.get("ops") or {}).values())
-    reasons = list(shape.get("reasons") or [])
-    return reasons[: len(reasons) - own] if shape.get("verdict") == "fail" else []
+    own = sum(len(v.reasons) for v in shape.ops.values())
+    reasons = list(shape.reasons)
+    return reasons[: len(reasons) - own] if shape.verdict == "fail" else []
 
 
-def new_suite(name: str, facts: dict, created: str) -> ET.Element:
+def new_suite(name: str, facts: Mapping[str, Any], created: str) -> ET.Element:
     """A test suite on this host, with ``facts`` as its properties, stamped with ``created``: the time of the
     document it reports (score or audit), not of this write, so a file rewritten from the same document (a
     resumed or sharded job) is the same file."""
@@ -110,31 +114,31 @@ def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skippe
     return atomic_write(Path(path), buffer.getvalue())
 
 
-def op_case(case: ET.Element, op: int, verdict: dict) -> None:
+def op_case(case: ET.Element, op: int, verdict: OpVerdictModel) -> None:
     """One OP's verdict as a test case: every check a property and a line, the failing ones its failure."""
     props = ET.SubElement(case, "properties")
     lines = []
-    for c in verdict["checks"]:
-        ET.SubElement(props, "property", name=c["metric"], value=str(c["observed"]))
-        if c["allowed"] is not None:
-            ET.SubElement(props, "property", name=f"{c['metric']}_allowed", value=str(c["allowed"]))
-        ok = "not gated" if c["ok"] is None else ("ok" if c["ok"] else "FAIL")
+    for c in verdict.checks:
+        ET.SubElement(props, "property", name=c.metric, value=str(c.observed))
+        if c.allowed is not None:
+            ET.SubElement(props, "property", name=f"{c.metric}_allowed", value=str(c.allowed))
+        ok = "not gated" if c.ok is None else ("ok" if c.ok else "FAIL")
         lines.append(f"[{ok}] {_line(c)}")
-    ET.SubElement(props, "property", name="mode", value=str(verdict["limits"].get("mode")))
-    reasons = verdict.get("reasons", [])
-    if not verdict.get("passed"):
+    ET.SubElement(props, "property", name="mode", value=str(verdict.limits.get("mode")))
+    reasons = list(verdict.reasons)
+    if not verdict.passed:
         failure = ET.SubElement(case, "failure", message="; ".join(reasons) or "failed", type="tolerance")
-        failure.text = "\n".join(reasons + next_steps(verdict["checks"]))
+        failure.text = "\n".join(reasons + next_steps(verdict.checks))
     ET.SubElement(case, "system-out").text = "\n".join(lines)
 
 
-def next_steps(checks: list[dict], localised: bool = False) -> list[str]:
+def next_steps(checks: Sequence[CheckModel], localised: bool = False) -> list[str]:
     """What to do next about a failing OP, as 'next: ...' lines: its failing checks' hints, once each.
 
     The one wording of the next step: JUnit's failure text and the sign-off pages both use it.
     ``localised``: localisation already ran for this OP, so its finding is the next step (the
     caller says what it found) and every clause asking to localise is dropped from the hints."""
-    hints = sorted({c["hint"] for c in checks if c["ok"] is False and c["hint"]})
+    hints = sorted({c.hint for c in checks if c.ok is False and c.hint})
     if localised:
         hints = [h for h in (_without_localise(h) for h in hints) if h]
     return [f"next: {h}" for h in dict.fromkeys(hints)]
@@ -150,22 +154,20 @@ def _without_localise(hint: str) -> str:
     return "; ".join(kept)
 
 
-def _line(check: dict) -> str:
-    from harness.judges.base import Check
-
-    return Check.from_dict(check).line()
+def _line(check: CheckModel) -> str:
+    return check.line()  # the judges' one wording of a check (the model is theirs: harness.judges.base.Check)
 
 
-def summary_line(score: dict, verification: dict | None) -> str:
+def summary_line(score: Score, verification: Reproduction | None) -> str:
     """One line for the CI log: PASS/FAIL, the first reason of each failed shape, the golden.
 
     e.g. "FAIL: shape k=2 OP 0 max_abs: 10.1 > 0.0001 ... (+8 more); 2 of 3 shapes failed; golden reproduced
     bitwise" or "PASS: 3 shapes promoted (k=2,4,8), golden reproduced bitwise".
     """
-    verification = verification if verification is not None else score.get("verification")
-    shapes = sorted(score.get("shapes", {}).items(), key=lambda kv: int(kv[0]))
-    failed = [(k, s) for k, s in shapes if s.get("verdict") != "pass"]
-    golden_ok = verification is None or bool(verification.get("passed"))
+    verification = verification if verification is not None else score.verification
+    shapes = sorted(score.shapes.items(), key=lambda kv: int(kv[0]))
+    failed = [(k, s) for k, s in shapes if s.verdict != "pass"]
+    golden_ok = verification is None or verification.passed
     golden = _golden_phrase(verification)
     if not failed and golden_ok:
         if not shapes:
@@ -174,7 +176,7 @@ def summary_line(score: dict, verification: dict | None) -> str:
         return f"PASS: {len(shapes)} shape{'s' if len(shapes) != 1 else ''} promoted (k={ks}), {golden}"
     parts = []
     for k, s in failed[:MAX_SHAPES_IN_SUMMARY]:
-        reasons = s.get("reasons") or ["failed"]
+        reasons = s.reasons or ["failed"]
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         parts.append(f"shape k={k} {reasons[0]}{more}")
     if len(failed) > MAX_SHAPES_IN_SUMMARY:
@@ -188,19 +190,18 @@ def summary_line(score: dict, verification: dict | None) -> str:
     return "FAIL: " + "; ".join(parts)
 
 
-def _laws_phrase(laws: dict | None) -> str:
-    if not laws:
+def _laws_phrase(laws: LawsVerdict | None) -> str:
+    if laws is None:
         return "not recorded"
-    broken = f" ({', '.join(laws['broken'])})" if laws.get("broken") else ""
-    return (f"{laws['verdict']}{broken}: packer {laws['packer_identity']}, {laws['examples']} examples, "
-            f"seed {laws['seed']}")
+    broken = f" ({', '.join(laws.broken)})" if laws.broken else ""
+    return f"{laws.verdict}{broken}: packer {laws.packer_identity}, {laws.examples} examples, seed {laws.seed}"
 
 
-def _golden_phrase(v: dict | None) -> str:
+def _golden_phrase(v: Reproduction | None) -> str:
     if v is None:
         return "golden reproduction not checked"
-    if v.get("status") == "bitwise":
+    if v.status == "bitwise":
         return "golden reproduced bitwise"
-    if v.get("status") == "within-noise-floor":
+    if v.status == "within-noise-floor":
         return "golden reproduced within its noise floor"
-    return v["summary"]
+    return v.summary

@@ -9,11 +9,16 @@ read as what it is, and never look better than it is:
 - plain figures without scientific notation between 1e-3 and 1e9 (``12346``); error magnitudes
   outside keep it (``3.58e-06``, ``1e+30``), as torch.testing does;
 - cosines through ``harness.judges.base.cosine_text``: never ``1`` when the values differ.
+
+These are the templates' filters: they read the report's own facts (``reports.signoff.build_facts``,
+plain JSON, what report.json holds) and an OP's ``metrics`` (a dict of named figures in the score's
+model too), never a score model itself.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from harness.judges.base import cosine_text, non_finite_text, shown_figure
@@ -85,7 +90,7 @@ def fmt(value: Any, kind: str = "") -> str:
     return significant(value, 4)
 
 
-def identical(metrics: dict[str, Any] | None) -> bool:
+def identical(metrics: Mapping[str, Any] | None) -> bool:
     """Whether the rows a cosine was taken over are bit-identical (so an exact 1.0 is the truth)."""
     if not metrics:
         return False
@@ -94,7 +99,7 @@ def identical(metrics: dict[str, Any] | None) -> bool:
     return bool(metrics.get("bitwise"))
 
 
-def cosine(value: Any, metrics: dict[str, Any] | None) -> str:
+def cosine(value: Any, metrics: Mapping[str, Any] | None) -> str:
     """A measured cosine (a number, or the 'non-finite (...)' text) over rows described by ``metrics``."""
     if value is None:
         return "—"
@@ -103,13 +108,13 @@ def cosine(value: Any, metrics: dict[str, Any] | None) -> str:
     return cosine_text(float(value), identical(metrics))
 
 
-def summary_cosine(shape: dict[str, Any], op: str) -> str:
+def summary_cosine(shape: Mapping[str, Any], op: str) -> str:
     """The summary row's OP 1/2 minimum cosine, judged identical or not by that OP's own metrics."""
     metrics = (shape.get("ops", {}).get(op) or {}).get("metrics")
     return cosine(shape.get("min_cosine", {}).get(op), metrics)
 
 
-def packing_alone(shape: dict[str, Any]) -> str:
+def packing_alone(shape: Mapping[str, Any]) -> str:
     """The shape against the run's own exact lane, in a few words."""
     effect = shape.get("vs_exact")
     if not effect:
@@ -123,7 +128,7 @@ def packing_alone(shape: dict[str, Any]) -> str:
     return ", ".join(worst)
 
 
-def fmt_check(check: dict[str, Any], which: str, metrics: dict[str, Any] | None = None) -> str:
+def fmt_check(check: Mapping[str, Any], which: str, metrics: Mapping[str, Any] | None = None) -> str:
     """A check's observed ('value') or allowed ('limit') number; ``metrics``: its OP's, for a cosine."""
     if which == "value" and check["observed"] is None and check.get("offending") and check.get("total"):
         return non_finite_text(check["offending"], check["total"], check["unit"])  # a figure over non-finite values

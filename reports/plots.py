@@ -17,7 +17,7 @@ so the page still names no URL of any kind.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -70,7 +70,7 @@ class _Svg:
         return "\n".join([*self.parts, "</svg>"])
 
 
-def bitwise_line(op: int, metrics: dict[str, Any]) -> str | None:
+def bitwise_line(op: int, metrics: Mapping[str, Any]) -> str | None:
     """'bitwise: 32 of 32 windows identical' when every window (OP 0) or row (OP 1/2) of an OP is
     bit-identical to the golden; None where there is a spread (then the histogram is drawn).
 

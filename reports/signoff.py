@@ -21,7 +21,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import numpy as np
@@ -29,6 +31,9 @@ from markupsafe import Markup
 
 from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain
+from harness.data.schemas.files import Reproducibility
+from harness.data.schemas.records import Ledger, LedgerEntry
+from harness.data.schemas.results import OpVerdictModel, Reproduction, Score, ShapeScore
 from harness.judges.base import shown_figure
 from harness.promotion import PROMOTED, REVOKED, judging_overrides, ledger_states, overrides_line
 from reports.advice import op_next, slow_note
@@ -41,51 +46,51 @@ OPS_SHOWN = ("0", "1", "2")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as the start of an HTML tag
 MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
 TITLE = "Release sign-off: {release}"
+# localisation results per shape and OP (``harness.localise``; LocalisationFile.shapes): free-form dicts
+Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
 # ---------------------------------------------------------------------------------------------
 # Facts
 
 
-def plain_dict(data: dict) -> dict:
+def plain_dict(data: object) -> dict[str, Any]:
     """``plain(data)`` (a deep JSON-plain copy) of a dict, which is a dict again: said once for the type checker."""
     out = plain(data)
     assert isinstance(out, dict)  # a JSON round trip keeps a dict a dict
     return out
 
 
-def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict] | None = None,
-                localisation: dict | None = None, verification: dict | None = None, promoted: bool = True) -> dict:
-    """Everything the report shows, as one JSON-able dict (what report.json holds)."""
-    score = plain_dict(score)
-    ledger = plain_dict(ledger) if ledger is not None else None
-    transitions = [plain_dict(t) for t in transitions] if transitions is not None else None
-    localisation = plain_dict(localisation) if localisation else {}
-    verification = plain_dict(verification) if verification is not None else None
+def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequence[Mapping[str, Any]] | None = None,
+                localisation: Localisation | None = None, verification: Reproduction | None = None,
+                promoted: bool = True) -> dict[str, Any]:
+    """Everything the report shows, as one JSON-able dict (what report.json holds).
 
+    The documents come in as their models (read by attribute); the facts are the report's own
+    document, plain JSON (the templates and report.json read them), made plain once at the end."""
+    loc = plain_dict(localisation) if localisation else {}
     golden_checks = _golden_checks(score, verification)
     golden_ok = all(c["passed"] for c in golden_checks)
-    states = ledger_states(ledger, score["fingerprint"], score["device_kind"], score["numerics_profile"],
-                           (score.get("packer") or {}).get("identity")) if ledger else {}
-    throughput = score.get("throughput") or {}
-    shape_keys = sorted(set(score["shapes"]) | {str(k) for k in states}, key=int)
-    shapes = {k: _shape_facts(k, score, states.get(int(k)), throughput, golden_ok, ledger is not None,
-                              localisation.get(k)) for k in shape_keys}
+    states = ledger_states(ledger, score.fingerprint, score.device_kind, score.numerics_profile,
+                           score.packer.get("identity")) if ledger is not None else {}
+    throughput = plain_dict(score.throughput)  # per lane timing: a dict of named figures (no model)
+    shape_keys = sorted(set(score.shapes) | {str(k) for k in states}, key=int)
+    shapes = {k: _shape_facts(k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None,
+                              loc.get(k)) for k in shape_keys}
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
     lanes = _throughput(throughput, shapes)
-    model = score.get("model") or {}
     headline = None
     if not golden_ok:
         bad = next(c for c in golden_checks if not c["passed"])
         headline = (f"The golden is NOT reproduced in this environment: {bad['summary']}. Every shape below was judged "
                     "against a golden this environment does not reproduce, so none may be used until it does.")
-    return {
+    return plain_dict({
         "kind": "harness.signoff",
         "format": FORMAT,
         "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "title": TITLE.format(release=score["release"]),
-        "release": score["release"],
+        "title": TITLE.format(release=score.release),
+        "release": score.release,
         "verdict": "pass" if golden_ok and all(s["verdict"] != "fail" for s in shapes.values()) else "fail",
         "headline": headline,
         "decision": {
@@ -95,94 +100,99 @@ def build_facts(score: dict, ledger: dict | None = None, transitions: list[dict]
             "golden_ok": golden_ok,
             "ledger_given": ledger is not None,
         },
-        "run_id": score["run"]["id"],
-        "score_created": score["created"],
-        "golden_id": score["golden"]["id"],
-        "fingerprint": score["fingerprint"],
-        "model": model,
-        "device_kind": score["device_kind"],
-        "numerics_profile": score["numerics_profile"],
-        "environment": score.get("environment") or {},
-        "numerics": (score.get("numerics") or {}).get("in_force") or {},
-        "mode": score["mode"],
-        "pad_to_fixed": score["pad_to_fixed"],
-        "packer": (score.get("packer") or {}).get("name", "harness"),
-        "laws": score.get("laws"),  # the packing-laws verdict of that packer, judged at the run's start
-        "corpus": score["corpus"],
-        "tolerances": score["tolerances"],
-        "reproducibility": _reproducibility(score.get("reproducibility")),
+        "run_id": score.run.id,
+        "score_created": score.created,
+        "golden_id": score.golden.id,
+        "fingerprint": score.fingerprint,
+        "model": _by_name(score.model.model_dump(mode="json")),
+        "device_kind": score.device_kind,
+        "numerics_profile": score.numerics_profile,
+        "environment": _by_name(score.environment.model_dump(mode="json")),
+        "numerics": score.numerics.in_force,
+        "mode": score.mode,
+        "pad_to_fixed": score.pad_to_fixed,
+        "packer": score.packer.get("name", "harness"),
+        "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start
+        "corpus": _by_name(score.corpus.model_dump(mode="json")),
+        "tolerances": score.tolerances.model_dump(mode="json"),
+        "reproducibility": _reproducibility(score.reproducibility),
         "golden_checks": golden_checks,
         "shapes": shapes,
         "throughput": lanes,
         "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
-        "exact_timing_source": score.get("exact_timing_source"),
-        "transitions": transitions,
+        "exact_timing_source": score.exact_timing_source,
+        "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
         "ledger": _ledger_rows(states) if ledger is not None else None,
-        "overrides": judging_overrides(score), "overrides_line": overrides_line(score),  # harness.promotion
+        "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.promotion
+        "overrides_line": overrides_line(score),
         "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
-    }
+    })
 
 
-def _golden_checks(score: dict, verification: dict | None) -> list[dict]:
+def _by_name(table: Mapping[str, Any]) -> dict[str, Any]:
+    """A table of named values (model, environment, corpus) in name order: the pages list them so, whatever
+    order their model declares its fields in (as the files they come from, written with sorted keys, did)."""
+    return dict(sorted(table.items()))
+
+
+def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict[str, Any]]:
     """Golden reproduction from the score's own exact lane, and a separate verification if given."""
     out = []
-    for source, v in (("golden reproduction (this run's interleaved exact lane)", score.get("verification")),
+    for source, v in (("golden reproduction (this run's interleaved exact lane)", score.verification),
                       ("golden verification (separate exact-lane re-run)", verification)):
-        if not v:
+        if v is None:
             continue
-        ops = {op: {"bitwise": o["metrics"].get("bitwise"),
-                    "max_abs": shown_figure(o["metrics"], "max_abs"),  # never a finite-only figure that looks fine
-                    "max_ulp": shown_figure(o["metrics"], "max_ulp"),
-                    "min_cosine": shown_figure(o["metrics"], "min_cosine"),
-                    "failed": [c for c in o["checks"] if c["ok"] is False]}
-               for op, o in sorted(v.get("ops", {}).items())}
-        out.append({"source": source, "status": v["status"], "passed": bool(v["passed"]), "summary": v["summary"],
-                    "golden_id": v["golden_id"], "environment_differences": v.get("environment_differences", []),
-                    "fingerprint_matches": v.get("fingerprint_matches", True), "ops": ops})
+        ops = {op: {"bitwise": o.metrics.get("bitwise"),
+                    "max_abs": shown_figure(o.metrics, "max_abs"),  # never a finite-only figure that looks fine
+                    "max_ulp": shown_figure(o.metrics, "max_ulp"),
+                    "min_cosine": shown_figure(o.metrics, "min_cosine"),
+                    "failed": [c.model_dump(mode="json") for c in o.checks if c.ok is False]}
+               for op, o in sorted(v.ops.items())}
+        out.append({"source": source, "status": v.status, "passed": v.passed, "summary": v.summary,
+                    "golden_id": v.golden_id, "environment_differences": list(v.environment_differences),
+                    "fingerprint_matches": v.fingerprint_matches, "ops": ops})
     return out
 
 
-def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, golden_ok: bool,
-                 ledger_given: bool, localisation: dict | None) -> dict:
-    s = score["shapes"].get(k)
+def _shape_facts(k: str, s: ShapeScore | None, entry: LedgerEntry | None, throughput: Mapping[str, Any],
+                 golden_ok: bool, ledger_given: bool, localisation: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry."""
     lane = throughput.get(k) or {}
-    scored = s is not None
-    verdict = s["verdict"] if scored else "not scored"
-    state = entry["state"] if entry else None
-    passed_now = scored and verdict == "pass" and golden_ok
+    verdict = s.verdict if s is not None else "not scored"
+    state = entry.state if entry is not None else None
+    passed_now = s is not None and verdict == "pass" and golden_ok
     if entry is not None:  # the ledger decides; a failed run or an unreproduced golden overrules it
-        usable = state == PROMOTED and golden_ok and (not scored or passed_now)
+        usable = state == PROMOTED and golden_ok and (s is None or passed_now)
     else:
         usable = passed_now
-    ops = {}
-    if scored:
-        ops = {op: op_facts(v) for op, v in sorted(s["ops"].items())}
-    loc = _localisation(localisation) if scored and verdict == "fail" else None
+    ops = {op: op_facts(v) for op, v in sorted(s.ops.items())} if s is not None else {}
+    loc = _localisation(localisation) if s is not None and verdict == "fail" else None
     for op, o in ops.items():  # what to do next, worded as JUnit words it; localisation's finding where it ran
-        o["next"] = [] if o["passed"] else op_next(o["checks"], (loc or {}).get(op))
-    op0 = ops.get("0", {}).get("metrics", {})
+        o["next"] = [] if o["passed"] or s is None else op_next(s.ops[op].checks, (loc or {}).get(op))
+    op0 = s.ops["0"].metrics if s is not None else {}
     shape = {
         "shape": int(k),
-        "scored": scored,
+        "scored": s is not None,
         "verdict": verdict,
-        "reasons": list(s["reasons"]) if scored else [],
+        "reasons": list(s.reasons) if s is not None else [],
         "usable": usable,
-        "why": _why(scored, verdict, s, entry, golden_ok, ledger_given, usable),
+        "why": _why(s, entry, golden_ok, ledger_given, usable),
         "ledger_state": state,
-        "revoked_by": entry.get("revoked_by") if entry and state == REVOKED else None,
+        "revoked_by": entry.revoked_by if entry is not None and state == REVOKED else None,
         "speedup": lane.get("speedup"),
         "speedup_interval": lane.get("speedup_interval"),
         "within_noise": lane.get("within_noise"),
         "repetitions": lane.get("repetitions"),
         "speedup_basis": lane.get("speedup_basis"),  # full k-block requests only
-        "requests": s.get("requests") if scored else None,  # full k-block requests behind the verdict
+        "requests": s.requests.model_dump(mode="json") if s is not None else None,  # full k-block requests behind it
         "stalls": lane.get("stalls"),
         "blocks_per_s": lane.get("blocks_per_s"),
         "op0_max_abs": shown_figure(op0, "max_abs"),  # 'non-finite (N of M windows)', never a finite-only figure
-        "min_cosine": {op: shown_figure(ops[op]["metrics"], "min_cosine") for op in ("1", "2") if op in ops},
+        "min_cosine": {op: shown_figure(s.ops[op].metrics, "min_cosine") for op in ("1", "2") if op in s.ops}
+        if s is not None else {},
         "flips": {"near_tie": op0.get("argmax_flips_near_tie"), "confident": op0.get("argmax_flips_confident")}
         if op0 else None,
-        "vs_exact": s.get("vs_exact") if scored else None,
+        "vs_exact": s.vs_exact if s is not None else None,
         "ops": ops,
         "localisation": loc,
     }
@@ -190,52 +200,49 @@ def _shape_facts(k: str, score: dict, entry: dict | None, throughput: dict, gold
     return shape
 
 
-def _why(scored: bool, verdict: str, s: dict | None, entry: dict | None, golden_ok: bool, ledger_given: bool,
-         usable: bool) -> str:
-    """One sentence: why this shape may or may not be used."""
-    state = entry["state"] if entry else None
-    known = entry or {}  # a state is only ever read off an entry
+def _why(s: ShapeScore | None, entry: LedgerEntry | None, golden_ok: bool, ledger_given: bool, usable: bool) -> str:
+    """One sentence: why this shape may or may not be used (``s`` None: not scored in this run)."""
+    state = entry.state if entry is not None else None
+    revoked_by = entry.revoked_by if entry is not None else None
     if usable:
-        if state == PROMOTED:
-            last_pass = [h for h in known.get("history", []) if h.get("verdict") == "pass"]
-            by = f" by run {last_pass[-1]['run_id']}" if last_pass else ""
-            return f"promoted{by}" + ("" if scored else "; not scored in this run")
+        if state == PROMOTED and entry is not None:
+            last_pass = [h for h in entry.history if h.verdict == "pass"]
+            by = f" by run {last_pass[-1].run_id}" if last_pass else ""
+            return f"promoted{by}" + ("" if s is not None else "; not scored in this run")
         where = "not recorded in the ledger" if ledger_given else "no ledger given"
         return f"passed in this run; {where}"
     if not golden_ok:
-        done = "passed" if scored and verdict == "pass" else ("failed" if scored else "not scored")
+        done = "not scored" if s is None else ("passed" if s.verdict == "pass" else "failed")
         return f"{done}, but judged against a golden this environment does not reproduce: no packed shape may be used"
-    if scored and verdict == "fail" and s is not None:  # scored: s is the score's entry
-        first = s["reasons"][0] if s["reasons"] else "failed"
-        more = f" (+{len(s['reasons']) - 1} more)" if len(s["reasons"]) > 1 else ""
-        revoked = state == REVOKED and known.get("revoked_by")
-        prefix = f"revoked by run {known['revoked_by']}: " if revoked else ""
+    if s is not None and s.verdict == "fail":
+        first = s.reasons[0] if s.reasons else "failed"
+        more = f" (+{len(s.reasons) - 1} more)" if len(s.reasons) > 1 else ""
+        prefix = f"revoked by run {revoked_by}: " if state == REVOKED and revoked_by else ""
         return f"{prefix}{first}{more}"
     if state == REVOKED:
-        return f"revoked by run {known.get('revoked_by', '?')}"
+        return f"revoked by run {revoked_by or '?'}"
     if state is not None:
         return f"ledger state {state}"
     return "not promoted"
 
 
-def op_facts(v: dict) -> dict:
+def op_facts(v: OpVerdictModel) -> dict[str, Any]:
+    """One OP's verdict as the pages show it (also the production audit's: ``reports.audit``)."""
     return {
-        "op": int(v["op"]),
-        "passed": bool(v["passed"]),
-        "verdict": "pass" if v["passed"] else "fail",
-        "reasons": list(v["reasons"]),
-        "checks": list(v["checks"]),
-        "metrics": v["metrics"],
-        "limits": v["limits"],
-        "failing": list(v.get("failing", []))[:MAX_FAILING_ROWS],
-        "bitwise_line": bitwise_line(int(v["op"]), v["metrics"]),  # replaces the histogram when set
-        "distribution": _distribution_summary(v.get("distribution")),
+        "op": v.op,
+        "passed": v.passed,
+        "verdict": "pass" if v.passed else "fail",
+        "reasons": list(v.reasons),
+        "checks": [c.model_dump(mode="json") for c in v.checks],
+        "metrics": v.metrics,
+        "limits": v.limits,
+        "failing": list(v.failing)[:MAX_FAILING_ROWS],
+        "bitwise_line": bitwise_line(v.op, v.metrics),  # replaces the histogram when set
+        "distribution": _distribution_summary(v.distribution),
     }
 
 
-def _distribution_summary(values: list | None) -> dict | None:
-    if values is None:
-        return None
+def _distribution_summary(values: Sequence[float | None]) -> dict[str, Any]:
     finite = np.array([v for v in values if v is not None], dtype=np.float64)
     return {"n": len(values), "zero": int(np.count_nonzero(finite == 0.0)),
             "non_zero": int(np.count_nonzero(finite != 0.0)), "non_finite": len(values) - int(finite.size),
@@ -243,7 +250,7 @@ def _distribution_summary(values: list | None) -> dict | None:
             "p99": float(np.percentile(finite, 99)) if finite.size else None}
 
 
-def _localisation(loc: dict | None) -> dict | None:
+def _localisation(loc: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not loc:
         return None
     out = {}
@@ -255,13 +262,12 @@ def _localisation(loc: dict | None) -> dict | None:
     return out
 
 
-def _reproducibility(repro: dict | None) -> dict | None:
-    if not repro:
-        return None
-    return {"bitwise": repro.get("bitwise"), "repeats": repro.get("repeats"), "ops": repro.get("ops", {})}
+def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
+    return {"bitwise": repro.bitwise, "repeats": repro.repeats,
+            "ops": {op: floor.model_dump(mode="json") for op, floor in repro.ops.items()}}
 
 
-def _throughput(throughput: dict, shapes: dict) -> list[dict]:
+def _throughput(throughput: Mapping[str, Any], shapes: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for key in sorted(throughput, key=lambda x: 0 if x == "exact" else int(x)):
         t = throughput[key]
@@ -278,19 +284,17 @@ def _throughput(throughput: dict, shapes: dict) -> list[dict]:
     return rows
 
 
-def _ledger_rows(states: dict[int, dict]) -> list[dict]:
+def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
     rows = []
     for k in sorted(states):
         e = states[k]
-        history = e.get("history", [])
-        passes = [h for h in history if h.get("verdict") == "pass"]
-        last = history[-1] if history else {}
-        rows.append({"shape": k, "state": e.get("state"), "revoked_by": e.get("revoked_by"),
-                     "promoted_by": passes[-1]["run_id"] if passes else None,
-                     "promoted_at": passes[-1].get("at") if passes else None,
-                     "last_run": last.get("run_id"), "last_at": last.get("at"),
-                     "last_verdict": last.get("verdict"),
-                     "runs": len(history), "last_reasons": list(last.get("reasons", []))})
+        passes = [h for h in e.history if h.verdict == "pass"]
+        last = e.history[-1]  # an entry has at least one event (its schema)
+        rows.append({"shape": k, "state": e.state, "revoked_by": e.revoked_by,
+                     "promoted_by": passes[-1].run_id if passes else None,
+                     "promoted_at": passes[-1].at if passes else None,
+                     "last_run": last.run_id, "last_at": last.at, "last_verdict": last.verdict,
+                     "runs": len(e.history), "last_reasons": list(last.reasons)})
     return rows
 
 
@@ -298,19 +302,18 @@ def _ledger_rows(states: dict[int, dict]) -> list[dict]:
 # Images
 
 
-def build_images(score: dict, facts: dict) -> dict:
+def build_images(score: Score, facts: Mapping[str, Any]) -> dict[str, Markup]:
     """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>" (none for a bitwise OP)."""
     images = {}
     points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
     if any(p.speedup is not None for p in points):
         images["speedup"] = Markup(speedup_svg(points))
-    for k, shape in score.get("shapes", {}).items():
-        for op, verdict in sorted(shape["ops"].items()):
-            if bitwise_line(int(op), verdict["metrics"]):
+    for k, shape in score.shapes.items():
+        for op, verdict in sorted(shape.ops.items()):
+            if bitwise_line(int(op), verdict.metrics):
                 continue  # every window/row identical: one line says it, an empty histogram would not
-            limit = (verdict.get("limits") or {}).get("max_abs")
-            images[f"dist_{k}_{op}"] = Markup(error_distribution_svg(verdict.get("distribution") or [], int(op), k,
-                                                                     limit))
+            limit = verdict.limits.get("max_abs")
+            images[f"dist_{k}_{op}"] = Markup(error_distribution_svg(verdict.distribution, int(op), k, limit))
     return images
 
 
@@ -335,7 +338,7 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
     return html, md
 
 
-def _md_cell(value) -> str:
+def _md_cell(value: object) -> str:
     """Text safe in a Markdown table cell: no pipe, no newline, no raw HTML tag."""
     text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
     return _TAG_START.sub(r"\\<", text)
@@ -345,14 +348,14 @@ def _md_cell(value) -> str:
 # Writing
 
 
-def write_report(out_dir: Path, score: dict, ledger: dict | None = None,
-                 transitions: list[dict] | None = None, localisation: dict | None = None,
-                 verification: dict | None = None, promoted: bool = True) -> dict[str, Path]:
+def write_report(out_dir: Path, score: Score, ledger: Ledger | None = None,
+                 transitions: Sequence[Mapping[str, Any]] | None = None, localisation: Localisation | None = None,
+                 verification: Reproduction | None = None, promoted: bool = True) -> dict[str, Path]:
     """Write report.html, report.md and report.json under ``out_dir``; returns their paths (``promoted``
     False: a ``--no-promote`` night, said in one line)."""
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted)
-    images = build_images(plain_dict(score), facts)
+    images = build_images(score, facts)
     html_env, md_env = template_environments()
     context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {

@@ -31,6 +31,8 @@ case(K, "missing-argument", ("corpus", "wav", "w.parquet"), "Missing argument 'w
 case(K, "shapes-empty-entry", ("run", "--golden", "goldens/r", "--shapes", "2,,4", *CFG), "an empty entry")
 case(K, "shapes-zero", ("run", "--golden", "goldens/r", "--shapes", "0", *CFG), "--shapes '0'")
 case(K, "shapes-twice", ("run", "--golden", "goldens/r", "--shapes", "2,2", *CFG), "--shapes '2,2'")
+case(K, "shapes-over-max", ("run", "--golden", "goldens/r", "--shapes", "2,100001", *CFG),
+     "--shapes '2,100001': 100001 blocks per call is over the largest shape, 100000")
 case(K, "seed-over-numpy-range", ("golden", "record", "--seed", str(2**32), *CFG), "--seed")
 case(K, "seed-negative", ("golden", "record", "--seed", "-1", *CFG), "--seed")
 case(K, "shard-0-of-4", ("nightly", "--golden", "goldens/r", "--shard", "0/4", *CFG), "--shard '0/4'")
@@ -76,6 +78,14 @@ case(K, "backend-port-not-a-number", ("golden", "verify", "goldens/r", "--backen
 case(K, "ray-workers-0", ("nightly", "--golden", "goldens/r", "--ray", "local", "--ray-workers", "0", *CFG),
      "--ray-workers 0")
 case(K, "concurrency-in-process", ("run", "--golden", "goldens/r", "--concurrency", "4", *CFG), "--concurrency")
+case(K, "set-not-key-value", ("nightly", "--golden", "goldens/r", "--set", "workers", *CFG),
+     "--set 'workers': expected TABLE.KEY=VALUE")
+case(K, "set-unknown-key", ("nightly", "--golden", "goldens/r", "--set", "ray.worker=2", *CFG),
+     "--set 'ray.worker=2': ray.worker: unknown key (did you mean 'workers'?)")
+case(K, "set-out-of-range", ("golden", "record", "--set", "backend.concurrency=0", *CFG),
+     "--set 'backend.concurrency=0': backend.concurrency: Input should be greater than or equal to 1")
+case(K, "set-concurrency-in-process", ("run", "--golden", "goldens/r", "--set", "backend.concurrency=4", *CFG),
+     "applies to a Triton backend")
 case(K, "merge-not-a-shard", ("merge", "goldens", "--golden", "goldens/r", *CFG), "expected one shard run")
 case(K, "merge-no-shards", ("merge", "--golden", "goldens/r", *CFG), "Missing argument 'shards'")
 case(K, "corpus-path-a-directory", ("corpus", "show", "goldens", *CFG), "is a directory")

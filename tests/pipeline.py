@@ -10,6 +10,7 @@ from golden.store import Golden
 from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import Corpus
+from harness.data.schemas.results import Score
 from harness.numerics import NumericSettings
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for
@@ -27,7 +28,7 @@ class Pipeline:
     corpus: Corpus
     golden: Golden
     run: Run
-    score: dict
+    score: Score
     config: ReleaseConfig
 
 
@@ -56,8 +57,8 @@ def run_shapes(backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tup
 
 def pipeline(model, tmp: Path, shapes: tuple[int, ...] = (2, 4), blocks: int = 12,
              numerics: NumericSettings = NumericSettings(), tolerances: Tolerances = Tolerances(),
-             corpus: Corpus | None = None, mode: str = "isolated") -> Pipeline:
-    cfg = ReleaseConfig(numerics=numerics, tolerances=tolerances, mode=mode)
+             corpus: Corpus | None = None, voiceprint_inputs: str = "isolated") -> Pipeline:
+    cfg = ReleaseConfig(numerics=numerics, tolerances=tolerances, voiceprint_inputs=voiceprint_inputs)
     backend, corpus, golden = record(model, tmp, blocks, numerics, corpus, config=cfg)
     run = run_shapes(backend, golden, tmp, shapes, cfg)
     return Pipeline(backend.model, backend, corpus, golden, run, score_run(golden, run, tolerances), cfg)

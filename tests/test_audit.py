@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
+from pydantic import ValidationError
 
 from examples.capture_simulated_engine import idx_not_rebased_packer, one_short_packer
 from harness import cli
@@ -128,15 +129,15 @@ def junit_cases(path: Path) -> dict:
 def test_a_capture_of_the_harness_packer_served_by_the_golden_model_passes(captures, golden_backend, tmp_path):
     outcome, factory = audit(captures, "good", golden_backend, tmp_path)
     r = outcome.result
-    assert outcome.passed and r["verdict"] == "pass" and r["fingerprint_matches"] is True
-    assert r["headline"].startswith("PASS: 9 captured requests (36 blocks) obey the packing laws and match the "
+    assert outcome.passed and r.verdict == "pass" and r.fingerprint_matches is True
+    assert r.headline.startswith("PASS: 9 captured requests (36 blocks) obey the packing laws and match the "
                                     "golden model 'small' re-run alone: OP 0 bitwise")
-    assert r["laws"] == {"passed": True, "judged": ["well-formed", "rebased-inside"], "requests": 9, "blocks": 36,
-                         "padding_blocks": 0, "broken": {}, "violations": []}
+    assert r.laws.model_dump() == {"passed": True, "judged": ["well-formed", "rebased-inside"], "requests": 9,
+                                   "blocks": 36, "padding_blocks": 0, "broken": {}, "violations": []}
     for op in ("0", "1", "2"):
-        o = r["ops"][op]
-        assert o["verdict"]["passed"] and o["blocks"] == 12 and o["requests"] == 3
-    assert r["ops"]["1"]["rows_matched_by"] == "block, window, speaker" and r["ops"]["1"]["unlabelled_rows"] == 0
+        o = r.ops[op]
+        assert o.verdict.passed and o.blocks == 12 and o.requests == 3
+    assert r.ops["1"].rows_matched_by == "block, window, speaker" and r.ops["1"].unlabelled_rows == 0
     # every captured block re-run alone: one call per block (a voiceprint block without rows sends nothing)
     reader = CaptureReader(captures["good"])
     sent = sum(q.op == 0 or s.rows > 0 for q in reader.requests() for s in q.packed.segments)
@@ -144,27 +145,30 @@ def test_a_capture_of_the_harness_packer_served_by_the_golden_model_passes(captu
     # the files: the sealed audit, JUnit, the report's production audit section; nothing else (no ledger)
     assert sorted(p.name for p in (tmp_path / "good").iterdir() if not p.name.startswith(".")) == [
         "audit.json", "junit.xml", "report.html", "report.md"]  # (the set's generation: hidden names, outputset)
-    assert read_audit(outcome.paths["audit"]) == r
+    assert read_audit(outcome.paths["audit"]) == r  # the typed audit, as read back from its file
+    assert json.loads(outcome.paths["audit"].read_text()) == r.model_dump(mode="json")  # written as it is held
+    with pytest.raises(ValidationError, match="frozen"):  # the judged audit cannot be changed after it is sealed
+        r.ops["0"].blocks = 0
     cases = junit_cases(outcome.paths["junit"])
     assert sorted(cases) == ["laws", "op0", "op1", "op2"] and all(c.is_passed for c in cases.values())
     html, md = outcome.paths["html"].read_text(), outcome.paths["md"].read_text()
-    assert 'id="production-audit" data-verdict="pass"' in html and r["headline"] in html_unescape(html)
+    assert 'id="production-audit" data-verdict="pass"' in html and r.headline in html_unescape(html)
     assert "## Production audit" in md and "http" not in html and "<script" not in html
-    assert outcome.lines[-2] == f"audit: {r['headline']}"
+    assert outcome.lines[-2] == f"audit: {r.headline}"
 
 
 @pytest.mark.parametrize("name", ["unlabelled", "same-labels"])
 def test_rows_without_unique_speaker_labels_are_matched_by_row_index(captures, golden_backend, tmp_path, name):
     outcome, _ = audit(captures, name, golden_backend, tmp_path)
-    o = outcome.result["ops"]["1"]
-    assert outcome.passed and o["rows_matched_by"] == "block, row" and o["unlabelled_rows"] > 0
+    o = outcome.result.ops["1"]
+    assert outcome.passed and o.rows_matched_by == "block, row" and o.unlabelled_rows > 0
 
 
 def test_an_op_that_was_not_captured_is_not_scored_and_not_failed(captures, golden_backend, tmp_path):
     outcome, factory = audit(captures, "op0-only", golden_backend, tmp_path)
     r = outcome.result
-    assert outcome.passed and r["ops"]["0"]["verdict"]["passed"] and factory.backend.calls == 12
-    assert [r["ops"][op]["not_scored"] for op in ("1", "2")] == ["no request of this OP was captured"] * 2
+    assert outcome.passed and r.ops["0"].verdict.passed and factory.backend.calls == 12
+    assert [r.ops[op].not_scored for op in ("1", "2")] == ["no request of this OP was captured"] * 2
     cases = junit_cases(outcome.paths["junit"])
     assert cases["op0"].is_passed and cases["op1"].is_skipped and cases["op2"].is_skipped
     assert "OP 1: no request of this OP was captured" in outcome.lines
@@ -182,21 +186,21 @@ def test_a_packing_bug_is_caught_by_the_laws_before_any_model_runs(captures, gol
     outcome, factory = audit(captures, name, golden_backend, tmp_path)
     r = outcome.result
     assert factory.built == 0 and factory.backend.calls == 0  # no model built, let alone called
-    assert r["verdict"] == "fail" and not r["laws"]["passed"] and r["golden_model"] is None
-    first = r["laws"]["violations"][0]
+    assert r.verdict == "fail" and not r.laws.passed and r.golden_model is None
+    first = r.laws.violations[0]
     # the request row is after the first block's rows: how many that is depends on the corpus
-    expected = re.escape(where.format(block=first["block_id"], row="ROW")).replace("ROW", r"[1-9]\d*")
-    assert first["law"] == "rebased-inside" and re.fullmatch(expected, first["what"]), first["what"]
-    broken = r["laws"]["broken"]["rebased-inside"]
-    assert r["headline"].startswith(f"FAIL: packing law broken (rebased-inside by {broken} of "
-                                    f"{r['capture']['requests']} requests); first: request "
-                                    f"{first['request_id']!r} block {first['block_id']!r}: ")
-    assert r["headline"].endswith("; nothing was re-run")
-    assert all(o["verdict"] is None and o["not_scored"].startswith("not run: a packing law is broken")
-               for o in r["ops"].values())
+    expected = re.escape(where.format(block=first.block_id, row="ROW")).replace("ROW", r"[1-9]\d*")
+    assert first.law == "rebased-inside" and re.fullmatch(expected, first.what), first.what
+    broken = r.laws.broken["rebased-inside"]
+    assert r.headline.startswith(f"FAIL: packing law broken (rebased-inside by {broken} of "
+                                    f"{r.capture.requests} requests); first: request "
+                                    f"{first.request_id!r} block {first.block_id!r}: ")
+    assert r.headline.endswith("; nothing was re-run")
+    assert all(o.verdict is None and o.not_scored.startswith("not run: a packing law is broken")
+               for o in r.ops.values())
     cases = junit_cases(outcome.paths["junit"])
     failure = next(x for x in cases["laws"].result if isinstance(x, Failure))
-    assert f"request {first['request_id']!r}" in failure.message and "rebased-inside" in failure.message
+    assert f"request {first.request_id!r}" in failure.message and "rebased-inside" in failure.message
     assert all(isinstance(cases[f"op{op}"].result[0], Skipped) for op in ("0", "1", "2"))
     assert "Nothing was re-run" in outcome.paths["md"].read_text()
 
@@ -205,33 +209,33 @@ def test_a_capture_served_by_another_model_is_named_first_and_fails_its_scores(c
     outcome, factory = audit(captures, "other-model", golden_backend, tmp_path)
     r = outcome.result
     other = load_model("small", seed=1).fingerprint
-    assert r["verdict"] == "fail" and r["fingerprint_matches"] is False and r["laws"]["passed"]
-    assert r["served"]["fingerprints"] == {other: 9}
+    assert r.verdict == "fail" and r.fingerprint_matches is False and r.laws.passed
+    assert r.served.fingerprints == {other: 9}
     assert outcome.lines[0] == (f"MODEL DIFFERS: the capture was served by model {other[:16]}... (9 of 9 requests), "
                                 f"not the golden model 'small' ({golden_backend.fingerprint[:16]}...): the scores "
                                 "below compare two different models")
-    assert r["headline"].startswith(f"FAIL: served by another model ({other[:16]}... in 9 of 9 requests)")
+    assert r.headline.startswith(f"FAIL: served by another model ({other[:16]}... in 9 of 9 requests)")
     for op in ("0", "1", "2"):
-        assert not r["ops"][op]["verdict"]["passed"], op
-    failed = {c["metric"] for c in r["ops"]["0"]["verdict"]["checks"] if c["ok"] is False}
+        assert not r.ops[op].verdict.passed, op
+    failed = {c.metric for c in r.ops["0"].verdict.checks if c.ok is False}
     assert {"max_abs", "confident_flips"} <= failed
-    assert r["ops"]["1"]["verdict"]["metrics"]["min_cosine"] < 0.99
-    assert r["headline"].endswith("3 of 3 OPs failed") and factory.backend.calls > 0
+    assert r.ops["1"].verdict.metrics["min_cosine"] < 0.99
+    assert r.headline.endswith("3 of 3 OPs failed") and factory.backend.calls > 0
     assert 'id="model-differs"' in outcome.paths["html"].read_text()
 
 
 def test_a_nan_in_a_served_output_never_passes(captures, golden_backend, tmp_path):
     outcome, _ = audit(captures, "nan", golden_backend, tmp_path)
     r = outcome.result
-    assert r["verdict"] == "fail" and r["fingerprint_matches"] is True and r["laws"]["passed"]
-    v = r["ops"]["0"]["verdict"]
-    check = next(c for c in v["checks"] if c["metric"] == "non_finite")
+    assert r.verdict == "fail" and r.fingerprint_matches is True and r.laws.passed
+    v = r.ops["0"].verdict
+    check = next(c for c in v.checks if c.metric == "non_finite")
     block = next(q.packed.segments[1].block_id for q in CaptureReader(captures["nan"]).requests()
                  if q.request_id == "r000003")
-    assert check["ok"] is False and check["observed"] == 1
-    assert check["where"] == f"first block 'r000003/{block}' window 3"
-    assert r["ops"]["1"]["verdict"]["passed"] and r["ops"]["2"]["verdict"]["passed"]
-    assert r["headline"].startswith(f"FAIL: OP 0 non_finite: 1 != 0 allowed, 1 of {12 * 8 * 56 * 7:,} elements")
+    assert check.ok is False and check.observed == 1
+    assert check.where == f"first block 'r000003/{block}' window 3"
+    assert r.ops["1"].verdict.passed and r.ops["2"].verdict.passed
+    assert r.headline.startswith(f"FAIL: OP 0 non_finite: 1 != 0 allowed, 1 of {12 * 8 * 56 * 7:,} elements")
     failure = next(x for x in junit_cases(outcome.paths["junit"])["op0"].result if isinstance(x, Failure))
     assert "non_finite" in failure.message
 
@@ -276,3 +280,15 @@ def test_help(capsys, monkeypatch):
     assert code == 0
     for words in ("CAPTURE", "--golden-model", "--out", "--tolerance", "--device", "--progress", "Exit 0"):
         assert words in out
+
+
+@pytest.mark.parametrize("name", ["good", "unlabelled"])
+def test_an_audit_file_validates_against_its_published_schema(captures, golden_backend, tmp_path, name):
+    """audit.json's JSON Schema (docs/schemas/audit.schema.json) holds for a passing audit and for one a
+    broken law stopped; the schema is generated from the same model the harness checks with."""
+    from tests.test_json_schemas import problems
+
+    outcome, _ = audit(captures, name, golden_backend, tmp_path)
+    document = json.loads(outcome.paths["audit"].read_text())
+    assert problems("audit", document) == []
+    assert problems("audit", {**document, "verdict": "maybe"}) != []  # negative control: the schema can refuse

@@ -137,3 +137,52 @@ def test_golden_record_verify_run_score_promote_report(capsys, monkeypatch, tmp_
     assert code == 0 and (tmp_path / "report" / "report.html").is_file() and (tmp_path / "junit.xml").is_file()
     code, out, err = run(capsys, monkeypatch, "golden", "record", "--corpus", "c.parquet", "--release", "r", *small)
     assert code == 2 and "record with --regen" in err
+
+
+def _listed_options(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines() if line.startswith("  -")]
+
+
+def test_nightly_help_lists_at_most_15_options_and_names_the_set_keys(capsys, monkeypatch):
+    """Issue 24.5: rarely used flags are configuration keys (--set TABLE.KEY=VALUE), hidden from --help."""
+    _, out, _ = run(capsys, monkeypatch, "nightly", "--help")
+    listed = _listed_options(out)
+    assert len(listed) <= 15, listed
+    for kept in ("--golden", "--config", "--shapes", "--backend", "--tolerance", "--ray", "--set", "--no-promote"):
+        assert kept in listed or f"-c, {kept}" in out, kept
+    for hidden in ("--ray-workers", "--concurrency", "--packer-cmd", "--laws-examples", "--seed", "--ledger"):
+        assert hidden not in listed, hidden
+    flat = " ".join(out.split())
+    for key in ("[backend] url, concurrency, shm, model_label", "[ray] address, workers, shards, retries, accelerator",
+                "[packer] spec, cmd, digest, laws_examples", "[nightly] shard"):
+        assert key in flat, key
+
+
+@pytest.mark.parametrize("args,message", [
+    # hidden aliases still parse (no "No such option") and are validated as their keys
+    (["nightly", "--golden", "/x", "--ray", "local", "--ray-workers", "0"], "--ray-workers 0: ray.workers: "),
+    (["run", "--golden", "/x", "--laws-examples", "-1"], "--laws-examples -1: packer.laws_examples: "),
+    (["golden", "record", "--threads", "-1"], "--threads -1: numerics.threads: "),
+    (["nightly", "--golden", "/x", "--ray-accelerator", "H100"], "--ray-accelerator: applies with --ray only"),
+    # --set: any key, validated with the file, named as typed
+    (["nightly", "--golden", "/x", "--set", "ray.workers=0"], "--set 'ray.workers=0': ray.workers: "),
+    (["audit", "c.parquet", "--set", "ray.retries=-1"], "--set 'ray.retries=-1': ray.retries: "),
+    (["score", "--golden", "/x", "--run", "/y", "--set", "tolerances.op1.mode=lenient"],
+     "--set 'tolerances.op1.mode=lenient': tolerances.op1.mode: "),
+    (["nightly", "--golden", "/x", "--set", "backend.concurency=4"], "did you mean 'concurrency'?"),
+    (["nightly", "--golden", "/x", "--set", "concurrency"], "--set 'concurrency': expected TABLE.KEY=VALUE"),
+])
+def test_hidden_aliases_and_set_are_refused_by_the_one_validator(capsys, monkeypatch, tmp_path, args, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, monkeypatch, *args)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("harness: error: ") and message in lines[0], err
+
+
+def test_set_and_flags_reach_the_configuration_flags_winning():
+    from harness.cli.app import backend_of, resolve_config
+
+    cfg = resolve_config(None, sets=["backend.concurrency=4", "ray.workers=2", "nightly.ledger='l.json'"],
+                         ray_workers=3, shm=True, backend="http://127.0.0.1:8000")
+    assert cfg.backend.concurrency == 4 and cfg.ray.workers == 3 and cfg.nightly.ledger == "l.json"
+    assert backend_of(cfg).url == "http://127.0.0.1:8000" and backend_of(cfg).shm

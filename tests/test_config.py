@@ -11,7 +11,7 @@ from harness.data.ops import Op
 
 def test_embedded_default():
     cfg = load_config(None)
-    assert cfg.model.spec == "full" and cfg.device == "cpu" and cfg.mode == "isolated"
+    assert cfg.model.spec == "full" and cfg.device == "cpu" and cfg.voiceprint_inputs == "isolated"
     assert cfg.release_shapes == {op: (1,) for op in Op}
     assert cfg.tolerances.op0.max_abs == 1e-4 and cfg.tolerances.op1.min_cosine == 0.99999
 
@@ -48,7 +48,7 @@ blocks = 32
 """)
     cfg = load_config(path)
     assert cfg.name == "diar-2026.12" and cfg.model.seed == 3 and cfg.release_shapes[Op.VOICEPRINT] == (1, 2)
-    assert cfg.candidates == (2, 4, 8, 16, 32) and cfg.pad_to_fixed and cfg.mode == "chained"
+    assert cfg.candidates == (2, 4, 8, 16, 32) and cfg.pad_to_fixed and cfg.voiceprint_inputs == "chained"
     assert not cfg.numerics.mkldnn and cfg.numerics.threads == 2 and cfg.numerics.allow_tf32
     assert cfg.tolerances.op0.mode == "noise-floor" and cfg.tolerances.op1.min_cosine == 0.9999
     assert cfg.tolerances.op2.min_cosine == 0.99999 and cfg.masks.min_active_frames == 20
@@ -118,3 +118,82 @@ def test_the_shipped_example_is_the_default_with_comments():
 
     example = Path(__file__).resolve().parents[1] / "harness.toml.example"
     assert load_config(example).to_dict() == load_config(None).to_dict()
+
+
+# --- one way in: command-line values are merged into the file's tables and validated with them (issue 24.3)
+
+
+def _flag(flag, key, value):
+    from harness.config import Override
+
+    return Override(flag, key, value, repr(value) if isinstance(value, str) else str(value))
+
+
+def test_a_flag_is_validated_by_the_files_validator_and_named(tmp_path):
+    """The flag's value meets the rule the file's key meets (the one ConfigFile), and the line names the flag."""
+    path = tmp_path / "harness.toml"
+    path.write_text("[model]\nseed = 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, [_flag("--seed", "model.seed", -1)])
+    assert str(info.value) == "--seed -1: model.seed: Input should be greater than or equal to 0 (got -1)"
+    path.write_text("[model]\nseed = -1\n")  # negative control: the same value from the file names the file
+    with pytest.raises(ConfigError, match=r"harness.toml: model.seed: Input should be greater than or equal to 0"):
+        load_config(path)
+    with pytest.raises(ConfigError) as flag_refusal:
+        load_config(None, [_flag("--tolerance", f"tolerances.op{op}.mode", "lenient") for op in range(3)])
+    with pytest.raises(ConfigError) as file_refusal:
+        config_from_dict({"tolerances": {"op0": {"mode": "lenient"}}}, "harness.toml")
+    # one rule, one wording: the flag's refusal is the file's, prefixed with the flag
+    assert str(flag_refusal.value).startswith("--tolerance 'lenient': " + str(file_refusal.value).split(": ", 1)[1])
+
+
+def test_flags_override_the_file_and_the_last_one_wins(tmp_path):
+    path = tmp_path / "harness.toml"
+    path.write_text("[model]\nseed = 3\n[tolerances.op0]\nmode = 'bitwise'\nmax_abs = 0.5\n[backend]\nshm = true\n")
+    cfg = load_config(path, [_flag("--set", "model.seed", 5), _flag("--seed", "model.seed", 7),
+                             _flag("--tolerance", "tolerances.op0.mode", "tolerance")])
+    assert cfg.model.seed == 7 and cfg.tolerances.op0.mode == "tolerance" and cfg.tolerances.op0.max_abs == 0.5
+    assert cfg.backend.shm and cfg.backend.url == "in-process"
+
+
+def test_set_parses_toml_values_and_refuses_by_name():
+    from harness.config import parse_set
+
+    cfg = load_config(None, [parse_set("backend.concurrency=4"), parse_set("ray.workers=2"),
+                             parse_set("backend.url=http://127.0.0.1:8000"), parse_set("shapes.candidates=[2, 8]"),
+                             parse_set("backend.shm=true"), parse_set("packer.cmd = 'python p.py'")])
+    assert cfg.backend.concurrency == 4 and cfg.ray.workers == 2 and cfg.backend.shm
+    assert cfg.backend.url == "http://127.0.0.1:8000" and cfg.candidates == (2, 8) and cfg.packer.cmd == "python p.py"
+    for text, says in (("ray.workers=0", "--set 'ray.workers=0': ray.workers: Input should be greater than or equal "
+                                         "to 1 (got 0)"),
+                       ("backend.concurency=4", "--set 'backend.concurency=4': backend.concurency: unknown key (did "
+                                                "you mean 'concurrency'?)"),
+                       ("model.seed=abc", "--set 'model.seed=abc': model.seed: Input should be a valid integer"),
+                       ("packer.laws_examples=-1", "packer.laws_examples: Input should be greater than or equal to 0")):
+        with pytest.raises(ConfigError) as info:
+            load_config(None, [parse_set(text)])
+        assert str(info.value).startswith(says) or says in str(info.value), info.value
+    for bad in ("seed", "model.seed", ".seed=1", "model.=1", "model. seed=1"):
+        with pytest.raises(ConfigError, match="expected TABLE.KEY=VALUE"):
+            parse_set(bad)
+
+
+def test_the_transport_tables_are_checked_and_stay_out_of_what_runs_record(tmp_path):
+    """[backend], [ray], [packer], [nightly] are declared (every key known) but are how a job runs, not what the
+    release is: a run's manifest (config.to_dict()) is byte-for-byte what it was before them."""
+    path = tmp_path / "harness.toml"
+    path.write_text("[backend]\nurl = 'http://h:8000'\nconcurrency = 3\nmodel_label = 'm'\n[ray]\naddress = 'local'\n"
+                    "workers = 2\nshards = 8\nretries = 0\naccelerator = 'H100'\n[packer]\nlaws_examples = 0\n"
+                    "[nightly]\nshard = '1/2'\nledger = 'l.json'\n")
+    cfg = load_config(path)
+    assert (cfg.backend.concurrency, cfg.ray.address, cfg.ray.retries, cfg.packer.laws_examples) == (3, "local", 0, 0)
+    assert cfg.nightly.shard == "1/2" and cfg.nightly.ledger == "l.json" and cfg.nightly.manifest is None
+    assert cfg.to_dict() == load_config(None).to_dict()
+    for data, says in (({"backend": {"concurrency": 0}}, "backend.concurrency: Input should be greater than or equal "
+                                                         "to 1"),
+                       ({"ray": {"retries": -1}}, "ray.retries: Input should be greater than or equal to 0"),
+                       ({"ray": {"worker": 2}}, "ray.worker: unknown key (did you mean 'workers'?)"),
+                       ({"backend": {"shm": "yes"}}, "backend.shm: Input should be a valid boolean")):
+        with pytest.raises(ConfigError) as info:
+            config_from_dict(data, "harness.toml")
+        assert str(info.value).startswith("harness.toml: " + says), info.value

@@ -26,7 +26,7 @@ def evaluate(spec, corpus, tmp_path, shapes, numerics=NumericSettings(), toleran
 
 
 def reasons(score, k):
-    return score["shapes"][str(k)]["reasons"]
+    return score.shapes[str(k)].reasons
 
 
 def starts(score, k, prefix):
@@ -35,10 +35,10 @@ def starts(score, k, prefix):
 
 def test_leak_into_the_next_block_is_rejected_and_localised(corpus16, tmp_path):
     model, golden, run, score = evaluate("lanes.controls:leaky", corpus16, tmp_path, (4,))
-    assert score["shapes"]["4"]["verdict"] == "fail"
+    assert score.shapes["4"].verdict == "fail"
     assert starts(score, 4, "OP 0 max_abs:") and starts(score, 4, "OP 0 confident_flips:")
     assert starts(score, 4, "OP 1 min_cosine:") and starts(score, 4, "OP 2 min_cosine:")
-    assert score["shapes"]["4"]["ops"]["1"]["metrics"]["min_cosine"] < 0.9
+    assert score.shapes["4"].ops["1"].metrics["min_cosine"] < 0.9
     loc = localise_failures(score, golden, run, lambda: model)["4"]
     assert loc["0"]["first_diverging_layer"].startswith("segmentation <input")
     assert loc["1"]["first_diverging_layer"].startswith("voiceprint <input")
@@ -49,19 +49,19 @@ def test_leak_into_the_next_block_is_rejected_and_localised(corpus16, tmp_path):
 
 def test_request_wide_normalisation_is_rejected(corpus16, tmp_path):
     _, _, _, score = evaluate("lanes.controls:cross_window_norm", corpus16, tmp_path, (2,))
-    assert score["shapes"]["2"]["verdict"] == "fail"
+    assert score.shapes["2"].verdict == "fail"
     assert starts(score, 2, "OP 0 max_abs:") and starts(score, 2, "OP 1 max_abs:")
 
 
 def test_a_call_size_dependent_output_is_rejected(corpus16, tmp_path):
     model, golden, run, score = evaluate("lanes.controls:count_dependent", corpus16, tmp_path, (2, 16))
     # +1e-6 x windows: at k=16 the difference (1.2e-4) exceeds the default tolerance ...
-    assert score["shapes"]["16"]["verdict"] == "fail" and starts(score, 16, "OP 0 max_abs:")
+    assert score.shapes["16"].verdict == "fail" and starts(score, 16, "OP 0 max_abs:")
     assert starts(score, 16, "OP 1 max_abs:")
     # ... at k=2 it is within it (8e-6), and only a bitwise / noise-floor judgement catches it
-    assert score["shapes"]["2"]["verdict"] == "pass"
+    assert score.shapes["2"].verdict == "pass"
     floor = score_run(golden, run, Tolerances(op0=SegmentationTolerance(mode="noise-floor")))
-    assert floor["shapes"]["2"]["verdict"] == "fail" and starts(floor, 2, "OP 0 differing_elements:")
+    assert floor.shapes["2"].verdict == "fail" and starts(floor, 2, "OP 0 differing_elements:")
     loc = localise_failures(score, golden, run, lambda: model)["16"]
     assert loc["0"]["first_diverging_layer"] == "<output: the model's answer>"
 
@@ -69,15 +69,15 @@ def test_a_call_size_dependent_output_is_rejected(corpus16, tmp_path):
 def test_nan_in_one_window_is_rejected(corpus16, tmp_path):
     _, _, _, score = evaluate("lanes.controls:nan_window", corpus16, tmp_path, (2,))
     assert starts(score, 2, "OP 0 non_finite:") and starts(score, 2, "OP 1 non_finite_rows:")
-    assert score["shapes"]["2"]["ops"]["0"]["metrics"]["non_finite"] > 0
+    assert score.shapes["2"].ops["0"].metrics["non_finite"] > 0
 
 
 def test_an_invariant_model_is_promoted_bitwise(corpus16, tmp_path):
     _, _, _, score = evaluate("lanes.controls:invariant", corpus16, tmp_path, (2, 4, 16), tolerances=BITWISE)
-    assert score["verdict"] == "pass"
-    for shape in score["shapes"].values():
-        assert all(op["metrics"]["bitwise"] for op in shape["ops"].values())
-        assert all(op["limits"]["bitwise"] for op in shape["ops"].values())
+    assert score.verdict == "pass"
+    for shape in score.shapes.values():
+        assert all(op.metrics["bitwise"] for op in shape.ops.values())
+        assert all(op.limits["bitwise"] for op in shape.ops.values())
 
 
 def test_nnpack_is_a_real_non_bitwise_case_within_the_default_tolerance(corpus16, tmp_path):
@@ -85,9 +85,9 @@ def test_nnpack_is_a_real_non_bitwise_case_within_the_default_tolerance(corpus16
     no_mkldnn = NumericSettings(mkldnn=False)
     _, golden, run, default = evaluate("small", corpus16, tmp_path, (2,), numerics=no_mkldnn)
     assert golden.manifest["numerics"]["in_force"]["mkldnn"] is False
-    op0 = default["shapes"]["2"]["ops"]["0"]
-    assert default["shapes"]["2"]["verdict"] == "pass", default["shapes"]["2"]["reasons"]
-    assert 0 < op0["metrics"]["max_abs"] < 1e-4 and op0["metrics"]["fraction_differing"] > 0.5
-    assert op0["metrics"]["argmax_flips_confident"] == 0
+    op0 = default.shapes["2"].ops["0"]
+    assert default.shapes["2"].verdict == "pass", default.shapes["2"].reasons
+    assert 0 < op0.metrics["max_abs"] < 1e-4 and op0.metrics["fraction_differing"] > 0.5
+    assert op0.metrics["argmax_flips_confident"] == 0
     bitwise = score_run(golden, run, BITWISE)
-    assert bitwise["shapes"]["2"]["verdict"] == "fail" and starts(bitwise, 2, "OP 0 differing_elements:")
+    assert bitwise.shapes["2"].verdict == "fail" and starts(bitwise, 2, "OP 0 differing_elements:")

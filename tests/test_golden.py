@@ -39,8 +39,8 @@ def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, smal
 
 def test_verify_reproduces_bitwise(recorded_golden, backend, small_config):
     result = verify_golden(recorded_golden, backend, small_config)
-    assert result["status"] == "bitwise" and result["passed"] and result["same_setup"]
-    assert "reproduced bitwise" in result["summary"]
+    assert result.status == "bitwise" and result.passed and result.same_setup
+    assert "reproduced bitwise" in result.summary
 
 
 def test_verify_against_another_model_names_the_fingerprint_first(recorded_golden, small_config):
@@ -50,8 +50,8 @@ def test_verify_against_another_model_names_the_fingerprint_first(recorded_golde
 
     other = InProcessBackend(DiarNNG("small", seed=1), NumericSettings(threads=1))
     result = verify_golden(recorded_golden, other, small_config)
-    assert result["status"] == "drift" and not result["passed"]
-    what = result["summary"].split("what differs: ")[1]
+    assert result.status == "drift" and not result.passed
+    what = result.summary.split("what differs: ")[1]
     assert what.startswith("the model fingerprint differs") and "numerics.threads" in what
 
 

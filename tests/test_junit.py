@@ -11,7 +11,6 @@ Made once per module with the small model (shapes 2 and 4), all real:
 
 from __future__ import annotations
 
-import copy
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -62,7 +61,7 @@ def test_one_case_per_op_and_shape_plus_golden(tmp_path, scores):
     score = scores["mixed"]
     path = write_junit(tmp_path / "junit.xml", score, None)
     cases = _cases(path)
-    expected = {(f"shape_k{k}", f"op{op}") for k, s in score["shapes"].items() for op in s["ops"]}
+    expected = {(f"shape_k{k}", f"op{op}") for k, s in score.shapes.items() for op in s.ops}
     assert len(expected) == len(SHAPES) * 3
     assert set(cases) == expected | {("golden", "reproduction")}
 
@@ -72,25 +71,25 @@ def test_failures_exactly_where_the_score_fails(tmp_path, scores):
     path = write_junit(tmp_path / "junit.xml", score, None)
     cases = _cases(path)
     failed = set()
-    for k, shape in score["shapes"].items():
-        assert shape["verdict"] == "fail"
-        for op, verdict in shape["ops"].items():
+    for k, shape in score.shapes.items():
+        assert shape.verdict == "fail"
+        for op, verdict in shape.ops.items():
             case = cases[(f"shape_k{k}", f"op{op}")]
             failures = [r for r in case.result if isinstance(r, Failure)]
-            if verdict["passed"]:
+            if verdict.passed:
                 assert case.is_passed and not failures
             else:
                 failed.add((k, op))
-                assert failures[0].message == "; ".join(verdict["reasons"])
-                assert failures[0].text.splitlines()[: len(verdict["reasons"])] == verdict["reasons"]
+                assert failures[0].message == "; ".join(verdict.reasons)
+                assert failures[0].text.splitlines()[: len(verdict.reasons)] == verdict.reasons
                 assert "next: use a larger corpus" in failures[0].text  # what to do next
             # every check, gated or reported, is a property and a line of system-out
             props = _case_properties(path, f"shape_k{k}", f"op{op}")
-            for c in verdict["checks"]:
-                assert props[c["metric"]] == str(c["observed"])
-                if c["allowed"] is not None:
-                    assert props[f"{c['metric']}_allowed"] == str(c["allowed"])
-            assert len(case.system_out.splitlines()) == len(verdict["checks"])
+            for c in verdict.checks:
+                assert props[c.metric] == str(c.observed)
+                if c.allowed is not None:
+                    assert props[f"{c.metric}_allowed"] == str(c.allowed)
+            assert len(case.system_out.splitlines()) == len(verdict.checks)
     assert failed == {(str(k), "0") for k in SHAPES}  # OP 0 only: OP 1/2 are within tolerance
     suite = next(iter(JUnitXml.fromfile(str(path))))
     counts = (suite.tests, suite.failures, suite.errors, suite.skipped)
@@ -104,31 +103,36 @@ def test_passing_score_has_no_failures(tmp_path, scores):
     cases = _cases(path)
     assert all(case.is_passed for case in cases.values())
     golden = cases[("golden", "reproduction")]
-    assert golden.system_out == score["verification"]["summary"]
-    # time of an OP case is that lane's wall time for the OP
-    wall_s = score["throughput"]["2"]["ops"]["0"]["wall_s"]
+    assert golden.system_out == score.verification.summary
+    # time of an OP case is that lane's wall time for the OP (throughput: a dict of named figures)
+    wall_s = score.throughput["2"]["ops"]["0"]["wall_s"]
     assert float(cases[("shape_k2", "op0")].time) == pytest.approx(wall_s, abs=1e-6)
     suite = next(iter(JUnitXml.fromfile(str(path))))
     props = {p.name: p.value for p in suite.properties()}
     assert props["summary"] == summary_line(score, None)
-    assert props["run_id"] == score["run"]["id"] and props["verdict"] == "pass"
+    assert props["run_id"] == score.run.id and props["verdict"] == "pass"
 
 
 def test_golden_not_reproduced_fails_its_case(tmp_path, scores):
     drift = scores["drift"]
-    assert (drift["status"], drift["passed"]) == ("drift", False)
+    assert (drift.status, drift.passed) == ("drift", False)
     path = write_junit(tmp_path / "junit.xml", scores["passing"], drift)
     cases = _cases(path)
     golden = cases[("golden", "reproduction")]
     failures = [r for r in golden.result if isinstance(r, Failure)]
-    assert failures and failures[0].message == drift["summary"]
+    assert failures and failures[0].message == drift.summary
     assert failures[0].type == "drift"
     assert all(c.is_passed for key, c in cases.items() if key[0] != "golden")
 
 
+def _unverified(score):
+    """``score`` without its verification: a state a validated score cannot be in (``Score.verification`` is
+    required), kept as the JUnit's and summary's fallback for a hand-made one (model_copy does not validate)."""
+    return score.model_copy(update={"verification": None})
+
+
 def test_no_verification_is_a_skipped_case_that_says_so(tmp_path, scores):
-    score = copy.deepcopy(scores["passing"])
-    del score["verification"]
+    score = _unverified(scores["passing"])
     path = write_junit(tmp_path / "junit.xml", score, None)
     golden = _cases(path)[("golden", "reproduction")]
     skipped = [r for r in golden.result if isinstance(r, Skipped)]
@@ -142,23 +146,21 @@ def test_summary_line(scores):
     assert summary_line(passing, None) == "PASS: 2 shapes promoted (k=2,4), golden reproduced bitwise"
 
     line = summary_line(mixed, None)
-    first = mixed["shapes"]["2"]["reasons"][0]
+    first = mixed.shapes["2"].reasons[0]
     assert line.startswith(f"FAIL: shape k=2 {first}") and first.startswith("OP 0 flip_rate_upper95")
     assert line.endswith("2 of 2 shapes failed; golden reproduced bitwise")
     assert "\n" not in line
 
     line = summary_line(passing, drift)
-    assert line.startswith(f"FAIL: {drift['summary']}") and "0 of 2 shapes failed" in line
+    assert line.startswith(f"FAIL: {drift.summary}") and "0 of 2 shapes failed" in line
 
-    unverified = {k: v for k, v in passing.items() if k != "verification"}
-    assert summary_line(unverified, None).endswith("golden reproduction not checked")
+    assert summary_line(_unverified(passing), None).endswith("golden reproduction not checked")
 
 
 def test_the_suite_is_stamped_with_the_score_it_reports_not_the_time_of_writing(scores, tmp_path):
     """Rewriting the JUnit of the same score gives the same file (a resumed or sharded job's output is
     compared byte for byte): the stamp is the score's ``created``, never the clock at write time."""
-    score = copy.deepcopy(scores["passing"])
-    score["created"] = "2001-02-03T04:05:06+00:00"
+    score = scores["passing"].model_copy(update={"created": "2001-02-03T04:05:06+00:00"})
     first = write_junit(tmp_path / "a.xml", score, None).read_text()
     assert 'timestamp="2001-02-03T04:05:06+00:00"' in first
     assert write_junit(tmp_path / "b.xml", score, None).read_text() == first

@@ -69,7 +69,7 @@ def test_a_generator_of_blocks_is_consumed_once(backend, small_corpus):
 
 
 def test_isolated_mode_gives_every_lane_the_same_voiceprint_inputs(backend, small_corpus):
-    out, _, _ = collect(small_corpus.blocks[:6], backend, RunPlan(shapes=(3,), mode="isolated"))
+    out, _, _ = collect(small_corpus.blocks[:6], backend, RunPlan(shapes=(3,), voiceprint_inputs="isolated"))
     exact, fast = out["exact"], out["k3"]
     for op in (Op.VOICEPRINT, Op.VOICEPRINT_CLEAN):
         np.testing.assert_array_equal(exact.voiceprint[op].weights, fast.voiceprint[op].weights)
@@ -83,8 +83,8 @@ def test_chained_mode_derives_inputs_from_each_lanes_own_segmentation(small_corp
 
     leaky = InProcessBackend(load_model("lanes.controls:leaky"), NumericSettings())
     blocks = small_corpus.blocks[:6]
-    iso, _, _ = collect(blocks, leaky, RunPlan(shapes=(6,), mode="isolated"))
-    chained, _, _ = collect(blocks, leaky, RunPlan(shapes=(6,), mode="chained"))
+    iso, _, _ = collect(blocks, leaky, RunPlan(shapes=(6,), voiceprint_inputs="isolated"))
+    chained, _, _ = collect(blocks, leaky, RunPlan(shapes=(6,), voiceprint_inputs="chained"))
     op = Op.VOICEPRINT
     np.testing.assert_array_equal(iso["k6"].voiceprint[op].weights, iso["exact"].voiceprint[op].weights)
     # the leak changes the fast lane's segmentation, so chained voiceprint requests differ
@@ -115,7 +115,7 @@ def test_request_size_limit_refuses_a_too_large_k_up_front(backend):
 
 
 def test_plan_validation():
-    with pytest.raises(LaneError, match="unknown lane mode"):
-        RunPlan(mode="parallel")
-    with pytest.raises(LaneError, match=">= 1"):
+    with pytest.raises(LaneError, match="unknown voiceprint inputs"):
+        RunPlan(voiceprint_inputs="parallel")
+    with pytest.raises(LaneError, match="under the smallest shape, 1"):
         RunPlan(shapes=(0,))

@@ -11,7 +11,7 @@ import pytest
 
 import harness.judges as judges
 from harness.judges import SegmentationJudge, VoiceprintJudge
-from harness.judges.base import Check
+from harness.judges.base import Check, OpVerdict
 from harness.numerics import NumericSettings
 from harness.pipeline.score import score_run
 from harness.score_check import check_self_consistent
@@ -37,9 +37,10 @@ class ToySegmentationJudge(SegmentationJudge):
             v = plain(shape)
             observed = v.metrics["mean_abs"] * 1000.0
             allowed = limits["toy_max_mean_abs_per_mille"]
-            v.checks.append(Check.gate(0, "toy_mean_abs_per_mille", observed, "<=", allowed,
-                                       limit="toy_max_mean_abs_per_mille", note="a toy metric added by a test"))
-            return v
+            toy_check = Check.gate(0, "toy_mean_abs_per_mille", observed, "<=", allowed,
+                                   limit="toy_max_mean_abs_per_mille", note="a toy metric added by a test")
+            # a verdict is frozen: the judge builds it with every check (passed and reasons follow from them)
+            return OpVerdict.of(v.op, v.shape, [*v.checks, toy_check], v.metrics, v.limits, v.failing, v.distribution)
 
         evidence.verdict = verdict
         return evidence
@@ -55,9 +56,9 @@ def test_a_new_metric_reaches_every_view(toy, tmp_path):
     backend, _, golden = record("small", tmp_path, blocks=6, numerics=cfg.numerics, config=cfg)
     run = run_shapes(backend, golden, tmp_path, (2,), cfg)
     score = score_run(golden, run, Tolerances())
-    checks = score["shapes"]["2"]["ops"]["0"]["checks"]
-    toy_check = next(c for c in checks if c["metric"] == "toy_mean_abs_per_mille")
-    assert toy_check["ok"] is True and toy_check["allowed"] == TOY_LIMIT
+    checks = score.shapes["2"].ops["0"].checks
+    toy_check = next(c for c in checks if c.metric == "toy_mean_abs_per_mille")
+    assert toy_check.ok is True and toy_check.allowed == TOY_LIMIT
     check_self_consistent(score, "score")  # promotion re-derives it like any other check
     paths = write_report(tmp_path / "report", score)
     assert "toy_mean_abs_per_mille" in paths["md"].read_text() and "toy_mean_abs_per_mille" in paths["html"].read_text()
@@ -75,6 +76,6 @@ def test_a_failing_new_metric_fails_the_shape_with_its_own_line(toy, tmp_path, m
     cfg = config_for(numerics=NumericSettings(threads=1))
     backend, _, golden = record("small", tmp_path, blocks=6, numerics=cfg.numerics, config=cfg)
     score = score_run(golden, run_shapes(backend, golden, tmp_path, (2,), cfg), Tolerances())
-    assert score["shapes"]["2"]["verdict"] == "fail"
+    assert score.shapes["2"].verdict == "fail"
     assert any(r.startswith("OP 0 toy_mean_abs_per_mille: ") and "> -1 allowed" in r
-               for r in score["shapes"]["2"]["reasons"])
+               for r in score.shapes["2"].reasons)

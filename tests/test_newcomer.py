@@ -95,7 +95,7 @@ def test_a_dependency_that_fails_to_import_is_status_2_naming_it_and_the_version
 def test_an_import_error_of_the_harness_itself_stays_an_internal_error(capsys, monkeypatch, tmp_path):
     """Negative control: a module of the harness that cannot be imported is a bug (exit 3), not the environment."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setitem(sys.modules, "harness.pipeline.corpora", None)
+    monkeypatch.setitem(sys.modules, "harness.corpus.synth", None)
     code, _, err = run(capsys, monkeypatch, "corpus", "synth", "c.parquet", "--blocks", "1", "--model", "small")
     assert code == 3 and "harness: internal error in 'corpus synth'" in err and "ModuleNotFoundError" in err
 

@@ -75,10 +75,10 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
     assert second.exit_code == EXIT_FAIL
     assert second.summary.startswith("FAIL") and "OP 0 max_abs" in second.summary and "\n" not in second.summary
     ledger, m = read_consistent(second.paths["ledger"], manifest)
-    run_id = second.score["run"]["id"]
-    for entry in ledger["entries"].values():
-        assert entry["state"] == "revoked" and entry["revoked_by"] == run_id
-        assert [e["state"] for e in entry["history"]] == ["promoted", "revoked"]
+    run_id = second.score.run.id
+    for entry in ledger.entries.values():
+        assert entry.state == "revoked" and entry.revoked_by == run_id
+        assert [e.state for e in entry.history] == ["promoted", "revoked"]
     assert not promoted(manifest, 2) and not promoted(manifest, 4)
     failed = {(c.classname, c.name) for c in junit_cases(second.paths["junit"])
               if any(isinstance(r, Failure | Error) for r in c.result)}
@@ -147,8 +147,8 @@ def test_shards_partition_the_corpus_and_merge_into_one_verdict(tmp_path, golden
         merge(cfg, golden_copy, dirs[:1], tmp_path / "m1")
     merged = merge(cfg, golden_copy, dirs, tmp_path / "merged")
     assert merged.exit_code == EXIT_PASS
-    assert merged.score["corpus"]["blocks"] == len(ids)
-    assert sorted(merged.score["shapes"]) == ["2", "4"]
+    assert merged.score.corpus.blocks == len(ids)
+    assert sorted(merged.score.shapes) == ["2", "4"]
     assert len(junit_cases(merged.paths["junit"])) == 7
     # the merged run holds the blocks in the golden's order
     from golden.runs import load_run
@@ -183,3 +183,30 @@ def test_gpu_nightly_script_runs_end_to_end_on_cpu(tmp_path):
         assert (tmp_path / "gn" / profile / "nightly" / "junit.xml").is_file()
     assert not any(isinstance(r, Skipped) for c in junit_cases(tmp_path / "gn" / "release" / "nightly" / "junit.xml")
                    for r in c.result)
+
+
+def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
+    """Issue 24.3: the nightly's options travel as one NightlyJob (the validated configuration + paths), not 27
+    parameters through four hops; its shard, ledger, manifest and backend are the configuration's keys."""
+    import dataclasses
+
+    from harness.config import load_config, parse_set
+    from harness.data.errors import HarnessError
+    from harness.pipeline import commands
+    from harness.pipeline.nightly import NightlyJob
+
+    cfg = load_config(None, [parse_set("nightly.ledger='l.json'"), parse_set("nightly.shard='1/2'"),
+                             parse_set("backend.url='http://h:8000'"), parse_set("backend.concurrency=3")])
+    job = NightlyJob(cfg, tmp_path / "g", tmp_path / "out")
+    assert job.ledger == Path("l.json") and job.manifest is None and job.shard == "1/2" and job.ray is None
+    assert (job.backend.url, job.backend.concurrency) == ("http://h:8000", 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.force = True  # type: ignore[misc]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "score.json").write_text('{"created": "yesterday"}')
+    with pytest.raises(HarnessError, match="already holds a nightly's output .*pass --force"):
+        commands.nightly(job)  # refused before any work: no golden, no backend was needed
+    bad = NightlyJob(load_config(None, [parse_set("nightly.shard='5/4'")]), tmp_path / "g", tmp_path / "out",
+                     force=True)
+    with pytest.raises(HarnessError, match="--shard '5/4'"):
+        commands.nightly(bad)

@@ -23,7 +23,7 @@ from harness.data.schemas import Ledger, validate
 from harness.data.schemas.records import JudgedUnder, Override
 from harness.ledger_store import read_consistent
 from harness.pipeline.nightly import NOT_PROMOTED, nightly, refuse_previous_output
-from harness.promotion import judging_overrides
+from harness.promotion import overrides_of
 from harness.tolerances import Tolerances
 from tests.cli_run import harness_cli
 
@@ -54,7 +54,7 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
                       no_promote=True)
     assert ledger_files(golden_copy) == [], "--no-promote created files beside the golden"
     assert "ledger" not in outcome.paths and "promoted" not in outcome.paths and outcome.transitions is None
-    assert outcome.exit_code == (EXIT_PASS if outcome.score["verdict"] == "pass" else 1)
+    assert outcome.exit_code == (EXIT_PASS if outcome.score.verdict == "pass" else 1)
     assert outcome.summary.endswith(NOT_PROMOTED) and " promoted (k=" not in outcome.summary
     assert (tmp_path / "out" / "summary.txt").read_text().strip() == outcome.summary
     assert (tmp_path / "out" / "junit.xml").is_file() and (tmp_path / "out" / "score.json").is_file()
@@ -90,21 +90,22 @@ def test_every_ledger_event_records_its_tolerance_mode_and_overrides(tmp_path, g
     with its value and default, and the report names them."""
     plain = nightly(config(), golden_copy, tmp_path / "a", backend, show_progress=False, localise=False)
     book, _ = read_consistent(plain.paths["ledger"], plain.paths["promoted"])
-    (entry,) = book["entries"].values()
-    assert entry["history"][-1]["judged_under"] == {"tolerance_mode": "tolerance", "voiceprint_inputs": "isolated",
-                                                    "overrides": []}
+    (entry,) = book.entries.values()
+    assert entry.history[-1].judged_under == JudgedUnder(tolerance_mode="tolerance", voiceprint_inputs="isolated",
+                                                         overrides=[])
     assert "Judged under overrides" not in (tmp_path / "a" / "report" / "report.md").read_text()
     tried = nightly(config(tolerances=loose()), golden_copy, tmp_path / "b", backend, show_progress=False,
                     localise=False)
     book, _ = read_consistent(tried.paths["ledger"], tried.paths["promoted"])
-    (entry,) = book["entries"].values()
-    judged = entry["history"][-1]["judged_under"]
-    assert judged["tolerance_mode"] == "tolerance"
-    assert {(o["key"], o["value"], o["default"]) for o in judged["overrides"]} == {
+    (entry,) = book.entries.values()
+    judged = entry.history[-1].judged_under
+    assert judged is not None and judged.tolerance_mode == "tolerance"
+    assert {(o.key, o.value, o.default) for o in judged.overrides} == {
         ("tolerances.op0.max_abs", 1e-2, 1e-4), ("tolerances.op1.max_abs", 1e-2, 1e-4),
         ("tolerances.op2.max_abs", 1e-2, 1e-4), ("tolerances.op1.min_cosine", 0.99, 0.99999),
         ("tolerances.op2.min_cosine", 0.99, 0.99999)}
-    assert entry["history"][0].get("judged_under", {}).get("overrides") == []
+    first = entry.history[0].judged_under
+    assert first is not None and first.overrides == []
     assert "tolerances.op0.max_abs = 0.01 (default 0.0001)" in (tmp_path / "b" / "report" / "report.md").read_text()
 
 
@@ -135,11 +136,11 @@ def test_judged_under_is_validated():
 
 
 def test_overrides_are_what_differs_from_the_built_in_defaults():
-    assert judging_overrides({"tolerances": Tolerances().model_dump(), "mode": "isolated"}) == []
-    found = judging_overrides({"tolerances": Tolerances().with_mode("noise-floor").model_dump(), "mode": "chained"})
-    assert [o["key"] for o in found] == ["tolerances.op0.mode", "tolerances.op1.mode", "tolerances.op2.mode",
-                                         "lanes.voiceprint_inputs"]
-    assert found[-1] == {"key": "lanes.voiceprint_inputs", "value": "chained", "default": "isolated"}
+    assert overrides_of(Tolerances(), "isolated") == []
+    found = overrides_of(Tolerances().with_mode("noise-floor"), "chained")
+    assert [o.key for o in found] == ["tolerances.op0.mode", "tolerances.op1.mode", "tolerances.op2.mode",
+                                      "lanes.voiceprint_inputs"]
+    assert found[-1] == Override(key="lanes.voiceprint_inputs", value="chained", default="isolated")
 
 
 def test_an_out_holding_a_previous_nightly_is_refused_unless_forced(tmp_path):

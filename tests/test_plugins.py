@@ -22,8 +22,8 @@ def test_factory_by_import_path(tmp_path):
     model = load_model("examples.byo_factory:make_model")
     assert model.geometry.frames_per_window == 50
     score = _end_to_end(model, tmp_path)
-    assert set(score["shapes"]) == {"2", "5"}
-    assert all(s["ops"]["0"]["metrics"]["max_abs"] < 1e-4 for s in score["shapes"].values())
+    assert set(score.shapes) == {"2", "5"}
+    assert all(s.ops["0"].metrics["max_abs"] < 1e-4 for s in score.shapes.values())
 
 
 def test_torchscript_file(tmp_path):
@@ -31,8 +31,8 @@ def test_torchscript_file(tmp_path):
     model = load_model(path)
     assert model.geometry.embedding_dim == 8 and len(model.fingerprint) == 64
     score = _end_to_end(model, tmp_path)
-    assert all(s["ops"]["0"]["metrics"]["non_finite"] == 0 for s in score["shapes"].values())
-    assert "1" in score["shapes"]["2"]["ops"]
+    assert all(s.ops["0"].metrics["non_finite"] == 0 for s in score.shapes.values())
+    assert "1" in score.shapes["2"].ops
 
 
 def test_torchscript_file_that_is_not_torchscript(tmp_path):

@@ -16,11 +16,12 @@ import pytest
 from harness.config import ReleaseConfig
 from harness.data.errors import LedgerError
 from harness.data.jsonio import seal
+from harness.data.schemas import PromotedShapes, Score
 from harness.ledger_store import commit, journal_path, load_ledger, load_manifest, read_consistent
 from harness.numerics import NumericSettings
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
-from harness.promotion import apply_score, derive_manifest, empty_ledger
+from harness.promotion import allowed_shapes, apply_score, derive_manifest, empty_ledger
 from harness.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
 from tests.pipeline import record, run_shapes
 from tests.tamper import edit_json
@@ -68,6 +69,16 @@ def promote_cli(score: Path, ledger: Path, manifest: Path, config: Path, **kw) -
                    "--config", str(config), **kw)
 
 
+def load_score(path: Path) -> Score:
+    """A score file as the model promotion takes (the file itself is read as JSON elsewhere)."""
+    return Score.model_validate(json.loads(Path(path).read_text()))
+
+
+def lists(manifest: PromotedShapes, k: int) -> bool:
+    """Does the manifest allow k anywhere (any model, device, profile, packer, OP)?"""
+    return any(t[5] == k for t in allowed_shapes(manifest))
+
+
 def allowed(manifest_path: Path, k: int) -> bool:
     if not manifest_path.exists():
         return False
@@ -93,18 +104,17 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def test_promote_then_revoke_naming_the_revoking_run(world):
-    s1 = json.loads(world["scored"]((2,)).read_text())
-    s2 = json.loads(world["scored"]((2,), STRICT).read_text())
-    book, t1 = apply_score(empty_ledger(), s1, s1["run"]["created"], RELEASE)
+    s1 = load_score(world["scored"]((2,)))
+    s2 = load_score(world["scored"]((2,), STRICT))
+    book, t1 = apply_score(empty_ledger(), s1, s1.run.created, RELEASE)
     assert [(t["shape"], t["from"], t["to"]) for t in t1] == [(2, "candidate", "promoted")]
-    book, t2 = apply_score(book, s2, s2["run"]["created"], RELEASE)
+    book, t2 = apply_score(book, s2, s2.run.created, RELEASE)
     assert [(t["from"], t["to"]) for t in t2] == [("promoted", "revoked")]
-    (entry,) = book["entries"].values()
-    assert entry["revoked_by"] == s2["run"]["id"] and [e["state"] for e in entry["history"]] == ["promoted",
-                                                                                                   "revoked"]
-    assert any(r.startswith("OP 0 flip_rate_upper95") for r in entry["history"][-1]["reasons"])
+    (entry,) = book.entries.values()
+    assert entry.revoked_by == s2.run.id and [e.state for e in entry.history] == ["promoted", "revoked"]
+    assert any(r.startswith("OP 0 flip_rate_upper95") for r in entry.history[-1].reasons)
     manifest = derive_manifest(book, RELEASE)
-    assert manifest["ledger_sha256"] == book["ledger_sha256"] and not _lists(manifest, 2)
+    assert manifest.ledger_sha256 == book.ledger_sha256 and not lists(manifest, 2)
 
 
 def _lists(manifest: dict, k: int) -> bool:
@@ -113,30 +123,29 @@ def _lists(manifest: dict, k: int) -> bool:
 
 
 def test_the_release_shape_is_never_promoted(world):
-    s = json.loads(world["scored"]((1, 2)).read_text())
-    book, transitions = apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
+    s = load_score(world["scored"]((1, 2)))
+    book, transitions = apply_score(empty_ledger(), s, s.run.created, RELEASE)
     assert [t["shape"] for t in transitions] == [2]
-    profile = derive_manifest(book, RELEASE)["models"][s["fingerprint"]]["devices"]["cpu"]["profiles"][
-        s["numerics_profile"]]
-    assert profile["release_ops"] == {"0": [1], "1": [1], "2": [1]}
-    assert profile["packers"][s["packer"]["identity"]]["ops"] == {"0": [1, 2], "1": [1, 2], "2": [1, 2]}
+    profile = derive_manifest(book, RELEASE).models[s.fingerprint].devices["cpu"].profiles[s.numerics_profile]
+    assert profile.release_ops == {"0": [1], "1": [1], "2": [1]}
+    assert profile.packers[s.packer["identity"]].ops == {"0": [1, 2], "1": [1, 2], "2": [1, 2]}
 
 
 def test_the_manifest_is_keyed_by_model_device_and_numerics_profile(world):
-    s = json.loads(world["scored"]((2,)).read_text())
-    book, _ = apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
-    other = {**s, "numerics_profile": "np-0000000000", "run": {**s["run"], "id": s["run"]["id"] + "x"}}
-    book, _ = apply_score(book, other, s["run"]["created"], RELEASE)
-    profiles = derive_manifest(book, RELEASE)["models"][s["fingerprint"]]["devices"]["cpu"]["profiles"]
-    assert set(profiles) == {s["numerics_profile"], "np-0000000000"}
-    assert profiles[s["numerics_profile"]]["numerics"]["threads"] == 1
+    s = load_score(world["scored"]((2,)))
+    book, _ = apply_score(empty_ledger(), s, s.run.created, RELEASE)
+    other = s.model_copy(update={"numerics_profile": "np-0000000000",
+                                 "run": s.run.model_copy(update={"id": s.run.id + "x"})})
+    book, _ = apply_score(book, other, s.run.created, RELEASE)
+    profiles = derive_manifest(book, RELEASE).models[s.fingerprint].devices["cpu"].profiles
+    assert set(profiles) == {s.numerics_profile, "np-0000000000"}
+    assert profiles[s.numerics_profile].numerics["threads"] == 1
 
 
 def test_a_run_whose_golden_did_not_reproduce_promotes_nothing(world):
-    s = json.loads(world["scored"]((2,)).read_text())
-    s["verification"]["passed"] = False
-    s["verification"]["status"] = "drift"
-    book, (t,) = apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
+    s = load_score(world["scored"]((2,)))
+    s = s.model_copy(update={"verification": s.verification.model_copy(update={"passed": False, "status": "drift"})})
+    book, (t,) = apply_score(empty_ledger(), s, s.run.created, RELEASE)
     assert t["to"] == "candidate" and "did not reproduce golden" in t["reasons"][-1]
 
 
@@ -247,9 +256,9 @@ def test_a_score_may_not_overwrite_a_golden_manifest(world, tmp_path):
 
 
 def _year_of_history(score: dict, shapes: list[int], events: int) -> dict:
-    """A ledger holding ``events`` old events for each shape (an old run every few hours)."""
-    book = empty_ledger()
-    book = {k: v for k, v in book.items() if k != "ledger_sha256"}
+    """A ledger holding ``events`` old events for each shape (an old run every few hours), as the JSON written
+    (``score``: the score file's JSON). Its events predate ``judged_under``: they have no such key."""
+    book = {"kind": "harness.ledger", "format": 3, "seq": 0, "updated": None, "entries": {}}
     packer = score["packer"]["identity"]
     seq = 0
     for k in shapes:
@@ -284,12 +293,12 @@ def test_parallel_writers_lose_no_event(world, tmp_path):
     results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
     assert all(code == 0 for code, _ in results), results
     book, m = read_consistent(ledger, manifest)
-    found = {e["shape"]: [h["run_id"] for h in e["history"] if not h["run_id"].startswith("old-")]
-             for e in book["entries"].values()}
+    assert m is not None
+    found = {e.shape: [h.run_id for h in e.history if not h.run_id.startswith("old-")] for e in book.entries.values()}
     wanted = {k: [json.loads(s.read_text())["run"]["id"]] for k, s in zip(writers, scores, strict=True)}
     assert found == wanted  # 8 writers, 8 events written, 8 found
-    assert all(len(e["history"]) == 3001 for e in book["entries"].values())
-    assert m["ledger_sha256"] == book["ledger_sha256"] and book["seq"] == 8 * 3000 + 8
+    assert all(len(e.history) == 3001 for e in book.entries.values())
+    assert m.ledger_sha256 == book.ledger_sha256 and book.seq == 8 * 3000 + 8
 
 
 def test_a_revocation_racing_a_promotion_is_never_lost(world, tmp_path):
@@ -332,7 +341,7 @@ def test_a_kill_at_each_step_never_leaves_a_revoked_shape_allowed(world, tmp_pat
     shapes = harness("shapes", "--ledger", str(ledger), "--manifest", str(manifest))
     assert shapes.returncode == 0, shapes.stderr
     book, m = read_consistent(ledger, manifest)
-    assert not journal_path(ledger).exists() and m["ledger_sha256"] == book["ledger_sha256"]
+    assert m is not None and not journal_path(ledger).exists() and m.ledger_sha256 == book.ledger_sha256
     assert (state(ledger, 2), allowed(manifest, 2)) == (("revoked", False) if committed else ("promoted", True))
 
 
@@ -346,7 +355,7 @@ def test_a_full_disk_while_committing_is_finished_by_the_next_command(world, tmp
     assert list(tmp_path.glob(".*.tmp-*")) == []  # no temporary file left behind
     assert promote_cli(failing, ledger, manifest, world["strict"]).returncode == 2  # replay: it did commit
     book, _ = read_consistent(ledger, manifest)
-    assert state(ledger, 2) == "revoked" and book["seq"] == 2
+    assert state(ledger, 2) == "revoked" and book.seq == 2
 
 
 def test_an_edited_ledger_is_never_used_or_overwritten(world, tmp_path):
@@ -378,11 +387,11 @@ def test_commit_and_manifest_api(tmp_path):
     """Committing nothing new still writes a manifest bound to the ledger's commit."""
     ledger, manifest = tmp_path / "l.json", tmp_path / "m.json"
     commit(ledger, manifest, RELEASE, lambda book: (book, None))
-    assert load_manifest(manifest)["ledger_sha256"] == load_ledger(ledger)["ledger_sha256"]
+    assert load_manifest(manifest).ledger_sha256 == load_ledger(ledger).ledger_sha256
 
 
 def test_promote_file_api_matches_the_cli(world, tmp_path):
     score = world["scored"]((2,), where=tmp_path)
     config = CONFIG.with_overrides(tolerances=LOOSE)
     result, transitions = promote_file(score, config, tmp_path / "l.json", tmp_path / "m.json")
-    assert result["run"]["id"] in transitions[0]["run_id"] and transitions[0]["to"] == "promoted"
+    assert result.run.id in transitions[0]["run_id"] and transitions[0]["to"] == "promoted"

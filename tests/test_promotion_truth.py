@@ -7,7 +7,6 @@ the shape; a read-only ledger is readable, and a pending journal there is report
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import shutil
@@ -17,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import LedgerError
+from harness.data.errors import LedgerError, SchemaError
 from harness.data.jsonio import seal
+from harness.data.schemas import PromotedShapes, Score, validate
+from harness.data.schemas.records import PackerShapes
 from harness.ledger_store import journal_path, load_ledger, read_consistent
 from harness.promotion import apply_score, derive_manifest, empty_ledger, may_use
 from tests.test_promotion import RELEASE, STRICT, allowed, one_line_error, state, world  # noqa: F401 (fixture)
@@ -36,31 +37,38 @@ def promote(score: Path, ledger: Path, manifest: Path, config: Path, **env) -> s
                str(config), env=env or None)
 
 
-def as_packer(score: dict, identity: str, verdict: str = "hold", suffix: str = "") -> dict:
+def changed(score: Score, edit) -> Score:
+    """``score`` with ``edit`` applied to its JSON (a score that was never written: the model is frozen)."""
+    data = score.model_dump(mode="json")
+    edit(data)
+    return Score.model_validate(data)
+
+
+def as_packer(score: Score, identity: str, verdict: str = "hold", suffix: str = "") -> Score:
     """The same evidence, as if the fast lane had used packer ``identity`` with that laws verdict."""
-    s = copy.deepcopy(score)
-    s["packer"] = {**s["packer"], "identity": identity}
-    s["laws"] = {**s["laws"], "packer_identity": identity, "verdict": verdict,
-                 "broken": ["rebased-inside"] if verdict == "broken" else []}
-    s["run"]["id"] += suffix
-    return s
+    def edit(s: dict) -> None:
+        s["packer"] = {**s["packer"], "identity": identity}
+        s["laws"] = {**s["laws"], "packer_identity": identity, "verdict": verdict,
+                     "broken": ["rebased-inside"] if verdict == "broken" else []}
+        s["run"]["id"] += suffix
+
+    return changed(score, edit)
 
 
-def packers(manifest: dict, score: dict) -> dict:
-    return manifest["models"][score["fingerprint"]]["devices"][score["device_kind"]]["profiles"][
-        score["numerics_profile"]]["packers"]
+def packers(manifest: PromotedShapes, score: Score) -> dict[str, PackerShapes]:
+    return manifest.models[score.fingerprint].devices[score.device_kind].profiles[score.numerics_profile].packers
 
 
-def ask(manifest: dict, score: dict, packer: str, k: int) -> bool:
-    return may_use(manifest, packer, k, "0", score["device_kind"], score["fingerprint"], score["numerics_profile"])[0]
+def ask(manifest: PromotedShapes, score: Score, packer: str, k: int) -> bool:
+    return may_use(manifest, packer, k, "0", score.device_kind, score.fingerprint, score.numerics_profile)[0]
 
 
 @pytest.fixture(scope="module")
 def scores(world):  # noqa: F811
-    """A passing and a failing score of k=2 (the harness's own packer), as files and as dicts."""
+    """A passing and a failing score of k=2 (the harness's own packer), as files and as models."""
     passing, failing = world["scored"]((2,)), world["scored"]((2,), STRICT)
-    return {"pass": passing, "fail": failing, "p": json.loads(passing.read_text()),
-            "f": json.loads(failing.read_text())}
+    return {"pass": passing, "fail": failing, "p": Score.model_validate(json.loads(passing.read_text())),
+            "f": Score.model_validate(json.loads(failing.read_text()))}
 
 
 # ------------------------------------------------------------------------------------ issue 21.1: per packer
@@ -68,28 +76,28 @@ def scores(world):  # noqa: F811
 
 def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
     good, bad = scores["p"], scores["f"]
-    mine = good["packer"]["identity"]
-    assert good["laws"]["verdict"] == "hold" and good["laws"]["packer_identity"] == mine
+    mine = good.packer["identity"]
+    assert good.laws.verdict == "hold" and good.laws.packer_identity == mine
     # the engine's packer leaks: its nightly is refused; then the harness's own packer passes k=2
-    book, (t,) = apply_score(empty_ledger(), as_packer(good, OTHER, "broken", "-q"), good["run"]["created"], RELEASE)
+    book, (t,) = apply_score(empty_ledger(), as_packer(good, OTHER, "broken", "-q"), good.run.created, RELEASE)
     assert (t["packer"], t["to"], t["passed"]) == (OTHER, "candidate", False) and "breaks the packing laws" in \
         t["reasons"][0]
-    book, (t,) = apply_score(book, good, good["run"]["created"], RELEASE)
+    book, (t,) = apply_score(book, good, good.run.created, RELEASE)
     assert (t["packer"], t["to"]) == (mine, "promoted")
     manifest = derive_manifest(book, RELEASE)
-    assert packers(manifest, good)[mine]["ops"]["0"] == [1, 2] and packers(manifest, good)[OTHER]["ops"]["0"] == [1]
+    assert packers(manifest, good)[mine].ops["0"] == [1, 2] and packers(manifest, good)[OTHER].ops["0"] == [1]
     assert ask(manifest, good, mine, 2) and not ask(manifest, good, OTHER, 2)  # not with another packer's evidence
     assert ask(manifest, good, OTHER, 1) and ask(manifest, good, "callable:x:y@sha256:0000000000000000", 1)
-    yes, why = may_use(manifest, OTHER, 2, "0", "cpu", good["fingerprint"][:8])
+    yes, why = may_use(manifest, OTHER, 2, "0", "cpu", good.fingerprint[:8])
     assert not yes and "promoted only for packer(s) " + mine in why
     # a revocation for one packer is never undone by evidence for another
-    book, (t,) = apply_score(book, bad, bad["run"]["created"], RELEASE)
+    book, (t,) = apply_score(book, bad, bad.run.created, RELEASE)
     assert (t["packer"], t["from"], t["to"]) == (mine, "promoted", "revoked")
-    book, (t,) = apply_score(book, as_packer(good, OTHER, "hold", "-q2"), bad["run"]["created"], RELEASE)
+    book, (t,) = apply_score(book, as_packer(good, OTHER, "hold", "-q2"), bad.run.created, RELEASE)
     assert (t["packer"], t["to"]) == (OTHER, "promoted")
     manifest = derive_manifest(book, RELEASE)
     assert not ask(manifest, good, mine, 2) and ask(manifest, good, OTHER, 2)
-    assert {e["packer_identity"] for e in book["entries"].values()} == {mine, OTHER} and len(book["entries"]) == 2
+    assert {e.packer_identity for e in book.entries.values()} == {mine, OTHER} and len(book.entries) == 2
 
 
 @pytest.mark.parametrize("change,reason", [
@@ -100,63 +108,67 @@ def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
     (lambda s: None, None),  # the control: the laws held for this very packer
 ])
 def test_a_packer_without_its_own_held_laws_gets_nothing_promoted(scores, change, reason):
-    s = copy.deepcopy(scores["p"])
-    change(s)
-    book, (t,) = apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
+    s = changed(scores["p"], change)
+    book, (t,) = apply_score(empty_ledger(), s, s.run.created, RELEASE)
     if reason is None:
         assert t["to"] == "promoted" and t["passed"]
     else:
         assert t["to"] == "candidate" and not t["passed"] and reason in t["reasons"][0], t["reasons"]
-        assert not ask(derive_manifest(book), s, s["packer"]["identity"], 2)
+        assert not ask(derive_manifest(book), s, s.packer["identity"], 2)
 
 
-@pytest.mark.parametrize("drop", ["laws", "identity"])
-def test_a_score_without_laws_or_packer_identity_is_refused(scores, drop):
-    s = copy.deepcopy(scores["p"])
-    del (s if drop == "laws" else s["packer"])[drop]
-    with pytest.raises(LedgerError, match="packing-laws verdict" if drop == "laws" else "no packer identity"):
-        apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
+def test_a_score_without_laws_or_packer_identity_is_refused(scores):
+    """No packer identity: apply_score refuses it. No laws verdict: the score's own schema does (a Score
+    without ``laws`` cannot be built, so promotion never sees one)."""
+    with pytest.raises(LedgerError, match="no packer identity"):
+        apply_score(empty_ledger(), changed(scores["p"], lambda s: s["packer"].pop("identity")),
+                    scores["p"].run.created, RELEASE)
+    data = scores["p"].model_dump(mode="json")
+    del data["laws"]
+    with pytest.raises(SchemaError, match="laws: missing"):
+        validate(Score, data, "score")
 
 
 def test_every_event_records_tolerances_requests_laws_and_its_release(scores):
     s = scores["p"]
-    book, _ = apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
-    (entry,) = book["entries"].values()
-    ev = entry["history"][-1]
-    assert ev["release"] == entry["release"] == s["release"] and entry["packer_identity"] == s["packer"]["identity"]
-    assert ev["evidence"]["tolerances"] == s["tolerances"] and ev["evidence"]["tolerance_mode"] == "tolerance"
-    assert ev["evidence"]["requests"] == s["shapes"]["2"]["requests"] and ev["evidence"]["laws"] == s["laws"]
+    book, _ = apply_score(empty_ledger(), s, s.run.created, RELEASE)
+    (entry,) = book.entries.values()
+    ev = entry.history[-1]
+    assert ev.release == entry.release == s.release and entry.packer_identity == s.packer["identity"]
+    file = json.loads(scores["pass"].read_text())  # the evidence is the score file's own JSON
+    assert ev.evidence["tolerances"] == file["tolerances"] and ev.evidence["tolerance_mode"] == "tolerance"
+    assert ev.evidence["requests"] == file["shapes"]["2"]["requests"] and ev.evidence["laws"] == file["laws"]
 
 
 def test_one_models_promotion_never_relabels_another_models_release(scores):
     """Issue 22.4: the release belongs to each entry, never to the ledger."""
     s = scores["p"]
-    book, _ = apply_score(empty_ledger(), s, s["run"]["created"], RELEASE)
-    other = {**copy.deepcopy(s), "fingerprint": "f" * 64, "release": "another-model"}
-    book, _ = apply_score(book, other, s["run"]["created"], RELEASE)
-    assert "release" not in book
-    releases = {e["fingerprint"]: e["release"] for e in book["entries"].values()}
-    assert releases == {s["fingerprint"]: s["release"], "f" * 64: "another-model"}
+    book, _ = apply_score(empty_ledger(), s, s.run.created, RELEASE)
+    other = s.model_copy(update={"fingerprint": "f" * 64, "release": "another-model"})
+    book, _ = apply_score(book, other, s.run.created, RELEASE)
+    assert "release" not in type(book).model_fields
+    releases = {e.fingerprint: e.release for e in book.entries.values()}
+    assert releases == {s.fingerprint: s.release, "f" * 64: "another-model"}
     manifest = derive_manifest(book)
-    assert packers(manifest, s)[s["packer"]["identity"]]["evidence"]["2"]["release"] == s["release"]
+    assert packers(manifest, s)[s.packer["identity"]].evidence["2"].release == s.release
 
 
 def test_shapes_shows_the_packer_and_answers_the_engines_question(world, scores, tmp_path):  # noqa: F811
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
     assert promote(scores["pass"], ledger, manifest, world["default"]).returncode == 0
-    mine, s = scores["p"]["packer"]["identity"], scores["p"]
+    mine, s = scores["p"].packer["identity"], scores["p"]
     listing = cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest))
     assert listing.returncode == 0 and f"packer {mine}:" in listing.stdout, listing.stdout + listing.stderr
-    assert "k=2: promoted" in listing.stdout and f"for packer {mine} by run {s['run']['id']}" in listing.stdout
+    assert "k=2: promoted" in listing.stdout and f"for packer {mine} by run {s.run.id}" in listing.stdout
     base = ("shapes", "--may", "--ledger", str(ledger), "--manifest", str(manifest), "--k", "2", "--op", "0",
-            "--device", s["device_kind"])
+            "--device", s.device_kind)
     yes = cli(*base, "--packer", mine)
     assert yes.returncode == 0 and yes.stdout.startswith(f"yes: packer {mine} may use k=2") and \
         len(yes.stdout.splitlines()) == 1
-    no = cli(*base, "--packer", OTHER, "--fingerprint", s["fingerprint"][:12], "--profile", s["numerics_profile"])
+    no = cli(*base, "--packer", OTHER, "--fingerprint", s.fingerprint[:12], "--profile", s.numerics_profile)
     assert no.returncode == 1 and no.stdout.startswith(f"no: packer {OTHER} has no evidence"), no.stdout + no.stderr
     one_line_error(cli(*base[:-6], "--op", "0", "--device", "cpu", "--packer", mine), "needs --k")
-    release = cli(*base[:-5], "1", "--op", "0", "--device", s["device_kind"], "--packer", OTHER)
+    release = cli(*base[:-5], "1", "--op", "0", "--device", s.device_kind, "--packer", OTHER)
     assert release.returncode == 0 and "release's own shapes" in release.stdout, release.stdout + release.stderr
     history = cli("ledger", "--ledger", str(ledger), "--packer", mine)
     assert history.returncode == 0 and f"packer {mine}: promoted" in history.stdout, history.stdout + history.stderr
@@ -195,7 +207,7 @@ def test_recovery_writes_the_files_the_journal_names_whatever_paths_the_reader_g
     assert list(elsewhere.iterdir()) == []  # nothing rolled forward into ./promoted-shapes.json
     assert not journal_path(ledger).exists() and state(ledger, 2) == "revoked" and not allowed(manifest, 2)
     book, m = read_consistent(ledger, manifest)
-    assert m["ledger_sha256"] == book["ledger_sha256"]
+    assert m is not None and m.ledger_sha256 == book.ledger_sha256
 
 
 def test_a_journal_copied_with_its_ledger_is_not_applied_to_the_copy(world, scores, tmp_path):  # noqa: F811
@@ -244,7 +256,7 @@ def test_every_reader_refuses_a_resealed_manifest_naming_the_shape(world, scores
     manifest.write_text(json.dumps(_add_k8(json.loads(manifest.read_text()))))
     for args in (("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
                  ("shapes", "--may", "--ledger", str(ledger), "--manifest", str(manifest), "--packer",
-                  scores["p"]["packer"]["identity"], "--k", "8", "--op", "0", "--device", "cpu"),
+                  scores["p"].packer["identity"], "--k", "8", "--op", "0", "--device", "cpu"),
                  ("report", "--score", str(scores["pass"]), "--ledger", str(ledger), "--manifest", str(manifest),
                   "--out", str(tmp_path / "report"))):
         one_line_error(cli(*args), "is not the manifest derived from", "lists k=8 for OP 0", "never promoted")
@@ -292,7 +304,7 @@ def test_queries_on_a_read_only_file_system_need_no_write_lock(world, scores, tm
         report = cli("report", "--score", str(scores["pass"]), "--ledger", str(ledger), "--manifest", str(manifest),
                      "--out", str(tmp_path / "report"))
         assert report.returncode == 0, report.stderr
-        assert load_ledger(ledger)["seq"] == 1
+        assert load_ledger(ledger).seq == 1
 
 
 def test_a_pending_journal_on_a_read_only_file_system_is_reported(world, scores, tmp_path):  # noqa: F811

@@ -27,14 +27,14 @@ from hypothesis import strategies as st
 from golden.runs import load_run
 from golden.store import load_golden
 from harness.cli.app import ray_options
-from harness.config import ModelSpec, ReleaseConfig
+from harness.config import ModelSpec, NightlySection, ReleaseConfig
 from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.numerics import NumericSettings
 from harness.pipeline import commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared, describe_bug
 from harness.pipeline.golden_merge import merge_goldens
-from harness.pipeline.nightly import nightly
+from harness.pipeline.nightly import NightlyJob, nightly
 from harness.pipeline.ray_jobs import nightly_ray, record_ray
 from harness.pipeline.record import record_golden
 from harness.reproduction import floor_scorer, merge_noise_floors, noise_floor
@@ -301,8 +301,9 @@ def test_ray_options_are_checked_before_any_work():
     with pytest.raises(HarnessError, match="--ray-workers: applies with --ray only"):
         ray_options(None, 2, None, 3)
     with pytest.raises(HarnessError, match="--shard with --ray: Ray cuts the corpus in shards itself"):
-        commands.nightly(CONFIG, Path("nowhere"), Path("nowhere"), "1/2", None, None, False, "in-process", None, None,
-                         False, RayOptions("local"))
+        sharded = CONFIG.with_overrides(nightly=NightlySection(shard="1/2"))
+        commands.nightly(NightlyJob(sharded, Path("nowhere"), Path("nowhere"), RayOptions("local"), localise=False,
+                                    progress=False))
 
 
 @given(n=st.integers(1, 200), group=st.integers(1, 20), count=st.integers(1, 50))

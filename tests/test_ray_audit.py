@@ -29,6 +29,7 @@ from harness.capture.laws import Survey
 from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import HarnessError
+from harness.data.schemas.audit import AuditFile, GoldenModel
 from harness.numerics import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.backends import make_backend
@@ -49,8 +50,10 @@ CFG = ReleaseConfig(model=ModelSpec("small"), numerics=NUMERICS)
 TIMESTAMPED = ("created", "digest")  # the digest seals the creation time too
 
 
-def comparable(result: dict) -> dict:
-    return {k: v for k, v in result.items() if k not in TIMESTAMPED}
+def comparable(result: dict | AuditFile) -> dict:
+    """The audit file's JSON (a typed audit dumped as it is written) without what the clock sets."""
+    data = result.model_dump(mode="json") if isinstance(result, AuditFile) else result
+    return {k: v for k, v in data.items() if k not in TIMESTAMPED}
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +133,7 @@ def test_cli_audit_ray_local_with_two_workers_is_the_one_process_audit(tmp_path,
     assert result["verdict"] == "pass" and comparable(result) == comparable(one.result)
     for name in ("report.html", "report.md"):
         assert (out / name).read_text() == one.paths[name.replace("report.", "")].read_text()
-    stamp = (f'timestamp="{result["created"]}"', f'timestamp="{one.result["created"]}"')
+    stamp = (f'timestamp="{result["created"]}"', f'timestamp="{one.result.created}"')
     assert (out / "junit.xml").read_text().replace(*stamp) == one.paths["junit"].read_text()
     facts = json.loads((out / "ray.json").read_text())
     assert facts["job"] == "audit" and facts["workers"] == 2
@@ -145,19 +148,21 @@ def test_the_negative_controls_still_fail_on_ray(tmp_path, cluster, captures, on
     one = one_process[name]
     outcome = audit_on_ray(CFG, captures[name], tmp_path / name, RayOptions("local", workers=2, shards=2),
                            progress=False)
-    assert not outcome.passed and outcome.result["verdict"] == "fail"
+    assert not outcome.passed and outcome.result.verdict == "fail"
     assert comparable(outcome.result) == comparable(one.result) and outcome.lines[:-1] == one.lines[:-1]
     if name == "other-model":
-        assert outcome.lines[0].startswith("MODEL DIFFERS") and outcome.result["fingerprint_matches"] is False
+        assert outcome.lines[0].startswith("MODEL DIFFERS") and outcome.result.fingerprint_matches is False
     else:
-        check = next(c for c in outcome.result["ops"]["0"]["verdict"]["checks"] if c["metric"] == "non_finite")
-        assert check["ok"] is False and check["observed"] == 1
+        verdict = outcome.result.ops["0"].verdict
+        assert verdict is not None
+        check = next(c for c in verdict.checks if c.metric == "non_finite")
+        assert check.ok is False and check.observed == 1
 
 
 def test_a_broken_law_stops_the_audit_before_any_worker_starts(tmp_path, cluster, captures, one_process):
     outcome = audit_on_ray(CFG, captures["off-by-one"], tmp_path / "out", RayOptions("local", workers=2),
                            progress=False)
-    assert not outcome.passed and outcome.result["golden_model"] is None
+    assert not outcome.passed and outcome.result.golden_model is None
     assert comparable(outcome.result) == comparable(one_process["off-by-one"].result)
     assert "ray" not in outcome.paths and not (tmp_path / "out" / "shards").exists()
 
@@ -204,14 +209,15 @@ def test_shards_re_run_on_different_devices_or_missing_blocks_are_refused(tmp_pa
     """What a mixed cluster would give (shards re-run on two GPU kinds) is one audit re-run on two devices:
     refused, naming the difference, and so is one re-run on two software stacks (another torch); shards
     that do not hold every block of the capture are refused too."""
-    model = {"spec": "full", "fingerprint": "f" * 64, "name": "diar_nn_g", "device_kind": "NVIDIA H100 80GB HBM3",
-             "numerics_in_force": {"threads": 1}}
+    model = GoldenModel(spec="full", fingerprint="f" * 64, name="diar_nn_g", device_kind="NVIDIA H100 80GB HBM3",
+                        numerics_in_force={"threads": 1})
     env = {"torch": "2.13.0", "numpy": "2.4.6", "cuda": "12.8", "cudnn": 91000, "device_name": "NVIDIA H100 80GB HBM3",
            "cpu": "x86_64", "driver": "570.1"}
     block = np.zeros((8, 56, 7), np.float32)
     rerun = RayRerun(CFG, tmp_path, RayOptions("auto"), WorkerSpec(CFG), progress=False)
     rerun.files = [write_exact(tmp_path / "1.npz", ["r0/a"], [block], model, env),
-                   write_exact(tmp_path / "2.npz", ["r1/b"], [block], {**model, "device_kind": "NVIDIA A100"}, env)]
+                   write_exact(tmp_path / "2.npz", ["r1/b"], [block],
+                               model.model_copy(update={"device_kind": "NVIDIA A100"}), env)]
     survey = dataclasses.replace(Survey(load_model("small").geometry), blocks=2)
     with pytest.raises(HarnessError, match=r"shard 2/2 re-ran its blocks with another device_kind than shard 1 "
                                            r"\(NVIDIA A100 vs NVIDIA H100 80GB HBM3\).*--ray-accelerator"):

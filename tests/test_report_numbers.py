@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pytest
 
+from harness.data.schemas.results import CheckModel
 from harness.judges.base import cosine_text
 from harness.tolerances import VoiceprintTolerance
 from reports.advice import localisation_finding, op_next, slow_note
@@ -97,8 +98,14 @@ def test_plain_figures_have_no_scientific_notation_above_1e_3(value):
     assert (fmt(150000.0), fmt(12345.6), fmt(0.05179)) == ("150 000", "12346", "0.05179")
 
 
-def _failing(hint: str) -> list[dict]:
-    return [{"metric": "max_abs", "ok": False, "hint": hint}, {"metric": "non_finite", "ok": True, "hint": "x"}]
+def _check(metric: str, ok: bool, hint: str) -> CheckModel:
+    """A gated check as a score holds it (the next steps read a score's checks, not the report's facts)."""
+    return CheckModel(op=0, metric=metric, observed=1.0 if not ok else 0.0, relation="<=", allowed=1e-4, ok=ok,
+                      unit="values", offending=int(not ok), total=1, where=None, note="", hint=hint, limit=metric)
+
+
+def _failing(hint: str) -> list[CheckModel]:
+    return [_check("max_abs", False, hint), _check("non_finite", True, "x")]
 
 
 def test_next_steps_are_junits_lines_and_drop_localise_once_it_ran():

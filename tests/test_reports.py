@@ -15,7 +15,6 @@ Made once per module, all real:
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import os
@@ -24,8 +23,10 @@ import shutil
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ from markupsafe import escape
 
 from golden.store import Golden
 from harness.config import ReleaseConfig
+from harness.data.schemas.results import Score
 from harness.numerics import NumericSettings
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.record import record_golden, verify_golden
@@ -59,8 +61,16 @@ def _run(backend, golden: Golden, tmp: Path):
     return run_shapes(backend, golden, tmp, SHAPES, CONFIG)
 
 
-def _apply(ledger: dict, score: dict) -> tuple[dict, list[dict]]:
-    return apply_score(ledger, score, score["run"]["created"], RELEASE)
+def _apply(ledger, score: Score):
+    return apply_score(ledger, score, score.run.created, RELEASE)
+
+
+def _edited(score: Score, edit: Callable[[dict[str, Any]], object]) -> Score:
+    """A copy of ``score`` changed by ``edit`` on its JSON, validated again (a frozen model is never edited in
+    place; the digest is not re-sealed: reports do not check it)."""
+    data = score.model_dump(mode="json")
+    edit(data)
+    return Score.model_validate(data)
 
 
 @pytest.fixture(scope="module")
@@ -131,21 +141,22 @@ def test_writes_html_md_json_with_the_scores_verdicts(passing, passing_report):
     facts, md, page, paths = passing_report
     assert json.loads(json.dumps(facts)) == facts  # round-trips
     assert facts["kind"] == "harness.signoff"
-    assert facts["release"] == passing["release"] and facts["fingerprint"] == passing["fingerprint"]
-    assert set(facts["shapes"]) == set(passing["shapes"])
-    for k, shape in passing["shapes"].items():
+    assert facts["release"] == passing.release and facts["fingerprint"] == passing.fingerprint
+    assert set(facts["shapes"]) == set(passing.shapes)
+    for k, shape in passing.shapes.items():
         got = facts["shapes"][k]
-        assert got["verdict"] == shape["verdict"] == "pass"
-        assert got["reasons"] == shape["reasons"]
-        for op, verdict in shape["ops"].items():
-            assert got["ops"][op]["passed"] == verdict["passed"]
-            assert got["ops"][op]["checks"] == verdict["checks"]  # the gate's rows, rendered as they are
-            assert got["ops"][op]["limits"] == verdict["limits"]
-        assert got["speedup"] == passing["throughput"][k]["speedup"]
+        assert got["verdict"] == shape.verdict == "pass"
+        assert got["reasons"] == shape.reasons
+        for op, verdict in shape.ops.items():
+            assert got["ops"][op]["passed"] == verdict.passed
+            # the gate's rows, rendered as they are
+            assert got["ops"][op]["checks"] == [c.model_dump(mode="json") for c in verdict.checks]
+            assert got["ops"][op]["limits"] == verdict.limits
+        assert got["speedup"] == passing.throughput[k]["speedup"]
     assert facts["decision"]["usable"] == [1, *SHAPES] and facts["decision"]["not_usable"] == []
-    assert facts["environment"]["torch"] == passing["environment"]["torch"]
-    assert facts["numerics"] == passing["numerics"]["in_force"]
-    assert facts["reproducibility"]["bitwise"] == passing["reproducibility"]["bitwise"]
+    assert facts["environment"] == passing.environment.model_dump(mode="json")
+    assert facts["numerics"] == passing.numerics.in_force
+    assert facts["reproducibility"]["bitwise"] == passing.reproducibility.bitwise
     assert facts["golden_checks"][0]["passed"] is True
     assert page.startswith("<!DOCTYPE html>")
 
@@ -165,7 +176,7 @@ def test_html_is_self_contained(passing, passing_report):
     for forbidden in ("http://", "https://", "<script", "<link", "url(", "@import", "<iframe"):
         assert forbidden not in page, forbidden
     plots = re.findall(r'<svg class="plot"', page)
-    spread = sum(not v["metrics"]["bitwise"] for s in passing["shapes"].values() for v in s["ops"].values())
+    spread = sum(not v.metrics["bitwise"] for s in passing.shapes.values() for v in s.ops.values())
     assert len(plots) == 1 + spread  # speedup + one distribution per OP and shape with a spread (bitwise: a line)
     assert "<img" not in page and "xmlns" not in page  # inline SVG: nothing to fetch, no namespace URL
 
@@ -175,22 +186,22 @@ def test_markdown_has_the_summary_table(passing, passing_report):
     assert ("| k | verdict | may use | speedup | blocks/s | OP 0 max_abs | OP 1 min cosine | OP 2 min cosine "
             "| flips (near-tie / confident) | packing alone | ledger state |") in md
     for k in SHAPES:
-        speedup = passing["throughput"][str(k)]["speedup"]
+        speedup = passing.throughput[str(k)]["speedup"]
         assert re.search(rf"^\| {k} \| PASS \| yes \| {speedup:.2f}×( \([^|]*\))? \|", md, re.MULTILINE), k
     assert re.search(r"^\| 1 \| release \| yes \| 1\.00× \|", md, re.MULTILINE)
 
 
 def test_failing_score_shows_reasons_and_first_diverging_layer(leaky, leaky_report):
     leaky, localisation = leaky
-    assert leaky["shapes"]["2"]["verdict"] == "fail" and "2" in localisation
+    assert leaky.shapes["2"].verdict == "fail" and "2" in localisation
     facts, md, page, _ = leaky_report
     assert facts["verdict"] == "fail"
     assert facts["decision"]["usable"] == [1]
-    failed = [int(k) for k, s in leaky["shapes"].items() if s["verdict"] == "fail"]
+    failed = [int(k) for k, s in leaky.shapes.items() if s.verdict == "fail"]
     assert failed and facts["decision"]["not_usable"] == failed
-    for k, shape in leaky["shapes"].items():
-        assert facts["shapes"][k]["verdict"] == shape["verdict"]
-        for reason in shape["reasons"]:
+    for k, shape in leaky.shapes.items():
+        assert facts["shapes"][k]["verdict"] == shape.verdict
+        for reason in shape.reasons:
             assert str(escape(reason)) in page
             assert reason.replace("|", "\\|") in md
     layers = {op: loc["first_diverging_layer"] for op, loc in localisation["2"].items() if loc.get("available")}
@@ -206,7 +217,7 @@ def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
     ledger, transitions = small["ledger"], small["transitions"]
     assert [(t["from"], t["to"]) for t in transitions] == [("promoted", "revoked")] * len(SHAPES)
     facts, md, page, _ = _written(tmp_path, score, ledger=ledger, transitions=transitions)
-    run = score["run"]["id"]
+    run = score.run.id
     for k in SHAPES:
         s = facts["shapes"][str(k)]
         assert (s["ledger_state"], s["revoked_by"], s["usable"]) == ("revoked", run, False)
@@ -215,32 +226,56 @@ def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
         transition_row = rf"^\| {k} \| promoted \| \*\*revoked\*\* \| `{run}` \| OP 0 flip_rate"
         assert re.search(transition_row, md, re.MULTILINE)
         row = next(r for r in facts["ledger"] if r["shape"] == k)
-        assert (row["promoted_by"], row["revoked_by"]) == (first["run"]["id"], run)
+        assert (row["promoted_by"], row["revoked_by"]) == (first.run.id, run)
     assert facts["decision"]["usable"] == [1] and facts["decision"]["not_usable"] == list(SHAPES)
     assert f"revoked by run {run}" in page
     # OP 0 fails, OP 1/2 pass: the per-OP verdicts are the score's, not the shape's
     assert [facts["shapes"]["2"]["ops"][op]["passed"] for op in ("0", "1", "2")] == [False, True, True]
 
 
+def _stampless(path: Path) -> str:
+    """A page's text without the time it was generated (the one thing two renders of a score may differ in)."""
+    return re.sub(r'generated[ ":]+[0-9T:+.-]+', "generated", path.read_text())
+
+
+def test_a_score_read_back_renders_as_the_one_in_memory(tmp_path, small):
+    """The pages and JUnit of a score are the same bytes whether the score comes from ``score_run`` (the
+    nightly) or is read back from its score.json (``harness report``): the reports read one model, whose order
+    is its own. Before: they read a dict, in the producer's key order in memory but in sorted order once read
+    back, and the JUnit's request properties of every OP case came out in another order."""
+    from harness.pipeline.score import write_score
+    from harness.score_check import read_score
+    from reports import write_junit
+
+    score, ledger = small["passing"], small["promoted_ledger"]
+    back = read_score(write_score(tmp_path / "score.json", score))
+    for name, doc in (("memory", score), ("file", back)):
+        write_report(tmp_path / name, doc, ledger=ledger)
+        write_junit(tmp_path / name / "junit.xml", doc, None)
+    for page in ("report.json", "report.md", "report.html", "junit.xml"):
+        memory, file = _stampless(tmp_path / "memory" / page), _stampless(tmp_path / "file" / page)
+        assert memory == file, f"{page}: differs when the score is read back from its file"
+    assert "requests_needed_blocks" in memory
+
+
 def test_ledger_promotions_from_earlier_runs_are_usable(tmp_path, small):
     """A shape promoted by an earlier run and not scored now stays usable, and says so."""
-    score = copy.deepcopy(small["passing"])
-    del score["shapes"]["4"]
+    score = _edited(small["passing"], lambda s: s["shapes"].pop("4"))
     facts = build_facts(score, small["promoted_ledger"])
     assert facts["decision"]["usable"] == [1, 2, 4]
     assert facts["shapes"]["4"]["verdict"] == "not scored"
-    why = f"promoted by run {small['passing']['run']['id']}; not scored in this run"
+    why = f"promoted by run {small['passing'].run.id}; not scored in this run"
     assert facts["shapes"]["4"]["why"] == why
 
 
 def test_failed_golden_verification_blocks_every_shape(tmp_path, small):
     drift = small["drift"]
-    assert (drift["status"], drift["passed"]) == ("drift", False)
+    assert (drift.status, drift.passed) == ("drift", False)
     facts, md, page, _ = _written(tmp_path, small["passing"], verification=drift)
     assert facts["decision"]["usable"] == [1] and facts["verdict"] == "fail"
     assert [g["passed"] for g in facts["golden_checks"]] == [True, False]
     summary = facts["golden_checks"][1]["summary"]
-    assert summary == drift["summary"] and html.escape(summary) in page
+    assert summary == drift.summary and html.escape(summary) in page
     assert "no packed shape may be used" in facts["shapes"]["2"]["why"]
     # the golden's failure is the headline, first on the page and in the Markdown
     assert facts["headline"].startswith("The golden is NOT reproduced") and summary in facts["headline"]
@@ -250,27 +285,28 @@ def test_failed_golden_verification_blocks_every_shape(tmp_path, small):
 
 def test_checks_agree_with_the_gates_verdicts(small, leaky):
     """The ✔/✘ rows are derived here; they must never contradict the gate, in any mode."""
-    assert small["not_bitwise"]["verdict"] == "fail" and small["invariant_bitwise"]["verdict"] == "pass"
+    assert small["not_bitwise"].verdict == "fail" and small["invariant_bitwise"].verdict == "pass"
     for name in ("passing", "bitwise", "invariant_bitwise", "not_bitwise", "revoking", "leaky"):
         score = leaky[0] if name == "leaky" else small[name]
         facts = build_facts(score)
-        for k, shape in score["shapes"].items():
-            for op, verdict in shape["ops"].items():
+        for k, shape in score.shapes.items():
+            for op, verdict in shape.ops.items():
                 checks = facts["shapes"][k]["ops"][op]["checks"]
                 failed = [c["metric"] for c in checks if c["ok"] is False]
-                assert bool(failed) != verdict["passed"], (name, k, op, failed, verdict["reasons"])
+                assert bool(failed) != verdict.passed, (name, k, op, failed, verdict.reasons)
     modes = {c["metric"] for c in build_facts(small["bitwise"])["shapes"]["2"]["ops"]["1"]["checks"]}
     assert "differing_rows" in modes and "min_cosine" not in modes
 
 
 def test_renders_a_single_shape_without_timing(tmp_path, passing):
     """No ledger, no timing, a single shape, no distribution sample."""
-    score = copy.deepcopy(passing)
-    score["throughput"] = {}
-    del score["shapes"]["4"]
-    for verdict in score["shapes"]["2"]["ops"].values():
-        verdict["distribution"] = []
-    facts, md, page, _ = _written(tmp_path, score)
+    def edit(score: dict[str, Any]) -> None:
+        score["throughput"] = {}
+        del score["shapes"]["4"]
+        for verdict in score["shapes"]["2"]["ops"].values():
+            verdict["distribution"] = []
+
+    facts, md, page, _ = _written(tmp_path, _edited(passing, edit))
     assert list(facts["shapes"]) == ["2"] and facts["shapes"]["2"]["speedup"] is None
     assert "No timing in this score." in page
     assert "| 2 | PASS | yes | — | — |" in md
@@ -279,7 +315,7 @@ def test_renders_a_single_shape_without_timing(tmp_path, passing):
 def test_report_json_has_no_distribution_dump(leaky, leaky_report):
     facts, _, _, paths = leaky_report
     dist = facts["shapes"]["2"]["ops"]["0"]["distribution"]
-    values = [v for v in leaky[0]["shapes"]["2"]["ops"]["0"]["distribution"] if v is not None]
+    values = [v for v in leaky[0].shapes["2"].ops["0"].distribution if v is not None]
     assert dist["n"] == len(values) and dist["zero"] == sum(v == 0.0 for v in values)
     assert dist["max"] == max(values)
     assert paths["json"].stat().st_size < 200_000
@@ -315,7 +351,7 @@ def test_failing_ops_carry_junits_next_step_on_both_pages(tmp_path, leaky):
             assert f"- OP {op} {line}".replace("|", "\\|") in md
             assert f"<li>{escape(line)}</li>" in page
         assert f'id="next-{k}-{op}"' in page
-    passed = [(k, op) for k, s in score["shapes"].items() for op, v in s["ops"].items() if v["passed"]]
+    passed = [(k, op) for k, s in score.shapes.items() for op, v in s.ops.items() if v.passed]
     assert all(not facts["shapes"][k]["ops"][op]["next"] for k, op in passed)
 
 
@@ -372,20 +408,21 @@ def _section(page: str, section: str) -> str:
 
 def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
     """Before: '1.017e+04' ms, '0.000183' for a rate, '0.01278' for a fraction of values."""
-    score = copy.deepcopy(passing)
-    lane = score["throughput"]["2"]
-    lane["blocks_per_s"], lane["ops"]["1"]["p50_ms"], lane["ops"]["1"]["p99_ms"] = 12345.6, 10170.0, 36940.0
-    lane["ops"]["0"]["p50_ms"] = 0.42
-    facts, md, page, _ = _written(tmp_path, score)
+    def edit(score: dict[str, Any]) -> None:
+        lane = score["throughput"]["2"]
+        lane["blocks_per_s"], lane["ops"]["1"]["p50_ms"], lane["ops"]["1"]["p99_ms"] = 12345.6, 10170.0, 36940.0
+        lane["ops"]["0"]["p50_ms"] = 0.42
+
+    facts, md, page, _ = _written(tmp_path, _edited(passing, edit))
     throughput = _section(page, "throughput")
     assert "10.2 s / 36.9 s" in throughput and "0.42 ms" in throughput and "12346" in throughput
     md_throughput = md[md.index("## Throughput"):md.index("## Golden")]
     assert "10.2 s / 36.9 s" in md_throughput
     scientific = re.compile(r"\d[eE][+-]?\d")
     assert not scientific.search(throughput) and not scientific.search(md_throughput)
-    rate = next(c for c in passing["shapes"]["2"]["ops"]["0"]["checks"] if c["metric"] == "flip_rate_upper95")
+    rate = next(c for c in passing.shapes["2"].ops["0"].checks if c.metric == "flip_rate_upper95")
     row = next(line for line in md.splitlines() if line.startswith("| 0 | flip_rate_upper95 |"))
-    assert f"| {100 * rate['observed']:.2g} % | <= {100 * rate['allowed']:g} % |" in row, row
+    assert f"| {100 * rate.observed:.2g} % | <= {100 * rate.allowed:g} % |" in row, row
     _, md, page, _ = leaky_report  # the localisation's fraction of values that differ
     cells = re.findall(r'<td class="num">([^<]*)</td></tr>', _section(page, "localisation"))
     assert cells and all(c.endswith(" %") for c in cells), cells
@@ -394,29 +431,31 @@ def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
 
 def test_a_usable_shape_slower_than_k1_says_so(tmp_path, small):
     """Before: a promoted shape at 0.8x the speed of k=1 was shown green, without a word."""
-    score = copy.deepcopy(small["passing"])
-    score["throughput"]["4"]["speedup"] = 0.8
-    score["throughput"]["2"].update(speedup=1.3, within_noise=False)  # measured speeds vary on a loaded runner
-    facts, md, page, _ = _written(tmp_path, score, ledger=small["promoted_ledger"])
+    def edit(score: dict[str, Any]) -> None:
+        score["throughput"]["4"]["speedup"] = 0.8
+        score["throughput"]["2"].update(speedup=1.3, within_noise=False)  # measured speeds vary on a loaded runner
+
+    facts, md, page, _ = _written(tmp_path, _edited(small["passing"], edit), ledger=small["promoted_ledger"])
     note = ("promoted: matches the golden, but 0.80× the speed of k=1 on this device: the engine gains nothing "
             "from it here")
     assert facts["shapes"]["4"]["usable"] and facts["shapes"]["4"]["slow_note"] == note
     assert facts["shapes"]["2"]["slow_note"] is None  # faster than k=1: nothing to say
     decision = _section(page, "decision")
     assert f'<span class="slow-note" id="slow-4">{note}</span>' in decision and 'id="slow-2"' not in decision
-    assert f"- k = 4: may use: promoted by run {small['passing']['run']['id']}. **{note}**" in md
+    assert f"- k = 4: may use: promoted by run {small['passing'].run.id}. **{note}**" in md
 
 
 def test_cosines_never_read_1_when_the_rows_differ(tmp_path, small):
     """docs/report.md: never a misleading 1. Before: an exact float64 1.0 over differing rows printed '1'."""
-    score = copy.deepcopy(small["not_bitwise"])
-    for op in ("1", "2"):
-        metrics = score["shapes"]["2"]["ops"][op]["metrics"]
-        assert metrics["differing_rows"] > 0
-        metrics["min_cosine"] = 1.0  # what a 1-ULP change gives in float64
-    score["shapes"]["2"]["vs_exact"]["ops"]["1"].update(bitwise=False, min_cosine=1.0)
-    score["shapes"]["4"]["ops"]["1"]["metrics"]["min_cosine"] = 0.99999994
-    facts, md, page, _ = _written(tmp_path, score)
+    def edit(score: dict[str, Any]) -> None:
+        for op in ("1", "2"):
+            metrics = score["shapes"]["2"]["ops"][op]["metrics"]
+            assert metrics["differing_rows"] > 0
+            metrics["min_cosine"] = 1.0  # what a 1-ULP change gives in float64
+        score["shapes"]["2"]["vs_exact"]["ops"]["1"].update(bitwise=False, min_cosine=1.0)
+        score["shapes"]["4"]["ops"]["1"]["metrics"]["min_cosine"] = 0.99999994
+
+    facts, md, page, _ = _written(tmp_path, _edited(small["not_bitwise"], edit))
     row = next(line for line in md.splitlines() if line.startswith("| 2 | FAIL"))
     assert row.count("1 − <1e-16 (not bit-identical)") == 3, row  # OP 1, OP 2 and OP 1's packing alone
     assert not re.search(r"\| 1 \|", row)
@@ -527,7 +566,7 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
     attrs = parsed.body
     assert attrs.get("data-probe") == "done", f"probe did not run; body attributes: {attrs}"
     expected_plots = len(re.findall(r'<svg class="plot"', page))
-    assert expected_plots >= 1 + 3 * len(leaky[0]["shapes"])
+    assert expected_plots >= 1 + 3 * len(leaky[0].shapes)
     assert int(attrs["data-plots"]) == expected_plots
     assert int(attrs["data-drawn"]) == expected_plots, "some plots were not laid out"
     assert int(attrs["data-tables"]) == parsed.tables >= 8

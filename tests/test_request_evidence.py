@@ -16,6 +16,8 @@ import pytest
 
 from harness.data.errors import LedgerError
 from harness.data.jsonio import seal
+from harness.data.schemas.results import RequestEvidence, Score
+from harness.judges.base import Check, OpVerdict
 from harness.request_evidence import MIN_FULL_REQUESTS, RequestCounter, enough, gate_blocks, needed_blocks, refusal
 from harness.score_check import check_self_consistent
 from harness.scoring import laws_refusal, shape_gates
@@ -46,25 +48,36 @@ def test_only_requests_of_exactly_k_real_blocks_count_and_the_minimum_over_ops_i
     assert counter.counts(32, [0])["full"] == 0
 
 
+def req(full: int, full_blocks: int, partial: int, needed_blocks: int | None, partial_blocks: int = 0
+        ) -> RequestEvidence:
+    return RequestEvidence(full=full, full_blocks=full_blocks, partial=partial, partial_blocks=partial_blocks,
+                           needed_blocks=needed_blocks)
+
+
+def op0(*checks: Check) -> dict[str, OpVerdict]:
+    return {"0": OpVerdict.of(0, 4, list(checks), {}, {})}
+
+
 def test_blocks_the_gate_needs_follow_from_the_rate_checks_units_per_block():
     # 3/n <= 1e-3 needs 3000 audio frames; 12 blocks gave 4800 (400 per block): 8 blocks
-    ops = {"0": {"checks": [{"metric": "flip_rate_upper95", "relation": "<=", "allowed": 1e-3, "total": 4800},
-                            {"metric": "max_abs", "relation": "<=", "allowed": 1e-4, "total": 96}]}}
+    ops = op0(Check.gate(0, "flip_rate_upper95", 0.0, "<=", 1e-3, total=4800),
+              Check.gate(0, "max_abs", 0.0, "<=", 1e-4, total=96))
     assert gate_blocks(ops, 12) == 8
     assert needed_blocks(4, ops, 12) == 8 and needed_blocks(32, ops, 12) == 32 and needed_blocks(3, ops, 12) == 9
-    assert needed_blocks(4, {"0": {"checks": []}}, 12) == 4 * MIN_FULL_REQUESTS  # no gate: one full request
-    assert enough({"full": 2, "full_blocks": 8, "partial": 1, "needed_blocks": 8})
-    assert not enough({"full": 1, "full_blocks": 4, "partial": 1, "needed_blocks": 8})  # negative control
+    assert needed_blocks(4, op0(), 12) == 4 * MIN_FULL_REQUESTS  # no gate: one full request
+    assert enough(req(2, 8, 1, 8))
+    assert not enough(req(1, 4, 1, 8))  # negative control
     # every request full: the corpus is the evidence, its rate checks say (once) whether it is enough
-    assert enough({"full": 1, "full_blocks": 4, "partial": 0, "needed_blocks": 8})
-    assert not enough({"full": 0, "full_blocks": 0, "partial": 0, "needed_blocks": 8})
+    assert enough(req(1, 4, 0, 8))
+    assert not enough(req(0, 0, 0, 8))
 
 
 def test_the_refusal_says_how_many_full_requests_the_corpus_gave_and_how_many_blocks_it_needs():
-    line = refusal(32, {"full": 0, "full_blocks": 0, "partial": 1, "partial_blocks": 16, "needed_blocks": 32})
+    line = refusal(32, req(0, 0, 1, 32, partial_blocks=16))
+    assert line is not None
     assert "0 full 32-block request(s)" in line and "needs 32 blocks in full 32-block requests" in line
     assert "1 partial pack(s) of 16 block(s) that do not count" in line and "\n" not in line
-    assert refusal(4, {"full": 3, "full_blocks": 12, "partial": 0, "partial_blocks": 0, "needed_blocks": 8}) is None
+    assert refusal(4, req(3, 12, 0, 8)) is None
 
 
 def test_a_speedup_comes_only_from_full_requests():
@@ -81,7 +94,7 @@ def test_a_packer_that_broke_the_laws_or_was_not_judged_fails_every_shape():
     held = {"packer_identity": "harness/x", "verdict": "hold", "broken": []}
     broken = {"packer_identity": "callable:m:f@sha256:00", "verdict": "broken", "broken": ["own-samples"]}
     unjudged = {"packer_identity": "harness/x", "verdict": "not-judged", "broken": []}
-    requests = {"full": 3, "full_blocks": 12, "partial": 0, "partial_blocks": 0, "needed_blocks": 4}
+    requests = req(3, 12, 0, 4)
     assert shape_gates(4, True, requests, held) == (True, [])
     ok, reasons = shape_gates(4, True, requests, broken)
     assert not ok and reasons == [laws_refusal(broken)]
@@ -162,11 +175,12 @@ def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_p
     forged = json.loads(json.dumps(score))
     forged["shapes"]["4"]["requests"].update(full=0, full_blocks=0, partial=1, partial_blocks=12)
     with pytest.raises(LedgerError, match="disagrees with its OPs, its full k-block requests"):
-        check_self_consistent(seal({k: v for k, v in forged.items() if k != "digest"}, "digest"), "forged")
+        check_self_consistent(Score.model_validate(seal({k: v for k, v in forged.items() if k != "digest"}, "digest")),
+                              "forged")
     forged = json.loads(json.dumps(score))
     forged["shapes"]["4"]["requests"]["needed_blocks"] = 4
     with pytest.raises(LedgerError, match="needed_blocks is 4"):
-        check_self_consistent(forged, "forged")
+        check_self_consistent(Score.model_validate(forged), "forged")
 
 
 def test_a_packer_that_breaks_the_laws_gets_no_shape_passed(tmp_path, golden_copy, monkeypatch, capsys):

@@ -30,9 +30,9 @@ def judge_seg(golden, run, tol=SegmentationTolerance(), floor=None, sample_bound
     return ev.verdict(2), notes
 
 
-def judge_vp(golden, run, tol=VoiceprintTolerance(), mode="isolated", notes=None, floor=None):
+def judge_vp(golden, run, tol=VoiceprintTolerance(), voiceprint_inputs="isolated", notes=None, floor=None):
     j = VoiceprintJudge()
-    ev = j.evidence(Op.VOICEPRINT, G, j.limits(tol, floor), mode)
+    ev = j.evidence(Op.VOICEPRINT, G, j.limits(tol, floor), voiceprint_inputs)
     ev.add(golden, run, notes)
     return ev.verdict(2)
 
@@ -195,24 +195,25 @@ def test_chained_mode_attributes_changed_masks_to_the_flips_that_caused_them():
     changed[5] += 1.0  # its embedding changes with its mask: not an embedding failure
     run = vp((ids, w, s, changed), weights=weights)
     loose = VoiceprintTolerance(max_mask_changed_row_rate=0.2)
-    near = judge_vp(vp(rows), run, loose, mode="chained", notes={("b1", 0): (1, 0)})
+    near = judge_vp(vp(rows), run, loose, voiceprint_inputs="chained", notes={("b1", 0): (1, 0)})
     assert near.passed, near.reasons
     assert near.metrics["changed_near_tie"] == 1
     rate = next(c for c in near.checks if c.metric == "mask_changed_near_tie_rate_upper95")
     assert rate.offending == 1 and rate.ok
-    strict = judge_vp(vp(rows), run, mode="chained", notes={("b1", 0): (1, 0)})  # 1 in 80: bound 0.058 > 0.05
+    # 1 in 80: bound 0.058 > 0.05
+    strict = judge_vp(vp(rows), run, voiceprint_inputs="chained", notes={("b1", 0): (1, 0)})
     assert failed(strict, "mask_changed_near_tie_rate_upper95")
-    confident = judge_vp(vp(rows), run, mode="chained", notes={("b1", 0): (0, 2)})
+    confident = judge_vp(vp(rows), run, voiceprint_inputs="chained", notes={("b1", 0): (0, 2)})
     (c,) = failed(confident, "mask_changed_by_confident_flip")
     assert c.observed == 1 and c.where == "first block 'b1' window 0 speaker 1"
-    unexplained = judge_vp(vp(rows), run, mode="chained", notes={})
+    unexplained = judge_vp(vp(rows), run, voiceprint_inputs="chained", notes={})
     assert failed(unexplained, "inputs_differ")
 
 
 def test_chained_mode_reports_rows_lost_through_near_ties_without_failing():
     rows = vp_rows()
     short = tuple(x[:-1] for x in rows)
-    lost = judge_vp(vp(rows), vp(short), mode="chained", notes={("b19", 1): (2, 0)})
+    lost = judge_vp(vp(rows), vp(short), voiceprint_inputs="chained", notes={("b19", 1): (2, 0)})
     assert lost.passed, lost.reasons
     c = next(c for c in lost.checks if c.metric == "rows_gained_or_lost_near_tie")
     assert c.observed == 1 and c.ok is None and "1 lost, 0 gained" in c.note
@@ -278,7 +279,7 @@ def reproduce(golden: LaneOutputs, rerun: LaneOutputs, floors: dict) -> dict:
 
     scorer = reproduction_scorer(golden.ops(), G, floors, Tolerances(), "isolated")
     scorer.add(golden, rerun)
-    return reproduction("g", scorer.verdicts(), False, True, [])
+    return reproduction("rel@0123456789ab", scorer.verdicts(), False, True, [])
 
 
 def lanes(lp, emb_rows):
@@ -294,16 +295,16 @@ def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does
     the same noise plus one NaN window is not (the NaN is not read past), nor is a row lost."""
     lp, rows = base(), vp_rows()
     noisy = lp + np.float32(1e-7) * np.sign(lp)
-    assert reproduce(lanes(lp, rows), lanes(noisy, rows), FLOORS)["status"] == "within-noise-floor"
+    assert reproduce(lanes(lp, rows), lanes(noisy, rows), FLOORS).status == "within-noise-floor"
 
     nan = noisy.copy()
     nan[1, 0, 4, :] = np.nan
     r = reproduce(lanes(lp, rows), lanes(nan, rows), FLOORS)
-    assert not r["passed"] and r["status"] == "failed" and "OP 0 non_finite" in r["summary"]
+    assert not r.passed and r.status == "failed" and "OP 0 non_finite" in r.summary
 
     short = tuple(x[:-1] for x in rows)
     r = reproduce(lanes(lp, rows), lanes(noisy, short), FLOORS)
-    assert not r["passed"] and "OP 1 missing_rows" in r["summary"]
+    assert not r.passed and "OP 1 missing_rows" in r.summary
 
 
 # ---------------------------------------------------------------- figures over non-finite values (issue 22, 11)
@@ -311,7 +312,7 @@ def _strict_json(verdict) -> dict:
     """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.data.jsonio writes)."""
     import json
 
-    return json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
+    return json.loads(json.dumps(verdict.model_dump(mode="json"), allow_nan=False))
 
 
 def test_voiceprint_figures_over_nan_rows_are_non_finite_never_perfect():
@@ -383,7 +384,7 @@ def test_a_figure_check_over_non_finite_values_agrees_with_its_re_derivation():
     for c in _strict_json(judge_vp(vp(rows), vp((ids, w, s, nan))))["checks"]:
         if c["relation"] != "report":
             assert c["ok"] == holds(c["observed"], c["relation"], c["allowed"]), c["metric"]
-        assert Check.from_dict(c).line()
+        assert Check.model_validate(c).line()
 
 
 def test_flips_in_nan_frames_are_classed_by_the_golden_margin():

@@ -94,7 +94,7 @@ def test_shapes_json_is_the_manifest_shown_with_where_it_came_from(ws, capsys, m
     assert code == 0 and err == ""
     doc = json.loads(out)  # one document, nothing else on stdout
     ShapesAnswer.model_validate(doc)
-    assert doc["promoted_shapes"] == load_manifest(ws / "goldens" / "promoted-shapes.json")
+    assert doc["promoted_shapes"] == load_manifest(ws / "goldens" / "promoted-shapes.json").model_dump(mode="json")
     assert doc["files"] == {"ledger": "goldens/ledger.json", "manifest": "goldens/promoted-shapes.json",
                             "found_by": "search"}
     assert doc["checked"] is True and doc["may"] is None
@@ -102,10 +102,10 @@ def test_shapes_json_is_the_manifest_shown_with_where_it_came_from(ws, capsys, m
 
 def test_shapes_may_json_keeps_the_exit_status(ws, capsys, monkeypatch):
     manifest = load_manifest(ws / "goldens" / "promoted-shapes.json")
-    (model,) = manifest["models"].values()
-    (dev,) = model["devices"].values()
-    (profile,) = dev["profiles"].values()
-    (packer,) = profile["packers"]
+    (model,) = manifest.models.values()
+    (dev,) = model.devices.values()
+    (profile,) = dev.profiles.values()
+    (packer,) = profile.packers
     ask = ("shapes", "--may", "--packer", packer, "--op", "0", "--device", "cpu", "--json")
     code, out, _ = cli(capsys, monkeypatch, *ask, "--k", "2")
     assert code == 0 and json.loads(out)["may"]["allowed"] is True
@@ -122,16 +122,16 @@ def test_ledger_json_lists_the_entries_the_text_lists(ws, capsys, monkeypatch):
     doc = json.loads(out)
     HistoryAnswer.model_validate(doc)
     book = load_ledger(ws / "goldens" / "ledger.json")
-    assert doc["ledger_seq"] == book["seq"] and doc["filters"]["shape"] == 2
+    assert doc["ledger_seq"] == book.seq and doc["filters"]["shape"] == 2
     assert [e["shape"] for e in doc["entries"]] == [2] and doc["entries"][0]["state"] == "promoted"
-    assert doc["entries"][0] == next(iter(book["entries"].values()))
+    assert doc["entries"][0] == next(iter(book.entries.values())).model_dump(mode="json")
     code, out, _ = cli(capsys, monkeypatch, "ledger", "--json", "--shape", "9")
     assert code == 0 and json.loads(out)["entries"] == []  # "no ledger entry matches": exit 0 in both forms
 
 
 def test_a_document_its_schema_refuses_is_never_printed(ws):
-    """Negative control of the validation: a manifest missing a key makes the document a bug, not output."""
-    manifest = load_manifest(ws / "goldens" / "promoted-shapes.json")
-    del manifest["models"]
+    """Negative control of the validation: a manifest its schema refuses (built with model_copy, which does not
+    validate) makes the document a bug, not output."""
+    manifest = load_manifest(ws / "goldens" / "promoted-shapes.json").model_copy(update={"ledger_seq": -1})
     with pytest.raises(ValidationError):
         shapes_document(manifest, {"ledger": None, "manifest": None, "found_by": "search"}, checked=False)

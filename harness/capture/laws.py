@@ -31,13 +31,13 @@ from harness.capture.schema import CapturedRequest
 from harness.data.blocks import Block, check_request
 from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
+from harness.data.schemas.audit import MAX_VIOLATIONS
 from harness.laws.laws import LawBroken, rebased_inside
 from harness.packers.errors import PackerAnswerError
 from harness.packers.validate import check_packed
 from harness.packing import PackedRequest
 
 CAPTURE_LAWS = ("well-formed", "rebased-inside")
-MAX_VIOLATIONS = 20
 
 
 @dataclass(frozen=True)

@@ -51,141 +51,146 @@ def _root(version: Annotated[bool, typer.Option(
           ) -> None:
     """The options of ``harness`` itself (before any command)."""
 
+SET_KEYS = ("[backend] url, concurrency, shm, model_label; [ray] address, workers, shards, retries, accelerator; "
+            "[packer] spec, cmd, digest, laws_examples; [nightly] shard (i/n, 1-based: the hidden flag --shard), "
+            "ledger, manifest; [model] seed; [numerics] mkldnn, threads; [lanes] voiceprint_inputs; and every key "
+            "of docs/configuration.md. The older flags of these keys are still accepted (hidden)")
+HIDDEN = {"hidden": True}  # kept for scripts, listed under --set (harness nightly --help stays short)
+
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", "-c", help="Release configuration (harness.toml; see harness.toml.example). Default: the embedded "
     "default (docs/configuration.md).")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="TABLE.KEY=VALUE", help="Override one key of the configuration, validated with the file "
+    "(repeatable; VALUE is a TOML value, other text a string), e.g. backend.concurrency=4 or ray.workers=2. "
+    f"Keys: {SET_KEYS}; a flag wins over a set key.")]
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", help="Model spec: 'full' or 'small' (the reference model), 'package.module:factory', or a TorchScript "
     "file (.pt). Overrides the config's [model] spec (default 'full').")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of a seeded model (reference weights); overrides "
-                                             "[model] seed.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="= --set model.seed=N", **HIDDEN)]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="Where the model runs in-process: cpu, cuda, cuda:N "
                                                "(a GPU machine). Overrides [release] device (default cpu).")]
-BackendOpt = Annotated[str, typer.Option("--backend", help="'in-process' (default) or a Triton server URL, e.g. "
-                                         "http://127.0.0.1:8000 (see `harness serve`).")]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Triton backend: requests in flight at "
-                                                  "once (default 2, as the engine); results do not depend on it.")]
-ShmOpt = Annotated[bool, typer.Option("--shm/--no-shm", help="Triton backend on this host: tensors through system "
-                                      "shared memory instead of the HTTP body.")]
-ModelLabelOpt = Annotated[str | None, typer.Option("--model-label", help="Triton model without MODEL_INFO (a team's "
-                                                   "own server): the name of the model it serves (release, "
-                                                   "checkpoint). Required there: its weights cannot be verified "
-                                                   "remotely.")]
-MkldnnOpt = Annotated[bool | None, typer.Option("--mkldnn/--no-mkldnn", help="oneDNN on/off; overrides [numerics] "
-                                                "mkldnn (off routes CPU convolutions through NNPACK: a real "
-                                                "non-bitwise case on CPU).")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=0, help="Torch intra-op threads (0 = one per CPU); "
-                                                "overrides [numerics] threads. Part of the numerics profile shapes "
-                                                "are promoted under.")]
+BackendOpt = Annotated[str | None, typer.Option("--backend", help="'in-process' (default) or a Triton server URL, "
+                                                "e.g. http://127.0.0.1:8000 (see `harness serve`). Overrides "
+                                                "[backend] url (its other keys: see the set option).")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="= --set backend.concurrency=N", **HIDDEN)]
+ShmOpt = Annotated[bool | None, typer.Option("--shm/--no-shm", help="= --set backend.shm=true", **HIDDEN)]
+ModelLabelOpt = Annotated[str | None, typer.Option("--model-label", help="= --set backend.model_label=NAME",
+                                                   **HIDDEN)]
+MkldnnOpt = Annotated[bool | None, typer.Option("--mkldnn/--no-mkldnn", help="= --set numerics.mkldnn=false",
+                                                **HIDDEN)]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="= --set numerics.threads=N", **HIDDEN)]
 ToleranceOpt = Annotated[str | None, typer.Option(
     "--tolerance", help="Judge every OP in this mode: bitwise | tolerance | noise-floor (the golden's own noise). "
     "Overrides the mode of [tolerances.op0], [tolerances.op1] and [tolerances.op2]; the limits stay the config's.")]
 VoiceprintOpt = Annotated[str | None, typer.Option(
-    "--voiceprint-inputs", help="Where each lane's voiceprint WEIGHTS/IDX come from: isolated = the golden's (the "
-    "voiceprint network judged alone), chained = the lane's own segmentation (as production). Overrides [lanes] "
-    "voiceprint_inputs.")]
+    "--voiceprint-inputs", help="= --set lanes.voiceprint_inputs=chained", **HIDDEN)]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr (a bar on a "
                                            "terminal, plain lines every few seconds in CI logs).")]
 ShapesOpt = Annotated[str | None, typer.Option("--shapes", help="Packed shapes, blocks per call, e.g. 2,4,8. Overrides "
                                                "[shapes] candidates.")]
-LedgerOpt = Annotated[Path | None, typer.Option("--ledger", help="Ledger of every shape's history (default: "
-                                                "ledger.json beside the golden).")]
-ManifestOpt = Annotated[Path | None, typer.Option("--manifest", help="Promoted-shapes manifest the engine reads "
-                                                  "(default: promoted-shapes.json beside the golden).")]
-PackerOpt = Annotated[str | None, typer.Option("--packer", help="Packer of the fast lane (and its unpacking): "
-                                               "'harness' (default) or a Python packer 'package.module:function'.")]
-PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="Packer of the fast lane as a process speaking "
-                                                  "the wire protocol (docs/packer-protocol.md): the engine's own, so "
-                                                  "shapes are promoted for the packing the engine does.")]
-PackerDigestOpt = Annotated[str | None, typer.Option("--packer-digest", help="sha256 of the --packer-cmd packer (its "
-                                                     "build, as you release it): its identity in the run, score and "
-                                                     "ledger instead of a digest of its command's files.")]
-LawsExamplesOpt = Annotated[int, typer.Option("--laws-examples", help="Judge the fast lane's packer on the "
-                                              "packing laws with N examples per law (fixed seed) at the start of the "
-                                              "run; a packer that breaks one fails every shape. 0: not judged, so no "
-                                              "shape can be promoted.")]
+LedgerOpt = Annotated[Path | None, typer.Option("--ledger", help="= --set nightly.ledger=PATH", **HIDDEN)]
+ManifestOpt = Annotated[Path | None, typer.Option("--manifest", help="= --set nightly.manifest=PATH", **HIDDEN)]
+ShardOpt = Annotated[str | None, typer.Option("--shard", help="= --set nightly.shard=i/n", **HIDDEN)]
+PackerOpt = Annotated[str | None, typer.Option("--packer", help="= --set packer.spec=package.module:function",
+                                               **HIDDEN)]
+PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="= --set packer.cmd=COMMAND", **HIDDEN)]
+PackerDigestOpt = Annotated[str | None, typer.Option("--packer-digest", help="= --set packer.digest=SHA256", **HIDDEN)]
+LawsExamplesOpt = Annotated[int | None, typer.Option("--laws-examples", help="= --set packer.laws_examples=N",
+                                                     **HIDDEN)]
 
 RayOpt = Annotated[str | None, typer.Option(
     "--ray", help="Fan the shards out on Ray: 'local' (a Ray instance on this machine, for this job), 'auto' (the "
-    "cluster this machine belongs to) or a cluster address (ray://head:10001). One worker per GPU (per --threads "
-    "CPUs on --device cpu) holds the model; --out must be a folder every node mounts. Needs the 'ray' extra.")]
-RayWorkersOpt = Annotated[int | None, typer.Option("--ray-workers", help="With --ray: workers to start (default: one "
-                                                   "per GPU, or per --threads CPUs, the cluster offers).")]
-RayShardsOpt = Annotated[int | None, typer.Option("--ray-shards", help="With --ray: shards to cut the corpus (or "
-                                                  "capture) in (default: 4 per worker; whole groups of the corpus, "
-                                                  "whole requests of a capture, never more than it holds). The "
-                                                  "result does not depend on it.")]
-RayRetriesOpt = Annotated[int, typer.Option("--ray-retries", help="With --ray: restarts of a worker that died (killed, "
-                                            "out of memory, node lost), each rerunning the shard it held.")]
+    "cluster this machine belongs to) or a cluster address (ray://head:10001). One worker per GPU (per [numerics] "
+    "threads CPUs on --device cpu) holds the model; --out must be a folder every node mounts. Needs the 'ray' extra. "
+    "Overrides [ray] address (its other keys: see the set option).")]
+RayWorkersOpt = Annotated[int | None, typer.Option("--ray-workers", help="= --set ray.workers=N", **HIDDEN)]
+RayShardsOpt = Annotated[int | None, typer.Option("--ray-shards", help="= --set ray.shards=N", **HIDDEN)]
+RayRetriesOpt = Annotated[int | None, typer.Option("--ray-retries", help="= --set ray.retries=N", **HIDDEN)]
+RayAcceleratorOpt = Annotated[str | None, typer.Option("--ray-accelerator", help="= --set ray.accelerator=KIND",
+                                                       **HIDDEN)]
 
-RayAcceleratorOpt = Annotated[str | None, typer.Option("--ray-accelerator", help="With --ray on GPUs: workers only on "
-                                                       "nodes with this GPU kind, as Ray names it (H100, A100): a "
-                                                       "cluster of mixed kinds runs one nightly per kind.")]
+# every flag that overrides one key of the configuration: parameter name -> (flag, key)
+FLAG_KEYS = {
+    "model": ("--model", "model.spec"), "golden_model": ("--golden-model", "model.spec"),
+    "seed": ("--seed", "model.seed"), "device": ("--device", "release.device"),
+    "mkldnn": ("--mkldnn", "numerics.mkldnn"), "threads": ("--threads", "numerics.threads"),
+    "voiceprint_inputs": ("--voiceprint-inputs", "lanes.voiceprint_inputs"),
+    "blocks": ("--blocks", "corpus.blocks"),  # --pad-to-fixed is the run plan's (commands.run), not the file's
+    "backend": ("--backend", "backend.url"), "concurrency": ("--concurrency", "backend.concurrency"),
+    "shm": ("--shm", "backend.shm"), "model_label": ("--model-label", "backend.model_label"),
+    "ray": ("--ray", "ray.address"), "ray_workers": ("--ray-workers", "ray.workers"),
+    "ray_shards": ("--ray-shards", "ray.shards"), "ray_retries": ("--ray-retries", "ray.retries"),
+    "ray_accelerator": ("--ray-accelerator", "ray.accelerator"),
+    "packer": ("--packer", "packer.spec"), "packer_cmd": ("--packer-cmd", "packer.cmd"),
+    "packer_digest": ("--packer-digest", "packer.digest"), "laws_examples": ("--laws-examples", "packer.laws_examples"),
+    "shard": ("--shard", "nightly.shard"), "ledger": ("--ledger", "nightly.ledger"),
+    "manifest": ("--manifest", "nightly.manifest"),
+}
+
+
+def _shown(value: object) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def flag_overrides(sets: list[str] | None = None, tolerance: str | None = None, shapes: str | None = None,
+                   **flags: object) -> list:
+    """The command line as overrides of the configuration's keys: ``--set`` first, then the named flags
+    (which win). Nothing is checked here but syntax: the values are validated with the file."""
+    from harness.config import Override, parse_set
+
+    out = [parse_set(text) for text in sets or ()]
+    for name, value in flags.items():
+        if value is not None:
+            flag, key = FLAG_KEYS[name]
+            out.append(Override(flag, key, str(value) if isinstance(value, Path) else value, _shown(value)))
+    if tolerance is not None:
+        out += [Override("--tolerance", f"tolerances.op{op}.mode", tolerance, repr(tolerance)) for op in range(3)]
+    if shapes is not None:
+        from harness.data.shape import parse_shapes
+
+        out.append(Override("--shapes", "shapes.candidates", [int(k) for k in parse_shapes(shapes)], repr(shapes)))
+    return out
+
+
+def resolve_config(config: Path | None, model: str | None = None, seed: int | None = None,
+                   mkldnn: bool | None = None, threads: int | None = None, voiceprint_inputs: str | None = None,
+                   device: str | None = None, tolerance: str | None = None, shapes: str | None = None,
+                   sets: list[str] | None = None, **flags: object):
+    """The release configuration with the command line's overrides, validated once, with the file
+    (:func:`harness.config.load_config`); a refused value names the flag it came from."""
+    from harness.config import load_config
+
+    return load_config(config, flag_overrides(sets, tolerance, shapes, model=model, seed=seed, mkldnn=mkldnn,
+                                              threads=threads, voiceprint_inputs=voiceprint_inputs, device=device,
+                                              **flags))
 
 
 def ray_options(address: str | None, workers: int | None, shards: int | None, retries: int,
                 accelerator: str | None = None):
-    """The --ray options (None without --ray); the others are refused without it."""
+    """The Ray options (None without an address); the others are refused without it."""
     if address is None:
         for name, given in (("--ray-workers", workers is not None), ("--ray-shards", shards is not None),
                             ("--ray-accelerator", accelerator is not None)):
-            if given:
-                raise HarnessError(f"{name}: applies with --ray only")
+            if given:  # the flag or its key (ray.workers, ...): both name the same value
+                raise HarnessError(f"{name}: applies with --ray only (ray.address)")
         return None
     from harness.pipeline.distributed import RayOptions
 
     return RayOptions(address.strip(), workers, shards, retries, accelerator)
 
 
-def resolve_config(config: Path | None, model: str | None = None, seed: int | None = None,
-                   mkldnn: bool | None = None, threads: int | None = None, voiceprint_inputs: str | None = None,
-                   device: str | None = None, tolerance: str | None = None, shapes: str | None = None):
-    """The release configuration with the command line's overrides (each validated like the file)."""
-    from harness.config import LANE_MODES, SEED_MAX, ModelSpec, load_config
-    from harness.judges.base import MODES
-
-    cfg = load_config(config)
-    if seed is not None and not 0 <= seed <= SEED_MAX:
-        raise HarnessError(f"--seed {seed}: expected 0..{SEED_MAX} (numpy's seed range)")
-    spec = ModelSpec(model if model is not None else cfg.model.spec, seed if seed is not None else cfg.model.seed)
-    numerics = cfg.numerics.model_copy(update={k: v for k, v in (("mkldnn", mkldnn), ("threads", threads))
-                                               if v is not None})
-    if voiceprint_inputs is not None and voiceprint_inputs not in LANE_MODES:
-        raise HarnessError(f"--voiceprint-inputs {voiceprint_inputs!r}: expected one of {', '.join(LANE_MODES)}")
-    tolerances = cfg.tolerances
-    if tolerance is not None:
-        if tolerance not in MODES:
-            raise HarnessError(f"--tolerance {tolerance!r}: expected one of {', '.join(MODES)}")
-        tolerances = tolerances.with_mode(tolerance)
-    if device is not None:
-        import re
-
-        from harness.config import DEVICE_PATTERN
-
-        if not re.match(DEVICE_PATTERN, device):
-            raise HarnessError(f"--device {device!r}: expected cpu, cuda or cuda:N")
-    return cfg.with_overrides(model=spec, numerics=numerics, mode=voiceprint_inputs, device=device,
-                              tolerances=tolerances, candidates=parse_shapes(shapes) if shapes else None)
+def ray_of(cfg):
+    """The configuration's ``[ray]`` as the Ray options (None: no Ray)."""
+    r = cfg.ray
+    return ray_options(r.address, r.workers, r.shards, r.retries, r.accelerator)
 
 
-def parse_shapes(text: str) -> tuple[int, ...]:
-    parts = [p.strip() for p in text.split(",")]
-    if not parts or any(not p for p in parts):
-        raise HarnessError(f"--shapes {text!r}: expected comma-separated blocks per call, e.g. 2,4,8 (an empty entry "
-                           "is not a shape)")
-    try:
-        shapes = tuple(int(p) for p in parts)
-    except ValueError:
-        raise HarnessError(f"--shapes {text!r}: expected comma-separated blocks per call, e.g. 2,4,8") from None
-    if any(k < 1 or k > 100_000 for k in shapes) or len(set(shapes)) != len(shapes):
-        raise HarnessError(f"--shapes {text!r}: expected distinct whole numbers from 1 to 100000")
-    return shapes
-
-
-def backend_choice(url: str, concurrency: int | None, shm: bool, model_label: str | None):
+def backend_of(cfg):
+    """The configuration's ``[backend]`` as the backend choice."""
     from harness.pipeline.backends import BackendChoice
 
-    return BackendChoice(url, concurrency, shm, model_label)
+    return BackendChoice.of(cfg)
 
 
 def say(text: str) -> None:

@@ -18,10 +18,11 @@ from harness.cli.app import (
     RayShardsOpt,
     RayWorkersOpt,
     SeedOpt,
+    SetOpt,
     ThreadsOpt,
     ToleranceOpt,
     app,
-    ray_options,
+    ray_of,
     resolve_config,
     say,
 )
@@ -40,7 +41,8 @@ def audit_cmd(
     tolerance: ToleranceOpt = None,
     config: ConfigOpt = None, seed: SeedOpt = None, device: DeviceOpt = None, mkldnn: MkldnnOpt = None,
     threads: ThreadsOpt = None, progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
-    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
+    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = None, ray_accelerator: RayAcceleratorOpt = None,
+    sets: SetOpt = None,
 ) -> None:
     """Audit production traffic: the packing laws on every captured request, then every captured block re-run
     alone on the golden model and the served outputs scored against it per OP (the same judges and tolerances as a
@@ -56,9 +58,10 @@ def audit_cmd(
     """
     from harness.pipeline.audit import run_audit
 
-    cfg = resolve_config(config, golden_model, seed, mkldnn, threads, device=device, tolerance=tolerance)
-    outcome = run_audit(cfg, capture, out, progress,
-                        ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator))
+    cfg = resolve_config(config, seed=seed, mkldnn=mkldnn, threads=threads, device=device, tolerance=tolerance,
+                         sets=sets, golden_model=golden_model, ray=ray, ray_workers=ray_workers, ray_shards=ray_shards,
+                         ray_retries=ray_retries, ray_accelerator=ray_accelerator)
+    outcome = run_audit(cfg, capture, out, progress, ray_of(cfg))
     for line in outcome.lines:
         say(line)
     if not outcome.passed:

@@ -33,9 +33,13 @@ def corpus_synth(
 
     The corpus is cut for the model's geometry: the config's [model] spec (default 'full'), or --model.
     """
-    from harness.pipeline.corpora import synth_to_file
+    from harness.corpus.synth import iter_synth_blocks
+    from harness.data.corpus_schema import write_corpus
+    from harness.data.fsio import check_output_file
 
-    summary = synth_to_file(out, _geometry(config, model), blocks, seed, step, force)
+    geometry = _geometry(config, model)
+    check_output_file(out, "corpus", overwrite=force)
+    summary = write_corpus(out, iter_synth_blocks(geometry, blocks, seed=seed, step=step or None), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 
 
@@ -49,9 +53,13 @@ def corpus_wav(
     config: ConfigOpt = None,
 ) -> None:
     """Cut WAV files into blocks of 8 windows; the last block is padded with VALID = 0 windows."""
-    from harness.pipeline.corpora import wav_to_file
+    from harness.corpus.wav import iter_wav_blocks
+    from harness.data.corpus_schema import write_corpus
+    from harness.data.fsio import check_output_file
 
-    summary = wav_to_file(out, _geometry(config, model), list(wavs), step, force)
+    geometry = _geometry(config, model)
+    check_output_file(out, "corpus", overwrite=force)
+    summary = write_corpus(out, iter_wav_blocks(list(wavs), geometry, step=step or None), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 
 
@@ -65,9 +73,12 @@ def corpus_capture(
     config: ConfigOpt = None,
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
-    from harness.pipeline.corpora import capture_to_file
+    from harness.data.corpus_schema import CorpusReader, write_corpus
+    from harness.data.fsio import check_output_file
 
-    summary = capture_to_file(out, _geometry(config, model), captured, force)
+    geometry = _geometry(config, model)
+    check_output_file(out, "corpus", overwrite=force)
+    summary = write_corpus(out, CorpusReader(captured, geometry, require_meta=False).rows(), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 
 

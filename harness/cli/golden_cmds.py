@@ -24,11 +24,12 @@ from harness.cli.app import (
     RayShardsOpt,
     RayWorkersOpt,
     SeedOpt,
+    SetOpt,
     ShmOpt,
     ThreadsOpt,
-    backend_choice,
+    backend_of,
     golden_app,
-    ray_options,
+    ray_of,
     resolve_config,
     say,
 )
@@ -46,10 +47,11 @@ def golden_record(
                                         "overwritten. The nightly starts using it once adopted: `harness golden adopt "
                                         "GOLDENS/NAME.regen-<time>`.")] = False,
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
-    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
+    backend: BackendOpt = None, mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = None, model_label: ModelLabelOpt = None,
     progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
-    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
+    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = None, ray_accelerator: RayAcceleratorOpt = None,
+    sets: SetOpt = None,
 ) -> None:
     """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten).
 
@@ -58,10 +60,10 @@ def golden_record(
     """
     from harness.pipeline.commands import record
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
-    for line in record(cfg, corpus, goldens, release, regen,
-                       backend_choice(backend, concurrency, shm, model_label), progress,
-                       ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator)):
+    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device, sets=sets, backend=backend,
+                         concurrency=concurrency, shm=shm, model_label=model_label, ray=ray, ray_workers=ray_workers,
+                         ray_shards=ray_shards, ray_retries=ray_retries, ray_accelerator=ray_accelerator)
+    for line in record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)):
         say(line)
 
 
@@ -69,9 +71,9 @@ def golden_record(
 def golden_verify(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
-    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
-    progress: ProgressOpt = True,
+    backend: BackendOpt = None, mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    concurrency: ConcurrencyOpt = None, shm: ShmOpt = None, model_label: ModelLabelOpt = None,
+    progress: ProgressOpt = True, sets: SetOpt = None,
 ) -> None:
     """Re-run the exact lane against a golden and judge it against the golden's noise floor.
 
@@ -84,8 +86,9 @@ def golden_verify(
     from harness.pipeline.commands import verify
 
     refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
-    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
-    line, passed = verify(cfg, golden, backend_choice(backend, concurrency, shm, model_label), progress)
+    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device, sets=sets, backend=backend,
+                         concurrency=concurrency, shm=shm, model_label=model_label)
+    line, passed = verify(cfg, golden, backend_of(cfg), progress)
     say(line)
     if not passed:
         raise typer.Exit(1)

@@ -29,14 +29,15 @@ from harness.cli.app import (
     RayShardsOpt,
     RayWorkersOpt,
     SeedOpt,
+    SetOpt,
     ShapesOpt,
+    ShardOpt,
     ShmOpt,
     ThreadsOpt,
     ToleranceOpt,
     VoiceprintOpt,
     app,
-    backend_choice,
-    ray_options,
+    ray_of,
     resolve_config,
     say,
 )
@@ -55,33 +56,38 @@ def nightly_cmd(
     golden: Annotated[Path, typer.Option(help="Golden directory (recorded on the same device kind).")],
     out: Annotated[Path, typer.Option(help="Output folder: runs/, score.json, report/, junit.xml, summary.txt.")] =
     Path("nightly"),
-    shard: Annotated[str | None, typer.Option(help="Run shard i/n (1-based) of the corpus only; combine the shard "
-                                              "folders with `harness merge`.")] = None,
-    ledger: LedgerOpt = None, manifest: ManifestOpt = None, shapes: ShapesOpt = None, localise: LocaliseOpt = True,
-    tolerance: ToleranceOpt = None, voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None,
-    packer_cmd: PackerCmdOpt = None, packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = 100,
-    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
-    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
-    progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
-    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = 3, ray_accelerator: RayAcceleratorOpt = None,
-    no_promote: NoPromoteOpt = False, force: ForceOpt = False,
+    config: ConfigOpt = None, shapes: ShapesOpt = None, model: ModelOpt = None, backend: BackendOpt = None,
+    device: DeviceOpt = None, tolerance: ToleranceOpt = None, ray: RayOpt = None, sets: SetOpt = None,
+    localise: LocaliseOpt = True, no_promote: NoPromoteOpt = False, force: ForceOpt = False,
+    progress: ProgressOpt = True,
+    # hidden aliases of configuration keys (harness.cli.app.FLAG_KEYS): scripts keep working
+    shard: ShardOpt = None, ledger: LedgerOpt = None, manifest: ManifestOpt = None,
+    voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
+    packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = None, seed: SeedOpt = None,
+    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, concurrency: ConcurrencyOpt = None, shm: ShmOpt = None,
+    model_label: ModelLabelOpt = None, ray_workers: RayWorkersOpt = None, ray_shards: RayShardsOpt = None,
+    ray_retries: RayRetriesOpt = None, ray_accelerator: RayAcceleratorOpt = None,
 ) -> None:
     """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
     revoke, localise failures, write the sign-off report and JUnit.
 
     Works on a GPU (--device cuda:0) or the CPU. With --ray the corpus is cut in shards run by Ray
     workers (one per GPU), then merged as `harness merge` does. Exit 0 only when everything holds; 1
-    with a one-line reason (the last line) otherwise; 2 when the job could not run.
+    with a one-line reason (the last line) otherwise; 2 when the job could not run. Rarely used
+    settings (a shard, the ledger's path, the packer, Triton and Ray details) are configuration keys:
+    --set TABLE.KEY=VALUE (docs/configuration.md).
     """
     from harness.pipeline import commands
+    from harness.pipeline.nightly import NightlyJob
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes)
-    _finish(commands.nightly(cfg, golden, out, shard, ledger, manifest, localise,
-                             backend_choice(backend, concurrency, shm, model_label), packer_cmd, packer, progress,
-                             ray_options(ray, ray_workers, ray_shards, ray_retries, ray_accelerator),
-                             laws_examples=laws_examples, packer_digest=packer_digest, no_promote=no_promote,
-                             force=force))
+    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes, sets,
+                         backend=backend, concurrency=concurrency, shm=shm, model_label=model_label, ray=ray,
+                         ray_workers=ray_workers, ray_shards=ray_shards, ray_retries=ray_retries,
+                         ray_accelerator=ray_accelerator, packer=packer, packer_cmd=packer_cmd,
+                         packer_digest=packer_digest, laws_examples=laws_examples, shard=shard, ledger=ledger,
+                         manifest=manifest)
+    _finish(commands.nightly(NightlyJob(cfg, golden, out, ray_of(cfg), localise=localise, progress=progress,
+                                        no_promote=no_promote, force=force)))
 
 
 @app.command("merge")
@@ -90,19 +96,26 @@ def merge_cmd(
     golden: Annotated[Path, typer.Option(help="The golden the shards ran against.")],
     out: Annotated[Path, typer.Option(help="Output folder for the merged run, score, report, JUnit.")] =
     Path("nightly-merged"),
-    ledger: LedgerOpt = None, manifest: ManifestOpt = None, localise: LocaliseOpt = True,
-    tolerance: ToleranceOpt = None, config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None,
+    localise: LocaliseOpt = True,
+    tolerance: ToleranceOpt = None, config: ConfigOpt = None, model: ModelOpt = None, sets: SetOpt = None,
     no_promote: NoPromoteOpt = False, force: ForceOpt = False,
+    ledger: LedgerOpt = None, manifest: ManifestOpt = None, seed: SeedOpt = None,
 ) -> None:
     """Combine shard results into one run, one score, one ledger update and one report.
 
     Shards must share everything that could change the outputs (golden, shapes, model, device kind,
     library versions, numeric settings, padding, voiceprint inputs, packer): a mismatch is named.
     """
-    from harness.pipeline import commands
+    from harness.pipeline.nightly import merge, refuse_previous_output
 
-    cfg = resolve_config(config, model, seed, tolerance=tolerance)
-    _finish(commands.merge(cfg, golden, list(shards), out, ledger, manifest, localise, no_promote, force))
+    cfg = resolve_config(config, model, seed, tolerance=tolerance, sets=sets, ledger=ledger, manifest=manifest)
+    refuse_previous_output(out, force)
+    _finish(merge(cfg, golden, list(shards), out, _path(cfg.nightly.ledger), _path(cfg.nightly.manifest), localise,
+                  no_promote))
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
 
 
 def _finish(outcome) -> None:
@@ -121,7 +134,7 @@ def _finish(outcome) -> None:
 @app.command("serve")
 def serve_cmd(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
+    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, sets: SetOpt = None,
     instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count).")] = 1,
     model_repository: Annotated[Path | None, typer.Option("--model-repository", help="Serve this model repository "
                                                           "as it is (copied unchanged; the model options above do "
@@ -137,7 +150,7 @@ def serve_cmd(
     """
     from lanes.triton.server import ServerOptions, serve_forever
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device)
+    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device, sets=sets)
     options = ServerOptions(model_spec=cfg.model.spec, seed=cfg.model.seed, device=cfg.device,
                             numerics=cfg.numerics, instances=instances, repository=model_repository,
                             verbatim=model_repository is not None)
@@ -150,9 +163,10 @@ def serve_cmd(
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path | None, typer.Option(help="Output folder (default: harness-out/demo-<time>).")] = None,
-    blocks: Annotated[int | None, typer.Option(min=1, help="Synthetic corpus size (default: [corpus] blocks).")] =
+    blocks: Annotated[int | None, typer.Option(help="Synthetic corpus size (default: [corpus] blocks).")] =
     None,
     shapes: ShapesOpt = None, model: ModelOpt = None, config: ConfigOpt = None, progress: ProgressOpt = True,
+    sets: SetOpt = None,
 ) -> None:
     """The main job on the embedded default: corpus, golden, nightly, sign-off report.
 
@@ -162,9 +176,7 @@ def demo_cmd(
     from harness.pipeline import commands
     from harness.pipeline.nightly import NightlyOutcome
 
-    cfg = resolve_config(config, model, shapes=shapes)
-    if blocks is not None:
-        cfg = cfg.with_overrides(corpus=cfg.corpus.model_copy(update={"blocks": blocks}))
+    cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks)
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     lines, outcome = commands.demo(cfg, out, progress)
     assert isinstance(outcome, NightlyOutcome)  # the main job ends in the nightly

@@ -21,13 +21,13 @@ from harness.cli.app import (
     PackerOpt,
     ProgressOpt,
     SeedOpt,
+    SetOpt,
     ShapesOpt,
     ShmOpt,
     ThreadsOpt,
     ToleranceOpt,
     VoiceprintOpt,
     app,
-    backend_choice,
     resolve_config,
     say,
 )
@@ -42,22 +42,27 @@ def run_cmd(
     pad_to_fixed: Annotated[bool | None, typer.Option("--pad-to-fixed/--no-pad", help="Pad every pack to exactly k "
                                                       "blocks with empty blocks (a fixed compiled batch). Overrides "
                                                       "[shapes] pad_to_fixed.")] = None,
+    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
+    sets: SetOpt = None, progress: ProgressOpt = True,
+    # hidden aliases of configuration keys (harness.cli.app.FLAG_KEYS)
     voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
-    packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = 100,
-    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    backend: BackendOpt = "in-process", mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
-    concurrency: ConcurrencyOpt = None, shm: ShmOpt = False, model_label: ModelLabelOpt = None,
-    progress: ProgressOpt = True,
+    packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = None, seed: SeedOpt = None,
+    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, concurrency: ConcurrencyOpt = None, shm: ShmOpt = None,
+    model_label: ModelLabelOpt = None,
 ) -> None:
     """Run the packed shapes over a golden's corpus, interleaved block group by group with the exact lane.
 
     Writes a run directory: the exact lane (the golden's reproduction, fair timing) and every shape.
+    The packer and Triton details are configuration keys: --set packer.cmd=... (docs/configuration.md).
     """
     from harness.pipeline import commands
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes)
-    for line in commands.run(cfg, golden, runs, backend_choice(backend, concurrency, shm, model_label), packer_cmd,
-                             packer, pad_to_fixed, progress, laws_examples=laws_examples, packer_digest=packer_digest):
+    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes, sets=sets,
+                         backend=backend, concurrency=concurrency, shm=shm,
+                         model_label=model_label, packer=packer, packer_cmd=packer_cmd, packer_digest=packer_digest,
+                         laws_examples=laws_examples)
+    # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
+    for line in commands.run(cfg, golden, runs, progress, pad_to_fixed):
         say(line)
 
 
@@ -67,7 +72,7 @@ def score_cmd(
     run: Annotated[Path, typer.Option(help="Run directory (harness run / nightly).")],
     out: Annotated[Path, typer.Option(help="Score file to write (score.json).")] = Path("score.json"),
     tolerance: ToleranceOpt = None,
-    config: ConfigOpt = None,
+    config: ConfigOpt = None, sets: SetOpt = None,
 ) -> None:
     """Judge a run against its golden, per OP and shape, with the configured tolerances.
 
@@ -76,7 +81,7 @@ def score_cmd(
     """
     from harness.pipeline import commands
 
-    cfg = resolve_config(config, tolerance=tolerance)
+    cfg = resolve_config(config, tolerance=tolerance, sets=sets)
     lines, passed = commands.score(cfg, golden, run, out)
     for line in lines:
         say(line)
@@ -94,7 +99,7 @@ def promote_cmd(
     golden: Annotated[Path | None, typer.Option(help="The golden the score judged, if it moved since.")] = None,
     run: Annotated[Path | None, typer.Option(help="The run the score judged, if it moved since.")] = None,
     tolerance: ToleranceOpt = None,
-    config: ConfigOpt = None,
+    config: ConfigOpt = None, sets: SetOpt = None,
 ) -> None:
     """Promote the shapes a score passed; revoke promoted shapes it failed.
 
@@ -104,7 +109,7 @@ def promote_cmd(
     """
     from harness.pipeline import commands
 
-    cfg = resolve_config(config, tolerance=tolerance)
+    cfg = resolve_config(config, tolerance=tolerance, sets=sets)
     for line in commands.promote(cfg, score, ledger, manifest, golden, run):
         say(line)
 

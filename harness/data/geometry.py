@@ -51,10 +51,6 @@ class Geometry:
     def classes(self) -> int:
         return int(self.powerset.shape[0])
 
-    @property
-    def window_seconds(self) -> float:
-        return self.window_samples / self.sample_rate
-
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 
@@ -92,11 +91,3 @@ def read_json(path: Path, what: str) -> object:
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a harness file may hold")
-
-
-def finite_or_none(value: SupportsFloat | None) -> float | None:
-    """A float for a file: ``None`` where it is NaN or Inf (JSON has no such numbers)."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None

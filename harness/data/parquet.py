@@ -197,12 +197,6 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
 
 
-def iter_row_groups(file: pq.ParquetFile, path: Path, what: str, error: type[HarnessError] = HarnessError,
-                    columns: list[str] | None = None) -> Iterator[pa.Table]:
-    for i in range(file.metadata.num_row_groups):
-        yield read_row_group(file, i, path, what, error, columns)
-
-
 def schema_metadata(file: pq.ParquetFile, key: bytes, path: Path, what: str,
                     error: type[HarnessError] = HarnessError) -> object | None:
     """The JSON value stored under ``key`` in the file's schema metadata (None if absent)."""

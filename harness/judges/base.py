@@ -12,107 +12,56 @@ metric means editing that judge's module only.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from pydantic import BaseModel
 
 from harness.data.errors import ScoringError
+from harness.data.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 
+if TYPE_CHECKING:
+    from harness.data.schemas.results import CheckModel as Check
+    from harness.data.schemas.results import OpVerdictModel as OpVerdict
+
+# ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges
+# build the very objects the score holds (issue 24.1), and these names are the judges' import path for
+# them. They are bound on first use (module __getattr__), not at import: the score's schema holds the
+# tolerances, whose models are the judges' own (harness.tolerances imports harness.judges), so importing
+# the schemas while this package loads would be a cycle. Judges build them with gate() and op_verdict().
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Check", "OpVerdict"):
+        from harness.data.schemas import results
+
+        return results.CheckModel if name == "Check" else results.OpVerdictModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def gate(op: int, metric: str, observed: Any, relation: str, allowed: Any, **kw: Any) -> Check:
+    """``Check.gate``: a gated check (``allowed`` given) or a reported one (``allowed`` None)."""
+    from harness.data.schemas.results import CheckModel
+
+    return CheckModel.gate(op, metric, observed, relation, allowed, **kw)
+
+
+def op_verdict(op: int, shape: int | str, checks: list[Check], metrics: dict[str, Any], limits: dict[str, Any],
+               failing: list[dict[str, Any]], distribution: list[float | None]) -> OpVerdict:
+    """``OpVerdict.of``: every check of one OP at one shape; passed and reasons follow from the checks."""
+    from harness.data.schemas.results import OpVerdictModel
+
+    return OpVerdictModel.of(op, shape, checks, metrics, limits, failing, distribution)
+
+
 RELATIONS = ("<=", ">=", "==")
-NOT_GATED = "report"
-MODES = ("bitwise", "tolerance", "noise-floor")
+TOLERANCE_MODES = ("bitwise", "tolerance", "noise-floor")  # per OP: how close a lane must be to the golden
 
 # OP 0's flipped windows of one batch, (block, window) -> (near-tie flips, confident flips): what the
 # segmentation evidence hands the voiceprint evidence of chained mode
 FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
-
-
-def holds(observed: Any, relation: str, allowed: Any) -> bool:
-    """``observed relation allowed``; a missing or non-finite observation never holds."""
-    if observed is None or (isinstance(observed, float) and not math.isfinite(observed)):
-        return False
-    if relation == "<=":
-        return bool(observed <= allowed)
-    if relation == ">=":
-        return bool(observed >= allowed)
-    if relation == "==":
-        return bool(observed == allowed)
-    raise ValueError(f"unknown relation {relation!r}")
-
-
-_NEGATION = {"<=": ">", ">=": "<", "==": "!="}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One metric of one OP against its limit (see module doc)."""
-
-    op: int
-    metric: str
-    observed: float | int | bool | None
-    relation: str
-    allowed: float | int | bool | None
-    ok: bool | None
-    unit: str = ""
-    offending: int | None = None
-    total: int | None = None
-    where: str | None = None  # "worst block 'b7' window 3", "first block ...": where to look
-    note: str = ""
-    hint: str = ""
-    limit: str = ""  # the key of the judge's limits ``allowed`` came from; "" = a fixed 0
-
-    @classmethod
-    def gate(cls, op: int, metric: str, observed: Any, relation: str, allowed: Any, **kw: Any) -> Check:
-        """A gated check (``allowed`` given) or a reported one (``allowed`` None)."""
-        if allowed is None:
-            return cls(op, metric, _plain(observed), NOT_GATED, None, None, **kw)
-        ok = holds(_plain(observed), relation, allowed)
-        return cls(op, metric, _plain(observed), relation, _plain(allowed), ok, **kw)
-
-    @property
-    def failed(self) -> bool:
-        return self.ok is False
-
-    def line(self) -> str:
-        """One line: 'OP 0 max_abs: 0.505 > 0.0001 allowed, 3 of 4 096 windows (0.07 %), worst block 'b7'...'"""
-        if self.observed is None and self.offending and self.total:
-            # a figure over non-finite values (figure_check): says so, never a number that looks in range
-            head = f"OP {self.op} {self.metric}: {non_finite_text(self.offending, self.total, self.unit)}"
-            text = (f"{head} (reported, not gated)" if self.relation == NOT_GATED
-                    else f"{head}, {self.relation} {fmt(self.allowed)} allowed")
-        else:
-            head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
-            if self.relation == NOT_GATED:
-                text = f"{head} (reported, not gated)"
-            else:
-                rel = self.relation if self.ok else _NEGATION[self.relation]
-                text = f"{head} {rel} {fmt(self.allowed)} allowed"
-            if self.offending and self.total:
-                text += f", {self.offending:,} of {self.total:,} {self.unit} ({percent(self.offending, self.total)})"
-            elif self.offending:
-                text += f", {self.offending:,} {self.unit}"
-        if self.where:
-            text += f", {self.where}"
-        if self.note:
-            text += f"; {self.note}"
-        return text
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Check:
-        return cls(**data)
-
-
-def non_finite_text(count: int, total: int, unit: str) -> str:
-    """How a figure over non-finite values reads everywhere (CLI, report, JUnit): 'non-finite (3 of 80 rows)'."""
-    return f"non-finite ({count:,} of {total:,} {unit})"
 
 
 def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed: Any, *, non_finite: int,
@@ -126,14 +75,14 @@ def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed
     count the non-finite units, ``where`` names the first of them, and the finite-only figure is
     kept in the note, said to be over the finite units only."""
     if not non_finite:
-        return Check.gate(op, metric, finite_value, relation, allowed, limit=limit, unit=unit, offending=offending,
+        return gate(op, metric, finite_value, relation, allowed, limit=limit, unit=unit, offending=offending,
                           total=total, where=where, note=note, hint=hint)
-    finite = f"over the {total - non_finite:,} finite {unit} only: {fmt(_plain(finite_value))}"
+    finite = f"over the {total - non_finite:,} finite {unit} only: {fmt(plain_number(finite_value))}"
     if offending:
         finite += f", {offending:,} over the limit"
     if where:
         finite += f", {where}"
-    return Check.gate(op, metric, None, relation, allowed, limit=limit, unit=unit, offending=non_finite, total=total,
+    return gate(op, metric, None, relation, allowed, limit=limit, unit=unit, offending=non_finite, total=total,
                       where=first_non_finite, note="; ".join(n for n in (finite, note) if n), hint=hint)
 
 
@@ -147,32 +96,6 @@ def shown_figure(metrics: dict[str, Any], name: str) -> Any:
     return value
 
 
-@dataclass
-class OpVerdict:
-    """Every check of one OP at one shape (or of the exact lane's reproduction)."""
-
-    op: int
-    shape: int | str
-    checks: list[Check]
-    metrics: dict[str, Any]
-    limits: dict[str, Any]
-    failing: list[dict[str, Any]] = field(default_factory=list)  # worst offenders, for the report
-    distribution: list[float | None] = field(default_factory=list)  # a sample of per-unit max |diff| for the plot
-
-    @property
-    def passed(self) -> bool:
-        return not any(c.failed for c in self.checks)
-
-    @property
-    def reasons(self) -> list[str]:
-        return [c.line() for c in self.checks if c.failed]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "shape": self.shape, "passed": self.passed, "reasons": self.reasons,
-                "checks": [c.to_dict() for c in self.checks], "metrics": self.metrics, "limits": self.limits,
-                "failing": self.failing, "distribution": self.distribution}
-
-
 class Evidence(Protocol):
     """Accumulates one OP of one lane against the golden, batch by batch (memory: one batch)."""
 
@@ -182,7 +105,7 @@ class Evidence(Protocol):
 
 
 class Judge(Protocol):
-    """One output kind: its tolerance model, limits per mode, evidence and checks."""
+    """One output kind: its tolerance model, limits per tolerance mode, evidence and checks."""
 
     kind: str
 
@@ -193,46 +116,27 @@ class Judge(Protocol):
 
     def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> dict[str, Any]: ...
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> Evidence: ...
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str) -> Evidence: ...
 
 
-def limits_for_mode(mode: str, floor: dict[str, Any] | None, *, bitwise: Callable[[], dict[str, Any]],
+def limits_for_mode(tolerance_mode: str, floor: dict[str, Any] | None, *, bitwise: Callable[[], dict[str, Any]],
                     noise_floor: Callable[[dict[str, Any]], dict[str, Any]],
                     tolerance: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The one dispatch over tolerance modes: a judge supplies the three limit sets.
 
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
     makes it bitwise."""
-    if mode == "bitwise" or (mode == "noise-floor" and floor is not None and floor.get("bitwise")):
+    if tolerance_mode == "bitwise" or (tolerance_mode == "noise-floor" and floor is not None and floor.get("bitwise")):
         limits = bitwise()
-    elif mode == "noise-floor":
+    elif tolerance_mode == "noise-floor":
         if floor is None:
             raise ScoringError("tolerance mode 'noise-floor' needs a golden recorded with its noise floor")
         limits = noise_floor(floor)
-    elif mode == "tolerance":
+    elif tolerance_mode == "tolerance":
         limits = tolerance()
     else:
-        raise ScoringError(f"unknown tolerance mode {mode!r} (expected one of {MODES})")
-    return {"mode": mode, **limits}
-
-
-def fmt(value: Any) -> str:
-    """A number as a person reads it in a one-line message."""
-    if value is None:
-        return "non-finite"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value == 0:
-            return "0"
-        if value == int(value) and abs(value) < 1e6:
-            return f"{value:g}"
-        if abs(value) >= 0.99 and abs(value) < 1:
-            return f"{value:.9g}"
-        return f"{value:.3g}"
-    return str(value)
+        raise ScoringError(f"unknown tolerance mode {tolerance_mode!r} (expected one of {TOLERANCE_MODES})")
+    return {"mode": tolerance_mode, **limits}  # file key "mode" (score.json's limits): the tolerance mode
 
 
 def cosine_text(value: float | None, identical: bool) -> str:
@@ -254,22 +158,6 @@ def cosine_text(value: float | None, identical: bool) -> str:
     return f"{value:.6g}"  # gap >= 1e-6: six significant digits show it (0.999999 at most)
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars as Python numbers; NaN/Inf as None (files hold no such numbers)."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def percent(part: int, whole: int) -> str:
-    """A share for a failure line: two significant digits, never rounded to 0 % or 100 % when it is not."""
-    share = 100.0 * part / whole
-    if part == whole:
-        return "100 %"
-    if share >= 99.5:
-        return f"{min(share, 99.9):.1f} %" if share < 99.95 else "99.99 %"
-    return f"{share:.2g} %" if share < 10 else f"{share:.0f} %"
+__all__ = ["NOT_GATED", "RELATIONS", "TOLERANCE_MODES", "Check", "Evidence", "FlipNotes", "Judge", "OpVerdict",
+           "cosine_text", "figure_check", "fmt", "gate", "holds", "limits_for_mode", "non_finite_text", "op_verdict",
+           "percent", "plain_number", "shown_figure"]

@@ -17,7 +17,7 @@ its evidence and its checks. A new OP 0 metric is added in this module only.
 from __future__ import annotations
 
 import heapq
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,8 +29,11 @@ from harness.data.masks import audio_frames
 from harness.data.metrics import row_diff
 from harness.data.ops import Op
 from harness.data.outputs import SegmentationOutputs
-from harness.judges.base import Check, FlipNotes, OpVerdict, figure_check, fmt, limits_for_mode
+from harness.judges.base import FlipNotes, figure_check, fmt, gate, limits_for_mode, op_verdict
 from harness.judges.sample import Sample
+
+if TYPE_CHECKING:
+    from harness.judges.base import Check, OpVerdict
 
 Finite = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 HINT_CHANGE = ("localise the first diverging layer (score/nightly --localise); if the change is intended, record a "
@@ -43,6 +46,7 @@ class SegmentationTolerance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
+    # the tolerance mode (TOLERANCE_MODES): named "mode" as in harness.toml and score.json, the files' contract
     mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
         default="tolerance",
         description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
@@ -79,7 +83,8 @@ class SegmentationJudge:
             tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp, **shared},
         )
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> SegmentationEvidence:
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any],
+                 voiceprint_inputs: str) -> SegmentationEvidence:
         return SegmentationEvidence(geometry, limits)
 
 
@@ -243,11 +248,11 @@ class SegmentationEvidence:
 
     def verdict(self, shape: int | str) -> OpVerdict:
         t, lim = self.totals(), self.limits
-        checks = [Check.gate(0, "non_finite", t["non_finite"], "==", 0, unit="elements", offending=t["non_finite"],
+        checks = [gate(0, "non_finite", t["non_finite"], "==", 0, unit="elements", offending=t["non_finite"],
                              total=t["elements"], where=_at("first", self.non_finite_at),
                              hint="a NaN/Inf appeared where the golden has none: a packing or model bug")]
         if lim["bitwise"]:
-            checks.append(Check.gate(0, "differing_elements", t["differing_elements"], "==", 0, unit="elements",
+            checks.append(gate(0, "differing_elements", t["differing_elements"], "==", 0, unit="elements",
                                      offending=t["differing_elements"], total=t["elements"],
                                      where=_at("most ULP at", self.max_ulp_at),
                                      note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
@@ -265,15 +270,15 @@ class SegmentationEvidence:
                                        **figure))
             checks.append(figure_check(0, "mean_abs", t["mean_abs_finite"], "<=", None,
                                        **{**figure, "unit": "windows", "hint": ""}))
-        checks.append(Check.gate(0, "confident_flips", t["argmax_flips_confident"], "<=", lim["max_confident_flips"],
+        checks.append(gate(0, "confident_flips", t["argmax_flips_confident"], "<=", lim["max_confident_flips"],
                                  limit="max_confident_flips", unit="audio frames",
                                  offending=t["argmax_flips_confident"], total=t["audio_frames"],
                                  where=_at("first", self.confident_at),
                                  note=f"class changed although the golden's top-two margin >= {lim['near_tie_margin']}"
                                       " nats", hint=HINT_CHANGE))
-        checks.append(Check.gate(0, "near_tie_flips", t["argmax_flips_near_tie"], "<=", None, unit="audio frames",
+        checks.append(gate(0, "near_tie_flips", t["argmax_flips_near_tie"], "<=", None, unit="audio frames",
                                  total=t["audio_frames"], note="counted in the flip rate"))
-        checks.append(Check.gate(0, "mask_flips", t["mask_flips_near_tie"] + t["mask_flips_confident"], "<=", None,
+        checks.append(gate(0, "mask_flips", t["mask_flips_near_tie"] + t["mask_flips_confident"], "<=", None,
                                  note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
                                       f"{t['mask_flips_confident']} confident"))
         if lim.get("max_flip_rate") is not None:
@@ -282,7 +287,7 @@ class SegmentationEvidence:
         failing = [{"block": b, "metric": "max_abs", "value": v} for v, b in sorted(self.worst_blocks, reverse=True)]
         failing += [{"block": b, "metric": "flips", "value": n} for b, n in
                     sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]]
-        return OpVerdict(0, shape, checks, t, lim, failing, self.sample.values())
+        return op_verdict(0, shape, checks, t, lim, failing, self.sample.values())
 
 
 def _at(adjective: str, where: str | None) -> str | None:
@@ -299,5 +304,5 @@ def rate_check(op: int, metric: str, failures: int, n: int, allowed: float, unit
         hint = "use a larger corpus (corpus synth --blocks N, or more audio)" if bound > allowed else ""
     else:
         note, hint = f"exact binomial bound of {failures:,} in {n:,} {unit}", ""
-    return Check.gate(op, metric, bound, "<=", allowed, limit=limit, unit=unit, offending=failures, total=n, note=note,
+    return gate(op, metric, bound, "<=", allowed, limit=limit, unit=unit, offending=failures, total=n, note=note,
                       hint=hint)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,9 +32,12 @@ from harness.data.metrics import cosine_and_rel_l2, row_diff
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
 from harness.judges import rowkeys
-from harness.judges.base import Check, FlipNotes, OpVerdict, cosine_text, figure_check, fmt, limits_for_mode
+from harness.judges.base import FlipNotes, cosine_text, figure_check, fmt, gate, limits_for_mode, op_verdict
 from harness.judges.sample import Sample
 from harness.judges.segmentation import HINT_CHANGE, MAX_FAILING, _at, rate_check
+
+if TYPE_CHECKING:
+    from harness.judges.base import OpVerdict
 
 Finite = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 Rate = Annotated[float, Field(allow_inf_nan=False, ge=0, le=1)]
@@ -45,6 +48,7 @@ class VoiceprintTolerance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
+    # the tolerance mode (TOLERANCE_MODES): named "mode" as in harness.toml and score.json, the files' contract
     mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
         default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
     min_cosine: Annotated[float, Field(allow_inf_nan=False, ge=-1, le=1)] = Field(
@@ -90,8 +94,9 @@ class VoiceprintJudge:
                                "min_cosine": tol.min_cosine, "max_rel_l2": tol.max_rel_l2, **shared},
         )
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> VoiceprintEvidence:
-        return VoiceprintEvidence(op, geometry, limits, mode)
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any],
+                 voiceprint_inputs: str) -> VoiceprintEvidence:
+        return VoiceprintEvidence(op, geometry, limits, voiceprint_inputs)
 
 
 class _Worst:
@@ -117,8 +122,9 @@ class _Worst:
 class VoiceprintEvidence:
     """One voiceprint OP of one lane against the golden, accumulated batch by batch."""
 
-    def __init__(self, op: Op, geometry: Geometry, limits: dict[str, Any], mode: str) -> None:
-        self.op, self.g, self.limits, self.mode = op, geometry, limits, mode
+    def __init__(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str) -> None:
+        self.op, self.g, self.limits = op, geometry, limits
+        self.chained = voiceprint_inputs == "chained"  # else isolated: every lane had the golden's WEIGHTS/IDX
         self.golden_rows = self.matched = self.judged = 0
         self.elements = self.differing = 0
         self.non_finite_rows, self.differing_rows = 0, 0
@@ -216,7 +222,7 @@ class VoiceprintEvidence:
     def _outside(self, kind: str, key: tuple[str, int, int], notes: FlipNotes) -> None:
         """A row not compared on its embedding: attributed to its window's OP 0 flips (chained)."""
         near, confident = notes.get((key[0], key[1]), (0, 0))
-        if self.mode != "chained" or (not near and not confident):
+        if not self.chained or (not near and not confident):
             cause = "unexplained"
         elif confident:
             cause = "confident"
@@ -254,11 +260,11 @@ class VoiceprintEvidence:
 
     def verdict(self, shape: int | str) -> OpVerdict:
         op, t, lim = int(self.op), self.totals(), self.limits
-        checks = [Check.gate(op, "non_finite_rows", t["non_finite"], "==", 0, unit="rows",
+        checks = [gate(op, "non_finite_rows", t["non_finite"], "==", 0, unit="rows",
                              offending=t["non_finite"], total=t["judged_rows"], where=_at("first", self.non_finite_at),
                              hint="a NaN/Inf appeared where the golden has none: a packing or model bug")]
         if lim["bitwise"]:
-            checks.append(Check.gate(op, "differing_rows", t["differing_rows"], "==", 0, unit="rows",
+            checks.append(gate(op, "differing_rows", t["differing_rows"], "==", 0, unit="rows",
                                      offending=t["differing_rows"], total=t["judged_rows"],
                                      where=_at("most ULP at", self.differing_at),
                                      note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
@@ -276,16 +282,16 @@ class VoiceprintEvidence:
         isolated_note = " (isolated mode: every lane must be called with the golden's WEIGHTS/IDX)"
         for kind, what in unexplained.items():
             n = getattr(self, kind)["unexplained"]
-            checks.append(Check.gate(op, f"{kind}_rows" if kind != "changed" else "inputs_differ", n, "==", 0,
+            checks.append(gate(op, f"{kind}_rows" if kind != "changed" else "inputs_differ", n, "==", 0,
                                      unit="rows", offending=n, total=t["golden_rows"],
                                      where=_at("first", self.first.get(f"{kind}.unexplained")),
-                                     note=f"rows {what}" + ("" if self.mode == "chained" else isolated_note)
+                                     note=f"rows {what}" + ("" if self.chained else isolated_note)
                                      if n else ""))
-        if self.mode == "chained":
+        if self.chained:
             confident = sum(getattr(self, k)["confident"] for k in ("missing", "extra", "changed"))
             first = next((self.first[f"{k}.confident"] for k in ("changed", "missing", "extra")
                           if f"{k}.confident" in self.first), None)
-            checks.append(Check.gate(op, "mask_changed_by_confident_flip", confident, "==", 0, unit="rows",
+            checks.append(gate(op, "mask_changed_by_confident_flip", confident, "==", 0, unit="rows",
                                      offending=confident, total=t["golden_rows"], where=_at("first", first),
                                      note="rows gained, lost or re-weighted by a confident OP 0 flip",
                                      hint=HINT_CHANGE))
@@ -294,12 +300,12 @@ class VoiceprintEvidence:
                                      max(1, t["rows"]), lim["max_mask_changed_row_rate"], "rows",
                                      "max_mask_changed_row_rate"))
             gained_lost = self.missing["near_tie"] + self.extra["near_tie"]
-            checks.append(Check.gate(op, "rows_gained_or_lost_near_tie", gained_lost, "<=", None, unit="rows",
+            checks.append(gate(op, "rows_gained_or_lost_near_tie", gained_lost, "<=", None, unit="rows",
                                      note=f"{self.missing['near_tie']} lost, {self.extra['near_tie']} gained through "
                                           "near-tie OP 0 flips (reported, not failed)"))
         if lim.get("max_failed_row_rate") is not None:
             n = t["judged_rows"] + sum(self.missing.values()) + sum(self.extra.values())
-            if self.mode == "chained":
+            if self.chained:
                 n -= self.missing["near_tie"] + self.extra["near_tie"]
             failures = (t["failed_rows"] + self.missing["unexplained"] + self.extra["unexplained"]
                         + self.missing["confident"] + self.extra["confident"])
@@ -307,7 +313,7 @@ class VoiceprintEvidence:
                                      "max_failed_row_rate"))
         failing = [{"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
                    for v, b, w, s in sorted(self.worst_rows, reverse=True)]
-        return OpVerdict(op, shape, checks, t, lim, failing, self.sample.values())
+        return op_verdict(op, shape, checks, t, lim, failing, self.sample.values())
 
 
 def _label(key: tuple[str, int, int]) -> str:

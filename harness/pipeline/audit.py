@@ -12,9 +12,9 @@ Two passes over the capture (:mod:`harness.capture`), each row group by row grou
    as a packed shape (:mod:`harness.judges`): the served side is the "lane", the re-run the
    "golden". A capture served by another model (its fingerprint) is named first, and still scored.
 
-Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`), ``junit.xml`` and the
-report's "production audit" section (``report.html``, ``report.md``), as one set published in one
-step (:mod:`harness.outputset`): an audit over a previous one never leaves their files mixed. The
+Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`, the outcome's ``result``),
+``junit.xml`` and the report's "production audit" section (``report.html``, ``report.md``), as one set
+published in one step (:mod:`harness.outputset`): an audit over a previous one never leaves their files mixed. The
 audit judges traffic, not a candidate shape: it never touches the ledger or the promoted-shapes
 manifest.
 
@@ -36,7 +36,7 @@ import numpy as np
 from golden.manifest import sha256_file
 from harness.capture.laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
-from harness.capture.result import FORMAT, AuditFile, headline
+from harness.capture.result import headline
 from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
 from harness.data.blocks import Block
@@ -46,6 +46,7 @@ from harness.data.geometry import Geometry
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import SegmentationOutputs, VoiceprintOutputs
+from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
 from harness.judges import judge_for
 from harness.judges.base import Evidence
 from harness.outputset import output_set
@@ -65,13 +66,13 @@ NOT_CAPTURED = "no request of this OP was captured"
 
 @dataclass
 class AuditOutcome:
-    result: dict[str, Any]  # the sealed audit file
+    result: AuditFile  # the sealed audit file, as written
     lines: list[str]  # what the CLI prints
     paths: dict[str, Path]
 
     @property
     def passed(self) -> bool:
-        return bool(self.result["verdict"] == "pass")
+        return self.result.verdict == "pass"
 
 
 def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool,
@@ -103,9 +104,9 @@ class Rerun(Protocol):
 
     label: str  # the scoring pass's progress label
 
-    def start(self, reader: CaptureReader, survey: Survey) -> dict[str, Any]:
+    def start(self, reader: CaptureReader, survey: Survey) -> GoldenModel:
         """Called once every law holds: get ready to answer (build the model, or run the shards); returns
-        the golden model (:class:`harness.capture.result.GoldenModel`)."""
+        the golden model that re-runs the blocks."""
 
     def exact(self, request: CapturedRequest, blocks: list[Block]) -> dict[str, np.ndarray]:
         """The exact lane's output of each of ``request``'s blocks, by block id; called in file order."""
@@ -125,7 +126,7 @@ class InProcessRerun:
         # the lane's call records: not kept (memory stays one row group, whatever the capture)
         self.log: list[CallRecord] = []
 
-    def start(self, reader: CaptureReader, survey: Survey | None) -> dict[str, Any]:
+    def start(self, reader: CaptureReader, survey: Survey | None) -> GoldenModel:
         """``survey`` is not needed here (a Ray worker passes None)."""
         from lanes.lanes import ExactLane
 
@@ -174,25 +175,26 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
     lines.append(f"laws: {', '.join(CAPTURE_LAWS)} hold on all {survey.requests} requests")
     try:
         golden = rerun.start(reader, survey)
-        matches = set(survey.fingerprints) == {golden["fingerprint"]}
+        matches = set(survey.fingerprints) == {golden.fingerprint}
         if not matches:
             lines.insert(0, _model_line(survey, golden))
-        if set(survey.devices) != {golden["device_kind"]}:
-            lines.append(f"served on {', '.join(sorted(survey.devices))}; re-run on {golden['device_kind']}: what "
+        if set(survey.devices) != {golden.device_kind}:
+            lines.append(f"served on {', '.join(sorted(survey.devices))}; re-run on {golden.device_kind}: what "
                          "differs between the devices is judged by the tolerances")
         with step("exact lane + score"), progress_bar(f"audit: {survey.blocks} blocks {rerun.label}", survey.blocks,
                                                       progress, unit="blocks") as tick:
             ops = _score(reader, rerun, cfg, survey, tick)
     finally:
         rerun.close()
-    result = _finish({**fields, "golden_model": golden, "fingerprint_matches": matches, "ops": ops})
-    for op, o in sorted(ops.items()):
-        v = o["verdict"]
+    result = _finish({**fields, "golden_model": golden.model_dump(mode="json"), "fingerprint_matches": matches,
+                      "ops": ops})
+    for op, o in sorted(result.ops.items()):
+        v = o.verdict
         if v is None:
-            lines.append(f"OP {op}: {o['not_scored']}")
+            lines.append(f"OP {op}: {o.not_scored}")
         else:
-            first = f" ({v['reasons'][0]})" if v["reasons"] else (" (bitwise)" if v["metrics"]["bitwise"] else "")
-            lines.append(f"OP {op}: {'PASS' if v['passed'] else 'FAIL'} over {o['blocks']} blocks{first}")
+            first = f" ({v.reasons[0]})" if v.reasons else (" (bitwise)" if v.metrics["bitwise"] else "")
+            lines.append(f"OP {op}: {'PASS' if v.passed else 'FAIL'} over {o.blocks} blocks{first}")
     return _write(out, result, lines)
 
 
@@ -272,7 +274,7 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
         by = "block, window" if op is Op.SEGMENTATION else ("block, row" if b.unlabelled else "block, window, speaker")
         out[str(int(op))] = {"requests": survey.op_requests[int(op)], "blocks": survey.op_blocks[int(op)],
                              "rows_matched_by": by, "unlabelled_rows": b.unlabelled,
-                             "verdict": b.evidence.verdict("audit").to_dict(), "not_scored": None}
+                             "verdict": b.evidence.verdict("audit").model_dump(mode="json"), "not_scored": None}
     for op in ALL_OPS:
         out.setdefault(str(int(op)), _not_scored(survey, op, NOT_CAPTURED))
     return out
@@ -304,12 +306,14 @@ def _capture_ref(reader: CaptureReader) -> dict[str, Any]:
             "geometry": reader.geometry.to_dict()}
 
 
-def golden_model(cfg: ReleaseConfig, backend: Backend) -> dict[str, Any]:
+def golden_model(cfg: ReleaseConfig, backend: Backend) -> GoldenModel:
     """The golden model as the audit file names it (what re-ran the blocks, where, with which numerics)."""
     env = backend.environment()
     model = env.get("model") or {}
-    return {"spec": cfg.model.spec, "fingerprint": backend.fingerprint, "name": str(model.get("name", "?")),
-            "device_kind": backend.device_kind, "numerics_in_force": env.get("numerics_in_force") or {}}
+    numerics = plain(env.get("numerics_in_force") or {})
+    assert isinstance(numerics, dict)  # a JSON round trip keeps a dict a dict
+    return GoldenModel(spec=cfg.model.spec, fingerprint=backend.fingerprint, name=str(model.get("name", "?")),
+                       device_kind=backend.device_kind, numerics_in_force=numerics)
 
 
 def _capture_line(reader: CaptureReader, survey: Survey) -> str:
@@ -318,34 +322,38 @@ def _capture_line(reader: CaptureReader, survey: Survey) -> str:
             f"{reader.meta.engine!r} {', '.join(sorted(survey.versions))}, {survey.first} .. {survey.last}")
 
 
-def _model_line(survey: Survey, golden: dict[str, Any]) -> str:
-    others = {fp: n for fp, n in survey.fingerprints.items() if fp != golden["fingerprint"]}
+def _model_line(survey: Survey, golden: GoldenModel) -> str:
+    others = {fp: n for fp, n in survey.fingerprints.items() if fp != golden.fingerprint}
     served = ", ".join(f"{fp[:16]}... ({n} of {survey.requests} requests)" for fp, n in sorted(others.items()))
-    return (f"MODEL DIFFERS: the capture was served by model {served}, not the golden model {golden['spec']!r} "
-            f"({golden['fingerprint'][:16]}...): the scores below compare two different models")
+    return (f"MODEL DIFFERS: the capture was served by model {served}, not the golden model {golden.spec!r} "
+            f"({golden.fingerprint[:16]}...): the scores below compare two different models")
 
 
-def _finish(fields: dict[str, Any]) -> dict[str, Any]:
-    body = {"kind": "harness.audit", "format": FORMAT, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            **fields}
-    scored = [o["verdict"] for o in fields["ops"].values() if o["verdict"] is not None]
-    body["verdict"] = "pass" if fields["laws"]["passed"] and all(v["passed"] for v in scored) else "fail"
-    body["headline"] = headline(body)
-    result = plain(seal(body, "digest"))
-    AuditFile.model_validate(result)  # what is written is what the schema declares (else: a bug, exit 3)
-    assert isinstance(result, dict)  # the schema just validated a JSON object
+def _finish(fields: dict[str, Any]) -> AuditFile:
+    """The sealed audit file. Its headline is read off a draft (the same fields, no headline or digest yet):
+    the headline is part of what the digest seals."""
+    body = plain({"kind": "harness.audit", "format": FORMAT,
+                  "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields})
+    assert isinstance(body, dict)  # a JSON round trip keeps a dict a dict
+    scored = [o["verdict"] for o in body["ops"].values() if o["verdict"] is not None]
+    body["verdict"] = "pass" if body["laws"]["passed"] and all(v["passed"] for v in scored) else "fail"
+    draft = AuditFile.model_validate({**body, "headline": "-", "digest": "0" * 64})
+    sealed = seal({**body, "headline": headline(draft)}, "digest")
+    result = AuditFile.model_validate(sealed)  # what is written is what the schema declares (else: a bug, exit 3)
+    assert result.model_dump(mode="json") == sealed, "the audit file would not be written as it was sealed"
     return result
 
 
-def _write(out: Path, result: dict[str, Any], lines: list[str]) -> AuditOutcome:
+def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
     from reports.audit import write_audit_junit, write_audit_report
 
+    document = result.model_dump(mode="json")  # the file's JSON, as it was sealed (_finish)
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
         # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.outputset)
-        write_json_atomic(stage / AUDIT, result)
-        write_audit_junit(stage / JUNIT, result)
-        pages = write_audit_report(stage, result)
+        write_json_atomic(stage / AUDIT, document)
+        write_audit_junit(stage / JUNIT, document)
+        pages = write_audit_report(stage, document)
     paths = {"audit": out / AUDIT, "junit": out / JUNIT, **{k: out / p.name for k, p in pages.items()}}
     committed(out, "the audit's audit.json, junit.xml and report pages")
-    lines = [*lines, f"audit: {result['headline']}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]
+    lines = [*lines, f"audit: {result.headline}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]
     return AuditOutcome(result, lines, paths)

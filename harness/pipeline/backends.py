@@ -37,6 +37,12 @@ class BackendChoice:
     shm: bool = False
     model_label: str | None = None
 
+    @classmethod
+    def of(cls, config: ReleaseConfig) -> BackendChoice:
+        """The configuration's ``[backend]`` (``--backend`` and the hidden Triton flags merged in)."""
+        b = config.backend
+        return cls(b.url, b.concurrency, b.shm, b.model_label)
+
 
 def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-process", device: str | None = None,
                  triton_timeout_s: float = 120.0, triton_max_request_mb: float = 64.0) -> Backend:
@@ -61,8 +67,6 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
         except ImportError as exc:
             raise HarnessError(f"--backend {backend}: the Triton lane needs tritonclient[http] "
                                f"(pip install 'diar-lane-harness[triton]'): {exc}") from None
-        if choice.concurrency is not None and choice.concurrency < 1:
-            raise HarnessError(f"--concurrency {choice.concurrency}: expected a whole number >= 1")
         be = TritonBackend(backend, timeout_s=triton_timeout_s, max_request_bytes=int(triton_max_request_mb * 2**20),
                            concurrency=DEFAULT_CONCURRENCY if choice.concurrency is None else choice.concurrency,
                            shm=choice.shm, model_label=choice.model_label, geometry=lambda: model_geometry(config))

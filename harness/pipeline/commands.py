@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from golden.store import Golden
     from harness.data.blocks import Block
     from harness.data.geometry import Geometry
+    from harness.data.schemas.results import Score
     from harness.pipeline.distributed import RayOptions
-    from harness.pipeline.nightly import NightlyOutcome
+    from harness.pipeline.nightly import NightlyJob, NightlyOutcome
 
 Rows = Iterator[tuple["Block", str, dict[str, Any]]]
 
@@ -125,22 +126,23 @@ def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, 
     check_fingerprint(gold, be.fingerprint, model)
     with progress_bar("golden verify", 3 * gold.blocks, progress) as tick:
         result = verify_golden(gold, be, cfg, progress=tick)
-    return result["summary"], result["passed"]
+    return result.summary, result.passed
 
 
-def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: BackendChoice | str, packer_cmd: str | None,
-        packer: str | None, pad_to_fixed: bool | None, progress: bool, laws_examples: int = 100,
-        packer_digest: str | None = None) -> list[str]:
+def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None
+        ) -> list[str]:
+    """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
+    overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
     from golden.store import load_golden
     from harness.pipeline.run import plan_for, run_shapes
 
-    check_laws_examples(laws_examples)
+    knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
     check_writable_dir(runs, "runs folder")
     refuse_folder_of_goldens(golden_path)  # at once, not after building the model
-    be = make_backend(cfg, backend)
+    be = make_backend(cfg, BackendChoice.of(cfg))
     gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)
     plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
-    packing = make_packer(packer_cmd, packer, be.geometry, packer_digest)
+    packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
         with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress,
                           announce=f"writing to {runs}/ (a new run folder inside when done)") as tick:
@@ -148,12 +150,6 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, backend: BackendChoic
     finally:
         packing.close()
     return [f"wrote run {result.run_id} at {result.path}"]
-
-
-def check_laws_examples(examples: int) -> None:
-    """``--laws-examples`` is a count (0: the laws are not judged, and no shape can be promoted)."""
-    if examples < 0:
-        raise HarnessError(f"--laws-examples: expected a count >= 0 (0: not judged), got {examples}")
 
 
 def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
@@ -165,19 +161,19 @@ def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> t
     gold, r = load_golden(golden_path), load_run(run_path)
     result = score_run(gold, r, cfg.tolerances)
     write_score(out, result)
-    return score_lines(result) + [f"wrote {out}"], result["verdict"] == "pass"
+    return score_lines(result) + [f"wrote {out}"], result.verdict == "pass"
 
 
-def score_lines(result: dict[str, Any]) -> list[str]:
+def score_lines(result: Score) -> list[str]:
     """The golden's reproduction first when it failed (then every verdict is in doubt), then one
     line per shape."""
     lines = []
-    v = result["verification"]
-    if not v["passed"]:
-        lines.append(f"GOLDEN NOT REPRODUCED: {v['summary']}; the shape verdicts below were judged against a golden "
+    v = result.verification
+    if not v.passed:
+        lines.append(f"GOLDEN NOT REPRODUCED: {v.summary}; the shape verdicts below were judged against a golden "
                      "this environment does not reproduce")
-    for k, s in sorted(result["shapes"].items(), key=lambda kv: int(kv[0])):
-        lines.append(f"shape k={k}: {s['verdict'].upper()}" + (f" ({s['reasons'][0]})" if s["reasons"] else ""))
+    for k, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])):
+        lines.append(f"shape k={k}: {s.verdict.upper()}" + (f" ({s.reasons[0]})" if s.reasons else ""))
     return lines
 
 
@@ -210,7 +206,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     loc = None
     if localisation is not None:
         data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
-        if data.score_digest != result["digest"]:
+        if data.score_digest != result.digest:
             raise HarnessError(f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not "
                                f"{score_path}")
         loc = data.shapes
@@ -231,56 +227,41 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
 REPORT_PAGES = ("report.json", "report.md", "report.html")
 
 
-def nightly(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
-            manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
-            packer: str | None,
-            progress: bool, ray: RayOptions | None = None, laws_examples: int = 100, packer_digest: str | None = None,
-            no_promote: bool = False, force: bool = False) -> NightlyOutcome:
-    """``harness nightly``: ``force`` replaces a previous nightly's output in ``out`` (refused otherwise, before
-    any work); ``no_promote`` leaves the ledger and manifest untouched."""
+def nightly(job: NightlyJob) -> NightlyOutcome:
+    """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
+    before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.pipeline.nightly import refuse_previous_output
     from harness.shards import Shard
 
-    check_laws_examples(laws_examples)
-    part = Shard.parse(shard) if shard else None
-    refuse_previous_output(out, force)  # after the options are checked, before any work
-    if ray is not None:
-        return nightly_on_ray(cfg, golden, out, shard, ledger, manifest, localise, backend, packer_cmd, packer,
-                              progress, ray, laws_examples, packer_digest, no_promote)
-    refuse_folder_of_goldens(golden)  # at once, not after building the model
-    be = make_backend(cfg, backend)
-    packing = make_packer(packer_cmd, packer, be.geometry, packer_digest)
+    cfg, knobs = job.config, job.config.packer
+    part = Shard.parse(job.shard) if job.shard else None
+    refuse_previous_output(job.out, job.force)  # after the options are checked, before any work
+    if job.ray is not None:
+        return nightly_on_ray(job)
+    refuse_folder_of_goldens(job.golden)  # at once, not after building the model
+    be = make_backend(cfg, job.backend)
+    packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
-        return run_nightly(cfg, golden, out, be, part, ledger, manifest, localise, progress, packing,
-                           laws_examples=laws_examples, no_promote=no_promote)
+        return run_nightly(cfg, job.golden, job.out, be, part, job.ledger, job.manifest, job.localise, job.progress,
+                           packing, laws_examples=knobs.laws_examples, no_promote=job.no_promote)
     finally:
         packing.close()
 
 
-def nightly_on_ray(cfg: ReleaseConfig, golden: Path, out: Path, shard: str | None, ledger: Path | None,
-                   manifest: Path | None, localise: bool, backend: BackendChoice | str, packer_cmd: str | None,
-                   packer: str | None, progress: bool, ray: RayOptions, laws_examples: int = 100,
-                   packer_digest: str | None = None, no_promote: bool = False) -> NightlyOutcome:
+def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     """``nightly --ray``: Ray is checked first (one line saying how to install it), then the shards."""
     from harness.pipeline.distributed import WorkerSpec, import_ray
     from harness.pipeline.ray_jobs import nightly_ray
 
     import_ray()
-    if shard is not None:
+    if job.shard is not None:
         raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
-    choice = BackendChoice(backend) if isinstance(backend, str) else backend
-    spec = WorkerSpec(cfg, choice, packer_cmd, packer, packer_digest, laws_examples)
-    return nightly_ray(cfg, golden, out, ray, spec, ledger, manifest, localise, progress, no_promote=no_promote)
-
-
-def merge(cfg: ReleaseConfig, golden: Path, shards: list[Path], out: Path, ledger: Path | None,
-          manifest: Path | None, localise: bool, no_promote: bool = False, force: bool = False) -> NightlyOutcome:
-    from harness.pipeline.nightly import merge as run_merge
-    from harness.pipeline.nightly import refuse_previous_output
-
-    refuse_previous_output(out, force)
-    return run_merge(cfg, golden, shards, out, ledger, manifest, localise, no_promote)
+    assert job.ray is not None  # the caller's test
+    cfg, knobs = job.config, job.config.packer
+    spec = WorkerSpec(cfg, job.backend, knobs.cmd, knobs.spec, knobs.digest, knobs.laws_examples)
+    return nightly_ray(cfg, job.golden, job.out, job.ray, spec, job.ledger, job.manifest, job.localise, job.progress,
+                       no_promote=job.no_promote)
 
 
 def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], object]:

@@ -14,6 +14,7 @@ from golden.manifest import check_files
 from golden.store import Golden
 from harness.data.errors import HarnessError
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
+from harness.data.schemas.records import Ledger, LedgerEntry, PromotedShapes, as_written
 from harness.ledger_store import LEDGER, MANIFEST, beside_golden
 from harness.promotion import describe_overrides
 
@@ -61,67 +62,64 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
     return lines
 
 
-def describe_shapes(manifest: dict[str, Any], checked: bool = True) -> list[str]:
+def describe_shapes(manifest: PromotedShapes, checked: bool = True) -> list[str]:
     """Per model, device kind, numerics profile and packer: which k the engine may use per OP, since
     when, by which run, with which packing-laws verdict (a shape is allowed only for its own packer)."""
-    lines = [f"promoted-shapes manifest: ledger commit {manifest['ledger_seq']}, generated {manifest['generated']}"
+    lines = [f"promoted-shapes manifest: ledger commit {manifest.ledger_seq}, generated {manifest.generated}"
              + ("" if checked else " (NOT checked against its ledger: give --ledger)")]
-    if not manifest["models"]:
+    if not manifest.models:
         lines.append("  no shape recorded yet: the engine may use only the release's own shapes")
-    for fp, model in sorted(manifest["models"].items()):
-        for device, dev in sorted(model["devices"].items()):
-            for profile, p in sorted(dev["profiles"].items()):
-                n = p["numerics"]
+    for fp, model in sorted(manifest.models.items()):
+        for device, dev in sorted(model.devices.items()):
+            for profile, p in sorted(dev.profiles.items()):
+                n = p.numerics  # the numeric settings in force: a dict of named settings
                 lines.append(f"model {fp[:16]}... on {device}, numerics {profile} (threads {n.get('threads')}, "
                              f"mkldnn {n.get('mkldnn')}, tf32 {n.get('matmul_allow_tf32')}, cudnn benchmark "
                              f"{n.get('cudnn_benchmark')}):")
                 release = "; ".join(f"OP {op}: k = {', '.join(str(k) for k in ks)}"
-                                    for op, ks in sorted(p["release_ops"].items()))
+                                    for op, ks in sorted(p.release_ops.items()))
                 lines.append(f"  every packer (the release's own shapes): {release}")
-                for packer, pk in sorted(p["packers"].items()):
+                for packer, pk in sorted(p.packers.items()):
                     lines.append(f"  packer {packer}:")
-                    for op, ks in sorted(pk["ops"].items()):
+                    for op, ks in sorted(pk.ops.items()):
                         lines.append(f"    OP {op}: k = {', '.join(str(k) for k in ks)}")
-                    for k, ev in sorted(pk["evidence"].items(), key=lambda kv: int(kv[0])):
-                        laws = ev["laws"]
-                        lines.append(f"    k={k}: promoted {ev['promoted_at']} for packer {packer} by run "
-                                     f"{ev['run_id']} against {ev['golden_id']} (release {ev['release']}, "
-                                     f"{ev['corpus_blocks']} blocks, tolerance {ev['tolerance_mode']}, laws "
-                                     f"{laws['verdict']}: {laws['examples']} examples, seed {laws['seed']})")
+                    for k, ev in sorted(pk.evidence.items(), key=lambda kv: int(kv[0])):
+                        laws = ev.laws
+                        lines.append(f"    k={k}: promoted {ev.promoted_at} for packer {packer} by run "
+                                     f"{ev.run_id} against {ev.golden_id} (release {ev.release}, "
+                                     f"{ev.corpus_blocks} blocks, tolerance {ev.tolerance_mode}, laws "
+                                     f"{laws.verdict}: {laws.examples} examples, seed {laws.seed})")
     return lines
 
 
-def matching_entries(ledger: dict[str, Any], shape: int | None, model: str | None, device: str | None,
-                     packer: str | None = None) -> list[dict[str, Any]]:
+def matching_entries(ledger: Ledger, shape: int | None, model: str | None, device: str | None,
+                     packer: str | None = None) -> list[LedgerEntry]:
     """The ledger entries the ``ledger`` command's filters match, in the order it lists them."""
-    entries = [e for e in ledger["entries"].values()
-               if (shape is None or e["shape"] == shape) and (model is None or e["fingerprint"].startswith(model))
-               and (device is None or e["device_kind"] == device)
-               and (packer is None or e["packer_identity"] == packer)]
-    return sorted(entries, key=lambda e: (e["fingerprint"], e["device_kind"], e["numerics_profile"],
-                                          e["packer_identity"], e["shape"]))
+    entries = [e for e in ledger.entries.values()
+               if (shape is None or e.shape == shape) and (model is None or e.fingerprint.startswith(model))
+               and (device is None or e.device_kind == device)
+               and (packer is None or e.packer_identity == packer)]
+    return sorted(entries, key=lambda e: (e.fingerprint, e.device_kind, e.numerics_profile, e.packer_identity,
+                                          e.shape))
 
 
-def describe_history(ledger: dict[str, Any], shape: int | None, model: str | None, device: str | None,
+def describe_history(ledger: Ledger, shape: int | None, model: str | None, device: str | None,
                      packer: str | None = None) -> list[str]:
     entries = matching_entries(ledger, shape, model, device, packer)
     if not entries:
         return ["no ledger entry matches"]
     lines = []
     for e in entries:
-        revoked = f", revoked by run {e['revoked_by']}" if e.get("revoked_by") else ""
-        lines.append(f"shape k={e['shape']} of model {e['fingerprint'][:16]}... (release {e['release']}) on "
-                     f"{e['device_kind']} ({e['numerics_profile']}), packer {e['packer_identity']}: "
-                     f"{e['state']}{revoked}")
-        for ev in e["history"]:
-            why = f": {ev['reasons'][0]}" if ev["reasons"] else ""
-            judged = ev.get("judged_under")  # absent in events written before it was recorded
+        revoked = f", revoked by run {e.revoked_by}" if e.revoked_by else ""
+        lines.append(f"shape k={e.shape} of model {e.fingerprint[:16]}... (release {e.release}) on "
+                     f"{e.device_kind} ({e.numerics_profile}), packer {e.packer_identity}: {e.state}{revoked}")
+        for ev in e.history:
+            why = f": {ev.reasons[0]}" if ev.reasons else ""
+            judged = ev.judged_under  # None in events written before it was recorded
             under = " (overrides: not recorded)" if judged is None else \
-                f" (judged under overrides: {describe_overrides(judged['overrides'])})" if judged["overrides"] else ""
-            lines.append(f"  #{ev['seq']} {ev['at']} run {ev['run_id']} {ev['verdict']} -> {ev['state']}{under}{why}")
+                f" (judged under overrides: {describe_overrides(judged.overrides)})" if judged.overrides else ""
+            lines.append(f"  #{ev.seq} {ev.at} run {ev.run_id} {ev.verdict} -> {ev.state}{under}{why}")
     return lines
-
-
 
 
 def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | None, command: str,
@@ -171,20 +169,20 @@ def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | Non
     return {"ledger": found[0], "manifest": beside if beside.exists() else None, "found_by": "search"}
 
 
-def shapes_document(manifest: dict[str, Any], files: dict[str, Any], checked: bool,
+def shapes_document(manifest: PromotedShapes, files: dict[str, Any], checked: bool,
                     may: dict[str, Any] | None = None) -> str:
     """``harness shapes --json``: one JSON document, validated against its schema before it is printed."""
     doc = {"kind": "harness.shapes-answer", "format": 1, "files": _files(files), "checked": checked,
-           "promoted_shapes": manifest, "may": may}
+           "promoted_shapes": as_written(manifest), "may": may}
     return _dumps(ShapesAnswer, doc)
 
 
-def history_document(ledger: dict[str, Any], files: dict[str, Any], shape: int | None, model: str | None,
+def history_document(ledger: Ledger, files: dict[str, Any], shape: int | None, model: str | None,
                      device: str | None, packer: str | None) -> str:
     """``harness ledger --json``: the matching entries (as :func:`describe_history` lists them), validated."""
-    doc = {"kind": "harness.ledger-answer", "format": 1, "files": _files(files), "ledger_seq": ledger["seq"],
+    doc = {"kind": "harness.ledger-answer", "format": 1, "files": _files(files), "ledger_seq": ledger.seq,
            "filters": {"shape": shape, "model": model, "device": device, "packer": packer},
-           "entries": matching_entries(ledger, shape, model, device, packer)}
+           "entries": [as_written(e) for e in matching_entries(ledger, shape, model, device, packer)]}
     return _dumps(HistoryAnswer, doc)
 
 
@@ -193,5 +191,7 @@ def _files(files: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dumps(model: type[BaseModel], doc: dict[str, Any]) -> str:
-    model.model_validate(doc)  # a document its own schema refuses is a bug (exit 3), never printed
+    """Validated from the very JSON printed (not from the models it was built of: a model built with
+    ``model_copy(update=...)`` was never checked): a document its own schema refuses is a bug (exit 3)."""
+    model.model_validate(doc)
     return json.dumps(doc, indent=1, sort_keys=True)

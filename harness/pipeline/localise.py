@@ -16,17 +16,18 @@ from golden.runs import Run
 from golden.store import Golden
 from harness.data.errors import one_line, step
 from harness.data.ops import Op
+from harness.data.schemas.results import OpVerdictModel, Score
 from harness.localise import Inferring, localise
 from lanes.runner import no_rows
 
 FORMAT = 1
 
 
-def localise_failures(score: dict[str, Any], golden: Golden, run: Run,
+def localise_failures(score: Score, golden: Golden, run: Run,
                       load_model: Callable[[], Inferring]) -> dict[str, Any]:
     """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc)."""
-    failing = {k: [op for op, v in s["ops"].items() if not v["passed"]]
-               for k, s in score["shapes"].items() if s["verdict"] == "fail"}
+    failing = {k: [op for op, v in shape.ops.items() if not v.passed]
+               for k, shape in score.shapes.items() if shape.verdict == "fail"}
     if not any(failing.values()):
         return {}
     out: dict[str, dict[str, Any]] = {}
@@ -45,16 +46,16 @@ def localise_failures(score: dict[str, Any], golden: Golden, run: Run,
         for op_key in ops:
             try:
                 with step(f"localise k={k} OP {op_key}"):
-                    out[k][op_key] = _one(score["shapes"][k]["ops"][op_key], int(k), Op(int(op_key)), golden, run,
+                    out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), golden, run,
                                           calls, model)
             except Exception as exc:  # best effort: say why, never fail the verdict
                 out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
     return out
 
 
-def _one(verdict: dict[str, Any], k: int, op: Op, golden: Golden, run: Run, calls: list[dict[str, Any]],
+def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, calls: list[dict[str, Any]],
          model: Inferring) -> dict[str, Any]:
-    targets = [f["block"] for f in verdict.get("failing", []) if f.get("block")]
+    targets = [f["block"] for f in verdict.failing if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
     target = targets[0]

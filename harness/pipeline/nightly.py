@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
@@ -26,6 +26,7 @@ from harness.data.jsonio import read_json, write_json_atomic
 from harness.ledger_store import beside_golden, check_paths
 from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
+from harness.pipeline.backends import BackendChoice
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.promote import promote
@@ -35,7 +36,10 @@ from harness.progress import progress_bar
 from harness.shards import Shard
 
 if TYPE_CHECKING:
+    from harness.data.schemas.results import Score
     from harness.localise import Inferring  # imports torch
+    from harness.pipeline.distributed import RayOptions
+    from harness.promotion import Transition
     from lanes.backend import Backend  # imports torch
 
 SET = "nightly"  # the nightly's own outputs: one set (harness.outputset), published in one step
@@ -50,8 +54,41 @@ class NightlyOutcome:
     exit_code: int
     summary: str
     paths: dict[str, Path] = field(default_factory=dict)
-    score: dict[str, Any] | None = None
-    transitions: list[dict[str, Any]] | None = None
+    score: Score | None = None
+    transitions: list[Transition] | None = None
+
+
+@dataclass(frozen=True)
+class NightlyJob:
+    """One ``harness nightly``, as one value from the command line to the run: the validated
+    configuration (which holds the backend, packer, shard, ledger and manifest paths as its keys:
+    ``[backend]``, ``[packer]``, ``[nightly]``), the paths, the Ray options built from its ``[ray]``
+    (None: no Ray) and the switches that are no configuration. Frozen: every hop reads the same job."""
+
+    config: ReleaseConfig
+    golden: Path
+    out: Path
+    ray: RayOptions | None = None
+    localise: bool = True
+    progress: bool = True
+    no_promote: bool = False
+    force: bool = False
+
+    @property
+    def shard(self) -> str | None:
+        return self.config.nightly.shard
+
+    @property
+    def ledger(self) -> Path | None:
+        return None if self.config.nightly.ledger is None else Path(self.config.nightly.ledger)
+
+    @property
+    def manifest(self) -> Path | None:
+        return None if self.config.nightly.manifest is None else Path(self.config.nightly.manifest)
+
+    @property
+    def backend(self) -> BackendChoice:
+        return BackendChoice.of(self.config)
 
 
 def refuse_previous_output(out: Path, force: bool) -> None:
@@ -101,8 +138,8 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
                 write_score(stage / "score.json", score)
             path = out / "score.json"
             committed(path, "the shard's score")
-        return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score['corpus']['blocks']} blocks run "
-                              f"({score['verdict']} on this shard alone); combine shards with `harness merge`",
+        return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score.corpus.blocks} blocks run "
+                              f"({score.verdict} on this shard alone); combine shards with `harness merge`",
                               {"run": run.path, "score": path}, score)
     loader = load_model if localise else None
     if loader is None and localise:
@@ -170,7 +207,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
                 localisation = localise_failures(score, golden, run, load_model)
             if localisation:
                 write_json_atomic(stage / "localisation.json", {
-                    "kind": "harness.localisation", "format": 1, "score_digest": score["digest"],
+                    "kind": "harness.localisation", "format": 1, "score_digest": score.digest,
                     "shapes": localisation})
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
@@ -185,7 +222,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
                 summary = summary.replace(" promoted (k=", " passed (k=", 1) + f"; {NOT_PROMOTED}"
             atomic_write(stage / "summary.txt", summary + "\n")
     committed(out, "the nightly's score, report, JUnit and summary")
-    code = EXIT_PASS if score["verdict"] == "pass" else EXIT_FAIL
+    code = EXIT_PASS if score.verdict == "pass" else EXIT_FAIL
     return NightlyOutcome(code, summary, paths, score, transitions)
 
 

@@ -10,17 +10,18 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.config import ReleaseConfig
 from harness.data.errors import HarnessError, LedgerError, step
+from harness.data.schemas.results import Score
 from harness.ledger_store import commit
-from harness.promotion import apply_score
+from harness.promotion import Transition, apply_score
 from harness.score_check import check_score, read_score
 
 
 def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
-                        ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+                        ) -> tuple[Score, dict[str, Any], dict[str, Any]]:
     """The score and the manifests of the golden and run it judged (which must still be there)."""
     score = read_score(score_path)
-    golden_at = Path(golden_path or score["golden"]["path"])
-    run_at = Path(run_path or score["run"]["path"])
+    golden_at = Path(golden_path or score.golden.path)
+    run_at = Path(run_path or score.run.path)
     try:
         golden = load_golden(golden_at).manifest
         run = load_run(run_at).manifest
@@ -30,8 +31,8 @@ def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_p
     return score, golden, run
 
 
-def promote(score: dict[str, Any], golden_manifest: dict[str, Any], run_manifest: dict[str, Any], config: ReleaseConfig,
-            ledger_path: Path, manifest_path: Path, where: str) -> list[dict[str, Any]]:
+def promote(score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any], config: ReleaseConfig,
+            ledger_path: Path, manifest_path: Path, where: str) -> list[Transition]:
     """Verify ``score`` and commit it; the state changes made (one per scored shape)."""
     with step("verify score"):
         check_score(score, golden_manifest, run_manifest, config.tolerances, where)
@@ -43,16 +44,16 @@ def promote(score: dict[str, Any], golden_manifest: dict[str, Any], run_manifest
 
 def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, manifest_path: Path,
                  golden_path: Path | None = None, run_path: Path | None = None
-                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 ) -> tuple[Score, list[Transition]]:
     score, golden, run = load_score_evidence(score_path, golden_path, run_path)
     return score, promote(score, golden, run, config, ledger_path, manifest_path, str(score_path))
 
 
-def describe_transition(t: dict[str, Any]) -> str:
+def describe_transition(t: Transition) -> str:
     """'shape k=2: candidate -> promoted (run R, packer P)' or 'shape k=4: stays candidate (run R failed, packer
-    P): ...'."""
+    P): ...'. A transition stays a plain dict (harness.promotion.apply_score): the report writes it as is."""
     head = f"shape k={t['shape']}: "
-    packer = f", packer {t['packer']}" if t.get("packer") else ""
+    packer = f", packer {t['packer']}" if t["packer"] else ""
     if t["from"] != t["to"]:
         text = f"{head}{t['from']} -> {t['to']} (run {t['run_id']}{packer})"
     else:

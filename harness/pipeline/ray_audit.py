@@ -40,6 +40,7 @@ from harness.data.environment import machine_environment, shard_conflict
 from harness.data.errors import HarnessError, step
 from harness.data.fsio import atomic_file
 from harness.data.jsonio import write_json_atomic
+from harness.data.schemas.audit import GoldenModel
 from harness.packing import Packer
 from harness.pipeline.audit import AuditOutcome, InProcessRerun, check_geometry, judge_capture
 from harness.pipeline.distributed import (
@@ -95,14 +96,14 @@ def audit_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: 
     return write_exact(path, keys, arrays, golden, machine_environment(backend.environment()))
 
 
-def write_exact(path: Path, keys: Sequence[str], arrays: Sequence[np.ndarray], golden: dict[str, Any],
+def write_exact(path: Path, keys: Sequence[str], arrays: Sequence[np.ndarray], golden: GoldenModel,
                 environment: dict[str, Any]) -> Path:
     """A shard's result, atomically: its blocks' keys and exact outputs in order, what re-ran them and on
     which software (torch, CUDA, driver: shards must agree, as merged nightly shards must)."""
     with atomic_file(path) as tmp, open(tmp, "wb") as f:
         exact = {f"b{i:06d}": a for i, a in enumerate(arrays)}
         # numpy 2's stub also matches **exact against savez(allow_pickle: bool); no key of it is named so
-        np.savez(f, keys=np.array(keys, dtype=str), golden=np.array(json.dumps(golden)),
+        np.savez(f, keys=np.array(keys, dtype=str), golden=np.array(golden.model_dump_json()),
                  environment=np.array(json.dumps(environment)), **exact)  # type: ignore[arg-type]
     return path
 
@@ -127,7 +128,7 @@ class RayRerun:
         self.keys: list[str] = []
         self.npz: NpzFile | None = None
 
-    def start(self, reader: CaptureReader, survey: Survey) -> dict[str, Any]:
+    def start(self, reader: CaptureReader, survey: Survey) -> GoldenModel:
         from harness.pipeline.backends import model_geometry
 
         check_geometry(reader, model_geometry(self.cfg), self.cfg)  # before any worker starts
@@ -143,27 +144,27 @@ class RayRerun:
         self.facts = facts
         return golden
 
-    def golden_model_of_shards(self, survey: Survey) -> dict[str, Any]:
+    def golden_model_of_shards(self, survey: Survey) -> GoldenModel:
         """Every shard re-ran on the same model, device kind, numerics and numeric software (a mixed
         cluster would mix them: refused, by the rule that refuses merging such nightly shards), and
         together they hold every block."""
-        models: list[dict[str, Any]] = []
+        models: list[GoldenModel] = []
         environments: list[dict[str, Any]] = []
         blocks = 0
         for path in self.files:
             with np.load(path, allow_pickle=False) as npz:
-                models.append(json.loads(str(npz["golden"])))
+                models.append(GoldenModel.model_validate_json(str(npz["golden"])))
                 environments.append(json.loads(str(npz["environment"])))
                 blocks += len(npz["keys"])
         for i, model in enumerate(models[1:], start=2):
             if model != models[0]:
-                differs = sorted(k for k in model if model[k] != models[0].get(k))
+                differs = sorted(k for k in GoldenModel.model_fields if getattr(model, k) != getattr(models[0], k))
                 raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with another "
-                                   f"{', '.join(differs)} than shard 1 ({model['device_kind']} vs "
-                                   f"{models[0]['device_kind']}): one audit re-runs on one kind of device "
+                                   f"{', '.join(differs)} than shard 1 ({model.device_kind} vs "
+                                   f"{models[0].device_kind}): one audit re-runs on one kind of device "
                                    "(--ray-accelerator)")
-            why = shard_conflict(model["device_kind"], _as_manifest(model, environments[i - 1]),
-                                 models[0]["device_kind"], _as_manifest(models[0], environments[0]))
+            why = shard_conflict(model.device_kind, _as_manifest(model, environments[i - 1]),
+                                 models[0].device_kind, _as_manifest(models[0], environments[0]))
             if why:
                 raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with other software "
                                    f"than shard 1: {why}; one audit re-runs on one software stack (pin the "
@@ -201,6 +202,6 @@ class RayRerun:
             self.npz = None
 
 
-def _as_manifest(model: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
+def _as_manifest(model: GoldenModel, environment: dict[str, Any]) -> dict[str, Any]:
     """A shard's golden model and environment in the shape :func:`harness.data.environment.shard_conflict` reads."""
-    return {"environment": environment, "numerics": {"in_force": model["numerics_in_force"]}}
+    return {"environment": environment, "numerics": {"in_force": model.numerics_in_force}}

@@ -32,19 +32,22 @@ from harness.data.errors import GoldenError, step
 from harness.data.fsio import atomic_directory, check_writable_dir
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
+from harness.data.shape import EXACT, lane_name
 from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances
-from lanes.runner import EXACT, RunPlan, lane_name, run_lanes
+from lanes.runner import RunPlan, run_lanes
 
 if TYPE_CHECKING:
+    from harness.data.schemas.results import Reproduction
     from lanes.backend import Backend  # imports torch
 
 Progress = Callable[[int], None]
 
 
 def exact_plan(config: ReleaseConfig, repeats: int, ops: Iterable[Op] | None = None) -> RunPlan:
-    return RunPlan(shapes=(), release_shapes=config.release_shapes, mode=config.mode, include_exact=True,
+    return RunPlan(shapes=(), release_shapes=config.release_shapes,
+                   voiceprint_inputs=config.voiceprint_inputs, include_exact=True,
                    exact_repeats=repeats, mask_policy=config.masks,
                    ops=tuple(ops) if ops is not None else ALL_OPS)
 
@@ -93,7 +96,8 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
             files.update(outputs.close())
             files[CALLS] = calls.close()
         fields = {"release": release, "geometry": geometry.to_dict(), **provenance(backend.environment()),
-                  "config": config.to_dict(), "ops": [int(op) for op in plan.ops], "mode": plan.mode,
+                  "config": config.to_dict(), "ops": [int(op) for op in plan.ops],
+                  "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
                   "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}
         write_manifest(tmp, seal_golden_manifest(fields, files))
     golden = load_golden(final)
@@ -148,7 +152,7 @@ def refuse_non_finite(outputs: LaneOutputs) -> None:
 
 
 def verify_golden(golden: Golden, backend: Backend, config: ReleaseConfig,
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None) -> Reproduction:
     """Re-run the exact lane over the golden's corpus and judge it against the golden's noise floor."""
     plan = exact_plan(config, repeats=1, ops=golden.ops)
     scorer = reproduction_scorer(golden.ops, golden.geometry, golden.floors(), config.tolerances, "isolated")
@@ -158,14 +162,14 @@ def verify_golden(golden: Golden, backend: Backend, config: ReleaseConfig,
         scorer.add(reader.select(batch.block_ids), batch)
 
     with step("exact lane"):
-        run_lanes(golden.corpus(), backend, plan, sink, voiceprint_inputs=golden.voiceprint_inputs, progress=progress)
+        run_lanes(golden.corpus(), backend, plan, sink, golden_inputs=golden.voiceprint_inputs, progress=progress)
     env = backend.environment()
     return judge_reproduction(golden, scorer, backend.fingerprint, machine_environment(env),
                               env.get("numerics_in_force") or {})
 
 
 def judge_reproduction(golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict[str, Any],
-                       numerics_now: dict[str, Any]) -> dict[str, Any]:
+                       numerics_now: dict[str, Any]) -> Reproduction:
     diffs = differences(golden.manifest["environment"], env_now)
     diffs += numerics_differences(golden.manifest["numerics"]["in_force"], numerics_now)
     return reproduction(golden.golden_id, scorer.verdicts(), golden.manifest["reproducibility"]["bitwise"],

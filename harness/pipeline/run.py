@@ -27,7 +27,7 @@ Progress = Callable[[int], None]
 def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None
              ) -> RunPlan:
     return RunPlan(shapes=tuple(shapes if shapes is not None else config.candidates),
-                   release_shapes=config.release_shapes, mode=config.mode,
+                   release_shapes=config.release_shapes, voiceprint_inputs=config.voiceprint_inputs,
                    pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
                    include_exact=True, mask_policy=config.masks)
 
@@ -75,11 +75,12 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
         with _cancelled_on_failure(corpus_hash):
             blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
             with step("lanes"):
-                run_lanes(blocks, backend, plan, writer.sink, voiceprint_inputs=golden.voiceprint_inputs,
+                run_lanes(blocks, backend, plan, writer.sink, golden_inputs=golden.voiceprint_inputs,
                           packer=packer, progress=progress, log=writer.calls)
             describe = getattr(packer, "describe", None)
             fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
-                      **provenance(backend.environment()), "config": config.to_dict(), "mode": plan.mode,
+                      **provenance(backend.environment()), "config": config.to_dict(),
+                      "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
                       "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
                       "shapes": list(plan.shapes), "shard": str(shard) if shard else None, "laws": laws}
             with step("write run"):

@@ -13,16 +13,18 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from golden.runs import EXACT, Run, lane_dir
+from golden.runs import Run
 from golden.store import Golden
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
 from harness.data.fsio import check_output_file
-from harness.data.jsonio import seal, write_json_atomic
+from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
+from harness.data.schemas.results import Score, ShapeScore
+from harness.data.shape import EXACT, lane_name
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.request_evidence import RequestCounter, requests_entry
 from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result
@@ -53,15 +55,16 @@ def check_comparable(golden: Golden, run: Run, lanes: Sequence[str]) -> list[str
     return sorted(ids, key=order.__getitem__)
 
 
-def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict[str, Any]:
-    """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score."""
+def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
+    """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score (frozen)."""
     shapes = run.shapes
-    names = [EXACT, *(lane_dir(k) for k in shapes)]
+    names = [EXACT, *(lane_name(k) for k in shapes)]
     with step("check run"):
         ids = check_comparable(golden, run, names)
-    ops, g, mode, floors = run.ops, golden.geometry, run.manifest["mode"], golden.floors()
+    # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
+    ops, g, voiceprint_inputs, floors = run.ops, golden.geometry, run.manifest["mode"], golden.floors()
     limits = op_limits(tolerances, ops, floors)
-    verdict_scorers = {k: LaneScorer(k, ops, g, limits, mode) for k in shapes}
+    verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
     effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes}
     exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
     reader = golden.outputs()
@@ -78,7 +81,7 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict[str, Any
             exact = lanes[EXACT]
             exact_scorer.add(gold, exact)
             for k in shapes:
-                lane = lanes[lane_dir(k)]
+                lane = lanes[lane_name(k)]
                 verdict_scorers[k].add(gold, lane)
                 effect_scorers[k].add(exact, lane)
     env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
@@ -89,17 +92,14 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict[str, Any
     counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
     throughput = summarize_calls(counter.observe(run.iter_calls()))
     laws = run.manifest["laws"]
-    shape_results = {}
+    shape_results: dict[str, ShapeScore] = {}
     for k in shapes:
         verdicts = verdict_scorers[k].verdicts()
-        requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k,
-                                  {str(v.op): v.to_dict() for v in verdicts}, len(ids))
-        result = shape_result(k, verdicts, requests, laws)
-        result["vs_exact"] = packing_effect(effect_scorers[k].verdicts())
-        shape_results[str(k)] = result
-    verdict = "pass" if verification["passed"] and all(s["verdict"] == "pass" for s in shape_results.values()) \
-        else "fail"
-    return seal({
+        requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k, {str(v.op): v for v in verdicts},
+                                  len(ids))
+        shape_results[str(k)] = shape_result(k, verdicts, requests, laws, packing_effect(effect_scorers[k].verdicts()))
+    verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
+    body = {
         "kind": "harness.score",
         "format": FORMAT,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -113,7 +113,7 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict[str, Any
         "numerics_profile": run.manifest["numerics_profile"],
         "numerics": run.manifest["numerics"],
         "environment": run.manifest["environment"],
-        "mode": mode,
+        "mode": voiceprint_inputs,
         "pad_to_fixed": run.manifest["pad_to_fixed"],
         "packer": run.manifest["packer"],
         "laws": laws,
@@ -121,14 +121,16 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> dict[str, Any
         else golden.manifest["corpus"],
         "reproducibility": golden.manifest["reproducibility"],
         "tolerances": tolerances.model_dump(),
-        "shapes": shape_results,
-        "verification": verification,
+        "shapes": {k: s.model_dump(mode="json") for k, s in shape_results.items()},
+        "verification": verification.model_dump(mode="json"),
         "throughput": throughput,
         "exact_timing_source": "this run (interleaved)",
         "verdict": verdict,
-    }, "digest")
+    }
+    # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
+    return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
 
 
-def write_score(path: Path, score: dict[str, Any]) -> Path:
+def write_score(path: Path, score: Score) -> Path:
     check_output_file(path, "score file")
-    return write_json_atomic(path, score)
+    return write_json_atomic(path, score.model_dump(mode="json"))

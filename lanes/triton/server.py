@@ -107,8 +107,6 @@ class TritonServer:
     def __init__(self, options: ServerOptions | None = None) -> None:
         self.options = options or ServerOptions()
         self.url = ""
-        self.grpc_url = ""
-        self.metrics_url = ""
         self.log_path: Path | None = None
         self._proc: subprocess.Popen | None = None
         self._tmp: Path | None = None
@@ -169,7 +167,6 @@ class TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         http, grpc, metrics = opts.http_port or free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{http}"
-        self.grpc_url, self.metrics_url = f"127.0.0.1:{grpc}", f"http://127.0.0.1:{metrics}/metrics"
         cmd = [
             str(bundle.binary),
             f"--model-repository={repo}",

@@ -30,9 +30,9 @@ def test_server_reports_the_in_process_model(triton_backend, inprocess_backend):
 
 def test_exact_lane_through_triton_reproduces_the_in_process_golden_bitwise(triton_backend, golden):
     check = verify_golden(golden, triton_backend, CONFIG)
-    assert check["status"] == "bitwise", check
-    assert all(op["metrics"]["bitwise"] for op in check["ops"].values())
-    assert sorted(check["ops"]) == [str(int(op)) for op in ALL_OPS]
+    assert check.status == "bitwise", check
+    assert all(op.metrics["bitwise"] for op in check.ops.values())
+    assert sorted(check.ops) == [str(int(op)) for op in ALL_OPS]
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
@@ -47,9 +47,9 @@ def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, golde
     manifest = load_run(run.path).manifest
     assert manifest["backend"]["backend"] == "triton" and manifest["backend"]["concurrency"] == concurrency
     report = score_run(golden, run, Tolerances())
-    assert report["verification"]["status"] == "bitwise"  # the run's own exact lane, through Triton
-    assert report["verdict"] == "pass", {k: s["reasons"] for k, s in report["shapes"].items()}
-    assert sorted(report["shapes"]) == ["2", "4", "8"]
+    assert report.verification.status == "bitwise"  # the run's own exact lane, through Triton
+    assert report.verdict == "pass", {k: s.reasons for k, s in report.shapes.items()}
+    assert sorted(report.shapes) == ["2", "4", "8"]
     backend.close()
 
 

@@ -48,10 +48,10 @@ def test_shm_lanes_reproduce_the_golden_bitwise_with_no_name_in_dev_shm(triton_s
             seen.append((registered(backend), shm.leftovers(backend.shm_prefix)))
 
         run = run_shapes(golden, backend, tmp_path / "runs", (2, 4), progress=look)
-        check = score_run(golden, run, Tolerances())["verification"]
-        assert verify_golden(golden, backend, CONFIG)["status"] == "bitwise"
+        check = score_run(golden, run, Tolerances()).verification
+        assert verify_golden(golden, backend, CONFIG).status == "bitwise"
         prefix = backend.shm_prefix
-    assert check["status"] == "bitwise" and sorted(check["ops"]) == [str(int(op)) for op in ALL_OPS], check
+    assert check.status == "bitwise" and sorted(check.ops) == [str(int(op)) for op in ALL_OPS], check
     assert all(names for names, _ in seen), "the server should list the registered regions"
     assert all(files == [] for _, files in seen), [files for _, files in seen if files][:1]
     assert shm.leftovers(prefix) == []

@@ -140,8 +140,8 @@ def test_record_run_and_score_through_a_model_without_model_info(user_backend, g
     run = run_shapes(recorded, user_backend, tmp_path / "runs", (2, 4))
     assert load_run(run.path).manifest["model"]["weights_verified"] is False
     report = score_run(recorded, run, Tolerances())
-    assert report["verdict"] == "pass", {k: s["reasons"] for k, s in report["shapes"].items()}
-    assert sorted(report["shapes"]) == ["2", "4"]
+    assert report.verdict == "pass", {k: s.reasons for k, s in report.shapes.items()}
+    assert sorted(report.shapes) == ["2", "4"]
 
 
 def test_calls_equal_in_process_over_http_and_shm(user_server, inprocess_backend, golden):

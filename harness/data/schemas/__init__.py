@@ -9,6 +9,7 @@ value: nothing is guessed. ``python -m harness.data.schemas`` prints the tables 
 """
 
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
+from harness.data.schemas.audit import AuditFile
 from harness.data.schemas.base import describe_error, validate
 from harness.data.schemas.files import (
     CorpusMeta,
@@ -51,9 +52,10 @@ FILE_KINDS = {
     "packing test vector": Vector,
     "`harness shapes --json` (stdout)": ShapesAnswer,
     "`harness ledger --json` (stdout)": HistoryAnswer,
+    "audit": AuditFile,
 }
 
-__all__ = ["FILE_KINDS", "AdoptionJournal", "HistoryAnswer", "ShapesAnswer",
+__all__ = ["FILE_KINDS", "AuditFile", "AdoptionJournal", "HistoryAnswer", "ShapesAnswer",
            "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
            "GoldenManifest", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo",
            "OpVerdictModel", "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction",

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from harness.data.errors import HarnessError, SchemaError
+from harness.data.shape import Shape
 
 
 def _timestamp(value: str) -> str:
@@ -37,7 +46,8 @@ Positive = Annotated[int, Field(ge=1)]
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Number = Annotated[float, Field(allow_inf_nan=False)]
 OpKey = Literal["0", "1", "2"]
-ShapeKey = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}$")]
+# a shape's key ("4"): its form by the pattern, its range by Shape (harness.data.shape, the one place it lives)
+ShapeKey = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}$"), AfterValidator(lambda v: Shape(v, "shape key").key)]
 Verdict = Literal["pass", "fail"]
 State = Literal["candidate", "promoted", "revoked"]
 
@@ -54,6 +64,29 @@ class Open(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
+class OptionalKeys:
+    """Keys a file holds only when they were given (``optional_keys``): left out of ``model_dump()``
+    while not set, so a model dumps to exactly the JSON it was built or read from (a noise floor's
+    OP 0 has no ``min_cosine``; a shape without its packing effect has no ``vs_exact``) and a digest
+    taken over that JSON still matches."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        # the return is left unannotated so that the serialization JSON Schema stays the model's own
+        data = handler(self)
+        assert isinstance(self, BaseModel)
+        for key in self.optional_keys:
+            if key not in self.model_fields_set and isinstance(data, dict):
+                data.pop(key, None)
+        return data
+
+
+class Frozen(Strict):
+    """A strict model that cannot change after it is built (a document judged or recorded)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 def validate(model: type[BaseModel], data: object, where: str, error: type[HarnessError] = SchemaError) -> Any:

@@ -25,7 +25,15 @@ def markdown(models: dict[str, type[BaseModel]] | None = None) -> str:
            "harness "
            "validates with); a test keeps this page in step. Every file is checked whole before use: unknown keys, "
            "unknown `format`/`version` values, unknown states and wrongly typed values are refused with one line "
-           "naming the file, key and value.", ""]
+           "naming the file, key and value.", "",
+           "For tools outside the harness, `python -m harness.data.schemas --json docs/schemas` writes the JSON "
+           "Schema (Draft 2020-12) of every file kind below into [schemas/](schemas/), generated from the same "
+           "models, one `<kind>.schema.json` each: "
+           "[promoted-shapes.schema.json](schemas/promoted-shapes.schema.json) first (the engine reads that file), "
+           "then the ledger, the score, the golden and run manifests and the rest. tests/test_json_schemas.py "
+           "keeps them equal to what the models generate and validates files a real pipeline wrote with them. A "
+           "schema says what JSON Schema can: each one's description names what the harness checks beyond it "
+           "(model validators, ISO 8601 times, seal digests).", ""]
     seen: set[type] = set()
     for title, model in models.items():
         out += _table(f"{title}: `{model.__name__}`", model, seen)

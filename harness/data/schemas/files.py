@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -13,6 +13,7 @@ from harness.data.schemas.base import (
     Number,
     Open,
     OpKey,
+    OptionalKeys,
     Positive,
     RelPath,
     SafeName,
@@ -20,6 +21,7 @@ from harness.data.schemas.base import (
     Strict,
     Timestamp,
 )
+from harness.data.shape import EXACT, lane_name
 
 
 class GeometryModel(Strict):
@@ -63,8 +65,10 @@ class CorpusSummary(Strict):
     sources: list[str]
 
 
-class Floor(Strict):
+class Floor(OptionalKeys, Strict):
     """How the exact lane differs from itself for one OP (recorded twice, interleaved)."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"min_cosine", "max_rel_l2", "argmax_flips"})  # per OP kind
 
     bitwise: bool
     max_abs: NonNeg
@@ -138,7 +142,7 @@ class GoldenManifest(Strict):
     numerics_profile: str
     config: dict[str, Any]
     ops: OpsList
-    mode: Literal["isolated", "chained"]
+    mode: Literal["isolated", "chained"]  # the voiceprint inputs (voiceprint_inputs in code); file key "mode"
     corpus: CorpusSummary
     reproducibility: Reproducibility
     files: dict[RelPath, FileEntry]
@@ -162,7 +166,7 @@ class RunManifest(Strict):
     numerics_profile: str
     config: dict[str, Any]
     ops: OpsList
-    mode: Literal["isolated", "chained"]
+    mode: Literal["isolated", "chained"]  # the voiceprint inputs (voiceprint_inputs in code); file key "mode"
     pad_to_fixed: bool
     packer: dict[str, Any]
     laws: LawsVerdict = Field(description="the packing-laws verdict of that packer, judged at the start of the run")
@@ -179,7 +183,7 @@ class RunManifest(Strict):
     def _lanes(self) -> RunManifest:
         if len(set(self.shapes)) != len(self.shapes):
             raise ValueError("shapes: a shape is listed twice")
-        want = sorted(["exact", *(f"k{k}" for k in self.shapes)])
+        want = sorted([EXACT, *(lane_name(k) for k in self.shapes)])
         if sorted(self.lanes) != want:
             raise ValueError(f"lanes {self.lanes} must be exactly {want} (the exact lane always runs, interleaved)")
         return self

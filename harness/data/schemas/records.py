@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from harness.data.schemas.base import (
     Count,
+    Frozen,
     GoldenId,
     OpKey,
     Positive,
@@ -27,7 +28,7 @@ PackerIdentity = Annotated[str, Field(pattern=r"^[!-{}~]{1,300}$")]
 ReleaseOps = dict[OpKey, list[Positive]]
 
 
-class Override(Strict):
+class Override(Frozen):
     """A judging setting in force that is not the built-in default (``harness.promotion.judging_overrides``)."""
 
     key: Annotated[str, Field(pattern=r"^(tolerances\.op[012]\.[a-z][a-z0-9_]{0,63}|lanes\.voiceprint_inputs)$")] = \
@@ -42,7 +43,7 @@ class Override(Strict):
         return self
 
 
-class JudgedUnder(Strict):
+class JudgedUnder(Frozen):
     """How an event's score was judged: its tolerance mode and every override in force."""
 
     tolerance_mode: Annotated[str, Field(min_length=1)] = Field(description="one mode, or op0=...,op1=...,op2=...")
@@ -59,7 +60,7 @@ class JudgedUnder(Strict):
         return self
 
 
-class LedgerEvent(Strict):
+class LedgerEvent(Frozen):
     seq: Positive
     at: Timestamp
     run_id: SafeName
@@ -77,7 +78,7 @@ class LedgerEvent(Strict):
                                          "not recorded")
 
 
-class LedgerEntry(Strict):
+class LedgerEntry(Frozen):
     fingerprint: Annotated[str, Field(min_length=1)]
     device_kind: Annotated[str, Field(min_length=1)]
     numerics_profile: Annotated[str, Field(min_length=1)]
@@ -109,7 +110,7 @@ class LedgerEntry(Strict):
         return self
 
 
-class Ledger(Strict):
+class Ledger(Frozen):
     """``ledger.json``: every shape's history per (model, device kind, numerics profile, packer identity)."""
 
     kind: Literal["harness.ledger"]
@@ -135,14 +136,23 @@ def entry_key(fingerprint: str, device_kind: str, profile: str, packer: str, sha
     return f"{fingerprint}|{device_kind}|{profile}|{packer}|{shape}"
 
 
-class LawsEvidence(Strict):
+def as_written(record: BaseModel) -> dict[str, Any]:
+    """The JSON object a record is written (and sealed) as: exactly the keys it was read or built with.
+
+    Why not a plain ``model_dump``: an optional key absent from a file (``judged_under`` in events
+    written before it was recorded) must stay absent, or rewriting an unchanged ledger would change
+    its bytes and break its seal (``ledger_sha256`` is over the file's own keys)."""
+    return record.model_dump(mode="json", exclude_unset=True)
+
+
+class LawsEvidence(Frozen):
     verdict: Literal["hold"]
     examples: Count | None
     seed: int | None
     harness_version: str | None
 
 
-class Evidence(Strict):
+class Evidence(Frozen):
     run_id: SafeName
     golden_id: GoldenId
     release: SafeName
@@ -152,27 +162,27 @@ class Evidence(Strict):
     laws: LawsEvidence
 
 
-class PackerShapes(Strict):
+class PackerShapes(Frozen):
     ops: dict[OpKey, list[Positive]] = Field(description="k this packer may use per OP: the release's own and "
                                                          "those promoted with this packer's evidence")
     evidence: dict[ShapeKey, Evidence]
 
 
-class ProfileShapes(Strict):
+class ProfileShapes(Frozen):
     numerics: dict[str, Any]
     release_ops: ReleaseOps = Field(description="the release's own shapes: every packer may use them")
     packers: dict[PackerIdentity, PackerShapes]
 
 
-class DeviceShapes(Strict):
+class DeviceShapes(Frozen):
     profiles: dict[str, ProfileShapes]
 
 
-class ModelShapes(Strict):
+class ModelShapes(Frozen):
     devices: dict[str, DeviceShapes]
 
 
-class PromotedShapes(Strict):
+class PromotedShapes(Frozen):
     """``promoted-shapes.json``: what the engine may use, per packer, derived from the ledger, never edited."""
 
     kind: Literal["harness.promoted-shapes"]

@@ -1,0 +1,72 @@
+"""How a check's figures read and compare: the pure helpers behind a check's verdict and its one line.
+
+They live in the data layer because the check itself does (``harness.data.schemas.results``): the
+score file's model renders its own failure lines, and the judges, the CLI, the sign-off report and
+the JUnit file all render the same rows through it (``harness.judges.base`` re-exports them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+NOT_GATED: Final = "report"  # a check's relation when it is reported, not gated (its allowed is None)
+NEGATION = {"<=": ">", ">=": "<", "==": "!="}  # how a failed relation reads: observed > allowed
+
+
+def holds(observed: Any, relation: str, allowed: Any) -> bool:
+    """``observed relation allowed``; a missing or non-finite observation never holds."""
+    if observed is None or (isinstance(observed, float) and not math.isfinite(observed)):
+        return False
+    if relation == "<=":
+        return bool(observed <= allowed)
+    if relation == ">=":
+        return bool(observed >= allowed)
+    if relation == "==":
+        return bool(observed == allowed)
+    raise ValueError(f"unknown relation {relation!r}")
+
+
+def plain_number(value: Any) -> Any:
+    """numpy scalars as Python numbers; NaN/Inf as None (files hold no such numbers)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def non_finite_text(count: int, total: int, unit: str) -> str:
+    """How a figure over non-finite values reads everywhere (CLI, report, JUnit): 'non-finite (3 of 80 rows)'."""
+    return f"non-finite ({count:,} of {total:,} {unit})"
+
+
+def fmt(value: Any) -> str:
+    """A number as a person reads it in a one-line message."""
+    if value is None:
+        return "non-finite"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if value == int(value) and abs(value) < 1e6:
+            return f"{value:g}"
+        if abs(value) >= 0.99 and abs(value) < 1:
+            return f"{value:.9g}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def percent(part: int, whole: int) -> str:
+    """A share for a failure line: two significant digits, never rounded to 0 % or 100 % when it is not."""
+    share = 100.0 * part / whole
+    if part == whole:
+        return "100 %"
+    if share >= 99.5:
+        return f"{min(share, 99.9):.1f} %" if share < 99.95 else "99.99 %"
+    return f"{share:.2g} %" if share < 10 else f"{share:.0f} %"
