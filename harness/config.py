@@ -149,6 +149,20 @@ class NightlySection(_Section):
                                  "golden)")
 
 
+class HistorySection(_Section):
+    """``[history]``: margins over nights in the report and the nightly's summary (``harness.margins``)."""
+
+    nights: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=10, description="nights (ledger commits) a margin trend looks back over")
+    shrink_factor: Annotated[float, Field(gt=1.0, allow_inf_nan=False)] = Field(
+        default=4.0, description="warn when a check's margin (observed/allowed) grew by more than this factor "
+        "over the window")
+    near_limit: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        default=0.8, description="warn when a check's last margin is at least this fraction of its limit")
+    fail_on_warning: bool = Field(
+        default=False, description="a margin warning fails the nightly (exit 1) although every verdict held")
+
+
 class ConfigFile(_Section):
     """``harness.toml``: every section optional."""
 
@@ -164,6 +178,7 @@ class ConfigFile(_Section):
     ray: RaySection = Field(default_factory=RaySection)
     packer: PackerSection = Field(default_factory=PackerSection)
     nightly: NightlySection = Field(default_factory=NightlySection)
+    history: HistorySection = Field(default_factory=HistorySection)
 
 
 @dataclass(frozen=True)
@@ -197,6 +212,7 @@ class ReleaseConfig:
     ray: RaySection = field(default_factory=RaySection)
     packer: PackerSection = field(default_factory=PackerSection)
     nightly: NightlySection = field(default_factory=NightlySection)
+    history: HistorySection = field(default_factory=HistorySection)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -329,4 +345,5 @@ def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Seq
         ray=parsed.ray,
         packer=parsed.packer,
         nightly=parsed.nightly,
+        history=parsed.history,
     )

@@ -32,7 +32,9 @@ from harness.data.errors import LedgerError, OutputError, SchemaError, committed
 from harness.data.fsio import check_output_file, fault, locked, same_file
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
+from harness.data.schemas.history import HistoryRow
 from harness.data.schemas.records import as_written
+from harness.history_store import history_folder, remove_orphan, write_part
 from harness.promotion import FORMAT, derive_manifest, empty_ledger, manifest_differences, removed_shapes
 
 T = TypeVar("T")
@@ -185,11 +187,18 @@ def recover(ledger_path: Path) -> bool:
 
 
 def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, list[int]],
-           update: Callable[[Ledger], tuple[Ledger, T]]) -> T:
+           update: Callable[[Ledger], tuple[Ledger, T]],
+           history: Callable[[int], list[HistoryRow]] | None = None) -> T:
     """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction.
 
     The new ledger is checked whole again from the JSON it will be written as (a model built with
-    ``model_copy(update=...)`` skips validation): a ledger its own schema refuses is never written."""
+    ``model_copy(update=...)`` skips validation): a ledger its own schema refuses is never written.
+
+    ``history(seq)``: the figures of the score this commit carries, written as the history part of
+    the new seq (:mod:`harness.history_store`) under the same lock, after the new ledger is checked
+    and before the journal: a kill before the journal leaves an orphan part readers ignore (its seq
+    is past the ledger's) and this seq's next commit replaces; without ``history`` such an orphan is
+    removed, so a part of seq N is always the one commit N carried."""
     check_paths(ledger_path, manifest_path)
     shown = Path(ledger_path)
     ledger_path, manifest_path = _real(ledger_path), _real(manifest_path)
@@ -213,6 +222,11 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
             with contextlib.suppress(LedgerError, SchemaError):
                 before = load_manifest(manifest_path)
         manifest_first = removed_shapes(before, manifest)
+        folder = history_folder(ledger_path)
+        if history is not None:
+            write_part(folder, new.seq, history(new.seq))
+        elif new.seq != old.seq:  # (a commit that changes nothing keeps its seq and that seq's part)
+            remove_orphan(folder, new.seq)
         journal = seal({"kind": "harness.ledger-journal", "format": 1, "ledger_path": str(ledger_path),
                         "manifest_path": str(manifest_path), "manifest_first": manifest_first, "ledger": written,
                         "manifest": as_written(manifest)}, "journal_sha256")

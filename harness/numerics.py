@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.data.errors import ConfigError
+from harness.data.environment import device_numerics
+from harness.data.errors import ConfigError, ModelError
 
 
 class NumericSettings(BaseModel):
@@ -73,11 +74,46 @@ class NumericSettings(BaseModel):
             raise ConfigError(f"numerics: {describe_error(exc)}") from None
 
 
-def in_force() -> dict[str, Any]:
-    """What torch actually has now (recorded in manifests next to the requested settings)."""
+# What a model may declare about how it runs (lanes/model_api.py), and the values when it does not.
+EXECUTION_DEFAULTS: dict[str, Any] = {"autocast_dtype": None, "torch_compile": False, "cuda_graphs": False}
+AUTOCAST_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def declared_execution(model: object | None, where: str = "model") -> dict[str, Any]:
+    """How the model runs, as it declares it: ``autocast_dtype`` (None: not under torch.autocast),
+    ``torch_compile`` and ``cuda_graphs`` (default False).
+
+    The harness cannot see inside a plug-in's ``infer`` whether it wraps itself in autocast, was
+    compiled or replays a captured CUDA graph, and each changes the output bits (so each is part of
+    the numerics profile). The reference model declares nothing: None, False, False. A declaration
+    of the wrong type is refused (ModelError) rather than recorded as something it is not."""
+    out = dict(EXECUTION_DEFAULTS)
+    if model is None:
+        return out
+    declared = getattr(model, "autocast_dtype", None)
+    autocast = declared if declared is None or isinstance(declared, str) else str(declared).removeprefix("torch.")
+    if autocast is not None and autocast not in AUTOCAST_DTYPES:  # str(torch.float16) is 'torch.float16'
+        raise ModelError(f"{where}: autocast_dtype {declared!r} is not one of "
+                         f"{list(AUTOCAST_DTYPES)} (None: the model does not run under torch.autocast)")
+    out["autocast_dtype"] = autocast
+    for key in ("torch_compile", "cuda_graphs"):
+        value = getattr(model, key, False)
+        if not isinstance(value, bool):
+            raise ModelError(f"{where}: {key} must be true or false, got {value!r}")
+        out[key] = value
+    return out
+
+
+def in_force(device: str = "cpu", model: object | None = None) -> dict[str, Any]:
+    """What torch actually has now (recorded in manifests next to the requested settings): its
+    flags, how ``model`` declares it runs (:func:`declared_execution`) and, on a CUDA ``device``,
+    the GPU's libraries and compute capability (``harness.data.environment.device_numerics``; None
+    on CPU). Every key here that is in PROFILE_KEYS is part of the numerics profile."""
     import torch
 
     return {
+        **declared_execution(model),
+        **device_numerics(device),
         "threads": torch.get_num_threads(),
         "mkldnn": bool(torch.backends.mkldnn.enabled),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),

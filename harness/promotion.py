@@ -207,7 +207,7 @@ def apply_score(ledger: Ledger, score: Score, run_created: str, release_shapes: 
         entries[key] = LedgerEntry(
             fingerprint=score.fingerprint, device_kind=score.device_kind, numerics_profile=score.numerics_profile,
             packer_identity=identity, release=score.release, release_ops=release_ops,
-            numerics=score.numerics.in_force, shape=k_int, state=after,
+            numerics=dict(score.numerics.in_force), shape=k_int, state=after,
             history=[*(entry.history if entry is not None else []), event],
             **({} if keep_out else {"revoked_by": revoked_by}))
         transitions.append({"shape": k_int, "packer": identity, "from": before, "to": after,

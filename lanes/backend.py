@@ -101,7 +101,7 @@ class InProcessBackend:
     def environment(self) -> dict:
         return {"backend": self.name, "device": self.device, "device_kind": self.device_kind,
                 "model": describe(self.model), "numerics_requested": self.numerics.to_dict(),
-                "numerics_in_force": in_force()}
+                "numerics_in_force": in_force(self.device, self.model)}
 
     def close(self) -> None:
         pass

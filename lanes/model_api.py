@@ -8,7 +8,10 @@ A model is any object with:
   for a packed or unpacked request alike.
 
 Optional: ``torch_modules() -> dict[str, nn.Module]`` and ``row_modules()`` (for localising
-the first diverging layer), ``describe() -> dict``.
+the first diverging layer), ``describe() -> dict``; and how it runs, which the harness cannot see
+from outside and which is part of the numerics profile (:func:`harness.numerics.declared_execution`):
+``autocast_dtype`` ("float16", "bfloat16", "float32" or a torch.dtype; None, the default: not under
+torch.autocast), ``torch_compile`` and ``cuda_graphs`` (bools, default False).
 
 A model is named by a *spec*: ``full`` / ``small`` (the reference model), ``package.module:factory``
 (a callable returning such an object; it receives ``device=`` and ``seed=`` if it accepts them),
@@ -29,6 +32,7 @@ import numpy as np
 
 from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
+from harness.numerics import declared_execution
 
 
 @runtime_checkable
@@ -124,6 +128,7 @@ def check_model(model: object, where: str) -> Model:
         raise ModelError(f"model {where!r}: fingerprint must be a non-empty string")
     if not callable(model.infer):
         raise ModelError(f"model {where!r}: infer is not callable")
+    declared_execution(model, f"model {where!r}")  # a bad declaration is refused before any work
     return model
 
 

@@ -19,18 +19,24 @@ import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.data.fsio import atomic_write
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
+from reports.margin_section import junit_properties
+
+if TYPE_CHECKING:
+    from harness.margins import MarginsView
 
 SUITE = "harness.nightly"
 MAX_SHAPES_IN_SUMMARY = 3
 
 
-def write_junit(path: Path, score: Score, verification: Reproduction | None) -> Path:
-    """Write the nightly's JUnit XML. ``verification`` falls back to ``score.verification``."""
+def write_junit(path: Path, score: Score, verification: Reproduction | None, margins: MarginsView | None = None
+                ) -> Path:
+    """Write the nightly's JUnit XML. ``verification`` falls back to ``score.verification``; ``margins``: one
+    suite property per margin warning (``margin_warning_k<k>_op<op>_<metric>``, the warning line its value)."""
     verification = verification if verification is not None else score.verification
     throughput = score.throughput  # per lane timing: a dict of named figures (no model)
     suite = new_suite(SUITE, {
@@ -39,6 +45,10 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None) -> 
         "numerics_profile": score.numerics_profile, "mode": score.mode, "verdict": score.verdict,
         "packing_laws": _laws_phrase(score.laws), "summary": summary_line(score, verification)},
         score.created)
+    if margins is not None:
+        props = suite.find("properties")
+        assert props is not None  # new_suite always adds it
+        junit_properties(props, margins)
 
     tests = failures = skipped = 0
     total_time = 0.0

@@ -1,4 +1,4 @@
-"""The sign-off report's two kinds of plot, as small inline SVG (no plotting library, no URL).
+"""The sign-off report's plots, as small inline SVG (no plotting library, no URL).
 
 - ``error_distribution_svg``: how far one OP of one packed shape is from the golden, per window
   (OP 0) or per voiceprint row (OP 1/2). A log axis is the only way to see 1e-7 next to 10, but
@@ -7,6 +7,8 @@
 - ``speedup_svg``: speedup over the exact lane against k, one marker per shape coloured by its
   verdict, so the accuracy/speed trade-off is one glance.
 - ``bitwise_line``: an OP whose every window/row is identical gets one line instead of a histogram.
+- ``margins_svg``: margin (observed / allowed) against night per allowed shape and check of one OP,
+  the limit and the warning level drawn, so a margin creeping toward its limit is one glance.
 
 Drawn as SVG text directly: a report is written in milliseconds, not the seconds a plotting
 library takes to lay out and rasterise seven figures, and it needs nothing installed. The markup
@@ -204,4 +206,60 @@ def speedup_svg(points: Sequence[SpeedPoint]) -> str:
         svg.text(x, bottom + 13, str(k), size=8)
     svg.text((x0 + x1) / 2, 280 - 10, "k (blocks per call); square: exact lane, green: pass, red cross: fail", size=9)
     svg.text(14, (top + bottom) / 2, "speedup (÷ exact)", size=9, rotate=True)
+    return svg.done()
+
+
+_SERIES_COLOURS = ("#0969da", "#8250df", "#bf8700", "#1a7f37", "#6e7781", "#953800")
+
+
+@dataclass(frozen=True)
+class MarginLine:
+    """One series on a margins plot: its label ("k=4 max_abs"), its (seq, margin) points (margin None: not
+    defined that night, a gap) and whether it warns (drawn red)."""
+
+    label: str
+    points: tuple[tuple[int, float | None], ...]
+    warns: bool
+
+
+def margins_svg(op: int, lines: Sequence[MarginLine], near_limit: float) -> str:
+    """Margin (observed / allowed: 0 exact, 1 at the limit) against night (ledger commit), one line per
+    allowed shape and gated metric of one OP; the limit (1) dashed, the warning level dotted."""
+    height = 256 + 12 * len(lines)
+    svg = _Svg(WIDTH, height, f"OP {op} margins over nights")
+    svg.text(WIDTH / 2, 14, f"OP {op}: margin (observed / allowed) by night", size=11)
+    x0, x1, top, bottom = 48, WIDTH - 16, 28, 212
+    seqs = sorted({s for line in lines for s, _ in line.points}) or [0]
+    values = [m for line in lines for _, m in line.points if m is not None and math.isfinite(m)]
+    ymax = max([1.1, *(v * 1.1 for v in values)])
+    index = {s: i for i, s in enumerate(seqs)}
+
+    def xy(seq: int, m: float) -> tuple[float, float]:
+        span = max(len(seqs) - 1, 1)
+        return (x0 + index[seq] / span * (x1 - x0), bottom - min(m, ymax) / ymax * (bottom - top))
+
+    svg.line(x0, top, x0, bottom)
+    svg.line(x0, bottom, x1, bottom)
+    for tick in np.linspace(0, ymax, 5):
+        _, y = xy(seqs[0], float(tick))
+        svg.line(x0 - 3, y, x1, y, colour="#eaeef2")
+        svg.text(x0 - 5, y + 3, f"{tick:.2g}", size=8, anchor="end")
+    for level, dashed, label in ((1.0, True, "limit"), (near_limit, False, f"warn {near_limit:.2g}")):
+        _, y = xy(seqs[0], level)
+        svg.line(x0, y, x1, y, colour=FAIL_COLOUR if dashed else "#bf8700", dash=dashed)
+        svg.text(x1, y - 3, label, size=8, anchor="end")
+    for seq in seqs:
+        x, _ = xy(seq, 0.0)
+        svg.text(x, bottom + 12, str(seq), size=8)
+    for i, line in enumerate(lines):
+        colour = FAIL_COLOUR if line.warns else _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
+        drawn = [xy(s, m) for s, m in line.points if m is not None and math.isfinite(m)]
+        if len(drawn) > 1:
+            svg.add(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
+                    + " ".join(f"{a:.1f},{b:.1f}" for a, b in drawn) + '"/>')
+        for a, b in drawn:
+            svg.add(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{colour}"/>')
+        svg.text(x0, 252 + 12 * i, ("WARNING " if line.warns else "") + line.label, size=9, anchor="start",
+                 colour=colour)
+    svg.text((x0 + x1) / 2, bottom + 24, "night (ledger commit)", size=9)
     return svg.done()

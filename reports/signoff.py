@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import numpy as np
@@ -37,6 +37,7 @@ from harness.data.schemas.results import OpVerdictModel, Reproduction, Score, Sh
 from harness.judges.base import shown_figure
 from harness.promotion import PROMOTED, REVOKED, judging_overrides, ledger_states, overrides_line
 from reports.advice import op_next, slow_note
+from reports.margin_section import margin_facts, margin_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
 from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
 
@@ -46,6 +47,8 @@ OPS_SHOWN = ("0", "1", "2")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as the start of an HTML tag
 MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
 TITLE = "Release sign-off: {release}"
+if TYPE_CHECKING:
+    from harness.margins import MarginsView
 # localisation results per shape and OP (``harness.localise``; LocalisationFile.shapes): free-form dicts
 Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
@@ -350,12 +353,17 @@ def _md_cell(value: object) -> str:
 
 def write_report(out_dir: Path, score: Score, ledger: Ledger | None = None,
                  transitions: Sequence[Mapping[str, Any]] | None = None, localisation: Localisation | None = None,
-                 verification: Reproduction | None = None, promoted: bool = True) -> dict[str, Path]:
+                 verification: Reproduction | None = None, promoted: bool = True,
+                 margins: MarginsView | None = None) -> dict[str, Path]:
     """Write report.html, report.md and report.json under ``out_dir``; returns their paths (``promoted``
-    False: a ``--no-promote`` night, said in one line)."""
+    False: a ``--no-promote`` night, said in one line; ``margins``: the trends over the ledger's history,
+    shown as a "Margins" section, absent without it)."""
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted)
     images = build_images(score, facts)
+    if margins is not None:  # only then: a report without a history is the same file it was
+        facts["margins"] = plain_dict(margin_facts(margins))
+        images.update(margin_images(margins))
     html_env, md_env = template_environments()
     context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {

@@ -18,6 +18,17 @@ from tests.catalogue_setups import (
     remove,
     text_file,
 )
+from tests.tamper import edit_manifest
+
+
+def other_corpus_golden(ws) -> None:
+    """goldens/q: goldens/r's copy whose manifest names another corpus file (resealed, as a golden of
+    another corpus has: `golden diff` compares the recorded digests, before any output is read)."""
+    import shutil
+
+    shutil.copytree(ws / "goldens/r", ws / "goldens/q")
+    edit_manifest(ws / "goldens/q", lambda m: m["files"]["corpus.parquet"].update(sha256="0" * 64), reseal=True)
+
 
 # ---------------------------------------------------------------------------- usage
 K = "usage"
@@ -61,6 +72,11 @@ case(K, "plugin-geometry-missing-key", ("corpus", "synth", "x.parquet", "--model
      "frame_step", plugin("geo_missing", {k: v for k, v in SMALL_GEOMETRY.items() if k != "frame_step"}))
 case(K, "plugin-geometry-zero", ("corpus", "synth", "x.parquet", "--model", "geo_zero:make"),
      "window_samples", plugin("geo_zero", {**SMALL_GEOMETRY, "window_samples": 0}))
+case(K, "plugin-autocast-dtype-unknown", ("corpus", "synth", "x.parquet", "--model", "ac_bad:make"),  # issue 27.4
+     "autocast_dtype 'fp8' is not one of", text_file("ac_bad.py", "from lanes.diar_nn_g import DiarNNG\n\n"
+                                                     "def make(seed=0, device='cpu'):\n"
+                                                     "    model = DiarNNG('small', seed=seed, device=device)\n"
+                                                     "    model.autocast_dtype = 'fp8'\n    return model\n"))
 case(K, "laws-packer-missing", ("laws", "--packer-cmd", "/nonexistent/packer", "--examples", "1"), "packer")
 case(K, "laws-examples-0", ("laws", "--examples", "0"), "--examples")
 case(K, "laws-packer-no-handshake", ("laws", "--packer-cmd", "cat", "--examples", "1"),  # echoes the harness's hello
@@ -84,6 +100,8 @@ case(K, "set-unknown-key", ("nightly", "--golden", "goldens/r", "--set", "ray.wo
      "--set 'ray.worker=2': ray.worker: unknown key (did you mean 'workers'?)")
 case(K, "set-out-of-range", ("golden", "record", "--set", "backend.concurrency=0", *CFG),
      "--set 'backend.concurrency=0': backend.concurrency: Input should be greater than or equal to 1")
+case(K, "set-history-near-limit-over-1", ("nightly", "--golden", "goldens/r", "--set", "history.near_limit=2", *CFG),
+     "--set 'history.near_limit=2': history.near_limit: Input should be less than or equal to 1")
 case(K, "set-concurrency-in-process", ("run", "--golden", "goldens/r", "--set", "backend.concurrency=4", *CFG),
      "applies to a Triton backend")
 case(K, "merge-not-a-shard", ("merge", "goldens", "--golden", "goldens/r", *CFG), "expected one shard run")
@@ -103,6 +121,12 @@ case(K, "verify-folder-of-goldens", ("golden", "verify", "goldens", *CFG, *QUIET
      "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as GOLDEN)")
 case(K, "run-folder-of-goldens", ("run", "--golden", "goldens", *CFG, *QUIET),
      "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as --golden)")
+# `golden diff A B` (issue 27.3): two goldens of one corpus only, named both; a folder of goldens is not one
+case(K, "golden-diff-other-corpus", ("golden", "diff", "goldens/r", "goldens/q", *CFG),
+     "goldens/q: recorded on another corpus than goldens/r (corpus.parquet sha256", other_corpus_golden)
+case(K, "golden-diff-folder-of-goldens", ("golden", "diff", "goldens/r", "goldens", *CFG),
+     "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as B)")
+case(K, "golden-diff-missing", ("golden", "diff", "goldens/r", "goldens/nope", *CFG), "goldens/nope")
 
 # ---------------------------------------------------------------------------- memory
 K = "memory"

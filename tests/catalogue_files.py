@@ -182,6 +182,37 @@ case(K, "none-beside-the-golden", ("shapes", "--golden", "goldens/r"), "goldens/
      "golden goldens/r")
 case(K, "golden-not-a-golden", ("ledger", "--golden", "c.parquet"), "--golden c.parquet: not a golden")
 
+# ---------------------------------------------------------------------------- ledger history (issue 27.1)
+K = "ledger history"
+PART = "ledger.json.history/00000001.parquet"  # the part the workspace's one promote wrote
+HISTORY = ("history", "--ledger", "ledger.json", "--shape", "2")
+
+
+def _part_data_byte(ws) -> None:
+    """Flip the last byte of the part's largest column chunk: page data, caught only by its checksum."""
+    meta = pq.ParquetFile(ws / PART).metadata
+    col = max((meta.row_group(0).column(i) for i in range(meta.num_columns)), key=lambda c: c.total_compressed_size)
+    flip_byte(ws / PART, min(o for o in (col.dictionary_page_offset, col.data_page_offset) if o is not None)
+              + col.total_compressed_size - 1)
+
+
+def _part_edited(ws) -> None:
+    """The part rewritten by hand (pyarrow), its metadata kept: one figure changed."""
+    table = pq.read_table(ws / PART)
+    i = table.schema.get_field_index("observed")
+    values = table.column(i).to_pylist()
+    values[0] = 0.5 if values[0] is None else values[0] * 2 + 1
+    pq.write_table(table.set_column(i, "observed", pa.array(values, pa.float64()))
+                   .replace_schema_metadata(table.schema.metadata), ws / PART)
+
+
+case(K, "corrupt-part", HISTORY, f"{PART}: history part is corrupt in row group 0", _part_data_byte)
+case(K, "truncated-part", HISTORY, f"{PART}: not a readable Parquet history part",
+     lambda ws: (ws / PART).write_bytes((ws / PART).read_bytes()[:100]))
+case(K, "other-kind-part", HISTORY, f"{PART}: not a harness history part",
+     lambda ws: pq.write_table(pa.table({"x": [1]}), ws / PART))
+case(K, "hand-edited-part", HISTORY, f"{PART}: edited after it was written", _part_edited)
+
 # ---------------------------------------------------------------------------- promoted-shapes manifest
 K = "promoted-shapes manifest"
 SHAPES = ("shapes", "--manifest", "promoted-shapes.json")

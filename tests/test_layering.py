@@ -44,8 +44,11 @@ REACHES = {
     ("harness.data.schemas.results", "harness.tolerances"): "a score's tolerances are the judges' own models (a new "
                                                             "metric touches one module)",
     ("harness.data.schemas.docs", "harness.config"): "the generated docs include the configuration's table",
+    ("harness.data.schemas.golden_diff", "harness.tolerances"): "a golden diff is judged with a score's tolerances "
+                                                                "(the judges' own models, as results' are)",
     ("reports", "harness.promotion"): "the ledger's vocabulary",
     ("reports", "harness.judges.base"): "the checks' one-line rendering",
+    ("reports", "harness.margins"): "the margins' trends over nights, computed in the core from the history",
 }
 WHY = {"data": "the data layer sits at the bottom", "golden": "golden only stores and loads",
        "reports": "reports render; they never judge or run"}

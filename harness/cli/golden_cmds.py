@@ -27,6 +27,7 @@ from harness.cli.app import (
     SetOpt,
     ShmOpt,
     ThreadsOpt,
+    ToleranceOpt,
     backend_of,
     golden_app,
     ray_of,
@@ -150,3 +151,40 @@ def golden_adopt(
 
     for line in adopt_golden(regen):
         say(line)
+
+
+@golden_app.command("diff")
+def golden_diff(
+    a: Annotated[Path, typer.Argument(metavar="A", help="Golden directory A, the reference (noise-floor mode reads its "
+                                      "floor).")],
+    b: Annotated[Path, typer.Argument(metavar="B", help="Golden directory B, of the same corpus, judged against A.")],
+    tolerance: ToleranceOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON document (docs/schemas.md: "
+                                          "golden diff) instead of the text.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Also write the JSON answer to this file (atomic).")] = None,
+    config: ConfigOpt = None, sets: SetOpt = None,
+) -> None:
+    """Compare two goldens of one corpus: B's exact lane judged against A's.
+
+    The same judges and tolerances as `harness score` (--tolerance, --config, --set).
+
+    \b
+    - The environment differences come first (model, device, driver, torch, every numeric setting,
+      A -> B), then one line per OP (bitwise / within tolerance / DIFFERS with its failing checks),
+      then the worst blocks of every OP that is not bitwise.
+    - Exit 0: every OP within the tolerances; 1: some OP differs beyond them; 2: bad input (goldens
+      of different corpora, geometries or OPs, a missing or corrupt golden), one line naming both.
+    - No model is built and no block runs: both goldens' outputs are read once, batch by batch.
+    """
+    from harness.pipeline.golden_diff import as_json as diff_json
+    from harness.pipeline.golden_diff import run_diff
+
+    cfg = resolve_config(config, tolerance=tolerance, sets=sets)
+    result, lines = run_diff(a, b, cfg.tolerances, out)
+    if as_json:
+        say(json.dumps(diff_json(result), indent=1, sort_keys=True))
+    else:
+        for line in lines:
+            say(line)
+    if result.differing_ops:
+        raise typer.Exit(1)

@@ -1,4 +1,4 @@
-"""``harness shapes | ledger``: which shapes the engine may use, and each shape's history."""
+"""``harness shapes | ledger | history``: which shapes the engine may use, each shape's history, and its figures."""
 
 from __future__ import annotations
 
@@ -111,4 +111,43 @@ def ledger_cmd(
         say(history_document(book, files, shape, model, device, packer))
         return
     for line in describe_history(book, shape, model, device, packer):
+        say(line)
+
+
+HISTORY_HELP = ("The figures behind a shape's verdicts, night after night: per committed score (one ledger commit) "
+                "and gated metric of --shape and --op, its observed value, the limit allowed, the margin (the "
+                "share of the limit used: observed/allowed for '<=' limits, (1-observed)/(1-allowed) for cosine "
+                "'>=' limits; 1 = at the limit, undefined where neither applies) and whether it held. Read from "
+                "LEDGER.history/ (one Parquet part per commit, written by `harness promote` and nightly in the "
+                "ledger's own transaction; DuckDB, pandas or polars read the folder as one table). Parts past "
+                "the ledger's commit (a killed promote's) are ignored.\n\n" + LOCATION)
+
+
+@app.command("history", help=HISTORY_HELP)
+def history_cmd(
+    shape: Annotated[int, typer.Option(min=1, help="The shape (blocks per call).")],
+    op: Annotated[int, typer.Option("--op", min=0, max=2, help="The OP (0, 1 or 2).")] = 0,
+    metric: Annotated[str | None, typer.Option(help="Only this metric (max_abs, min_cosine, ...; default: every "
+                                               "gated metric).")] = None,
+    ledger: Annotated[Path | None, typer.Option(help="Ledger file (default: see below).")] = None,
+    golden: GoldenOpt = None,
+    device: Annotated[str | None, typer.Option(help="Only this device kind ('cpu', 'NVIDIA H200', ...).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Only this numerics profile.")] = None,
+    packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    from harness.history_store import ledger_and_history, series
+    from harness.pipeline.inspect import describe_series, locate_ledger, series_document
+
+    files = locate_ledger(ledger, None, golden, "history")
+    files["manifest"] = None  # the history is the ledger's alone
+    book, rows = ledger_and_history(files["ledger"])  # an interrupted promotion finished first
+    picked = series(rows, shape=shape, op=op, metric=metric, device_kind=device, numerics_profile=profile,
+                    packer_identity=packer)
+    if as_json:
+        filters = {"shape": shape, "op": op, "metric": metric, "device": device, "profile": profile,
+                   "packer": packer}
+        say(series_document(picked, book.seq, files, filters))
+        return
+    for line in describe_series(picked, book.seq, shape, op):
         say(line)

@@ -7,6 +7,8 @@ manifest or rendering a report never pays its start-up cost.
 
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
 import platform
 import re
 from pathlib import Path
@@ -16,9 +18,24 @@ from harness.data.jsonio import digest
 
 # Environment keys whose difference can legitimately change output bits (named on drift).
 NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver")
-# Numeric settings that are part of a result's identity (the numerics profile).
+# Numeric settings that are part of a result's identity (the numerics profile): a shape promoted under
+# one profile is not used under another. Everything here is recorded in the manifests' numerics.in_force
+# (harness.numerics.in_force), so a profile is re-derivable from any golden, run or score.
 PROFILE_KEYS = ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
-                "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision")
+                "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision",
+                # issue 27.4: in the profile, not only in NUMERIC_KEYS, because NUMERIC_KEYS only *name* a
+                # drift on verification; they do not stop a promotion made under one setting being used under
+                # another, and each of these picks other GPU kernels (other output bits) for the same model:
+                # the cuBLAS workspace (split-K / stream reductions), autocast (declared by the model),
+                # torch.compile and CUDA graphs (fused / captured kernels, declared by the model),
+                # the cuDNN, cuBLAS and driver versions (other kernels and heuristics), and the compute
+                # capability (sm_80 and sm_90 run other code paths; a device name does not always pin it).
+                # The device-only ones are None on CPU (device_numerics), so a CPU profile does not move
+                # with the CUDA libraries a CPU run never calls.
+                "cublas_workspace_config", "autocast_dtype", "torch_compile", "cuda_graphs",
+                "cudnn_version", "cublas_version", "driver_version", "compute_capability")
+# The GPU-only part of the numerics in force (device_numerics): None on CPU.
+DEVICE_NUMERIC_KEYS = ("cudnn_version", "cublas_version", "driver_version", "compute_capability")
 
 
 def environment(device: str = "cpu") -> dict[str, Any]:
@@ -52,6 +69,28 @@ def environment(device: str = "cpu") -> dict[str, Any]:
         env["compute_capability"] = f"{major}.{minor}"
         env["driver"] = _driver_version()
     return env
+
+
+def device_numerics(device: str = "cpu") -> dict[str, Any]:
+    """The GPU's part of the numerics in force (DEVICE_NUMERIC_KEYS), part of the numerics profile.
+
+    All None on CPU, whatever CUDA libraries the torch build carries: a CPU run never calls them, so a
+    CPU profile must not change when they do. On CUDA: cuDNN's version (when cuDNN is in use), cuBLAS's
+    (torch does not expose it: :func:`_cublas_version`), the driver's, the compute capability."""
+    out: dict[str, Any] = dict.fromkeys(DEVICE_NUMERIC_KEYS)
+    if not device.startswith("cuda"):
+        return out
+    import torch
+
+    if not torch.cuda.is_available():
+        return out
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    out["compute_capability"] = f"{major}.{minor}"
+    if torch.backends.cudnn.is_available():  # type: ignore[no-untyped-call]
+        out["cudnn_version"] = torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+    out["cublas_version"] = _cublas_version()
+    out["driver_version"] = _driver_version()
+    return out
 
 
 def device_kind(env: dict[str, Any]) -> str:
@@ -111,6 +150,44 @@ def _driver_version() -> str | None:
         return None
     match = re.search(r"Kernel Module\s+([\d.]+)", text)
     return match.group(1) if match else text.splitlines()[0].strip()
+
+
+def _cublas_version(maps: Path = Path("/proc/self/maps")) -> str | None:
+    """cuBLAS's version: torch has no call for it, so ask the libcublas this process loaded
+    (``cublasGetProperty``, no handle needed), else the pip wheel that ships it; None when neither
+    answers (a missing version is recorded as unknown rather than guessed)."""
+    path = _loaded_library("libcublas.so", maps)
+    if path is not None:
+        try:
+            lib = ctypes.CDLL(path)
+            parts = []
+            for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+                value = ctypes.c_int()
+                if lib.cublasGetProperty(prop, ctypes.byref(value)) != 0:
+                    raise OSError("cublasGetProperty failed")
+                parts.append(str(value.value))
+            return ".".join(parts)
+        except (OSError, AttributeError):
+            pass
+    for dist in ("nvidia-cublas-cu13", "nvidia-cublas-cu12", "nvidia-cublas-cu11", "nvidia-cublas"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _loaded_library(stem: str, maps: Path) -> str | None:
+    """The path of a shared library this process has mapped whose file name starts with ``stem``."""
+    try:
+        text = maps.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split(maxsplit=5)  # address perms offset dev inode [path]
+        if len(fields) == 6 and Path(fields[5]).name.startswith(stem):
+            return fields[5]
+    return None
 
 
 def machine_environment(backend_env: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,9 @@ from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
 from golden.store import Golden
 from harness.data.errors import HarnessError
+from harness.data.figures import fmt
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
+from harness.data.schemas.history import HistoryRow, SeriesAnswer
 from harness.data.schemas.records import Ledger, LedgerEntry, PromotedShapes, as_written
 from harness.ledger_store import LEDGER, MANIFEST, beside_golden
 from harness.promotion import describe_overrides
@@ -184,6 +186,30 @@ def history_document(ledger: Ledger, files: dict[str, Any], shape: int | None, m
            "filters": {"shape": shape, "model": model, "device": device, "packer": packer},
            "entries": [as_written(e) for e in matching_entries(ledger, shape, model, device, packer)]}
     return _dumps(HistoryAnswer, doc)
+
+
+def describe_series(rows: list[HistoryRow], ledger_seq: int, shape: int, op: int) -> list[str]:
+    """``harness history``: one line per night (per committed score) and metric, oldest first, so a
+    margin creeping towards 1 (the limit) reads down the page."""
+    head = f"history of shape k={shape} OP {op} (ledger commit {ledger_seq})"
+    if not rows:
+        return [f"{head}: no history row matches (the history starts with the first `harness promote` of a "
+                "harness that writes it)"]
+    lines = [f"{head}: {len(rows)} row(s); margin = share of the limit used (1 = at the limit)"]
+    for r in rows:
+        margin = "undefined" if r.margin is None else f"{r.margin:.3g}"
+        lines.append(f"  #{r.seq} {r.created} run {r.run_id} on {r.device_kind} ({r.numerics_profile}), packer "
+                     f"{r.packer_identity}: {r.metric} {fmt(r.observed)} of {fmt(r.allowed)} allowed, margin "
+                     f"{margin}, {'ok' if r.ok else 'FAILED'}")
+    return lines
+
+
+def series_document(rows: list[HistoryRow], ledger_seq: int, files: dict[str, Any],
+                    filters: dict[str, Any]) -> str:
+    """``harness history --json``: the rows :func:`describe_series` lists, validated."""
+    doc = {"kind": "harness.history-answer", "format": 1, "files": _files(files), "ledger_seq": ledger_seq,
+           "filters": filters, "rows": [r.model_dump(mode="json") for r in rows]}
+    return _dumps(SeriesAnswer, doc)
 
 
 def _files(files: dict[str, Any]) -> dict[str, Any]:

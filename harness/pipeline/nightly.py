@@ -38,6 +38,7 @@ from harness.shards import Shard
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
     from harness.localise import Inferring  # imports torch
+    from harness.margins import MarginsView
     from harness.pipeline.distributed import RayOptions
     from harness.promotion import Transition
     from lanes.backend import Backend  # imports torch
@@ -214,16 +215,45 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
             from harness.ledger_store import read_consistent
 
             ledger = None if no_promote else read_consistent(ledger_path, manifest_path)[0]
+            margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed
             write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation,
-                         promoted=not no_promote)
-            write_junit(stage / "junit.xml", score, None)
+                         promoted=not no_promote, margins=margins)
+            write_junit(stage / "junit.xml", score, None, margins)
             summary = summary_line(score, None)
             if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted
                 summary = summary.replace(" promoted (k=", " passed (k=", 1) + f"; {NOT_PROMOTED}"
+            code = EXIT_PASS if score.verdict == "pass" else EXIT_FAIL
+            summary, code = _with_margin_warnings(summary, code, margins, config.history.fail_on_warning)
             atomic_write(stage / "summary.txt", summary + "\n")
     committed(out, "the nightly's score, report, JUnit and summary")
-    code = EXIT_PASS if score.verdict == "pass" else EXIT_FAIL
     return NightlyOutcome(code, summary, paths, score, transitions)
+
+
+def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsView:
+    """The margin trends of this score's key (device kind, numerics profile, packer) over the ledger's history,
+    read after the ledger commit, so tonight is the last night of every series."""
+    from harness.history_store import read_history
+    from harness.margins import margins_view
+    from harness.promotion import packer_of
+
+    return margins_view(read_history(ledger_path), config.history, device_kind=score.device_kind,
+                        numerics_profile=score.numerics_profile, packer_identity=packer_of(score)[0])
+
+
+def _with_margin_warnings(summary: str, code: int, margins: MarginsView | None, fail_on_warning: bool
+                          ) -> tuple[str, int]:
+    """The summary with one ``warning: ...`` line per margin warning before it (the summary stays the last
+    line); with ``fail_on_warning`` a warning turns a night whose verdicts held into exit 1, its summary line
+    saying so. Without it the exit status is the verdicts'."""
+    warnings = margins.warnings if margins is not None else []
+    if not warnings:
+        return summary, code
+    n = len(warnings)
+    if fail_on_warning and code == EXIT_PASS:
+        summary = (f"FAIL: the verdicts held ({summary.removeprefix('PASS: ')}) but {n} margin "
+                   f"warning{'s' if n != 1 else ''} failed the nightly (history.fail_on_warning = true)")
+        code = EXIT_FAIL
+    return "\n".join([*(f"warning: {w}" for w in warnings), summary]), code
 
 
 def _model_loader(config: ReleaseConfig, backend: Backend | None, run: Run) -> Callable[[], Inferring]:

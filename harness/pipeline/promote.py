@@ -11,6 +11,7 @@ from golden.store import load_golden
 from harness.config import ReleaseConfig
 from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.results import Score
+from harness.history_store import rows_of
 from harness.ledger_store import commit
 from harness.promotion import Transition, apply_score
 from harness.score_check import check_score, read_score
@@ -39,7 +40,8 @@ def promote(score: Score, golden_manifest: dict[str, Any], run_manifest: dict[st
     release_shapes = config.release_shapes_json()
     with step("commit ledger and manifest"):
         return commit(ledger_path, manifest_path, release_shapes,
-                      lambda book: apply_score(book, score, run_manifest["created"], release_shapes))
+                      lambda book: apply_score(book, score, run_manifest["created"], release_shapes),
+                      history=lambda seq: rows_of(score, seq))  # the figures beside the ledger, same transaction
 
 
 def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, manifest_path: Path,

@@ -24,6 +24,8 @@ from harness.data.schemas.files import (
     Reproducibility,
     RunManifest,
 )
+from harness.data.schemas.golden_diff import GoldenDiff
+from harness.data.schemas.history import HistoryRow, SeriesAnswer
 from harness.data.schemas.records import (
     AdoptionJournal,
     Journal,
@@ -52,7 +54,10 @@ FILE_KINDS = {
     "packing test vector": Vector,
     "`harness shapes --json` (stdout)": ShapesAnswer,
     "`harness ledger --json` (stdout)": HistoryAnswer,
+    "ledger history part (each row; `<ledger>.history/<seq>.parquet`)": HistoryRow,
+    "`harness history --json` (stdout)": SeriesAnswer,
     "audit": AuditFile,
+    "`harness golden diff --json` (stdout, or --out FILE)": GoldenDiff,
 }
 
 __all__ = ["FILE_KINDS", "AuditFile", "AdoptionJournal", "HistoryAnswer", "ShapesAnswer",

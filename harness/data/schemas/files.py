@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator, with_config
+from typing_extensions import TypedDict
 
 from harness.data.schemas.base import (
     Count,
@@ -46,13 +47,51 @@ class ModelInfo(Open):
     name: str = Field("?", description="human name of the model")
 
 
+@with_config(ConfigDict(extra="allow", strict=True))
+class InForce(TypedDict, total=False):
+    """``numerics.in_force``: what was in force when the model ran (``harness.numerics.in_force``); the
+    keys in ``PROFILE_KEYS`` make the numerics profile. A plain JSON object (read by key); a manifest
+    recorded before a key existed lacks it (and so is another profile); other keys are kept."""
+
+    threads: Annotated[int, Field(description="torch intra-op threads")]
+    mkldnn: bool
+    cudnn_benchmark: bool
+    cudnn_deterministic: bool
+    deterministic_algorithms: bool
+    matmul_allow_tf32: bool
+    cudnn_allow_tf32: bool
+    matmul_precision: str
+    cublas_workspace_config: Annotated[str | None, Field(
+        description="CUBLAS_WORKSPACE_CONFIG (None: unset); in the profile since issue 27.4")]
+    autocast_dtype: Annotated[str | None, Field(
+        description="the dtype the model declares it runs torch.autocast with (None: no autocast)")]
+    torch_compile: Annotated[bool, Field(description="the model declares it runs through torch.compile")]
+    cuda_graphs: Annotated[bool, Field(description="the model declares it replays captured CUDA graphs")]
+    cudnn_version: Annotated[int | None, Field(description="cuDNN's version on a CUDA device (None on CPU)")]
+    cublas_version: Annotated[str | None, Field(
+        description="cuBLAS's version on a CUDA device (None on CPU, or when it cannot be read)")]
+    driver_version: Annotated[str | None, Field(description="the NVIDIA driver's version (None on CPU)")]
+    compute_capability: Annotated[str | None, Field(
+        pattern=r"^[0-9]+\.[0-9]+$", description="the GPU's compute capability, '9.0' (None on CPU)")]
+
+
 class NumericsRecord(Strict):
     requested: dict[str, Any] | None = Field(description="the release configuration's numeric settings")
-    in_force: dict[str, Any] = Field(description="what torch actually had when the model ran")
+    in_force: InForce = Field(description=(
+        "what was in force when the model ran: torch's flags, CUBLAS_WORKSPACE_CONFIG, the model's declared "
+        "autocast dtype / torch.compile / CUDA graphs and, on CUDA, the cuDNN, cuBLAS and driver versions and "
+        "the compute capability (None/False on CPU); each key is typed in the JSON Schema (InForce)"))
 
 
-class EnvironmentModel(Open):
+class EnvironmentModel(OptionalKeys, Open):
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"cuda", "cudnn", "driver", "compute_capability"})
+
     device_name: str = Field(description="'cpu' or the GPU's name")
+    cuda: str | None = Field(None, description="torch's CUDA version (None: a CPU build)")
+    cudnn: int | None = Field(None, description="the cuDNN torch carries (None: none)")
+    driver: str | None = Field(None, description="the NVIDIA driver (None on CPU)")
+    compute_capability: str | None = Field(
+        None, description="the GPU's compute capability, on CUDA only (also in numerics.in_force)")
 
 
 class CorpusSummary(Strict):

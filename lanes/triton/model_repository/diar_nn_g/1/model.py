@@ -85,7 +85,7 @@ class TritonPythonModel:
             "device": self.device,
             "device_kind": _device_kind(self.device),
             "numerics_requested": self.numerics.to_dict(),
-            "numerics_in_force": in_force(),
+            "numerics_in_force": in_force(self.device, self.model),
             "environment": _environment(self.device),
         }, sort_keys=True)
 

@@ -1,0 +1,52 @@
+"""The sign-off report's "Margins" section and JUnit's margin properties, from a margins view.
+
+The trends are computed in the core (:func:`harness.margins.margins_view`, from the history store
+beside the ledger); here they are only rendered: the facts report.json and the pages read, a plot
+per OP of margin against night, and one JUnit property per warning line.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from markupsafe import Markup
+
+from harness.margins import MarginsView, MarginTrend
+from reports.plots import MarginLine, margins_svg
+
+
+def margin_facts(view: MarginsView) -> dict[str, Any]:
+    """The section as plain JSON: the settings in force, the window, every trend and the warning lines."""
+    s = view.settings
+    return {
+        "nights": view.nights,
+        "settings": {"nights": s.nights, "shrink_factor": s.shrink_factor, "near_limit": s.near_limit,
+                     "fail_on_warning": s.fail_on_warning},
+        "warnings": view.warnings,
+        "ops": view.ops(),
+        "trends": [_trend_facts(t) for t in view.trends],
+    }
+
+
+def _trend_facts(t: MarginTrend) -> dict[str, Any]:
+    return {"shape": t.shape, "op": t.op, "metric": t.metric, "first": t.first, "last": t.last, "max": t.max,
+            "growth": t.growth, "shrank": t.shrank, "near": t.near, "warning": t.line,
+            "points": [{"seq": p.seq, "created": p.created, "margin": p.margin} for p in t.points]}
+
+
+def margin_images(view: MarginsView) -> dict[str, Markup]:
+    """One inline SVG per OP with a trend: "margins_<op>"."""
+    images = {}
+    for op in view.ops():
+        lines = [MarginLine(f"k={t.shape} {t.metric}", tuple((p.seq, p.margin) for p in t.points), t.warns)
+                 for t in view.trends if t.op == op]
+        images[f"margins_{op}"] = Markup(margins_svg(op, lines, view.settings.near_limit))
+    return images
+
+
+def junit_properties(props: ET.Element, view: MarginsView) -> None:
+    """One suite property per warning, named by its series (``margin_warning_k4_op0_max_abs``)."""
+    for t in view.trends:
+        if t.line is not None:
+            ET.SubElement(props, "property", name=f"margin_warning_k{t.shape}_op{t.op}_{t.metric}", value=t.line)

@@ -1,0 +1,138 @@
+"""`harness golden diff A B` (issue 27.3): two goldens of one corpus, B's exact lane judged against A's.
+
+The pair is real: the same model and corpus recorded with oneDNN on (A) and off (B, NNPACK and
+the native kernels), which changes low bits on a CPU (tests/test_controls.py measures the same
+effect on a packed shape) but stays within the default tolerance."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from golden.store import Golden
+from harness.corpus.synth import synth_corpus
+from harness.data.errors import GoldenError
+from harness.data.schemas import FILE_KINDS
+from harness.data.schemas.golden_diff import GoldenDiff
+from harness.numerics import NumericSettings
+from harness.pipeline.golden_diff import describe, diff
+from harness.tolerances import Tolerances
+from tests.cli_run import harness_cli
+from tests.pipeline import record
+
+BITWISE = Tolerances().with_mode("bitwise")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, small_model):
+    """(A, B): one 16-block corpus recorded with oneDNN (A) and without it (B, `--no-mkldnn`)."""
+    corpus = synth_corpus(small_model.geometry, 16, seed=0)
+    root = tmp_path_factory.mktemp("golden-diff")
+    _, _, a = record(small_model, root / "a", corpus=corpus)
+    _, _, b = record(small_model, root / "b", corpus=corpus, numerics=NumericSettings(mkldnn=False))
+    assert a.manifest["numerics"]["in_force"]["mkldnn"] is True
+    assert b.manifest["numerics"]["in_force"]["mkldnn"] is False
+    return a, b
+
+
+def cli(capsys, monkeypatch, tmp_path, *args: str) -> tuple[int, str, str]:
+    monkeypatch.chdir(tmp_path)  # no harness.toml of the checkout's: the defaults
+    return harness_cli(capsys, monkeypatch, "golden", "diff", *args)
+
+
+def test_mkldnn_pair_names_the_setting_first_and_holds_the_default_tolerance(pair):
+    a, b = pair
+    d = diff(a, b, Tolerances())
+    assert d.environment_differences[0] == "numerics.mkldnn: True -> False", d.environment_differences
+    assert d.a.numerics_profile != d.b.numerics_profile
+    assert d.status == "within-tolerance" and d.differing_ops == 0
+    op0 = d.ops["0"].verdict
+    assert d.ops["0"].status == "within-tolerance" and op0.passed and not op0.metrics["bitwise"]
+    assert 0 < op0.metrics["max_abs"] < 1e-4 and op0.failing  # the worst blocks, as the judge lists them
+    assert all(o.verdict.limits["bitwise"] is False for o in d.ops.values())
+
+
+def test_mkldnn_pair_differs_bitwise_naming_op_metric_and_blocks(pair):
+    """The negative control of the test above: the same pair under --tolerance bitwise."""
+    a, b = pair
+    d = diff(a, b, BITWISE)
+    assert d.status == "differs" and d.differing_ops >= 1
+    assert d.ops["0"].status == "differs"
+    assert d.ops["0"].verdict.reasons[0].startswith("OP 0 differing_elements:")
+    lines = describe(d)
+    env_at = next(i for i, line in enumerate(lines) if "numerics.mkldnn: True -> False" in line)
+    op_at = next(i for i, line in enumerate(lines) if line.startswith("OP 0: DIFFERS"))
+    worst_at = next(i for i, line in enumerate(lines) if line.startswith("worst blocks"))
+    assert env_at < op_at < worst_at  # environment first, then the OPs, then the worst blocks
+    assert lines[worst_at + 1].startswith("  OP 0 block 'synth-")
+    assert lines[-1].startswith("B DIFFERS from A beyond the tolerances")
+
+
+def test_noise_floor_mode_reads_a_floor(pair):
+    """A reproduced bitwise when recorded: its noise floor is 0, so noise-floor mode is bitwise here."""
+    a, b = pair
+    assert a.manifest["reproducibility"]["bitwise"] is True
+    d = diff(a, b, Tolerances().with_mode("noise-floor"))
+    assert d.ops["0"].status == "differs" and d.ops["0"].verdict.limits["max_abs"] == 0.0
+
+
+def test_cli_exit_status_follows_the_tolerance(pair, capsys, monkeypatch, tmp_path):
+    a, b = pair
+    code, out, err = cli(capsys, monkeypatch, tmp_path, str(a.path), str(b.path))
+    assert (code, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[1].startswith("environment differences (A -> B") and lines[2] == "  numerics.mkldnn: True -> False"
+    assert "OP 0: within tolerance, not bitwise (OP 0 max_abs: " in out
+    assert lines[-1].startswith("B matches A within the tolerances in every OP, not bitwise")
+    code, out, err = cli(capsys, monkeypatch, tmp_path, str(a.path), str(b.path), "--tolerance", "bitwise")
+    assert (code, err) == (1, ""), err
+    assert "OP 0: DIFFERS" in out and "  OP 0 differing_elements: " in out
+
+
+def test_a_golden_against_itself_is_bitwise_with_no_difference(pair, capsys, monkeypatch, tmp_path):
+    a, _ = pair
+    d = diff(a, a, BITWISE)
+    assert d.status == "bitwise" and d.environment_differences == [] and d.differing_ops == 0
+    assert all(o.status == "bitwise" and o.verdict.failing == [] for o in d.ops.values())
+    out_file = tmp_path / "diff.json"
+    code, out, err = cli(capsys, monkeypatch, tmp_path, str(a.path), str(a.path), "--json", "--out", str(out_file))
+    assert (code, err) == (0, ""), err
+    printed = GoldenDiff.model_validate(json.loads(out))
+    written = FILE_KINDS["`harness golden diff --json` (stdout, or --out FILE)"].model_validate(
+        json.loads(out_file.read_text()))
+    assert printed == written and printed.status == "bitwise" and printed.environment_differences == []
+    assert "environment differences (A -> B): none recorded" in describe(printed)
+
+
+def test_goldens_of_different_corpora_are_refused_in_one_line(pair, recorded_golden, capsys, monkeypatch, tmp_path):
+    a, _ = pair  # 16 blocks of seed 0; recorded_golden: 12 blocks (conftest)
+    with pytest.raises(GoldenError, match="recorded on another corpus than") as info:
+        diff(a, recorded_golden, Tolerances())
+    assert str(recorded_golden.path) in str(info.value) and str(a.path) in str(info.value)
+    out_file = tmp_path / "diff.json"
+    code, out, err = cli(capsys, monkeypatch, tmp_path, str(a.path), str(recorded_golden.path), "--out", str(out_file))
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"harness: error: {recorded_golden.path}: recorded on another corpus than {a.path}")
+    assert not out_file.exists()  # nothing written
+
+
+class _Blocks:
+    """Stands in for a golden's output reader: only its block ids are asked before the refusal."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+
+    def block_ids(self) -> list[str]:
+        return self.ids
+
+
+def test_the_same_corpus_file_with_other_blocks_is_refused(pair):
+    """The block list is checked too (a golden recorded on a subset, or a merge of other shards)."""
+    a, _ = pair
+    ids = a.block_ids()
+    other = replace(a, _outputs=_Blocks([*ids[:-1], "another-block"]))  # type: ignore[arg-type]
+    assert isinstance(other, Golden)
+    with pytest.raises(GoldenError, match=r"holds other blocks than .* \(first difference: 'another-block' vs "):
+        diff(a, other, Tolerances())

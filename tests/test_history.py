@@ -1,0 +1,235 @@
+"""Issue 27.1: a history of figures beside the ledger (``<ledger>.history/<seq:08d>.parquet``), written in
+the ledger's own transaction, read back only as committed, and ``harness history`` that shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.data.errors import LedgerError
+from harness.data.schemas import Score
+from harness.data.schemas.history import SeriesAnswer
+from harness.history_store import (
+    history_folder,
+    ledger_and_history,
+    margin_of,
+    part_path,
+    read_history,
+    read_part,
+    rows_of,
+    series,
+    write_part,
+)
+from harness.ledger_store import commit, journal_path, load_ledger
+from harness.pipeline.promote import promote_file
+from harness.promotion import apply_score
+from tests.cli_run import harness_cli
+from tests.test_promotion import CONFIG, LOOSE, RELEASE, STRICT, world  # noqa: F401 (fixture)
+from tests.test_promotion_truth import promote
+
+
+@pytest.fixture(scope="module")
+def scores(world):  # noqa: F811
+    """Three passing scores of k=2 (three nights) and a failing one, each its own run, as files."""
+    return {"a": world["scored"]((2,)), "b": world["scored"]((2,)), "c": world["scored"]((2,)),
+            "fail": world["scored"]((2,), STRICT)}
+
+
+LOOSE_CONFIG = CONFIG.with_overrides(tolerances=LOOSE)  # the tolerances the world's passing scores were judged with
+
+
+def load(path: Path) -> Score:
+    return Score.model_validate(json.loads(Path(path).read_text()))
+
+
+def gated(score: Score) -> int:
+    return sum(1 for s in score.shapes.values() for v in s.ops.values() for c in v.checks if c.relation != "report")
+
+
+def promoted(scores, folder: Path, *names: str) -> Path:
+    """A ledger in ``folder`` with the scores ``names`` promoted in order (in-process)."""
+    folder.mkdir()
+    ledger = folder / "ledger.json"
+    for name in names:
+        promote_file(scores[name], LOOSE_CONFIG, ledger, folder / "promoted-shapes.json")
+    return ledger
+
+
+def test_margin_is_the_share_of_the_limit_used_where_it_is_defined():
+    assert margin_of(2e-5, "<=", 1e-4) == pytest.approx(0.2)
+    assert margin_of(0.9995, ">=", 0.999) == pytest.approx(0.5)  # cosine: the distance to 1, against the limit's
+    assert margin_of(3.0, "<=", 0.0) is None  # a zero limit: no share of it
+    assert margin_of(0.5, ">=", 1.0) is None
+    assert margin_of(1.0, "==", 1.0) is None
+    assert margin_of(None, "<=", 1e-4) is None  # non-finite
+
+
+def test_rows_are_the_scores_gated_checks(scores):
+    score = load(scores["a"])
+    rows = rows_of(score, 7)
+    assert len(rows) == gated(score) > 0
+    assert {r.seq for r in rows} == {7} and {r.run_id for r in rows} == {score.run.id}
+    assert {r.packer_identity for r in rows} == {score.packer["identity"]}
+    first = next(c for c in score.shapes["2"].ops["0"].checks if c.relation != "report")
+    row = next(r for r in rows if r.shape == 2 and r.op == 0 and r.metric == first.metric)
+    assert (row.observed, row.allowed, row.ok, row.limit) == (
+        None if first.observed is None else float(first.observed),
+        None if first.allowed is None else float(first.allowed), first.ok, first.limit)
+    assert row.margin == margin_of(row.observed, first.relation, row.allowed)
+
+
+def test_each_promote_appends_one_part_and_the_series_is_ordered(scores, tmp_path):
+    ledger = promoted(scores, tmp_path / "l", "a", "b")
+    folder = history_folder(ledger)
+    assert folder == tmp_path / "l" / "ledger.json.history"
+    assert sorted(p.name for p in folder.iterdir()) == ["00000001.parquet", "00000002.parquet"]
+    a, b = load(scores["a"]), load(scores["b"])
+    assert read_history(ledger) == rows_of(a, 1) + rows_of(b, 2)
+    assert len(read_part(part_path(folder, 2))) == gated(b)
+    picked = series(read_history(ledger), shape=2, op=0, metric="max_abs")
+    assert [r.seq for r in picked] == [1, 2] and [r.run_id for r in picked] == [a.run.id, b.run.id]
+    assert series(read_history(ledger), shape=2, op=0, device_kind="no such device") == []
+    # the folder is one table to any Parquet reader
+    assert pq.read_table(folder).num_rows == gated(a) + gated(b)
+
+
+def test_a_kill_after_the_part_leaves_an_orphan_that_is_ignored_then_replaced(world, scores, tmp_path):  # noqa: F811
+    ledger = promoted(scores, tmp_path / "l", "a")
+    manifest = tmp_path / "l" / "promoted-shapes.json"
+    killed = promote(scores["fail"], ledger, manifest, world["strict"], HARNESS_FAULT="kill:promote:history-written")
+    assert killed.returncode == -9
+    orphan = part_path(history_folder(ledger), 2)
+    assert orphan.is_file() and load_ledger(ledger).seq == 1 and not journal_path(ledger).exists()
+    assert {r.run_id for r in read_part(orphan)} == {load(scores["fail"]).run.id}
+    assert read_history(ledger) == rows_of(load(scores["a"]), 1)  # the orphan is not committed: not read
+    promote_file(scores["b"], LOOSE_CONFIG, ledger, manifest)  # seq 2 committed again, by another score
+    book, rows = ledger_and_history(ledger)
+    assert book.seq == 2 and rows == rows_of(load(scores["a"]), 1) + rows_of(load(scores["b"]), 2)
+
+
+def test_a_kill_after_the_journal_commits_the_part_with_the_ledger(world, scores, tmp_path):  # noqa: F811
+    ledger = promoted(scores, tmp_path / "l", "a")
+    manifest = tmp_path / "l" / "promoted-shapes.json"
+    killed = promote(scores["b"], ledger, manifest, world["default"], HARNESS_FAULT="kill:promote:journal-written")
+    assert killed.returncode == -9 and journal_path(ledger).exists() and load_ledger(ledger).seq == 1
+    book, rows = ledger_and_history(ledger)  # finishes the journaled commit first
+    assert book.seq == 2 and not journal_path(ledger).exists()
+    assert rows == rows_of(load(scores["a"]), 1) + rows_of(load(scores["b"]), 2)
+
+
+def test_a_commit_without_figures_removes_an_orphan_of_its_seq(scores, tmp_path):
+    """A part of seq N must be the one commit N carried: a commit with no score drops a killed commit's part."""
+    ledger = promoted(scores, tmp_path / "l", "a")
+    orphan = write_part(history_folder(ledger), 2, rows_of(load(scores["fail"]), 2))
+    score = load(scores["b"])
+    commit(ledger, tmp_path / "l" / "promoted-shapes.json", RELEASE,
+           lambda book: apply_score(book, score, score.run.created, RELEASE))
+    assert not orphan.exists() and load_ledger(ledger).seq == 2
+    assert read_history(ledger) == rows_of(load(scores["a"]), 1)
+
+
+def flip_data_byte(path: Path) -> None:
+    """Flip the last byte of the largest column chunk: page data (a small part's middle may be a page
+    header's statistics, which no reader uses), so only the page checksum can catch it."""
+    meta = pq.ParquetFile(path).metadata
+    col = max((meta.row_group(0).column(i) for i in range(meta.num_columns)), key=lambda c: c.total_compressed_size)
+    at = min(o for o in (col.dictionary_page_offset, col.data_page_offset) if o is not None) + \
+        col.total_compressed_size - 1
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _rewrite(path: Path, change) -> None:
+    """Rewrite a part's table (its metadata kept), as a hand edit with pyarrow would."""
+    table = pq.read_table(path)
+    pq.write_table(change(table).replace_schema_metadata(table.schema.metadata), path)
+
+
+def _observed_doubled(table: pa.Table) -> pa.Table:
+    i = table.schema.get_field_index("observed")
+    return table.set_column(i, "observed", pa.array([None if v is None else 2 * v
+                                                     for v in table.column(i).to_pylist()], pa.float64()))
+
+
+@pytest.mark.parametrize("how, says", [
+    ("flipped-byte", "corrupt"),
+    ("truncated", "not a readable Parquet history part"),
+    ("other-kind", "not a harness history part"),
+    ("hand-edited", "edited after it was written"),
+    ("renamed", "holds ledger commit 1, not 2"),
+    ("stray-parquet", "not a history part"),
+])
+def test_a_broken_part_is_one_line_naming_the_file(scores, tmp_path, how, says):
+    ledger = promoted(scores, tmp_path / "l", "a", "b")
+    folder = history_folder(ledger)
+    part = part_path(folder, 2)
+    if how == "flipped-byte":
+        flip_data_byte(part)
+    elif how == "truncated":
+        part.write_bytes(part.read_bytes()[:200])
+    elif how == "other-kind":
+        pq.write_table(pa.table({"x": [1]}), part)
+    elif how == "hand-edited":
+        _rewrite(part, _observed_doubled)
+    elif how == "renamed":
+        part.unlink()
+        part_path(folder, 1).rename(part)
+    else:
+        part = folder / "extra.parquet"
+        pq.write_table(pa.table({"x": [1]}), part)
+    with pytest.raises(LedgerError) as exc:
+        read_history(ledger)
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(str(part)) and says in message, message
+
+
+def test_the_negative_control_of_the_broken_parts_reads_clean(scores, tmp_path):
+    """The same history untouched reads (so each refusal above is the defect's, not the setup's)."""
+    ledger = promoted(scores, tmp_path / "l", "a", "b")
+    _rewrite(part_path(history_folder(ledger), 2), lambda t: t)  # rewritten, rows unchanged: still its own
+    assert len(read_history(ledger)) == gated(load(scores["a"])) + gated(load(scores["b"]))
+
+
+def test_history_command_prints_the_series_and_its_json(scores, tmp_path, capsys, monkeypatch):
+    ledger = promoted(scores, tmp_path / "l", "a", "b")
+    a, b = load(scores["a"]), load(scores["b"])
+    code, out, err = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2", "--op", "0",
+                                 "--metric", "max_abs")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("history of shape k=2 OP 0 (ledger commit 2): 2 row(s)")
+    assert [ln.split()[0] for ln in lines[1:]] == ["#1", "#2"]
+    assert f"run {a.run.id} on {a.device_kind}" in lines[1] and "max_abs" in lines[1] and "margin" in lines[1]
+    assert f"run {b.run.id}" in lines[2]
+    code, out, err = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2", "--json")
+    assert code == 0, err
+    answer = SeriesAnswer.model_validate(json.loads(out))
+    assert answer.ledger_seq == 2 and answer.files.found_by == "--ledger"
+    assert answer.rows == series(read_history(ledger), shape=2, op=0)
+    code, out, _ = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "9")
+    assert code == 0 and "no history row matches" in out
+
+
+def test_rows_and_the_answer_validate_against_their_published_json_schemas(scores, tmp_path, capsys, monkeypatch):
+    from tests.test_json_schemas import problems
+
+    ledger = promoted(scores, tmp_path / "l", "a")
+    for row in read_history(ledger):
+        assert not problems("history-row", row.model_dump(mode="json"))
+    code, out, _ = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2", "--json")
+    assert code == 0 and not problems("series-answer", json.loads(out))
+    assert problems("history-row", {**read_history(ledger)[0].model_dump(mode="json"), "op": 7})  # control
+
+
+def test_history_command_refuses_a_corrupt_part_in_one_line(scores, tmp_path, capsys, monkeypatch):
+    ledger = promoted(scores, tmp_path / "l", "a")
+    part = part_path(history_folder(ledger), 1)
+    flip_data_byte(part)
+    code, out, err = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("harness: error: ") and str(part) in err, err
