@@ -223,3 +223,21 @@ def test_a_defective_promoted_shapes_fails_its_schema_as_it_fails_the_harness(wr
     assert len(found) == 1 and words in found[0], found
     with pytest.raises(ValidationError):  # the schema refuses what the harness's own model refuses
         PromotedShapes.model_validate(bad)
+
+
+def test_a_sign_off_report_validates_against_its_published_schema(written, tmp_path):
+    """report.json (the facts a tool reads, trusting a person saw the same numbers) holds its schema, with a
+    ledger and without; a report with an unknown top-level key or another verdict word is refused."""
+    from harness.data.schemas import SignoffReport
+    from harness.ledger_store import load_ledger
+    from harness.score_check import read_score
+    from reports.signoff import write_report
+
+    score = read_score(written["score"])
+    for name, ledger in (("with-ledger", load_ledger(written["ledger"])), ("alone", None)):
+        paths = write_report(tmp_path / name, score, ledger)
+        document = json.loads(paths["json"].read_text())
+        assert problems("report", document) == [], name
+        SignoffReport.model_validate(document)
+    assert problems("report", {**document, "surprise": 1}) != []
+    assert problems("report", {**document, "verdict": "maybe"}) != []

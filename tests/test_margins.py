@@ -7,6 +7,7 @@ report and the exit status are the nightly's, read through the history store."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from harness.config import HistorySection, ModelSpec, ReleaseConfig, load_config, parse_set
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
+from harness.data.schemas import SignoffReport
 from harness.data.schemas.history import HistoryRow
 from harness.history_store import margin_of, read_history
 from harness.ledger_store import commit
@@ -208,6 +210,8 @@ def test_ten_nights_of_a_shrinking_margin_warn_in_report_junit_and_summary(tmp_p
     md = night.paths["md"].read_text()
     html = night.paths["html"].read_text()
     assert "## Margins over the last 10 nights" in md and warning[0] in md
+    facts = SignoffReport.model_validate(json.loads(night.paths["json"].read_text()))  # report.json's schema
+    assert facts.margins is not None
     assert 'id="margins-plot-0"' in html and warning[0].replace(">", "&gt;") in html
     props = _junit_props(night.paths["junit"])
     assert props["margin_warning_k4_op0_flip_rate_upper95"] == warning[0].removeprefix("warning: ")

@@ -35,6 +35,7 @@ from harness.data.schemas.records import (
     PromotedShapes,
     entry_key,
 )
+from harness.data.schemas.report import SignoffReport
 from harness.data.schemas.results import CheckModel, LocalisationFile, OpVerdictModel, Reproduction, Score, ShapeScore
 from harness.data.schemas.vectors import Vector, VectorIndex
 
@@ -57,10 +58,11 @@ FILE_KINDS = {
     "ledger history part (each row; `<ledger>.history/<seq>.parquet`)": HistoryRow,
     "`harness history --json` (stdout)": SeriesAnswer,
     "audit": AuditFile,
+    "sign-off report facts (report.json)": SignoffReport,
     "`harness golden diff --json` (stdout, or --out FILE)": GoldenDiff,
 }
 
-__all__ = ["FILE_KINDS", "AuditFile", "AdoptionJournal", "HistoryAnswer", "ShapesAnswer",
+__all__ = ["FILE_KINDS", "AuditFile", "SignoffReport", "AdoptionJournal", "HistoryAnswer", "ShapesAnswer",
            "CheckModel", "CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel",
            "GoldenManifest", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo",
            "OpVerdictModel", "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction",

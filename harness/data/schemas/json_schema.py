@@ -32,6 +32,7 @@ STEMS = (
     ("Ledger", "ledger"),
     ("Score", "score"),
     ("AuditFile", "audit"),
+    ("SignoffReport", "report"),
     ("GoldenManifest", "golden-manifest"),
     ("RunManifest", "run-manifest"),
     ("LocalisationFile", "localisation"),

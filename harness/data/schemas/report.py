@@ -1,0 +1,68 @@
+"""``report.json``'s schema: the facts the sign-off report's pages are rendered from.
+
+A tool (a CI dashboard, a release checklist) reads report.json and trusts that a person saw the
+same numbers in report.html, so its top level is declared here and published as a JSON Schema
+with the other files. The nested tables (per shape, per lane, the ledger's rows) are the report's
+own rendering data: their keys are listed in docs/report.md and kept open here, so that a new
+column in a table is not a new file format.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from harness.data.schemas.base import Strict, Timestamp, Verdict
+from harness.data.schemas.files import LawsVerdict
+
+
+class Decision(Strict):
+    """What the engine may use now: the release's shape and every promoted one, and the rest."""
+
+    usable: list[int] = Field(description="shapes the engine may use (k=1, the release's own, always)")
+    not_usable: list[int] = Field(description="shapes it may not use")
+    release_shapes_note: str
+    golden_ok: bool = Field(description="the golden was reproduced here")
+    ledger_given: bool = Field(description="a ledger was read (states are the ledger's, not this run's alone)")
+
+
+class SignoffReport(Strict):
+    """``report.json``: the sign-off report's facts (the HTML and Markdown pages are rendered from them)."""
+
+    kind: Literal["harness.signoff"]
+    format: Literal[2]
+    generated: Timestamp
+    title: str
+    release: str
+    verdict: Verdict
+    headline: str | None = Field(description="None, or why no shape may be used (the golden not reproduced)")
+    decision: Decision
+    run_id: str
+    score_created: Timestamp
+    golden_id: str
+    fingerprint: str
+    model: dict[str, Any]
+    device_kind: str
+    numerics_profile: str
+    environment: dict[str, Any]
+    numerics: dict[str, Any] = Field(description="the numeric settings in force")
+    mode: Literal["isolated", "chained"] = Field(description="the lanes' voiceprint inputs")
+    pad_to_fixed: bool
+    packer: str = Field(description="the fast lane's packer by name")
+    laws: LawsVerdict
+    corpus: dict[str, Any]
+    tolerances: dict[str, Any]
+    reproducibility: dict[str, Any]
+    golden_checks: list[dict[str, Any]] = Field(description="the golden's reproduction checks (passed, summary)")
+    shapes: dict[str, dict[str, Any]] = Field(description="per shape: verdict, usable, why, OPs' checks, timing")
+    throughput: list[dict[str, Any]] = Field(description="per lane: timing and speed-up")
+    exact_lane: dict[str, Any] | None
+    exact_timing_source: str
+    transitions: list[dict[str, Any]] | None = Field(description="what this night's promotion changed")
+    ledger: list[dict[str, Any]] | None = Field(description="the ledger's rows for this model and device")
+    overrides: list[dict[str, Any]] = Field(description="judging settings that differ from the release's")
+    overrides_line: str | None
+    no_promote_line: str | None
+    margins: dict[str, Any] | None = Field(None, description="the margins over nights (only with a ledger's "
+                                                             "history)")
