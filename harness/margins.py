@@ -17,34 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from harness.config import HistorySection
-
-
-class MarginRow(Protocol):
-    """What a trend reads of one history row (``HistoryRow``'s fields of the same names)."""
-
-    @property
-    def seq(self) -> int: ...
-    @property
-    def created(self) -> str: ...
-    @property
-    def shape(self) -> int: ...
-    @property
-    def op(self) -> int: ...
-    @property
-    def metric(self) -> str: ...
-    @property
-    def margin(self) -> float | None: ...
-    @property
-    def verdict(self) -> str: ...
-    @property
-    def device_kind(self) -> str: ...
-    @property
-    def numerics_profile(self) -> str: ...
-    @property
-    def packer_identity(self) -> str: ...
+from harness.data.schemas.history import HistoryRow
 
 
 @dataclass(frozen=True)
@@ -103,7 +78,7 @@ def _factor(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.2g}" if x < 1 else f"{x:.1f}"
 
 
-def trend(shape: int, op: int, metric: str, rows: Sequence[MarginRow], settings: HistorySection) -> MarginTrend:
+def trend(shape: int, op: int, metric: str, rows: Sequence[HistoryRow], settings: HistorySection) -> MarginTrend:
     """The trend of one series (``rows`` of one shape, OP and metric, in seq order, already windowed)."""
     points = tuple(MarginPoint(r.seq, r.created, r.margin) for r in rows)
     defined = [p.margin for p in points if p.margin is not None and math.isfinite(p.margin)]
@@ -125,7 +100,7 @@ def trend(shape: int, op: int, metric: str, rows: Sequence[MarginRow], settings:
     return MarginTrend(shape, op, metric, points, first, last, top, growth, shrank, near, line)
 
 
-def margins_view(rows: Iterable[MarginRow], settings: HistorySection, *, device_kind: str | None = None,
+def margins_view(rows: Iterable[HistoryRow], settings: HistorySection, *, device_kind: str | None = None,
                  numerics_profile: str | None = None, packer_identity: str | None = None) -> MarginsView:
     """The trends of the allowed shapes: those whose latest night in the window passed (a failing shape
     already fails the nightly; its margin says nothing more). Rows of another device kind, numerics profile
@@ -136,7 +111,7 @@ def margins_view(rows: Iterable[MarginRow], settings: HistorySection, *, device_
             and (packer_identity is None or r.packer_identity == packer_identity)]
     seqs = sorted({r.seq for r in kept})[-settings.nights:] if settings.nights > 0 else []
     window = set(seqs)
-    series: dict[tuple[int, int, str], list[MarginRow]] = {}
+    series: dict[tuple[int, int, str], list[HistoryRow]] = {}
     for r in sorted(kept, key=lambda r: r.seq):
         if r.seq in window:
             series.setdefault((r.shape, r.op, r.metric), []).append(r)
