@@ -15,7 +15,10 @@ torch.autocast), ``torch_compile`` and ``cuda_graphs`` (bools, default False).
 
 A model is named by a *spec*: ``full`` / ``small`` (the reference model), ``package.module:factory``
 (a callable returning such an object; it receives ``device=`` and ``seed=`` if it accepts them),
-or ``path/to/model.pt`` (a TorchScript module, see :mod:`lanes.torchscript_model`).
+or ``path/to/model.pt`` (a TorchScript module, see :mod:`lanes.torchscript_model`). A factory's own
+keyword arguments ride in the spec, ``package.module:factory?c0_ms=2&c1_ms=0.2`` (values read as TOML
+literals: numbers, booleans, quoted or bare strings), so they travel wherever the spec does (the
+config, a run's manifest, a Triton model's parameters, a Ray worker).
 """
 
 from __future__ import annotations
@@ -81,8 +84,31 @@ def check_spec(spec: str) -> None:
         raise ModelError(f"TorchScript model {spec!r} not found")
 
 
+def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
+    """``module:factory?key=value&...`` -> (``module:factory``, {key: value}); a bare spec has none."""
+    import tomllib
+
+    base, question, query = spec.partition("?")
+    if not question:
+        return spec, {}
+    args: dict[str, Any] = {}
+    for item in query.split("&"):
+        key, equals, text = item.partition("=")
+        if not equals or not key.isidentifier():
+            raise ModelError(f"model spec {spec!r}: factory argument {item!r} is not key=value")
+        if key in ("device", "seed") or key in args:
+            raise ModelError(f"model spec {spec!r}: factory argument {key!r} given twice (device and seed "
+                             "come from the config)")
+        try:
+            args[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            args[key] = text  # a bare word: a string
+    return base, args
+
+
 def _from_factory(spec: str, seed: int, device: str) -> Model:
-    module_name, _, attr = spec.partition(":")
+    target, arguments = factory_arguments(spec)
+    module_name, _, attr = target.partition(":")
     if os.getcwd() not in sys.path:  # like `python -m`: a factory in the working directory is importable
         sys.path.append(os.getcwd())
     try:
@@ -102,6 +128,11 @@ def _from_factory(spec: str, seed: int, device: str) -> Model:
     for key, value in (("device", device), ("seed", seed)):
         if key in params or accepts_any:
             kwargs[key] = value
+    for key, value in arguments.items():
+        if key not in params and not accepts_any:
+            raise ModelError(f"model spec {spec!r}: {module_name}.{attr} takes no argument {key!r} "
+                             f"(it takes: {', '.join(p for p in params if p not in ('device', 'seed')) or 'none'})")
+        kwargs[key] = value
     try:
         model = factory(**kwargs)
     except Exception as exc:  # a user's factory may raise anything; name it

@@ -1,0 +1,117 @@
+"""A simulated accelerator: the null network's answers, at a device's cost per call, leaving the host free.
+
+On a GPU the question is not what the harness costs but whether the device ever waits for it: a
+CUDA call returns to the host while the device computes, so host work (packing, masks, Parquet,
+hashing) is free exactly when it overlaps a call in flight. This model measures that without a
+GPU. It answers as :mod:`lanes.null_model` does (the same table look-ups, bitwise: its outputs and
+fingerprint are the null model's of the same geometry and seed), then sleeps ``C0 + C1 x windows``
+per call in ``time.sleep``, which releases the GIL as a device call does: another thread of the
+harness runs meanwhile.
+
+    --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.2'
+    --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.05&timeline=/tmp/busy.bin'
+
+``timeline``: where to write, when the process exits, every call's (start, end) as two float64
+``time.perf_counter`` values (CLOCK_MONOTONIC on Linux, so another process's clock reads alike):
+the device's busy intervals, from which ``benchmarks/bench_device_busy.py`` computes the busy
+fraction (busy time / the span from the first call's start to the last call's end) and the lanes'
+share of the command's wall. A call's interval includes the table look-up (the device's compute,
+in this simulation) and the sleep.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from harness.data import ops
+from harness.data.errors import ModelError
+from harness.data.geometry import Geometry
+from lanes.null_model import NullModel, _config_geometry
+
+
+class SimulatedDevice(NullModel):
+    """The null model plus a device's time per call: ``c0_s + c1_s * windows`` seconds, GIL released."""
+
+    def __init__(self, geometry: Geometry, label: str, seed: int = 0, c0_ms: float = 2.0, c1_ms: float = 0.2,
+                 timeline: str | None = None) -> None:
+        super().__init__(geometry, label, seed)
+        for name, value in (("c0_ms", c0_ms), ("c1_ms", c1_ms)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= float(value) <= 60_000:
+                raise ModelError(f"simulated device: {name} must be a number of milliseconds in [0, 60000], "
+                                 f"got {value!r}")
+        self.c0_s, self.c1_s = float(c0_ms) / 1e3, float(c1_ms) / 1e3
+        self.name = f"simulated-device-{label}-seed{self.seed}"
+        self._intervals: list[float] = []
+        self._lock = threading.Lock()
+        self._timeline = Path(timeline) if timeline else None
+        if self._timeline is not None:
+            atexit.register(self.write_timeline)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": "simulated-device", "seed": self.seed, "fingerprint": self.fingerprint,
+                "c0_ms": self.c0_s * 1e3, "c1_ms": self.c1_s * 1e3}
+
+    def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        start = time.perf_counter()
+        out = super().infer(request)
+        windows = int(np.asarray(request[ops.OFFSETS]).shape[0])
+        left = self.c0_s + self.c1_s * windows - (time.perf_counter() - start)
+        if left > 0:
+            time.sleep(left)  # the device computes; the host (another thread) is free
+        end = time.perf_counter()
+        with self._lock:
+            self._intervals += (start, end)
+        return out
+
+    def intervals(self) -> np.ndarray:
+        """[calls, 2] float64: every call's (start, end), in call order."""
+        with self._lock:
+            return np.asarray(self._intervals, dtype=np.float64).reshape(-1, 2)
+
+    def write_timeline(self) -> None:
+        if self._timeline is not None:
+            self.intervals().tofile(self._timeline)
+
+
+def busy_fraction(intervals: np.ndarray) -> tuple[float, float, float]:
+    """(busy seconds, span seconds, busy / span) of [calls, 2] (start, end) intervals; overlapping
+    calls (requests in flight together on a server) count once, as one device is busy once."""
+    if intervals.size == 0:
+        return 0.0, 0.0, 0.0
+    order = intervals[np.argsort(intervals[:, 0], kind="stable")]
+    busy, cur_start, cur_end = 0.0, float(order[0, 0]), float(order[0, 1])
+    for s, e in order[1:]:
+        if s > cur_end:
+            busy += cur_end - cur_start
+            cur_start, cur_end = float(s), float(e)
+        else:
+            cur_end = max(cur_end, float(e))
+    busy += cur_end - cur_start
+    span = float(order[:, 1].max() - order[0, 0])
+    return busy, span, busy / span if span > 0 else 0.0
+
+
+def read_timeline(path: str | Path) -> np.ndarray:
+    """The [calls, 2] intervals a ``timeline=`` file holds."""
+    data = np.fromfile(Path(path), dtype=np.float64)
+    if data.size % 2:
+        raise ModelError(f"{path}: a simulated device's timeline holds pairs of float64; this one is truncated")
+    return data.reshape(-1, 2)
+
+
+def full(seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2,
+         timeline: str | None = None) -> SimulatedDevice:
+    """The simulated device at the reference model's full geometry (the release's)."""
+    return SimulatedDevice(_config_geometry("full"), "full", seed, c0_ms, c1_ms, timeline)
+
+
+def small(seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2,
+          timeline: str | None = None) -> SimulatedDevice:
+    """The simulated device at the small test geometry."""
+    return SimulatedDevice(_config_geometry("small"), "small", seed, c0_ms, c1_ms, timeline)
