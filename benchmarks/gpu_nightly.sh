@@ -19,10 +19,18 @@
 # machine just measured (the release nightly's largest shape): OUT_DIR/harness_cost.{txt,json} and a
 # section of summary.md give the real overhead fraction.
 #
+# Then whether the harness keeps the device busy (issue 25; benchmarks/bench_device_busy.py, BUSY_BLOCKS
+# blocks, commands run, golden record, nightly): with the simulated device (the null network that
+# sleeps C0 + C1 x windows per call: this host's CPUs against an assumed device) and with the real
+# device (lanes/device_timeline.py wraps MODEL and times each call with CUDA events): busy fraction
+# (device busy / lanes span), command share (lanes span / wall), harness share, peak RSS, in
+# OUT_DIR/device_busy_{simulated,device}.{txt,json} and a section of summary.md.
+#
 # Environment overrides: DEVICE (cuda:0 | cpu), MODEL (full | small | spec), BLOCKS, SHAPES
 # (e.g. 2,4,8,16,32), COST_BLOCKS (e.g. 256,1024; empty: skip the cost benchmark, the CPU default),
+# BUSY_BLOCKS (e.g. 256,1024; empty: skip the busy benchmark, the CPU default), BUSY_REPEATS (3),
 # PYTHON. Exit status: the release profile's nightly status (0 = every shape promoted and the
-# golden reproduced); the speed profile and the cost benchmark are informative.
+# golden reproduced); the speed profile and the cost and busy benchmarks are informative.
 set -euo pipefail
 
 OUT=${1:?usage: benchmarks/gpu_nightly.sh OUT_DIR}
@@ -35,9 +43,12 @@ OUT=$(cd "$OUT" && pwd)
 DEVICE=${DEVICE:-$("$PY" -c 'import torch; print("cuda:0" if torch.cuda.is_available() else "cpu")')}
 if [[ $DEVICE == cuda* ]]; then
   MODEL=${MODEL:-full}; BLOCKS=${BLOCKS:-48}; SHAPES=${SHAPES:-2,4,8,16,32}; COST_BLOCKS=${COST_BLOCKS-256,1024}
+  BUSY_BLOCKS=${BUSY_BLOCKS-256,1024}
 else
   MODEL=${MODEL:-small}; BLOCKS=${BLOCKS:-16}; SHAPES=${SHAPES:-2,4}; COST_BLOCKS=${COST_BLOCKS-}
+  BUSY_BLOCKS=${BUSY_BLOCKS-}
 fi
+BUSY_REPEATS=${BUSY_REPEATS:-3}
 echo "gpu_nightly: device $DEVICE, model $MODEL, $BLOCKS blocks, shapes $SHAPES, output $OUT"
 "$PY" - <<PYEOF
 import torch, numpy, sys
@@ -100,6 +111,25 @@ if [[ -n $COST_BLOCKS ]]; then
     || echo "gpu_nightly: the cost benchmark failed (informative; the verdict stands)"
   rm -rf "$OUT/harness_cost"
   echo "gpu_nightly: cost benchmark (N = $COST_BLOCKS) finished in $(( $(date +%s) - start )) s"
+fi
+
+if [[ -n $BUSY_BLOCKS ]]; then
+  start=$(date +%s)
+  rm -rf "$OUT/device_busy"
+  # the simulated device: C0 = 2 ms, C1 in {0.05, 0.2, 1.0} ms per window, on this host's CPUs
+  "$PY" "$REPO/benchmarks/bench_device_busy.py" --commands run,record,nightly --blocks "$BUSY_BLOCKS" \
+    --shapes "$SHAPES" --repeats "$BUSY_REPEATS" --workdir "$OUT/device_busy/simulated" \
+    --json "$OUT/device_busy_simulated.json" | tee "$OUT/device_busy_simulated.txt" \
+    || echo "gpu_nightly: the simulated-device busy benchmark failed (informative; the verdict stands)"
+  rm -rf "$OUT/device_busy/simulated"
+  # the real device: MODEL on DEVICE, each call timed between two CUDA events (wall on a CPU)
+  "$PY" "$REPO/benchmarks/bench_device_busy.py" --model "lanes.device_timeline:wrap?inner='$MODEL'" \
+    --device "$DEVICE" --commands run,record,nightly --blocks "$BUSY_BLOCKS" --shapes "$SHAPES" \
+    --repeats "$BUSY_REPEATS" --workdir "$OUT/device_busy/device" --json "$OUT/device_busy_device.json" \
+    | tee "$OUT/device_busy_device.txt" \
+    || echo "gpu_nightly: the real-device busy benchmark failed (informative; the verdict stands)"
+  rm -rf "$OUT/device_busy"
+  echo "gpu_nightly: busy benchmark (N = $BUSY_BLOCKS) finished in $(( $(date +%s) - start )) s"
 fi
 
 "$PY" "$REPO/benchmarks/gpu_summary.py" "$OUT"

@@ -92,6 +92,7 @@ def main(out: Path) -> None:
             summary["fingerprint_matches_cpu_build"] = fp == pinned
             lines += ["", f"model fingerprint {fp[:16]}... equals a CPU build of the same seed: {fp == pinned}"]
     lines += cost_lines(out, summary)
+    lines += busy_lines(out, summary)
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print("\n".join(lines))
@@ -114,6 +115,33 @@ def cost_lines(out: Path, summary: dict) -> list[str]:
         lines.append(f"| {r['blocks']} | {r['step']} | {r['harness_ms_per_block_lane']:.3f} | "
                      f"{r['harness_cpu_ms_per_block_lane']:.3f} | {r['overhead_fraction']:.1%} | "
                      f"{r['peak_rss_mb']:.0f} |")
+    return lines
+
+
+BUSY = {"simulated": "the simulated device (null network + C0 + C1 x windows of sleep per call, this host's CPUs)",
+        "device": "the real device (each call timed between two CUDA events)"}
+
+
+def busy_lines(out: Path, summary: dict) -> list[str]:
+    """Does the harness keep the device busy (bench_device_busy.py): simulated and real device."""
+    lines: list[str] = []
+    for kind, what in BUSY.items():
+        path = out / f"device_busy_{kind}.json"
+        if not path.is_file():
+            continue
+        busy = json.loads(path.read_text())
+        summary[f"device_busy_{kind}"] = busy
+        lines += ["", f"## device busy: {what}", "",
+                  f"model `{busy.get('model')}` on {busy.get('device')}; busy = device busy / lanes span, share = "
+                  "lanes span / command wall, harness = (wall - busy) / wall; medians", "",
+                  "| command | N | C1 ms | busy | share | harness | wall s | device s | peak RSS MB |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in busy["rows"]:
+            lines.append(f"| {r['command']} | {r['blocks']} | {fmt(r.get('c1_ms'), 'g')} | {r['busy']:.3f} | "
+                         f"{r['share']:.3f} | {r['harness']:.3f} | {r['wall_s']:.1f} | {r['device_s']:.2f} | "
+                         f"{r['rss_mb']:.0f} |")
+        lines += [f"- peak RSS {name}: x{ratio:.2f} from the smallest N to the largest"
+                  for name, ratio in busy.get("rss_growth", {}).items()]
     return lines
 
 

@@ -1,18 +1,22 @@
 """The call log (``calls.parquet``): every network call of a recording or run, written as it grows.
 
 One row per call: lane, shape, OP, blocks/windows/rows, request bytes, wall time, peak device
-memory, replica, and which blocks it carried. A corpus of 100,000 blocks makes about a million
-calls: the log is written in row groups of ``CALL_GROUP`` calls as they happen and read back row
-group by row group, so neither side holds it whole.
+memory, replica, which blocks it carried (the ids as sent: a variant's second copy of a block is
+``id~1``), and ``variant``: the lane of a variant (:mod:`lanes.variants`) whose call it was, "" for
+a plain lane and the exact lane (a log written before variants reads as "" throughout). A corpus
+of 100,000 blocks makes about a million calls: the log is written in row groups of ``CALL_GROUP``
+calls as they happen and read back row group by row group, so neither side holds it whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
+from harness.data import arrow_build
 from harness.data.errors import GoldenError
 from harness.data.parquet import ParquetSink, check_schema, open_file, read_row_group
 
@@ -30,8 +34,11 @@ CALL_SCHEMA = pa.schema([
     pa.field("peak_device_bytes", pa.int64()),
     pa.field("replica", pa.int64(), nullable=False),
     pa.field("block_ids", pa.list_(pa.string()), nullable=False),
+    pa.field("variant", pa.string(), nullable=False),  # a variant's lane (lanes.variants), "" for a plain lane
 ])
 _SCALARS = [f.name for f in CALL_SCHEMA if f.name != "block_ids"]
+# a log written before variants (no "variant" column) reads as every call of a plain lane
+_BEFORE_VARIANTS = pa.schema([f for f in CALL_SCHEMA if f.name != "variant"])
 
 
 class CallLog:
@@ -73,11 +80,15 @@ class CallLog:
 
     def _flush(self) -> None:
         rows, self._pending = self._pending, []
-        get = (lambda r, k: r[k]) if rows and isinstance(rows[0], dict) else getattr
+        get = _item if rows and isinstance(rows[0], dict) else getattr
         data = {name: [get(r, name) for r in rows] for name in _SCALARS}
         data["block_ids"] = [list(get(r, "block_ids") or ()) for r in rows]
-        self._sink.write(pa.Table.from_pydict(data, schema=CALL_SCHEMA))
+        self._sink.write(arrow_build.table(data, CALL_SCHEMA))  # not pa.array: it imports pandas
         self._written += len(rows)
+
+
+def _item(row: dict, key: str) -> Any:
+    return row.get(key, "") if key == "variant" else row[key]  # a dict of a plain call may omit it
 
 
 def write_calls(path: Path, calls: Iterable[object]) -> dict:
@@ -94,9 +105,14 @@ def write_calls(path: Path, calls: Iterable[object]) -> dict:
 def iter_calls(path: Path, where: str) -> Iterator[dict]:
     """Every call of a log as a dict, row group by row group."""
     f = open_file(path, f"{where} call log", GoldenError)
-    check_schema(f, CALL_SCHEMA, path, f"{where} call log", GoldenError)
+    legacy = "variant" not in f.schema_arrow.names
+    check_schema(f, _BEFORE_VARIANTS if legacy else CALL_SCHEMA, path, f"{where} call log", GoldenError)
     for i in range(f.metadata.num_row_groups):
-        yield from read_row_group(f, i, path, "call log", GoldenError).to_pylist()
+        rows = read_row_group(f, i, path, "call log", GoldenError).to_pylist()
+        if legacy:
+            for row in rows:
+                row["variant"] = ""
+        yield from rows
 
 
 def read_calls(path: Path, where: str) -> list[dict]:

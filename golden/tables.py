@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.data.arrow_build import fixed_lists, numeric, strings
 from harness.data.errors import GoldenError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
@@ -159,9 +160,9 @@ class LaneWriter:
         g = self.g
         b, n = seg.valid.shape
         columns = {
-            "block_id": pa.array(np.repeat(np.array(seg.block_ids, dtype=object), n), pa.string()),
-            "window": pa.array(np.tile(np.arange(n, dtype=np.int32), b)),
-            "valid": pa.array(seg.valid.reshape(-1).astype(np.int32, copy=False)),
+            "block_id": strings([i for i in seg.block_ids for _ in range(n)]),
+            "window": numeric(np.tile(np.arange(n, dtype=np.int32), b), pa.int32()),
+            "valid": numeric(seg.valid.reshape(-1).astype(np.int32, copy=False), pa.int32()),
             "logprobs": _fixed(seg.logprobs.reshape(-1), g.frames_per_window * g.classes, pa.float32()),
         }
         if self.decisions:
@@ -173,10 +174,10 @@ class LaneWriter:
     def _voiceprint_table(self, vp: VoiceprintOutputs) -> pa.Table:
         g = self.g
         return pa.Table.from_pydict({
-            "block_id": pa.array(vp.block_ids.astype(object), pa.string()),
-            "row": pa.array(vp.row.astype(np.int32, copy=False)),
-            "window": pa.array(vp.window.astype(np.int32, copy=False)),
-            "speaker": pa.array(vp.speaker.astype(np.int32, copy=False)),
+            "block_id": strings(vp.block_ids),
+            "row": numeric(vp.row.astype(np.int32, copy=False), pa.int32()),
+            "window": numeric(vp.window.astype(np.int32, copy=False), pa.int32()),
+            "speaker": numeric(vp.speaker.astype(np.int32, copy=False), pa.int32()),
             "weights": _fixed(vp.weights.reshape(-1), g.frames_per_window, pa.float32()),
             "embedding": _fixed(vp.embedding.reshape(-1), g.embedding_dim, pa.float32()),
         }, schema=self.sinks[vp.op].schema)
@@ -213,8 +214,7 @@ class BackgroundWriter:
 
 
 def _fixed(flat: np.ndarray, size: int, kind: pa.DataType) -> pa.Array:
-    values = pa.array(np.ascontiguousarray(flat), kind)
-    return pa.FixedSizeListArray.from_arrays(values, type=pa.list_(items(kind), size))
+    return fixed_lists(flat, size, kind)  # no pa.array: it imports pandas (harness.data.arrow_build)
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -4,11 +4,19 @@ The lanes set every one of these from the release configuration before a network
 and the golden manifest records what was in force, so that a golden never depends on a
 flag inherited by accident from the environment (a CI image with TF32 on, a different
 thread count, oneDNN off).
+
+torch's flags are torch's process state, so they are set and read only once torch is imported
+(:func:`torch_loaded`): a model that is not a torch network (the null model, the simulated
+device, a plug-in without torch) never pays torch's start-up (2.5-3 s, and 3 s more for the
+inductor config ``torch.use_deterministic_algorithms`` imports), and its manifests say that
+torch's flags were not in force (``torch_loaded: false``) rather than record flags nothing read.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,12 +51,22 @@ class NumericSettings(BaseModel):
             return os.cpu_count() or 1
 
     def apply(self) -> None:
-        """Set every flag, whatever the process had before."""
+        """Set every flag, whatever the process had before; torch's only when torch is imported.
+
+        A process without torch runs no torch network, and importing torch to set flags nothing
+        reads costs seconds. The backend applies these before every call, so a plug-in that
+        imports torch inside its first ``infer`` has them from the next call on (the lanes' first
+        call of every lane is an untimed warm-up whose answer is not kept: ``RunPlan.warmup``).
+        Whoever loads a model applies them again once it is built (its factory may be what imports
+        torch): the in-process backend's ``__init__`` and the Triton backend's ``model.py`` do, so the
+        first call and the recorded ``in_force`` have them (tests/test_numerics_order.py)."""
+        if self.deterministic_algorithms:
+            # cuBLAS needs this before its first handle is created to be deterministic (any cuBLAS user).
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        if not torch_loaded():
+            return
         import torch
 
-        if self.deterministic_algorithms:
-            # cuBLAS needs this before its first handle is created to be deterministic.
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.set_num_threads(self.resolved_threads())
         # torch swaps this module's class at import: ``enabled`` is a ContextProp descriptor taking a bool
         torch.backends.mkldnn.enabled = self.mkldnn  # type: ignore[assignment]
@@ -104,11 +122,34 @@ def declared_execution(model: object | None, where: str = "model") -> dict[str, 
     return out
 
 
+def torch_loaded() -> bool:
+    """Whether this process has imported torch (a torch model is built, or a plug-in imported it)."""
+    return "torch" in sys.modules
+
+
+class LazyModule:
+    """A module imported on its first attribute access: ``torch = LazyModule("torch")`` lets code that
+    touches torch only on some paths (a CUDA device) name it at module level without importing it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
 def in_force(device: str = "cpu", model: object | None = None) -> dict[str, Any]:
     """What torch actually has now (recorded in manifests next to the requested settings): its
     flags, how ``model`` declares it runs (:func:`declared_execution`) and, on a CUDA ``device``,
     the GPU's libraries and compute capability (``harness.data.environment.device_numerics``; None
-    on CPU). Every key here that is in PROFILE_KEYS is part of the numerics profile."""
+    on CPU). Every key here that is in PROFILE_KEYS is part of the numerics profile.
+
+    In a process that has not imported torch (a model that is not a torch network) torch's flags
+    were in force nowhere: they are left out and ``torch_loaded: false`` says why (so its numerics
+    profile is not a torch model's), with the rest as for any model."""
+    if not torch_loaded():
+        return {**declared_execution(model), **device_numerics(device),
+                "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"), "torch_loaded": False}
     import torch
 
     return {

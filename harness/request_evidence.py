@@ -47,7 +47,7 @@ class RequestCounter:
         self._counts: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
 
     def add(self, call: Mapping[str, Any]) -> None:
-        if call["lane"] == "exact" or call.get("replica", 0) != 0:
+        if call["lane"] == "exact" or call.get("replica", 0) != 0 or call.get("variant"):  # plain lanes only
             return
         k, op = int(call["shape"]), int(call["op"])
         real = len(call.get("block_ids") or ()) or int(call["blocks"])  # padding is never among the block ids

@@ -5,24 +5,55 @@ backend runs the model object in this process (CPU or a CUDA device); the Triton
 (:mod:`lanes.triton.backend`) sends the same request over HTTP. Numeric settings are applied
 by the backend, before every call, from the release configuration: a run never inherits a
 flag by accident.
+
+Optional: ``pipelined()``, a context giving ``submit(call) -> ticket`` whose calls run in submission
+order while the caller prepares the next (:mod:`lanes.device_queue`; the in-process backend has it).
+A backend without it is run stage by stage through ``call_many``, as before.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
 
 from harness.data.errors import BackendError, HarnessError, check_interrupted
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
-from harness.numerics import NumericSettings, in_force
+from harness.numerics import LazyModule, NumericSettings, in_force
 from harness.response import check_response
 from lanes.model_api import Model, describe
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use (a CUDA device): a model that is not a torch network never pays its start-up
+    torch = LazyModule("torch")
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    """A call in the device queue: ``result()`` is its :class:`CallResult`, the answer checked here."""
+
+    future: Future
+    op: Op
+    windows: int
+    rows: int
+    where: str
+    geometry: Geometry
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self) -> CallResult:
+        outputs, wall, peak = self.future.result()
+        return CallResult(check_response(self.op, self.windows, self.rows, outputs, self.geometry, self.where),
+                          wall, peak)
 
 
 @dataclass(frozen=True)
@@ -66,7 +97,7 @@ class InProcessBackend:
         self.geometry = model.geometry
         self.fingerprint = model.fingerprint
         self._cuda = device.startswith("cuda")
-        numerics.apply()
+        numerics.apply()  # torch's flags only if building the model imported torch (harness.numerics)
 
     @property
     def device_kind(self) -> str:
@@ -76,6 +107,15 @@ class InProcessBackend:
 
     def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> CallResult:
         check_interrupted()
+        outputs, wall, peak = self._execute(request, where)
+        output = check_response(op, windows, rows, outputs, self.geometry, where)
+        return CallResult(output, wall, peak)
+
+    def _execute(self, request: Mapping[str, np.ndarray], where: str) -> tuple[dict, float, int | None]:
+        """The device's part of a call: the model's outputs, its own seconds and peak device bytes.
+
+        ``wall`` is the call alone, from the model's start to its end (CUDA synchronized on both
+        sides), in whichever thread runs it: never the time a call waited in a queue."""
         self.numerics.apply()
         if self._cuda:
             torch.cuda.synchronize(self.device)
@@ -91,12 +131,39 @@ class InProcessBackend:
             torch.cuda.synchronize(self.device)
         wall = time.perf_counter() - start
         peak = int(torch.cuda.max_memory_allocated(self.device)) if self._cuda else None
-        output = check_response(op, windows, rows, outputs, self.geometry, where)
-        return CallResult(output, wall, peak)
+        return outputs, wall, peak
 
     def call_many(self, calls: Sequence[Call]) -> list[CallResult]:
         """One after the other: one model in one process runs one request at a time."""
         return [self.call(*c) for c in calls]
+
+    @contextmanager
+    def pipelined(self) -> Iterator[Callable[[Call], _Ticket]]:
+        """``submit(call) -> ticket``: the calls run one at a time, in submission order, in one worker
+        thread (:class:`lanes.device_queue.DeviceQueue`), while the caller prepares the next; a
+        ticket's ``result()`` waits for its call and checks the answer in the caller's thread (host
+        work kept off the device's path). Leaving the ``with`` drops what is queued and joins the worker."""
+        from lanes.device_queue import DeviceQueue
+
+        device_queue = DeviceQueue(f"device-queue {self.device}")
+
+        def execute(request: Mapping[str, np.ndarray], where: str) -> tuple[dict, float, int | None]:
+            if self._cuda and not getattr(local, "bound", False):
+                torch.cuda.set_device(torch.device(self.device))  # the current device is per thread
+                local.bound = True
+            return self._execute(request, where)
+
+        local = threading.local()
+
+        def submit(call: Call) -> _Ticket:
+            op, request, windows, rows, where = call
+            return _Ticket(device_queue.submit(lambda: execute(request, where)), op, windows, rows, where,
+                           self.geometry)
+
+        try:
+            yield submit
+        finally:
+            device_queue.close()
 
     def environment(self) -> dict:
         return {"backend": self.name, "device": self.device, "device_kind": self.device_kind,

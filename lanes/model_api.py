@@ -53,9 +53,10 @@ def spec_kind(spec: str) -> str:
 
     if spec in CONFIGS:
         return "reference"
-    if spec.endswith((".pt", ".pth", ".ts")) or Path(spec).is_file():
+    base = spec.partition("?")[0]  # a factory's arguments (a timeline=x.pt) never make it a TorchScript file
+    if base == spec and (spec.endswith((".pt", ".pth", ".ts")) or Path(spec).is_file()):
         return "torchscript"
-    module_name, colon, attr = spec.partition(":")
+    module_name, colon, attr = base.partition(":")
     if colon and module_name and attr:
         return "factory"
     raise ModelError(
@@ -85,7 +86,13 @@ def check_spec(spec: str) -> None:
 
 
 def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
-    """``module:factory?key=value&...`` -> (``module:factory``, {key: value}); a bare spec has none."""
+    """``module:factory?key=value&...`` -> (``module:factory``, {key: value}); a bare spec has none.
+
+    A value is read as one TOML scalar (``2``, ``0.5``, ``true``, ``'a/b.bin'``, ``"x"``) or else kept as
+    the bare text (``timeline=/tmp/x.bin`` is the string ``/tmp/x.bin``); a TOML array, table or date is
+    refused rather than guessed at, and so is a value with a line break (it could smuggle a second key).
+    ``&`` always separates arguments, even inside quotes: a value cannot hold one. ``device`` and
+    ``seed`` come from the config (``--device``, ``[model] seed``), never from the spec."""
     import tomllib
 
     base, question, query = spec.partition("?")
@@ -95,14 +102,24 @@ def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
     for item in query.split("&"):
         key, equals, text = item.partition("=")
         if not equals or not key.isidentifier():
-            raise ModelError(f"model spec {spec!r}: factory argument {item!r} is not key=value")
-        if key in ("device", "seed") or key in args:
-            raise ModelError(f"model spec {spec!r}: factory argument {key!r} given twice (device and seed "
-                             "come from the config)")
+            raise ModelError(f"model spec {spec!r}: factory argument {item!r} is not key=value "
+                             "(expected module:factory?key=value&key=value)")
+        if key in ("device", "seed"):
+            raise ModelError(f"model spec {spec!r}: factory argument {key!r} cannot be given in the spec "
+                             "(it comes from the config: " + ("--device or [release] device)" if key == "device" else
+                                                     "[model] seed)"))
+        if key in args:
+            raise ModelError(f"model spec {spec!r}: factory argument {key!r} given twice")
+        if any(c in text for c in "\n\r"):
+            raise ModelError(f"model spec {spec!r}: factory argument {key!r} holds a line break")
         try:
-            args[key] = tomllib.loads(f"v = {text}")["v"]
+            value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
-            args[key] = text  # a bare word: a string
+            value = text  # a bare word: a string
+        if not isinstance(value, (bool, int, float, str)):
+            raise ModelError(f"model spec {spec!r}: factory argument {key}={text} is a TOML "
+                             f"{type(value).__name__}; expected a number, true/false, a quoted string or a bare word")
+        args[key] = value
     return base, args
 
 

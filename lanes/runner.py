@@ -2,11 +2,22 @@
 
 The corpus is walked in groups of blocks (the least common multiple of the shapes, so every shape
 packs whole groups; capped); within a group the exact lane runs first, then each packed shape,
-for OP 0, then for each voiceprint OP. Each lane's calls of a group go to the backend together
-(``call_many``), so a backend may keep several in flight.
+for OP 0, then for each voiceprint OP. With a backend that offers ``pipelined()`` (in-process) the
+calls go, in exactly that order, to a device queue (:mod:`lanes.device_queue`) while the host
+prepares the next request and takes the previous answers; otherwise each lane's calls of a group go
+to the backend together (``call_many``), so a backend may keep several in flight.
 
-Memory is bounded by a group: blocks come from an iterator, and each lane's outputs of a group go
-to ``sink(lane, outputs)`` (which may write them in a background thread) before the next group.
+A plan's ``variants`` (:mod:`lanes.variants`: ``FastVariant``, ``Arranger``) are more lanes at a plain
+shape, the same group in another arrangement or twice (``k4.a1``, ``k4.d`` + ``k4.d2``, ``k4.r2``): they
+run after the plain shapes in every group and OP, with the voiceprint OPs in OP 0's arrangement, and
+their calls are logged with ``CallRecord.variant`` = the variant's (first) lane, so a shape's own
+figures (throughput, request counts) stay its plain lane's. Without variants the calls and outputs are
+what they were before variants existed (tests/test_runner_variants.py pins their digests).
+
+Memory is bounded by a few groups: blocks come from an iterator (pipelined: one group read ahead in
+a thread), at most two groups are in flight, the host runs at most 64 calls / 256 MiB of requests
+ahead of the device, and each lane's outputs of a group go to ``sink(lane, outputs)`` (which may
+write them in a background thread) once the group's last answer is taken.
 
 Voiceprint requests come from the engine's mask function. The plan's ``voiceprint_inputs`` (``[lanes]
 voiceprint_inputs``; the run manifest's ``mode``) says whose: **isolated**, every lane gets the same
@@ -17,9 +28,13 @@ segmentation, as production would.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,11 +46,16 @@ from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs, OutputCollector
+from harness.data.overlap import prefetch
 from harness.data.shape import EXACT, Shape, ShapeError, lane_name
 from harness.packing import HARNESS_PACKER, Packer
-from lanes.backend import Backend
-from lanes.lanes import CallLog, CallRecord, ExactLane, FastLane
+from lanes.backend import Backend, Call
+from lanes.device_queue import Ordered, ordered
+from lanes.lanes import CallLog, CallRecord, ExactLane, FastLane, Take
 from lanes.memory import check_fits, in_process_device, measure_peak
+from lanes.variants import Arranger, Entry, FastVariant, arrangement, check_variants, consecutive, sent_as
+
+__all__ = ["Arranger", "FastVariant", "GoldenInputs", "RunPlan", "check_request_sizes", "run_lanes"]
 
 _MAX_GROUP = 256
 
@@ -58,6 +78,8 @@ class RunPlan:
     ops: tuple[Op, ...] = ALL_OPS
     mask_policy: MaskPolicy = MaskPolicy()
     warmup: bool = True  # one untimed call per lane, shape and OP first (lazy init, cuDNN autotuning)
+    variants: tuple[FastVariant, ...] = ()  # more lanes at a plain shape (lanes.variants): after the plain shapes
+    pipeline: bool = True  # the next request prepared while the device runs this one (lanes.device_queue)
 
     def __post_init__(self) -> None:
         if self.voiceprint_inputs not in VOICEPRINT_INPUTS:
@@ -74,6 +96,7 @@ class RunPlan:
             raise LaneError("exact_repeats must be >= 1")
         if Op.SEGMENTATION not in self.ops:
             raise LaneError("OP 0 must run: the voiceprint requests are derived from it")
+        check_variants(self.variants, self.shapes)
 
     def group_size(self) -> int:
         if not self.shapes:
@@ -83,7 +106,7 @@ class RunPlan:
 
     def lanes(self) -> list[str]:
         names = [lane_name(EXACT, r) for r in range(self.exact_repeats if self.include_exact else 0)]
-        return names + [lane_name(k) for k in self.shapes]
+        return names + [lane_name(k) for k in self.shapes] + [name for v in self.variants for name in v.lanes]
 
     def calls(self, blocks: int) -> int:
         """Network calls this plan makes over ``blocks`` blocks (for progress bars)."""
@@ -91,6 +114,7 @@ class RunPlan:
         for start in range(0, blocks, g):
             n = min(g, blocks - start)
             per_op = (n * self.exact_repeats if self.include_exact else 0) + sum(math.ceil(n / k) for k in self.shapes)
+            per_op += sum(math.ceil(n * len(v.lanes) / v.k) for v in self.variants)  # a packed arrangement's
             total += per_op * len(self.ops)
         return total
 
@@ -107,7 +131,12 @@ def run_lanes(
 ) -> CallLog:
     """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
     to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
-    default; a writer of the call log file keeps memory flat) and ``log`` is returned."""
+    default; a writer of the call log file keeps memory flat) and ``log`` is returned.
+
+    Pipelined (``plan.pipeline`` and a backend with ``pipelined()``, :mod:`lanes.device_queue`): the
+    calls go to the device in exactly the serial order while this thread prepares the next requests
+    and takes the previous answers; at most two groups are in memory. The outputs and the call log
+    are the serial path's, bitwise (tests/test_pipelined_lanes.py)."""
     geometry = backend.geometry
     if plan.voiceprint_inputs == "isolated" and not plan.include_exact and golden_inputs is None:
         raise LaneError("a plan of isolated voiceprint inputs and no exact lane needs the golden's voiceprint inputs")
@@ -116,53 +145,144 @@ def run_lanes(
     tick = progress or (lambda n: None)
     log = [] if log is None else log
     exact = ExactLane(backend, plan.release_shapes, log)
-    fast = {k: FastLane(backend, k, log, plan.pad_to_fixed, packer) for k in plan.shapes}
-    repeats = plan.exact_repeats if plan.include_exact else 0
-    iterator = iter(blocks)
+    fast: list[_FastLane] = [(FastLane(backend, k, log, plan.pad_to_fixed, packer), (lane_name(k),), None)
+                             for k in plan.shapes]
+    fast += [(FastLane(backend, v.k, log, plan.pad_to_fixed, packer, variant=v.lanes[0]), v.lanes, v)
+             for v in plan.variants]
     first = True
-    while True:
-        members = list(itertools.islice(iterator, plan.group_size()))
-        if not members:
-            break
-        _check_group(members)
-        if first and plan.warmup:
-            _warm_up(members, backend, plan, packer, getattr(progress, "phase", None))
-        first = False
-        order = [b.id for b in members]
-        exact_out = [OutputCollector(geometry) for _ in range(repeats)]
-        fast_out = {k: OutputCollector(geometry) for k in plan.shapes}
-        # OP 0
+    with ordered(backend, plan.pipeline) as line, ThreadPoolExecutor(1, "golden-inputs") as reader, \
+            contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups:
+        ends: deque[int] = deque()  # the marks of the groups whose outputs are not yet given to the sink
+        for members in groups:
+            if first and plan.warmup:
+                _warm_up(members, backend, plan, packer, getattr(progress, "phase", None))
+            first = False
+            while len(ends) >= 2:  # at most two groups in memory
+                line.wait(ends.popleft())
+            given = _given(golden_inputs, [b.id for b in members], reader if line.pipelined else None)
+            ends.append(_run_group(members, line, exact, fast, plan, geometry, given, sink, tick))
+        line.drain()
+    return log
+
+
+def _groups(blocks: Iterable[Block], size: int, ahead: bool) -> Generator[list[Block], None, None]:
+    """The corpus in groups of ``size`` blocks, checked; pipelined, the next group is read (decoded,
+    validated) in a thread while this one runs (:func:`harness.data.overlap.prefetch`, one group ahead)."""
+    def read() -> Iterator[list[Block]]:
+        iterator = iter(blocks)
+        while members := list(itertools.islice(iterator, size)):
+            _check_group(members)
+            yield members
+    yield from prefetch(read(), depth=1, name="lanes-reader") if ahead else read()  # closed with this one
+
+
+def _given(golden_inputs: GoldenInputs | None, order: list[str],
+           reader: ThreadPoolExecutor | None) -> Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None]:
+    """The golden's voiceprint inputs of a group, when first asked for (after its OP 0 calls are pushed),
+    or, pipelined, read meanwhile in a thread (Parquet decoding releases the GIL): the device then
+    never waits for the golden's file between a group's OP 0 and OP 1."""
+    if golden_inputs is None:
+        return lambda: None
+    if reader is None:
+        return lambda: golden_inputs(order)
+    return reader.submit(golden_inputs, order).result
+
+
+# a packed lane: the lane, its names per copy index (a plain shape's one; a variant's), the variant or None
+_FastLane = tuple[FastLane, tuple[str, ...], FastVariant | None]
+_Placed = tuple[FastLane, list[list[Entry]], list[OutputCollector]]
+
+
+def _run_group(members: list[Block], line: Ordered, exact: ExactLane, fast: list[_FastLane], plan: RunPlan,
+               geometry: Geometry, golden_given: Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None],
+               sink: Sink, tick: Progress) -> int:
+    """Push every call of one group, in the device order (OP 0: exact lane(s), plain shapes, variants; then
+    each voiceprint OP alike), each answer taken into its lane's collector; returns the mark after
+    which the group's outputs have gone to ``sink``."""
+    order = [b.id for b in members]
+    exact_out = [OutputCollector(geometry) for _ in range(plan.exact_repeats if plan.include_exact else 0)]
+    placed: list[_Placed] = []
+    for lane, names, variant in fast:  # a variant's arrangement is checked before any call of the group
+        entries = consecutive(members, lane.k) if variant is None else arrangement(variant, members)
+        placed.append((lane, entries, [OutputCollector(geometry) for _ in names]))
+    exact_mark = 0
+    for r, collector in enumerate(exact_out):
+        mark = line.stage(exact.requests(members, r, functools.partial(_exact_segmentation, members, collector)))
+        exact_mark = exact_mark or mark
+        line.then(functools.partial(tick, len(members)))
+    op0_marks = []
+    for lane, entries, outs in placed:
+        sent = [[sent_as(b, c) for b, c in chunk] for chunk in entries]
+        op0_marks.append(line.stage(lane.requests(sent, functools.partial(_fast_segmentation, entries, outs))))
+        line.then(functools.partial(tick, len(entries)))
+    given = golden_given()
+    for op in plan.ops:
+        if op is Op.SEGMENTATION:
+            continue
+        if given is None:
+            line.wait(exact_mark)  # the shared rows are the exact lane's segmentation's
+        shared = _shared_rows(members, op, given, exact_out, geometry, plan.mask_policy)
         for r, collector in enumerate(exact_out):
-            for block, out in zip(members, exact.run(members, replica=r), strict=True):
-                collector.add_segmentation(block.id, block.valid, out)
-            tick(len(members))
-        for k, lane in fast.items():
-            chunks = _chunks(members, k)
-            for chunk, outs in zip(chunks, lane.run(chunks), strict=True):
-                for block, out in zip(chunk, outs, strict=True):
-                    fast_out[k].add_segmentation(block.id, block.valid, out)
-            tick(len(chunks))
-        # OP 1 / OP 2
-        given = golden_inputs(order) if golden_inputs is not None else None
-        for op in plan.ops:
-            if op is Op.SEGMENTATION:
-                continue
-            shared = _shared_rows(members, op, given, exact_out, geometry, plan.mask_policy)
-            for r, collector in enumerate(exact_out):
-                _voiceprint_exact(exact, members, shared, op, geometry, collector, r)
-                tick(len(members))
-            for k, lane in fast.items():
-                chunks = _chunks(members, k)
-                rows = [[shared[b.id] if plan.voiceprint_inputs == "isolated" else
-                         voiceprint_rows(fast_out[k].segmentation_of(b.id), b.valid, op, geometry, plan.mask_policy)
-                         for b in chunk] for chunk in chunks]
-                _voiceprint_fast(lane, chunks, rows, op, geometry, fast_out[k])
-                tick(len(chunks))
+            requests = [b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
+                        for b in members]
+            line.stage(exact.requests(requests, r, functools.partial(_exact_voiceprint, op, requests, shared,
+                                                                     collector)))
+            line.then(functools.partial(tick, len(members)))
+        for (lane, entries, outs), mark in zip(placed, op0_marks, strict=True):
+            chained = plan.voiceprint_inputs == "chained"
+            if chained:
+                line.wait(mark)  # each lane's rows from its own segmentation
+            line.stage(_fast_voiceprint(lane, entries, outs, op, None if chained else shared, geometry,
+                                        plan.mask_policy))
+            line.then(functools.partial(tick, len(entries)))
+
+    def finish() -> None:
         for r, collector in enumerate(exact_out):
             sink(lane_name(EXACT, r), collector.finish(order))
-        for k, collector in fast_out.items():
-            sink(lane_name(k), collector.finish(order))
-    return log
+        for (_, names, _), (_, _, outs) in zip(fast, placed, strict=True):
+            for name, collector in zip(names, outs, strict=True):
+                sink(name, collector.finish(order))
+    return line.then(finish)
+
+
+def _exact_segmentation(members: list[Block], collector: OutputCollector, i: int, out: np.ndarray) -> None:
+    collector.add_segmentation(members[i].id, members[i].valid, out)
+
+
+def _exact_voiceprint(op: Op, requests: list[Block], shared: dict[str, VoiceprintRows], collector: OutputCollector,
+                      i: int, answer: np.ndarray) -> None:
+    collector.add_voiceprint(op, requests[i].id, shared[requests[i].id], answer)
+
+
+def _fast_segmentation(entries: list[list[Entry]], outs: list[OutputCollector], i: int,
+                       answers: list[np.ndarray]) -> None:
+    """A chunk's answers, each under its block's own id, into its copy's lane (a plain lane's: copy 0)."""
+    for (block, copy), out in zip(entries[i], answers, strict=True):
+        outs[copy].add_segmentation(block.id, block.valid, out)
+
+
+def _fast_voiceprint(lane: FastLane, entries: list[list[Entry]], outs: list[OutputCollector], op: Op,
+                     shared: dict[str, VoiceprintRows] | None, geometry: Geometry,
+                     policy: MaskPolicy) -> Iterator[tuple[Call, Take]]:
+    """One call per chunk with any rows, made as it is asked for (``shared``: isolated inputs; None: each
+    block's rows from its own lane's segmentation); a chunk without rows is not sent: no rows, at once."""
+    for chunk in entries:
+        rows = [shared[b.id] if shared is not None else
+                voiceprint_rows(outs[c].segmentation_of(b.id), b.valid, op, geometry, policy) for b, c in chunk]
+        targets = [(outs[c], b.id) for b, c in chunk]
+        if not sum(int(r.idx.shape[0]) for r in rows):
+            for (collector, block_id), row_set in zip(targets, rows, strict=True):
+                collector.add_voiceprint(op, block_id, row_set, _empty(geometry))
+            continue
+        requests = [sent_as(b, c).with_voiceprint(op, r.weights, r.idx, r.speakers, geometry)
+                    for (b, c), r in zip(chunk, rows, strict=True)]
+        yield from lane.requests([requests], functools.partial(_fast_answers, op, targets, rows))
+
+
+def _fast_answers(op: Op, targets: list[tuple[OutputCollector, str]], rows: list[VoiceprintRows], _: int,
+                  answers: list[np.ndarray]) -> None:
+    for (collector, block_id), row_set, out in zip(targets, rows, answers, strict=True):
+        collector.add_voiceprint(op, block_id, row_set, out)
 
 
 def _shared_rows(members: list[Block], op: Op, given: Mapping[Op, Mapping[str, VoiceprintRows]] | None,
@@ -181,27 +301,6 @@ def _shared_rows(members: list[Block], op: Op, given: Mapping[Op, Mapping[str, V
         else:
             raise LaneError("voiceprint inputs need the golden's or the exact lane's segmentation")
     return shared
-
-
-def _voiceprint_exact(lane: ExactLane, members: list[Block], shared: dict[str, VoiceprintRows], op: Op,
-                      geometry: Geometry, collector: OutputCollector, replica: int) -> None:
-    requests = [b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
-                for b in members]
-    for req, answer in zip(requests, lane.run(requests, replica=replica), strict=True):
-        collector.add_voiceprint(op, req.id, shared[req.id], answer)
-
-
-def _voiceprint_fast(lane: FastLane, chunks: list[list[Block]], rows: list[list[VoiceprintRows]], op: Op,
-                     geometry: Geometry, collector: OutputCollector) -> None:
-    requests = [[b.with_voiceprint(op, r.weights, r.idx, r.speakers, geometry) for b, r in zip(chunk, chunk_rows,
-                                                                                               strict=True)]
-                for chunk, chunk_rows in zip(chunks, rows, strict=True)]
-    sending = [i for i, reqs in enumerate(requests) if sum(r.rows for r in reqs)]
-    answers = dict(zip(sending, lane.run([requests[i] for i in sending]), strict=True))
-    for i, reqs in enumerate(requests):
-        outs = answers.get(i) or [_empty(geometry) for _ in reqs]
-        for req, row_set, out in zip(reqs, rows[i], outs, strict=True):
-            collector.add_voiceprint(op, req.id, row_set, out)
 
 
 def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer,

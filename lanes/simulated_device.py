@@ -11,12 +11,15 @@ harness runs meanwhile.
     --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.2'
     --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.05&timeline=/tmp/busy.bin'
 
-``timeline``: where to write, when the process exits, every call's (start, end) as two float64
+``timeline``: where to append, when the process exits, every call's (start, end) as two float64
 ``time.perf_counter`` values (CLOCK_MONOTONIC on Linux, so another process's clock reads alike):
 the device's busy intervals, from which ``benchmarks/bench_device_busy.py`` computes the busy
 fraction (busy time / the span from the first call's start to the last call's end) and the lanes'
 share of the command's wall. A call's interval includes the table look-up (the device's compute,
-in this simulation) and the sleep.
+in this simulation) and the sleep. The file is appended to, one write per model at exit, so every
+model a command builds (a Ray worker, a second model in the same process) adds its calls instead
+of replacing another's: give each measurement a fresh path. Its folder must exist when the model
+is built (refused at once, not at exit after the work). A process killed by a signal writes nothing.
 """
 
 from __future__ import annotations
@@ -48,9 +51,15 @@ class SimulatedDevice(NullModel):
         self.c0_s, self.c1_s = float(c0_ms) / 1e3, float(c1_ms) / 1e3
         self.name = f"simulated-device-{label}-seed{self.seed}"
         self._intervals: list[float] = []
+        self._written = 0  # how many of _intervals are in the timeline file already
         self._lock = threading.Lock()
+        if timeline is not None and not isinstance(timeline, str):
+            raise ModelError(f"simulated device: timeline must be a file path (a string), got {timeline!r}")
         self._timeline = Path(timeline) if timeline else None
         if self._timeline is not None:
+            if not self._timeline.parent.is_dir():
+                raise ModelError(f"simulated device: timeline {timeline!r}: folder {str(self._timeline.parent)!r} "
+                                 "does not exist")
             atexit.register(self.write_timeline)
 
     def describe(self) -> dict:
@@ -75,8 +84,15 @@ class SimulatedDevice(NullModel):
             return np.asarray(self._intervals, dtype=np.float64).reshape(-1, 2)
 
     def write_timeline(self) -> None:
-        if self._timeline is not None:
-            self.intervals().tofile(self._timeline)
+        """Append the intervals not yet written to the timeline file (one write: O_APPEND keeps writers
+        apart); called at exit, and safe to call before (nothing is written twice)."""
+        if self._timeline is None:
+            return
+        with self._lock:
+            data = np.asarray(self._intervals[self._written:], dtype=np.float64).tobytes()
+            self._written = len(self._intervals)
+        with open(self._timeline, "ab") as f:
+            f.write(data)
 
 
 def busy_fraction(intervals: np.ndarray) -> tuple[float, float, float]:

@@ -115,7 +115,7 @@ def calls_of(n: int) -> list[dict]:
         ids = [f"b{(i // 3 * 4 + j) % 40}" for j in range(k)]
         out.append({"lane": lane, "shape": k, "op": i // 3 % 3, "blocks": k, "windows": 8 * k, "rows": 3 * k,
                     "request_bytes": 1000 * k, "wall_s": float(rng.uniform(0.01, 0.02)) * k,
-                    "peak_device_bytes": None, "replica": 0, "block_ids": ids})
+                    "peak_device_bytes": None, "replica": 0, "block_ids": ids, "variant": ""})
     return out
 
 

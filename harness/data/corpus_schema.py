@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from harness.data.arrow_build import numeric, strings
 from harness.data.blocks import Block, concat_spans
 from harness.data.errors import BlockError, CorpusError, HarnessError, check_interrupted
 from harness.data.geometry import Geometry
@@ -205,12 +206,12 @@ class CorpusWriter:
     def _write(self, rows: list[tuple[Block, str, dict[str, Any]]]) -> None:
         blocks = [b for b, _, _ in rows]
         self._sink.write(pa.Table.from_pydict({
-            "block_id": pa.array([b.id for b in blocks], pa.string()),
-            "source": pa.array([s for _, s, _ in rows], pa.string()),
+            "block_id": strings([b.id for b in blocks]),  # not pa.array: it imports pandas (arrow_build)
+            "source": strings([s for _, s, _ in rows]),
             "span": _list_column([b.span for b in blocks], pa.float32(), large=True),
             "offsets": _list_column([b.offsets for b in blocks], pa.int64()),
             "valid": _list_column([b.valid for b in blocks], pa.int32()),
-            "provenance": pa.array([json.dumps(p, sort_keys=True) for _, _, p in rows], pa.string()),
+            "provenance": strings([json.dumps(p, sort_keys=True) for _, _, p in rows]),
         }, schema=self.schema))
 
 
@@ -352,10 +353,11 @@ def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool 
         flat = concat_spans(arrays)  # spans read from one row group lie end to end: no copy then
     else:
         flat = np.concatenate(arrays) if arrays else np.zeros(0)
-    values = pa.array(flat, value_type)
+    values = numeric(flat, value_type)
     if large:
-        return pa.LargeListArray.from_arrays(pa.array(offsets), values, type=pa.large_list(items(value_type)))
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=pa.list_(items(value_type)))
+        return pa.LargeListArray.from_arrays(numeric(offsets, pa.int64()), values,
+                                             type=pa.large_list(items(value_type)))
+    return pa.ListArray.from_arrays(numeric(offsets, pa.int32()), values, type=pa.list_(items(value_type)))
 
 
 _FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}

@@ -1,8 +1,9 @@
 """What machine, software and numeric settings produced a result: recorded in every manifest,
 compared on verification and merge, and part of the key a shape is promoted under.
 
-torch is imported only inside :func:`environment` (a model is running then anyway), so reading a
-manifest or rendering a report never pays its start-up cost.
+torch is imported only inside :func:`environment` and only when a torch model already imported it
+(or on a CUDA device), so reading a manifest, rendering a report or running a model that is not a
+torch network never pays its start-up cost.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ DEVICE_NUMERIC_KEYS = ("cudnn_version", "cublas_version", "driver_version", "com
 
 
 def environment(device: str = "cpu") -> dict[str, Any]:
+    """This machine and its software. torch's part is read from torch when a model imported it, else
+    from its installed files (:func:`_torch_build`), so a model that is not a torch network never pays
+    torch's start-up for a manifest; the cuDNN torch carries is known only from a loaded torch (None
+    otherwise: no cuDNN was in use)."""
+    import sys
+
     import numpy as np
     import pyarrow
-    import torch
 
     import harness
 
@@ -51,17 +57,24 @@ def environment(device: str = "cpu") -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu": _cpu_name(),
-        "torch": torch.__version__,
+        "torch": None,
         "numpy": np.__version__,
         "pyarrow": pyarrow.__version__,
-        "cuda": torch.version.cuda,
-        # torch leaves these two unannotated
-        "cudnn": (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
-                  if torch.backends.cudnn.is_available() else None),  # type: ignore[no-untyped-call]
+        "cuda": None,
+        "cudnn": None,
         "device": device,
         "device_name": "cpu",
         "driver": None,
     }
+    if "torch" not in sys.modules and not device.startswith("cuda"):
+        env["torch"], env["cuda"] = _torch_build()
+        return env
+    import torch
+
+    env["torch"], env["cuda"] = torch.__version__, torch.version.cuda
+    # torch leaves these two unannotated
+    env["cudnn"] = (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+                    if torch.backends.cudnn.is_available() else None)  # type: ignore[no-untyped-call]
     if device.startswith("cuda") and torch.cuda.is_available():
         dev = torch.device(device)
         env["device_name"] = torch.cuda.get_device_name(dev)
@@ -69,6 +82,23 @@ def environment(device: str = "cpu") -> dict[str, Any]:
         env["compute_capability"] = f"{major}.{minor}"
         env["driver"] = _driver_version()
     return env
+
+
+def _torch_build() -> tuple[str | None, str | None]:
+    """(torch's version, the CUDA it was built for) from its installed ``torch/version.py``, without
+    importing torch (whose ``__init__`` costs seconds); (None, None) when torch is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")  # a top-level name: found, not imported
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / "version.py"
+        if path.is_file():
+            scope: dict[str, Any] = {}
+            exec(compile(path.read_text(), str(path), "exec"), scope)  # a file of constants torch generates
+            version, cuda = scope.get("__version__"), scope.get("cuda")
+            return (str(version) if version is not None else None), (str(cuda) if cuda is not None else None)
+    return None, None
 
 
 def device_numerics(device: str = "cpu") -> dict[str, Any]:

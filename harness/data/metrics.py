@@ -13,6 +13,7 @@ is counted, never compared: a non-finite element can never pass.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -70,21 +71,84 @@ def _rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _kernels() -> ModuleType | None:
-    """The numba kernels module, or None where numba cannot be imported (numpy fallback)."""
-    global _KERNELS, _KERNELS_TRIED
+    """The numba kernels module, or None where numba cannot be imported (numpy fallback).
+
+    While :func:`warm_kernels` runs (a background thread, :func:`start_warming`) this waits for it:
+    the kernels are published only once warm, so the first use never compiles beside the warmer."""
     if not _KERNELS_TRIED:
-        try:
-            from harness.data import metrics_kernels
-        except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install scoring
-            _KERNELS = None
-        else:
-            _KERNELS = metrics_kernels
-        _KERNELS_TRIED = True
+        with _LOCK:
+            if not _KERNELS_TRIED:
+                _publish(_import_kernels())
     return _KERNELS
+
+
+def _import_kernels() -> ModuleType | None:
+    try:
+        from harness.data import metrics_kernels
+    except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install scoring
+        return None
+    return metrics_kernels
+
+
+def _publish(kernels: ModuleType | None) -> None:
+    global _KERNELS, _KERNELS_TRIED
+    _KERNELS = kernels
+    _KERNELS_TRIED = True
 
 
 _KERNELS: ModuleType | None = None  # harness.data.metrics_kernels once imported
 _KERNELS_TRIED = False
+_LOCK = threading.Lock()  # held by whoever imports (and warms) the kernels: one compiler at a time
+
+
+def warm_kernels() -> None:
+    """Import the kernels and call each once on tiny arrays, in every argument layout the sinks and
+    scorers pass (writable, and read-only inputs as read back from files: numba compiles one
+    specialisation per layout), so their first real call neither imports numba nor compiles.
+
+    Why: the first sink of ``golden record`` / ``run`` calls ``top_two``, and importing numba (and
+    scipy, llvmlite) and loading or compiling the kernels takes 2-12 s in the main thread while the
+    device waits for the next request. Idempotent; a failure here is left for the first real use to
+    raise in its own thread."""
+    if _KERNELS_TRIED:
+        return
+    with _LOCK:
+        if _KERNELS_TRIED:
+            return
+        kernels = _import_kernels()
+        if kernels is not None:
+            _call_each(kernels)
+        _publish(kernels)
+
+
+def _call_each(kernels: ModuleType) -> None:
+    def layout(dtype: type, read_only: bool) -> np.ndarray:
+        a: np.ndarray = np.ones((1, 2), dtype)
+        a.setflags(write=not read_only)
+        return a
+
+    for read_only in (False, True):
+        frames = layout(np.float32, read_only)
+        kernels.top_two(frames, np.zeros(1, np.int64), np.zeros(1, np.float32))
+    for x_read_only in (False, True):
+        for y_read_only in (False, True):
+            x, y = layout(np.float32, x_read_only), layout(np.float32, y_read_only)
+            kernels.row_stats(x, y, x.view(np.int32), y.view(np.int32), np.zeros(1, np.int32), np.zeros(1),
+                              np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
+def start_warming() -> threading.Thread:
+    """:func:`warm_kernels` in a daemon thread, started at a command's start so that the import and
+    compilation overlap the corpus reading and the device's first calls; the first use waits for it."""
+    def run() -> None:
+        try:
+            warm_kernels()
+        except Exception:  # noqa: BLE001 - the first real use imports again and raises where it is used
+            pass
+
+    thread = threading.Thread(target=run, name="metrics-kernels-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def _row_diff_compiled(kernels: ModuleType, a2: np.ndarray, b2: np.ndarray) -> RowDiff:

@@ -40,6 +40,9 @@ class TritonPythonModel:
         self.numerics.apply()
         spec = params.get("MODEL_SPEC") or "full"
         self.model = load_model(spec, seed=int(params.get("SEED") or 0), device=params.get("DEVICE") or "cpu")
+        # Again: apply() sets torch's flags only once torch is imported (harness.numerics), and a torch
+        # model's factory is what imports it. Without this the info below records torch's defaults.
+        self.numerics.apply()
         self.device = params.get("DEVICE") or "cpu"
         self.spec = spec
         # Built once: a client that names no outputs gets every output, MODEL_INFO included.

@@ -1,0 +1,35 @@
+"""The harness's own share of a run's lanes (issue 25.4): what the speedups do not count.
+
+Every lane's timing is the network call alone (``CallRecord.wall_s``: request to answer, the device's
+time), so the speedups compare devices' work, not the harness's. The run records the lanes' wall in
+its manifest (``lanes_wall_s``); scoring sums the logged calls (:class:`DeviceTime`, in the same pass
+over the call log as the other figures) and :func:`host_entry` gives the score's ``host``: the rest
+is the harness's own work between calls, per block, which the report shows beside the speedups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+
+class DeviceTime:
+    """Sums ``wall_s`` of the calls passing through :meth:`observe` (every lane: the variants' too)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def observe(self, calls: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for call in calls:
+            self.seconds += float(call["wall_s"])
+            yield call
+
+
+def host_entry(lanes_wall_s: float | None, device_s: float, blocks: int) -> dict[str, Any] | None:
+    """The score's ``host`` (:class:`harness.data.schemas.host.HostShare`); None for a run that did not
+    record its lanes' wall (a run before it, merged shards: their walls do not add up to one)."""
+    if lanes_wall_s is None or blocks <= 0:
+        return None
+    host_s = max(0.0, float(lanes_wall_s) - device_s)
+    return {"lanes_wall_s": float(lanes_wall_s), "device_s": device_s, "host_s": host_s, "blocks": blocks,
+            "host_ms_per_block": host_s * 1e3 / blocks}

@@ -1,0 +1,79 @@
+"""A digest of what ``run_lanes`` produced: every lane's outputs (bitwise) and the call log (every field
+but the timings), so a runner change can be checked against the runner as it was (the digests in
+tests/test_runner_variants.py were computed by this module over the code before variants and pipelining)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+
+import numpy as np
+
+from harness.data.outputs import LaneOutputs
+
+CALL_KEYS = ("lane", "shape", "op", "blocks", "windows", "rows", "request_bytes", "replica", "block_ids")
+
+
+def null_setup(blocks: int = 10):
+    """The null model at the small geometry, its in-process backend and ``blocks`` synthetic blocks."""
+    from harness.corpus.synth import synth_corpus
+    from harness.numerics import NumericSettings
+    from lanes.backend import InProcessBackend
+    from lanes.model_api import load_model
+
+    model = load_model("lanes.null_model:small")
+    return InProcessBackend(model, NumericSettings()), synth_corpus(model.geometry, blocks, seed=0).blocks
+
+
+def run_collect(blocks, backend, plan, **kw):
+    from lanes.runner import run_lanes
+
+    parts = defaultdict(list)
+    calls = run_lanes(blocks, backend, plan, lambda lane, batch: parts[lane].append(batch), **kw)
+    return {lane: LaneOutputs.concat(p) for lane, p in parts.items()}, list(calls)
+
+
+def outputs_digest(outputs: dict[str, LaneOutputs]) -> str:
+    h = hashlib.sha256()
+    for lane in sorted(outputs):
+        out = outputs[lane]
+        h.update(lane.encode() + b"\0" + "\0".join(out.segmentation.block_ids).encode())
+        for arr in (out.segmentation.valid, out.segmentation.logprobs):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        for op in sorted(out.voiceprint):
+            v = out.voiceprint[op]
+            h.update(str(int(op)).encode() + "\0".join(str(b) for b in v.block_ids).encode())
+            for arr in (v.row, v.window, v.speaker, v.weights, v.embedding):
+                h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def calls_digest(calls) -> str:
+    h = hashlib.sha256()
+    for c in calls:
+        row = c if isinstance(c, dict) else c.to_dict()
+        h.update(repr([row[k] if k != "block_ids" else list(row[k]) for k in CALL_KEYS]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def plans():
+    """The plans whose digests are pinned: shapes, both voiceprint modes, padding, exact repeats."""
+    from lanes.runner import RunPlan
+
+    return {
+        "isolated-2-4": RunPlan(shapes=(2, 4)),
+        "chained-3-pad-repeats": RunPlan(shapes=(3,), voiceprint_inputs="chained", pad_to_fixed=True,
+                                         exact_repeats=2),
+    }
+
+
+def main() -> None:
+    """Print the digests of the runner on sys.path (PYTHONPATH=/tmp/base: the code as it was)."""
+    backend, blocks = null_setup()
+    for name, plan in plans().items():
+        outputs, calls = run_collect(blocks, backend, plan)
+        print(name, len(calls), outputs_digest(outputs), calls_digest(calls))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The metrics kernels are warmed behind the command's serial start, not in its first sink (issue 25).
+
+The first sink of ``golden record`` (and of ``run``) computes the golden's decisions
+(``harness.data.metrics.top_two``); its first call imported numba, scipy and llvmlite and loaded or
+compiled the kernels, 2-12 s in the main thread while the device waited. ``start_warming`` does that in a
+background thread at the command's start; the first use waits for it (it never compiles beside it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from pathlib import Path
+
+import pytest
+
+from harness.data import metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_first_use_waits_for_the_warmer_and_never_warms_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("fake_kernels")
+    release = threading.Event()
+    entered = threading.Event()
+    imports: list[str] = []
+    warmed: list[str] = []
+
+    def import_kernels() -> types.ModuleType:
+        imports.append(threading.current_thread().name)
+        return fake
+
+    def call_each(kernels: types.ModuleType) -> None:
+        warmed.append(threading.current_thread().name)
+        entered.set()
+        assert release.wait(60), "the test never released the warmer"
+
+    monkeypatch.setattr(metrics, "_KERNELS", None)
+    monkeypatch.setattr(metrics, "_KERNELS_TRIED", False)
+    monkeypatch.setattr(metrics, "_import_kernels", import_kernels)
+    monkeypatch.setattr(metrics, "_call_each", call_each)
+
+    warmer = metrics.start_warming()
+    assert entered.wait(60), "the warmer never started"
+    got: list[object] = []
+    user = threading.Thread(target=lambda: got.append(metrics._kernels()), name="first-use")
+    user.start()
+    user.join(0.5)  # correct code blocks here until released; only a defect can finish early
+    assert user.is_alive() and not got, (
+        "the first use of the kernels returned while the warmer was still compiling them: "
+        f"got {got}; it must wait for the warmer (harness.data.metrics._LOCK)")
+    release.set()
+    warmer.join(60)
+    user.join(60)
+    assert got == [fake], f"first use got {got}, expected the warmed kernels"
+    assert imports == ["metrics-kernels-warm"] and warmed == ["metrics-kernels-warm"], (
+        f"imported in {imports}, warmed in {warmed}: expected once each, in the warmer thread only")
+    assert metrics._kernels() is fake
+
+
+def test_a_failing_warmer_leaves_the_first_use_to_import_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("fake_kernels")
+    calls: list[str] = []
+
+    def call_each(kernels: types.ModuleType) -> None:
+        calls.append("warm")
+        raise RuntimeError("numba broke")
+
+    monkeypatch.setattr(metrics, "_KERNELS", None)
+    monkeypatch.setattr(metrics, "_KERNELS_TRIED", False)
+    monkeypatch.setattr(metrics, "_import_kernels", lambda: fake)
+    monkeypatch.setattr(metrics, "_call_each", call_each)
+    metrics.start_warming().join(60)
+    assert calls == ["warm"] and not metrics._KERNELS_TRIED, "a failed warm-up must not publish the kernels"
+    assert metrics._kernels() is fake  # imported again, in the caller's thread (its error would surface there)
+
+
+# `golden record` then `run` with the null model, in a fresh interpreter: which thread imports numba, and
+# how many specialisations each kernel has right after the warm-up and at the end (equal: every layout
+# the sinks and scorers pass was compiled by the warmer, none in the main thread).
+DRIVER = textwrap.dedent("""
+    import json, os, sys, threading
+    importer = {}
+
+    class Spy:
+        def find_spec(self, name, path=None, target=None):
+            if name == "numba":
+                importer.setdefault("numba", threading.current_thread().name)
+            return None
+
+    sys.meta_path.insert(0, Spy())
+    from harness.data import metrics
+    after_warm = {}
+    real_call_each = metrics._call_each
+
+    def call_each(kernels):
+        real_call_each(kernels)
+        after_warm.update({n: len(getattr(kernels, n).signatures) for n in ("top_two", "row_stats")})
+
+    metrics._call_each = call_each
+    from harness.cli import main
+    for argv in json.loads(os.environ["HARNESS_COMMANDS"]):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                print(json.dumps({"failed": argv, "code": exc.code}))
+                raise SystemExit(1)
+    from harness.data import metrics_kernels as k
+    at_end = {n: len(getattr(k, n).signatures) for n in ("top_two", "row_stats")}
+    print(json.dumps({"importer": importer.get("numba"), "after_warm": after_warm, "at_end": at_end}))
+""")
+
+
+def test_golden_record_and_run_import_and_compile_the_kernels_in_the_warmer(tmp_path: Path) -> None:
+    (tmp_path / "h.toml").write_text("[model]\nspec = 'lanes.null_model:small'\n[shapes]\ncandidates = [2]\n"
+                                     "[evidence]\narrangements = 1\n")
+    commands = [["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
+                ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"],
+                ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--laws-examples", "0"]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_COMMANDS": json.dumps(commands),
+           "OMP_WAIT_POLICY": "PASSIVE"}
+    done = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["importer"] == "metrics-kernels-warm", (
+        f"numba was first imported in thread {seen['importer']!r}, expected the warmer "
+        "(harness.data.metrics.start_warming at the start of record_golden / run_shapes)")
+    assert seen["after_warm"] and seen["at_end"] == seen["after_warm"], (
+        f"kernel specialisations after the warm-up {seen['after_warm']}, at the end {seen['at_end']}: "
+        "a layout the commands pass was compiled outside the warmer; add it to metrics._call_each")
