@@ -77,11 +77,12 @@ def _memory() -> dict[str, int]:
 
 
 def _config(model: str, shapes: tuple[int, ...]):
-    from harness.config import ModelSpec, ReleaseConfig
+    from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
     from harness.numerics import NumericSettings
 
+    # the cost of each plain lane (one arrangement): --arrangements N adds lanes, not cost per lane
     return ReleaseConfig(name=RELEASE, model=ModelSpec(model), candidates=shapes,
-                         numerics=NumericSettings(threads=1))
+                         numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
 
 
 def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ...]) -> dict:

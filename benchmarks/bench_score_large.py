@@ -47,7 +47,7 @@ from golden.manifest import MANIFEST  # noqa: E402
 from golden.runs import blocks_digest, load_run  # noqa: E402
 from golden.store import CORPUS, load_golden, seal_golden_manifest, write_manifest  # noqa: E402
 from golden.tables import GROUP_BLOCKS, LaneWriter  # noqa: E402
-from harness.config import ModelSpec, ReleaseConfig  # noqa: E402
+from harness.config import EvidenceSection, ModelSpec, ReleaseConfig  # noqa: E402
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from harness.data.jsonio import dumps, seal  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
@@ -73,7 +73,8 @@ def template(work: Path, spec: str, shapes: tuple[int, ...]):
     """A real 4-block golden and run of the null network: manifests to rewrite, a corpus stand-in."""
     model = load_model(spec)
     shutil.rmtree(work / "template", ignore_errors=True)
-    cfg = ReleaseConfig(name=RELEASE, model=ModelSpec(spec), candidates=shapes, numerics=NumericSettings(threads=1))
+    cfg = ReleaseConfig(name=RELEASE, model=ModelSpec(spec), candidates=shapes, numerics=NumericSettings(threads=1),
+                        evidence=EvidenceSection(arrangements=1))  # today's 2 lanes: the README's measured row
     backend = InProcessBackend(model, cfg.numerics)
     golden, _ = record_golden(work / "template" / "goldens", RELEASE, synth_corpus(model.geometry, 4).rows(),
                               backend, cfg)

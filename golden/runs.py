@@ -42,8 +42,9 @@ CALLS = "calls.parquet"
 # "laws": every shard's packer was judged on the packing laws at its start; shards whose verdicts (or
 # packer identities) differ did not run the same packer, and one verdict cannot stand for both.
 # "mode": the voiceprint inputs (voiceprint_inputs in code; the manifest's key is the files' contract).
+# "evidence": the variant lanes (--arrangements, --repeats) and the arrangements' seed.
 MERGE_KEYS = ("golden_id", "golden_manifest_sha256", "shapes", "lanes", "mode", "pad_to_fixed", "ops", "packer",
-              "laws", "geometry", "numerics_profile")
+              "laws", "geometry", "numerics_profile", "evidence")
 
 
 def new_run_id(shapes: Sequence[int]) -> str:
@@ -255,7 +256,8 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
             writer.calls.extend(r.iter_calls())
         fields = {k: v for k, v in first.manifest.items()
                   if k not in ("kind", "format", "run_id", "created", "geometry", "ops", "lanes", "blocks",
-                               "blocks_sha256", "files", "manifest_sha256", "shard", "merged_from")}
+                               "blocks_sha256", "files", "manifest_sha256", "shard", "merged_from",
+                               "lanes_wall_s")}  # one shard's wall is not the merged run's: absent
         fields["merged_from"] = [r.run_id for r in runs]
         path = writer.finish(fields)
     return load_run(path, trusted=True)

@@ -38,11 +38,11 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _distinct(shapes: list[int]) -> list[int]:
+def _distinct(shapes: list[int], what: str = "shape") -> list[int]:
     if not shapes:
-        raise ValueError("give at least one shape")
+        raise ValueError(f"give at least one {what}")
     if len(set(shapes)) != len(shapes):
-        raise ValueError(f"a shape is listed twice in {shapes}")
+        raise ValueError(f"a {what} is listed twice in {shapes}")
     return shapes
 
 
@@ -163,6 +163,46 @@ class HistorySection(_Section):
         default=False, description="a margin warning fails the nightly (exit 1) although every verdict held")
 
 
+class EvidenceSection(_Section):
+    """``[evidence]``: how much evidence each packed shape gets beyond today's one run of one arrangement
+    (issue 26; ``--arrangements``, ``--repeats``). More of either multiplies the packed lanes' device time."""
+
+    arrangements: Annotated[int, Field(ge=1, le=64)] = Field(
+        default=3, description="arrangements per candidate shape, today's consecutive one included (other "
+        "neighbours, other slots, duplicates); 1 = today's only (--arrangements)")
+    repeats: Annotated[int, Field(ge=1, le=64)] = Field(
+        default=1, description="runs of every packed lane (its plain arrangement); 1 = once, as today (--repeats)")
+    seed: Seed = Field(default=0, description="seed of the arrangements' shuffles")
+
+
+class LoadSection(_Section):
+    """``[load]``: the nightly's concurrency sweep on a Triton backend (issue 26; ``--sweep-concurrency``)."""
+
+    concurrency: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default_factory=list, description=(
+        "concurrencies to sweep each candidate shape at, e.g. [1, 2, 4, 8]; empty: no sweep"))
+    p99_budget_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=None, description="p99 latency budget: the report names the fastest accurate (k, concurrency)")
+    blocks: Annotated[int, Field(ge=1)] | None = Field(default=None, description="blocks sent per point; unset: all")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, v: list[int]) -> list[int]:
+        return _distinct(v, "concurrency") if v else v
+
+
+class LocaliseSection(_Section):
+    """``[localise]``: per-module error along the network (issue 26): each module's packed-vs-alone error is
+    normalised by its own noise floor, recorded with the golden (:mod:`harness.module_floors`)."""
+
+    floor_multiple: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = Field(
+        default=4.0, description="localisation names the first module whose error exceeds this many times its "
+        "noise floor (first_exceeding)")
+    floor_blocks: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=1, description="blocks sampled at golden record to measure each module's noise floor (every OP "
+        "run alone twice and once under one-ulp jitter, hooked: three calls per block and OP); 0 = none")
+    floor_seed: Seed = Field(default=0, description="seed of that sample")
+
+
 class ConfigFile(_Section):
     """``harness.toml``: every section optional."""
 
@@ -179,6 +219,9 @@ class ConfigFile(_Section):
     packer: PackerSection = Field(default_factory=PackerSection)
     nightly: NightlySection = Field(default_factory=NightlySection)
     history: HistorySection = Field(default_factory=HistorySection)
+    evidence: EvidenceSection = Field(default_factory=EvidenceSection)
+    localise: LocaliseSection = Field(default_factory=LocaliseSection)
+    load: LoadSection = Field(default_factory=LoadSection)
 
 
 @dataclass(frozen=True)
@@ -213,6 +256,9 @@ class ReleaseConfig:
     packer: PackerSection = field(default_factory=PackerSection)
     nightly: NightlySection = field(default_factory=NightlySection)
     history: HistorySection = field(default_factory=HistorySection)
+    evidence: EvidenceSection = field(default_factory=EvidenceSection)  # the run manifest's "evidence" records it
+    localise: LocaliseSection = field(default_factory=LocaliseSection)  # the golden's module_floors record it
+    load: LoadSection = field(default_factory=LoadSection)  # the score's "load" records the sweep
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -346,4 +392,7 @@ def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Seq
         packer=parsed.packer,
         nightly=parsed.nightly,
         history=parsed.history,
+        evidence=parsed.evidence,
+        localise=parsed.localise,
+        load=parsed.load,
     )

@@ -7,12 +7,20 @@ model names as per-row). Only the block's slice is kept, so memory stays at one 
 activations even for a k = 32 pack on the full networks. The network's input (the windows
 as cut) counts as the first "layer" and the model's final answer as the last, so a leak in
 window cutting, or a change made outside any module, is still located.
+
+Besides the first module that differs at all, every module compared gets its error normalised by
+its own noise floor, recorded with the golden (:mod:`harness.module_errors`,
+:mod:`harness.module_floors`), and the first module whose error exceeds ``multiple`` x its floor is
+named (``first_exceeding``): under ulp-level noise the first differing layer is always the first
+one, but the error grows past the noise where the defect is.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,6 +29,7 @@ from torch.utils.hooks import RemovableHandle
 
 from harness.data.blocks import Block
 from harness.data.ops import Op
+from harness.module_errors import DEFAULT_MULTIPLE, along_network
 from harness.packing import pack
 
 INPUT = "<input: windows as the network receives them>"
@@ -73,8 +82,11 @@ class _SliceRecorder:
         return OrderedDict((k, torch.cat(v) if len(v) > 1 else v[0]) for k, v in self.parts.items())
 
 
-def _record(model: Inferring, request: Mapping[str, np.ndarray], nets: dict[str, torch.nn.Module], windows: slice,
-            rows: slice, row_modules: tuple[str, ...]) -> tuple[OrderedDict[str, torch.Tensor], np.ndarray]:
+def record_activations(model: Inferring, request: Mapping[str, np.ndarray], nets: dict[str, torch.nn.Module],
+                       windows: slice, rows: slice, row_modules: tuple[str, ...]
+                       ) -> tuple[OrderedDict[str, torch.Tensor], np.ndarray]:
+    """One call of ``model`` with every module of ``nets`` hooked: each module's output slice (``windows``
+    of dim 0, or ``rows`` for the ``row_modules``), in execution order, and the model's answer."""
     recorder = _SliceRecorder(nets, windows, rows, row_modules)
     try:
         (answer,) = model.infer(request).values()
@@ -90,34 +102,80 @@ def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict[str, 
             "non_finite": int((~finite).sum()), "fraction_differing": float((got != want).double().mean())}
 
 
-def localise(model: Inferring, blocks: Sequence[Block], target: str | None = None, pad_to: int | None = None
+@contextmanager
+def one_ulp_jitter(nets: Mapping[str, torch.nn.Module], seed: int) -> Iterator[None]:
+    """Every leaf module's floating output moved by one ulp, up or down at random (seeded), while inside.
+
+    What a kernel that rounds differently does at every layer: the noise a packed call may carry with no
+    defect at all, propagated through the network as it really grows (a norm layer amplifies it, a
+    pooling shrinks it). :mod:`harness.module_floors` records the error it causes per module as part of
+    the module's floor. Registered before the recorder's hooks, so a module's recorded output holds its
+    own ulp and every upstream one."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def jitter(module: torch.nn.Module, args: object, output: object) -> object:
+        first = output[0] if isinstance(output, tuple) else output
+        if not isinstance(first, torch.Tensor) or not first.dtype.is_floating_point:
+            return None
+        up = torch.rand(first.shape, generator=generator).to(first.device) < 0.5
+        moved = torch.nextafter(first, torch.where(up, math.inf, -math.inf).to(first.dtype))
+        return (moved, *output[1:]) if isinstance(output, tuple) else moved
+
+    handles = [m.register_forward_hook(jitter) for top in nets.values() for _, m in top.named_modules()
+               if not any(True for _ in m.children())]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def families(model: Inferring, op: Op) -> tuple[dict[str, torch.nn.Module], tuple[str, ...]]:
+    """The networks an OP runs through (the model's ``torch_modules()``, narrowed to the OP's family when
+    the model names one) and the modules whose outputs are per voiceprint row."""
+    nets: dict[str, torch.nn.Module] = model.torch_modules()  # type: ignore[attr-defined]
+    family = "segmentation" if op is Op.SEGMENTATION else "voiceprint"
+    nets = {family: nets[family]} if family in nets else nets
+    return nets, tuple(getattr(model, "row_modules", lambda: ())())
+
+
+def comparable(got_acts: Mapping[str, torch.Tensor], want_acts: Mapping[str, torch.Tensor], got_out: np.ndarray,
+               want_out: np.ndarray) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(module, got, want) in ``want_acts``' execution order, the model's answer last: the modules whose
+    slices have the same shape (a recurrent state is not batch-major: not comparable by slice)."""
+    pairs = []
+    for name, want in want_acts.items():
+        got = got_acts.get(name)
+        if got is not None and got.shape == want.shape:
+            pairs.append((name, got, want))
+    if got_out.shape == want_out.shape:
+        pairs.append((OUTPUT, torch.from_numpy(np.ascontiguousarray(got_out)),
+                      torch.from_numpy(np.ascontiguousarray(want_out))))
+    return pairs
+
+
+def localise(model: Inferring, blocks: Sequence[Block], target: str | None = None, pad_to: int | None = None,
+             floors: Mapping[str, Mapping[str, Any]] | None = None, multiple: float = DEFAULT_MULTIPLE
              ) -> dict[str, Any]:
-    """Pack ``blocks``; compare ``target`` (default: the first) alone vs packed, layer by layer."""
+    """Pack ``blocks``; compare ``target`` (default: the first) alone vs packed, layer by layer.
+
+    ``floors``: the golden's module floors of this OP (``module_floors.ops[op]``; None: one ulp of each
+    module's scale); ``multiple``: how many floors a module's error may reach before it is named."""
     if not hasattr(model, "torch_modules"):
         return {"available": False, "reason": "the model exposes no torch modules to hook"}
     op = blocks[0].op
-    nets: dict[str, torch.nn.Module] = model.torch_modules()
-    family = "segmentation" if op is Op.SEGMENTATION else "voiceprint"
-    nets = {family: nets[family]} if family in nets else nets
-    row_modules = tuple(getattr(model, "row_modules", lambda: ())())
+    nets, row_modules = families(model, op)
     target = target or blocks[0].id
     block = next(b for b in blocks if b.id == target)
     packed = pack(list(blocks), pad_to=pad_to)
     seg = next(s for s in packed.segments if s.block_id == target and not s.padding)
-    packed_acts, packed_out = _record(model, packed.tensors(), nets, seg.window_slice, seg.row_slice, row_modules)
-    exact_acts, exact_out = _record(model, block.tensors(), nets, slice(0, None), slice(0, None), row_modules)
-    first: dict[str, Any] | None = None
-    for name, exact in exact_acts.items():
-        got = packed_acts.get(name)
-        if got is None or got.shape != exact.shape:
-            continue  # not batch-major over windows/rows (e.g. recurrent state): not comparable by slice
-        if not torch.equal(got, exact):
-            first = _divergence(name, got, exact)
-            break
-    if first is None:
-        mine = packed_out[seg.window_slice if op is Op.SEGMENTATION else seg.row_slice]
-        if mine.shape == exact_out.shape and not np.array_equal(mine, exact_out):
-            first = _divergence(OUTPUT, torch.from_numpy(mine), torch.from_numpy(exact_out))
+    packed_acts, packed_out = record_activations(model, packed.tensors(), nets, seg.window_slice, seg.row_slice,
+                                                 row_modules)
+    exact_acts, exact_out = record_activations(model, block.tensors(), nets, slice(0, None), slice(0, None),
+                                               row_modules)
+    mine = packed_out[seg.window_slice if op is Op.SEGMENTATION else seg.row_slice]
+    pairs = comparable(packed_acts, exact_acts, mine, exact_out)
+    first = next((_divergence(name, got, want) for name, got, want in pairs if not torch.equal(got, want)), None)
     return {
         "available": True,
         "op": int(op),
@@ -127,4 +185,5 @@ def localise(model: Inferring, blocks: Sequence[Block], target: str | None = Non
         "first_diverging_layer": first["layer"] if first else None,
         "detail": first,
         "layers_compared": len(exact_acts),
+        **along_network(pairs, floors, multiple),
     }

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.arrangement_evidence import arrangements_hold
 from harness.data.environment import device_kind
 from harness.data.errors import LedgerError
 from harness.data.figures import holds
@@ -26,6 +27,8 @@ from harness.data.jsonio import read_json, seal_ok
 from harness.data.ops import Op
 from harness.data.schemas import Score, validate
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.load_evidence import load_refusals
+from harness.repeat_evidence import repeats_hold
 from harness.request_evidence import needed_blocks
 from harness.scoring import op_limits, shape_gates
 from harness.tolerances import Tolerances
@@ -55,7 +58,12 @@ def check_self_consistent(score: Score, where: str) -> None:
             _check_op(verdict, limits[Op(int(op_key))], f"{where}: shape k={k} OP {op_key}")
         _check_requests(shape, int(k), int(score.corpus.blocks), where)
         ops_passed = all(v.passed for v in shape.ops.values())
+        ops_passed = repeats_hold(shape, score.tolerances, floors, f"{where}: shape k={k}") and ops_passed  # --repeats
+        held = arrangements_hold(shape, score.tolerances, floors, _check_op, f"{where}: shape k={k}")  # --arrangements
+        ops_passed = held and ops_passed
         passed, reasons = shape_gates(int(k), ops_passed, shape.requests, score.laws)
+        load = load_refusals(score.load, k)  # a shape must stay accurate under load (harness.load_evidence)
+        passed, reasons = passed and not load, reasons + load
         want = "pass" if passed else "fail"
         if shape.verdict != want:
             why = f"; {reasons[0]}" if reasons else ""

@@ -57,7 +57,7 @@ def shape_result(shape: int, verdicts: list[OpVerdict], requests: RequestEvidenc
     passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
     exact lane (:func:`packing_effect`), absent from the file when None."""
     passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
-    effect = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured (the file's key)
+    effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured
     return ShapeScore(shape=shape, verdict="pass" if passed else "fail",
                       reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
                       ops={op_key(v.op): v for v in verdicts}, requests=requests, **effect)

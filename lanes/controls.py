@@ -12,6 +12,11 @@ importable model specs, so they also run inside Triton: ``--model lanes.controls
 - ``count_dependent``: adds 1e-6 x (windows in the call) to every output.
 - ``nan_window``: answers NaN for window 8 of a request (the first window of a second block:
   only a packed call has one).
+- ``slot_dependent``: adds 1 ULP to the OP 0 answer of the last window of a packed request (more than
+  one block): far inside every tolerance, invisible to one arrangement (the last slot always holds
+  the same blocks), refused by ``--arrangements N`` (the same block answers differently in another slot).
+- ``duplicate_dependent``: adds 1 ULP to the OP 0 answer of a window whose audio an earlier window of
+  the same request already had (a cache keyed by content, gone wrong): only the duplicates see it.
 - ``invariant``: batch-invariant by construction (one window, one row at a time): must be
   promoted bitwise.
 - ``wrong_shape``: answers one window (or row) short: a server answering another question.
@@ -72,6 +77,29 @@ class NanWindowModel(DiarNNG):
         return output
 
 
+class SlotDependentModel(DiarNNG):
+    def finish(self, op: Op, output: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        if op is not Op.SEGMENTATION or fields[ops.OFFSETS].shape[0] <= self.geometry.windows_per_block:
+            return output
+        output = output.copy()
+        output[-1] = np.nextafter(output[-1], np.float32(np.inf))  # BUG: the last slot's last window, 1 ULP up
+        return output
+
+
+class DuplicateDependentModel(DiarNNG):
+    def finish(self, op: Op, output: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        if op is not Op.SEGMENTATION:
+            return output
+        x, valid, seen = self.windows(fields), fields[ops.VALID], set()
+        output = output.copy()
+        for i in range(x.shape[0]):
+            key = (int(valid[i]), x[i].tobytes())
+            if valid[i] > 0 and key in seen:
+                output[i] = np.nextafter(output[i], np.float32(np.inf))  # BUG: a repeated window, 1 ULP up
+            seen.add(key)
+        return output
+
+
 class InvariantModel(DiarNNG):
     """Runs every window (and every voiceprint row) alone: no batch shape, no batch effect."""
 
@@ -125,6 +153,14 @@ def count_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:
 
 def nan_window(seed: int = 0, device: str = "cpu") -> DiarNNG:
     return _named(NanWindowModel(CONFIG, seed, device), "nan_window")
+
+
+def slot_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(SlotDependentModel(CONFIG, seed, device), "slot_dependent")
+
+
+def duplicate_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(DuplicateDependentModel(CONFIG, seed, device), "duplicate_dependent")
 
 
 def invariant(seed: int = 0, device: str = "cpu") -> DiarNNG:

@@ -37,9 +37,14 @@ from harness.data.schemas.results import OpVerdictModel, Reproduction, Score, Sh
 from harness.judges.base import shown_figure
 from harness.promotion import PROMOTED, REVOKED, judging_overrides, ledger_states, overrides_line
 from reports.advice import op_next, slow_note
+from reports.arrangement_section import arrangement_facts, arrangement_images
+from reports.host_line import timing_line
+from reports.load_section import load_facts, load_images
 from reports.margin_section import margin_facts, margin_images
+from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
 from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
+from reports.repeat_section import repeat_facts
 
 FORMAT = 2
 TEMPLATES = Path(__file__).parent / "templates"
@@ -124,6 +129,8 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "throughput": lanes,
         "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
         "exact_timing_source": score.exact_timing_source,
+        "host": score.host.model_dump(mode="json") if score.host is not None else None,  # issue 25.4
+        "timing_line": timing_line(score),
         "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
         "ledger": _ledger_rows(states) if ledger is not None else None,
         "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.promotion
@@ -364,6 +371,17 @@ def write_report(out_dir: Path, score: Score, ledger: Ledger | None = None,
     if margins is not None:  # only then: a report without a history is the same file it was
         facts["margins"] = plain_dict(margin_facts(margins))
         images.update(margin_images(margins))
+    if score.load is not None:  # a concurrency sweep (harness.pipeline.load_sweep): its section, else none
+        facts["load"] = plain_dict(load_facts(score))
+        images.update(load_images(score))
+    if (repeats := repeat_facts(score)) is not None:  # only with --repeats N: otherwise the same file as before
+        facts["repeats"] = repeats
+    if (arranged := arrangement_facts(score)) is not None:  # only with --arrangements N >= 2: else as before
+        facts["arrangements"] = plain_dict(arranged)
+        images.update(arrangement_images(arranged))
+    if (errors := module_error_facts(localisation)) is not None:  # localisation measured modules: else no section
+        facts["module_errors"] = plain_dict(errors)
+        images.update(module_error_images(errors))
     html_env, md_env = template_environments()
     context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {

@@ -53,6 +53,8 @@ case(K, "run-laws-examples-negative", ("run", "--golden", "goldens/r", "--laws-e
      "--laws-examples")
 case(K, "nightly-laws-examples-abc", ("nightly", "--golden", "goldens/r", "--laws-examples", "abc", *CFG),
      "--laws-examples")
+case(K, "run-arrangements-0", ("run", "--golden", "goldens/r", "--arrangements", "0", *CFG), "--arrangements")
+case(K, "nightly-repeats-0", ("nightly", "--golden", "goldens/r", "--repeats", "0", *CFG), "--repeats")
 case(K, "run-packer-digest-without-cmd", ("run", "--golden", "goldens/r", "--packer-digest", "ab" * 32, *CFG, *QUIET),
      "--packer-digest")
 case(K, "tolerance-lenient", ("score", "--golden", "goldens/r", "--run", RUN, "--tolerance", "lenient"),
@@ -65,6 +67,13 @@ case(K, "step-negative", ("corpus", "wav", "w.parquet", "a.wav", "--step", "-5",
 case(K, "model-nonsense", ("corpus", "synth", "x.parquet", "--model", "nonsense"), "model spec 'nonsense'")
 case(K, "model-no-module", ("corpus", "synth", "x.parquet", "--model", "no_such_module_x:make"),
      "cannot import 'no_such_module_x'")
+# a factory's arguments in the spec (issue 25): an unknown one names the factory's, a malformed one its form
+case(K, "model-argument-unknown", ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?speed=9"),
+     "takes no argument 'speed' (it takes: c0_ms, c1_ms, timeline)")
+case(K, "model-argument-malformed", ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?c0_ms"),
+     "factory argument 'c0_ms' is not key=value")
+case(K, "model-argument-out-of-range", ("corpus", "synth", "x.parquet", "--model",
+                                        "lanes.simulated_device:small?c1_ms=-1"), "c1_ms must be a number of")
 case(K, "plugin-geometry-misspelt", ("corpus", "synth", "x.parquet", "--model", "geo_typo:make"),
      "max_simultanous", plugin("geo_typo", {**{k: v for k, v in SMALL_GEOMETRY.items() if k != "max_simultaneous"},
                                             "max_simultanous": 2}))
@@ -102,8 +111,16 @@ case(K, "set-out-of-range", ("golden", "record", "--set", "backend.concurrency=0
      "--set 'backend.concurrency=0': backend.concurrency: Input should be greater than or equal to 1")
 case(K, "set-history-near-limit-over-1", ("nightly", "--golden", "goldens/r", "--set", "history.near_limit=2", *CFG),
      "--set 'history.near_limit=2': history.near_limit: Input should be less than or equal to 1")
+case(K, "set-localise-floor-multiple-under-1", ("golden", "record", "--set", "localise.floor_multiple=0.5", *CFG),
+     "--set 'localise.floor_multiple=0.5': localise.floor_multiple: Input should be greater than or equal to 1")
 case(K, "set-concurrency-in-process", ("run", "--golden", "goldens/r", "--set", "backend.concurrency=4", *CFG),
      "applies to a Triton backend")
+case(K, "sweep-concurrency-garbage", ("nightly", "--golden", "goldens/r", "--sweep-concurrency", "1,x", *CFG),
+     "--sweep-concurrency '1,x': expected whole numbers separated by commas")
+case(K, "sweep-concurrency-twice", ("nightly", "--golden", "goldens/r", "--sweep-concurrency", "2,2", *CFG),
+     "--sweep-concurrency [2, 2]: load.concurrency: a concurrency is listed twice in [2, 2]")
+case(K, "sweep-concurrency-in-process", ("nightly", "--golden", "goldens/r", "--sweep-concurrency", "1,2", *CFG,
+                                         *QUIET), "the load sweep runs on a Triton backend")
 case(K, "merge-not-a-shard", ("merge", "goldens", "--golden", "goldens/r", *CFG), "expected one shard run")
 case(K, "merge-no-shards", ("merge", "--golden", "goldens/r", *CFG), "Missing argument 'shards'")
 case(K, "corpus-path-a-directory", ("corpus", "show", "goldens", *CFG), "is a directory")

@@ -53,7 +53,8 @@ def _root(version: Annotated[bool, typer.Option(
 
 SET_KEYS = ("[backend] url, concurrency, shm, model_label; [ray] address, workers, shards, retries, accelerator; "
             "[packer] spec, cmd, digest, laws_examples; [nightly] shard (i/n, 1-based: the hidden flag --shard), "
-            "ledger, manifest; [model] seed; [numerics] mkldnn, threads; [lanes] voiceprint_inputs; and every key "
+            "ledger, manifest; [load] concurrency (--sweep-concurrency 1,2,4,8), p99_budget_ms, blocks; "
+            "[model] seed; [numerics] mkldnn, threads; [lanes] voiceprint_inputs; and every key "
             "of docs/configuration.md. The older flags of these keys are still accepted (hidden)")
 HIDDEN = {"hidden": True}  # kept for scripts, listed under --set (harness nightly --help stays short)
 
@@ -98,6 +99,13 @@ PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="= --set 
 PackerDigestOpt = Annotated[str | None, typer.Option("--packer-digest", help="= --set packer.digest=SHA256", **HIDDEN)]
 LawsExamplesOpt = Annotated[int | None, typer.Option("--laws-examples", help="= --set packer.laws_examples=N",
                                                      **HIDDEN)]
+ArrangementsOpt = Annotated[int | None, typer.Option(
+    "--arrangements", help="Judge every packed shape in N arrangements of its blocks, today's consecutive one "
+    "included: shuffled neighbours, every slot, each block twice in one request (N - 1 more packed lanes). "
+    "Overrides [evidence] arrangements (default 3; 1 = today's only).")]
+RepeatsOpt = Annotated[int | None, typer.Option(
+    "--repeats", help="Run every packed lane N times, the shape's own noise judged like the release's. Overrides "
+    "[evidence] repeats (default 1).")]
 
 RayOpt = Annotated[str | None, typer.Option(
     "--ray", help="Fan the shards out on Ray: 'local' (a Ray instance on this machine, for this job), 'auto' (the "
@@ -126,6 +134,8 @@ FLAG_KEYS = {
     "packer_digest": ("--packer-digest", "packer.digest"), "laws_examples": ("--laws-examples", "packer.laws_examples"),
     "shard": ("--shard", "nightly.shard"), "ledger": ("--ledger", "nightly.ledger"),
     "manifest": ("--manifest", "nightly.manifest"),
+    "arrangements": ("--arrangements", "evidence.arrangements"), "repeats": ("--repeats", "evidence.repeats"),
+    "sweep_concurrency": ("--sweep-concurrency", "load.concurrency"),  # nightly: a list (job_cmds parses it)
 }
 
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import (
+    ArrangementsOpt,
     BackendOpt,
     ConcurrencyOpt,
     ConfigOpt,
@@ -28,6 +29,7 @@ from harness.cli.app import (
     RayRetriesOpt,
     RayShardsOpt,
     RayWorkersOpt,
+    RepeatsOpt,
     SeedOpt,
     SetOpt,
     ShapesOpt,
@@ -41,6 +43,7 @@ from harness.cli.app import (
     resolve_config,
     say,
 )
+from harness.data.errors import HarnessError
 
 LocaliseOpt = Annotated[bool, typer.Option("--localise/--no-localise", help="Name the first diverging layer of each "
                                            "failing shape (after the verdict is written; best effort).")]
@@ -49,6 +52,11 @@ NoPromoteOpt = Annotated[bool, typer.Option("--no-promote", help="Score, report,
                                             "exit status is still the verdict.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the previous output in --out (refused without it; "
                                         "the set is replaced as one unit).")]
+SweepOpt = Annotated[str | None, typer.Option(
+    "--sweep-concurrency", metavar="C1,C2,...", help="Triton backend: after the lanes, send every candidate shape's "
+    "requests again at each of these concurrencies (e.g. 1,2,4,8), every answer checked against the golden, "
+    "latency and the server's queue/compute time recorded; a shape inaccurate at any of them is refused. "
+    "= --set load.concurrency=[1,2,4,8] (docs/nightly.md, \"Under load\").", hidden=True)]
 
 
 @app.command("nightly")
@@ -59,7 +67,8 @@ def nightly_cmd(
     config: ConfigOpt = None, shapes: ShapesOpt = None, model: ModelOpt = None, backend: BackendOpt = None,
     device: DeviceOpt = None, tolerance: ToleranceOpt = None, ray: RayOpt = None, sets: SetOpt = None,
     localise: LocaliseOpt = True, no_promote: NoPromoteOpt = False, force: ForceOpt = False,
-    progress: ProgressOpt = True,
+    progress: ProgressOpt = True, sweep_concurrency: SweepOpt = None, arrangements: ArrangementsOpt = None,
+    repeats: RepeatsOpt = None,
     # hidden aliases of configuration keys (harness.cli.app.FLAG_KEYS): scripts keep working
     shard: ShardOpt = None, ledger: LedgerOpt = None, manifest: ManifestOpt = None,
     voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
@@ -85,7 +94,11 @@ def nightly_cmd(
                          ray_workers=ray_workers, ray_shards=ray_shards, ray_retries=ray_retries,
                          ray_accelerator=ray_accelerator, packer=packer, packer_cmd=packer_cmd,
                          packer_digest=packer_digest, laws_examples=laws_examples, shard=shard, ledger=ledger,
-                         manifest=manifest)
+                         manifest=manifest, sweep_concurrency=_concurrencies(sweep_concurrency),
+                         arrangements=arrangements, repeats=repeats)
+    if cfg.load.concurrency and cfg.ray.address is not None:
+        raise HarnessError("[load] concurrency with --ray: the load sweep runs in a one-process nightly on a Triton "
+                           "backend")
     _finish(commands.nightly(NightlyJob(cfg, golden, out, ray_of(cfg), localise=localise, progress=progress,
                                         no_promote=no_promote, force=force)))
 
@@ -112,6 +125,16 @@ def merge_cmd(
     refuse_previous_output(out, force)
     _finish(merge(cfg, golden, list(shards), out, _path(cfg.nightly.ledger), _path(cfg.nightly.manifest), localise,
                   no_promote))
+
+
+def _concurrencies(text: str | None) -> list[int] | None:
+    """``--sweep-concurrency 1,2,4,8`` as a list (its range is checked with the configuration's ``[load]``)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise HarnessError(f"--sweep-concurrency {text!r}: expected whole numbers separated by commas, e.g. 1,2,4,8")
+    return [int(p) for p in parts]
 
 
 def _path(text: str | None) -> Path | None:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import (
+    ArrangementsOpt,
     BackendOpt,
     ConcurrencyOpt,
     ConfigOpt,
@@ -20,6 +21,7 @@ from harness.cli.app import (
     PackerDigestOpt,
     PackerOpt,
     ProgressOpt,
+    RepeatsOpt,
     SeedOpt,
     SetOpt,
     ShapesOpt,
@@ -43,7 +45,7 @@ def run_cmd(
                                                       "blocks with empty blocks (a fixed compiled batch). Overrides "
                                                       "[shapes] pad_to_fixed.")] = None,
     config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
-    sets: SetOpt = None, progress: ProgressOpt = True,
+    sets: SetOpt = None, progress: ProgressOpt = True, arrangements: ArrangementsOpt = None, repeats: RepeatsOpt = None,
     # hidden aliases of configuration keys (harness.cli.app.FLAG_KEYS)
     voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
     packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = None, seed: SeedOpt = None,
@@ -60,7 +62,7 @@ def run_cmd(
     cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes, sets=sets,
                          backend=backend, concurrency=concurrency, shm=shm,
                          model_label=model_label, packer=packer, packer_cmd=packer_cmd, packer_digest=packer_digest,
-                         laws_examples=laws_examples)
+                         laws_examples=laws_examples, arrangements=arrangements, repeats=repeats)
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
     for line in commands.run(cfg, golden, runs, progress, pad_to_fixed):
         say(line)

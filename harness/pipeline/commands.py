@@ -69,6 +69,8 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
     floor = "bitwise" if repro["bitwise"] else "NOT bitwise, noise floor " + ", ".join(
         f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
     lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
+    if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.module_floors
+        lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
     if changes is not None:
         from harness.pipeline.record import adopt_hint
 
@@ -209,7 +211,8 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
         if data.score_digest != result.digest:
             raise HarnessError(f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not "
                                f"{score_path}")
-        loc = data.shapes
+        loc = {k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
+               for k, ops in data.shapes.items()}
     # the pages (and a JUnit file beside them) are one set, published in one step (harness.outputset)
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]

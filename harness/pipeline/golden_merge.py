@@ -2,7 +2,8 @@
 
 Each shard golden holds the exact lane's outputs of its blocks, its calls and its own noise floor
 (the exact lane run twice over its blocks). Merged: the staged corpus copied in its order, the
-outputs in corpus order, every call, and the worst of the floors (:func:`merge_noise_floors`);
+outputs in corpus order, every call, and the worst of the floors (:func:`merge_noise_floors`; the per-module
+ones: :func:`harness.module_floors.merge_module_floors`);
 provenance from the shards, which must agree on everything that could change the outputs (model,
 geometry, configuration, device kind, library versions, numeric settings), or the merge is refused
 naming the difference, as shard runs are (:func:`golden.runs.merge_conflict`).
@@ -21,12 +22,14 @@ from harness.data.environment import shard_conflict
 from harness.data.errors import GoldenError, short
 from harness.data.fsio import atomic_directory
 from harness.data.outputs import LaneOutputs
+from harness.module_floors import merge_module_floors
 from harness.reproduction import merge_noise_floors
 
 # What shard goldens must share (besides the environment's numeric keys and the numerics in force).
 SAME_KEYS = ("release", "geometry", "model", "config", "ops", "mode", "backend")
 # Manifest keys the merge writes anew.
-OWN_KEYS = ("kind", "format", "created", "files", "golden_id", "manifest_sha256", "corpus", "reproducibility")
+OWN_KEYS = ("kind", "format", "created", "files", "golden_id", "manifest_sha256", "corpus", "reproducibility",
+            "module_floors")
 STEP = 32
 
 
@@ -78,5 +81,6 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
         fields = {k: v for k, v in first.manifest.items() if k not in OWN_KEYS}
         fields["corpus"] = summary
         fields["reproducibility"] = merge_noise_floors([g.manifest["reproducibility"] for g in parts])
+        fields.update(merge_module_floors([g.manifest.get("module_floors") for g in parts]))
         write_manifest(tmp, seal_golden_manifest(fields, files))
     return load_golden(final)

@@ -4,7 +4,10 @@ The verdict, the ledger and the manifest are written before this runs; a model t
 hooked (a TorchScript module), a device that is not there, or any other failure here is recorded
 as the reason, never allowed to undo or block the verdict. The pack to replay is the one the run
 actually sent (its block ids are in the run's call log), rebuilt with the golden's voiceprint
-inputs, on the run's own device by default.
+inputs, on the run's own device by default. Each module's error is normalised by the golden's module
+floors (``module_floors``, :mod:`harness.module_floors`; one ulp of each module's scale for a golden
+without them) and the first module over ``multiple`` x its floor is named (``[localise]
+floor_multiple``).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from harness.data.errors import one_line, step
 from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
 from harness.localise import Inferring, localise
+from harness.module_errors import DEFAULT_MULTIPLE
 from lanes.runner import no_rows
 
 FORMAT = 1
 
 
-def localise_failures(score: Score, golden: Golden, run: Run,
-                      load_model: Callable[[], Inferring]) -> dict[str, Any]:
+def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callable[[], Inferring],
+                      multiple: float = DEFAULT_MULTIPLE) -> dict[str, Any]:
     """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc)."""
     failing = {k: [op for op, v in shape.ops.items() if not v.passed]
                for k, shape in score.shapes.items() if shape.verdict == "fail"}
@@ -47,20 +51,20 @@ def localise_failures(score: Score, golden: Golden, run: Run,
             try:
                 with step(f"localise k={k} OP {op_key}"):
                     out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), golden, run,
-                                          calls, model)
+                                          calls, model, multiple)
             except Exception as exc:  # best effort: say why, never fail the verdict
                 out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
     return out
 
 
 def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, calls: list[dict[str, Any]],
-         model: Inferring) -> dict[str, Any]:
+         model: Inferring, multiple: float) -> dict[str, Any]:
     targets = [f["block"] for f in verdict.failing if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
     target = targets[0]
     call = next((c for c in calls if c["lane"] == "fast" and int(c["shape"]) == k and int(c["op"]) == int(op)
-                 and target in (c["block_ids"] or ())), None)
+                 and not c.get("variant") and target in (c["block_ids"] or ())), None)  # the plain lane's pack
     if call is None:
         return {"available": False, "reason": f"the run's call log has no k={k} OP {int(op)} call with {target!r}"}
     members = list(call["block_ids"])
@@ -74,6 +78,8 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, call
         blocks = [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g) for b in blocks]
         if sum(b.rows for b in blocks) == 0:
             return {"available": False, "reason": "the failing pack has no voiceprint rows"}
-    return localise(model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None)
+    floors = (golden.manifest.get("module_floors") or {}).get("ops", {}).get(str(int(op)))
+    return localise(model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None,
+                    floors=floors, multiple=multiple)
 
 

@@ -28,7 +28,7 @@ from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import BackendChoice
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
-from harness.pipeline.localise import localise_failures
+from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
 from harness.pipeline.promote import promote
 from harness.pipeline.run import plan_for, run_shapes
 from harness.pipeline.score import score_run, write_score
@@ -122,6 +122,7 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
     check_writable_dir(out, "nightly output folder")
     if shard is None and not no_promote:
         check_paths(ledger_path, manifest_path)
+    check_sweep(config, backend, shard)  # [load]: a Triton backend, the whole corpus; before any work
     plan = plan_for(config)
     blocks = golden.blocks if shard is None else sum(1 for b in golden.block_ids() if shard.owns(b))
     where = (f"the shard's score at {out / 'score.json'}" if shard is not None else
@@ -142,10 +143,11 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
         return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score.corpus.blocks} blocks run "
                               f"({score.verdict} on this shard alone); combine shards with `harness merge`",
                               {"run": run.path, "score": path}, score)
+    load = nightly_sweep(config, golden, backend, packer, show_progress)  # None unless [load] concurrency
     loader = load_model if localise else None
     if loader is None and localise:
         loader = _model_loader(config, backend, run)
-    return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote)
+    return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote, load)
 
 
 def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
@@ -177,7 +179,8 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
 
 
 def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
-             load_model: Callable[[], Inferring] | None, no_promote: bool = False) -> NightlyOutcome:
+             load_model: Callable[[], Inferring] | None, no_promote: bool = False, load: Sweep | None = None
+             ) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger_store`); the nightly's own outputs
@@ -191,6 +194,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
     with output_set(out, SET, MEMBERS) as stage:
         with step("score"):
             score = score_run(golden, run, config.tolerances)
+            score = score if load is None else attach(score, load, config)  # the sweep can refuse a shape
             write_score(stage / "score.json", score)
         if no_promote:
             from harness.score_check import check_score
@@ -203,9 +207,11 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
                                   str(paths["score"]))
             paths["ledger"], paths["promoted"] = ledger_path, manifest_path
         localisation = {}
-        if load_model is not None:
-            with step("localise"):
-                localisation = localise_failures(score, golden, run, load_model)
+        if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
+            with step("localise"):  # only failing shapes are localised: torch is imported only then
+                from harness.pipeline.localise import localise_failures
+
+                localisation = localise_failures(score, golden, run, load_model, config.localise.floor_multiple)
             if localisation:
                 write_json_atomic(stage / "localisation.json", {
                     "kind": "harness.localisation", "format": 1, "score_digest": score.digest,

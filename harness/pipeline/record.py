@@ -30,9 +30,11 @@ from harness.data.corpus_schema import CorpusReader, CorpusWriter
 from harness.data.environment import differences, machine_environment, numerics_differences, provenance
 from harness.data.errors import GoldenError, step
 from harness.data.fsio import atomic_directory, check_writable_dir
+from harness.data.metrics import start_warming
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
 from harness.data.shape import EXACT, lane_name
+from harness.module_floors import floor_sampler
 from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances
@@ -59,6 +61,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
     (which is kept: the new golden lands beside it)."""
+    start_warming()  # numba's import + kernels behind the corpus copy, not in the first sink (issue 25)
     final, previous = golden_target(root, release, regen)
     check_writable_dir(final.parent, "golden folder")
     geometry = backend.geometry
@@ -77,6 +80,8 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
             outputs = BackgroundWriter(new_lane_writer(tmp, geometry, list(plan.ops)))
             floor = floor_scorer(plan.ops, geometry, "isolated")
             first: dict[str, LaneOutputs] = {}
+            modules = floor_sampler(getattr(backend, "model", None), CorpusReader(tmp / CORPUS, geometry),
+                                    config.localise, plan.ops)  # per-module floors: harness.module_floors
 
             def sink(lane: str, batch: LaneOutputs) -> None:
                 if lane == EXACT:
@@ -84,6 +89,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                     batch.segmentation.decisions()  # computed once, here: the writer and the floor share them
                     outputs.write(batch)
                     first["batch"] = batch
+                    modules.add(batch)
                 elif lane == lane_name(EXACT, 1):
                     floor.add(first.pop("batch"), batch)
 
@@ -99,6 +105,8 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                   "config": config.to_dict(), "ops": [int(op) for op in plan.ops],
                   "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
                   "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}
+        with step("module floors"):
+            fields.update(modules.fields(CorpusReader(tmp / CORPUS, geometry)))
         write_manifest(tmp, seal_golden_manifest(fields, files))
     golden = load_golden(final)
     changes = summarize_changes(previous, golden) if previous is not None else None

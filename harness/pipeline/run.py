@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,9 +14,11 @@ from golden.store import Golden
 from harness.config import ReleaseConfig
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
+from harness.data.metrics import start_warming
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.shards import BlockRange, Shard
+from lanes.arrangements import manifest_evidence, variants_for
 from lanes.runner import RunPlan, check_request_sizes, run_lanes
 
 if TYPE_CHECKING:
@@ -26,10 +29,11 @@ Progress = Callable[[int], None]
 
 def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None
              ) -> RunPlan:
-    return RunPlan(shapes=tuple(shapes if shapes is not None else config.candidates),
-                   release_shapes=config.release_shapes, voiceprint_inputs=config.voiceprint_inputs,
+    ks, ev = tuple(shapes if shapes is not None else config.candidates), config.evidence
+    return RunPlan(shapes=ks, release_shapes=config.release_shapes, voiceprint_inputs=config.voiceprint_inputs,
                    pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
-                   include_exact=True, mask_policy=config.masks)
+                   include_exact=True, mask_policy=config.masks,
+                   variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed))  # [evidence] (lanes.arrangements)
 
 
 def shard_ids(golden: Golden, shard: Shard | BlockRange | None) -> list[str] | None:
@@ -62,6 +66,7 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
     on the packing laws first (``laws_examples`` per law; 0: not judged) and its verdict recorded as
     the manifest's ``laws``: a packer that breaks them still runs (its evidence is worth reporting),
     but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`)."""
+    start_warming()  # numba's import + kernels behind the golden reading, not in the first sink (issue 25)
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
@@ -75,14 +80,21 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
         with _cancelled_on_failure(corpus_hash):
             blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
             with step("lanes"):
+                started = time.perf_counter()
                 run_lanes(blocks, backend, plan, writer.sink, golden_inputs=golden.voiceprint_inputs,
                           packer=packer, progress=progress, log=writer.calls)
+                lanes_wall_s = time.perf_counter() - started  # beside the calls' device time (harness.host_share)
             describe = getattr(packer, "describe", None)
             fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
                       **provenance(backend.environment()), "config": config.to_dict(),
                       "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
                       "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
-                      "shapes": list(plan.shapes), "shard": str(shard) if shard else None, "laws": laws}
+                      "shapes": list(plan.shapes), "shard": str(shard) if shard else None, "laws": laws,
+                      "lanes_wall_s": lanes_wall_s}
+            evidence = manifest_evidence(plan.variants, config.evidence.arrangements, config.evidence.repeats,
+                                         config.evidence.seed)  # the variant lanes (lanes.arrangements)
+            if evidence is not None:  # a run without variants keeps today's manifest, key absent
+                fields["evidence"] = evidence
             with step("write run"):
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
                 path = writer.finish(fields)

@@ -17,6 +17,13 @@ from typing import Any, cast
 
 from golden.runs import Run
 from golden.store import Golden
+from harness.arrangement_evidence import (
+    ArrangementScorer,
+    arrangement_plans,
+    same_limits,
+    slot_map,
+    with_arrangements,
+)
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
 from harness.data.fsio import check_output_file
@@ -25,6 +32,8 @@ from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
+from harness.host_share import DeviceTime, host_entry
+from harness.repeat_evidence import RepeatScorer, repeat_lanes, with_repeats
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.request_evidence import RequestCounter, requests_entry
 from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result
@@ -59,6 +68,10 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
     """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score (frozen)."""
     shapes = run.shapes
     names = [EXACT, *(lane_name(k) for k in shapes)]
+    repeats = repeat_lanes(run.manifest)  # --repeats N: {k: ["k4.r2", ...]} (harness.repeat_evidence); {} without
+    names += [lane for k in shapes for lane in repeats.get(k, [])]
+    arranged = arrangement_plans(run.manifest)  # --arrangements N: {k: its arrangement lanes}; {} without
+    names += [lane for k in shapes if k in arranged for lane in arranged[k].lanes]
     with step("check run"):
         ids = check_comparable(golden, run, names)
     # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
@@ -67,6 +80,11 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
     verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
     effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes}
     exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
+    repeat_scorers = {k: RepeatScorer(k, [lane_name(k), *repeats[k]], ops, g, voiceprint_inputs, tolerances, floors)
+                      for k in shapes if k in repeats}
+    same = same_limits(tolerances, ops, floors) if arranged else {}
+    arrangement_scorers = {k: ArrangementScorer(arranged[k], ops, g, limits, same, voiceprint_inputs)
+                           for k in shapes if k in arranged}
     reader = golden.outputs()
 
     def batches() -> Iterator[tuple[LaneOutputs, dict[str, LaneOutputs]]]:
@@ -84,13 +102,19 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
                 lane = lanes[lane_name(k)]
                 verdict_scorers[k].add(gold, lane)
                 effect_scorers[k].add(exact, lane)
+                if k in repeat_scorers:
+                    repeat_scorers[k].add(lane, [lanes[name] for name in repeats[k]])
+                if k in arrangement_scorers:
+                    arrangement_scorers[k].add(gold, lane, lanes)
     env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
     env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
     verification = reproduction(golden.golden_id, exact_scorer.verdicts(),
                                 golden.manifest["reproducibility"]["bitwise"], golden.fingerprint == run.fingerprint,
                                 env_diff)
     counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
-    throughput = summarize_calls(counter.observe(run.iter_calls()))
+    slots = slot_map(arranged, ids)  # where each block sat in its requests: the same pass over the call log
+    device = DeviceTime()  # every logged call's time, in the same pass: the host share (harness.host_share)
+    throughput = summarize_calls(counter.observe(slots.observe(device.observe(run.iter_calls()))))
     laws = run.manifest["laws"]
     shape_results: dict[str, ShapeScore] = {}
     for k in shapes:
@@ -98,6 +122,10 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
         requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k, {str(v.op): v for v in verdicts},
                                   len(ids))
         shape_results[str(k)] = shape_result(k, verdicts, requests, laws, packing_effect(effect_scorers[k].verdicts()))
+        shape_results[str(k)] = with_repeats(shape_results[str(k)], repeat_scorers.get(k))
+        if k in arrangement_scorers:
+            shape_results[str(k)] = with_arrangements(shape_results[str(k)],
+                                                      arrangement_scorers[k].evidence(verdicts, slots))
     verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
     body = {
         "kind": "harness.score",
@@ -127,6 +155,11 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
         "exact_timing_source": "this run (interleaved)",
         "verdict": verdict,
     }
+    if run.manifest.get("evidence"):  # absent from a run before --arrangements/--repeats: so from its score
+        body["evidence"] = {key: run.manifest["evidence"][key] for key in ("arrangements", "repeats", "seed")}
+    host = host_entry(run.manifest.get("lanes_wall_s"), device.seconds, len(ids))
+    if host is not None:  # absent from a run before it (or merged shards): so from its score
+        body["host"] = host
     # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
     return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
 

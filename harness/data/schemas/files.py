@@ -22,6 +22,7 @@ from harness.data.schemas.base import (
     Strict,
     Timestamp,
 )
+from harness.data.schemas.localisation import ModuleFloors
 from harness.data.shape import EXACT, lane_name
 
 
@@ -73,6 +74,9 @@ class InForce(TypedDict, total=False):
     driver_version: Annotated[str | None, Field(description="the NVIDIA driver's version (None on CPU)")]
     compute_capability: Annotated[str | None, Field(
         pattern=r"^[0-9]+\.[0-9]+$", description="the GPU's compute capability, '9.0' (None on CPU)")]
+    torch_loaded: Annotated[bool, Field(description=(
+        "present only as false: the model is not a torch network and the process never imported torch, so "
+        "torch's flags (threads to matmul_precision) were in force nowhere and are absent (harness.numerics)"))]
 
 
 class NumericsRecord(Strict):
@@ -184,12 +188,43 @@ class GoldenManifest(Strict):
     mode: Literal["isolated", "chained"]  # the voiceprint inputs (voiceprint_inputs in code); file key "mode"
     corpus: CorpusSummary
     reproducibility: Reproducibility
+    module_floors: ModuleFloors | None = Field(
+        None, description="per-module noise floors of a few sampled blocks (harness.module_floors; absent: recorded "
+                          "before they existed, or [localise] floor_blocks = 0)")
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256 = Field(description="sha256 of this manifest's canonical JSON without this key")
 
 
-class RunManifest(Strict):
+class VariantEntry(Strict):
+    """One variant lane of a run (``lanes.arrangements``): what it is, so that scoring knows how to judge it."""
+
+    k: Positive = Field(description="the plain shape it re-runs")
+    kind: Literal["arrangement", "duplicate", "repeat"] = Field(
+        description="arrangement: shuffled (k4.a1 ..); duplicate: every block twice in one request (k4.d, k4.d2); "
+        "repeat: the plain lane again (k4.r2 ..)")
+    index: Count = Field(description="arrangement number, copy index (duplicate: 0, 1) or repeat number")
+
+
+class RunEvidence(Strict):
+    """``evidence`` of a run manifest (``--arrangements``, ``--repeats``; absent: 1 and 1, today's run)."""
+
+    arrangements: Positive = Field(description="arrangements per shape, the plain one included")
+    repeats: Positive = Field(description="runs of every packed lane")
+    seed: Count = Field(description="the arrangements' seed")
+    variants: dict[str, VariantEntry] = Field(description="every variant lane: k{k}.{tag} -> what it is")
+
+    @model_validator(mode="after")
+    def _names(self) -> RunEvidence:
+        for name, entry in self.variants.items():
+            if not name.startswith(f"k{entry.k}.") or name == f"k{entry.k}.":
+                raise ValueError(f"variant lane {name!r} is not a lane of k={entry.k} (k{entry.k}.<tag>)")
+        return self
+
+
+class RunManifest(OptionalKeys, Strict):
     """``<run>/manifest.json``: the lanes of one run (always the exact lane, interleaved)."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"evidence", "lanes_wall_s"})
 
     kind: Literal["harness.run"]
     format: Literal[2]
@@ -215,6 +250,10 @@ class RunManifest(Strict):
     blocks_sha256: Sha256 = Field(description="digest of the run's block ids, in order")
     shard: str | None = None
     merged_from: list[str] | None = None
+    evidence: RunEvidence | None = Field(None, description="the variant lanes (--arrangements, --repeats); absent: "
+                                                           "none, as a run before them")
+    lanes_wall_s: NonNeg | None = Field(None, description="the lanes' wall in this process, first group's start to "
+                                        "the last answer taken (absent: a run before it, or merged shards)")
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256
 
@@ -222,7 +261,11 @@ class RunManifest(Strict):
     def _lanes(self) -> RunManifest:
         if len(set(self.shapes)) != len(self.shapes):
             raise ValueError("shapes: a shape is listed twice")
-        want = sorted([EXACT, *(lane_name(k) for k in self.shapes)])
+        variants = self.evidence.variants if self.evidence is not None else {}
+        stray = sorted(name for name, v in variants.items() if v.k not in self.shapes)
+        if stray:
+            raise ValueError(f"evidence.variants: lane {stray[0]!r} varies a shape the run does not hold")
+        want = sorted([EXACT, *(lane_name(k) for k in self.shapes), *variants])
         if sorted(self.lanes) != want:
             raise ValueError(f"lanes {self.lanes} must be exactly {want} (the exact lane always runs, interleaved)")
         return self

@@ -59,6 +59,9 @@ class SignoffReport(Strict):
     throughput: list[dict[str, Any]] = Field(description="per lane: timing and speed-up")
     exact_lane: dict[str, Any] | None
     exact_timing_source: str
+    host: dict[str, Any] | None = Field(None, description="the lanes' wall: network calls vs the harness's own work "
+                                                          "(score.host; None when the run did not record it)")
+    timing_line: str = Field("", description="what a lane's timing measures, and the harness's share beside it")
     transitions: list[dict[str, Any]] | None = Field(description="what this night's promotion changed")
     ledger: list[dict[str, Any]] | None = Field(description="the ledger's rows for this model and device")
     overrides: list[dict[str, Any]] = Field(description="judging settings that differ from the release's")
@@ -66,3 +69,12 @@ class SignoffReport(Strict):
     no_promote_line: str | None
     margins: dict[str, Any] | None = Field(None, description="the margins over nights (only with a ledger's "
                                                              "history)")
+    load: dict[str, Any] | None = Field(None, description="the concurrency sweep's points and budget (only when the "
+                                                          "score holds one: score.load)")
+    repeats: dict[str, Any] | None = Field(None, description="each shape's own noise over --repeats N runs "
+                                                             "(reports.repeat_section; only with repeats)")
+    arrangements: dict[str, Any] | None = Field(None, description="every shape in other arrangements: spread, "
+                                                  "slots, reasons (reports.arrangement_section; only with "
+                                                  "--arrangements N >= 2)")
+    module_errors: dict[str, Any] | None = Field(None, description="per failing (shape, OP): error / noise floor per "
+                                                   "module (reports.module_error_section; only when localised)")

@@ -30,6 +30,9 @@ from harness.data.schemas.files import (
     NumericsRecord,
     Reproducibility,
 )
+from harness.data.schemas.host import HostShare
+from harness.data.schemas.load import LoadEvidence
+from harness.data.schemas.localisation import LocalisedOp
 from harness.tolerances import Tolerances
 
 
@@ -153,8 +156,13 @@ class ShapeScore(OptionalKeys, Frozen):
     requests: RequestEvidence = Field(description="the full k-block requests behind this verdict")
     vs_exact: dict[str, Any] | None = Field(None, description="this shape against the run's own exact lane "
                                                               "(absent from the file when not measured)")
+    repeats: RepeatEvidence | None = Field(None, description="the shape's own noise over --repeats N runs "
+                                                             "(harness.data.schemas.repeats; absent: run once)")
+    arrangements: ShapeArrangements | None = Field(
+        None, description="the shape in other arrangements (--arrangements N; harness.data.schemas.arrangements; "
+        "absent: its plain arrangement only)")
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact", "repeats", "arrangements"})
 
     @model_validator(mode="after")
     def _op0(self) -> ShapeScore:
@@ -191,7 +199,7 @@ class GoldenRef(Frozen):
     manifest_sha256: Sha256
 
 
-class Score(Frozen):
+class Score(OptionalKeys, Frozen):
     """``score.json``: every OP of every shape judged, bound to the run and golden it judged."""
 
     kind: Literal["harness.score"]
@@ -218,14 +226,31 @@ class Score(Frozen):
     throughput: dict[str, Any]
     exact_timing_source: str
     verdict: Verdict
+    load: LoadEvidence | None = Field(None, description="the nightly's concurrency sweep on a Triton backend "
+                                                        "([load]; absent when not swept)")
+    evidence: ScoreEvidence | None = Field(None, description="arrangements, repeats and seed of the run "
+                                                             "(absent: 1 and 1, today's evidence)")
+    host: HostShare | None = Field(None, description="the lanes' wall: network calls vs the harness's own work "
+                                                     "(absent: a run before it was recorded, or merged shards)")
     digest: Sha256 = Field(description="sha256 of this file's canonical JSON without this key")
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host"})
 
 
 class LocalisationFile(Frozen):
-    """``localisation.json``: first diverging layers of failing shapes (best effort, after the verdict)."""
+    """``localisation.json``: first diverging layers of failing shapes, and where their error grows past each
+    module's noise floor (best effort, after the verdict)."""
 
     kind: Literal["harness.localisation"]
     format: Literal[1]
     score_digest: Sha256
-    shapes: dict[ShapeKey, dict[OpKey, dict[str, Any]]]
+    shapes: dict[ShapeKey, dict[OpKey, LocalisedOp]]
 
+
+# a shape's repeats and arrangements hold OpVerdictModel (declared above): imported last, then the models that
+# hold them completed
+from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements  # noqa: E402
+from harness.data.schemas.repeats import RepeatEvidence  # noqa: E402
+
+ShapeScore.model_rebuild()
+Score.model_rebuild()

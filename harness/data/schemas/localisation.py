@@ -1,0 +1,62 @@
+"""Schemas of per-module error along the network (issue 26, item 4): the golden's module floors and
+what localisation writes per module (``harness.module_floors``, ``harness.module_errors``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from harness.data.schemas.base import Count, NonNeg, Open, OpKey, Strict
+
+
+class ModuleFloor(Strict):
+    """One module's noise floor: how much its output differs between the exact lane's two passes."""
+
+    max_abs: NonNeg = Field(description="largest max |pass 2 - pass 1| over the sampled blocks")
+    max_rel: NonNeg = Field(description="largest max abs / the module's scale over the sampled blocks")
+    scale: NonNeg = Field(description="largest finite |output| of the module over the sampled blocks (the ulp "
+                                      "floor is taken at it)")
+    jitter: NonNeg = Field(description="largest max abs change when every leaf module's output moves by one ulp "
+                                       "(harness.localise.one_ulp_jitter): noise grown through the network")
+
+
+class ModuleFloors(Strict):
+    """The golden manifest's ``module_floors``: per OP and module, the noise floor (sealed with the manifest)."""
+
+    format: Literal[1]
+    passes: Literal[2] = Field(description="plain runs of each sampled block's requests, alone, hooked (and one "
+                                           "more under one-ulp jitter)")
+    seed: Count = Field(description="seed of the sample ([localise] floor_seed)")
+    blocks: list[str] = Field(description="the sampled blocks, in corpus order")
+    ops: dict[OpKey, dict[str, ModuleFloor]] = Field(
+        description="per OP, per module (harness.localise's names: '<network>.<module>', the input and "
+                    "the model's answer included)")
+    skipped: str | None = Field(None, description="why no floor was recorded (a model without torch modules, "
+                                                  "modules that refuse hooks, a server's model); ops is then empty")
+
+
+class ModuleError(Strict):
+    """One module's packed-vs-alone error along the network, against its floor."""
+
+    module: str
+    max_abs: NonNeg
+    max_rel: NonNeg = Field(description="max abs / the exact output's largest finite magnitude")
+    floor: NonNeg = Field(description="max(the golden's two-pass max abs and jitter, ulp of the module's scale)")
+    ratio: NonNeg = Field(description="max_abs / floor")
+    non_finite: Count = Field(description="elements finite on one side only")
+
+
+class LocalisedOp(Open):
+    """One failing (shape, OP) localised: today's first diverging layer and the per-module error. Other keys
+    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by ``harness.localise``."""
+
+    available: bool
+    first_diverging_layer: str | None = Field(None, description="the first module whose output differs at all")
+    modules: list[ModuleError] | None = Field(None, description="every module compared, in execution order")
+    first_exceeding: str | None = Field(None, description="the first module whose ratio exceeds floor_multiple "
+                                                          "(or whose non-finite values differ)")
+    floor_multiple: NonNeg | None = Field(None, description="[localise] floor_multiple in force")
+    floor_source: Literal["golden", "ulp"] | None = Field(
+        None, description="golden: the golden's module floors; ulp: one ulp of each module's scale (the golden "
+                          "records none)")

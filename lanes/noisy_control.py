@@ -1,0 +1,64 @@
+"""A negative control for ``--repeats``: a packed path that does not give the same answer twice.
+
+A nondeterministic kernel (an atomic add, an autotuned algorithm, a reduction split by timing) can
+agree with the golden on the one night it ran and differ the next. This control is the null model
+(batch-invariant by construction: packed and unpacked calls agree bitwise) with that defect on its
+packed path: a request of more than one block is answered exactly the first ``exact`` times its
+content is seen, and with tiny seeded noise (``scale``, ~1e-6: within the default tolerances, a
+different draw every call) from then on. Single-block requests (the exact lane's) are never touched,
+so the golden and its floor are bitwise.
+
+``exact`` defaults to 2 because a plain lane's first request is sent twice by the old evidence (the
+untimed warm-up call, then the lane's own): with one run per shape the control is promoted even in
+bitwise mode, as the defect it stands for would be; its repeats (``k4.r2``, ``k4.r3``) see the noise.
+Spec: ``--model lanes.noisy_control:small`` (or ``...:small?exact=1&scale=1e-5``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import numpy as np
+
+from harness.data import ops
+from lanes.null_model import NullModel, _config_geometry
+
+
+class NoisyPackedModel(NullModel):
+    """The null model whose packed answers carry fresh noise from the ``exact + 1``-th time a request is seen."""
+
+    def __init__(self, label: str, seed: int, exact: int, scale: float) -> None:
+        super().__init__(_config_geometry(label), label, seed)
+        self.exact, self.scale = int(exact), float(scale)
+        self.seen: dict[str, int] = {}  # request digest -> times answered
+        self.fingerprint = hashlib.sha256(f"{self.fingerprint}|control:noisy-packed|{exact}|{scale}".encode()
+                                          ).hexdigest()
+        self.name = f"{self.name}-control-noisy-packed"
+
+    def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = super().infer(request)
+        windows = int(np.asarray(request[ops.OFFSETS]).shape[0])
+        if windows <= self.geometry.windows_per_block:
+            return out  # one block: the release's shape, deterministic
+        digest = hashlib.sha256(b"".join(np.ascontiguousarray(request[name]).tobytes()
+                                         for name in sorted(request))).hexdigest()
+        times = self.seen[digest] = self.seen.get(digest, 0) + 1
+        if times <= self.exact:
+            return out
+        rng = np.random.RandomState([self.seed, int(digest[:8], 16), times])
+        noisy = {}
+        for name, value in out.items():
+            noise = rng.standard_normal(value.shape) * self.scale
+            noisy[name] = (value + noise).astype(np.float32)
+        return noisy
+
+
+def small(seed: int = 0, device: str = "cpu", exact: int = 2, scale: float = 1e-6) -> NoisyPackedModel:
+    """The control at the small test geometry."""
+    return NoisyPackedModel("small", seed, exact, scale)
+
+
+def full(seed: int = 0, device: str = "cpu", exact: int = 2, scale: float = 1e-6) -> NoisyPackedModel:
+    """The control at the reference model's full geometry."""
+    return NoisyPackedModel("full", seed, exact, scale)

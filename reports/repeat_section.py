@@ -1,0 +1,69 @@
+"""The sign-off report's "Repeats" section: each shape's own noise over ``--repeats N`` runs, beside the release's.
+
+The figures are the score's (``ShapeScore.repeats``, :mod:`harness.repeat_evidence`); nothing is judged
+here. Per shape and OP, one row: how many runs, how many blocks and windows/rows differ between them,
+the noise (the golden floor's figures: max abs, max ulp, flips, min cosine), the release's own floor
+beside it, whether the shape is "as reproducible as the release", and whether the OP's tolerance mode
+refuses (bitwise, noise-floor) or flags (tolerance) a lane that is not. The section exists only when
+some shape has repeats, so a report of a run without them is the same file as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.data.schemas.files import Floor
+from harness.data.schemas.results import Score
+
+
+def repeat_facts(score: Score) -> dict[str, Any] | None:
+    """The section as plain JSON (report.json's ``repeats``); None when no shape was repeated."""
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for k in sorted(score.shapes, key=int):
+        ev = score.shapes[k].repeats
+        if ev is None:
+            continue
+        warnings += ev.warnings
+        for op in sorted(ev.ops):
+            o = ev.ops[op]
+            refused = o.gated and any(not p.passed for p in o.pairs)
+            rows.append({
+                "shape": int(k), "op": o.op, "repeats": ev.repeats, "lanes": list(ev.lanes),
+                "tolerance_mode": o.tolerance_mode, "gated": o.gated, "refused": refused,
+                "blocks": o.blocks, "blocks_differing": o.blocks_differing,
+                "fraction_blocks_differing": o.blocks_differing / o.blocks if o.blocks else 0.0,
+                "unit": o.unit, "units": o.units, "units_differing": o.units_differing,
+                "first_differing_block": o.first_differing_block,
+                "noise": o.noise.model_dump(mode="json"), "noise_text": floor_text(o.noise),
+                "release_floor": o.release_floor.model_dump(mode="json") if o.release_floor is not None else None,
+                "release_floor_text": floor_text(o.release_floor),
+                "as_reproducible_as_release": o.as_reproducible_as_release,
+                "sentence": sentence(int(k), o.op, o.as_reproducible_as_release, o.tolerance_mode, refused),
+            })
+    if not rows:
+        return None
+    return {"rows": rows, "warnings": warnings}
+
+
+def sentence(k: int, op: int, as_release: bool, mode: str, refused: bool) -> str:
+    """The row's answer in words: "k=8 OP 0 is as reproducible as the release" or not, and what followed."""
+    if as_release:
+        return f"k={k} OP {op} is as reproducible as the release"
+    then = "refused" if refused else ("flagged, not refused (tolerance mode)" if mode == "tolerance"
+                                      else "within this mode's limits")
+    return f"k={k} OP {op} is NOT as reproducible as the release: {then}"
+
+
+def floor_text(f: Floor | None) -> str:
+    """A floor (or a lane's noise) in one cell: "bitwise", or its figures."""
+    if f is None:
+        return "not recorded"
+    if f.bitwise:
+        return "bitwise"
+    parts = [f"max_abs {f.max_abs:.3g}", f"max_ulp {f.max_ulp:,}"]
+    if f.argmax_flips:
+        parts.append(f"{f.argmax_flips:,} argmax flips")
+    if f.min_cosine is not None and f.min_cosine < 1.0:
+        parts.append(f"min cosine 1 − {1.0 - f.min_cosine:.2g}")
+    return ", ".join(parts)
