@@ -127,7 +127,8 @@ class FastLane:
                 raise LaneError(f"fast lane k={self.k} given {len(chunk)} blocks in one call")
             packed = self.packer.pack(list(chunk), pad_to=self.k if self.pad_to_fixed else None)
             ids = packed.block_ids
-            where = (f"fast lane {self.variant or f'k={self.k}'} OP {int(packed.op)} blocks {ids[0]!r}"
+            lane = f"k={self.k}" + (f" ({self.variant})" if self.variant else "")  # "k=2 (k2.d)": a variant lane
+            where = (f"fast lane {lane} OP {int(packed.op)} blocks {ids[0]!r}"
                      + (f"..{ids[-1]!r}" if len(ids) > 1 else ""))
             call: Call = (packed.op, packed.tensors(), packed.windows, packed.rows, where)
             yield call, functools.partial(self._take, packed, call, i, deliver)

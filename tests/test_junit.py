@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from harness.config import ReleaseConfig
+from harness.config import EvidenceSection, ReleaseConfig
 from harness.numerics import NumericSettings
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
@@ -28,7 +28,9 @@ from tests.pipeline import record, run_shapes
 
 SHAPES = (2, 4)
 NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a shared 2-core runner
-CONFIG = ReleaseConfig(numerics=NUMERICS)
+# one arrangement: these tests read the JUnit layout of the per-OP verdicts; the arrangements' own failure
+# case ("evidence") is asserted in tests/test_repeats.py and tests/test_load_sweep.py
+CONFIG = ReleaseConfig(numerics=NUMERICS, evidence=EvidenceSection(arrangements=1))
 
 
 @pytest.fixture(scope="module")

@@ -565,7 +565,7 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
     parsed.feed(dom)
     attrs = parsed.body
     assert attrs.get("data-probe") == "done", f"probe did not run; body attributes: {attrs}"
-    expected_plots = len(re.findall(r'<svg class="plot"', page))
+    expected_plots = len(re.findall(r'<svg class="plot[" ]', page))  # "plot arrangement-plot" too: svg.plot
     assert expected_plots >= 1 + 3 * len(leaky[0].shapes)
     assert int(attrs["data-plots"]) == expected_plots
     assert int(attrs["data-drawn"]) == expected_plots, "some plots were not laid out"
