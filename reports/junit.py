@@ -188,7 +188,8 @@ def summary_line(score: Score, verification: Reproduction | None) -> str:
     for k, s in failed[:MAX_SHAPES_IN_SUMMARY]:
         reasons = s.reasons or ["failed"]
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        parts.append(f"shape k={k} {reasons[0]}{more}")
+        first = reasons[0].removeprefix(f"k={k} ")  # an evidence reason names its shape itself: "k=4 arrangement 1 ..."
+        parts.append(f"shape k={k} {first}{more}")
     if len(failed) > MAX_SHAPES_IN_SUMMARY:
         parts.append(f"... {len(failed) - MAX_SHAPES_IN_SUMMARY} more failed shape(s)")
     parts.append(f"{len(failed)} of {len(shapes)} shapes failed")
