@@ -25,39 +25,27 @@ are the inner model's.
 
 from __future__ import annotations
 
-import atexit
-import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.data.errors import ModelError
 from lanes.model_api import Model, load_model
+from lanes.simulated_device import IntervalLog
 
 
 class DeviceTimeline:
     """``inner``'s answers; each call's device time (CUDA events, or wall on the CPU) kept for a timeline."""
 
     def __init__(self, inner: Model, device: str, timeline: str | None) -> None:
-        if timeline is not None and not isinstance(timeline, str):
-            raise ModelError(f"device timeline: timeline must be a file path (a string), got {timeline!r}")
+        self._log = IntervalLog("device timeline", timeline)
         self._inner = inner
-        self._path = Path(timeline) if timeline else None
-        if self._path is not None and not self._path.parent.is_dir():
-            raise ModelError(f"device timeline: timeline {timeline!r}: folder {str(self._path.parent)!r} "
-                             "does not exist")
         self._timer = _cuda_timer(device) or _wall_timer
         self.clock = "cuda-events" if self._timer is not _wall_timer else "perf_counter"
-        self._intervals: list[float] = []
-        self._written = 0
-        self._lock = threading.Lock()
         self.geometry = inner.geometry
         self.fingerprint = inner.fingerprint
-        if self._path is not None:
-            atexit.register(self.write_timeline)
 
     def __getattr__(self, name: str) -> Any:  # only for what this class lacks: the inner model's extras
         if name.startswith("__") or name == "_inner":
@@ -67,24 +55,15 @@ class DeviceTimeline:
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         start = time.perf_counter()
         out, seconds = self._timer(lambda: self._inner.infer(request))
-        with self._lock:
-            self._intervals += (start, start + seconds)
+        self._log.add(start, start + seconds)
         return out
 
     def intervals(self) -> np.ndarray:
         """[calls, 2] float64: every call's (start, start + device seconds), in call order."""
-        with self._lock:
-            return np.asarray(self._intervals, dtype=np.float64).reshape(-1, 2)
+        return self._log.intervals()
 
     def write_timeline(self) -> None:
-        """Append the calls not yet written (at exit; safe to call before: nothing is written twice)."""
-        if self._path is None:
-            return
-        with self._lock:
-            data = np.asarray(self._intervals[self._written:], dtype=np.float64).tobytes()
-            self._written = len(self._intervals)
-        with open(self._path, "ab") as f:
-            f.write(data)
+        self._log.write()
 
 
 Timer = Callable[[Callable[[], dict[str, np.ndarray]]], tuple[dict[str, np.ndarray], float]]

@@ -50,17 +50,7 @@ class SimulatedDevice(NullModel):
                                  f"got {value!r}")
         self.c0_s, self.c1_s = float(c0_ms) / 1e3, float(c1_ms) / 1e3
         self.name = f"simulated-device-{label}-seed{self.seed}"
-        self._intervals: list[float] = []
-        self._written = 0  # how many of _intervals are in the timeline file already
-        self._lock = threading.Lock()
-        if timeline is not None and not isinstance(timeline, str):
-            raise ModelError(f"simulated device: timeline must be a file path (a string), got {timeline!r}")
-        self._timeline = Path(timeline) if timeline else None
-        if self._timeline is not None:
-            if not self._timeline.parent.is_dir():
-                raise ModelError(f"simulated device: timeline {timeline!r}: folder {str(self._timeline.parent)!r} "
-                                 "does not exist")
-            atexit.register(self.write_timeline)
+        self._log = IntervalLog("simulated device", timeline)
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": "simulated-device", "seed": self.seed, "fingerprint": self.fingerprint,
@@ -74,24 +64,50 @@ class SimulatedDevice(NullModel):
         if left > 0:
             time.sleep(left)  # the device computes; the host (another thread) is free
         end = time.perf_counter()
-        with self._lock:
-            self._intervals += (start, end)
+        self._log.add(start, end)
         return out
 
     def intervals(self) -> np.ndarray:
         """[calls, 2] float64: every call's (start, end), in call order."""
+        return self._log.intervals()
+
+    def write_timeline(self) -> None:
+        self._log.write()
+
+
+class IntervalLog:
+    """Calls' (start, end) intervals, kept in memory and appended to a timeline file at exit: the one
+    recorder of the simulated device and of the device-time wrapper (lanes.device_timeline)."""
+
+    def __init__(self, owner: str, timeline: object) -> None:
+        if timeline is not None and not isinstance(timeline, str):
+            raise ModelError(f"{owner}: timeline must be a file path (a string), got {timeline!r}")
+        self._path = Path(timeline) if timeline else None
+        if self._path is not None and not self._path.parent.is_dir():
+            raise ModelError(f"{owner}: timeline {timeline!r}: folder {str(self._path.parent)!r} does not exist")
+        self._intervals: list[float] = []
+        self._written = 0  # how many of _intervals are in the timeline file already
+        self._lock = threading.Lock()
+        if self._path is not None:
+            atexit.register(self.write)
+
+    def add(self, start: float, end: float) -> None:
+        with self._lock:
+            self._intervals += (start, end)
+
+    def intervals(self) -> np.ndarray:
         with self._lock:
             return np.asarray(self._intervals, dtype=np.float64).reshape(-1, 2)
 
-    def write_timeline(self) -> None:
-        """Append the intervals not yet written to the timeline file (one write: O_APPEND keeps writers
-        apart); called at exit, and safe to call before (nothing is written twice)."""
-        if self._timeline is None:
+    def write(self) -> None:
+        """Append the intervals not yet written (one write: O_APPEND keeps writers apart); called at
+        exit, and safe to call before (nothing is written twice)."""
+        if self._path is None:
             return
         with self._lock:
             data = np.asarray(self._intervals[self._written:], dtype=np.float64).tobytes()
             self._written = len(self._intervals)
-        with open(self._timeline, "ab") as f:
+        with open(self._path, "ab") as f:
             f.write(data)
 
 
