@@ -166,6 +166,10 @@ class InProcessBackend:
             device_queue.close()
 
     def environment(self) -> dict:
+        # read back in this thread what every call applies before it runs (_execute): torch's thread count is
+        # OpenMP's, per thread, and the calls may have run in the device queue's worker while this thread last
+        # applied another backend's settings (two backends in one process)
+        self.numerics.apply()
         return {"backend": self.name, "device": self.device, "device_kind": self.device_kind,
                 "model": describe(self.model), "numerics_requested": self.numerics.to_dict(),
                 "numerics_in_force": in_force(self.device, self.model)}

@@ -5,7 +5,9 @@ packs whole groups; capped); within a group the exact lane runs first, then each
 for OP 0, then for each voiceprint OP. With a backend that offers ``pipelined()`` (in-process) the
 calls go, in exactly that order, to a device queue (:mod:`lanes.device_queue`) while the host
 prepares the next request and takes the previous answers; otherwise each lane's calls of a group go
-to the backend together (``call_many``), so a backend may keep several in flight.
+to the backend together (``call_many``), so a backend may keep several in flight. Before the first
+group, every lane's warm-up (:mod:`lanes.warm_up`) goes the same way, the first group's calls right
+behind it.
 
 A plan's ``variants`` (:mod:`lanes.variants`: ``FastVariant``, ``Arranger``) are more lanes at a plain
 shape, the same group in another arrangement or twice (``k4.a1``, ``k4.d`` + ``k4.d2``, ``k4.r2``): they
@@ -51,9 +53,9 @@ from harness.data.shape import EXACT, Shape, ShapeError, lane_name
 from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend, Call
 from lanes.device_queue import Ordered, ordered
-from lanes.lanes import CallLog, CallRecord, ExactLane, FastLane, Take
-from lanes.memory import check_fits, in_process_device, measure_peak
+from lanes.lanes import CallLog, ExactLane, FastLane, Take
 from lanes.variants import Arranger, Entry, FastVariant, arrangement, check_variants, consecutive, sent_as
+from lanes.warm_up import warm_up
 
 __all__ = ["Arranger", "FastVariant", "GoldenInputs", "RunPlan", "check_request_sizes", "run_lanes"]
 
@@ -154,11 +156,11 @@ def run_lanes(
             contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups:
         ends: deque[int] = deque()  # the marks of the groups whose outputs are not yet given to the sink
         for members in groups:
-            if first and plan.warmup:
-                _warm_up(members, backend, plan, packer, getattr(progress, "phase", None))
-            first = False
             while len(ends) >= 2:  # at most two groups in memory
                 line.wait(ends.popleft())
+            if first and plan.warmup:  # pushed ahead of the first group's calls (lanes.warm_up)
+                warm_up(members, backend, plan, packer, line, getattr(progress, "phase", None))
+            first = False
             given = _given(golden_inputs, [b.id for b in members], reader if line.pipelined else None)
             ends.append(_run_group(members, line, exact, fast, plan, geometry, given, sink, tick))
         line.drain()
@@ -301,50 +303,6 @@ def _shared_rows(members: list[Block], op: Op, given: Mapping[Op, Mapping[str, V
         else:
             raise LaneError("voiceprint inputs need the golden's or the exact lane's segmentation")
     return shared
-
-
-def _warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer,
-             phase: Callable[[str | None], None] | None = None) -> None:
-    """Run every lane's first call once, untimed and discarded: the first call of a shape pays
-    one-off costs (allocator growth, oneDNN primitive creation, cuDNN autotuning) that are not
-    the shape's throughput. The exact lane's warm-up (one block per call) is measured, and packed
-    shapes whose requests cannot fit the device are refused before their first call
-    (:mod:`lanes.memory`). ``phase`` (the progress bar's) is told each step, ``warm-up: OP 0 k=4
-    (3 of 12)``, and None at the end: minutes of it on a CPU are neither silent nor per-block work."""
-    scratch: list[CallRecord] = []
-    g = backend.geometry
-    runs: list[tuple[Callable, int, str]] = []
-    if plan.include_exact:
-        runs.append((lambda bs: ExactLane(backend, plan.release_shapes, scratch).run(bs[:1]), 1, "exact lane"))
-    for k in plan.shapes:
-        lane = FastLane(backend, k, scratch, plan.pad_to_fixed, packer)
-        runs.append((lambda bs, lane=lane: lane.run([bs])[0], k, f"k={k}"))
-    steps = len(runs) * len(plan.ops)
-    say = phase or (lambda label: None)
-
-    def warm(run: Callable, k: int, index: int = 0, name: str = "exact lane") -> list[int | None]:
-        start = len(scratch)
-        chunk = first[:k]
-        say(f"warm-up: OP 0 {name} ({index * len(plan.ops) + plan.ops.index(Op.SEGMENTATION) + 1} of {steps})")
-        segs = run(chunk)
-        chunk = chunk[: len(segs)]
-        for j, op in enumerate(plan.ops):
-            if op.is_voiceprint:
-                say(f"warm-up: OP {int(op)} {name} ({index * len(plan.ops) + j + 1} of {steps})")
-                rows = [voiceprint_rows(s, b.valid, op, g, plan.mask_policy) for b, s in zip(chunk, segs, strict=True)]
-                if sum(r.idx.shape[0] for r in rows):
-                    run([b.with_voiceprint(op, r.weights, r.idx, r.speakers, g)
-                         for b, r in zip(chunk, rows, strict=True)])
-        return [c.peak_device_bytes for c in scratch[start:]]
-
-    device = in_process_device(backend)
-    for i, (run, k, name) in enumerate(runs):
-        if i == 0 and plan.include_exact and plan.shapes and device is not None:
-            again = lambda run=run, k=k, i=i, name=name: warm(run, k, i, name)  # noqa: E731
-            check_fits(plan.shapes, plan.pad_to_fixed, len(first), device, measure_peak(again, device), again)
-        else:
-            warm(run, k, i, name)
-    say(None)
 
 
 def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, plan: RunPlan) -> None:
