@@ -123,6 +123,38 @@ class PendingHashes:
         self._thread.join()
 
 
+class BackgroundHash:
+    """One file's sha256, computed in a thread from now on (a capture of a gigabyte: seconds of hashing
+    that overlap the work reading it); :meth:`result` waits for it, :meth:`cancel` stops it (a failed
+    command: joined at the next chunk of 4 MiB, so Ctrl-C is not held up)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._digest: str | None = None
+        self._error: OSError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="sha256", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._digest = sha256_file(self.path, self._stop)
+        except OSError as exc:  # raised by result(), in the caller's thread
+            self._error = exc
+
+    def result(self) -> str:
+        """The digest; an unreadable file raises its OSError here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._digest is not None, "result() after cancel()"
+        return self._digest
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> None:
     """Every listed file present, a plain file inside ``directory``, of its recorded size; the files
     named in ``hashed`` also of their recorded sha256 (hashed in parallel); no unlisted data file."""

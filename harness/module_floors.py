@@ -17,15 +17,16 @@ The result is the golden manifest's optional ``module_floors`` key (sealed with 
 ``harness.data.schemas.files.ModuleFloors``). A model without ``torch_modules()`` or whose modules
 refuse hooks (TorchScript) is not sampled: the key then says why (``skipped``), and localisation
 normalises by the ulp scale alone, saying so. The voiceprint OPs replay the WEIGHTS/IDX the exact
-lane sent for the sampled blocks (collected while it runs: :meth:`FloorSampler.add`); a sampled block
-without voiceprint rows is not sampled for that OP.
+lane sent for the sampled blocks (collected while it runs, :meth:`FloorSampler.add`, or read back from
+the golden's outputs as written, :meth:`FloorSampler.add_inputs`, as ``golden record`` does); a sampled
+block without voiceprint rows is not sampled for that OP.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from harness.config import LocaliseSection
 from harness.data.blocks import Block
@@ -34,7 +35,7 @@ from harness.data.errors import HarnessError, one_line
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
-from harness.data.outputs import LaneOutputs
+from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 
 FORMAT = 1
 PASSES = 2
@@ -52,6 +53,12 @@ def sample_ids(ids: Sequence[str], blocks: int, seed: int) -> list[str]:
 def skipped(reason: str, seed: int) -> dict[str, Any]:
     """The manifest's ``module_floors`` when none could be recorded: why, in one line."""
     return {"format": FORMAT, "passes": PASSES, "seed": seed, "blocks": [], "ops": {}, "skipped": reason}
+
+
+class RecordedVoiceprints(Protocol):
+    """Where recorded voiceprint rows are read from (a golden's outputs: ``golden.tables.LaneReader``)."""
+
+    def select_voiceprints(self, block_ids: Sequence[str]) -> Mapping[Op, VoiceprintOutputs]: ...
 
 
 class FloorSampler:
@@ -78,6 +85,16 @@ class FloorSampler:
         for op, outputs in batch.voiceprint.items():
             if op in self.rows:
                 self.rows[op].update(outputs.select(mine).inputs())
+
+    def add_inputs(self, recorded: RecordedVoiceprints) -> None:
+        """Keep the WEIGHTS/IDX of the sampled blocks from the golden's outputs as written (the exact lane's
+        first pass: what :meth:`add` keeps from its batches). ``golden record`` samples after the lanes, as
+        its corpus copy is made while they run (the sample is drawn from the copy's block ids)."""
+        if not self.ids or not self.rows:
+            return
+        for op, outputs in recorded.select_voiceprints(self.ids).items():
+            if op in self.rows:
+                self.rows[op].update(outputs.inputs())
 
     def fields(self, corpus: CorpusReader) -> dict[str, Any]:
         """The golden manifest's ``module_floors`` key over the sampled blocks of ``corpus`` (``{}`` when floors

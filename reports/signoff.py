@@ -19,6 +19,7 @@ reproduces puts every promotion's evidence in doubt, and the report says so firs
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,7 @@ from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
 from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
 from reports.repeat_section import repeat_facts
+from reports.template_cache import bytecode_cache
 
 FORMAT = 2
 TEMPLATES = Path(__file__).parent / "templates"
@@ -331,12 +333,14 @@ def build_images(score: Score, facts: Mapping[str, Any]) -> dict[str, Markup]:
 # Templates (numbers: reports.numbers)
 
 
+@functools.cache  # one pair per process, each template compiled once (or loaded: reports.template_cache)
 def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
     loader = jinja2.FileSystemLoader(str(TEMPLATES))
     html = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    md = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined,
-                            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              bytecode_cache=bytecode_cache("html"))
+    md = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                            lstrip_blocks=True, keep_trailing_newline=True, bytecode_cache=bytecode_cache("md"))
     for env in (html, md):
         env.filters["fmt"] = fmt
         env.filters["fmt_check"] = fmt_check

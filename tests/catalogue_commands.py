@@ -241,6 +241,8 @@ case(B, "promote", PROMOTE, "commit ledger and manifest", status=3, env=bug("pro
 case(B, "report", REPORT, "internal error in 'report'", status=3, env=bug("write:report.html"))
 case(B, "nightly-subprocess", ("nightly", "--golden", "goldens/r", "--out", "n", *CFG, *QUIET),
      "internal error in 'nightly'", status=3, env=bug("parquet:op1.parquet"), how="subprocess")
+case(B, "nightly-live-score", ("nightly", "--golden", "goldens/r", "--out", "n", *CFG, *QUIET),
+     "live score", status=3, env=bug("live-score"))  # the scorer's thread (harness.pipeline.live_score)
 
 # signals: SIGINT (Ctrl-C) and SIGTERM (a CI job cancelled) while a slowed command works
 S = "signal"
@@ -252,7 +254,7 @@ SLOWNIGHT = ("nightly", "--golden", "goldens/slow", "--out", "n", "--model", "la
 case(S, "sigint-golden-record", SLOWREC, "nothing partial was written as complete", env=SLOW, how="SIGINT",
      wait_for="goldens/.n.tmp-*/.op0.parquet.tmp-*")
 case(S, "sigterm-golden-record", SLOWREC, "nothing partial was written as complete", env=SLOW, how="SIGTERM",
-     wait_for="goldens/.n.tmp-*/corpus.parquet")
+     wait_for="goldens/.n.tmp-*/.corpus.parquet.tmp-*")  # the corpus copy, written while the lanes run
 case(S, "sigint-run", SLOWRUN, "nothing partial was written as complete", env=SLOW, how="SIGINT",
      wait_for="runs/.*.tmp-*")
 case(S, "sigterm-run", SLOWRUN, "nothing partial was written as complete", env=SLOW, how="SIGTERM",

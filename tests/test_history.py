@@ -233,3 +233,36 @@ def test_history_command_refuses_a_corrupt_part_in_one_line(scores, tmp_path, ca
     code, out, err = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("harness: error: ") and str(part) in err, err
+
+
+def test_a_part_is_the_same_bytes_as_pyarrow_s_own_and_imports_no_pandas(scores, tmp_path, monkeypatch):
+    """A part's table is built column by column from buffers (harness.data.arrow_build): pyarrow's
+    ``Table.from_pylist`` imported pandas, ~1 s of every promotion (issue 25). Same file bytes as pyarrow's
+    own conversion, for a failing score too (False and None figures)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from harness import history_store
+
+    rows = rows_of(load(scores["a"]), 3) + rows_of(load(scores["fail"]), 3)
+    assert {r.ok for r in rows} == {True, False} and any(r.margin is None for r in rows)
+    ours = history_store.write_part(tmp_path / "ours", 3, rows).read_bytes()
+    monkeypatch.setattr(history_store.arrow_build, "table", lambda data, schema: pa.Table.from_pydict(data, schema))
+    theirs = history_store.write_part(tmp_path / "theirs", 3, rows).read_bytes()
+    assert ours == theirs, "a history part built from buffers differs from pyarrow's own conversion of its rows"
+    (tmp_path / "rows.json").write_text(json.dumps([r.model_dump(mode="json") for r in rows]))
+    code = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from harness.data.schemas.history import HistoryRow
+        from harness.history_store import write_part
+        rows = [HistoryRow(**r) for r in json.loads(Path({str(tmp_path / 'rows.json')!r}).read_text())]
+        assert write_part(Path({str(tmp_path / 'sub')!r}), 3, rows).read_bytes() == {ours!r}
+        print("pandas" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], text=True,
+                         capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False", "writing a history part imported pandas (~1 s); expected no import"

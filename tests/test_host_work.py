@@ -146,6 +146,9 @@ CASES = [
     ("float64 list", [0.5, 1e300, -0.0], pa.float64()),
     ("strings", ["blk-0", "", "ünïcode-✓", "x" * 300], pa.string()),
     ("string lists", [["a", "b"], [], ["ü~1"]], pa.list_(pa.string())),
+    ("booleans", [True, False, True, True, False, False, True, False, True], pa.bool_()),  # 9: a partial byte
+    ("numpy booleans", np.array([False, True] * 5), pa.bool_()),
+    ("booleans empty", [], pa.bool_()),
 ]
 
 

@@ -1,14 +1,14 @@
 """Reading a capture file: checked up front (metadata, columns, types), then row group by row group.
 
-Memory is bounded by a row group; every failure is one :class:`CaptureError` line naming the file,
-the row (and request id) and the column. What the rows *mean* (do they obey the packing laws?) is
+Memory is bounded by a row group (two when reading ahead); every failure is one :class:`CaptureError`
+line naming the file, the row (and request id) and the column. What the rows *mean* (do they obey the packing laws?) is
 not judged here: :mod:`harness.capture.laws` does that.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from harness.capture.schema import (
 )
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
+from harness.data.overlap import prefetch
 from harness.data.parquet import open_file, read_row_group, schema_metadata
 from harness.data.schemas import validate
 from harness.packers.wire import SEGMENT_FIELDS, type_name
@@ -68,10 +69,25 @@ class CaptureReader:
                 raise CaptureError(f"{self.path}: column {name!r} has type {type_name(got)}, expected "
                                    f"{_expected(name, self.geometry.frames_per_window)}")
 
-    def requests(self, rows: range | None = None) -> Iterator[CapturedRequest]:
+    def requests(self, rows: range | None = None, ahead: bool = False) -> Generator[CapturedRequest, None, None]:
         """Every request in file order (or those of file ``rows``: a shard's, the row groups outside it
-        not even read); refuses the first unreadable row (one line naming it)."""
-        seen: set[str] = set()
+        not even read); refuses the first unreadable row (one line naming it).
+
+        ``ahead``: the next row group is read and decoded in a thread while the caller works on this one
+        (:func:`harness.data.overlap.prefetch`, one group ahead: a capture's row group is mostly SPAN audio,
+        whose decoding releases the GIL). The requests, their order and the first refusal are the same."""
+        if not ahead:
+            seen: set[str] = set()  # a request id twice in one pass is refused
+            for start, table in self._tables(rows):
+                yield from _rows(table, self.geometry, str(self.path), start, seen)
+            return
+        for items, error in prefetch(self._groups(rows), name="capture-reader"):
+            yield from items
+            if error is not None:
+                raise error
+
+    def _tables(self, rows: range | None) -> Iterator[tuple[int, pa.Table]]:
+        """(first file row, table) of each row group holding rows of ``rows``, sliced to them."""
         want = range(len(self)) if rows is None else rows
         row = 0
         for i in range(self.file.metadata.num_row_groups):
@@ -79,8 +95,21 @@ class CaptureReader:
             start, stop = max(want.start, row), min(want.stop, row + size)
             if start < stop:
                 table = read_row_group(self.file, i, self.path, "capture", CaptureError, columns=list(COLUMNS))
-                yield from _rows(table.slice(start - row, stop - start), self.geometry, str(self.path), start, seen)
+                yield start, table.slice(start - row, stop - start)
             row += size
+
+    def _groups(self, rows: range | None) -> Iterator[tuple[list[CapturedRequest], CaptureError | None]]:
+        """Each row group's requests, and the refusal that stopped it (the requests before it still count)."""
+        seen: set[str] = set()
+        got: list[CapturedRequest] = []
+        try:
+            for start, table in self._tables(rows):
+                for request in _rows(table, self.geometry, str(self.path), start, seen):
+                    got.append(request)
+                yield got, None
+                got = []
+        except CaptureError as exc:
+            yield got, exc
 
     def block_counts(self) -> np.ndarray:
         """The real (non-padding) blocks of every request, in file order, from the layout column alone:

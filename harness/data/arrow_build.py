@@ -100,7 +100,18 @@ def column(values: Any, kind: pa.DataType) -> pa.Array:
         return strings(values)
     if kind == pa.list_(pa.string()):
         return string_lists(values)
+    if kind == pa.bool_():
+        return booleans(values)
     return numeric(values, kind)
+
+
+def booleans(values: Sequence[Any] | np.ndarray) -> pa.Array:
+    """A ``bool`` array of Python or numpy booleans (no nulls: anything else goes to ``pa.array``)."""
+    items = values.tolist() if isinstance(values, np.ndarray) else values
+    if not all(isinstance(v, (bool, np.bool_)) for v in items):
+        return pa.array(items, pa.bool_())
+    bits = np.packbits(np.asarray(items, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(items), [None, pa.py_buffer(bits)])
 
 
 def table(data: Mapping[str, Any], schema: pa.Schema) -> pa.Table:

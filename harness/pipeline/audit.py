@@ -25,15 +25,18 @@ either way, so both give the same audit.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+import functools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from golden.manifest import sha256_file
+from golden.manifest import BackgroundHash
 from harness.capture.laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import headline
@@ -45,12 +48,11 @@ from harness.data.fsio import check_writable_dir
 from harness.data.geometry import Geometry
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.ops import ALL_OPS, Op
-from harness.data.outputs import SegmentationOutputs, VoiceprintOutputs
 from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
 from harness.judges import judge_for
-from harness.judges.base import Evidence
 from harness.outputset import output_set
 from harness.packing import unpack
+from harness.pipeline.audit_batches import Batches
 from harness.progress import progress_bar
 from harness.scoring import op_limits
 
@@ -59,7 +61,8 @@ if TYPE_CHECKING:
     from lanes.backend import Backend
     from lanes.lanes import CallRecord, ExactLane
 
-BATCH_BLOCKS = 32
+AHEAD_CALLS = 16  # re-run calls sent and not yet taken, at most (InProcessRerun.stream): about 4 requests
+Item = tuple[CapturedRequest, list[Block]]  # a captured request and its blocks, split out by its layout
 AUDIT, JUNIT = "audit.json", "junit.xml"
 NOT_CAPTURED = "no request of this OP was captured"
 
@@ -92,9 +95,10 @@ def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool,
 
 
 def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Callable[[], Backend],
-                  progress: bool = False) -> AuditOutcome:
-    """Judge ``capture`` (module doc) in this process; ``make_backend`` is called only once every law holds."""
-    return judge_capture(capture, out, cfg, InProcessRerun(cfg, make_backend), progress)
+                  progress: bool = False, pipeline: bool = True) -> AuditOutcome:
+    """Judge ``capture`` (module doc) in this process; ``make_backend`` is called only once every law holds.
+    ``pipeline=False``: every call waits for the host work around it (the files are the same either way)."""
+    return judge_capture(capture, out, cfg, InProcessRerun(cfg, make_backend, pipeline), progress)
 
 
 class Rerun(Protocol):
@@ -115,12 +119,13 @@ class Rerun(Protocol):
 
 
 class InProcessRerun:
-    """The exact lane on a model built in this process, one request's blocks at a time."""
+    """The exact lane on a model built in this process, one request's blocks at a time (:meth:`exact`), or
+    pipelined over every request (:meth:`stream`)."""
 
     label = "re-run alone"
 
-    def __init__(self, cfg: ReleaseConfig, make_backend: Callable[[], Backend]) -> None:
-        self.cfg, self.make_backend = cfg, make_backend
+    def __init__(self, cfg: ReleaseConfig, make_backend: Callable[[], Backend], pipeline: bool = True) -> None:
+        self.cfg, self.make_backend, self.pipeline = cfg, make_backend, pipeline
         self.backend: Backend | None = None
         self.lane: ExactLane | None = None
         # the lane's call records: not kept (memory stays one row group, whatever the capture)
@@ -140,6 +145,35 @@ class InProcessRerun:
         self.log.clear()
         return rerun_blocks(self.lane, blocks)
 
+    def stream(self, items: Iterable[Item]) -> Iterator[tuple[Item, dict[str, np.ndarray]]]:
+        """Each ``(request, blocks)`` with its blocks' exact outputs, in order, the calls in exactly
+        :meth:`exact`'s order. With a backend that offers ``pipelined()`` (:mod:`lanes.device_queue`), the
+        calls run in a worker thread while this thread decodes, splits and judges the requests around
+        them: at most ``AHEAD_CALLS`` calls are sent and not yet taken (a few requests in memory). An error
+        in a call is raised here, as that call's one line, and nothing after it runs; leaving (normally,
+        by an error, by Ctrl-C, or by closing this generator) joins the worker."""
+        from lanes.device_queue import ordered
+
+        lane = self.lane
+        assert lane is not None, "stream() before start()"
+        done: deque[tuple[Item, dict[str, np.ndarray]]] = deque()
+
+        def answered(item: Item, outs: list[np.ndarray]) -> None:
+            self.log.clear()  # not kept (module doc of InProcessRerun.log)
+            done.append((item, dict(zip([b.id for b in item[1]], outs, strict=True))))
+
+        assert self.backend is not None
+        with ordered(self.backend, self.pipeline, max_calls=AHEAD_CALLS) as line:
+            for item in items:
+                outs: list[np.ndarray] = [np.zeros(0)] * len(item[1])
+                line.stage(lane.requests(item[1], 0, outs.__setitem__))
+                line.then(functools.partial(answered, item, outs))
+                while done:
+                    yield done.popleft()
+            line.drain()
+        while done:
+            yield done.popleft()
+
     def close(self) -> None:
         if self.backend is not None:
             self.backend.close()
@@ -157,13 +191,23 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
     _refuse_noise_floor(cfg)
     reader = CaptureReader(capture)
     check_writable_dir(out, "audit folder")
+    digest = BackgroundHash(reader.path)  # the capture's sha256 (audit.json's capture ref) while it is read
+    try:
+        return _judge(reader, digest, out, cfg, rerun, progress)
+    finally:
+        digest.cancel()
+
+
+def _judge(reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: ReleaseConfig, rerun: Rerun,
+           progress: bool) -> AuditOutcome:
     survey = Survey(reader.geometry)
-    with step("packing laws"), progress_bar("audit: packing laws", len(reader), progress) as tick:
-        for request in reader.requests():
+    with step("packing laws"), progress_bar("audit: packing laws", len(reader), progress) as tick, \
+            contextlib.closing(reader.requests(ahead=True)) as requests:
+        for request in requests:
             survey.add(request)
             tick(1)
-    fields = {"capture": _capture_ref(reader), "served": survey.served(), "tolerances": cfg.tolerances.model_dump(),
-              "laws": survey.laws()}
+    fields = {"capture": _capture_ref(reader, digest), "served": survey.served(),
+              "tolerances": cfg.tolerances.model_dump(), "laws": survey.laws()}
     lines = [_capture_line(reader, survey)]
     if not survey.passed:
         ops = {str(int(op)): _not_scored(survey, op, "not run: a packing law is broken, the audit stopped before any "
@@ -211,63 +255,22 @@ def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ReleaseConfig
 # ------------------------------------------------------------------------------------------ pass 2
 
 
-class _Batches:
-    """One OP's blocks, served and re-run, fed to its judge BATCH_BLOCKS at a time."""
-
-    def __init__(self, op: Op, evidence: Evidence) -> None:
-        self.op, self.evidence = op, evidence
-        # (key, block, golden, served, row labels: None for OP 0)
-        self.items: list[tuple[str, Block, np.ndarray, np.ndarray, np.ndarray | None]] = []
-        self.unlabelled = 0
-
-    def add(self, key: str, block: Block, golden: np.ndarray, served: np.ndarray) -> None:
-        labels: np.ndarray | None = None
-        if self.op.is_voiceprint:
-            # rows are matched by (block, window, speaker); without labels (or with a (window, speaker) twice),
-            # by their index in the block
-            pairs = set() if block.speakers is None or block.idx is None else set(
-                zip(block.idx.tolist(), block.speakers.tolist(), strict=True))
-            labelled = block.speakers is not None and len(pairs) == block.rows
-            labels = block.speakers if labelled else np.arange(block.rows, dtype=np.int32)
-            self.unlabelled += 0 if labelled else block.rows
-        self.items.append((key, block, golden, served, labels))
-        if len(self.items) >= BATCH_BLOCKS:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.items:
-            return
-        items, self.items = self.items, []
-        keys = [k for k, *_ in items]
-        sides = ([x[2] for x in items], [x[3] for x in items])  # (golden, served)
-        if self.op is Op.SEGMENTATION:
-            valid = np.stack([b.valid for _, b, *_ in items])
-            seg = [SegmentationOutputs(keys, valid, np.stack(side)) for side in sides]
-            self.evidence.add(seg[0], seg[1])
-            return
-        counts = [b.rows for _, b, *_ in items]
-        ids = np.repeat(np.array(keys, dtype=object), counts)
-        row = np.concatenate([np.arange(c, dtype=np.int32) for c in counts])
-        window = np.concatenate([b.idx for _, b, *_ in items]).astype(np.int32)
-        speaker = np.concatenate([x[4] for x in items]).astype(np.int32)
-        weights = np.concatenate([b.weights for _, b, *_ in items])
-        side = [VoiceprintOutputs(self.op, ids, row, window, speaker, weights, np.concatenate(part)) for part in sides]
-        self.evidence.add(side[0], side[1])
-
-
 def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey,
            tick: Callable[[int], None]) -> dict[str, Any]:
     g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
     limits = op_limits(cfg.tolerances, ops, None)
-    batches = {op: _Batches(op, judge_for(op).evidence(op, g, limits[op], "isolated")) for op in ops}
-    for request in reader.requests():
-        blocks = blocks_of(request, g)
-        served = unpack(request.packed, {request.op.output_name: request.output})
-        rerun_out = rerun.exact(request, blocks)
-        for block, part in zip(blocks, served, strict=True):
-            batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out[block.id], part)
-        tick(len(blocks))
+    batches = {op: Batches(op, judge_for(op).evidence(op, g, limits[op], "isolated")) for op in ops}
+    requests = reader.requests(ahead=True)
+    items = ((request, blocks_of(request, g)) for request in requests)
+    stream = getattr(rerun, "stream", None)  # pipelined (InProcessRerun); else one request at a time
+    answers = stream(items) if callable(stream) else ((item, rerun.exact(*item)) for item in items)
+    with contextlib.closing(requests), contextlib.closing(answers):
+        for (request, blocks), rerun_out in answers:
+            served = unpack(request.packed, {request.op.output_name: request.output})
+            for block, part in zip(blocks, served, strict=True):
+                batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out[block.id], part)
+            tick(len(blocks))
     out: dict[str, dict[str, Any]] = {}
     for op, b in batches.items():
         b.flush()
@@ -297,9 +300,9 @@ def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
                                "bitwise")
 
 
-def _capture_ref(reader: CaptureReader) -> dict[str, Any]:
+def _capture_ref(reader: CaptureReader, digest: BackgroundHash) -> dict[str, Any]:
     try:
-        sha = sha256_file(reader.path)
+        sha = digest.result()
     except OSError as exc:
         raise CaptureError(f"{reader.path}: cannot read the capture file ({exc.strerror})") from None
     return {"path": str(reader.path), "sha256": sha, "requests": len(reader), "engine": reader.meta.engine,

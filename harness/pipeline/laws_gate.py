@@ -17,22 +17,35 @@ versions) and reused: within a process, and across processes through a small sea
 time, ``HARNESS_LAWS_CACHE=DIR`` puts it elsewhere). Any change to the harness's code is another key:
 an edited packer is judged again. A foreign packer is judged every run (its identity cannot bind
 everything it runs). A cache file that is unreadable, edited or of another key is ignored.
+
+A verdict found in the cache costs no import of hypothesis (nor of :mod:`harness.laws`, which imports
+it: ~1 s of the run's start-up): the key takes hypothesis's version from its installed metadata.
+``judge_laws(..., beside=True)`` (what :func:`harness.pipeline.run.run_shapes` calls) judges the
+harness's own packer in a thread beside the lanes and returns a :class:`~concurrent.futures.Future`:
+the verdict only goes into the run manifest, so :meth:`golden.runs.RunWriter.finish` joins it first,
+and an error in it ends the command with its own line (step ``packing laws``) and no run is kept.
+A foreign packer is judged before the lanes as before: the laws set its geometry and may restart
+its process, which the lanes use meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from harness import __version__
-from harness.data.errors import HarnessError
+from harness.data.errors import HarnessError, step
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.packing import HarnessPacker, Packer
 
@@ -41,6 +54,9 @@ SEED = 0
 # The largest list the laws pack: the largest candidate k, up to this (the laws' cost grows with it:
 # 256 blocks already take ~5 s of CPU at one example per law, 8192 did not finish in 4 minutes).
 MAX_JUDGED_BLOCKS = 64
+# harness.laws.boundary.DEFAULT_MAX_BLOCKS, not imported from there: harness.laws imports hypothesis, which
+# a cached verdict does not need (tests/test_laws_beside.py pins the two equal)
+DEFAULT_MAX_BLOCKS = 64
 LawsKey = tuple[str, int, int, int]  # (packer identity, examples, seed, largest list judged)
 _CACHE: dict[LawsKey, dict[str, Any]] = {}
 
@@ -86,14 +102,52 @@ def _no_files_left_by_hypothesis() -> Iterator[None]:
             configuration.set_hypothesis_home_dir(before)
 
 
-def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None) -> dict[str, Any]:
-    """The run manifest's ``laws``: {packer_identity, examples, seed, verdict, broken, laws, harness_version}."""
+@overload
+def judge_laws(packer: Packer, examples: int = ..., max_blocks: int | None = ...,
+               beside: Literal[False] = ...) -> dict[str, Any]: ...
+
+
+@overload
+def judge_laws(packer: Packer, examples: int, max_blocks: int | None,
+               beside: Literal[True]) -> Future[dict[str, Any]]: ...
+
+
+def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None,
+               beside: bool = False) -> dict[str, Any] | Future[dict[str, Any]]:
+    """The run manifest's ``laws``: {packer_identity, examples, seed, verdict, broken, laws, harness_version}.
+
+    ``beside``: a Future of it, judged in a thread for the harness's own packer (step ``packing laws``;
+    ``future.result()`` raises what judging raised), at once for any other (that packer is the lanes'
+    too; its error is raised here, before the lanes)."""
+    if not beside:
+        return _judge(packer, examples, max_blocks)
+    future: Future[dict[str, Any]] = Future()
+    if not isinstance(packer, HarnessPacker) or examples <= 0:
+        with step("packing laws"):  # now, and an error now: before the lanes, as without beside
+            future.set_result(_judge(packer, examples, max_blocks))
+        return future
+    context = contextvars.copy_context()  # the command's steps, so an internal error names where it was
+    threading.Thread(target=context.run, args=(_settle, future, packer, examples, max_blocks),
+                     name="harness-laws", daemon=True).start()
+    return future
+
+
+def _settle(future: Future[dict[str, Any]], packer: Packer, examples: int, max_blocks: int | None) -> None:
+    """Judge into ``future``: its result, or the exception (any, Ctrl-C's included) for the joiner to raise."""
+    try:
+        with step("packing laws"):
+            verdict = _judge(packer, examples, max_blocks)
+    except BaseException as exc:  # noqa: BLE001 - handed to the thread that joins
+        future.set_exception(exc)
+    else:
+        future.set_result(verdict)
+
+
+def _judge(packer: Packer, examples: int, max_blocks: int | None) -> dict[str, Any]:
     identity = packer_identity(packer)
     base = {"packer_identity": identity, "examples": int(examples), "seed": SEED, "harness_version": __version__}
     if examples <= 0:
         return {**base, "verdict": "not-judged", "broken": [], "laws": {}}
-    from harness.laws.boundary import DEFAULT_MAX_BLOCKS
-
     # the largest list judged, as judged: every largest k past the cap is one key, not one per k
     max_blocks = min(int(max_blocks or DEFAULT_MAX_BLOCKS), MAX_JUDGED_BLOCKS)
     key: LawsKey = (identity, int(examples), SEED, max_blocks)
@@ -130,13 +184,22 @@ def _cache_file(key: LawsKey) -> Path | None:
     where = os.environ.get("HARNESS_LAWS_CACHE", "")
     if where.lower() in ("off", "0", "no"):
         return None
-    import hypothesis
     import numpy
 
     base = Path(where) if where else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
         "diar-lane-harness" / "laws"
-    full = repr((*key, _source_digest(), hypothesis.__version__, numpy.__version__))
+    full = repr((*key, _source_digest(), _hypothesis_version(), numpy.__version__))
     return base / f"{hashlib.sha256(full.encode()).hexdigest()[:32]}.json"
+
+
+@functools.cache
+def _hypothesis_version() -> str:
+    """hypothesis's version without importing it (~1 s): its installed metadata, which is what
+    ``hypothesis.__version__`` reports (pinned equal in tests/test_laws_beside.py)."""
+    try:
+        return metadata.version("hypothesis")
+    except metadata.PackageNotFoundError:  # not installed: judging will say so when it imports it
+        return "absent"
 
 
 def _read_cached(key: LawsKey) -> dict[str, Any] | None:

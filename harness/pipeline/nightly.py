@@ -1,9 +1,9 @@
 """The nightly job: one command for the GPU CI job (CPU too), failing loudly and specifically.
 
 run every candidate shape, interleaved with the exact lane (the golden's reproduction) -> score
-(once) -> ledger and promoted-shapes manifest, one transaction (revoke what fails) -> localise
-failures (best effort, after the verdict is safe) -> sign-off report + JUnit -> exit 0 only when
-everything holds.
+(once, while the lanes run: :mod:`harness.pipeline.live_score`; a shard's after them) -> ledger and
+promoted-shapes manifest, one transaction (revoke what fails) -> localise failures (best effort, after
+the verdict is safe) -> sign-off report + JUnit -> exit 0 only when everything holds.
 
 Every output path is checked writable before the first network call. With ``shard`` it runs a
 deterministic part of the corpus and stops after scoring its part; :func:`merge` combines the
@@ -13,6 +13,7 @@ shards into one run, one score, one ledger update and one report.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,9 +29,10 @@ from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import BackendChoice
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
+from harness.pipeline.live_score import LiveScore, live_score
 from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
 from harness.pipeline.promote import promote
-from harness.pipeline.run import plan_for, run_shapes
+from harness.pipeline.run import plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
 from harness.shards import Shard
@@ -128,26 +130,30 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
     where = (f"the shard's score at {out / 'score.json'}" if shard is not None else
              f"report at {out / 'report' / 'report.html'}" + ("" if no_promote else
                                                            f"; ledger {ledger_path}, manifest {manifest_path}"))
-    with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
-                      show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
-        run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
-                         laws_examples=laws_examples)
-    committed(run.path, "the run")
-    if shard is not None:
-        with step("score shard"):
-            score = score_run(golden, run, config.tolerances)
-            with output_set(out, SET, MEMBERS) as stage:  # a shard's set is its score alone
-                write_score(stage / "score.json", score)
-            path = out / "score.json"
-            committed(path, "the shard's score")
-        return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score.corpus.blocks} blocks run "
-                              f"({score.verdict} on this shard alone); combine shards with `harness merge`",
-                              {"run": run.path, "score": path}, score)
-    load = nightly_sweep(config, golden, backend, packer, show_progress)  # None unless [load] concurrency
-    loader = load_model if localise else None
-    if loader is None and localise:
-        loader = _model_loader(config, backend, run)
-    return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote, load)
+    with ExitStack() as stack:
+        # scored while the lanes run (harness.pipeline.live_score); a shard keeps post-hoc scoring: its score alone
+        live = None if shard is not None else stack.enter_context(
+            live_score(golden, scoring_fields(plan, config), plan.lanes(), config.tolerances))
+        with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
+                          show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
+            run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
+                             laws_examples=laws_examples, observer=None if live is None else live.sink)
+        committed(run.path, "the run")
+        if shard is not None:
+            with step("score shard"):
+                score = score_run(golden, run, config.tolerances)
+                with output_set(out, SET, MEMBERS) as stage:  # a shard's set is its score alone
+                    write_score(stage / "score.json", score)
+                path = out / "score.json"
+                committed(path, "the shard's score")
+            return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score.corpus.blocks} blocks run "
+                                  f"({score.verdict} on this shard alone); combine shards with `harness merge`",
+                                  {"run": run.path, "score": path}, score)
+        load = nightly_sweep(config, golden, backend, packer, show_progress)  # None unless [load] concurrency
+        loader = load_model if localise else None
+        if loader is None and localise:
+            loader = _model_loader(config, backend, run)
+        return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote, load, live)
 
 
 def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
@@ -179,21 +185,23 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
 
 
 def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
-             load_model: Callable[[], Inferring] | None, no_promote: bool = False, load: Sweep | None = None
-             ) -> NightlyOutcome:
+             load_model: Callable[[], Inferring] | None, no_promote: bool = False, load: Sweep | None = None,
+             live: LiveScore | None = None) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger_store`); the nightly's own outputs
     (score, localisation, report, JUnit, summary) are one set (:mod:`harness.outputset`), written into a fresh
     folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
     previous one, never a mix. ``no_promote``: the score is verified as promotion would, but the ledger and
-    manifest are neither read nor written (nor created, nor locked)."""
+    manifest are neither read nor written (nor created, nor locked). ``live``: the score accumulated while the
+    lanes ran (:mod:`harness.pipeline.live_score`), checked against the run here; None: scored from the run's
+    files (a merge, a Ray nightly)."""
     from reports import summary_line, write_junit, write_report
 
     paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
     with output_set(out, SET, MEMBERS) as stage:
         with step("score"):
-            score = score_run(golden, run, config.tolerances)
+            score = live.result(run) if live is not None else score_run(golden, run, config.tolerances)
             score = score if load is None else attach(score, load, config)  # the sweep can refuse a shape
             write_score(stage / "score.json", score)
         if no_promote:

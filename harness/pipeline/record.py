@@ -1,14 +1,15 @@
 """Recording and verifying goldens: the exact lane run, judged, and stored (streamed, batch by batch).
 
-Recording copies the corpus into the golden (validating every block first), runs the exact lane
-twice, interleaved, writes the first run's outputs and stores how much the second differed from
-the first (the noise floor). A golden holding NaN or Inf is refused: nothing is written.
+Recording runs the exact lane twice, interleaved, over the corpus, copying it into the golden as the
+lanes read it (validating every block before it is sent: :func:`copied`), writes the first run's
+outputs and stores how much the second differed from the first (the noise floor). A golden holding
+NaN or Inf is refused: nothing is written (the golden's folder is temporary until the manifest is in).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from golden.store import (
     seal_golden_manifest,
     write_manifest,
 )
-from golden.tables import BackgroundWriter
+from golden.tables import BackgroundWriter, LaneReader
 from harness.config import ReleaseConfig
 from harness.data.blocks import Block
 from harness.data.corpus_schema import CorpusReader, CorpusWriter
@@ -41,6 +42,7 @@ from harness.tolerances import Tolerances
 from lanes.runner import RunPlan, run_lanes
 
 if TYPE_CHECKING:
+    from harness.data.geometry import Geometry
     from harness.data.schemas.results import Reproduction
     from lanes.backend import Backend  # imports torch
 
@@ -61,27 +63,18 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
     (which is kept: the new golden lands beside it)."""
-    start_warming()  # numba's import + kernels behind the corpus copy, not in the first sink (issue 25)
+    start_warming()  # numba's import + kernels behind the first group's reading, not in the first sink (issue 25)
     final, previous = golden_target(root, release, regen)
     check_writable_dir(final.parent, "golden folder")
     geometry = backend.geometry
     plan = exact_plan(config, repeats=2)
     with atomic_directory(final) as tmp:
-        with step("corpus"):
-            writer = CorpusWriter(tmp / CORPUS, geometry)
-            with writer:
-                for block, source, prov in corpus_rows:
-                    writer.add(block, source, prov)
-                summary = writer.close()
-            assert writer.entry is not None  # close() sets it
-            files = {CORPUS: writer.entry}
-        with step("exact lane x2"):
+        writer = CorpusWriter(tmp / CORPUS, geometry)
+        with step("exact lane x2"), writer:
             calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
             outputs = BackgroundWriter(new_lane_writer(tmp, geometry, list(plan.ops)))
             floor = floor_scorer(plan.ops, geometry, "isolated")
             first: dict[str, LaneOutputs] = {}
-            modules = floor_sampler(getattr(backend, "model", None), CorpusReader(tmp / CORPUS, geometry),
-                                    config.localise, plan.ops)  # per-module floors: harness.module_floors
 
             def sink(lane: str, batch: LaneOutputs) -> None:
                 if lane == EXACT:
@@ -89,28 +82,46 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                     batch.segmentation.decisions()  # computed once, here: the writer and the floor share them
                     outputs.write(batch)
                     first["batch"] = batch
-                    modules.add(batch)
                 elif lane == lane_name(EXACT, 1):
                     floor.add(first.pop("batch"), batch)
 
             try:
-                run_lanes(CorpusReader(tmp / CORPUS, geometry), backend, plan, sink, progress=progress, log=calls)
+                run_lanes(copied(corpus_rows, writer, geometry), backend, plan, sink, progress=progress, log=calls)
+                summary = writer.close()  # the corpus copy, renamed into place once the lanes have read it whole
             except BaseException:
                 outputs.abort()
                 calls.abort()
                 raise
-            files.update(outputs.close())
-            files[CALLS] = calls.close()
+            assert writer.entry is not None  # close() sets it
+            files = {CORPUS: writer.entry, **outputs.close(), CALLS: calls.close()}
         fields = {"release": release, "geometry": geometry.to_dict(), **provenance(backend.environment()),
                   "config": config.to_dict(), "ops": [int(op) for op in plan.ops],
                   "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
                   "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}
-        with step("module floors"):
-            fields.update(modules.fields(CorpusReader(tmp / CORPUS, geometry)))
+        with step("module floors"):  # per-module floors: harness.module_floors
+            corpus = CorpusReader(tmp / CORPUS, geometry)
+            modules = floor_sampler(getattr(backend, "model", None), corpus, config.localise, plan.ops)
+            modules.add_inputs(LaneReader(tmp, geometry, plan.ops, decisions=True, where=f"golden {tmp}"))
+            fields.update(modules.fields(corpus))
         write_manifest(tmp, seal_golden_manifest(fields, files))
     golden = load_golden(final)
     changes = summarize_changes(previous, golden) if previous is not None else None
     return golden, changes
+
+
+def copied(rows: Iterable[tuple[Block, str, dict[str, Any]]], writer: CorpusWriter, geometry: Geometry
+           ) -> Iterator[Block]:
+    """The blocks of ``rows`` as the lanes read them, each written to the golden's corpus copy first (a tee).
+
+    The copy used to be written whole, then read back for the lanes: 365 MB for 256 full-geometry blocks,
+    before the first call. Now each block is validated and handed to the writer (its row groups encoded and
+    hashed behind, :class:`harness.data.corpus_schema.CorpusWriter`) as the lanes take it, so the copy is
+    made while the device runs. The lanes get the block as reading it back would give it (``Block.create``
+    of the same arrays: the dtypes the file holds), so the golden is the serial copy's, byte for byte; a
+    refused row stops the lanes there (the writer's one line), and the copy appears only once complete."""
+    for block, source, prov in rows:
+        writer.add(block, source, prov)  # validates: a bad block never reaches the lanes
+        yield Block.create(block.id, block.op, block.span, block.offsets, block.valid, geometry)
 
 
 def golden_target(root: Path, release: str, regen: bool) -> tuple[Path, Golden | None]:

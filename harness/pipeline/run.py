@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from golden.manifest import PendingHashes
 from golden.runs import Run, RunWriter, load_run, new_run_id
@@ -15,6 +15,7 @@ from harness.config import ReleaseConfig
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
 from harness.data.metrics import start_warming
+from harness.data.outputs import LaneOutputs
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.shards import BlockRange, Shard
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from lanes.backend import Backend  # imports torch
 
 Progress = Callable[[int], None]
+Sink = Callable[[str, LaneOutputs], None]  # one lane's outputs of one group (lanes.runner's sink)
 
 
 def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None
@@ -34,6 +36,29 @@ def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_t
                    pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
                    include_exact=True, mask_policy=config.masks,
                    variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed))  # [evidence] (lanes.arrangements)
+
+
+def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> dict[str, Any]:
+    """The run manifest's fields that scoring reads (shapes, ops, mode, evidence), as :func:`run_shapes` will
+    write them: a scorer built before the run (the nightly's live score) is built from the same fields."""
+    fields: dict[str, Any] = {"shapes": list(plan.shapes), "ops": [int(op) for op in plan.ops],
+                              "mode": plan.voiceprint_inputs}  # file key "mode" (the contract): the voiceprint inputs
+    evidence = manifest_evidence(plan.variants, config.evidence.arrangements, config.evidence.repeats,
+                                 config.evidence.seed)  # the variant lanes (lanes.arrangements)
+    if evidence is not None:  # a run without variants keeps today's manifest, key absent
+        fields["evidence"] = evidence
+    return fields
+
+
+def _teed(first: Sink, also: Sink | None) -> Sink:
+    """``first`` (the run's writer), then ``also`` (an observer of every group: the live score)."""
+    if also is None:
+        return first
+
+    def sink(lane: str, batch: LaneOutputs) -> None:
+        first(lane, batch)
+        also(lane, batch)
+    return sink
 
 
 def shard_ids(golden: Golden, shard: Shard | BlockRange | None) -> list[str] | None:
@@ -59,20 +84,22 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
                packer: Packer = HARNESS_PACKER, shard: Shard | BlockRange | None = None,
                progress: Progress | None = None,
                run_id: str | None = None, corpus_verified: bool = False,
-               laws_examples: int = DEFAULT_EXAMPLES) -> Run:
+               laws_examples: int = DEFAULT_EXAMPLES, observer: Sink | None = None) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),
     interleaved, written to a new run directory under ``runs_root``. ``corpus_verified``: the caller
     checked the corpus's sha256 (a Ray driver, once for every shard). The fast lane's packer is judged
     on the packing laws first (``laws_examples`` per law; 0: not judged) and its verdict recorded as
     the manifest's ``laws``: a packer that breaks them still runs (its evidence is worth reporting),
-    but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`)."""
+    but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`). ``observer``: given every lane's
+    outputs of every group too, after the run's writer (the nightly's live score,
+    :mod:`harness.pipeline.live_score`); what it raises fails the run, which is then not written."""
     start_warming()  # numba's import + kernels behind the golden reading, not in the first sink (issue 25)
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
                         len(wanted) if wanted is not None else golden.blocks, backend, plan)
-    with step("packing laws"):
-        laws = judge_laws(packer, laws_examples, max(plan.shapes) if plan.shapes else None)
+    # a Future: the harness's packer is judged beside the lanes, joined by writer.finish (laws_gate)
+    laws = judge_laws(packer, laws_examples, max(plan.shapes) if plan.shapes else None, beside=True)
     writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
     with writer:
@@ -81,20 +108,19 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
             blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
             with step("lanes"):
                 started = time.perf_counter()
-                run_lanes(blocks, backend, plan, writer.sink, golden_inputs=golden.voiceprint_inputs,
+                run_lanes(blocks, backend, plan, _teed(writer.sink, observer), golden_inputs=golden.voiceprint_inputs,
                           packer=packer, progress=progress, log=writer.calls)
                 lanes_wall_s = time.perf_counter() - started  # beside the calls' device time (harness.host_share)
             describe = getattr(packer, "describe", None)
+            scored = scoring_fields(plan, config)  # what scoring reads: the live score was built from the same
             fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
                       **provenance(backend.environment()), "config": config.to_dict(),
-                      "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
+                      "mode": scored["mode"],  # file key "mode" (the contract): the voiceprint inputs
                       "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
-                      "shapes": list(plan.shapes), "shard": str(shard) if shard else None, "laws": laws,
+                      "shapes": scored["shapes"], "shard": str(shard) if shard else None, "laws": laws,
                       "lanes_wall_s": lanes_wall_s}
-            evidence = manifest_evidence(plan.variants, config.evidence.arrangements, config.evidence.repeats,
-                                         config.evidence.seed)  # the variant lanes (lanes.arrangements)
-            if evidence is not None:  # a run without variants keeps today's manifest, key absent
-                fields["evidence"] = evidence
+            if "evidence" in scored:  # a run without variants keeps today's manifest, key absent
+                fields["evidence"] = scored["evidence"]
             with step("write run"):
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
                 path = writer.finish(fields)

@@ -11,7 +11,7 @@ their manifest digests) it judged.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
 from harness.data.fsio import check_output_file
 from harness.data.jsonio import plain, seal, write_json_atomic
+from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
 from harness.data.schemas.results import Score, ShapeScore
@@ -64,27 +65,135 @@ def check_comparable(golden: Golden, run: Run, lanes: Sequence[str]) -> list[str
     return sorted(ids, key=order.__getitem__)
 
 
+class Scoring:
+    """The accumulating half of a score: every scorer of every lane, fed batch by batch (the golden's
+    outputs and every lane's of the same blocks, ``BATCH_BLOCKS`` at a time in golden order), then
+    :meth:`finish`, the small end (verdicts, the call log's pass, the body). :func:`score_run` feeds it
+    from a finished run's files; :mod:`harness.pipeline.live_score` from the run's sink while the lanes
+    run (the nightly): one body, built in one place, whichever fed it.
+
+    ``fields``: what scoring reads of the run manifest (``shapes``, ``ops``, ``mode``, ``evidence``): the
+    run's, or, before the run exists, the fields it will be written with (:func:`scoring_key` compares)."""
+
+    def __init__(self, golden: Golden, fields: Mapping[str, Any], tolerances: Tolerances) -> None:
+        self.key = scoring_key(fields)
+        self.tolerances = tolerances
+        self.shapes = shapes = [int(k) for k in fields["shapes"]]
+        names = [EXACT, *(lane_name(k) for k in shapes)]
+        # --repeats N: {k: ["k4.r2", ...]} (harness.repeat_evidence); {} without
+        self.repeats = repeats = repeat_lanes(fields)
+        names += [lane for k in shapes for lane in repeats.get(k, [])]
+        self.arranged = arranged = arrangement_plans(fields)  # --arrangements N: {k: its arrangement lanes}; {}
+        names += [lane for k in shapes if k in arranged for lane in arranged[k].lanes]
+        self.names = names
+        # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
+        self.ops = ops = [Op(o) for o in fields["ops"]]
+        g, self.voiceprint_inputs, floors = golden.geometry, str(fields["mode"]), golden.floors()
+        voiceprint_inputs = self.voiceprint_inputs
+        limits = op_limits(tolerances, ops, floors)
+        self.verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
+        self.effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained")
+                               for k in shapes}
+        self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
+        self.repeat_scorers = {k: RepeatScorer(k, [lane_name(k), *repeats[k]], ops, g, voiceprint_inputs, tolerances,
+                                               floors) for k in shapes if k in repeats}
+        same = same_limits(tolerances, ops, floors) if arranged else {}
+        self.arrangement_scorers = {k: ArrangementScorer(arranged[k], ops, g, limits, same, voiceprint_inputs)
+                                    for k in shapes if k in arranged}
+
+    def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
+        """One batch: the golden's outputs and every lane's (``names``) of the same blocks, in golden order."""
+        exact = lanes[EXACT]
+        self.exact_scorer.add(gold, exact)
+        for k in self.shapes:
+            lane = lanes[lane_name(k)]
+            self.verdict_scorers[k].add(gold, lane)
+            self.effect_scorers[k].add(exact, lane)
+            if k in self.repeat_scorers:
+                self.repeat_scorers[k].add(lane, [lanes[name] for name in self.repeats[k]])
+            if k in self.arrangement_scorers:
+                self.arrangement_scorers[k].add(gold, lane, lanes)
+
+    def finish(self, golden: Golden, run: Run, ids: list[str]) -> Score:
+        """The sealed score (frozen) of ``run``, whose blocks ``ids`` (golden order, as
+        :func:`check_comparable` gave them) were every one added; reads the run's call log once."""
+        if scoring_key(run.manifest) != self.key:
+            raise ScoringError(f"run {run.run_id}: its lanes are not the ones this score was accumulated for "
+                               f"({self.key} vs {scoring_key(run.manifest)}): score it again with `harness score`")
+        shapes, ops, voiceprint_inputs, tolerances = self.shapes, self.ops, self.voiceprint_inputs, self.tolerances
+        env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
+        env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
+        verification = reproduction(golden.golden_id, self.exact_scorer.verdicts(),
+                                    golden.manifest["reproducibility"]["bitwise"],
+                                    golden.fingerprint == run.fingerprint, env_diff)
+        counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
+        slots = slot_map(self.arranged, ids)  # where each block sat in its requests: the same pass over the call log
+        device = DeviceTime()  # every logged call's time, in the same pass: the host share (harness.host_share)
+        throughput = summarize_calls(counter.observe(slots.observe(device.observe(run.iter_calls()))))
+        laws = run.manifest["laws"]
+        shape_results: dict[str, ShapeScore] = {}
+        for k in shapes:
+            verdicts = self.verdict_scorers[k].verdicts()
+            requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k, {str(v.op): v for v in verdicts},
+                                      len(ids))
+            result = shape_result(k, verdicts, requests, laws, packing_effect(self.effect_scorers[k].verdicts()))
+            result = with_repeats(result, self.repeat_scorers.get(k))
+            if k in self.arrangement_scorers:
+                result = with_arrangements(result, self.arrangement_scorers[k].evidence(verdicts, slots))
+            shape_results[str(k)] = result
+        verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
+        body = {
+            "kind": "harness.score",
+            "format": FORMAT,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "release": golden.release,
+            "golden": {"id": golden.golden_id, "path": str(golden.path), "manifest_sha256": golden.manifest_sha256},
+            "run": {"id": run.run_id, "path": str(run.path), "manifest_sha256": run.manifest["manifest_sha256"],
+                    "created": run.manifest["created"]},
+            "fingerprint": golden.fingerprint,
+            "model": golden.manifest["model"],
+            "device_kind": run.device_kind,
+            "numerics_profile": run.manifest["numerics_profile"],
+            "numerics": run.manifest["numerics"],
+            "environment": run.manifest["environment"],
+            "mode": voiceprint_inputs,
+            "pad_to_fixed": run.manifest["pad_to_fixed"],
+            "packer": run.manifest["packer"],
+            "laws": laws,
+            "corpus": {**golden.manifest["corpus"], "blocks": len(ids)} if len(ids) != golden.blocks
+            else golden.manifest["corpus"],
+            "reproducibility": golden.manifest["reproducibility"],
+            "tolerances": tolerances.model_dump(),
+            "shapes": {k: s.model_dump(mode="json") for k, s in shape_results.items()},
+            "verification": verification.model_dump(mode="json"),
+            "throughput": throughput,
+            "exact_timing_source": "this run (interleaved)",
+            "verdict": verdict,
+        }
+        if run.manifest.get("evidence"):  # absent from a run before --arrangements/--repeats: so from its score
+            body["evidence"] = {key: run.manifest["evidence"][key] for key in ("arrangements", "repeats", "seed")}
+        host = host_entry(run.manifest.get("lanes_wall_s"), device.seconds, len(ids))
+        if host is not None:  # absent from a run before it (or merged shards): so from its score
+            body["host"] = host
+        # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
+        return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
+
+
+def scoring_key(fields: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a score's scorers are built from, of a run manifest (or of the fields a run will be written with):
+    two equal keys score the same lanes the same way."""
+    return ([int(k) for k in fields["shapes"]], [int(o) for o in fields["ops"]], str(fields["mode"]),
+            plain(fields.get("evidence")))
+
+
 def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
-    """Judge every lane of ``run`` against ``golden`` (see module doc); the sealed score (frozen)."""
-    shapes = run.shapes
-    names = [EXACT, *(lane_name(k) for k in shapes)]
-    repeats = repeat_lanes(run.manifest)  # --repeats N: {k: ["k4.r2", ...]} (harness.repeat_evidence); {} without
-    names += [lane for k in shapes for lane in repeats.get(k, [])]
-    arranged = arrangement_plans(run.manifest)  # --arrangements N: {k: its arrangement lanes}; {} without
-    names += [lane for k in shapes if k in arranged for lane in arranged[k].lanes]
+    """Judge every lane of ``run`` against ``golden`` from the run's files (see module doc); the sealed score
+    (frozen). ``harness score`` and the sharded or merged nightly score this way; the one-process nightly
+    accumulates the same :class:`Scoring` while its lanes run (:mod:`harness.pipeline.live_score`)."""
+    scoring = Scoring(golden, run.manifest, tolerances)
+    names = scoring.names
     with step("check run"):
         ids = check_comparable(golden, run, names)
-    # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
-    ops, g, voiceprint_inputs, floors = run.ops, golden.geometry, run.manifest["mode"], golden.floors()
-    limits = op_limits(tolerances, ops, floors)
-    verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
-    effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes}
-    exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
-    repeat_scorers = {k: RepeatScorer(k, [lane_name(k), *repeats[k]], ops, g, voiceprint_inputs, tolerances, floors)
-                      for k in shapes if k in repeats}
-    same = same_limits(tolerances, ops, floors) if arranged else {}
-    arrangement_scorers = {k: ArrangementScorer(arranged[k], ops, g, limits, same, voiceprint_inputs)
-                           for k in shapes if k in arranged}
     reader = golden.outputs()
 
     def batches() -> Iterator[tuple[LaneOutputs, dict[str, LaneOutputs]]]:
@@ -96,72 +205,8 @@ def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
         # the next batch is read (decoded, checksummed) while this one is scored
         for gold, lanes in prefetch(batches(), name="score-reader"):
             check_interrupted()  # here, in the main thread: a signal is only seen there
-            exact = lanes[EXACT]
-            exact_scorer.add(gold, exact)
-            for k in shapes:
-                lane = lanes[lane_name(k)]
-                verdict_scorers[k].add(gold, lane)
-                effect_scorers[k].add(exact, lane)
-                if k in repeat_scorers:
-                    repeat_scorers[k].add(lane, [lanes[name] for name in repeats[k]])
-                if k in arrangement_scorers:
-                    arrangement_scorers[k].add(gold, lane, lanes)
-    env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
-    env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
-    verification = reproduction(golden.golden_id, exact_scorer.verdicts(),
-                                golden.manifest["reproducibility"]["bitwise"], golden.fingerprint == run.fingerprint,
-                                env_diff)
-    counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
-    slots = slot_map(arranged, ids)  # where each block sat in its requests: the same pass over the call log
-    device = DeviceTime()  # every logged call's time, in the same pass: the host share (harness.host_share)
-    throughput = summarize_calls(counter.observe(slots.observe(device.observe(run.iter_calls()))))
-    laws = run.manifest["laws"]
-    shape_results: dict[str, ShapeScore] = {}
-    for k in shapes:
-        verdicts = verdict_scorers[k].verdicts()
-        requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k, {str(v.op): v for v in verdicts},
-                                  len(ids))
-        shape_results[str(k)] = shape_result(k, verdicts, requests, laws, packing_effect(effect_scorers[k].verdicts()))
-        shape_results[str(k)] = with_repeats(shape_results[str(k)], repeat_scorers.get(k))
-        if k in arrangement_scorers:
-            shape_results[str(k)] = with_arrangements(shape_results[str(k)],
-                                                      arrangement_scorers[k].evidence(verdicts, slots))
-    verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
-    body = {
-        "kind": "harness.score",
-        "format": FORMAT,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "release": golden.release,
-        "golden": {"id": golden.golden_id, "path": str(golden.path), "manifest_sha256": golden.manifest_sha256},
-        "run": {"id": run.run_id, "path": str(run.path), "manifest_sha256": run.manifest["manifest_sha256"],
-                "created": run.manifest["created"]},
-        "fingerprint": golden.fingerprint,
-        "model": golden.manifest["model"],
-        "device_kind": run.device_kind,
-        "numerics_profile": run.manifest["numerics_profile"],
-        "numerics": run.manifest["numerics"],
-        "environment": run.manifest["environment"],
-        "mode": voiceprint_inputs,
-        "pad_to_fixed": run.manifest["pad_to_fixed"],
-        "packer": run.manifest["packer"],
-        "laws": laws,
-        "corpus": {**golden.manifest["corpus"], "blocks": len(ids)} if len(ids) != golden.blocks
-        else golden.manifest["corpus"],
-        "reproducibility": golden.manifest["reproducibility"],
-        "tolerances": tolerances.model_dump(),
-        "shapes": {k: s.model_dump(mode="json") for k, s in shape_results.items()},
-        "verification": verification.model_dump(mode="json"),
-        "throughput": throughput,
-        "exact_timing_source": "this run (interleaved)",
-        "verdict": verdict,
-    }
-    if run.manifest.get("evidence"):  # absent from a run before --arrangements/--repeats: so from its score
-        body["evidence"] = {key: run.manifest["evidence"][key] for key in ("arrangements", "repeats", "seed")}
-    host = host_entry(run.manifest.get("lanes_wall_s"), device.seconds, len(ids))
-    if host is not None:  # absent from a run before it (or merged shards): so from its score
-        body["host"] = host
-    # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
-    return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
+            scoring.add(gold, lanes)
+    return scoring.finish(golden, run, ids)
 
 
 def write_score(path: Path, score: Score) -> Path:
