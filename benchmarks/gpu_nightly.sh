@@ -29,7 +29,8 @@
 # Environment overrides: DEVICE (cuda:0 | cpu), MODEL (full | small | spec), BLOCKS, SHAPES
 # (e.g. 2,4,8,16,32), COST_BLOCKS (e.g. 256,1024; empty: skip the cost benchmark, the CPU default),
 # BUSY_BLOCKS (e.g. 256,1024; empty: skip the busy benchmark, the CPU default), BUSY_REPEATS (3),
-# PYTHON. Exit status: the release profile's nightly status (0 = every shape promoted and the
+# ARRANGEMENTS (per candidate shape, [evidence] arrangements: 3), PYTHON. Exit status: the release
+# profile's nightly status (0 = every shape promoted and the
 # golden reproduced); the speed profile and the cost and busy benchmarks are informative.
 set -euo pipefail
 
@@ -49,6 +50,7 @@ else
   BUSY_BLOCKS=${BUSY_BLOCKS-}
 fi
 BUSY_REPEATS=${BUSY_REPEATS:-3}
+ARRANGEMENTS=${ARRANGEMENTS:-3}
 echo "gpu_nightly: device $DEVICE, model $MODEL, $BLOCKS blocks, shapes $SHAPES, output $OUT"
 "$PY" - <<PYEOF
 import torch, numpy, sys
@@ -72,6 +74,8 @@ spec = "$MODEL"
 candidates = [$SHAPES]
 [corpus]
 blocks = $BLOCKS
+[evidence]
+arrangements = $ARRANGEMENTS
 [numerics]
 $numerics
 TOML

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.config import ModelSpec, ReleaseConfig
+from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import Corpus
 from harness.data.schemas.results import Score
@@ -19,6 +19,8 @@ from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
+
+ONE_ARRANGEMENT = EvidenceSection(arrangements=1)
 
 
 @dataclass
@@ -50,15 +52,18 @@ def record(model, tmp: Path, blocks: int = 12, numerics: NumericSettings = Numer
 
 def run_shapes(backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...],
                config: ReleaseConfig | None = None) -> Run:
-    """Every shape over the golden's corpus, interleaved with the exact lane."""
-    cfg = (config or ReleaseConfig()).with_overrides(candidates=shapes)
+    """Every shape over the golden's corpus, interleaved with the exact lane; without ``config``, one
+    arrangement per shape (CI time: the tests that are about the arrangements pass a config that asks for them)."""
+    cfg = (config or ReleaseConfig(evidence=ONE_ARRANGEMENT)).with_overrides(candidates=shapes)
     return run_plan(golden, backend, plan_for(cfg), tmp / "runs", cfg)
 
 
 def pipeline(model, tmp: Path, shapes: tuple[int, ...] = (2, 4), blocks: int = 12,
              numerics: NumericSettings = NumericSettings(), tolerances: Tolerances = Tolerances(),
-             corpus: Corpus | None = None, voiceprint_inputs: str = "isolated") -> Pipeline:
-    cfg = ReleaseConfig(numerics=numerics, tolerances=tolerances, voiceprint_inputs=voiceprint_inputs)
+             corpus: Corpus | None = None, voiceprint_inputs: str = "isolated", arrangements: int = 1) -> Pipeline:
+    """Record, run and score ``model``; ``arrangements`` per shape: 1 unless a test is about them (CI time)."""
+    cfg = ReleaseConfig(numerics=numerics, tolerances=tolerances, voiceprint_inputs=voiceprint_inputs,
+                        evidence=EvidenceSection(arrangements=arrangements))
     backend, corpus, golden = record(model, tmp, blocks, numerics, corpus, config=cfg)
     run = run_shapes(backend, golden, tmp, shapes, cfg)
     return Pipeline(backend.model, backend, corpus, golden, run, score_run(golden, run, tolerances), cfg)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.config import HistorySection, ModelSpec, ReleaseConfig, load_config, parse_set
+from harness.config import EvidenceSection, HistorySection, ModelSpec, ReleaseConfig, load_config, parse_set
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.history import HistoryRow
@@ -162,8 +162,9 @@ def test_the_summary_lists_warnings_before_it_and_fails_only_with_fail_on_warnin
 
 
 def _config(**history) -> ReleaseConfig:
+    # one arrangement (CI time): the margins' history is the subject, not the arrangements' evidence
     return ReleaseConfig(name="small-rel", model=ModelSpec("small"), candidates=(2, 4),
-                         history=HistorySection(**history))
+                         history=HistorySection(**history), evidence=EvidenceSection(arrangements=1))
 
 
 def _forge_nights(ledger: Path, manifest: Path, template: list[HistoryRow], margins: list[float | None]) -> None:

@@ -35,6 +35,9 @@ def junit_cases(path) -> list:
 
 
 def small_config(spec: str = "small", **kw) -> ReleaseConfig:
+    # one arrangement (CI time): these tests are about the nightly's flow, exits, shards and ledger; the
+    # arrangements' own evidence is tested in tests/test_arrangement_score.py and tests/test_arrangements.py
+    kw.setdefault("evidence", EvidenceSection(arrangements=1))
     return ReleaseConfig(name="night", model=ModelSpec(spec), candidates=(2, 4), **kw)
 
 
@@ -120,7 +123,7 @@ def test_a_failing_shape_of_a_torchscript_model_ends_revoked_although_localisati
 def test_cli_exit_status_and_reason(tmp_path, golden_copy):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden_copy), "--out", str(tmp_path / "o"),
-           "--model", "small", "--shapes", "2", "--no-progress"]
+           "--model", "small", "--shapes", "2", "--arrangements", "1", "--no-progress"]
     ok = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip().splitlines()[-1].startswith("PASS")
@@ -172,7 +175,8 @@ def test_gpu_nightly_script_runs_end_to_end_on_cpu(tmp_path):
     """benchmarks/gpu_nightly.sh: the GPU CI job's one command, run here on the CPU (small model)."""
     if shutil.which("bash") is None:
         pytest.fail("bash is needed to run benchmarks/gpu_nightly.sh")
-    env = {**os.environ, "PYTHON": sys.executable, "BLOCKS": "12", "SHAPES": "2", "DEVICE": "cpu"}
+    env = {**os.environ, "PYTHON": sys.executable, "BLOCKS": "12", "SHAPES": "2", "DEVICE": "cpu",
+           "ARRANGEMENTS": "1"}  # one arrangement (CI time): the subject is the script's flow and summary
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_nightly.sh"), str(tmp_path / "gn")], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

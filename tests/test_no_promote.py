@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ModelSpec, ReleaseConfig
+from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
 from harness.data.errors import EXIT_PASS, HarnessError
 from harness.data.jsonio import seal
 from harness.data.schemas import Ledger, validate
@@ -29,6 +29,7 @@ from tests.cli_run import harness_cli
 
 
 def config(**kw) -> ReleaseConfig:
+    kw.setdefault("evidence", EvidenceSection(arrangements=1))  # CI time: the subject is the ledger, not evidence
     return ReleaseConfig(name="night", model=ModelSpec("small"), candidates=(2,), **kw)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ReleaseConfig
+from harness.config import EvidenceSection, ReleaseConfig
 from harness.data.errors import LedgerError
 from harness.data.jsonio import seal
 from harness.data.schemas import PromotedShapes, Score
@@ -27,7 +27,8 @@ from tests.pipeline import record, run_shapes
 from tests.tamper import edit_json
 
 RELEASE = {"0": [1], "1": [1], "2": [1]}
-CONFIG = ReleaseConfig(numerics=NumericSettings(threads=1))  # tolerances: LOOSE below
+# tolerances: LOOSE below; one arrangement (CI time: the subject is the ledger and manifest, not the evidence)
+CONFIG = ReleaseConfig(numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
 # The release's tolerances here: the defaults, with sample-size gates a 6-block corpus can meet ...
 LOOSE = Tolerances(op0=SegmentationTolerance(max_flip_rate=0.01), op1=VoiceprintTolerance(max_failed_row_rate=0.5),
                    op2=VoiceprintTolerance(max_failed_row_rate=0.5))

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from golden.runs import load_run
 from golden.store import load_golden
 from harness.cli.app import ray_options
-from harness.config import ModelSpec, NightlySection, ReleaseConfig
+from harness.config import EvidenceSection, ModelSpec, NightlySection, ReleaseConfig
 from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.numerics import NumericSettings
@@ -46,7 +46,9 @@ ray = pytest.importorskip("ray", reason="the --ray tests need the 'ray' extra (p
 
 REPO = Path(__file__).resolve().parents[1]
 NUMERICS = NumericSettings(threads=1)  # two workers on two cores: no spin-waiting threads
-CONFIG = ReleaseConfig(name="ray-rel", model=ModelSpec("small"), candidates=(2, 4), numerics=NumericSettings(threads=1))
+# one arrangement (CI time): the subject is Ray's fan-out, bitwise the one-process nightly's
+CONFIG = ReleaseConfig(name="ray-rel", model=ModelSpec("small"), candidates=(2, 4), numerics=NumericSettings(threads=1),
+                       evidence=EvidenceSection(arrangements=1))
 
 
 def lane_files(run_path: Path) -> dict[str, str]:
@@ -81,7 +83,7 @@ def baseline(tmp_path_factory, golden, small_model) -> dict:
 def test_cli_ray_local_with_two_workers_is_bitwise_the_one_process_nightly(tmp_path, golden, baseline):
     """`harness nightly --ray local --ray-workers 2` (its own local Ray instance) against the plain nightly."""
     cmd = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden), "--model", "small",
-           "--threads", "1", "--shapes", "2,4", "--no-localise"]
+           "--threads", "1", "--shapes", "2,4", "--arrangements", "1", "--no-localise"]
     env = {**os.environ, "HARNESS_PROGRESS_SECONDS": "3600"}
     one = subprocess.run([*cmd, "--out", str(tmp_path / "one"), "--ledger", str(tmp_path / "l1.json"),
                           "--manifest", str(tmp_path / "p1.json"), "--no-progress"],

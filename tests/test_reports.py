@@ -33,7 +33,7 @@ import pytest
 from markupsafe import escape
 
 from golden.store import Golden
-from harness.config import ReleaseConfig
+from harness.config import EvidenceSection, ReleaseConfig
 from harness.data.schemas.results import Score
 from harness.numerics import NumericSettings
 from harness.pipeline.localise import localise_failures
@@ -53,12 +53,13 @@ SHAPES = (2, 4)
 # jobs makes torch's default (one thread per core) spin-wait: 40x slower under load.
 NUMERICS = NumericSettings(threads=1)
 CONFIG = ReleaseConfig(numerics=NUMERICS)
+LEAN = CONFIG.with_overrides(evidence=EvidenceSection(arrangements=1))  # CI time: the passing run alone has them
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RELEASE = {"0": [1], "1": [1], "2": [1]}
 
 
-def _run(backend, golden: Golden, tmp: Path):
-    return run_shapes(backend, golden, tmp, SHAPES, CONFIG)
+def _run(backend, golden: Golden, tmp: Path, config: ReleaseConfig = LEAN):
+    return run_shapes(backend, golden, tmp, SHAPES, config)
 
 
 def _apply(ledger, score: Score):
@@ -78,7 +79,7 @@ def small(tmp_path_factory) -> dict:
     """Passing and revoking scores of the small model, their ledgers and transitions, a drift."""
     tmp = tmp_path_factory.mktemp("small")
     backend, corpus, golden = record("small", tmp, numerics=NUMERICS, config=CONFIG)
-    run = _run(backend, golden, tmp)
+    run = _run(backend, golden, tmp, CONFIG)  # the default arrangements: their report section and plot
     passing = score_run(golden, run, Tolerances())
     bitwise = score_run(golden, run, Tolerances().with_mode("bitwise"))
     strict = Tolerances(op0=SegmentationTolerance(max_flip_rate=1e-6))  # needs 3e6 frames at zero flips
@@ -584,3 +585,43 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
     assert pixels.std() > 0.05, "the screenshot is blank"
     colours = np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
     assert len(colours) > 50, "the screenshot holds almost no detail"
+
+
+def test_cached_templates_render_the_same_pages_and_compile_nothing(tmp_path, monkeypatch, small):
+    """The templates' compiled code is kept on disk (reports.template_cache, issue 25: compiling them was
+    ~1 s of every nightly's finish). Cold (compiling, writing the cache) and warm (loading it) pages are the
+    same as with the cache off; warm, nothing is compiled. A cache file cut short is compiled again."""
+    import jinja2
+
+    from reports import signoff
+
+    compiled: list[str | None] = []
+    real = jinja2.Environment.compile
+
+    def counting(self, source, name=None, filename=None, raw=False, defer_init=False):
+        compiled.append(name)
+        return real(self, source, name, filename, raw, defer_init)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    score, ledger = small["passing"], small["promoted_ledger"]
+    pages: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    for name, where in (("off", "off"), ("cold", str(tmp_path / "cache")), ("warm", str(tmp_path / "cache"))):
+        monkeypatch.setenv("HARNESS_TEMPLATE_CACHE", where)
+        signoff.template_environments.cache_clear()  # as a new process starts
+        before = len(compiled)
+        write_report(tmp_path / name, score, ledger=ledger)
+        counts[name] = len(compiled) - before
+        pages[name] = [_stampless(tmp_path / name / p) for p in ("report.json", "report.md", "report.html")]
+    assert pages["cold"] == pages["off"] and pages["warm"] == pages["off"]
+    assert counts["off"] >= 2 and counts["cold"] == counts["off"], counts
+    assert counts["warm"] == 0, (
+        f"a warm template cache still compiled {counts['warm']} of {counts['off']} templates; expected 0 "
+        "(reports.template_cache: jinja2's bytecode cache under HARNESS_TEMPLATE_CACHE)")
+    cached = sorted((tmp_path / "cache").rglob("*.cache"))
+    assert len(cached) == counts["off"]
+    cached[0].write_bytes(cached[0].read_bytes()[:20])  # cut short: compiled again, the same page
+    signoff.template_environments.cache_clear()
+    write_report(tmp_path / "cut", score, ledger=ledger)
+    assert [_stampless(tmp_path / "cut" / p) for p in ("report.json", "report.md", "report.html")] == pages["off"]
+    signoff.template_environments.cache_clear()
