@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,11 +95,8 @@ class RunWriter:
         self.writers[lane].write(batch)
 
     def finish(self, fields: dict) -> Path:
-        """Close every lane and the call log, write the sealed manifest, rename into place. A field that
-        is a Future (the packing-laws verdict, judged beside the lanes) is joined first: its error ends
-        the run here, before anything is renamed, and the directory is removed."""
+        """Close every lane and the call log, write the sealed manifest, rename into place."""
         assert self.calls is not None
-        fields = {key: value.result() if isinstance(value, Future) else value for key, value in fields.items()}
         files: dict[str, dict] = {}
         for lane, writer in self.writers.items():
             for name, entry in writer.close().items():

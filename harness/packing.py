@@ -34,6 +34,9 @@ from harness.data.errors import PackingError
 from harness.data.ops import Op
 
 PADDING_PREFIX = "<pad>"
+# The largest list the packing laws pack unless the caller names its largest candidate k. Here, not in
+# harness.laws (which re-exports it): the nightly's laws gate reads it without importing hypothesis.
+LAWS_DEFAULT_MAX_BLOCKS = 64
 
 
 @dataclass(frozen=True)

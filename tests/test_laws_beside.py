@@ -28,7 +28,7 @@ def test_the_gate_s_own_constants_are_the_laws_kit_s():
 
     assert laws_gate.DEFAULT_MAX_BLOCKS == DEFAULT_MAX_BLOCKS, (
         f"laws_gate.DEFAULT_MAX_BLOCKS {laws_gate.DEFAULT_MAX_BLOCKS} != harness.laws.boundary's "
-        f"{DEFAULT_MAX_BLOCKS}: set them equal (the gate keeps a copy so a cached verdict imports no hypothesis)")
+        f"{DEFAULT_MAX_BLOCKS}: both must read harness.packing.LAWS_DEFAULT_MAX_BLOCKS (no hypothesis for the gate)")
     assert laws_gate._hypothesis_version() == hypothesis.__version__
 
 

@@ -27,9 +27,10 @@ from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.laws.strategies import LAW_GEOMETRY, MAX_ROWS
+from harness.packing import LAWS_DEFAULT_MAX_BLOCKS
 
 Example = tuple[list[Block], dict[str, Any]]
-DEFAULT_MAX_BLOCKS = 64  # the largest list the laws pack unless the caller names its largest candidate k
+DEFAULT_MAX_BLOCKS = LAWS_DEFAULT_MAX_BLOCKS  # the largest list the laws pack unless the caller names its largest k
 
 
 KINDS = 5

@@ -22,7 +22,7 @@ A verdict found in the cache costs no import of hypothesis (nor of :mod:`harness
 it: ~1 s of the run's start-up): the key takes hypothesis's version from its installed metadata.
 ``judge_laws(..., beside=True)`` (what :func:`harness.pipeline.run.run_shapes` calls) judges the
 harness's own packer in a thread beside the lanes and returns a :class:`~concurrent.futures.Future`:
-the verdict only goes into the run manifest, so :meth:`golden.runs.RunWriter.finish` joins it first,
+the verdict only goes into the run manifest, so ``run_shapes`` joins it after the lanes, before the run is written,
 and an error in it ends the command with its own line (step ``packing laws``) and no run is kept.
 A foreign packer is judged before the lanes as before: the laws set its geometry and may restart
 its process, which the lanes use meanwhile.
@@ -47,16 +47,14 @@ from typing import Any, Literal, overload
 from harness import __version__
 from harness.data.errors import HarnessError, step
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
-from harness.packing import HarnessPacker, Packer
+from harness.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
 
 DEFAULT_EXAMPLES = 100
 SEED = 0
 # The largest list the laws pack: the largest candidate k, up to this (the laws' cost grows with it:
 # 256 blocks already take ~5 s of CPU at one example per law, 8192 did not finish in 4 minutes).
 MAX_JUDGED_BLOCKS = 64
-# harness.laws.boundary.DEFAULT_MAX_BLOCKS, not imported from there: harness.laws imports hypothesis, which
-# a cached verdict does not need (tests/test_laws_beside.py pins the two equal)
-DEFAULT_MAX_BLOCKS = 64
+DEFAULT_MAX_BLOCKS = LAWS_DEFAULT_MAX_BLOCKS  # harness.laws's default, from where no hypothesis is imported
 LawsKey = tuple[str, int, int, int]  # (packer identity, examples, seed, largest list judged)
 _CACHE: dict[LawsKey, dict[str, Any]] = {}
 

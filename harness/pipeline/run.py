@@ -98,7 +98,8 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
                         len(wanted) if wanted is not None else golden.blocks, backend, plan)
-    # a Future: the harness's packer is judged beside the lanes, joined by writer.finish (laws_gate)
+    # a Future: the harness's packer is judged beside the lanes (laws_gate), joined after them, inside the
+    # writer: its error ends the command with its own line and the unfinished run is removed
     laws = judge_laws(packer, laws_examples, max(plan.shapes) if plan.shapes else None, beside=True)
     writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
@@ -117,7 +118,7 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
                       **provenance(backend.environment()), "config": config.to_dict(),
                       "mode": scored["mode"],  # file key "mode" (the contract): the voiceprint inputs
                       "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
-                      "shapes": scored["shapes"], "shard": str(shard) if shard else None, "laws": laws,
+                      "shapes": scored["shapes"], "shard": str(shard) if shard else None, "laws": laws.result(),
                       "lanes_wall_s": lanes_wall_s}
             if "evidence" in scored:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored["evidence"]
