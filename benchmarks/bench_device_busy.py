@@ -55,22 +55,19 @@ MODEL = "lanes.simulated_device:full"
 
 
 def busy_of(path: Path) -> tuple[float, float, int]:
-    """(busy s, span s, calls) of a timeline file; overlapping calls count once (as the device is busy once)."""
-    import numpy as np
+    """(busy s, span s, calls) of a timeline file; overlapping calls count once (as the device is busy once):
+    the simulated device's own reading and measure (lanes.simulated_device), an empty timeline refused."""
+    from harness.data.errors import ModelError
+    from lanes.simulated_device import busy_fraction, read_timeline
 
-    data = np.fromfile(path, dtype=np.float64)
-    if data.size == 0 or data.size % 2:
-        raise SystemExit(f"{path}: an empty or truncated timeline ({data.size} float64)")
-    iv = data.reshape(-1, 2)
-    iv = iv[np.argsort(iv[:, 0], kind="stable")]
-    busy, start, end = 0.0, float(iv[0, 0]), float(iv[0, 1])
-    for s, e in iv[1:]:
-        if s > end:
-            busy, start, end = busy + end - start, float(s), float(e)
-        else:
-            end = max(end, float(e))
-    busy += end - start
-    return busy, float(iv[:, 1].max() - iv[0, 0]), len(iv)
+    try:
+        iv = read_timeline(path)
+    except ModelError as exc:  # a truncated file: one line, as every other refusal of this script
+        raise SystemExit(str(exc)) from None
+    if len(iv) == 0:
+        raise SystemExit(f"{path}: an empty timeline (no call was timed)")
+    busy, span, _ = busy_fraction(iv)
+    return busy, span, len(iv)
 
 
 def harness_cmd() -> list[str]:

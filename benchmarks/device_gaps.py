@@ -47,11 +47,16 @@ SIZES_MS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 20.0, 100.0)
 
 def load(timeline: Path, run_dir: Path) -> tuple[np.ndarray, dict[str, list]]:
     """The [calls, 2] intervals and the call log's columns (warm-up calls first, as the device ran them)."""
-    data = np.fromfile(timeline, dtype=np.float64)
-    if data.size == 0 or data.size % 2:
-        raise SystemExit(f"{timeline}: an empty or truncated timeline ({data.size} float64)")
-    calls = pq.read_table(run_dir / "calls.parquet").to_pydict()
-    return data.reshape(-1, 2), calls
+    from harness.data.errors import ModelError
+    from lanes.simulated_device import read_timeline  # the simulated device's own reading (refuses a cut file)
+
+    try:
+        iv = read_timeline(timeline)
+    except ModelError as exc:  # a truncated file: one line, as every other refusal of this script
+        raise SystemExit(str(exc)) from None
+    if len(iv) == 0:
+        raise SystemExit(f"{timeline}: an empty timeline (no call was timed)")
+    return iv, pq.read_table(run_dir / "calls.parquet").to_pydict()
 
 
 def lane_of(calls: dict[str, list], i: int) -> tuple[str, int, int, str]:
