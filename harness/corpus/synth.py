@@ -290,9 +290,10 @@ def iter_synth_blocks(geometry: Geometry, blocks: int, seed: int = 0, step: int 
         windows = per_block * blocks_long - min(short_by, per_block - 1)  # last block partly padded
         tail = rng.uniform(0.3, 0.8)  # final window holds this fraction of a window
         length = (windows - 1) * step + int(tail * geometry.window_samples)
-        if length >= geometry.window_samples and (length - geometry.window_samples) % step == 0:
-            length -= 1  # the windows would tile it exactly, and the final window would be full
         seconds = length / geometry.sample_rate
+        while _tiles_exactly(int(seconds * geometry.sample_rate), geometry.window_samples, step):
+            length -= 1  # the windows would tile it exactly, and the final window would be full
+            seconds = length / geometry.sample_rate
         audio, turns = synth_recording(int(rng.randint(2**31 - 1)), seconds, speakers, geometry.sample_rate)
         for block, prov in cut_blocks(audio, geometry, step, prefix=f"synth-s{seed}-r{r:03d}"):
             prov.update({"source": "synth", "seed": seed, "recording_seconds": round(seconds, 3),
@@ -309,6 +310,13 @@ def synth_corpus(geometry: Geometry, blocks: int, seed: int = 0, step: int | Non
     """Exactly ``blocks`` blocks from deterministic recordings (:func:`iter_synth_blocks`, collected)."""
     return Corpus.collect(iter_synth_blocks(geometry, blocks, seed=seed, step=step, speakers=speakers),
                           geometry_meta(geometry))
+
+
+def _tiles_exactly(samples: int, window: int, step: int) -> bool:
+    """Whether windows of ``window`` samples every ``step`` end exactly at ``samples`` (the final window full).
+    Judged on the length the recording gets (``synth_recording``: ``int(seconds x rate)``), not on the
+    length asked for: ``8001 / 16000 x 16000`` is 8000.999..., a recording of 8000 samples, one full window."""
+    return samples >= window and (samples - window) % step == 0
 
 
 def _overlaps(turns: list[Turn]) -> int:
