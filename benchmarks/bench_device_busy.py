@@ -17,6 +17,10 @@ load, every write), and the script prints, per command, N and C1:
     harness    the harness share: (wall - busy) / wall, the part of the command the device sat idle.
     wall       command wall seconds; device: busy seconds; rss: the child's peak RSS (os.wait4's
                ru_maxrss: that one process, not the maximum over every child).
+    before     seconds from spawn to the first call's start (start-up: imports, reading the golden or
+               the capture, building the model, the exact lane's first warm-up call);
+    after      seconds from the last call's end to exit (finishing the lanes' writes, scoring,
+               promotion, the report): with the span, the three parts of the wall.
 
 Medians over ``--repeats`` repetitions, interleaved (repeat 1 of every (command, C1), then repeat 2, ...)
 so drift on a shared machine hits all alike. Setup happens once per N, outside the timed commands: the
@@ -54,9 +58,12 @@ COMMANDS = ("run", "record", "nightly", "audit")
 MODEL = "lanes.simulated_device:full"
 
 
-def busy_of(path: Path) -> tuple[float, float, int]:
-    """(busy s, span s, calls) of a timeline file; overlapping calls count once (as the device is busy once):
-    the simulated device's own reading and measure (lanes.simulated_device), an empty timeline refused."""
+def busy_of(path: Path) -> tuple[float, float, int, float, float]:
+    """(busy s, span s, calls, first call's start, last call's end) of a timeline file; overlapping calls
+    count once (as the device is busy once): the simulated device's own reading and measure
+    (lanes.simulated_device), an empty timeline refused. The times are CLOCK_MONOTONIC, as this process's
+    ``time.perf_counter``: the command's start-up before the lanes, and its finish after them, are read
+    against this process's spawn and exit times."""
     from harness.data.errors import ModelError
     from lanes.simulated_device import busy_fraction, read_timeline
 
@@ -67,7 +74,7 @@ def busy_of(path: Path) -> tuple[float, float, int]:
     if len(iv) == 0:
         raise SystemExit(f"{path}: an empty timeline (no call was timed)")
     busy, span, _ = busy_fraction(iv)
-    return busy, span, len(iv)
+    return busy, span, len(iv), float(iv[:, 0].min()), float(iv[:, 1].max())
 
 
 def harness_cmd() -> list[str]:
@@ -76,9 +83,11 @@ def harness_cmd() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "harness.cli"]
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, int]:
-    """Run ``argv``; (wall s from spawn to exit, peak RSS bytes of that child, exit status). Exits on a status
-    not in ``ok`` (a nightly that refuses a shape, exit 1, did its whole work: its figures count)."""
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] = (0,)
+          ) -> tuple[float, int, int, float]:
+    """Run ``argv``; (wall s from spawn to exit, peak RSS bytes of that child, exit status, spawn time as
+    ``time.perf_counter``). Exits on a status not in ``ok`` (a nightly that refuses a shape, exit 1, did its
+    whole work: its figures count)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:  # a file, not a pipe: a chatty child never blocks on it
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -91,7 +100,7 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] =
         raise SystemExit(f"{' '.join(argv)}\nexit {proc.returncode}: {text[-800:]}")
     if proc.returncode:
         print(f"    (exit {proc.returncode}: {text.splitlines()[-1][:200] if text else ''})", flush=True)
-    return wall, usage.ru_maxrss * 1024, proc.returncode
+    return wall, usage.ru_maxrss * 1024, proc.returncode, start
 
 
 def untimed(model: str) -> str:
@@ -150,23 +159,25 @@ def measure(command: str, work: Path, model: str, c0: float, c1: float | None, s
     out.mkdir()
     timeline = out / "timeline.bin"
     spec = timed(model, c0, c1, timeline)
-    wall, rss, code = spawn(command_argv(command, spec, out, shapes, device), work, env,
-                            (0, 1) if command == "nightly" else (0,))
-    busy, span, calls = busy_of(timeline)
+    wall, rss, code, spawned = spawn(command_argv(command, spec, out, shapes, device), work, env,
+                                     (0, 1) if command == "nightly" else (0,))
+    busy, span, calls, first, last = busy_of(timeline)
     shutil.rmtree(out, ignore_errors=True)  # the disk is shared: keep only the figures
     return {"busy": busy / span if span > 0 else 0.0, "share": span / wall, "harness": (wall - busy) / wall,
-            "wall_s": wall, "device_s": busy, "span_s": span, "rss_mb": rss / 2**20, "calls": calls,
+            "wall_s": wall, "device_s": busy, "span_s": span, "before_s": first - spawned,
+            "after_s": spawned + wall - last, "rss_mb": rss / 2**20, "calls": calls,
             "exit": code}
 
 
 def table(rows: list[dict]) -> str:
     head = (f"{'command':>8} {'N':>5} {'C1 ms':>6} {'busy':>6} {'share':>6} {'harness':>8} {'wall s':>8} "
-            f"{'device s':>9} {'span s':>7} {'calls':>6} {'rss MB':>7} {'exit':>4}")
+            f"{'device s':>9} {'span s':>7} {'before':>7} {'after':>6} {'calls':>6} {'rss MB':>7} {'exit':>4}")
     lines = [head]
     for r in rows:
         c1 = "-" if r["c1_ms"] is None else format(r["c1_ms"], "g")
         lines.append(f"{r['command']:>8} {r['blocks']:>5} {c1:>6} {r['busy']:>6.3f} {r['share']:>6.3f} "
                      f"{r['harness']:>8.3f} {r['wall_s']:>8.2f} {r['device_s']:>9.2f} {r['span_s']:>7.2f} "
+                     f"{r['before_s']:>7.2f} {r['after_s']:>6.2f} "
                      f"{r['calls']:>6.0f} {r['rss_mb']:>7.0f} {r['exit']:>4.0f}")
     return "\n".join(lines)
 

@@ -258,7 +258,7 @@ def test_the_benchmark_reads_timelines_and_builds_specs_as_the_models_do(tmp_pat
     iv = np.array([[5.0, 6.0], [0.0, 1.0], [0.5, 2.0]])
     iv.tofile(tmp_path / "t.bin")
     busy, span, _ = busy_fraction(iv)
-    assert bench.busy_of(tmp_path / "t.bin") == (busy, span, 3)
+    assert bench.busy_of(tmp_path / "t.bin") == (busy, span, 3, 0.0, 6.0)  # and the first start, the last end
     timeline = tmp_path / "a b" / "t.bin"
     assert factory_arguments(bench.timed(bench.MODEL, 2.0, 0.05, timeline))[1] == {
         "c0_ms": 2.0, "c1_ms": 0.05, "timeline": str(timeline)}
