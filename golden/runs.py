@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,8 +99,12 @@ class RunWriter:
         """Close every lane and the call log, write the sealed manifest, rename into place."""
         assert self.calls is not None
         files: dict[str, dict] = {}
-        for lane, writer in self.writers.items():
-            for name, entry in writer.close().items():
+        # every lane at once: a file's close ends in its fsync, which waits for the disk with the GIL released
+        # (one after the other, 18 fsyncs of 20-150 ms were 0.76 s after the last call at N = 256, issue 25)
+        with ThreadPoolExecutor(max(1, len(self.writers)), "run-close") as pool:
+            closed = {lane: pool.submit(writer.close) for lane, writer in self.writers.items()}
+        for lane, done in closed.items():
+            for name, entry in done.result().items():  # a lane's failure is raised here, in lane order
                 files[f"{lane}/{name}"] = entry
         files[CALLS] = self.calls.close()
         manifest = seal({

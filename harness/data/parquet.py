@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.data.errors import HarnessError, check_interrupted, one_line
-from harness.data.fsio import atomic_file, fault, os_failure
+from harness.data.fsio import atomic_file, fault, os_failure, start_writeback
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
@@ -60,6 +60,13 @@ class HashingFile(io.RawIOBase):
         if not self._f.closed:
             self._f.flush()
 
+    def start_writeback(self) -> None:
+        """Hand what is written so far to the disk now, without waiting (Linux ``sync_file_range``): the
+        fsync of :func:`harness.data.fsio.atomic_files` at close then finds little left to write. A run's
+        18 files were fsynced at its end with every byte still dirty, 0.76 s after the last network call
+        at N = 256 (issue 25); elsewhere, or where the file system refuses, nothing is done."""
+        start_writeback(self._f)
+
     def close(self) -> None:
         if not self._f.closed:
             self._f.close()
@@ -91,6 +98,7 @@ class ParquetSink:
             check_interrupted()
             fault(f"parquet:{self.path.name}")
             self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+            self._file.start_writeback()  # in the writer's thread (a lane's: behind the lanes)
         self.rows += table.num_rows
 
     def close(self) -> int:

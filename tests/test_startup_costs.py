@@ -1,0 +1,52 @@
+"""The schema package imports a model's module when the model is first asked for (issue 25's start-up):
+every exported name still resolves, to the class its module defines, and a command's configuration
+does not pay for the audit's and the score's models it does not read."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import harness.data.schemas as schemas
+
+
+def test_every_exported_name_resolves_to_its_modules_object():
+    assert set(schemas.__all__) == {*schemas._MODULE_OF, "FILE_KINDS"}
+    for name, module in schemas._MODULE_OF.items():
+        assert getattr(schemas, name) is getattr(importlib.import_module(f"harness.data.schemas.{module}"), name)
+    assert len(schemas.FILE_KINDS) == 20 and schemas.FILE_KINDS["score"] is schemas.Score
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        schemas.NoSuchModel  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchModel" in str(exc)
+    else:
+        raise AssertionError("an unknown name resolved")
+
+
+def test_the_configuration_imports_no_result_model():
+    code = ("import sys, harness.config; "
+            "print(sorted(m for m in sys.modules if m.startswith('harness.data.schemas.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "harness.data.schemas.audit" not in loaded and "harness.data.schemas.results" not in loaded, loaded
+    assert "harness.data.schemas.base" in loaded
+
+
+def test_writeback_is_started_on_a_file_and_harmless_on_a_pipe(tmp_path):
+    """harness.data.fsio.start_writeback: the run's files are handed to the disk as they are written."""
+    import os
+
+    from harness.data.fsio import start_writeback
+
+    with open(tmp_path / "f.bin", "wb") as f:
+        f.write(b"x" * 65536)
+        start_writeback(f)  # flushed: the bytes are in the file
+        assert os.path.getsize(tmp_path / "f.bin") == 65536
+    read, write = os.pipe()
+    with os.fdopen(write, "wb") as pipe:
+        pipe.write(b"y")
+        start_writeback(pipe)  # the kernel refuses a pipe (ESPIPE): nothing is raised
+    os.close(read)
