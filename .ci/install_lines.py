@@ -11,9 +11,9 @@ on this machine's disk, else the PyTorch CPU index), then the line, and runs ``h
 pyarrow and the model). Lines documented as run inside an existing install (the hints the
 harness prints: ``pip install 'diar-lane-harness[ray]'``) run after the line of their venv.
 
-Usage: ``python .ci/install_lines.py [--keep] [--only NAME ...]`` (``tox -e install``). pip's
-cache is reused (its default folder): the second run downloads nothing. Exit 0 when every line
-works; 1 with one line per failure otherwise.
+Usage: ``python .ci/install_lines.py [--keep] [--only NAME ...]`` (``tox -e install``). The venvs are
+built at once, each in its own folder; pip's cache is reused (its default folder): the second run
+downloads nothing. Exit 0 when every line works; 1 with one line per failure otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,8 +137,11 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="harness-install-"))
     failures, total = [], time.perf_counter()
     try:
-        for venv in chosen:
-            ok, log, _ = check_venv(venv, root)
+        # the venvs at once: each is mostly pip waiting for the index and the disk (CI time: 311 s one after
+        # another); their logs are printed whole, in this order, when all are done
+        with ThreadPoolExecutor(len(chosen) or 1) as pool:
+            results = list(pool.map(lambda venv: check_venv(venv, root), chosen))
+        for venv, (ok, log, _) in zip(chosen, results, strict=True):
             print("\n".join(log), flush=True)
             if not ok:
                 failures.append(f"install: venv {venv.name}: " + "; then ".join(s.line for s in venv.steps)

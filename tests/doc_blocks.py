@@ -180,12 +180,23 @@ def run_lines(lines: tuple[Line, ...] | list[Line], cwd: Path, env: dict[str, st
 
 def run_block(block: Block, cwd: Path, env: dict[str, str], *, timeout: float = 1800) -> list[str]:
     """Run a block's lines in ``cwd``: twice (a rerun in the same folder must work too) unless the
-    block says it runs once, and why."""
+    block says it runs once, and why, or its first run left the folder exactly as it found it (no file
+    or folder made, changed or removed: the rerun would repeat the first run)."""
     __tracebackhide__ = True
     repeats = 1 if block.runs_once else 2
     transcript: list[str] = []
+    before = folder_state(cwd)
     for run in range(1, repeats + 1):
         title = (f"{block.where}: the ```bash block starting {block.first_line!r}, "
                  f"run {run} of {repeats}{' (the rerun, in the same folder)' if run == 2 else ''}")
         run_lines(block.lines, cwd, env, title=title, transcript=transcript, timeout=timeout)
+        if run == 1 and repeats == 2 and folder_state(cwd) == before:
+            # the rerun would be run 1 again, in the folder run 1 found (`harness laws`: CI time, a minute)
+            transcript.append(f"{block.where}: run 1 left the folder as it found it: no rerun")
+            break
     return transcript
+
+
+def folder_state(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``folder``: (size, mtime in ns) by relative path."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}

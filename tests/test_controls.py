@@ -73,7 +73,8 @@ def test_nan_in_one_window_is_rejected(corpus16, tmp_path):
 
 
 def test_an_invariant_model_is_promoted_bitwise(corpus16, tmp_path):
-    _, _, _, score = evaluate("lanes.controls:invariant", corpus16, tmp_path, (2, 4, 16), tolerances=BITWISE)
+    # k=2 and k=16 (the whole corpus in one request): the model runs every window alone, ~1 s a shape here
+    _, _, _, score = evaluate("lanes.controls:invariant", corpus16, tmp_path, (2, 16), tolerances=BITWISE)
     assert score.verdict == "pass"
     for shape in score.shapes.values():
         assert all(op.metrics["bitwise"] for op in shape.ops.values())

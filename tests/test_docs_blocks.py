@@ -151,6 +151,15 @@ def test_a_block_that_cannot_rerun_fails_on_the_rerun(tmp_path):
         run_block(plain, tmp_path, harness_env())
 
 
+def test_a_block_that_writes_nothing_runs_once_and_one_that_writes_runs_twice(tmp_path):
+    reads = parse_blocks("```bash\nls -a\n```\n", "docs/p.md")[0]
+    transcript = run_block(reads, tmp_path, harness_env())
+    assert transcript[-1] == "docs/p.md:1: run 1 left the folder as it found it: no rerun"
+    writes = parse_blocks("```bash\necho x >> log.txt\n```\n", "docs/p.md")[0]
+    transcript = run_block(writes, tmp_path, harness_env())
+    assert "no rerun" not in transcript[-1] and (tmp_path / "log.txt").read_text() == "x\nx\n"  # ran twice
+
+
 def test_an_unexpected_success_of_a_failing_line_fails(tmp_path):
     page = "```bash\ntrue   # exit 1: this should have failed\n```\n"
     with pytest.raises(AssertionError, match="observed 0, allowed 1"):

@@ -125,3 +125,19 @@ def test_a_packer_that_crashes_during_the_laws_is_exit_2_naming_the_request(caps
     assert f"exited with status 3 before answering {request_}" in lines[0], lines[0]
     assert "segmentation fault" in lines[0]
     assert "minimal counterexample" not in out
+
+
+def test_harness_laws_leaves_no_hypothesis_folder_in_the_working_folder(tmp_path):
+    """hypothesis's cache goes to the user's cache folder (or HYPOTHESIS_STORAGE_DIRECTORY), not ./.hypothesis."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "laws", "--examples", "2"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert list(work.iterdir()) == []  # nothing made where the user stands
+    assert (tmp_path / "cache" / "diar-lane-harness" / "hypothesis").is_dir()

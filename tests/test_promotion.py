@@ -281,9 +281,10 @@ def _year_of_history(score: dict, shapes: list[int], events: int) -> dict:
 
 
 def test_parallel_writers_lose_no_event(world, tmp_path):
-    """Eight `harness promote` processes at once on one ledger holding a year of history (3000 events per
-    shape): every one of their events must be in the final ledger, and the manifest must be its own."""
-    writers = list(range(2, 10))
+    """Four `harness promote` processes at once on one ledger holding a year of history (3000 events per
+    shape): every one of their events must be in the final ledger, and the manifest must be its own.
+    (Four on two cores: each waits for the lock while another holds it, as eight did, in half the CI time.)"""
+    writers = list(range(2, 6))
     scores = [world["scored"]((k,), where=tmp_path) for k in writers]
     first = json.loads(scores[0].read_text())
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
@@ -297,9 +298,9 @@ def test_parallel_writers_lose_no_event(world, tmp_path):
     assert m is not None
     found = {e.shape: [h.run_id for h in e.history if not h.run_id.startswith("old-")] for e in book.entries.values()}
     wanted = {k: [json.loads(s.read_text())["run"]["id"]] for k, s in zip(writers, scores, strict=True)}
-    assert found == wanted  # 8 writers, 8 events written, 8 found
+    assert found == wanted  # 4 writers, 4 events written, 4 found
     assert all(len(e.history) == 3001 for e in book.entries.values())
-    assert m.ledger_sha256 == book.ledger_sha256 and book.seq == 8 * 3000 + 8
+    assert m.ledger_sha256 == book.ledger_sha256 and book.seq == 4 * 3000 + 4
 
 
 def test_a_revocation_racing_a_promotion_is_never_lost(world, tmp_path):
