@@ -50,3 +50,17 @@ def test_writeback_is_started_on_a_file_and_harmless_on_a_pipe(tmp_path):
         pipe.write(b"y")
         start_writeback(pipe)  # the kernel refuses a pipe (ESPIPE): nothing is raised
     os.close(read)
+
+
+def test_every_schema_module_imports_first_in_a_fresh_process():
+    """The package no longer imports its modules in one fixed order: none may rely on another being loaded."""
+    from pathlib import Path
+
+    names = sorted(p.stem for p in Path(schemas.__file__).parent.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    failed = []
+    for name in names:
+        done = subprocess.run([sys.executable, "-c", f"import harness.data.schemas.{name}"], capture_output=True,
+                              text=True)
+        if done.returncode:
+            failed.append(f"{name}: {done.stderr.strip().splitlines()[-1]}")
+    assert names and not failed, failed

@@ -11,8 +11,8 @@ refuses the shape, and promotion re-derives every one of them (``harness.arrange
 ``slots`` says, per OP, how the blocks that sat in each slot (over every arrangement, the plain one
 included) differ from the golden, so the report can name the worst slot.
 
-This module is imported by :mod:`harness.data.schemas.results` at its end (it holds that module's
-``OpVerdictModel``), so it is always complete once the schemas package is imported.
+Its verdicts are :mod:`harness.data.schemas.verdicts`'s ``OpVerdictModel`` (declared apart, so that this
+module, imported first or after :mod:`harness.data.schemas.results`, which holds it, is complete either way).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from harness.data.schemas.base import Count, Frozen, Number, OpKey, Positive
-from harness.data.schemas.results import OpVerdictModel
+from harness.data.schemas.verdicts import OpVerdictModel
 
 SlotKey = Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,5}|pad)$")]
 PAD = "pad"  # the slot of the last real block of a request holding fewer than k blocks

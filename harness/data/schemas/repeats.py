@@ -10,8 +10,8 @@ golden (``pairs``): a failed check refuses the shape, and promotion re-derives t
 (``harness.repeat_evidence.repeats_hold``). In tolerance mode nothing is gated: an OP less
 reproducible than the release gets a warning line instead.
 
-This module is imported by :mod:`harness.data.schemas.results` at its end (it holds that module's
-``OpVerdictModel``), so it is always complete once the schemas package is imported.
+Its verdicts are :mod:`harness.data.schemas.verdicts`'s ``OpVerdictModel`` (declared apart, so that this
+module, imported first or after :mod:`harness.data.schemas.results`, which holds it, is complete either way).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import Field
 
 from harness.data.schemas.base import Count, Frozen, OpKey
 from harness.data.schemas.files import Floor
-from harness.data.schemas.results import OpVerdictModel
+from harness.data.schemas.verdicts import OpVerdictModel
 
 
 class RepeatOp(Frozen):

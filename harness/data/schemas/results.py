@@ -6,13 +6,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from harness.data.figures import NEGATION, NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
-from harness.data.jsonio import plain
 from harness.data.schemas.base import (
     Count,
     Frozen,
     GoldenId,
-    Number,
     OpKey,
     OptionalKeys,
     Positive,
@@ -33,107 +30,9 @@ from harness.data.schemas.files import (
 from harness.data.schemas.host import HostShare
 from harness.data.schemas.load import LoadEvidence
 from harness.data.schemas.localisation import LocalisedOp
+from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
+from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
 from harness.tolerances import Tolerances
-
-
-class CheckModel(Frozen):
-    """One metric of one OP against its limit, as the score file holds it and as the judges build it
-    (``harness.judges.base.Check`` is this class). The gate produces them; the CLI lines, the sign-off
-    report's tables and the JUnit file all render the same rows (:meth:`line`), and promotion
-    re-derives every ``ok`` from ``observed``, ``relation`` and ``allowed`` before it trusts a verdict.
-    A check whose ``allowed`` is ``None`` is reported, not gated."""
-
-    op: Literal[0, 1, 2]
-    metric: Annotated[str, Field(min_length=1)]
-    observed: bool | int | Number | None = Field(description="None: non-finite")
-    relation: Literal["<=", ">=", "==", "report"]
-    allowed: bool | int | Number | None = Field(description="None: reported, not gated")
-    ok: bool | None
-    unit: str
-    offending: Count | None
-    total: Count | None
-    where: str | None = Field(description="where to look: \"worst block 'b7' window 3\", \"first block ...\"")
-    note: str
-    hint: str
-    limit: str = Field(description="the limits key `allowed` came from; empty: a fixed 0")
-
-    @model_validator(mode="after")
-    def _gated(self) -> CheckModel:
-        if (self.relation == "report") != (self.allowed is None) or (self.relation == "report") != (self.ok is None):
-            raise ValueError("a reported check has neither allowed nor ok; a gated one has both")
-        return self
-
-    @classmethod
-    def gate(cls, op: int, metric: str, observed: Any, relation: str, allowed: Any, *, unit: str = "",
-             offending: int | None = None, total: int | None = None, where: str | None = None, note: str = "",
-             hint: str = "", limit: str = "") -> CheckModel:
-        """A gated check (``allowed`` given) or a reported one (``allowed`` None); numpy scalars become
-        Python numbers and non-finite observations None (files hold no such numbers)."""
-        seen = plain_number(observed)
-        counts = {"offending": plain_number(offending), "total": plain_number(total)}
-        common: dict[str, Any] = {"op": op, "metric": metric, "observed": seen, "unit": unit, "where": where,
-                                  "note": note, "hint": hint, "limit": limit, **counts}
-        if allowed is None:
-            return cls(**common, relation=NOT_GATED, allowed=None, ok=None)
-        return cls(**common, **{"relation": relation, "allowed": plain_number(allowed),
-                                "ok": holds(seen, relation, allowed)})
-
-    @property
-    def failed(self) -> bool:
-        return self.ok is False
-
-    def line(self) -> str:
-        """One line: 'OP 0 max_abs: 0.505 > 0.0001 allowed, 3 of 4 096 windows (0.07 %), worst block 'b7'...'"""
-        if self.observed is None and self.offending and self.total:
-            # a figure over non-finite values (figure_check): says so, never a number that looks in range
-            head = f"OP {self.op} {self.metric}: {non_finite_text(self.offending, self.total, self.unit)}"
-            text = (f"{head} (reported, not gated)" if self.relation == NOT_GATED
-                    else f"{head}, {self.relation} {fmt(self.allowed)} allowed")
-        else:
-            head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
-            if self.relation == NOT_GATED:
-                text = f"{head} (reported, not gated)"
-            else:
-                rel = self.relation if self.ok else NEGATION[self.relation]
-                text = f"{head} {rel} {fmt(self.allowed)} allowed"
-            if self.offending and self.total:
-                text += f", {self.offending:,} of {self.total:,} {self.unit} ({percent(self.offending, self.total)})"
-            elif self.offending:
-                text += f", {self.offending:,} {self.unit}"
-        if self.where:
-            text += f", {self.where}"
-        if self.note:
-            text += f"; {self.note}"
-        return text
-
-
-class OpVerdictModel(Frozen):
-    """Every check of one OP at one shape (or of the exact lane's reproduction); the judges build it
-    with :meth:`of` (``harness.judges.base.OpVerdict`` is this class). ``passed`` and ``reasons``
-    follow from the checks when it is built; a file's are kept as written (promotion re-derives them,
-    ``harness.score_check``)."""
-
-    op: Literal[0, 1, 2]
-    shape: int | str
-    passed: bool
-    reasons: list[str]
-    checks: list[CheckModel]
-    metrics: dict[str, Any]
-    limits: dict[str, Any]
-    failing: list[dict[str, Any]] = Field(description="worst offenders, for the report")
-    distribution: list[Number | None] = Field(description="a sample of per-unit max |diff| for the plot")
-
-    @classmethod
-    def of(cls, op: int, shape: int | str, checks: list[CheckModel], metrics: dict[str, Any],
-           limits: dict[str, Any], failing: list[dict[str, Any]] | None = None,
-           distribution: list[float | None] | None = None) -> OpVerdictModel:
-        """A verdict from a judge's checks: passed and reasons derived; the free-form parts (metrics,
-        limits, failing, distribution) made JSON-plain (numpy scalars as Python numbers, as the file
-        holds them)."""
-        return cls.model_validate({"op": op, "shape": shape, "passed": not any(c.failed for c in checks),
-                                   "reasons": [c.line() for c in checks if c.failed], "checks": list(checks),
-                                   "metrics": plain(metrics), "limits": plain(limits), "failing": plain(failing or []),
-                                   "distribution": plain(distribution or [])})
 
 
 class RequestEvidence(Frozen):
@@ -247,8 +146,8 @@ class LocalisationFile(Frozen):
     shapes: dict[ShapeKey, dict[OpKey, LocalisedOp]]
 
 
-# a shape's repeats and arrangements hold OpVerdictModel (declared above): imported last, then the models that
-# hold them completed
+# a shape's repeats and arrangements hold OpVerdictModel (harness.data.schemas.verdicts): the models that hold
+# them are completed with their classes
 from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements  # noqa: E402
 from harness.data.schemas.repeats import RepeatEvidence  # noqa: E402
 
