@@ -36,10 +36,10 @@ def test_the_configuration_imports_no_result_model():
 
 
 def test_writeback_is_started_on_a_file_and_harmless_on_a_pipe(tmp_path):
-    """harness.data.fsio.start_writeback: the run's files are handed to the disk as they are written."""
+    """harness.data.writeback.start_writeback: the run's files are handed to the disk as they are written."""
     import os
 
-    from harness.data.fsio import start_writeback
+    from harness.data.writeback import start_writeback
 
     with open(tmp_path / "f.bin", "wb") as f:
         f.write(b"x" * 65536)

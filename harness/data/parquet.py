@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.data.errors import HarnessError, check_interrupted, one_line
-from harness.data.fsio import atomic_file, fault, os_failure, start_writeback
+from harness.data.fsio import atomic_file, fault, os_failure
+from harness.data.writeback import start_writeback
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
