@@ -73,7 +73,7 @@ def _command(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    if argv is None:  # this process is the command (not a caller of main's, in its own process)
+    if argv is None:  # run as the program (console script, python -m), not called in-process by a test
         _hypothesis_storage_outside_the_working_folder()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("HARNESS_DEBUG") == "1" or "--debug" in args
