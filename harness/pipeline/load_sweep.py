@@ -93,7 +93,7 @@ def sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packe
                     if at_c.fingerprint != golden.fingerprint:
                         raise HarnessError(f"load sweep: {triton.url} now serves model {at_c.fingerprint[:16]}..., "
                                            f"the golden is of {golden.fingerprint[:16]}...: the server changed")
-                    before = stats.read()
+                    before = stats.read_settled()  # the backend's probe just above counted first
                     latencies, wall, requests, checked, verdicts = _send_point(
                         golden, corpus, at_c, k, c, len(ids), limits, packer, config.pad_to_fixed, tick)
                     delta = _stats_delta(stats, before)
@@ -150,7 +150,7 @@ def _send_point(golden: Golden, corpus: Iterable[Block], backend: Backend, k: in
 def _stats_delta(stats: StatsReader, before: ServerStats) -> ServerStats:
     from lanes.triton.stats import difference
 
-    return difference(before, stats.read(), f"load sweep: statistics of {stats.model_name!r}")
+    return difference(before, stats.read_settled(), f"load sweep: statistics of {stats.model_name!r}")
 
 
 def _backend_at(backend: TritonBackend, concurrency: int) -> TritonBackend:

@@ -9,6 +9,7 @@ server's queue (requests waiting for a free model instance) and its compute.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,6 +72,21 @@ class StatsReader:
         if not isinstance(answer, Mapping):
             raise BackendError(f"{where}: expected a JSON object, got {type(answer).__name__}")
         return parse_stats(answer, self.model_name, where)
+
+    def read_settled(self, wait_s: float = 2.0) -> ServerStats:
+        """The statistics once two reads 20 ms apart agree (at most ``wait_s``): Triton records a request's
+        figures after it answers it, so a read right after a call may miss it (the load sweep's backend
+        probes the model as it is built, just before the point's first read: counted once by the server,
+        it showed as one request more than the point sent, on a loaded machine)."""
+        last = self.read()
+        end = time.monotonic() + wait_s
+        while time.monotonic() < end:
+            time.sleep(0.02)
+            now = self.read()
+            if now == last:
+                return now
+            last = now
+        return last
 
     def close(self) -> None:
         try:
