@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements
 from harness.data.schemas.base import (
     Count,
     Frozen,
@@ -30,6 +31,7 @@ from harness.data.schemas.files import (
 from harness.data.schemas.host import HostShare
 from harness.data.schemas.load import LoadEvidence
 from harness.data.schemas.localisation import LocalisedOp
+from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
 from harness.tolerances import Tolerances
@@ -144,12 +146,3 @@ class LocalisationFile(Frozen):
     format: Literal[1]
     score_digest: Sha256
     shapes: dict[ShapeKey, dict[OpKey, LocalisedOp]]
-
-
-# a shape's repeats and arrangements hold OpVerdictModel (harness.data.schemas.verdicts): the models that hold
-# them are completed with their classes
-from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements  # noqa: E402
-from harness.data.schemas.repeats import RepeatEvidence  # noqa: E402
-
-ShapeScore.model_rebuild()
-Score.model_rebuild()
