@@ -23,6 +23,8 @@ from pathlib import Path
 import jinja2
 from jinja2.bccache import Bucket
 
+from harness.data.fsio import user_cache_dir
+
 ENV_VAR = "HARNESS_TEMPLATE_CACHE"
 
 
@@ -47,11 +49,12 @@ def bytecode_cache(kind: str) -> jinja2.BytecodeCache | None:
     where = os.environ.get(ENV_VAR, "")
     if where.lower() in ("off", "0", "no"):
         return None
-    try:  # Path.home() raises RuntimeError where no home can be found (a service user): no cache then
-        base = Path(where) if where else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
-            "diar-lane-harness" / "templates"
+    base = Path(where) if where else user_cache_dir("templates")
+    if base is None:  # no home folder (a service user): no cache then
+        return None
+    try:
         folder = base / f"jinja2-{jinja2.__version__}-{kind}"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except (OSError, RuntimeError):
+    except OSError:
         return None
     return _BestEffortCache(str(folder))

@@ -64,3 +64,26 @@ def test_every_schema_module_imports_first_in_a_fresh_process():
         if done.returncode:
             failed.append(f"{name}: {done.stderr.strip().splitlines()[-1]}")
     assert names and not failed, failed
+
+
+def test_every_cache_lives_in_one_folder_and_none_without_a_home(tmp_path, monkeypatch):
+    """harness.data.fsio.user_cache_dir: the laws' verdicts, the report templates and hypothesis's cache."""
+    from pathlib import Path
+
+    from harness.data.fsio import user_cache_dir
+    from harness.pipeline import laws_gate
+    from reports.template_cache import bytecode_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("HARNESS_LAWS_CACHE", raising=False)
+    monkeypatch.delenv("HARNESS_TEMPLATE_CACHE", raising=False)
+    assert user_cache_dir("laws") == tmp_path / "diar-lane-harness" / "laws"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert user_cache_dir("laws") is None
+    assert laws_gate._cache_file(("harness", 1, 0, 2)) is None  # judged every run: no cache, no error
+    assert bytecode_cache("html") is None

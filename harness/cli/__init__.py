@@ -24,7 +24,6 @@ import os
 import signal
 import sys
 import traceback
-from pathlib import Path
 
 from harness.data.errors import (
     EXIT_ERROR,
@@ -114,8 +113,11 @@ def _hypothesis_storage_outside_the_working_folder() -> None:
     (``constants/``) in ``./.hypothesis`` by default: a folder the user did not ask for, in theirs. It goes
     to ``$XDG_CACHE_HOME/diar-lane-harness/hypothesis`` (``~/.cache``) unless HYPOTHESIS_STORAGE_DIRECTORY
     says where; the verdicts do not read it (their search has no example database)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(base / "diar-lane-harness" / "hypothesis"))
+    from harness.data.fsio import user_cache_dir
+
+    folder = user_cache_dir("hypothesis")
+    if folder is not None:  # no home folder: hypothesis's default stays
+        os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(folder))
 
 
 def _run(args: list[str], debug: bool) -> int | None:

@@ -307,6 +307,17 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         raise
 
 
+def user_cache_dir(name: str) -> Path | None:
+    """``$XDG_CACHE_HOME/diar-lane-harness/<name>`` (``~/.cache`` without it): the one place the harness keeps
+    caches (the laws' verdicts, compiled report templates, hypothesis's own); None where no home folder can
+    be found (``Path.home()`` raises for a user without one): then nothing is cached. Not created here."""
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:
+        return None
+    return base / "diar-lane-harness" / name
+
+
 def fsync_path(path: Path) -> None:
     """Flush a file's (or a folder's entries') bytes to disk; best effort (a file system may refuse)."""
     flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if Path(path).is_dir() else 0)

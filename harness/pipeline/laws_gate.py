@@ -46,6 +46,7 @@ from typing import Any, Literal, overload
 
 from harness import __version__
 from harness.data.errors import HarnessError, step
+from harness.data.fsio import user_cache_dir
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
 
@@ -184,8 +185,9 @@ def _cache_file(key: LawsKey) -> Path | None:
         return None
     import numpy
 
-    base = Path(where) if where else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
-        "diar-lane-harness" / "laws"
+    base = Path(where) if where else user_cache_dir("laws")
+    if base is None:  # no home folder: judged every run, as with HARNESS_LAWS_CACHE=off
+        return None
     full = repr((*key, _source_digest(), _hypothesis_version(), numpy.__version__))
     return base / f"{hashlib.sha256(full.encode()).hexdigest()[:32]}.json"
 
