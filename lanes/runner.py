@@ -46,6 +46,7 @@ from harness.data.blocks import Block
 from harness.data.errors import LaneError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
+from harness.data.metrics import start_warming
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.data.overlap import prefetch
@@ -160,6 +161,8 @@ def run_lanes(
                 line.wait(ends.popleft())
             if first and plan.warmup:  # pushed ahead of the first group's calls (lanes.warm_up)
                 warm_up(members, backend, plan, packer, line, getattr(progress, "phase", None))
+            if first:  # numba's import and kernels once the device has work: at the command's start they took
+                start_warming()  # the GIL from the start-up itself (before 1.19 -> 1.09 s at N = 256, issue 25)
             first = False
             given = _given(golden_inputs, [b.id for b in members], reader if line.pipelined else None)
             ends.append(_run_group(members, line, exact, fast, plan, geometry, given, sink, tick))

@@ -131,7 +131,8 @@ def test_golden_record_and_run_import_and_compile_the_kernels_in_the_warmer(tmp_
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["importer"] == "metrics-kernels-warm", (
         f"numba was first imported in thread {seen['importer']!r}, expected the warmer "
-        "(harness.data.metrics.start_warming at the start of record_golden / run_shapes)")
+        "(harness.data.metrics.start_warming at the start of record_golden, and in run_lanes once the first "
+        "calls are queued)")
     assert seen["after_warm"] and seen["at_end"] == seen["after_warm"], (
         f"kernel specialisations after the warm-up {seen['after_warm']}, at the end {seen['at_end']}: "
         "a layout the commands pass was compiled outside the warmer; add it to metrics._call_each")

@@ -14,7 +14,6 @@ from golden.store import Golden
 from harness.config import ReleaseConfig
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
-from harness.data.metrics import start_warming
 from harness.data.outputs import LaneOutputs
 from harness.packing import HARNESS_PACKER, Packer
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
@@ -93,7 +92,6 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
     but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`). ``observer``: given every lane's
     outputs of every group too, after the run's writer (the nightly's live score,
     :mod:`harness.pipeline.live_score`); what it raises fails the run, which is then not written."""
-    start_warming()  # numba's import + kernels behind the golden reading, not in the first sink (issue 25)
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
