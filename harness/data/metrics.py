@@ -138,8 +138,9 @@ def _call_each(kernels: ModuleType) -> None:
 
 
 def start_warming() -> threading.Thread:
-    """:func:`warm_kernels` in a daemon thread, started at a command's start so that the import and
-    compilation overlap the corpus reading and the device's first calls; the first use waits for it."""
+    """:func:`warm_kernels` in a daemon thread, so that the import and compilation overlap the device's
+    first calls (``lanes.runner.run_lanes`` starts it once they are queued: at a command's start it took the
+    GIL from the start-up itself); the first use waits for it."""
     def run() -> None:
         try:
             warm_kernels()
