@@ -46,7 +46,6 @@ from harness.data.blocks import Block
 from harness.data.errors import LaneError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
-from harness.data.metrics import start_warming
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.data.overlap import prefetch
@@ -131,10 +130,14 @@ def run_lanes(
     packer: Packer = HARNESS_PACKER,
     progress: Progress | None = None,
     log: CallLog | None = None,
+    on_first_queued: Callable[[], object] | None = None,
 ) -> CallLog:
     """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
     to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
     default; a writer of the call log file keeps memory flat) and ``log`` is returned.
+    ``on_first_queued``: called once, when the first group's calls (and the warm-up) are queued; a caller's
+    background start-up (the nightly's scoring kernels, :func:`harness.data.metrics.start_warming`) then
+    runs while the device has work, not beside the start-up it would slow (issue 25).
 
     Pipelined (``plan.pipeline`` and a backend with ``pipelined()``, :mod:`lanes.device_queue`): the
     calls go to the device in exactly the serial order while this thread prepares the next requests
@@ -161,8 +164,8 @@ def run_lanes(
                 line.wait(ends.popleft())
             if first and plan.warmup:  # pushed ahead of the first group's calls (lanes.warm_up)
                 warm_up(members, backend, plan, packer, line, getattr(progress, "phase", None))
-            if first:  # numba's import and kernels once the device has work: at the command's start they took
-                start_warming()  # the GIL from the start-up itself (before 1.19 -> 1.09 s at N = 256, issue 25)
+            if first and on_first_queued is not None:
+                on_first_queued()
             first = False
             given = _given(golden_inputs, [b.id for b in members], reader if line.pipelined else None)
             ends.append(_run_group(members, line, exact, fast, plan, geometry, given, sink, tick))

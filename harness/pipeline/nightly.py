@@ -24,6 +24,7 @@ from harness.config import ReleaseConfig
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
 from harness.data.fsio import atomic_write, check_writable_dir, is_temporary
 from harness.data.jsonio import read_json, write_json_atomic
+from harness.data.metrics import start_warming
 from harness.ledger_store import beside_golden, check_paths
 from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
@@ -137,7 +138,8 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
         with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
                           show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
             run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
-                             laws_examples=laws_examples, observer=None if live is None else live.sink)
+                             laws_examples=laws_examples, observer=None if live is None else live.sink,
+                             on_first_queued=start_warming)  # the live (or a shard's) score's kernels
         committed(run.path, "the run")
         if shard is not None:
             with step("score shard"):

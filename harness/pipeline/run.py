@@ -83,7 +83,8 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
                packer: Packer = HARNESS_PACKER, shard: Shard | BlockRange | None = None,
                progress: Progress | None = None,
                run_id: str | None = None, corpus_verified: bool = False,
-               laws_examples: int = DEFAULT_EXAMPLES, observer: Sink | None = None) -> Run:
+               laws_examples: int = DEFAULT_EXAMPLES, observer: Sink | None = None,
+               on_first_queued: Callable[[], object] | None = None) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),
     interleaved, written to a new run directory under ``runs_root``. ``corpus_verified``: the caller
     checked the corpus's sha256 (a Ray driver, once for every shard). The fast lane's packer is judged
@@ -91,7 +92,8 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
     the manifest's ``laws``: a packer that breaks them still runs (its evidence is worth reporting),
     but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`). ``observer``: given every lane's
     outputs of every group too, after the run's writer (the nightly's live score,
-    :mod:`harness.pipeline.live_score`); what it raises fails the run, which is then not written."""
+    :mod:`harness.pipeline.live_score`); what it raises fails the run, which is then not written.
+    ``on_first_queued``: :func:`lanes.runner.run_lanes`' hook (a scoring caller warms its kernels there)."""
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
@@ -108,7 +110,7 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
             with step("lanes"):
                 started = time.perf_counter()
                 run_lanes(blocks, backend, plan, _teed(writer.sink, observer), golden_inputs=golden.voiceprint_inputs,
-                          packer=packer, progress=progress, log=writer.calls)
+                          packer=packer, progress=progress, log=writer.calls, on_first_queued=on_first_queued)
                 lanes_wall_s = time.perf_counter() - started  # beside the calls' device time (harness.host_share)
             describe = getattr(packer, "describe", None)
             scored = scoring_fields(plan, config)  # what scoring reads: the live score was built from the same
