@@ -284,6 +284,13 @@ class LaneReader:
         whole = LaneOutputs.concat(parts) if len(parts) > 1 else parts[0]
         return whole if whole.segmentation.block_ids == list(block_ids) else whole.select(list(block_ids))
 
+    def read_ahead(self, block_ids: Sequence[str]) -> None:
+        """Read the row groups holding ``block_ids`` into the cache now (at most ``cache`` of them), so that a
+        later :meth:`select` of them costs no reading: the live score reads its next batch while the lanes run,
+        not after the device's last call (issue 25)."""
+        for gi in self._groups_of(block_ids)[:self._cache_size]:
+            self._group(gi, cache=True)
+
     def select_voiceprints(self, block_ids: Sequence[str]) -> dict[Op, VoiceprintOutputs]:
         """The voiceprint rows of ``block_ids`` only (their OP 0 outputs not even read): the WEIGHTS/IDX
         isolated mode replays for a group of blocks."""

@@ -90,8 +90,8 @@ DRIVER = textwrap.dedent("""
 
     class Spy:
         def find_spec(self, name, path=None, target=None):
-            if name == "numba":
-                importer.setdefault("numba", threading.current_thread().name)
+            if name in ("numba", "reports"):
+                importer.setdefault(name, threading.current_thread().name)
             return None
 
     sys.meta_path.insert(0, Spy())
@@ -116,7 +116,8 @@ DRIVER = textwrap.dedent("""
     if "harness.data.metrics_kernels" in sys.modules:  # never imported: no kernel was called
         k = sys.modules["harness.data.metrics_kernels"]
         at_end = {n: len(getattr(k, n).signatures) for n in ("top_two", "row_stats")}
-    print(json.dumps({"importer": importer.get("numba"), "after_warm": after_warm, "at_end": at_end}))
+    print(json.dumps({"importer": importer.get("numba"), "reports_importer": importer.get("reports"),
+                      "after_warm": after_warm, "at_end": at_end}))
 """)
 
 
@@ -160,5 +161,8 @@ def test_the_nightly_warms_the_kernels_its_score_uses_and_a_plain_run_none(tmp_p
     assert ran["importer"] is None and ran["at_end"] == {"top_two": 0, "row_stats": 0}, (
         f"a plain `harness run` imported numba in thread {ran['importer']!r} (kernels {ran['at_end']}): it "
         "scores nothing, so nothing in it should warm or call the scoring kernels")
-    _warmed_in_the_warmer(_drive(tmp_path, [NIGHTLY]),
-                          "harness.pipeline.nightly passes start_warming as run_shapes' on_first_queued")
+    night = _drive(tmp_path, [NIGHTLY])
+    _warmed_in_the_warmer(night, "harness.pipeline.nightly's _meanwhile, run_shapes' on_first_queued, starts it")
+    assert night["reports_importer"] == "import-meanwhile", (
+        f"the nightly imported its report's modules in thread {night['reports_importer']!r}: expected them "
+        "imported while the lanes run (harness.data.overlap.import_meanwhile, from the nightly's _meanwhile)")

@@ -244,3 +244,56 @@ def test_a_live_score_built_for_other_lanes_or_fed_part_of_a_group_is_refused(wo
             part.sink(EXACT, world["run"].lane(EXACT).select(world["run"].block_ids()))
     finally:
         part.abort()
+
+
+def test_the_golden_rows_of_each_next_batch_are_read_while_the_lanes_run(tmp_path, monkeypatch):
+    """A golden of 2-block row groups scored in batches of 2: the live scorer reads only the first batch's rows
+    when it scores it; every later batch was read ahead, after the batch before (so the last batch's reading is
+    not on the path after the device's last call). The score is still the post-hoc one's bytes."""
+    from golden.tables import LaneReader, LaneWriter
+    from harness.pipeline import record as record_module
+
+    class TwoBlockGroups(LaneWriter):
+        def write(self, batch):
+            ids = batch.segmentation.block_ids
+            for at in range(0, len(ids), 2):
+                super().write(batch.select(ids[at:at + 2]))
+
+    monkeypatch.setattr(record_module, "new_lane_writer", lambda d, g, ops: TwoBlockGroups(d, g, ops, decisions=True,
+                                                                                         group_blocks=2))
+    backend = InProcessBackend(load_model(NOISY), NumericSettings())
+    cfg = config_for("isolated")
+    golden, _ = record_golden(tmp_path / "goldens", "ahead", synth_corpus(backend.geometry, BLOCKS).rows(),
+                              backend, cfg)
+    assert golden.outputs().groups == BLOCKS // 2
+    reads: list[tuple[str, str]] = []  # (how, thread) of every row group the live scorer read
+    how = threading.local()
+    real_read, real_ahead = LaneReader._read_group, LaneReader.read_ahead
+
+    def read_group(self, i):
+        reads.append((getattr(how, "now", "select"), threading.current_thread().name))
+        return real_read(self, i)
+
+    def read_ahead(self, ids):
+        how.now = "ahead"
+        try:
+            real_ahead(self, ids)
+        finally:
+            how.now = "select"
+
+    monkeypatch.setattr(LaneReader, "_read_group", read_group)
+    monkeypatch.setattr(LaneReader, "read_ahead", read_ahead)
+    monkeypatch.setattr(score_module, "BATCH_BLOCKS", 2)
+    monkeypatch.setattr(nightly_module, "score_run", lambda *a, **k: pytest.fail("the nightly scored post-hoc"))
+    outcome = nightly(cfg, golden.path, tmp_path / "out", backend, show_progress=False, localise=False,
+                      no_promote=True, laws_examples=0)
+    live = [h for h, thread in reads if thread == "live-score"]
+    assert live == ["select"] + ["ahead"] * (BLOCKS // 2 - 1), (
+        f"the live scorer read its golden row groups as {live}: expected the first batch when scored, every "
+        "later one ahead (LiveScore._read_ahead)")
+    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(score_module, "BATCH_BLOCKS", 2)
+        post = score_run(golden, load_run(outcome.paths["run"]), cfg.tolerances)
+    assert unsealed((tmp_path / "out" / "score.json").read_text()) == unsealed(
+        write_score(tmp_path / "post.json", post).read_text())

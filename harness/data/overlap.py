@@ -1,4 +1,5 @@
-"""Overlapping I/O with work: reading ahead (:func:`prefetch`) and writing behind (:class:`WriteBehind`).
+"""Overlapping I/O with work: reading ahead (:func:`prefetch`), writing behind (:class:`WriteBehind`) and
+importing what a command's end needs while its lanes run (:func:`import_meanwhile`).
 
 Reading or writing a row group (Parquet decoding and encoding, compression, checksums) releases the
 GIL, and so does most of the numpy work around it; scoring or running the lanes on another group
@@ -9,6 +10,7 @@ caller in order (reading: in place of the item that failed; writing: at the next
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from queue import Empty, Full, Queue
@@ -127,3 +129,19 @@ class WriteBehind(Generic[T]):
         if self._error is not None:
             error, self._error = self._error, RuntimeError("already failed")
             raise error
+
+
+def import_meanwhile(*modules: str) -> threading.Thread:
+    """Import ``modules`` in a daemon thread: what a command needs only after its lanes (the nightly's report)
+    is imported while the device has work, not after its last call (``reports``: 0.07 s, issue 25). A
+    failure is left for the real import to raise where it is used (a failed import leaves no module)."""
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - raised again by the caller's own import, in its thread
+                return
+
+    thread = threading.Thread(target=run, name="import-meanwhile", daemon=True)
+    thread.start()
+    return thread

@@ -76,6 +76,7 @@ class LiveScore:
         self._buffered = 0
         self._order: dict[str, int] | None = None
         self._reader: LaneReader | None = None
+        self._golden_ids: list[str] | None = None  # the golden's blocks in order (what _read_ahead guesses from)
         self._last = -1
         self._behind: WriteBehind[Group | _Flush] = WriteBehind(self._consume, depth=depth, name="live-score")
 
@@ -120,7 +121,8 @@ class LiveScore:
             fault("live-score")
             if self._order is None:
                 self.golden.outputs()  # checked and hashed once (normally the lanes' golden reader did it)
-                self._order = {b: i for i, b in enumerate(self.golden.block_ids())}
+                self._golden_ids = self.golden.block_ids()
+                self._order = {b: i for i, b in enumerate(self._golden_ids)}
                 # a reader of its own: the lanes' golden reader is used by their thread meanwhile
                 self._reader = LaneReader(self.golden.path, self.golden.geometry, self.golden.ops, decisions=True,
                                           where=f"golden {self.golden.path}")
@@ -154,6 +156,17 @@ class LiveScore:
         self._buffered = len(rest)
         lanes = {n: _complete(_cut(lane, chunk), self.scoring.ops, self.golden) for n, lane in whole.items()}
         self.scoring.add(self._reader.select(chunk), lanes)
+        self._read_ahead(chunk)
+
+    def _read_ahead(self, chunk: list[str]) -> None:
+        """The golden's rows of the batch that comes next (the blocks after ``chunk`` in golden order: a whole
+        corpus arrives in that order), read now while the lanes still run; else the last batch's reading is
+        on the path after the device's last call. A wrong guess costs only a read: :meth:`_score` selects
+        whatever batch does come."""
+        assert self._reader is not None and self._order is not None and self._golden_ids is not None
+        at = self._order[chunk[-1]] + 1
+        if at < len(self._golden_ids):
+            self._reader.read_ahead(self._golden_ids[at:at + self.batch])
 
 
 def _cut(lane: LaneOutputs, chunk: list[str]) -> LaneOutputs:

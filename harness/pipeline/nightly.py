@@ -25,6 +25,7 @@ from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, s
 from harness.data.fsio import atomic_write, check_writable_dir, is_temporary
 from harness.data.jsonio import read_json, write_json_atomic
 from harness.data.metrics import start_warming
+from harness.data.overlap import import_meanwhile
 from harness.ledger_store import beside_golden, check_paths
 from harness.outputset import current_link, output_set
 from harness.packing import HARNESS_PACKER, Packer
@@ -139,7 +140,7 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
                           show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
             run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
                              laws_examples=laws_examples, observer=None if live is None else live.sink,
-                             on_first_queued=start_warming)  # the live (or a shard's) score's kernels
+                             on_first_queued=_meanwhile)
         committed(run.path, "the run")
         if shard is not None:
             with step("score shard"):
@@ -243,6 +244,13 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
             atomic_write(stage / "summary.txt", summary + "\n")
     committed(out, "the nightly's score, report, JUnit and summary")
     return NightlyOutcome(code, summary, paths, score, transitions)
+
+
+def _meanwhile() -> None:
+    """Once the first calls are queued: the score's kernels (live, or a shard's post-hoc) and the report's
+    modules, while the device has work (issue 25)."""
+    start_warming()
+    import_meanwhile("reports")
 
 
 def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsView:
