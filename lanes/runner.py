@@ -135,9 +135,10 @@ def run_lanes(
     """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
     to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
     default; a writer of the call log file keeps memory flat) and ``log`` is returned.
-    ``on_first_queued``: called once, when the first group's calls (and the warm-up) are queued; a caller's
-    background start-up (the nightly's scoring kernels, :func:`harness.data.metrics.start_warming`) then
-    runs while the device has work, not beside the start-up it would slow (issue 25).
+    ``on_first_queued``: called once, the first group read and its warm-up queued, just before its calls are
+    (the group may wait on its own calls, so not after them); a caller's background start-up (the nightly's
+    scoring kernels, :func:`harness.data.metrics.start_warming`) then runs while the device has work, not
+    beside the start-up it would slow (issue 25).
 
     Pipelined (``plan.pipeline`` and a backend with ``pipelined()``, :mod:`lanes.device_queue`): the
     calls go to the device in exactly the serial order while this thread prepares the next requests
