@@ -33,6 +33,9 @@ def dumps(data: object, indent: int | None = 1) -> str:
     return json.dumps(data, indent=indent, sort_keys=True, default=json_default, allow_nan=False)
 
 
+_EXACT = (str, int, float, bool)  # already plain: returned as they are (immutable)
+
+
 def plain(data: object) -> object:
     """A deep JSON-plain copy: numpy scalars become Python numbers, tuples lists, keys strings, enums and
     other subclasses their base values; NaN and Inf are kept (the file's writer refuses them).
@@ -48,16 +51,11 @@ def plain(data: object) -> object:
         return [plain(v) for v in data]
     if isinstance(data, str):
         return str.__str__(data)
-    if isinstance(data, bool):
-        return bool(data)
-    if isinstance(data, int):
+    if isinstance(data, int):  # an IntEnum (bool, final, was returned above)
         return int(data)
     if isinstance(data, float):
         return float(data)
     return plain(json_default(data))  # numpy values and paths, or the TypeError json.dumps would raise
-
-
-_EXACT = (str, int, float, bool)  # already plain: returned as they are (immutable)
 
 
 def _key(key: object) -> str:

@@ -19,6 +19,8 @@ from types import ModuleType
 
 import numpy as np
 
+from harness.data.overlap import meanwhile
+
 CHUNK_ELEMENTS = 1 << 18  # numpy fallback: 1 MiB per float32 temporary, stays in L2
 
 
@@ -139,17 +141,10 @@ def _call_each(kernels: ModuleType) -> None:
 
 def start_warming() -> threading.Thread:
     """:func:`warm_kernels` in a daemon thread, so that the import and compilation overlap the device's
-    first calls (``lanes.runner.run_lanes`` starts it once they are queued: at a command's start it took the
-    GIL from the start-up itself); the first use waits for it."""
-    def run() -> None:
-        try:
-            warm_kernels()
-        except Exception:  # noqa: BLE001 - the first real use imports again and raises where it is used
-            pass
-
-    thread = threading.Thread(target=run, name="metrics-kernels-warm", daemon=True)
-    thread.start()
-    return thread
+    calls (``golden record`` starts it at its start, the nightly once its first calls are queued, the audit
+    once its first are staged: at a command's start it took the GIL from the start-up itself); the first use
+    waits for it, and imports again if it failed."""
+    return meanwhile(warm_kernels, "metrics-kernels-warm")
 
 
 def _row_diff_compiled(kernels: ModuleType, a2: np.ndarray, b2: np.ndarray) -> RowDiff:

@@ -131,17 +131,26 @@ class WriteBehind(Generic[T]):
             raise error
 
 
-def import_meanwhile(*modules: str) -> threading.Thread:
-    """Import ``modules`` in a daemon thread: what a command needs only after its lanes (the nightly's report)
-    is imported while the device has work, not after its last call (``reports``: 0.07 s, issue 25). A
-    failure is left for the real import to raise where it is used (a failed import leaves no module)."""
+def meanwhile(work: Callable[[], object], name: str) -> threading.Thread:
+    """``work`` in a daemon thread, started now, its failure dropped: work done ahead of its use (numba's
+    kernels, an import), whose use does it again if it failed here and raises then, in its own thread."""
     def run() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - raised again by the caller's own import, in its thread
-                return
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - the use does the work again and raises where it is used
+            pass
 
-    thread = threading.Thread(target=run, name="import-meanwhile", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def import_meanwhile(*modules: str) -> threading.Thread:
+    """Import ``modules`` (in order, stopping at the first that fails) while the caller goes on: what a command
+    needs only after its lanes (the nightly's report) is imported while the device has work, not after its
+    last call (``reports``: 0.07 s, issue 25). A failed import leaves no module: the real one imports again."""
+    def run() -> None:
+        for module in modules:
+            importlib.import_module(module)
+
+    return meanwhile(run, "import-meanwhile")
