@@ -13,16 +13,16 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import overload
 
 from pydantic import BaseModel
 
-from harness.data.errors import GoldenError
+from harness.data.errors import GoldenError, clean_up
 from harness.data.fsio import is_temporary
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.schemas import validate
+from harness.data.workers import SettlingPool, Worker
 
 MANIFEST = "manifest.json"
 
@@ -81,7 +81,7 @@ def sha256_files(paths: list[Path]) -> list[str]:
     """The sha256 of each file, several at once (hashlib releases the GIL: one core per file)."""
     if len(paths) <= 1:
         return [sha256_file(p) for p in paths]
-    with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1)) as pool:
+    with SettlingPool(max_workers=min(len(paths), os.cpu_count() or 1)) as pool:
         return list(pool.map(sha256_file, paths))
 
 
@@ -98,8 +98,7 @@ class PendingHashes:
         self._digests: dict[str, str] = {}
         self._error: BaseException | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="sha256", daemon=True)
-        self._thread.start()
+        self._worker = Worker(self._work, "sha256")
 
     def _work(self) -> None:
         try:
@@ -112,15 +111,16 @@ class PendingHashes:
             self._error = exc
 
     def wait(self) -> None:
-        self._thread.join()
+        self._worker.join()
         if self._error is not None:
             raise GoldenError(f"{self.directory}: cannot hash {self.names}: {self._error}")
         for name in self.names:
             refuse_mismatch(self.directory / name, self._digests[name], self._expected[name])
 
     def cancel(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        with clean_up():  # it goes on after a second Ctrl-C, which is recorded
+            self._stop.set()
+            self._worker.join(hold=True)
 
 
 class BackgroundHash:
@@ -133,8 +133,7 @@ class BackgroundHash:
         self._digest: str | None = None
         self._error: OSError | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="sha256", daemon=True)
-        self._thread.start()
+        self._worker = Worker(self._work, "sha256")
 
     def _work(self) -> None:
         try:
@@ -144,15 +143,16 @@ class BackgroundHash:
 
     def result(self) -> str:
         """The digest; an unreadable file raises its OSError here."""
-        self._thread.join()
+        self._worker.join()
         if self._error is not None:
             raise self._error
         assert self._digest is not None, "result() after cancel()"
         return self._digest
 
     def cancel(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        with clean_up():  # it goes on after a second Ctrl-C, which is recorded
+            self._stop.set()
+            self._worker.join(hold=True)
 
 
 def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from harness.data.outputs import LaneOutputs
 from harness.data.parquet import RUN_COMPRESSION
 from harness.data.schemas import RunManifest
 from harness.data.shape import EXACT
+from harness.data.workers import SettlingPool
 
 FORMAT = 2
 CALLS = "calls.parquet"
@@ -101,7 +101,7 @@ class RunWriter:
         files: dict[str, dict] = {}
         # every lane at once: a file's close ends in its fsync, which waits for the disk with the GIL released
         # (one after the other, 18 fsyncs of 20-150 ms were 0.76 s after the last call at N = 256, issue 25)
-        with ThreadPoolExecutor(max(1, len(self.writers)), "run-close") as pool:
+        with SettlingPool(max(1, len(self.writers)), "run-close") as pool:
             closed = {lane: pool.submit(writer.close) for lane, writer in self.writers.items()}
         for lane, done in closed.items():
             for name, entry in done.result().items():  # a lane's failure is raised here, in lane order

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from harness.data.errors import HarnessError
+from harness.data.errors import HarnessError, clean_up
+from harness.data.workers import Worker
 
 
 class Ticks:
@@ -128,13 +129,13 @@ class PlainLines(Ticks):
             while not stop.wait(interval):
                 self.emit()
 
-        thread = threading.Thread(target=run, name="harness-progress", daemon=True)
-        thread.start()
+        worker = Worker(run, "harness-progress")
         try:
             yield
         finally:
-            stop.set()
-            thread.join()
+            with clean_up():  # no line printed after the block, even if a second Ctrl-C comes now
+                stop.set()
+                worker.join()
 
 
 @contextlib.contextmanager

@@ -25,7 +25,6 @@ the main thread before every push and take, and by the worker before every call.
 from __future__ import annotations
 
 import queue
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
@@ -33,7 +32,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from harness.data.errors import HarnessError, check_interrupted, interrupt_requested
+from harness.data.errors import HarnessError, check_interrupted, clean_up, interrupt_requested
+from harness.data.workers import Worker
 from lanes.backend import Backend, Call, CallResult
 
 T = TypeVar("T")
@@ -68,8 +68,7 @@ class DeviceQueue:
     def __init__(self, name: str = "device-queue") -> None:
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
         self._stopped = False
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        self._worker = Worker(self._work, name)
 
     def submit(self, job: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
@@ -98,13 +97,14 @@ class DeviceQueue:
 
     def close(self) -> None:
         """Drop the queued jobs (their futures fail) and join the worker, which ends its current job first."""
-        self._stopped = True
-        self._jobs.put(None)
-        self._thread.join()
+        with clean_up():  # through a second Ctrl-C (harness.data.workers): no call outlives the run
+            self._stopped = True
+            self._jobs.put(None)
+            self._worker.join()
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._worker.alive
 
 
 @dataclass

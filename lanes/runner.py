@@ -36,7 +36,6 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +49,7 @@ from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.data.overlap import prefetch
 from harness.data.shape import EXACT, Shape, ShapeError, lane_name
+from harness.data.workers import SettlingPool
 from harness.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend, Call
 from lanes.device_queue import Ordered, ordered
@@ -157,7 +157,7 @@ def run_lanes(
     fast += [(FastLane(backend, v.k, log, plan.pad_to_fixed, packer, variant=v.lanes[0]), v.lanes, v)
              for v in plan.variants]
     first = True
-    with ordered(backend, plan.pipeline) as line, ThreadPoolExecutor(1, "golden-inputs") as reader, \
+    with ordered(backend, plan.pipeline) as line, SettlingPool(1, "golden-inputs") as reader, \
             contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups:
         ends: deque[int] = deque()  # the marks of the groups whose outputs are not yet given to the sink
         for members in groups:
@@ -186,7 +186,7 @@ def _groups(blocks: Iterable[Block], size: int, ahead: bool) -> Generator[list[B
 
 
 def _given(golden_inputs: GoldenInputs | None, order: list[str],
-           reader: ThreadPoolExecutor | None) -> Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None]:
+           reader: SettlingPool | None) -> Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None]:
     """The golden's voiceprint inputs of a group, when first asked for (after its OP 0 calls are pushed),
     or, pipelined, read meanwhile in a thread (Parquet decoding releases the GIL): the device then
     never waits for the golden's file between a group's OP 0 and OP 1."""

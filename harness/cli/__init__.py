@@ -30,6 +30,7 @@ from harness.data.errors import (
     EXIT_INTERNAL,
     HarnessError,
     Interrupted,
+    cleaning_up,
     clear_interrupt,
     command_record,
     failed_step,
@@ -42,11 +43,12 @@ from harness.data.errors import (
 
 def _on_signal(signum, frame) -> None:
     """The first signal is recorded and raised at the harness's next check point; a second one
-    (the user insists, or the command is stuck in a call) is raised here and now."""
+    (the user insists, or the command is stuck in a call) is raised here and now, unless a clean-up is
+    under way (:func:`harness.data.errors.clean_up`: it finishes, and the command ends interrupted)."""
     name = signal.Signals(signum).name
     first = interrupt_requested() is None
     request_interrupt(name)
-    if not first:
+    if not first and not cleaning_up():
         raise Interrupted(interrupted_message(name))
 
 

@@ -91,6 +91,28 @@ def clear_interrupt() -> None:
     _SIGNALS.clear()
 
 
+# A clean-up that must finish (join a writer thread, then remove the file it wrote) is not interrupted by a
+# second signal: the handler raises where it lands, and between the join and the removal, or between the
+# request to stop and the join, a raise would leave a thread writing into a file about to be closed under it
+# (harness.data.workers). Inside ``clean_up()`` the handler only records the signal; the command still ends
+# as interrupted, at its next check point or at the command line's end.
+_CLEANING: list[bool] = []
+
+
+@contextlib.contextmanager
+def clean_up() -> Iterator[None]:
+    """A clean-up no second SIGINT/SIGTERM breaks off (the command line's handler records it and goes on)."""
+    _CLEANING.append(True)
+    try:
+        yield
+    finally:
+        _CLEANING.pop()
+
+
+def cleaning_up() -> bool:
+    return bool(_CLEANING)
+
+
 def interrupt_requested() -> str | None:
     return _SIGNALS[0] if _SIGNALS else None
 

@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from queue import Empty, Full, Queue
 from typing import Generic, TypeVar
 
+from harness.data.errors import clean_up
+from harness.data.workers import Worker
+
 T = TypeVar("T")
 
 
@@ -64,8 +67,7 @@ def prefetch(items: Iterable[T], depth: int = 1, name: str = "prefetch") -> Iter
             if close is not None:
                 close()  # a generator's own clean-up runs here, in its thread
 
-    thread = threading.Thread(target=work, name=name, daemon=True)
-    thread.start()
+    worker = Worker(work, name)
     try:
         while True:
             item = queue.get()
@@ -75,13 +77,14 @@ def prefetch(items: Iterable[T], depth: int = 1, name: str = "prefetch") -> Iter
                 raise item.error
             yield item
     finally:
-        stop.set()
-        while True:  # unblock a producer waiting on a full queue
-            try:
-                queue.get_nowait()
-            except Empty:
-                break
-        thread.join()
+        with clean_up():  # to the end, through a second Ctrl-C: what the caller closes next, no thread reads
+            stop.set()
+            while True:  # unblock a producer waiting on a full queue
+                try:
+                    queue.get_nowait()
+                except Empty:
+                    break
+            worker.join()
 
 
 class WriteBehind(Generic[T]):
@@ -93,8 +96,7 @@ class WriteBehind(Generic[T]):
         self._write = write
         self._queue: Queue[T | _End] = Queue(maxsize=max(1, depth))
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        self._worker = Worker(self._work, name)
 
     def _work(self) -> None:
         while True:
@@ -113,17 +115,24 @@ class WriteBehind(Generic[T]):
 
     def close(self) -> None:
         """Wait until everything submitted is written; raise a failure."""
-        if self._thread.is_alive():
+        if self._worker.alive:
             self._queue.put(_END)
-            self._thread.join()
+            self._worker.join()
         self._raise()
 
     def abort(self) -> None:
-        """Stop after the item being written; drop the rest; raise nothing."""
-        self._error = self._error or RuntimeError("aborted")
-        if self._thread.is_alive():
-            self._queue.put(_END)
-            self._thread.join()
+        """Stop after the item being written; drop the rest; raise nothing. Returns only once the thread has
+        ended, even through a second Ctrl-C (:mod:`harness.data.workers`): the caller then removes the file
+        the thread was writing."""
+        with clean_up():
+            self._error = self._error or RuntimeError("aborted")
+            while True:  # the caller is the only producer: once emptied, the queue has room for the end
+                try:
+                    self._queue.get_nowait()
+                except Empty:
+                    break
+            self._queue.put_nowait(_END)
+            self._worker.join(hold=True)
 
     def _raise(self) -> None:
         if self._error is not None:

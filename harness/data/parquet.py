@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.data.errors import HarnessError, check_interrupted, one_line
+from harness.data.errors import HarnessError, check_interrupted, clean_up, one_line
 from harness.data.fsio import atomic_file, fault, os_failure
 from harness.data.writeback import start_writeback
 
@@ -127,12 +127,13 @@ class ParquetSink:
         self._abort(RuntimeError("aborted"))
 
     def _abort(self, exc: BaseException) -> None:
-        with contextlib.suppress(Exception):
-            self._writer.close()
-        with contextlib.suppress(Exception):
-            self._file.close()
-        with contextlib.suppress(BaseException):
-            self._context.__exit__(type(exc), exc, None)
+        with clean_up():  # the temporary file is removed even if a second Ctrl-C comes meanwhile
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            with contextlib.suppress(Exception):
+                self._file.close()
+            with contextlib.suppress(BaseException):
+                self._context.__exit__(type(exc), exc, None)
 
 
 def _strings(schema: pa.Schema) -> list[str]:
