@@ -26,6 +26,9 @@
 # (device busy / lanes span), command share (lanes span / wall), harness share, peak RSS, in
 # OUT_DIR/device_busy_{simulated,device}.{txt,json} and a section of summary.md.
 #
+# On CUDA, whether the copy of request n+1 overlaps the compute of request n (benchmarks/gpu_copy_overlap.py:
+# staged vs unstaged, from a torch.profiler trace): OUT_DIR/copy_overlap.{txt,json}.
+#
 # Environment overrides: DEVICE (cuda:0 | cpu), MODEL (full | small | spec), BLOCKS, SHAPES
 # (e.g. 2,4,8,16,32), COST_BLOCKS (e.g. 256,1024; empty: skip the cost benchmark, the CPU default),
 # BUSY_BLOCKS (e.g. 256,1024; empty: skip the busy benchmark, the CPU default), BUSY_REPEATS (3),
@@ -134,6 +137,13 @@ if [[ -n $BUSY_BLOCKS ]]; then
     || echo "gpu_nightly: the real-device busy benchmark failed (informative; the verdict stands)"
   rm -rf "$OUT/device_busy"
   echo "gpu_nightly: busy benchmark (N = $BUSY_BLOCKS) finished in $(( $(date +%s) - start )) s"
+fi
+
+if [[ $DEVICE == cuda* ]]; then
+  # does the copy of request n+1 overlap the compute of request n (lanes/staging.py)? from a profiler trace
+  "$PY" "$REPO/benchmarks/gpu_copy_overlap.py" --device "$DEVICE" --model "$MODEL" \
+    --json "$OUT/copy_overlap.json" | tee "$OUT/copy_overlap.txt" \
+    || echo "gpu_nightly: the copy-overlap check failed (informative; the verdict stands)"
 fi
 
 "$PY" "$REPO/benchmarks/gpu_summary.py" "$OUT"

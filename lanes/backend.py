@@ -13,6 +13,7 @@ A backend without it is run stage by stage through ``call_many``, as before.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,7 +29,8 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.numerics import LazyModule, NumericSettings, in_force
 from harness.response import check_response
-from lanes.model_api import Model, describe
+from lanes.model_api import Model, Stage, describe, staged_entry
+from lanes.staging import Staged, Stager
 
 if TYPE_CHECKING:
     import torch
@@ -116,22 +118,43 @@ class InProcessBackend:
 
         ``wall`` is the call alone, from the model's start to its end (CUDA synchronized on both
         sides), in whichever thread runs it: never the time a call waited in a queue."""
+        return self._timed(lambda: self.model.infer(request), where)
+
+    def _timed(self, run: Callable[[], dict], where: str, staged: Staged | None = None,
+               stager: Stager | None = None) -> tuple[dict, float, int | None]:
+        """``run`` timed. Staged (:mod:`lanes.staging`), the host's part of the call was done when it was
+        submitted: ``wall`` is the wait for its inputs' copy, the compute and the answer's copy back, and
+        CUDA is synchronized on this thread's stream only (the copy stream meanwhile carries the next
+        requests' inputs); the peak leaves out the inputs already staged for the calls behind this one
+        (those staged while it runs are counted: the peak is an upper bound of its own)."""
         self.numerics.apply()
+        behind = 0
         if self._cuda:
-            torch.cuda.synchronize(self.device)
+            self._synchronize(staged)
+            if staged is not None and stager is not None:
+                behind = max(0, stager.resident_bytes - staged.nbytes)
             torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter()
         try:
-            outputs = self.model.infer(request)
+            outputs = run() if staged is None else staged.run(run)
         except HarnessError:
             raise
         except Exception as exc:  # a model may raise anything; name the request
             raise BackendError(f"{where}: model raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            if staged is not None and stager is not None:
+                stager.ran(staged)
         if self._cuda:
-            torch.cuda.synchronize(self.device)
+            self._synchronize(staged)
         wall = time.perf_counter() - start
-        peak = int(torch.cuda.max_memory_allocated(self.device)) if self._cuda else None
+        peak = int(torch.cuda.max_memory_allocated(self.device)) - behind if self._cuda else None
         return outputs, wall, peak
+
+    def _synchronize(self, staged: Staged | None) -> None:
+        if staged is None:
+            torch.cuda.synchronize(self.device)
+        else:  # not the copy stream, busy with the next requests' inputs
+            torch.cuda.current_stream(torch.device(self.device)).synchronize()
 
     def call_many(self, calls: Sequence[Call]) -> list[CallResult]:
         """One after the other: one model in one process runs one request at a time."""
@@ -147,23 +170,56 @@ class InProcessBackend:
 
         device_queue = DeviceQueue(f"device-queue {self.device}")
 
-        def execute(request: Mapping[str, np.ndarray], where: str) -> tuple[dict, float, int | None]:
+        def bind() -> None:
             if self._cuda and not getattr(local, "bound", False):
                 torch.cuda.set_device(torch.device(self.device))  # the current device is per thread
                 local.bound = True
+
+        def execute(request: Mapping[str, np.ndarray], where: str) -> tuple[dict, float, int | None]:
+            bind()
             return self._execute(request, where)
 
         local = threading.local()
+        stage = staged_entry(self.model)
+        stager = Stager(self.device) if stage is not None else None
 
         def submit(call: Call) -> _Ticket:
             op, request, windows, rows, where = call
-            return _Ticket(device_queue.submit(lambda: execute(request, where)), op, windows, rows, where,
-                           self.geometry)
+            job: Callable[[], tuple[dict, float, int | None]]
+            if stage is None or stager is None:
+                job = functools.partial(execute, request, where)
+            else:
+                job = self._staged_job(stage, stager, request, where, bind)
+            return _Ticket(device_queue.submit(job), op, windows, rows, where, self.geometry)
 
         try:
             yield submit
         finally:
             device_queue.close()
+
+    def _staged_job(self, stage: Stage, stager: Stager, request: Mapping[str, np.ndarray], where: str,
+                    bind: Callable[[], None]) -> Callable[[], tuple[dict, float, int | None]]:
+        """Stage ``request`` now (the model's host part, in the submitting thread; on CUDA its inputs' copy
+        issued, :mod:`lanes.staging`); the job runs the device's part. A failure while staging is raised
+        by the job, in its turn: the calls before it run, and it is raised where its answer is taken."""
+        try:
+            staged, compute = stager.stage(lambda to_device: stage(request, to_device))
+        except HarnessError as exc:
+            failure: BaseException = exc
+        except Exception as exc:  # a model may raise anything; name the request
+            failure = BackendError(f"{where}: model raised {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+        else:
+            def job() -> tuple[dict, float, int | None]:
+                bind()
+                return self._timed(compute, where, staged, stager)
+
+            return job
+
+        def fail() -> tuple[dict, float, int | None]:
+            raise failure
+
+        return fail
 
     def environment(self) -> dict:
         # read back in this thread what every call applies before it runs (_execute): torch's thread count is

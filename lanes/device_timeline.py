@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.errors import ModelError
-from lanes.model_api import Model, load_model
+from lanes.model_api import Model, load_model, staged_entry
 from lanes.simulated_device import IntervalLog
 
 
@@ -57,6 +57,23 @@ class DeviceTimeline:
         out, seconds = self._timer(lambda: self._inner.infer(request))
         self._log.add(start, start + seconds)
         return out
+
+    def stage(self, request: Mapping[str, np.ndarray], to_device: Callable[[np.ndarray], Any]
+              ) -> Callable[[], dict[str, np.ndarray]]:
+        """The inner model's host part now, if it stages (lanes/model_api.py); the device's part timed as
+        ``infer`` is. A model that does not stage is called through its ``infer`` when the call runs."""
+        inner = staged_entry(self._inner)
+        if inner is None:
+            return lambda: self.infer(request)
+        compute = inner(request, to_device)
+
+        def timed() -> dict[str, np.ndarray]:
+            start = time.perf_counter()
+            out, seconds = self._timer(compute)
+            self._log.add(start, start + seconds)
+            return out
+
+        return timed
 
     def intervals(self) -> np.ndarray:
         """[calls, 2] float64: every call's (start, start + device seconds), in call order."""

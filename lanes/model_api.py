@@ -13,6 +13,14 @@ from outside and which is part of the numerics profile (:func:`harness.numerics.
 ``autocast_dtype`` ("float16", "bfloat16", "float32" or a torch.dtype; None, the default: not under
 torch.autocast), ``torch_compile`` and ``cuda_graphs`` (bools, default False).
 
+Optional too: ``stage(request, to_device) -> compute``, the same answer in two parts, so that a pipelined
+backend overlaps them with the calls around it: the host's part now (check the request, cut the windows,
+hand each input array to ``to_device``, which returns the device's tensor: on CUDA, copied from pinned
+memory on a stream of its own, :mod:`lanes.staging`), and ``compute()``, the device's part, later, in the
+device queue's thread. It is used only where the class that defines ``stage`` is the one that defines
+``infer`` or below it (:func:`staged_entry`): a subclass that overrides ``infer`` alone (a negative control,
+a wrapper) is called through its ``infer``.
+
 A model is named by a *spec*: ``full`` / ``small`` (the reference model), ``package.module:factory``
 (a callable returning such an object; it receives ``device=`` and ``seed=`` if it accepts them),
 or ``path/to/model.pt`` (a TorchScript module, see :mod:`lanes.torchscript_model`). A factory's own
@@ -27,7 +35,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -44,6 +52,24 @@ class Model(Protocol):
     fingerprint: str
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+Compute = Callable[[], dict[str, np.ndarray]]
+Stage = Callable[[Mapping[str, np.ndarray], Callable[[np.ndarray], Any]], Compute]
+
+
+def staged_entry(model: object) -> Stage | None:
+    """The model's ``stage``, if it answers as its ``infer`` does: defined (in the class, not through a
+    ``__getattr__``) by the class that defines ``infer`` or by a subclass of it."""
+    if "infer" in getattr(model, "__dict__", {}):  # an instance's own infer (set on the object) is its answer
+        return None
+    mro = type(model).__mro__
+    infer_at = next((i for i, k in enumerate(mro) if "infer" in vars(k)), None)
+    stage_at = next((i for i, k in enumerate(mro) if "stage" in vars(k)), None)
+    if infer_at is None or stage_at is None or stage_at > infer_at:
+        return None
+    stage = getattr(model, "stage", None)
+    return stage if callable(stage) else None
 
 
 def spec_kind(spec: str) -> str:

@@ -17,7 +17,7 @@ The fingerprint is the sha256 of the file.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from harness.data.blocks import check_request
 from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
+from lanes.staging import ToDevice, host_tensors
 
 
 class TorchScriptModel:
@@ -59,12 +60,18 @@ class TorchScriptModel:
 
     @torch.inference_mode()
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.stage(request, host_tensors(self.device))()
+
+    def stage(self, request: Mapping[str, np.ndarray], to_device: ToDevice) -> Callable[[], dict[str, np.ndarray]]:
+        """The wire tensors given to ``to_device`` now; the module's call returned (lanes/model_api.py)."""
         fields = check_request(request, self.geometry)
         op = Op(int(fields[ops.OP][0]))
+        inputs = [None if fields[name] is None else to_device(fields[name])
+                  for name in (ops.SPAN, ops.OFFSETS, ops.VALID, ops.OP, ops.WEIGHTS, ops.IDX)]
 
-        def t(name: str) -> torch.Tensor | None:
-            value = fields[name]
-            return None if value is None else torch.from_numpy(np.require(value, requirements="W")).to(self.device)
+        @torch.inference_mode()
+        def compute() -> dict[str, np.ndarray]:
+            out = self.module(*inputs)
+            return {op.output_name: np.ascontiguousarray(out.detach().to("cpu", torch.float32).numpy())}
 
-        out = self.module(t(ops.SPAN), t(ops.OFFSETS), t(ops.VALID), t(ops.OP), t(ops.WEIGHTS), t(ops.IDX))
-        return {op.output_name: np.ascontiguousarray(out.detach().to("cpu", torch.float32).numpy())}
+        return compute

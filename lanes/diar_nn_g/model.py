@@ -6,7 +6,7 @@ isolation function, so what a window sees is defined in exactly one place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ from lanes.diar_nn_g.config import CONFIGS, DiarConfig
 from lanes.diar_nn_g.init import fingerprint, seeded_init
 from lanes.diar_nn_g.segmentation import PyanNet
 from lanes.diar_nn_g.voiceprint import VoiceprintNet
+from lanes.staging import ToDevice, host_tensors
 
 # Scales on the seeded draw (see init.seeded_init): measured on the synthetic corpus, they give
 # segmentation a median top log-probability of about -0.1 with speaker changes inside windows,
@@ -69,16 +70,29 @@ class DiarNNG:
 
     @torch.inference_mode()
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.stage(request, host_tensors(self.device))()
+
+    def stage(self, request: Mapping[str, np.ndarray], to_device: ToDevice) -> Callable[[], dict[str, np.ndarray]]:
+        """The host's part now (the request checked, the windows cut, the inputs given to ``to_device``); the
+        device's part returned (lanes/model_api.py: a pipelined backend copies call n+1 while n computes)."""
         fields = check_request(request, self.geometry)
         op = Op(int(fields[ops.OP][0]))
-        x = torch.from_numpy(self.windows(fields)).to(self.device)
+        x = to_device(self.windows(fields))
         if op is Op.SEGMENTATION:
-            out = self.segmentation(x.unsqueeze(1))
+            def network() -> torch.Tensor:
+                return self.segmentation(x.unsqueeze(1))
         else:
-            weights = torch.from_numpy(np.require(fields[ops.WEIGHTS], requirements="W")).to(self.device)
-            idx = torch.from_numpy(fields[ops.IDX].astype(np.int64)).to(self.device)
-            out = self.voiceprint(x, weights, idx)
-        return {op.output_name: self.finish(op, _numpy(out), fields)}
+            weights = to_device(fields[ops.WEIGHTS])
+            idx = to_device(fields[ops.IDX].astype(np.int64))
+
+            def network() -> torch.Tensor:
+                return self.voiceprint(x, weights, idx)
+
+        @torch.inference_mode()
+        def compute() -> dict[str, np.ndarray]:
+            return {op.output_name: self.finish(op, _numpy(network()), fields)}
+
+        return compute
 
     def windows(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         """[N, window_samples]: what each window sees (the one isolation function)."""
