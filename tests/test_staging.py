@@ -238,3 +238,159 @@ def test_the_device_part_is_given_exactly_the_arrays_infer_uses(small_model, blo
     assert staged.keys() == unstaged.keys()
     for name in staged:
         assert staged[name].tobytes() == unstaged[name].tobytes()
+
+
+# ------------------------------------------------------------------ the CUDA branch, with stand-ins for CUDA
+
+
+class FakeStream:
+    def __init__(self, name: str) -> None:
+        self.name, self.waited_for = name, []
+
+    def wait_event(self, event) -> None:
+        self.waited_for.append(event)
+
+
+class FakeCuda:
+    """torch.cuda's calls that lanes.staging makes, recorded: streams, events, the current stream."""
+
+    def __init__(self) -> None:
+        import contextlib
+
+        self.compute = FakeStream("compute")
+        self.streams: list[FakeStream] = []
+        self.events: list[FakeEvent] = []
+        self.in_copy_stream = False
+        self._contextlib = contextlib
+
+    def Stream(self, device):  # noqa: N802 - torch's name
+        self.streams.append(FakeStream("copy"))
+        return self.streams[-1]
+
+    def Event(self):  # noqa: N802 - torch's name
+        event = RecordedEvent()
+        self.events.append(event)
+        return event
+
+    def device(self, device):
+        return self._contextlib.nullcontext()
+
+    def stream(self, stream):
+        cuda = self
+
+        @self._contextlib.contextmanager
+        def on() -> object:
+            cuda.in_copy_stream = True
+            try:
+                yield
+            finally:
+                cuda.in_copy_stream = False
+
+        return on()
+
+    def current_stream(self, device):
+        return self.compute
+
+
+class RecordedEvent(FakeEvent):
+    def __init__(self) -> None:
+        super().__init__(done=False)
+        self.recorded_on = None
+
+    def record(self, stream) -> None:
+        self.recorded_on = stream
+
+
+def _device_tensor_type():
+    import torch
+
+    class OnDevice(torch.Tensor):
+        """A host tensor standing in for a device one: it notes the streams it was used on."""
+
+        def record_stream(self, stream) -> None:  # type: ignore[override]
+            self.__dict__.setdefault("streams", []).append(stream)
+
+    return OnDevice
+
+
+class FakeTorch:
+    """torch, but with CUDA stood in for: device tensors are host tensors, pinned memory is plain."""
+
+    def __init__(self, cuda: FakeCuda) -> None:
+        import torch
+
+        self._torch, self.cuda, self.copies = torch, cuda, []
+        self.on_device = _device_tensor_type()
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+    def device(self, name):
+        return self._torch.device(name)
+
+    def empty(self, *shape, dtype=None, device=None, pin_memory=False):
+        tensor = self._torch.empty(*shape, dtype=dtype)
+        if device is not None:
+            assert self.cuda.in_copy_stream, "a device tensor allocated outside the copy stream"
+            tensor = tensor.as_subclass(self.on_device)
+        return tensor
+
+
+def test_the_cuda_branch_copies_every_input_through_the_ring_and_orders_the_compute(monkeypatch, small_model,
+                                                                                   blocks):
+    """The CUDA branch run with stand-ins (no GPU here): each input is allocated on the copy stream and
+    filled from a pinned view holding exactly its bytes; one event is recorded on the copy stream after
+    the request's inputs; the compute stream waits for it and every input is marked used by the compute
+    stream before compute runs; the answer is the unstaged one, bitwise; resident bytes rise and fall."""
+    cuda = FakeCuda()
+    monkeypatch.setattr(staging, "torch", FakeTorch(cuda))
+    stager = staging.Stager("cuda:0")
+    for op_blocks in ([blocks[0]], blocks[:3]):
+        from harness.packing import HARNESS_PACKER
+
+        request = HARNESS_PACKER.pack(op_blocks).tensors() if len(op_blocks) > 1 else op_blocks[0].tensors()
+        staged, compute = stager.stage(lambda to_device, r=request: small_model.stage(r, to_device))
+        assert len(cuda.streams) == 1 and staged.ready is cuda.events[-1]  # one copy stream, one event a request
+        assert staged.ready.recorded_on is cuda.streams[0]
+        assert len(staged.tensors) == 1 and stager.resident_bytes == staged.nbytes >= staged.tensors[0].nbytes
+        assert [b.busy_until is staged.ready for b in stager._ring].count(True) == 1  # its one input's buffer
+        assert not any(b.claimed for b in stager._ring)
+        tensors = list(staged.tensors)
+        out = staged.run(compute)
+        assert cuda.compute.waited_for[-1] is staged.ready
+        assert all(t.streams == [cuda.compute] for t in tensors)
+        stager.ran(staged)
+        assert stager.resident_bytes == 0
+        unstaged = small_model.infer(request)
+        assert {k: v.tobytes() for k, v in out.items()} == {k: v.tobytes() for k, v in unstaged.items()}
+        for buffer in stager._ring:
+            buffer.busy_until.done = True  # the copy completed: the next request may reuse the buffer
+    again, _ = stager.stage(lambda to_device: small_model.stage(blocks[1].tensors(), to_device))
+    assert len(stager._ring) == 2  # a one-block request again: a completed buffer reused, none allocated
+
+
+def test_a_request_with_several_inputs_takes_one_buffer_each(monkeypatch):
+    cuda = FakeCuda()
+    monkeypatch.setattr(staging, "torch", FakeTorch(cuda))
+    stager = staging.Stager("cuda:0")
+    arrays = [np.arange(10, dtype=np.float32), np.arange(6, dtype=np.int64), np.arange(3, dtype=np.int32)]
+    got = []
+    staged, _ = stager.stage(lambda to_device: (got.extend(to_device(a) for a in arrays), lambda: {})[1])
+    assert len(stager._ring) == 3 and len({id(b) for b in stager._ring}) == 3  # never one buffer twice
+    for array, tensor in zip(arrays, got, strict=True):
+        assert tensor.dtype == staging.torch.from_numpy(array).dtype and np.array_equal(tensor.numpy(), array)
+
+
+def test_a_failure_while_staging_on_cuda_releases_the_buffers_it_claimed(monkeypatch):
+    cuda = FakeCuda()
+    monkeypatch.setattr(staging, "torch", FakeTorch(cuda))
+    stager = staging.Stager("cuda:0")
+
+    def stage(to_device):
+        to_device(np.ones(4, dtype=np.float32))
+        raise ValueError("bad request")
+
+    with pytest.raises(ValueError):
+        stager.stage(stage)
+    assert [b.claimed for b in stager._ring] == [False] and stager._ring[0].busy_until is cuda.events[-1]
+    assert stager.resident_bytes == 0
