@@ -27,16 +27,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-class Unstaged:
-    """The model behind ``infer`` alone (lanes.model_api.staged_entry finds no ``stage``)."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.geometry, self.fingerprint = inner, inner.geometry, inner.fingerprint
-
-    def infer(self, request):
-        return self.inner.infer(request)
-
-
 def _union(intervals: list[tuple[float, float]]) -> float:
     total, end = 0.0, float("-inf")
     for a, b in sorted(intervals):
@@ -121,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.corpus.synth import synth_corpus
     from harness.numerics import NumericSettings
     from lanes.model_api import load_model, staged_entry
+    from lanes.staging import InferOnly
 
     model = load_model(args.model, device=args.device)
     if staged_entry(model) is None:
@@ -131,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     numerics = NumericSettings()
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, m in (("unstaged", Unstaged(model)), ("staged", model)):
+        for label, m in (("unstaged", InferOnly(model)), ("staged", model)):
             rows[label], check = run_once(m, blocks, args.shape, args.device, numerics, Path(tmp), label)
             rows[label]["digest"] = check["digest"]  # type: ignore[assignment]
     same = rows["staged"]["digest"] == rows["unstaged"]["digest"]

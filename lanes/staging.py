@@ -51,6 +51,17 @@ def host_tensors(device: Any) -> ToDevice:
     return to_device
 
 
+class InferOnly:
+    """A model behind its ``infer`` alone (no ``stage``: called whole, in the device queue): the unstaged
+    twin a staged run is compared with (tests/test_staging.py, benchmarks/gpu_copy_overlap.py)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.geometry, self.fingerprint = inner, inner.geometry, inner.fingerprint
+
+    def infer(self, request: Any) -> dict[str, np.ndarray]:
+        return dict(self.inner.infer(request))
+
+
 @dataclass
 class Staged:
     """One request's inputs on the device (or on their way there) and what its compute must wait for."""

@@ -21,6 +21,7 @@ from lanes.device_timeline import DeviceTimeline
 from lanes.diar_nn_g.model import DiarNNG
 from lanes.model_api import load_model, staged_entry
 from lanes.runner import RunPlan
+from lanes.staging import InferOnly
 from tests.runner_digest import calls_digest, outputs_digest, run_collect
 from tests.test_pipelined_lanes import Serial, our_threads
 
@@ -33,7 +34,7 @@ def blocks(small_model):
 def _both(model, blocks, plan):
     """Staged and pipelined; unstaged (the model behind infer alone) and serial: outputs and call logs."""
     backend = InProcessBackend(model, NumericSettings(threads=1))
-    serial = Serial(InProcessBackend(Unstaged(model), NumericSettings(threads=1)))
+    serial = Serial(InProcessBackend(InferOnly(model), NumericSettings(threads=1)))
     return run_collect(blocks, backend, plan), run_collect(blocks, serial, plan)
 
 
@@ -129,22 +130,12 @@ class FailsToStage(DiarNNG):
         return output
 
 
-class Unstaged:
-    """The same model behind ``infer`` alone: pipelined, but not staged (its whole call in the queue)."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.geometry, self.fingerprint = inner, inner.geometry, inner.fingerprint
-
-    def infer(self, request):
-        return self.inner.infer(request)
-
-
 @pytest.mark.parametrize("fail_at", [1, 7, 20])
 def test_a_failure_while_staging_is_raised_in_its_turn_as_it_is_unstaged(blocks, fail_at):
     messages, logs, finished = [], [], []
     for staged in (True, False):
         model = FailsToStage(fail_at)
-        backend = InProcessBackend(model if staged else Unstaged(model), NumericSettings(threads=1))
+        backend = InProcessBackend(model if staged else InferOnly(model), NumericSettings(threads=1))
         log: list = []
         with pytest.raises(BackendError) as caught:
             run_collect(blocks, backend, RunPlan(shapes=(2, 4)), log=log)
