@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -99,6 +100,9 @@ class InProcessBackend:
         self.geometry = model.geometry
         self.fingerprint = model.fingerprint
         self._cuda = device.startswith("cuda")
+        # requests staged at submission and not yet run, by identity, in submission order (one request object
+        # may be sent twice): only inside pipelined(), whose calls run in that order
+        self._staged_calls: dict[int, deque[tuple[Staged, Callable[[], dict], Stager]]] = {}
         numerics.apply()  # torch's flags only if building the model imported torch (harness.numerics)
 
     @property
@@ -117,8 +121,15 @@ class InProcessBackend:
         """The device's part of a call: the model's outputs, its own seconds and peak device bytes.
 
         ``wall`` is the call alone, from the model's start to its end (CUDA synchronized on both
-        sides), in whichever thread runs it: never the time a call waited in a queue."""
-        return self._timed(lambda: self.model.infer(request), where)
+        sides), in whichever thread runs it: never the time a call waited in a queue. A request staged
+        when it was submitted (:meth:`pipelined`) runs its staged compute here, in its turn."""
+        queue = self._staged_calls.get(id(request))
+        if not queue:
+            return self._timed(lambda: self.model.infer(request), where)
+        staged, compute, stager = queue.popleft()
+        if not queue:
+            del self._staged_calls[id(request)]
+        return self._timed(compute, where, staged, stager)
 
     def _timed(self, run: Callable[[], dict], where: str, staged: Staged | None = None,
                stager: Stager | None = None) -> tuple[dict, float, int | None]:
@@ -196,6 +207,7 @@ class InProcessBackend:
             yield submit
         finally:
             device_queue.close()
+            self._staged_calls.clear()  # calls dropped by a failure or an interrupt
 
     def _staged_job(self, stage: Stage, stager: Stager, request: Mapping[str, np.ndarray], where: str,
                     bind: Callable[[], None]) -> Callable[[], tuple[dict, float, int | None]]:
@@ -210,9 +222,11 @@ class InProcessBackend:
             failure = BackendError(f"{where}: model raised {type(exc).__name__}: {exc}")
             failure.__cause__ = exc
         else:
+            self._staged_calls.setdefault(id(request), deque()).append((staged, compute, stager))
+
             def job() -> tuple[dict, float, int | None]:
                 bind()
-                return self._timed(compute, where, staged, stager)
+                return self._execute(request, where)  # the staged compute, found by the request
 
             return job
 
