@@ -230,3 +230,27 @@ def test_device_queue_close_waits_for_the_call_in_hand(command_line_handler):
     _wait_for(lambda: interrupt_requested() is not None)  # the call has started (a queued one is dropped)
     queue.close()
     assert work.ended_at is not None and future.done() and not queue.alive
+
+
+def test_a_clean_up_in_another_thread_does_not_hold_the_main_threads_second_signal(command_line_handler):
+    """The deferral is the main thread's own: a writer thread cleaning up does not make a stuck main thread
+    deaf to the second Ctrl-C."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def writer_cleaning_up() -> None:
+        with clean_up():
+            inside.set()
+            leave.wait(60)
+
+    worker = Worker(writer_cleaning_up, "cleaning-writer")
+    try:
+        inside.wait(60)
+        _signal_main()
+        _wait_for(lambda: interrupt_requested() is not None)
+        with pytest.raises(Interrupted):
+            _signal_main()
+            for _ in range(1000):
+                time.sleep(0.01)
+    finally:
+        leave.set()
+        worker.join()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Iterator
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
@@ -96,21 +97,23 @@ def clear_interrupt() -> None:
 # request to stop and the join, a raise would leave a thread writing into a file about to be closed under it
 # (harness.data.workers). Inside ``clean_up()`` the handler only records the signal; the command still ends
 # as interrupted, at its next check point or at the command line's end.
-_CLEANING: list[bool] = []
+# Per thread: the handler runs in the main thread and asks about the main thread's clean-up, not a writer's.
+_CLEANING = threading.local()
 
 
 @contextlib.contextmanager
 def clean_up() -> Iterator[None]:
     """A clean-up no second SIGINT/SIGTERM breaks off (the command line's handler records it and goes on)."""
-    _CLEANING.append(True)
+    _CLEANING.depth = getattr(_CLEANING, "depth", 0) + 1
     try:
         yield
     finally:
-        _CLEANING.pop()
+        _CLEANING.depth -= 1
 
 
 def cleaning_up() -> bool:
-    return bool(_CLEANING)
+    """Is this thread (the signal handler's: the main thread) inside :func:`clean_up`?"""
+    return getattr(_CLEANING, "depth", 0) > 0
 
 
 def interrupt_requested() -> str | None:
@@ -121,8 +124,6 @@ def check_interrupted() -> None:
     """Raise :class:`Interrupted` if a signal asked the command to stop (main thread only: a writer
     thread's work is abandoned by the main thread's clean-up)."""
     if _SIGNALS:
-        import threading
-
         if threading.current_thread() is threading.main_thread():
             raise Interrupted(interrupted_message(_SIGNALS[0]))
 
