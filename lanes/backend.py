@@ -102,7 +102,7 @@ class InProcessBackend:
         self._cuda = device.startswith("cuda")
         # requests staged at submission and not yet run, by identity, in submission order (one request object
         # may be sent twice): only inside pipelined(), whose calls run in that order
-        self._staged_calls: dict[int, deque[tuple[Staged, Callable[[], dict], Stager]]] = {}
+        self._staged_calls: dict[int, deque[tuple[Staged, Callable[[], dict]]]] = {}
         numerics.apply()  # torch's flags only if building the model imported torch (harness.numerics)
 
     @property
@@ -126,13 +126,13 @@ class InProcessBackend:
         queue = self._staged_calls.get(id(request))
         if not queue:
             return self._timed(lambda: self.model.infer(request), where)
-        staged, compute, stager = queue.popleft()
+        staged, compute = queue.popleft()
         if not queue:
             del self._staged_calls[id(request)]
-        return self._timed(compute, where, staged, stager)
+        return self._timed(compute, where, staged)
 
-    def _timed(self, run: Callable[[], dict], where: str, staged: Staged | None = None,
-               stager: Stager | None = None) -> tuple[dict, float, int | None]:
+    def _timed(self, run: Callable[[], dict], where: str, staged: Staged | None = None
+               ) -> tuple[dict, float, int | None]:
         """``run`` timed. Staged (:mod:`lanes.staging`), the host's part of the call was done when it was
         submitted: ``wall`` is the wait for its inputs' copy, the compute and the answer's copy back, and
         CUDA is synchronized on this thread's stream only (the copy stream meanwhile carries the next
@@ -142,8 +142,7 @@ class InProcessBackend:
         behind = 0
         if self._cuda:
             self._synchronize(staged)
-            if staged is not None and stager is not None:
-                behind = max(0, stager.resident_bytes - staged.nbytes)
+            behind = 0 if staged is None else staged.behind()
             torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter()
         try:
@@ -151,10 +150,7 @@ class InProcessBackend:
         except HarnessError:
             raise
         except Exception as exc:  # a model may raise anything; name the request
-            raise BackendError(f"{where}: model raised {type(exc).__name__}: {exc}") from exc
-        finally:
-            if staged is not None and stager is not None:
-                stager.ran(staged)
+            raise _model_raised(where, exc) from exc
         if self._cuda:
             self._synchronize(staged)
         wall = time.perf_counter() - start
@@ -219,10 +215,10 @@ class InProcessBackend:
         except HarnessError as exc:
             failure: BaseException = exc
         except Exception as exc:  # a model may raise anything; name the request
-            failure = BackendError(f"{where}: model raised {type(exc).__name__}: {exc}")
+            failure = _model_raised(where, exc)
             failure.__cause__ = exc
         else:
-            self._staged_calls.setdefault(id(request), deque()).append((staged, compute, stager))
+            self._staged_calls.setdefault(id(request), deque()).append((staged, compute))
 
             def job() -> tuple[dict, float, int | None]:
                 bind()
@@ -246,3 +242,8 @@ class InProcessBackend:
 
     def close(self) -> None:
         pass
+
+
+def _model_raised(where: str, exc: Exception) -> BackendError:
+    """A model's own exception, named by the request it was answering (staged or not: one message)."""
+    return BackendError(f"{where}: model raised {type(exc).__name__}: {exc}")

@@ -53,10 +53,7 @@ class DeviceTimeline:
         return getattr(self._inner, name)
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        start = time.perf_counter()
-        out, seconds = self._timer(lambda: self._inner.infer(request))
-        self._log.add(start, start + seconds)
-        return out
+        return self._logged(lambda: self._inner.infer(request))
 
     def stage(self, request: Mapping[str, np.ndarray], to_device: Callable[[np.ndarray], Any]
               ) -> Callable[[], dict[str, np.ndarray]]:
@@ -66,14 +63,14 @@ class DeviceTimeline:
         if inner is None:
             return lambda: self.infer(request)
         compute = inner(request, to_device)
+        return lambda: self._logged(compute)
 
-        def timed() -> dict[str, np.ndarray]:
-            start = time.perf_counter()
-            out, seconds = self._timer(compute)
-            self._log.add(start, start + seconds)
-            return out
-
-        return timed
+    def _logged(self, call: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """``call``'s answer; its device time appended to the timeline."""
+        start = time.perf_counter()
+        out, seconds = self._timer(call)
+        self._log.add(start, start + seconds)
+        return out
 
     def intervals(self) -> np.ndarray:
         """[calls, 2] float64: every call's (start, start + device seconds), in call order."""

@@ -70,15 +70,25 @@ class Staged:
     tensors: list[Any] = field(default_factory=list)
     ready: Any = None  # a torch.cuda.Event recorded on the copy stream after the last input (CUDA only)
     device: Any = None
+    owner: Stager | None = None  # whose resident bytes these inputs count in until they have run
+
+    def behind(self) -> int:
+        """Device bytes staged for the other calls (those behind this one): not this call's peak."""
+        return 0 if self.owner is None else max(0, self.owner.resident_bytes - self.nbytes)
 
     def run(self, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        """``compute`` on this thread's current stream, once the copies it reads have landed."""
-        if self.ready is not None:
-            stream = torch.cuda.current_stream(self.device)
-            stream.wait_event(self.ready)
-            for tensor in self.tensors:
-                tensor.record_stream(stream)
-        return compute()
+        """``compute`` on this thread's current stream, once the copies it reads have landed; then these
+        inputs no longer count as resident (:meth:`Stager.ran`), whether compute answered or raised."""
+        try:
+            if self.ready is not None:
+                stream = torch.cuda.current_stream(self.device)
+                stream.wait_event(self.ready)
+                for tensor in self.tensors:
+                    tensor.record_stream(stream)
+            return compute()
+        finally:
+            if self.owner is not None:
+                self.owner.ran(self)
 
 
 class Stager:
@@ -101,7 +111,7 @@ class Stager:
     def stage(self, stage: Callable[[ToDevice], Callable[[], dict[str, np.ndarray]]]
               ) -> tuple[Staged, Callable[[], dict[str, np.ndarray]]]:
         """Run ``stage(to_device)`` (the model's host part) now; its inputs copied as the module's doc says."""
-        staged = Staged(device=self.device)
+        staged = Staged(device=self.device, owner=self)
         if not self.cuda:
             return staged, stage(host_tensors(self.device))
         with torch.cuda.device(self.device):

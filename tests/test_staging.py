@@ -347,10 +347,9 @@ def test_the_cuda_branch_copies_every_input_through_the_ring_and_orders_the_comp
         assert [b.busy_until is staged.ready for b in stager._ring].count(True) == 1  # its one input's buffer
         assert not any(b.claimed for b in stager._ring)
         tensors = list(staged.tensors)
-        out = staged.run(compute)
+        out = staged.run(compute)  # and, run, its inputs are no longer resident
         assert cuda.compute.waited_for[-1] is staged.ready
         assert all(t.streams == [cuda.compute] for t in tensors)
-        stager.ran(staged)
         assert stager.resident_bytes == 0
         unstaged = small_model.infer(request)
         assert {k: v.tobytes() for k, v in out.items()} == {k: v.tobytes() for k, v in unstaged.items()}
@@ -385,3 +384,14 @@ def test_a_failure_while_staging_on_cuda_releases_the_buffers_it_claimed(monkeyp
         stager.stage(stage)
     assert [b.claimed for b in stager._ring] == [False] and stager._ring[0].busy_until is cuda.events[-1]
     assert stager.resident_bytes == 0
+
+
+def test_the_timeline_wrapper_staged_logs_every_call_and_answers_as_its_inner_model(small_model, blocks):
+    """Staged, the wrapper logs one interval per call, as many as unstaged, and answers as its inner model."""
+    staged, unstaged = DeviceTimeline(small_model, "cpu", None), DeviceTimeline(small_model, "cpu", None)
+    plan = RunPlan(shapes=(2,))
+    piped, calls = run_collect(blocks[:3], InProcessBackend(staged, NumericSettings(threads=1)), plan)
+    plain, _ = run_collect(blocks[:3], InProcessBackend(InferOnly(unstaged), NumericSettings(threads=1)), plan)
+    assert staged_entry(staged) is not None and staged_entry(InferOnly(unstaged)) is None
+    assert outputs_digest(piped) == outputs_digest(plain)
+    assert len(staged.intervals()) == len(unstaged.intervals()) > len(calls) > 0  # the warm-up's calls too
