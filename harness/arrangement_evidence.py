@@ -1,25 +1,25 @@
-"""Judging a shape's arrangements (issue 26 item 1): other neighbours, other slots, the same block twice.
+"""Judging a shape's arrangements: other neighbours, other slots, the same block twice.
 
 A run made with ``--arrangements N`` holds, per shape k >= 2, arrangement lanes beside the plain lane
 (``lanes.arrangements``: shuffled ``k4.a1`` .., the duplicates ``k4.d`` + ``k4.d2``; the run manifest's
 ``evidence.variants`` names them). Scoring judges each of them three ways, in the same pass over the
-golden as the plain lane:
+golden as the plain lane, every way with the limits of the mode the user chose
+(:func:`harness.evidence_rule.evidence_limits`: the one rule for every kind of evidence):
 
-1. against the golden, with the score's tolerances, exactly like the plain lane: a shape passes only
-   if every arrangement does;
+1. against the golden, exactly like the plain lane: a shape passes only if every arrangement does;
 2. a shuffled lane's OP 0 against the plain lane's (the same blocks, other slots and neighbours, in a
-   request of the same size: the arrangers keep each block's request size), with the release's own
-   noise floor (``noise-floor`` limits: bitwise where the golden reproduced bitwise): a block's answer
-   must not depend on where it sits. This is what catches a model that is off by one ULP in one slot:
-   far inside the tolerances, so the plain lane alone passes it, but not the same answer in another
-   slot. A voiceprint request changes shape with its neighbours' rows (R), so OP 1/2 are judged
-   against the golden only; how many blocks differ from the plain lane is reported;
-3. the duplicates' two copies against each other, every OP, with the same limits: one request, the
-   same block twice, two answers.
+   request of the same size: the arrangers keep each block's request size): a block's answer must not
+   depend on where it sits beyond the mode's limits. In ``bitwise`` and ``noise-floor`` mode (bitwise
+   where the golden reproduced bitwise) this catches a model that is off by one ULP in one slot, far
+   inside the tolerances; in ``tolerance`` mode those ULPs are what the user accepted: reported as a
+   warning, not refused. A voiceprint request changes shape with its neighbours' rows (R), so OP 1/2 are
+   judged against the golden only; how many blocks differ from the plain lane is reported;
+3. the duplicates' two copies against each other, every OP: one request, the same block twice.
 
-Any failed check refuses the shape, with a line naming the arrangement, the block and its slots.
-Promotion re-derives every check (:func:`arrangements_hold`). ``harness.arrangement_slots`` says
-where each block sat and which slot is worst.
+Any failed check refuses the shape, with a line naming the arrangement, the block and its slots; a pair
+that differs more than the release's own floor but within the mode's limits gives one warning per (shape,
+OP, kind) (:meth:`ArrangementScorer.warnings`). Promotion re-derives every check (:func:`arrangements_hold`).
+``harness.arrangement_slots`` says where each block sat and which slot is worst.
 """
 
 from __future__ import annotations
@@ -36,15 +36,17 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import ArrangementLane, ShapeArrangements, Spread, slot_label
+from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
-from harness.scoring import LaneScorer, op_key, op_limits
+from harness.evidence_rule import evidence_limits, evidence_warning
+from harness.scoring import LaneScorer, op_key
 from harness.tolerances import Tolerances
 
 Floors = Mapping[int, dict[str, Any]]
 SPREAD_METRICS = {Op.SEGMENTATION: ("max_abs", "max_ulp", "flips"), Op.VOICEPRINT: ("max_abs", "min_cosine"),
                   Op.VOICEPRINT_CLEAN: ("max_abs", "min_cosine")}
-RULE = "a block's answer must not depend on its slot or its neighbours"
+RULE = "a block's answer must not depend on its slot or its neighbours beyond the limits of its mode"
 
 
 @dataclass(frozen=True)
@@ -100,23 +102,19 @@ def slot_map(plans: Mapping[int, ShapePlan], known: Sequence[str]) -> SlotMap:
     return SlotMap({k: p.plain for k, p in plans.items()}, copies, known)
 
 
-def same_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors) -> dict[Op, dict[str, Any]]:
-    """What a block may change when it moves: the release's own noise floor per OP (bitwise where the golden
-    reproduced bitwise), without the sample-size bound (bits, not a flip rate, are judged)."""
-    return op_limits(tolerances.with_mode("noise-floor"), ops, floors, False)
-
-
 class ArrangementScorer:
     """One shape's arrangement lanes, fed batch by batch beside its plain lane (see module doc)."""
 
     def __init__(self, plan: ShapePlan, ops: Sequence[Op], geometry: Geometry, limits: Mapping[Op, dict[str, Any]],
-                 same: Mapping[Op, dict[str, Any]], voiceprint_inputs: str) -> None:
-        self.plan, self.ops = plan, list(ops)
+                 voiceprint_inputs: str, floors: Floors) -> None:
+        """``limits``: every pair's (the mode's, :func:`harness.evidence_rule.evidence_limits`); ``floors``: the
+        golden's own noise floors, the line between a silent pair and a warned one."""
+        self.plan, self.ops, self.floors = plan, list(ops), floors
         self.vs_golden = {n: LaneScorer(n, ops, geometry, limits, voiceprint_inputs) for n in plan.lanes}
         # OP 0 only: the same request size in every arrangement (see module doc)
-        self.vs_plain = {n: LaneScorer(n, [Op.SEGMENTATION], geometry, same, voiceprint_inputs)
+        self.vs_plain = {n: LaneScorer(n, [Op.SEGMENTATION], geometry, limits, voiceprint_inputs)
                          for _, n in plan.shuffled}
-        self.dup = LaneScorer(plan.duplicates[1], ops, geometry, same, voiceprint_inputs) if plan.duplicates else None
+        self.dup = LaneScorer(plan.duplicates[1], ops, geometry, limits, voiceprint_inputs) if plan.duplicates else None
         self.figures = BlockFigures(ops)  # against the golden: the slots' figures
         self.moves = BlockFigures(ops)  # against the plain lane (and copy 1 against copy 0): which block moved
 
@@ -134,6 +132,37 @@ class ArrangementScorer:
             self.dup.add(lanes[first], lanes[second])
             self.moves.add("duplicates", lanes[first], lanes[second])
 
+    def _counts(self, name: str, op: Op) -> tuple[tuple[int, int, int, int], str | None]:
+        """Blocks, blocks differing, units, units differing between the two sides, and the block differing most."""
+        blocks, units, differing, _, _ = self.moves.of(name, op)
+        counts = (len(blocks), int((differing > 0).sum()), int(units.sum()), int(differing.sum()))
+        return counts, self.moves.worst_block(name, op)
+
+    def warnings(self, evidence: ShapeArrangements, slots: SlotMap) -> list[EvidenceWarning]:
+        """One warning per (OP, kind) whose pairs all held the mode's limits but differ beyond the release's
+        floor: the shuffled lanes against the plain lane (slots: the lane that differs most), the duplicates'
+        copies against each other."""
+        k, plan = self.plan.k, self.plan
+        out: list[EvidenceWarning] = []
+        for op in self.ops:
+            key = op_key(op)
+            pairs = [(name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items()
+                     if key in lane.same_as_plain]
+            if pairs:
+                name, _ = max(pairs, key=lambda nv: nv[1].metrics.get("max_abs_finite") or 0.0)
+                counts, block = self._counts(name, op)
+                where = (f"worst block {block!r} in {_slot(slots, name, block, k)} of {name}, "
+                         f"{_slot(slots, plan.plain, block, k)} in {plan.plain}") if block else None
+                out += _some(evidence_warning(k, op, "slots", [v for _, v in pairs], self.floors, counts, where))
+            if evidence.duplicates and key in evidence.duplicates and plan.duplicates:
+                first, second = plan.duplicates
+                counts, block = self._counts("duplicates", op)
+                where = (f"worst block {block!r} in {_slot(slots, first, block, k)} and "
+                         f"{_slot(slots, second, block, k)}") if block else None
+                out += _some(evidence_warning(k, op, "duplicates", [evidence.duplicates[key]], self.floors, counts,
+                                              where))
+        return out
+
     def _moved(self, name: str, op: Op) -> tuple[str | None, int, int]:
         """The first block (corpus order) whose answer differs, how many do, of how many."""
         blocks, _, differing, _, _ = self.moves.of(name, op)
@@ -144,8 +173,7 @@ class ArrangementScorer:
         k, plan = self.plan.k, self.plan
 
         def at(lane: str, block: str | None) -> str:
-            slot = slots.of(lane).get(block or "")
-            return f"slot {slot_label(slot, k)}" if slot is not None else "slot ?"
+            return _slot(slots, lane, block or "", k)
 
         lanes: dict[str, ArrangementLane] = {}
         reasons: list[str] = []
@@ -192,6 +220,15 @@ class ArrangementScorer:
             "reasons": [] if passed else reasons or [f"k={k}: an arrangement failed ({RULE})"]})
 
 
+def _slot(slots: SlotMap, lane: str, block: str, k: int) -> str:
+    slot = slots.of(lane).get(block)
+    return f"slot {slot_label(slot, k)}" if slot is not None else "slot ?"
+
+
+def _some(found: EvidenceWarning | None) -> list[EvidenceWarning]:
+    return [] if found is None else [found]
+
+
 def _spread(metric: str, values: Mapping[str, Any]) -> Spread:
     known = [float(v) for v in values.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return Spread(metric=metric, values={n: (float(v) if isinstance(v, (int, float)) else None)
@@ -199,13 +236,16 @@ def _spread(metric: str, values: Mapping[str, Any]) -> Spread:
                   min=min(known) if known else None, max=max(known) if known else None)
 
 
-def with_arrangements(score: ShapeScore, evidence: ShapeArrangements | None) -> ShapeScore:
-    """The shape's score with its arrangements; refused when they fail (their reasons after the others')."""
+def with_arrangements(score: ShapeScore, evidence: ShapeArrangements | None,
+                      warnings: Sequence[EvidenceWarning] = ()) -> ShapeScore:
+    """The shape's score with its arrangements; refused when they fail (their reasons after the others'), warned
+    where they hold the mode's limits but differ beyond the release's floor."""
     if evidence is None:
         return score
     given = {name: getattr(score, name) for name in score.model_fields_set}
+    extra = {"warnings": [*score.warnings, *warnings]} if warnings else {}
     return ShapeScore(**{**given, "arrangements": evidence, "reasons": [*score.reasons, *evidence.reasons],
-                         "verdict": "fail" if not evidence.passed else score.verdict})
+                         "verdict": "fail" if not evidence.passed else score.verdict, **extra})
 
 
 CheckOp = Callable[[OpVerdictModel, dict[str, Any] | None, str], None]
@@ -217,19 +257,14 @@ def arrangements_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors,
     ev = shape.arrangements
     if ev is None:
         return True
-    limits: dict[Op, dict[str, Any]] | None = None
-    same: dict[Op, dict[str, Any]] | None = None
+    limits = evidence_limits(tolerances, [Op(int(o)) for o in shape.ops], floors)
     for name, lane in ev.lanes.items():
-        ops = [Op(int(o)) for o in lane.ops]
-        limits = limits or op_limits(tolerances, ops, floors)
-        same = same or same_limits(tolerances, ops, floors)
         for key, v in lane.ops.items():
             check(v, limits[Op(int(key))], f"{where}: arrangement lane {name} OP {key}")
         for key, v in lane.same_as_plain.items():
-            check(v, same[Op(int(key))], f"{where}: arrangement lane {name} against {ev.plain}, OP {key}")
+            check(v, limits[Op(int(key))], f"{where}: arrangement lane {name} against {ev.plain}, OP {key}")
     for key, v in (ev.duplicates or {}).items():
-        same = same or same_limits(tolerances, [Op(int(o)) for o in ev.duplicates or {}], floors)
-        check(v, same[Op(int(key))], f"{where}: duplicates OP {key}")
+        check(v, limits[Op(int(key))], f"{where}: duplicates OP {key}")
     if not ev.passed and not ev.reasons:
         raise LedgerError(f"{where}: the arrangements refuse the shape without a reason")
     return ev.passed

@@ -16,7 +16,8 @@ from typing import Any, cast
 
 from harness.data.jsonio import plain, seal
 from harness.data.schemas.load import BudgetPick, LoadEvidence, LoadPoint, PointRef, ServerStats, ShapeLoad
-from harness.data.schemas.results import OpVerdictModel, Score
+from harness.data.schemas.results import OpVerdictModel, Score, ShapeScore
+from harness.refusal import ScoreFacts, with_cause
 from harness.scoring import op_key
 
 __all__ = ["budget_pick", "load_point", "load_refusals", "nearest_rank", "with_load"]
@@ -96,11 +97,14 @@ def with_load(score: Score, url: str, model_name: str, blocks: int, concurrency:
     body.pop("digest")
     probe = LoadEvidence(url=url, model_name=model_name, blocks=blocks, concurrency=list(concurrency),
                          shapes=dict(shapes), p99_budget_ms=budget_ms, meets_budget=[], budget=None)
+    facts = ScoreFacts(score.laws, score.verification, {key: load_refusals(probe, key) for key in body["shapes"]})
     for key, entry in body["shapes"].items():
-        refusals = load_refusals(probe, key)
-        if refusals:  # first, with the gates' reasons, before the OPs' own (JUnit reads the first as the gates')
+        refusals = facts.load[key]
+        if refusals:  # first, with the gates' reasons, before the OPs' own
             entry["verdict"] = "fail"
             entry["reasons"] = [*refusals, *entry["reasons"]]
+            shape = with_cause(int(key), ShapeScore.model_validate(entry), facts)
+            body["shapes"][key] = shape.model_dump(mode="json")
     passed = [key for key, entry in body["shapes"].items() if entry["verdict"] == "pass"]
     meets, best = budget_pick(shapes, budget_ms, passed)
     body["load"] = probe.model_copy(update={"meets_budget": meets, "budget": best}).model_dump(mode="json")

@@ -1,4 +1,4 @@
-"""A packed lane's own noise (issue 26 item 2): the same shape run N times, measured like the release's floor.
+"""A packed lane's own noise: the same shape run N times, measured like the release's floor.
 
 One run of a shape says what it answered once. A kernel chosen per call, a reduction whose order
 depends on timing, an atomic add: the same request may get another answer the next time, and one
@@ -8,15 +8,14 @@ much every repeat differs from the first run:
 
 - with the golden's own noise-floor measure (``harness.reproduction``: the same judges, the figures
   :func:`harness.reproduction.noise_floor` keeps), so the figure sits beside the release's floor and
-  reads "as reproducible as the release" or not (:func:`within_floor`);
+  reads "as reproducible as the release" or not (:func:`harness.evidence_rule.within_floor`);
 - with a plain bit count: how many blocks and windows (OP 0) or rows (OP 1/2) differ at all, and
   the first such block in corpus order;
-- in bitwise and noise-floor tolerance modes, judged: every repeat against the first run by the OP's
-  own judge, with the limits that mode gives against the golden (bitwise; or the release's floor x
-  its factor). A failed check refuses the shape (:meth:`RepeatScorer.reasons`), and promotion
-  re-derives those checks (:func:`repeats_hold`). In tolerance mode nothing is gated: a shape's
-  verdict then allows more than the noise, so an OP less reproducible than the release is flagged
-  (``warnings``), not refused.
+- judged, in every tolerance mode (:mod:`harness.evidence_rule`, the one rule for every kind of
+  evidence): every repeat against the first run by the OP's own judge, with the limits that mode gives
+  against the golden. A failed check refuses the shape (:meth:`RepeatScorer.reasons`; its cause is "not
+  reproducible") and promotion re-derives those checks (:func:`repeats_hold`); an OP that holds the
+  limits but is less reproducible than the release is flagged (``warnings``), not refused.
 """
 
 from __future__ import annotations
@@ -33,18 +32,26 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.schemas.base import OpKey
 from harness.data.schemas.files import Floor
+from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.repeats import RepeatEvidence, RepeatOp
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.evidence_rule import (
+    evidence_limits,
+    evidence_warning,
+    release_floor,
+    within_floor,
+    worst_noise,
+)
 from harness.judges import rowkeys
-from harness.reproduction import REPORT_ONLY, noise_floor
-from harness.scoring import LaneScorer, op_key, op_limits
+from harness.reproduction import noise_floor
+from harness.scoring import LaneScorer, op_key
 from harness.tolerances import Tolerances
 
-GATED_MODES = ("bitwise", "noise-floor")  # the tolerance modes in which a lane that is not reproducible is refused
 REPEAT_KIND = "repeat"  # a run manifest's evidence.variants[lane].kind for a repeat lane
 Floors = Mapping[int, Mapping[str, Any]]
 HINT = ("the lane answers the same request differently from run to run (a nondeterministic kernel, a race, "
-        "autotuning): make it deterministic, or judge it with --tolerance tolerance (flagged, not refused)")
+        "autotuning): make it deterministic, or widen the limits it is judged with (--tolerance tolerance, or "
+        "larger [tolerances])")
 
 
 def repeat_lanes(manifest: Mapping[str, Any]) -> dict[int, list[str]]:
@@ -58,17 +65,10 @@ def repeat_lanes(manifest: Mapping[str, Any]) -> dict[int, list[str]]:
     return {k: [lane for _, lane in sorted(items)] for k, items in sorted(found.items())}
 
 
-def gated(tolerances: Tolerances, op: Op) -> bool:
-    return tolerances.for_op(op).mode in GATED_MODES
-
-
 def repeat_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors) -> dict[Op, dict[str, Any]]:
-    """The limits a repeat is judged with against the first run: a gated OP's own mode's, with the golden's
-    floor (what the shape is held to against the golden), no sample-size gate (that is the corpus's, not
-    the lane's); a tolerance-mode OP's, the floor scorer's (reported, as the golden's floor is measured)."""
-    own = op_limits(tolerances, ops, {int(k): dict(v) for k, v in floors.items()}, sample_bound=False)
-    report = op_limits(REPORT_ONLY, ops, None, sample_bound=False)
-    return {op: own[op] if gated(tolerances, op) else report[op] for op in ops}
+    """The limits a repeat is judged with against the first run: the OP's own mode's, as against the golden
+    (:func:`harness.evidence_rule.evidence_limits`)."""
+    return evidence_limits(tolerances, ops, floors)
 
 
 class _Differing:
@@ -130,37 +130,43 @@ class RepeatScorer:
         per_pair = [s.verdicts() for s in self.scorers]
         noise = worst_noise([noise_floor(v) for v in per_pair])
         ops: dict[OpKey, RepeatOp] = {}
-        warnings: list[str] = []
         for i, op in enumerate(self.ops):
             key = op_key(op)
             d, mode = self.differing[op], self.tolerances.for_op(op).mode
-            release = self.floors.get(int(op))
-            release_floor = Floor.model_validate(dict(release)) if release is not None else None
+            floor = release_floor(self.floors, op)
             own = Floor.model_validate(noise[key])
             non_finite = any(v[i].metrics.get("non_finite") for v in per_pair)
-            as_release = not non_finite and within_floor(own, release_floor)
-            pairs = [v[i].model_copy(update={"distribution": []}) for v in per_pair] if gated(self.tolerances, op) \
-                else []
-            ops[key] = RepeatOp(op=v_op(op), tolerance_mode=mode, gated=gated(self.tolerances, op), blocks=d.blocks,
+            as_release = not non_finite and within_floor(own, floor)
+            pairs = [v[i].model_copy(update={"distribution": []}) for v in per_pair]
+            ops[key] = RepeatOp(op=v_op(op), tolerance_mode=mode, gated=True, blocks=d.blocks,
                                 blocks_differing=d.blocks_differing, first_differing_block=d.first,
                                 unit="windows" if op is Op.SEGMENTATION else "rows", units=d.units,
-                                units_differing=d.units_differing, noise=own, release_floor=release_floor,
+                                units_differing=d.units_differing, noise=own, release_floor=floor,
                                 as_reproducible_as_release=as_release, pairs=pairs)
-            if not as_release and not ops[key].gated:
-                warnings.append(self._warning(ops[key]))
+        found = repeat_warnings(self.shape, self.lanes, ops, self.floors)
         return RepeatEvidence(repeats=len(self.lanes), lanes=self.lanes, ops=ops,
-                              reproducible=all(o.noise.bitwise for o in ops.values()), warnings=warnings)
-
-    def _warning(self, o: RepeatOp) -> str:
-        return (f"k={self.shape} OP {o.op} is less reproducible than the release: {noise_text(o.noise)} between "
-                f"{len(self.lanes)} runs vs the exact lane's floor {noise_text(o.release_floor)}; "
-                f"{_differ_text(o)}; flagged, not refused (tolerance mode): its verdict against the golden may "
-                "change from run to run")
+                              reproducible=all(o.noise.bitwise for o in ops.values()),
+                              warnings=[w.line for w in found])
 
     def reasons(self, evidence: RepeatEvidence | None = None) -> list[str]:
         """The refusal lines (empty: reproducible enough): per gated OP, the first failed check of the first
         repeat that failed, as observed vs allowed, how many of how many, where, and what to do next."""
         return repeat_reasons(self.shape, evidence or self.evidence())
+
+
+def repeat_warnings(shape: int, lanes: Sequence[str], ops: Mapping[OpKey, RepeatOp], floors: Floors
+                    ) -> list[EvidenceWarning]:
+    """Per OP whose every repeat held the mode's limits but which is less reproducible than the release: its
+    warning (:func:`harness.evidence_rule.evidence_warning`), worst repeat's verdict and the OP's noise."""
+    out = []
+    for key, o in sorted(ops.items()):
+        first = f"first block {o.first_differing_block!r}" if o.first_differing_block is not None else None
+        found = evidence_warning(shape, Op(int(key)), "repeats", o.pairs, floors,
+                                 (o.blocks, o.blocks_differing, o.units, o.units_differing), first,
+                                 more=f" ({len(lanes)} runs)")
+        if found is not None:
+            out.append(found)
+    return out
 
 
 def repeat_reasons(shape: int, evidence: RepeatEvidence) -> list[str]:
@@ -183,52 +189,6 @@ def _differ_text(o: RepeatOp) -> str:
     first = f", first block {o.first_differing_block!r}" if o.first_differing_block is not None else ""
     return (f"{o.blocks_differing:,} of {o.blocks:,} blocks and {o.units_differing:,} of {o.units:,} {o.unit} "
             f"differ between the runs{first}")
-
-
-def noise_text(f: Floor | None) -> str:
-    if f is None:
-        return "not recorded"
-    if f.bitwise:
-        return "bitwise"
-    text = f"max_abs {f.max_abs:.3g}, max_ulp {f.max_ulp:,}"
-    if f.argmax_flips:
-        text += f", {f.argmax_flips} argmax flips"
-    if f.min_cosine is not None and f.min_cosine < 1.0:
-        text += f", min cosine 1 - {1.0 - f.min_cosine:.2g}"
-    return text
-
-
-def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The noise of N-1 repeats, each :func:`noise_floor` of one repeat against the first run, as one floor:
-    per OP the worst figure of any repeat (flips too: every repeat covers the same blocks, unlike shards)."""
-    out: dict[str, dict[str, Any]] = {}
-    for key in parts[0]["ops"]:
-        each = [p["ops"][key] for p in parts]
-        merged: dict[str, Any] = {"bitwise": all(f["bitwise"] for f in each),
-                                  "max_abs": max(f["max_abs"] for f in each),
-                                  "max_ulp": max(f["max_ulp"] for f in each)}
-        if key == "0":
-            merged["argmax_flips"] = max(f["argmax_flips"] for f in each)
-        else:
-            merged["min_cosine"] = min(f["min_cosine"] for f in each)
-            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in each)
-        out[key] = merged
-    return out
-
-
-def within_floor(noise: Floor, floor: Floor | None) -> bool:
-    """As reproducible as the release: bitwise where the release is bitwise, else no figure beyond its floor."""
-    if noise.bitwise:
-        return True
-    if floor is None or floor.bitwise:
-        return False
-    if noise.max_abs > floor.max_abs or noise.max_ulp > floor.max_ulp:
-        return False
-    if (noise.argmax_flips or 0) > (floor.argmax_flips or 0):
-        return False
-    if noise.min_cosine is not None and noise.min_cosine < (1.0 if floor.min_cosine is None else floor.min_cosine):
-        return False
-    return (noise.max_rel_l2 or 0.0) <= (floor.max_rel_l2 or 0.0)
 
 
 def v_op(op: Op) -> Literal[0, 1, 2]:
@@ -265,16 +225,18 @@ def _rows_differ(base: VoiceprintOutputs, again: VoiceprintOutputs, rows: np.nda
 
 
 def with_repeats(score: ShapeScore, scorer: RepeatScorer | None) -> ShapeScore:
-    """The shape's score with its repeat evidence; refused when a gated OP is not reproducible. Its reasons come
-    first, with the shape's other gates (JUnit reports the reasons no OP gave as the shape's ``evidence`` case).
-    ``scorer`` None: the score unchanged (a run without repeats)."""
+    """The shape's score with its repeat evidence; refused when an OP is not reproducible within its mode's
+    limits (its reasons first, with the shape's other gates), warned where it holds them but is less
+    reproducible than the release. ``scorer`` None: the score unchanged (a run without repeats)."""
     if scorer is None:
         return score
     evidence = scorer.evidence()
     reasons = scorer.reasons(evidence)
+    warnings = repeat_warnings(scorer.shape, scorer.lanes, evidence.ops, scorer.floors)
     given = {name: getattr(score, name) for name in score.model_fields_set}
+    extra = {"warnings": [*score.warnings, *warnings]} if warnings else {}
     return ShapeScore(**{**given, "repeats": evidence, "reasons": [*reasons, *score.reasons],
-                         "verdict": "fail" if reasons else score.verdict})
+                         "verdict": "fail" if reasons else score.verdict, **extra})
 
 
 def repeats_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors, where: str) -> bool:
@@ -289,10 +251,10 @@ def repeats_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors, wher
     for key, o in ev.ops.items():
         op, at = Op(int(key)), f"{where}: repeats OP {key}"
         mode = tolerances.for_op(op).mode
-        if o.tolerance_mode != mode or o.gated != gated(tolerances, op):
+        if o.tolerance_mode != mode or not o.gated:
             raise LedgerError(f"{at}: judged in mode {o.tolerance_mode!r} (gated {o.gated}), but the score's "
-                              f"tolerances say {mode!r}")
-        if o.gated and len(o.pairs) != ev.repeats - 1:
+                              f"tolerances say {mode!r}, and every mode judges the repeats: score the run again")
+        if len(o.pairs) != ev.repeats - 1:
             raise LedgerError(f"{at}: {len(o.pairs)} repeat verdict(s) for {ev.repeats} runs")
         for pair in o.pairs:
             _verify(pair, limits[op], at)

@@ -27,7 +27,9 @@ from harness.data.jsonio import read_json, seal_ok
 from harness.data.ops import Op
 from harness.data.schemas import Score, validate
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.evidence_rule import warning_keys
 from harness.load_evidence import load_refusals
+from harness.refusal import ScoreFacts, check_cause
 from harness.repeat_evidence import repeats_hold
 from harness.request_evidence import needed_blocks
 from harness.scoring import op_limits, shape_gates
@@ -51,6 +53,7 @@ def read_score(path: Path) -> Score:
 def check_self_consistent(score: Score, where: str) -> None:
     """Every verdict in the score re-derived from its checks and limits (see module doc)."""
     floors = {int(k): v.model_dump() for k, v in score.reproducibility.ops.items()}
+    facts = ScoreFacts(score.laws, score.verification, {k: load_refusals(score.load, k) for k in score.shapes})
     for k, shape in score.shapes.items():
         ops = [Op(int(o)) for o in shape.ops]
         limits = op_limits(score.tolerances, ops, floors)
@@ -69,6 +72,11 @@ def check_self_consistent(score: Score, where: str) -> None:
             why = f"; {reasons[0]}" if reasons else ""
             raise LedgerError(f"{where}: shape k={k}: verdict {shape.verdict!r} disagrees with its OPs, its "
                               f"full k-block requests and its packer's packing laws ({want}{why})")
+        check_cause(int(k), shape, facts, where)
+        warned = {(w.kind, w.op) for w in shape.warnings}
+        if warned != warning_keys(shape, floors):
+            raise LedgerError(f"{where}: shape k={k}: its warnings {sorted(warned)} are not the ones its own evidence "
+                              f"gives {sorted(warning_keys(shape, floors))}: the score disagrees with itself")
     verification = score.verification
     for op_key, verdict in verification.ops.items():
         _check_op(verdict, None, f"{where}: golden reproduction OP {op_key}")

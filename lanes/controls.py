@@ -17,6 +17,8 @@ importable model specs, so they also run inside Triton: ``--model lanes.controls
   the same blocks), refused by ``--arrangements N`` (the same block answers differently in another slot).
 - ``duplicate_dependent``: adds 1 ULP to the OP 0 answer of a window whose audio an earlier window of
   the same request already had (a cache keyed by content, gone wrong): only the duplicates see it.
+- ``duplicate_shifted``: as ``duplicate_dependent``, but the repeated window answers +0.01 (the
+  same cache gone worse): beyond the tolerances, so refused in every tolerance mode.
 - ``invariant``: batch-invariant by construction (one window, one row at a time): must be
   promoted bitwise.
 - ``wrong_shape``: answers one window (or row) short: a server answering another question.
@@ -87,6 +89,9 @@ class SlotDependentModel(DiarNNG):
 
 
 class DuplicateDependentModel(DiarNNG):
+    def move(self, window: np.ndarray) -> np.ndarray:
+        return np.nextafter(window, np.float32(np.inf))  # BUG (deliberate): a repeated window, 1 ULP up
+
     def finish(self, op: Op, output: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         if op is not Op.SEGMENTATION:
             return output
@@ -95,9 +100,14 @@ class DuplicateDependentModel(DiarNNG):
         for i in range(x.shape[0]):
             key = (int(valid[i]), x[i].tobytes())
             if valid[i] > 0 and key in seen:
-                output[i] = np.nextafter(output[i], np.float32(np.inf))  # BUG: a repeated window, 1 ULP up
+                output[i] = self.move(output[i])
             seen.add(key)
         return output
+
+
+class DuplicateShiftedModel(DuplicateDependentModel):
+    def move(self, window: np.ndarray) -> np.ndarray:
+        return (window + np.float32(0.01)).astype(np.float32)  # BUG (deliberate): a repeated window, +0.01
 
 
 class InvariantModel(DiarNNG):
@@ -161,6 +171,10 @@ def slot_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:
 
 def duplicate_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:
     return _named(DuplicateDependentModel(CONFIG, seed, device), "duplicate_dependent")
+
+
+def duplicate_shifted(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(DuplicateShiftedModel(CONFIG, seed, device), "duplicate_shifted")
 
 
 def invariant(seed: int = 0, device: str = "cpu") -> DiarNNG:

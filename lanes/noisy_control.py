@@ -12,6 +12,12 @@ so the golden and its floor are bitwise.
 untimed warm-up call, then the lane's own): with one run per shape the control is promoted even in
 bitwise mode, as the defect it stands for would be; its repeats (``k4.r2``, ``k4.r3``) see the noise.
 Spec: ``--model lanes.noisy_control:small`` (or ``...:small?exact=1&scale=1e-5``).
+
+``one_in_three`` is the same defect as it is met in practice: the null model whose packed calls get
+``+offset`` (1e-6) on every output, one call in three at random (a seeded draw per call, whatever the
+request): within every tolerance, so in ``tolerance`` mode it is promoted with warnings; in ``bitwise``
+mode its slots, duplicates and repeats all differ, and with ``--repeats`` the refusal's cause is "not
+reproducible", not a slot dependence.
 """
 
 from __future__ import annotations
@@ -62,3 +68,30 @@ def small(seed: int = 0, device: str = "cpu", exact: int = 2, scale: float = 1e-
 def full(seed: int = 0, device: str = "cpu", exact: int = 2, scale: float = 1e-6) -> NoisyPackedModel:
     """The control at the reference model's full geometry."""
     return NoisyPackedModel("full", seed, exact, scale)
+
+
+class RandomNudgeModel(NullModel):
+    """The null model whose packed calls get ``+offset`` on every output with probability ``rate`` (a seeded
+    draw per call)."""
+
+    def __init__(self, label: str, seed: int, rate: float, offset: float) -> None:
+        super().__init__(_config_geometry(label), label, seed)
+        self.rate, self.offset = float(rate), float(offset)
+        self.draws = np.random.RandomState([self.seed, 3])
+        self.fingerprint = hashlib.sha256(f"{self.fingerprint}|control:random-nudge|{rate}|{offset}".encode()
+                                          ).hexdigest()
+        self.name = f"{self.name}-control-random-nudge"
+
+    def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = super().infer(request)
+        if int(np.asarray(request[ops.OFFSETS]).shape[0]) <= self.geometry.windows_per_block:
+            return out  # one block: the release's shape, deterministic
+        if self.draws.uniform() >= self.rate:
+            return out
+        return {name: (value + np.float32(self.offset)).astype(np.float32) for name, value in out.items()}
+
+
+def one_in_three(seed: int = 0, device: str = "cpu", label: str = "small", rate: float = 1 / 3,
+                 offset: float = 1e-6) -> RandomNudgeModel:
+    """One packed call in three, at random, answered ``+offset`` (module doc)."""
+    return RandomNudgeModel(label, seed, rate, offset)

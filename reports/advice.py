@@ -63,7 +63,7 @@ def localisation_finding(loc: Mapping[str, Any]) -> str:
 
 def slow_note(shape: Mapping[str, Any]) -> str | None:
     """'promoted: matches the golden, but 0.94× the speed of k=1 ...' for a usable shape slower than k = 1
-    (``shape``: the report's own facts of that shape, ``reports.signoff._shape_facts``)."""
+    (``shape``: the report's own facts of that shape, ``reports.shape_facts.shape_facts``)."""
     speedup = shape.get("speedup")
     if not shape.get("usable") or speedup is None or speedup >= 1.0:
         return None

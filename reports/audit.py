@@ -14,7 +14,7 @@ The audit document comes as its JSON (what ``audit.json`` holds): its model,
 ``harness.capture.result.AuditFile``, lives in the core, which reports may not import
 (docs/design.md, layering), so the audit's own keys are read from the JSON; each scored OP's
 verdict is validated into the data layer's ``OpVerdictModel``, the same model a score's OPs
-are, and rendered by the same code (``reports.signoff.op_facts``, ``reports.junit.op_case``).
+are, and rendered by the same code (``reports.shape_facts.op_facts``, ``reports.junit.op_case``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any
 from harness.data.fsio import atomic_write_many, make_dirs
 from harness.data.schemas.results import OpVerdictModel
 from reports.junit import new_suite, op_case, write_suite
-from reports.signoff import op_facts, plain_dict, template_environments
+from reports.shape_facts import op_facts
+from reports.signoff import plain_dict, template_environments
 
 SUITE = "harness.audit"
 CLASSNAME = "production_audit"

@@ -6,8 +6,13 @@ nightly says *which* shape and OP failed and why without opening the report:
 - classname ``shape_k<k>``, name ``op<op>``: fails with that OP's failing checks (the gate's
   lines: observed vs allowed, how many of how many, where), every check as a <property> and a
   line of <system-out>; time = that lane's wall time for the OP;
+- classname ``shape_k<k>``, name ``evidence``: fails when the shape is refused by what no single OP
+  case shows (its arrangements, duplicates, repeats, load, request sizes, packing laws), its message the
+  refusal's cause first; every case of a refused shape carries its ``cause`` as a property;
 - classname ``golden``, name ``reproduction``: fails when the exact lane did not reproduce the
-  golden (``verification.passed`` false); skipped, saying so, when nothing verified it.
+  golden (``verification.passed`` false); skipped, saying so, when nothing verified it;
+- a suite property per evidence warning (``evidence_warning_k<k>_op<op>_<kind>``, the line its value):
+  reported, not failed.
 
 Written with the standard library only: junitparser is a test dependency, not a runtime one.
 """
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.data.fsio import atomic_write
 from harness.data.schemas.files import LawsVerdict
+from harness.data.schemas.refusals import NUMERICS
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
 from reports.margin_section import junit_properties
 
@@ -45,10 +51,13 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
         "numerics_profile": score.numerics_profile, "mode": score.mode, "verdict": score.verdict,
         "packing_laws": _laws_phrase(score.laws), "summary": summary_line(score, verification)},
         score.created)
+    suite_props = suite.find("properties")
+    assert suite_props is not None  # new_suite always adds it
+    for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
+        for w in shape.warnings:
+            ET.SubElement(suite_props, "property", name=f"evidence_warning_k{k}_op{w.op}_{w.kind}", value=w.line)
     if margins is not None:
-        props = suite.find("properties")
-        assert props is not None  # new_suite always adds it
-        junit_properties(props, margins)
+        junit_properties(suite_props, margins)
 
     tests = failures = skipped = 0
     total_time = 0.0
@@ -57,19 +66,27 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
             seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}",
                                  time=f"{seconds:.6f}")
-            op_case(case, int(op), verdict)
+            op_case(case, int(op), verdict, None if shape.cause is None else shape.cause.kind)
             props = case.find("properties")
             assert props is not None  # op_case always adds it
             for key, value in shape.requests.model_dump(mode="json").items():  # the full k-block requests behind it
                 ET.SubElement(props, "property", name=f"requests_{key}", value=str(value))
+            if shape.cause is not None:
+                ET.SubElement(props, "property", name="cause", value=shape.cause.kind)
+                ET.SubElement(props, "property", name="cause_evidence", value=shape.cause.evidence)
             tests += 1
             total_time += seconds
             failures += not verdict.passed
         gate = _gate_reasons(shape)
-        if gate:  # refused although its OPs may pass: too few full k-block requests, or a lawless packer
+        if gate:  # refused by what no OP case shows: arrangements, repeats, load, request sizes, the packing laws
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name="evidence", time="0")
-            failure = ET.SubElement(case, "failure", message=gate[0], type="evidence")
-            failure.text = "\n".join(gate)
+            cause = shape.cause
+            message = cause.line(k) if cause is not None else gate[0]
+            failure = ET.SubElement(case, "failure", message=message, type=cause.kind if cause else "evidence")
+            failure.text = "\n".join([message, *gate] if cause is not None else gate)
+            props = ET.SubElement(case, "properties")
+            if cause is not None:
+                ET.SubElement(props, "property", name="cause", value=cause.kind)
             tests += 1
             failures += 1
 
@@ -93,10 +110,12 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
 
 
 def _gate_reasons(shape: ShapeScore) -> list[str]:
-    """The shape's reasons that no OP gave (they come first): the evidence and packing-laws gates."""
-    own = sum(len(v.reasons) for v in shape.ops.values())
-    reasons = list(shape.reasons)
-    return reasons[: len(reasons) - own] if shape.verdict == "fail" else []
+    """The reasons of a refused shape that no OP case gives: its evidence (arrangements, duplicates, repeats,
+    load, request sizes) and the packing-laws gate."""
+    if shape.verdict != "fail":
+        return []
+    own = {r for v in shape.ops.values() for r in v.reasons}
+    return [r for r in shape.reasons if r not in own]
 
 
 def new_suite(name: str, facts: Mapping[str, Any], created: str) -> ET.Element:
@@ -124,20 +143,25 @@ def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skippe
     return atomic_write(Path(path), buffer.getvalue())
 
 
-def op_case(case: ET.Element, op: int, verdict: OpVerdictModel) -> None:
-    """One OP's verdict as a test case: every check a property and a line, the failing ones its failure."""
+def op_case(case: ET.Element, op: int, verdict: OpVerdictModel, cause: str | None = None) -> None:
+    """One OP's verdict as a test case: every check a property and a line, the failing ones its failure (its
+    message led by the shape's refusal ``cause``, when given), with the least limit that would have passed each."""
     props = ET.SubElement(case, "properties")
     lines = []
     for c in verdict.checks:
         ET.SubElement(props, "property", name=c.metric, value=str(c.observed))
         if c.allowed is not None:
             ET.SubElement(props, "property", name=f"{c.metric}_allowed", value=str(c.allowed))
+        if c.would_pass_at is not None:
+            ET.SubElement(props, "property", name=f"{c.metric}_would_pass_at", value=c.would_pass_at)
         ok = "not gated" if c.ok is None else ("ok" if c.ok else "FAIL")
         lines.append(f"[{ok}] {_line(c)}")
     ET.SubElement(props, "property", name="mode", value=str(verdict.limits.get("mode")))
     reasons = list(verdict.reasons)
     if not verdict.passed:
-        failure = ET.SubElement(case, "failure", message="; ".join(reasons) or "failed", type="tolerance")
+        message = "; ".join(reasons) or "failed"
+        failure = ET.SubElement(case, "failure", message=f"{cause}: {message}" if cause else message,
+                                type="tolerance")
         failure.text = "\n".join(reasons + next_steps(verdict.checks))
     ET.SubElement(case, "system-out").text = "\n".join(lines)
 
@@ -168,11 +192,14 @@ def _line(check: CheckModel) -> str:
     return check.line()  # the judges' one wording of a check (the model is theirs: harness.judges.base.Check)
 
 
-def summary_line(score: Score, verification: Reproduction | None) -> str:
-    """One line for the CI log: PASS/FAIL, the first reason of each failed shape, the golden.
+def summary_line(score: Score, verification: Reproduction | None,
+                 localisation: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """One line for the CI log: PASS/FAIL, each failed shape's cause and the evidence that decided it, the golden.
 
-    e.g. "FAIL: shape k=2 OP 0 max_abs: 10.1 > 0.0001 ... (+8 more); 2 of 3 shapes failed; golden reproduced
-    bitwise" or "PASS: 3 shapes promoted (k=2,4,8), golden reproduced bitwise".
+    e.g. "FAIL: shape k=2 refused (numerics at this batch shape beyond the tolerances): OP 0 max_abs: 10.1 >
+    0.0001 allowed (would pass at 10.1) ... (+8 more reasons in the report); 2 of 3 shapes failed; golden
+    reproduced bitwise" or "PASS: 3 shapes promoted (k=2,4,8), golden reproduced bitwise". ``localisation``
+    (the nightly's, by shape and OP): a numerics refusal names the first module beyond its noise floor.
     """
     verification = verification if verification is not None else score.verification
     shapes = sorted(score.shapes.items(), key=lambda kv: int(kv[0]))
@@ -187,8 +214,13 @@ def summary_line(score: Score, verification: Reproduction | None) -> str:
     parts = []
     for k, s in failed[:MAX_SHAPES_IN_SUMMARY]:
         reasons = s.reasons or ["failed"]
-        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        first = reasons[0].removeprefix(f"k={k} ")  # an evidence reason names its shape itself: "k=4 arrangement 1 ..."
+        if s.cause is not None:  # the deciding evidence first, never behind "+N more"
+            first = s.cause.text(k) + _first_module(s.cause.kind, (localisation or {}).get(k))
+            others = len([r for r in reasons if r != s.cause.evidence])
+        else:
+            first = reasons[0].removeprefix(f"k={k} ")  # an evidence reason names its shape itself
+            others = len(reasons) - 1
+        more = f" (+{others} more reason{'s' if others != 1 else ''} in the report)" if others else ""
         parts.append(f"shape k={k} {first}{more}")
     if len(failed) > MAX_SHAPES_IN_SUMMARY:
         parts.append(f"... {len(failed) - MAX_SHAPES_IN_SUMMARY} more failed shape(s)")
@@ -199,6 +231,24 @@ def summary_line(score: Score, verification: Reproduction | None) -> str:
     else:
         parts.append(golden)
     return "FAIL: " + "; ".join(parts)
+
+
+def _first_module(cause: str, localised: Mapping[str, Any] | None) -> str:
+    """'; first module beyond its noise floor: OP 1 voiceprint.trunk...' for a numerics refusal that was localised."""
+    if cause != NUMERICS or not localised:
+        return ""
+    for op, item in sorted(localised.items()):
+        found = item.get("first_exceeding") if isinstance(item, Mapping) else None
+        if found:
+            return f"; first module beyond its noise floor: OP {op} {found}"
+    first = next((item.get("first_diverging_layer") for _, item in sorted(localised.items())
+                  if isinstance(item, Mapping) and item.get("first_diverging_layer")), None)
+    return f"; first diverging module: {first} (none beyond its noise floor)" if first else ""
+
+
+def evidence_warnings(score: Score) -> list[str]:
+    """Every shape's evidence warnings, one line per (shape, OP, kind): what the summary prints as 'warning:'."""
+    return [w.line for _, s in sorted(score.shapes.items(), key=lambda kv: int(kv[0])) for w in s.warnings]
 
 
 def _laws_phrase(laws: LawsVerdict | None) -> str:

@@ -3,8 +3,8 @@
 The figures are the score's (``ShapeScore.repeats``, :mod:`harness.repeat_evidence`); nothing is judged
 here. Per shape and OP, one row: how many runs, how many blocks and windows/rows differ between them,
 the noise (the golden floor's figures: max abs, max ulp, flips, min cosine), the release's own floor
-beside it, whether the shape is "as reproducible as the release", and whether the OP's tolerance mode
-refuses (bitwise, noise-floor) or flags (tolerance) a lane that is not. The section exists only when
+beside it, whether the shape is "as reproducible as the release", and whether the repeats held the limits
+of the OP's tolerance mode (flagged) or not (refused). The section exists only when
 some shape has repeats, so a report of a run without them is the same file as before.
 """
 
@@ -50,8 +50,7 @@ def sentence(k: int, op: int, as_release: bool, mode: str, refused: bool) -> str
     """The row's answer in words: "k=8 OP 0 is as reproducible as the release" or not, and what followed."""
     if as_release:
         return f"k={k} OP {op} is as reproducible as the release"
-    then = "refused" if refused else ("flagged, not refused (tolerance mode)" if mode == "tolerance"
-                                      else "within this mode's limits")
+    then = "refused" if refused else f"within the limits of {mode} mode: flagged, not refused"
     return f"k={k} OP {op} is NOT as reproducible as the release: {then}"
 
 

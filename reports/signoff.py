@@ -27,17 +27,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
-import numpy as np
 from markupsafe import Markup
 
 from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
-from harness.data.schemas.results import OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.data.schemas.results import Reproduction, Score
 from harness.judges.base import shown_figure
-from harness.promotion import PROMOTED, REVOKED, judging_overrides, ledger_states, overrides_line
-from reports.advice import op_next, slow_note
+from harness.promotion import judging_overrides, ledger_states, overrides_line
 from reports.arrangement_section import arrangement_facts, arrangement_images
 from reports.host_line import timing_line
 from reports.load_section import load_facts, load_images
@@ -46,13 +44,13 @@ from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
 from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
 from reports.repeat_section import repeat_facts
+from reports.shape_facts import shape_facts
 from reports.template_cache import bytecode_cache
 
 FORMAT = 2
 TEMPLATES = Path(__file__).parent / "templates"
 OPS_SHOWN = ("0", "1", "2")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as the start of an HTML tag
-MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
 TITLE = "Release sign-off: {release}"
 if TYPE_CHECKING:
     from harness.margins import MarginsView
@@ -85,7 +83,7 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
                            score.packer.get("identity")) if ledger is not None else {}
     throughput = plain_dict(score.throughput)  # per lane timing: a dict of named figures (no model)
     shape_keys = sorted(set(score.shapes) | {str(k) for k in states}, key=int)
-    shapes = {k: _shape_facts(k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None,
+    shapes = {k: shape_facts(k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None,
                               loc.get(k)) for k in shape_keys}
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
@@ -128,6 +126,7 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "reproducibility": _reproducibility(score.reproducibility),
         "golden_checks": golden_checks,
         "shapes": shapes,
+        "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
         "throughput": lanes,
         "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
         "exact_timing_source": score.exact_timing_source,
@@ -163,114 +162,6 @@ def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict
         out.append({"source": source, "status": v.status, "passed": v.passed, "summary": v.summary,
                     "golden_id": v.golden_id, "environment_differences": list(v.environment_differences),
                     "fingerprint_matches": v.fingerprint_matches, "ops": ops})
-    return out
-
-
-def _shape_facts(k: str, s: ShapeScore | None, entry: LedgerEntry | None, throughput: Mapping[str, Any],
-                 golden_ok: bool, ledger_given: bool, localisation: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry."""
-    lane = throughput.get(k) or {}
-    verdict = s.verdict if s is not None else "not scored"
-    state = entry.state if entry is not None else None
-    passed_now = s is not None and verdict == "pass" and golden_ok
-    if entry is not None:  # the ledger decides; a failed run or an unreproduced golden overrules it
-        usable = state == PROMOTED and golden_ok and (s is None or passed_now)
-    else:
-        usable = passed_now
-    ops = {op: op_facts(v) for op, v in sorted(s.ops.items())} if s is not None else {}
-    loc = _localisation(localisation) if s is not None and verdict == "fail" else None
-    for op, o in ops.items():  # what to do next, worded as JUnit words it; localisation's finding where it ran
-        o["next"] = [] if o["passed"] or s is None else op_next(s.ops[op].checks, (loc or {}).get(op))
-    op0 = s.ops["0"].metrics if s is not None else {}
-    shape = {
-        "shape": int(k),
-        "scored": s is not None,
-        "verdict": verdict,
-        "reasons": list(s.reasons) if s is not None else [],
-        "usable": usable,
-        "why": _why(s, entry, golden_ok, ledger_given, usable),
-        "ledger_state": state,
-        "revoked_by": entry.revoked_by if entry is not None and state == REVOKED else None,
-        "speedup": lane.get("speedup"),
-        "speedup_interval": lane.get("speedup_interval"),
-        "within_noise": lane.get("within_noise"),
-        "repetitions": lane.get("repetitions"),
-        "speedup_basis": lane.get("speedup_basis"),  # full k-block requests only
-        "requests": s.requests.model_dump(mode="json") if s is not None else None,  # full k-block requests behind it
-        "stalls": lane.get("stalls"),
-        "blocks_per_s": lane.get("blocks_per_s"),
-        "op0_max_abs": shown_figure(op0, "max_abs"),  # 'non-finite (N of M windows)', never a finite-only figure
-        "min_cosine": {op: shown_figure(s.ops[op].metrics, "min_cosine") for op in ("1", "2") if op in s.ops}
-        if s is not None else {},
-        "flips": {"near_tie": op0.get("argmax_flips_near_tie"), "confident": op0.get("argmax_flips_confident")}
-        if op0 else None,
-        "vs_exact": s.vs_exact if s is not None else None,
-        "ops": ops,
-        "localisation": loc,
-    }
-    shape["slow_note"] = slow_note(shape)  # usable, but slower than k=1 here: say so
-    return shape
-
-
-def _why(s: ShapeScore | None, entry: LedgerEntry | None, golden_ok: bool, ledger_given: bool, usable: bool) -> str:
-    """One sentence: why this shape may or may not be used (``s`` None: not scored in this run)."""
-    state = entry.state if entry is not None else None
-    revoked_by = entry.revoked_by if entry is not None else None
-    if usable:
-        if state == PROMOTED and entry is not None:
-            last_pass = [h for h in entry.history if h.verdict == "pass"]
-            by = f" by run {last_pass[-1].run_id}" if last_pass else ""
-            return f"promoted{by}" + ("" if s is not None else "; not scored in this run")
-        where = "not recorded in the ledger" if ledger_given else "no ledger given"
-        return f"passed in this run; {where}"
-    if not golden_ok:
-        done = "not scored" if s is None else ("passed" if s.verdict == "pass" else "failed")
-        return f"{done}, but judged against a golden this environment does not reproduce: no packed shape may be used"
-    if s is not None and s.verdict == "fail":
-        first = s.reasons[0] if s.reasons else "failed"
-        more = f" (+{len(s.reasons) - 1} more)" if len(s.reasons) > 1 else ""
-        prefix = f"revoked by run {revoked_by}: " if state == REVOKED and revoked_by else ""
-        return f"{prefix}{first}{more}"
-    if state == REVOKED:
-        return f"revoked by run {revoked_by or '?'}"
-    if state is not None:
-        return f"ledger state {state}"
-    return "not promoted"
-
-
-def op_facts(v: OpVerdictModel) -> dict[str, Any]:
-    """One OP's verdict as the pages show it (also the production audit's: ``reports.audit``)."""
-    return {
-        "op": v.op,
-        "passed": v.passed,
-        "verdict": "pass" if v.passed else "fail",
-        "reasons": list(v.reasons),
-        "checks": [c.model_dump(mode="json") for c in v.checks],
-        "metrics": v.metrics,
-        "limits": v.limits,
-        "failing": list(v.failing)[:MAX_FAILING_ROWS],
-        "bitwise_line": bitwise_line(v.op, v.metrics),  # replaces the histogram when set
-        "distribution": _distribution_summary(v.distribution),
-    }
-
-
-def _distribution_summary(values: Sequence[float | None]) -> dict[str, Any]:
-    finite = np.array([v for v in values if v is not None], dtype=np.float64)
-    return {"n": len(values), "zero": int(np.count_nonzero(finite == 0.0)),
-            "non_zero": int(np.count_nonzero(finite != 0.0)), "non_finite": len(values) - int(finite.size),
-            "max": float(finite.max()) if finite.size else None,
-            "p99": float(np.percentile(finite, 99)) if finite.size else None}
-
-
-def _localisation(loc: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not loc:
-        return None
-    out = {}
-    for op, item in sorted(loc.items()):
-        out[op] = {"available": bool(item.get("available", True)), "reason": item.get("reason"),
-                   "first_diverging_layer": item.get("first_diverging_layer"),
-                   "blocks": item.get("blocks", []), "k": item.get("k"),
-                   "per_block": [{"block": item["block"], **(item.get("detail") or {})}] if item.get("block") else []}
     return out
 
 

@@ -82,7 +82,8 @@ def test_failures_exactly_where_the_score_fails(tmp_path, scores):
                 assert case.is_passed and not failures
             else:
                 failed.add((k, op))
-                assert failures[0].message == "; ".join(verdict.reasons)
+                # the shape's cause first, then the failing checks' lines
+                assert failures[0].message == f"{shape.cause.kind}: " + "; ".join(verdict.reasons)
                 assert failures[0].text.splitlines()[: len(verdict.reasons)] == verdict.reasons
                 assert "next: use a larger corpus" in failures[0].text  # what to do next
             # every check, gated or reported, is a property and a line of system-out
@@ -149,7 +150,8 @@ def test_summary_line(scores):
 
     line = summary_line(mixed, None)
     first = mixed.shapes["2"].reasons[0]
-    assert line.startswith(f"FAIL: shape k=2 {first}") and first.startswith("OP 0 flip_rate_upper95")
+    assert first.startswith("OP 0 flip_rate_upper95") and mixed.shapes["2"].cause.kind == "not judged at its size"
+    assert line.startswith(f"FAIL: shape k=2 refused (not judged at its size): {first}")  # the cause, its evidence
     assert line.endswith("2 of 2 shapes failed; golden reproduced bitwise")
     assert "\n" not in line
 

@@ -26,7 +26,7 @@ from harness.data.schemas.history import HistoryRow
 from harness.history_store import margin_of, read_history
 from harness.ledger_store import commit
 from harness.margins import margins_view, trend
-from harness.pipeline.nightly import _with_margin_warnings, nightly
+from harness.pipeline.nightly import nightly, with_warnings
 from harness.promotion import sealed_ledger
 from reports.junit import write_junit
 from reports.plots import MarginLine, margins_svg
@@ -146,15 +146,15 @@ def test_the_plot_draws_one_line_per_series_and_the_warned_one_red():
 def test_the_summary_lists_warnings_before_it_and_fails_only_with_fail_on_warning():
     view = margins_view(nights(CREEP), DEFAULTS)
     line = "PASS: 2 shapes promoted (k=2,4), golden reproduced bitwise"
-    text, code = _with_margin_warnings(line, EXIT_PASS, view, False)
+    text, code = with_warnings(line, EXIT_PASS, view.warnings, False)
     assert code == EXIT_PASS and text.splitlines() == [f"warning: {view.warnings[0]}", line]
-    text, code = _with_margin_warnings(line, EXIT_PASS, view, True)
+    text, code = with_warnings(line, EXIT_PASS, view.warnings, True)
     assert code == EXIT_FAIL and text.splitlines()[-1] == (
-        "FAIL: the verdicts held (2 shapes promoted (k=2,4), golden reproduced bitwise) but 1 margin warning "
+        "FAIL: the verdicts held (2 shapes promoted (k=2,4), golden reproduced bitwise) but 1 warning "
         "failed the nightly (history.fail_on_warning = true)")
     steady = margins_view(nights([0.1] * 10), DEFAULTS)
-    assert _with_margin_warnings(line, EXIT_PASS, steady, True) == (line, EXIT_PASS)
-    assert _with_margin_warnings("FAIL: x", EXIT_FAIL, view, True)[1] == EXIT_FAIL  # a failed verdict stays the reason
+    assert with_warnings(line, EXIT_PASS, steady.warnings, True) == (line, EXIT_PASS)
+    assert with_warnings("FAIL: x", EXIT_FAIL, view.warnings, True)[1] == EXIT_FAIL  # a failed verdict stays the reason
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,8 +226,9 @@ def test_ten_nights_of_a_shrinking_margin_warn_in_report_junit_and_summary(tmp_p
                             timeout=600)
     out = failed.stdout.strip().splitlines()
     assert failed.returncode == EXIT_FAIL, failed.stdout + failed.stderr
-    assert out[-1].startswith("FAIL: the verdicts held (2 shapes promoted (k=2,4)") and \
-        out[-1].endswith("but 1 margin warning failed the nightly (history.fail_on_warning = true)"), out
+    assert out[-1].startswith("FAIL: the verdicts held (2 shapes promoted (k=2,4)") and out[-1].endswith(
+        ("warning failed the nightly (history.fail_on_warning = true)",
+         "warnings failed the nightly (history.fail_on_warning = true)")), out
     assert out[-2].startswith("warning: k=4 OP 0 flip_rate_upper95: margin "), out
 
 

@@ -151,7 +151,8 @@ def test_writes_html_md_json_with_the_scores_verdicts(passing, passing_report):
         for op, verdict in shape.ops.items():
             assert got["ops"][op]["passed"] == verdict.passed
             # the gate's rows, rendered as they are
-            assert got["ops"][op]["checks"] == [c.model_dump(mode="json") for c in verdict.checks]
+            assert got["ops"][op]["checks"] == [{**c.model_dump(mode="json"), "would_pass_at": c.would_pass_at}
+                                                for c in verdict.checks]
             assert got["ops"][op]["limits"] == verdict.limits
         assert got["speedup"] == passing.throughput[k]["speedup"]
     assert facts["decision"]["usable"] == [1, *SHAPES] and facts["decision"]["not_usable"] == []
@@ -222,7 +223,7 @@ def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
     for k in SHAPES:
         s = facts["shapes"][str(k)]
         assert (s["ledger_state"], s["revoked_by"], s["usable"]) == ("revoked", run, False)
-        assert s["why"].startswith(f"revoked by run {run}: OP 0 flip_rate")
+        assert s["why"].startswith(f"revoked by run {run}: refused (not judged at its size): OP 0 flip_rate")
         assert re.search(rf"^\| {k} \| FAIL \| no \| .* \| revoked \(by run `{run}`\) \|$", md, re.MULTILINE)
         transition_row = rf"^\| {k} \| promoted \| \*\*revoked\*\* \| `{run}` \| OP 0 flip_rate"
         assert re.search(transition_row, md, re.MULTILINE)

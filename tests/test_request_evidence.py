@@ -145,7 +145,8 @@ def test_a_shape_larger_than_the_corpus_is_refused_with_the_line(tmp_path, golde
     shape = score["shapes"]["32"]
     assert shape["verdict"] == "fail" and all(op["passed"] for op in shape["ops"].values())  # only the gate refuses
     assert shape["requests"] == {"full": 0, "full_blocks": 0, "partial": 1, "partial_blocks": 12, "needed_blocks": 32}
-    assert lines[-1].startswith("FAIL: shape k=32 not judged at its size: the corpus gave 0 full 32-block request(s)")
+    assert lines[-1].startswith("FAIL: shape k=32 refused (not judged at its size): the corpus gave 0 full 32-block "
+                                "request(s)")
     assert "needs 32 blocks in full 32-block requests" in lines[-1]
     assert score["throughput"]["32"]["speedup"] is None  # no speedup from a partial pack
     assert 32 not in promoted_ks(golden_copy.parent / "promoted-shapes.json")

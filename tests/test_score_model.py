@@ -98,5 +98,5 @@ def test_check_and_op_verdict_are_declared_once():
     c = Check.gate(0, "max_abs", 0.5, "<=", 1e-4, unit="windows", offending=3, total=4096, limit="max_abs")
     v = OpVerdict.of(0, 4, [c], {"bitwise": False}, {"max_abs": 1e-4})
     assert not v.passed and v.reasons == [c.line()] and c.failed
-    assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed, 3 of 4,096 windows")
+    assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed (would pass at 0.5), 3 of 4,096 windows")
     assert OpVerdictModel.model_validate(v.model_dump(mode="json")) == v

@@ -8,6 +8,7 @@ the JUnit file all render the same rows through it (``harness.judges.base`` re-e
 from __future__ import annotations
 
 import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any, Final
 
 NOT_GATED: Final = "report"  # a check's relation when it is reported, not gated (its allowed is None)
@@ -70,3 +71,27 @@ def percent(part: int, whole: int) -> str:
     if share >= 99.5:
         return f"{min(share, 99.9):.1f} %" if share < 99.95 else "99.99 %"
     return f"{share:.2g} %" if share < 10 else f"{share:.0f} %"
+
+
+def passing_limit(observed: Any, relation: str) -> str | None:
+    """The least limit that would have passed a failed ``<=`` / ``>=`` check, as a person would type it
+    (as Polygraphy prints the tolerance a comparison needed): the observed figure rounded *towards
+    passing* at the digits :func:`fmt` shows (up for ``<=``, down for ``>=``), so that the printed
+    number, given as the limit, passes. None where no limit passes (a non-finite observation) or the
+    relation has no limit to move (``==``, a fixed requirement)."""
+    if relation not in ("<=", ">=") or observed is None or isinstance(observed, bool):
+        return None
+    if isinstance(observed, int):
+        return fmt(observed)
+    if not isinstance(observed, float) or not math.isfinite(observed):
+        return None
+    if observed == 0:
+        return "0"
+    digits = 9 if 0.99 <= abs(observed) < 1 else 3
+    exact = Decimal(repr(observed))
+    step = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
+    rounded = exact.quantize(step, rounding=ROUND_CEILING if relation == "<=" else ROUND_FLOOR)
+    text = f"{float(rounded):.{digits}g}"
+    value = float(text)
+    assert (value >= observed) if relation == "<=" else (value <= observed), (observed, text)
+    return text

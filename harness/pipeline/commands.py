@@ -69,6 +69,7 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
     floor = "bitwise" if repro["bitwise"] else "NOT bitwise, noise floor " + ", ".join(
         f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
     lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
+    lines += recorded_lines(gold, cfg)
     if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.module_floors
         lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
     if changes is not None:
@@ -76,6 +77,32 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
 
         lines.append("changes against the previous golden: " + json.dumps(changes))
         lines.append(adopt_hint(gold.path))
+    return lines
+
+
+def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
+    """What the golden recorded to judge, per OP, and a warning for an OP with fewer units than the sample-size
+    bound of this configuration's tolerances needs (no packed shape could pass it on this corpus)."""
+    from harness.binomial import needed_at_zero
+    from harness.data.ops import Op
+    from harness.pipeline.golden_counts import counts_line, recorded_counts
+
+    m = gold.manifest
+    lines = [f"recorded per OP: {counts_line(m['files'], m['corpus'], gold.ops)}"]
+    frames = gold.geometry.frames_per_window
+    for op, (n, unit) in recorded_counts(m["files"], m["corpus"], gold.ops).items():
+        if op is Op.SEGMENTATION:
+            rate, key = cfg.tolerances.op0.max_flip_rate, "max_flip_rate"
+            have, what = n * frames, "audio frames (at most)"
+        else:
+            rate, key = (cfg.tolerances.op1 if op is Op.VOICEPRINT else cfg.tolerances.op2).max_failed_row_rate, \
+                "max_failed_row_rate"
+            have, what = n, unit
+        need = needed_at_zero(float(rate))
+        if need is not None and have < need:
+            lines.append(f"warning: OP {int(op)}: {have:,} {what}, fewer than the {need:,} the sample-size bound needs "
+                         f"([tolerances.op{int(op)}] {key} = {rate}): no packed shape can pass OP {int(op)} on this "
+                         "corpus; record more blocks")
     return lines
 
 
@@ -175,7 +202,12 @@ def score_lines(result: Score) -> list[str]:
         lines.append(f"GOLDEN NOT REPRODUCED: {v.summary}; the shape verdicts below were judged against a golden "
                      "this environment does not reproduce")
     for k, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])):
-        lines.append(f"shape k={k}: {s.verdict.upper()}" + (f" ({s.reasons[0]})" if s.reasons else ""))
+        if s.cause is not None:  # the refusal's cause first, with the evidence that decided it
+            lines.append(f"shape k={k}: FAIL, {s.cause.text(k)}")
+        else:
+            lines.append(f"shape k={k}: {s.verdict.upper()}" + (f" ({s.reasons[0]})" if s.reasons else ""))
+    lines += [f"warning: {w.line}" for _, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0]))
+              for w in s.warnings]
     return lines
 
 

@@ -21,8 +21,10 @@ from harness.data.corpus_schema import CorpusReader, CorpusWriter
 from harness.data.environment import shard_conflict
 from harness.data.errors import GoldenError, short
 from harness.data.fsio import atomic_directory
+from harness.data.masks import MaskPolicy
 from harness.data.outputs import LaneOutputs
 from harness.module_floors import merge_module_floors
+from harness.pipeline.golden_counts import refuse_unjudgeable
 from harness.reproduction import merge_noise_floors
 
 # What shard goldens must share (besides the environment's numeric keys and the numerics in force).
@@ -79,6 +81,8 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
         files.update(outputs.close())
         files[CALLS] = write_calls(tmp / CALLS, (c for g in parts for c in g.iter_calls()))
         fields = {k: v for k, v in first.manifest.items() if k not in OWN_KEYS}
+        masks = MaskPolicy.model_validate((first.manifest.get("config") or {}).get("masks") or {})
+        refuse_unjudgeable(files, summary, first.ops, masks, first.geometry)
         fields["corpus"] = summary
         fields["reproducibility"] = merge_noise_floors([g.manifest["reproducibility"] for g in parts])
         fields.update(merge_module_floors([g.manifest.get("module_floors") for g in parts]))

@@ -18,6 +18,7 @@ from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
 from harness.data.schemas.history import HistoryRow, SeriesAnswer
 from harness.data.schemas.records import Ledger, LedgerEntry, PromotedShapes, as_written
 from harness.ledger_store import LEDGER, MANIFEST, beside_golden
+from harness.pipeline.golden_counts import counts_line
 from harness.promotion import describe_overrides
 
 CONTENT_NOT_CHECKED = ("the data files' content was NOT checked (--no-hash: sizes only); check it with "
@@ -50,6 +51,7 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
         f"short, {corpus['padding_windows']} padding), {corpus['span_seconds']} s of audio, sources "
         f"{', '.join(corpus['sources'])}",
         f"  voiceprint inputs: {m['mode']}; OPs {', '.join(str(o) for o in m['ops'])}",
+        f"  recorded to judge: {counts_line(m['files'], corpus, gold.ops)}",
         f"  reproduction when recorded: {'bitwise' if repro['bitwise'] else 'NOT bitwise'} "
         f"({repro['repeats']} interleaved exact-lane runs)",
     ]

@@ -199,7 +199,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
     manifest are neither read nor written (nor created, nor locked). ``live``: the score accumulated while the
     lanes ran (:mod:`harness.pipeline.live_score`), checked against the run here; None: scored from the run's
     files (a merge, a Ray nightly)."""
-    from reports import summary_line, write_junit, write_report
+    from reports import evidence_warnings, summary_line, write_junit, write_report
 
     paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
     with output_set(out, SET, MEMBERS) as stage:
@@ -236,11 +236,12 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
             write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation,
                          promoted=not no_promote, margins=margins)
             write_junit(stage / "junit.xml", score, None, margins)
-            summary = summary_line(score, None)
+            summary = summary_line(score, None, localisation)
             if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted
                 summary = summary.replace(" promoted (k=", " passed (k=", 1) + f"; {NOT_PROMOTED}"
             code = EXIT_PASS if score.verdict == "pass" else EXIT_FAIL
-            summary, code = _with_margin_warnings(summary, code, margins, config.history.fail_on_warning)
+            warnings = evidence_warnings(score) + (margins.warnings if margins is not None else [])
+            summary, code = with_warnings(summary, code, warnings, config.history.fail_on_warning)
             atomic_write(stage / "summary.txt", summary + "\n")
     committed(out, "the nightly's score, report, JUnit and summary")
     return NightlyOutcome(code, summary, paths, score, transitions)
@@ -264,17 +265,16 @@ def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsV
                         numerics_profile=score.numerics_profile, packer_identity=packer_of(score)[0])
 
 
-def _with_margin_warnings(summary: str, code: int, margins: MarginsView | None, fail_on_warning: bool
-                          ) -> tuple[str, int]:
-    """The summary with one ``warning: ...`` line per margin warning before it (the summary stays the last
-    line); with ``fail_on_warning`` a warning turns a night whose verdicts held into exit 1, its summary line
-    saying so. Without it the exit status is the verdicts'."""
-    warnings = margins.warnings if margins is not None else []
+def with_warnings(summary: str, code: int, warnings: list[str], fail_on_warning: bool) -> tuple[str, int]:
+    """The summary with one ``warning: ...`` line per warning before it (the summary stays the last line): the
+    evidence's (a pair beyond the release's floor, within the mode's limits) and the margins'. With
+    ``fail_on_warning`` a warning turns a night whose verdicts held into exit 1, its summary line saying so;
+    without it the exit status is the verdicts'."""
     if not warnings:
         return summary, code
     n = len(warnings)
     if fail_on_warning and code == EXIT_PASS:
-        summary = (f"FAIL: the verdicts held ({summary.removeprefix('PASS: ')}) but {n} margin "
+        summary = (f"FAIL: the verdicts held ({summary.removeprefix('PASS: ')}) but {n} "
                    f"warning{'s' if n != 1 else ''} failed the nightly (history.fail_on_warning = true)")
         code = EXIT_FAIL
     return "\n".join([*(f"warning: {w}" for w in warnings), summary]), code

@@ -91,7 +91,7 @@ def record_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard:
     rows = (row for row in CorpusReader(corpus, backend.geometry).rows(shard.members) if shard.owns(row[0].id))
     # a folder per attempt: a rerun after a death just past the rename must not find "a golden exists"
     golden, _ = record_golden(Path(shard_dir) / f"a{os.getpid()}-{secrets.token_hex(3)}", release, rows, backend,
-                              config)
+                              config, whole=False)  # one shard: the merged golden is judged whole
     return golden.path
 
 

@@ -36,6 +36,7 @@ from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
 from harness.data.shape import EXACT, lane_name
 from harness.module_floors import floor_sampler
+from harness.pipeline.golden_counts import refuse_unjudgeable
 from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.scoring import LaneScorer, op_limits
 from harness.tolerances import Tolerances
@@ -58,11 +59,13 @@ def exact_plan(config: ReleaseConfig, repeats: int, ops: Iterable[Op] | None = N
 
 def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
                   backend: Backend, config: ReleaseConfig,
-                  regen: bool = False, progress: Progress | None = None) -> tuple[Golden, dict[str, Any] | None]:
+                  regen: bool = False, progress: Progress | None = None,
+                  whole: bool = True) -> tuple[Golden, dict[str, Any] | None]:
     """Record a golden of ``corpus_rows`` ((block, source, provenance) tuples) under ``root/release``.
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
-    (which is kept: the new golden lands beside it)."""
+    (which is kept: the new golden lands beside it). ``whole``: the golden is the release's (not one
+    shard of it), so an OP it recorded nothing to judge for is refused (:func:`refuse_unjudgeable`)."""
     start_warming()  # numba's import + kernels behind the first group's reading, not in the first sink (issue 25)
     final, previous = golden_target(root, release, regen)
     check_writable_dir(final.parent, "golden folder")
@@ -94,6 +97,8 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                 raise
             assert writer.entry is not None  # close() sets it
             files = {CORPUS: writer.entry, **outputs.close(), CALLS: calls.close()}
+        if whole:
+            refuse_unjudgeable(files, summary, plan.ops, config.masks, geometry)
         fields = {"release": release, "geometry": geometry.to_dict(), **provenance(backend.environment()),
                   "config": config.to_dict(), "ops": [int(op) for op in plan.ops],
                   "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs

@@ -17,13 +17,7 @@ from typing import Any, cast
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.arrangement_evidence import (
-    ArrangementScorer,
-    arrangement_plans,
-    same_limits,
-    slot_map,
-    with_arrangements,
-)
+from harness.arrangement_evidence import ArrangementScorer, arrangement_plans, slot_map, with_arrangements
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
 from harness.data.fsio import check_output_file
@@ -34,6 +28,7 @@ from harness.data.overlap import prefetch
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
 from harness.host_share import DeviceTime, host_entry
+from harness.refusal import ScoreFacts, with_cause
 from harness.repeat_evidence import RepeatScorer, repeat_lanes, with_repeats
 from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.request_evidence import RequestCounter, requests_entry
@@ -97,8 +92,7 @@ class Scoring:
         self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
         self.repeat_scorers = {k: RepeatScorer(k, [lane_name(k), *repeats[k]], ops, g, voiceprint_inputs, tolerances,
                                                floors) for k in shapes if k in repeats}
-        same = same_limits(tolerances, ops, floors) if arranged else {}
-        self.arrangement_scorers = {k: ArrangementScorer(arranged[k], ops, g, limits, same, voiceprint_inputs)
+        self.arrangement_scorers = {k: ArrangementScorer(arranged[k], ops, g, limits, voiceprint_inputs, floors)
                                     for k in shapes if k in arranged}
 
     def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
@@ -139,8 +133,10 @@ class Scoring:
             result = shape_result(k, verdicts, requests, laws, packing_effect(self.effect_scorers[k].verdicts()))
             result = with_repeats(result, self.repeat_scorers.get(k))
             if k in self.arrangement_scorers:
-                result = with_arrangements(result, self.arrangement_scorers[k].evidence(verdicts, slots))
-            shape_results[str(k)] = result
+                arranger = self.arrangement_scorers[k]
+                evidence = arranger.evidence(verdicts, slots)
+                result = with_arrangements(result, evidence, arranger.warnings(evidence, slots))
+            shape_results[str(k)] = with_cause(k, result, ScoreFacts(laws, verification))
         verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
         body = {
             "kind": "harness.score",

@@ -3,10 +3,10 @@
 Besides its plain lane (``k4``: consecutive chunks), a shape k >= 2 is run in N - 1 more arrangements of
 the same blocks (``lanes.arrangements``): shuffled ones (``k4.a1`` ..: other neighbours, other slots) and
 the duplicates (``k4.d`` + ``k4.d2``: every block twice in one request). Each arrangement lane is
-judged against the golden exactly like the plain lane (``ops``, the score's tolerances), and against
-the plain lane itself (``same_as_plain``: a block's answer must not depend on its slot or neighbours,
-judged on OP 0 with the release's own noise floor, bitwise where the release reproduces bitwise); the
-two copies of the duplicates are judged against each other the same way, every OP (``duplicates``). Any failed check
+judged against the golden exactly like the plain lane (``ops``), and against the plain lane itself
+(``same_as_plain``: a block's answer must not depend on its slot or neighbours, judged on OP 0); the
+two copies of the duplicates are judged against each other, every OP (``duplicates``). Every one of
+these is judged with the limits of the OP's tolerance mode (``harness.evidence_rule``). Any failed check
 refuses the shape, and promotion re-derives every one of them (``harness.arrangement_evidence``).
 ``slots`` says, per OP, how the blocks that sat in each slot (over every arrangement, the plain one
 included) differ from the golden, so the report can name the worst slot.
@@ -66,7 +66,7 @@ class ArrangementLane(Frozen):
     ops: dict[OpKey, OpVerdictModel] = Field(description="against the golden, with the score's tolerances")
     same_as_plain: dict[OpKey, OpVerdictModel] = Field(
         description="a shuffled lane's OP 0 against the plain lane's (the same blocks in other slots, in requests of "
-        "the same size), with the release's noise floor; empty for the duplicates")
+        "the same size), with the limits of its tolerance mode; empty for the duplicates")
     blocks_differing_from_plain: dict[OpKey, Count] = Field(
         description="blocks whose answer differs in any bit from the plain lane's (OP 1/2: reported, not gated: a "
         "voiceprint request changes shape with its neighbours' rows)")
@@ -86,7 +86,8 @@ class ShapeArrangements(Frozen):
     plain: str = Field(description="the plain lane (arrangement 0), e.g. 'k4'")
     lanes: dict[str, ArrangementLane]
     duplicates: dict[OpKey, OpVerdictModel] | None = Field(
-        description="the duplicates' second copy against the first (same request), with the release's noise floor")
+        description="the duplicates' second copy against the first (same request), with the limits of its tolerance "
+        "mode")
     spread: dict[OpKey, list[Spread]] = Field(description="per OP, figures across the arrangements")
     slots: dict[OpKey, dict[SlotKey, SlotFigures]] = Field(
         description="per OP, per slot (0 .. k-1; 'pad': the last real block of a request short of k)")

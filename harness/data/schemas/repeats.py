@@ -4,11 +4,11 @@ A shape's plain lane (``k4``) is run N times in the same run (``k4``, ``k4.r2`` 
 repeat interleaved with the exact lane like the first. How much the repeats differ from the first
 run is measured with the golden's own noise-floor measure (``harness.reproduction.noise_floor``:
 the same judges, the same figures), so it sits beside the release's floor and reads "as
-reproducible as the release" or not. In bitwise and noise-floor tolerance modes every repeat is
-also judged against the first run by that OP's judge, with the limits the mode gives against the
-golden (``pairs``): a failed check refuses the shape, and promotion re-derives those checks
-(``harness.repeat_evidence.repeats_hold``). In tolerance mode nothing is gated: an OP less
-reproducible than the release gets a warning line instead.
+reproducible as the release" or not. In every tolerance mode every repeat is also judged against
+the first run by that OP's judge, with the limits the mode gives against the golden (``pairs``): a
+failed check refuses the shape, and promotion re-derives those checks
+(``harness.repeat_evidence.repeats_hold``). An OP that holds those limits but is less reproducible
+than the release gets a warning line instead.
 
 Its verdicts are :mod:`harness.data.schemas.verdicts`'s ``OpVerdictModel`` (declared apart, so that this
 module, imported first or after :mod:`harness.data.schemas.results`, which holds it, is complete either way).
@@ -30,8 +30,8 @@ class RepeatOp(Frozen):
 
     op: Literal[0, 1, 2]
     tolerance_mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        description="the OP's tolerance mode: bitwise and noise-floor gate the repeats, tolerance flags them")
-    gated: bool = Field(description="a repeat that fails its checks (pairs) refuses the shape")
+        description="the OP's tolerance mode, whose limits every repeat is judged with")
+    gated: bool = Field(description="a repeat that fails its checks (pairs) refuses the shape: true in every mode")
     blocks: Count = Field(description="blocks compared between the runs")
     blocks_differing: Count = Field(description="blocks whose outputs differ (any bit) between some repeat and "
                                                 "the first run")
@@ -44,8 +44,8 @@ class RepeatOp(Frozen):
     release_floor: Floor | None = Field(description="the golden's own floor for this OP (the exact lane twice)")
     as_reproducible_as_release: bool = Field(description="noise within the release's floor: bitwise where the "
                                                          "release is, else every figure within the floor's")
-    pairs: list[OpVerdictModel] = Field(description="gated OPs: each repeat judged against the first run (shape "
-                                                    "'k4.r2'), in the OP's mode; empty when not gated")
+    pairs: list[OpVerdictModel] = Field(description="each repeat judged against the first run (shape 'k4.r2'), "
+                                                    "in the OP's mode")
 
 
 class RepeatEvidence(Frozen):
@@ -55,5 +55,5 @@ class RepeatEvidence(Frozen):
     lanes: list[str] = Field(description="the lanes compared: the plain lane first, then its repeats")
     ops: dict[OpKey, RepeatOp]
     reproducible: bool = Field(description="every OP bitwise across every repeat")
-    warnings: list[str] = Field(description="tolerance-mode OPs less reproducible than the release: flagged, "
-                                            "not refused")
+    warnings: list[str] = Field(description="OPs within their mode's limits but less reproducible than the "
+                                            "release: flagged, not refused")

@@ -55,7 +55,11 @@ class SignoffReport(Strict):
     tolerances: dict[str, Any]
     reproducibility: dict[str, Any]
     golden_checks: list[dict[str, Any]] = Field(description="the golden's reproduction checks (passed, summary)")
-    shapes: dict[str, dict[str, Any]] = Field(description="per shape: verdict, usable, why, OPs' checks, timing")
+    shapes: dict[str, dict[str, Any]] = Field(description="per shape: verdict, usable, why, cause, warnings, OPs' "
+                                                          "checks, timing")
+    warnings: list[dict[str, Any]] = Field(description="every shape's evidence warnings (score.shapes[k].warnings, "
+                                                       "each with its shape): beyond the release's own floor, within "
+                                                       "the mode's limits")
     throughput: list[dict[str, Any]] = Field(description="per lane: timing and speed-up")
     exact_lane: dict[str, Any] | None
     exact_timing_source: str

@@ -31,6 +31,7 @@ from harness.data.schemas.files import (
 from harness.data.schemas.host import HostShare
 from harness.data.schemas.load import LoadEvidence
 from harness.data.schemas.localisation import LocalisedOp
+from harness.data.schemas.refusals import EvidenceWarning, RefusalCause
 from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
@@ -62,8 +63,13 @@ class ShapeScore(OptionalKeys, Frozen):
     arrangements: ShapeArrangements | None = Field(
         None, description="the shape in other arrangements (--arrangements N; harness.data.schemas.arrangements; "
         "absent: its plain arrangement only)")
+    cause: RefusalCause | None = Field(None, description="a refused shape's one cause and the evidence that decided "
+                                                         "it (harness.data.schemas.refusals; absent: it passed)")
+    warnings: list[EvidenceWarning] = Field(
+        default_factory=list, description="evidence beyond the release's own floor but within the mode's limits: "
+        "reported, not refused (absent: none)")
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact", "repeats", "arrangements"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact", "repeats", "arrangements", "cause", "warnings"})
 
     @model_validator(mode="after")
     def _op0(self) -> ShapeScore:

@@ -8,7 +8,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.data.figures import NEGATION, NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
+from harness.data.figures import (
+    NEGATION,
+    NOT_GATED,
+    fmt,
+    holds,
+    non_finite_text,
+    passing_limit,
+    percent,
+    plain_number,
+)
 from harness.data.jsonio import plain
 from harness.data.schemas.base import (
     Count,
@@ -63,20 +72,36 @@ class CheckModel(Frozen):
     def failed(self) -> bool:
         return self.ok is False
 
+    @property
+    def would_pass_at(self) -> str | None:
+        """A failed check's least passing limit (:func:`harness.data.figures.passing_limit`); None when it passed,
+        is not gated, or no limit passes it."""
+        return passing_limit(self.observed, self.relation) if self.failed else None
+
+    def passing_text(self) -> str:
+        """What a failed check would have needed, for its line: '(would pass at 2.11e-4)', or '' when it did not
+        fail or its limit is fixed."""
+        if not self.failed:
+            return ""
+        if self.observed is None:
+            return " (no limit passes a non-finite value)"
+        at = self.would_pass_at
+        return f" (would pass at {at})" if at is not None else ""
+
     def line(self) -> str:
         """One line: 'OP 0 max_abs: 0.505 > 0.0001 allowed, 3 of 4 096 windows (0.07 %), worst block 'b7'...'"""
         if self.observed is None and self.offending and self.total:
             # a figure over non-finite values (figure_check): says so, never a number that looks in range
             head = f"OP {self.op} {self.metric}: {non_finite_text(self.offending, self.total, self.unit)}"
             text = (f"{head} (reported, not gated)" if self.relation == NOT_GATED
-                    else f"{head}, {self.relation} {fmt(self.allowed)} allowed")
+                    else f"{head}, {self.relation} {fmt(self.allowed)} allowed{self.passing_text()}")
         else:
             head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
             if self.relation == NOT_GATED:
                 text = f"{head} (reported, not gated)"
             else:
                 rel = self.relation if self.ok else NEGATION[self.relation]
-                text = f"{head} {rel} {fmt(self.allowed)} allowed"
+                text = f"{head} {rel} {fmt(self.allowed)} allowed{self.passing_text()}"
             if self.offending and self.total:
                 text += f", {self.offending:,} of {self.total:,} {self.unit} ({percent(self.offending, self.total)})"
             elif self.offending:
