@@ -9,7 +9,8 @@ packer in another language has to do (docs/packer-protocol.md):
 1. read one Arrow IPC stream from stdin; its schema metadata ``verb`` says ``hello``, ``pack``
    or ``unpack`` (the first message is always ``hello``: the handshake);
 2. answer one Arrow IPC stream on stdout (``hello`` with ``packer_name`` and ``packer_version``,
-   ``packed``, ``unpacked`` or ``error``), flush;
+   ``packed``, ``unpacked`` or ``error``), flush; a message out of place (a request before
+   ``hello``, a second ``hello``), of another wire version or another verb gets an ``error``;
 3. repeat until stdin ends; exit 0. Logs go to stderr: stdout carries the protocol only.
 
 The geometry is read from each request's metadata (``windows_per_block``, ``weights_frames``),
@@ -220,24 +221,31 @@ def main(argv=None) -> int:
                         help="reproduce a known packing bug (for the harness's negative controls)")
     args = parser.parse_args(argv)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    greeted = False  # the session's hello came (it is the first message, and only the first)
     while stdin.peek(1):  # stdin ends between two messages: the harness is done
         table = ipc.open_stream(stdin).read_all()
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-        verb = meta.get("verb")
+        verb = meta.get("verb")  # metadata keys this packer does not know are ignored
         try:
             if meta.get("version") != VERSION:
-                raise Refused(f"wire version {meta.get('version')!r} not supported (this packer speaks {VERSION})")
+                raise Refused(f"wire version {meta.get('version')!r} is not supported: this packer speaks "
+                              f"version {VERSION}")
             if verb == "hello":  # the handshake: who this packer is (its identity is made of this)
-                write(stdout, "hello", packer_name=NAME + (f"-bug-{args.bug}" if args.bug else ""),
-                      packer_version=PACKER_VERSION)
+                if greeted:
+                    raise Refused("a second hello: a session has one, its first message")
+                greeted = True
+                # the same name and version in every mode: the command line that chose the mode is in the identity
+                write(stdout, "hello", packer_name=NAME, packer_version=PACKER_VERSION)
+            elif verb in ("pack", "unpack") and not greeted:
+                raise Refused(f"a {verb} request before hello: the first message of a session is hello")
             elif verb == "pack":
                 pad_to = meta.get("pad_to")
                 write(stdout, "packed", pack(table, int(pad_to) if pad_to else None, args.bug, meta))
             elif verb == "unpack":
                 write(stdout, "unpacked", unpack(table), output=meta.get("output", ""))
             else:
-                raise Refused(f"unknown verb {verb!r}")
-        except Refused as exc:
+                raise Refused(f"{verb!r} is not a request: this packer serves hello, pack and unpack")
+        except Refused as exc:  # answered, never an exit: the stream stays in step
             write(stdout, "error", message=str(exc))
     return 0
 

@@ -7,8 +7,10 @@
 //! What an engine's own `cargo test` does with the vectors (docs/packer-protocol.md, "Test vectors"):
 //! read each vector's request, pack it by DESIGN.md's rules (here: `pack` below, standing in for
 //! the engine's packer), compare with the expected packed request and layout, unpack the given
-//! output by the layout and compare with the expected per-block outputs. The JSON reader is a
-//! minimal one, enough for these files.
+//! output by the layout and compare with the expected per-block outputs. Then sessions.json: feed
+//! every session's messages (their metadata) to the packer's message loop (`Session` below) and
+//! compare the verb of each answer; a served pack reads the geometry from its own metadata. The
+//! JSON reader is a minimal one, enough for these files.
 
 use std::collections::BTreeMap;
 use std::{env, fs, process};
@@ -226,9 +228,7 @@ fn flatten(j: &Json) -> Vec<Json> {
     arr(j).into_iter().flat_map(|x| match x { Json::Arr(v) => v, other => vec![other] }).collect()
 }
 
-fn check(v: &Json) -> Result<(), String> {
-    let geometry = get(v, "geometry");
-    let windows_per_block = num(get(geometry, "windows_per_block")) as usize;
+fn check(v: &Json, windows_per_block: usize) -> Result<(), String> {
     let request = get(v, "request");
     let pad_to = match get(request, "pad_to") { Json::Num(k) => Some(*k as usize), _ => None };
     let blocks: Vec<Block> = arr(get(request, "blocks")).iter().map(|b| Block {
@@ -296,6 +296,49 @@ fn check(v: &Json) -> Result<(), String> {
     Ok(())
 }
 
+/// The packer's message loop (docs/packer-protocol.md, "Sessions"): the verb each message is answered with.
+/// hello first and once; a request before it, a second hello, another version or another verb: error,
+/// and the loop reads on; metadata keys it does not know are ignored.
+struct Session {
+    greeted: bool,
+}
+
+impl Session {
+    fn answer(&mut self, meta: &Json) -> &'static str {
+        let field = |key: &str| match get(meta, key) { Json::Str(s) => Some(s.clone()), _ => None };
+        if field("version").as_deref() != Some("2") {
+            return "error";
+        }
+        match (field("verb").as_deref(), self.greeted) {
+            (Some("hello"), false) => { self.greeted = true; "hello" }
+            (Some("pack"), true) => "packed",
+            (Some("unpack"), true) => "unpacked",
+            _ => "error",
+        }
+    }
+}
+
+/// Every session of sessions.json through a fresh `Session`; a served pack or unpack is the named vector's,
+/// packed with the windows_per_block its own metadata gives.
+fn check_session(case: &Json, read: &dyn Fn(&str) -> Json) -> Result<(), String> {
+    let mut session = Session { greeted: false };
+    for (i, step) in arr(get(case, "steps")).iter().enumerate() {
+        let meta = get(step, "metadata");
+        let got = session.answer(meta);
+        let want = text(get(step, "answer"));
+        if got != want {
+            return Err(format!("step {} ({:?}): answered {}, expected {}", i, text(get(meta, "verb")), got, want));
+        }
+        if got == "packed" || got == "unpacked" {
+            let windows_per_block = text(get(meta, "windows_per_block")).parse::<usize>()
+                .map_err(|e| format!("step {}: metadata windows_per_block: {}", i, e))?;
+            check(&read(&format!("{}.json", text(get(step, "vector")))), windows_per_block)
+                .map_err(|e| format!("step {}: {}", i, e))?;
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let dir = env::args().nth(1).unwrap_or_else(|| { eprintln!("usage: packer_vectors_check DIR"); process::exit(2) });
     let read = |name: &str| -> Json {
@@ -307,11 +350,23 @@ fn main() {
     let entries = arr(get(&index, "vectors"));
     for entry in &entries {
         let name = text(get(entry, "file"));
-        match check(&read(&name)) {
+        let v = read(&name);
+        let windows_per_block = num(get(get(&v, "geometry"), "windows_per_block")) as usize;
+        match check(&v, windows_per_block) {
             Ok(()) => println!("ok   {}", name),
             Err(e) => { println!("FAIL {}: {}", name, e); failed += 1; }
         }
     }
     println!("{} of {} vectors pass", entries.len() - failed, entries.len());
-    process::exit(if failed == 0 { 0 } else { 1 });
+    let sessions = arr(get(&read(&text(get(get(&index, "sessions"), "file"))), "sessions"));
+    let mut failed_sessions = 0;
+    for case in &sessions {
+        let name = text(get(case, "name"));
+        match check_session(case, &read) {
+            Ok(()) => println!("ok   session {}", name),
+            Err(e) => { println!("FAIL session {}: {}", name, e); failed_sessions += 1; }
+        }
+    }
+    println!("{} of {} sessions pass", sessions.len() - failed_sessions, sessions.len());
+    process::exit(if failed == 0 && failed_sessions == 0 { 0 } else { 1 });
 }

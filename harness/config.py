@@ -134,7 +134,9 @@ class PackerSection(_Section):
                              "'package.module:function'")
     cmd: str | None = Field(default=None, description="a packer process speaking the wire protocol "
                             "(docs/packer-protocol.md)")
-    digest: str | None = Field(default=None, description="sha256 of the cmd packer's build: its identity in results")
+    digest: str | None = Field(default=None, description="sha256 of the cmd packer's program (e.g. its release "
+                               "binary), in its identity in place of hashing the program; the rest of the command "
+                               "still counts")
     laws_examples: Annotated[int, Field(ge=0)] = Field(
         default=100, description="examples per packing law judged at the start of a run; 0: not judged (no shape "
         "can be promoted)")

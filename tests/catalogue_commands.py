@@ -90,6 +90,8 @@ case(K, "laws-packer-missing", ("laws", "--packer-cmd", "/nonexistent/packer", "
 case(K, "laws-examples-0", ("laws", "--examples", "0"), "--examples")
 case(K, "laws-packer-no-handshake", ("laws", "--packer-cmd", "cat", "--examples", "1"),  # echoes the harness's hello
      "answered the hello handshake, but metadata packer_name is None")
+case(K, "laws-packer-variables-only", ("laws", "--packer-cmd", "FOO=1", "--examples", "1"),
+     "sets FOO but names no program to run")
 case(K, "laws-packer-digest-not-sha256", ("laws", "--packer-cmd", "cat", "--packer-digest", "xyz"),
      "--packer-digest 'xyz': expected a sha256")
 case(K, "laws-export-vectors-not-empty", ("laws", "--export-vectors", "vectors"), "the folder is not empty",

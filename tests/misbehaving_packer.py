@@ -12,11 +12,15 @@ external packer would be. Modes:
   die-every-3rd answers correctly, but exits with status 3 (and a line on stderr) on its 3rd message
   die-3rd-pack  the same on its 3rd pack request (past the laws' smoke test: during a law)
   ignore-eof    answers correctly, but never exits when stdin ends
+
+Every mode names itself misbehaving/0.1 (the mode is on the command line, which the identity covers).
+With $START_LOG set, the pid is appended to that file at start (how often the packer was started).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +37,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", required=True)
     mode = parser.parse_args().mode
+    if os.environ.get("START_LOG"):
+        with open(os.environ["START_LOG"], "a") as out:
+            out.write(f"{os.getpid()}\n")
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     messages = 0
     while stdin.peek(1):
@@ -45,7 +52,7 @@ def main() -> int:
             return 3
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         if meta.get("verb") == "hello":  # wire protocol 2's handshake: every mode answers it properly
-            write(stdout, "hello", packer_name="misbehaving", packer_version=mode)
+            write(stdout, "hello", packer_name="misbehaving", packer_version="0.1")
             continue
         if mode == "refuse":
             write(stdout, "error", message="this packer only packs on Tuesdays")

@@ -1,7 +1,12 @@
-"""Wire-protocol packers for the process-hygiene and handshake tests (one behaviour per --mode).
+"""Wire-protocol packers for the process-hygiene, handshake and session tests (one behaviour per --mode).
 
-Built on examples/packer_engine_example.py (numpy + pyarrow, no harness import). Modes:
+Built on examples/packer_engine_example.py (numpy + pyarrow, no harness import). Every mode names
+itself protocol-test/0.1 (but nameless); ``--variant TEXT`` is accepted and changes nothing (two
+commands that differ in one flag only). With $RECORD_META set, every message's metadata, its
+WEIGHTS type and the process's pid are appended to that file as one JSON line; with $START_LOG
+set, the pid is appended to it at start. Modes:
 
+  plain          answers correctly (record-meta: the same)
   fork-child     answers correctly; at start forks a child (its pid written to $CHILD_PID_FILE) that
                  sleeps and ignores the end of stdin: the harness must end it with the packer's group
   no-hello       answers the handshake with an 'error' message (a version-1 packer does this)
@@ -9,7 +14,9 @@ Built on examples/packer_engine_example.py (numpy + pyarrow, no harness import).
   nameless       answers hello without packer_version
   crash-after    answers hello and one pack request, writes a line on stderr and exits with status 7
   hang-after     answers hello, then never reads nor answers again
-  record-meta    answers correctly; appends every request's metadata as one JSON line to $RECORD_META
+  check-geometry answers correctly, but a request whose geometry is not the hello's with 'error'
+  extra-meta     answers correctly, every answer's metadata holding keys the protocol does not list
+  batch-hello    answers correctly, its hello answer holding one empty record batch (not zero)
 """
 
 from __future__ import annotations
@@ -27,11 +34,19 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.ipc as ipc  # noqa: E402
 from packer_engine_example import pack, unpack, write  # noqa: E402
 
+GEOMETRY_KEYS = ("window_samples", "frames_per_window", "windows_per_block", "weights_frames", "sample_rate",
+                 "embedding_dim")
+EXTRA = {"packer_build": "2026-01-01T00:00:00Z", "x-trace": "abc"}  # keys the protocol does not list
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", required=True)
+    parser.add_argument("--variant", default=None)
     mode = parser.parse_args().mode
+    if os.environ.get("START_LOG"):
+        with open(os.environ["START_LOG"], "a") as out:
+            out.write(f"{os.getpid()}\n")
     if mode == "fork-child":
         pid = os.fork()
         if pid == 0:  # the child: holds no pipe open, lives on until killed
@@ -41,14 +56,16 @@ def main() -> int:
         with open(os.environ["CHILD_PID_FILE"], "w") as out:
             out.write(str(pid))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    extra = EXTRA if mode == "extra-meta" else {}
     answered = 0
+    hello: dict[str, str] = {}
     while stdin.peek(1):
         table = ipc.open_stream(stdin).read_all()
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-        if mode == "record-meta":
+        if os.environ.get("RECORD_META"):
             with open(os.environ["RECORD_META"], "a") as log:
-                log.write(json.dumps({**meta, "WEIGHTS type": str(table.schema.field("WEIGHTS").type)
-                                      if "WEIGHTS" in table.column_names else None}) + "\n")
+                weights = str(table.schema.field("WEIGHTS").type) if "WEIGHTS" in table.column_names else None
+                log.write(json.dumps({**meta, "pid": os.getpid(), "WEIGHTS type": weights}) + "\n")
         if mode == "old-version":  # what a version-1 packer answers to anything of version 2
             schema = pa.schema([]).with_metadata({"verb": "error", "version": "1",
                                                   "message": "wire version '2' not supported (this packer speaks 1)"})
@@ -57,11 +74,18 @@ def main() -> int:
             stdout.flush()
             continue
         if meta["verb"] == "hello":
+            hello = {k: meta.get(k, "") for k in GEOMETRY_KEYS}
             if mode == "no-hello":
                 write(stdout, "error", message="unknown verb 'hello'")
+            elif mode == "batch-hello":
+                schema = pa.schema([]).with_metadata({"verb": "hello", "version": "2", "packer_name": "protocol-test",
+                                                      "packer_version": "0.1"})
+                with ipc.new_stream(stdout, schema) as writer:
+                    writer.write_batch(pa.RecordBatch.from_arrays([], schema=schema))
+                stdout.flush()
             else:
                 write(stdout, "hello", packer_name="protocol-test", **({} if mode == "nameless" else
-                                                                       {"packer_version": "0.1"}))
+                                                                       {"packer_version": "0.1"}), **extra)
             if mode == "hang-after":
                 time.sleep(300)
             continue
@@ -69,10 +93,15 @@ def main() -> int:
             print("thread 'main' panicked at src/pack.rs:42: attempt to subtract with overflow", file=sys.stderr)
             print("note: run with `RUST_BACKTRACE=1` for a backtrace", file=sys.stderr, flush=True)
             return 7
-        if meta["verb"] == "pack":
-            write(stdout, "packed", pack(table, int(meta["pad_to"]) if meta.get("pad_to") else None, None, meta))
+        changed = [k for k in GEOMETRY_KEYS if meta.get(k, "") != hello.get(k)]
+        if mode == "check-geometry" and changed:
+            write(stdout, "error", message=f"geometry {changed[0]}={meta.get(changed[0])!r} differs from the "
+                                           f"hello's {hello.get(changed[0])!r}", **extra)
+        elif meta["verb"] == "pack":
+            write(stdout, "packed", pack(table, int(meta["pad_to"]) if meta.get("pad_to") else None, None, meta),
+                  **extra)
         else:
-            write(stdout, "unpacked", unpack(table))
+            write(stdout, "unpacked", unpack(table), **extra)
         answered += 1
     return 0
 

@@ -126,12 +126,20 @@ def test_an_external_packers_identity_is_its_declared_name_and_a_digest_of_what_
     assert second != first["identity"] and second == _expected_external_identity(script)
 
 
-def test_a_stated_digest_is_the_identity_and_is_checked():
+def test_a_stated_digest_stands_for_the_program_and_the_rest_of_the_command_still_counts():
     digest = "AB" * 32
     with packer_from_options(f"{PY} {EXAMPLE}", None, LAW_GEOMETRY, timeout_s=30, digest=digest) as packer:
         facts = packer.describe()
-    assert facts["identity"] == f"external:example-engine-packer/1.0.0@sha256:{'ab' * 8}"
-    assert facts["digest"] == "ab" * 32 and facts["digest_source"].startswith("--packer-digest")
+    script = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    total = hashlib.sha256(f"{'ab' * 32}\n{script}\n".encode()).hexdigest()
+    assert facts["identity"] == f"external:example-engine-packer/1.0.0@sha256:{total[:16]}"
+    assert facts["digest"] == total and facts["digest_source"].startswith("--packer-digest")
+    assert facts["digest_parts"] == [{"kind": "program", "stated": "ab" * 32},
+                                     {"kind": "file", "path": str(EXAMPLE.resolve()), "sha256": script}]
+    # stating the program's own sha256 is the identity the harness finds by hashing it
+    program = hashlib.sha256(Path(os.path.realpath(shutil.which(PY))).read_bytes()).hexdigest()
+    with packer_from_options(f"{PY} {EXAMPLE}", None, LAW_GEOMETRY, timeout_s=30, digest=program) as packer:
+        assert packer.describe()["identity"] == _expected_external_identity(EXAMPLE)
     with pytest.raises(PackerUnavailable, match="--packer-digest 'abc': expected a sha256, 64 hex digits"):
         ExternalPacker(f"{PY} {EXAMPLE}", LAW_GEOMETRY, digest="abc")
     with pytest.raises(HarnessError, match="give --packer-cmd too"):

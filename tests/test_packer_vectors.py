@@ -57,10 +57,13 @@ def test_the_cli_exports_vectors_that_re_verify_against_the_harness_packer(tmp_p
     out = tmp_path / "vectors"
     code, stdout, err = _laws_cli(capsys, monkeypatch, "--export-vectors", str(out))
     assert code == 0, stdout + err
-    assert "wrote 12 packing test vectors and index.json" in stdout
+    assert "wrote 12 packing test vectors, 6 session vectors (sessions.json) and index.json" in stdout
     index = json.loads((out / "index.json").read_text())
     assert index["wire_version"] == "2" and index["derived_by"] == harness_identity()
-    assert sorted(p.name for p in out.iterdir()) == sorted(["index.json", *(v["file"] for v in index["vectors"])])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["index.json", "sessions.json",
+                                                            *(v["file"] for v in index["vectors"])])
+    sessions = (out / "sessions.json").read_text()
+    assert index["sessions"] == {"file": "sessions.json", "sha256": hashlib.sha256(sessions.encode()).hexdigest()}
     covered = set()
     for entry in index["vectors"]:
         text = (out / entry["file"]).read_text()
@@ -130,15 +133,24 @@ def test_a_failed_export_leaves_nothing(tmp_path, capsys, monkeypatch, fault):
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary one, not even the parent it would have made
 
 
-@pytest.mark.skipif(shutil.which("rustc") is None, reason="rustc is not installed")
-def test_the_std_only_rust_check_passes_the_vectors_and_catches_a_wrong_answer(exported, tmp_path):
-    """examples/packer_vectors_check.rs: what an engine's `cargo test` does with the vectors, std only."""
-    binary = tmp_path / "packer_vectors_check"
+@pytest.fixture(scope="module")
+def rust_check(tmp_path_factory) -> Path:
+    """examples/packer_vectors_check.rs built with rustc alone (std only, no warning)."""
+    if shutil.which("rustc") is None:
+        pytest.skip("rustc is not installed")
+    binary = tmp_path_factory.mktemp("rust") / "packer_vectors_check"
     built = subprocess.run(["rustc", "--edition", "2021", str(ROOT / "examples" / "packer_vectors_check.rs"), "-o",
                             str(binary)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0 and "warning" not in built.stderr, built.stderr
+    return binary
+
+
+def test_the_std_only_rust_check_passes_the_vectors_and_catches_a_wrong_answer(exported, rust_check, tmp_path):
+    """examples/packer_vectors_check.rs: what an engine's `cargo test` does with the vectors, std only."""
+    binary = rust_check
     done = subprocess.run([str(binary), str(exported)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "12 of 12 vectors pass" in done.stdout, done.stdout + done.stderr
+    assert "6 of 6 sessions pass" in done.stdout, done.stdout
     wrong = tmp_path / "wrong"
     shutil.copytree(exported, wrong)
     data = json.loads((wrong / "op1-many-blocks.json").read_text())
@@ -146,3 +158,20 @@ def test_the_std_only_rust_check_passes_the_vectors_and_catches_a_wrong_answer(e
     (wrong / "op1-many-blocks.json").write_text(json.dumps(data))
     done = subprocess.run([str(binary), str(wrong)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "FAIL op1-many-blocks.json: packed IDX differs" in done.stdout, done.stdout
+
+
+def test_the_std_only_rust_check_catches_a_session_answered_out_of_the_rules(exported, rust_check, tmp_path):
+    """The Rust check's message loop against sessions.json: a vector that expects a pack before hello to be
+    served (what a loop without the rule does) fails it, naming the session and step."""
+    binary = rust_check
+    wrong = tmp_path / "wrong"
+    shutil.copytree(exported, wrong)
+    data = json.loads((wrong / "sessions.json").read_text())
+    (case,) = [c for c in data["sessions"] if c["name"] == "request-before-hello"]
+    assert case["steps"][0]["answer"] == "error"
+    case["steps"][0]["answer"] = "packed"
+    (wrong / "sessions.json").write_text(json.dumps(data))
+    done = subprocess.run([str(binary), str(wrong)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "12 of 12 vectors pass" in done.stdout, done.stdout
+    assert "FAIL session request-before-hello: step 0 (\"pack\"): answered error, expected packed" in done.stdout, \
+        done.stdout

@@ -15,7 +15,6 @@ command, the request it was handling, the last one it answered, and the last lin
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import tempfile
 import time
@@ -29,7 +28,7 @@ import pyarrow as pa
 from harness import __version__
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
-from harness.packers import identity, process, wire
+from harness.packers import command, identity, process, wire
 from harness.packers.errors import (
     PackerAnswerError,
     PackerFailed,
@@ -50,13 +49,17 @@ HANDSHAKE = (f"wire protocol {wire.VERSION} starts with a handshake: the packer 
 class ExternalPacker:
     """A :class:`~harness.packing.Packer` backed by one external process speaking the wire protocol.
 
-    ``cmd`` is split like a shell would (``shlex``) but run without a shell. ``geometry`` is what
-    answers are validated against, and what every request tells the packer. ``timeout_s``
-    bounds every exchange (write the request, read the answer); the handshake gets at least
-    :data:`START_S`. With ``restart`` a failed process is replaced by a fresh one on the next
-    call (the laws use this to go on searching for a minimal crashing input); without it, the
-    packer stays failed and says why. ``digest``: the packer's sha256 as the user states it
-    (``--packer-digest``), instead of hashing the files of its command line. Not thread-safe.
+    ``cmd`` is split like a shell would (``shlex``) but run without a shell; leading ``NAME=value``
+    words set variables in the packer's environment (:mod:`harness.packers.command`). ``geometry``
+    is the session's: the ``hello`` tells it, every request repeats it, answers are validated
+    against it, and it never changes for one process (:meth:`with_geometry` starts another).
+    ``timeout_s`` bounds every exchange (write the request, read the answer); the handshake gets at
+    least :data:`START_S`. With ``restart`` a failed process is replaced by a fresh one on the next
+    call, which must name itself as the first did (for a caller of this class that wants to go on
+    after a crash; the laws and runs never restart a packer: its first failure ends them); without
+    it, the packer stays failed and says why. ``digest``: the sha256 of the packer's program as the
+    user states it (``--packer-digest``), in place of hashing the program's file; the rest of the
+    command counts all the same (:func:`harness.packers.identity.command_digest`). Not thread-safe.
     """
 
     accepts_packs = False
@@ -64,7 +67,7 @@ class ExternalPacker:
     def __init__(self, cmd: str, geometry: Geometry, timeout_s: float = 30.0, restart: bool = False,
                  digest: str | None = None) -> None:
         self.cmd = cmd
-        self.geometry = geometry
+        self._geometry = geometry
         self.timeout_s = float(timeout_s)
         self.restart = restart
         self.name = f"external: {cmd}"
@@ -75,26 +78,31 @@ class ExternalPacker:
         self._failure: str | None = None
         self._last: str | None = None
         self._closed = False
-        try:
-            self._argv = shlex.split(cmd)
-        except ValueError as exc:
-            raise PackerUnavailable(f"packer command {cmd!r}: cannot be parsed ({exc})") from None
-        if not self._argv:
-            raise PackerUnavailable("packer command is empty")
+        self._command = command.parse(cmd)
+        self._argv = list(self._command.argv)
         if self.timeout_s <= 0:
             raise PackerUnavailable(f"packer {cmd!r}: timeout must be > 0 s, got {timeout_s}")
-        self.digest_files: list[dict[str, str]] = []
-        if digest is not None:
-            self.digest, self.digest_source = identity.given_digest(digest, self._label), "given"
+        self._stated = None if digest is None else identity.given_digest(digest, self._label)
         self._start()
-        if digest is None:
-            try:
-                self.digest, self.digest_files = identity.argv_digest(self._argv, self._label)
-            except PackerUnavailable:
-                self.close()
-                raise
-            self.digest_source = "argv files"
+        try:
+            found = identity.command_digest(self._command, self._label, self._stated)
+        except PackerUnavailable:
+            self.close()
+            raise
+        self.digest, self.digest_parts, self.digest_files = found.digest, found.parts, found.files
+        self.digest_source = "given" if self._stated is not None else "command"
         self.identity = identity.external_identity(*self._names(), self.digest)
+
+    @property
+    def geometry(self) -> Geometry:
+        """The session's geometry (what the ``hello`` said); fixed for the life of the process."""
+        return self._geometry
+
+    def with_geometry(self, geometry: Geometry) -> ExternalPacker:
+        """The same command, digest and timeout in a process of its own at ``geometry`` (its own ``hello``).
+
+        The laws use it: their examples have a geometry of their own, and a session's never changes."""
+        return ExternalPacker(self.cmd, geometry, timeout_s=self.timeout_s, restart=self.restart, digest=self._stated)
 
     # -------------------------------------------------------------- Packer
 
@@ -135,9 +143,10 @@ class ExternalPacker:
         return {"name": self.name, "kind": "external", "command": self.cmd, "wire_version": wire.VERSION,
                 "timeout_s": self.timeout_s, "identity": self.identity, "packer_name": name,
                 "packer_version": version, "digest": self.digest,
-                "digest_source": ("--packer-digest (stated by the user)" if self.digest_source == "given" else
-                                  "sha256 over argv[0] resolved and every argument that is a file"),
-                "digest_files": self.digest_files}
+                "digest_source": (("--packer-digest (stated by the user) in place of the program's content, "
+                                   if self.digest_source == "given" else "sha256 over the program's content, ")
+                                  + "the variables the command sets and every argument's text (a file's: content)"),
+                "digest_parts": [dict(part) for part in self.digest_parts], "digest_files": self.digest_files}
 
     def close(self) -> None:
         """Close the packer's stdin (it should exit), then end its process group (SIGTERM, grace, SIGKILL)."""
@@ -164,7 +173,7 @@ class ExternalPacker:
     def _start(self) -> None:
         self._stderr = stderr = tempfile.TemporaryFile()
         try:
-            self._proc = process.start(self._argv, stderr)
+            self._proc = process.start(self._argv, stderr, dict(self._command.env))
         except OSError as exc:
             stderr.close()
             raise PackerUnavailable(f"{self._label}: cannot start {self._argv[0]!r}: "

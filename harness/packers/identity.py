@@ -6,8 +6,9 @@ rebuilt) earns its own. So an identity binds a name to the code:
 - the harness's own packer: ``harness/<version>+<12 hex of sha256(harness/packing.py)>``
   (:func:`harness.packing.harness_identity`);
 - an external packer: ``external:<name>/<version>@sha256:<16 hex>``: the name and version it
-  declares in the ``hello`` handshake, and a digest of what runs (:func:`argv_digest`) or one
-  the user supplies (``--packer-digest``);
+  declares in the ``hello`` handshake, and a digest of its whole command (:func:`command_digest`:
+  the variables it sets, its program's content or the digest the user states with
+  ``--packer-digest``, and every argument's text, or content for a file);
 - a Python callable: ``callable:<spec>@sha256:<16 hex of its module's source file>``.
 
 Identities are printable ASCII without spaces or ``|`` (the ledger's key separator).
@@ -21,9 +22,10 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from harness.packers.command import Command
 from harness.packers.errors import PackerUnavailable
 
 # packer_name: no '/' or '@' (they delimit the identity); packer_version: no '@'; neither '|' nor spaces.
@@ -40,40 +42,80 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def argv_files(argv: Sequence[str]) -> list[Path]:
-    """What a command runs: argv[0] resolved (PATH, links) and every other argument that is an existing file.
+def program_file(argv0: str, path: str | None = None) -> Path | None:
+    """The file a command's program is: ``argv0`` looked up like ``exec`` does (``PATH``, or the ``PATH``
+    the command line sets), links resolved; None if there is none."""
+    found = shutil.which(argv0, path=path)
+    return Path(os.path.realpath(found)) if found else None
 
-    ``python examples/x.py`` is the interpreter *and* the script, so editing the script changes the digest.
+
+def _text_line(kind: str, text: str) -> str:
+    """``<kind> <byte length> <text>\\n``: the length (of its UTF-8) keeps a text holding a newline unambiguous."""
+    return f"{kind} {len(text.encode('utf-8', 'surrogateescape'))} {text}\n"
+
+
+@dataclass(frozen=True)
+class CommandDigest:
+    """The digest of a packer command and what went into it, in order (``parts``: one dict per line hashed)."""
+
+    digest: str
+    parts: tuple[dict[str, str], ...]
+
+    @property
+    def files(self) -> list[dict[str, str]]:
+        """The files whose content was hashed (path and sha256), in command order."""
+        return [{"path": p["path"], "sha256": p["sha256"]} for p in self.parts if "path" in p]
+
+
+def command_digest(command: Command, label: str, stated: str | None = None) -> CommandDigest:
+    """sha256 over the whole command, one line per part, in this order:
+
+    - each variable the command line sets, by name: ``env <n> NAME=value``;
+    - the program: ``<sha256 of its file>`` (found like ``exec`` finds it), or the ``stated`` digest
+      (``--packer-digest``) in its place, read from nowhere;
+    - each further argument, in order: ``<sha256 of its content>`` if it is an existing file,
+      else ``arg <n> <its text>``;
+
+    ``<n>`` being the byte length of the UTF-8 text that follows, and every line ending in ``\\n``.
+    A file counts by its content, never its path (the same build elsewhere is the same packer); any
+    other word counts by its text, so two commands that differ in one flag are two packers. A
+    command of files only (``python packer.py``) is the sha256 over its files' digests alone.
     """
-    first = shutil.which(argv[0]) if argv else None
-    files = [Path(os.path.realpath(first))] if first else []
-    for arg in argv[1:]:
-        path = Path(arg)
-        if path.is_file():
-            files.append(Path(os.path.realpath(path)))
-    return files
+    lines: list[str] = []
+    parts: list[dict[str, str]] = []
+    for name, value in command.env:
+        lines.append(_text_line("env", f"{name}={value}"))
+        parts.append({"kind": "env", "text": f"{name}={value}"})
+    if stated is not None:
+        lines.append(f"{stated}\n")
+        parts.append({"kind": "program", "stated": stated})
+    else:
+        program = program_file(command.argv[0], dict(command.env).get("PATH"))
+        if program is None:
+            raise PackerUnavailable(f"{label}: cannot hash the packer: {command.argv[0]!r} resolves to no file; "
+                                    "give its digest with --packer-digest SHA256")
+        one = _hashed(program, label)
+        lines.append(f"{one}\n")
+        parts.append({"kind": "program", "path": str(program), "sha256": one})
+    for arg in command.argv[1:]:
+        if Path(arg).is_file():
+            path = Path(os.path.realpath(arg))
+            one = _hashed(path, label)
+            lines.append(f"{one}\n")
+            parts.append({"kind": "file", "path": str(path), "sha256": one})
+        else:
+            lines.append(_text_line("arg", arg))
+            parts.append({"kind": "arg", "text": arg})
+    total = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+    return CommandDigest(total, tuple(parts))
 
 
-def argv_digest(argv: Sequence[str], label: str) -> tuple[str, list[dict[str, str]]]:
-    """sha256 over the files of :func:`argv_files`, each as ``<sha256 of its bytes>\\n`` in argv order.
-
-    Contents only, not paths: the same build checked out elsewhere has the same identity.
-    """
-    files = argv_files(argv)
-    if not files:
-        raise PackerUnavailable(f"{label}: cannot hash the packer: {argv[0]!r} resolves to no file; "
-                                "give its digest with --packer-digest SHA256")
-    listed = []
-    total = hashlib.sha256()
-    for path in files:
-        try:
-            one = file_sha256(path)
-        except OSError as exc:
-            raise PackerUnavailable(f"{label}: cannot hash {str(path)!r} for its identity: "
-                                    f"{exc.strerror or exc}; give --packer-digest SHA256") from None
-        total.update(f"{one}\n".encode())
-        listed.append({"path": str(path), "sha256": one})
-    return total.hexdigest(), listed
+def _hashed(path: Path, label: str) -> str:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        raise PackerUnavailable(f"{label}: cannot hash {str(path)!r} for its identity: "
+                                f"{exc.strerror or exc}; give --packer-digest SHA256") from None
 
 
 def given_digest(value: str, label: str) -> str:

@@ -1,7 +1,9 @@
 """Serve a Python packer over the wire protocol: ``python -m harness.packers.serve [module:function]``.
 
 The packer side of docs/packer-protocol.md in Python: answer the ``hello`` handshake, then read
-one message from stdin, answer one on stdout, until stdin ends. Without an argument it serves
+one message from stdin, answer one on stdout, until stdin ends; a message out of place (before
+``hello``, a second ``hello``, another wire version, another geometry) is answered with ``error``
+(:mod:`harness.packers.session`). Without an argument it serves
 the harness's own packer, the reference an engine team can diff its own packer's bytes against;
 with one, any ``--packer``-style callable, so a Python packer can be judged through the same
 process boundary as the engine's (``harness laws --packer-cmd "python -m harness.packers.serve m:f"``).
@@ -19,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, BinaryIO, Protocol, cast
 
 import numpy as np
+import pyarrow as pa
 
 from harness import __version__
 from harness.data.blocks import Block
@@ -27,6 +30,7 @@ from harness.data.ops import Op
 from harness.packers import wire
 from harness.packers.callable import load_object
 from harness.packers.errors import PackerUnavailable
+from harness.packers.session import Session
 from harness.packing import HarnessPacker, PackedRequest, Segment, harness_identity, unpack
 
 USAGE = """Serve a packer on stdin/stdout over the harness's wire protocol (docs/packer-protocol.md).
@@ -64,9 +68,19 @@ def layout_request(op: Op, segments: tuple[Segment, ...], frames: int = 0) -> Pa
                          np.zeros(rows, np.int32) if voiceprint else None, None, segments)
 
 
-def answer(packer: Served, data: wire.Readable, name: tuple[str, str] = ("harness", __version__)) -> bytes:
-    """The answer to the next request on ``data`` (``name``: packer_name and packer_version for ``hello``)."""
-    message = wire.read_message(data, (wire.HELLO, wire.PACK, wire.UNPACK))
+def answer(packer: Served, data: wire.Readable, session: Session,
+           name: tuple[str, str] = ("harness", __version__)) -> bytes:
+    """The answer to the next message on ``data`` (``name``: packer_name and packer_version for ``hello``).
+
+    A message the session's rules refuse (out of place, another version, not a request, another
+    geometry than the ``hello``'s) and a request the packer declines (a HarnessError) are answered
+    with ``error``: the stream stays in step and the process reads on."""
+    message = wire.read_any(data)
+    refusal = session.refusal(message.verb, message.meta)
+    if refusal is None and message.verb != wire.HELLO:
+        refusal = session.geometry_refusal(message.meta)
+    if refusal is not None:
+        return wire.encode_error(refusal)
     if message.verb == wire.HELLO:
         return wire.encode_hello_answer(*name)
     try:
@@ -84,9 +98,10 @@ def answer(packer: Served, data: wire.Readable, name: tuple[str, str] = ("harnes
 
 def serve(packer: Served, stdin: Peekable, stdout: BinaryIO,
           name: tuple[str, str] = ("harness", __version__)) -> None:
-    """Answer requests until stdin ends between two messages."""
+    """Answer messages until stdin ends between two messages (one session)."""
+    session = Session()
     while stdin.peek(1):
-        stdout.write(answer(packer, stdin, name))
+        stdout.write(answer(packer, stdin, session, name))
         stdout.flush()
 
 
@@ -104,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         except HarnessError as exc:  # stderr, one line: the harness quotes it when the packer does not start
             print(f"harness: error: {exc}", file=sys.stderr)
             return 2
-    # (typeshed says BinaryIO; a process's binary stdin is an io.BufferedReader, which peeks)
-    serve(packer, cast(io.BufferedReader, sys.stdin.buffer), sys.stdout.buffer, name)
+    try:  # (typeshed says BinaryIO; a process's binary stdin is an io.BufferedReader, which peeks)
+        serve(packer, cast(io.BufferedReader, sys.stdin.buffer), sys.stdout.buffer, name)
+    except pa.ArrowInvalid as exc:  # not an Arrow IPC stream: the next message cannot be found
+        print(f"harness: error: stdin is not a stream of Arrow IPC messages ({exc}); stopping", file=sys.stderr)
+        return 2
     return 0
 
 

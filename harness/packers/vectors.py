@@ -6,9 +6,10 @@ vectors"). Every answer is the harness's own packer's (:func:`harness.packing.pa
 ``unpack``), so the vectors say exactly what the laws judge, and :func:`check_vector` re-derives
 each one from its request (the test of the export).
 
-One file per vector plus ``index.json`` (file names, sha256, what each covers). A vector holds
-the request's blocks, the packed request (tensors, layout, Triton's ragged index tensors), the
-output of :data:`FUNCTION` computed on the packed request (what ``unpack`` is given) and the
+One file per vector, ``sessions.json`` (what a packer's message loop answers, in and out of
+place: :mod:`harness.packers.session_vectors`) and ``index.json`` (file names, sha256, what each
+covers). A vector holds the request's blocks, the packed request (tensors, layout, Triton's
+ragged index tensors), the output of :data:`FUNCTION` computed on the packed request (what ``unpack`` is given) and the
 expected unpacked outputs per real block. Numbers are JSON numbers: float32 values written as
 their exact decimal (parse as f64, cast to f32: exact), integers as integers.
 """
@@ -31,11 +32,10 @@ from harness.data.fsio import fault, file_mode, make_dirs, missing_dirs, os_fail
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.schemas.base import validate
-from harness.data.schemas.vectors import Vector, VectorIndex
+from harness.data.schemas.vectors import FORMAT, SessionVectors, Vector, VectorIndex
 from harness.packers.wire import VERSION, geometry_meta
 from harness.packing import PackedRequest, harness_identity, pack, unpack
 
-FORMAT = 1
 FUNCTION = ("per-window-v1: OP 0, one output row per window w of the request: [VALID[w], the window's first "
             "valid sample SPAN[OFFSETS[w]] (0 if VALID[w] == 0), its last valid sample SPAN[OFFSETS[w] + VALID[w] - 1] "
             "(0 if VALID[w] == 0)], float32, shape [windows, 3]; OP 1/2, one row per voiceprint row r, w = IDX[r]: "
@@ -195,9 +195,17 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
             index.append({"file": f"{name}.json", "name": name, "what": what,
                           "sha256": hashlib.sha256(text.encode()).hexdigest()})
             fault(f"vectors:{name}")
+        from harness.packers import session_vectors  # (it builds on this module)
+
+        requests = {name: (blocks, pad_to) for name, _, blocks, pad_to in cases(geometry)}
+        sessions = session_vectors.sessions(requests, geometry)
+        validate(SessionVectors, sessions, f"test vectors {session_vectors.FILE}")
+        text = json.dumps(sessions, indent=1) + "\n"
+        _write(tmp / session_vectors.FILE, text)
         table = {"vector_format": FORMAT, "wire_version": VERSION, "harness_version": __version__,
                  "derived_by": harness_identity(), "geometry": geometry_meta(geometry), "function": FUNCTION,
-                 "vectors": index}
+                 "vectors": index, "sessions": {"file": session_vectors.FILE,
+                                                "sha256": hashlib.sha256(text.encode()).hexdigest()}}
         validate(VectorIndex, table, "test vectors index.json")
         _write(tmp / "index.json", json.dumps(table, indent=1) + "\n")
         fault("rename:vectors")
@@ -210,8 +218,9 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_empty(created)
         raise
-    return [f"wrote {len(index)} packing test vectors and index.json to {final} (wire version {VERSION}, "
-            f"answers of {harness_identity()})"]
+    return [f"wrote {len(index)} packing test vectors, {len(sessions['sessions'])} session vectors "
+            f"({session_vectors.FILE}) and index.json to {final} (wire version {VERSION}, answers of "
+            f"{harness_identity()})"]
 
 
 def _write(path: Path, text: str) -> None:

@@ -121,19 +121,28 @@ class Readable(Protocol):
     def read(self, n: int = -1, /) -> bytes: ...
 
 
-def read_message(source: Readable | bytes, expect: Sequence[str] = VERBS) -> Message:
-    """Read one message (one IPC stream) from ``source``; raise WireError if it is not one of ``expect``."""
+def read_any(source: Readable | bytes) -> Message:
+    """Read one message (one IPC stream) from ``source`` whatever its verb and version (``verb`` "" if it has none).
+
+    Metadata keys not in the protocol are kept and mean nothing; record batches are read whatever
+    their number (a ``hello`` or ``error`` has no columns: zero batches, or empty ones)."""
     reader = pa.ipc.open_stream(source)
     table = reader.read_all()
     raw = table.schema.metadata or {}
     meta = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
-    verb = meta.get("verb")
+    return Message(meta.get("verb", ""), meta, table)
+
+
+def read_message(source: Readable | bytes, expect: Sequence[str] = VERBS) -> Message:
+    """Read one message (one IPC stream) from ``source``; raise WireError if it is not one of ``expect``."""
+    message = read_any(source)
+    meta, verb = message.meta, message.meta.get("verb")
     if meta.get("version") != VERSION:
         raise WireError(f"message has wire version {meta.get('version')!r}, expected {VERSION!r} "
                         "(schema metadata 'version')")
     if verb is None or verb not in expect:
         raise WireError(f"message verb {verb!r}, expected {' or '.join(expect)} (schema metadata 'verb')")
-    return Message(verb, meta, table)
+    return message
 
 
 # ------------------------------------------------------------------ hello: the handshake, both ways

@@ -24,8 +24,9 @@ it: ~1 s of the run's start-up): the key takes hypothesis's version from its ins
 harness's own packer in a thread beside the lanes and returns a :class:`~concurrent.futures.Future`:
 the verdict only goes into the run manifest, so ``run_shapes`` joins it after the lanes, before the run is written,
 and an error in it ends the command with its own line (step ``packing laws``) and no run is kept.
-A foreign packer is judged before the lanes as before: the laws set its geometry and may restart
-its process, which the lanes use meanwhile.
+A foreign packer is judged before the lanes: an external one in a process of its own at the laws'
+geometry (a packer process keeps its session's geometry), a Python one with its geometry set for the
+judging. Its first failure (a crash, a stall) ends the judging, and the command: it is not restarted.
 """
 
 from __future__ import annotations
@@ -68,22 +69,32 @@ def packer_identity(packer: Packer) -> str:
 
 
 @contextmanager
-def _judged_as_the_laws_need(packer: Packer) -> Iterator[None]:
-    """The laws' examples have their own geometry (``LAW_GEOMETRY``); a foreign packer validates (and an
-    external one encodes: every wire request carries its geometry) with the one it was built for, the
-    model's. While it is judged it uses the laws' geometry, and an external packer may be restarted
-    (a process the laws crash is replaced, as ``harness laws`` does); both are restored after."""
-    saved = {name: getattr(packer, name) for name in ("geometry", "restart") if hasattr(packer, name)}
+def _judged_as_the_laws_need(packer: Packer) -> Iterator[Packer]:
+    """The packer to judge, at the laws' geometry (``LAW_GEOMETRY``): their examples have their own, and a
+    foreign packer validates (and an external one encodes: every wire request carries it) with the one it
+    was built for, the model's. A packer process keeps its session's geometry for life, so an external
+    packer is judged in a process of its own (``with_geometry``: the same command, its own ``hello``),
+    ended after; an in-process packer's geometry is set for the judging and restored after."""
     from harness.laws import LAW_GEOMETRY
 
+    sibling = getattr(packer, "with_geometry", None)
+    if callable(sibling):
+        judged = sibling(LAW_GEOMETRY)
+        try:
+            yield judged
+        finally:
+            judged.close()
+        return
+    held: Any = packer  # a geometry is an attribute of some packers only, not of the Packer protocol
+    saved = getattr(held, "geometry", None)
+    if saved is None:  # the harness's own packer has none
+        yield packer
+        return
     try:
-        for name, value in (("geometry", LAW_GEOMETRY), ("restart", True)):
-            if name in saved:  # attributes of some packers only, not of the Packer protocol
-                setattr(packer, name, value)
-        yield
+        held.geometry = LAW_GEOMETRY
+        yield packer
     finally:
-        for name, value in saved.items():
-            setattr(packer, name, value)
+        held.geometry = saved
 
 
 @contextmanager
@@ -159,8 +170,10 @@ def _judge(packer: Packer, examples: int, max_blocks: int | None) -> dict[str, A
         return cached
     from harness.laws import check_packer  # hypothesis is imported only when a run judges
 
-    with _judged_as_the_laws_need(packer), _no_files_left_by_hypothesis():
-        report = check_packer(packer, examples=int(examples), seed=SEED, max_blocks=max_blocks)
+    with _judged_as_the_laws_need(packer) as judged, _no_files_left_by_hypothesis():
+        report = check_packer(judged, examples=int(examples), seed=SEED, max_blocks=max_blocks)
+        # the verdict is the judged process's: if it named itself otherwise, the verdict is not the lanes' packer's
+        base["packer_identity"] = packer_identity(judged)
     result = {**base, "verdict": "hold" if report.ok else "broken", "broken": [o.law for o in report.broken],
               "laws": {o.law: o.status for o in report.outcomes}}
     if own:

@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # what the names are, for the type checker; at run time __get
         Score,
         ShapeScore,
     )
-    from harness.data.schemas.vectors import Vector, VectorIndex
+    from harness.data.schemas.vectors import SessionVectors, Vector, VectorIndex
 
 _MODULE_OF = {
     "HistoryAnswer": "answers", "ShapesAnswer": "answers", "AuditFile": "audit",
@@ -69,7 +69,7 @@ _MODULE_OF = {
     "SignoffReport": "report",
     **dict.fromkeys(("CheckModel", "LocalisationFile", "OpVerdictModel", "Reproduction", "Score", "ShapeScore"),
                     "results"),
-    "Vector": "vectors", "VectorIndex": "vectors",
+    "Vector": "vectors", "VectorIndex": "vectors", "SessionVectors": "vectors",
 }
 
 # every file kind the harness reads or prints, by its title in docs/schemas.md: its model's name
@@ -87,6 +87,7 @@ _FILE_KINDS = {
     "output file metadata": "OutputsMeta",
     "packing test vectors index (index.json)": "VectorIndex",
     "packing test vector": "Vector",
+    "packing session vectors (sessions.json)": "SessionVectors",
     "`harness shapes --json` (stdout)": "ShapesAnswer",
     "`harness ledger --json` (stdout)": "HistoryAnswer",
     "ledger history part (each row; `<ledger>.history/<seq>.parquet`)": "HistoryRow",
@@ -121,4 +122,4 @@ __all__ = ["FILE_KINDS", "AuditFile", "SignoffReport", "AdoptionJournal", "Histo
            "GoldenManifest", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "LocalisationFile", "ModelInfo",
            "OpVerdictModel", "OutputsMeta", "PromotedShapes", "Provenance", "Reproducibility", "Reproduction",
            "RunManifest", "Score", "ShapeScore", "describe_error", "entry_key", "validate", "GoldenDiff",
-           "HistoryRow", "SeriesAnswer", "Vector", "VectorIndex"]
+           "HistoryRow", "SeriesAnswer", "SessionVectors", "Vector", "VectorIndex"]

@@ -38,6 +38,7 @@ STEMS = (
     ("LocalisationFile", "localisation"),
     ("VectorIndex", "packing-vectors-index"),
     ("Vector", "packing-vector"),
+    ("SessionVectors", "packing-sessions"),
     ("AdoptionJournal", "adoption-journal"),
     ("Journal", "ledger-journal"),
     ("ShapesAnswer", "shapes-answer"),

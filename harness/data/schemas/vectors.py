@@ -1,4 +1,5 @@
-"""The packing test vectors' files (``harness laws --export-vectors``): ``index.json`` and one file per vector.
+"""The packing test vectors' files (``harness laws --export-vectors``): ``index.json``, one file per vector and
+``sessions.json`` (what a packer answers to each message of a session).
 
 Written by :mod:`harness.packers.vectors` (validated against these models before they are written),
 read by an engine's own tests; docs/packer-protocol.md, "Test vectors", says how they are used.
@@ -13,6 +14,8 @@ from pydantic import Field
 from harness.data.schemas.base import Count, Number, Positive, Sha256, Strict
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,99}$")]
+# 2: index.json names sessions.json (the session vectors); the packing vectors are as in 1
+FORMAT = 2
 
 
 class VectorGeometry(Strict):
@@ -82,7 +85,7 @@ class VectorPart(Strict):
 class Vector(Strict):
     """One packing test vector: a request, its one correct packed request, an output and its unpacked parts."""
 
-    vector_format: Literal[1]
+    vector_format: Literal[2]
     wire_version: str
     name: Name
     what: str
@@ -100,13 +103,45 @@ class VectorEntry(Strict):
     sha256: Sha256
 
 
+class SessionsEntry(Strict):
+    file: Literal["sessions.json"]
+    sha256: Sha256
+
+
 class VectorIndex(Strict):
     """``index.json`` of the packing test vectors: what each file covers and its sha256."""
 
-    vector_format: Literal[1]
+    vector_format: Literal[2]
     wire_version: str
     harness_version: str
     derived_by: str = Field(description="the identity of the harness packer whose answers these are")
     geometry: VectorGeometry
     function: str = Field(description="the per-window function of `unpack.data`, in words")
     vectors: list[VectorEntry]
+    sessions: SessionsEntry = Field(description="the session vectors: the verb each message of a session is "
+                                                "answered with")
+
+
+class SessionStep(Strict):
+    metadata: dict[str, str] = Field(description="the message's schema metadata as sent: verb, version, the geometry "
+                                                 "and the verb's own keys (values are strings, as on the wire)")
+    vector: Name | None = Field(description="pack: the packing vector whose request's blocks are the message's rows; "
+                                            "unpack: the one whose packed layout and unpack output it carries; "
+                                            "null: a message without columns")
+    answer: Literal["hello", "packed", "unpacked", "error"] = Field(
+        description="the verb of the one correct answer (packed / unpacked: the named vector's packed / unpacked)")
+
+
+class SessionCase(Strict):
+    name: Name
+    what: str
+    steps: list[SessionStep] = Field(description="the messages of one packer process, in order, from its start")
+
+
+class SessionVectors(Strict):
+    """``sessions.json``: sessions of messages, each with the verb of its one correct answer."""
+
+    vector_format: Literal[2]
+    wire_version: str
+    rules: str = Field(description="the session rules the answers follow, in words")
+    sessions: list[SessionCase]
