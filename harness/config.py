@@ -161,9 +161,8 @@ class HistorySection(_Section):
         "over the window")
     near_limit: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         default=0.8, description="warn when a check's last margin is at least this fraction of its limit")
-    fail_on_warning: bool = Field(
-        default=False, description="a warning (a margin's, or evidence beyond the release's own floor but within "
-        "the mode's limits) fails the nightly (exit 1) although every verdict held")
+    fail_on_warning: bool = Field(default=False, description="a warning (margins; evidence beyond the release's "
+                                  "floor, within the mode's limits) fails the nightly (exit 1) though verdicts held")
 
 
 class EvidenceSection(_Section):

@@ -24,7 +24,7 @@ Pure arithmetic on tensors: no model, no hooks (those are :mod:`harness.localise
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -89,10 +89,11 @@ def module_floor(recorded: Mapping[str, Any] | None, scale: float, dtype: torch.
     return max(noise, ulp_of(max(scale, recorded_scale), dtype))
 
 
-def along_network(pairs: Sequence[tuple[str, torch.Tensor, torch.Tensor]],
+def along_network(pairs: Iterable[tuple[str, torch.Tensor, torch.Tensor]],
                   floors: Mapping[str, Mapping[str, Any]] | None, multiple: float) -> dict[str, Any]:
-    """``pairs``: (module, packed slice, exact output) in execution order. Returns the per-module table,
-    the first module over ``multiple`` x its floor, and where the floors came from."""
+    """``pairs``: (module, packed slice, exact output) in execution order, iterated once (each pair may be read
+    when reached and dropped after). Returns the per-module table, the first module over ``multiple`` x its
+    floor, and where the floors came from."""
     modules = []
     first = None
     for name, got, want in pairs:

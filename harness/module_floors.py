@@ -25,8 +25,11 @@ block without voiceprint rows is not sampled for that OP.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
+
+import numpy as np
 
 from harness.config import LocaliseSection
 from harness.data.blocks import Block
@@ -69,6 +72,8 @@ class FloorSampler:
     def __init__(self, model: object | None, geometry: Geometry, ids: list[str], seed: int, ops: Sequence[Op],
                  reason: str | None = None) -> None:
         self.model = model
+        self.spill: Path | None = None  # where the passes' module outputs are written (harness.activations)
+        self.progress: Callable[[str | None], None] | None = None  # told each pass and module (None: done)
         self.geometry = geometry
         self.ids = ids
         self.seed = seed
@@ -124,26 +129,73 @@ class FloorSampler:
 
     def _measure(self, op: Op, request: Block, table: dict[str, dict[str, float]]) -> None:
         """Two plain passes and one under :func:`harness.localise.one_ulp_jitter`, alone, hooked: each module's
-        largest difference between the plain passes, and between the jittered one and the first, kept."""
+        largest difference between the plain passes, and between the jittered one and the first, kept. The
+        three run side by side, compared module by module as they go (harness.lockstep); calls that do not
+        run in step are measured one after the other, their outputs kept out of memory (harness.activations)."""
+        from harness import lockstep  # imports torch
+
+        try:
+            figures = self._side_by_side(op, request)
+        except lockstep.OutOfStep:
+            figures = self._one_after_another(op, request)
+        for name, figure in figures.result().items():
+            old = table.get(name, dict.fromkeys(KEYS, 0.0))
+            table[name] = {key: max(old[key], float(figure[key])) for key in KEYS}
+
+    def _side_by_side(self, op: Op, request: Block) -> _Figures:
+        """The three passes at once, each module compared when every pass has produced it."""
+        import torch
+
+        from harness import lockstep
+        from harness.localise import OUTPUT, families, one_ulp_jitter
+
+        model: Any = self.model
+        nets, _ = families(model, op)
+        figures = _Figures()
+        modules = sum(1 for top in nets.values() for name, _ in top.named_modules() if name) + len(nets)
+        self._say(op, f"3 passes side by side, module 0 of {modules}")
+
+        def compare(name: str, outputs: list[Any]) -> None:
+            figures.add(name, outputs)
+            self._say(op, f"3 passes side by side, module {len(figures.figures)} of {modules}")
+
+        with one_ulp_jitter(nets, self.seed, when=lambda: lockstep.current() == 2):
+            answers = lockstep.run([lambda: model.infer(request.tensors())] * 3, nets, compare)
+        if len({a.shape for a in answers}) == 1:
+            figures.add(OUTPUT, [torch.from_numpy(np.ascontiguousarray(a)) for a in answers])
+        return figures
+
+    def _one_after_another(self, op: Op, request: Block) -> _Figures:
+        """The three passes one after another, each module's outputs written out and compared one at a time."""
         from harness.localise import comparable, families, one_ulp_jitter, record_activations  # imports torch
-        from harness.module_errors import difference, scale_of
 
         model: Any = self.model
         nets, row_modules = families(model, op)
-        want_acts, want_out = record_activations(model, request.tensors(), nets, slice(0, None), slice(0, None),
-                                                 row_modules)
-        got_acts, got_out = record_activations(model, request.tensors(), nets, slice(0, None), slice(0, None),
-                                               row_modules)
-        with one_ulp_jitter(nets, self.seed):
-            jit_acts, jit_out = record_activations(model, request.tensors(), nets, slice(0, None), slice(0, None),
-                                                   row_modules)
-        scales = {name: scale_of(want) for name, _, want in comparable(got_acts, want_acts, got_out, want_out)}
-        jittered = {name: difference(got, want, scales.get(name))["max_abs"]
-                    for name, got, want in comparable(jit_acts, want_acts, jit_out, want_out)}
-        for name, got, want in comparable(got_acts, want_acts, got_out, want_out):
-            d = {**difference(got, want, scales[name]), "jitter": jittered.get(name, 0.0)}
-            old = table.get(name, dict.fromkeys(KEYS, 0.0))
-            table[name] = {key: max(old[key], float(d[key])) for key in KEYS}
+        every = slice(0, None)
+        figures = _Figures()
+        self._say(op, "pass 1 of 3")
+        want_acts, want_out = record_activations(model, request.tensors(), nets, every, every, row_modules,
+                                                 self.spill)
+        with want_acts:
+            self._say(op, "pass 2 of 3")
+            got_acts, got_out = record_activations(model, request.tensors(), nets, every, every, row_modules,
+                                                   self.spill)
+            with got_acts:
+                self._say(op, "pass 3 of 3, every leaf module one ulp off")
+                with one_ulp_jitter(nets, self.seed):
+                    jit_acts, jit_out = record_activations(model, request.tensors(), nets, every, every,
+                                                           row_modules, self.spill)
+                with jit_acts:
+                    names = len(want_acts.names()) + 1
+                    pairs = comparable(want_acts, (got_acts, got_out), (jit_acts, jit_out), want_out=want_out)
+                    for i, (name, want, (got, jit)) in enumerate(pairs, start=1):
+                        self._say(op, f"module {i} of {names}")
+                        figures.add(name, [want, got, jit])
+        return figures
+
+    def _say(self, op: Op, what: str) -> None:
+        if self.progress is not None:
+            self.progress(f"module noise floors: OP {int(op)}, {what}")
 
     def _request(self, block: Block, op: Op) -> Block | None:
         if op is Op.SEGMENTATION:
@@ -152,6 +204,31 @@ class FloorSampler:
         if rows is None or rows.idx.shape[0] == 0:
             return None
         return block.with_voiceprint(op, rows.weights, rows.idx, rows.speakers, self.geometry)
+
+
+class _Figures:
+    """Per module, over its outputs as they come (a module may produce several): the largest magnitude of the
+    first pass (its scale), the largest difference of the second pass and of the jittered one from it."""
+
+    def __init__(self) -> None:
+        self.figures: dict[str, dict[str, float]] = {}
+
+    def add(self, name: str, outputs: Sequence[Any]) -> None:
+        from harness.module_errors import difference, scale_of  # imports torch
+
+        want, got, jit = outputs
+        scale = scale_of(want)
+        f = self.figures.setdefault(name, {"max_abs": 0.0, "scale": 0.0, "jitter": 0.0})
+        f["scale"] = max(f["scale"], scale)
+        f["max_abs"] = max(f["max_abs"], float(difference(got, want, scale)["max_abs"]))
+        f["jitter"] = max(f["jitter"], float(difference(jit, want, scale)["max_abs"]))
+
+    def result(self) -> dict[str, dict[str, float]]:
+        """Per module: max_abs, max_rel (the largest difference over the module's scale), scale, jitter."""
+        import torch
+
+        tiny = float(torch.finfo(torch.float32).tiny)
+        return {name: {**f, "max_rel": f["max_abs"] / max(f["scale"], tiny)} for name, f in self.figures.items()}
 
 
 def floor_sampler(model: object | None, corpus: CorpusReader, settings: LocaliseSection, ops: Sequence[Op]

@@ -84,6 +84,7 @@ class PlainLines(Ticks):
         self.out = out
         self.start = clock()
         self.work_start = self.start  # when counted work began: the start, or the end of the warm-up
+        self.last = self.start  # when the last call was counted
         self.done = 0
         self.label: str | None = None
         self._lock = threading.Lock()
@@ -91,12 +92,14 @@ class PlainLines(Ticks):
     def __call__(self, n: int) -> None:
         with self._lock:
             self.done += n
+            if n:
+                self.last = self.clock()
 
     def phase(self, label: str | None) -> None:
         with self._lock:
             self.label = label
             if label is None:
-                self.work_start = self.clock()
+                self.work_start = self.last = self.clock()
 
     def line(self, final: bool = False) -> str:
         """The current line: done of total, elapsed (the warm-up included), the time left estimated from the
@@ -104,6 +107,7 @@ class PlainLines(Ticks):
         with self._lock:
             now, done, total, label = self.clock(), self.done, self.total, self.label
             work_start = self.work_start
+            last = self.last
         elapsed = now - self.start
         if final:
             return f"{self.description}: {done} {self.unit}, done ({100 * done / total:.0f} %), {elapsed:.0f} s elapsed"
@@ -112,8 +116,13 @@ class PlainLines(Ticks):
             text += f", {label}"
         text += f", {elapsed:.0f} s elapsed"
         if label is None and done and done < total:
-            eta = (now - work_start) / done * (total - done)
-            text += f", about {eta:.0f} s left"
+            per_call = (last - work_start) / done
+            waiting = now - last
+            if waiting > max(2.0 * per_call, 1.0):  # a call outstanding longer than calls took: say so, no guess
+                text += (f", waiting for the next of the {total - done} {self.unit} left ({waiting:.0f} s so far; "
+                         f"{per_call:.1f} s each until now)")
+            else:
+                text += f", about {per_call * (total - done):.0f} s left"
         return text
 
     def emit(self, final: bool = False) -> None:

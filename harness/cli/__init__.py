@@ -75,6 +75,9 @@ def _command(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     if argv is None:  # run as the program (console script, python -m), not called in-process by a test
+        from harness.data.process_settings import tune_process
+
+        tune_process()  # first: before torch is imported and any thread starts (harness.data.process_settings)
         _hypothesis_storage_outside_the_working_folder()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("HARNESS_DEBUG") == "1" or "--debug" in args

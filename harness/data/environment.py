@@ -50,6 +50,7 @@ def environment(device: str = "cpu") -> dict[str, Any]:
     import pyarrow
 
     import harness
+    from harness.data.process_settings import in_force
 
     env: dict[str, Any] = {
         "harness": harness.__version__,
@@ -65,6 +66,7 @@ def environment(device: str = "cpu") -> dict[str, Any]:
         "device": device,
         "device_name": "cpu",
         "driver": None,
+        "process": in_force(),  # what the harness set for itself (OpenMP's wait, the allocator): no result bit
     }
     if "torch" not in sys.modules and not device.startswith("cuda"):
         env["torch"], env["cuda"] = _torch_build()

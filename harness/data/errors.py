@@ -18,6 +18,8 @@ import contextvars
 import threading
 from collections.abc import Iterator
 
+from harness.data import phases
+
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 
 _STEP: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("harness_step", default=())
@@ -25,11 +27,13 @@ _STEP: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("harness
 
 @contextlib.contextmanager
 def step(name: str) -> Iterator[None]:
-    """Name the pipeline step in progress, so an internal error can say where it happened.
+    """Name the pipeline step in progress, so an internal error can say where it happened (and, with
+    ``HARNESS_PHASES`` set, what it cost: :mod:`harness.data.phases`).
 
     The step is attached to an exception that leaves it (``harness_step``, innermost first): by the
     time the command line reports the exception, every step has been left."""
     token = _STEP.set((*_STEP.get(), name))
+    phases.enter(name)
     try:
         yield
     except BaseException as exc:
@@ -38,6 +42,7 @@ def step(name: str) -> Iterator[None]:
                 exc.harness_step = current_step()  # type: ignore[attr-defined]
         raise
     finally:
+        phases.leave(current_step())
         _STEP.reset(token)
 
 

@@ -31,6 +31,7 @@ import secrets
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,6 +100,8 @@ def fault(point: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     elif action == "bug":
         raise RuntimeError(f"fault injected at {point}")
+    elif action == "slow":  # a starved consumer: every pass through the point waits
+        time.sleep(float(os.environ.get("HARNESS_FAULT_SLEEP", "0.2")))
 
 
 def os_failure(path: Path | str, exc: OSError, doing: str = "cannot write") -> OutputError:

@@ -13,6 +13,7 @@ floor_multiple``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from golden.runs import Run
@@ -22,14 +23,17 @@ from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
 from harness.localise import Inferring, localise
 from harness.module_errors import DEFAULT_MULTIPLE
+from harness.progress import progress_bar
 from lanes.runner import no_rows
 
 FORMAT = 1
 
 
 def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callable[[], Inferring],
-                      multiple: float = DEFAULT_MULTIPLE) -> dict[str, Any]:
-    """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc)."""
+                      multiple: float = DEFAULT_MULTIPLE, spill: Path | None = None,
+                      progress: bool = False) -> dict[str, Any]:
+    """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc); ``spill``: the folder
+    the compared calls' module outputs are written to (harness.activations); ``progress``: say each one."""
     failing = {k: [op for op, v in shape.ops.items() if not v.passed]
                for k, shape in score.shapes.items() if shape.verdict == "fail"}
     if not any(failing.values()):
@@ -45,20 +49,25 @@ def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callab
         reason = "the configured model is not the golden's (fingerprints differ)"
         return {k: {op: {"available": False, "reason": reason} for op in ops} for k, ops in failing.items()}
     calls = run.calls()
-    for k, ops in failing.items():
-        out[k] = {}
-        for op_key in ops:
-            try:
-                with step(f"localise k={k} OP {op_key}"):
-                    out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), golden, run,
-                                          calls, model, multiple)
-            except Exception as exc:  # best effort: say why, never fail the verdict
-                out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
+    total = sum(len(ops) for ops in failing.values())
+    with progress_bar("localise failing shapes", total, progress, unit="OPs") as tick:
+        for k, ops in failing.items():
+            out[k] = {}
+            for op_key in ops:
+                tick.phase(f"k={k} OP {op_key}: the packed and the alone call, hooked, module by module")
+                try:
+                    with step(f"localise k={k} OP {op_key}"):
+                        out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), golden, run,
+                                              calls, model, multiple, spill)
+                except Exception as exc:  # best effort: say why, never fail the verdict
+                    out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
+                tick.phase(None)
+                tick(1)
     return out
 
 
 def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, calls: list[dict[str, Any]],
-         model: Inferring, multiple: float) -> dict[str, Any]:
+         model: Inferring, multiple: float, spill: Path | None) -> dict[str, Any]:
     targets = [f["block"] for f in verdict.failing if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
@@ -80,6 +89,6 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, call
             return {"available": False, "reason": "the failing pack has no voiceprint rows"}
     floors = (golden.manifest.get("module_floors") or {}).get("ops", {}).get(str(int(op)))
     return localise(model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None,
-                    floors=floors, multiple=multiple)
+                    floors=floors, multiple=multiple, spill=spill)
 
 

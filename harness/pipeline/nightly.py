@@ -156,7 +156,8 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
         loader = load_model if localise else None
         if loader is None and localise:
             loader = _model_loader(config, backend, run)
-        return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote, load, live)
+        return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote, load, live,
+                        show_progress)
 
 
 def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
@@ -189,7 +190,7 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
 
 def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
              load_model: Callable[[], Inferring] | None, no_promote: bool = False, load: Sweep | None = None,
-             live: LiveScore | None = None) -> NightlyOutcome:
+             live: LiveScore | None = None, progress: bool = False) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger_store`); the nightly's own outputs
@@ -222,7 +223,8 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
             with step("localise"):  # only failing shapes are localised: torch is imported only then
                 from harness.pipeline.localise import localise_failures
 
-                localisation = localise_failures(score, golden, run, load_model, config.localise.floor_multiple)
+                localisation = localise_failures(score, golden, run, load_model, config.localise.floor_multiple,
+                                                 spill=stage, progress=progress)
             if localisation:
                 write_json_atomic(stage / "localisation.json", {
                     "kind": "harness.localisation", "format": 1, "score_digest": score.digest,

@@ -106,8 +106,12 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
         with step("module floors"):  # per-module floors: harness.module_floors
             corpus = CorpusReader(tmp / CORPUS, geometry)
             modules = floor_sampler(getattr(backend, "model", None), corpus, config.localise, plan.ops)
+            modules.spill = tmp  # beside the golden being written (not a tmpfs), gone with it
+            modules.progress = getattr(progress, "phase", None)  # "module noise floors: OP 1, module 14 of 115"
             modules.add_inputs(LaneReader(tmp, geometry, plan.ops, decisions=True, where=f"golden {tmp}"))
             fields.update(modules.fields(corpus))
+            if modules.progress is not None:
+                modules.progress(None)
         write_manifest(tmp, seal_golden_manifest(fields, files))
     golden = load_golden(final)
     changes = summarize_changes(previous, golden) if previous is not None else None
