@@ -171,22 +171,54 @@ def test_shards_of_different_numerics_are_not_merged(tmp_path, golden_copy, smal
     assert not (tmp_path / "m" / "score.json").exists()
 
 
-def test_gpu_nightly_script_runs_end_to_end_on_cpu(tmp_path):
-    """benchmarks/gpu_nightly.sh: the GPU CI job's one command, run here on the CPU (small model)."""
-    if shutil.which("bash") is None:
-        pytest.fail("bash is needed to run benchmarks/gpu_nightly.sh")
-    env = {**os.environ, "PYTHON": sys.executable, "BLOCKS": "12", "SHAPES": "2", "DEVICE": "cpu",
-           "ARRANGEMENTS": "1"}  # one arrangement (CI time): the subject is the script's flow and summary
-    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_nightly.sh"), str(tmp_path / "gn")], env=env,
-                          capture_output=True, text=True, timeout=900)
+def test_gpu_lease_script_runs_end_to_end_on_cpu(tmp_path):
+    """benchmarks/gpu_lease.sh: the GPU job's one command (import check, calibration, plan, then
+    benchmarks/gpu_nightly.sh), run here on the CPU with the small model; at most 8 files come back."""
+    if shutil.which("bash") is None or shutil.which("timeout") is None:
+        pytest.fail("bash and timeout are needed to run benchmarks/gpu_lease.sh")
+    out, work = tmp_path / "out", tmp_path / "work"
+    # CI time: no smoke (on the CPU it is the long part's own job again: the small model), 8 blocks of k = 2
+    # with 3 arrangements and 2 repeats (the evidence columns), no copy-overlap, busy or cost benchmark (each a
+    # process or more; their summary sections: tests/test_gpu_lease_plan.py); a long lease, so that a slow
+    # machine cuts nothing (the budgets are the plan's, x2)
+    env = {**os.environ, "PYTHON": sys.executable, "DEVICE": "cpu", "SMOKE": "0", "CAL_BLOCKS": "1",
+           "BLOCKS": "8", "SHAPES": "2", "ARRANGEMENTS": "3", "REPEATS": "2", "COPY_OVERLAP": "0",
+           "BUSY_BLOCKS": "", "COST_BLOCKS": "", "LEASE_S": "3000", "WORK": str(work)}
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_lease.sh"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = (tmp_path / "gn" / "summary.md").read_text()
+    # what comes back from a lease: at most 8 files, directly in OUT
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_lease.log", "report_release.html", "score_release.json",
+                                                     "score_speed.json", "summary.json", "summary.md"]
+    assert "gpu_import_check: ok" in (out / "gpu_lease.log").read_text()
+    summary = (out / "summary.md").read_text()
     assert "## release: PASS" in summary and "## speed:" in summary
     assert "equals a CPU build of the same seed: True" in summary
+    assert "## `harness golden diff`" in summary
+    data = json.loads((out / "summary.json").read_text())
+    phases = [(p["part_of"], p["phase"]) for p in data["phases"]]
+    assert phases == [(None, "wheels"), (None, "import"), (None, "device"), (None, "calibrate"), (None, "plan"),
+                      ("long", "release"), ("long", "speed"), ("long", "diff"), (None, "long")]
+    assert all(p["exit"] == "0" for p in data["phases"]), data["phases"]
+    assert data["plan"]["blocks"] == 8 and data["plan"]["t_exact_s"] > 0
+    release = data["profiles"]["release"]
+    assert release["golden_record_reproduction"]["bitwise"] is True and release["golden_reproduction_bitwise"] is True
+    assert release["numerics"]["deterministic_algorithms"] is True and "compute_capability" in release["numerics"]
+    assert release["host"]["host_ms_per_block_lane"] > 0 and release["host"]["lane_units_per_block"] == 6
+    rows = {(r["shape"], r["op"]): r for r in release["rows"]}
+    assert sorted(rows) == [(2, 0), (2, 1), (2, 2)]
+    for r in rows.values():
+        assert r["verdict"] == "pass" and r["verdict_bitwise"] in ("pass", "fail")
+        assert r["verdict_bitwise"] == ("pass" if r["bitwise"] else "fail")
+        assert r["arrangements_passed"] is True and r["repeats_reproducible"] is True
+        assert r["duplicates_passed"] is True and r["speedup"] is not None
+    assert rows[(2, 1)]["rows_matched"] == rows[(2, 1)]["rows_golden"] > 0
+    assert data["golden_diff"]["status"] in ("bitwise", "within-tolerance")
+    # the work folder (kept: WORK was given) holds both profiles' reports and JUnit files
     for profile in ("release", "speed"):
-        assert (tmp_path / "gn" / profile / "nightly" / "report" / "report.html").is_file()
-        assert (tmp_path / "gn" / profile / "nightly" / "junit.xml").is_file()
-    assert not any(isinstance(r, Skipped) for c in junit_cases(tmp_path / "gn" / "release" / "nightly" / "junit.xml")
+        assert (work / "long" / profile / "nightly" / "report" / "report.html").is_file()
+        assert (work / "long" / profile / "nightly" / "junit.xml").is_file()
+    assert not any(isinstance(r, Skipped) for c in junit_cases(work / "long" / "release" / "nightly" / "junit.xml")
                    for r in c.result)
 
 
