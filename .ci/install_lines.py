@@ -7,9 +7,10 @@ set that installs cleanly can still fail at import (nvidia-pytriton pins numpy <
 26 needs numpy 2). So for each documented line this creates a venv from nothing (no system site
 packages), installs torch first (the CPU build, as the README says; ``torch==2.13.0``, the wheel
 on this machine's disk, else the PyTorch CPU index), then the line, and runs ``harness
---version``, ``pip check`` and a tiny command (``harness corpus synth``, which imports numpy,
-pyarrow and the model). Lines documented as run inside an existing install (the hints the
-harness prints: ``pip install 'diar-lane-harness[ray]'``) run after the line of their venv.
+--version``, ``pip check``, a tiny command (``harness corpus synth``, which imports numpy,
+pyarrow and the model) and ``harness init`` (the annotated configuration the package ships).
+Lines documented as run inside an existing install (the hints the harness prints: ``pip install
+'diar-lane-harness[ray]'``) run after the line of their venv.
 
 Usage: ``python .ci/install_lines.py [--keep] [--only NAME ...]`` (``tox -e install``). The venvs are
 built at once, each in its own folder; pip's cache is reused (its default folder): the second run
@@ -118,6 +119,7 @@ def check_venv(venv: Venv, root: Path) -> tuple[bool, list[str], float]:
         ok = ok and run([harness, "--version"], work, env, log)
         ok = ok and run([harness, "corpus", "synth", f"c{i}.parquet", "--blocks", "2", "--model", "small"], work,
                         env, log)
+        ok = ok and run([harness, "init", f"h{i}.toml"], work, env, log)  # the annotated config the package ships
         for snippet in step.checks:
             ok = ok and run([py, "-c", snippet], work, env, log)
         if step.collect_tests:  # the extras this venv lacks (ray, triton) skip, they do not error
