@@ -61,12 +61,12 @@ TRITON_IMPORTS = "import numpy, pyarrow, tritonclient.http, pytriton; import lan
 RAY_IMPORTS = "import ray, numpy, pyarrow; from harness.pipeline.distributed import import_ray; import_ray()"
 
 VENVS = (
-    # README "Installing": the GPU machine's line (here with the CPU torch installed first); then the hint the
-    # harness prints for --backend http:// in that numpy-2 venv: it must move pyarrow to a numpy-1 build too.
+    # README "Installing": the CPU and the GPU machine's line (here with the CPU torch installed first); then the
+    # hint the harness prints for --backend http:// in that numpy-2 venv: it must move pyarrow to a numpy-1 build too.
     Venv("plain", (Step(("-e", "."), "README.md"),
                    Step(("diar-lane-harness[triton]",), "harness/pipeline/backends.py (the --backend hint)",
                         (TRITON_IMPORTS,)))),
-    # README "Installing" (CPU machine) and docs/triton.md: the Triton lane.
+    # README "Installing" (the triton extra) and docs/triton.md: the Triton lane.
     Venv("triton", (Step(("-e", ".[triton]"), "README.md, docs/triton.md", (TRITON_IMPORTS,)),)),
     # README "Installing": the tests outside tox (every module collects; tests of absent extras skip), then the
     # ray extra into that install, then docs/nightly.md's Ray line (the hint --ray prints): already satisfied.
@@ -76,9 +76,11 @@ VENVS = (
                        "hint)", (RAY_IMPORTS,)))),
 )
 
+# README "Installing": torch first, as every venv above gets it (torch_args: the local wheel, else the CPU index)
+TORCH_LINES = ("pip install " + TORCH, f"pip install {TORCH} --index-url {TORCH_CPU_INDEX}")
 # Every `pip install` line the docs hold must be one of these, or be explicitly not about this project.
-DOCUMENTED = tuple(step.line for venv in VENVS for step in venv.steps)
-NOT_THIS_PROJECT = ("pip install tox", "pip install torch --index-url " + TORCH_CPU_INDEX)
+DOCUMENTED = (*(step.line for venv in VENVS for step in venv.steps), *TORCH_LINES)
+NOT_THIS_PROJECT = ("pip install tox",)
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], log: list[str], timeout: float = 1800) -> bool:
