@@ -116,6 +116,7 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "device_kind": score.device_kind,
         "numerics_profile": score.numerics_profile,
         "environment": _by_name(score.environment.model_dump(mode="json")),
+        "backend": score.backend.rows() if score.backend is not None else None,  # what ran the requests
         "numerics": score.numerics.in_force,
         "mode": score.mode,
         "pad_to_fixed": score.pad_to_fixed,

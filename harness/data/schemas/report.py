@@ -46,6 +46,9 @@ class SignoffReport(Strict):
     device_kind: str
     numerics_profile: str
     environment: dict[str, Any]
+    backend: dict[str, str] | None = Field(None, description="what ran the requests, as the report's rows: "
+                                           "in-process, or a Triton server's URL, transport, shared memory, requests "
+                                           "in flight (score.backend; None for a score before it)")
     numerics: dict[str, Any] = Field(description="the numeric settings in force")
     mode: Literal["isolated", "chained"] = Field(description="the lanes' voiceprint inputs")
     pad_to_fixed: bool
