@@ -238,6 +238,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     from harness.ledger_store import read_consistent
     from harness.score_check import check_self_consistent, read_score
     from reports import write_junit, write_report
+    from reports.engine import engine_manifest
 
     check_writable_dir(out, "report folder")
     if junit is not None:
@@ -246,7 +247,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     score_file, loc_file = pin([score_path, localisation or score_path])
     result = read_score(score_file)
     check_self_consistent(result, str(score_path))
-    book = read_consistent(ledger, manifest)[0] if ledger is not None else None
+    book, engine_reads = read_consistent(ledger, manifest) if ledger is not None else (None, None)
     loc = None
     if localisation is not None:
         data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
@@ -259,7 +260,8 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:
-        write_report(stage, result, ledger=book, localisation=loc)
+        write_report(stage, result, ledger=book, localisation=loc,
+                     engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None)
         if beside is not None:
             write_junit(stage / beside.name, result, None)
     committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))

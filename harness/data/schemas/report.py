@@ -74,6 +74,12 @@ class SignoffReport(Strict):
     overrides: list[dict[str, Any]] = Field(description="judging settings that differ from the release's")
     overrides_line: str | None
     no_promote_line: str | None
+    engine: dict[str, Any] | None = Field(None, description="the manifest the engine reads (promoted-shapes.json): "
+                                          "manifest (its path), exists, allows (k per OP for this model, device, "
+                                          "numerics profile and packer; None: nothing for them); None: not known "
+                                          "to the report")
+    engine_line: str = Field("", description="the sentence naming that file and what it allows here (for a night "
+                                             "that did not promote: that it was not changed)")
     margins: dict[str, Any] | None = Field(None, description="the margins over nights (only with a ledger's "
                                                              "history)")
     load: dict[str, Any] | None = Field(None, description="the concurrency sweep's points and budget (only when the "

@@ -1,5 +1,10 @@
-"""The sign-off report and the JUnit file name what ran the requests: in-process, or a Triton server with its
-URL, transport, shared memory and requests in flight; with several in flight, the timing line gives no share.
+"""What a reader of the sign-off report must not misread.
+
+- The report and the JUnit file name what ran the requests: in-process, or a Triton server with its URL,
+  transport, shared memory and requests in flight; with several in flight, the timing line gives no share.
+- A first night's "Margins" section is one sentence, not a table of dashes and empty plots; a stalled call is
+  said in words, with what makes it one.
+- The report names the file the engine reads (promoted-shapes.json) and what it allows.
 
 The score here is a real in-process one (the null network: its numbers do not matter); a Triton night is its
 score with the backend a Triton server records (``tests/triton/test_triton_end_to_end.py`` runs one through a
@@ -15,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from harness.data.schemas import SignoffReport
 from harness.data.schemas.backend import BackendFacts
 from harness.data.schemas.results import Score
 from reports import write_junit, write_report
@@ -50,8 +56,9 @@ def suite_properties(path: Path) -> dict[str, str]:
 def pages(tmp_path: Path, score: Score) -> tuple[dict[str, Any], str, str, dict[str, str]]:
     paths = write_report(tmp_path / "report", score)
     junit = write_junit(tmp_path / "junit.xml", score, None)
-    return (json.loads(paths["json"].read_text()), paths["html"].read_text(), paths["md"].read_text(),
-            suite_properties(junit))
+    facts = json.loads(paths["json"].read_text())
+    SignoffReport.model_validate(facts)  # report.json's published schema holds the new keys
+    return facts, paths["html"].read_text(), paths["md"].read_text(), suite_properties(junit)
 
 
 def test_an_in_process_night_says_so(tmp_path, score):
@@ -92,3 +99,53 @@ def test_a_score_before_the_backend_was_recorded_still_renders(tmp_path, score):
     old = Score.model_validate(data)
     facts, html, _, props = pages(tmp_path, old)
     assert facts["backend"] is None and 'id="backend"' not in html and "backend" not in props
+
+
+# --------------------------------------------------------------------------- margins of a first night, stalls
+
+
+def test_a_first_night_says_its_margins_start_tomorrow_instead_of_a_table_of_dashes(tmp_path, score):
+    """One night in the history: no trend table, no plots, one sentence; a margin already near its limit still
+    warns. Negative control: a second night gets the table and a plot."""
+    from harness.config import HistorySection
+    from harness.margins import margins_view
+    from tests.test_margins import nights
+
+    settings = HistorySection()
+    paths = write_report(tmp_path / "first", score, margins=margins_view(nights([0.9]), settings))
+    facts, html, md = (json.loads(paths["json"].read_text()), paths["html"].read_text(), paths["md"].read_text())
+    assert facts["margins"]["first_night"] and facts["margins"]["trends"] == []
+    assert 'id="margin-trends"' not in html and "margins-plot" not in html and "| k | OP | metric |" not in md
+    assert "a margin's trend needs two nights" in html and "a margin's trend needs two nights" in md
+    assert "warning: k=4 OP 0 max_abs" in md  # near its limit on the first night: still said
+    paths = write_report(tmp_path / "second", score, margins=margins_view(nights([0.1, 0.2]), settings))
+    html = paths["html"].read_text()
+    assert 'id="margin-trends"' in html and 'id="margins-plot-0"' in html and "needs two nights" not in html
+
+
+def test_a_stalled_call_is_said_in_words(tmp_path, score):
+    from harness.timing import STALL_FACTOR
+
+    data = score.model_dump(mode="json")
+    data["throughput"]["2"]["stalls"] = 3
+    html = write_report(tmp_path / "r", Score.model_validate(data))["html"].read_text()
+    factor = f"{STALL_FACTOR:g}"
+    assert f"3 stalled calls (over {factor}× the median)" in html and "stall(s)" not in html
+    assert f"A stalled call took more than {factor}× its lane's median time for the same OP" in html
+
+
+# --------------------------------------------------------------------------- the file the engine reads
+
+
+def test_the_report_names_the_file_the_engine_reads(tmp_path, score):
+    """Without a manifest known to the report, it still names promoted-shapes.json; with one, its path and what it
+    allows for this score's model, device, numerics profile and packer."""
+    from reports.engine import engine_manifest
+
+    _, html, md, _ = pages(tmp_path / "a", score)
+    assert "The engine reads promoted-shapes.json" in html and "The engine reads promoted-shapes.json" in md
+    missing = engine_manifest(score, tmp_path / "none" / "promoted-shapes.json")
+    assert not missing.exists and missing.allows is None
+    facts = json.loads(write_report(tmp_path / "b", score, engine=missing)["json"].read_text())
+    assert facts["engine_line"] == (f"The engine reads {tmp_path / 'none' / 'promoted-shapes.json'}; it does not "
+                                    "exist yet: no packed shape is allowed anywhere until a night promotes one.")
