@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from harness.data.errors import HarnessError
-from harness.data.schemas.records import PromotedShapes
 from harness.data.schemas.results import Score
-from harness.promotion import allowed_for
 
 ENGINE_FILE = "promoted-shapes.json"
 
@@ -23,32 +19,13 @@ ENGINE_FILE = "promoted-shapes.json"
 @dataclass(frozen=True)
 class EngineManifest:
     """The manifest the engine reads: its path, and what it allows for the score's model, device, numerics
-    profile and packer per OP (None: the file does not exist, or holds nothing for that key)."""
+    profile and packer per OP (None: the file does not exist, or holds nothing for that key); read by the
+    commands (:func:`harness.pipeline.promote.engine_manifest`), rendered here."""
 
     path: str
     exists: bool
     allows: Mapping[str, list[int]] | None
     unreadable: str | None = None  # why the file could not be read (a report says so rather than fail)
-
-
-def engine_manifest(score: Score, path: Path, manifest: PromotedShapes | None = None) -> EngineManifest:
-    """What ``path`` allows for the score's model, device, numerics profile and packer. ``manifest``: as read
-    with its ledger (a night that promoted); None: read here, read-only and without a lock, as the engine reads it
-    (a night that did not promote touches neither file)."""
-    path = Path(path)
-    if manifest is None:
-        if not path.exists():
-            return EngineManifest(str(path), False, None)
-        from harness.ledger_store import load_manifest
-
-        try:
-            manifest = load_manifest(path)
-        except HarnessError as exc:
-            return EngineManifest(str(path), True, None, unreadable=str(exc))
-    ops = sorted({op for s in score.shapes.values() for op in s.ops})
-    allows = allowed_for(manifest, score.fingerprint, score.device_kind, score.numerics_profile,
-                         str(score.packer.get("identity", "")), ops)
-    return EngineManifest(str(path), True, allows)
 
 
 def _ks(ks: list[int]) -> str:

@@ -33,10 +33,9 @@ from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
-from harness.data.schemas.results import Reproduction, Score
+from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
 from harness.judges.base import shown_figure
 from harness.promotion import judging_overrides, ledger_states, overrides_line
-from harness.timing import STALL_FACTOR
 from reports.arrangement_section import arrangement_facts, arrangement_images
 from reports.engine import EngineManifest, engine_line
 from reports.host_line import timing_line
@@ -246,7 +245,7 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         env.filters["cosine"] = cosine  # a measured cosine: never '1' when the rows differ
         env.filters["summary_cosine"] = summary_cosine
         env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
-        env.globals["stall_factor"] = f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.timing)
+        env.globals["stall_factor"] = f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.timing counts them)
     md.filters["md"] = _md_cell
     return html, md
 

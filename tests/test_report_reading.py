@@ -124,7 +124,7 @@ def test_a_first_night_says_its_margins_start_tomorrow_instead_of_a_table_of_das
 
 
 def test_a_stalled_call_is_said_in_words(tmp_path, score):
-    from harness.timing import STALL_FACTOR
+    from harness.timing import STALL_FACTOR  # the factor the score's stalls were counted with
 
     data = score.model_dump(mode="json")
     data["throughput"]["2"]["stalls"] = 3
@@ -140,7 +140,7 @@ def test_a_stalled_call_is_said_in_words(tmp_path, score):
 def test_the_report_names_the_file_the_engine_reads(tmp_path, score):
     """Without a manifest known to the report, it still names promoted-shapes.json; with one, its path and what it
     allows for this score's model, device, numerics profile and packer."""
-    from reports.engine import engine_manifest
+    from harness.pipeline.promote import engine_manifest
 
     _, html, md, _ = pages(tmp_path / "a", score)
     assert "The engine reads promoted-shapes.json" in html and "The engine reads promoted-shapes.json" in md

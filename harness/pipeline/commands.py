@@ -236,9 +236,9 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     from harness.data.jsonio import read_json
     from harness.data.schemas import LocalisationFile, validate
     from harness.ledger_store import read_consistent
+    from harness.pipeline.promote import engine_manifest
     from harness.score_check import check_self_consistent, read_score
     from reports import write_junit, write_report
-    from reports.engine import engine_manifest
 
     check_writable_dir(out, "report folder")
     if junit is not None:

@@ -232,7 +232,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
             from harness.ledger_store import read_consistent
-            from reports.engine import engine_manifest
+            from harness.pipeline.promote import engine_manifest
 
             ledger, promoted = read_consistent(ledger_path, manifest_path) if not no_promote else (None, None)
             margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed

@@ -38,6 +38,8 @@ from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score'
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
 from harness.tolerances import Tolerances
 
+STALL_FACTOR = 5.0  # throughput's "stalls": calls over this many times their lane's median time for the same OP
+
 
 class RequestEvidence(Frozen):
     """How many requests of exactly k real blocks the shape's evidence has (per OP, the minimum over
