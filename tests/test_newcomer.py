@@ -312,12 +312,16 @@ def test_serve_stopped_by_sigterm_says_so_and_exits_0(capsys, monkeypatch):
 
 
 def readme_flow_outputs() -> list[str]:
-    """What the README's flow writes where it runs: the copied config, the corpus, --out, the golden folder."""
+    """What the README's flow writes where it runs: the config `harness init` writes, the corpus, --out, the
+    golden folder."""
     from tests.test_readme import usage_block
 
     outputs = set()
     for line in usage_block():
-        for pattern in (r"^cp \S+ (\S+)", r"corpus synth (\S+)", r"--out (\S+)", r"--golden (\S+?)/"):
+        if line.text.startswith("harness init"):
+            paths = [w for w in line.text.split("#")[0].split()[2:] if not w.startswith("-")]
+            outputs.add(paths[0] if paths else "harness.toml")
+        for pattern in (r"corpus synth (\S+)", r"--out (\S+)", r"--golden (\S+?)/"):
             outputs.update(re.findall(pattern, line.text))
     return sorted(outputs)
 
