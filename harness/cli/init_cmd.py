@@ -27,7 +27,7 @@ def example_text() -> str:
 
 @app.command("init")
 def init_cmd(
-    path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("harness.toml"),
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="Where to write it.")] = Path("harness.toml"),
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
 ) -> None:
     """Write the annotated release configuration (every key, its default, its meaning) to PATH
