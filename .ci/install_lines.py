@@ -7,9 +7,10 @@ set that installs cleanly can still fail at import (nvidia-pytriton pins numpy <
 26 needs numpy 2). So for each documented line this creates a venv from nothing (no system site
 packages), installs torch first (the CPU build, as the README says; ``torch==2.13.0``, the wheel
 on this machine's disk, else the PyTorch CPU index), then the line, and runs ``harness
---version``, ``pip check`` and a tiny command (``harness corpus synth``, which imports numpy,
-pyarrow and the model). Lines documented as run inside an existing install (the hints the
-harness prints: ``pip install 'diar-lane-harness[ray]'``) run after the line of their venv.
+--version``, ``pip check``, a tiny command (``harness corpus synth``, which imports numpy,
+pyarrow and the model) and ``harness init`` (the annotated configuration the package ships).
+Lines documented as run inside an existing install (the hints the harness prints: ``pip install
+'diar-lane-harness[ray]'``) run after the line of their venv.
 
 Usage: ``python .ci/install_lines.py [--keep] [--only NAME ...]`` (``tox -e install``). The venvs are
 built at once, each in its own folder; pip's cache is reused (its default folder): the second run
@@ -60,12 +61,12 @@ TRITON_IMPORTS = "import numpy, pyarrow, tritonclient.http, pytriton; import lan
 RAY_IMPORTS = "import ray, numpy, pyarrow; from harness.pipeline.distributed import import_ray; import_ray()"
 
 VENVS = (
-    # README "Installing": the GPU machine's line (here with the CPU torch installed first); then the hint the
-    # harness prints for --backend http:// in that numpy-2 venv: it must move pyarrow to a numpy-1 build too.
+    # README "Installing": the CPU and the GPU machine's line (here with the CPU torch installed first); then the
+    # hint the harness prints for --backend http:// in that numpy-2 venv: it must move pyarrow to a numpy-1 build too.
     Venv("plain", (Step(("-e", "."), "README.md"),
                    Step(("diar-lane-harness[triton]",), "harness/pipeline/backends.py (the --backend hint)",
                         (TRITON_IMPORTS,)))),
-    # README "Installing" (CPU machine) and docs/triton.md: the Triton lane.
+    # README "Installing" (the triton extra) and docs/triton.md: the Triton lane.
     Venv("triton", (Step(("-e", ".[triton]"), "README.md, docs/triton.md", (TRITON_IMPORTS,)),)),
     # README "Installing": the tests outside tox (every module collects; tests of absent extras skip), then the
     # ray extra into that install, then docs/nightly.md's Ray line (the hint --ray prints): already satisfied.
@@ -75,9 +76,11 @@ VENVS = (
                        "hint)", (RAY_IMPORTS,)))),
 )
 
+# README "Installing": torch first, as every venv above gets it (torch_args: the local wheel, else the CPU index)
+TORCH_LINES = ("pip install " + TORCH, f"pip install {TORCH} --index-url {TORCH_CPU_INDEX}")
 # Every `pip install` line the docs hold must be one of these, or be explicitly not about this project.
-DOCUMENTED = tuple(step.line for venv in VENVS for step in venv.steps)
-NOT_THIS_PROJECT = ("pip install tox", "pip install torch --index-url " + TORCH_CPU_INDEX)
+DOCUMENTED = (*(step.line for venv in VENVS for step in venv.steps), *TORCH_LINES)
+NOT_THIS_PROJECT = ("pip install tox",)
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], log: list[str], timeout: float = 1800) -> bool:
@@ -118,6 +121,7 @@ def check_venv(venv: Venv, root: Path) -> tuple[bool, list[str], float]:
         ok = ok and run([harness, "--version"], work, env, log)
         ok = ok and run([harness, "corpus", "synth", f"c{i}.parquet", "--blocks", "2", "--model", "small"], work,
                         env, log)
+        ok = ok and run([harness, "init", f"h{i}.toml"], work, env, log)  # the annotated config the package ships
         for snippet in step.checks:
             ok = ok and run([py, "-c", snippet], work, env, log)
         if step.collect_tests:  # the extras this venv lacks (ray, triton) skip, they do not error

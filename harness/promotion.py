@@ -29,6 +29,7 @@ the manifest does not name may use only ``release_ops``.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
 
@@ -340,6 +341,22 @@ def removed_shapes(old: PromotedShapes | None, new: PromotedShapes) -> bool:
     if old is None:
         return False
     return bool(allowed_shapes(old) - allowed_shapes(new))
+
+
+def allowed_for(manifest: PromotedShapes, fingerprint: str, device: str, profile: str, packer: str,
+                ops: Iterable[str]) -> dict[str, list[int]] | None:
+    """The k ``packer`` may use per OP for one model, device and numerics profile, as :func:`may_use` answers the
+    engine: the release's own shapes and those promoted with this packer's evidence; None where the manifest holds
+    nothing for that model, device and profile (no shape is known to be safe there)."""
+    model = manifest.models.get(fingerprint)
+    device_shapes = model.devices.get(device) if model is not None else None
+    p = device_shapes.profiles.get(profile) if device_shapes is not None else None
+    if p is None:
+        return None
+    mine = p.packers.get(packer)
+    return {op: sorted({*p.release_ops.get(op, []),  # type: ignore[call-overload]  # op: the score's OP keys
+                        *(mine.ops.get(op, []) if mine is not None else [])})  # type: ignore[call-overload]
+            for op in ops}
 
 
 def may_use(manifest: PromotedShapes, packer: str, k: int, op: str, device: str, fingerprint: str | None = None,

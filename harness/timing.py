@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.binomial import half_binomial_cdf
-
-STALL_FACTOR = 5.0  # a call this many times its lane's median time (same OP) is a stall
+from harness.data.schemas.results import STALL_FACTOR  # what the score's "stalls" count (a report says it)
 
 
 def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

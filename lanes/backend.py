@@ -30,7 +30,7 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.numerics import LazyModule, NumericSettings, in_force
 from harness.response import check_response
-from lanes.model_api import Model, Stage, describe, staged_entry
+from lanes.model_api import Model, Stage, describe, geometry_of, staged_entry
 from lanes.staging import Staged, Stager
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class InProcessBackend:
         self.model = model
         self.numerics = numerics
         self.device = device
-        self.geometry = model.geometry
+        self.geometry = geometry_of(model)
         self.fingerprint = model.fingerprint
         self._cuda = device.startswith("cuda")
         # requests staged at submission and not yet run, by identity, in submission order (one request object

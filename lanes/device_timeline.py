@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.errors import ModelError
-from lanes.model_api import Model, load_model, staged_entry
+from lanes.model_api import Model, geometry_of, load_model, staged_entry
 from lanes.simulated_device import IntervalLog
 
 
@@ -44,7 +44,7 @@ class DeviceTimeline:
         self._inner = inner
         self._timer = _cuda_timer(device) or _wall_timer
         self.clock = "cuda-events" if self._timer is not _wall_timer else "perf_counter"
-        self.geometry = inner.geometry
+        self.geometry = geometry_of(inner)
         self.fingerprint = inner.fingerprint
 
     def __getattr__(self, name: str) -> Any:  # only for what this class lacks: the inner model's extras

@@ -2,7 +2,8 @@
 
 A model is any object with:
 
-- ``geometry``: a :class:`harness.data.geometry.Geometry` (or a dict of its fields);
+- ``geometry``: a :class:`harness.data.geometry.Geometry` (or a dict of its fields, left as declared: the
+  harness reads a parsed copy, :func:`geometry_of`);
 - ``fingerprint``: a string that changes whenever its outputs could (weights, config, code);
 - ``infer(request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]``: the request contract of docs/models.md
   for a packed or unpacked request alike.
@@ -48,8 +49,13 @@ from harness.numerics import declared_execution
 
 @runtime_checkable
 class Model(Protocol):
-    geometry: Geometry
     fingerprint: str
+
+    @property
+    def geometry(self) -> Geometry | Mapping[str, int]:
+        """The model's own attribute, left as the model wrote it (its ``infer`` may read a dict's keys);
+        the harness reads it through :func:`geometry_of`."""
+        ...
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
@@ -193,7 +199,7 @@ def check_model(model: object, where: str) -> Model:
     geometry: object = model.geometry
     if isinstance(geometry, Mapping):
         try:
-            model.geometry = Geometry.from_dict(dict(geometry))
+            Geometry.from_dict(dict(geometry))
         except (TypeError, ValueError) as exc:
             raise ModelError(f"model {where!r}: bad geometry: {exc}") from None
     elif not isinstance(geometry, Geometry):
@@ -204,6 +210,14 @@ def check_model(model: object, where: str) -> Model:
         raise ModelError(f"model {where!r}: infer is not callable")
     declared_execution(model, f"model {where!r}")  # a bad declaration is refused before any work
     return model
+
+
+def geometry_of(model: Model) -> Geometry:
+    """The model's geometry as the harness reads it: a :class:`Geometry`, parsed from a dict where the model
+    declares one. The model's attribute is never replaced: its own code may index the dict it declared.
+    :func:`check_model` has refused a dict that does not parse, so this cannot fail for a loaded model."""
+    geometry = model.geometry
+    return geometry if isinstance(geometry, Geometry) else Geometry.from_dict(dict(geometry))
 
 
 def describe(model: Model) -> dict:

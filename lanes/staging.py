@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.numerics import LazyModule
+from lanes.model_api import geometry_of
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +57,7 @@ class InferOnly:
     twin a staged run is compared with (tests/test_staging.py, benchmarks/gpu_copy_overlap.py)."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner, self.geometry, self.fingerprint = inner, inner.geometry, inner.fingerprint
+        self.inner, self.geometry, self.fingerprint = inner, geometry_of(inner), inner.fingerprint
 
     def infer(self, request: Any) -> dict[str, np.ndarray]:
         return dict(self.inner.infer(request))

@@ -4,8 +4,10 @@
   except where localisation already ran: then its finding is the next step, said as what it found
   (the layer, and what a first layer of the input or the answer means), and the hint asking to
   localise is dropped;
-- ``slow_note``: a usable packed shape measured slower than k = 1 says so, since promoting it
-  gains the engine nothing on this device.
+- ``slow_note``: a usable packed shape measured slower than k = 1 says so, with the sample and the
+  interval the figure rests on; it says the engine gains nothing only where the interval is tight and
+  below 1, and "not measured precisely" where there are too few requests for an interval, the interval
+  includes 1 or its ends differ by more than ``PRECISE_RATIO``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from harness.promotion import PROMOTED
 from reports.junit import next_steps
 from reports.numbers import fmt, percent_text
 
+PRECISE_RATIO = 1.5  # a speedup interval whose ends differ by more than this factor measures no speed
 INPUT_MARK = "<input"  # harness.localise.INPUT / OUTPUT, after the network's name (reports do not import it)
 OUTPUT_MARK = "<output"
 
@@ -61,13 +64,34 @@ def localisation_finding(loc: Mapping[str, Any]) -> str:
             "kernels at this batch shape")
 
 
+def speed_measured(shape: Mapping[str, Any]) -> bool:
+    """Does the shape's speedup measure a speed: an interval (enough requests), not including 1, its ends within
+    ``PRECISE_RATIO`` of each other?"""
+    interval = shape.get("speedup_interval")
+    if not interval or shape.get("within_noise"):
+        return False
+    lo, hi = interval
+    return lo > 0 and hi / lo <= PRECISE_RATIO
+
+
 def slow_note(shape: Mapping[str, Any]) -> str | None:
-    """'promoted: matches the golden, but 0.94× the speed of k=1 ...' for a usable shape slower than k = 1
-    (``shape``: the report's own facts of that shape, ``reports.shape_facts.shape_facts``)."""
+    """'promoted: matches the golden, but 0.94× the speed of k=1 (95 % interval ..., 40 requests) ...' for a usable
+    shape slower than k = 1 (``shape``: the report's own facts of that shape, ``reports.shape_facts.shape_facts``):
+    the figure with its sample and interval, and a conclusion only where they support one."""
     speedup = shape.get("speedup")
     if not shape.get("usable") or speedup is None or speedup >= 1.0:
         return None
     how = "promoted" if shape.get("ledger_state") == PROMOTED else "passed"
-    noise = " (within noise)" if shape.get("within_noise") else ""
-    return (f"{how}: matches the golden, but {fmt(speedup, 'speedup')} the speed of k=1 on this device{noise}: "
-            "the engine gains nothing from it here")
+    n = int(shape.get("repetitions") or 0)
+    sample = f"{n} full {shape.get('shape', 'k')}-block request{'s' if n != 1 else ''}"
+    interval = shape.get("speedup_interval")
+    figure = f"{fmt(speedup, 'speedup')} the speed of k=1 on this device"
+    if not interval:
+        return (f"{how}: matches the golden; measured at {figure} over {sample}, too few for an interval: not "
+                "measured precisely, so it says nothing yet of what the engine gains")
+    bounds = f"95 % interval {fmt(interval[0], 'speedup')}–{fmt(interval[1], 'speedup')}, {sample}"
+    if not speed_measured(shape):
+        why = "includes 1" if shape.get("within_noise") else "is that wide"
+        return (f"{how}: matches the golden; measured at {figure} ({bounds}): not measured precisely (the interval "
+                f"{why}), so it says nothing yet of what the engine gains")
+    return f"{how}: matches the golden, but {figure} ({bounds}): the engine gains nothing from it here"

@@ -12,7 +12,9 @@ nightly says *which* shape and OP failed and why without opening the report:
 - classname ``golden``, name ``reproduction``: fails when the exact lane did not reproduce the
   golden (``verification.passed`` false); skipped, saying so, when nothing verified it;
 - a suite property per evidence warning (``evidence_warning_k<k>_op<op>_<kind>``, the line its value):
-  reported, not failed.
+  reported, not failed;
+- suite properties naming what ran the requests: ``backend`` (in-process or triton) and, for a Triton
+  server, ``backend_url``, ``backend_transport`` (http or shm) and ``backend_concurrency``.
 
 Written with the standard library only: junitparser is a test dependency, not a runtime one.
 """
@@ -49,7 +51,8 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
         "release": score.release, "golden_id": score.golden.id, "run_id": score.run.id,
         "fingerprint": score.fingerprint, "device_kind": score.device_kind,
         "numerics_profile": score.numerics_profile, "mode": score.mode, "verdict": score.verdict,
-        "packing_laws": _laws_phrase(score.laws), "summary": summary_line(score, verification)},
+        "packing_laws": _laws_phrase(score.laws), **_backend_properties(score),
+        "summary": summary_line(score, verification)},
         score.created)
     suite_props = suite.find("properties")
     assert suite_props is not None  # new_suite always adds it
@@ -107,6 +110,18 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
         ET.SubElement(case, "system-out").text = line
 
     return write_suite(path, suite, tests, failures, skipped, total_time)
+
+
+def _backend_properties(score: Score) -> dict[str, str]:
+    """What ran the requests: ``backend`` (none for a score before it was recorded); a Triton server's
+    ``backend_url``, ``backend_transport`` (http / shm) and ``backend_concurrency`` too."""
+    b = score.backend
+    if b is None:
+        return {}
+    if not b.remote:
+        return {"backend": b.name}
+    return {"backend": b.name, "backend_url": str(b.url), "backend_transport": b.transport or "http",
+            "backend_concurrency": str(b.concurrency)}
 
 
 def _gate_reasons(shape: ShapeScore) -> list[str]:

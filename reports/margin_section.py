@@ -17,16 +17,29 @@ from reports.plots import MarginLine, margins_svg
 
 
 def margin_facts(view: MarginsView) -> dict[str, Any]:
-    """The section as plain JSON: the settings in force, the window, every trend and the warning lines."""
+    """The section as plain JSON: the settings in force, the window, the trends and the warning lines.
+
+    A trend needs two nights: on the first (``first_night``) the table and plots would be a column of "—"
+    per series, so the pages say so in one line instead (tonight's margins are in each shape's checks, and a
+    margin already near its limit still warns). A series with no defined margin on any night (a limit of 0
+    has no ratio) is counted, not listed (``undefined_series``)."""
     s = view.settings
+    shown = _shown(view)
     return {
         "nights": view.nights,
+        "first_night": view.nights < 2,
         "settings": {"nights": s.nights, "shrink_factor": s.shrink_factor, "near_limit": s.near_limit,
                      "fail_on_warning": s.fail_on_warning},
         "warnings": view.warnings,
-        "ops": view.ops(),
-        "trends": [_trend_facts(t) for t in view.trends],
+        "ops": sorted({t.op for t in shown}),
+        "trends": [_trend_facts(t) for t in shown],
+        "undefined_series": sum(1 for t in view.trends if t.first is None),
     }
+
+
+def _shown(view: MarginsView) -> list[MarginTrend]:
+    """The series worth a row and a line: from the second night on, those with a defined margin."""
+    return [t for t in view.trends if t.first is not None] if view.nights >= 2 else []
 
 
 def _trend_facts(t: MarginTrend) -> dict[str, Any]:
@@ -36,11 +49,12 @@ def _trend_facts(t: MarginTrend) -> dict[str, Any]:
 
 
 def margin_images(view: MarginsView) -> dict[str, Markup]:
-    """One inline SVG per OP with a trend: "margins_<op>"."""
+    """One inline SVG per OP with a trend shown: "margins_<op>" (none on a first night)."""
     images = {}
-    for op in view.ops():
+    shown = _shown(view)
+    for op in sorted({t.op for t in shown}):
         lines = [MarginLine(f"k={t.shape} {t.metric}", tuple((p.seq, p.margin) for p in t.points), t.warns)
-                 for t in view.trends if t.op == op]
+                 for t in shown if t.op == op]
         images[f"margins_{op}"] = Markup(margins_svg(op, lines, view.settings.near_limit))
     return images
 

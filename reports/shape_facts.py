@@ -16,7 +16,7 @@ from harness.data.schemas.records import LedgerEntry
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.judges.base import shown_figure
 from harness.promotion import PROMOTED, REVOKED
-from reports.advice import op_next, slow_note
+from reports.advice import op_next, slow_note, speed_measured
 from reports.plots import bitwise_line
 
 MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
@@ -66,7 +66,8 @@ def shape_facts(k: str, s: ShapeScore | None, entry: LedgerEntry | None, through
         "ops": ops,
         "localisation": loc,
     }
-    shape["slow_note"] = slow_note(shape)  # usable, but slower than k=1 here: say so
+    shape["slow_note"] = slow_note(shape)  # usable, but slower than k=1 here: say so, with its sample and interval
+    shape["slow_note_measured"] = shape["slow_note"] is not None and speed_measured(shape)  # bold only then
     return shape
 
 

@@ -33,10 +33,11 @@ from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
-from harness.data.schemas.results import Reproduction, Score
+from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
 from harness.judges.base import shown_figure
 from harness.promotion import judging_overrides, ledger_states, overrides_line
 from reports.arrangement_section import arrangement_facts, arrangement_images
+from reports.engine import EngineManifest, engine_line
 from reports.host_line import timing_line
 from reports.load_section import load_facts, load_images
 from reports.margin_section import margin_facts, margin_images
@@ -71,8 +72,9 @@ def plain_dict(data: object) -> dict[str, Any]:
 
 def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequence[Mapping[str, Any]] | None = None,
                 localisation: Localisation | None = None, verification: Reproduction | None = None,
-                promoted: bool = True) -> dict[str, Any]:
-    """Everything the report shows, as one JSON-able dict (what report.json holds).
+                promoted: bool = True, engine: EngineManifest | None = None) -> dict[str, Any]:
+    """Everything the report shows, as one JSON-able dict (what report.json holds). ``engine``: the manifest
+    the engine reads and what it allows here (None: not known to this report; the line still names the file).
 
     The documents come in as their models (read by attribute); the facts are the report's own
     document, plain JSON (the templates and report.json read them), made plain once at the end."""
@@ -116,6 +118,7 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "device_kind": score.device_kind,
         "numerics_profile": score.numerics_profile,
         "environment": _by_name(score.environment.model_dump(mode="json")),
+        "backend": score.backend.rows() if score.backend is not None else None,  # what ran the requests
         "numerics": score.numerics.in_force,
         "mode": score.mode,
         "pad_to_fixed": score.pad_to_fixed,
@@ -137,6 +140,9 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.promotion
         "overrides_line": overrides_line(score),
         "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
+        "engine": None if engine is None else {"manifest": engine.path, "exists": engine.exists,
+                                               "allows": dict(engine.allows) if engine.allows is not None else None},
+        "engine_line": engine_line(score, engine, promoted),
     })
 
 
@@ -239,6 +245,7 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         env.filters["cosine"] = cosine  # a measured cosine: never '1' when the rows differ
         env.filters["summary_cosine"] = summary_cosine
         env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
+        env.globals["stall_factor"] = f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.timing counts them)
     md.filters["md"] = _md_cell
     return html, md
 
@@ -256,12 +263,13 @@ def _md_cell(value: object) -> str:
 def write_report(out_dir: Path, score: Score, ledger: Ledger | None = None,
                  transitions: Sequence[Mapping[str, Any]] | None = None, localisation: Localisation | None = None,
                  verification: Reproduction | None = None, promoted: bool = True,
-                 margins: MarginsView | None = None) -> dict[str, Path]:
+                 margins: MarginsView | None = None, engine: EngineManifest | None = None) -> dict[str, Path]:
     """Write report.html, report.md and report.json under ``out_dir``; returns their paths (``promoted``
     False: a ``--no-promote`` night, said in one line; ``margins``: the trends over the ledger's history,
-    shown as a "Margins" section, absent without it)."""
+    shown as a "Margins" section, absent without it; ``engine``: the manifest the engine reads, see
+    :func:`build_facts`)."""
     out_dir = Path(out_dir)
-    facts = build_facts(score, ledger, transitions, localisation, verification, promoted)
+    facts = build_facts(score, ledger, transitions, localisation, verification, promoted, engine)
     images = build_images(score, facts)
     if margins is not None:  # only then: a report without a history is the same file it was
         facts["margins"] = plain_dict(margin_facts(margins))

@@ -185,7 +185,7 @@ case(K, "merge-out-holds-a-previous-nightly", ("merge", "n1", "--golden", "golde
 case(K, "demo-out-a-file", ("demo", "--out", "c.parquet", "--model", "small", *QUIET), "is a file")
 case(K, "wav-out-a-directory", ("corpus", "wav", "goldens", "a.wav", *CFG), "it is a directory")
 
-# unwritable folders (another user: uid 65534 when the tests run as root)
+# unwritable folders (of another uid; as root, the command runs without CAP_DAC_OVERRIDE: tests/catalogue_run.py)
 U = "unwritable"
 case(U, "corpus-synth", ("corpus", "synth", "ro/c.parquet", *CFG), "ro", how="nobody")
 case(U, "golden-record", ("golden", "record", "--corpus", "c.parquet", "--goldens", "ro", "--release", "n", *CFG,

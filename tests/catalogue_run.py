@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from harness import cli
 from tests.catalogue_setups import CFG, CONFIG, NOBODY, QUIET, ROOT, RUN, Case, run_dir
@@ -124,13 +126,75 @@ def harness_env(extra: dict) -> dict:
     return env
 
 
-def _run_subprocess(ws: Path, argv: list[str], env: dict, user: int | None = None,
+def _run_subprocess(ws: Path, argv: list[str], env: dict, prefix: tuple[str, ...] = (),
                     timeout: float = 300) -> tuple[int, str, str]:
-    cmd = [sys.executable, "-m", "harness.cli", *argv]
-    if user is not None and ROOT:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+    cmd = [*prefix, sys.executable, "-m", "harness.cli", *argv]
     p = subprocess.run(cmd, cwd=ws, env=harness_env(env), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+# ---------------------------------------------------------------------------------- without permission, as root
+# Root may write and read anything (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH). The cases of an unwritable folder
+# or an unreadable file run their command without those two capabilities, still as root, against a folder and
+# files owned by another uid: the interpreter, the checkout and the workspace stay root's own, so it does not
+# matter where the checkout lives (a clone under a private folder, as /root is). Where capabilities cannot be
+# dropped, the command runs as that other uid if it can reach the interpreter; else the cases skip, saying why.
+
+
+@dataclass(frozen=True)
+class Unprivileged:
+    """How a command runs without the permissions ``ro/`` denies: a command prefix, and who owns ``ro/``."""
+
+    how: str
+    prefix: tuple[str, ...]
+    owner: int  # uid owning ro/ and its files
+
+
+DAC = "dac_override,dac_read_search"
+WAYS = (
+    Unprivileged("root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH",
+                 ("setpriv", f"--bounding-set=-{DAC.replace(',', ',-')}", f"--inh-caps=-{DAC.replace(',', ',-')}"),
+                 NOBODY),
+    Unprivileged(f"uid {NOBODY}", ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"), 0),
+)
+PROBE = ("import sys, harness.cli\nfor attempt in (lambda: open(sys.argv[1] + '/w', 'x'), "
+         "lambda: open(sys.argv[1] + '/secret').read()):\n    try:\n        attempt()\n    except PermissionError:\n"
+         "        continue\n    sys.exit('permitted: ' + repr(attempt))\n")
+
+
+def _probe(way: Unprivileged) -> str | None:
+    """None when ``way`` runs this interpreter and the harness, and is refused writing a folder of ``way.owner``
+    (0755) and reading its file (0600); else why not."""
+    top = Path(tempfile.mkdtemp(prefix="harness-dac-probe-"))
+    try:
+        os.chmod(top, 0o755)
+        folder = top / "ro"
+        folder.mkdir()
+        (folder / "secret").write_text("x")
+        os.chmod(folder / "secret", 0o600)
+        os.chown(folder / "secret", way.owner, way.owner)
+        os.chown(folder, way.owner, way.owner)
+        os.chmod(folder, 0o755)
+        try:
+            p = subprocess.run([*way.prefix, sys.executable, "-c", PROBE, str(folder)], capture_output=True,
+                               text=True, cwd="/", timeout=120)
+        except OSError as exc:
+            return f"{way.how}: {exc}"
+        return None if p.returncode == 0 else f"{way.how}: {(p.stderr.strip() or p.stdout.strip())[-300:]}"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@functools.cache
+def unprivileged() -> Unprivileged | str:
+    """The first way that works here (as root), or why none does."""
+    failures = []
+    for way in WAYS:
+        why = _probe(way)
+        if why is None:
+            return way
+        failures.append(why)
+    return "; ".join(failures)
 
 
 def _run_with_signal(ws: Path, argv: list[str], env: dict, sig: signal.Signals,
@@ -154,9 +218,10 @@ def _run_with_signal(ws: Path, argv: list[str], env: dict, sig: signal.Signals,
 
 
 @contextlib.contextmanager
-def _shared_workspace(base: Base):
-    """A workspace another user can reach (pytest's tmp_path is private to its owner), with ``ro/``:
-    a folder that user cannot write, holding two files it cannot read."""
+def _shared_workspace(base: Base, way: Unprivileged | None):
+    """A workspace with ``ro/``: a folder the command may not write, holding two files it may not read (``way``:
+    how the command runs without those permissions as root, ``ro/`` owned accordingly; None: not root, plain
+    modes). Reachable by another uid too (pytest's tmp_path is private to its owner), for that fallback."""
     top = Path(tempfile.mkdtemp(prefix="harness-catalogue-"))
     try:
         os.chmod(top, 0o755)
@@ -171,8 +236,12 @@ def _shared_workspace(base: Base):
         (ro / "secret.toml").write_text(CONFIG)
         shutil.copy(ws / "c.parquet", ro / "secret.parquet")
         for secret in ro.iterdir():
-            os.chmod(secret, 0o600 if ROOT else 0o000)
-        os.chmod(ro, 0o755 if ROOT else 0o555)
+            os.chmod(secret, 0o600 if way is not None else 0o000)
+            if way is not None:
+                os.chown(secret, way.owner, way.owner)
+        if way is not None:
+            os.chown(ro, way.owner, way.owner)
+        os.chmod(ro, 0o755 if way is not None else 0o555)
         yield ws, home
     finally:
         with contextlib.suppress(OSError):
@@ -180,14 +249,6 @@ def _shared_workspace(base: Base):
             for secret in (top / "ws" / "ro").iterdir():
                 os.chmod(secret, 0o644)
         shutil.rmtree(top, ignore_errors=True)
-
-
-def _nobody_can_run_python() -> None:
-    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c",
-                        "import harness.cli, torch"], capture_output=True, text=True, cwd="/")
-    assert p.returncode == 0, (
-        f"uid {NOBODY} cannot run this interpreter ({sys.executable}): {p.stderr.strip()[-300:]}; make its folders "
-        "reachable (tox.ini: commands_pre = chmod a+x {toxworkdir})")
 
 
 def check_one_line(case: Case, code: int, out: str, err: str) -> None:
@@ -205,16 +266,17 @@ def run_case(case: Case, base: Base, tmp_path: Path, monkeypatch, capsys) -> Non
     """Break one thing in a copy of the base workspace, run the command, check the promise."""
     env = dict(case.env)
     if case.how == "nobody":
-        if ROOT:
-            _nobody_can_run_python()
-        with _shared_workspace(base) as (ws, home):
+        way = unprivileged() if ROOT else None
+        if isinstance(way, str):
+            pytest.skip(f"as root, no way to run a command without the permission to write a folder here: {way}")
+        with _shared_workspace(base, way) as (ws, home):
             if case.setup:
                 case.setup(ws)
             before = snapshot(ws)
             argv = _format(case.argv, ws)
-            if ROOT:
+            if way is not None:
                 code, out, err = _run_subprocess(ws, argv, {**env, "HOME": str(home), "MPLCONFIGDIR": str(home)},
-                                                 user=NOBODY)
+                                                 way.prefix)
             else:
                 code, out, err = _run_inproc(ws, argv, env, monkeypatch, capsys)
             after = snapshot(ws)

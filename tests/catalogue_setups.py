@@ -54,7 +54,7 @@ class Case:
     setup: Callable[[Path], None] | None = None
     status: int = 2
     env: tuple[tuple[str, str], ...] = ()
-    how: str = "inproc"  # inproc | subprocess | nobody | SIGINT | SIGTERM
+    how: str = "inproc"  # inproc | subprocess | nobody (without permission on ro/) | SIGINT | SIGTERM
     wait_for: str = ""  # signals: a glob (in the workspace) that shows the command is at work
 
     @property

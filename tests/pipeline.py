@@ -18,7 +18,7 @@ from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run
 from harness.tolerances import Tolerances
 from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.model_api import geometry_of, load_model
 
 ONE_ARRANGEMENT = EvidenceSection(arrangements=1)
 
@@ -44,7 +44,7 @@ def record(model, tmp: Path, blocks: int = 12, numerics: NumericSettings = Numer
     """A golden of ``model`` (a spec or a model object) over a synthetic corpus."""
     model = load_model(model) if isinstance(model, str) else model
     backend = InProcessBackend(model, numerics)
-    corpus = corpus if corpus is not None else synth_corpus(model.geometry, blocks)
+    corpus = corpus if corpus is not None else synth_corpus(geometry_of(model), blocks)
     golden, _ = record_golden(tmp / "goldens", release, corpus.rows(), backend,
                               config or ReleaseConfig(numerics=numerics))
     return backend, corpus, golden

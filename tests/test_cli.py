@@ -11,7 +11,7 @@ run = harness_cli
 
 @pytest.mark.parametrize("command", [[], ["corpus"], ["golden"], ["golden", "record"], ["run"], ["score"],
                                      ["promote"], ["report"], ["nightly"], ["merge"], ["serve"], ["demo"],
-                                     ["shapes"], ["ledger"], ["golden", "show"], ["corpus", "synth"]])
+                                     ["shapes"], ["ledger"], ["golden", "show"], ["corpus", "synth"], ["init"]])
 def test_every_command_has_help(capsys, monkeypatch, command):
     code, out, _ = run(capsys, monkeypatch, *command, "--help")
     assert code == 0 and "Usage" in out

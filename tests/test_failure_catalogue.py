@@ -14,8 +14,9 @@ score, one ledger with its promoted-shapes manifest, one localisation file, one 
   companions, not results, and are left out).
 
 Cases run in-process (``harness.cli.main``) where they can; in a subprocess where they need a
-signal (SIGINT/SIGTERM to a command slowed by ``lanes.controls:slow``), another user (an
-unwritable folder, as uid 65534 when the tests run as root) or a separate interpreter. The cases
+signal (SIGINT/SIGTERM to a command slowed by ``lanes.controls:slow``), no permission on a folder (an
+unwritable folder of another uid: as root, root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH;
+``tests/catalogue_run.py``) or a separate interpreter. The cases
 are in ``tests/catalogue_files.py`` and ``tests/catalogue_commands.py``; ``CATALOGUE_LOG=<file>``
 appends every case's exit status and stderr to a file, to review the messages.
 """

@@ -16,6 +16,7 @@ import pytest
 from golden.store import Golden
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import GoldenError
+from harness.data.figures import fmt
 from harness.data.schemas import FILE_KINDS
 from harness.data.schemas.golden_diff import GoldenDiff
 from harness.numerics import NumericSettings
@@ -106,6 +107,22 @@ def test_mkldnn_pair_differs_bitwise_naming_op_metric_and_blocks(pair):
     assert env_at < op_at < worst_at  # environment first, then the OPs, then the worst blocks
     assert lines[worst_at + 1].startswith("  OP 0 block 'synth-")
     assert lines[-1].startswith("B DIFFERS from A beyond the tolerances")
+
+
+@pytest.mark.parametrize("limits", ["default", "covering"])
+def test_the_worst_blocks_lead_with_the_row_each_voiceprint_verdict_names(pair, covering, limits):
+    """The OP's max_abs check names its worst row; the "worst blocks" list under it starts with that row, at that
+    value (it once topped out below the figure the verdict named, without its row)."""
+    a, b = pair
+    d = diff(a, b, Tolerances() if limits == "default" else _tolerances(covering))
+    lines = describe(d)
+    judged = [key for key in ("1", "2") if d.ops[key].status != "bitwise"]
+    assert judged, "the oneDNN pair differs in the voiceprints on every CPU it has run on"
+    for key in judged:
+        check = next(c for c in d.ops[key].verdict.checks if c.metric == "max_abs")
+        assert check.where is not None and check.where.startswith("worst block ")
+        first = next(line for line in lines if line.startswith(f"  OP {key} block "))
+        assert first == f"  OP {key} {check.where.removeprefix('worst ')}: max_abs {fmt(check.observed)}", lines
 
 
 def test_noise_floor_mode_reads_a_floor(pair):

@@ -67,6 +67,15 @@ def test_an_unchecked_line_is_found():
     assert unchecked(text) == ["pip install -e '.[docs]'"]
 
 
+def test_the_torch_line_a_cpu_user_copies_is_pinned_and_checked():
+    """The CPU recipe's torch lines are the ones every venv of the check installs (torch==2.13.0, from the disk or
+    the CPU index); an unpinned torch line is one the check does not run (negative control)."""
+    readme = pip_lines((ROOT / "README.md").read_text())
+    torch_lines = [line for line in readme if line.startswith("pip install torch")]
+    assert torch_lines == list(install_lines_module().TORCH_LINES)
+    assert unchecked("pip install torch --index-url https://download.pytorch.org/whl/cpu") != []
+
+
 def test_the_triton_extra_names_the_numpy_1_set_it_needs():
     """pip installed pyarrow 26 (needs numpy 2) beside the numpy 1.26 nvidia-pytriton pins: every command failed."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

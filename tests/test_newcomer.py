@@ -172,6 +172,49 @@ def test_verify_with_other_weights_is_refused_before_any_block_runs_naming_both_
     assert "--model/--seed" in line
 
 
+WHERE = {"run": ("--runs", "{tmp}/runs"), "nightly": ("--out", "{tmp}/n")}
+
+
+@pytest.mark.parametrize("command", sorted(WHERE))
+def test_run_and_nightly_refuse_another_reference_geometry_before_the_model_is_built(
+        capsys, monkeypatch, tmp_path, recorded_golden, no_model_building, command):
+    """Before: the full model was built (tens of seconds on a loaded machine), then the fingerprints differed."""
+    where = [a.format(tmp=tmp_path) for a in WHERE[command]]
+    code, _, err = run(capsys, monkeypatch, command, "--golden", str(recorded_golden.path), *where, "--model", "full",
+                       "--no-progress")
+    assert code == 2, err
+    line = one_error_line(err)
+    assert "golden of another model geometry" in line and "frames_per_window 56 vs 589" in line
+    assert "(golden vs model 'full')" in line and "harness golden show" in line
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.parametrize("command", sorted(WHERE))
+def test_a_golden_of_other_weights_is_refused_before_the_laws_and_the_warm_up(
+        capsys, monkeypatch, tmp_path, recorded_golden, command):
+    """Same geometry, other weights: the model must be built to know its fingerprint; it is compared then, before
+    the packing laws are judged and before the warm-up. Negative control: the recording model reaches the laws."""
+    from harness.data.errors import HarnessError
+    from harness.pipeline import run as run_module
+    from lanes import runner
+
+    reached = []
+
+    def laws(*_a, **_k):
+        reached.append("laws")
+        raise HarnessError("the laws gate was reached")
+
+    monkeypatch.setattr(run_module, "judge_laws", laws)
+    monkeypatch.setattr(runner, "warm_up", lambda *_a, **_k: reached.append("warm-up"))
+    where = [a.format(tmp=tmp_path) for a in WHERE[command]]
+    golden = ("--golden", str(recorded_golden.path), *where, "--model", "small", "--no-progress")
+    code, _, err = run(capsys, monkeypatch, command, *golden, "--seed", "1")
+    assert code == 2, err
+    assert "golden of another model" in one_error_line(err) and reached == []
+    code, _, err = run(capsys, monkeypatch, command, *golden, "--seed", "0")
+    assert code == 2 and "the laws gate was reached" in one_error_line(err) and reached == ["laws"], err
+
+
 def test_verify_with_the_recording_model_still_reproduces(capsys, monkeypatch, recorded_golden):
     """Control: the checks refuse other models only."""
     code, out, err = run(capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "small",
@@ -269,12 +312,16 @@ def test_serve_stopped_by_sigterm_says_so_and_exits_0(capsys, monkeypatch):
 
 
 def readme_flow_outputs() -> list[str]:
-    """What the README's flow writes where it runs: the copied config, the corpus, --out, the golden folder."""
+    """What the README's flow writes where it runs: the config `harness init` writes, the corpus, --out, the
+    golden folder."""
     from tests.test_readme import usage_block
 
     outputs = set()
     for line in usage_block():
-        for pattern in (r"^cp \S+ (\S+)", r"corpus synth (\S+)", r"--out (\S+)", r"--golden (\S+?)/"):
+        if line.text.startswith("harness init"):
+            paths = [w for w in line.text.split("#")[0].split()[2:] if not w.startswith("-")]
+            outputs.add(paths[0] if paths else "harness.toml")
+        for pattern in (r"corpus synth (\S+)", r"--out (\S+)", r"--golden (\S+?)/"):
             outputs.update(re.findall(pattern, line.text))
     return sorted(outputs)
 

@@ -62,6 +62,8 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
     for page in ("report.md", "report.html"):
         text = (tmp_path / "out" / "report" / page).read_text()
         assert "Not promoted (--no-promote): the ledger was not changed." in text, page
+        assert (f"The engine reads {golden_copy.parent / 'promoted-shapes.json'}, not changed by this night; it does "
+                "not exist yet") in text, page
         assert "Judged under overrides: tolerances.op0.mode = bitwise (default tolerance)" in text, page
     facts = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert {o["key"] for o in facts["overrides"]} == {f"tolerances.op{op}.mode" for op in (0, 1, 2)}
@@ -82,6 +84,17 @@ def test_no_promote_leaves_an_existing_ledger_byte_for_byte(tmp_path, golden_cop
     assert (ledger.read_bytes(), manifest.read_bytes(), ledger_files(golden_copy)) == before
     page = (tmp_path / "b" / "report" / "report.md").read_text()
     assert "Not promoted (--no-promote)" in page
+    # the headline says what the engine's manifest (unchanged) allows, not tonight's verdicts as its rule
+    assert first.score is not None and first.score.shapes["2"].verdict == "pass"  # the loose night promoted k=2
+    allows = f"The engine reads {manifest}, not changed by this night; it allows k = 1, 2 for this model"
+    html = (tmp_path / "b" / "report" / "report.html").read_text()
+    for text in (page, html):
+        assert allows in text and "this night's verdicts only" in text
+    assert "may NOT use" not in page and "may NOT use" not in html and "This night (not promoted): passed k = " in page
+    facts = json.loads((tmp_path / "b" / "report" / "report.json").read_text())
+    assert facts["engine"] == {"manifest": str(manifest), "exists": True, "allows": {op: [1, 2] for op in "012"}}
+    promoted = (tmp_path / "a" / "report" / "report.md").read_text()  # control: a night that promoted
+    assert "**May use: k = 1, 2." in promoted and f"The engine reads {manifest}; it allows k = 1, 2" in promoted
     nightly(tried, golden_copy, tmp_path / "c", backend, show_progress=False, localise=False)
     assert json.loads(ledger.read_text())["seq"] == json.loads(before[0])["seq"] + 1
 

@@ -8,7 +8,7 @@ import pytest
 from examples import byo_torchscript
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import ModelError
-from lanes.model_api import load_model
+from lanes.model_api import geometry_of, load_model
 from tests.pipeline import pipeline
 
 
@@ -24,6 +24,40 @@ def test_factory_by_import_path(tmp_path):
     score = _end_to_end(model, tmp_path)
     assert set(score.shapes) == {"2", "5"}
     assert all(s.ops["0"].metrics["max_abs"] < 1e-4 for s in score.shapes.values())
+
+
+DICT_GEOMETRY_FACTORY = """
+from lanes.diar_nn_g import DiarNNG
+
+class DictGeometry:
+    # a model that declares its geometry as a dict, and reads it as one in infer
+    def __init__(self, seed=0):
+        self.inner = DiarNNG("small", seed=seed)
+        self.geometry = self.inner.geometry.to_dict()
+        self.fingerprint = "dict-geometry/" + self.inner.fingerprint
+
+    def infer(self, request):
+        assert self.geometry["window_samples"] == self.inner.geometry.window_samples
+        return self.inner.infer(request)
+
+def make():
+    return DictGeometry()
+"""
+
+
+def test_a_dict_geometry_is_left_as_the_model_declared_it(tmp_path, monkeypatch):
+    """The loader parses a dict geometry for the harness but never replaces the model's attribute: the
+    model's own infer indexes it, through a whole record, run and score."""
+    (tmp_path / "dictgeo.py").write_text(DICT_GEOMETRY_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = load_model("dictgeo:make")
+    declared = model.geometry
+    assert type(declared) is dict
+    assert geometry_of(model) == model.inner.geometry
+    p = pipeline(model, tmp_path, shapes=(2,), blocks=4)
+    assert model.geometry is declared
+    assert p.golden.manifest["model"]["fingerprint"] == model.fingerprint
+    assert set(p.score.shapes) == {"2"} and p.score.shapes["2"].ops["0"].metrics["max_abs"] < 1e-4
 
 
 def test_torchscript_file(tmp_path):

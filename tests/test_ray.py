@@ -238,6 +238,16 @@ def test_a_golden_whose_corpus_was_modified_is_refused_before_any_shard_starts(t
     assert not (tmp_path / "out" / "shards").exists() and not (tmp_path / "l.json").exists()
 
 
+def test_a_golden_of_another_reference_geometry_is_refused_before_ray_starts(tmp_path, golden):
+    """--model full against a small golden: the driver knows the full model's geometry from its spec, so the
+    refusal comes before Ray starts and any worker builds a model, with nothing written."""
+    full = CONFIG.with_overrides(model=ModelSpec("full"))
+    with pytest.raises(GoldenError, match=r"golden of another model geometry: .*frames_per_window 56 vs 589"):
+        nightly_ray(full, golden, tmp_path / "out", RayOptions("local", workers=2, shards=2), WorkerSpec(full),
+                    ledger_path=tmp_path / "l.json", manifest_path=tmp_path / "p.json", show_progress=False)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "l.json").exists()
+
+
 def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_path, cluster):
     """A plug-in left at the default release name records under the model's own name, with or without Ray."""
     cfg = ReleaseConfig(model=ModelSpec("lanes.null_model:small"), numerics=NUMERICS)

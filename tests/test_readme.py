@@ -23,7 +23,7 @@ def usage_block() -> list[Line]:
 
 def test_the_block_is_what_this_test_runs():
     lines = usage_block()
-    assert lines[0].text.startswith("cp harness.toml.example harness.toml")
+    assert lines[0].text.startswith("harness init")
     assert any(line.text.startswith("harness shapes") for line in lines)
     # 4 blocks cannot bound a rate: the nightly's verdict may fail, and its comment says so
     assert [line.allowed for line in lines if line.text.startswith("harness nightly ")] == [(0, 1)]

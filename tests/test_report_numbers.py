@@ -142,10 +142,33 @@ def test_op_next_says_what_localisation_found():
 
 
 def test_slow_note_only_for_a_usable_shape_slower_than_k1():
-    slow = {"usable": True, "speedup": 0.8, "ledger_state": "promoted", "within_noise": False}
-    assert slow_note(slow) == ("promoted: matches the golden, but 0.80× the speed of k=1 on this device: the engine "
-                               "gains nothing from it here")
+    slow = {"usable": True, "speedup": 0.8, "ledger_state": "promoted", "within_noise": False, "shape": 4,
+            "speedup_interval": [0.75, 0.85], "repetitions": 12}
+    assert slow_note(slow) == ("promoted: matches the golden, but 0.80× the speed of k=1 on this device (95 % "
+                               "interval 0.75×–0.85×, 12 full 4-block requests): the engine gains nothing from it here")
     assert slow_note({**slow, "ledger_state": None}).startswith("passed: matches the golden, but 0.80×")
     assert slow_note({**slow, "speedup": 1.3}) is None
     assert slow_note({**slow, "usable": False}) is None
     assert slow_note({**slow, "speedup": None}) is None
+
+
+def test_a_speed_statement_carries_its_sample_and_claims_nothing_it_cannot_bound():
+    """Before: 'the engine gains nothing' in bold from 2 and 1 packed requests on a loaded machine. Now the note
+    names the figure's sample and interval, and says 'not measured precisely' where there is no interval, where it
+    includes 1, or where its ends are more than PRECISE_RATIO apart."""
+    from reports.advice import PRECISE_RATIO, speed_measured
+
+    base = {"usable": True, "speedup": 0.57, "ledger_state": "promoted", "shape": 2}
+    few = slow_note({**base, "speedup_interval": None, "repetitions": 2, "within_noise": None})
+    assert few == ("promoted: matches the golden; measured at 0.57× the speed of k=1 on this device over 2 full "
+                   "2-block requests, too few for an interval: not measured precisely, so it says nothing yet of "
+                   "what the engine gains")
+    one = slow_note({**base, "speedup": 0.74, "speedup_interval": None, "repetitions": 1, "within_noise": None})
+    assert "over 1 full 2-block request, too few" in one and "gains nothing" not in one
+    noisy = {**base, "speedup_interval": [0.5, 1.1], "repetitions": 9, "within_noise": True}
+    assert "not measured precisely (the interval includes 1)" in slow_note(noisy)
+    wide = {**base, "speedup_interval": [0.3, 0.3 * PRECISE_RATIO * 1.01], "repetitions": 9, "within_noise": False}
+    assert "not measured precisely (the interval is that wide)" in slow_note(wide) and not speed_measured(wide)
+    tight = {**base, "speedup_interval": [0.5, 0.5 * PRECISE_RATIO], "repetitions": 40, "within_noise": False}
+    assert speed_measured(tight) and slow_note(tight).endswith("40 full 2-block requests): the engine gains nothing "
+                                                                "from it here")

@@ -435,12 +435,12 @@ def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
 def test_a_usable_shape_slower_than_k1_says_so(tmp_path, small):
     """Before: a promoted shape at 0.8x the speed of k=1 was shown green, without a word."""
     def edit(score: dict[str, Any]) -> None:
-        score["throughput"]["4"]["speedup"] = 0.8
+        score["throughput"]["4"].update(speedup=0.8, speedup_interval=[0.75, 0.85], within_noise=False, repetitions=12)
         score["throughput"]["2"].update(speedup=1.3, within_noise=False)  # measured speeds vary on a loaded runner
 
     facts, md, page, _ = _written(tmp_path, _edited(small["passing"], edit), ledger=small["promoted_ledger"])
-    note = ("promoted: matches the golden, but 0.80× the speed of k=1 on this device: the engine gains nothing "
-            "from it here")
+    note = ("promoted: matches the golden, but 0.80× the speed of k=1 on this device (95 % interval 0.75×–0.85×, "
+            "12 full 4-block requests): the engine gains nothing from it here")
     assert facts["shapes"]["4"]["usable"] and facts["shapes"]["4"]["slow_note"] == note
     assert facts["shapes"]["2"]["slow_note"] is None  # faster than k=1: nothing to say
     decision = _section(page, "decision")

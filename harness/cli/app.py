@@ -59,8 +59,8 @@ SET_KEYS = ("[backend] url, concurrency, shm, model_label; [ray] address, worker
 HIDDEN = {"hidden": True}  # kept for scripts, listed under --set (harness nightly --help stays short)
 
 ConfigOpt = Annotated[Path | None, typer.Option(
-    "--config", "-c", help="Release configuration (harness.toml; see harness.toml.example). Default: the embedded "
-    "default (docs/configuration.md).")]
+    "--config", "-c", help="Release configuration (harness.toml; `harness init` writes one, annotated). Default: "
+    "the embedded default (docs/configuration.md).")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="TABLE.KEY=VALUE", help="Override one key of the configuration, validated with the file "
     "(repeatable; VALUE is a TOML value, other text a string), e.g. backend.concurrency=4 or ray.workers=2. "
@@ -210,6 +210,14 @@ def say(text: str) -> None:
 
 def app_command():
     """The click command of the whole tree (every command module registered)."""
-    from harness.cli import audit_cmds, corpus_cmds, golden_cmds, inspect_cmds, job_cmds, lane_cmds  # noqa: F401
+    from harness.cli import (  # noqa: F401
+        audit_cmds,
+        corpus_cmds,
+        golden_cmds,
+        init_cmd,
+        inspect_cmds,
+        job_cmds,
+        lane_cmds,
+    )
 
     return typer.main.get_command(app)

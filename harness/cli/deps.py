@@ -18,8 +18,9 @@ from harness.data.errors import one_line
 OWN = frozenset({"harness", "lanes", "golden", "reports"})
 # Named in every such line: the usual suspects of a set that does not fit together.
 ALWAYS = ("numpy", "pyarrow", "torch")
-FIX = ("reinstall into a fresh venv with one of the README's install lines (torch first, then pip install -e "
-       "'.[triton]' or -e .), or run `pip check`; `harness --version` lists what is installed")
+FIX = ("reinstall into a fresh venv with one of the README's install lines (torch first, then pip install -e ., or "
+       "pip install -e '.[triton]' for the Triton lane), or run `pip check`; `harness --version` lists what is "
+       "installed")
 
 
 def _top(module: str | None) -> str:

@@ -211,7 +211,13 @@ class VoiceprintEvidence:
             failed |= over
         self.failed_rows += int(failed.sum())
         self.sample.add(np.where(bad, np.nan, diff.max_abs))
-        for j in np.flatnonzero(failed | diff.differs)[:MAX_FAILING]:
+        # the batch's worst rows (largest max_abs, a non-finite one first), not its first: the list must hold the
+        # row the max_abs check names as worst
+        offenders = np.flatnonzero(failed | diff.differs)
+        worst_first = np.nan_to_num(diff.max_abs[offenders], nan=np.inf)
+        if offenders.size > MAX_FAILING:
+            offenders = offenders[np.argpartition(-worst_first, MAX_FAILING - 1)[:MAX_FAILING]]
+        for j in offenders:
             block, window, speaker = rowkeys.key(golden, int(gi[j]))
             item = (float(np.nan_to_num(diff.max_abs[j], nan=np.inf)), block, window, speaker)
             if len(self.worst_rows) < MAX_FAILING:

@@ -92,7 +92,8 @@ def make_packer(packer_cmd: str | None, packer: str | None, geometry: Geometry, 
 def model_geometry(config: ReleaseConfig) -> Geometry:
     """The configured model's geometry; the reference model's is known without building it."""
     from lanes.diar_nn_g.config import CONFIGS
+    from lanes.model_api import geometry_of
 
     if config.model.spec in CONFIGS:
         return CONFIGS[config.model.spec].geometry()
-    return load_model(config, "cpu").geometry
+    return geometry_of(load_model(config, "cpu"))

@@ -139,17 +139,15 @@ def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: 
 
 def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
     from golden.store import load_golden
-    from harness.pipeline.backends import IN_PROCESS, model_geometry
-    from harness.pipeline.model_match import check_fingerprint, check_geometry
+    from harness.pipeline.backends import IN_PROCESS
+    from harness.pipeline.model_match import check_before_building, check_fingerprint, check_geometry
     from harness.pipeline.record import verify_golden
-    from lanes.diar_nn_g.config import CONFIGS
 
     gold = load_golden(golden_path)  # instant: a folder of goldens, a tampered manifest, before the model is built
     url = backend if isinstance(backend, str) else backend.url
     in_process = url in IN_PROCESS
     model = f"model {cfg.model.spec!r}" if in_process else f"the model served at {url}"
-    if in_process and cfg.model.spec in CONFIGS:  # the reference model's geometry is known without building it
-        check_geometry(gold, model_geometry(cfg), model)
+    check_before_building(gold, cfg.model.spec, in_process)
     be = make_backend(cfg, backend)
     check_geometry(gold, be.geometry, model)  # a plug-in's, a server's: before any block runs
     check_fingerprint(gold, be.fingerprint, model)
@@ -167,9 +165,9 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_t
 
     knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
     check_writable_dir(runs, "runs folder")
-    refuse_folder_of_goldens(golden_path)  # at once, not after building the model
+    check_golden_before_building(cfg, golden_path)
     be = make_backend(cfg, BackendChoice.of(cfg))
-    gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)
+    gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)  # before the laws, the warm-up, any block
     plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
     packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
@@ -179,6 +177,18 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_t
     finally:
         packing.close()
     return [f"wrote run {result.run_id} at {result.path}"]
+
+
+def check_golden_before_building(cfg: ReleaseConfig, golden_path: Path) -> None:
+    """What ``run`` and ``nightly`` can refuse before the model is built: a folder of goldens, a golden whose
+    manifest or files do not hold, a golden of another reference model's geometry. The fingerprint is compared
+    as soon as the model is built."""
+    from golden.store import load_golden
+    from harness.pipeline.backends import IN_PROCESS
+    from harness.pipeline.model_match import check_before_building
+
+    refuse_folder_of_goldens(golden_path)  # at once, listing the goldens inside
+    check_before_building(load_golden(golden_path), cfg.model.spec, cfg.backend.url in IN_PROCESS)
 
 
 def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
@@ -226,6 +236,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     from harness.data.jsonio import read_json
     from harness.data.schemas import LocalisationFile, validate
     from harness.ledger_store import read_consistent
+    from harness.pipeline.promote import engine_manifest
     from harness.score_check import check_self_consistent, read_score
     from reports import write_junit, write_report
 
@@ -236,7 +247,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     score_file, loc_file = pin([score_path, localisation or score_path])
     result = read_score(score_file)
     check_self_consistent(result, str(score_path))
-    book = read_consistent(ledger, manifest)[0] if ledger is not None else None
+    book, engine_reads = read_consistent(ledger, manifest) if ledger is not None else (None, None)
     loc = None
     if localisation is not None:
         data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
@@ -249,7 +260,8 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:
-        write_report(stage, result, ledger=book, localisation=loc)
+        write_report(stage, result, ledger=book, localisation=loc,
+                     engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None)
         if beside is not None:
             write_junit(stage / beside.name, result, None)
     committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))
@@ -274,8 +286,8 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
     refuse_previous_output(job.out, job.force)  # after the options are checked, before any work
     if job.ray is not None:
         return nightly_on_ray(job)
-    refuse_folder_of_goldens(job.golden)  # at once, not after building the model
-    be = make_backend(cfg, job.backend)
+    check_golden_before_building(cfg, job.golden)
+    be = make_backend(cfg, job.backend)  # its fingerprint is compared first thing (nightly's load_golden)
     packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
         return run_nightly(cfg, job.golden, job.out, be, part, job.ledger, job.manifest, job.localise, job.progress,

@@ -119,8 +119,9 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
             show_progress: bool = True, packer: Packer = HARNESS_PACKER,
             load_model: Callable[[], Inferring] | None = None, laws_examples: int = DEFAULT_EXAMPLES,
             no_promote: bool = False) -> NightlyOutcome:
-    """The nightly (module doc). ``no_promote``: score, report, JUnit and localise, but neither open nor create
-    the ledger and manifest (trying an option must not change what the engine obeys)."""
+    """The nightly (module doc). ``no_promote``: score, report, JUnit and localise, but neither lock, create nor
+    change the ledger and manifest (trying an option must not change what the engine obeys); the report reads
+    the manifest as the engine does, to say what it still allows."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
     ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
@@ -197,7 +198,8 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
     (score, localisation, report, JUnit, summary) are one set (:mod:`harness.outputset`), written into a fresh
     folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
     previous one, never a mix. ``no_promote``: the score is verified as promotion would, but the ledger and
-    manifest are neither read nor written (nor created, nor locked). ``live``: the score accumulated while the
+    manifest are neither written, created nor locked (the report reads the manifest, lock-free, as the engine
+    does: what it still allows). ``live``: the score accumulated while the
     lanes ran (:mod:`harness.pipeline.live_score`), checked against the run here; None: scored from the run's
     files (a merge, a Ray nightly)."""
     from reports import evidence_warnings, summary_line, write_junit, write_report
@@ -232,11 +234,14 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
             from harness.ledger_store import read_consistent
+            from harness.pipeline.promote import engine_manifest
 
-            ledger = None if no_promote else read_consistent(ledger_path, manifest_path)[0]
+            ledger, promoted = read_consistent(ledger_path, manifest_path) if not no_promote else (None, None)
             margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed
+            # the file the engine reads: as committed; a night that did not promote reads it as the engine does
+            engine = engine_manifest(score, manifest_path, promoted)
             write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation,
-                         promoted=not no_promote, margins=margins)
+                         promoted=not no_promote, margins=margins, engine=engine)
             write_junit(stage / "junit.xml", score, None, margins)
             summary = summary_line(score, None, localisation)
             if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted

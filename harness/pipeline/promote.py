@@ -1,5 +1,6 @@
 """Promotion: a verified score applied to the ledger and the promoted-shapes manifest, as one
-transaction (:mod:`harness.ledger_store`)."""
+transaction (:mod:`harness.ledger_store`); and what that manifest, the file the engine reads, allows for a
+score (:func:`engine_manifest`, for the report)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.config import ReleaseConfig
 from harness.data.errors import HarnessError, LedgerError, step
+from harness.data.schemas.records import PromotedShapes
 from harness.data.schemas.results import Score
 from harness.history_store import rows_of
-from harness.ledger_store import commit
-from harness.promotion import Transition, apply_score
+from harness.ledger_store import commit, load_manifest
+from harness.promotion import Transition, allowed_for, apply_score
 from harness.score_check import check_score, read_score
+from reports.engine import EngineManifest
 
 
 def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
@@ -63,3 +66,21 @@ def describe_transition(t: Transition) -> str:
     if not t["passed"] and t["reasons"]:
         text += f": {t['reasons'][0]}"
     return text
+
+
+def engine_manifest(score: Score, path: Path, manifest: PromotedShapes | None = None) -> EngineManifest:
+    """What ``path`` allows for the score's model, device, numerics profile and packer. ``manifest``: as read
+    with its ledger (a night that promoted); None: read here, read-only and without a lock, as the engine reads it
+    (a night that did not promote touches neither file)."""
+    path = Path(path)
+    if manifest is None:
+        if not path.exists():
+            return EngineManifest(str(path), False, None)
+        try:
+            manifest = load_manifest(path)
+        except HarnessError as exc:
+            return EngineManifest(str(path), True, None, unreadable=str(exc))
+    ops = sorted({op for s in score.shapes.values() for op in s.ops})
+    allows = allowed_for(manifest, score.fingerprint, score.device_kind, score.numerics_profile,
+                         str(score.packer.get("identity", "")), ops)
+    return EngineManifest(str(path), True, allows)

@@ -59,8 +59,14 @@ def nightly_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard
 def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: RayOptions, spec: WorkerSpec,
                 ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
                 show_progress: bool = True, no_promote: bool = False) -> NightlyOutcome:
-    """The nightly over Ray: shards run on the workers, then ``merge`` as ``harness merge`` does it."""
+    """The nightly over Ray: shards run on the workers, then ``merge`` as ``harness merge`` does it. A golden of
+    another reference geometry is refused here, before Ray starts; each worker compares its model's fingerprint
+    before its packer is judged (:func:`nightly_shard`)."""
+    from harness.pipeline.backends import IN_PROCESS
+    from harness.pipeline.model_match import check_before_building
+
     golden = load_golden(golden_path)
+    check_before_building(golden, config.model.spec, spec.backend.url in IN_PROCESS)
     ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
     check_writable_dir(out, "nightly output folder")
     if not no_promote:  # --no-promote: the ledger is not even opened

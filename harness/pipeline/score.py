@@ -25,6 +25,7 @@ from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
+from harness.data.schemas.backend import BackendFacts
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
 from harness.host_share import DeviceTime, host_entry
@@ -168,6 +169,7 @@ class Scoring:
         }
         if run.manifest.get("evidence"):  # absent from a run before --arrangements/--repeats: so from its score
             body["evidence"] = {key: run.manifest["evidence"][key] for key in ("arrangements", "repeats", "seed")}
+        body["backend"] = BackendFacts.of(run.manifest["backend"]).model_dump(mode="json")
         host = host_entry(run.manifest.get("lanes_wall_s"), device.seconds, len(ids))
         if host is not None:  # absent from a run before it (or merged shards): so from its score
             body["host"] = host

@@ -53,6 +53,35 @@ def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, golde
     backend.close()
 
 
+def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(triton_backend, golden, tmp_path):
+    """The sign-off of a night run through Triton says so: backend, URL, transport, shared memory and requests in
+    flight in its table, the same in JUnit's suite properties; at concurrency 2 no share of the wall is claimed."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    from harness.pipeline.nightly import nightly
+
+    outcome = nightly(CONFIG.with_overrides(candidates=(2,)), golden.path, tmp_path / "out", triton_backend,
+                      localise=False, show_progress=False, laws_examples=20, no_promote=True)
+    score = outcome.score
+    assert score is not None and score.backend is not None
+    assert (score.backend.name, score.backend.url, score.backend.transport, score.backend.concurrency) == (
+        "triton", triton_backend.url, "http", triton_backend.concurrency)
+    report = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
+    assert report["backend"]["backend"] == f"triton server {triton_backend.url}"
+    assert report["backend"]["transport"] == "http" and report["backend"]["shared memory"] == "no"
+    assert report["backend"]["requests in flight"] == str(triton_backend.concurrency)
+    assert triton_backend.url in (tmp_path / "out" / "report" / "report.html").read_text()
+    if triton_backend.concurrency > 1:
+        assert "requests were in flight at once" in report["timing_line"] and "%" not in report["timing_line"]
+    props = ET.parse(tmp_path / "out" / "junit.xml").getroot().find("testsuite/properties")
+    assert props is not None
+    named = {p.get("name"): p.get("value") for p in props.findall("property")}
+    assert (named["backend"], named["backend_url"], named["backend_transport"]) == ("triton", triton_backend.url,
+                                                                                      "http")
+    assert named["backend_concurrency"] == str(triton_backend.concurrency)
+
+
 def test_call_many_keeps_order_and_matches_call(triton_server, golden):
     from harness.packing import pack
     from lanes.triton.backend import TritonBackend

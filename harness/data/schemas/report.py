@@ -46,6 +46,9 @@ class SignoffReport(Strict):
     device_kind: str
     numerics_profile: str
     environment: dict[str, Any]
+    backend: dict[str, str] | None = Field(None, description="what ran the requests, as the report's rows: "
+                                           "in-process, or a Triton server's URL, transport, shared memory, requests "
+                                           "in flight (score.backend; None for a score before it)")
     numerics: dict[str, Any] = Field(description="the numeric settings in force")
     mode: Literal["isolated", "chained"] = Field(description="the lanes' voiceprint inputs")
     pad_to_fixed: bool
@@ -71,6 +74,12 @@ class SignoffReport(Strict):
     overrides: list[dict[str, Any]] = Field(description="judging settings that differ from the release's")
     overrides_line: str | None
     no_promote_line: str | None
+    engine: dict[str, Any] | None = Field(None, description="the manifest the engine reads (promoted-shapes.json): "
+                                          "manifest (its path), exists, allows (k per OP for this model, device, "
+                                          "numerics profile and packer; None: nothing for them); None: not known "
+                                          "to the report")
+    engine_line: str = Field("", description="the sentence naming that file and what it allows here (for a night "
+                                             "that did not promote: that it was not changed)")
     margins: dict[str, Any] | None = Field(None, description="the margins over nights (only with a ledger's "
                                                              "history)")
     load: dict[str, Any] | None = Field(None, description="the concurrency sweep's points and budget (only when the "

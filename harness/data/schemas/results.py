@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements
+from harness.data.schemas.backend import BackendFacts
 from harness.data.schemas.base import (
     Count,
     Frozen,
@@ -36,6 +37,8 @@ from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
 from harness.tolerances import Tolerances
+
+STALL_FACTOR = 5.0  # throughput's "stalls": calls over this many times their lane's median time for the same OP
 
 
 class RequestEvidence(Frozen):
@@ -139,9 +142,11 @@ class Score(OptionalKeys, Frozen):
                                                              "(absent: 1 and 1, today's evidence)")
     host: HostShare | None = Field(None, description="the lanes' wall: network calls vs the harness's own work "
                                                      "(absent: a run before it was recorded, or merged shards)")
+    backend: BackendFacts | None = Field(None, description="what ran the requests: in-process, or a Triton server "
+                                                           "with its URL and transport (absent: a score before it)")
     digest: Sha256 = Field(description="sha256 of this file's canonical JSON without this key")
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host", "backend"})
 
 
 class LocalisationFile(Frozen):

@@ -78,11 +78,11 @@ class TritonPythonModel:
         Numerics in force are read after ``initialize`` applied them; ``execute`` re-applies the
         same settings before every request, so they stay what is recorded here."""
         from harness.numerics import in_force
-        from lanes.model_api import describe
+        from lanes.model_api import describe, geometry_of
 
         return json.dumps({
             "fingerprint": self.model.fingerprint,
-            "geometry": self.model.geometry.to_dict(),
+            "geometry": geometry_of(self.model).to_dict(),
             "model": describe(self.model),
             "spec": self.spec,
             "device": self.device,
