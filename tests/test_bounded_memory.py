@@ -242,8 +242,8 @@ def test_the_harness_sets_omp_and_the_allocator_unless_the_user_did_and_no_bit_c
     write_corpus(corpus, synth_corpus(geometry, 4), geometry)
     runs = {}
     for name, env in (("ours", {}), ("theirs", {"OMP_WAIT_POLICY": "ACTIVE", "MALLOC_ARENA_MAX": "4"})):
-        clean = {k: v for k, v in os.environ.items()
-                 if k not in ("OMP_WAIT_POLICY", "GLIBC_TUNABLES", "HARNESS_PROCESS_SET") and not k.startswith("MALLOC_")}
+        ours = ("OMP_WAIT_POLICY", "GLIBC_TUNABLES", "HARNESS_PROCESS_SET")
+        clean = {k: v for k, v in os.environ.items() if k not in ours and not k.startswith("MALLOC_")}
         code = f"CORPUS, GOLDENS = {str(corpus)!r}, {str(tmp_path / name)!r}\n" + textwrap.dedent(RECORD_SMALL)
         pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code],
                              {**clean, "PYTHONPATH": str(REPO), **env})
