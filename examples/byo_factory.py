@@ -1,8 +1,8 @@
 """Bring your own model, as a Python factory: ``harness ... --model examples.byo_factory:make_model``.
 
 The smallest object the harness accepts: ``geometry``, ``fingerprint`` and
-``infer(request) -> dict``. This one is a toy (a per-window energy "segmentation" and a
-weighted-mean "voiceprint"), but it follows the whole contract, including isolation: it
+``infer(request) -> dict``. This one is a toy (a per-window energy "segmentation": speaker 1 in the
+louder frames, and a weighted-mean "voiceprint"), but it follows the whole contract, including isolation: it
 reads windows only through :func:`harness.data.isolation.cut_windows`.
 """
 
@@ -34,7 +34,10 @@ class EnergyModel:
         frames = x[:, : g.frames_per_window * g.frame_step].reshape(x.shape[0], g.frames_per_window, g.frame_step)
         energy = np.log1p(self.scale * np.square(frames).mean(axis=2))  # [N, F]
         if int(fields[ops.OP][0]) == 0:
-            logits = np.stack([-energy * k for k in range(g.classes)], axis=-1)
+            # "speaker 1 speaks" in the frames louder than their window's mean, silence elsewhere: the masks then
+            # give voiceprint rows (a segmentation that never marks a speaker is refused by golden record)
+            level = energy / (energy.mean(axis=1, keepdims=True) + 1e-8)
+            logits = np.stack([1.0 - level, level - 1.0, *(np.full_like(level, -3.0),) * (g.classes - 2)], axis=-1)
             logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
             return {ops.SEGMENTATION_OUTPUT: logp.astype(np.float32)}
         w = fields[ops.WEIGHTS]
