@@ -91,6 +91,9 @@ class LanesSection(_Section):
     voiceprint_inputs: Literal["isolated", "chained"] = Field(
         default="isolated", description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the "
         "golden's (the voiceprint network judged alone); chained = the lane's own segmentation, as production would")
+    warm_up: Literal["auto", "every-lane", "exact-lane"] = Field(
+        default="auto", description="untimed first calls: every lane's, or the exact lane's only; auto = every lane's "
+        "on a GPU or a server (autotuning, lazy start), the exact lane's on an in-process CPU (lanes.warm_up)")
 
 
 class CorpusSection(_Section):
@@ -248,6 +251,7 @@ class ReleaseConfig:
     candidates: tuple[int, ...] = (2, 4)
     pad_to_fixed: bool = False
     voiceprint_inputs: str = "isolated"  # one of VOICEPRINT_INPUTS; runs' and scores' file key is "mode"
+    warm_up: str = "auto"  # [lanes] warm_up: how the job runs, kept out of to_dict
     masks: MaskPolicy = field(default_factory=MaskPolicy)
     numerics: NumericSettings = field(default_factory=NumericSettings)
     tolerances: Tolerances = field(default_factory=Tolerances)
@@ -385,16 +389,7 @@ def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Seq
         candidates=tuple(shapes.candidates),
         pad_to_fixed=shapes.pad_to_fixed,
         voiceprint_inputs=parsed.lanes.voiceprint_inputs,
-        masks=parsed.masks,
-        numerics=parsed.numerics,
-        tolerances=parsed.tolerances,
-        corpus=parsed.corpus,
-        backend=parsed.backend,
-        ray=parsed.ray,
-        packer=parsed.packer,
-        nightly=parsed.nightly,
-        history=parsed.history,
-        evidence=parsed.evidence,
-        localise=parsed.localise,
-        load=parsed.load,
+        warm_up=parsed.lanes.warm_up,
+        **{name: getattr(parsed, name) for name in ("masks", "numerics", "tolerances", "corpus", "backend", "ray",
+                                                    "packer", "nightly", "history", "evidence", "localise", "load")},
     )

@@ -80,6 +80,7 @@ class RunPlan:
     ops: tuple[Op, ...] = ALL_OPS
     mask_policy: MaskPolicy = MaskPolicy()
     warmup: bool = True  # one untimed call per lane, shape and OP first (lazy init, cuDNN autotuning)
+    warmup_packed: bool = True  # the packed shapes' too (False: the exact lane's only: lanes.warm_up)
     variants: tuple[FastVariant, ...] = ()  # more lanes at a plain shape (lanes.variants): after the plain shapes
     pipeline: bool = True  # the next request prepared while the device runs this one (lanes.device_queue)
 

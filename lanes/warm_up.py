@@ -19,10 +19,14 @@ kernels' compilation, the corpus's hashing and reading, made each of those host 
 - a block's rows are computed once per bitwise-equal answer (:class:`_RowsCache`: the shapes answer
   the blocks they share alike, often), not once per shape.
 
-The exact lane's warm-up runs first and alone on an in-process device (:mod:`lanes.memory`: nothing
-else in flight, so its peak is its own), and packed shapes whose requests cannot fit the device are
-refused before their first call. The steps are named to ``phase`` (the progress bar's) as the device
-reaches them, ``warm-up: OP 0 k=4 (3 of 12)`` numbered in device order, and None at the end.
+Where a first call's one-off costs are small against the call (an in-process CPU: oneDNN's primitives
+take milliseconds, a full voiceprint call seconds), the packed shapes' warm-up is left out
+(``RunPlan.warmup_packed``, ``[lanes] warm_up``): it repeated every shape's first group untimed, on a
+4-block corpus every packed call. The exact lane's warm-up stays. It runs first and alone on an
+in-process device (:mod:`lanes.memory`: nothing else in flight, so its peak is its own), and packed
+shapes whose requests cannot fit the device are refused before their first call. The steps are named
+to ``phase`` (the progress bar's) as the device reaches them, ``warm-up: OP 0 k=4 (3 of 12)`` numbered
+in device order, and None at the end.
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ def warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer,
     lanes: list[_Lane] = []
     if plan.include_exact:
         lanes.append(_Exact(ExactLane(backend, plan.release_shapes, scratch)))
-    lanes += [_Fast(FastLane(backend, k, scratch, plan.pad_to_fixed, packer)) for k in plan.shapes]
+    if plan.warmup_packed:
+        lanes += [_Fast(FastLane(backend, k, scratch, plan.pad_to_fixed, packer)) for k in plan.shapes]
     rows_of = _RowsCache(g, plan.mask_policy)
     measured = plan.include_exact and bool(plan.shapes) and in_process_device(backend) is not None
     steps, done = len(lanes) * len(ops), 0

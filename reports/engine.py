@@ -9,23 +9,11 @@ read as the engine's rule.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from harness.data.engine_allows import ENGINE_FILE, EngineManifest
 from harness.data.schemas.results import Score
 
-ENGINE_FILE = "promoted-shapes.json"
-
-
-@dataclass(frozen=True)
-class EngineManifest:
-    """The manifest the engine reads: its path, and what it allows for the score's model, device, numerics
-    profile and packer per OP (None: the file does not exist, or holds nothing for that key); read by the
-    commands (:func:`harness.pipeline.promote.engine_manifest`), rendered here."""
-
-    path: str
-    exists: bool
-    allows: Mapping[str, list[int]] | None
-    unreadable: str | None = None  # why the file could not be read (a report says so rather than fail)
+__all__ = ["ENGINE_FILE", "EngineManifest", "allows_text", "engine_line"]
 
 
 def _ks(ks: list[int]) -> str:

@@ -198,10 +198,10 @@ def test_the_floors_peak_does_not_grow_with_the_modules_or_the_blocks(tmp_path, 
 
 RECORD = """
     import sys
-    from harness.cli import main
+    from harness.cli import program
     sys.argv = ["harness", "golden", "record", "--model", "small", "--corpus", "c.parquet", "--goldens", GOLDENS,
                 "--no-progress"]
-    main()
+    program()
 """
 
 
@@ -209,8 +209,8 @@ def test_a_starved_writer_does_not_grow_the_peak(tmp_path):
     """Every row group the golden's writers write waits 0.3 s (a disk that cannot keep up): the lanes wait for
     it (bounded queues), memory does not pile up behind it."""
     here = f"import os\nos.chdir({str(tmp_path)!r})\n"
-    status, _ = _peak_mib(here + "import sys\nfrom harness.cli import main\nsys.argv = ['harness', 'corpus', "
-                          "'synth', 'c.parquet', '--model', 'small', '--blocks', '96']\nmain()\n")
+    status, _ = _peak_mib(here + "import sys\nfrom harness.cli import program\nsys.argv = ['harness', 'corpus', "
+                          "'synth', 'c.parquet', '--model', 'small', '--blocks', '96']\nprogram()\n")
     assert status == 0
     normal_status, normal = _peak_mib(here + f"GOLDENS = 'g1'\n{textwrap.dedent(RECORD)}")
     slow_status, slow = _peak_mib(here + f"GOLDENS = 'g2'\n{textwrap.dedent(RECORD)}",
@@ -225,10 +225,10 @@ def test_a_starved_writer_does_not_grow_the_peak(tmp_path):
 
 RECORD_SMALL = """
     import sys
-    from harness.cli import main
+    from harness.cli import program
     sys.argv = ["harness", "golden", "record", "--model", "small", "--corpus", CORPUS, "--goldens", GOLDENS,
                 "--no-progress"]
-    main()
+    program()
 """
 
 

@@ -73,11 +73,18 @@ def _command(argv: list[str]) -> str:
     return " ".join(words) or "harness"
 
 
+def program() -> None:
+    """The ``harness`` program (the console script, ``python -m harness.cli``): the process's own settings first
+    (before torch is imported and any thread starts; it may start the process again: harness.data.process_settings),
+    then :func:`main`. A test calling :func:`main` in its own process changes nothing of that process."""
+    from harness.data.process_settings import tune_process
+
+    tune_process()
+    main()
+
+
 def main(argv: list[str] | None = None) -> None:
     if argv is None:  # run as the program (console script, python -m), not called in-process by a test
-        from harness.data.process_settings import tune_process
-
-        tune_process()  # first: before torch is imported and any thread starts (harness.data.process_settings)
         _hypothesis_storage_outside_the_working_folder()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("HARNESS_DEBUG") == "1" or "--debug" in args
@@ -192,4 +199,4 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-__all__ = ["main"]
+__all__ = ["main", "program"]

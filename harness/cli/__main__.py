@@ -1,5 +1,5 @@
 """``python -m harness.cli``."""
 
-from harness.cli import main
+from harness.cli import program
 
-main()
+program()

@@ -10,6 +10,7 @@ from typing import Any
 from golden.runs import load_run
 from golden.store import load_golden
 from harness.config import ReleaseConfig
+from harness.data.engine_allows import EngineManifest
 from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.records import PromotedShapes
 from harness.data.schemas.results import Score
@@ -17,7 +18,6 @@ from harness.history_store import rows_of
 from harness.ledger_store import commit, load_manifest
 from harness.promotion import Transition, allowed_for, apply_score
 from harness.score_check import check_score, read_score
-from reports.engine import EngineManifest
 
 
 def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None

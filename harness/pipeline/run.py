@@ -16,6 +16,7 @@ from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
 from harness.data.outputs import LaneOutputs
 from harness.packing import HARNESS_PACKER, Packer
+from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.shards import BlockRange, Shard
 from lanes.arrangements import manifest_evidence, variants_for
@@ -33,8 +34,17 @@ def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_t
     ks, ev = tuple(shapes if shapes is not None else config.candidates), config.evidence
     return RunPlan(shapes=ks, release_shapes=config.release_shapes, voiceprint_inputs=config.voiceprint_inputs,
                    pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
-                   include_exact=True, mask_policy=config.masks,
+                   include_exact=True, mask_policy=config.masks, warmup_packed=packed_warm_up(config),
                    variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed))  # [evidence] (lanes.arrangements)
+
+
+def packed_warm_up(config: ReleaseConfig) -> bool:
+    """Whether the packed shapes warm up too (``[lanes] warm_up``): ``auto`` says yes where a first call pays
+    one-off costs worth leaving out of its timing (a GPU: lazy initialisation, cuDNN's autotuning; a server:
+    its model's first run), no on an in-process CPU (milliseconds against seconds of network per call)."""
+    if config.warm_up != "auto":
+        return config.warm_up == "every-lane"
+    return config.backend.url not in IN_PROCESS or not config.device.startswith("cpu")
 
 
 def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> dict[str, Any]:
