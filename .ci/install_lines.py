@@ -80,7 +80,8 @@ VENVS = (
 TORCH_LINES = ("pip install " + TORCH, f"pip install {TORCH} --index-url {TORCH_CPU_INDEX}")
 # Every `pip install` line the docs hold must be one of these, or be explicitly not about this project.
 DOCUMENTED = (*(step.line for venv in VENVS for step in venv.steps), *TORCH_LINES)
-NOT_THIS_PROJECT = ("pip install tox",)
+NOT_THIS_PROJECT = ("pip install tox",
+                    "pip install --no-index --no-deps")  # the GPU lease's offline wheels (benchmarks/gpu_lease.sh)
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], log: list[str], timeout: float = 1800) -> bool:

@@ -23,12 +23,28 @@ from harness.progress import PlainLines
 REPO = Path(__file__).resolve().parents[1]
 
 
+PEAK = """
+import atexit, os
+def _peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            open(os.environ["PEAK_FILE"], "w").write(line.split()[1])
+atexit.register(_peak)
+"""
+
+
 def _peak_mib(code: str, env: dict[str, str] | None = None) -> tuple[int, float]:
-    """Run ``code`` in a fresh interpreter: its exit status and peak resident memory (MiB)."""
-    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", textwrap.dedent(code)], full)
-    _, status, usage = os.wait4(pid, 0)
-    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
+    """Run ``code`` in a fresh interpreter: its exit status and peak resident memory (MiB), read by the child
+    itself at exit (the kernel's high-water mark of its own memory: ``wait4``'s figure would start from this
+    test process's, which a fork-and-exec child inherits)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".peak") as peak:
+        full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {}), "PEAK_FILE": peak.name}
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", PEAK + textwrap.dedent(code)], full)
+        _, status, _ = os.wait4(pid, 0)
+        text = Path(peak.name).read_text().strip()
+    return os.waitstatus_to_exitcode(status), (int(text) / 1024 if text else 0.0)
 
 
 # ---------------------------------------------------------------------------------------------

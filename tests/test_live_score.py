@@ -147,18 +147,40 @@ def test_groups_of_any_size_are_cut_into_the_post_hoc_batches(world, tmp_path, m
         post_hoc_text(world, tmp_path / "post.json"))
 
 
-def test_live_batches_cut_otherwise_give_another_file(world, tmp_path, monkeypatch):
-    """Negative control: the score depends on where batches are cut (sampled figures are kept per batch), so a
-    live score batched by the lanes' groups (5 blocks here) instead of the post-hoc 4 is another file."""
+def test_live_batches_cut_otherwise_give_the_same_file_and_one_ulp_more_another(world, tmp_path, monkeypatch):
+    """Where batches are cut does not move a figure (the worst rows are the largest of the whole lane, the plot's
+    sample is drawn value by value): a live score batched by the lanes' groups (5 blocks here) is the post-hoc
+    file of batches of 4. Negative control: one ULP more in one window of one lane's answer is another file."""
+    import dataclasses
+
+    import numpy as np
+
     monkeypatch.setattr(score_module, "BATCH_BLOCKS", 4)
     post = post_hoc_text(world, tmp_path / "post.json")
     monkeypatch.setattr(score_module, "BATCH_BLOCKS", 5)
-    live = fed(world, groups_of(world, 5))
-    try:
-        score = live.result(world["run"])
-    finally:
-        live.abort()
-    assert unsealed(write_score(tmp_path / "live.json", score).read_text()) != unsealed(post)
+
+    def scored(groups) -> str:
+        live = fed(world, groups)
+        try:
+            score = live.result(world["run"])
+        finally:
+            live.abort()
+        return unsealed(write_score(tmp_path / "live.json", score).read_text())
+
+    assert scored(groups_of(world, 5)) == unsealed(post)
+
+    def one_ulp_more(groups):
+        done = False
+        for lane, batch in groups:
+            if not done and lane == "k2":
+                logprobs = batch.segmentation.logprobs.copy()
+                logprobs[0, 0, 0, 0] = np.nextafter(logprobs[0, 0, 0, 0], np.float32(np.inf))
+                batch = dataclasses.replace(batch, segmentation=dataclasses.replace(batch.segmentation,
+                                                                                    logprobs=logprobs))
+                done = True
+            yield lane, batch
+
+    assert scored(one_ulp_more(groups_of(world, 5))) != unsealed(post)
 
 
 def test_groups_out_of_golden_order_fall_back_to_post_hoc_scoring(world, tmp_path, monkeypatch):

@@ -165,5 +165,5 @@ def test_junit_and_summary_name_the_load_refusal(scored: Score, tmp_path: Path):
     refused = with_load(scored, "http://127.0.0.1:1", "diar_nn_g", 4, [1, 2], shapes, None)
     xml = write_junit(tmp_path / "junit.xml", refused, None).read_text()
     assert 'name="evidence"' in xml and "not accurate under load" in xml
-    assert "shape k=2 is not accurate under load" in summary_line(refused, None)
+    assert "shape k=2 refused (not reproducible): k=2 is not accurate under load" in summary_line(refused, None)
     assert 'name="evidence"' not in write_junit(tmp_path / "plain.xml", scored, None).read_text()

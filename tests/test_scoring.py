@@ -70,7 +70,8 @@ def test_flips_are_counted_and_classed_by_the_golden_margin():
     (c,) = failed(v, "confident_flips")
     assert c.observed == 1 and c.allowed == 0 and c.offending == 1 and c.total == 40
     assert c.where == "first block 'b' window 0 frame 5"
-    assert c.line().startswith("OP 0 confident_flips: 1 > 0 allowed, 1 of 40 audio frames (2.5 %), first block 'b'")
+    assert c.line().startswith("OP 0 confident_flips: 1 > 0 allowed (would pass at 1), 1 of 40 audio frames (2.5 %), "
+                               "first block 'b'")
 
 
 def test_flips_where_the_window_holds_no_audio_do_not_count():
@@ -94,7 +95,8 @@ def test_max_abs_says_how_many_of_how_many_and_where():
     assert (c.offending, c.total, c.unit) == (1, 4, "windows") and c.where == "worst block 'b' window 1"
     assert c.note == "3 of 280 elements over the limit"
     assert "golden record --regen" in c.hint
-    assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed, 1 of 4 windows (25 %), worst block 'b' window 1")
+    assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed (would pass at 0.5), 1 of 4 windows (25 %), worst "
+                               "block 'b' window 1")
 
 
 def test_nan_never_passes():
@@ -349,7 +351,8 @@ def test_voiceprint_figures_without_nan_are_unchanged():
     assert m["max_abs"] == m["max_abs_finite"] > 0 and m["min_cosine"] == m["min_cosine_finite"] < 1
     assert m["figures_non_finite"]["count"] == 0
     (c,) = failed(v, "max_abs")
-    assert c.line().startswith("OP 1 max_abs: 0.001 > 0.0001 allowed, 1 of 80 rows")
+    # 0.001000002 reads 0.001; the least limit that passes it, at those digits, is 0.00101
+    assert c.line().startswith("OP 1 max_abs: 0.001 > 0.0001 allowed (would pass at 0.00101), 1 of 80 rows")
 
 
 def test_voiceprint_bitwise_mode_names_non_finite_figures():
@@ -372,7 +375,8 @@ def test_segmentation_figures_over_a_nan_window_are_non_finite():
     assert m["max_abs_finite"] == 0.0 and m["figures_non_finite"] == {"count": 1, "of": 4, "unit": "windows"}
     (c,) = failed(v, "max_abs")
     assert c.observed is None and c.line().startswith(
-        "OP 0 max_abs: non-finite (1 of 4 windows), <= 0.0001 allowed, first non-finite at block 'b' window 0; "
+        "OP 0 max_abs: non-finite (1 of 4 windows), <= 0.0001 allowed (no limit passes a non-finite value), "
+        "first non-finite at block 'b' window 0; "
         "over the 3 finite windows only: 0")
 
 

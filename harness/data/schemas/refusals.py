@@ -42,7 +42,9 @@ class RefusalCause(Frozen):
     def text(self, k: int | str) -> str:
         """'refused (depends on slot / neighbours / duplicates): <evidence>', the evidence without its shape and
         without the cause said twice (a request-size line starts with it)."""
-        evidence = self.evidence.removeprefix(f"k={k} ").removeprefix(f"{self.kind}: ")
+        evidence = self.evidence.removeprefix(f"{self.kind}: ")
+        if not evidence.startswith(f"k={k} is "):  # 'k=4 is not accurate under load' keeps its subject
+            evidence = evidence.removeprefix(f"k={k} ")
         return f"refused ({self.kind}): {evidence}"
 
     def line(self, k: int | str) -> str:
