@@ -1,7 +1,8 @@
 """Where a command may write (harness.data.destinations): one rule for every output location of every command.
 
-Every check that can refuse is shown to refuse (a golden, inside one, a run, a link into a golden, an input,
-inside an input folder) and to accept the honest location beside it (the negative controls); a check creates
+Every check that can refuse is shown to refuse (a golden, inside one, a run, a link into a golden, an input)
+and to accept the honest location beside it (the negative controls: inside an input folder that is no golden
+or run is one); a check creates
 nothing. The commands themselves are in the failure catalogue (tests/catalogue_locations.py: every command
 that writes, through the command line, the workspace unchanged).
 """
@@ -41,7 +42,6 @@ def listing(root: Path) -> list[str]:
     ("link", "it is a golden directory"),  # a link to a golden is the golden
     ("link/n", "inside link (a golden directory is sealed"),
     ("in", "over --golden in, an input of this command"),
-    ("in/sub", "inside --golden in, an input of this command"),
 ])
 def test_an_output_folder_inside_a_golden_a_run_or_an_input_is_refused(tree, monkeypatch, where, says):
     monkeypatch.chdir(tree)
@@ -53,12 +53,14 @@ def test_an_output_folder_inside_a_golden_a_run_or_an_input_is_refused(tree, mon
     assert "\n" not in str(exc.value) and listing(tree) == before
 
 
-@pytest.mark.parametrize("where", ["n", "goldens/n", "goldens", "runs", "n/deep/er", "."])
+@pytest.mark.parametrize("where", ["n", "goldens/n", "goldens", "runs", "n/deep/er", ".", "in/sub"])
 def test_an_honest_output_folder_is_accepted_and_nothing_is_created(tree, monkeypatch, where):
-    """Negative control: beside a golden, the folder of goldens, a new folder, the working folder."""
+    """Negative control: beside a golden, the folder of goldens, a new folder, the working folder, inside an
+    input folder that is no golden or run (a shard folder may hold more)."""
     monkeypatch.chdir(tree)
     before = listing(tree)
-    assert check_output_dir(Path(where), "nightly output folder", [("--golden", Path("goldens/r"))]) == Path(where)
+    assert check_output_dir(Path(where), "nightly output folder", [("--golden", Path("goldens/r")),
+                                                                   ("shard folder", Path("in"))]) == Path(where)
     assert listing(tree) == before
 
 
@@ -66,7 +68,6 @@ def test_an_honest_output_folder_is_accepted_and_nothing_is_created(tree, monkey
     ("goldens/r/s.json", "inside goldens/r (a golden directory is sealed"),
     ("runs/x/s.json", "inside runs/x (a run directory is sealed"),
     ("c.parquet", "over --corpus c.parquet, an input of this command"),
-    ("in/s.json", "inside --golden in, an input of this command"),
     ("goldens/r/manifest.json", "inside goldens/r"),
 ])
 def test_an_output_file_inside_a_golden_a_run_or_over_an_input_is_refused(tree, monkeypatch, where, says):
@@ -86,12 +87,13 @@ def test_an_output_file_over_an_input_is_refused_through_a_hard_link_too(tree, m
         check_output_file(Path("c2.parquet"), "corpus", inputs=[("--corpus", Path("c.parquet"))])
 
 
-@pytest.mark.parametrize("where", ["s.json", "goldens/s.json", "runs/s.json", "new/s.json", "c2.parquet"])
+@pytest.mark.parametrize("where", ["s.json", "goldens/s.json", "runs/s.json", "new/s.json", "c2.parquet", "in/s.json"])
 def test_an_honest_output_file_is_accepted(tree, monkeypatch, where):
-    """Negative control: beside the golden and the run, in a new folder, beside the input."""
+    """Negative control: beside the golden and the run, in a new folder, beside the input, in an input folder."""
     monkeypatch.chdir(tree)
     before = listing(tree)
-    assert check_output_file(Path(where), "score file", inputs=[("--corpus", Path("c.parquet"))]) == Path(where)
+    assert check_output_file(Path(where), "score file", inputs=[("--corpus", Path("c.parquet")),
+                                                                ("shard folder", Path("in"))]) == Path(where)
     assert listing(tree) == before
 
 

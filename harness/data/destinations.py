@@ -9,8 +9,10 @@ naming it and what to do, when
 - **it is inside (or is) a golden or a run directory**: their content is sealed by their manifest, so one
   file more makes the golden unreadable ("data file not listed in the manifest") and every later command
   that reads it fails until someone deletes a folder inside a sealed golden by hand;
-- **it is one of the command's inputs, or inside an input folder**: ``nightly --golden g/r --out g/r``,
-  a corpus written over the WAV it is cut from, a manifest written over the score it promotes.
+- **it is one of the command's inputs** (the same path, or the same file through a link): ``nightly --golden
+  g/r --out g/r``, a corpus written over the WAV it is cut from, a manifest written over the score it
+  promotes, a merge into one of its shard folders. A location *inside* an input folder is refused only where
+  that folder is a golden or a run (the rule above): a shard folder or the goldens folder may hold more.
 
 Nothing is created by a check (a missing folder is judged by its nearest existing ancestor), so a command
 refused here leaves nothing behind. The checks are the commands' (``harness.pipeline.commands`` and the
@@ -31,7 +33,7 @@ Input = tuple[str, Path | str | None]  # how the command named an input (``--gol
 
 def check_output_dir(directory: Path, what: str, inputs: Iterable[Input] = ()) -> Path:
     """Refuse, before any work, a folder the command would write into (module doc): not a folder or not
-    writable, inside or equal to a golden or run directory, equal to or inside one of ``inputs``."""
+    writable, inside or equal to a golden or run directory, one of ``inputs``."""
     directory = Path(directory)
     existing = _existing(directory)
     if existing.exists() and not existing.is_dir():
@@ -45,7 +47,7 @@ def check_output_dir(directory: Path, what: str, inputs: Iterable[Input] = ()) -
 def check_output_file(path: Path, what: str, overwrite: bool = True, inputs: Iterable[Input] = ()) -> Path:
     """Refuse, before any work, a file the command would write (module doc): a folder, an existing file when
     ``overwrite`` is off, under a file or an unwritable folder, inside a golden or run directory, one of
-    ``inputs`` or inside an input folder."""
+    ``inputs``."""
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{path}: cannot write the {what}: it is a directory")
@@ -158,6 +160,3 @@ def _not_an_input(path: Path, what: str, inputs: Iterable[Input]) -> None:
         if here == there or same_file(path, Path(given)):
             raise OutputError(f"{path}: cannot write the {what} over {label} {given}, an input of this command; "
                               "choose another path")
-        if there in here.parents and there.is_dir():
-            raise OutputError(f"{path}: cannot write the {what} inside {label} {given}, an input of this command; "
-                              "choose a path outside it")
