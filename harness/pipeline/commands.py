@@ -245,6 +245,8 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
 
     cfg, knobs = job.config, job.config.packer
     part = Shard.parse(job.shard) if job.shard else None
+    if job.ray is not None and part is not None:  # the options first, then where they would write
+        raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
     refuse_folder_of_goldens(job.golden)  # at once, not after building the model
     check_outputs(cfg, job.golden, job.out, job.ledger, job.manifest,  # before any work (a Ray nightly's too)
                   promotes=part is None and not job.no_promote)
@@ -267,9 +269,7 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     from harness.pipeline.ray_jobs import nightly_ray
 
     import_ray()
-    if job.shard is not None:
-        raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
-    assert job.ray is not None  # the caller's test
+    assert job.ray is not None and job.shard is None  # the caller's tests
     cfg, knobs = job.config, job.config.packer
     spec = WorkerSpec(cfg, job.backend, knobs.cmd, knobs.spec, knobs.digest, knobs.laws_examples)
     return nightly_ray(cfg, job.golden, job.out, job.ray, spec, job.ledger, job.manifest, job.localise, job.progress,
