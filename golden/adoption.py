@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from harness.data.errors import GoldenError
-from harness.data.jsonio import read_json
+from harness.data.jsonio import read_json, seal_ok
 from harness.data.schemas import AdoptionJournal, validate
 
 _KEPT = re.compile(r"^(?P<name>.+)\.(?P<kind>regen|history)-(?P<stamp>[0-9T]+Z)(?:-[0-9a-f]{12})?$")
@@ -50,12 +50,23 @@ def history_name(target: Path, created: str, golden_id: str) -> Path:
 
 
 def read_journal(target: Path) -> dict | None:
-    """The journal of an unfinished adoption into ``target`` (None when there is none)."""
+    """The journal of an unfinished adoption into ``target`` (None when there is none): valid and sealed, or
+    one line refusing it (a journal edited by hand could move the regen, not the old golden, to a history
+    name), naming what to check before removing it by hand."""
     path = journal_path(target)
     if not path.is_file():
         return None
-    journal: AdoptionJournal = validate(AdoptionJournal, read_json(path, "golden adoption journal"),
-                                        f"{path}: not a golden adoption journal", GoldenError)
+    data = read_json(path, "golden adoption journal")
+    fix = (f"nothing was moved; check {target} and the folders the journal names with `harness golden show`, "
+           f"then remove {path} by hand")
+    if isinstance(data, dict) and "journal_sha256" not in data:
+        raise GoldenError(f"{path}: a golden adoption journal without its seal (journal_sha256: written by an older "
+                          f"harness, or by hand): refusing to act on it; {fix}")
+    journal: AdoptionJournal = validate(AdoptionJournal, data, f"{path}: not a golden adoption journal", GoldenError)
+    assert isinstance(data, dict)  # validate() refused anything else
+    if not seal_ok(data, "journal_sha256"):
+        raise GoldenError(f"{path}: edited after it was written (journal_sha256 does not match its content): "
+                          f"refusing to act on it; {fix}")
     return journal.model_dump()
 
 

@@ -18,11 +18,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from harness.data import limits  # the upper bound of every count a user can set
 from harness.data.errors import ConfigError
 from harness.data.masks import MaskPolicy
 from harness.data.ops import ALL_OPS, Op
 from harness.data.schemas import describe_error
 from harness.data.shape import ShapeInt
+from harness.data.tomlio import read_toml
 from harness.keyhints import did_you_mean
 from harness.numerics import NumericSettings
 from harness.tolerances import Tolerances
@@ -98,9 +100,10 @@ class LanesSection(_Section):
 
 class CorpusSection(_Section):
     source: Literal["synth"] = Field(default="synth", description="the corpus built when no --corpus is given")
-    blocks: Annotated[int, Field(ge=1, le=10_000_000)] = Field(default=4, description="synthetic blocks")
+    blocks: Annotated[int, Field(ge=1, le=limits.MAX_BLOCKS)] = Field(default=4, description="synthetic blocks")
     seed: Seed = Field(default=0, description="seed of the synthetic audio")
-    step: Annotated[int, Field(ge=0)] = Field(default=0, description="window step in samples; 0 = a quarter window")
+    step: Annotated[int, Field(ge=0, le=limits.MAX_STEP_SAMPLES)] = Field(
+        default=0, description="window step in samples; 0 = a quarter window")
 
 
 class BackendSection(_Section):
@@ -109,7 +112,7 @@ class BackendSection(_Section):
     url: Annotated[str, Field(min_length=1)] = Field(
         default="in-process", description="'in-process' or a Triton server URL, e.g. http://127.0.0.1:8000 "
         "(--backend)")
-    concurrency: Annotated[int, Field(ge=1)] | None = Field(
+    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_CONCURRENCY)] | None = Field(
         default=None, description="Triton: requests in flight at once (default 2, as the engine); results do not "
         "depend on it")
     shm: bool = Field(default=False, description="Triton on this host: tensors through system shared memory")
@@ -122,11 +125,12 @@ class RaySection(_Section):
 
     address: str | None = Field(
         default=None, description="'local', 'auto' or a cluster address (ray://head:10001); unset: no Ray (--ray)")
-    workers: Annotated[int, Field(ge=1)] | None = Field(
+    workers: Annotated[int, Field(ge=1, le=limits.MAX_RAY_WORKERS)] | None = Field(
         default=None, description="workers to start (default: one per GPU, or per [numerics] threads CPUs)")
-    shards: Annotated[int, Field(ge=1)] | None = Field(
+    shards: Annotated[int, Field(ge=1, le=limits.MAX_RAY_SHARDS)] | None = Field(
         default=None, description="shards to cut the corpus or capture in (default: 4 per worker)")
-    retries: Annotated[int, Field(ge=0)] = Field(default=3, description="restarts of a worker that died")
+    retries: Annotated[int, Field(ge=0, le=limits.MAX_RAY_RETRIES)] = Field(
+        default=3, description="restarts of a worker that died")
     accelerator: str | None = Field(default=None, description="workers only on nodes with this GPU kind (H100)")
 
 
@@ -140,7 +144,7 @@ class PackerSection(_Section):
     digest: str | None = Field(default=None, description="sha256 of the cmd packer's program (e.g. its release "
                                "binary), in its identity in place of hashing the program; the rest of the command "
                                "still counts")
-    laws_examples: Annotated[int, Field(ge=0)] = Field(
+    laws_examples: Annotated[int, Field(ge=0, le=limits.MAX_LAWS_EXAMPLES)] = Field(
         default=100, description="examples per packing law judged at the start of a run; 0: not judged (no shape "
         "can be promoted)")
 
@@ -172,10 +176,10 @@ class EvidenceSection(_Section):
     """``[evidence]``: how much evidence each packed shape gets beyond today's one run of one arrangement
     (issue 26; ``--arrangements``, ``--repeats``). More of either multiplies the packed lanes' device time."""
 
-    arrangements: Annotated[int, Field(ge=1, le=64)] = Field(
+    arrangements: Annotated[int, Field(ge=1, le=limits.MAX_EVIDENCE_RUNS)] = Field(
         default=3, description="arrangements per candidate shape, today's consecutive one included (other "
         "neighbours, other slots, duplicates); 1 = today's only (--arrangements)")
-    repeats: Annotated[int, Field(ge=1, le=64)] = Field(
+    repeats: Annotated[int, Field(ge=1, le=limits.MAX_EVIDENCE_RUNS)] = Field(
         default=1, description="runs of every packed lane (its plain arrangement); 1 = once, as today (--repeats)")
     seed: Seed = Field(default=0, description="seed of the arrangements' shuffles")
 
@@ -183,11 +187,13 @@ class EvidenceSection(_Section):
 class LoadSection(_Section):
     """``[load]``: the nightly's concurrency sweep on a Triton backend (issue 26; ``--sweep-concurrency``)."""
 
-    concurrency: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default_factory=list, description=(
-        "concurrencies to sweep each candidate shape at, e.g. [1, 2, 4, 8]; empty: no sweep"))
+    concurrency: list[Annotated[int, Field(ge=1, le=limits.MAX_CONCURRENCY)]] = Field(
+        default_factory=list, description="concurrencies to sweep each candidate shape at, e.g. [1, 2, 4, 8]; empty: "
+        "no sweep")
     p99_budget_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
         default=None, description="p99 latency budget: the report names the fastest accurate (k, concurrency)")
-    blocks: Annotated[int, Field(ge=1)] | None = Field(default=None, description="blocks sent per point; unset: all")
+    blocks: Annotated[int, Field(ge=1, le=limits.MAX_BLOCKS)] | None = Field(
+        default=None, description="blocks sent per point; unset: all")
 
     @field_validator("concurrency")
     @classmethod
@@ -265,6 +271,7 @@ class ReleaseConfig:
     evidence: EvidenceSection = field(default_factory=EvidenceSection)  # the run manifest's "evidence" records it
     localise: LocaliseSection = field(default_factory=LocaliseSection)  # the golden's module_floors record it
     load: LoadSection = field(default_factory=LoadSection)  # the score's "load" records the sweep
+    source: Path | None = field(default=None, compare=False)  # the file read (None: embedded): an input of a command
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -304,26 +311,8 @@ def load_config(path: str | Path | None, overrides: Sequence[Override] = ()) -> 
     data = {} if path is None else read_toml(Path(path))
     for item in overrides:
         merge_key(data, item.key, item.value)
-    return config_from_dict(data, "config" if path is None else str(path), overrides)
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: configuration file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: configuration file expected, found a directory") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the configuration ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); a configuration is a TOML text file") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    config = config_from_dict(data, "config" if path is None else str(path), overrides)
+    return config if path is None else replace(config, source=Path(path))
 
 
 def merge_key(data: dict[str, Any], key: str, value: Any) -> None:

@@ -12,9 +12,17 @@ ledger is validated and before its journal (:func:`harness.ledger_store.commit`)
 journal leaves an orphan part whose seq is past the ledger's, which every reader ignores and the
 next commit of that seq replaces. Readers use only parts whose seq <= the ledger's committed seq.
 
-A part carries its kind, format, seq and the sha256 of its rows in the Parquet metadata: a part of
-another kind, one renamed to another seq, one truncated or corrupt (page checksums) and one whose
-rows were edited are each refused with one line naming the file.
+A part carries its kind, format, seq, the sha256 of its rows and the digest of the score it holds the
+figures of in the Parquet metadata: a part of another kind, one renamed to another seq, one truncated or
+corrupt (page checksums) and one whose rows were edited are each refused with one line naming the file.
+
+A part is also bound to *this* ledger: every row must be the figures of an event the ledger recorded at the
+part's seq (the same shape, model, device kind, profile and packer; the same run), and the score digest it
+names must be that event's (``LedgerEvent.score_digest``). A part of another ledger (restored from another
+environment's backup, an rsync of the wrong folder) is well formed, sealed and of the right seq, yet
+another run's figures: it is refused, naming the part and the ledger's commit. Which rows a commit
+writes follows from the same rule: the figures of the shapes the commit recorded an event for (a release
+shape the score judged gets none, so it gets no row either: :func:`rows_of`'s ``skip``).
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -34,7 +43,7 @@ from harness.data.jsonio import digest
 from harness.data.parquet import check_schema, open_file, read_row_group, schema_metadata, write_table
 from harness.data.schemas.base import validate
 from harness.data.schemas.history import HISTORY_FORMAT, HISTORY_KIND, HistoryRow
-from harness.data.schemas.records import Ledger
+from harness.data.schemas.records import Ledger, entry_key
 from harness.data.schemas.results import Score
 from harness.promotion import packer_of
 
@@ -82,12 +91,15 @@ def margin_of(observed: float | None, relation: str, allowed: float | None) -> f
     return None
 
 
-def rows_of(score: Score, seq: int) -> list[HistoryRow]:
+def rows_of(score: Score, seq: int, skip: Collection[int] = ()) -> list[HistoryRow]:
     """One row per gated check of ``score`` (per shape, OP and check whose relation is not 'report'),
-    as ledger commit ``seq`` records it; ordered by shape, OP and the check's order in the score."""
+    as ledger commit ``seq`` records it; ordered by shape, OP and the check's order in the score.
+    ``skip``: shapes the commit records no event for (the release's own shapes), so they get no row."""
     identity, _ = packer_of(score)
     rows = []
     for key, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
+        if int(key) in skip:
+            continue
         for _, verdict in sorted(shape.ops.items()):
             for check in verdict.checks:
                 if check.relation == "report" or check.ok is None:
@@ -106,15 +118,26 @@ def _rows_digest(rows: list[dict[str, Any]]) -> str:
     return digest(rows)
 
 
-def write_part(folder: Path, seq: int, rows: list[HistoryRow]) -> Path:
+class Figures(NamedTuple):
+    """What a commit that carries a score writes beside the ledger: the score's rows and its digest."""
+
+    rows: list[HistoryRow]
+    score_digest: str
+
+
+def write_part(folder: Path, seq: int, rows: list[HistoryRow], score_digest: str | None = None) -> Path:
     """Write commit ``seq``'s rows as one part (temporary name, fsync, rename, folder fsync), replacing
-    an orphan of that seq a killed commit left. Every row must carry ``seq``."""
+    an orphan of that seq a killed commit left. Every row must carry ``seq``; ``score_digest``: the digest
+    of the score the rows are the figures of (the commit's events carry it), recorded so a reader can bind
+    the part to the ledger's commit."""
     wrong = [r.seq for r in rows if r.seq != seq]
     if wrong:  # a bug (exit 3): rows of another commit
         raise RuntimeError(f"history part {seq}: {len(wrong)} of {len(rows)} rows carry seq {wrong[0]}")
     plain = [r.model_dump(mode="json") for r in rows]
-    meta = {"harness.kind": HISTORY_KIND, "harness.format": HISTORY_FORMAT, "harness.seq": seq,
-            "harness.rows_sha256": _rows_digest(plain)}
+    meta: dict[str, object] = {"harness.kind": HISTORY_KIND, "harness.format": HISTORY_FORMAT, "harness.seq": seq,
+                               "harness.rows_sha256": _rows_digest(plain)}
+    if score_digest is not None:
+        meta["harness.score_digest"] = score_digest
     schema = arrow_schema().with_metadata({k: json.dumps(v) for k, v in meta.items()})
     # column by column from their buffers: pa.Table.from_pylist imports pandas (~1 s; harness.data.arrow_build)
     table = arrow_build.table({f.name: [row[f.name] for row in plain] for f in schema}, schema)
@@ -131,8 +154,11 @@ def remove_orphan(folder: Path, seq: int) -> None:
         part_path(folder, seq).unlink()
 
 
-def read_part(path: Path) -> list[HistoryRow]:
-    """One part's rows, each checked with :class:`HistoryRow`, or one LedgerError line naming the file."""
+def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None = None) -> list[HistoryRow]:
+    """One part's rows, each checked with :class:`HistoryRow`, or one LedgerError line naming the file.
+
+    ``ledger`` (read from ``ledger_path``): the part must also be the figures of that ledger's commit of its
+    seq (module doc; :func:`check_bound`)."""
     path = Path(path)
     match = _PART.match(path.name)
     if match is None:
@@ -140,7 +166,8 @@ def read_part(path: Path) -> list[HistoryRow]:
     seq = int(match.group(1))
     file = open_file(path, WHAT, LedgerError)
     meta = {key: schema_metadata(file, key.encode(), path, WHAT, LedgerError)
-            for key in ("harness.kind", "harness.format", "harness.seq", "harness.rows_sha256")}
+            for key in ("harness.kind", "harness.format", "harness.seq", "harness.rows_sha256",
+                        "harness.score_digest")}
     if meta["harness.kind"] != HISTORY_KIND:
         raise LedgerError(f"{path}: not a harness history part (kind {meta['harness.kind']!r}, expected "
                           f"{HISTORY_KIND!r}); move it out of the history folder")
@@ -160,7 +187,38 @@ def read_part(path: Path) -> list[HistoryRow]:
     other = [r for r in rows if r.seq != seq]
     if other:
         raise LedgerError(f"{path}: {len(other)} of {len(rows)} rows carry seq {other[0].seq}, not {seq}")
+    if ledger is not None:
+        digest_named = meta["harness.score_digest"]
+        if digest_named is not None and not isinstance(digest_named, str):
+            raise LedgerError(f"{path}: history part metadata 'harness.score_digest' is {digest_named!r}, not a "
+                              "sha256; refusing the whole history part")
+        check_bound(path, seq, rows, digest_named, ledger, Path(ledger_path or "the ledger"))
     return rows
+
+
+def check_bound(path: Path, seq: int, rows: list[HistoryRow], score_digest: str | None, ledger: Ledger,
+                ledger_path: Path) -> None:
+    """Refuse a part that is not the figures of ``ledger``'s commit ``seq``: a row of a shape, model, device
+    kind, profile or packer the commit recorded no event for, a row of another run than that event's, or a
+    score digest other than the commit's (parts written before the digest was recorded name none: their rows'
+    runs are still checked). One line naming the part, the ledger and its commit."""
+    events = {key: e for key, entry in ledger.entries.items() for e in entry.history if e.seq == seq}
+    applied = next(iter(events.values()), None)
+
+    def refuse(holds: str) -> LedgerError:
+        did = (f"commit {seq} of {ledger_path} applied run {applied.run_id} (score {applied.score_digest[:12]}...)"
+               if applied is not None else f"commit {seq} of {ledger_path} recorded no shape")
+        return LedgerError(f"{path}: not this ledger's history part: it holds {holds}, but {did}; refusing it (a "
+                           "part of another ledger, restored or copied here?): move it out of the history folder")
+
+    for row in rows:
+        event = events.get(entry_key(row.fingerprint, row.device_kind, row.numerics_profile, row.packer_identity,
+                                     row.shape))
+        if event is None or event.run_id != row.run_id:
+            raise refuse(f"the figures of run {row.run_id} for shape k={row.shape} (packer {row.packer_identity}, "
+                         f"{row.device_kind}, profile {row.numerics_profile})")
+    if score_digest is not None and applied is not None and {e.score_digest for e in events.values()} != {score_digest}:
+        raise refuse(f"the figures of score {score_digest[:12]}... (run {rows[0].run_id if rows else '?'})")
 
 
 def read_history(ledger_path: Path) -> list[HistoryRow]:
@@ -177,16 +235,31 @@ def ledger_and_history(ledger_path: Path) -> tuple[Ledger, list[HistoryRow]]:
     from harness.ledger_store import read_consistent  # imported here: the ledger store writes the parts
 
     ledger, _ = read_consistent(Path(ledger_path))
-    return ledger, committed_rows(history_folder(Path(ledger_path).resolve()), ledger.seq)  # where commit writes
+    return ledger, committed_rows(history_folder(Path(ledger_path).resolve()), ledger, Path(ledger_path))
 
 
-def committed_rows(folder: Path, ledger_seq: int) -> list[HistoryRow]:
-    """The rows of the parts in ``folder`` whose seq is at most ``ledger_seq``, ordered by seq."""
+def check_history(ledger_path: Path) -> None:
+    """Refuse, before any work, a ledger whose history cannot be read as this ledger's (a corrupt part, a part
+    of another ledger): the nightly reads it after its commit for the margins, which may decide its exit
+    status. A missing ledger has no history to check; the ledger is read as written (a pending journal is
+    the commit's to finish)."""
+    from harness.ledger_store import load_ledger
+
+    ledger_path = Path(ledger_path)
+    if ledger_path.is_file():
+        committed_rows(history_folder(ledger_path.resolve()), load_ledger(ledger_path), ledger_path)
+
+
+def committed_rows(folder: Path, ledger: Ledger, ledger_path: Path | None = None) -> list[HistoryRow]:
+    """The rows of the parts in ``folder`` whose seq is at most ``ledger``'s, ordered by seq, each part
+    bound to ``ledger``'s commit of its seq (:func:`check_bound`)."""
     folder = Path(folder)
+    ledger_seq = ledger.seq
     if not folder.exists():
         return []
     if not folder.is_dir():
-        raise LedgerError(f"{folder}: the ledger's history folder is not a folder")
+        raise LedgerError(f"{folder}: the ledger's history folder is a file, not a folder; move it aside (the next "
+                          "commit writes a new history folder there)")
     parts = []
     for path in folder.iterdir():
         if is_temporary(path.name) or not path.name.endswith(".parquet"):
@@ -199,7 +272,7 @@ def committed_rows(folder: Path, ledger_seq: int) -> list[HistoryRow]:
             parts.append((int(match.group(1)), path))
     rows: list[HistoryRow] = []
     for _, path in sorted(parts):
-        rows += read_part(path)
+        rows += read_part(path, ledger, ledger_path)
     return rows
 
 

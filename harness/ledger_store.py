@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from harness.data.destinations import Input, check_output_file, same_file
 from harness.data.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
-from harness.data.fsio import check_output_file, fault, locked, same_file
+from harness.data.fsio import fault, locked
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
-from harness.data.schemas.history import HistoryRow
 from harness.data.schemas.records import as_written
-from harness.history_store import history_folder, remove_orphan, write_part
+from harness.history_store import Figures, check_bound, history_folder, remove_orphan, write_part
 from harness.promotion import FORMAT, derive_manifest, empty_ledger, manifest_differences, removed_shapes
 
 T = TypeVar("T")
@@ -95,15 +95,22 @@ def load_manifest(path: Path) -> PromotedShapes:
     return manifest
 
 
-def check_paths(ledger_path: Path, manifest_path: Path) -> None:
-    """Refuse, before any work, a ledger and manifest that are one file or cannot be written, and a
-    ledger that cannot be read (a nightly must not run for minutes to find that out). The manifest
-    is derived from the ledger and rewritten whole, so a broken one is no reason to stop."""
+def check_paths(ledger_path: Path, manifest_path: Path, inputs: Iterable[Input] = ()) -> None:
+    """Refuse, before any work, a ledger and manifest that are one file or cannot be written (inside a golden
+    or run, over one of the command's ``inputs``: :mod:`harness.data.destinations`), a history folder beside
+    the ledger that is not a folder, and a ledger that cannot be read (a nightly must not run for minutes to
+    find that out). The manifest is derived from the ledger and rewritten whole, so a broken one is no reason
+    to stop."""
     if same_file(ledger_path, manifest_path):
         raise LedgerError(f"--ledger {ledger_path} and --manifest {manifest_path} are the same file: the manifest "
                           "would overwrite the ledger")
-    check_output_file(ledger_path, "ledger")
-    check_output_file(manifest_path, "promoted-shapes manifest")
+    inputs = list(inputs)
+    check_output_file(ledger_path, "ledger", inputs=inputs)
+    check_output_file(manifest_path, "promoted-shapes manifest", inputs=inputs)
+    folder = history_folder(_real(ledger_path))  # where commit writes its parts
+    if folder.exists() and not folder.is_dir():
+        raise LedgerError(f"{folder}: cannot write the ledger's history folder: it is a file, not a folder; move it "
+                          f"aside (the next commit of {ledger_path} writes a new history folder there)")
     load_ledger(ledger_path)
 
 
@@ -188,7 +195,7 @@ def recover(ledger_path: Path) -> bool:
 
 def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, list[int]],
            update: Callable[[Ledger], tuple[Ledger, T]],
-           history: Callable[[int], list[HistoryRow]] | None = None) -> T:
+           history: Callable[[int], Figures] | None = None) -> T:
     """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction.
 
     The new ledger is checked whole again from the JSON it will be written as (a model built with
@@ -198,7 +205,8 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
     the new seq (:mod:`harness.history_store`) under the same lock, after the new ledger is checked
     and before the journal: a kill before the journal leaves an orphan part readers ignore (its seq
     is past the ledger's) and this seq's next commit replaces; without ``history`` such an orphan is
-    removed, so a part of seq N is always the one commit N carried."""
+    removed, so a part of seq N is always the one commit N carried. The figures must be those of the
+    new ledger's events of that seq, as every reader checks (a bug otherwise: nothing is written)."""
     check_paths(ledger_path, manifest_path)
     shown = Path(ledger_path)
     ledger_path, manifest_path = _real(ledger_path), _real(manifest_path)
@@ -224,7 +232,12 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
         manifest_first = removed_shapes(before, manifest)
         folder = history_folder(ledger_path)
         if history is not None:
-            write_part(folder, new.seq, history(new.seq))
+            figures = history(new.seq)
+            try:
+                check_bound(Path(f"history part {new.seq}"), new.seq, figures.rows, figures.score_digest, new, shown)
+            except LedgerError as exc:  # a bug (exit 3): figures the reader would refuse are never written
+                raise RuntimeError(f"{exc}; nothing was written") from None
+            write_part(folder, new.seq, figures.rows, figures.score_digest)
         elif new.seq != old.seq:  # (a commit that changes nothing keeps its seq and that seq's part)
             remove_orphan(folder, new.seq)
         journal = seal({"kind": "harness.ledger-journal", "format": 1, "ledger_path": str(ledger_path),

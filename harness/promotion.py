@@ -153,6 +153,12 @@ def judged_under(score: Score) -> JudgedUnder:
                        overrides=judging_overrides(score))
 
 
+def release_shapes_of(release_shapes: dict[str, list[int]]) -> set[int]:
+    """The shapes every OP's release uses: they need no promotion, so the ledger records no event (and its
+    history no figures) for them."""
+    return {k for ks in release_shapes.values() for k in ks if all(k in v for v in release_shapes.values())}
+
+
 def apply_score(ledger: Ledger, score: Score, run_created: str, release_shapes: dict[str, list[int]]
                 ) -> tuple[Ledger, list[Transition]]:
     """A new ledger with one (already verified) score applied, and the state changes it made (``ledger``
@@ -166,7 +172,7 @@ def apply_score(ledger: Ledger, score: Score, run_created: str, release_shapes: 
     seq = ledger.seq + 1
     run_id = score.run.id
     golden_ok = score.verification.passed
-    release = {k for ks in release_shapes.values() for k in ks if all(k in v for v in release_shapes.values())}
+    release = release_shapes_of(release_shapes)
     release_ops = {cast(OpKey, str(op)): sorted(int(k) for k in ks) for op, ks in release_shapes.items()}
     entries = dict(ledger.entries)
     transitions: list[Transition] = []

@@ -133,7 +133,7 @@ case(K, "no-verdict", PROMOTE, "verdict: missing", json_file("score.json", del_k
 case(K, "shapes-a-list", PROMOTE, "shapes", json_file("score.json", set_key("shapes", [1, 2])))
 case(K, "verdict-maybe", PROMOTE, "maybe", json_file("score.json", set_key("verdict", "maybe"), "digest"))
 case(K, "format-99", PROMOTE, "unknown format version", json_file("score.json", set_key("format", 99)))
-case(K, "a-ledger", ("promote", "--score", "ledger.json", *CFG), "not a score file")
+case(K, "a-ledger", ("promote", "--score", "ledger.json", "--ledger", "l2.json", *CFG), "not a score file")
 case(K, "a-list", PROMOTE, "score.json", text_file("score.json", "[]"))
 case(K, "edited", PROMOTE, "edited after it was written", json_file("score.json", set_key("release", "q")))
 case(K, "disagrees-with-itself", REPORT, "disagrees",

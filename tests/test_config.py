@@ -197,3 +197,49 @@ def test_the_transport_tables_are_checked_and_stay_out_of_what_runs_record(tmp_p
         with pytest.raises(ConfigError) as info:
             config_from_dict(data, "harness.toml")
         assert str(info.value).startswith("harness.toml: " + says), info.value
+
+
+# ---------------------------------------------------------------------------- every count has an upper bound
+def _bounded_counts() -> dict[str, int]:
+    """Every int key of the configuration (as ``table.key``, a list's items as ``table.key[]``) and its bound."""
+    from harness.config import ConfigFile
+
+    out = {}
+    for table, section in ConfigFile.model_fields.items():
+        model = section.annotation
+        for key in getattr(model, "model_fields", {}):
+            schema = model.model_json_schema()["properties"][key]
+            for branch in schema.get("anyOf", [schema]):
+                item = branch.get("items", branch)
+                if item.get("type") == "integer":
+                    assert "maximum" in item, f"{table}.{key}: a count without an upper bound"
+                    out[f"{table}.{key}" + ("[]" if "items" in branch else "")] = item["maximum"]
+    return out
+
+
+def test_every_count_a_user_can_set_has_an_upper_bound():
+    """A count past its bound would run for ever (``--set packer.laws_examples=100000000000000000000`` hung
+    the run): every integer key has one, and the documented ones are the declared ones."""
+    from harness.data import limits
+
+    bounds = _bounded_counts()
+    assert bounds["packer.laws_examples"] == limits.MAX_LAWS_EXAMPLES == 1_000_000
+    assert bounds["evidence.arrangements"] == bounds["evidence.repeats"] == limits.MAX_EVIDENCE_RUNS == 64
+    assert bounds["backend.concurrency"] == bounds["load.concurrency[]"] == limits.MAX_CONCURRENCY == 1024
+    assert bounds["corpus.blocks"] == bounds["load.blocks"] == limits.MAX_BLOCKS == 10_000_000
+    assert (bounds["ray.workers"], bounds["ray.shards"], bounds["ray.retries"]) == (4096, 100_000, 100)
+
+
+@pytest.mark.parametrize("key", sorted(_bounded_counts()))
+def test_a_count_at_its_bound_is_accepted_and_one_more_is_refused_naming_the_bound(key):
+    bound = _bounded_counts()[key]
+    table, name = key.rstrip("[]").split(".")
+
+    def value(v: int) -> object:  # a list's item (the release's shapes must include 1)
+        return ([1] if key == "shapes.release[]" else []) + [v] if key.endswith("[]") else v
+
+    config_from_dict({table: {name: value(bound)}})  # at the bound: accepted (negative control)
+    with pytest.raises(ConfigError, match=f"less than or equal to {bound}"):
+        config_from_dict({table: {name: value(bound + 1)}})
+    with pytest.raises(ConfigError, match=f"less than or equal to {bound}"):
+        config_from_dict({table: {name: value(10**20)}})  # the run that hung: refused at once

@@ -16,8 +16,9 @@ score, one ledger with its promoted-shapes manifest, one localisation file, one 
 Cases run in-process (``harness.cli.main``) where they can; in a subprocess where they need a
 signal (SIGINT/SIGTERM to a command slowed by ``lanes.controls:slow``), no permission on a folder (an
 unwritable folder of another uid: as root, root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH;
-``tests/catalogue_run.py``) or a separate interpreter. The cases
-are in ``tests/catalogue_files.py`` and ``tests/catalogue_commands.py``; ``CATALOGUE_LOG=<file>``
+``tests/catalogue_run.py``) or a separate interpreter. The cases are in ``tests/catalogue_files.py``,
+``tests/catalogue_commands.py`` and ``tests/catalogue_locations.py`` (where a command may write, counts out
+of bounds, files of another ledger); ``CATALOGUE_LOG=<file>``
 appends every case's exit status and stderr to a file, to review the messages.
 """
 
@@ -34,6 +35,7 @@ import pytest
 
 import tests.catalogue_commands  # noqa: F401  (registers its cases)
 import tests.catalogue_files  # noqa: F401  (registers its cases)
+from tests.catalogue_locations import READERS, WRITERS
 from tests.catalogue_run import Base, build_base, cli_status, harness_env, run_case, snapshot
 from tests.catalogue_setups import CASES, CFG, CONFIG, QUIET, Case
 
@@ -67,6 +69,26 @@ def test_the_catalogue_covers_every_kind_and_command():
     assert any(c.status == 3 for c in CASES)
     assert all(c.status in (2, 3) for c in CASES)  # 1 is a verdict, never a failure to do what was asked
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_every_command_that_writes_refuses_an_output_location_inside_a_golden_a_run_or_an_input():
+    """Every command of the command line is a reader or a writer; each writer has its output-location case (the
+    list is checked against the command tree, so a new command must say which it is)."""
+    from harness.cli.app import app_command
+
+    def names(group, prefix=()):
+        for name, sub in getattr(group, "commands", {}).items():
+            if getattr(sub, "commands", None):
+                yield from names(sub, (*prefix, name))
+            else:
+                yield " ".join((*prefix, name))
+
+    assert set(names(app_command())) == set(WRITERS) | READERS
+    ids = {c.name for c in CASES if c.kind == "output location"}
+    for command, name in WRITERS.items():
+        assert name in ids, command
+        (argv,) = [c.argv for c in CASES if c.name == name]
+        assert " ".join(argv[:len(command.split())]) == command, (command, argv)
 
 
 def test_kinds_summary():

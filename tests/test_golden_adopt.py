@@ -305,3 +305,22 @@ def test_a_factory_models_dotted_name_is_kept():
 
     cfg = SimpleNamespace(name=ReleaseSection().name, model=SimpleNamespace(spec="my_pkg.diar:make"))
     assert release_name(cfg, lambda: {"name": "my-diar.v1.2", "kind": "factory"}) == "my-diar.v1.2"
+
+
+def test_a_sealed_journal_whose_ids_were_swapped_by_hand_is_refused_and_nothing_moves(store):
+    """A kill after the journal, before the swap; then the journal's two golden ids swapped by hand. Finishing it
+    as written would take goldens/NAME for the new golden and move the regen (the new golden!) to the history
+    name. The journal is sealed: it is refused, nothing moves; the untouched journal of the same kill is
+    finished by the same command (negative control: test_a_kill_at_every_step_..., point adopt:journal)."""
+    goldens, old_id, new_id = store
+    assert harness("golden", "adopt", str(goldens / REGEN), fault="kill:adopt:journal").returncode == -9
+    journal = goldens / f".{NAME}.adopt.json"
+    data = json.loads(journal.read_text())
+    assert data["journal_sha256"] and (data["old_golden_id"], data["new_golden_id"]) == (old_id, new_id)
+    data["old_golden_id"], data["new_golden_id"] = new_id, old_id
+    journal.write_text(json.dumps(data))
+    before = state(goldens)
+    done = harness("golden", "adopt", str(goldens / REGEN))
+    line = one_error_line(done.stderr)
+    assert done.returncode == 2 and f"{journal}: edited after it was written (journal_sha256" in line, line
+    assert state(goldens) == before and load_golden(goldens / NAME).golden_id == old_id

@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.data.errors import LedgerError
 from harness.data.schemas import Score
@@ -266,3 +268,134 @@ def test_a_part_is_the_same_bytes_as_pyarrow_s_own_and_imports_no_pandas(scores,
                          capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False", "writing a history part imported pandas (~1 s); expected no import"
+
+
+# ---------------------------------------------------------------------------- a part is this ledger's, or refused
+# A part of another ledger (restored from another environment's backup, an rsync of the wrong folder) is well
+# formed, sealed and of the right seq: only the ledger's own events at that seq (their run and score digest) tell.
+
+
+def two_ledgers(scores, tmp_path, mine: str = "a", theirs: str = "b") -> tuple[Path, Path]:
+    """This ledger (``mine`` promoted) and another one (``theirs``), each with its commit 1 and its part."""
+    return promoted(scores, tmp_path / "mine", mine), promoted(scores, tmp_path / "theirs", theirs)
+
+
+def test_a_part_of_another_ledger_is_refused_by_history_naming_the_part_and_the_commit(scores, tmp_path, capsys,
+                                                                                          monkeypatch):
+    ledger, other = two_ledgers(scores, tmp_path)
+    args = ("history", "--ledger", str(ledger), "--shape", "2", "--op", "0")
+    code, out, err = harness_cli(capsys, monkeypatch, *args)
+    assert code == 0 and load(scores["a"]).run.id in out, err  # control: its own part reads
+    part = part_path(history_folder(ledger), 1)
+    part.write_bytes(part_path(history_folder(other), 1).read_bytes())  # cp L2.json.history/00000001.parquet ...
+    code, out, err = harness_cli(capsys, monkeypatch, *args)
+    assert code == 2 and out == "", err
+    (line,) = err.splitlines()
+    assert line.startswith(f"harness: error: {part}: not this ledger's history part: it holds the figures of run "
+                           f"{load(scores['b']).run.id} for shape k=2") and \
+        f"but commit 1 of {ledger} applied run {load(scores['a']).run.id}" in line, line
+
+
+def test_a_part_of_the_same_run_scored_otherwise_is_refused_by_its_score_digest(world, scores, tmp_path):  # noqa: F811
+    """Another ledger promoted a score of the *same* run judged with other tolerances: its rows name this
+    ledger's run, so only the score digest the part records (``harness.score_digest``) tells it apart."""
+    from golden.runs import load_run
+    from harness.pipeline.score import score_run, write_score
+
+    ledger = promoted(scores, tmp_path / "mine", "a")
+    a = load(scores["a"])
+    rescored = write_score(tmp_path / "strict.json", score_run(world["golden"], load_run(a.run.path), STRICT))
+    assert load(rescored).run.id == a.run.id and load(rescored).digest != a.digest
+    other = tmp_path / "theirs"
+    other.mkdir()
+    promote_file(rescored, CONFIG.with_overrides(tolerances=STRICT), other / "ledger.json", other / "m.json")
+    part = part_path(history_folder(ledger), 1)
+    part.write_bytes(part_path(history_folder(other / "ledger.json"), 1).read_bytes())
+    with pytest.raises(LedgerError, match=f"not this ledger's history part: it holds the figures of score "
+                                          f"{load(rescored).digest[:12]}"):
+        read_history(ledger)
+    assert pq.read_schema(part).metadata[b"harness.score_digest"] == json.dumps(load(rescored).digest).encode()
+
+
+@pytest.fixture(scope="module")
+def ledger_of_a(scores, tmp_path_factory) -> Path:
+    """One ledger with score "a" promoted, made once for the property test's examples."""
+    return promoted(scores, tmp_path_factory.mktemp("bound") / "l", "a")
+
+
+BOUND = ("run_id", "shape", "packer_identity", "device_kind", "numerics_profile", "fingerprint")
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_row_bound_to_no_event_of_its_seq_is_refused_and_an_unchanged_part_is_not(scores, ledger_of_a, data):
+    """The law: a part is read as this ledger's iff every row names an event of its seq (shape, model, device
+    kind, profile, packer) of the same run, and the score digest it records is that event's."""
+    from harness.history_store import check_bound
+
+    ledger_path = ledger_of_a
+    ledger = load_ledger(ledger_path)
+    a = load(scores["a"])
+    rows = rows_of(a, 1)
+    check_bound(Path("p"), 1, rows, a.digest, ledger, ledger_path)  # control: its own figures
+    check_bound(Path("p"), 1, rows, None, ledger, ledger_path)  # a part written before the digest was recorded
+    i = data.draw(st.integers(0, len(rows) - 1))
+    field = data.draw(st.sampled_from(BOUND))
+    value = data.draw(st.integers(3, 99) if field == "shape" else st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True))
+    if value == getattr(rows[i], field):
+        return
+    changed = [*rows[:i], rows[i].model_copy(update={field: value}), *rows[i + 1:]]
+    with pytest.raises(LedgerError, match="not this ledger's history part"):
+        check_bound(Path("p"), 1, changed, a.digest, ledger, ledger_path)
+    other_digest = data.draw(st.from_regex(r"[0-9a-f]{64}", fullmatch=True))
+    if other_digest != a.digest:
+        with pytest.raises(LedgerError, match="not this ledger's history part"):
+            check_bound(Path("p"), 1, rows, other_digest, ledger, ledger_path)
+
+
+
+
+def test_a_release_shape_gets_no_event_and_no_row(scores, tmp_path):
+    """A commit writes the figures of the shapes it records an event for: with k=2 a release shape, the score's
+    k=2 is judged but gets no event, so no row, and the history still reads as this ledger's."""
+    score = load(scores["a"])
+    assert rows_of(score, 1, skip={2}) == [] and rows_of(score, 1, skip={4}) == rows_of(score, 1)
+    folder = tmp_path / "l"
+    folder.mkdir()
+    release_2 = CONFIG.with_overrides(tolerances=LOOSE, release_shapes={op: (1, 2) for op in CONFIG.release_shapes})
+    promote_file(scores["a"], release_2, folder / "ledger.json", folder / "m.json")
+    book, rows = ledger_and_history(folder / "ledger.json")
+    assert book.seq == 1 and book.entries == {} and rows == []
+    assert read_part(part_path(history_folder(folder / "ledger.json"), 1)) == []
+
+
+def test_figures_of_another_score_are_never_written_as_a_commit_s_part(scores, tmp_path):
+    """The writer holds itself to the reader's rule: a commit handed another score's figures is a bug (exit 3)
+    and writes nothing, neither the part nor the ledger."""
+    from harness.history_store import Figures
+
+    ledger = promoted(scores, tmp_path / "l", "a")
+    b = load(scores["b"])
+    wrong = load(scores["c"])
+    with pytest.raises(RuntimeError, match="not this ledger's history part"):
+        commit(ledger, tmp_path / "l" / "promoted-shapes.json", RELEASE,
+               lambda book: apply_score(book, b, b.run.created, RELEASE),
+               history=lambda seq: Figures(rows_of(wrong, seq), wrong.digest))
+    assert load_ledger(ledger).seq == 1 and not part_path(history_folder(ledger), 2).exists()
+
+
+def test_the_nightly_checks_the_history_before_any_work(scores, tmp_path, world):  # noqa: F811
+    """A nightly's margins read the history after its commit and may decide its exit status: a part of another
+    ledger is refused before any work (check_outputs), a genuine history passes (negative control)."""
+    from harness.pipeline.nightly import check_outputs
+
+    ledger, other = two_ledgers(scores, tmp_path)
+    golden = world["golden"].path
+    assert check_outputs(CONFIG, golden, tmp_path / "n", ledger, tmp_path / "mine" / "promoted-shapes.json")[0] == \
+        ledger
+    part = part_path(history_folder(ledger), 1)
+    part.write_bytes(part_path(history_folder(other), 1).read_bytes())
+    with pytest.raises(LedgerError, match=f"{part}: not this ledger's history part"):
+        check_outputs(CONFIG, golden, tmp_path / "n", ledger, tmp_path / "mine" / "promoted-shapes.json")
+    check_outputs(CONFIG, golden, tmp_path / "n", ledger, promotes=False)  # --no-promote, a shard: not read
+    assert not (tmp_path / "n").exists()

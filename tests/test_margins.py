@@ -23,7 +23,7 @@ from harness.config import EvidenceSection, HistorySection, ModelSpec, ReleaseCo
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.history import HistoryRow
-from harness.history_store import margin_of, read_history
+from harness.history_store import Figures, margin_of, read_history
 from harness.ledger_store import commit
 from harness.margins import margins_view, trend
 from harness.pipeline.nightly import nightly, with_warnings
@@ -168,21 +168,28 @@ def _config(**history) -> ReleaseConfig:
 
 
 def _forge_nights(ledger: Path, manifest: Path, template: list[HistoryRow], margins: list[float | None]) -> None:
-    """Commit one ledger commit per margin (the ledger's entries unchanged, its seq moved on), each carrying
-    ``template``'s rows with k=4 OP 0 flip_rate_upper95 at that margin (None: the template's own)."""
-    for m in margins:
-        def update(book):
-            return sealed_ledger(book.seq + 1, book.updated, dict(book.entries)), None
+    """Commit one ledger commit per margin, as a night of its own would: every entry gets an event of that
+    commit (its last event again, of a run and score of that night), and the commit carries ``template``'s rows
+    of that run with k=4 OP 0 flip_rate_upper95 at that margin (None: the template's own). The history store
+    binds a commit's figures to its events (a part of another run is refused), so the nights are forged whole."""
+    for night, m in enumerate(margins, start=2):
+        run_id, digest = f"{template[0].run_id}.night{night}", f"{night:064x}"
 
-        def rows(seq, m=m):
+        def update(book, run_id=run_id, digest=digest):
+            seq = book.seq + 1
+            entries = {key: e.model_copy(update={"history": [*e.history, e.history[-1].model_copy(
+                update={"seq": seq, "run_id": run_id, "score_digest": digest})]}) for key, e in book.entries.items()}
+            return sealed_ledger(seq, book.updated, entries), None
+
+        def rows(seq, m=m, run_id=run_id, digest=digest):
             out = []
             for r in template:
-                change = {"seq": seq}
+                change = {"seq": seq, "run_id": run_id}
                 if m is not None and (r.shape, r.op, r.metric) == (4, 0, "flip_rate_upper95"):
                     assert r.allowed is not None
                     change |= {"observed": m * r.allowed, "margin": m}
                 out.append(r.model_copy(update=change))
-            return out
+            return Figures(out, digest)
 
         commit(ledger, manifest, {"0": [1], "1": [1], "2": [1]}, update, rows)
 

@@ -187,8 +187,8 @@ def test_a_bad_declaration_is_refused_when_the_model_loads(declared, needle):
 
 def test_a_golden_whose_kind_comes_late_in_its_manifest_is_still_sealed(tmp_path):
     """The numerics recorded here made a golden manifest's "kind" (keys are sorted) move past the first
-    4096 bytes, where fsio.sealed_directory looked: a score could then overwrite the golden manifest."""
-    from harness.data.fsio import sealed_directory
+    4096 bytes, where sealed_directory (then fsio's) looked: a score could then overwrite the golden manifest."""
+    from harness.data.destinations import sealed_directory
 
     golden = tmp_path / "golden"
     golden.mkdir()

@@ -33,6 +33,7 @@ from harness.data.errors import (
     cleaning_up,
     clear_interrupt,
     command_record,
+    debugging,
     failed_step,
     interrupt_requested,
     interrupted_message,
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(sig, _on_signal)
     code: int | None = EXIT_ERROR
     try:
-        with command_record():
+        with command_record(), debugging(debug):
             try:
                 code = _run(args, debug)
                 if interrupt_requested() is not None and code != EXIT_ERROR:

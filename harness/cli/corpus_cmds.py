@@ -9,8 +9,11 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import ConfigOpt, ModelOpt, corpus_app, resolve_config, say
+from harness.data.limits import MAX_BLOCKS, MAX_STEP_SAMPLES
 
 OverwriteOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output file.")]
+StepOpt = Annotated[int, typer.Option(min=0, max=MAX_STEP_SAMPLES, help="Window step in samples (0: a quarter "
+                                      "window).")]
 
 
 def _geometry(config, model):
@@ -22,9 +25,9 @@ def _geometry(config, model):
 @corpus_app.command("synth")
 def corpus_synth(
     out: Annotated[Path, typer.Argument(help="Parquet file to write.")],
-    blocks: Annotated[int, typer.Option(min=1, max=10_000_000, help="Number of blocks.")] = 16,
+    blocks: Annotated[int, typer.Option(min=1, max=MAX_BLOCKS, help="Number of blocks.")] = 16,
     seed: Annotated[int, typer.Option("--corpus-seed", min=0, max=2**32 - 1, help="Seed of the synthetic audio.")] = 0,
-    step: Annotated[int, typer.Option(min=0, help="Window step in samples (0: a quarter window).")] = 0,
+    step: StepOpt = 0,
     force: OverwriteOpt = False,
     model: ModelOpt = None,
     config: ConfigOpt = None,
@@ -35,10 +38,10 @@ def corpus_synth(
     """
     from harness.corpus.synth import iter_synth_blocks
     from harness.data.corpus_schema import write_corpus
-    from harness.data.fsio import check_output_file
+    from harness.data.destinations import check_output_file
 
     geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force)
+    check_output_file(out, "corpus", overwrite=force, inputs=[("--config", config)])
     summary = write_corpus(out, iter_synth_blocks(geometry, blocks, seed=seed, step=step or None), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 
@@ -47,7 +50,7 @@ def corpus_synth(
 def corpus_wav(
     out: Annotated[Path, typer.Argument(help="Parquet file to write.")],
     wavs: Annotated[list[Path], typer.Argument(help="16 kHz WAV files (PCM 16/24/32 or float; stereo is averaged).")],
-    step: Annotated[int, typer.Option(min=0, help="Window step in samples (0: a quarter window).")] = 0,
+    step: StepOpt = 0,
     force: OverwriteOpt = False,
     model: ModelOpt = None,
     config: ConfigOpt = None,
@@ -55,10 +58,11 @@ def corpus_wav(
     """Cut WAV files into blocks of 8 windows; the last block is padded with VALID = 0 windows."""
     from harness.corpus.wav import iter_wav_blocks
     from harness.data.corpus_schema import write_corpus
-    from harness.data.fsio import check_output_file
+    from harness.data.destinations import check_output_file
 
     geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force)
+    check_output_file(out, "corpus", overwrite=force,
+                      inputs=[*(("WAV", w) for w in wavs), ("--config", config)])
     summary = write_corpus(out, iter_wav_blocks(list(wavs), geometry, step=step or None), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 
@@ -74,10 +78,10 @@ def corpus_capture(
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
     from harness.data.corpus_schema import CorpusReader, write_corpus
-    from harness.data.fsio import check_output_file
+    from harness.data.destinations import check_output_file
 
     geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force)
+    check_output_file(out, "corpus", overwrite=force, inputs=[("CAPTURED", captured), ("--config", config)])
     summary = write_corpus(out, CorpusReader(captured, geometry, require_meta=False).rows(), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 

@@ -44,6 +44,7 @@ from harness.cli.app import (
     say,
 )
 from harness.data.errors import HarnessError
+from harness.data.limits import MAX_SERVE_INSTANCES
 
 LocaliseOpt = Annotated[bool, typer.Option("--localise/--no-localise", help="Name the first diverging layer of each "
                                            "failing shape (after the verdict is written; best effort).")]
@@ -158,7 +159,8 @@ def _finish(outcome) -> None:
 def serve_cmd(
     config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
     mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, sets: SetOpt = None,
-    instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count).")] = 1,
+    instances: Annotated[int, typer.Option(min=1, max=MAX_SERVE_INSTANCES, help="Model instances (instance_group "
+                                           "count).")] = 1,
     model_repository: Annotated[Path | None, typer.Option("--model-repository", help="Serve this model repository "
                                                           "as it is (copied unchanged; the model options above do "
                                                           "not apply), e.g. a team's own diar_nn_g.")] = None,

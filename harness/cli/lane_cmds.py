@@ -33,6 +33,7 @@ from harness.cli.app import (
     resolve_config,
     say,
 )
+from harness.data.limits import MAX_LAWS_EXAMPLES
 
 
 @app.command("run")
@@ -141,7 +142,7 @@ def laws_cmd(
                                                    "\"python examples/packer_engine_example.py\".")] = None,
     packer: Annotated[str | None, typer.Option("--packer", help="A Python packer: 'package.module:function' (or an "
                                                "object with pack/unpack). Default: the harness's own packer.")] = None,
-    examples: Annotated[int, typer.Option(help="Examples per law (hypothesis).", min=1)] = 100,
+    examples: Annotated[int, typer.Option(help="Examples per law (hypothesis).", min=1, max=MAX_LAWS_EXAMPLES)] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the example search (same seed, same verdict).")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request (its start-up, "
                                            "up to the handshake, may take at least 20 s).")] = 30.0,

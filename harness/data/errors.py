@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -244,6 +246,27 @@ class LedgerError(HarnessError):
 
 class OutputError(HarnessError):
     """An output that cannot be written (not writable, a directory, disk full, ...)."""
+
+
+# ``--debug`` (or HARNESS_DEBUG=1): the command line sets it for one command. Besides the traceback of a failure,
+# it shows notes on what the harness set aside on its own and why (a cache entry it ignored), one line each.
+_DEBUG: list[bool] = []
+
+
+@contextlib.contextmanager
+def debugging(on: bool) -> Iterator[None]:
+    """One command run with ``--debug`` (``on``) or without."""
+    _DEBUG.append(on)
+    try:
+        yield
+    finally:
+        _DEBUG.pop()
+
+
+def debug_note(text: str) -> None:
+    """``harness: note: <text>`` on stderr, under ``--debug`` only (HARNESS_DEBUG=1 outside a command)."""
+    if (_DEBUG[-1] if _DEBUG else os.environ.get("HARNESS_DEBUG") == "1"):
+        print(f"harness: note: {one_line(text)}", file=sys.stderr, flush=True)
 
 
 def short(value: object, limit: int = 80) -> str:

@@ -10,8 +10,8 @@
   could not read another user's goldens.
 - **One line per failure**: an ``OSError`` becomes an :class:`OutputError` naming the path and
   the reason (not writable, a directory, disk full).
-- **Checked before long work**: :func:`check_output_file` and :func:`check_writable_dir` refuse an
-  output that cannot be written *before* a model runs for minutes (creating nothing).
+- **Checked before long work**: every output location of every command is checked before any work
+  (creating nothing) by :mod:`harness.data.destinations`: writable, outside goldens and runs, no input.
 - **Locks** (:func:`locked`) serialise read-modify-write of shared files (ledger, manifest).
 - **Faults** (tests only): ``HARNESS_FAULT=kill:<point>`` SIGKILLs the process at a named point,
   ``HARNESS_FAULT=enospc:<point>`` fails there with "No space left on device",
@@ -111,74 +111,6 @@ def os_failure(path: Path | str, exc: OSError, doing: str = "cannot write") -> O
     elif isinstance(exc, NotADirectoryError):
         reason = "a parent is a file, not a directory"
     return OutputError(f"{path}: {doing} ({reason})")
-
-
-# ---------------------------------------------------------------------------------- pre-checks
-
-
-def check_writable_dir(directory: Path, what: str = "output folder") -> None:
-    """Refuse, before any work, a folder that cannot receive files.
-
-    Nothing is created: a missing folder is judged by its nearest existing ancestor (which must be
-    a folder this process can create entries in), so a command that fails later leaves no empty
-    folder behind; the writers create it when they write."""
-    directory = Path(directory)
-    existing = directory
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if existing.exists() and not existing.is_dir():
-        raise OutputError(f"{directory}: cannot write the {what}: {existing} is a file, not a folder")
-    try:
-        probe = temp_sibling(existing / "probe")
-        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode())
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise os_failure(existing if existing == directory else directory, exc,
-                         f"cannot write the {what} here") from None
-
-
-def check_output_file(path: Path, what: str, overwrite: bool = True) -> Path:
-    """Refuse an output file path that is a folder, sits under a file, is unwritable, or is inside
-    a golden or run directory (their content is sealed by a manifest)."""
-    path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"{path}: cannot write the {what}: it is a directory")
-    if path.exists() and not overwrite:
-        raise OutputError(f"{path}: cannot write the {what}: the file exists (nothing is overwritten; "
-                          "choose another path)")
-    sealed = sealed_directory(path)
-    if sealed is not None:
-        raise OutputError(f"{path}: cannot write the {what} inside {sealed} (a golden or run directory is "
-                          "sealed by its manifest)")
-    check_writable_dir(path.parent, what)
-    return path
-
-
-def sealed_directory(path: Path) -> Path | None:
-    """The golden or run directory ``path`` lies in, if any (one with a harness manifest)."""
-    for parent in Path(path).absolute().parents:
-        manifest = parent / "manifest.json"
-        if manifest.is_file():
-            try:
-                # up to 1 MiB, i.e. all of any real manifest: its keys are sorted, so "kind" comes after
-                # "backend", "environment" and "files", which grow with the numerics recorded and the shapes
-                with manifest.open("rb") as f:
-                    head = f.read(1 << 20).decode(errors="replace")
-            except OSError:
-                continue
-            if '"harness.golden"' in head or '"harness.run"' in head:
-                return parent
-    return None
-
-
-def same_file(a: Path, b: Path) -> bool:
-    a, b = Path(a), Path(b)
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
-    return a.resolve() == b.resolve()
 
 
 # ---------------------------------------------------------------------------------- writing

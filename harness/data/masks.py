@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.data.geometry import Geometry
+from harness.data.limits import MAX_FRAMES
 from harness.data.ops import Op
 
 
@@ -36,7 +37,7 @@ class MaskPolicy(BaseModel):
 
     min_active_fraction: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
         default=0.02, description="fraction of a window's frames a speaker needs to get a voiceprint row")
-    min_active_frames: Annotated[int, Field(ge=1)] | None = Field(
+    min_active_frames: Annotated[int, Field(ge=1, le=MAX_FRAMES)] | None = Field(
         default=None, description="or an explicit count of frames (overrides the fraction)")
 
     def threshold(self, geometry: Geometry) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 
 from harness import __version__
 from harness.data.blocks import Block
+from harness.data.destinations import check_output_dir
 from harness.data.errors import OutputError
 from harness.data.fsio import fault, file_mode, make_dirs, missing_dirs, os_failure, remove_empty, temp_sibling
 from harness.data.geometry import Geometry
@@ -181,6 +182,7 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
     if final.is_dir() and any(final.iterdir()):
         raise OutputError(f"{final}: cannot write test vectors: the folder is not empty "
                           f"({len(list(final.iterdir()))} entries); give a new or empty folder, nothing is overwritten")
+    check_output_dir(final, "test vectors folder")  # not inside a golden or run, writable: before any work
     tmp = temp_sibling(final)
     created = missing_dirs(final.parent)
     index = []

@@ -31,9 +31,10 @@ from pathlib import Path
 from golden.adoption import adoptable, history_name, journal_path, read_journal
 from golden.manifest import MANIFEST, check_files
 from golden.store import Golden, load_golden
+from harness.data.destinations import check_output_dir
 from harness.data.errors import GoldenError, HarnessError, check_interrupted, committed
-from harness.data.fsio import atomic_write, check_writable_dir, fault, file_mode, fsync_path, lock_path, os_failure
-from harness.data.jsonio import dumps, read_json
+from harness.data.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
+from harness.data.jsonio import dumps, read_json, seal
 from harness.ledger_store import beside_golden
 from harness.outputset import swap_paths as exchange
 
@@ -69,7 +70,7 @@ def adopt_golden(source: Path) -> list[str]:
                           "golden record --regen` writes it beside goldens/NAME) or a NAME.history-<time> one (to "
                           "roll back)")
     target = source.with_name(named[0])
-    check_writable_dir(source.parent, "golden folder")
+    check_output_dir(source.parent, "golden folder")
     with held(target):
         lines = finish_adoption(target)
         if lines and not source.exists():  # this very adoption, interrupted after its swap: now finished
@@ -105,8 +106,8 @@ def swap(source: Path, target: Path, new: Golden, old: Golden) -> list[str]:
     """Steps 3 and 4: journal, one-step swap, old golden renamed to its history name, journal removed."""
     history = history_name(target, old.manifest["created"], old.golden_id)
     journal = journal_path(target)
-    atomic_write(journal, dumps({"source": source.name, "history": history.name, "old_golden_id": old.golden_id,
-                                 "new_golden_id": new.golden_id}) + "\n")
+    atomic_write(journal, dumps(seal({"source": source.name, "history": history.name, "old_golden_id": old.golden_id,
+                                      "new_golden_id": new.golden_id}, "journal_sha256")) + "\n")
     fault("adopt:journal")
     try:
         check_interrupted()  # a signal before the swap: nothing moves

@@ -43,8 +43,8 @@ from harness.capture.result import headline
 from harness.capture.schema import CapturedRequest, CaptureError
 from harness.config import ReleaseConfig
 from harness.data.blocks import Block
+from harness.data.destinations import check_output_dir
 from harness.data.errors import ScoringError, committed, step
-from harness.data.fsio import check_writable_dir
 from harness.data.geometry import Geometry
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.metrics import start_warming
@@ -86,6 +86,7 @@ def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool,
     from lanes.model_api import check_spec
 
     check_spec(cfg.model.spec)  # a typo is refused now, not after the laws have read the whole capture
+    check_output_dir(out, "audit folder", [("CAPTURE", capture)])  # before any work, on Ray too
     if ray is not None:
         from harness.pipeline.ray_audit import audit_on_ray
 
@@ -193,7 +194,7 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
     what ``rerun`` gives for each block alone, then the files."""
     _refuse_noise_floor(cfg)
     reader = CaptureReader(capture)
-    check_writable_dir(out, "audit folder")
+    check_output_dir(out, "audit folder", [("CAPTURE", capture)])
     digest = BackgroundHash(reader.path)  # the capture's sha256 (audit.json's capture ref) while it is read
     try:
         return _judge(reader, digest, out, cfg, rerun, progress)

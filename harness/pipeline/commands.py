@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
 from harness.config import ReleaseConfig
+from harness.data.destinations import check_output_dir, check_output_file, same_file
 from harness.data.errors import HarnessError, committed, step
-from harness.data.fsio import check_output_file, check_writable_dir, safe_name, same_file
+from harness.data.fsio import safe_name
 from harness.outputset import output_set, pin
 from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
@@ -54,7 +55,7 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
         from harness.pipeline.distributed import import_ray
 
         import_ray()  # before anything is created: without Ray, one line saying how to install it
-    check_writable_dir(goldens, "golden folder")
+    check_output_dir(goldens, "golden folder", [("--corpus", corpus), ("--config", cfg.source)])
     if ray is not None:  # the driver builds no backend; a plug-in's name is read from the model on CPU
         name = release if release is not None else release_name(cfg, lambda: describe(load_model(cfg, "cpu")))
         gold, changes = record_on_ray(cfg, corpus, goldens, name, regen, backend, progress, ray)
@@ -164,7 +165,7 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_t
     from harness.pipeline.run import plan_for, run_shapes
 
     knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
-    check_writable_dir(runs, "runs folder")
+    check_output_dir(runs, "runs folder", [("--golden", golden_path), ("--config", cfg.source)])
     check_golden_before_building(cfg, golden_path)
     be = make_backend(cfg, BackendChoice.of(cfg))
     gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)  # before the laws, the warm-up, any block
@@ -196,7 +197,8 @@ def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> t
     from golden.store import load_golden
     from harness.pipeline.score import score_run, write_score
 
-    check_output_file(out, "score file")
+    check_output_file(out, "score file",
+                      inputs=[("--golden", golden_path), ("--run", run_path), ("--config", cfg.source)])
     gold, r = load_golden(golden_path), load_run(run_path)
     result = score_run(gold, r, cfg.tolerances)
     write_score(out, result)
@@ -223,8 +225,11 @@ def score_lines(result: Score) -> list[str]:
 
 def promote(cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None,
             run_path: Path | None) -> list[str]:
+    from harness.ledger_store import check_paths
     from harness.pipeline.promote import describe_transition, promote_file
 
+    check_paths(ledger, manifest,
+                [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)])
     result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
     lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
     lines += [describe_transition(t) for t in transitions]
@@ -240,9 +245,10 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     from harness.score_check import check_self_consistent, read_score
     from reports import write_junit, write_report
 
-    check_writable_dir(out, "report folder")
+    inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
+    check_output_dir(out, "report folder", inputs)
     if junit is not None:
-        check_output_file(junit, "JUnit file")
+        check_output_file(junit, "JUnit file", inputs=inputs)
     # a nightly's score and localisation are read from one generation of its outputs, whatever is published meanwhile
     score_file, loc_file = pin([score_path, localisation or score_path])
     result = read_score(score_file)
@@ -277,12 +283,17 @@ REPORT_PAGES = ("report.json", "report.md", "report.html")
 def nightly(job: NightlyJob) -> NightlyOutcome:
     """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
     before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
+    from harness.pipeline.nightly import check_outputs, refuse_previous_output
     from harness.pipeline.nightly import nightly as run_nightly
-    from harness.pipeline.nightly import refuse_previous_output
     from harness.shards import Shard
 
     cfg, knobs = job.config, job.config.packer
     part = Shard.parse(job.shard) if job.shard else None
+    if job.ray is not None and part is not None:  # the options first, then where they would write
+        raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
+    refuse_folder_of_goldens(job.golden)  # at once, not after building the model
+    check_outputs(cfg, job.golden, job.out, job.ledger, job.manifest,  # before any work (a Ray nightly's too)
+                  promotes=part is None and not job.no_promote)
     refuse_previous_output(job.out, job.force)  # after the options are checked, before any work
     if job.ray is not None:
         return nightly_on_ray(job)
@@ -291,7 +302,8 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
     packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
         return run_nightly(cfg, job.golden, job.out, be, part, job.ledger, job.manifest, job.localise, job.progress,
-                           packing, laws_examples=knobs.laws_examples, no_promote=job.no_promote)
+                           packing, laws_examples=knobs.laws_examples, no_promote=job.no_promote,
+                           outputs_checked=True)
     finally:
         packing.close()
 
@@ -302,9 +314,7 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     from harness.pipeline.ray_jobs import nightly_ray
 
     import_ray()
-    if job.shard is not None:
-        raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
-    assert job.ray is not None  # the caller's test
+    assert job.ray is not None and job.shard is None  # the caller's tests
     cfg, knobs = job.config, job.config.packer
     spec = WorkerSpec(cfg, job.backend, knobs.cmd, knobs.spec, knobs.digest, knobs.laws_examples)
     return nightly_ray(cfg, job.golden, job.out, job.ray, spec, job.ledger, job.manifest, job.localise, job.progress,
@@ -321,7 +331,7 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     from harness.pipeline.record import record_golden
 
     start = time.perf_counter()
-    check_writable_dir(out, "demo output folder")
+    check_output_dir(out, "demo output folder", [("--config", cfg.source)])
     be = make_backend(cfg)
     lines = [f"main job: model {cfg.model.spec} on {cfg.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
              f"shapes {list(cfg.candidates)}, output in {out}"]

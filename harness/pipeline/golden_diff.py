@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from golden.store import CORPUS, Golden
+from harness.data.destinations import check_output_file
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import GoldenError, check_interrupted, step
 from harness.data.figures import fmt
-from harness.data.fsio import check_output_file
 from harness.data.jsonio import write_json_atomic
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -178,7 +178,7 @@ def run_diff(a_path: Path, b_path: Path, tolerances: Tolerances, out: Path | Non
     for path, name in ((a_path, "A"), (b_path, "B")):
         refuse_folder_of_goldens(path, name)
     if out is not None:
-        check_output_file(out, "golden diff file")
+        check_output_file(out, "golden diff file", inputs=[("A", a_path), ("B", b_path)])
     a, b = load_golden(a_path), load_golden(b_path)
     result = diff(a, b, tolerances)
     lines = describe(result)

@@ -16,7 +16,10 @@ versions) and reused: within a process, and across processes through a small sea
 ``$XDG_CACHE_HOME/diar-lane-harness/laws`` (``~/.cache``; ``HARNESS_LAWS_CACHE=off`` judges every
 time, ``HARNESS_LAWS_CACHE=DIR`` puts it elsewhere). Any change to the harness's code is another key:
 an edited packer is judged again. A foreign packer is judged every run (its identity cannot bind
-everything it runs). A cache file that is unreadable, edited or of another key is ignored.
+everything it runs). A cache entry is used only when it is sealed, of this very key, validates as a
+verdict and agrees with every field of its key (identity, examples, seed, harness version); anything else
+(unreadable, edited, re-sealed with another figure, another packer's) is ignored, with a one-line note
+under ``--debug``, and the laws are judged afresh (then written over it).
 
 A verdict found in the cache costs no import of hypothesis (nor of :mod:`harness.laws`, which imports
 it: ~1 s of the run's start-up): the key takes hypothesis's version from its installed metadata.
@@ -45,10 +48,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from pydantic import ValidationError
+
 from harness import __version__
-from harness.data.errors import HarnessError, step
+from harness.data.errors import HarnessError, debug_note, short, step
 from harness.data.fsio import user_cache_dir
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
+from harness.data.schemas.base import describe_error
 from harness.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
 
 DEFAULT_EXAMPLES = 100
@@ -216,18 +222,49 @@ def _hypothesis_version() -> str:
 
 
 def _read_cached(key: LawsKey) -> dict[str, Any] | None:
-    """The verdict judged before for exactly this key, or None (no file, unreadable, edited, another key)."""
+    """The verdict judged before for exactly this key, or None: judged afresh (no file; under ``--debug`` a
+    one-line note says why an entry was set aside).
+
+    An entry is used only when it is whole and sealed, names this key, validates as a verdict
+    (:class:`~harness.data.schemas.files.LawsVerdict`: a run manifest refuses anything else, after the whole
+    run) and agrees with every field of its key: the packer identity, the examples, the seed, and the harness
+    version that judged. A sealed entry can still be wrong (re-sealed by hand, written by a harness with a
+    bug): its verdict goes into the run manifest, the score and the ledger's evidence, so it must be the
+    verdict of exactly what this run asked for."""
     path = _cache_file(key)
     if path is None or not path.exists():
         return None
+    verdict, why = _entry(path, key)
+    if verdict is None:
+        debug_note(f"{path}: laws verdict cache entry ignored ({why}); judging the packing laws afresh")
+    return verdict
+
+
+def _entry(path: Path, key: LawsKey) -> tuple[dict[str, Any] | None, str]:
+    """The verdict of the cache entry at ``path`` if it may stand for ``key``'s, else None and why not."""
+    from harness.data.schemas.files import LawsVerdict  # imported when an entry is found: pydantic is loaded anyway
+
     try:
         data = read_json(path, "laws verdict cache")
-    except HarnessError:
-        return None
-    if not isinstance(data, dict) or not seal_ok(data, "sha256") or data.get("key") != repr(key):
-        return None
-    verdict = data.get("verdict")
-    return dict(verdict) if isinstance(verdict, dict) else None
+    except HarnessError as exc:
+        return None, str(exc)
+    if not isinstance(data, dict) or not seal_ok(data, "sha256"):
+        return None, "not a sealed entry: edited after it was written"
+    if data.get("key") != repr(key):
+        return None, f"of another key {short(data.get('key'))}"
+    try:
+        verdict = LawsVerdict.model_validate(data.get("verdict"))
+    except ValidationError as exc:
+        return None, f"its verdict does not validate: {describe_error(exc)}"
+    identity, examples, seed, _ = key
+    asked = {"packer_identity": identity, "examples": examples, "seed": seed, "harness_version": __version__}
+    found = verdict.model_dump()
+    for name, value in asked.items():
+        if found[name] != value:
+            return None, f"its verdict's {name} is {short(found[name])}, its key's {short(value)}"
+    if verdict.verdict == "not-judged":  # examples > 0 here: the schema allows not-judged only with none
+        return None, "its verdict is not-judged"
+    return found, ""
 
 
 def _write_cached(key: LawsKey, result: dict[str, Any]) -> None:

@@ -117,6 +117,15 @@ class LiveScore:
 
     # -- the scorer's side (its thread) --------------------------------------------------------------------
     def _consume(self, item: Group | _Flush) -> None:
+        """Score ``item`` (the thread's work); an OSError here is the live scorer's (it reads the golden), never
+        the run folder's, which the main thread's writer would otherwise name when it re-raises it."""
+        try:
+            self._consume_group(item)
+        except OSError as exc:
+            raise ScoringError(f"live scorer (scoring the lanes against golden {self.golden.path} while they run): "
+                               f"{exc.strerror or exc}") from None
+
+    def _consume_group(self, item: Group | _Flush) -> None:
         with step("live score"):
             fault("live-score")
             if self._order is None:

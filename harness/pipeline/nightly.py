@@ -5,14 +5,15 @@ run every candidate shape, interleaved with the exact lane (the golden's reprodu
 promoted-shapes manifest, one transaction (revoke what fails) -> localise failures (best effort, after
 the verdict is safe) -> sign-off report + JUnit -> exit 0 only when everything holds.
 
-Every output path is checked writable before the first network call. With ``shard`` it runs a
+Every output location (the folder, the ledger, the manifest, the ledger's history) is checked before the
+first network call (:func:`check_outputs`). With ``shard`` it runs a
 deterministic part of the corpus and stops after scoring its part; :func:`merge` combines the
 shards into one run, one score, one ledger update and one report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +22,9 @@ from typing import TYPE_CHECKING
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
+from harness.data.destinations import Input, check_output_dir
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
-from harness.data.fsio import atomic_write, check_writable_dir, is_temporary
+from harness.data.fsio import atomic_write, is_temporary
 from harness.data.jsonio import read_json, write_json_atomic
 from harness.data.metrics import start_warming
 from harness.data.overlap import import_meanwhile
@@ -114,19 +116,40 @@ def refuse_previous_output(out: Path, force: bool) -> None:
                        "replace it, or choose another folder")
 
 
+def check_outputs(config: ReleaseConfig, golden_path: Path, out: Path, ledger_path: Path | None = None,
+                  manifest_path: Path | None = None, promotes: bool = True, inputs: Sequence[Input] = (),
+                  what: str = "nightly output folder") -> tuple[Path, Path]:
+    """Every output of a nightly (a merge, a Ray nightly), checked before any work
+    (:mod:`harness.data.destinations`): ``out`` (not inside a golden or run, not an input: the golden, the
+    configuration, ``inputs``), and when it ``promotes`` (no shard, no ``--no-promote``) the ledger and manifest
+    (writable, readable, their history folder a folder) and the ledger's history, read as this ledger's (the
+    margins read it after the commit and may decide the exit status). Returns the ledger and manifest paths."""
+    from harness.history_store import check_history
+
+    ledger_path, manifest_path = beside_golden(Path(golden_path), ledger_path, manifest_path)
+    all_inputs = [("--golden", golden_path), ("--config", config.source), *inputs]
+    check_output_dir(out, what, all_inputs)
+    if promotes:
+        check_paths(ledger_path, manifest_path, all_inputs)
+        check_history(ledger_path)
+    return ledger_path, manifest_path
+
+
 def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backend, shard: Shard | None = None,
             ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
             show_progress: bool = True, packer: Packer = HARNESS_PACKER,
             load_model: Callable[[], Inferring] | None = None, laws_examples: int = DEFAULT_EXAMPLES,
-            no_promote: bool = False) -> NightlyOutcome:
+            no_promote: bool = False, outputs_checked: bool = False) -> NightlyOutcome:
     """The nightly (module doc). ``no_promote``: score, report, JUnit and localise, but neither lock, create nor
     change the ledger and manifest (trying an option must not change what the engine obeys); the report reads
-    the manifest as the engine does, to say what it still allows."""
+    the manifest as the engine does, to say what it still allows. ``outputs_checked``: the caller ran
+    :func:`check_outputs` (the command does, before it builds the model)."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
-    ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
-    check_writable_dir(out, "nightly output folder")
-    if shard is None and not no_promote:
-        check_paths(ledger_path, manifest_path)
+    if outputs_checked:
+        ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
+    else:
+        ledger_path, manifest_path = check_outputs(config, golden.path, out, ledger_path, manifest_path,
+                                                   promotes=shard is None and not no_promote)
     check_sweep(config, backend, shard)  # [load]: a Triton backend, the whole corpus; before any work
     plan = plan_for(config)
     blocks = golden.blocks if shard is None else sum(1 for b in golden.block_ids() if shard.owns(b))
@@ -165,10 +188,9 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
           ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
           no_promote: bool = False) -> NightlyOutcome:
     golden = load_golden(golden_path)
-    ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
-    check_writable_dir(out, "merge output folder")
-    if not no_promote:
-        check_paths(ledger_path, manifest_path)
+    ledger_path, manifest_path = check_outputs(config, golden.path, out, ledger_path, manifest_path,
+                                               promotes=not no_promote, what="merge output folder",
+                                               inputs=[("shard folder", d) for d in shard_dirs])
     runs = []
     for d in shard_dirs:
         d = Path(d)

@@ -14,9 +14,9 @@ from harness.data.engine_allows import EngineManifest
 from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.records import PromotedShapes
 from harness.data.schemas.results import Score
-from harness.history_store import rows_of
+from harness.history_store import Figures, rows_of
 from harness.ledger_store import commit, load_manifest
-from harness.promotion import Transition, allowed_for, apply_score
+from harness.promotion import Transition, allowed_for, apply_score, release_shapes_of
 from harness.score_check import check_score, read_score
 
 
@@ -41,10 +41,12 @@ def promote(score: Score, golden_manifest: dict[str, Any], run_manifest: dict[st
     with step("verify score"):
         check_score(score, golden_manifest, run_manifest, config.tolerances, where)
     release_shapes = config.release_shapes_json()
+    release = release_shapes_of(release_shapes)  # no ledger event for these (apply_score), so no figures either
     with step("commit ledger and manifest"):
         return commit(ledger_path, manifest_path, release_shapes,
                       lambda book: apply_score(book, score, run_manifest["created"], release_shapes),
-                      history=lambda seq: rows_of(score, seq))  # the figures beside the ledger, same transaction
+                      # the figures beside the ledger, same transaction, bound to the score the events name
+                      history=lambda seq: Figures(rows_of(score, seq, skip=release), score.digest))
 
 
 def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, manifest_path: Path,

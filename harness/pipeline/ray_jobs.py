@@ -26,14 +26,14 @@ from golden.manifest import check_files
 from golden.store import Golden, load_golden
 from harness.config import ReleaseConfig
 from harness.data.blocks import Block
+from harness.data.destinations import check_output_dir
 from harness.data.errors import step
-from harness.data.fsio import check_writable_dir, safe_name
+from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
-from harness.ledger_store import beside_golden, check_paths
 from harness.packing import Packer
 from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
-from harness.pipeline.nightly import NightlyOutcome, merge
+from harness.pipeline.nightly import NightlyOutcome, check_outputs, merge
 from harness.pipeline.run import plan_for, run_shapes
 from harness.shards import BlockRange, block_ranges
 
@@ -67,10 +67,9 @@ def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: Ra
 
     golden = load_golden(golden_path)
     check_before_building(golden, config.model.spec, spec.backend.url in IN_PROCESS)
-    ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
-    check_writable_dir(out, "nightly output folder")
-    if not no_promote:  # --no-promote: the ledger is not even opened
-        check_paths(ledger_path, manifest_path)
+    # --no-promote: the ledger is not even opened
+    ledger_path, manifest_path = check_outputs(config, golden.path, out, ledger_path, manifest_path,
+                                               promotes=not no_promote)
     ids, group = golden.block_ids(), plan_for(config).group_size()
     with step("hash the golden's corpus"):  # once here, not once per shard on the workers
         check_files(golden.path, golden.manifest, hashed=[CORPUS])
@@ -112,7 +111,7 @@ def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, di
 
     name = safe_name(release, "--release")
     final, previous = golden_target(goldens, name, regen)
-    check_writable_dir(final.parent, "golden folder")
+    check_output_dir(final.parent, "golden folder")
     job_root = new_job_root(Path(goldens) / f".ray-{name}", "golden record")
     with step("corpus"):
         write_corpus(job_root / CORPUS, corpus_rows, geometry)

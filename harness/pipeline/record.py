@@ -28,9 +28,10 @@ from golden.tables import BackgroundWriter, LaneReader
 from harness.config import ReleaseConfig
 from harness.data.blocks import Block
 from harness.data.corpus_schema import CorpusReader, CorpusWriter
+from harness.data.destinations import check_output_dir
 from harness.data.environment import differences, machine_environment, numerics_differences, provenance
 from harness.data.errors import GoldenError, step
-from harness.data.fsio import atomic_directory, check_writable_dir
+from harness.data.fsio import atomic_directory
 from harness.data.metrics import start_warming
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
@@ -68,7 +69,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
     shard of it), so an OP it recorded nothing to judge for is refused (:func:`refuse_unjudgeable`)."""
     start_warming()  # numba's import + kernels behind the first group's reading, not in the first sink (issue 25)
     final, previous = golden_target(root, release, regen)
-    check_writable_dir(final.parent, "golden folder")
+    check_output_dir(final.parent, "golden folder")
     geometry = backend.geometry
     plan = exact_plan(config, repeats=2)
     with atomic_directory(final) as tmp:

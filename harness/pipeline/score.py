@@ -18,9 +18,9 @@ from typing import Any, cast
 from golden.runs import Run
 from golden.store import Golden
 from harness.arrangement_evidence import ArrangementScorer, arrangement_plans, slot_map, with_arrangements
+from harness.data.destinations import check_output_file
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
-from harness.data.fsio import check_output_file
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs

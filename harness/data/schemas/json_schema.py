@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
 
-from harness.data.fsio import atomic_write_many, check_writable_dir
+from harness.data.destinations import check_output_dir
+from harness.data.fsio import atomic_write_many
 from harness.data.schemas import FILE_KINDS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -165,5 +166,5 @@ def schema_texts() -> dict[str, str]:
 def write_schemas(directory: Path) -> list[Path]:
     """Write every schema into ``directory``, all renamed into place together (or none); a folder that
     cannot receive files is refused first, naming it."""
-    check_writable_dir(Path(directory), "JSON Schema folder")
+    check_output_dir(Path(directory), "JSON Schema folder")
     return atomic_write_many({Path(directory) / name: text for name, text in schema_texts().items()})

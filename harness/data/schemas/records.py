@@ -214,10 +214,12 @@ FolderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
 
 class AdoptionJournal(Strict):
     """``goldens/.NAME.adopt.json``: an adoption's point of no return (``harness golden adopt``): which folder
-    becomes NAME, where the old golden goes, and both goldens' ids, so the next adopt finishes it."""
+    becomes NAME, where the old golden goes, and both goldens' ids, so the next adopt finishes it. Sealed: a
+    journal edited by hand (its ids swapped, another source) would move the wrong golden, so it is refused."""
 
     source: FolderName = Field(description="the NAME.regen-<time> (or NAME.history-<time>) folder being adopted")
     history: FolderName = Field(description="the name the replaced golden is kept under")
     old_golden_id: GoldenId
     new_golden_id: GoldenId
+    journal_sha256: Sha256 = Field(description="sha256 of the journal's canonical JSON without this key (its seal)")
 
