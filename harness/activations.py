@@ -4,7 +4,7 @@ Localisation and the golden's module floors compare every module's output betwee
 packed; two passes and a jittered one). Kept in memory, one block's activations of the full voiceprint
 network are 3.7 GiB per call (114 modules, up to 78 MiB each), so the floors' three calls peaked at
 12 GiB, and copying them cost more time than the network itself. A store holds the first
-``BUDGET`` bytes in memory and appends the rest to a file as each module produces it (its bytes,
+``BUDGET`` bytes (16 MiB) in memory and appends the rest to a file as each module produces it (its bytes,
 with their dtype and shape in an index), so a comparison holds one module's outputs per call at a time
 whatever the network. The file lives in a folder the caller names (beside the golden or the run being
 written, not a tmpfs), is unlinked at once (nothing is left, even after a kill) and read back with
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-BUDGET = 64 << 20  # bytes kept in memory per store before the file takes the rest (small networks: no file)
+BUDGET = 16 << 20  # bytes kept in memory per store before the file takes the rest (small networks: no file)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
+from harness.data.process_settings import release_free_memory
 
 FORMAT = 1
 PASSES = 2
@@ -141,6 +142,7 @@ class FloorSampler:
         for name, figure in figures.result().items():
             old = table.get(name, dict.fromkeys(KEYS, 0.0))
             table[name] = {key: max(old[key], float(figure[key])) for key in KEYS}
+        release_free_memory()  # the next request's passes start from what is alive, not from a fragmented heap
 
     def _side_by_side(self, op: Op, request: Block) -> _Figures:
         """The three passes at once, each module compared when every pass has produced it."""

@@ -137,9 +137,6 @@ def test_calls_out_of_step_are_refused_and_a_failing_call_stops_them_all():
 
 
 FLOORS = """
-    from harness.data.process_settings import tune_process
-
-    tune_process()  # as every harness command runs (harness.data.process_settings)
     import torch
     from harness.corpus.synth import synth_corpus
     from harness.data.geometry import Geometry
@@ -147,7 +144,9 @@ FLOORS = """
     from harness.module_floors import FloorSampler
     from harness.data.isolation import cut_windows
 
-    torch.set_num_threads(1)  # the threads' interleaving is the noise of this measure: keep it small
+    # the noise of this measure kept small: one torch thread, and glibc's own allocator settings (the huge pages
+    # the harness asks for move the resident figure by their 2 MiB grain); the bound is the harness's, not glibc's
+    torch.set_num_threads(1)
 
     class Deep:
         # a plug-in whose every one of LAYERS modules outputs 16 MiB per call

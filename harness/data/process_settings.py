@@ -105,3 +105,21 @@ def in_force() -> dict[str, str]:
     malloc = said(TUNABLES) if TUNABLES in ours else (
         f"the environment's ({', '.join(given)})" if given else "the C library's defaults")
     return {"omp_wait_policy": said(OMP_VARIABLE), "malloc": malloc}
+
+
+def release_free_memory() -> None:
+    """Give the C library's free heap pages back to the system (glibc's ``malloc_trim``; nothing elsewhere).
+
+    A long phase that allocates and frees tens of MiB per step (a network's activations, module by module)
+    leaves free pages scattered in the heap that no later step may fit: the resident memory then grows with
+    the number of steps, not with what is alive. Called between such steps (each sampled request of the
+    module floors), it keeps the peak the size of one step."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if _glibc_version() is None:
+        return None
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
