@@ -57,8 +57,7 @@ REVOKED: State = "revoked"
 # what in a manifest is derived from the ledger: all of it but the time it was written and its seal
 _NOT_DERIVED = ("generated", "manifest_sha256")
 Shapes = set[tuple[str, str, str, str, str, int]]
-# A state change apply_score made. A plain dict (typed for the checker), not a model: the report writes it
-# as is (report.json "transitions"); "from" is a Python keyword, hence the functional form.
+# A state change apply_score made: a plain dict the report writes as is ("from" is a Python keyword).
 Transition = TypedDict("Transition", {"shape": int, "packer": str, "from": State, "to": State, "run_id": str,
                                       "passed": bool, "reasons": list[str]})
 

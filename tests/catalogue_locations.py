@@ -76,6 +76,7 @@ case(K, "corpus-wav-over-its-wav", ("corpus", "wav", "a.wav", "a.wav", "--force"
      f"a.wav: cannot write the corpus over WAV a.wav, {INPUT}")
 case(K, "corpus-capture-over-its-capture", ("corpus", "capture", "c.parquet", "c.parquet", "--force", *CFG),
      f"c.parquet: cannot write the corpus over CAPTURED c.parquet, {INPUT}")
+case(K, "init-inside-the-golden", ("init", f"{GM}/harness.toml"), SEALED)
 
 # every command that writes, and the case above that refuses its output location
 WRITERS = {"nightly": "nightly-out-the-golden", "merge": "merge-out-a-shard", "run": "run-runs-the-golden",
@@ -84,7 +85,7 @@ WRITERS = {"nightly": "nightly-out-the-golden", "merge": "merge-out-a-shard", "r
            "golden diff": "golden-diff-out-inside-a-golden", "golden adopt": "golden-adopt-inside-a-run",
            "demo": "demo-out-the-golden", "audit": "audit-out-the-golden", "laws": "laws-vectors-inside-the-golden",
            "corpus synth": "corpus-synth-over-the-config", "corpus wav": "corpus-wav-over-its-wav",
-           "corpus capture": "corpus-capture-over-its-capture"}
+           "corpus capture": "corpus-capture-over-its-capture", "init": "init-inside-the-golden"}
 READERS = {"golden verify", "golden show", "corpus show", "shapes", "ledger", "history", "serve"}
 
 # ---------------------------------------------------------------------------- counts out of bounds

@@ -165,7 +165,7 @@ class TritonServer:
         self._repo = repo
         self.log_path = Path(opts.log_path) if opts.log_path else self._tmp / "tritonserver.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        http, grpc, metrics = opts.http_port or free_port(), free_port(), free_port()
+        http, grpc, metrics = _distinct_ports(opts.http_port)
         self.url = f"http://127.0.0.1:{http}"
         cmd = [
             str(bundle.binary),
@@ -196,7 +196,7 @@ class TritonServer:
         while True:
             code = self._proc.poll() if self._proc is not None else -1
             if code is not None:
-                if "already in use" in self.log_tail(lines=40) and not self.options.http_port:
+                if _port_clash(self.log_tail(lines=40)) and not self.options.http_port:
                     raise _PortTaken(self.log_summary())
                 raise BackendError(f"Triton server exited during startup (exit code {code}); "
                                    f"{self.log_summary()}")
@@ -304,6 +304,21 @@ def summarize_log(text: str, lines: int = _LOG_TAIL) -> str:
 
 def _clip(line: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _distinct_ports(http_port: int) -> tuple[int, int, int]:
+    """Three ports, no two alike: a port found free and closed may be handed out again by the next
+    call, and Triton refuses to serve HTTP and metrics on one port."""
+    chosen: list[int] = [http_port] if http_port else []
+    while len(chosen) < 3:
+        port = free_port()
+        if port not in chosen:
+            chosen.append(port)
+    return chosen[0], chosen[1], chosen[2]
+
+
+def _port_clash(log_tail: str) -> bool:
+    return "already in use" in log_tail or "at the same address and port" in log_tail
 
 
 def free_port() -> int:
