@@ -1,4 +1,4 @@
-"""Does the copy of request n+1 overlap the compute of request n? (issue 25, "Required 2"; lanes/staging.py)
+"""Does the copy of request n+1 overlap the compute of request n? (lanes/staging.py)
 
     python benchmarks/gpu_copy_overlap.py --device cuda:0 [--model full] [--blocks 32] [--shape 8] [--json X]
 

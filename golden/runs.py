@@ -100,7 +100,7 @@ class RunWriter:
         assert self.calls is not None
         files: dict[str, dict] = {}
         # every lane at once: a file's close ends in its fsync, which waits for the disk with the GIL released
-        # (one after the other, 18 fsyncs of 20-150 ms were 0.76 s after the last call at N = 256, issue 25)
+        # (one after the other, 18 fsyncs of 20-150 ms were 0.76 s after the last call at N = 256)
         with SettlingPool(max(1, len(self.writers)), "run-close") as pool:
             closed = {lane: pool.submit(writer.close) for lane, writer in self.writers.items()}
         for lane, done in closed.items():

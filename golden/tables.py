@@ -287,7 +287,7 @@ class LaneReader:
     def read_ahead(self, block_ids: Sequence[str]) -> None:
         """Read the row groups holding ``block_ids`` into the cache now (at most ``cache`` of them), so that a
         later :meth:`select` of them costs no reading: the live score reads its next batch while the lanes run,
-        not after the device's last call (issue 25)."""
+        not after the device's last call."""
         for gi in self._groups_of(block_ids)[:self._cache_size]:
             self._group(gi, cache=True)
 

@@ -174,7 +174,7 @@ class HistorySection(_Section):
 
 class EvidenceSection(_Section):
     """``[evidence]``: how much evidence each packed shape gets beyond today's one run of one arrangement
-    (issue 26; ``--arrangements``, ``--repeats``). More of either multiplies the packed lanes' device time."""
+    (``--arrangements``, ``--repeats``). More of either multiplies the packed lanes' device time."""
 
     arrangements: Annotated[int, Field(ge=1, le=limits.MAX_EVIDENCE_RUNS)] = Field(
         default=3, description="arrangements per candidate shape, today's consecutive one included (other "
@@ -185,7 +185,7 @@ class EvidenceSection(_Section):
 
 
 class LoadSection(_Section):
-    """``[load]``: the nightly's concurrency sweep on a Triton backend (issue 26; ``--sweep-concurrency``)."""
+    """``[load]``: the nightly's concurrency sweep on a Triton backend (``--sweep-concurrency``)."""
 
     concurrency: list[Annotated[int, Field(ge=1, le=limits.MAX_CONCURRENCY)]] = Field(
         default_factory=list, description="concurrencies to sweep each candidate shape at, e.g. [1, 2, 4, 8]; empty: "
@@ -202,7 +202,7 @@ class LoadSection(_Section):
 
 
 class LocaliseSection(_Section):
-    """``[localise]``: per-module error along the network (issue 26): each module's packed-vs-alone error is
+    """``[localise]``: per-module error along the network: each module's packed-vs-alone error is
     normalised by its own noise floor, recorded with the golden (:mod:`harness.module_floors`)."""
 
     floor_multiple: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = Field(

@@ -1,4 +1,4 @@
-"""The harness's own share of a run's lanes (issue 25.4): what the speedups do not count.
+"""The harness's own share of a run's lanes: what the speedups do not count.
 
 Every lane's timing is the network call alone (``CallRecord.wall_s``: request to answer, the device's
 time), so the speedups compare devices' work, not the harness's. The run records the lanes' wall in

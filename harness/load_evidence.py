@@ -1,4 +1,4 @@
-"""Judging the load sweep (issue 26 item 3): a shape must stay accurate under load to be promoted.
+"""Judging the load sweep: a shape must stay accurate under load to be promoted.
 
 The sweep itself (``harness.pipeline.load_sweep``) sends the requests; this module turns what came
 back into evidence and verdicts, with no I/O, so that promotion can re-derive them from the score

@@ -1,4 +1,4 @@
-"""Per-module error along the network, normalised by each module's own noise floor (issue 26, item 4).
+"""Per-module error along the network, normalised by each module's own noise floor.
 
 Naming the first module whose output *differs* says nothing under ulp-level noise: a packed kernel
 that rounds one value differently makes the first layer "diverge" on every night. What a reader

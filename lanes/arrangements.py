@@ -1,4 +1,4 @@
-"""The arrangements of a packed shape (issue 26 item 1): the same blocks, other neighbours, other slots, twice.
+"""The arrangements of a packed shape: the same blocks, other neighbours, other slots, twice.
 
 Today each block of a shape k always shares its request with the same neighbours at the same slot
 (consecutive chunks: lane ``k4``). The engine packs whatever arrives, so a block must give the same

@@ -139,7 +139,7 @@ def run_lanes(
     ``on_first_queued``: called once, the first group read and its warm-up queued, just before its calls are
     (the group may wait on its own calls, so not after them); a caller's background start-up (the nightly's
     scoring kernels, :func:`harness.data.metrics.start_warming`) then runs while the device has work, not
-    beside the start-up it would slow (issue 25).
+    beside the start-up it would slow.
 
     Pipelined (``plan.pipeline`` and a backend with ``pipelined()``, :mod:`lanes.device_queue`): the
     calls go to the device in exactly the serial order while this thread prepares the next requests

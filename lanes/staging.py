@@ -1,4 +1,4 @@
-"""Staging a request on the device while the previous one computes (issue 25, "Required 2").
+"""Staging a request on the device while the previous one computes.
 
 A model that stages (``stage(request, to_device) -> compute``, :func:`lanes.model_api.staged_entry`)
 does its host work (checking the request, cutting windows) when the call is submitted, in the caller's

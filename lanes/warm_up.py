@@ -5,16 +5,16 @@ autotuning) that are not the shape's throughput; so before the timed calls each 
 every packed shape) sends its first chunk of the first group once per OP and drops the answers, each
 voiceprint request derived from that lane's own warm-up OP 0 answer (the engine's mask function).
 
-Prepared ahead, as the timed calls are (issue 25). The warm-up used to run serially, lane after lane:
-each call waited for the previous answer and for the host to derive, pack and validate the next
-request, and the device sat idle meanwhile: 46 % of the lanes' idle time at C0 = 2 ms, C1 = 0.05 ms
-per window, N = 256 (``benchmarks/device_gaps.py``; the threads starting beside it, the metrics
-kernels' compilation, the corpus's hashing and reading, made each of those host steps slower). Now:
+Prepared ahead, as the timed calls are. Run serially, lane after lane, each call would wait for the
+previous answer and for the host to derive, pack and validate the next request, and the device would
+sit idle meanwhile: 46 % of the lanes' idle time at C0 = 2 ms, C1 = 0.05 ms per window, N = 256
+(``benchmarks/device_gaps.py``; the threads starting beside it, the metrics kernels' compilation, the
+corpus's hashing and reading, made each of those host steps slower). So:
 
 - its calls go through the runner's device queue (:class:`lanes.device_queue.Ordered`), and the first
   group's timed calls are pushed right behind them;
 - the packed shapes warm up in a group's own order, every shape's OP 0, then every shape's OP 1, then
-  OP 2 (it was shape by shape), so a shape's voiceprint rows, the one true dependency (on its OP 0
+  OP 2 (not shape by shape), so a shape's voiceprint rows, the one true dependency (on its OP 0
   answer), are derived while the device runs the calls before them;
 - a block's rows are computed once per bitwise-equal answer (:class:`_RowsCache`: the shapes answer
   the blocks they share alike, often), not once per shape.

@@ -133,7 +133,7 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "throughput": lanes,
         "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
         "exact_timing_source": score.exact_timing_source,
-        "host": score.host.model_dump(mode="json") if score.host is not None else None,  # issue 25.4
+        "host": score.host.model_dump(mode="json") if score.host is not None else None,  # harness.host_share
         "timing_line": timing_line(score),
         "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
         "ledger": _ledger_rows(states) if ledger is not None else None,

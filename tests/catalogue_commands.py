@@ -67,7 +67,7 @@ case(K, "step-negative", ("corpus", "wav", "w.parquet", "a.wav", "--step", "-5",
 case(K, "model-nonsense", ("corpus", "synth", "x.parquet", "--model", "nonsense"), "model spec 'nonsense'")
 case(K, "model-no-module", ("corpus", "synth", "x.parquet", "--model", "no_such_module_x:make"),
      "cannot import 'no_such_module_x'")
-# a factory's arguments in the spec (issue 25): an unknown one names the factory's, a malformed one its form
+# a factory's arguments in the spec: an unknown one names the factory's, a malformed one its form
 case(K, "model-argument-unknown", ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?speed=9"),
      "takes no argument 'speed' (it takes: c0_ms, c1_ms, timeline)")
 case(K, "model-argument-malformed", ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?c0_ms"),
@@ -81,7 +81,7 @@ case(K, "plugin-geometry-missing-key", ("corpus", "synth", "x.parquet", "--model
      "frame_step", plugin("geo_missing", {k: v for k, v in SMALL_GEOMETRY.items() if k != "frame_step"}))
 case(K, "plugin-geometry-zero", ("corpus", "synth", "x.parquet", "--model", "geo_zero:make"),
      "window_samples", plugin("geo_zero", {**SMALL_GEOMETRY, "window_samples": 0}))
-case(K, "plugin-autocast-dtype-unknown", ("corpus", "synth", "x.parquet", "--model", "ac_bad:make"),  # issue 27.4
+case(K, "plugin-autocast-dtype-unknown", ("corpus", "synth", "x.parquet", "--model", "ac_bad:make"),
      "autocast_dtype 'fp8' is not one of", text_file("ac_bad.py", "from lanes.diar_nn_g import DiarNNG\n\n"
                                                      "def make(seed=0, device='cpu'):\n"
                                                      "    model = DiarNNG('small', seed=seed, device=device)\n"
@@ -131,7 +131,7 @@ case(K, "packer-and-packer-cmd", ("run", "--golden", "goldens/r", "--packer", "h
 case(K, "ledger-shape-0", ("ledger", "--shape", "0"), "--shape")
 case(K, "demo-blocks-0", ("demo", "--blocks", "0"), "--blocks")
 case(K, "verify-other-model-spec", ("golden", "verify", "goldens/r", "--model", "nonsense"), "model spec 'nonsense'")
-# another model is refused before any work, naming both sides; the folder of goldens lists them (issue 23)
+# another model is refused before any work, naming both sides; the folder of goldens lists them
 case(K, "verify-other-geometry", ("golden", "verify", "goldens/r", *CFG, "--model", "full", *QUIET),
      "golden of another model geometry")
 case(K, "verify-other-weights", ("golden", "verify", "goldens/r", *CFG, "--seed", "1", *QUIET),
@@ -140,7 +140,7 @@ case(K, "verify-folder-of-goldens", ("golden", "verify", "goldens", *CFG, *QUIET
      "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as GOLDEN)")
 case(K, "run-folder-of-goldens", ("run", "--golden", "goldens", *CFG, *QUIET),
      "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as --golden)")
-# `golden diff A B` (issue 27.3): two goldens of one corpus only, named both; a folder of goldens is not one
+# `golden diff A B`: two goldens of one corpus only, named both; a folder of goldens is not one
 case(K, "golden-diff-other-corpus", ("golden", "diff", "goldens/r", "goldens/q", *CFG),
      "goldens/q: recorded on another corpus than goldens/r (corpus.parquet sha256", other_corpus_golden)
 case(K, "golden-diff-folder-of-goldens", ("golden", "diff", "goldens/r", "goldens", *CFG),

@@ -85,7 +85,7 @@ case(K, "verify-edited", ("golden", "verify", "goldens/r", *CFG, *QUIET), "edite
 case(K, "score-given-the-folder-of-goldens", ("score", "--golden", "goldens", "--run", "{run}", "--out", "s2.json"),
      "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as --golden)")
 
-# ---------------------------------------------------------------------------- golden adopt (issue 23.7)
+# ---------------------------------------------------------------------------- golden adopt
 REGEN = "goldens/r.regen-20270101T000000000000Z"
 ADOPT = ("golden", "adopt", REGEN)
 
@@ -174,7 +174,7 @@ case(K, "not-utf8", ("shapes", "--ledger", "ledger.json"), "not UTF-8", text_fil
 case(K, "promoted-after-fail", LEDGER, "promoted",
      json_file("ledger.json", first_entry(lambda e: e["history"][-1].__setitem__("verdict", "fail")),
                "ledger_sha256"))
-# where plain `shapes` / `ledger` read (issue 23.9): never a guess among several, never an empty ledger created
+# where plain `shapes` / `ledger` read: never a guess among several, never an empty ledger created
 case(K, "two-found", ("ledger",), "2 ledgers found (ledger.json, goldens/ledger.json)",
      copy("ledger.json", "goldens/ledger.json"))
 case(K, "none-found", ("shapes",), "no ledger found in ledger.json, goldens/ledger.json", remove("ledger.json"))
@@ -182,7 +182,7 @@ case(K, "none-beside-the-golden", ("shapes", "--golden", "goldens/r"), "goldens/
      "golden goldens/r")
 case(K, "golden-not-a-golden", ("ledger", "--golden", "c.parquet"), "--golden c.parquet: not a golden")
 
-# ---------------------------------------------------------------------------- ledger history (issue 27.1)
+# ---------------------------------------------------------------------------- ledger history
 K = "ledger history"
 PART = "ledger.json.history/00000001.parquet"  # the part the workspace's one promote wrote
 HISTORY = ("history", "--ledger", "ledger.json", "--shape", "2")

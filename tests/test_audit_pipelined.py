@@ -1,4 +1,4 @@
-"""`harness audit` pipelined (issue 25): the re-run's calls go to a device-queue worker while the host decodes,
+"""`harness audit` pipelined: the re-run's calls go to a device-queue worker while the host decodes,
 splits and judges the requests around them; the capture is read a row group ahead and hashed in a thread.
 
 What must not change: the calls (their order, what they carry) and every file the audit writes, bitwise. What

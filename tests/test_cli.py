@@ -144,8 +144,8 @@ def _listed_options(out: str) -> list[str]:
 
 
 def test_nightly_help_lists_at_most_17_options_and_names_the_set_keys(capsys, monkeypatch):
-    """Issue 24.5: rarely used flags are configuration keys (--set TABLE.KEY=VALUE), hidden from --help.
-    Issue 26 asked for two more in plain sight (--arrangements, --repeats): 15 then, 17 now, --help included."""
+    """Rarely used flags are configuration keys (--set TABLE.KEY=VALUE), hidden from --help, which stays short:
+    at most 17 options, --help included, the evidence's --arrangements and --repeats in plain sight."""
     _, out, _ = run(capsys, monkeypatch, "nightly", "--help")
     listed = _listed_options(out)
     assert len(listed) <= 17, listed

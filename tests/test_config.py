@@ -120,7 +120,7 @@ def test_the_shipped_example_is_the_default_with_comments():
     assert load_config(example).to_dict() == load_config(None).to_dict()
 
 
-# --- one way in: command-line values are merged into the file's tables and validated with them (issue 24.3)
+# --- one way in: command-line values are merged into the file's tables and validated with them
 
 
 def _flag(flag, key, value):

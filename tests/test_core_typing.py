@@ -1,4 +1,4 @@
-"""Behaviour the typing of the core data layer (issue 24.2, h7) touched: what changed, and what must not."""
+"""Behaviour the typing of the core data layer touched: what changed, and what must not."""
 
 from __future__ import annotations
 

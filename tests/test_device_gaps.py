@@ -1,4 +1,4 @@
-"""benchmarks/device_gaps.py names every idle gap of a run's timeline by the calls around it (issue 25). A
+"""benchmarks/device_gaps.py names every idle gap of a run's timeline by the calls around it. A
 synthetic timeline of two groups with known gaps: each lands in its place and group, and they add up to the
 idle time that the busy fraction misses."""
 

@@ -1,6 +1,6 @@
 """Every ```bash block of every docs/*.md page runs as written (twice, in the same fresh folder), or
 says in the page why it cannot run here: a documented command that fails is found by this test first,
-not by a reader (issue 23.10)."""
+not by a reader."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def test_the_fresh_folder_holds_the_checkout_files_the_blocks_use(tmp_path):
     assert not list(Path(folder).rglob("__pycache__"))
 
 
-# --- issue 23.5: models.md carries the contract itself; no page points at a file a clone lacks --------
+# --- models.md carries the contract itself; no page points at a file a clone lacks ---------------------
 
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
 

@@ -1,4 +1,4 @@
-"""The failure catalogue (issue 12): one case per bad input or fault, every file kind and command.
+"""The failure catalogue: one case per bad input or fault, every file kind and command.
 
 Every case runs one ``harness`` command against a workspace holding one small golden, one run, one
 score, one ledger with its promoted-shapes manifest, one localisation file, one corpus and one WAV

@@ -1,12 +1,11 @@
-"""Issue 23, points 7, 9 and 12: adopting a regenerated golden, ``--golden`` of the folder of goldens, a
-TorchScript golden's name.
+"""Adopting a regenerated golden, ``--golden`` of the folder of goldens, a TorchScript golden's name.
 
-7. ``golden record --regen`` wrote ``goldens/NAME.regen-<time>`` and nothing said how the nightly starts using
-   it: ``harness golden adopt`` makes it ``goldens/NAME`` and keeps the old one as ``NAME.history-<time>``, kill-safe
-   (a SIGKILL at every step leaves the old golden or the new one at NAME, never none, never a half), refusing a
-   regen that is not whole, of another model or geometry, or a NAME another adopter holds.
-9. ``--golden goldens`` (the parent) lists the goldens inside at once, for every command taking a golden.
-12. a TorchScript model ``tiny.pt`` gets the golden ``goldens/tiny``.
+- ``golden record --regen`` writes ``goldens/NAME.regen-<time>``, which no nightly reads until adopted:
+  ``harness golden adopt`` makes it ``goldens/NAME`` and keeps the old one as ``NAME.history-<time>``, kill-safe
+  (a SIGKILL at every step leaves the old golden or the new one at NAME, never none, never a half), refusing a
+  regen that is not whole, of another model or geometry, or a NAME another adopter holds.
+- ``--golden goldens`` (the parent) lists the goldens inside at once, for every command taking a golden.
+- a TorchScript model ``tiny.pt`` gets the golden ``goldens/tiny``.
 
 A "regen" here is a copy of a recorded golden with another ``created`` time, resealed (so another golden id):
 adopting moves folders and never reads outputs, so no model needs to run twice.

@@ -1,4 +1,4 @@
-"""`harness golden diff A B` (issue 27.3): two goldens of one corpus, B's exact lane judged against A's.
+"""`harness golden diff A B`: two goldens of one corpus, B's exact lane judged against A's.
 
 The pair is real: the same model and corpus recorded with oneDNN on (A) and off (B, NNPACK and
 the native kernels), which changes low bits on a CPU (tests/test_controls.py measures the same

@@ -1,4 +1,4 @@
-"""Issue 27.1: a history of figures beside the ledger (``<ledger>.history/<seq:08d>.parquet``), written in
+"""A history of figures beside the ledger (``<ledger>.history/<seq:08d>.parquet``), written in
 the ledger's own transaction, read back only as committed, and ``harness history`` that shows it."""
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def test_history_command_refuses_a_corrupt_part_in_one_line(scores, tmp_path, ca
 
 def test_a_part_is_the_same_bytes_as_pyarrow_s_own_and_imports_no_pandas(scores, tmp_path, monkeypatch):
     """A part's table is built column by column from buffers (harness.data.arrow_build): pyarrow's
-    ``Table.from_pylist`` imported pandas, ~1 s of every promotion (issue 25). Same file bytes as pyarrow's
+    ``Table.from_pylist`` imported pandas, ~1 s of every promotion. Same file bytes as pyarrow's
     own conversion, for a failing score too (False and None figures)."""
     import os
     import subprocess

@@ -1,4 +1,4 @@
-"""Serial host work outside the lanes (issue 25.3): a command whose model is not a torch network never
+"""Serial host work outside the lanes: a command whose model is not a torch network never
 imports torch (2.5-3 s, and 3 s more for the inductor config ``use_deterministic_algorithms`` pulls in)
 nor pandas (1.2-1.8 s, which ``pa.array`` imports on its first call), and says honestly that torch's
 flags were in force nowhere; a torch model's manifests record what they recorded before."""
@@ -61,7 +61,7 @@ def _manifests(tmp: Path) -> list[dict]:
 
 
 def _check_host_share(tmp: Path) -> None:
-    """issue 25.4: the run records its lanes' wall, the score splits it into calls and the harness's own work,
+    """The run records its lanes' wall, the score splits it into calls and the harness's own work,
     and the report says what a lane's timing measures with that share beside it."""
     run = next(iter(json.loads(p.read_text()) for p in (tmp / "n/runs").glob("*/manifest.json")))
     host = json.loads((tmp / "n/score.json").read_text())["host"]
@@ -74,8 +74,8 @@ def _check_host_share(tmp: Path) -> None:
 
 
 def test_a_model_without_torch_records_and_runs_without_importing_torch_or_pandas(tmp_path):
-    """Fails on the code before issue 25.3: lanes/backend.py imported torch at its top, numerics.apply()
-    and in_force() imported it (and the inductor), and every pa.array call imported pandas."""
+    """Fails where lanes/backend.py imports torch at its top, numerics.apply() or in_force() imports it
+    (and the inductor), or a pa.array call imports pandas."""
     imported = _commands(tmp_path, "lanes.null_model:small")
     assert imported == {"torch": False, "pandas": False}, (
         f"a golden record and a run of the null model imported {[m for m, yes in imported.items() if yes]}: "
@@ -185,8 +185,9 @@ def test_arrow_build_does_not_import_pandas_and_pa_array_does():
 
 
 def test_a_score_without_the_lanes_wall_says_so_in_the_report():
-    """A run before issue 25.4 (or merged shards) has no lanes_wall_s: no ``host`` in its score, and the
-    report says the share was not recorded instead of printing a figure (the negative control of the above)."""
+    """A run without lanes_wall_s (merged shards, or a manifest that predates the key): no ``host`` in its score,
+    and the report says the share was not recorded instead of printing a figure (the negative control of the
+    above)."""
     from harness.host_share import host_entry
     from reports.host_line import timing_line
 

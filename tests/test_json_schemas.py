@@ -1,4 +1,4 @@
-"""Issue 24.1: the JSON Schema of every file a tool outside the harness reads (docs/schemas/*.schema.json) is
+"""The JSON Schema of every file a tool outside the harness reads (docs/schemas/*.schema.json) is
 generated from the pydantic models, kept current, and real files validate against it with a JSON Schema library
 (Draft 2020-12), while a promoted-shapes.json with an unknown key, a wrongly typed value or a missing key does not."""
 

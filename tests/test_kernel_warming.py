@@ -1,4 +1,4 @@
-"""The metrics kernels are warmed behind the command's serial start, not in its first sink (issue 25).
+"""The metrics kernels are warmed behind the command's serial start, not in its first sink.
 
 The first sink of ``golden record`` computes the golden's decisions (``harness.data.metrics.top_two``), the
 nightly's live score compares rows (``row_stats``); the first call imported numba, scipy and llvmlite and

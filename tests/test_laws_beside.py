@@ -1,4 +1,4 @@
-"""The packing-laws gate runs beside the lanes (issue 25): a cached verdict imports no hypothesis, the
+"""The packing-laws gate runs beside the lanes: a cached verdict imports no hypothesis, the
 harness's own packer is judged in a thread joined at ``RunWriter.finish``, and an error there still ends
 the run with its one line and no run directory."""
 

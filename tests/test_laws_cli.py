@@ -79,7 +79,7 @@ def test_a_packer_that_cannot_be_run_is_one_line_with_status_2(capsys, monkeypat
     assert len(lines) == 1 and lines[0].startswith("harness: error: ") and words in lines[0], err
 
 
-# ------------------------------------------------------------------ issue 21 through the CLI
+# ------------------------------------------------------------------ broken packers through the CLI
 
 MISBEHAVING = f"{PY} {ROOT / 'tests' / 'misbehaving_packer.py'} --mode"
 
@@ -117,7 +117,7 @@ def test_the_laws_pack_64_blocks_whatever_examples_is(capsys, monkeypatch, examp
 @pytest.mark.parametrize("mode,request_", [("die-every-3rd", "an unpack request of "),
                                            ("die-3rd-pack", "a pack request of ")])
 def test_a_packer_that_crashes_during_the_laws_is_exit_2_naming_the_request(capsys, monkeypatch, mode, request_):
-    """Issue 21 (6): not a law's "minimal counterexample of 1 block" (exit 1), but the packer's failure."""
+    """A crash is not a law's "minimal counterexample of 1 block" (exit 1), but the packer's failure."""
     code, out, err = run(capsys, monkeypatch, "--packer-cmd", f"{MISBEHAVING} {mode}")
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2, out + err

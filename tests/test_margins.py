@@ -1,4 +1,4 @@
-"""Margins over nights (issue 27.2): the trend of each allowed shape's gated checks, its warning lines,
+"""Margins over nights: the trend of each allowed shape's gated checks, its warning lines,
 the report's "Margins" section, JUnit's properties and the nightly's summary and exit status.
 
 Unit tests build HistoryRows by hand; the nightly tests run real nightlies around nights committed
@@ -252,7 +252,7 @@ def test_ten_steady_nights_raise_no_warning(tmp_path, golden_copy, backend):
 
 
 def test_a_report_without_a_history_has_no_margins_section(tmp_path, golden_copy, backend):
-    """--no-promote reads no ledger, so no history: the report is the one it was before issue 27."""
+    """--no-promote reads no ledger, so no history: the report has no margins section."""
     night = nightly(_config(), golden_copy, tmp_path / "o", backend, show_progress=False, localise=False,
                     no_promote=True)
     assert "Margins" not in night.paths["md"].read_text() and "margins" not in night.paths["json"].read_text()

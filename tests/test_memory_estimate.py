@@ -1,4 +1,4 @@
-"""The memory estimate that refuses a packed shape too large for the device (issue 12, item 4).
+"""The memory estimate that refuses a packed shape too large for the device.
 
 The catalogue shows the refusal end to end (k = 100000 padded, on the CPU); these show the parts:
 the measurement sees what a call allocates (and not what it does not), and the refusal follows

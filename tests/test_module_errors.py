@@ -1,4 +1,4 @@
-"""Where the error grows (issue 26, item 4): per-module error along the network, normalised by each module's
+"""Where the error grows: per-module error along the network, normalised by each module's
 noise floor recorded with the golden, and the first module over ``[localise] floor_multiple`` x its floor.
 
 - the golden records module floors (the exact lane's two passes of a few sampled blocks, every OP);

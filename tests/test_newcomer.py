@@ -1,4 +1,4 @@
-"""A newcomer on a fresh machine: the small surprises are gone (issue 23, points 1, 2, 4, 5, 9, 12).
+"""A newcomer on a fresh machine: the small surprises are gone.
 
 - ``harness --version`` answers, with the versions that decide whether the harness works, even
   where a dependency fails to import;

@@ -223,7 +223,7 @@ def test_gpu_lease_script_runs_end_to_end_on_cpu(tmp_path):
 
 
 def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
-    """Issue 24.3: the nightly's options travel as one NightlyJob (the validated configuration + paths), not 27
+    """The nightly's options travel as one NightlyJob (the validated configuration + paths), not 27
     parameters through four hops; its shard, ledger, manifest and backend are the configuration's keys."""
     import dataclasses
 

@@ -1,4 +1,4 @@
-"""Issue 23.3 and 23.12: trying an option must not change what the engine obeys, and a nightly must not
+"""Trying an option must not change what the engine obeys, and a nightly must not
 silently replace last night's output.
 
 - ``--no-promote``: score, report, JUnit and summary, but the ledger and promoted-shapes manifest are not

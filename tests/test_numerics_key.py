@@ -1,4 +1,4 @@
-"""The numerics key is complete (issue 27.4): what can change results on a GPU is recorded in every
+"""The numerics key is complete: what can change results on a GPU is recorded in every
 manifest's ``numerics.in_force`` and is part of the numerics profile promotions are keyed by, so a
 promotion made under one CUBLAS_WORKSPACE_CONFIG, compute capability or autocast dtype (or cuDNN,
 cuBLAS, driver, torch.compile, CUDA graphs) is not used under another. On CPU the GPU-only fields

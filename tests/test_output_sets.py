@@ -1,7 +1,7 @@
 """A set of outputs is one unit (a reader sees the old set or the new one), an interrupted command says what it
-committed, and a signal is never lost (issue 22, points 5, 6, 7).
+committed, and a signal is never lost.
 
-Point 5 is tested by killing (SIGKILL: no clean-up runs) or interrupting each command at every step of its writing
+The first is tested by killing (SIGKILL: no clean-up runs) or interrupting each command at every step of its writing
 (``HARNESS_FAULT``, harness.data.fsio.fault) over a previous set, then reading every member: all must be the old set's
 or all the new one's. The previous set is made of marker files ("OLD <member>") so that every member of the old set
 is told from the new one, whatever the two runs' contents.
@@ -329,7 +329,7 @@ def test_an_audit_over_a_previous_one_interrupted_mid_write_keeps_the_previous_s
     assert view(out, AUDIT) == before
 
 
-# ------------------------------------------------------------------------------------------ point 7
+# ------------------------------------------------------------------------------------------ signals
 
 
 @pytest.mark.parametrize("fault", ["int:cli:start", "int:cli:imported", "int:cli:returned", "term:cli:start",

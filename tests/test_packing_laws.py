@@ -173,7 +173,7 @@ def test_a_window_running_into_the_next_block_is_named():
     LAWS_BY_NAME["own-samples"](HarnessPacker(), [b0, b1])
 
 
-# ------------------------------------------------------------------ issue 21: the kit misses nothing
+# ------------------------------------------------------------------ the kit misses nothing
 
 
 @pytest.mark.parametrize("name,blocks", [("truncate_at_16_packer", 17), ("truncate_at_40_packer", 41)])

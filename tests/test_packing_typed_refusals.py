@@ -1,4 +1,4 @@
-"""Refusals found while typing the packers (issue 24.2): a None where the contract needs a tensor,
+"""Refusals found while typing the packers: a None where the contract needs a tensor,
 and a served packer that is neither a function nor a packer object, end in one line, not a traceback."""
 
 from __future__ import annotations

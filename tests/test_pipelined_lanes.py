@@ -1,4 +1,4 @@
-"""Pipelined lanes (issue 25): the device queue runs the calls in exactly the serial order while the host
+"""Pipelined lanes: the device queue runs the calls in exactly the serial order while the host
 prepares the next request and takes the previous answer. Outputs, written files and the call log are
 the serial path's, bitwise; an error in call n stops the queue at n, surfaces as its one-line error in
 the main thread, and leaves no thread behind. No timing assertions: the order is what is checked."""

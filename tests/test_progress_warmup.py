@@ -1,4 +1,4 @@
-"""Issue 23.8: progress during the warm-up. Lines keep coming while one long call runs, the warm-up is its own
+"""Progress during the warm-up. Lines keep coming while one long call runs, the warm-up is its own
 phase ("warm-up: OP 0 k=4 (3 of 12)"), and the estimate of the time left does not count the warm-up as
 per-call work. Nothing here depends on speed: the slow call blocks on an event the progress lines set, and
 the estimate is checked on a fake clock."""

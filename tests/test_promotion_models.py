@@ -1,4 +1,4 @@
-"""Issue 24.1: the ledger and the promoted-shapes manifest are frozen models in memory, and a ledger
+"""The ledger and the promoted-shapes manifest are frozen models in memory, and a ledger
 rewritten from its model is the file it was read from, byte for byte: a key the file did not have
 (``judged_under`` in events written before it was recorded, an optional ``revoked_by``) stays out,
 or the ledger's own seal would no longer match it."""

@@ -1,8 +1,8 @@
-"""The engine's manifest tells the truth per packer, after a crash, a forgery or a second reader
-(issues 21.1 and 22.1-4, 22.8): a promotion is bound to the packer it was proven with and to that
-packer's packing-laws verdict; a journal rolls forward only into the files it names and only when it
-is what its ledger derives; every reader re-derives the manifest and refuses a difference, naming
-the shape; a read-only ledger is readable, and a pending journal there is reported."""
+"""The engine's manifest tells the truth per packer, after a crash, a forgery or a second reader: a
+promotion is bound to the packer it was proven with and to that packer's packing-laws verdict; a
+journal rolls forward only into the files it names and only when it is what its ledger derives; every
+reader re-derives the manifest and refuses a difference, naming the shape; a read-only ledger is readable,
+and a pending journal there is reported."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def scores(world):  # noqa: F811
             "f": Score.model_validate(json.loads(failing.read_text()))}
 
 
-# ------------------------------------------------------------------------------------ issue 21.1: per packer
+# ------------------------------------------------------------------------------------ per packer
 
 
 def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
@@ -141,7 +141,7 @@ def test_every_event_records_tolerances_requests_laws_and_its_release(scores):
 
 
 def test_one_models_promotion_never_relabels_another_models_release(scores):
-    """Issue 22.4: the release belongs to each entry, never to the ledger."""
+    """The release belongs to each entry, never to the ledger."""
     s = scores["p"]
     book, _ = apply_score(empty_ledger(), s, s.run.created, RELEASE)
     other = s.model_copy(update={"fingerprint": "f" * 64, "release": "another-model"})
@@ -185,7 +185,7 @@ def test_a_format_2_ledger_or_manifest_is_refused_with_how_to_migrate(tmp_path):
     one_line_error(cli("shapes", "--manifest", str(m)), "format-2 promoted-shapes manifest")
 
 
-# ------------------------------------------------------------------------------------ issue 22.1-3: recovery
+# ------------------------------------------------------------------------------------ recovery
 
 
 def _killed_revocation(world, scores, folder: Path) -> tuple[Path, Path]:  # noqa: F811
@@ -279,7 +279,7 @@ def test_a_resealed_ledger_whose_promotion_lacks_its_evidence_is_refused_in_one_
                    "evidence lacks ['laws']")
 
 
-# ------------------------------------------------------------------------------------ issue 22.8: read-only
+# ------------------------------------------------------------------------------------ read-only
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""`golden record` copies the corpus into the golden while the lanes run (issue 25: a tee, not a copy first).
+"""`golden record` copies the corpus into the golden while the lanes run (a tee, not a copy first).
 
 The golden must be the one the serial copy made, byte for byte: its corpus is what writing the corpus alone
 writes, and the lanes get every block exactly as reading the copy back gives it (so the outputs are the copy-

@@ -1,4 +1,4 @@
-"""How the sign-off pages and the judges' notes print numbers (issue 23.11), without the pipeline.
+"""How the sign-off pages and the judges' notes print numbers, without the pipeline.
 
 - a cosine over rows that differ never reads "1" (the judges' note and the report's cells share
   ``harness.judges.base.cosine_text``), a cosine over identical rows reads exactly "1";

@@ -324,7 +324,7 @@ def test_report_json_has_no_distribution_dump(leaky, leaky_report):
 
 
 # ---------------------------------------------------------------------------------------------
-# What to do next, and numbers that read as what they are (issue 23.11)
+# What to do next, and numbers that read as what they are
 
 
 def _junit_next(tmp_path: Path, score: dict) -> dict[tuple[str, str], list[str]]:
@@ -590,7 +590,7 @@ def test_report_renders_in_headless_chromium(tmp_path, leaky, leaky_report):
 
 
 def test_cached_templates_render_the_same_pages_and_compile_nothing(tmp_path, monkeypatch, small):
-    """The templates' compiled code is kept on disk (reports.template_cache, issue 25: compiling them was
+    """The templates' compiled code is kept on disk (reports.template_cache: compiling them was
     ~1 s of every nightly's finish). Cold (compiling, writing the cache) and warm (loading it) pages are the
     same as with the cache off; warm, nothing is compiled. A cache file cut short is compiled again."""
     import jinja2

@@ -1,5 +1,5 @@
 """A shape is promoted only on evidence from requests of exactly k blocks, and every run carries the
-packing-laws verdict of the packer it used (issue 21, points 0 and 1).
+packing-laws verdict of the packer it used.
 
 The end-to-end cases go through the command line on the 12-block session golden: ``--shapes 32``
 (no 32-block request at all) is refused with one line naming the full requests and the blocks
@@ -138,7 +138,7 @@ def run_manifest(out: Path) -> dict:
 
 
 def test_a_shape_larger_than_the_corpus_is_refused_with_the_line(tmp_path, golden_copy, monkeypatch, capsys):
-    """Issue 21 point 0: --shapes 32 on a 12-block corpus used to print PASS (one 12-block pack)."""
+    """--shapes 32 on a 12-block corpus is no PASS: its one 12-block pack is no evidence for k = 32."""
     code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "32",
                                  "--laws-examples", FAST_LAWS)
     assert code == 1, lines

@@ -1,4 +1,4 @@
-"""The runner's variants hook (lanes.variants, contract of issue 26): more packed lanes at a plain shape,
+"""The runner's variants hook (lanes.variants): more packed lanes at a plain shape,
 the same blocks in another arrangement or twice, run after the plain shapes and checked for the
 exactly-once law before any call. The null model is batch-invariant, so every variant lane must give
 the plain lane's outputs bitwise."""

@@ -1,4 +1,4 @@
-"""The score is one frozen typed model (issue 24.1): score_run returns it, the file is its dump, reading
+"""The score is one frozen typed model: score_run returns it, the file is its dump, reading
 the file gives it back, and the file stays byte-for-byte what the dict-built score wrote.
 
 Byte identity: the score's parts copied from the golden's and the run's manifests (reproducibility,

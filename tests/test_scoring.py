@@ -309,7 +309,7 @@ def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does
     assert not r.passed and "OP 1 missing_rows" in r.summary
 
 
-# ---------------------------------------------------------------- figures over non-finite values (issue 22, 11)
+# ---------------------------------------------------------------- figures over non-finite values
 def _strict_json(verdict) -> dict:
     """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.data.jsonio writes)."""
     import json

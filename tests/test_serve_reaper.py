@@ -1,4 +1,4 @@
-"""`harness serve` leaves nothing behind even when the harness is SIGKILLed (issue 12, item 3).
+"""`harness serve` leaves nothing behind even when the harness is SIGKILLed.
 
 The reaper (lanes.triton.reaper) needs no Triton: a process named ``tritonserver`` in its own
 process group, a temporary folder and a shared-memory file stand in for a server start.

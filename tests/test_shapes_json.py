@@ -1,4 +1,4 @@
-"""Issue 23.9 and 23.12 (part): plain `harness shapes` and `harness ledger` find the files where nightly writes them
+"""Plain `harness shapes` and `harness ledger` find the files where nightly writes them
 (beside the golden), `--golden` names that golden, nothing is guessed among several ledgers or created where there
 is none, and `--json` prints the same facts as one JSON document of the schema declared in harness/data/schemas/."""
 

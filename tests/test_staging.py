@@ -1,4 +1,4 @@
-"""Staged calls (lanes.staging, issue 25): the host's part of call n+1 runs in the submitting thread while n
+"""Staged calls (lanes.staging): the host's part of call n+1 runs in the submitting thread while n
 computes, and the answers, files and call log are the unstaged ones, bitwise. On CUDA the inputs are also
 copied from pinned buffers on a stream of their own; the ring of pinned buffers is checked here with
 stand-ins for pinned memory and CUDA events (this machine has no GPU: benchmarks/gpu_copy_overlap.py

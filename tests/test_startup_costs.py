@@ -1,4 +1,4 @@
-"""The schema package imports a model's module when the model is first asked for (issue 25's start-up):
+"""The schema package imports a model's module when the model is first asked for:
 every exported name still resolves, to the class its module defines, and a command's configuration
 does not pay for the audit's and the score's models it does not read."""
 

@@ -1,6 +1,6 @@
-"""Issue 25: the warm-up is prepared ahead of the device (lanes/warm_up.py). It used to run serially, each
-call waiting for the host to derive, pack and validate the next request: at C1 = 0.05 ms per window that was
-46 % of the lanes' idle time (benchmarks/device_gaps.py). No timing here: what is checked is that the calls
+"""The warm-up is prepared ahead of the device (lanes/warm_up.py). Run serially, each call would wait for the
+host to derive, pack and validate the next request: at C1 = 0.05 ms per window that was 46 % of the lanes'
+idle time (benchmarks/device_gaps.py). No timing here: what is checked is that the calls
 are queued ahead (a call finds the next ones already submitted), that the pipelined and the serial warm-up send
 the same requests in the same order, and that a lane's voiceprint rows are shared only with a bitwise-equal
 answer."""

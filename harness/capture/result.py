@@ -5,7 +5,7 @@ sign-off report's and JUnit's renderers read it the same way; it is sealed with 
 names the capture it judged by sha256. It is not a score: the audit judges traffic, not a
 candidate shape, and never changes the ledger or the promoted-shapes manifest.
 
-In memory the audit is the frozen :class:`AuditFile` (read by attribute, issue 24.1); it is written as
+In memory the audit is the frozen :class:`AuditFile` (read by attribute); it is written as
 ``model_dump(mode="json")``, which is the sealed JSON it was validated from.
 """
 

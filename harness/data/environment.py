@@ -24,7 +24,7 @@ NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver
 # (harness.numerics.in_force), so a profile is re-derivable from any golden, run or score.
 PROFILE_KEYS = ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
                 "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision",
-                # issue 27.4: in the profile, not only in NUMERIC_KEYS, because NUMERIC_KEYS only *name* a
+                # in the profile, not only in NUMERIC_KEYS, because NUMERIC_KEYS only *name* a
                 # drift on verification; they do not stop a promotion made under one setting being used under
                 # another, and each of these picks other GPU kernels (other output bits) for the same model:
                 # the cuBLAS workspace (split-K / stream reductions), autocast (declared by the model),

@@ -41,8 +41,8 @@ def plain(data: object) -> object:
     other subclasses their base values; NaN and Inf are kept (the file's writer refuses them).
 
     The same value as ``json.loads(json.dumps(data, default=json_default))`` (tests/test_jsonio_plain.py),
-    built directly: that round trip was 0.15 s of a 1,024-block nightly's finish, after the device's last call
-    (issue 25). What it refuses, this refuses: an unknown type, or a key that JSON cannot name."""
+    built directly: that round trip was 0.15 s of a 1,024-block nightly's finish, after the device's last call.
+    What it refuses, this refuses: an unknown type, or a key that JSON cannot name."""
     if data is None or type(data) in _EXACT:
         return data
     if isinstance(data, dict):

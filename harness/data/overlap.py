@@ -157,7 +157,7 @@ def meanwhile(work: Callable[[], object], name: str) -> threading.Thread:
 def import_meanwhile(*modules: str) -> threading.Thread:
     """Import ``modules`` (in order, stopping at the first that fails) while the caller goes on: what a command
     needs only after its lanes (the nightly's report) is imported while the device has work, not after its
-    last call (``reports``: 0.07 s, issue 25). A failed import leaves no module: the real one imports again."""
+    last call (``reports``: 0.07 s). A failed import leaves no module: the real one imports again."""
     def run() -> None:
         for module in modules:
             importlib.import_module(module)

@@ -65,7 +65,7 @@ class HashingFile(io.RawIOBase):
         """Hand what is written so far to the disk now, without waiting (Linux ``sync_file_range``): the
         fsync of :func:`harness.data.fsio.atomic_files` at close then finds little left to write. A run's
         18 files were fsynced at its end with every byte still dirty, 0.76 s after the last network call
-        at N = 256 (issue 25); elsewhere, or where the file system refuses, nothing is done."""
+        at N = 256; elsewhere, or where the file system refuses, nothing is done."""
         start_writeback(self._f)
 
     def close(self) -> None:

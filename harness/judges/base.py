@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from harness.data.schemas.results import OpVerdictModel as OpVerdict
 
 # ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges
-# build the very objects the score holds (issue 24.1), and these names are the judges' import path for
+# build the very objects the score holds, and these names are the judges' import path for
 # them. They are bound on first use (module __getattr__), not at import: the score's schema holds the
 # tolerances, whose models are the judges' own (harness.tolerances imports harness.judges), so importing
 # the schemas while this package loads would be a cycle. Judges build them with gate() and op_verdict().

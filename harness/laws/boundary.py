@@ -2,9 +2,9 @@
 
 A random search of a few hundred examples rarely reaches the sizes where packers break: the
 largest candidate k (what the engine packs, 32 or more), ``pad_to`` at its maximum, a window
-ending on the last sample of a span or an empty one starting after it. Issue 21 showed a packer
-that dropped every block after the 16th holding "all laws" at 100 examples. So each law is also
-judged on this deterministic list (hypothesis's ``@example`` idea, made explicit):
+ending on the last sample of a span or an empty one starting after it. A packer that drops
+every block after the 16th holds "all laws" at 100 examples. So each law is also judged on this
+deterministic list (hypothesis's ``@example`` idea, made explicit):
 
 - block lists of 1, 2 and ``max_blocks`` blocks (the largest candidate k, 64 by default), of
   every OP, and ``max_blocks - 1`` blocks (one padding block);

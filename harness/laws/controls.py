@@ -9,9 +9,9 @@ off_by_one_packer           OFFSETS of every block after the first rebased one s
 leaky_packer                windows run on for a whole window, into the next block's audio
 speaker_dropping_packer     voiceprint rows lose their speaker labels
 exclusive_index_packer      BATCH_ACCUMULATED_ELEMENT_COUNT emitted as starts, not ends
-padded_index_packer         BATCH_ACCUMULATED_ELEMENT_COUNT one too high, only when padded (issue 21)
+padded_index_packer         BATCH_ACCUMULATED_ELEMENT_COUNT one too high, only when padded
 padding_length_packer       padding items given a length of one sample in the index tensors
-truncate_at_16_packer       drops every block after the 16th (issue 21); ``truncate_at_40_packer``: 40th
+truncate_at_16_packer       drops every block after the 16th; ``truncate_at_40_packer``: 40th
 PaddingFirstPacker          padding placed first, and unpack returns the padding's outputs
 NoRebaseNestingPacker       takes packs, but packing two packs does not rebase the second
 =========================== ====================================================================

@@ -170,7 +170,7 @@ class InProcessRerun:
                 outs: list[np.ndarray] = [np.zeros(0)] * len(item[1])
                 line.stage(lane.requests(item[1], 0, outs.__setitem__))
                 line.then(functools.partial(answered, item, outs))
-                if n == 0:  # the judges' kernels, while the device has its first calls (issue 25)
+                if n == 0:  # the judges' kernels, while the device has its first calls
                     start_warming()
                 while done:
                     yield done.popleft()

@@ -1,4 +1,4 @@
-"""The nightly's load sweep (issue 26 item 3): every candidate shape at several concurrencies, on Triton.
+"""The nightly's load sweep: every candidate shape at several concurrencies, on Triton.
 
 The lanes keep ``[backend] concurrency`` requests in flight (2, as the engine). The engine may keep
 more, and a server under load can answer differently (a model with state shared between requests,

@@ -278,7 +278,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
 
 def _meanwhile() -> None:
     """Once the first calls are queued: the score's kernels (live, or a shard's post-hoc) and the report's
-    modules, while the device has work (issue 25)."""
+    modules, while the device has work."""
     start_warming()
     import_meanwhile("reports")
 

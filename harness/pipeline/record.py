@@ -67,7 +67,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
     (which is kept: the new golden lands beside it). ``whole``: the golden is the release's (not one
     shard of it), so an OP it recorded nothing to judge for is refused (:func:`refuse_unjudgeable`)."""
-    start_warming()  # numba's import + kernels behind the first group's reading, not in the first sink (issue 25)
+    start_warming()  # numba's import + kernels behind the first group's reading, not in the first sink
     final, previous = golden_target(root, release, regen)
     check_output_dir(final.parent, "golden folder")
     geometry = backend.geometry

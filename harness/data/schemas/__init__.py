@@ -9,7 +9,7 @@ value: nothing is guessed. ``python -m harness.data.schemas`` prints the tables 
 
 A name is imported from its module when first asked for (PEP 562): ``harness.config`` needs
 ``describe_error`` alone, and importing every model took 0.28 s of each command's start-up, before
-its first network call (the audit's and the score's models alone 0.32 s of CPU; issue 25).
+its first network call (the audit's and the score's models alone 0.32 s of CPU).
 """
 
 from __future__ import annotations

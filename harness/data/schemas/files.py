@@ -63,7 +63,7 @@ class InForce(TypedDict, total=False):
     cudnn_allow_tf32: bool
     matmul_precision: str
     cublas_workspace_config: Annotated[str | None, Field(
-        description="CUBLAS_WORKSPACE_CONFIG (None: unset); in the profile since issue 27.4")]
+        description="CUBLAS_WORKSPACE_CONFIG (None: unset); part of the numerics profile")]
     autocast_dtype: Annotated[str | None, Field(
         description="the dtype the model declares it runs torch.autocast with (None: no autocast)")]
     torch_compile: Annotated[bool, Field(description="the model declares it runs through torch.compile")]

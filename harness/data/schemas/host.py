@@ -1,4 +1,4 @@
-"""``score.json``'s ``host``: how the run's lanes spent their wall (issue 25.4, the report's honesty).
+"""``score.json``'s ``host``: how the run's lanes spent their wall (the report's honesty).
 
 A lane's timing (``throughput``, every speedup) is the network call alone: the backend's call from
 request to answer, the device's time. The harness's own work between the calls (reading, packing,

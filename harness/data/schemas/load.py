@@ -1,4 +1,4 @@
-"""Schema of the load sweep's evidence (issue 26 item 3): the score's optional ``load`` key.
+"""Schema of the load sweep's evidence: the score's optional ``load`` key.
 
 A shape promoted on answers measured at one concurrency may still be served under more: the sweep
 sends each candidate shape's requests to the Triton server at several concurrencies, checks every

@@ -1,4 +1,4 @@
-"""Schemas of per-module error along the network (issue 26, item 4): the golden's module floors and
+"""Schemas of per-module error along the network: the golden's module floors and
 what localisation writes per module (``harness.module_floors``, ``harness.module_errors``)."""
 
 from __future__ import annotations
