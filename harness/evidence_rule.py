@@ -29,7 +29,7 @@ from harness.data.ops import Op
 from harness.data.schemas.files import Floor
 from harness.data.schemas.refusals import EvidenceKind, EvidenceWarning
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
-from harness.reproduction import noise_floor
+from harness.reproduction import noise_floor, worst_of_ops
 from harness.scoring import op_limits
 from harness.tolerances import Tolerances
 
@@ -80,19 +80,7 @@ def warning_keys(shape: ShapeScore, floors: Floors | None) -> set[tuple[str, int
 def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The noise of several pairs over the same blocks (each :func:`harness.reproduction.noise_floor` of one
     pair) as one floor: per OP the worst figure of any pair (flips too: every pair covers the same blocks)."""
-    out: dict[str, dict[str, Any]] = {}
-    for key in parts[0]["ops"]:
-        each = [p["ops"][key] for p in parts]
-        merged: dict[str, Any] = {"bitwise": all(f["bitwise"] for f in each),
-                                  "max_abs": max(f["max_abs"] for f in each),
-                                  "max_ulp": max(f["max_ulp"] for f in each)}
-        if key == "0":
-            merged["argmax_flips"] = max(f["argmax_flips"] for f in each)
-        else:
-            merged["min_cosine"] = min(f["min_cosine"] for f in each)
-            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in each)
-        out[key] = merged
-    return out
+    return worst_of_ops(parts, flips=max)
 
 
 def within_floor(noise: Floor, floor: Floor | None) -> bool:

@@ -13,7 +13,7 @@ model fingerprint, then the environment and numeric settings).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from harness.data.geometry import Geometry
@@ -48,23 +48,31 @@ def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
     return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
+def worst_of_ops(parts: Sequence[Mapping[str, Any]], flips: Callable[[list[int]], int]) -> dict[str, dict[str, Any]]:
+    """Per OP, the worst figure of several floors: bitwise only if all are, the largest difference, the
+    least cosine; OP 0's flips combined by ``flips`` (``sum`` over disjoint blocks, ``max`` over the same)."""
+    ops: dict[str, dict[str, Any]] = {}
+    for key in parts[0]["ops"]:
+        each = [p["ops"][key] for p in parts]
+        merged: dict[str, Any] = {"bitwise": all(f["bitwise"] for f in each),
+                                  "max_abs": max(f["max_abs"] for f in each),
+                                  "max_ulp": max(f["max_ulp"] for f in each)}
+        if key == "0":
+            merged["argmax_flips"] = flips([f["argmax_flips"] for f in each])
+        else:
+            merged["min_cosine"] = min(f["min_cosine"] for f in each)
+            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in each)
+        ops[key] = merged
+    return ops
+
+
 def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``reproducibility`` of a corpus recorded in shards (``golden record --ray``): the worst of
     the shards' floors, which is what :func:`noise_floor` gives over the whole corpus (every field is
     a maximum, a minimum, a count or an all-of)."""
     if not parts:
         raise ValueError("no noise floors to merge")
-    ops: dict[str, dict[str, Any]] = {}
-    for key in parts[0]["ops"]:
-        floors = [p["ops"][key] for p in parts]
-        merged = {"bitwise": all(f["bitwise"] for f in floors), "max_abs": max(f["max_abs"] for f in floors),
-                  "max_ulp": max(f["max_ulp"] for f in floors)}
-        if key == "0":
-            merged["argmax_flips"] = sum(f["argmax_flips"] for f in floors)
-        else:
-            merged["min_cosine"] = min(f["min_cosine"] for f in floors)
-            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in floors)
-        ops[key] = merged
+    ops = worst_of_ops(parts, flips=sum)
     return {"repeats": parts[0]["repeats"], "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
