@@ -270,7 +270,7 @@ def test_the_harness_sets_omp_and_the_allocator_unless_the_user_did_and_no_bit_c
 
     ours, theirs = runs["ours"]["environment"]["process"], runs["theirs"]["environment"]["process"]
     assert ours["omp_wait_policy"] == "PASSIVE (set by the harness)"
-    huge = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072 (set by the harness)"
+    huge = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=16777216 (set by the harness)"
     assert ours["malloc"] == (huge if _huge_pages_on_request() else "the C library's defaults"), ours
     assert theirs == {"omp_wait_policy": "ACTIVE (the environment)", "malloc": "the environment's (MALLOC_ARENA_MAX)"}
     for file in ("op0.parquet", "op1.parquet", "op2.parquet"):  # the outputs, bit for bit

@@ -6,15 +6,17 @@ imports torch or starts a thread, unless the user set them (their value wins):
 - ``OMP_WAIT_POLICY=PASSIVE``: torch's OpenMP threads otherwise spin while they wait for work, taking
   the cores from every other process (a CI runner's neighbours, the other half of ``tox p``): measured
   here, a small ``golden record`` beside two CPU-bound neighbours took 1.7x as long without it.
-- ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072`` (glibc 2.35 or later, where
-  the kernel gives transparent huge pages on request): a network's activations are tens to hundreds of MiB
-  each, allocated and freed per call. Faulting their 4 KiB pages in cost as much system time as the
+- ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=16777216`` (glibc 2.35 or later,
+  where the kernel gives transparent huge pages on request): a network's activations are tens to hundreds
+  of MiB each, allocated and freed per call. Faulting their 4 KiB pages in cost as much system time as the
   network took user time (the full voiceprint network at k = 4: 43 s of system time for 50 s of user; 15 s
   with huge pages). glibc's own threshold between heap and mappings grows with every freed mapping (up to
-  32 MiB), after which such blocks stay in the heap as fragments no later call fits: the resident memory
-  then depends on how the threads interleave, so on the machine's load (the README's first command:
-  2.9 GiB quiet, 3.2 GiB beside two busy processes). A fixed threshold returns every large block to the
-  system when freed; the huge pages keep that cheap (2.5 GiB peak, the same system time, 5 % less wall).
+  32 MiB), after which such blocks stay in the heap as fragments no later call fits, and the resident
+  memory depends on how the threads interleave, so on the machine's load (the README's first command:
+  2.9 GiB quiet, 3.2 GiB beside two busy processes). A fixed threshold of 16 MiB gives every block that
+  large back to the system when freed, the huge pages keep taking it again cheap, and smaller blocks (the
+  harness's own buffers, a small network's activations) stay in the heap: at 128 KiB the small networks
+  spent as much time in the kernel as in user code.
   glibc reads its tunables when a process starts: the command line starts itself again (``exec``, the
   same process id) with the variable set, once.
 
@@ -35,7 +37,7 @@ from typing import Final
 OMP_VARIABLE: Final = "OMP_WAIT_POLICY"
 OMP_DEFAULT: Final = "PASSIVE"
 TUNABLES: Final = "GLIBC_TUNABLES"
-ALLOCATOR: Final = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072"
+ALLOCATOR: Final = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=16777216"
 MARK: Final = "HARNESS_PROCESS_SET"  # which of the variables the harness set (and the exec done): ","-separated
 USER_MALLOC = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", TUNABLES)
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
