@@ -118,10 +118,4 @@ def message(step: Mapping[str, Any], requests: Mapping[str, tuple[list[Block], i
             packed = pack(blocks, pad_to=pad_to)
             data = wire.encode_unpack(packed, packed.op.output_name, window_function(packed), geometry)
         table = wire.read_any(data).table
-    table = table.replace_schema_metadata(dict(meta))
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        if table.num_columns:
-            writer.write_table(table)
-    out: bytes = sink.getvalue().to_pybytes()
-    return out
+    return wire.stream_bytes(table.replace_schema_metadata(dict(meta)))

@@ -106,7 +106,12 @@ def encode(verb: str, table: pa.Table | None = None, **meta: object) -> bytes:
         raise ValueError(f"unknown verb {verb!r}")
     table = pa.table({}) if table is None else table
     metadata = {"verb": verb, "version": VERSION, **{k: str(v) for k, v in meta.items() if v is not None}}
-    table = table.replace_schema_metadata(metadata)
+    return stream_bytes(table.replace_schema_metadata(metadata))
+
+
+def stream_bytes(table: pa.Table) -> bytes:
+    """``table`` (its schema metadata included) as one Arrow IPC stream; a table without columns is its
+    schema alone, no record batch."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         if table.num_columns:
