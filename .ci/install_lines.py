@@ -57,7 +57,7 @@ class Venv:
     steps: tuple[Step, ...]
 
 
-TRITON_IMPORTS = "import numpy, pyarrow, tritonclient.http, pytriton; import lanes.triton.backend, lanes.triton.server"
+TRITON_IMPORTS = "import numpy, pyarrow, tritonclient.http, pytriton; import lanes.triton.triton_backend, lanes.triton.server"
 RAY_IMPORTS = "import ray, numpy, pyarrow; from harness.pipeline.distributed import import_ray; import_ray()"
 
 VENVS = (

@@ -77,8 +77,8 @@ def _memory() -> dict[str, int]:
 
 
 def _config(model: str, shapes: tuple[int, ...]):
-    from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
     from harness.numerics import NumericSettings
+    from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
 
     # the cost of each plain lane (one arrangement): --arrangements N adds lanes, not cost per lane
     return ReleaseConfig(name=RELEASE, model=ModelSpec(model), candidates=shapes,

@@ -29,16 +29,16 @@ import numpy as np  # noqa: E402
 from golden.runs import load_run  # noqa: E402
 from golden.store import CORPUS, load_golden  # noqa: E402
 from golden.tables import LaneReader, LaneWriter  # noqa: E402
-from harness import metrics  # noqa: E402
+from harness.data import metrics  # noqa: E402
 from harness.data.blocks import check_request  # noqa: E402
 from harness.data.corpus_schema import CorpusReader  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
 from harness.data.ops import ALL_OPS, Op  # noqa: E402
 from harness.data.outputs import OutputCollector  # noqa: E402
 from harness.data.parquet import RUN_COMPRESSION  # noqa: E402
-from harness.packing import pack, unpack  # noqa: E402
-from harness.scoring import LaneScorer, op_limits  # noqa: E402
-from harness.tolerances import Tolerances  # noqa: E402
+from harness.data.tolerances import Tolerances  # noqa: E402
+from harness.judging.lane_scoring import LaneScorer, op_limits  # noqa: E402
+from harness.packers.packing import pack, unpack  # noqa: E402
 
 
 class Clock:
@@ -146,8 +146,8 @@ def main() -> None:
                 spent["kernels"] += time.process_time() - start
         return wrapper
 
-    import harness.judges.segmentation as seg_judge
-    import harness.judges.voiceprint as vp_judge
+    import harness.judging.judges.segmentation_judge as seg_judge
+    import harness.judging.judges.voiceprint_judge as vp_judge
 
     saved = (seg_judge.row_diff, vp_judge.row_diff, vp_judge.cosine_and_rel_l2)
     seg_judge.row_diff, vp_judge.row_diff = timed(kernels["row_diff"]), timed(kernels["row_diff"])

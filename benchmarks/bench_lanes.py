@@ -16,7 +16,7 @@ from harness.corpus.synth import synth_corpus
 from harness.data.ops import Op
 from harness.numerics import NumericSettings
 from harness.progress import progress_bar
-from harness.timing import summarize_calls
+from harness.throughput.timing import summarize_calls
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from lanes.runner import RunPlan, run_lanes

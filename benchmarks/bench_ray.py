@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from golden.runs import load_run
-from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.numerics import NumericSettings
 from harness.pipeline.record import record_golden
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 

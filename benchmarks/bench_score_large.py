@@ -47,7 +47,6 @@ from golden.manifest import MANIFEST  # noqa: E402
 from golden.runs import blocks_digest, load_run  # noqa: E402
 from golden.store import CORPUS, load_golden, seal_golden_manifest, write_manifest  # noqa: E402
 from golden.tables import GROUP_BLOCKS, LaneWriter  # noqa: E402
-from harness.config import EvidenceSection, ModelSpec, ReleaseConfig  # noqa: E402
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from harness.data.jsonio import dumps, seal  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
@@ -57,6 +56,7 @@ from harness.data.parquet import RUN_COMPRESSION  # noqa: E402
 from harness.numerics import NumericSettings  # noqa: E402
 from harness.pipeline.record import record_golden  # noqa: E402
 from harness.pipeline.run import plan_for, run_shapes  # noqa: E402
+from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
 

@@ -34,7 +34,7 @@ from harness.data.geometry import Geometry
 from harness.data.metrics import RowDiff, row_diff, row_diff_numpy, top_two, top_two_numpy, ulp_distance
 from harness.data.ops import Op
 from harness.data.outputs import SegmentationOutputs
-from harness.judges.segmentation import SegmentationJudge, SegmentationTolerance
+from harness.judging.judges.segmentation_judge import SegmentationJudge, SegmentationTolerance
 
 
 def compare_segmentation(golden: SegmentationOutputs, run: SegmentationOutputs, g: Geometry, margin: float):

@@ -29,8 +29,8 @@ from harness.numerics import NumericSettings  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
 from lanes.runner import RunPlan, run_lanes  # noqa: E402
-from lanes.triton.backend import TritonBackend  # noqa: E402
 from lanes.triton.server import ServerOptions, TritonServer  # noqa: E402
+from lanes.triton.triton_backend import TritonBackend  # noqa: E402
 
 
 @dataclass

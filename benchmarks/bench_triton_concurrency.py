@@ -6,7 +6,7 @@
 
 The engine keeps about two requests in flight per GPU; the harness's default is therefore 2.
 One server runs; one backend per concurrency sends the same OP 0 packs of a synthetic corpus
-(``harness.packing.pack`` over ``synth_corpus`` blocks) through ``call_many``, interleaved repeat
+(``harness.packers.packing.pack`` over ``synth_corpus`` blocks) through ``call_many``, interleaved repeat
 by repeat. Throughput is blocks per second of the whole pass (median over repeats); latency is
 each call's own round trip, p50/p99 over every call of every repeat. Outputs are checked to be
 the same bits at every concurrency. On a CPU with one model instance a second request in flight
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a 
 from triton_bench_support import TRANSPORT_SPEC, op0_calls, percentile, request_mb, same_bits, server_options  # noqa: E402
 
 from harness.corpus.synth import synth_corpus  # noqa: E402
-from lanes.triton.backend import TritonBackend  # noqa: E402
 from lanes.triton.server import TritonServer  # noqa: E402
+from lanes.triton.triton_backend import TritonBackend  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

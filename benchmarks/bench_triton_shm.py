@@ -29,8 +29,8 @@ from triton_bench_support import TRANSPORT_SPEC, op0_calls, percentile, request_
 
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from lanes.triton import shm  # noqa: E402
-from lanes.triton.backend import TritonBackend  # noqa: E402
 from lanes.triton.server import TritonServer  # noqa: E402
+from lanes.triton.triton_backend import TritonBackend  # noqa: E402
 
 SPECS = {"transport": TRANSPORT_SPEC, "small": "small", "full": "full"}
 

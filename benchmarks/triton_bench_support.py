@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.data.blocks import Block
 from harness.numerics import NumericSettings
-from harness.packing import pack
+from harness.packers.packing import pack
 from lanes.triton.server import ServerOptions
 
 HERE = Path(__file__).resolve().parent

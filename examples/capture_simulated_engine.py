@@ -29,7 +29,7 @@ from pathlib import Path
 from harness.corpus.synth import synth_corpus
 from harness.data.blocks import Block
 from harness.numerics import NumericSettings
-from harness.packing import PackedRequest, pack
+from harness.packers.packing import PackedRequest, pack
 from harness.pipeline.capture import serve_and_capture
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model

@@ -2,7 +2,7 @@
 
 A backend takes a wire request and returns the contract's output, timed. The in-process
 backend runs the model object in this process (CPU or a CUDA device); the Triton backend
-(:mod:`lanes.triton.backend`) sends the same request over HTTP. Numeric settings are applied
+(:mod:`lanes.triton.triton_backend`) sends the same request over HTTP. Numeric settings are applied
 by the backend, before every call, from the release configuration: a run never inherits a
 flag by accident.
 
@@ -28,8 +28,8 @@ import numpy as np
 from harness.data.errors import BackendError, HarnessError, check_interrupted
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
+from harness.data.response import check_response
 from harness.numerics import LazyModule, NumericSettings, in_force
-from harness.response import check_response
 from lanes.model_api import Model, Stage, describe, geometry_of, staged_entry
 from lanes.staging import Staged, Stager
 

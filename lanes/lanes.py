@@ -4,7 +4,7 @@
   release says otherwise) and refuses anything else: its requests are the blocks exactly as the
   release sends them, and its outputs are what the release ships.
 - The **fast lane** sends k blocks per call through a packer (the harness's own, or the engine's
-  through :mod:`harness.packing`'s packer interface), optionally padded to exactly k with empty
+  through :mod:`harness.packers.packing`'s packer interface), optionally padded to exactly k with empty
   blocks as a fixed-compiled-batch runtime would, and unpacks the answer per block with the same
   packer.
 
@@ -26,7 +26,7 @@ import numpy as np
 from harness.data.blocks import Block
 from harness.data.errors import LaneError, check_interrupted
 from harness.data.ops import Op
-from harness.packing import HARNESS_PACKER, PackedRequest, Packer
+from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from lanes.backend import Backend, Call, CallResult
 
 Take = Callable[[CallResult], None]  # what takes a call's answer: logs the call, unpacks, delivers

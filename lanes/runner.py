@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.config import VOICEPRINT_INPUTS
 from harness.data.blocks import Block
 from harness.data.errors import LaneError
 from harness.data.geometry import Geometry
@@ -50,7 +49,8 @@ from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.data.overlap import prefetch
 from harness.data.shape import EXACT, Shape, ShapeError, lane_name
 from harness.data.workers import SettlingPool
-from harness.packing import HARNESS_PACKER, Packer
+from harness.packers.packing import HARNESS_PACKER, Packer
+from harness.release_config import VOICEPRINT_INPUTS
 from lanes.backend import Backend, Call
 from lanes.device_queue import Ordered, ordered
 from lanes.lanes import CallLog, ExactLane, FastLane, Take

@@ -41,7 +41,7 @@ from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.data.ops import Op
-from harness.packing import Packer
+from harness.packers.packing import Packer
 from lanes.backend import Backend, Call
 from lanes.device_queue import Ordered
 from lanes.lanes import CallRecord, ExactLane, FastLane, Take

@@ -16,18 +16,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.data.schemas.results import CheckModel
-from harness.promotion import PROMOTED
+from harness.ledger.promotion import PROMOTED
 from reports.junit import next_steps
 from reports.numbers import fmt, percent_text
 
 PRECISE_RATIO = 1.5  # a speedup interval whose ends differ by more than this factor measures no speed
-INPUT_MARK = "<input"  # harness.localise.INPUT / OUTPUT, after the network's name (reports do not import it)
+INPUT_MARK = "<input"  # harness.localisation.first_divergence.INPUT / OUTPUT, after the network's name (reports do not import it)
 OUTPUT_MARK = "<output"
 
 
 def op_next(checks: Sequence[CheckModel], localisation: Mapping[str, Any] | None) -> list[str]:
     """The next-step lines of one failing OP (its score's checks), given its localisation result (None: none
-    ran; a free-form dict of :mod:`harness.localise`, which has no model)."""
+    ran; a free-form dict of :mod:`harness.localisation.first_divergence`, which has no model)."""
     if localisation and localisation.get("available"):
         steps = next_steps(checks, localised=True)
         if INPUT_MARK in (localisation.get("first_diverging_layer") or ""):  # a packing bug: no golden to re-record

@@ -1,6 +1,6 @@
 """The sign-off report's "Arrangements" section: each shape in other neighbours, other slots, and twice.
 
-The figures are the score's (``ShapeScore.arrangements``, :mod:`harness.arrangement_evidence`); nothing
+The figures are the score's (``ShapeScore.arrangements``, :mod:`harness.evidence.arrangement_evidence`); nothing
 is judged here. Per shape and OP, one row: the spread of the figures against the golden across the
 arrangements (every lane's value, min and max), whether every arrangement gave each block the plain
 lane's answer (OP 0; OP 1/2: how many blocks differ, reported), whether the duplicates' two copies

@@ -2,7 +2,7 @@
 
 A speedup compares the network calls of two lanes; on a fast device the harness's own work between
 calls can be what keeps the device idle, and the speedups would hide it. The score's ``host``
-(:mod:`harness.host_share`) holds that share; this sentence shows it under the speedup tables.
+(:mod:`harness.throughput.host_share`) holds that share; this sentence shows it under the speedup tables.
 """
 
 from __future__ import annotations

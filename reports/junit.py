@@ -35,7 +35,7 @@ from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproductio
 from reports.margin_section import junit_properties
 
 if TYPE_CHECKING:
-    from harness.margins import MarginsView
+    from harness.ledger.margins import MarginsView
 
 SUITE = "harness.nightly"
 MAX_SHAPES_IN_SUMMARY = 3
@@ -204,7 +204,7 @@ def _without_localise(hint: str) -> str:
 
 
 def _line(check: CheckModel) -> str:
-    return check.line()  # the judges' one wording of a check (the model is theirs: harness.judges.base.Check)
+    return check.line()  # the judges' one wording of a check (the model is theirs: harness.judging.judges.judge_base.Check)
 
 
 def summary_line(score: Score, verification: Reproduction | None,

@@ -1,6 +1,6 @@
 """The sign-off report's "Under load" section: each shape's speed/accuracy frontier from the load sweep.
 
-The sweep and its verdicts are the score's (``score.load``, judged in ``harness.load_evidence``); here
+The sweep and its verdicts are the score's (``score.load``, judged in ``harness.evidence.load_evidence``); here
 they are only rendered: one table row per (k, concurrency) point and one plot of throughput against
 p99 latency, a line per k through its concurrencies, inaccurate points in red, the p99 budget dashed,
 the budget's pick ringed. A score without a sweep has no section: its report is the file it was.

@@ -1,6 +1,6 @@
 """The sign-off report's "Margins" section and JUnit's margin properties, from a margins view.
 
-The trends are computed in the core (:func:`harness.margins.margins_view`, from the history store
+The trends are computed in the core (:func:`harness.ledger.margins.margins_view`, from the history store
 beside the ledger); here they are only rendered: the facts report.json and the pages read, a plot
 per OP of margin against night, and one JUnit property per warning line.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from harness.margins import MarginsView, MarginTrend
+from harness.ledger.margins import MarginsView, MarginTrend
 from reports.plots import MarginLine, margins_svg
 
 

@@ -1,6 +1,6 @@
 """The sign-off report's "Where the error grows" section: per-module error / noise floor along the network.
 
-Localisation (``harness.localise``, run by the nightly on failing shapes) writes, per failing (shape,
+Localisation (``harness.localisation.first_divergence``, run by the nightly on failing shapes) writes, per failing (shape,
 OP), every module compared in execution order with its error, its floor and their ratio, and the
 first module whose ratio exceeds ``floor_multiple``. Here it is only rendered: the facts report.json
 and the pages read, and one plot per OP of error / floor against module, on a log axis, one line per

@@ -8,7 +8,7 @@ read as what it is, and never look better than it is:
   never rounded to ``0 %`` or ``100 %`` when they are not;
 - plain figures without scientific notation between 1e-3 and 1e9 (``12346``); error magnitudes
   outside keep it (``3.58e-06``, ``1e+30``), as torch.testing does;
-- cosines through ``harness.judges.base.cosine_text``: never ``1`` when the values differ.
+- cosines through ``harness.judging.judges.judge_base.cosine_text``: never ``1`` when the values differ.
 
 These are the templates' filters: they read the report's own facts (``reports.signoff.build_facts``,
 plain JSON, what report.json holds) and an OP's ``metrics`` (a dict of named figures in the score's
@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from harness.judges.base import cosine_text, non_finite_text, shown_figure
+from harness.judging.judges.judge_base import cosine_text, non_finite_text, shown_figure
 
 
 def significant(value: float, digits: int) -> str:

@@ -1,6 +1,6 @@
 """The sign-off report's "Repeats" section: each shape's own noise over ``--repeats N`` runs, beside the release's.
 
-The figures are the score's (``ShapeScore.repeats``, :mod:`harness.repeat_evidence`); nothing is judged
+The figures are the score's (``ShapeScore.repeats``, :mod:`harness.evidence.repeat_evidence`); nothing is judged
 here. Per shape and OP, one row: how many runs, how many blocks and windows/rows differ between them,
 the noise (the golden floor's figures: max abs, max ulp, flips, min cosine), the release's own floor
 beside it, whether the shape is "as reproducible as the release", and whether the repeats held the limits

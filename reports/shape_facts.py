@@ -2,7 +2,7 @@
 
 Nothing is judged here: the checks are the gate's, the cause the score's; the one decision, "may the
 engine use this shape now?", follows from the ledger, this run and the golden (``reports.signoff``).
-Also the production audit's OP rows (``reports.audit``).
+Also the production audit's OP rows (``reports.audit_report``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 
 from harness.data.schemas.records import LedgerEntry
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
-from harness.judges.base import shown_figure
-from harness.promotion import PROMOTED, REVOKED
+from harness.judging.judges.judge_base import shown_figure
+from harness.ledger.promotion import PROMOTED, REVOKED
 from reports.advice import op_next, slow_note, speed_measured
 from reports.plots import bitwise_line
 
@@ -110,7 +110,7 @@ def _reasons(s: ShapeScore | None) -> list[str]:
 
 
 def op_facts(v: OpVerdictModel) -> dict[str, Any]:
-    """One OP's verdict as the pages show it (also the production audit's: ``reports.audit``)."""
+    """One OP's verdict as the pages show it (also the production audit's: ``reports.audit_report``)."""
     return {
         "op": v.op,
         "passed": v.passed,

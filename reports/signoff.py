@@ -34,8 +34,8 @@ from harness.data.jsonio import plain
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
 from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
-from harness.judges.base import shown_figure
-from harness.promotion import judging_overrides, ledger_states, overrides_line
+from harness.judging.judges.judge_base import shown_figure
+from harness.ledger.promotion import judging_overrides, ledger_states, overrides_line
 from reports.arrangement_section import arrangement_facts, arrangement_images
 from reports.engine import EngineManifest, engine_line
 from reports.host_line import timing_line
@@ -54,8 +54,8 @@ OPS_SHOWN = ("0", "1", "2")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as the start of an HTML tag
 TITLE = "Release sign-off: {release}"
 if TYPE_CHECKING:
-    from harness.margins import MarginsView
-# localisation results per shape and OP (``harness.localise``; LocalisationFile.shapes): free-form dicts
+    from harness.ledger.margins import MarginsView
+# localisation results per shape and OP (``harness.localisation.first_divergence``; LocalisationFile.shapes): free-form dicts
 Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
@@ -133,11 +133,11 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
         "throughput": lanes,
         "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
         "exact_timing_source": score.exact_timing_source,
-        "host": score.host.model_dump(mode="json") if score.host is not None else None,  # harness.host_share
+        "host": score.host.model_dump(mode="json") if score.host is not None else None,  # harness.throughput.host_share
         "timing_line": timing_line(score),
         "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
         "ledger": _ledger_rows(states) if ledger is not None else None,
-        "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.promotion
+        "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.ledger.promotion
         "overrides_line": overrides_line(score),
         "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
         "engine": None if engine is None else {"manifest": engine.path, "exists": engine.exists,
@@ -245,7 +245,7 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         env.filters["cosine"] = cosine  # a measured cosine: never '1' when the rows differ
         env.filters["summary_cosine"] = summary_cosine
         env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
-        env.globals["stall_factor"] = f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.timing counts them)
+        env.globals["stall_factor"] = f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.throughput.timing counts them)
     md.filters["md"] = _md_cell
     return html, md
 

@@ -129,7 +129,7 @@ def part_of_another_ledger(ws) -> None:
     """What another ledger's commit 1 wrote (its own run, its own score), copied over this ledger's part: the
     harness's own writer, so its kind, format, seq, schema and rows' seal are all in order."""
     from harness.data.schemas import Score
-    from harness.history_store import history_folder, rows_of, write_part
+    from harness.ledger.history_store import history_folder, rows_of, write_part
 
     score = Score.model_validate(json.loads((ws / "score.json").read_text()))
     other = score.model_copy(update={"run": score.run.model_copy(update={"id": OTHER_RUN})})

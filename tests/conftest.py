@@ -43,7 +43,7 @@ def backend(small_model):
 
 @pytest.fixture(scope="session")
 def small_config():
-    from harness.config import ModelSpec, ReleaseConfig
+    from harness.release_config import ModelSpec, ReleaseConfig
 
     return ReleaseConfig(name="small-rel", model=ModelSpec("small"), candidates=(2, 4))
 

@@ -7,16 +7,16 @@ from pathlib import Path
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import Corpus
 from harness.data.schemas.results import Score
+from harness.data.tolerances import Tolerances
 from harness.numerics import NumericSettings
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for
 from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run
-from harness.tolerances import Tolerances
+from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import geometry_of, load_model
 

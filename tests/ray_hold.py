@@ -19,7 +19,7 @@ import os
 import time
 
 from harness.data import ops
-from harness.packing import pack as harness_pack
+from harness.packers.packing import pack as harness_pack
 
 REFUSED = "synth-s0-r003-b001"
 HOLD_S = 300.0

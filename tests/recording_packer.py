@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from harness.data.blocks import Block
-from harness.packing import PackedRequest, pack, unpack
+from harness.packers.packing import PackedRequest, pack, unpack
 
 SEEN: list[tuple[int, int | None]] = []
 

@@ -1,4 +1,4 @@
-"""The arrangers of ``--arrangements N`` (lanes.arrangements): the laws they keep, as properties."""
+"""The arrangers of ``--arrangements N`` (lanes.arrangers): the laws they keep, as properties."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanes.arrangements import (
+from lanes.arrangers import (
     duplicate_chunks,
     lane_kind,
     shuffle_chunks,
@@ -114,9 +114,9 @@ def test_variants_for_names_the_lanes_and_their_kinds():
 
 def test_the_flags_and_the_file_set_the_evidence_section_and_the_plan_follows(tmp_path):
     from harness.cli.app import resolve_config
-    from harness.config import load_config
     from harness.data.errors import ConfigError
     from harness.pipeline.run import plan_for
+    from harness.release_config import load_config
 
     assert load_config(None).evidence.arrangements == 3 and load_config(None).evidence.repeats == 1
     cfg = resolve_config(None, shapes="2,4", arrangements=1, repeats=2)

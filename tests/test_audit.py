@@ -24,7 +24,6 @@ from examples.capture_simulated_engine import idx_not_rebased_packer, one_short_
 from harness import cli
 from harness.capture import CapturedRequest, CaptureReader, CaptureWriter
 from harness.capture.result import read_audit
-from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import SchemaError
 from harness.data.jsonio import write_json_atomic
@@ -32,6 +31,7 @@ from harness.data.ops import Op
 from harness.numerics import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 

@@ -20,12 +20,12 @@ import pytest
 import harness.capture.schema as capture_schema
 import harness.pipeline.audit as audit_mod
 from harness.capture import CaptureReader
-from harness.config import ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import BackendError
 from harness.numerics import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 
 NUMERICS = NumericSettings(threads=1)

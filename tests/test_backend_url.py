@@ -42,12 +42,12 @@ def test_a_malformed_backend_url_is_one_line_with_status_2(capsys, monkeypatch, 
 def test_the_url_check_does_not_import_tritonclient(capsys, monkeypatch, tmp_path):
     """The refusal comes before the Triton lane is imported (it must answer where the extra is missing)."""
     monkeypatch.chdir(tmp_path)
-    for name in [m for m in sys.modules if m == "lanes.triton.backend" or m.startswith("tritonclient")]:
+    for name in [m for m in sys.modules if m == "lanes.triton.triton_backend" or m.startswith("tritonclient")]:
         monkeypatch.delitem(sys.modules, name)
     code, _, err = run(capsys, monkeypatch, "golden", "record", "--corpus", "c.parquet", "--model", "small",
                        "--backend", "http://127.0.0.1:notaport", "--no-progress")
     assert code == 2 and "notaport" in err
-    assert "lanes.triton.backend" not in sys.modules and "tritonclient" not in sys.modules
+    assert "lanes.triton.triton_backend" not in sys.modules and "tritonclient" not in sys.modules
 
 
 @pytest.mark.parametrize("url,host_port,ssl", [

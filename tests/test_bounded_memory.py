@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import lockstep
-from harness.activations import ActivationStore
+from harness.localisation import lockstep
+from harness.localisation.activations import ActivationStore
 from harness.progress import PlainLines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ FLOORS = """
     from harness.corpus.synth import synth_corpus
     from harness.data.geometry import Geometry
     from harness.data.ops import Op
-    from harness.module_floors import FloorSampler
+    from harness.localisation.module_floors import FloorSampler
     from harness.data.isolation import cut_windows
 
     # the noise of this measure kept small: one torch thread, and glibc's own allocator settings (the huge pages
@@ -169,7 +169,7 @@ FLOORS = """
     blocks = list(synth_corpus(model.geometry, BLOCKS, seed=0).blocks)
     sampler = FloorSampler(model, model.geometry, [b.id for b in blocks], 0, [Op(0)])
     sampler.spill = SPILL
-    from harness.lockstep import OutOfStep
+    from harness.localisation.lockstep import OutOfStep
 
     def out_of_step(op, request):
         raise OutOfStep("as a model whose calls do not run in step would")
@@ -301,7 +301,7 @@ def test_a_call_outstanding_says_what_it_waits_for_instead_of_a_growing_estimate
 def test_the_module_floors_name_themselves_and_their_progress(tmp_path):
     from harness.corpus.synth import synth_corpus
     from harness.data.ops import Op
-    from harness.module_floors import FloorSampler
+    from harness.localisation.module_floors import FloorSampler
     from lanes.model_api import load_model
 
     model = load_model("small")

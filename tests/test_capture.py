@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from examples.capture_simulated_engine import one_short_packer
 from harness import cli
 from harness.capture import CapturedRequest, CaptureError, CaptureReader, CaptureWriter
-from harness.capture.laws import Survey, check_captured
+from harness.capture.capture_laws import Survey, check_captured
 from harness.capture.schema import META_KEY
 from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import write_corpus
-from harness.laws.controls import PaddingFirstPacker, off_by_one_packer
+from harness.laws.law_controls import PaddingFirstPacker, off_by_one_packer
 from harness.laws.strategies import LAW_GEOMETRY, block_lists
-from harness.packing import PackedRequest, pack
+from harness.packers.packing import PackedRequest, pack
 
 G = LAW_GEOMETRY
 NOW = "2026-01-02T03:04:05.678901+00:00"

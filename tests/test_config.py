@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import config_from_dict, load_config
 from harness.data.errors import ConfigError
 from harness.data.ops import Op
+from harness.release_config import config_from_dict, load_config
 
 
 def test_embedded_default():
@@ -124,7 +124,7 @@ def test_the_shipped_example_is_the_default_with_comments():
 
 
 def _flag(flag, key, value):
-    from harness.config import Override
+    from harness.release_config import Override
 
     return Override(flag, key, value, repr(value) if isinstance(value, str) else str(value))
 
@@ -157,7 +157,7 @@ def test_flags_override_the_file_and_the_last_one_wins(tmp_path):
 
 
 def test_set_parses_toml_values_and_refuses_by_name():
-    from harness.config import parse_set
+    from harness.release_config import parse_set
 
     cfg = load_config(None, [parse_set("backend.concurrency=4"), parse_set("ray.workers=2"),
                              parse_set("backend.url=http://127.0.0.1:8000"), parse_set("shapes.candidates=[2, 8]"),
@@ -202,7 +202,7 @@ def test_the_transport_tables_are_checked_and_stay_out_of_what_runs_record(tmp_p
 # ---------------------------------------------------------------------------- every count has an upper bound
 def _bounded_counts() -> dict[str, int]:
     """Every int key of the configuration (as ``table.key``, a list's items as ``table.key[]``) and its bound."""
-    from harness.config import ConfigFile
+    from harness.release_config import ConfigFile
 
     out = {}
     for table, section in ConfigFile.model_fields.items():

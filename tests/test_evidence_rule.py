@@ -20,15 +20,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.config import EvidenceSection
 from harness.data.errors import LedgerError
 from harness.data.figures import holds, passing_limit
 from harness.data.schemas.refusals import CAUSES, DEPENDS, GOLDEN, LAWS, NON_FINITE, NOT_REPRODUCIBLE, NUMERICS, SIZE
 from harness.data.schemas.results import CheckModel, OpVerdictModel, RequestEvidence, Score, ShapeScore
+from harness.data.tolerances import Tolerances
+from harness.evidence.refusal import ScoreFacts, refusal_cause
+from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.score import score_run
-from harness.refusal import ScoreFacts, refusal_cause
-from harness.score_check import check_self_consistent
-from harness.tolerances import Tolerances
+from harness.release_config import EvidenceSection
 from reports.junit import summary_line
 from tests.cli_run import harness_cli
 from tests.pipeline import config_for, record, run_shapes

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from harness.data.errors import LedgerError
 from harness.data.schemas import Score
 from harness.data.schemas.history import SeriesAnswer
-from harness.history_store import (
+from harness.ledger.history_store import (
     history_folder,
     ledger_and_history,
     margin_of,
@@ -26,9 +26,9 @@ from harness.history_store import (
     series,
     write_part,
 )
-from harness.ledger_store import commit, journal_path, load_ledger
+from harness.ledger.promotion import apply_score
+from harness.ledger.store import commit, journal_path, load_ledger
 from harness.pipeline.promote import promote_file
-from harness.promotion import apply_score
 from tests.cli_run import harness_cli
 from tests.test_promotion import CONFIG, LOOSE, RELEASE, STRICT, world  # noqa: F401 (fixture)
 from tests.test_promotion_truth import promote
@@ -246,7 +246,7 @@ def test_a_part_is_the_same_bytes_as_pyarrow_s_own_and_imports_no_pandas(scores,
     import sys
     import textwrap
 
-    from harness import history_store
+    from harness.ledger import history_store
 
     rows = rows_of(load(scores["a"]), 3) + rows_of(load(scores["fail"]), 3)
     assert {r.ok for r in rows} == {True, False} and any(r.margin is None for r in rows)
@@ -259,7 +259,7 @@ def test_a_part_is_the_same_bytes_as_pyarrow_s_own_and_imports_no_pandas(scores,
         import json, sys
         from pathlib import Path
         from harness.data.schemas.history import HistoryRow
-        from harness.history_store import write_part
+        from harness.ledger.history_store import write_part
         rows = [HistoryRow(**r) for r in json.loads(Path({str(tmp_path / 'rows.json')!r}).read_text())]
         assert write_part(Path({str(tmp_path / 'sub')!r}), 3, rows).read_bytes() == {ours!r}
         print("pandas" in sys.modules)
@@ -331,7 +331,7 @@ BOUND = ("run_id", "shape", "packer_identity", "device_kind", "numerics_profile"
 def test_a_row_bound_to_no_event_of_its_seq_is_refused_and_an_unchanged_part_is_not(scores, ledger_of_a, data):
     """The law: a part is read as this ledger's iff every row names an event of its seq (shape, model, device
     kind, profile, packer) of the same run, and the score digest it records is that event's."""
-    from harness.history_store import check_bound
+    from harness.ledger.history_store import check_bound
 
     ledger_path = ledger_of_a
     ledger = load_ledger(ledger_path)
@@ -372,7 +372,7 @@ def test_a_release_shape_gets_no_event_and_no_row(scores, tmp_path):
 def test_figures_of_another_score_are_never_written_as_a_commit_s_part(scores, tmp_path):
     """The writer holds itself to the reader's rule: a commit handed another score's figures is a bug (exit 3)
     and writes nothing, neither the part nor the ledger."""
-    from harness.history_store import Figures
+    from harness.ledger.history_store import Figures
 
     ledger = promoted(scores, tmp_path / "l", "a")
     b = load(scores["b"])

@@ -188,7 +188,7 @@ def test_a_score_without_the_lanes_wall_says_so_in_the_report():
     """A run without lanes_wall_s (merged shards, or a manifest that predates the key): no ``host`` in its score,
     and the report says the share was not recorded instead of printing a figure (the negative control of the
     above)."""
-    from harness.host_share import host_entry
+    from harness.throughput.host_share import host_entry
     from reports.host_line import timing_line
 
     assert host_entry(None, 1.0, 4) is None

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from harness.cli.init_cmd import EXAMPLE, example_text
-from harness.config import load_config
+from harness.release_config import load_config
 from tests.cli_run import harness_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from harness.data.schemas import FILE_KINDS, Ledger, PromotedShapes
 from harness.data.schemas.json_schema import REGENERATE, beyond_schema, json_schema, kinds, schema_texts
-from harness.ledger_store import load_manifest
+from harness.ledger.store import load_manifest
 from harness.pipeline.inspect import shapes_document
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
@@ -174,7 +174,7 @@ def test_the_manifest_validated_holds_a_promotion_and_the_shapes_answer_validate
 def test_the_packing_test_vectors_validate_against_theirs(tmp_path):
     """What ``harness laws --export-vectors`` writes, the files an engine's own tests read."""
     from harness.laws import LAW_GEOMETRY
-    from harness.packers import vectors
+    from harness.packers import vector_files as vectors
 
     vectors.export(tmp_path / "v", LAW_GEOMETRY)
     files = sorted((tmp_path / "v").glob("*.json"))
@@ -230,8 +230,8 @@ def test_a_sign_off_report_validates_against_its_published_schema(written, tmp_p
     """report.json (the facts a tool reads, trusting a person saw the same numbers) holds its schema, with a
     ledger and without; a report with an unknown top-level key or another verdict word is refused."""
     from harness.data.schemas import SignoffReport
-    from harness.ledger_store import load_ledger
-    from harness.score_check import read_score
+    from harness.ledger.score_check import read_score
+    from harness.ledger.store import load_ledger
     from reports.signoff import write_report
 
     score = read_score(written["score"])

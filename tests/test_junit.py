@@ -16,11 +16,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from harness.config import EvidenceSection, ReleaseConfig
+from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.numerics import NumericSettings
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
-from harness.tolerances import SegmentationTolerance, Tolerances
+from harness.release_config import EvidenceSection, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from reports import summary_line, write_junit

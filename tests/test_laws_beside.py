@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.errors import HarnessError
-from harness.packing import HarnessPacker
+from harness.packers.packing import HarnessPacker
 from harness.pipeline import laws_gate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def test_the_gate_s_own_constants_are_the_laws_kit_s():
 
     assert laws_gate.DEFAULT_MAX_BLOCKS == DEFAULT_MAX_BLOCKS, (
         f"laws_gate.DEFAULT_MAX_BLOCKS {laws_gate.DEFAULT_MAX_BLOCKS} != harness.laws.boundary's "
-        f"{DEFAULT_MAX_BLOCKS}: both must read harness.packing.LAWS_DEFAULT_MAX_BLOCKS (no hypothesis for the gate)")
+        f"{DEFAULT_MAX_BLOCKS}: both must read harness.packers.packing.LAWS_DEFAULT_MAX_BLOCKS (no hypothesis for the gate)")
     assert laws_gate._hypothesis_version() == hypothesis.__version__
 
 
@@ -39,7 +39,7 @@ def test_a_cached_verdict_imports_neither_hypothesis_nor_the_laws_kit(tmp_path, 
     first = laws_gate.judge_laws(HarnessPacker(), examples=1, max_blocks=2)  # judged here, cached in tmp_path
     code = textwrap.dedent("""
         import json, sys
-        from harness.packing import HarnessPacker
+        from harness.packers.packing import HarnessPacker
         from harness.pipeline import laws_gate
         laws_gate._source_digest = lambda: "d" * 64
         verdict = laws_gate.judge_laws(HarnessPacker(), examples=1, max_blocks=2)
@@ -92,11 +92,11 @@ def test_a_foreign_packer_is_judged_now_and_its_error_raised_now(monkeypatch):
 @pytest.mark.parametrize("error", [HarnessError("packing laws: the verdict cache is unreadable"),
                                    RuntimeError("a bug in the laws")])
 def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monkeypatch, error):
-    from harness.config import ModelSpec, ReleaseConfig
     from harness.corpus.synth import synth_corpus
     from harness.numerics import NumericSettings
     from harness.pipeline.record import record_golden
     from harness.pipeline.run import plan_for, run_shapes
+    from harness.release_config import ModelSpec, ReleaseConfig
     from lanes.backend import InProcessBackend
     from lanes.model_api import load_model
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import harness.laws
-from harness.packing import HarnessPacker
+from harness.packers.packing import HarnessPacker
 from harness.pipeline import laws_gate
 
 

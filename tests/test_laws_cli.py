@@ -57,9 +57,9 @@ def test_the_defective_external_packer_is_caught_with_a_minimal_example(capsys, 
 
 
 def test_a_python_callable_packer(capsys, monkeypatch):
-    code, out, _ = run(capsys, monkeypatch, "--packer", "harness.packing:pack", "--examples", "20")
+    code, out, _ = run(capsys, monkeypatch, "--packer", "harness.packers.packing:pack", "--examples", "20")
     assert code == 0 and "all 8 laws hold" in out
-    code, out, _ = run(capsys, monkeypatch, "--packer", "harness.laws.controls:leaky_packer", "--examples", "20")
+    code, out, _ = run(capsys, monkeypatch, "--packer", "harness.laws.law_controls:leaky_packer", "--examples", "20")
     assert code == 1 and "law own-samples BROKEN" in out
 
 
@@ -70,7 +70,7 @@ def test_a_python_callable_packer(capsys, monkeypatch):
     (["--packer-cmd", f"{PY} {ROOT / 'tests' / 'protocol_packer.py'} --mode hang-after", "--timeout", "1"],
      "did not answer a pack request of 1 OP 0 block(s) ['smoke'] within 1 s; killed"),
     (["--packer", "no_such_module_xyz:pack"], "--packer 'no_such_module_xyz:pack': cannot import"),
-    (["--packer", "harness.packing:pack", "--packer-cmd", EXAMPLE], "give one packer, not both"),
+    (["--packer", "harness.packers.packing:pack", "--packer-cmd", EXAMPLE], "give one packer, not both"),
 ])
 def test_a_packer_that_cannot_be_run_is_one_line_with_status_2(capsys, monkeypatch, args, words):
     code, out, err = run(capsys, monkeypatch, *args)
@@ -86,7 +86,7 @@ MISBEHAVING = f"{PY} {ROOT / 'tests' / 'misbehaving_packer.py'} --mode"
 
 @pytest.mark.parametrize("name,blocks", [("truncate_at_16_packer", 17), ("truncate_at_40_packer", 41)])
 def test_a_packer_that_truncates_requests_is_broken_at_default_settings(capsys, monkeypatch, name, blocks):
-    code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.controls:{name}")
+    code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.law_controls:{name}")
     assert code == 1, out + err
     summary = out.split("\n\n")[0].splitlines()[1:]
     assert len(summary) == 8 and all("BROKEN" in line for line in summary), out
@@ -97,7 +97,7 @@ def test_a_packer_that_truncates_requests_is_broken_at_default_settings(capsys, 
 
 @pytest.mark.parametrize("name", ["padded_index_packer", "padding_length_packer"])
 def test_index_tensors_wrong_only_when_padded_are_caught_at_default_settings(capsys, monkeypatch, name):
-    code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.controls:{name}")
+    code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.law_controls:{name}")
     assert code == 1, out + err
     assert any(line.split()[:2] == ["ragged-index", "BROKEN"] for line in out.splitlines()), out
     assert "law ragged-index BROKEN" in out and "padding item(s) of 0" in out

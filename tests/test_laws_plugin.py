@@ -36,12 +36,12 @@ THEIR_TESTS = textwrap.dedent('''
 
 
     def test_fixture_passes_a_good_packer(check_packer_laws):
-        report = check_packer_laws(CallablePacker("harness.packing:pack", LAW_GEOMETRY))
+        report = check_packer_laws(CallablePacker("harness.packers.packing:pack", LAW_GEOMETRY))
         assert report.ok and report.examples == 12
 
 
     def test_fixture_fails_a_bad_packer(check_packer_laws):
-        check_packer_laws(CallablePacker("harness.laws.controls:leaky_packer", LAW_GEOMETRY))
+        check_packer_laws(CallablePacker("harness.laws.law_controls:leaky_packer", LAW_GEOMETRY))
 ''')
 
 

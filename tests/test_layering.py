@@ -41,14 +41,14 @@ MAY_USE = {
 }
 # Where a layer reaches into a module of another on purpose: each with why.
 REACHES = {
-    ("harness.data.schemas.results", "harness.tolerances"): "a score's tolerances are the judges' own models (a new "
+    ("harness.data.schemas.results", "harness.data.tolerances"): "a score's tolerances are the judges' own models (a new "
                                                             "metric touches one module)",
-    ("harness.data.schemas.docs", "harness.config"): "the generated docs include the configuration's table",
-    ("harness.data.schemas.golden_diff", "harness.tolerances"): "a golden diff is judged with a score's tolerances "
+    ("harness.data.schemas.docs", "harness.release_config"): "the generated docs include the configuration's table",
+    ("harness.data.schemas.golden_diff", "harness.data.tolerances"): "a golden diff is judged with a score's tolerances "
                                                                 "(the judges' own models, as results' are)",
-    ("reports", "harness.promotion"): "the ledger's vocabulary",
-    ("reports", "harness.judges.base"): "the checks' one-line rendering",
-    ("reports", "harness.margins"): "the margins' trends over nights, computed in the core from the history",
+    ("reports", "harness.ledger.promotion"): "the ledger's vocabulary",
+    ("reports", "harness.judging.judges.judge_base"): "the checks' one-line rendering",
+    ("reports", "harness.ledger.margins"): "the margins' trends over nights, computed in the core from the history",
 }
 WHY = {"data": "the data layer sits at the bottom", "golden": "golden only stores and loads",
        "reports": "reports render; they never judge or run"}
@@ -128,9 +128,9 @@ def test_nothing_imports_upward():
 def test_the_check_sees_the_data_layer_reach_up():
     """Negative control: a data-layer module that imports core (packing) is caught."""
     fake = ROOT / "harness" / "data" / "_layering_probe_data.py"
-    fake.write_text("from harness.packing import pack\n")
+    fake.write_text("from harness.packers.packing import pack\n")
     try:
-        assert any("data layer harness.data._layering_probe_data imports harness.packing" in v for v in violations())
+        assert any("data layer harness.data._layering_probe_data imports harness.packers.packing" in v for v in violations())
     finally:
         fake.unlink()
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from golden.runs import load_run
-from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import ScoringError
 from harness.data.shape import EXACT
@@ -29,6 +28,7 @@ from harness.pipeline.nightly import nightly
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for, scoring_fields
 from harness.pipeline.score import score_run, write_score
+from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 

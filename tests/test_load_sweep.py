@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import Override, ReleaseConfig, load_config
 from harness.data.errors import ConfigError, HarnessError, LedgerError
 from harness.data.jsonio import seal, seal_ok
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import Score
-from harness.judges.base import OpVerdict
-from harness.load_evidence import budget_pick, load_point, load_refusals, nearest_rank, with_load
+from harness.evidence.load_evidence import budget_pick, load_point, load_refusals, nearest_rank, with_load
+from harness.judging.judges.judge_base import OpVerdict
+from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.load_sweep import check_sweep
-from harness.score_check import check_self_consistent
+from harness.release_config import Override, ReleaseConfig, load_config
 from lanes.triton.stats import difference, parse_stats
 from tests.pipeline import pipeline
 

@@ -2,7 +2,7 @@
 the report's "Margins" section, JUnit's properties and the nightly's summary and exit status.
 
 Unit tests build HistoryRows by hand; the nightly tests run real nightlies around nights committed
-with forged figures through the ledger's own transaction (``harness.ledger_store.commit``), so the
+with forged figures through the ledger's own transaction (``harness.ledger.store.commit``), so the
 report and the exit status are the nightly's, read through the history store."""
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.config import EvidenceSection, HistorySection, ModelSpec, ReleaseConfig, load_config, parse_set
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.history import HistoryRow
-from harness.history_store import Figures, margin_of, read_history
-from harness.ledger_store import commit
-from harness.margins import margins_view, trend
+from harness.ledger.history_store import Figures, margin_of, read_history
+from harness.ledger.margins import margins_view, trend
+from harness.ledger.promotion import sealed_ledger
+from harness.ledger.store import commit
 from harness.pipeline.nightly import nightly, with_warnings
-from harness.promotion import sealed_ledger
+from harness.release_config import EvidenceSection, HistorySection, ModelSpec, ReleaseConfig, load_config, parse_set
 from reports.junit import write_junit
 from reports.plots import MarginLine, margins_svg
 from reports.signoff import write_report

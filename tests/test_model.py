@@ -10,7 +10,7 @@ from harness.data import ops
 from harness.data.errors import BlockError, ModelError
 from harness.data.masks import voiceprint_rows
 from harness.data.ops import Op
-from harness.packing import pack, unpack
+from harness.packers.packing import pack, unpack
 from lanes.diar_nn_g import CONFIGS, DiarNNG
 from lanes.model_api import load_model
 

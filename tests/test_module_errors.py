@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import torch
 
-from harness.config import EvidenceSection, LocaliseSection, ReleaseConfig, config_from_dict
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import ConfigError
 from harness.data.geometry import Geometry
@@ -27,12 +26,13 @@ from harness.data.masks import voiceprint_rows
 from harness.data.ops import Op
 from harness.data.schemas.base import validate
 from harness.data.schemas.results import LocalisationFile
-from harness.localise import localise
-from harness.module_errors import ULP, ulp_of
-from harness.module_floors import NO_MODULES, FloorSampler, floor_sampler
+from harness.data.tolerances import Tolerances
+from harness.localisation.first_divergence import localise
+from harness.localisation.module_errors import ULP, ulp_of
+from harness.localisation.module_floors import NO_MODULES, FloorSampler, floor_sampler
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.score import score_run
-from harness.tolerances import Tolerances
+from harness.release_config import EvidenceSection, LocaliseSection, ReleaseConfig, config_from_dict
 from lanes.module_control import perturbed
 from tests.pipeline import record, run_shapes
 
@@ -269,7 +269,7 @@ def test_golden_record_says_in_one_line_when_a_model_has_no_modules_to_hook(caps
 
 
 def test_shard_goldens_merge_their_module_floors_worst_of():
-    from harness.module_floors import merge_module_floors, skipped
+    from harness.localisation.module_floors import merge_module_floors, skipped
 
     def part(block, max_abs, jitter):
         return {"format": 1, "passes": 2, "seed": 0, "blocks": [block],

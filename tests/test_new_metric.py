@@ -9,13 +9,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import harness.judges as judges
-from harness.judges import SegmentationJudge, VoiceprintJudge
-from harness.judges.base import Check, OpVerdict
+import harness.judging.judges as judges
+from harness.data.tolerances import Tolerances
+from harness.judging.judges import SegmentationJudge, VoiceprintJudge
+from harness.judging.judges.judge_base import Check, OpVerdict
+from harness.ledger.score_check import check_self_consistent
 from harness.numerics import NumericSettings
 from harness.pipeline.score import score_run
-from harness.score_check import check_self_consistent
-from harness.tolerances import Tolerances
 from reports import write_junit, write_report
 from tests.pipeline import config_for, record, run_shapes
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import config_from_dict
 from harness.data.errors import ConfigError
+from harness.release_config import config_from_dict
 from tests.cli_run import harness_cli
 
 ROOT = Path(__file__).resolve().parents[1]

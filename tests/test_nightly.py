@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
+from harness.corpus.shards import Shard
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, GoldenError
-from harness.ledger_store import read_consistent
+from harness.data.tolerances import SegmentationTolerance, Tolerances
+from harness.ledger.store import read_consistent
 from harness.numerics import NumericSettings
 from harness.pipeline.nightly import merge, nightly
 from harness.pipeline.record import record_golden
-from harness.shards import Shard
-from harness.tolerances import SegmentationTolerance, Tolerances
+from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -227,10 +227,10 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
     parameters through four hops; its shard, ledger, manifest and backend are the configuration's keys."""
     import dataclasses
 
-    from harness.config import load_config, parse_set
     from harness.data.errors import HarnessError
     from harness.pipeline import commands
     from harness.pipeline.nightly import NightlyJob
+    from harness.release_config import load_config, parse_set
 
     cfg = load_config(None, [parse_set("nightly.ledger='l.json'"), parse_set("nightly.shard='1/2'"),
                              parse_set("backend.url='http://h:8000'"), parse_set("backend.concurrency=3")])

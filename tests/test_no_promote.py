@@ -4,7 +4,7 @@ silently replace last night's output.
 - ``--no-promote``: score, report, JUnit and summary, but the ledger and promoted-shapes manifest are not
   touched (not created, not locked) and the report and summary say so;
 - every ledger event records the tolerance mode and every override it was judged under
-  (``harness.promotion.judging_overrides``), and the report says when a night ran under overrides;
+  (``harness.ledger.promotion.judging_overrides``), and the report says when a night ran under overrides;
 - a format-3 ledger written before that field still reads ("not recorded");
 - ``--out`` holding a previous nightly's output is refused before any work unless ``--force``.
 """
@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import EvidenceSection, ModelSpec, ReleaseConfig
 from harness.data.errors import EXIT_PASS, HarnessError
 from harness.data.jsonio import seal
 from harness.data.schemas import Ledger, validate
 from harness.data.schemas.records import JudgedUnder, Override
-from harness.ledger_store import read_consistent
+from harness.data.tolerances import Tolerances
+from harness.ledger.promotion import overrides_of
+from harness.ledger.store import read_consistent
 from harness.pipeline.nightly import NOT_PROMOTED, nightly, refuse_previous_output
-from harness.promotion import overrides_of
-from harness.tolerances import Tolerances
+from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
 from tests.cli_run import harness_cli
 
 

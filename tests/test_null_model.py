@@ -10,7 +10,7 @@ from harness.data.errors import BlockError
 from harness.data.masks import voiceprint_rows
 from harness.data.ops import Op
 from harness.numerics import NumericSettings
-from harness.packing import pack, unpack
+from harness.packers.packing import pack, unpack
 from lanes.backend import InProcessBackend
 from lanes.diar_nn_g.config import CONFIGS
 from lanes.model_api import load_model

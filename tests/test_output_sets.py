@@ -19,7 +19,7 @@ import pytest
 
 from harness.data.errors import OutputError, command_record, committed, interrupted_message, request_interrupt
 from harness.data.errors import clear_interrupt as _clear
-from harness.outputset import output_set, pin
+from harness.data.outputset import output_set, pin
 from harness.pipeline.score import score_run, write_score
 from tests.pipeline import run_shapes
 
@@ -157,7 +157,7 @@ SCRIPT = """
 import sys
 from pathlib import Path
 from harness.data.fsio import atomic_write
-from harness.outputset import output_set
+from harness.data.outputset import output_set
 with output_set(Path(sys.argv[1]), "s", ("a.txt", "sub", "b.txt")) as stage:
     atomic_write(stage / "a.txt", "new a")
     atomic_write(stage / "sub" / "x", "new x")
@@ -205,7 +205,7 @@ def world(tmp_path_factory, recorded_golden, backend):
 
 
 def _cfg():
-    from harness.config import ModelSpec, ReleaseConfig
+    from harness.release_config import ModelSpec, ReleaseConfig
 
     return ReleaseConfig(model=ModelSpec("small"))
 

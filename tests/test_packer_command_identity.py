@@ -28,13 +28,13 @@ from hypothesis import strategies as st
 from harness.data.blocks import Block
 from harness.data.schemas import Score
 from harness.laws import LAW_GEOMETRY
-from harness.ledger_store import commit
+from harness.ledger.promotion import apply_score
+from harness.ledger.store import commit
 from harness.packers import ExternalPacker, PackerUnavailable, command, identity
 from harness.pipeline.promote import promote_file
 from harness.pipeline.run import plan_for
 from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run, write_score
-from harness.promotion import apply_score
 from tests.cli_run import harness_cli
 from tests.pipeline import record
 from tests.test_promotion import CONFIG, LOOSE, RELEASE

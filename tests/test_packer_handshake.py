@@ -24,7 +24,7 @@ from harness.data.blocks import Block
 from harness.data.errors import HarnessError
 from harness.laws import LAW_GEOMETRY
 from harness.packers import CallablePacker, ExternalPacker, HarnessPacker, PackerUnavailable, packer_from_options, wire
-from harness.packing import pack
+from harness.packers.packing import pack
 from tests.cli_run import laws_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,8 +149,8 @@ def test_a_stated_digest_stands_for_the_program_and_the_rest_of_the_command_stil
 def test_the_harness_and_callable_packers_identities_are_bound_to_their_source():
     source = hashlib.sha256((ROOT / "harness" / "packing.py").read_bytes()).hexdigest()
     assert HarnessPacker().describe()["identity"] == f"harness/{__version__}+{source[:12]}"
-    facts = CallablePacker("harness.packing:pack", LAW_GEOMETRY).describe()
-    assert facts["identity"] == f"callable:harness.packing:pack@sha256:{source[:16]}" and facts["digest"] == source
+    facts = CallablePacker("harness.packers.packing:pack", LAW_GEOMETRY).describe()
+    assert facts["identity"] == f"callable:harness.packers.packing:pack@sha256:{source[:16]}" and facts["digest"] == source
 
 
 # ------------------------------------------------------------------ the handshake, refused

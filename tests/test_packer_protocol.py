@@ -31,7 +31,7 @@ from harness.packers import (
     packer_from_options,
     wire,
 )
-from harness.packing import PackedRequest, pack, unpack
+from harness.packers.packing import PackedRequest, pack, unpack
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -279,15 +279,15 @@ def wrong_type_packer(items, pad_to=None):
 
 def test_callable_packer_forms():
     blocks = _blocks(2, op=1)
-    as_function = CallablePacker("harness.packing:pack", LAW_GEOMETRY)
-    as_class = CallablePacker("harness.packing:HarnessPacker", LAW_GEOMETRY)
+    as_function = CallablePacker("harness.packers.packing:pack", LAW_GEOMETRY)
+    as_class = CallablePacker("harness.packers.packing:HarnessPacker", LAW_GEOMETRY)
     for packer in (as_function, as_class):
         packed = packer.pack(blocks, pad_to=3)
         _same_request(packed, pack(blocks, pad_to=3))
         out = _outputs(packed)
         for a, b in zip(packer.unpack(packed, {"EMBEDDINGS": out}), unpack(packed, {"EMBEDDINGS": out}), strict=True):
             np.testing.assert_array_equal(a, b)
-    assert as_function.describe()["unpack"].startswith("harness.packing.unpack")
+    assert as_function.describe()["unpack"].startswith("harness.packers.packing.unpack")
     assert as_class.describe()["unpack"] == "own" and as_class.accepts_packs
 
 
@@ -300,10 +300,10 @@ def test_callable_packer_failures_are_one_line():
 
 
 @pytest.mark.parametrize("spec,words", [
-    ("harness.packing", "expected 'package.module:function'"),
+    ("harness.packers.packing", "expected 'package.module:function'"),
     ("no_such_module_xyz:pack", "cannot import 'no_such_module_xyz'"),
-    ("harness.packing:no_such", "has no attribute 'no_such'"),
-    ("harness.packing:PADDING_PREFIX", "neither a function nor an object with pack() and unpack()"),
+    ("harness.packers.packing:no_such", "has no attribute 'no_such'"),
+    ("harness.packers.packing:PADDING_PREFIX", "neither a function nor an object with pack() and unpack()"),
 ])
 def test_callable_packer_specs_are_checked(spec, words):
     with pytest.raises(PackerUnavailable) as err:
@@ -314,11 +314,11 @@ def test_callable_packer_specs_are_checked(spec, words):
 def test_packer_from_options():
     assert isinstance(packer_from_options(None, None, LAW_GEOMETRY), HarnessPacker)
     assert isinstance(packer_from_options(None, "harness", LAW_GEOMETRY), HarnessPacker)
-    assert isinstance(packer_from_options(None, "harness.packing:pack", LAW_GEOMETRY), CallablePacker)
+    assert isinstance(packer_from_options(None, "harness.packers.packing:pack", LAW_GEOMETRY), CallablePacker)
     with packer_from_options(EXAMPLE, None, LAW_GEOMETRY) as packer:
         assert isinstance(packer, ExternalPacker) and packer.describe()["command"] == EXAMPLE
     with pytest.raises(HarnessError, match="give one packer, not both"):
-        packer_from_options(EXAMPLE, "harness.packing:pack", LAW_GEOMETRY)
+        packer_from_options(EXAMPLE, "harness.packers.packing:pack", LAW_GEOMETRY)
 
 
 def test_a_crash_names_the_request_it_was_handling_the_one_before_and_its_last_stderr_line():

@@ -25,8 +25,9 @@ import pytest
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.laws import LAW_GEOMETRY
-from harness.packers import ExternalPacker, PackerFailed, process, session_vectors, vectors, wire
-from harness.packing import pack, unpack
+from harness.packers import ExternalPacker, PackerFailed, process, session_vectors, wire
+from harness.packers import vector_files as vectors
+from harness.packers.packing import pack, unpack
 from harness.pipeline import laws_gate
 from tests.cli_run import laws_cli
 

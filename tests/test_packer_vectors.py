@@ -19,8 +19,9 @@ import pytest
 
 from harness.data.blocks import Block
 from harness.laws import LAW_GEOMETRY
-from harness.packers import ExternalPacker, vectors
-from harness.packing import harness_identity
+from harness.packers import ExternalPacker
+from harness.packers import vector_files as vectors
+from harness.packers.packing import harness_identity
 from tests.cli_run import laws_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +123,7 @@ def test_export_refuses_a_non_empty_folder_and_accepts_an_empty_one(tmp_path, ca
     assert code == 0, out + err
     assert (empty / "index.json").is_file()
     _one_line_exit_2(*_laws_cli(capsys, monkeypatch, "--export-vectors", str(tmp_path / "x"), "--packer",
-                                "harness.packing:pack"), "the vectors are the harness's own packer's answers")
+                                "harness.packers.packing:pack"), "the vectors are the harness's own packer's answers")
 
 
 @pytest.mark.parametrize("fault", ["enospc:vectors:op1-one-block", "enospc:rename:vectors"])

@@ -20,7 +20,7 @@ from harness.laws import (
 )
 from harness.laws.pytest_plugin import PackerLawTests
 from harness.packers import CallablePacker
-from harness.packing import HarnessPacker, pack
+from harness.packers.packing import HarnessPacker, pack
 
 SEED = 0
 
@@ -35,7 +35,7 @@ class TestHarnessPacker(PackerLawTests):
 
 
 def control(name: str) -> CallablePacker:
-    return CallablePacker(f"harness.laws.controls:{name}", LAW_GEOMETRY)
+    return CallablePacker(f"harness.laws.law_controls:{name}", LAW_GEOMETRY)
 
 
 # Which laws each known bug must break (at least one control per law), and the most blocks a shrunk
@@ -233,7 +233,7 @@ class _Bare:
         self.pack = fn
 
     def unpack(self, packed, outputs):
-        from harness.packing import unpack
+        from harness.packers.packing import unpack
 
         return unpack(packed, outputs)
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from harness.capture import CapturedRequest
-from harness.capture.laws import check_captured
+from harness.capture.capture_laws import check_captured
 from harness.data import ops
 from harness.data.blocks import Block
 from harness.data.errors import PackingError
 from harness.data.ops import Op
 from harness.laws import LAW_GEOMETRY
 from harness.packers import serve
-from harness.packing import pack
+from harness.packers.packing import pack
 
 W = LAW_GEOMETRY.window_samples
 N = LAW_GEOMETRY.windows_per_block

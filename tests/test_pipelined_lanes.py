@@ -71,10 +71,10 @@ def test_pipelined_and_serial_runs_give_the_same_outputs_and_the_same_call_order
 
 
 def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null, tmp_path):
-    from harness.config import ModelSpec, ReleaseConfig
     from harness.corpus.synth import synth_corpus
     from harness.pipeline.record import record_golden
     from harness.pipeline.run import plan_for, run_shapes
+    from harness.release_config import ModelSpec, ReleaseConfig
 
     backend, _ = null
     config = ReleaseConfig(name="rel", model=ModelSpec("lanes.null_model:small"), candidates=(2, 4))

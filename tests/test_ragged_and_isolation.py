@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from harness.data.errors import PackingError
 from harness.data.isolation import cut_windows, request_window, window_view
 from harness.laws.strategies import block_lists
-from harness.packing import pack, ragged_batch_inputs
+from harness.packers.packing import pack, ragged_batch_inputs
 
 
 def test_triton_docs_worked_example():

@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from golden.runs import load_run
 from golden.store import load_golden
 from harness.cli.app import ray_options
-from harness.config import EvidenceSection, ModelSpec, NightlySection, ReleaseConfig
+from harness.corpus.shards import block_ranges
 from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
+from harness.judging.reproduction import floor_scorer, merge_noise_floors, noise_floor
 from harness.numerics import NumericSettings
 from harness.pipeline import commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared, describe_bug
@@ -37,8 +38,7 @@ from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.nightly import NightlyJob, nightly
 from harness.pipeline.ray_jobs import nightly_ray, record_ray
 from harness.pipeline.record import record_golden
-from harness.reproduction import floor_scorer, merge_noise_floors, noise_floor
-from harness.shards import block_ranges
+from harness.release_config import EvidenceSection, ModelSpec, NightlySection, ReleaseConfig
 from lanes.backend import InProcessBackend
 
 # The 'ray' extra: without it (pip install -e '.[test]'), this module skips whole, saying why.

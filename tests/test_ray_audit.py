@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 import harness.capture.schema as capture_schema
 from examples.capture_simulated_engine import one_short_packer
 from harness.capture import CapturedRequest, CaptureReader
-from harness.capture.laws import Survey
-from harness.config import ModelSpec, ReleaseConfig
+from harness.capture.capture_laws import Survey
+from harness.corpus.shards import request_ranges
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import HarnessError
 from harness.data.schemas.audit import AuditFile, GoldenModel
@@ -36,7 +36,7 @@ from harness.pipeline.backends import make_backend
 from harness.pipeline.capture import serve_and_capture
 from harness.pipeline.distributed import RayOptions, WorkerSpec
 from harness.pipeline.ray_audit import RayRerun, audit_on_ray, write_exact
-from harness.shards import request_ranges
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from tests.test_audit import rewrite

@@ -17,15 +17,15 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from harness.config import EvidenceSection
 from harness.data.errors import LedgerError
 from harness.data.ops import ALL_OPS
 from harness.data.outputs import LaneOutputs
+from harness.data.tolerances import Tolerances
+from harness.evidence.repeat_evidence import RepeatScorer, repeat_lanes
+from harness.ledger.score_check import check_self_consistent
 from harness.numerics import NumericSettings
 from harness.pipeline.score import score_run
-from harness.repeat_evidence import RepeatScorer, repeat_lanes
-from harness.score_check import check_self_consistent
-from harness.tolerances import Tolerances
+from harness.release_config import EvidenceSection
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from lanes.runner import RunPlan, run_lanes

@@ -1,7 +1,7 @@
 """How the sign-off pages and the judges' notes print numbers, without the pipeline.
 
 - a cosine over rows that differ never reads "1" (the judges' note and the report's cells share
-  ``harness.judges.base.cosine_text``), a cosine over identical rows reads exactly "1";
+  ``harness.judging.judges.judge_base.cosine_text``), a cosine over identical rows reads exactly "1";
 - latencies read in ms / s, never in scientific notation; fractions read as percentages, never
   rounded to 0 % or 100 % when they are not;
 - the next step of a failing OP is JUnit's wording, and a localised OP's next step is the finding.
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from harness.data.schemas.results import CheckModel
-from harness.judges.base import cosine_text
-from harness.tolerances import VoiceprintTolerance
+from harness.data.tolerances import VoiceprintTolerance
+from harness.judging.judges.judge_base import cosine_text
 from reports.advice import localisation_finding, op_next, slow_note
 from reports.junit import next_steps
 from reports.numbers import cosine, duration_text, fmt, fmt_check, percent_text

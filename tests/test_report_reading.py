@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.data.schemas import SignoffReport
-from harness.data.schemas.backend import BackendFacts
+from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.results import Score
 from reports import write_junit, write_report
 from reports.host_line import timing_line
@@ -31,7 +31,7 @@ URL = "http://triton.example:8000"
 
 
 def triton_backend(concurrency: int, transport: str = "http") -> dict[str, Any]:
-    """A run manifest's ``backend`` as lanes.triton.backend.TritonBackend.environment() writes it."""
+    """A run manifest's ``backend`` as lanes.triton.triton_backend.TritonBackend.environment() writes it."""
     return {"backend": "triton", "url": URL, "server_version": "2.51.0", "model_name": "diar_nn_g", "device": "cpu",
             "device_kind": "cpu", "numerics_requested": {}, "numerics_in_force": {}, "weights_verified": True,
             "concurrency": concurrency, "transport": transport}
@@ -107,8 +107,8 @@ def test_a_score_before_the_backend_was_recorded_still_renders(tmp_path, score):
 def test_a_first_night_says_its_margins_start_tomorrow_instead_of_a_table_of_dashes(tmp_path, score):
     """One night in the history: no trend table, no plots, one sentence; a margin already near its limit still
     warns. Negative control: a second night gets the table and a plot."""
-    from harness.config import HistorySection
-    from harness.margins import margins_view
+    from harness.ledger.margins import margins_view
+    from harness.release_config import HistorySection
     from tests.test_margins import nights
 
     settings = HistorySection()
@@ -124,7 +124,7 @@ def test_a_first_night_says_its_margins_start_tomorrow_instead_of_a_table_of_das
 
 
 def test_a_stalled_call_is_said_in_words(tmp_path, score):
-    from harness.timing import STALL_FACTOR  # the factor the score's stalls were counted with
+    from harness.throughput.timing import STALL_FACTOR  # the factor the score's stalls were counted with
 
     data = score.model_dump(mode="json")
     data["throughput"]["2"]["stalls"] = 3

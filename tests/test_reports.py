@@ -33,14 +33,14 @@ import pytest
 from markupsafe import escape
 
 from golden.store import Golden
-from harness.config import EvidenceSection, ReleaseConfig
 from harness.data.schemas.results import Score
+from harness.data.tolerances import SegmentationTolerance, Tolerances
+from harness.ledger.promotion import apply_score, empty_ledger
 from harness.numerics import NumericSettings
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.record import record_golden, verify_golden
 from harness.pipeline.score import score_run
-from harness.promotion import apply_score, empty_ledger
-from harness.tolerances import SegmentationTolerance, Tolerances
+from harness.release_config import EvidenceSection, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from reports import write_report
@@ -245,8 +245,8 @@ def test_a_score_read_back_renders_as_the_one_in_memory(tmp_path, small):
     nightly) or is read back from its score.json (``harness report``): the reports read one model, whose order
     is its own. Before: they read a dict, in the producer's key order in memory but in sorted order once read
     back, and the JUnit's request properties of every OP case came out in another order."""
+    from harness.ledger.score_check import read_score
     from harness.pipeline.score import write_score
-    from harness.score_check import read_score
     from reports import write_junit
 
     score, ledger = small["passing"], small["promoted_ledger"]

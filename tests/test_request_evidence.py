@@ -17,11 +17,18 @@ import pytest
 from harness.data.errors import LedgerError
 from harness.data.jsonio import seal
 from harness.data.schemas.results import RequestEvidence, Score
-from harness.judges.base import Check, OpVerdict
-from harness.request_evidence import MIN_FULL_REQUESTS, RequestCounter, enough, gate_blocks, needed_blocks, refusal
-from harness.score_check import check_self_consistent
-from harness.scoring import laws_refusal, shape_gates
-from harness.timing import summarize_calls
+from harness.evidence.request_evidence import (
+    MIN_FULL_REQUESTS,
+    RequestCounter,
+    enough,
+    gate_blocks,
+    needed_blocks,
+    refusal,
+)
+from harness.judging.judges.judge_base import Check, OpVerdict
+from harness.judging.lane_scoring import laws_refusal, shape_gates
+from harness.ledger.score_check import check_self_consistent
+from harness.throughput.timing import summarize_calls
 from tests.cli_run import harness_cli
 
 FAST_LAWS = "3"  # examples per law in the end-to-end runs: the verdict is recorded, the laws' own tests judge them
@@ -186,7 +193,7 @@ def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_p
 
 def test_a_packer_that_breaks_the_laws_gets_no_shape_passed(tmp_path, golden_copy, monkeypatch, capsys):
     code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--packer", "harness.laws.controls:speaker_dropping_packer",
+                                 "--packer", "harness.laws.law_controls:speaker_dropping_packer",
                                  "--laws-examples", "10")
     assert code == 1, lines
     laws = score["laws"]

@@ -1,4 +1,4 @@
-"""Vectorised voiceprint row matching (harness.judges.rowkeys) against the obvious Python reference."""
+"""Vectorised voiceprint row matching (harness.judging.judges.rowkeys) against the obvious Python reference."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
-from harness.judges import rowkeys
+from harness.judging.judges import rowkeys
 
 KEYS = st.tuples(st.sampled_from(["a", "b", "blk-10", "z"]), st.integers(0, 7), st.integers(0, 2))
 

@@ -133,8 +133,8 @@ def test_variant_names_and_shapes_are_checked(make, message):
 
 
 def test_a_shapes_throughput_and_request_counts_are_its_plain_lanes_alone(null):
-    from harness.request_evidence import RequestCounter
-    from harness.timing import summarize_calls
+    from harness.evidence.request_evidence import RequestCounter
+    from harness.throughput.timing import summarize_calls
 
     backend, blocks = null
     plan = RunPlan(shapes=(4,), variants=(FastVariant(4, ("k4.a1",), shuffled(2)),))

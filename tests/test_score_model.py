@@ -18,8 +18,8 @@ from harness.data.jsonio import digest, seal_ok
 from harness.data.schemas.base import Strict
 from harness.data.schemas.files import Floor
 from harness.data.schemas.results import CheckModel, OpVerdictModel, RequestEvidence, Score, ShapeScore
+from harness.ledger.score_check import check_self_consistent, read_score
 from harness.pipeline.score import write_score
-from harness.score_check import check_self_consistent, read_score
 from tests.pipeline import pipeline
 
 
@@ -91,8 +91,8 @@ def test_a_document_is_read_by_attribute_only_and_absent_keys_stay_absent(scored
 
 
 def test_check_and_op_verdict_are_declared_once():
-    from harness.judges import Check as JudgesCheck
-    from harness.judges.base import Check, OpVerdict
+    from harness.judging.judges import Check as JudgesCheck
+    from harness.judging.judges.judge_base import Check, OpVerdict
 
     assert Check is CheckModel and JudgesCheck is CheckModel and OpVerdict is OpVerdictModel
     c = Check.gate(0, "max_abs", 0.5, "<=", 1e-4, unit="windows", offending=3, total=4096, limit="max_abs")

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
-from harness.judges import SegmentationJudge, SegmentationTolerance, VoiceprintJudge, VoiceprintTolerance
-from harness.judges.base import Check, holds
+from harness.judging.judges import SegmentationJudge, SegmentationTolerance, VoiceprintJudge, VoiceprintTolerance
+from harness.judging.judges.judge_base import Check, holds
 
 G = Geometry(window_samples=1000, frames_per_window=10, frame_step=100, windows_per_block=2, embedding_dim=4)
 
@@ -270,14 +270,14 @@ def test_pruned_flip_search_equals_a_full_argmax_comparison(seed, noise, tie_fra
 @pytest.mark.parametrize("part,whole,text", [(230, 230, "100 %"), (37_631, 37_632, "99.99 %"), (999, 1000, "99.9 %"),
                                              (1, 3, "33 %"), (1, 40, "2.5 %"), (1, 1_000_000, "0.0001 %")])
 def test_a_share_is_never_rounded_to_all_or_none(part, whole, text):
-    from harness.judges.base import percent
+    from harness.judging.judges.judge_base import percent
 
     assert percent(part, whole) == text
 
 
 def reproduce(golden: LaneOutputs, rerun: LaneOutputs, floors: dict) -> dict:
-    from harness.reproduction import reproduction, reproduction_scorer
-    from harness.tolerances import Tolerances
+    from harness.data.tolerances import Tolerances
+    from harness.judging.reproduction import reproduction, reproduction_scorer
 
     scorer = reproduction_scorer(golden.ops(), G, floors, Tolerances(), "isolated")
     scorer.add(golden, rerun)

@@ -218,7 +218,7 @@ SPEC = "lanes.simulated_device:full?c0_ms=2&c1_ms=0.2&timeline='/tmp/a b.bin'&no
 
 
 def test_a_spec_with_arguments_survives_the_config_file(tmp_path):
-    from harness.config import load_config, parse_set
+    from harness.release_config import load_config, parse_set
 
     (tmp_path / "h.toml").write_text(f"[model]\nspec = '''{SPEC}'''\n")
     assert load_config(tmp_path / "h.toml").model.spec == SPEC

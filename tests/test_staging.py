@@ -337,7 +337,7 @@ def test_the_cuda_branch_copies_every_input_through_the_ring_and_orders_the_comp
     monkeypatch.setattr(staging, "torch", FakeTorch(cuda))
     stager = staging.Stager("cuda:0")
     for op_blocks in ([blocks[0]], blocks[:3]):
-        from harness.packing import HARNESS_PACKER
+        from harness.packers.packing import HARNESS_PACKER
 
         request = HARNESS_PACKER.pack(op_blocks).tensors() if len(op_blocks) > 1 else op_blocks[0].tensors()
         staged, compute = stager.stage(lambda to_device, r=request: small_model.stage(r, to_device))

@@ -28,7 +28,7 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 def test_the_configuration_imports_no_result_model():
-    code = ("import sys, harness.config; "
+    code = ("import sys, harness.release_config; "
             "print(sorted(m for m in sys.modules if m.startswith('harness.data.schemas.')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "harness.data.schemas.audit" not in loaded and "harness.data.schemas.results" not in loaded, loaded

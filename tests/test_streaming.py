@@ -17,16 +17,16 @@ from hypothesis import strategies as st
 from golden.calls import CallLog, iter_calls, read_calls
 from golden.store import load_golden
 from golden.tables import LaneReader, LaneWriter, _schema
-from harness.binomial import half_binomial_cdf
 from harness.data.blocks import concat_spans
 from harness.data.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.ops import ALL_OPS, Op
 from harness.data.parquet import check_schema
-from harness.packing import pack
+from harness.data.tolerances import Tolerances
+from harness.judging.binomial import half_binomial_cdf
+from harness.packers.packing import pack
 from harness.pipeline import score
 from harness.pipeline.score import score_run
-from harness.timing import summarize_calls
-from harness.tolerances import Tolerances
+from harness.throughput.timing import summarize_calls
 from tests.pipeline import run_shapes
 from tests.tamper import edit_manifest
 

@@ -4,7 +4,7 @@
   declared once), its metadata model and :class:`CaptureWriter` (for the engine team's tests and
   the harness's own);
 - :mod:`harness.capture.reader` — the streaming, validating :class:`CaptureReader`;
-- :mod:`harness.capture.laws` — the packing laws applied to each captured request as it stands;
+- :mod:`harness.capture.capture_laws` — the packing laws applied to each captured request as it stands;
 - :mod:`harness.capture.result` — the audit file's schema (``audit.json``) and its headline.
 
 ``harness audit CAPTURE`` (:mod:`harness.pipeline.audit`) judges a capture: the laws on every

@@ -2,7 +2,7 @@
 
 Memory is bounded by a row group (two when reading ahead); every failure is one :class:`CaptureError`
 line naming the file, the row (and request id) and the column. What the rows *mean* (do they obey the packing laws?) is
-not judged here: :mod:`harness.capture.laws` does that.
+not judged here: :mod:`harness.capture.capture_laws` does that.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from harness.data.ops import Op
 from harness.data.overlap import prefetch
 from harness.data.parquet import open_file, read_row_group, schema_metadata
 from harness.data.schemas import validate
+from harness.packers.packing import PackedRequest, Segment
 from harness.packers.wire import SEGMENT_FIELDS, type_name
-from harness.packing import PackedRequest, Segment
 
 
 class CaptureReader:

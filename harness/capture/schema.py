@@ -31,8 +31,8 @@ from harness.data.ops import Op
 from harness.data.parquet import ParquetSink
 from harness.data.schemas import GeometryModel
 from harness.data.schemas.base import Strict
+from harness.packers.packing import PackedRequest
 from harness.packers.wire import SEGMENT_FIELDS, SEGMENT_TYPE
-from harness.packing import PackedRequest
 
 VERSION: Final = 1
 META_KEY = b"harness.capture"

@@ -147,7 +147,7 @@ def flag_overrides(sets: list[str] | None = None, tolerance: str | None = None, 
                    **flags: object) -> list:
     """The command line as overrides of the configuration's keys: ``--set`` first, then the named flags
     (which win). Nothing is checked here but syntax: the values are validated with the file."""
-    from harness.config import Override, parse_set
+    from harness.release_config import Override, parse_set
 
     out = [parse_set(text) for text in sets or ()]
     for name, value in flags.items():
@@ -168,8 +168,8 @@ def resolve_config(config: Path | None, model: str | None = None, seed: int | No
                    device: str | None = None, tolerance: str | None = None, shapes: str | None = None,
                    sets: list[str] | None = None, **flags: object):
     """The release configuration with the command line's overrides, validated once, with the file
-    (:func:`harness.config.load_config`); a refused value names the flag it came from."""
-    from harness.config import load_config
+    (:func:`harness.release_config.load_config`); a refused value names the flag it came from."""
+    from harness.release_config import load_config
 
     return load_config(config, flag_overrides(sets, tolerance, shapes, model=model, seed=seed, mkldnn=mkldnn,
                                               threads=threads, voiceprint_inputs=voiceprint_inputs, device=device,

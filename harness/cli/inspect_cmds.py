@@ -50,9 +50,9 @@ def shapes_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     from harness.data.errors import HarnessError
-    from harness.ledger_store import load_manifest, read_consistent
+    from harness.ledger.promotion import derive_manifest, may_use
+    from harness.ledger.store import load_manifest, read_consistent
     from harness.pipeline.inspect import describe_shapes, locate_ledger, shapes_document
-    from harness.promotion import derive_manifest, may_use
 
     if may:
         missing = [f"--{n}" for n, v in (("packer", packer), ("k", k), ("op", op), ("device", device)) if v is None]
@@ -101,7 +101,7 @@ def ledger_cmd(
     None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger_store import read_consistent
+    from harness.ledger.store import read_consistent
     from harness.pipeline.inspect import describe_history, history_document, locate_ledger
 
     files = locate_ledger(ledger, None, golden, "ledger")
@@ -136,7 +136,7 @@ def history_cmd(
     packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.history_store import ledger_and_history, series
+    from harness.ledger.history_store import ledger_and_history, series
     from harness.pipeline.inspect import describe_series, locate_ledger, series_document
 
     files = locate_ledger(ledger, None, golden, "history")

@@ -143,7 +143,7 @@ def _path(text: str | None) -> Path | None:
 
 
 def _finish(outcome) -> None:
-    from harness.promotion import overrides_line
+    from harness.ledger.promotion import overrides_line
 
     for name in ("html", "junit", "score", "promoted"):
         if name in outcome.paths:

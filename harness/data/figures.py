@@ -2,7 +2,7 @@
 
 They live in the data layer because the check itself does (``harness.data.schemas.results``): the
 score file's model renders its own failure lines, and the judges, the CLI, the sign-off report and
-the JUnit file all render the same rows through it (``harness.judges.base`` re-exports them).
+the JUnit file all render the same rows through it (``harness.judging.judges.judge_base`` re-exports them).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The packing laws as a reusable kit: judge any packer, in this repo or another project's tests.
 
     from harness.laws import check_packer
-    report = check_packer(my_packer, examples=100, seed=0)   # my_packer: a harness.packing.Packer
+    report = check_packer(my_packer, examples=100, seed=0)   # my_packer: a harness.packers.packing.Packer
     assert report.ok, report.render()
 
 - :data:`LAWS` — the laws (:mod:`harness.laws.laws`, registered in :mod:`harness.laws.registry`), each
@@ -10,7 +10,7 @@
 - :func:`check_packer` — every law on fixed boundary examples (:mod:`harness.laws.boundary`: up to
   ``max_blocks`` blocks, 64 by default, and ``pad_to`` there), then with hypothesis, deterministic,
   broken laws shrunk to a minimal example: a :class:`LawsReport` (``ok``, ``render()``, ``to_dict()``);
-- :mod:`harness.laws.controls` — two known-bad packers (off-by-one rebase, window into the next
+- :mod:`harness.laws.law_controls` — two known-bad packers (off-by-one rebase, window into the next
   block): negative controls the laws must catch;
 - :mod:`harness.laws.pytest_plugin` — pytest integration (the ``check_packer_laws`` fixture and
   the :class:`~harness.laws.pytest_plugin.PackerLawTests` mixin: one test per law).
@@ -20,10 +20,10 @@
 """
 
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS
+from harness.laws.law_runner import check_packer, run_law
 from harness.laws.laws import LawBroken, NotJudged, model_fn, window_fn
+from harness.laws.laws_report import BROKEN, HELD, NOT_JUDGED, Counterexample, LawOutcome, LawsReport
 from harness.laws.registry import LAWS, LAWS_BY_NAME, Law
-from harness.laws.report import BROKEN, HELD, NOT_JUDGED, Counterexample, LawOutcome, LawsReport
-from harness.laws.runner import check_packer, run_law
 from harness.laws.strategies import LAW_GEOMETRY, block_lists, blocks
 
 __all__ = [

@@ -27,7 +27,7 @@ from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.laws.strategies import LAW_GEOMETRY, MAX_ROWS
-from harness.packing import LAWS_DEFAULT_MAX_BLOCKS
+from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS
 
 Example = tuple[list[Block], dict[str, Any]]
 DEFAULT_MAX_BLOCKS = LAWS_DEFAULT_MAX_BLOCKS  # the largest list the laws pack unless the caller names its largest k

@@ -1,7 +1,7 @@
 """The packing laws: each one a function of a packer and blocks that raises LawBroken, saying what differed.
 
 A law holds for every list of valid blocks of one OP. They judge any
-:class:`~harness.packing.Packer` (the harness's own, the engine's behind the wire, a Python
+:class:`~harness.packers.packing.Packer` (the harness's own, the engine's behind the wire, a Python
 callable) through its ``pack``/``unpack`` only, so a packer that passes them is
 interchangeable with the harness's for every fast-lane path:
 
@@ -43,10 +43,10 @@ from harness.data import ops
 from harness.data.blocks import Block
 from harness.data.isolation import request_window
 from harness.laws.strategies import LAW_GEOMETRY, W
-from harness.packers.errors import PackerError, PackerFailed, PackerUnavailable
 from harness.packers.inputs import describe_items
+from harness.packers.packer_errors import PackerError, PackerFailed, PackerUnavailable
+from harness.packers.packing import PackedRequest, Packer, Segment, pack, ragged_batch_inputs
 from harness.packers.validate import BATCH_INPUT_NAMES, check_packed
-from harness.packing import PackedRequest, Packer, Segment, pack, ragged_batch_inputs
 
 OUTPUT_WIDTH = 2  # trailing size of the random outputs of the round trip: [n, F, 2]
 # The packer cannot be run (it exited, stalled, raised, cannot start): no law can be judged, and

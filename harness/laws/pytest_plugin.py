@@ -15,7 +15,7 @@ and the mixin :class:`PackerLawTests`, one test per law::
         examples = 50
 
         def make_packer(self):
-            return MyPacker()          # any harness.packing.Packer, e.g. ExternalPacker("my-engine --pack", ...)
+            return MyPacker()          # any harness.packers.packing.Packer, e.g. ExternalPacker("my-engine --pack", ...)
 
 ini options: ``packer_laws_examples`` (default 100) and ``packer_laws_seed`` (default 0) for the fixture.
 Both are deterministic: the same seed gives the same examples and the same minimal counterexample.
@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS
+from harness.laws.law_runner import check_packer, run_law
+from harness.laws.laws_report import BROKEN, LawOutcome, LawsReport, render_broken
 from harness.laws.registry import LAWS, LAWS_BY_NAME
-from harness.laws.report import BROKEN, LawOutcome, LawsReport, render_broken
-from harness.laws.runner import check_packer, run_law
-from harness.packing import Packer
+from harness.packers.packing import Packer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -26,7 +26,7 @@ from harness.laws.laws import (
     law_well_formed,
 )
 from harness.laws.strategies import block_lists
-from harness.packing import Packer
+from harness.packers.packing import Packer
 
 MAX_PADDING = 8  # padding blocks of a generated example (the boundary examples pad up to max_blocks)
 

@@ -1,13 +1,13 @@
-"""Packers behind the :class:`~harness.packing.Packer` seam, and how to get one from a CLI option.
+"""Packers behind the :class:`~harness.packers.packing.Packer` seam, and how to get one from a CLI option.
 
-- :class:`~harness.packing.HarnessPacker`: the harness's own packer;
+- :class:`~harness.packers.packing.HarnessPacker`: the harness's own packer;
 - :class:`ExternalPacker`: a process (the engine's packer, any language) speaking the wire
   protocol of docs/packer-protocol.md on stdin/stdout;
 - :class:`CallablePacker`: a Python callable or object named ``package.module:attr``.
 
 :func:`packer_from_options` turns the CLI's ``--packer-cmd CMD`` / ``--packer module:function``
 into one of these. Answers of foreign packers are validated before use
-(:mod:`harness.packers.validate`); their failures are :mod:`harness.packers.errors`.
+(:mod:`harness.packers.validate`); their failures are :mod:`harness.packers.packer_errors`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 from harness.data.errors import HarnessError
 from harness.data.geometry import Geometry
 from harness.packers.callable import CallablePacker
-from harness.packers.errors import (
+from harness.packers.external import ExternalPacker
+from harness.packers.packer_errors import (
     PackerAnswerError,
     PackerError,
     PackerFailed,
@@ -23,8 +24,7 @@ from harness.packers.errors import (
     PackerTimeout,
     PackerUnavailable,
 )
-from harness.packers.external import ExternalPacker
-from harness.packing import HarnessPacker, Packer
+from harness.packers.packing import HarnessPacker, Packer
 
 __all__ = [
     "CallablePacker",

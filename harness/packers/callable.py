@@ -1,11 +1,11 @@
 """A packer written in Python, named by import path (``--packer package.module:attr``).
 
 ``attr`` may be a plain function ``pack(items, pad_to=None) -> PackedRequest`` (its requests are
-then taken apart by the harness's :func:`~harness.packing.unpack`, following the layout the
+then taken apart by the harness's :func:`~harness.packers.packing.unpack`, following the layout the
 function returned), an object with ``pack`` and ``unpack`` methods, or a class whose no-argument
 instance is such an object. It is foreign code to the harness: whatever it returns is validated
 like an external process's answer, and whatever it raises becomes one
-:class:`~harness.packers.errors.PackerFailed` line naming it.
+:class:`~harness.packers.packer_errors.PackerFailed` line naming it.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import numpy as np
 from harness.data.blocks import Block
 from harness.data.errors import HarnessError, PackingError
 from harness.data.geometry import Geometry
-from harness.packers.errors import PackerFailed, PackerUnavailable
 from harness.packers.identity import callable_identity
 from harness.packers.inputs import check_items, check_output, describe_items
+from harness.packers.packer_errors import PackerFailed, PackerUnavailable
+from harness.packers.packing import PackedRequest, unpack
 from harness.packers.validate import check_packed, check_unpacked
-from harness.packing import PackedRequest, unpack
 
 
 def load_object(spec: str, what: str = "--packer") -> object:
@@ -45,7 +45,7 @@ def load_object(spec: str, what: str = "--packer") -> object:
 
 
 class CallablePacker:
-    """A :class:`~harness.packing.Packer` around a Python callable or packer object, answers validated."""
+    """A :class:`~harness.packers.packing.Packer` around a Python callable or packer object, answers validated."""
 
     def __init__(self, spec: str, geometry: Geometry, target: object | None = None) -> None:
         self.spec = spec
@@ -109,7 +109,7 @@ class CallablePacker:
         """Provenance; ``identity`` (what a promotion is keyed by) binds the spec to its module's source."""
         return {"name": self.name, "kind": "callable", "spec": self.spec, "identity": self.identity,
                 "digest": self.digest, "digest_source": f"sha256 of the module's source file {self.source}",
-                "unpack": "own" if self._unpack is not None else "harness.packing.unpack (by the packer's layout)"}
+                "unpack": "own" if self._unpack is not None else "harness.packers.packing.unpack (by the packer's layout)"}
 
     def close(self) -> None:
         close = getattr(self._target, "close", None)

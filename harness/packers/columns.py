@@ -13,8 +13,8 @@ from typing import Literal, overload
 import numpy as np
 import pyarrow as pa
 
-from harness.packers.errors import PackerAnswerError
-from harness.packing import Segment
+from harness.packers.packer_errors import PackerAnswerError
+from harness.packers.packing import Segment
 
 SEGMENT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("block_id", pa.string()),

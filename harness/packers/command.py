@@ -15,7 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from harness.packers.errors import PackerUnavailable
+from harness.packers.packer_errors import PackerUnavailable
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 

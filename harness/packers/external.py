@@ -9,7 +9,7 @@ answer is validated (:mod:`harness.packers.validate`) before the caller sees it.
 
 Nothing here can hang or leak a traceback: every read and write has a deadline, and a packer
 that dies, stalls, writes something that is not an Arrow IPC stream, or answers with a request
-that breaks the contract becomes one :class:`~harness.packers.errors.PackerError` naming the
+that breaks the contract becomes one :class:`~harness.packers.packer_errors.PackerError` naming the
 command, the request it was handling, the last one it answered, and the last line of its stderr.
 """
 
@@ -29,16 +29,16 @@ from harness import __version__
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.packers import command, identity, process, wire
-from harness.packers.errors import (
+from harness.packers.inputs import check_items, check_output, describe_items
+from harness.packers.packer_errors import (
     PackerAnswerError,
     PackerFailed,
     PackerRefused,
     PackerTimeout,
     PackerUnavailable,
 )
-from harness.packers.inputs import check_items, check_output, describe_items
+from harness.packers.packing import PackedRequest
 from harness.packers.validate import check_packed, check_unpacked
-from harness.packing import PackedRequest
 
 START_S = 20.0  # the handshake may take this long at least: a packer's start-up is not a request's budget
 HANDSHAKE = (f"wire protocol {wire.VERSION} starts with a handshake: the packer must answer the harness's "
@@ -47,7 +47,7 @@ HANDSHAKE = (f"wire protocol {wire.VERSION} starts with a handshake: the packer 
 
 
 class ExternalPacker:
-    """A :class:`~harness.packing.Packer` backed by one external process speaking the wire protocol.
+    """A :class:`~harness.packers.packing.Packer` backed by one external process speaking the wire protocol.
 
     ``cmd`` is split like a shell would (``shlex``) but run without a shell; leading ``NAME=value``
     words set variables in the packer's environment (:mod:`harness.packers.command`). ``geometry``

@@ -3,8 +3,8 @@
 A promoted shape is evidence about *one* packer's requests; another packer (or the same one
 rebuilt) earns its own. So an identity binds a name to the code:
 
-- the harness's own packer: ``harness/<version>+<12 hex of sha256(harness/packing.py)>``
-  (:func:`harness.packing.harness_identity`);
+- the harness's own packer: ``harness/<version>+<12 hex of sha256(harness/packers/packing.py)>``
+  (:func:`harness.packers.packing.harness_identity`);
 - an external packer: ``external:<name>/<version>@sha256:<16 hex>``: the name and version it
   declares in the ``hello`` handshake, and a digest of its whole command (:func:`command_digest`:
   the variables it sets, its program's content or the digest the user states with
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.packers.command import Command
-from harness.packers.errors import PackerUnavailable
+from harness.packers.packer_errors import PackerUnavailable
 
 # packer_name: no '/' or '@' (they delimit the identity); packer_version: no '@'; neither '|' nor spaces.
 NAME_RE = re.compile(r"^[!-.0-?A-{}~]{1,64}$")

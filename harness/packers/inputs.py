@@ -1,6 +1,6 @@
 """What every packer adapter checks on the harness's side, before anything is sent.
 
-The same refusals as :func:`harness.packing.pack` / :func:`harness.packing.unpack` (one OP per
+The same refusals as :func:`harness.packers.packing.pack` / :func:`harness.packers.packing.unpack` (one OP per
 request, no duplicate block, an output that covers the request), so a foreign packer is never
 asked a question the harness's own packer would refuse, and never blamed for one.
 """
@@ -14,7 +14,7 @@ import numpy as np
 from harness.data.blocks import Block
 from harness.data.errors import PackingError
 from harness.data.ops import Op
-from harness.packing import PackedRequest
+from harness.packers.packing import PackedRequest
 
 
 def check_items(items: Sequence[Block], pad_to: int | None, label: str) -> None:

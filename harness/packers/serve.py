@@ -29,9 +29,9 @@ from harness.data.errors import HarnessError
 from harness.data.ops import Op
 from harness.packers import wire
 from harness.packers.callable import load_object
-from harness.packers.errors import PackerUnavailable
+from harness.packers.packer_errors import PackerUnavailable
+from harness.packers.packing import HarnessPacker, PackedRequest, Segment, harness_identity, unpack
 from harness.packers.session import Session
-from harness.packing import HarnessPacker, PackedRequest, Segment, harness_identity, unpack
 
 USAGE = """Serve a packer on stdin/stdout over the harness's wire protocol (docs/packer-protocol.md).
 
@@ -43,7 +43,7 @@ answer per request, and exits 0 when stdin ends between two messages."""
 
 
 class Served(Protocol):
-    """What is served: a pack and an unpack of the :class:`harness.packing.Packer` signatures."""
+    """What is served: a pack and an unpack of the :class:`harness.packers.packing.Packer` signatures."""
 
     def pack(self, items: Sequence[Block], pad_to: int | None = None) -> PackedRequest: ...
 

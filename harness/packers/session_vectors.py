@@ -1,6 +1,6 @@
 """Session test vectors (``sessions.json``): the verb a packer answers each message of a session with.
 
-The packing vectors (:mod:`harness.packers.vectors`) say what one request packs to; these say
+The packing vectors (:mod:`harness.packers.vector_files`) say what one request packs to; these say
 what a packer's message loop must do with messages in and out of place: serve ``hello`` first
 and once, answer a request before it, a second ``hello``, another wire version or a verb it
 does not serve with ``error`` and read on, ignore metadata keys it does not know. Each step is a
@@ -22,9 +22,9 @@ from harness.data.geometry import Geometry
 from harness.data.schemas.base import validate
 from harness.data.schemas.vectors import FORMAT, SessionVectors
 from harness.packers import wire
+from harness.packers.packing import pack
 from harness.packers.session import Session, answer_verb
-from harness.packers.vectors import window_function
-from harness.packing import pack
+from harness.packers.vector_files import window_function
 
 FILE = "sessions.json"
 RULES = ("The first message of a session (one packer process) is hello, and only the first. A packer answers every "

@@ -20,8 +20,8 @@ import numpy as np
 from harness.data.blocks import Block, check_request
 from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
-from harness.packers.errors import PackerAnswerError
-from harness.packing import PackedRequest, Segment
+from harness.packers.packer_errors import PackerAnswerError
+from harness.packers.packing import PackedRequest, Segment
 
 # Wire dtypes of the request contract (docs/models.md): an answer in another dtype is refused, not converted.
 DTYPES = {"span": np.float32, "offsets": np.int64, "valid": np.int32, "weights": np.float32, "idx": np.int32,

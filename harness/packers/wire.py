@@ -42,9 +42,9 @@ from harness.packers.columns import (
     strings,
     type_name,
 )
-from harness.packers.errors import PackerAnswerError
+from harness.packers.packer_errors import PackerAnswerError
+from harness.packers.packing import PackedRequest, Segment
 from harness.packers.validate import BATCH_INPUT_NAMES
-from harness.packing import PackedRequest, Segment
 
 __all__ = ["SEGMENT_FIELDS", "SEGMENT_TYPE", "WireError", "type_name"]
 

@@ -35,8 +35,8 @@ from harness.data.destinations import check_output_dir
 from harness.data.errors import GoldenError, HarnessError, check_interrupted, committed
 from harness.data.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
 from harness.data.jsonio import dumps, read_json, seal
-from harness.ledger_store import beside_golden
-from harness.outputset import swap_paths as exchange
+from harness.data.outputset import swap_paths as exchange
+from harness.ledger.store import beside_golden
 
 SAME = (("release", "release"), ("model fingerprint", "model.fingerprint"), ("geometry", "geometry"), ("OPs", "ops"))
 

@@ -2,19 +2,19 @@
 
 Two passes over the capture (:mod:`harness.capture`), each row group by row group:
 
-1. **The laws** on every captured request as it stands (:mod:`harness.capture.laws`). A request
+1. **The laws** on every captured request as it stands (:mod:`harness.capture.capture_laws`). A request
    that breaks one is the engine's packing being wrong: the audit stops there, *before any model
    is loaded or called*, and fails (exit 1) naming the request, the block and the law.
 2. **The exact lane and the gate**: every captured block, split out by the request's layout, is
    re-run alone at the release shape (one block per call: :class:`lanes.lanes.ExactLane`) on the
    golden model, and the served outputs of that block (the capture's output, unpacked by the
    same layout) are scored against it per OP, batch by batch, by the same judges and tolerances
-   as a packed shape (:mod:`harness.judges`): the served side is the "lane", the re-run the
+   as a packed shape (:mod:`harness.judging.judges`): the served side is the "lane", the re-run the
    "golden". A capture served by another model (its fingerprint) is named first, and still scored.
 
 Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`, the outcome's ``result``),
 ``junit.xml`` and the report's "production audit" section (``report.html``, ``report.md``), as one set
-published in one step (:mod:`harness.outputset`): an audit over a previous one never leaves their files mixed. The
+published in one step (:mod:`harness.data.outputset`): an audit over a previous one never leaves their files mixed. The
 audit judges traffic, not a candidate shape: it never touches the ledger or the promoted-shapes
 manifest.
 
@@ -37,11 +37,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from golden.manifest import BackgroundHash
-from harness.capture.laws import CAPTURE_LAWS, Survey, blocks_of
+from harness.capture.capture_laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import headline
 from harness.capture.schema import CapturedRequest, CaptureError
-from harness.config import ReleaseConfig
 from harness.data.blocks import Block
 from harness.data.destinations import check_output_dir
 from harness.data.errors import ScoringError, committed, step
@@ -49,13 +48,14 @@ from harness.data.geometry import Geometry
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.metrics import start_warming
 from harness.data.ops import ALL_OPS, Op
+from harness.data.outputset import output_set
 from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
-from harness.judges import judge_for
-from harness.outputset import output_set
-from harness.packing import unpack
+from harness.judging.judges import judge_for
+from harness.judging.lane_scoring import op_limits
+from harness.packers.packing import unpack
 from harness.pipeline.audit_batches import Batches
 from harness.progress import progress_bar
-from harness.scoring import op_limits
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from harness.pipeline.distributed import RayOptions
@@ -352,11 +352,11 @@ def _finish(fields: dict[str, Any]) -> AuditFile:
 
 
 def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
-    from reports.audit import write_audit_junit, write_audit_report
+    from reports.audit_report import write_audit_junit, write_audit_report
 
     document = result.model_dump(mode="json")  # the file's JSON, as it was sealed (_finish)
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
-        # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.outputset)
+        # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.data.outputset)
         write_json_atomic(stage / AUDIT, document)
         write_audit_junit(stage / JUNIT, document)
         pages = write_audit_report(stage, document)

@@ -12,7 +12,7 @@ import numpy as np
 from harness.data.blocks import Block
 from harness.data.ops import Op
 from harness.data.outputs import SegmentationOutputs, VoiceprintOutputs
-from harness.judges.base import Evidence
+from harness.judging.judges.judge_base import Evidence
 
 BATCH_BLOCKS = 32
 

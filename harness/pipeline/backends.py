@@ -6,10 +6,10 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.config import ReleaseConfig
 from harness.data.errors import HarnessError
 from harness.data.geometry import Geometry
-from harness.packing import HARNESS_PACKER, Packer
+from harness.packers.packing import HARNESS_PACKER, Packer
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend import Backend
@@ -63,7 +63,7 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
 
         parse_triton_url(backend)  # bad input in words, before tritonclient is imported (lanes.triton.url)
         try:
-            from lanes.triton.backend import DEFAULT_CONCURRENCY, TritonBackend
+            from lanes.triton.triton_backend import DEFAULT_CONCURRENCY, TritonBackend
         except ImportError as exc:
             raise HarnessError(f"--backend {backend}: the Triton lane needs tritonclient[http] "
                                f"(pip install 'diar-lane-harness[triton]'): {exc}") from None

@@ -7,7 +7,7 @@ layout, gives each block's voiceprint rows (the engine's mask function,
 :func:`harness.data.masks.voiceprint_rows`); those are packed and served as OP 1 and OP 2 requests.
 Every request and its served output is appended to a capture (:class:`harness.capture.CaptureWriter`).
 
-``pack`` is any function ``blocks -> PackedRequest`` (a :class:`harness.packing.Packer`'s ``pack``,
+``pack`` is any function ``blocks -> PackedRequest`` (a :class:`harness.packers.packing.Packer`'s ``pack``,
 or a deliberately defective one: the audit's negative controls) and is used as it is, unchecked,
 as the engine would; ``backend`` serves the requests (its fingerprint and device are recorded).
 """
@@ -25,7 +25,7 @@ from harness.capture import CapturedRequest, CaptureWriter
 from harness.data.blocks import Block
 from harness.data.masks import MaskPolicy, voiceprint_rows
 from harness.data.ops import ALL_OPS, Op
-from harness.packing import PackedRequest, pack, unpack
+from harness.packers.packing import PackedRequest, pack, unpack
 
 if TYPE_CHECKING:
     from lanes.backend import Backend  # imports torch

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
-from harness.config import ReleaseConfig
 from harness.data.destinations import check_output_dir, check_output_file, same_file
 from harness.data.errors import HarnessError, committed, step
 from harness.data.fsio import safe_name
-from harness.outputset import output_set, pin
+from harness.data.outputset import output_set, pin
 from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from golden.store import Golden
@@ -71,7 +71,7 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
         f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
     lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
     lines += recorded_lines(gold, cfg)
-    if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.module_floors
+    if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.localisation.module_floors
         lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
     if changes is not None:
         from harness.pipeline.record import adopt_hint
@@ -84,8 +84,8 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
 def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
     """What the golden recorded to judge, per OP, and a warning for an OP with fewer units than the sample-size
     bound of this configuration's tolerances needs (no packed shape could pass it on this corpus)."""
-    from harness.binomial import needed_at_zero
     from harness.data.ops import Op
+    from harness.judging.binomial import needed_at_zero
     from harness.pipeline.golden_counts import counts_line, recorded_counts
 
     m = gold.manifest
@@ -113,7 +113,7 @@ def release_name(cfg: ReleaseConfig, model: Callable[[], dict[str, Any]]) -> str
     only then."""
     import re
 
-    from harness.config import ReleaseSection
+    from harness.release_config import ReleaseSection
     from lanes.diar_nn_g.config import CONFIGS
 
     if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
@@ -225,7 +225,7 @@ def score_lines(result: Score) -> list[str]:
 
 def promote(cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None,
             run_path: Path | None) -> list[str]:
-    from harness.ledger_store import check_paths
+    from harness.ledger.store import check_paths
     from harness.pipeline.promote import describe_transition, promote_file
 
     check_paths(ledger, manifest,
@@ -240,9 +240,9 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
            localisation: Path | None) -> list[str]:
     from harness.data.jsonio import read_json
     from harness.data.schemas import LocalisationFile, validate
-    from harness.ledger_store import read_consistent
+    from harness.ledger.score_check import check_self_consistent, read_score
+    from harness.ledger.store import read_consistent
     from harness.pipeline.promote import engine_manifest
-    from harness.score_check import check_self_consistent, read_score
     from reports import write_junit, write_report
 
     inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
@@ -262,7 +262,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
                                f"{score_path}")
         loc = {k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
                for k, ops in data.shapes.items()}
-    # the pages (and a JUnit file beside them) are one set, published in one step (harness.outputset)
+    # the pages (and a JUnit file beside them) are one set, published in one step (harness.data.outputset)
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:
@@ -283,9 +283,9 @@ REPORT_PAGES = ("report.json", "report.md", "report.html")
 def nightly(job: NightlyJob) -> NightlyOutcome:
     """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
     before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
+    from harness.corpus.shards import Shard
     from harness.pipeline.nightly import check_outputs, refuse_previous_output
     from harness.pipeline.nightly import nightly as run_nightly
-    from harness.shards import Shard
 
     cfg, knobs = job.config, job.config.packer
     part = Shard.parse(job.shard) if job.shard else None
@@ -358,7 +358,7 @@ def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, t
     from harness.packers import packer_from_options
 
     if export_vectors is not None:
-        from harness.packers.vectors import export
+        from harness.packers.vector_files import export
 
         if packer_cmd is not None or packer is not None or packer_digest is not None:
             raise HarnessError("--export-vectors: the vectors are the harness's own packer's answers; give no "

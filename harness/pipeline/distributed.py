@@ -4,7 +4,7 @@ per shard, a dead worker's shard rerun by Ray, a shard that fails for a harness 
 Why Ray and not a scheduler of our own: placing workers on GPUs, restarting a dead worker (on
 another node when its node is gone), rerunning the shard it held, and clusters on Kubernetes
 (KubeRay) are Ray's job. The harness keeps what is its own: which blocks make a shard
-(:func:`harness.shards.block_ranges`), what a shard writes (a run or golden directory in the
+(:func:`harness.corpus.shards.block_ranges`), what a shard writes (a run or golden directory in the
 shared ``--out`` folder, with the writers every other command uses) and how shards merge (the
 existing merge rules, which refuse shards of different device kinds or numerics).
 
@@ -39,15 +39,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from harness.config import ReleaseConfig
+from harness.corpus.shards import BlockRange, RequestRange
 from harness.data.errors import HarnessError, failed_step, one_line, step
 from harness.data.jsonio import read_json, write_json_atomic
 from harness.data.schemas import validate
 from harness.data.schemas.base import Strict
-from harness.packing import Packer
+from harness.packers.packing import Packer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
 from harness.progress import progress_bar
-from harness.shards import BlockRange, RequestRange
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend import Backend

@@ -36,9 +36,9 @@ from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
 from harness.data.schemas.golden_diff import DiffStatus, GoldenDiff, GoldenSide, OpDiff
 from harness.data.schemas.results import OpVerdictModel
+from harness.data.tolerances import Tolerances
+from harness.judging.lane_scoring import LaneScorer, op_key, op_limits
 from harness.pipeline.score import BATCH_BLOCKS
-from harness.scoring import LaneScorer, op_key, op_limits
-from harness.tolerances import Tolerances
 
 FORMAT = 1
 WORST_SHOWN = 5  # worst blocks shown per OP in the text (the JSON holds the judges' whole `failing` list)

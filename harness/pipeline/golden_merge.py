@@ -3,7 +3,7 @@
 Each shard golden holds the exact lane's outputs of its blocks, its calls and its own noise floor
 (the exact lane run twice over its blocks). Merged: the staged corpus copied in its order, the
 outputs in corpus order, every call, and the worst of the floors (:func:`merge_noise_floors`; the per-module
-ones: :func:`harness.module_floors.merge_module_floors`);
+ones: :func:`harness.localisation.module_floors.merge_module_floors`);
 provenance from the shards, which must agree on everything that could change the outputs (model,
 geometry, configuration, device kind, library versions, numeric settings), or the merge is refused
 naming the difference, as shard runs are (:func:`golden.runs.merge_conflict`).
@@ -23,9 +23,9 @@ from harness.data.errors import GoldenError, short
 from harness.data.fsio import atomic_directory
 from harness.data.masks import MaskPolicy
 from harness.data.outputs import LaneOutputs
-from harness.module_floors import merge_module_floors
+from harness.judging.reproduction import merge_noise_floors
+from harness.localisation.module_floors import merge_module_floors
 from harness.pipeline.golden_counts import refuse_unjudgeable
-from harness.reproduction import merge_noise_floors
 
 # What shard goldens must share (besides the environment's numeric keys and the numerics in force).
 SAME_KEYS = ("release", "geometry", "model", "config", "ops", "mode", "backend")

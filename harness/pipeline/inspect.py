@@ -17,9 +17,9 @@ from harness.data.figures import fmt
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
 from harness.data.schemas.history import HistoryRow, SeriesAnswer
 from harness.data.schemas.records import Ledger, LedgerEntry, PromotedShapes, as_written
-from harness.ledger_store import LEDGER, MANIFEST, beside_golden
+from harness.ledger.promotion import describe_overrides
+from harness.ledger.store import LEDGER, MANIFEST, beside_golden
 from harness.pipeline.golden_counts import counts_line
-from harness.promotion import describe_overrides
 
 CONTENT_NOT_CHECKED = ("the data files' content was NOT checked (--no-hash: sizes only); check it with "
                        "`harness golden show` without --no-hash, or `harness golden verify`")

@@ -6,7 +6,7 @@ shard and Ray worker too: :func:`harness.pipeline.run.run_shapes` calls this) ju
 with :func:`harness.laws.check_packer` (default examples, a fixed seed, the largest candidate k as
 the largest list where the kit takes one) and records the verdict in the run manifest's ``laws``;
 the score copies it, and a packer that did not hold them fails every shape
-(:func:`harness.scoring.laws_refusal`). ``--laws-examples 0`` records ``not-judged``: the run
+(:func:`harness.judging.lane_scoring.laws_refusal`). ``--laws-examples 0`` records ``not-judged``: the run
 runs, nothing can be promoted from it.
 
 The harness's own packer is the same code for every run: its verdict is a function of the
@@ -55,7 +55,7 @@ from harness.data.errors import HarnessError, debug_note, short, step
 from harness.data.fsio import user_cache_dir
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas.base import describe_error
-from harness.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
+from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
 
 DEFAULT_EXAMPLES = 100
 SEED = 0

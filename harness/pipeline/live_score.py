@@ -41,8 +41,8 @@ from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.overlap import WriteBehind
 from harness.data.schemas.results import Score
 from harness.data.shape import EXACT
+from harness.data.tolerances import Tolerances
 from harness.pipeline import score as scoring
-from harness.tolerances import Tolerances
 
 DEPTH = 2  # complete groups waiting for the scorer, at most (each holds every lane's outputs of its blocks)
 

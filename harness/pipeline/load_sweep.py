@@ -14,7 +14,7 @@ corpus (or its first ``[load] blocks``) are sent again through a Triton backend 
 
 Memory is bounded by a group of ``k * max(8, 4c)`` blocks (and their answers), never the corpus: the
 requests of a group are sent together with c in flight, then scored and dropped. Judging lives in the
-core (``harness.load_evidence``), so promotion re-derives it from the score.
+core (``harness.evidence.load_evidence``), so promotion re-derives it from the score.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from golden.store import Golden
-from harness.config import ReleaseConfig
 from harness.data.blocks import Block
 from harness.data.errors import HarnessError, check_interrupted
 from harness.data.geometry import Geometry
@@ -37,14 +36,15 @@ from harness.data.ops import Op
 from harness.data.outputs import OutputCollector
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import OpVerdictModel, Score
-from harness.load_evidence import load_point, with_load
-from harness.packing import HARNESS_PACKER, PackedRequest, Packer
-from harness.scoring import LaneScorer, op_limits
+from harness.evidence.load_evidence import load_point, with_load
+from harness.judging.lane_scoring import LaneScorer, op_limits
+from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend import Backend, Call
-    from lanes.triton.backend import TritonBackend
     from lanes.triton.stats import StatsReader
+    from lanes.triton.triton_backend import TritonBackend
 
 Tick = Callable[[int], None]
 
@@ -155,7 +155,7 @@ def _stats_delta(stats: StatsReader, before: ServerStats) -> ServerStats:
 
 def _backend_at(backend: TritonBackend, concurrency: int) -> TritonBackend:
     """A backend on the same server, model and settings as the lanes', at ``concurrency``."""
-    from lanes.triton.backend import TritonBackend
+    from lanes.triton.triton_backend import TritonBackend
 
     return TritonBackend(backend.url, backend.model_name, timeout_s=backend.timeout_s, retries=backend.retries,
                          backoff_s=backend.backoff_s, max_request_bytes=backend.max_request_bytes,

@@ -5,7 +5,7 @@ hooked (a TorchScript module), a device that is not there, or any other failure 
 as the reason, never allowed to undo or block the verdict. The pack to replay is the one the run
 actually sent (its block ids are in the run's call log), rebuilt with the golden's voiceprint
 inputs, on the run's own device by default. Each module's error is normalised by the golden's module
-floors (``module_floors``, :mod:`harness.module_floors`; one ulp of each module's scale for a golden
+floors (``module_floors``, :mod:`harness.localisation.module_floors`; one ulp of each module's scale for a golden
 without them) and the first module over ``multiple`` x its floor is named (``[localise]
 floor_multiple``).
 """
@@ -21,8 +21,8 @@ from golden.store import Golden
 from harness.data.errors import one_line, step
 from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
-from harness.localise import Inferring, localise
-from harness.module_errors import DEFAULT_MULTIPLE
+from harness.localisation.first_divergence import Inferring, localise
+from harness.localisation.module_errors import DEFAULT_MULTIPLE
 from harness.progress import progress_bar
 from lanes.runner import no_rows
 
@@ -33,7 +33,7 @@ def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callab
                       multiple: float = DEFAULT_MULTIPLE, spill: Path | None = None,
                       progress: bool = False) -> dict[str, Any]:
     """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc); ``spill``: the folder
-    the compared calls' module outputs are written to (harness.activations); ``progress``: say each one."""
+    the compared calls' module outputs are written to (harness.localisation.activations); ``progress``: say each one."""
     failing = {k: [op for op, v in shape.ops.items() if not v.passed]
                for k, shape in score.shapes.items() if shape.verdict == "fail"}
     if not any(failing.values()):

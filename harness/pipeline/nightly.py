@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
-from harness.config import ReleaseConfig
+from harness.corpus.shards import Shard
 from harness.data.destinations import Input, check_output_dir
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
 from harness.data.fsio import atomic_write, is_temporary
 from harness.data.jsonio import read_json, write_json_atomic
 from harness.data.metrics import start_warming
+from harness.data.outputset import current_link, output_set
 from harness.data.overlap import import_meanwhile
-from harness.ledger_store import beside_golden, check_paths
-from harness.outputset import current_link, output_set
-from harness.packing import HARNESS_PACKER, Packer
+from harness.ledger.store import beside_golden, check_paths
+from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import BackendChoice
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
 from harness.pipeline.live_score import LiveScore, live_score
@@ -39,17 +39,17 @@ from harness.pipeline.promote import promote
 from harness.pipeline.run import plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
-from harness.shards import Shard
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
-    from harness.localise import Inferring  # imports torch
-    from harness.margins import MarginsView
+    from harness.ledger.margins import MarginsView
+    from harness.ledger.promotion import Transition
+    from harness.localisation.first_divergence import Inferring  # imports torch
     from harness.pipeline.distributed import RayOptions
-    from harness.promotion import Transition
     from lanes.backend import Backend  # imports torch
 
-SET = "nightly"  # the nightly's own outputs: one set (harness.outputset), published in one step
+SET = "nightly"  # the nightly's own outputs: one set (harness.data.outputset), published in one step
 MEMBERS = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
 FINAL = {"score": "score.json", "json": "report/report.json", "md": "report/report.md", "html": "report/report.html",
          "junit": "junit.xml", "summary": "summary.txt"}
@@ -101,7 +101,7 @@ class NightlyJob:
 def refuse_previous_output(out: Path, force: bool) -> None:
     """Refuse (before any work) an ``--out`` that already holds a nightly's, a shard's or a merge's output,
     unless ``force``: replacing last night's score, report and JUnit must be asked for, not a side effect of
-    reusing a folder name. With ``force`` the set is replaced as one unit (:mod:`harness.outputset`); an empty
+    reusing a folder name. With ``force`` the set is replaced as one unit (:mod:`harness.data.outputset`); an empty
     folder, or one holding only runs, is no previous output."""
     out = Path(out)
     score = out / "score.json"
@@ -124,7 +124,7 @@ def check_outputs(config: ReleaseConfig, golden_path: Path, out: Path, ledger_pa
     configuration, ``inputs``), and when it ``promotes`` (no shard, no ``--no-promote``) the ledger and manifest
     (writable, readable, their history folder a folder) and the ledger's history, read as this ledger's (the
     margins read it after the commit and may decide the exit status). Returns the ledger and manifest paths."""
-    from harness.history_store import check_history
+    from harness.ledger.history_store import check_history
 
     ledger_path, manifest_path = beside_golden(Path(golden_path), ledger_path, manifest_path)
     all_inputs = [("--golden", golden_path), ("--config", config.source), *inputs]
@@ -216,8 +216,8 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
              live: LiveScore | None = None, progress: bool = False) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit.
 
-    The ledger and manifest are their own transaction (:mod:`harness.ledger_store`); the nightly's own outputs
-    (score, localisation, report, JUnit, summary) are one set (:mod:`harness.outputset`), written into a fresh
+    The ledger and manifest are their own transaction (:mod:`harness.ledger.store`); the nightly's own outputs
+    (score, localisation, report, JUnit, summary) are one set (:mod:`harness.data.outputset`), written into a fresh
     folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
     previous one, never a mix. ``no_promote``: the score is verified as promotion would, but the ledger and
     manifest are neither written, created nor locked (the report reads the manifest, lock-free, as the engine
@@ -233,7 +233,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
             score = score if load is None else attach(score, load, config)  # the sweep can refuse a shape
             write_score(stage / "score.json", score)
         if no_promote:
-            from harness.score_check import check_score
+            from harness.ledger.score_check import check_score
 
             with step("verify score"):
                 check_score(score, golden.manifest, run.manifest, config.tolerances, str(paths["score"]))
@@ -255,7 +255,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
                     "shapes": localisation})
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
-            from harness.ledger_store import read_consistent
+            from harness.ledger.store import read_consistent
             from harness.pipeline.promote import engine_manifest
 
             ledger, promoted = read_consistent(ledger_path, manifest_path) if not no_promote else (None, None)
@@ -286,9 +286,9 @@ def _meanwhile() -> None:
 def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsView:
     """The margin trends of this score's key (device kind, numerics profile, packer) over the ledger's history,
     read after the ledger commit, so tonight is the last night of every series."""
-    from harness.history_store import read_history
-    from harness.margins import margins_view
-    from harness.promotion import packer_of
+    from harness.ledger.history_store import read_history
+    from harness.ledger.margins import margins_view
+    from harness.ledger.promotion import packer_of
 
     return margins_view(read_history(ledger_path), config.history, device_kind=score.device_kind,
                         numerics_profile=score.numerics_profile, packer_identity=packer_of(score)[0])

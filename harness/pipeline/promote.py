@@ -1,5 +1,5 @@
 """Promotion: a verified score applied to the ledger and the promoted-shapes manifest, as one
-transaction (:mod:`harness.ledger_store`); and what that manifest, the file the engine reads, allows for a
+transaction (:mod:`harness.ledger.store`); and what that manifest, the file the engine reads, allows for a
 score (:func:`engine_manifest`, for the report)."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from typing import Any
 
 from golden.runs import load_run
 from golden.store import load_golden
-from harness.config import ReleaseConfig
 from harness.data.engine_allows import EngineManifest
 from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.records import PromotedShapes
 from harness.data.schemas.results import Score
-from harness.history_store import Figures, rows_of
-from harness.ledger_store import commit, load_manifest
-from harness.promotion import Transition, allowed_for, apply_score, release_shapes_of
-from harness.score_check import check_score, read_score
+from harness.ledger.history_store import Figures, rows_of
+from harness.ledger.promotion import Transition, allowed_for, apply_score, release_shapes_of
+from harness.ledger.score_check import check_score, read_score
+from harness.ledger.store import commit, load_manifest
+from harness.release_config import ReleaseConfig
 
 
 def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
@@ -58,7 +58,7 @@ def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, man
 
 def describe_transition(t: Transition) -> str:
     """'shape k=2: candidate -> promoted (run R, packer P)' or 'shape k=4: stays candidate (run R failed, packer
-    P): ...'. A transition stays a plain dict (harness.promotion.apply_score): the report writes it as is."""
+    P): ...'. A transition stays a plain dict (harness.ledger.promotion.apply_score): the report writes it as is."""
     head = f"shape k={t['shape']}: "
     packer = f", packer {t['packer']}" if t["packer"] else ""
     if t["from"] != t["to"]:

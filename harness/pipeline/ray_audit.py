@@ -4,7 +4,7 @@ The laws stay here, in the driver (:func:`harness.pipeline.audit.judge_capture` 
 they are cheap, and a broken law must stop the audit before any model is built anywhere). What
 costs is re-running every captured block alone on the golden model. That is what is sharded: the
 capture's requests are cut into consecutive shards of whole requests, even in blocks
-(:func:`harness.shards.request_ranges`); each shard goes to a worker holding the model
+(:func:`harness.corpus.shards.request_ranges`); each shard goes to a worker holding the model
 (:mod:`harness.pipeline.distributed`: one per GPU or per ``--threads`` CPUs, built once, restarted by
 Ray when it dies, the shard it held rerun), which reads its requests straight from the capture and
 writes the exact outputs of their blocks to one ``.npz`` per attempt in the shared ``--out``.
@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.capture.laws import Survey, blocks_of
+from harness.capture.capture_laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest
-from harness.config import ReleaseConfig
+from harness.corpus.shards import RequestRange, request_ranges
 from harness.data.blocks import Block
 from harness.data.environment import machine_environment, shard_conflict
 from harness.data.errors import HarnessError, step
 from harness.data.fsio import atomic_file
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.audit import GoldenModel
-from harness.packing import Packer
+from harness.packers.packing import Packer
 from harness.pipeline.audit import AuditOutcome, InProcessRerun, check_geometry, judge_capture
 from harness.pipeline.distributed import (
     RayOptions,
@@ -52,7 +52,7 @@ from harness.pipeline.distributed import (
     remove_job_root,
     run_shards,
 )
-from harness.shards import RequestRange, request_ranges
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from numpy.lib.npyio import NpzFile

@@ -7,7 +7,7 @@ on the driver that is the one-process command's own: the nightly's shard runs go
 then scores once, promotes, localises and reports, as ``harness merge`` does); a recording's shard
 goldens go through :func:`harness.pipeline.golden_merge.merge_goldens`.
 
-Shards are whole groups of the corpus as one process walks it (:func:`harness.shards.block_ranges`),
+Shards are whole groups of the corpus as one process walks it (:func:`harness.corpus.shards.block_ranges`),
 so every network call a worker makes is one the one-process job makes: the merged result is that
 job's, bit for bit. ``audit --ray`` (production captures) hooks in the same way, in
 :mod:`harness.pipeline.ray_audit`: a shard function over whole captured requests, and the
@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from golden.manifest import check_files
 from golden.store import Golden, load_golden
-from harness.config import ReleaseConfig
+from harness.corpus.shards import BlockRange, block_ranges
 from harness.data.blocks import Block
 from harness.data.destinations import check_output_dir
 from harness.data.errors import step
 from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
-from harness.packing import Packer
+from harness.packers.packing import Packer
 from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
 from harness.pipeline.nightly import NightlyOutcome, check_outputs, merge
 from harness.pipeline.run import plan_for, run_shapes
-from harness.shards import BlockRange, block_ranges
+from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend import Backend

@@ -25,7 +25,6 @@ from golden.store import (
     write_manifest,
 )
 from golden.tables import BackgroundWriter, LaneReader
-from harness.config import ReleaseConfig
 from harness.data.blocks import Block
 from harness.data.corpus_schema import CorpusReader, CorpusWriter
 from harness.data.destinations import check_output_dir
@@ -36,11 +35,12 @@ from harness.data.metrics import start_warming
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
 from harness.data.shape import EXACT, lane_name
-from harness.module_floors import floor_sampler
+from harness.data.tolerances import Tolerances
+from harness.judging.lane_scoring import LaneScorer, op_limits
+from harness.judging.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
+from harness.localisation.module_floors import floor_sampler
 from harness.pipeline.golden_counts import refuse_unjudgeable
-from harness.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
-from harness.scoring import LaneScorer, op_limits
-from harness.tolerances import Tolerances
+from harness.release_config import ReleaseConfig
 from lanes.runner import RunPlan, run_lanes
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                   "config": config.to_dict(), "ops": [int(op) for op in plan.ops],
                   "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
                   "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}
-        with step("module floors"):  # per-module floors: harness.module_floors
+        with step("module floors"):  # per-module floors: harness.localisation.module_floors
             corpus = CorpusReader(tmp / CORPUS, geometry)
             modules = floor_sampler(getattr(backend, "model", None), corpus, config.localise, plan.ops)
             modules.spill = tmp  # beside the golden being written (not a tmpfs), gone with it

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 from golden.manifest import PendingHashes
 from golden.runs import Run, RunWriter, load_run, new_run_id
 from golden.store import Golden
-from harness.config import ReleaseConfig
+from harness.corpus.shards import BlockRange, Shard
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
 from harness.data.outputs import LaneOutputs
-from harness.packing import HARNESS_PACKER, Packer
+from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
-from harness.shards import BlockRange, Shard
-from lanes.arrangements import manifest_evidence, variants_for
+from harness.release_config import ReleaseConfig
+from lanes.arrangers import manifest_evidence, variants_for
 from lanes.runner import RunPlan, check_request_sizes, run_lanes
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_t
     return RunPlan(shapes=ks, release_shapes=config.release_shapes, voiceprint_inputs=config.voiceprint_inputs,
                    pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
                    include_exact=True, mask_policy=config.masks, warmup_packed=packed_warm_up(config),
-                   variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed))  # [evidence] (lanes.arrangements)
+                   variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed))  # [evidence] (lanes.arrangers)
 
 
 def packed_warm_up(config: ReleaseConfig) -> bool:
@@ -53,7 +53,7 @@ def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> dict[str, Any]:
     fields: dict[str, Any] = {"shapes": list(plan.shapes), "ops": [int(op) for op in plan.ops],
                               "mode": plan.voiceprint_inputs}  # file key "mode" (the contract): the voiceprint inputs
     evidence = manifest_evidence(plan.variants, config.evidence.arrangements, config.evidence.repeats,
-                                 config.evidence.seed)  # the variant lanes (lanes.arrangements)
+                                 config.evidence.seed)  # the variant lanes (lanes.arrangers)
     if evidence is not None:  # a run without variants keeps today's manifest, key absent
         fields["evidence"] = evidence
     return fields
@@ -121,7 +121,7 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
                 started = time.perf_counter()
                 run_lanes(blocks, backend, plan, _teed(writer.sink, observer), golden_inputs=golden.voiceprint_inputs,
                           packer=packer, progress=progress, log=writer.calls, on_first_queued=on_first_queued)
-                lanes_wall_s = time.perf_counter() - started  # beside the calls' device time (harness.host_share)
+                lanes_wall_s = time.perf_counter() - started  # beside the calls' device time (harness.throughput.host_share)
             describe = getattr(packer, "describe", None)
             scored = scoring_fields(plan, config)  # what scoring reads: the live score was built from the same
             fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,

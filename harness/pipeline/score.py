@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.arrangement_evidence import ArrangementScorer, arrangement_plans, slot_map, with_arrangements
 from harness.data.destinations import check_output_file
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
@@ -25,17 +24,18 @@ from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
-from harness.data.schemas.backend import BackendFacts
+from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
-from harness.host_share import DeviceTime, host_entry
-from harness.refusal import ScoreFacts, with_cause
-from harness.repeat_evidence import RepeatScorer, repeat_lanes, with_repeats
-from harness.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
-from harness.request_evidence import RequestCounter, requests_entry
-from harness.scoring import LaneScorer, op_limits, packing_effect, shape_result
-from harness.timing import summarize_calls
-from harness.tolerances import Tolerances
+from harness.data.tolerances import Tolerances
+from harness.evidence.arrangement_evidence import ArrangementScorer, arrangement_plans, slot_map, with_arrangements
+from harness.evidence.refusal import ScoreFacts, with_cause
+from harness.evidence.repeat_evidence import RepeatScorer, repeat_lanes, with_repeats
+from harness.evidence.request_evidence import RequestCounter, requests_entry
+from harness.judging.lane_scoring import LaneScorer, op_limits, packing_effect, shape_result
+from harness.judging.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
+from harness.throughput.host_share import DeviceTime, host_entry
+from harness.throughput.timing import summarize_calls
 
 FORMAT = 2
 BATCH_BLOCKS = 32
@@ -76,7 +76,7 @@ class Scoring:
         self.tolerances = tolerances
         self.shapes = shapes = [int(k) for k in fields["shapes"]]
         names = [EXACT, *(lane_name(k) for k in shapes)]
-        # --repeats N: {k: ["k4.r2", ...]} (harness.repeat_evidence); {} without
+        # --repeats N: {k: ["k4.r2", ...]} (harness.evidence.repeat_evidence); {} without
         self.repeats = repeats = repeat_lanes(fields)
         names += [lane for k in shapes for lane in repeats.get(k, [])]
         self.arranged = arranged = arrangement_plans(fields)  # --arrangements N: {k: its arrangement lanes}; {}
@@ -123,7 +123,7 @@ class Scoring:
                                     golden.fingerprint == run.fingerprint, env_diff)
         counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
         slots = slot_map(self.arranged, ids)  # where each block sat in its requests: the same pass over the call log
-        device = DeviceTime()  # every logged call's time, in the same pass: the host share (harness.host_share)
+        device = DeviceTime()  # every logged call's time, in the same pass: the host share (harness.throughput.host_share)
         throughput = summarize_calls(counter.observe(slots.observe(device.observe(run.iter_calls()))))
         laws = run.manifest["laws"]
         shape_results: dict[str, ShapeScore] = {}

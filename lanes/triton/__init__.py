@@ -2,7 +2,7 @@
 
 - ``model_repository/``: what a release ships to Triton (``config.pbtxt`` + ``1/model.py``, a thin
   adapter over :func:`lanes.model_api.load_model`);
-- :mod:`lanes.triton.backend`: :class:`TritonBackend`, the same seam as the in-process backend,
+- :mod:`lanes.triton.triton_backend`: :class:`TritonBackend`, the same seam as the in-process backend,
   over HTTP with binary tensors;
 - :mod:`lanes.triton.server`: starts/stops the ``tritonserver`` bundled with nvidia-pytriton.
 

@@ -21,8 +21,8 @@ from harness.data.corpus_schema import Corpus
 from harness.pipeline.record import record_golden
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.triton.backend import TritonBackend  # imports without tritonclient: the main suite collects this
 from lanes.triton.server import ServerOptions, TritonServer
+from lanes.triton.triton_backend import TritonBackend  # imports without tritonclient: the main suite collects this
 
 
 def need_triton_extra() -> None:

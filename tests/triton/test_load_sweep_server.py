@@ -17,16 +17,16 @@ import pytest
 from triton_support import CONFIG, NUMERICS, serving
 
 from golden.store import Golden
-from harness.config import LoadSection, ModelSpec, ReleaseConfig
 from harness.corpus.synth import synth_corpus
-from harness.load_evidence import load_refusals
+from harness.evidence.load_evidence import load_refusals
 from harness.pipeline.load_sweep import sweep
 from harness.pipeline.nightly import nightly
 from harness.pipeline.record import record_golden
+from harness.release_config import LoadSection, ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.triton.backend import TritonBackend
 from lanes.triton.server import ServerOptions, TritonServer
+from lanes.triton.triton_backend import TritonBackend
 
 pytestmark = pytest.mark.triton
 RACING = "lanes.load_control:racing"

@@ -11,9 +11,9 @@ from triton_support import blocks_of  # noqa: I001
 from harness.data import ops
 from harness.data.errors import BackendError
 from harness.data.ops import Op
-from harness.packing import pack
-from lanes.triton import backend as triton_backend_module
-from lanes.triton.backend import TritonBackend
+from harness.packers.packing import pack
+from lanes.triton import triton_backend as triton_backend_module
+from lanes.triton.triton_backend import TritonBackend
 
 pytestmark = pytest.mark.triton
 

@@ -12,8 +12,8 @@ import pytest
 from triton_support import MODEL, NUMERICS, run_shapes, serving
 
 from harness.data.errors import BackendError
-from lanes.triton.backend import TritonBackend
 from lanes.triton.server import ServerOptions, free_port
+from lanes.triton.triton_backend import TritonBackend
 
 pytestmark = pytest.mark.triton
 

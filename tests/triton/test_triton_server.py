@@ -86,7 +86,7 @@ def test_serve_forever_stops_on_sigterm_and_leaves_nothing(tmp_path: Path, monke
         with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=5) as answer:
             seen["ready"] = answer.status
         seen["stubs"] = [p for p in group_members(_server_pid(url)) if _comm(p).startswith("triton_python")]
-        from lanes.triton.backend import TritonBackend
+        from lanes.triton.triton_backend import TritonBackend
 
         with TritonBackend(url, retries=3, backoff_s=2.0) as backend:
             seen["model"] = backend.environment()["model"]["name"]

@@ -22,11 +22,11 @@ from triton_support import CONFIG, packed_calls, run_shapes
 
 from harness.data.errors import BackendError
 from harness.data.ops import ALL_OPS, Op
+from harness.data.tolerances import Tolerances
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
-from harness.tolerances import Tolerances
 from lanes.triton import shm
-from lanes.triton.backend import TritonBackend
+from lanes.triton.triton_backend import TritonBackend
 
 pytestmark = pytest.mark.triton
 
@@ -103,7 +103,7 @@ def test_an_exception_mid_run_leaves_nothing(triton_server, golden, tmp_path):
 CLIENT = textwrap.dedent("""
     import sys, time
     from multiprocessing import shared_memory
-    from lanes.triton.backend import TritonBackend
+    from lanes.triton.triton_backend import TritonBackend
     from lanes.triton import shm
     import numpy as np
 

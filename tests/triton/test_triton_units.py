@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.config import ModelSpec, ReleaseConfig
 from harness.data.errors import BackendError, HarnessError
 from harness.pipeline.backends import BackendChoice, make_backend, model_geometry
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.triton import shm
-from lanes.triton.identity import canonical_config, unverified_fingerprint
+from lanes.triton.model_identity import canonical_config, unverified_fingerprint
 from lanes.triton.server import copy_verbatim
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=8))

@@ -27,13 +27,13 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.data.errors import BackendError, GoldenError
 from harness.data.ops import Op
+from harness.data.tolerances import Tolerances
 from harness.pipeline.record import record_golden
 from harness.pipeline.score import score_run
-from harness.tolerances import Tolerances
 from lanes.diar_nn_g.config import CONFIGS
-from lanes.triton.backend import TritonBackend
-from lanes.triton.identity import WEIGHTS_NOTE, unverified_fingerprint
+from lanes.triton.model_identity import WEIGHTS_NOTE, unverified_fingerprint
 from lanes.triton.server import ServerOptions, TritonServer
+from lanes.triton.triton_backend import TritonBackend
 
 pytestmark = pytest.mark.triton
 

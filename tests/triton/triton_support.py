@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from harness.config import ModelSpec, ReleaseConfig
 from harness.data.ops import ALL_OPS, Op
 from harness.numerics import NumericSettings
-from harness.packing import pack
+from harness.packers.packing import pack
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.triton.server import ServerOptions, TritonServer
 
 MODEL = "small"

@@ -2,12 +2,12 @@
 
 Each file kind is one model: golden and run manifests, the score, the ledger, the
 promoted-shapes manifest, localisation results, the corpus's Parquet metadata and provenance, and
-the output files' metadata (the configuration's models live in :mod:`harness.config`, the
+the output files' metadata (the configuration's models live in :mod:`harness.release_config`, the
 tolerance models with their judges). Unknown keys, unknown format versions, unknown states and
 values of the wrong type or range are refused with one line naming the file, the key and the
 value: nothing is guessed. ``python -m harness.data.schemas`` prints the tables of docs/schemas.md.
 
-A name is imported from its module when first asked for (PEP 562): ``harness.config`` needs
+A name is imported from its module when first asked for (PEP 562): ``harness.release_config`` needs
 ``describe_error`` alone, and importing every model took 0.28 s of each command's start-up, before
 its first network call (the audit's and the score's models alone 0.32 s of CPU).
 """

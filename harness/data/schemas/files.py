@@ -189,14 +189,14 @@ class GoldenManifest(Strict):
     corpus: CorpusSummary
     reproducibility: Reproducibility
     module_floors: ModuleFloors | None = Field(
-        None, description="per-module noise floors of a few sampled blocks (harness.module_floors; absent: recorded "
+        None, description="per-module noise floors of a few sampled blocks (harness.localisation.module_floors; absent: recorded "
                           "before they existed, or [localise] floor_blocks = 0)")
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256 = Field(description="sha256 of this manifest's canonical JSON without this key")
 
 
 class VariantEntry(Strict):
-    """One variant lane of a run (``lanes.arrangements``): what it is, so that scoring knows how to judge it."""
+    """One variant lane of a run (``lanes.arrangers``): what it is, so that scoring knows how to judge it."""
 
     k: Positive = Field(description="the plain shape it re-runs")
     kind: Literal["arrangement", "duplicate", "repeat"] = Field(

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from harness.data.schemas.base import Count, Frozen, GoldenId, OpKey, Positive, Sha256, Timestamp
 from harness.data.schemas.results import OpVerdictModel
-from harness.tolerances import Tolerances
+from harness.data.tolerances import Tolerances
 
 DiffStatus = Literal["bitwise", "within-tolerance", "differs"]
 

@@ -3,7 +3,7 @@
 
 One Parquet part per ledger commit that carried a score, one row per gated check of that score
 (shape, OP, metric whose relation is not "report"). The row is declared once here: the store's
-Arrow schema is derived from it (:mod:`harness.history_store`) and every row read back is checked
+Arrow schema is derived from it (:mod:`harness.ledger.history_store`) and every row read back is checked
 with it, so a trend, a shrinking margin or a night-to-night comparison is read from figures the
 harness itself judged, never from a hand-edited table.
 """

@@ -5,7 +5,7 @@ sends each candidate shape's requests to the Triton server at several concurrenc
 answer against the golden with the lanes' own judges, and records per (shape, concurrency) the
 latency percentiles, the throughput and the server's own queue and compute time (the difference of
 Triton's cumulative statistics before and after the point). A point whose answers fail refuses its
-shape (``harness.load_evidence``); the budget pick names the fastest accurate point within the
+shape (``harness.evidence.load_evidence``); the budget pick names the fastest accurate point within the
 configured p99 latency budget.
 """
 

@@ -1,5 +1,5 @@
 """Schemas of per-module error along the network: the golden's module floors and
-what localisation writes per module (``harness.module_floors``, ``harness.module_errors``)."""
+what localisation writes per module (``harness.localisation.module_floors``, ``harness.localisation.module_errors``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class ModuleFloor(Strict):
     scale: NonNeg = Field(description="largest finite |output| of the module over the sampled blocks (the ulp "
                                       "floor is taken at it)")
     jitter: NonNeg = Field(description="largest max abs change when every leaf module's output moves by one ulp "
-                                       "(harness.localise.one_ulp_jitter): noise grown through the network")
+                                       "(harness.localisation.first_divergence.one_ulp_jitter): noise grown through the network")
 
 
 class ModuleFloors(Strict):
@@ -30,7 +30,7 @@ class ModuleFloors(Strict):
     seed: Count = Field(description="seed of the sample ([localise] floor_seed)")
     blocks: list[str] = Field(description="the sampled blocks, in corpus order")
     ops: dict[OpKey, dict[str, ModuleFloor]] = Field(
-        description="per OP, per module (harness.localise's names: '<network>.<module>', the input and "
+        description="per OP, per module (harness.localisation.first_divergence's names: '<network>.<module>', the input and "
                     "the model's answer included)")
     skipped: str | None = Field(None, description="why no floor was recorded (a model without torch modules, "
                                                   "modules that refuse hooks, a server's model); ops is then empty")
@@ -49,7 +49,7 @@ class ModuleError(Strict):
 
 class LocalisedOp(Open):
     """One failing (shape, OP) localised: today's first diverging layer and the per-module error. Other keys
-    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by ``harness.localise``."""
+    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by ``harness.localisation.first_divergence``."""
 
     available: bool
     first_diverging_layer: str | None = Field(None, description="the first module whose output differs at all")

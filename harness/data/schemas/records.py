@@ -29,7 +29,7 @@ ReleaseOps = dict[OpKey, list[Positive]]
 
 
 class Override(Frozen):
-    """A judging setting in force that is not the built-in default (``harness.promotion.judging_overrides``)."""
+    """A judging setting in force that is not the built-in default (``harness.ledger.promotion.judging_overrides``)."""
 
     key: Annotated[str, Field(pattern=r"^(tolerances\.op[012]\.[a-z][a-z0-9_]{0,63}|lanes\.voiceprint_inputs)$")] = \
         Field(description="the setting, named as in harness.toml: tolerances.op<N>.<key> or lanes.voiceprint_inputs")

@@ -3,7 +3,7 @@
 A refused shape carries one **cause** from a closed list (:data:`CAUSES`), first wherever its refusal is
 shown (the summary line, the report, JUnit, ``score.json``'s ``shapes[k].cause``), with the evidence line
 that decided it. The cause is re-derived from the score's own figures by promotion
-(``harness.refusal``), so an edited cause is refused like an edited verdict.
+(``harness.evidence.refusal``), so an edited cause is refused like an edited verdict.
 
 A comparison that differs more than the release's own noise floor but holds the limits of the mode the
 user chose (a few ULPs between two slots in ``tolerance`` mode) is not a refusal: it is an

@@ -2,12 +2,12 @@
 
 A shape's plain lane (``k4``) is run N times in the same run (``k4``, ``k4.r2`` .. ``k4.rN``), each
 repeat interleaved with the exact lane like the first. How much the repeats differ from the first
-run is measured with the golden's own noise-floor measure (``harness.reproduction.noise_floor``:
+run is measured with the golden's own noise-floor measure (``harness.judging.reproduction.noise_floor``:
 the same judges, the same figures), so it sits beside the release's floor and reads "as
 reproducible as the release" or not. In every tolerance mode every repeat is also judged against
 the first run by that OP's judge, with the limits the mode gives against the golden (``pairs``): a
 failed check refuses the shape, and promotion re-derives those checks
-(``harness.repeat_evidence.repeats_hold``). An OP that holds those limits but is less reproducible
+(``harness.evidence.repeat_evidence.repeats_hold``). An OP that holds those limits but is less reproducible
 than the release gets a warning line instead.
 
 Its verdicts are :mod:`harness.data.schemas.verdicts`'s ``OpVerdictModel`` (declared apart, so that this

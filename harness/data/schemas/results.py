@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements
-from harness.data.schemas.backend import BackendFacts
+from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.base import (
     Count,
     Frozen,
@@ -36,14 +36,14 @@ from harness.data.schemas.refusals import EvidenceWarning, RefusalCause
 from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
-from harness.tolerances import Tolerances
+from harness.data.tolerances import Tolerances
 
 STALL_FACTOR = 5.0  # throughput's "stalls": calls over this many times their lane's median time for the same OP
 
 
 class RequestEvidence(Frozen):
     """How many requests of exactly k real blocks the shape's evidence has (per OP, the minimum over
-    OPs): only those count toward promoting k (``harness.request_evidence``)."""
+    OPs): only those count toward promoting k (``harness.evidence.request_evidence``)."""
 
     full: Count = Field(description="requests of exactly k real blocks")
     full_blocks: Count = Field(description="blocks inside them")

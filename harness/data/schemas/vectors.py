@@ -1,7 +1,7 @@
 """The packing test vectors' files (``harness laws --export-vectors``): ``index.json``, one file per vector and
 ``sessions.json`` (what a packer answers to each message of a session).
 
-Written by :mod:`harness.packers.vectors` (validated against these models before they are written),
+Written by :mod:`harness.packers.vector_files` (validated against these models before they are written),
 read by an engine's own tests; docs/packer-protocol.md, "Test vectors", says how they are used.
 """
 

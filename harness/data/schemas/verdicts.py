@@ -28,7 +28,7 @@ from harness.data.schemas.base import (
 
 class CheckModel(Frozen):
     """One metric of one OP against its limit, as the score file holds it and as the judges build it
-    (``harness.judges.base.Check`` is this class). The gate produces them; the CLI lines, the sign-off
+    (``harness.judging.judges.judge_base.Check`` is this class). The gate produces them; the CLI lines, the sign-off
     report's tables and the JUnit file all render the same rows (:meth:`line`), and promotion
     re-derives every ``ok`` from ``observed``, ``relation`` and ``allowed`` before it trusts a verdict.
     A check whose ``allowed`` is ``None`` is reported, not gated."""
@@ -115,9 +115,9 @@ class CheckModel(Frozen):
 
 class OpVerdictModel(Frozen):
     """Every check of one OP at one shape (or of the exact lane's reproduction); the judges build it
-    with :meth:`of` (``harness.judges.base.OpVerdict`` is this class). ``passed`` and ``reasons``
+    with :meth:`of` (``harness.judging.judges.judge_base.OpVerdict`` is this class). ``passed`` and ``reasons``
     follow from the checks when it is built; a file's are kept as written (promotion re-derives them,
-    ``harness.score_check``)."""
+    ``harness.ledger.score_check``)."""
 
     op: Literal[0, 1, 2]
     shape: int | str

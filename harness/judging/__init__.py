@@ -1,0 +1,1 @@
+"""Judging outputs: the judges per OP, one lane's scoring, golden reproduction, statistics."""

@@ -1,0 +1,146 @@
+"""What every judge returns: checks (observed vs allowed, how many of how many, where) and verdicts.
+
+A **check** is one metric against its limit. The gate produces them; the CLI lines, the sign-off
+report's tables and the JUnit file all render the same rows, and promotion re-derives every
+``ok`` from ``observed``, ``relation`` and ``allowed`` before it trusts a verdict. A check whose
+``allowed`` is ``None`` is reported, not gated.
+
+A **judge** owns one output kind (segmentation, voiceprint): its tolerance model, how its limits
+follow from a tolerance mode, how evidence is accumulated batch by batch, and its checks. Adding a
+metric means editing that judge's module only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeAlias
+
+from pydantic import BaseModel
+
+from harness.data.errors import ScoringError
+from harness.data.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.schemas.results import CheckModel as Check
+from harness.data.schemas.results import OpVerdictModel as OpVerdict
+from harness.data.tolerances import TOLERANCE_MODES
+
+# ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges build
+# the very objects the score holds, with gate() and op_verdict().
+
+
+def gate(op: int, metric: str, observed: Any, relation: str, allowed: Any, **kw: Any) -> Check:
+    """``Check.gate``: a gated check (``allowed`` given) or a reported one (``allowed`` None)."""
+    return Check.gate(op, metric, observed, relation, allowed, **kw)
+
+
+def op_verdict(op: int, shape: int | str, checks: list[Check], metrics: dict[str, Any], limits: dict[str, Any],
+               failing: list[dict[str, Any]], distribution: list[float | None]) -> OpVerdict:
+    """``OpVerdict.of``: every check of one OP at one shape; passed and reasons follow from the checks."""
+    return OpVerdict.of(op, shape, checks, metrics, limits, failing, distribution)
+
+
+RELATIONS = ("<=", ">=", "==")
+
+# OP 0's flipped windows of one batch, (block, window) -> (near-tie flips, confident flips): what the
+# segmentation evidence hands the voiceprint evidence of chained mode
+FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
+
+
+def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed: Any, *, non_finite: int,
+                 total: int, unit: str, limit: str = "", offending: int | None = None, where: str | None = None,
+                 first_non_finite: str | None = None, note: str = "", hint: str = "") -> Check:
+    """A figure (max_abs, min_cosine, ...) of values some of which may be non-finite.
+
+    Why: a figure taken over the finite values only reads as perfect (max_abs 0, cosine 1) for an
+    OP whose failing rows are exactly the non-finite ones. With ``non_finite`` units (windows or
+    rows) its ``observed`` is None (non-finite, which never holds), ``offending`` / ``total``
+    count the non-finite units, ``where`` names the first of them, and the finite-only figure is
+    kept in the note, said to be over the finite units only."""
+    if not non_finite:
+        return gate(op, metric, finite_value, relation, allowed, limit=limit, unit=unit, offending=offending,
+                          total=total, where=where, note=note, hint=hint)
+    finite = f"over the {total - non_finite:,} finite {unit} only: {fmt(plain_number(finite_value))}"
+    if offending:
+        finite += f", {offending:,} over the limit"
+    if where:
+        finite += f", {where}"
+    return gate(op, metric, None, relation, allowed, limit=limit, unit=unit, offending=non_finite, total=total,
+                      where=first_non_finite, note="; ".join(n for n in (finite, note) if n), hint=hint)
+
+
+def shown_figure(metrics: dict[str, Any], name: str) -> Any:
+    """A metrics figure as people should read it: the number, or 'non-finite (N of M unit)' where
+    non-finite values made it None (``metrics['figures_non_finite']``, written by the judges)."""
+    value = metrics.get(name)
+    nf = metrics.get("figures_non_finite") or {}
+    if value is None and nf.get("count"):
+        return non_finite_text(nf["count"], nf["of"], nf["unit"])
+    return value
+
+
+class Evidence(Protocol):
+    """Accumulates one OP of one lane against the golden, batch by batch (memory: one batch)."""
+
+    def add(self, golden: Any, run: Any, notes: FlipNotes | None = None) -> FlipNotes | None: ...
+
+    def verdict(self, shape: int | str) -> OpVerdict: ...
+
+
+class Judge(Protocol):
+    """One output kind: its tolerance model, limits per tolerance mode, evidence and checks."""
+
+    kind: str
+
+    @property
+    def tolerance(self) -> type[BaseModel]: ...
+
+    def applies_to(self, op: Op) -> bool: ...
+
+    def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> dict[str, Any]: ...
+
+    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str) -> Evidence: ...
+
+
+def limits_for_mode(tolerance_mode: str, floor: dict[str, Any] | None, *, bitwise: Callable[[], dict[str, Any]],
+                    noise_floor: Callable[[dict[str, Any]], dict[str, Any]],
+                    tolerance: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The one dispatch over tolerance modes: a judge supplies the three limit sets.
+
+    ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
+    makes it bitwise."""
+    if tolerance_mode == "bitwise" or (tolerance_mode == "noise-floor" and floor is not None and floor.get("bitwise")):
+        limits = bitwise()
+    elif tolerance_mode == "noise-floor":
+        if floor is None:
+            raise ScoringError("tolerance mode 'noise-floor' needs a golden recorded with its noise floor")
+        limits = noise_floor(floor)
+    elif tolerance_mode == "tolerance":
+        limits = tolerance()
+    else:
+        raise ScoringError(f"unknown tolerance mode {tolerance_mode!r} (expected one of {TOLERANCE_MODES})")
+    return {"mode": tolerance_mode, **limits}  # file key "mode" (score.json's limits): the tolerance mode
+
+
+def cosine_text(value: float | None, identical: bool) -> str:
+    """A cosine as people should read it: never a perfect-looking '1' for values that differ.
+
+    Why: rows that differ in their last bits have a float64 cosine of 1 - 1e-13, or exactly 1.0
+    (a 1-ULP change in float32 is below float64's resolution of the dot product), and '.9g'
+    rounds both to '1'. So a gap under 1e-6 is shown as '1 − 2.9e-8', and an exact 1.0 over rows
+    that are not bit-identical (``identical`` False) as '1 − <1e-16 (not bit-identical)'. One
+    function for the judges' notes and the report's tables."""
+    if value is None:
+        return "non-finite"
+    gap = 1.0 - float(value)
+    if gap <= 0.0:
+        return "1" if identical else "1 − <1e-16 (not bit-identical)"
+    if gap < 1e-6:
+        mantissa, exponent = f"{gap:.2g}".split("e")
+        return f"1 − {mantissa}e{int(exponent)}"
+    return f"{value:.6g}"  # gap >= 1e-6: six significant digits show it (0.999999 at most)
+
+
+__all__ = ["NOT_GATED", "RELATIONS", "TOLERANCE_MODES", "Check", "Evidence", "FlipNotes", "Judge", "OpVerdict",
+           "cosine_text", "figure_check", "fmt", "gate", "holds", "limits_for_mode", "non_finite_text", "op_verdict",
+           "percent", "plain_number", "shown_figure"]

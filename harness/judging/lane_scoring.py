@@ -1,0 +1,116 @@
+"""Scoring one lane against the golden, batch by batch: every OP's evidence, then its verdicts.
+
+A :class:`LaneScorer` holds one evidence accumulator per OP (from that OP's judge); the caller
+feeds it the golden's and the lane's outputs of the same blocks, one batch at a time, so memory is
+one batch whatever the corpus size. OP 0 runs first in each batch: in chained mode the voiceprint
+judge attributes changed voiceprint rows to the OP 0 flips of their window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.outputs import LaneOutputs
+from harness.data.schemas.base import OpKey
+from harness.data.schemas.files import LawsVerdict
+from harness.data.schemas.results import RequestEvidence, ShapeScore
+from harness.data.tolerances import Tolerances
+from harness.evidence.request_evidence import refusal
+from harness.judging.judges import judge_for
+from harness.judging.judges.judge_base import OpVerdict
+
+
+def op_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None,
+              sample_bound: bool = True) -> dict[Op, dict[str, Any]]:
+    """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor)."""
+    floors = floors or {}
+    return {op: judge_for(op).limits(tolerances.for_op(op), floors.get(int(op)), sample_bound) for op in ops}
+
+
+class LaneScorer:
+    """Every OP of one lane (a packed shape, or a run's exact lane) against the golden."""
+
+    def __init__(self, shape: int | str, ops: Sequence[Op], geometry: Geometry,
+                 limits: Mapping[Op, dict[str, Any]], voiceprint_inputs: str) -> None:
+        """``voiceprint_inputs``: isolated | chained, the run's (its file key is "mode")."""
+        self.shape = shape
+        self.ops = list(ops)
+        self.evidence = {op: judge_for(op).evidence(op, geometry, limits[op], voiceprint_inputs) for op in self.ops}
+
+    def add(self, golden: LaneOutputs, lane: LaneOutputs) -> None:
+        notes = self.evidence[Op.SEGMENTATION].add(golden.segmentation, lane.segmentation)
+        for op in self.ops:
+            if op.is_voiceprint:
+                self.evidence[op].add(golden.voiceprint.get(op), lane.voiceprint.get(op), notes)
+
+    def verdicts(self) -> list[OpVerdict]:
+        return [self.evidence[op].verdict(self.shape) for op in self.ops]
+
+
+def shape_result(shape: int, verdicts: list[OpVerdict], requests: RequestEvidence,
+                 laws: Mapping[str, Any] | LawsVerdict | None = None,
+                 vs_exact: dict[str, Any] | None = None) -> ShapeScore:
+    """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
+    passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
+    exact lane (:func:`packing_effect`), absent from the file when None."""
+    passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
+    effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured
+    return ShapeScore(shape=shape, verdict="pass" if passed else "fail",
+                      reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
+                      ops={op_key(v.op): v for v in verdicts}, requests=requests, **effect)
+
+
+def op_key(op: int) -> OpKey:
+    """An OP's key in the score's ``ops`` dicts ("0", "1", "2")."""
+    key = str(int(op))
+    assert key in ("0", "1", "2"), key
+    return cast(OpKey, key)
+
+
+def shape_gates(shape: int, ops_passed: bool, requests: RequestEvidence | None,
+                laws: Mapping[str, Any] | LawsVerdict | None
+                ) -> tuple[bool, list[str]]:
+    """A shape passes only if every OP does, its evidence holds enough full k-block requests
+    (:mod:`harness.evidence.request_evidence`), and the packer the run used held the packing laws. The
+    reasons of the gates that refuse it, first. ``None``: that gate is not applied (a lane judged
+    for reproduction, not for promotion)."""
+    reasons: list[str] = []
+    if requests is not None:
+        line = refusal(int(shape), requests)
+        if line:
+            reasons.append(line)
+    if laws is not None:
+        line = laws_refusal(laws)
+        if line:
+            reasons.append(line)
+    return ops_passed and not reasons, reasons
+
+
+def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
+    """The reason line when the run's packer did not hold the packing laws (None: it held them); ``laws``
+    as the run manifest holds it, or the score's model of it."""
+    verdict = laws.verdict if isinstance(laws, LawsVerdict) else laws["verdict"]
+    if verdict == "hold":
+        return None
+    who = laws.packer_identity if isinstance(laws, LawsVerdict) else laws["packer_identity"]
+    if verdict == "not-judged":
+        return (f"the packing laws were not judged for packer {who} (--laws-examples 0): no shape may be promoted "
+                "with a packer nobody judged; run again with --laws-examples N (default 100)")
+    names = ", ".join(laws.broken if isinstance(laws, LawsVerdict) else laws["broken"]) or "?"
+    return (f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
+            "`harness laws` for the minimal counterexamples")
+
+
+def packing_effect(verdicts: list[OpVerdict]) -> dict[str, Any]:
+    """A shape against the run's own exact lane (same process, same moment): what packing alone
+    changes, told apart from drift between the golden's machine and this one."""
+    out: dict[str, dict[str, Any]] = {}
+    for v in verdicts:
+        m = v.metrics
+        out[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m.get("max_abs"),  # None: non-finite values
+                          "min_cosine": m.get("min_cosine"), "argmax_flips": m.get("flips"),
+                          "figures_non_finite": m.get("figures_non_finite")}
+    return {"bitwise": all(o["bitwise"] for o in out.values()), "ops": out}

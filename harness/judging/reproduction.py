@@ -1,0 +1,134 @@
+"""Golden reproduction: how the exact lane differs from itself, and whether a rerun reproduces it.
+
+At record time the exact lane runs twice, interleaved; how much the second run differs from the
+first is the golden's **noise floor** per OP. A later exact-lane run (``golden verify``, or a run's
+interleaved exact lane) reproduces the golden when the same judges, in noise-floor mode with that
+floor, pass it: bitwise when the golden reproduced bitwise, else within its floor. Any non-finite
+value, any row on one side only, or any metric beyond the floor fails; nothing is read past.
+
+Status: ``bitwise``; ``within-noise-floor`` (the golden itself was not bitwise-reproducible);
+``failed`` (same model and setup, yet different); ``drift`` (something differs, named first: the
+model fingerprint, then the environment and numeric settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, cast
+
+from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.schemas.base import OpKey
+from harness.data.schemas.results import OpVerdictModel as OpVerdict
+from harness.data.schemas.results import Reproduction
+from harness.data.tolerances import Tolerances
+from harness.judging.lane_scoring import LaneScorer, op_limits
+
+REPORT_ONLY = Tolerances().with_mode("tolerance")
+Status = Literal["bitwise", "within-noise-floor", "failed", "drift"]
+
+
+def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: str) -> LaneScorer:
+    """Evidence of the second exact run against the first (nothing gated: it measures the floor)."""
+    limits = op_limits(REPORT_ONLY, ops, None, sample_bound=False)
+    return LaneScorer("exact#2", ops, geometry, limits, voiceprint_inputs)
+
+
+def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
+    """The manifest's ``reproducibility``: bitwise per OP, else its floor."""
+    ops: dict[str, dict[str, Any]] = {}
+    for v in verdicts:
+        m = v.metrics
+        if v.op == 0:
+            ops["0"] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp_finite"],
+                        "argmax_flips": m["flips"]}
+        else:
+            ops[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp_finite"],
+                              "min_cosine": m["min_cosine_finite"], "max_rel_l2": m["max_rel_l2_finite"]}
+    return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
+
+
+def worst_of_ops(parts: Sequence[Mapping[str, Any]], flips: Callable[[list[int]], int]) -> dict[str, dict[str, Any]]:
+    """Per OP, the worst figure of several floors: bitwise only if all are, the largest difference, the
+    least cosine; OP 0's flips combined by ``flips`` (``sum`` over disjoint blocks, ``max`` over the same)."""
+    ops: dict[str, dict[str, Any]] = {}
+    for key in parts[0]["ops"]:
+        each = [p["ops"][key] for p in parts]
+        merged: dict[str, Any] = {"bitwise": all(f["bitwise"] for f in each),
+                                  "max_abs": max(f["max_abs"] for f in each),
+                                  "max_ulp": max(f["max_ulp"] for f in each)}
+        if key == "0":
+            merged["argmax_flips"] = flips([f["argmax_flips"] for f in each])
+        else:
+            merged["min_cosine"] = min(f["min_cosine"] for f in each)
+            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in each)
+        ops[key] = merged
+    return ops
+
+
+def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``reproducibility`` of a corpus recorded in shards (``golden record --ray``): the worst of
+    the shards' floors, which is what :func:`noise_floor` gives over the whole corpus (every field is
+    a maximum, a minimum, a count or an all-of)."""
+    if not parts:
+        raise ValueError("no noise floors to merge")
+    ops = worst_of_ops(parts, flips=sum)
+    return {"repeats": parts[0]["repeats"], "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
+
+
+def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict[str, Any]],
+                        tolerances: Tolerances, voiceprint_inputs: str) -> LaneScorer:
+    """Evidence of a rerun of the exact lane against the golden, judged against its floor."""
+    at_floor = Tolerances(op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+                          op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+                          op2=tolerances.op2.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}))
+    return LaneScorer("exact", ops, geometry, op_limits(at_floor, ops, floors, sample_bound=False), voiceprint_inputs)
+
+
+def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible: bool, fingerprint_matches: bool,
+                 differences: list[str]) -> Reproduction:
+    """The verification record (score files, JUnit, the report)."""
+    passed = all(v.passed for v in verdicts)
+    bitwise = all(v.metrics["bitwise"] for v in verdicts)
+    same_setup = fingerprint_matches and not differences
+    status: Status
+    if passed and bitwise:
+        status = "bitwise"
+    elif passed:
+        status = "within-noise-floor"
+    elif same_setup:
+        status = "failed"
+    else:
+        status = "drift"
+    ops: dict[str, OpVerdict] = {str(v.op): v for v in verdicts}
+    summary = describe(golden_id, status, fingerprint_matches, list(differences), ops)
+    return Reproduction(golden_id=golden_id, status=status, passed=passed, bitwise=bool(bitwise), same_setup=same_setup,
+                        fingerprint_matches=fingerprint_matches, golden_reproducible=bool(golden_reproducible),
+                        environment_differences=list(differences), ops=cast(dict[OpKey, OpVerdict], ops),
+                        summary=summary)
+
+
+def describe(gid: str, status: str, fingerprint_matches: bool, differences: list[str],
+             ops: Mapping[str, OpVerdict]) -> str:
+    """One line for people and CI logs; a different model fingerprint is named first."""
+    if status == "bitwise":
+        return f"golden {gid}: reproduced bitwise"
+    worst = _worst(ops)
+    if status == "within-noise-floor":
+        return f"golden {gid}: reproduced within its recorded noise floor ({worst})"
+    if status == "failed":
+        return f"golden {gid}: NOT reproduced on the same model and environment ({worst})"
+    why = [] if fingerprint_matches else ["the model fingerprint differs (another model or other weights)"]
+    why += differences
+    return f"golden {gid}: drift ({worst}); what differs: {'; '.join(why) or 'nothing recorded'}"
+
+
+def _worst(ops: Mapping[str, OpVerdict]) -> str:
+    for op, verdict in sorted(ops.items()):
+        failed = [c for c in verdict.checks if c.ok is False]
+        if failed:
+            c = failed[0]
+            return f"OP {op} {c.metric} {c.observed} vs allowed {c.allowed}"
+    maxes = {op: v.metrics.get("max_abs_finite", v.metrics.get("max_abs")) for op, v in ops.items()}
+    op, value = max(maxes.items(), key=lambda kv: kv[1] or 0.0)
+    return f"OP {op} max_abs {value:.3g}"

@@ -1,0 +1,111 @@
+"""Per-module error along the network, normalised by each module's own noise floor.
+
+Naming the first module whose output *differs* says nothing under ulp-level noise: a packed kernel
+that rounds one value differently makes the first layer "diverge" on every night. What a reader
+needs is where the error *grows* beyond what the release does to itself. So every module compared
+gets its max abs error, its relative error (max abs / the exact output's largest finite magnitude:
+relative to the module's scale, so a zero output element cannot make it infinite) and a floor:
+
+    floor = max(two-pass noise, one-ulp-jitter error, ulp(the module's output scale))
+
+all three per module. The first two are :mod:`harness.localisation.module_floors`' record with the golden, on a
+few sampled blocks run alone: how much the exact lane's two passes differ (often 0 on a CPU), and how
+much the module's output moves when every leaf module's output is moved by one ulp (what a kernel
+that rounds differently at every layer does, grown through the network as noise really grows:
+measured on the small reference model, one ulp at the input is 52 ulps at the LSTM's output, so a
+floor of one ulp alone names the LSTM under pure noise). The ulp term keeps the floor above zero.
+A golden recorded before module floors existed has only the ulp term; the result says so
+(``floor_source``: ``ulp``, with ``floor_note``). The first module whose ratio (error / floor)
+exceeds ``multiple`` (``[localise] floor_multiple``), or whose non-finite values differ, is named.
+
+Pure arithmetic on tensors: no model, no hooks (those are :mod:`harness.localisation.first_divergence`'s).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+DEFAULT_MULTIPLE = 4.0
+GOLDEN = "golden"
+ULP = "ulp"
+ULP_NOTE = ("the golden records no module floors (recorded before they existed, or by a model without torch "
+            "modules): each floor is one ulp of the module's output scale, which noise grown through the network "
+            "can exceed")
+
+
+def ulp_of(scale: float, dtype: torch.dtype) -> float:
+    """One unit in the last place at ``scale`` for ``dtype`` (1 for integer and bool tensors: their step)."""
+    if not dtype.is_floating_point:
+        return 1.0
+    info = torch.finfo(dtype)
+    if not math.isfinite(scale) or scale < info.tiny:
+        return float(info.eps * info.tiny)  # subnormal range: the smallest normal step
+    _, exponent = math.frexp(scale)  # scale = m * 2**exponent, 0.5 <= m < 1
+    return float(info.eps * 2.0 ** (exponent - 1))
+
+
+def scale_of(t: torch.Tensor) -> float:
+    """The largest finite magnitude of ``t`` (0.0 when it has none). One pass when every value is finite
+    (a NaN or an infinity shows in the min or max; only then are the finite ones picked out)."""
+    if t.numel() == 0:
+        return 0.0
+    lo, hi = (float(v) for v in torch.aminmax(t))
+    if math.isfinite(lo) and math.isfinite(hi) or not t.dtype.is_floating_point:
+        return max(abs(lo), abs(hi))
+    magnitude = t.abs()
+    magnitude = torch.where(torch.isfinite(magnitude), magnitude, torch.zeros((), dtype=t.dtype))
+    return float(magnitude.max())
+
+
+def difference(got: torch.Tensor, want: torch.Tensor, scale: float | None = None) -> dict[str, Any]:
+    """Max abs, relative (to ``want``'s scale; ``scale`` when known) error and the count of elements whose
+    finiteness differs. Cheap on the common cases (this runs on every module of every sampled call): equal
+    tensors cost one comparison, finite ones one subtraction; only a non-finite value takes the slow path."""
+    scale = scale_of(want) if scale is None else scale
+    tiny = float(torch.finfo(torch.float32).tiny)
+    if torch.equal(got, want):  # the common case of the golden's two passes: nothing to measure
+        return {"max_abs": 0.0, "max_rel": 0.0, "scale": scale, "non_finite": 0}
+    if got.dtype.is_floating_point and want.dtype == got.dtype:
+        max_abs = float((got - want).abs().max())  # NaN or inf when either side holds one
+        if math.isfinite(max_abs):
+            return {"max_abs": max_abs, "max_rel": max_abs / max(scale, tiny), "scale": scale, "non_finite": 0}
+    g, w = got.double(), want.double()
+    gf, wf = torch.isfinite(g), torch.isfinite(w)
+    diff = torch.where(gf & wf, (g - w).abs(), torch.zeros((), dtype=torch.float64))
+    max_abs = float(diff.max())
+    return {"max_abs": max_abs, "max_rel": max_abs / max(scale, tiny), "scale": scale,
+            "non_finite": int((gf != wf).sum())}
+
+
+def module_floor(recorded: Mapping[str, Any] | None, scale: float, dtype: torch.dtype) -> float:
+    """The floor of one module (module doc): the golden's two-pass noise or one-ulp-jitter error, whichever is
+    larger, never below one ulp of the larger of the golden's recorded scale and this block's."""
+    noise = max(float(recorded["max_abs"]), float(recorded.get("jitter", 0.0))) if recorded else 0.0
+    recorded_scale = float(recorded.get("scale", 0.0)) if recorded else 0.0
+    return max(noise, ulp_of(max(scale, recorded_scale), dtype))
+
+
+def along_network(pairs: Iterable[tuple[str, torch.Tensor, torch.Tensor]],
+                  floors: Mapping[str, Mapping[str, Any]] | None, multiple: float) -> dict[str, Any]:
+    """``pairs``: (module, packed slice, exact output) in execution order, iterated once (each pair may be read
+    when reached and dropped after). Returns the per-module table, the first module over ``multiple`` x its
+    floor, and where the floors came from."""
+    modules = []
+    first = None
+    for name, got, want in pairs:
+        d = difference(got, want)
+        floor = module_floor((floors or {}).get(name), d["scale"], want.dtype)
+        ratio = d["max_abs"] / floor
+        modules.append({"module": name, "max_abs": d["max_abs"], "max_rel": d["max_rel"], "floor": floor,
+                        "ratio": ratio, "non_finite": d["non_finite"]})
+        if first is None and (ratio > multiple or d["non_finite"]):
+            first = name
+    out: dict[str, Any] = {"modules": modules, "first_exceeding": first, "floor_multiple": float(multiple),
+                           "floor_source": GOLDEN if floors else ULP}
+    if not floors:
+        out["floor_note"] = ULP_NOTE
+    return out

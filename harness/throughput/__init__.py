@@ -1,0 +1,1 @@
+"""Throughput, latency and the harness's own share of a run's time."""

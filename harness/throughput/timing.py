@@ -1,0 +1,134 @@
+"""Throughput, latency and memory per lane and shape, from the recorded network calls.
+
+Speedup is measured the way the lanes run: interleaved. Each packed call of exactly k blocks (a
+last partial pack is excluded: it is not a k-block request) is paired
+with the exact lane's calls of the *same* blocks (every OP of them), which ran moments before on
+the same machine; the speedup is the median of those ratios, with a distribution-free 95 %
+interval for the median (order statistics). When the interval includes 1 the speedup is within
+noise. A call far slower than its lane's median (a stall: a page fault storm, another process) is
+counted, and cannot move a median the way it moves a sum.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from harness.data.schemas.results import STALL_FACTOR  # what the score's "stalls" count (a report says it)
+from harness.judging.binomial import half_binomial_cdf
+
+
+def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Key "exact" or the shape k as a string -> summary over every OP of that lane.
+
+    blocks_per_s counts a block once it has been through every OP (segmentation and the
+    voiceprints): it is the rate at which the engine could finish blocks in that lane.
+
+    One pass over ``calls`` (a stream: a large corpus's log is never held whole); what is kept is a
+    few numbers per call and the exact lane's time per block.
+    """
+    lanes: dict[str, dict[int, _OpCalls]] = defaultdict(dict)
+    exact_time: dict[str, float] = defaultdict(float)  # block id -> exact wall time summed over its OPs
+    units: dict[str, dict[frozenset[str], float]] = defaultdict(lambda: defaultdict(float))
+    for c in calls:
+        if c.get("replica", 0) != 0 or c.get("variant"):  # a variant's calls (lanes.variants) are not the shape's
+            continue
+        key = "exact" if c["lane"] == "exact" else str(int(c["shape"]))
+        op = int(c["op"])
+        lanes[key].setdefault(op, _OpCalls()).add(c)
+        ids = c.get("block_ids") or ()
+        if key == "exact":
+            for b in ids:
+                exact_time[b] += c["wall_s"] / max(1, len(ids))
+        elif ids:
+            units[key][frozenset(ids)] += c["wall_s"]
+    out = {key: _lane(per_op) for key, per_op in lanes.items()}
+    for key in out:
+        if key == "exact":
+            out[key]["speedup"] = 1.0
+            continue
+        out[key].update(_speedup(units.get(key, {}), exact_time, int(key)))
+    return out
+
+
+class _OpCalls:
+    """One lane's calls of one OP, as numbers."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.blocks = 0
+        self.request_bytes = 0
+        self.peak: int | None = None
+
+    def add(self, c: Mapping[str, Any]) -> None:
+        self.wall.append(float(c["wall_s"]))
+        self.blocks += int(c["blocks"])
+        self.request_bytes += int(c["request_bytes"])
+        if c.get("peak_device_bytes") is not None:
+            self.peak = max(self.peak or 0, int(c["peak_device_bytes"]))
+
+
+def _lane(per_op: dict[int, _OpCalls]) -> dict[str, Any]:
+    out_ops: dict[str, dict[str, Any]] = {}
+    stalls = 0
+    for op in sorted(per_op):
+        calls = per_op[op]
+        wall = np.array(calls.wall, dtype=np.float64)
+        median = float(np.median(wall))
+        op_stalls = int((wall > STALL_FACTOR * median).sum()) if median > 0 and wall.size >= 4 else 0
+        stalls += op_stalls
+        out_ops[str(op)] = {
+            "calls": int(wall.size),
+            "blocks": calls.blocks,
+            "wall_s": float(wall.sum()),
+            "blocks_per_s": calls.blocks / float(wall.sum()) if wall.sum() > 0 else None,
+            "p50_ms": float(np.percentile(wall, 50) * 1e3),
+            "p99_ms": float(np.percentile(wall, 99) * 1e3),
+            "mean_request_mb": float(calls.request_bytes / wall.size / 1e6),
+            "peak_device_mb": calls.peak / 2**20 if calls.peak is not None else None,
+            "stalls": op_stalls,
+        }
+    total = sum(v["wall_s"] for v in out_ops.values())
+    blocks = out_ops.get("0", {}).get("blocks", 0)
+    peaks = [v["peak_device_mb"] for v in out_ops.values() if v["peak_device_mb"] is not None]
+    return {"blocks": blocks, "wall_s": total, "blocks_per_s": blocks / total if total > 0 else None,
+            "peak_device_mb": max(peaks) if peaks else None, "ops": out_ops, "stalls": stalls}
+
+
+def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k: int) -> dict[str, Any]:
+    """Median over packed calls' block sets of (exact time of those blocks) / (packed time), over the
+    **full** k-block requests only: a last partial pack is not a k-block request, and its time says
+    nothing about one (a 16-block pack is not a 32-block speedup)."""
+    full = {ids: wall for ids, wall in units.items() if len(ids) == k}
+    excluded = len(units) - len(full)
+    ratios = np.array([sum(exact_time.get(b, 0.0) for b in ids) / wall for ids, wall in full.items()
+                       if wall > 0 and all(b in exact_time for b in ids)], dtype=np.float64)
+    basis = (f"{ratios.size} full {k}-block request(s)" + (f"; {excluded} partial pack(s) excluded" if excluded else "")
+             if ratios.size else f"no full {k}-block request: no speedup measured at k={k}")
+    if ratios.size == 0:
+        return {"speedup": None, "speedup_interval": None, "repetitions": 0, "within_noise": None,
+                "speedup_basis": basis}
+    lo, hi = median_interval(ratios)
+    interval = None if lo is None or hi is None else [lo, hi]  # both None, or neither
+    within = None if interval is None else bool(interval[0] <= 1.0 <= interval[1])
+    return {"speedup": float(np.median(ratios)), "speedup_interval": interval,
+            "repetitions": int(ratios.size), "within_noise": within, "speedup_basis": basis}
+
+
+def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Distribution-free interval for the median: order statistics x_(j)..x_(n-j+1) with
+    P(Binomial(n, 1/2) <= j - 1) <= (1 - confidence) / 2. None when n is too small (n < 6)."""
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    n = v.size
+    alpha = 1.0 - confidence
+    cdf = half_binomial_cdf(n)
+    j = int(np.searchsorted(cdf, alpha / 2 * (1 - 1e-12), side="left")) + 1 if n else 0  # ppf(alpha / 2) + 1
+    while j > 0 and cdf[j - 1] > alpha / 2:
+        j -= 1
+    if j < 1:
+        return None, None
+    return float(v[j - 1]), float(v[n - j])
+
