@@ -77,10 +77,11 @@ def _memory() -> dict[str, int]:
 
 
 def _config(model: str, shapes: tuple[int, ...]):
-    from harness.numerics import NumericSettings
-    from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
+    from harness.data.numeric_settings import NumericSettings
 
     # the cost of each plain lane (one arrangement): --arrangements N adds lanes, not cost per lane
+    from harness.data.schemas.config_file import EvidenceSection
+    from harness.release_config import ModelSpec, ReleaseConfig
     return ReleaseConfig(name=RELEASE, model=ModelSpec(model), candidates=shapes,
                          numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
 

@@ -13,13 +13,13 @@ import argparse
 import time
 
 from harness.corpus.synth import synth_corpus
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from harness.numerics import NumericSettings
 from harness.progress import progress_bar
 from harness.throughput.timing import summarize_calls
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
+from lanes.runner import LaneHooks, RunPlan, run_lanes
 
 
 def main() -> None:
@@ -38,7 +38,8 @@ def main() -> None:
     plan = RunPlan(shapes=shapes, ops=ops)
     start = time.perf_counter()
     with progress_bar("lanes", plan.calls(len(corpus))) as tick:
-        calls = run_lanes(corpus.blocks, backend, plan, sink=lambda lane, batch: None, progress=tick)
+        calls = run_lanes(corpus.blocks, backend, plan, sink=lambda lane, batch: None,
+                          hooks=LaneHooks(progress=tick))
     wall = time.perf_counter() - start
     summary = summarize_calls([c.to_dict() for c in calls])
     windows = sum(int((b.valid > 0).sum()) for b in corpus.blocks)

@@ -3,7 +3,7 @@
     python benchmarks/bench_ray.py --model small --blocks 96 --workers 2 [--shapes 2,4] [--threads 1]
 
 Records one golden (in this process), then runs the CLI twice, as a user would: ``harness nightly``
-and ``harness nightly --ray local --ray-workers N``; prints both wall times (Ray's start-up and the
+and ``harness nightly --ray local --set ray.workers=N``; prints both wall times (Ray's start-up and the
 workers' model loading included: that is what a job pays) and checks the two merged runs' lane files
 are the same bits. Order alternates with ``--repeats`` so drift hits both alike.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from golden.runs import load_run
 from harness.corpus.synth import synth_corpus
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.record import record_golden
 from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
@@ -51,16 +51,16 @@ def main() -> None:
     golden, _ = record_golden(tmp / "goldens", "bench", synth_corpus(model.geometry, args.blocks).rows(),
                               InProcessBackend(model, numerics), cfg)
     base = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden.path), "--model", args.model,
-            "--threads", str(args.threads), "--shapes", args.shapes, "--no-localise", "--no-progress"]
-    variants = {"one process": [], f"--ray local, {args.workers} workers": ["--ray", "local", "--ray-workers",
-                                                                            str(args.workers)]}
+            "--set", f"numerics.threads={args.threads}", "--shapes", args.shapes, "--no-localise", "--no-progress"]
+    variants = {"one process": [], f"--ray local, {args.workers} workers": ["--ray", "local", "--set",
+                                                                            f"ray.workers={args.workers}"]}
     times: dict[str, list[float]] = {name: [] for name in variants}
     files: dict[str, dict] = {}
     for r in range(args.repeats):
         for name, extra in (list(variants.items()) if r % 2 == 0 else list(reversed(variants.items()))):
             out = tmp / f"{len(times[name])}-{name.split()[0].strip('-')}"
-            cmd = [*base, "--out", str(out), "--ledger", str(out) + "-ledger.json", "--manifest",
-                   str(out) + "-promoted.json", *extra]
+            cmd = [*base, "--out", str(out), "--set", f"nightly.ledger='{out}-ledger.json'", "--set",
+                   f"nightly.manifest='{out}-promoted.json'", *extra]
             start = time.perf_counter()
             done = subprocess.run(cmd, capture_output=True, text=True)
             times[name].append(time.perf_counter() - start)

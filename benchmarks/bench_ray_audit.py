@@ -4,7 +4,7 @@
 
 Captures ``--blocks`` synthetic blocks served by the model (the simulated engine, 4 blocks a request,
 every OP), then runs the CLI as a user would: ``harness audit`` and ``harness audit --ray local
---ray-workers N``; prints both wall times (Ray's start-up and the workers' model loading included:
+--set ray.workers=N``; prints both wall times (Ray's start-up and the workers' model loading included:
 that is what a job pays) and checks the two audit files agree but for their time of making. Order
 alternates with ``--repeats`` so drift hits both alike.
 """
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from harness.corpus.synth import synth_corpus
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.capture import serve_and_capture
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
@@ -46,9 +46,9 @@ def main() -> None:
     capture = tmp / "capture.parquet"
     requests = serve_and_capture(capture, synth_corpus(backend.geometry, args.blocks).blocks, backend, 4)
     base = [sys.executable, "-m", "harness.cli", "audit", str(capture), "--golden-model", args.model,
-            "--threads", str(args.threads), "--no-progress"]
-    variants = {"one process": [], f"--ray local, {args.workers} workers": ["--ray", "local", "--ray-workers",
-                                                                            str(args.workers)]}
+            "--set", f"numerics.threads={args.threads}", "--no-progress"]
+    variants = {"one process": [], f"--ray local, {args.workers} workers": ["--ray", "local", "--set",
+                                                                            f"ray.workers={args.workers}"]}
     times: dict[str, list[float]] = {name: [] for name in variants}
     contents: set[str] = set()
     for r in range(args.repeats):

@@ -50,13 +50,14 @@ from golden.tables import GROUP_BLOCKS, LaneWriter  # noqa: E402
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from harness.data.jsonio import dumps, seal  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
+from harness.data.numeric_settings import NumericSettings  # noqa: E402
 from harness.data.ops import ALL_OPS, Op  # noqa: E402
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs  # noqa: E402
 from harness.data.parquet import RUN_COMPRESSION  # noqa: E402
-from harness.numerics import NumericSettings  # noqa: E402
+from harness.data.schemas.config_file import EvidenceSection  # noqa: E402
 from harness.pipeline.record import record_golden  # noqa: E402
 from harness.pipeline.run import plan_for, run_shapes  # noqa: E402
-from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig  # noqa: E402
+from harness.release_config import ModelSpec, ReleaseConfig  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
 

@@ -24,13 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a source checkout
 
 from harness.corpus.synth import synth_corpus  # noqa: E402
+from harness.data.numeric_settings import NumericSettings  # noqa: E402
 from harness.data.ops import Op  # noqa: E402
-from harness.numerics import NumericSettings  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
 from lanes.runner import RunPlan, run_lanes  # noqa: E402
 from lanes.triton.server import ServerOptions, TritonServer  # noqa: E402
-from lanes.triton.triton_backend import TritonBackend  # noqa: E402
+from lanes.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
 
 
 @dataclass
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     options = ServerOptions(model_spec=args.model, numerics=numerics, startup_timeout_s=600)
     with TritonServer(options) as server:
         startup = time.perf_counter() - started
-        with TritonBackend(server.url, timeout_s=600) as remote:
+        with TritonBackend(server.url, policy=CallPolicy(timeout_s=600)) as remote:
             assert remote.fingerprint == local.fingerprint, "server and in-process models differ"
             samples: dict[tuple[str, int], list[Sample]] = {}
             for k in ks:  # warm-up: first calls pay for allocations and lazy initialisation

@@ -29,7 +29,7 @@ from triton_bench_support import TRANSPORT_SPEC, op0_calls, percentile, request_
 
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from lanes.triton.server import TritonServer  # noqa: E402
-from lanes.triton.triton_backend import TritonBackend  # noqa: E402
+from lanes.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with TritonServer(server_options(spec, args.threads, args.instances)) as server:
         startup = time.perf_counter() - started
-        backends = {c: TritonBackend(server.url, concurrency=c, shm=args.shm, timeout_s=900,
-                                     max_request_bytes=2**31) for c in levels}
+        policy = CallPolicy(timeout_s=900, max_request_bytes=2**31)
+        backends = {c: TritonBackend(server.url, concurrency=c, shm=args.shm, policy=policy) for c in levels}
         try:
             corpus = synth_corpus(backends[levels[0]].geometry, blocks=args.blocks)
             blocks = list(corpus.blocks)

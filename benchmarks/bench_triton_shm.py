@@ -30,7 +30,7 @@ from triton_bench_support import TRANSPORT_SPEC, op0_calls, percentile, request_
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from lanes.triton import shm  # noqa: E402
 from lanes.triton.server import TritonServer  # noqa: E402
-from lanes.triton.triton_backend import TritonBackend  # noqa: E402
+from lanes.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
 
 SPECS = {"transport": TRANSPORT_SPEC, "small": "small", "full": "full"}
 
@@ -40,10 +40,9 @@ def bench_model(name: str, args: argparse.Namespace, ks: list[int]) -> list[str]
     started = time.perf_counter()
     with TritonServer(server_options(SPECS[name], args.threads)) as server:
         startup = time.perf_counter() - started
-        with TritonBackend(server.url, concurrency=args.concurrency, timeout_s=900,
-                           max_request_bytes=2**31) as http, \
-                TritonBackend(server.url, concurrency=args.concurrency, timeout_s=900, shm=True,
-                              max_request_bytes=2**31) as via_shm:
+        policy = CallPolicy(timeout_s=900, max_request_bytes=2**31)
+        with TritonBackend(server.url, concurrency=args.concurrency, policy=policy) as http, \
+                TritonBackend(server.url, concurrency=args.concurrency, shm=True, policy=policy) as via_shm:
             corpus = synth_corpus(http.geometry, blocks=args.blocks)
             blocks = list(corpus.blocks)
             print(f"# {name}: server start {startup:.1f} s, geometry window {http.geometry.window_samples} samples",

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from harness.corpus.synth import synth_corpus
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.model_api import load_model, staged_entry
     from lanes.staging import InferOnly
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.data.blocks import Block
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from harness.packers.packing import pack
 from lanes.triton.server import ServerOptions
 

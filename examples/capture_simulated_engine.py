@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness.corpus.synth import synth_corpus
 from harness.data.blocks import Block
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from harness.packers.packing import PackedRequest, pack
 from harness.pipeline.capture import serve_and_capture
 from lanes.backend import InProcessBackend

@@ -21,16 +21,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
 from harness.data.errors import BackendError, HarnessError, check_interrupted
-from harness.data.geometry import Geometry
+from harness.data.geometry import Geometry, geometry_of
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from harness.data.response import check_response
-from harness.numerics import LazyModule, NumericSettings, in_force
-from lanes.model_api import Model, Stage, describe, geometry_of, staged_entry
+from harness.numerics import LazyModule, in_force
+from lanes.model_api import Model, Stage, describe, staged_entry
 from lanes.staging import Staged, Stager
 
 if TYPE_CHECKING:
@@ -66,8 +67,14 @@ class CallResult:
     peak_device_bytes: int | None
 
 
-# One call as the lanes hand it to a backend: OP, wire request, windows, rows, where (for errors).
-Call = tuple[Op, Mapping[str, np.ndarray], int, int, str]
+class Call(NamedTuple):
+    """One call as the lanes hand it to a backend."""
+
+    op: Op
+    request: Mapping[str, np.ndarray]  # the wire request: tensor name -> array
+    windows: int
+    rows: int
+    where: str  # what the call is, for its errors: "exact lane k=1 OP 0 block 'b3'"
 
 
 class Backend(Protocol):

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from harness.data.errors import ModelError
-from lanes.model_api import Model, geometry_of, load_model, staged_entry
+from harness.data.geometry import geometry_of
+from lanes.model_api import Model, load_model, staged_entry
 from lanes.simulated_device import IntervalLog
 
 

@@ -92,7 +92,7 @@ class ExactLane:
             if b.op.is_voiceprint and not b.rows:
                 deliver(i, none)
                 continue
-            call: Call = (b.op, b.tensors(), b.windows, b.rows, f"exact lane k=1 OP {int(b.op)} block {b.id!r}")
+            call = Call(b.op, b.tensors(), b.windows, b.rows, f"exact lane k=1 OP {int(b.op)} block {b.id!r}")
             yield call, functools.partial(self._take, b, replica, call, i, deliver)
 
     def _take(self, b: Block, replica: int, call: Call, i: int, deliver: Callable[[int, np.ndarray], None],
@@ -130,7 +130,7 @@ class FastLane:
             lane = f"k={self.k}" + (f" ({self.variant})" if self.variant else "")  # "k=2 (k2.d)": a variant lane
             where = (f"fast lane {lane} OP {int(packed.op)} blocks {ids[0]!r}"
                      + (f"..{ids[-1]!r}" if len(ids) > 1 else ""))
-            call: Call = (packed.op, packed.tensors(), packed.windows, packed.rows, where)
+            call = Call(packed.op, packed.tensors(), packed.windows, packed.rows, where)
             yield call, functools.partial(self._take, packed, call, i, deliver)
 
     def _take(self, packed: PackedRequest, call: Call, i: int, deliver: Callable[[int, list[np.ndarray]], None],

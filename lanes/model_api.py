@@ -212,14 +212,6 @@ def check_model(model: object, where: str) -> Model:
     return model
 
 
-def geometry_of(model: Model) -> Geometry:
-    """The model's geometry as the harness reads it: a :class:`Geometry`, parsed from a dict where the model
-    declares one. The model's attribute is never replaced: its own code may index the dict it declared.
-    :func:`check_model` has refused a dict that does not parse, so this cannot fail for a loaded model."""
-    geometry = model.geometry
-    return geometry if isinstance(geometry, Geometry) else Geometry.from_dict(dict(geometry))
-
-
 def describe(model: Model) -> dict:
     if hasattr(model, "describe"):
         return dict(model.describe())

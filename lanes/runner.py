@@ -47,17 +47,17 @@ from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.data.overlap import prefetch
+from harness.data.schemas.config_file import VOICEPRINT_INPUTS
 from harness.data.shape import EXACT, Shape, ShapeError, lane_name
 from harness.data.workers import SettlingPool
 from harness.packers.packing import HARNESS_PACKER, Packer
-from harness.release_config import VOICEPRINT_INPUTS
 from lanes.backend import Backend, Call
 from lanes.device_queue import Ordered, ordered
 from lanes.lanes import CallLog, ExactLane, FastLane, Take
 from lanes.variants import Arranger, Entry, FastVariant, arrangement, check_variants, consecutive, sent_as
 from lanes.warm_up import warm_up
 
-__all__ = ["Arranger", "FastVariant", "GoldenInputs", "RunPlan", "check_request_sizes", "run_lanes"]
+__all__ = ["Arranger", "FastVariant", "GoldenInputs", "LaneHooks", "RunPlan", "check_request_sizes", "run_lanes"]
 
 _MAX_GROUP = 256
 
@@ -67,6 +67,17 @@ Sink = Callable[[str, LaneOutputs], None]
 
 # the golden's WEIGHTS/IDX of a group of blocks (isolated voiceprint inputs without the exact lane's)
 GoldenInputs = Callable[[list[str]], Mapping[Op, Mapping[str, VoiceprintRows]]]
+
+
+@dataclass(frozen=True)
+class LaneHooks:
+    """What a caller of :func:`run_lanes` follows the lanes with: ``progress``, ticked per call; ``log``, the call
+    log every network call (the warm-up excluded) is appended to (None: a new list; a writer of the call log
+    file keeps memory flat); ``on_first_queued``, called once, the first group read and its warm-up queued."""
+
+    progress: Progress | None = None
+    log: CallLog | None = None
+    on_first_queued: Callable[[], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,14 +140,12 @@ def run_lanes(
     sink: Sink,
     golden_inputs: GoldenInputs | None = None,
     packer: Packer = HARNESS_PACKER,
-    progress: Progress | None = None,
-    log: CallLog | None = None,
-    on_first_queued: Callable[[], object] | None = None,
+    hooks: LaneHooks = LaneHooks(),
 ) -> CallLog:
     """Run the plan over ``blocks`` (OP 0 blocks of audio), giving each lane's outputs of each group
-    to ``sink``. Every network call made (the warm-up excluded) is appended to ``log`` (a list by
-    default; a writer of the call log file keeps memory flat) and ``log`` is returned.
-    ``on_first_queued``: called once, the first group read and its warm-up queued, just before its calls are
+    to ``sink``. Every network call made (the warm-up excluded) is appended to ``hooks.log`` (a list by
+    default; a writer of the call log file keeps memory flat) and the log is returned.
+    ``hooks.on_first_queued``: called once, the first group read and its warm-up queued, just before its calls are
     (the group may wait on its own calls, so not after them); a caller's background start-up (the nightly's
     scoring kernels, :func:`harness.data.metrics.start_warming`) then runs while the device has work, not
     beside the start-up it would slow.
@@ -150,8 +159,9 @@ def run_lanes(
         raise LaneError("a plan of isolated voiceprint inputs and no exact lane needs the golden's voiceprint inputs")
     if plan.include_exact and 1 not in plan.release_shapes.get(Op.SEGMENTATION, ()):
         raise LaneError("this runner interleaves block by block: the release shape must be 1 block per call")
+    progress, on_first_queued = hooks.progress, hooks.on_first_queued
     tick = progress or (lambda n: None)
-    log = [] if log is None else log
+    log = [] if hooks.log is None else hooks.log
     exact = ExactLane(backend, plan.release_shapes, log)
     fast: list[_FastLane] = [(FastLane(backend, k, log, plan.pad_to_fixed, packer), (lane_name(k),), None)
                              for k in plan.shapes]
@@ -161,6 +171,7 @@ def run_lanes(
     with ordered(backend, plan.pipeline) as line, SettlingPool(1, "golden-inputs") as reader, \
             contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups:
         ends: deque[int] = deque()  # the marks of the groups whose outputs are not yet given to the sink
+        run = _Group(line, exact, fast, plan, geometry, sink, tick)
         for members in groups:
             while len(ends) >= 2:  # at most two groups in memory
                 line.wait(ends.popleft())
@@ -170,7 +181,7 @@ def run_lanes(
                 on_first_queued()
             first = False
             given = _given(golden_inputs, [b.id for b in members], reader if line.pipelined else None)
-            ends.append(_run_group(members, line, exact, fast, plan, geometry, given, sink, tick))
+            ends.append(_run_group(members, given, run))
         line.drain()
     return log
 
@@ -203,12 +214,27 @@ _FastLane = tuple[FastLane, tuple[str, ...], FastVariant | None]
 _Placed = tuple[FastLane, list[list[Entry]], list[OutputCollector]]
 
 
-def _run_group(members: list[Block], line: Ordered, exact: ExactLane, fast: list[_FastLane], plan: RunPlan,
-               geometry: Geometry, golden_given: Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None],
-               sink: Sink, tick: Progress) -> int:
+@dataclass(frozen=True)
+class _Group:
+    """What every group of one :func:`run_lanes` is run with: the device line, the lanes, the plan, the
+    geometry, where the outputs go and the progress tick."""
+
+    line: Ordered
+    exact: ExactLane
+    fast: list[_FastLane]
+    plan: RunPlan
+    geometry: Geometry
+    sink: Sink
+    tick: Progress
+
+
+def _run_group(members: list[Block], golden_given: Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None],
+               run: _Group) -> int:
     """Push every call of one group, in the device order (OP 0: exact lane(s), plain shapes, variants; then
     each voiceprint OP alike), each answer taken into its lane's collector; returns the mark after
-    which the group's outputs have gone to ``sink``."""
+    which the group's outputs have gone to ``run.sink``."""
+    line, exact, fast, plan = run.line, run.exact, run.fast, run.plan
+    geometry, sink, tick = run.geometry, run.sink, run.tick
     order = [b.id for b in members]
     exact_out = [OutputCollector(geometry) for _ in range(plan.exact_repeats if plan.include_exact else 0)]
     placed: list[_Placed] = []

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.data.geometry import geometry_of
 from harness.numerics import LazyModule
-from lanes.model_api import geometry_of
 
 if TYPE_CHECKING:
     import torch

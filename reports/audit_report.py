@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.fsio import atomic_write_many, make_dirs
+from harness.data.jsonio import plain_dict
 from harness.data.schemas.results import OpVerdictModel
 from reports.junit import new_suite, op_case, write_suite
 from reports.shape_facts import op_facts
-from reports.signoff import plain_dict, template_environments
+from reports.signoff import template_environments
 
 SUITE = "harness.audit"
 CLASSNAME = "production_audit"

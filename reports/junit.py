@@ -32,6 +32,7 @@ from harness.data.fsio import atomic_write
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.refusals import NUMERICS
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.evidence.registry import kinds
 from reports.margin_section import junit_properties
 
 if TYPE_CHECKING:
@@ -72,8 +73,9 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
             op_case(case, int(op), verdict, None if shape.cause is None else shape.cause.kind)
             props = case.find("properties")
             assert props is not None  # op_case always adds it
-            for key, value in shape.requests.model_dump(mode="json").items():  # the full k-block requests behind it
-                ET.SubElement(props, "property", name=f"requests_{key}", value=str(value))
+            for kind in kinds():  # every kind of evidence's properties (the full k-block requests behind it, ...)
+                for name, value in kind.junit(k, shape):
+                    ET.SubElement(props, "property", name=name, value=value)
             if shape.cause is not None:
                 ET.SubElement(props, "property", name="cause", value=shape.cause.kind)
                 ET.SubElement(props, "property", name="cause_evidence", value=shape.cause.evidence)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.data.ops import Op
 from harness.data.schemas.files import Floor
 from harness.data.schemas.results import Score
+from harness.judging.judges import floor_figures, judge_for
 
 
 def repeat_facts(score: Score) -> dict[str, Any] | None:
@@ -35,9 +37,9 @@ def repeat_facts(score: Score) -> dict[str, Any] | None:
                 "fraction_blocks_differing": o.blocks_differing / o.blocks if o.blocks else 0.0,
                 "unit": o.unit, "units": o.units, "units_differing": o.units_differing,
                 "first_differing_block": o.first_differing_block,
-                "noise": o.noise.model_dump(mode="json"), "noise_text": floor_text(o.noise),
+                "noise": o.noise.model_dump(mode="json"), "noise_text": floor_text(o.op, o.noise),
                 "release_floor": o.release_floor.model_dump(mode="json") if o.release_floor is not None else None,
-                "release_floor_text": floor_text(o.release_floor),
+                "release_floor_text": floor_text(o.op, o.release_floor),
                 "as_reproducible_as_release": o.as_reproducible_as_release,
                 "sentence": sentence(int(k), o.op, o.as_reproducible_as_release, o.tolerance_mode, refused),
             })
@@ -54,15 +56,6 @@ def sentence(k: int, op: int, as_release: bool, mode: str, refused: bool) -> str
     return f"k={k} OP {op} is NOT as reproducible as the release: {then}"
 
 
-def floor_text(f: Floor | None) -> str:
-    """A floor (or a lane's noise) in one cell: "bitwise", or its figures."""
-    if f is None:
-        return "not recorded"
-    if f.bitwise:
-        return "bitwise"
-    parts = [f"max_abs {f.max_abs:.3g}", f"max_ulp {f.max_ulp:,}"]
-    if f.argmax_flips:
-        parts.append(f"{f.argmax_flips:,} argmax flips")
-    if f.min_cosine is not None and f.min_cosine < 1.0:
-        parts.append(f"min cosine 1 − {1.0 - f.min_cosine:.2g}")
-    return ", ".join(parts)
+def floor_text(op: int, f: Floor | None) -> str:
+    """A floor (or a lane's noise) in one cell: "bitwise", or its figures (the OP's judge's)."""
+    return floor_figures.words(judge_for(Op(op)).floor_figures, None if f is None else f.model_dump(), report=True)

@@ -23,6 +23,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,21 +31,19 @@ import jinja2
 from markupsafe import Markup
 
 from harness.data.fsio import atomic_write_many
-from harness.data.jsonio import plain
+from harness.data.jsonio import plain_dict
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
 from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
 from harness.judging.judges.judge_base import shown_figure
 from harness.ledger.promotion import judging_overrides, ledger_states, overrides_line
-from reports.arrangement_section import arrangement_facts, arrangement_images
 from reports.engine import EngineManifest, engine_line
+from reports.evidence_sections import evidence_facts
 from reports.host_line import timing_line
-from reports.load_section import load_facts, load_images
 from reports.margin_section import margin_facts, margin_images
 from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
 from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
-from reports.repeat_section import repeat_facts
 from reports.shape_facts import shape_facts
 from reports.template_cache import bytecode_cache
 
@@ -61,13 +60,6 @@ Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 # ---------------------------------------------------------------------------------------------
 # Facts
-
-
-def plain_dict(data: object) -> dict[str, Any]:
-    """``plain(data)`` (a deep JSON-plain copy) of a dict, which is a dict again: said once for the type checker."""
-    out = plain(data)
-    assert isinstance(out, dict)  # a JSON round trip keeps a dict a dict
-    return out
 
 
 def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequence[Mapping[str, Any]] | None = None,
@@ -260,33 +252,41 @@ def _md_cell(value: object) -> str:
 # Writing
 
 
-def write_report(out_dir: Path, score: Score, ledger: Ledger | None = None,
-                 transitions: Sequence[Mapping[str, Any]] | None = None, localisation: Localisation | None = None,
-                 verification: Reproduction | None = None, promoted: bool = True,
-                 margins: MarginsView | None = None, engine: EngineManifest | None = None) -> dict[str, Path]:
-    """Write report.html, report.md and report.json under ``out_dir``; returns their paths (``promoted``
-    False: a ``--no-promote`` night, said in one line; ``margins``: the trends over the ledger's history,
-    shown as a "Margins" section, absent without it; ``engine``: the manifest the engine reads, see
-    :func:`build_facts`)."""
+@dataclass(frozen=True)
+class ReportContext:
+    """What a report shows beside its score: the ledger and this night's transitions, the localisation, a
+    separate verification, whether the night promoted (False: a ``--no-promote`` night, said in one line), the
+    margins over the ledger's history (a "Margins" section, absent without them) and the manifest the engine
+    reads (see :func:`build_facts`). Every part is optional: a report of a score alone is a report."""
+
+    ledger: Ledger | None = None
+    transitions: Sequence[Mapping[str, Any]] | None = None
+    localisation: Localisation | None = None
+    verification: Reproduction | None = None
+    promoted: bool = True
+    margins: MarginsView | None = None
+    engine: EngineManifest | None = None
+
+
+def write_report(out_dir: Path, score: Score, context: ReportContext = ReportContext()) -> dict[str, Path]:
+    """Write report.html, report.md and report.json under ``out_dir``; returns their paths."""
+    c = context
+    ledger, transitions, localisation, verification = c.ledger, c.transitions, c.localisation, c.verification
+    promoted, margins, engine = c.promoted, c.margins, c.engine
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted, engine)
     images = build_images(score, facts)
     if margins is not None:  # only then: a report without a history is the same file it was
         facts["margins"] = plain_dict(margin_facts(margins))
         images.update(margin_images(margins))
-    if score.load is not None:  # a concurrency sweep (harness.pipeline.load_sweep): its section, else none
-        facts["load"] = plain_dict(load_facts(score))
-        images.update(load_images(score))
-    if (repeats := repeat_facts(score)) is not None:  # only with --repeats N: otherwise the same file as before
-        facts["repeats"] = repeats
-    if (arranged := arrangement_facts(score)) is not None:  # only with --arrangements N >= 2: else as before
-        facts["arrangements"] = plain_dict(arranged)
-        images.update(arrangement_images(arranged))
+    evidence = evidence_facts(score)  # every kind of evidence's section (reports.evidence_sections)
+    facts.update(evidence.facts)
+    images.update(evidence.images)
     if (errors := module_error_facts(localisation)) is not None:  # localisation measured modules: else no section
         facts["module_errors"] = plain_dict(errors)
         images.update(module_error_images(errors))
     html_env, md_env = template_environments()
-    context = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
+    page = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     paths = {
         "json": out_dir / "report.json",
         "md": out_dir / "report.md",
@@ -294,6 +294,6 @@ def write_report(out_dir: Path, score: Score, ledger: Ledger | None = None,
     }
     # all three or none: a report folder never holds one page of this score beside another's
     atomic_write_many({paths["json"]: json.dumps(facts, indent=1, sort_keys=True) + "\n",
-                       paths["md"]: md_env.get_template("report.md.j2").render(**context),
-                       paths["html"]: html_env.get_template("report.html.j2").render(**context)})
+                       paths["md"]: md_env.get_template("report.md.j2").render(**page),
+                       paths["html"]: html_env.get_template("report.html.j2").render(**page)})
     return paths

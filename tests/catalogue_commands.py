@@ -44,19 +44,19 @@ case(K, "shapes-zero", ("run", "--golden", "goldens/r", "--shapes", "0", *CFG), 
 case(K, "shapes-twice", ("run", "--golden", "goldens/r", "--shapes", "2,2", *CFG), "--shapes '2,2'")
 case(K, "shapes-over-max", ("run", "--golden", "goldens/r", "--shapes", "2,100001", *CFG),
      "--shapes '2,100001': 100001 blocks per call is over the largest shape, 100000")
-case(K, "seed-over-numpy-range", ("golden", "record", "--seed", str(2**32), *CFG), "--seed")
-case(K, "seed-negative", ("golden", "record", "--seed", "-1", *CFG), "--seed")
-case(K, "shard-0-of-4", ("nightly", "--golden", "goldens/r", "--shard", "0/4", *CFG), "--shard '0/4'")
-case(K, "shard-garbage", ("nightly", "--golden", "goldens/r", "--shard", "half", *CFG), "--shard 'half'")
-case(K, "threads-negative", ("run", "--golden", "goldens/r", "--threads", "-1", *CFG), "--threads")
-case(K, "run-laws-examples-negative", ("run", "--golden", "goldens/r", "--laws-examples", "-1", *CFG),
-     "--laws-examples")
-case(K, "nightly-laws-examples-abc", ("nightly", "--golden", "goldens/r", "--laws-examples", "abc", *CFG),
-     "--laws-examples")
+case(K, "seed-over-numpy-range", ("golden", "record", "--set", f"model.seed={2**32}", *CFG), "model.seed")
+case(K, "seed-negative", ("golden", "record", "--set", "model.seed=-1", *CFG), "model.seed")
+case(K, "shard-0-of-4", ("nightly", "--golden", "goldens/r", "--set", "nightly.shard=0/4", *CFG), "shard '0/4'")
+case(K, "shard-garbage", ("nightly", "--golden", "goldens/r", "--set", "nightly.shard=half", *CFG), "shard 'half'")
+case(K, "threads-negative", ("run", "--golden", "goldens/r", "--set", "numerics.threads=-1", *CFG), "numerics.threads")
+case(K, "run-laws-examples-negative", ("run", "--golden", "goldens/r", "--set", "packer.laws_examples=-1", *CFG),
+     "packer.laws_examples")
+case(K, "nightly-laws-examples-abc", ("nightly", "--golden", "goldens/r", "--set", "packer.laws_examples=abc", *CFG),
+     "packer.laws_examples")
 case(K, "run-arrangements-0", ("run", "--golden", "goldens/r", "--arrangements", "0", *CFG), "--arrangements")
 case(K, "nightly-repeats-0", ("nightly", "--golden", "goldens/r", "--repeats", "0", *CFG), "--repeats")
-case(K, "run-packer-digest-without-cmd", ("run", "--golden", "goldens/r", "--packer-digest", "ab" * 32, *CFG, *QUIET),
-     "--packer-digest")
+case(K, "run-packer-digest-without-cmd", ("run", "--golden", "goldens/r", "--set", f"packer.digest={'ab' * 32}", *CFG,
+                                          *QUIET), "--packer-digest")
 case(K, "tolerance-lenient", ("score", "--golden", "goldens/r", "--run", RUN, "--tolerance", "lenient"),
      "--tolerance 'lenient'")
 case(K, "device-gpu", ("run", "--golden", "goldens/r", "--device", "gpu", *CFG), "--device 'gpu'")
@@ -102,9 +102,11 @@ case(K, "serve-without-triton", ("serve", "--model", "small"), "triton")
 case(K, "backend-ftp", ("golden", "verify", "goldens/r", "--backend", "ftp:nope", *CFG), "--backend 'ftp:nope'")
 case(K, "backend-port-not-a-number", ("golden", "verify", "goldens/r", "--backend", "http://127.0.0.1:notaport", *CFG),
      "port 'notaport' is not a whole number from 1 to 65535")
-case(K, "ray-workers-0", ("nightly", "--golden", "goldens/r", "--ray", "local", "--ray-workers", "0", *CFG),
-     "--ray-workers 0")
-case(K, "concurrency-in-process", ("run", "--golden", "goldens/r", "--concurrency", "4", *CFG), "--concurrency")
+case(K, "ray-workers-0", ("nightly", "--golden", "goldens/r", "--ray", "local", "--set", "ray.workers=0", *CFG),
+     "--set 'ray.workers=0': ray.workers")
+# a removed alias of a configuration key: one line naming the --set key, before anything is read
+case(K, "removed-flag-concurrency", ("run", "--golden", "goldens/r", "--concurrency", "4", *CFG),
+     "harness run: --concurrency was removed: use --set backend.concurrency=N")
 case(K, "set-not-key-value", ("nightly", "--golden", "goldens/r", "--set", "workers", *CFG),
      "--set 'workers': expected TABLE.KEY=VALUE")
 case(K, "set-unknown-key", ("nightly", "--golden", "goldens/r", "--set", "ray.worker=2", *CFG),
@@ -117,24 +119,24 @@ case(K, "set-localise-floor-multiple-under-1", ("golden", "record", "--set", "lo
      "--set 'localise.floor_multiple=0.5': localise.floor_multiple: Input should be greater than or equal to 1")
 case(K, "set-concurrency-in-process", ("run", "--golden", "goldens/r", "--set", "backend.concurrency=4", *CFG),
      "applies to a Triton backend")
-case(K, "sweep-concurrency-garbage", ("nightly", "--golden", "goldens/r", "--sweep-concurrency", "1,x", *CFG),
-     "--sweep-concurrency '1,x': expected whole numbers separated by commas")
-case(K, "sweep-concurrency-twice", ("nightly", "--golden", "goldens/r", "--sweep-concurrency", "2,2", *CFG),
-     "--sweep-concurrency [2, 2]: load.concurrency: a concurrency is listed twice in [2, 2]")
-case(K, "sweep-concurrency-in-process", ("nightly", "--golden", "goldens/r", "--sweep-concurrency", "1,2", *CFG,
+case(K, "sweep-concurrency-garbage", ("nightly", "--golden", "goldens/r", "--set", "load.concurrency=1,x", *CFG),
+     "--set 'load.concurrency=1,x': load.concurrency")
+case(K, "sweep-concurrency-twice", ("nightly", "--golden", "goldens/r", "--set", "load.concurrency=[2,2]", *CFG),
+     "--set 'load.concurrency=[2,2]': load.concurrency: a concurrency is listed twice in [2, 2]")
+case(K, "sweep-concurrency-in-process", ("nightly", "--golden", "goldens/r", "--set", "load.concurrency=[1,2]", *CFG,
                                          *QUIET), "the load sweep runs on a Triton backend")
 case(K, "merge-not-a-shard", ("merge", "goldens", "--golden", "goldens/r", *CFG), "expected one shard run")
 case(K, "merge-no-shards", ("merge", "--golden", "goldens/r", *CFG), "Missing argument 'shards'")
 case(K, "corpus-path-a-directory", ("corpus", "show", "goldens", *CFG), "is a directory")
-case(K, "packer-and-packer-cmd", ("run", "--golden", "goldens/r", "--packer", "harness", "--packer-cmd", "cat", *CFG,
-                                  *QUIET), "give one packer")
+case(K, "packer-and-packer-cmd", ("run", "--golden", "goldens/r", "--set", "packer.spec=harness", "--set",
+                                  "packer.cmd=cat", *CFG, *QUIET), "give one packer")
 case(K, "ledger-shape-0", ("ledger", "--shape", "0"), "--shape")
 case(K, "demo-blocks-0", ("demo", "--blocks", "0"), "--blocks")
 case(K, "verify-other-model-spec", ("golden", "verify", "goldens/r", "--model", "nonsense"), "model spec 'nonsense'")
 # another model is refused before any work, naming both sides; the folder of goldens lists them
 case(K, "verify-other-geometry", ("golden", "verify", "goldens/r", *CFG, "--model", "full", *QUIET),
      "golden of another model geometry")
-case(K, "verify-other-weights", ("golden", "verify", "goldens/r", *CFG, "--seed", "1", *QUIET),
+case(K, "verify-other-weights", ("golden", "verify", "goldens/r", *CFG, "--set", "model.seed=1", *QUIET),
      "golden of another model: recorded with fingerprint")
 case(K, "verify-folder-of-goldens", ("golden", "verify", "goldens", *CFG, *QUIET),
      "goldens: not a golden; it holds 2: goldens/r, goldens/slow (pass one of them as GOLDEN)")
@@ -170,10 +172,10 @@ case(K, "record-goldens-a-file", ("golden", "record", "--corpus", "c.parquet", "
 case(K, "record-release-exists", ("golden", "record", "--corpus", "c.parquet", *CFG, *QUIET), "exists")
 case(K, "run-runs-under-a-file", ("run", "--golden", "goldens/r", "--runs", "a.wav/runs", *CFG, *QUIET), "is a file")
 case(K, "nightly-out-a-file", ("nightly", "--golden", "goldens/r", "--out", "c.parquet", *CFG, *QUIET), "is a file")
-case(K, "nightly-ledger-a-directory", ("nightly", "--golden", "goldens/r", "--out", "n", "--ledger", "runs", *CFG,
-                                       *QUIET), "it is a directory")
-case(K, "nightly-bad-ledger-before-work", ("nightly", "--golden", "goldens/r", "--out", "n", "--ledger",
-                                           "ledger.json", *CFG, *QUIET), "not a harness ledger",
+case(K, "nightly-ledger-a-directory", ("nightly", "--golden", "goldens/r", "--out", "n", "--set", "nightly.ledger=runs",
+                                       *CFG, *QUIET), "it is a directory")
+case(K, "nightly-bad-ledger-before-work", ("nightly", "--golden", "goldens/r", "--out", "n", "--set",
+                                           "nightly.ledger=ledger.json", *CFG, *QUIET), "not a harness ledger",
      text_file("ledger.json", "[]"))
 case(K, "merge-out-a-file", ("merge", "n1", "--golden", "goldens/r", "--out", "c.parquet", *CFG), "is a file",
      mkdir("n1"))
@@ -193,8 +195,8 @@ case(U, "golden-record", ("golden", "record", "--corpus", "c.parquet", "--golden
 case(U, "run", ("run", "--golden", "goldens/r", "--runs", "ro/runs", *CFG, *QUIET), "ro", how="nobody")
 case(U, "score", (*SCORE[:-2], "--out", "ro/s.json", *CFG), "ro", how="nobody")
 case(U, "promote", (*PROMOTE, "--ledger", "ro/l.json", "--manifest", "ro/m.json"), "ro", how="nobody")
-case(U, "nightly", ("nightly", "--golden", "goldens/r", "--out", "ro/n", "--ledger", "ro/l.json", *CFG, *QUIET),
-     "ro", how="nobody")
+case(U, "nightly", ("nightly", "--golden", "goldens/r", "--out", "ro/n", "--set", "nightly.ledger=ro/l.json", *CFG,
+                    *QUIET), "ro", how="nobody")
 case(U, "report", (*REPORT[:-2], "--out", "ro/rep"), "ro", how="nobody")
 case(U, "unreadable-config", ("corpus", "show", "c.parquet", "--config", "ro/secret.toml"), "secret.toml",
      how="nobody")

@@ -386,7 +386,7 @@ case(K, "run-exact-rows-missing", SCORE, "exact",
      forge_run_file("exact/op0.parquet", lambda p: pq.write_table(pq.read_table(p).slice(0, 8), p)))
 
 K = "capture"
-AUDIT = ("audit", "--golden-model", "small", "--threads", "1", *QUIET)
+AUDIT = ("audit", "--golden-model", "small", "--set", "numerics.threads=1", *QUIET)
 case(K, "capture-missing", (*AUDIT, "missing.parquet"), "capture file not found")
 case(K, "capture-not-parquet", (*AUDIT, "cap.parquet"), "not a readable Parquet capture file",
      text_file("cap.parquet", "hello"))

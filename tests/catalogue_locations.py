@@ -31,8 +31,9 @@ case(K, "nightly-out-the-golden", (*NIGHTLY, "--out", GM), f"{GM}: cannot write 
      f"{THE_GOLDEN}")
 case(K, "nightly-out-inside-the-golden", (*NIGHTLY, "--out", f"{GM}/n"), SEALED)
 case(K, "nightly-out-a-run", (*NIGHTLY, "--out", RUN), THE_RUN)
-case(K, "nightly-ledger-inside-the-golden", (*NIGHTLY, "--out", "n", "--ledger", f"{GM}/ledger.json"), SEALED)
-case(K, "nightly-ledger-over-the-config", (*NIGHTLY, "--out", "n", "--ledger", "harness.toml"),
+case(K, "nightly-ledger-inside-the-golden", (*NIGHTLY, "--out", "n", "--set", f"nightly.ledger={GM}/ledger.json"),
+     SEALED)
+case(K, "nightly-ledger-over-the-config", (*NIGHTLY, "--out", "n", "--set", "nightly.ledger=harness.toml"),
      f"cannot write the ledger over --config harness.toml, {INPUT}")
 case(K, "merge-out-a-shard", ("merge", "n1", "--golden", GM, "--out", "n1", *CFG),
      f"n1: cannot write the merge output folder over shard folder n1, {INPUT}", mkdir("n1"))
@@ -92,8 +93,8 @@ READERS = {"golden verify", "golden show", "corpus show", "shapes", "ledger", "h
 K = "usage"
 case(K, "set-laws-examples-1e20", (*NIGHTLY, "--set", "packer.laws_examples=100000000000000000000"),
      "packer.laws_examples: Input should be less than or equal to 1000000 (got 100000000000000000000)")
-case(K, "run-laws-examples-over-bound", ("run", "--golden", GM, "--laws-examples", "1000001", *CFG, *QUIET),
-     "--laws-examples 1000001: packer.laws_examples: Input should be less than or equal to 1000000")
+case(K, "run-laws-examples-over-bound", ("run", "--golden", GM, "--set", "packer.laws_examples=1000001", *CFG, *QUIET),
+     "--set 'packer.laws_examples=1000001': packer.laws_examples: Input should be less than or equal to 1000000")
 case(K, "laws-examples-over-bound", ("laws", "--examples", "1000001"), "1000000")
 case(K, "arrangements-over-bound", ("run", "--golden", GM, "--arrangements", "65", *CFG, *QUIET),
      "evidence.arrangements: Input should be less than or equal to 64")
@@ -101,13 +102,13 @@ case(K, "repeats-over-bound", (*NIGHTLY, "--repeats", "65"), "evidence.repeats: 
      "to 64")
 case(K, "set-concurrency-over-bound", ("golden", "record", "--set", "backend.concurrency=1025", *CFG),
      "backend.concurrency: Input should be less than or equal to 1024")
-case(K, "sweep-concurrency-over-bound", (*NIGHTLY, "--sweep-concurrency", "1,2000"),
+case(K, "sweep-concurrency-over-bound", (*NIGHTLY, "--set", "load.concurrency=[1,2000]"),
      "load.concurrency.1: Input should be less than or equal to 1024")
 case(K, "set-load-blocks-over-bound", (*NIGHTLY, "--set", "load.blocks=10000001"),
      "load.blocks: Input should be less than or equal to 10000000")
 case(K, "synth-blocks-over-bound", ("corpus", "synth", "x.parquet", "--blocks", "10000001", *CFG), "10000000")
-case(K, "shard-count-over-bound", (*NIGHTLY, "--shard", "1/100000000000000000000"),
-     "--shard '1/100000000000000000000': at most 10,000,000 shards")
+case(K, "shard-count-over-bound", (*NIGHTLY, "--set", "nightly.shard=1/100000000000000000000"),
+     "shard '1/100000000000000000000': at most 10,000,000 shards")
 case(K, "set-ray-workers-over-bound", (*NIGHTLY, "--set", "ray.workers=4097"),
      "ray.workers: Input should be less than or equal to 4096")
 case(K, "set-ray-retries-over-bound", (*NIGHTLY, "--set", "ray.retries=101"),
@@ -139,7 +140,7 @@ def part_of_another_ledger(ws) -> None:
 
 case(K, "part-of-another-ledger", ("history", "--ledger", "ledger.json", "--shape", "2"),
      f"{PART}: not this ledger's history part: it holds the figures of run {OTHER_RUN}", part_of_another_ledger)
-case(K, "nightly-part-of-another-ledger", (*NIGHTLY, "--out", "n", "--ledger", "ledger.json"),
+case(K, "nightly-part-of-another-ledger", (*NIGHTLY, "--out", "n", "--set", "nightly.ledger=ledger.json"),
      f"{PART}: not this ledger's history part", part_of_another_ledger)
 
 

@@ -35,7 +35,7 @@ def small_corpus(geometry):
 
 @pytest.fixture(scope="session")
 def backend(small_model):
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.backend import InProcessBackend
 
     return InProcessBackend(small_model, NumericSettings())

@@ -9,16 +9,18 @@ from golden.runs import Run
 from golden.store import Golden
 from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import Corpus
+from harness.data.geometry import geometry_of
+from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.results import Score
 from harness.data.tolerances import Tolerances
-from harness.numerics import NumericSettings
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for
 from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
-from lanes.model_api import geometry_of, load_model
+from lanes.model_api import load_model
 
 ONE_ARRANGEMENT = EvidenceSection(arrangements=1)
 

@@ -17,7 +17,7 @@ CALL_KEYS = ("lane", "shape", "op", "blocks", "windows", "rows", "request_bytes"
 def null_setup(blocks: int = 10):
     """The null model at the small geometry, its in-process backend and ``blocks`` synthetic blocks."""
     from harness.corpus.synth import synth_corpus
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.backend import InProcessBackend
     from lanes.model_api import load_model
 
@@ -25,11 +25,12 @@ def null_setup(blocks: int = 10):
     return InProcessBackend(model, NumericSettings()), synth_corpus(model.geometry, blocks, seed=0).blocks
 
 
-def run_collect(blocks, backend, plan, **kw):
-    from lanes.runner import run_lanes
+def run_collect(blocks, backend, plan, **hooks):
+    """``hooks``: the fields of :class:`lanes.runner.LaneHooks` (``log=...``)."""
+    from lanes.runner import LaneHooks, run_lanes
 
     parts = defaultdict(list)
-    calls = run_lanes(blocks, backend, plan, lambda lane, batch: parts[lane].append(batch), **kw)
+    calls = run_lanes(blocks, backend, plan, lambda lane, batch: parts[lane].append(batch), hooks=LaneHooks(**hooks))
     return {lane: LaneOutputs.concat(p) for lane, p in parts.items()}, list(calls)
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from harness.data.errors import LedgerError
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.results import Score
 from harness.data.tolerances import Tolerances
 from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection
 from tests.pipeline import config_for, record, run_shapes
 
 SHAPES = (4,)

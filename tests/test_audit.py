@@ -27,8 +27,8 @@ from harness.capture.result import read_audit
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import SchemaError
 from harness.data.jsonio import write_json_atomic
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from harness.numerics import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
 from harness.release_config import ModelSpec, ReleaseConfig
@@ -264,7 +264,7 @@ def run(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
 
 
 def test_the_command_line(captures, tmp_path, capsys, monkeypatch):
-    common = ("--golden-model", "small", "--threads", "1", "--no-progress")
+    common = ("--golden-model", "small", "--set", "numerics.threads=1", "--no-progress")
     code, out, err = run(capsys, monkeypatch, str(captures["good"]), *common, "--out", str(tmp_path / "a"))
     assert code == 0 and err == "" and "audit: PASS: 9 captured requests" in out
     code, out, err = run(capsys, monkeypatch, str(captures["off-by-one"]), *common, "--out", str(tmp_path / "b"))

@@ -22,7 +22,7 @@ import harness.pipeline.audit as audit_mod
 from harness.capture import CaptureReader
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import BackendError
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
 from harness.release_config import ModelSpec, ReleaseConfig

@@ -197,8 +197,9 @@ def rewritten(src: Path, dst: Path, change=lambda t: t, meta: bytes | None = Non
 
 
 def audit_cli(capsys, monkeypatch, path: Path, *more: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", "audit", str(path), "--golden-model", "small", "--threads", "1",
-                                      "--no-progress", "--out", str(path.parent / "audit"), *more])
+    monkeypatch.setattr(sys, "argv", ["harness", "audit", str(path), "--golden-model", "small", "--set",
+                                      "numerics.threads=1", "--no-progress", "--out", str(path.parent / "audit"),
+                                      *more])
     try:
         cli.main()
         code = 0

@@ -19,7 +19,7 @@ def test_every_command_has_help(capsys, monkeypatch, command):
 
 def test_help_explains_the_options(capsys, monkeypatch):
     _, out, _ = run(capsys, monkeypatch, "nightly", "--help")
-    for words in ("--shard", "1-based", "--backend", "Triton", "--device", "Exit 0 only"):
+    for words in ("[nightly] shard", "1-based", "--backend", "Triton", "--device", "Exit 0 only"):
         assert words in out
 
 
@@ -31,7 +31,7 @@ def test_help_explains_the_options(capsys, monkeypatch):
     (["promote", "--score", "/nonexistent.json"], "score file not found"),
     (["corpus", "synth", "x.parquet", "--model", "nonsense"], "model spec 'nonsense'"),
     (["golden", "record", "--config", "/nonexistent.toml"], "configuration file not found"),
-    (["nightly", "--golden", "/x", "--shard", "5/4", "--model", "small"], "--shard '5/4'"),
+    (["nightly", "--golden", "/x", "--set", "nightly.shard=5/4", "--model", "small"], "--shard '5/4'"),
     (["run", "--golden", "/x", "--shapes", "2,x", "--model", "small"], "--shapes '2,x'"),
     (["run", "--golden", "/x", "--shapes", "2,,4", "--model", "small"], "an empty entry is not a shape"),
     (["corpus", "synth", "x.parquet", "--blocks", "abc"], "harness corpus synth: Invalid value for '--blocks'"),
@@ -40,8 +40,9 @@ def test_help_explains_the_options(capsys, monkeypatch):
     (["golden", "record", "--release", "/abs", "--model", "small"], "--release '/abs'"),
     (["golden", "record", "--release", "", "--model", "small"], "--release ''"),
     (["score", "--golden", "/x", "--run", "/y", "--tolerance", "lenient"], "--tolerance 'lenient'"),
-    (["nightly", "--golden", "/x", "--voiceprint-inputs", "golden"], "--voiceprint-inputs 'golden'"),
-    (["golden", "record", "--seed", "-1", "--model", "small"], "--seed -1"),
+    (["nightly", "--golden", "/x", "--set", "lanes.voiceprint_inputs=golden"],
+     "--set 'lanes.voiceprint_inputs=golden': lanes.voiceprint_inputs: "),
+    (["golden", "record", "--set", "model.seed=-1", "--model", "small"], "--set 'model.seed=-1': model.seed: "),
     (["nightly", "--golden", "/x", "--device", "gpu"], "--device 'gpu'"),
     (["frobnicate"], "No such command 'frobnicate'"),
 ])
@@ -144,16 +145,16 @@ def _listed_options(out: str) -> list[str]:
 
 
 def test_nightly_help_lists_at_most_17_options_and_names_the_set_keys(capsys, monkeypatch):
-    """Rarely used flags are configuration keys (--set TABLE.KEY=VALUE), hidden from --help, which stays short:
-    at most 17 options, --help included, the evidence's --arrangements and --repeats in plain sight."""
+    """Rarely used settings are configuration keys (--set TABLE.KEY=VALUE), not flags: --help stays short, at most
+    17 options, --help included, the evidence's --arrangements and --repeats in plain sight."""
     _, out, _ = run(capsys, monkeypatch, "nightly", "--help")
     listed = _listed_options(out)
     assert len(listed) <= 17, listed
     assert "--arrangements" in listed and "--repeats" in listed
     for kept in ("--golden", "--config", "--shapes", "--backend", "--tolerance", "--ray", "--set", "--no-promote"):
         assert kept in listed or f"-c, {kept}" in out, kept
-    for hidden in ("--ray-workers", "--concurrency", "--packer-cmd", "--laws-examples", "--seed", "--ledger"):
-        assert hidden not in listed, hidden
+    for gone in ("--ray-workers", "--concurrency", "--packer-cmd", "--laws-examples", "--seed", "--ledger"):
+        assert gone not in listed and gone not in out, gone
     flat = " ".join(out.split())
     for key in ("[backend] url, concurrency, shm, model_label", "[ray] address, workers, shards, retries, accelerator",
                 "[packer] spec, cmd, digest, laws_examples", "[nightly] shard"):
@@ -161,12 +162,12 @@ def test_nightly_help_lists_at_most_17_options_and_names_the_set_keys(capsys, mo
 
 
 @pytest.mark.parametrize("args,message", [
-    # hidden aliases still parse (no "No such option") and are validated as their keys
-    (["nightly", "--golden", "/x", "--ray", "local", "--ray-workers", "0"], "--ray-workers 0: ray.workers: "),
-    (["run", "--golden", "/x", "--laws-examples", "-1"], "--laws-examples -1: packer.laws_examples: "),
-    (["golden", "record", "--threads", "-1"], "--threads -1: numerics.threads: "),
-    (["nightly", "--golden", "/x", "--ray-accelerator", "H100"], "--ray-accelerator: applies with --ray only"),
     # --set: any key, validated with the file, named as typed
+    (["nightly", "--golden", "/x", "--ray", "local", "--set", "ray.workers=0"], "--set 'ray.workers=0': ray.workers: "),
+    (["run", "--golden", "/x", "--set", "packer.laws_examples=-1"], "--set 'packer.laws_examples=-1': "
+     "packer.laws_examples: "),
+    (["golden", "record", "--set", "numerics.threads=-1"], "--set 'numerics.threads=-1': numerics.threads: "),
+    (["nightly", "--golden", "/x", "--set", "ray.accelerator=H100"], "ray.accelerator: applies with --ray only"),
     (["nightly", "--golden", "/x", "--set", "ray.workers=0"], "--set 'ray.workers=0': ray.workers: "),
     (["audit", "c.parquet", "--set", "ray.retries=-1"], "--set 'ray.retries=-1': ray.retries: "),
     (["score", "--golden", "/x", "--run", "/y", "--set", "tolerances.op1.mode=lenient"],
@@ -174,7 +175,7 @@ def test_nightly_help_lists_at_most_17_options_and_names_the_set_keys(capsys, mo
     (["nightly", "--golden", "/x", "--set", "backend.concurency=4"], "did you mean 'concurrency'?"),
     (["nightly", "--golden", "/x", "--set", "concurrency"], "--set 'concurrency': expected TABLE.KEY=VALUE"),
 ])
-def test_hidden_aliases_and_set_are_refused_by_the_one_validator(capsys, monkeypatch, tmp_path, args, message):
+def test_set_is_refused_by_the_one_validator(capsys, monkeypatch, tmp_path, args, message):
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, monkeypatch, *args)
     lines = [line for line in err.splitlines() if line.strip()]
@@ -184,7 +185,83 @@ def test_hidden_aliases_and_set_are_refused_by_the_one_validator(capsys, monkeyp
 def test_set_and_flags_reach_the_configuration_flags_winning():
     from harness.cli.app import backend_of, resolve_config
 
-    cfg = resolve_config(None, sets=["backend.concurrency=4", "ray.workers=2", "nightly.ledger='l.json'"],
-                         ray_workers=3, shm=True, backend="http://127.0.0.1:8000")
-    assert cfg.backend.concurrency == 4 and cfg.ray.workers == 3 and cfg.nightly.ledger == "l.json"
-    assert backend_of(cfg).url == "http://127.0.0.1:8000" and backend_of(cfg).shm
+    cfg = resolve_config(None, sets=["backend.concurrency=4", "ray.workers=2", "nightly.ledger='l.json'",
+                                     "backend.shm=true", "backend.url='http://127.0.0.1:9'", "ray.address='auto'"],
+                         backend="http://127.0.0.1:8000", ray="local")
+    assert cfg.backend.concurrency == 4 and cfg.ray.workers == 2 and cfg.nightly.ledger == "l.json"
+    assert backend_of(cfg).url == "http://127.0.0.1:8000" and backend_of(cfg).shm and cfg.ray.address == "local"
+
+
+# every removed alias of a configuration key, and a --set value that its key accepts
+REMOVED = {
+    "--seed": "model.seed=3", "--mkldnn": "numerics.mkldnn=true", "--no-mkldnn": "numerics.mkldnn=false",
+    "--threads": "numerics.threads=1", "--voiceprint-inputs": "lanes.voiceprint_inputs=chained",
+    "--concurrency": "backend.concurrency=2", "--shm": "backend.shm=true", "--no-shm": "backend.shm=false",
+    "--model-label": "backend.model_label=mine", "--ray-workers": "ray.workers=2", "--ray-shards": "ray.shards=2",
+    "--ray-retries": "ray.retries=1", "--ray-accelerator": "ray.accelerator=H100", "--packer": "packer.spec=harness",
+    "--packer-cmd": "packer.cmd=cat", "--packer-digest": f"packer.digest={'ab' * 32}",
+    "--laws-examples": "packer.laws_examples=0", "--shard": "nightly.shard=1/2", "--ledger": "nightly.ledger=l.json",
+    "--manifest": "nightly.manifest=m.json", "--sweep-concurrency": "load.concurrency=[1,2]",
+}
+NEEDS_RAY = ("ray.",)
+
+
+def test_the_removed_flags_are_the_table_of_the_command_line():
+    from harness.cli.app import REMOVED_FLAGS
+
+    assert set(REMOVED_FLAGS) == set(REMOVED)
+    for flag, key in REMOVED_FLAGS.items():
+        assert key.split("=")[0] == REMOVED[flag].split("=")[0], flag
+
+
+@pytest.mark.parametrize("flag", sorted(REMOVED))
+def test_a_removed_flag_is_one_line_naming_its_set_key_and_the_set_form_is_accepted(capsys, monkeypatch, tmp_path,
+                                                                                   flag):
+    from harness.cli.app import REMOVED_FLAGS
+
+    monkeypatch.chdir(tmp_path)
+    nightly = ["nightly", "--golden", str(tmp_path / "nowhere"), "--model", "small", "--no-progress"]
+    value = [] if flag in ("--mkldnn", "--no-mkldnn", "--shm", "--no-shm") else ["1"]
+    code, out, err = run(capsys, monkeypatch, *nightly, flag, *value)
+    assert (code, out, err) == (2, "", f"harness: error: harness nightly: {flag} was removed: use --set "
+                                         f"{REMOVED_FLAGS[flag]}\n")
+    code, _, err = run(capsys, monkeypatch, *nightly, f"{flag}=1")  # --flag=value: the same line
+    assert code == 2 and err.endswith(f"{flag} was removed: use --set {REMOVED_FLAGS[flag]}\n"), err
+    # the --set form is accepted and validated: the command goes on to the golden, which is not there
+    ray = ["--ray", "local"] if REMOVED[flag].startswith(NEEDS_RAY) else []
+    code, _, err = run(capsys, monkeypatch, *nightly, *ray, "--set", REMOVED[flag])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "nowhere" in lines[0] and "was removed" not in lines[0], err
+    assert not list(tmp_path.iterdir())  # refused before any work: nothing written
+
+
+@pytest.mark.parametrize("args,line", [
+    (["run", "--golden", "g", "--laws-examples", "0"], "harness run: --laws-examples was removed: use --set "
+     "packer.laws_examples=N"),
+    (["golden", "record", "--seed", "1"], "harness golden record: --seed was removed: use --set model.seed=N"),
+    (["golden", "verify", "g", "--threads", "1"], "harness golden verify: --threads was removed: use --set "
+     "numerics.threads=N"),
+    (["merge", "n1", "--golden", "g", "--ledger", "l.json"], "harness merge: --ledger was removed: use --set "
+     "nightly.ledger=PATH"),
+    (["audit", "c.parquet", "--ray-workers", "2"], "harness audit: --ray-workers was removed: use --set ray.workers=N"),
+    (["serve", "--no-mkldnn"], "harness serve: --no-mkldnn was removed: use --set numerics.mkldnn=false"),
+])
+def test_every_command_that_had_an_alias_names_its_set_key(capsys, monkeypatch, tmp_path, args, line):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, monkeypatch, *args)
+    assert (code, out, err) == (2, "", f"harness: error: {line}\n")
+
+
+def test_a_commands_own_option_of_a_removed_name_stays_its_own(capsys, monkeypatch, tmp_path):
+    """promote, report, shapes, ledger and history have their own --ledger/--manifest, laws its own --packer, --seed
+    and --packer-digest: those are not the removed aliases. After `--` nothing is an option."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, monkeypatch, "promote", "--score", "s.json", "--ledger", "l.json", "--manifest",
+                       "m.json")
+    assert code == 2 and "score file not found" in err and "removed" not in err, err
+    code, _, err = run(capsys, monkeypatch, "laws", "--packer-cmd", "cat", "--packer-digest", "xyz", "--seed", "1")
+    assert code == 2 and "--packer-digest 'xyz': expected a sha256" in err and "removed" not in err, err
+    code, _, err = run(capsys, monkeypatch, "laws", "--ledger", "l.json")  # laws takes no --set: click's own line
+    assert code == 2 and "No such option: --ledger" in err, err
+    code, _, err = run(capsys, monkeypatch, "nightly", "--golden", "g", "--", "--seed")
+    assert code == 2 and "removed" not in err, err

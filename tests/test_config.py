@@ -6,7 +6,7 @@ import pytest
 
 from harness.data.errors import ConfigError
 from harness.data.ops import Op
-from harness.release_config import config_from_dict, load_config
+from harness.release_config import config_from_dict, load_config, parse_set
 
 
 def test_embedded_default():
@@ -134,8 +134,8 @@ def test_a_flag_is_validated_by_the_files_validator_and_named(tmp_path):
     path = tmp_path / "harness.toml"
     path.write_text("[model]\nseed = 3\n")
     with pytest.raises(ConfigError) as info:
-        load_config(path, [_flag("--seed", "model.seed", -1)])
-    assert str(info.value) == "--seed -1: model.seed: Input should be greater than or equal to 0 (got -1)"
+        load_config(path, [parse_set("model.seed=-1")])
+    assert str(info.value) == "--set 'model.seed=-1': model.seed: Input should be greater than or equal to 0 (got -1)"
     path.write_text("[model]\nseed = -1\n")  # negative control: the same value from the file names the file
     with pytest.raises(ConfigError, match=r"harness.toml: model.seed: Input should be greater than or equal to 0"):
         load_config(path)
@@ -150,7 +150,7 @@ def test_a_flag_is_validated_by_the_files_validator_and_named(tmp_path):
 def test_flags_override_the_file_and_the_last_one_wins(tmp_path):
     path = tmp_path / "harness.toml"
     path.write_text("[model]\nseed = 3\n[tolerances.op0]\nmode = 'bitwise'\nmax_abs = 0.5\n[backend]\nshm = true\n")
-    cfg = load_config(path, [_flag("--set", "model.seed", 5), _flag("--seed", "model.seed", 7),
+    cfg = load_config(path, [parse_set("model.seed=5"), parse_set("model.seed=7"),
                              _flag("--tolerance", "tolerances.op0.mode", "tolerance")])
     assert cfg.model.seed == 7 and cfg.tolerances.op0.mode == "tolerance" and cfg.tolerances.op0.max_abs == 0.5
     assert cfg.backend.shm and cfg.backend.url == "in-process"
@@ -202,7 +202,7 @@ def test_the_transport_tables_are_checked_and_stay_out_of_what_runs_record(tmp_p
 # ---------------------------------------------------------------------------- every count has an upper bound
 def _bounded_counts() -> dict[str, int]:
     """Every int key of the configuration (as ``table.key``, a list's items as ``table.key[]``) and its bound."""
-    from harness.release_config import ConfigFile
+    from harness.data.schemas.config_file import ConfigFile
 
     out = {}
     for table, section in ConfigFile.model_fields.items():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from harness.corpus.synth import synth_corpus
+from harness.data.numeric_settings import NumericSettings
 from harness.data.tolerances import SegmentationTolerance, Tolerances
-from harness.numerics import NumericSettings
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.score import score_run
 from tests.pipeline import pipeline

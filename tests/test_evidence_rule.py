@@ -22,13 +22,14 @@ from hypothesis import strategies as st
 
 from harness.data.errors import LedgerError
 from harness.data.figures import holds, passing_limit
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.refusals import CAUSES, DEPENDS, GOLDEN, LAWS, NON_FINITE, NOT_REPRODUCIBLE, NUMERICS, SIZE
 from harness.data.schemas.results import CheckModel, OpVerdictModel, RequestEvidence, Score, ShapeScore
+from harness.data.schemas.verdicts import CheckDetails
 from harness.data.tolerances import Tolerances
 from harness.evidence.refusal import ScoreFacts, refusal_cause
 from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection
 from reports.junit import summary_line
 from tests.cli_run import harness_cli
 from tests.pipeline import config_for, record, run_shapes
@@ -54,7 +55,8 @@ def _nightly(capsys, monkeypatch, golden: Path, out: Path, spec: str, mode: str,
              ) -> tuple[int, list[str], dict, ET.Element]:
     code, stdout, stderr = harness_cli(capsys, monkeypatch, "nightly", "--golden", str(golden), "--out", str(out),
                                        "--model", spec, "--shapes", "4", "--arrangements", "3", "--tolerance", mode,
-                                       "--laws-examples", FAST_LAWS, "--no-promote", "--no-progress", "--no-localise",
+                                       "--set", f"packer.laws_examples={FAST_LAWS}", "--no-promote", "--no-progress",
+                                       "--no-localise",
                                        *extra)
     assert code in (0, 1), stderr
     score = json.loads((out / "score.json").read_text())
@@ -155,10 +157,11 @@ def _failing(v: OpVerdictModel, check: CheckModel) -> OpVerdictModel:
     return v.model_copy(update={"checks": [*v.checks, check], "passed": False, "reasons": [*v.reasons, check.line()]})
 
 
-REAL = CheckModel.gate(0, "max_abs", 0.5, "<=", 1e-4, unit="windows", offending=3, total=64, limit="max_abs")
-NAN = CheckModel.gate(0, "non_finite", 3, "==", 0, unit="elements", offending=3, total=64)
-THIN = CheckModel.gate(0, "flip_rate_upper95", 0.01, "<=", 1e-3, unit="audio frames", offending=0, total=300,
-                       limit="max_flip_rate")
+REAL = CheckModel.gate(0, "max_abs", 0.5, "<=", 1e-4,
+                       CheckDetails(unit="windows", offending=3, total=64, limit="max_abs"))
+NAN = CheckModel.gate(0, "non_finite", 3, "==", 0, CheckDetails(unit="elements", offending=3, total=64))
+THIN = CheckModel.gate(0, "flip_rate_upper95", 0.01, "<=", 1e-3,
+                       CheckDetails(unit="audio frames", offending=0, total=300, limit="max_flip_rate"))
 INJECTIONS = ("laws", "golden", "nan_plain", "nan_dup", "repeat", "load", "slots", "dup", "arranged", "plain",
               "requests", "thin")
 
@@ -204,8 +207,8 @@ def _inject(score: Score, chosen: set[str]) -> tuple[ShapeScore, ScoreFacts]:
     verification = score.verification
     if "golden" in chosen:
         verification = verification.model_copy(update={"passed": False, "summary": "golden x: NOT reproduced"})
-    load = {"4": ["k=4 is not accurate under load (concurrency 4 of the sweep [1, 4]): ..."]} if "load" in chosen \
-        else {}
+    load = {"4": [(NOT_REPRODUCIBLE, "k=4 is not accurate under load (concurrency 4 of the sweep [1, 4]): ...")]} \
+        if "load" in chosen else {}
     return shape, ScoreFacts(laws, verification, load)
 
 
@@ -275,16 +278,16 @@ def test_would_pass_at_is_a_limit_that_passes_and_no_looser_than_its_digits(obse
         step = 10.0 ** (math.floor(math.log10(float(text))) - (digits - 1)) if float(text) else 0.0
         tighter = float(text) - step if relation == "<=" else float(text) + step
         assert not holds(observed, relation, tighter) or tighter == float(text), (observed, relation, text, tighter)
-        check = CheckModel.gate(0, "max_abs", observed, relation, allowed, limit="max_abs")
+        check = CheckModel.gate(0, "max_abs", observed, relation, allowed, CheckDetails(limit="max_abs"))
         assert check.would_pass_at == text and f"allowed (would pass at {text})" in check.line()
 
 
 def test_would_pass_at_reads_as_the_issue_asks_and_not_where_no_limit_passes():
-    c = CheckModel.gate(0, "max_abs", 2.1e-4, "<=", 1e-4, limit="max_abs")
+    c = CheckModel.gate(0, "max_abs", 2.1e-4, "<=", 1e-4, CheckDetails(limit="max_abs"))
     assert c.line() == "OP 0 max_abs: 0.00021 > 0.0001 allowed (would pass at 0.00021)"
-    assert CheckModel.gate(1, "min_cosine", 0.9999876543, ">=", 0.99999, limit="min_cosine").would_pass_at == \
-        "0.999987654"
-    nan = CheckModel.gate(0, "max_abs", float("nan"), "<=", 1e-4, limit="max_abs")
+    cosine = CheckModel.gate(1, "min_cosine", 0.9999876543, ">=", 0.99999, CheckDetails(limit="min_cosine"))
+    assert cosine.would_pass_at == "0.999987654"
+    nan = CheckModel.gate(0, "max_abs", float("nan"), "<=", 1e-4, CheckDetails(limit="max_abs"))
     assert nan.would_pass_at is None and "(no limit passes a non-finite value)" in nan.line()
     fixed = CheckModel.gate(0, "differing_elements", 12, "==", 0)
     assert fixed.would_pass_at is None and "would pass" not in fixed.line()

@@ -168,7 +168,8 @@ def test_promote_says_first_that_the_golden_did_not_reproduce(base: Base, tmp_pa
     (ws / "loose.toml").write_text(CONFIG.replace("[tolerances.op0]\n", "[tolerances.op0]\nmax_abs = 0.01\n"))
     monkeypatch.chdir(ws)
     loose = ("--config", "loose.toml")
-    assert cli_status("run", "--golden", "goldens/r", "--runs", "runs2", "--no-mkldnn", *loose, *QUIET) == 0
+    assert cli_status("run", "--golden", "goldens/r", "--runs", "runs2", "--set", "numerics.mkldnn=false", *loose,
+                      *QUIET) == 0
     (run,) = (ws / "runs2").iterdir()
     assert cli_status("score", "--golden", "goldens/r", "--run", f"runs2/{run.name}", "--out", "s.json", *loose) == 1
     capsys.readouterr()

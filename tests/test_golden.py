@@ -44,7 +44,7 @@ def test_verify_reproduces_bitwise(recorded_golden, backend, small_config):
 
 
 def test_verify_against_another_model_names_the_fingerprint_first(recorded_golden, small_config):
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.backend import InProcessBackend
     from lanes.diar_nn_g import DiarNNG
 
@@ -181,7 +181,7 @@ def test_nothing_is_overwritten_and_regen_lands_beside(tmp_path, small_corpus, b
 
 
 def test_recording_refuses_non_finite_outputs(tmp_path, small_corpus, small_config):
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.backend import InProcessBackend
     from lanes.controls import NanWindowModel
 

@@ -288,8 +288,8 @@ def test_every_command_taking_a_golden_lists_the_goldens_of_the_folder_it_was_gi
 
 def test_a_torchscript_golden_is_named_after_the_files_stem():
     """Before: goldens/tiny.pt (the release name was the model's name, the file's name)."""
+    from harness.data.schemas.config_file import ReleaseSection
     from harness.pipeline.commands import release_name
-    from harness.release_config import ReleaseSection
 
     cfg = SimpleNamespace(name=ReleaseSection().name, model=SimpleNamespace(spec="models/tiny.pt"))
     described = {"name": "tiny.pt", "kind": "torchscript", "path": "models/tiny.pt"}
@@ -299,8 +299,8 @@ def test_a_torchscript_golden_is_named_after_the_files_stem():
 def test_a_factory_models_dotted_name_is_kept():
     """Negative control: only a file's suffix is dropped (a factory's 'v1.2' is its name)."""
 
+    from harness.data.schemas.config_file import ReleaseSection
     from harness.pipeline.commands import release_name
-    from harness.release_config import ReleaseSection
 
     cfg = SimpleNamespace(name=ReleaseSection().name, model=SimpleNamespace(spec="my_pkg.diar:make"))
     assert release_name(cfg, lambda: {"name": "my-diar.v1.2", "kind": "factory"}) == "my-diar.v1.2"

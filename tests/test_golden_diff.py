@@ -17,10 +17,10 @@ from golden.store import Golden
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import GoldenError
 from harness.data.figures import fmt
+from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import FILE_KINDS
 from harness.data.schemas.golden_diff import GoldenDiff
 from harness.data.tolerances import Tolerances
-from harness.numerics import NumericSettings
 from harness.pipeline.golden_diff import describe, diff
 from tests.cli_run import harness_cli
 from tests.pipeline import record

@@ -42,9 +42,11 @@ def _commands(tmp: Path, spec: str) -> dict[str, bool]:
     (tmp / "h.toml").write_text(f"[model]\nspec = '{spec}'\n[numerics]\nthreads = 1\n[shapes]\ncandidates = [2]\n")
     commands = [["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
                 ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"],
-                ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--laws-examples", "0"],
-                ["nightly", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--laws-examples", "0",
-                 "--out", "n", "--no-promote", "--no-localise"]]  # a failing night localises: with torch
+                ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set",
+                 "packer.laws_examples=0"],
+                ["nightly", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set",
+                 "packer.laws_examples=0", "--out", "n", "--no-promote",
+                 "--no-localise"]]  # a failing night localises: with torch
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "HARNESS_COMMANDS": json.dumps(commands),
            "OMP_WAIT_POLICY": "PASSIVE"}
     done = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp, env=env, capture_output=True, text=True,
@@ -108,7 +110,8 @@ def test_settings_and_environment_without_torch(tmp_path):
     script = textwrap.dedent("""
         import json, sys
         from harness.data.environment import environment
-        from harness.numerics import NumericSettings, in_force
+        from harness.numerics import in_force
+        from harness.data.numeric_settings import NumericSettings
         NumericSettings(threads=1).apply()
         before, flags = environment(), in_force()
         loaded = "torch" in sys.modules

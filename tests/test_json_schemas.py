@@ -232,11 +232,11 @@ def test_a_sign_off_report_validates_against_its_published_schema(written, tmp_p
     from harness.data.schemas import SignoffReport
     from harness.ledger.score_check import read_score
     from harness.ledger.store import load_ledger
-    from reports.signoff import write_report
+    from reports.signoff import ReportContext, write_report
 
     score = read_score(written["score"])
     for name, ledger in (("with-ledger", load_ledger(written["ledger"])), ("alone", None)):
-        paths = write_report(tmp_path / name, score, ledger)
+        paths = write_report(tmp_path / name, score, ReportContext(ledger=ledger))
         document = json.loads(paths["json"].read_text())
         assert problems("report", document) == [], name
         SignoffReport.model_validate(document)

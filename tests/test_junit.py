@@ -16,11 +16,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
+from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
-from harness.numerics import NumericSettings
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection, ReleaseConfig
+from harness.release_config import ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from reports import summary_line, write_junit

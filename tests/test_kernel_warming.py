@@ -145,8 +145,8 @@ CONFIG = ("[model]\nspec = 'lanes.null_model:small'\n[shapes]\ncandidates = [2]\
           "[lanes]\nwarm_up = 'every-lane'\n")
 RECORD = [["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
           ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"]]
-RUN = ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--laws-examples", "0"]
-NIGHTLY = ["nightly", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--laws-examples", "0",
+RUN = ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set", "packer.laws_examples=0"]
+NIGHTLY = ["nightly", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set", "packer.laws_examples=0",
            "--out", "night", "--no-promote"]
 
 

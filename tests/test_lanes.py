@@ -77,7 +77,7 @@ def test_isolated_mode_gives_every_lane_the_same_voiceprint_inputs(backend, smal
 
 
 def test_chained_mode_derives_inputs_from_each_lanes_own_segmentation(small_corpus):
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.backend import InProcessBackend
     from lanes.model_api import load_model
 

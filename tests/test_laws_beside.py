@@ -28,7 +28,8 @@ def test_the_gate_s_own_constants_are_the_laws_kit_s():
 
     assert laws_gate.DEFAULT_MAX_BLOCKS == DEFAULT_MAX_BLOCKS, (
         f"laws_gate.DEFAULT_MAX_BLOCKS {laws_gate.DEFAULT_MAX_BLOCKS} != harness.laws.boundary's "
-        f"{DEFAULT_MAX_BLOCKS}: both must read harness.packers.packing.LAWS_DEFAULT_MAX_BLOCKS (no hypothesis for the gate)")
+        f"{DEFAULT_MAX_BLOCKS}: both must read harness.packers.packing.LAWS_DEFAULT_MAX_BLOCKS "
+        "(no hypothesis for the gate)")
     assert laws_gate._hypothesis_version() == hypothesis.__version__
 
 
@@ -93,9 +94,9 @@ def test_a_foreign_packer_is_judged_now_and_its_error_raised_now(monkeypatch):
                                    RuntimeError("a bug in the laws")])
 def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monkeypatch, error):
     from harness.corpus.synth import synth_corpus
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from harness.pipeline.record import record_golden
-    from harness.pipeline.run import plan_for, run_shapes
+    from harness.pipeline.run import RunOptions, plan_for, run_shapes
     from harness.release_config import ModelSpec, ReleaseConfig
     from lanes.backend import InProcessBackend
     from lanes.model_api import load_model
@@ -110,7 +111,7 @@ def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monke
 
     monkeypatch.setattr(laws_gate, "_judge", judge)
     with pytest.raises(type(error), match=str(error)) as caught:
-        run_shapes(golden, backend, plan_for(config, (2,)), tmp_path / "runs", config, laws_examples=1)
+        run_shapes(golden, backend, plan_for(config, (2,)), tmp_path / "runs", config, RunOptions(laws_examples=1))
     if isinstance(error, RuntimeError):  # an internal error names the step it happened in
         assert "packing laws" in caught.value.harness_step  # type: ignore[attr-defined]
     left = [p.name for p in (tmp_path / "runs").iterdir()] if (tmp_path / "runs").exists() else []

@@ -153,7 +153,7 @@ def test_through_the_command_line_a_run_records_the_examples_it_asked_for(golden
     monkeypatch.setenv("HARNESS_LAWS_CACHE", str(cache))
     monkeypatch.setattr(laws_gate, "_CACHE", {})
     args = ("run", "--golden", str(golden_copy), "--model", "small", "--shapes", "2", "--arrangements", "1",
-            "--laws-examples", "2", "--no-progress")
+            "--set", "packer.laws_examples=2", "--no-progress")
 
     def run(where: str) -> tuple[dict, str]:
         monkeypatch.setattr(laws_gate, "_CACHE", {})

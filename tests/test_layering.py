@@ -2,15 +2,16 @@
 
     harness/cli, harness/pipeline     composition: the only code that wires the packages together
         |            |          |
-     reports/      lanes/     golden/   harness/ (core: judges, scoring, promotion, packing, ...)
-         \\           \\         /          |
-          `-----------`-------`------> harness/data/ (blocks, outputs, schemas, files)
+     reports/      lanes/     golden/   harness/ core, by noun: evidence/, ledger/, judging/, localisation/,
+         \\           \\         /          |   throughput/, packers/, laws/, corpus/, capture/
+          `-----------`-------`------> harness/data/ (blocks, outputs, schemas, tolerances, files)
 
 Every rule is a prefix rule over folders (``LAYER_FOLDERS``): a module's layer is where it lies.
 
 No package imports upward; golden only stores and loads (data layer only); reports render what
 the gate produced (data layer, plus the ledger's and the checks' vocabulary); lanes run requests
-(core, never golden or reports); the core never reaches lanes, golden or reports.
+(core, never golden or reports); the core never reaches lanes, golden or reports. No import cycle
+joins modules of different folders (a type living in the wrong file shows as one).
 """
 
 from __future__ import annotations
@@ -41,14 +42,11 @@ MAY_USE = {
 }
 # Where a layer reaches into a module of another on purpose: each with why.
 REACHES = {
-    ("harness.data.schemas.results", "harness.data.tolerances"): "a score's tolerances are the judges' own models (a new "
-                                                            "metric touches one module)",
-    ("harness.data.schemas.docs", "harness.release_config"): "the generated docs include the configuration's table",
-    ("harness.data.schemas.golden_diff", "harness.data.tolerances"): "a golden diff is judged with a score's tolerances "
-                                                                "(the judges' own models, as results' are)",
     ("reports", "harness.ledger.promotion"): "the ledger's vocabulary",
-    ("reports", "harness.judging.judges.judge_base"): "the checks' one-line rendering",
+    ("reports", "harness.judging.judges"): "the checks' one-line rendering, the noise floors' figures in words",
     ("reports", "harness.ledger.margins"): "the margins' trends over nights, computed in the core from the history",
+    ("reports", "harness.evidence.registry"): "every kind of evidence renders through one path: its section, its "
+                                              "JUnit properties",
 }
 WHY = {"data": "the data layer sits at the bottom", "golden": "golden only stores and loads",
        "reports": "reports render; they never judge or run"}
@@ -180,3 +178,81 @@ def test_every_data_layer_module_lives_in_its_folder():
     table = modules()
     assert {n for n in table if layer(n) == "data"} == {n for n in table if n.startswith("harness.data")}
     assert "harness.data.schemas.results" in table
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Which project module imports which (module top and inside functions)."""
+    table = modules()
+    graph: dict[str, set[str]] = {name: set() for name in table}
+    for name, path in table.items():
+        for target in imports(path, name):
+            found = known(target, table)
+            if found is not None and found not in (name, "harness"):
+                graph[name].add(found)
+    return graph
+
+
+def folder_of(module: str) -> str:
+    """A module's folder: a package's ``__init__`` is its own folder's."""
+    return module if (ROOT / module.replace(".", "/") / "__init__.py").is_file() else module.rpartition(".")[0]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on:
+                    low[v] = min(low[v], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def folder_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every import cycle that joins modules of different folders, in one line each."""
+    return [f"{', '.join(c)} import each other across folders {sorted({folder_of(m) for m in c})}: a type or a "
+            "function lives in the wrong file (move it where both can import it)"
+            for c in cycles(graph) if len({folder_of(m) for m in c}) > 1]
+
+
+def test_no_cycle_joins_files_of_different_folders():
+    assert folder_cycles(module_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle_across_folders():
+    """Negative control: a cycle through two folders is caught, one within a folder is not."""
+    graph = {"harness.ledger.a": {"harness.evidence.b"}, "harness.evidence.b": {"harness.ledger.a"},
+             "harness.ledger.c": {"harness.ledger.d"}, "harness.ledger.d": {"harness.ledger.c"}}
+    found = folder_cycles(graph)
+    assert len(found) == 1 and found[0].startswith("harness.evidence.b, harness.ledger.a import each other"), found

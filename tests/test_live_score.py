@@ -19,16 +19,17 @@ import pytest
 from golden.runs import load_run
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import ScoringError
+from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import EvidenceSection, PackerSection
 from harness.data.shape import EXACT
-from harness.numerics import NumericSettings
 from harness.pipeline import nightly as nightly_module
 from harness.pipeline import score as score_module
 from harness.pipeline.live_score import LiveScore
-from harness.pipeline.nightly import nightly
+from harness.pipeline.nightly import NightlyJob, nightly
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for, scoring_fields
 from harness.pipeline.score import score_run, write_score
-from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -43,6 +44,12 @@ def config_for(mode: str) -> ReleaseConfig:
 
 
 _WORLDS: dict[str, dict] = {}
+
+
+def quiet_job(cfg: ReleaseConfig, golden: Path, out: Path) -> NightlyJob:
+    """A nightly of ``cfg`` without progress, localisation, promotion nor packing laws (not what is compared)."""
+    return NightlyJob(cfg.with_overrides(packer=PackerSection(laws_examples=0)), golden, out, progress=False,
+                      localise=False, no_promote=True)
 
 
 def make_world(mode: str, tmp_path_factory) -> dict:
@@ -75,8 +82,7 @@ def _world(mode: str, tmp_path_factory) -> dict:
         def no_post_hoc(*_a, **_k):
             raise AssertionError("the nightly scored post-hoc")
         mp.setattr(nightly_module, "score_run", no_post_hoc)
-        outcome = nightly(cfg, golden.path, tmp / "out", backend, show_progress=False, localise=False,
-                          no_promote=True, laws_examples=0)  # the laws: not what is compared
+        outcome = nightly(quiet_job(cfg, golden.path, tmp / "out"), backend)
     finally:
         mp.undo()
     return {"tmp": tmp, "cfg": cfg, "golden": golden, "backend": backend, "outcome": outcome,
@@ -224,8 +230,7 @@ def test_the_run_is_checked_against_the_golden_before_the_live_score_is_used(wor
     monkeypatch.setattr(score_module, "check_comparable", refuse)
     out = tmp_path / "out"
     with pytest.raises(ScoringError, match="injected: not comparable"):
-        nightly(light(world), world["golden"].path, out, world["backend"], show_progress=False, localise=False,
-                no_promote=True, laws_examples=0)
+        nightly(quiet_job(light(world), world["golden"].path, out), world["backend"])
     assert len(seen) == 1 and seen[0][1] == [EXACT, "k2"]
     assert not (out / "score.json").exists() and not (out / "report").exists()
     assert not [t for t in threading.enumerate() if t.name == "live-score"]
@@ -237,8 +242,7 @@ def test_a_failing_live_scorer_fails_the_nightly_leaving_no_thread_and_no_score(
     monkeypatch.setattr(score_module.Scoring, "add", broken)
     out = tmp_path / "out"
     with pytest.raises(ScoringError, match="injected: the scorer broke") as caught:
-        nightly(light(world), world["golden"].path, out, world["backend"], show_progress=False, localise=False,
-                no_promote=True, laws_examples=0)
+        nightly(quiet_job(light(world), world["golden"].path, out), world["backend"])
     assert "live score" in getattr(caught.value, "harness_step", "")
     assert not [t for t in threading.enumerate() if t.name == "live-score"]
     assert not (out / "score.json").exists() and not (out / "report").exists()
@@ -307,8 +311,7 @@ def test_the_golden_rows_of_each_next_batch_are_read_while_the_lanes_run(tmp_pat
     monkeypatch.setattr(LaneReader, "read_ahead", read_ahead)
     monkeypatch.setattr(score_module, "BATCH_BLOCKS", 2)
     monkeypatch.setattr(nightly_module, "score_run", lambda *a, **k: pytest.fail("the nightly scored post-hoc"))
-    outcome = nightly(cfg, golden.path, tmp_path / "out", backend, show_progress=False, localise=False,
-                      no_promote=True, laws_examples=0)
+    outcome = nightly(quiet_job(cfg, golden.path, tmp_path / "out"), backend)
     live = [h for h, thread in reads if thread == "live-score"]
     assert live == ["select"] + ["ahead"] * (BLOCKS // 2 - 1), (
         f"the live scorer read its golden row groups as {live}: expected the first batch when scored, every "

@@ -16,7 +16,8 @@ from harness.data.errors import ConfigError, HarnessError, LedgerError
 from harness.data.jsonio import seal, seal_ok
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import Score
-from harness.evidence.load_evidence import budget_pick, load_point, load_refusals, nearest_rank, with_load
+from harness.evidence.load_evidence import PointTraffic, budget_pick, load_point, load_refusals, nearest_rank
+from harness.evidence.load_score import with_load
 from harness.judging.judges.judge_base import OpVerdict
 from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.load_sweep import check_sweep
@@ -33,7 +34,7 @@ def _verdict(op: int, passed: bool) -> OpVerdict:
 
 def _point(c: int, p99_s: float, blocks_per_s: float, ok: bool = True):
     # wall chosen so that blocks / wall is the wanted throughput (8 blocks)
-    return load_point(2, c, [p99_s / 2, p99_s], 8 / blocks_per_s, 8, 2, 2,
+    return load_point(2, c, PointTraffic([p99_s / 2, p99_s], 8 / blocks_per_s, 8, 2, 2),
                       [_verdict(0, ok), _verdict(1, True)], None)
 
 
@@ -46,16 +47,16 @@ def test_nearest_rank_is_an_observed_value():
 def test_point_figures_and_per_request_server_times():
     stats = ServerStats(requests=4, queue_ns=8_000_000, compute_input_ns=1_000_000, compute_infer_ns=10_000_000,
                         compute_output_ns=1_000_000)
-    p = load_point(4, 2, [0.010, 0.020, 0.030, 0.040], 2.0, 16, 4, 4, [_verdict(0, True)], stats)
+    p = load_point(4, 2, PointTraffic([0.010, 0.020, 0.030, 0.040], 2.0, 16, 4, 4), [_verdict(0, True)], stats)
     assert (p.p50_ms, p.p99_ms, p.blocks_per_s) == pytest.approx((20.0, 40.0, 8.0))
     assert (p.queue_ms, p.compute_ms) == pytest.approx((2.0, 3.0))
     assert p.accurate and p.reasons == []
 
 
 def test_a_point_with_a_failing_op_or_an_unchecked_response_is_not_accurate():
-    bad = load_point(2, 4, [0.01], 1.0, 8, 2, 2, [_verdict(0, False)], None)
+    bad = load_point(2, 4, PointTraffic([0.01], 1.0, 8, 2, 2), [_verdict(0, False)], None)
     assert not bad.accurate and bad.reasons == ["k=2 at concurrency 4: OP 0 max_abs: 0.01 > 0.0001 allowed"]
-    unchecked = load_point(2, 1, [0.01], 1.0, 8, 3, 2, [_verdict(0, True)], None)
+    unchecked = load_point(2, 1, PointTraffic([0.01], 1.0, 8, 3, 2), [_verdict(0, True)], None)
     assert not unchecked.accurate and "2 of 3 responses were checked" in unchecked.reasons[0]
 
 
@@ -143,7 +144,7 @@ def test_report_section_only_with_a_sweep(scored: Score, tmp_path: Path):
 
 
 def test_sweep_refused_before_any_work_off_triton_or_sharded(scored: Score):
-    cfg = load_config(None, [Override("--sweep-concurrency", "load.concurrency", [1, 2], "[1, 2]")])
+    cfg = load_config(None, [Override("--set", "load.concurrency", [1, 2], "'load.concurrency=[1,2]'")])
     assert cfg.load.concurrency == [1, 2]
 
     class InProcess:
@@ -155,7 +156,7 @@ def test_sweep_refused_before_any_work_off_triton_or_sharded(scored: Score):
         check_sweep(cfg, None, shard="1/2")
     check_sweep(ReleaseConfig(), InProcess())  # no [load] concurrency: nothing to refuse
     with pytest.raises(ConfigError, match="a concurrency is listed twice"):
-        load_config(None, [Override("--sweep-concurrency", "load.concurrency", [2, 2], "[2, 2]")])
+        load_config(None, [Override("--set", "load.concurrency", [2, 2], "'load.concurrency=[2,2]'")])
 
 
 def test_junit_and_summary_name_the_load_refusal(scored: Score, tmp_path: Path):

@@ -21,16 +21,17 @@ from hypothesis import strategies as st
 
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
+from harness.data.schemas.config_file import EvidenceSection, HistorySection
 from harness.data.schemas.history import HistoryRow
 from harness.ledger.history_store import Figures, margin_of, read_history
 from harness.ledger.margins import margins_view, trend
 from harness.ledger.promotion import sealed_ledger
 from harness.ledger.store import commit
-from harness.pipeline.nightly import nightly, with_warnings
-from harness.release_config import EvidenceSection, HistorySection, ModelSpec, ReleaseConfig, load_config, parse_set
+from harness.pipeline.nightly import NightlyJob, nightly, with_warnings
+from harness.release_config import ModelSpec, ReleaseConfig, load_config, parse_set
 from reports.junit import write_junit
 from reports.plots import MarginLine, margins_svg
-from reports.signoff import write_report
+from reports.signoff import ReportContext, write_report
 
 BASE = {"created": "2026-12-01T00:00:00+00:00", "run_id": "r", "release": "rel", "golden_id": "rel@0123456789ab",
         "fingerprint": "f", "device_kind": "cpu", "numerics_profile": "np-1", "packer_identity": "harness/1",
@@ -200,7 +201,7 @@ def _junit_props(path: Path) -> dict[str, str]:
 
 
 def test_ten_nights_of_a_shrinking_margin_warn_in_report_junit_and_summary(tmp_path, golden_copy, backend):
-    first = nightly(_config(), golden_copy, tmp_path / "n1", backend, show_progress=False, localise=False)
+    first = nightly(NightlyJob(_config(), golden_copy, tmp_path / "n1", progress=False, localise=False), backend)
     assert first.exit_code == EXIT_PASS, first.summary
     ledger, manifest = first.paths["ledger"], first.paths["promoted"]
     template = read_history(ledger)
@@ -209,7 +210,7 @@ def test_ten_nights_of_a_shrinking_margin_warn_in_report_junit_and_summary(tmp_p
     creep = [real / 40 * (1 + 3 * i / 8) for i in range(9)]  # nights 2..10: x4 over nine nights
     _forge_nights(ledger, manifest, template, creep)
 
-    night = nightly(_config(), golden_copy, tmp_path / "n11", backend, show_progress=False, localise=False)
+    night = nightly(NightlyJob(_config(), golden_copy, tmp_path / "n11", progress=False, localise=False), backend)
     lines = night.summary.splitlines()
     assert night.exit_code == EXIT_PASS and lines[-1].startswith("PASS:"), night.summary  # warned, not failed
     warning = [w for w in lines if w.startswith("warning: ")]
@@ -240,11 +241,11 @@ def test_ten_nights_of_a_shrinking_margin_warn_in_report_junit_and_summary(tmp_p
 
 
 def test_ten_steady_nights_raise_no_warning(tmp_path, golden_copy, backend):
-    first = nightly(_config(), golden_copy, tmp_path / "n1", backend, show_progress=False, localise=False)
+    first = nightly(NightlyJob(_config(), golden_copy, tmp_path / "n1", progress=False, localise=False), backend)
     ledger, manifest = first.paths["ledger"], first.paths["promoted"]
     _forge_nights(ledger, manifest, read_history(ledger), [None] * 8)
-    night = nightly(_config(fail_on_warning=True), golden_copy, tmp_path / "n10", backend, show_progress=False,
-                    localise=False)
+    night = nightly(NightlyJob(_config(fail_on_warning=True), golden_copy, tmp_path / "n10", progress=False,
+                               localise=False), backend)
     assert night.exit_code == EXIT_PASS and "warning:" not in night.summary, night.summary
     md = night.paths["md"].read_text()
     assert "## Margins over the last 10 nights" in md and "- no margin warning" in md
@@ -253,10 +254,10 @@ def test_ten_steady_nights_raise_no_warning(tmp_path, golden_copy, backend):
 
 def test_a_report_without_a_history_has_no_margins_section(tmp_path, golden_copy, backend):
     """--no-promote reads no ledger, so no history: the report has no margins section."""
-    night = nightly(_config(), golden_copy, tmp_path / "o", backend, show_progress=False, localise=False,
-                    no_promote=True)
+    night = nightly(NightlyJob(_config(), golden_copy, tmp_path / "o", progress=False, localise=False, no_promote=True),
+                    backend)
     assert "Margins" not in night.paths["md"].read_text() and "margins" not in night.paths["json"].read_text()
-    write_report(tmp_path / "r", night.score, margins=margins_view(nights(CREEP), DEFAULTS))
+    write_report(tmp_path / "r", night.score, ReportContext(margins=margins_view(nights(CREEP), DEFAULTS)))
     write_junit(tmp_path / "j.xml", night.score, None, margins_view(nights(CREEP), DEFAULTS))
     assert "warning: k=4 OP 0 max_abs" in (tmp_path / "r" / "report.md").read_text()
     assert "margin_warning_k4_op0_max_abs" in _junit_props(tmp_path / "j.xml")

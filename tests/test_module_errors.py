@@ -25,6 +25,7 @@ from harness.data.isolation import cut_windows
 from harness.data.masks import voiceprint_rows
 from harness.data.ops import Op
 from harness.data.schemas.base import validate
+from harness.data.schemas.config_file import EvidenceSection, LocaliseSection
 from harness.data.schemas.results import LocalisationFile
 from harness.data.tolerances import Tolerances
 from harness.localisation.first_divergence import localise
@@ -32,7 +33,7 @@ from harness.localisation.module_errors import ULP, ulp_of
 from harness.localisation.module_floors import NO_MODULES, FloorSampler, floor_sampler
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection, LocaliseSection, ReleaseConfig, config_from_dict
+from harness.release_config import ReleaseConfig, config_from_dict
 from lanes.module_control import perturbed
 from tests.pipeline import record, run_shapes
 
@@ -219,10 +220,10 @@ def test_a_plugin_with_torch_modules_is_localised_per_module():
 
 
 def test_the_report_plots_error_over_floor_only_when_measured(tmp_path, control):
-    from reports.signoff import write_report
+    from reports.signoff import ReportContext, write_report
 
     p, loc = control
-    paths = write_report(tmp_path / "with", p.score, localisation=loc, promoted=False)
+    paths = write_report(tmp_path / "with", p.score, ReportContext(localisation=loc, promoted=False))
     page, md = paths["html"].read_text(), paths["md"].read_text()
     assert 'id="module-errors"' in page and 'id="module-errors-plot-0"' in page and "(log)" in page
     assert '<code class="first-exceeding">segmentation.lstm</code>' in page
@@ -235,7 +236,7 @@ def test_the_report_plots_error_over_floor_only_when_measured(tmp_path, control)
     # negative control: localisation without per-module figures (an older localisation.json): no section
     old = {k: {op: {key: v for key, v in item.items() if key not in ("modules", "first_exceeding")}
                for op, item in ops.items()} for k, ops in loc.items()}
-    paths = write_report(tmp_path / "without", p.score, localisation=old, promoted=False)
+    paths = write_report(tmp_path / "without", p.score, ReportContext(localisation=old, promoted=False))
     assert 'id="module-errors"' not in paths["html"].read_text()
     assert "module_errors" not in json.loads(paths["json"].read_text())
 

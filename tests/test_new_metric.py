@@ -10,11 +10,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import harness.judging.judges as judges
+from harness.data.numeric_settings import NumericSettings
 from harness.data.tolerances import Tolerances
 from harness.judging.judges import SegmentationJudge, VoiceprintJudge
-from harness.judging.judges.judge_base import Check, OpVerdict
+from harness.judging.judges.judge_base import Check, CheckDetails, OpVerdict
 from harness.ledger.score_check import check_self_consistent
-from harness.numerics import NumericSettings
 from harness.pipeline.score import score_run
 from reports import write_junit, write_report
 from tests.pipeline import config_for, record, run_shapes
@@ -37,8 +37,8 @@ class ToySegmentationJudge(SegmentationJudge):
             v = plain(shape)
             observed = v.metrics["mean_abs"] * 1000.0
             allowed = limits["toy_max_mean_abs_per_mille"]
-            toy_check = Check.gate(0, "toy_mean_abs_per_mille", observed, "<=", allowed,
-                                   limit="toy_max_mean_abs_per_mille", note="a toy metric added by a test")
+            toy_check = Check.gate(0, "toy_mean_abs_per_mille", observed, "<=", allowed, CheckDetails(
+                limit="toy_max_mean_abs_per_mille", note="a toy metric added by a test"))
             # a verdict is frozen: the judge builds it with every check (passed and reasons follow from them)
             return OpVerdict.of(v.op, v.shape, [*v.checks, toy_check], v.metrics, v.limits, v.failing, v.distribution)
 

@@ -165,7 +165,7 @@ def test_verify_with_other_weights_is_refused_before_any_block_runs_naming_both_
     monkeypatch.setattr(record, "run_lanes", refuse)
     other = load_model("small", seed=1).fingerprint
     code, _, err = run(capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "small",
-                       "--seed", "1", "--no-progress")
+                       "--set", "model.seed=1", "--no-progress")
     assert code == 2, err
     line = one_error_line(err)
     assert "golden of another model" in line and recorded_golden.fingerprint in line and other in line
@@ -208,10 +208,10 @@ def test_a_golden_of_other_weights_is_refused_before_the_laws_and_the_warm_up(
     monkeypatch.setattr(runner, "warm_up", lambda *_a, **_k: reached.append("warm-up"))
     where = [a.format(tmp=tmp_path) for a in WHERE[command]]
     golden = ("--golden", str(recorded_golden.path), *where, "--model", "small", "--no-progress")
-    code, _, err = run(capsys, monkeypatch, command, *golden, "--seed", "1")
+    code, _, err = run(capsys, monkeypatch, command, *golden, "--set", "model.seed=1")
     assert code == 2, err
     assert "golden of another model" in one_error_line(err) and reached == []
-    code, _, err = run(capsys, monkeypatch, command, *golden, "--seed", "0")
+    code, _, err = run(capsys, monkeypatch, command, *golden, "--set", "model.seed=0")
     assert code == 2 and "the laws gate was reached" in one_error_line(err) and reached == ["laws"], err
 
 

@@ -16,12 +16,13 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from harness.corpus.shards import Shard
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, GoldenError
+from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import EvidenceSection, NightlySection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.ledger.store import read_consistent
-from harness.numerics import NumericSettings
-from harness.pipeline.nightly import merge, nightly
+from harness.pipeline.nightly import NightlyJob, merge, nightly
 from harness.pipeline.record import record_golden
-from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -41,6 +42,13 @@ def small_config(spec: str = "small", **kw) -> ReleaseConfig:
     return ReleaseConfig(name="night", model=ModelSpec(spec), candidates=(2, 4), **kw)
 
 
+def night(config: ReleaseConfig, golden: Path, out: Path, shard: Shard | None = None, **switches) -> NightlyJob:
+    """The nightly job of ``config`` without progress; ``shard``: its [nightly] shard."""
+    if shard is not None:
+        config = config.with_overrides(nightly=NightlySection(shard=str(shard)))
+    return NightlyJob(config, golden, out, progress=False, **switches)
+
+
 def promoted(manifest: Path, k: int) -> bool:
     m = json.loads(manifest.read_text())
     return any(k in ks for model in m["models"].values() for d in model["devices"].values()
@@ -48,7 +56,7 @@ def promoted(manifest: Path, k: int) -> bool:
 
 
 def test_a_passing_nightly_exits_0_and_promotes(tmp_path, golden_copy, backend):
-    outcome = nightly(small_config(), golden_copy, tmp_path / "out", backend, show_progress=False)
+    outcome = nightly(night(small_config(), golden_copy, tmp_path / "out"), backend)
     assert outcome.exit_code == EXIT_PASS, outcome.summary
     assert outcome.summary.startswith("PASS") and "k=2,4" in outcome.summary
     cases = {(c.classname, c.name): c for c in junit_cases(outcome.paths["junit"])}
@@ -70,12 +78,12 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
                          op2=Tolerances().op2.model_copy(update={"min_cosine": -1.0, "max_abs": 1e9,
                                                                  "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}))
     # one arrangement: the leak reads its neighbours' audio, which other arrangements refuse whatever the tolerances
-    first = nightly(cfg.with_overrides(tolerances=lenient, evidence=EvidenceSection(arrangements=1)), golden.path,
-                    tmp_path / "first", leaky, show_progress=False, localise=False)
+    first = nightly(night(cfg.with_overrides(tolerances=lenient, evidence=EvidenceSection(arrangements=1)), golden.path,
+                          tmp_path / "first", localise=False), leaky)
     assert first.exit_code == EXIT_PASS, first.summary
     manifest = first.paths["promoted"]
     assert promoted(manifest, 2) and promoted(manifest, 4)
-    second = nightly(cfg, golden.path, tmp_path / "second", leaky, show_progress=False)
+    second = nightly(night(cfg, golden.path, tmp_path / "second"), leaky)
     assert second.exit_code == EXIT_FAIL
     assert second.summary.startswith("FAIL") and "OP 0 max_abs" in second.summary and "\n" not in second.summary
     ledger, m = read_consistent(second.paths["ledger"], manifest)
@@ -109,9 +117,9 @@ def test_a_failing_shape_of_a_torchscript_model_ends_revoked_although_localisati
                                                                "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}))
     cfg = small_config(spec)
     golden, _ = record_golden(tmp_path / "g", "ts", synth_corpus(model.geometry, 6).rows(), be, cfg)
-    first = nightly(cfg.with_overrides(tolerances=loose), golden.path, tmp_path / "first", be, show_progress=False)
+    first = nightly(night(cfg.with_overrides(tolerances=loose), golden.path, tmp_path / "first"), be)
     assert first.exit_code == EXIT_PASS and promoted(first.paths["promoted"], 2)
-    second = nightly(cfg, golden.path, tmp_path / "second", be, show_progress=False)
+    second = nightly(night(cfg, golden.path, tmp_path / "second"), be)
     assert second.exit_code == EXIT_FAIL
     assert not promoted(first.paths["promoted"], 2)
     loc = json.loads((tmp_path / "second" / "localisation.json").read_text())["shapes"]["2"]["0"]
@@ -128,7 +136,8 @@ def test_cli_exit_status_and_reason(tmp_path, golden_copy):
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip().splitlines()[-1].startswith("PASS")
     # the same golden with oneDNN off: the exact lane no longer reproduces it, and the golden is the headline
-    bad = subprocess.run([*cmd, "--no-mkldnn", "--out", str(tmp_path / "o2")], capture_output=True, text=True,
+    bad = subprocess.run([*cmd, "--set", "numerics.mkldnn=false", "--out", str(tmp_path / "o2")], capture_output=True,
+                         text=True,
                          env=env, timeout=600)
     assert bad.returncode == 1, bad.stderr
     last = bad.stdout.strip().splitlines()[-1]
@@ -144,7 +153,7 @@ def test_shards_partition_the_corpus_and_merge_into_one_verdict(tmp_path, golden
     dirs = []
     for i in (1, 2):
         out = tmp_path / f"shard{i}"
-        outcome = nightly(cfg, golden_copy, out, backend, shard=Shard(i, 2), show_progress=False)
+        outcome = nightly(night(cfg, golden_copy, out, Shard(i, 2)), backend)
         assert outcome.exit_code == EXIT_PASS and f"shard {i}/2" in outcome.summary
         dirs.append(out)
     with pytest.raises(Exception, match="shards do not cover the corpus"):
@@ -164,8 +173,8 @@ def test_shards_of_different_numerics_are_not_merged(tmp_path, golden_copy, smal
     cfg = small_config()
     one = InProcessBackend(small_model, NumericSettings(threads=1))
     two = InProcessBackend(small_model, NumericSettings(threads=2))
-    nightly(cfg, golden_copy, tmp_path / "s1", one, shard=Shard(1, 2), show_progress=False)
-    nightly(cfg, golden_copy, tmp_path / "s2", two, shard=Shard(2, 2), show_progress=False)
+    nightly(night(cfg, golden_copy, tmp_path / "s1", Shard(1, 2)), one)
+    nightly(night(cfg, golden_copy, tmp_path / "s2", Shard(2, 2)), two)
     with pytest.raises(GoldenError, match=r"numerics_profile differs|numerics.threads differs"):
         merge(cfg, golden_copy, [tmp_path / "s1", tmp_path / "s2"], tmp_path / "m")
     assert not (tmp_path / "m" / "score.json").exists()
@@ -245,5 +254,5 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
         commands.nightly(job)  # refused before any work: no golden, no backend was needed
     bad = NightlyJob(load_config(None, [parse_set("nightly.shard='5/4'")]), tmp_path / "g", tmp_path / "out",
                      force=True)
-    with pytest.raises(HarnessError, match="--shard '5/4'"):
+    with pytest.raises(HarnessError, match="shard '5/4'"):
         commands.nightly(bad)

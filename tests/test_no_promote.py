@@ -19,12 +19,13 @@ import pytest
 from harness.data.errors import EXIT_PASS, HarnessError
 from harness.data.jsonio import seal
 from harness.data.schemas import Ledger, validate
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.records import JudgedUnder, Override
 from harness.data.tolerances import Tolerances
 from harness.ledger.promotion import overrides_of
 from harness.ledger.store import read_consistent
-from harness.pipeline.nightly import NOT_PROMOTED, nightly, refuse_previous_output
-from harness.release_config import EvidenceSection, ModelSpec, ReleaseConfig
+from harness.pipeline.nightly import NOT_PROMOTED, NightlyJob, nightly, refuse_previous_output
+from harness.release_config import ModelSpec, ReleaseConfig
 from tests.cli_run import harness_cli
 
 
@@ -51,8 +52,8 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
     golden (no ledger, manifest, lock or journal); the summary and both report pages say it was not promoted and
     name the overrides; the exit status is still the verdict."""
     cfg = config(tolerances=Tolerances().with_mode("bitwise"))
-    outcome = nightly(cfg, golden_copy, tmp_path / "out", backend, show_progress=False, localise=False,
-                      no_promote=True)
+    outcome = nightly(NightlyJob(cfg, golden_copy, tmp_path / "out", progress=False, localise=False, no_promote=True),
+                      backend)
     assert ledger_files(golden_copy) == [], "--no-promote created files beside the golden"
     assert "ledger" not in outcome.paths and "promoted" not in outcome.paths and outcome.transitions is None
     assert outcome.exit_code == (EXIT_PASS if outcome.score.verdict == "pass" else 1)
@@ -68,19 +69,19 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
     facts = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert {o["key"] for o in facts["overrides"]} == {f"tolerances.op{op}.mode" for op in (0, 1, 2)}
     # negative control: the same night without --no-promote does create them
-    nightly(cfg, golden_copy, tmp_path / "out2", backend, show_progress=False, localise=False)
+    nightly(NightlyJob(cfg, golden_copy, tmp_path / "out2", progress=False, localise=False), backend)
     assert {"ledger.json", "promoted-shapes.json"} <= set(ledger_files(golden_copy))
 
 
 def test_no_promote_leaves_an_existing_ledger_byte_for_byte(tmp_path, golden_copy, backend):
     """A promoted ledger, then a --no-promote night under other tolerances: both files are unchanged; the same
     night promoting (the negative control) adds a commit."""
-    first = nightly(config(tolerances=loose()), golden_copy, tmp_path / "a", backend, show_progress=False,
-                    localise=False)
+    first = nightly(NightlyJob(config(tolerances=loose()), golden_copy, tmp_path / "a", progress=False, localise=False),
+                    backend)
     ledger, manifest = first.paths["ledger"], first.paths["promoted"]
     before = (ledger.read_bytes(), manifest.read_bytes(), ledger_files(golden_copy))
     tried = config(tolerances=Tolerances().with_mode("bitwise"))
-    nightly(tried, golden_copy, tmp_path / "b", backend, show_progress=False, localise=False, no_promote=True)
+    nightly(NightlyJob(tried, golden_copy, tmp_path / "b", progress=False, localise=False, no_promote=True), backend)
     assert (ledger.read_bytes(), manifest.read_bytes(), ledger_files(golden_copy)) == before
     page = (tmp_path / "b" / "report" / "report.md").read_text()
     assert "Not promoted (--no-promote)" in page
@@ -95,21 +96,21 @@ def test_no_promote_leaves_an_existing_ledger_byte_for_byte(tmp_path, golden_cop
     assert facts["engine"] == {"manifest": str(manifest), "exists": True, "allows": {op: [1, 2] for op in "012"}}
     promoted = (tmp_path / "a" / "report" / "report.md").read_text()  # control: a night that promoted
     assert "**May use: k = 1, 2." in promoted and f"The engine reads {manifest}; it allows k = 1, 2" in promoted
-    nightly(tried, golden_copy, tmp_path / "c", backend, show_progress=False, localise=False)
+    nightly(NightlyJob(tried, golden_copy, tmp_path / "c", progress=False, localise=False), backend)
     assert json.loads(ledger.read_text())["seq"] == json.loads(before[0])["seq"] + 1
 
 
 def test_every_ledger_event_records_its_tolerance_mode_and_overrides(tmp_path, golden_copy, backend):
     """Defaults: mode 'tolerance', no override, no report line. Loose limits: each differing key is recorded
     with its value and default, and the report names them."""
-    plain = nightly(config(), golden_copy, tmp_path / "a", backend, show_progress=False, localise=False)
+    plain = nightly(NightlyJob(config(), golden_copy, tmp_path / "a", progress=False, localise=False), backend)
     book, _ = read_consistent(plain.paths["ledger"], plain.paths["promoted"])
     (entry,) = book.entries.values()
     assert entry.history[-1].judged_under == JudgedUnder(tolerance_mode="tolerance", voiceprint_inputs="isolated",
                                                          overrides=[])
     assert "Judged under overrides" not in (tmp_path / "a" / "report" / "report.md").read_text()
-    tried = nightly(config(tolerances=loose()), golden_copy, tmp_path / "b", backend, show_progress=False,
-                    localise=False)
+    tried = nightly(NightlyJob(config(tolerances=loose()), golden_copy, tmp_path / "b", progress=False, localise=False),
+                    backend)
     book, _ = read_consistent(tried.paths["ledger"], tried.paths["promoted"])
     (entry,) = book.entries.values()
     judged = entry.history[-1].judged_under
@@ -125,7 +126,7 @@ def test_every_ledger_event_records_its_tolerance_mode_and_overrides(tmp_path, g
 
 def test_a_format_3_ledger_without_judged_under_still_reads(tmp_path, golden_copy, backend):
     """Ledgers written before the field are kept: the event reads as 'not recorded' (None)."""
-    out = nightly(config(), golden_copy, tmp_path / "a", backend, show_progress=False, localise=False)
+    out = nightly(NightlyJob(config(), golden_copy, tmp_path / "a", progress=False, localise=False), backend)
     book = json.loads(out.paths["ledger"].read_text())
     for entry in book["entries"].values():
         for event in entry["history"]:

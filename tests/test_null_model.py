@@ -8,8 +8,8 @@ import pytest
 from harness.data.blocks import Block
 from harness.data.errors import BlockError
 from harness.data.masks import voiceprint_rows
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from harness.numerics import NumericSettings
 from harness.packers.packing import pack, unpack
 from lanes.backend import InProcessBackend
 from lanes.diar_nn_g.config import CONFIGS

@@ -16,9 +16,10 @@ import torch
 from harness.data import environment as env_mod
 from harness.data.environment import DEVICE_NUMERIC_KEYS, PROFILE_KEYS, device_numerics, numerics_profile
 from harness.data.errors import ModelError
+from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import Score
 from harness.ledger.promotion import apply_score, derive_manifest, empty_ledger, may_use
-from harness.numerics import NumericSettings, declared_execution, in_force
+from harness.numerics import declared_execution, in_force
 from lanes.backend import InProcessBackend
 from lanes.model_api import check_model, load_model
 from tests.test_promotion import RELEASE, world  # noqa: F401 (fixture)

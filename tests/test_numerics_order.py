@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent(f"""
 
     import torch
     torch.set_num_threads(1)  # a flag changed behind the backend's back: the backend must set it again
-    from harness.numerics import NumericSettings
+    from harness.data.numeric_settings import NumericSettings
     from lanes.backend import InProcessBackend
     from lanes.model_api import load_model
     backend = InProcessBackend(load_model("small"), NumericSettings(threads={REQUESTED}))

@@ -214,8 +214,8 @@ def merge_cli(world, out: Path, fault: str | None = None) -> subprocess.Complete
     """The nightly's last part (score, promote, report, JUnit, summary: harness.pipeline.nightly.finalize) on the
     world's run, into ``out``, with a ledger of its own (``--force``: ``out`` may hold a previous set)."""
     return harness("merge", str(world["run"]), "--golden", str(world["golden"]), "--out", str(out), "--model", "small",
-                   "--no-localise", "--force", "--ledger", str(out.parent / "ledger.json"), "--manifest",
-                   str(out.parent / "promoted.json"), fault=fault)
+                   "--no-localise", "--force", "--set", f"nightly.ledger='{out.parent / 'ledger.json'}'", "--set",
+                   f"nightly.manifest='{out.parent / 'promoted.json'}'", fault=fault)
 
 
 NIGHTLY_KILLS = ["rename:score.json", "rename:report.json", "rename:report.md", "rename:junit.xml",

@@ -32,7 +32,7 @@ from harness.ledger.promotion import apply_score
 from harness.ledger.store import commit
 from harness.packers import ExternalPacker, PackerUnavailable, command, identity
 from harness.pipeline.promote import promote_file
-from harness.pipeline.run import plan_for
+from harness.pipeline.run import RunOptions, plan_for
 from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run, write_score
 from tests.cli_run import harness_cli
@@ -226,7 +226,7 @@ def promoted(tmp_path_factory) -> dict:
     backend, _, golden = record("small", ws, blocks=6, numerics=CONFIG.numerics, config=CONFIG)
     cfg = CONFIG.with_overrides(candidates=(2,))
     with ExternalPacker(GOOD, backend.geometry, timeout_s=60) as packer:
-        run = run_plan(golden, backend, plan_for(cfg), ws / "runs", cfg, packer=packer, laws_examples=2)
+        run = run_plan(golden, backend, plan_for(cfg), ws / "runs", cfg, RunOptions(packer=packer, laws_examples=2))
         good = packer.identity
     score_path = ws / "score.json"
     write_score(score_path, score_run(golden, run, LOOSE))

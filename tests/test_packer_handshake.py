@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from harness import __version__
-from harness.data.blocks import Block
+from harness.data.blocks import NO_ROWS, Block, BlockRows
 from harness.data.errors import HarnessError
 from harness.laws import LAW_GEOMETRY
 from harness.packers import CallablePacker, ExternalPacker, HarnessPacker, PackerUnavailable, packer_from_options, wire
@@ -37,12 +37,12 @@ def _blocks(k: int, op: int = 0) -> list[Block]:
     rng = np.random.default_rng(3)
     out = []
     for i in range(k):
-        kw = {}
+        rows = NO_ROWS
         if op:
-            kw = {"weights": rng.random((2, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
-                  "idx": np.array([0, 5], np.int32), "speakers": np.array([1, 0], np.int32)}
+            rows = BlockRows(rng.random((2, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
+                             np.array([0, 5], np.int32), np.array([1, 0], np.int32))
         out.append(Block.create(f"b{i}", op, rng.standard_normal(70).astype(np.float32),
-                                np.arange(8, dtype=np.int64) * 8, np.full(8, 6, np.int32), LAW_GEOMETRY, **kw))
+                                np.arange(8, dtype=np.int64) * 8, np.full(8, 6, np.int32), LAW_GEOMETRY, rows))
     return out
 
 
@@ -147,10 +147,11 @@ def test_a_stated_digest_stands_for_the_program_and_the_rest_of_the_command_stil
 
 
 def test_the_harness_and_callable_packers_identities_are_bound_to_their_source():
-    source = hashlib.sha256((ROOT / "harness" / "packing.py").read_bytes()).hexdigest()
+    source = hashlib.sha256((ROOT / "harness" / "packers" / "packing.py").read_bytes()).hexdigest()
     assert HarnessPacker().describe()["identity"] == f"harness/{__version__}+{source[:12]}"
     facts = CallablePacker("harness.packers.packing:pack", LAW_GEOMETRY).describe()
-    assert facts["identity"] == f"callable:harness.packers.packing:pack@sha256:{source[:16]}" and facts["digest"] == source
+    assert facts["identity"] == f"callable:harness.packers.packing:pack@sha256:{source[:16]}"
+    assert facts["digest"] == source
 
 
 # ------------------------------------------------------------------ the handshake, refused

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 
-from harness.data.blocks import Block
+from harness.data.blocks import NO_ROWS, Block, BlockRows
 from harness.data.errors import HarnessError, PackingError
 from harness.laws import LAW_GEOMETRY, block_lists
 from harness.packers import (
@@ -64,11 +64,11 @@ def _blocks(k: int = 3, op: int = 0, end_window_at_span_end: bool = False) -> li
         span = rng.standard_normal(40 + i).astype(np.float32)
         offsets = np.array([0, 4, 8, 12, 16, 20, 24, 28], np.int64)
         valid = np.array([32, 32, 32, 28, 24, 20, 16, 12 + i if end_window_at_span_end else 5], np.int32)
-        kw = {}
+        rows = NO_ROWS
         if op:
-            kw = {"weights": rng.random((3, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
-                  "idx": np.array([0, 3, 7], np.int32), "speakers": np.array([0, 1, 2], np.int32)}
-        out.append(Block.create(f"blk{i}", op, span, offsets, valid, LAW_GEOMETRY, **kw))
+            rows = BlockRows(rng.random((3, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
+                             np.array([0, 3, 7], np.int32), np.array([0, 1, 2], np.int32))
+        out.append(Block.create(f"blk{i}", op, span, offsets, valid, LAW_GEOMETRY, rows))
     return out
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.data.blocks import Block
+from harness.data.blocks import Block, BlockRows
 from harness.laws import LAW_GEOMETRY
 from harness.packers import ExternalPacker
 from harness.packers import vector_files as vectors
@@ -47,10 +47,10 @@ def exported(tmp_path_factory) -> Path:
 def _blocks_of(vector: dict) -> list[Block]:
     f = LAW_GEOMETRY.frames_per_window
     return [Block.create(b["block_id"], b["OP"], np.array(b["SPAN"], np.float32), np.array(b["OFFSETS"], np.int64),
-                         np.array(b["VALID"], np.int32), LAW_GEOMETRY,
-                         weights=None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(-1, f),
-                         idx=None if b["IDX"] is None else np.array(b["IDX"], np.int32),
-                         speakers=None if b["speakers"] is None else np.array(b["speakers"], np.int32))
+                         np.array(b["VALID"], np.int32), LAW_GEOMETRY, BlockRows(
+                             None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(-1, f),
+                             None if b["IDX"] is None else np.array(b["IDX"], np.int32),
+                             None if b["speakers"] is None else np.array(b["speakers"], np.int32)))
             for b in vector["request"]["blocks"]]
 
 

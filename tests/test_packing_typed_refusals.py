@@ -11,7 +11,7 @@ import pytest
 from harness.capture import CapturedRequest
 from harness.capture.capture_laws import check_captured
 from harness.data import ops
-from harness.data.blocks import Block
+from harness.data.blocks import Block, BlockRows
 from harness.data.errors import PackingError
 from harness.data.ops import Op
 from harness.laws import LAW_GEOMETRY
@@ -63,8 +63,8 @@ def test_a_captured_voiceprint_request_without_its_tensor_is_a_violation_not_a_c
     # PackedRequest.tensors() leaves a None out (check_request then names the field): a capture may
     # hold an OP 1 request with a null WEIGHTS or IDX, which the audit reports as not well formed
     whole = Block.create("vp", 1, np.ones(W, np.float32), np.zeros(N, np.int64), np.full(N, W, np.int32),
-                         LAW_GEOMETRY, weights=np.ones((2, LAW_GEOMETRY.frames_per_window), np.float32),
-                         idx=np.zeros(2, np.int32))
+                         LAW_GEOMETRY, BlockRows(np.ones((2, LAW_GEOMETRY.frames_per_window), np.float32),
+                                                 np.zeros(2, np.int32)))
     broken = dataclasses.replace(pack([whole]), **{missing: None})
     assert (ops.WEIGHTS if missing == "weights" else ops.IDX) not in broken.tensors()
     request = CapturedRequest("r0", broken, np.zeros((2, LAW_GEOMETRY.embedding_dim), np.float32), "fp", "cpu",

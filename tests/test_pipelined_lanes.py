@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.data.errors import BackendError, Interrupted, clear_interrupt, request_interrupt
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from harness.numerics import NumericSettings
 from lanes.backend import CallResult, InProcessBackend
 from lanes.device_queue import DeviceQueue, Ordered, QueueStopped
 from lanes.runner import FastVariant, RunPlan
@@ -73,7 +73,7 @@ def test_pipelined_and_serial_runs_give_the_same_outputs_and_the_same_call_order
 def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null, tmp_path):
     from harness.corpus.synth import synth_corpus
     from harness.pipeline.record import record_golden
-    from harness.pipeline.run import plan_for, run_shapes
+    from harness.pipeline.run import RunOptions, plan_for, run_shapes
     from harness.release_config import ModelSpec, ReleaseConfig
 
     backend, _ = null
@@ -82,7 +82,8 @@ def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null
     files, calls = {}, {}
     for name, b in (("piped", backend), ("serial", Serial(backend))):
         golden, _ = record_golden(tmp_path / name / "goldens", "rel", corpus.rows(), b, config)
-        run = run_shapes(golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config, laws_examples=0)
+        run = run_shapes(golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config,
+                         RunOptions(laws_examples=0))
         files[name] = {f"{kind}/{k}": v["sha256"] for kind, m in (("golden", golden.manifest), ("run", run.manifest))
                        for k, v in m["files"].items() if k != "calls.parquet"}
         calls[name] = [calls_digest(golden.iter_calls()), calls_digest(run.iter_calls())]

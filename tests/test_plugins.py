@@ -8,7 +8,8 @@ import pytest
 from examples import byo_torchscript
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import ModelError
-from lanes.model_api import geometry_of, load_model
+from harness.data.geometry import geometry_of
+from lanes.model_api import load_model
 from tests.pipeline import pipeline
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from harness.data.errors import HarnessError
 from harness.progress import PlainLines, progress_bar
-from lanes.runner import RunPlan, run_lanes
+from lanes.runner import LaneHooks, RunPlan, run_lanes
 
 
 class Wrapped:
@@ -70,7 +70,7 @@ def test_lines_keep_coming_while_one_warm_up_call_blocks(backend, small_corpus, 
     plan = RunPlan(shapes=(2,))  # the exact lane and k=2, 3 OPs each: 6 warm-up steps
     blocks = small_corpus.blocks[:2]
     with progress_bar("nightly 2 blocks", plan.calls(2)) as tick:
-        run_lanes(blocks, Wrapped(backend, before), plan, lambda lane, out: None, progress=tick)
+        run_lanes(blocks, Wrapped(backend, before), plan, lambda lane, out: None, hooks=LaneHooks(progress=tick))
     assert released == [True], f"no progress line during the blocked warm-up call; stderr:\n{stderr.getvalue()}"
     assert "nightly 2 blocks: 9 calls, done (100 %)" in stderr.getvalue()
 
@@ -94,7 +94,8 @@ def test_estimate_left_does_not_count_the_warm_up(backend, small_corpus):
         seen.append((now[0], lines.done, lines.line()))
 
     tick.phase = lines.phase  # type: ignore[attr-defined]
-    run_lanes(small_corpus.blocks[:8], Wrapped(backend, before), plan, lambda lane, o: None, progress=tick)
+    run_lanes(small_corpus.blocks[:8], Wrapped(backend, before), plan, lambda lane, o: None,
+              hooks=LaneHooks(progress=tick))
     end = now[0]
     first_at, done, first = seen[0]
     estimate = float(re.search(r"about (\d+) s left", first).group(1))
@@ -126,13 +127,14 @@ def test_nightly_says_where_its_output_goes_as_it_starts(tmp_path, recorded_gold
     the demo used to say where its output was only at the end."""
     import shutil
 
-    from harness.pipeline.nightly import nightly
+    from harness.pipeline.nightly import NightlyJob, nightly
 
     monkeypatch.setenv("HARNESS_PROGRESS_SECONDS", "3600")
     golden = tmp_path / "goldens" / recorded_golden.path.name
     shutil.copytree(recorded_golden.path, golden)
     out = tmp_path / "out"
-    nightly(small_config.with_overrides(candidates=(2,)), golden, out, backend, localise=False, show_progress=True)
+    nightly(NightlyJob(small_config.with_overrides(candidates=(2,)), golden, out, localise=False, progress=True),
+            backend)
     first = capsys.readouterr().err.splitlines()[0]
     assert first == (f"writing to {out}/ (report at {out}/report/report.html; ledger {tmp_path}/goldens/ledger.json, "
                      f"manifest {tmp_path}/goldens/promoted-shapes.json when done)")

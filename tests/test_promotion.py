@@ -15,14 +15,15 @@ import pytest
 
 from harness.data.errors import LedgerError
 from harness.data.jsonio import seal
+from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import PromotedShapes, Score
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
 from harness.ledger.promotion import allowed_shapes, apply_score, derive_manifest, empty_ledger
 from harness.ledger.store import commit, journal_path, load_ledger, load_manifest, read_consistent
-from harness.numerics import NumericSettings
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
-from harness.release_config import EvidenceSection, ReleaseConfig
+from harness.release_config import ReleaseConfig
 from tests.pipeline import record, run_shapes
 from tests.tamper import edit_json
 

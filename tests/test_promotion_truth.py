@@ -19,7 +19,7 @@ import pytest
 from harness.data.errors import LedgerError, SchemaError
 from harness.data.jsonio import seal
 from harness.data.schemas import PromotedShapes, Score, validate
-from harness.data.schemas.records import PackerShapes
+from harness.data.schemas.engine_manifest import PackerShapes
 from harness.ledger.promotion import apply_score, derive_manifest, empty_ledger, may_use
 from harness.ledger.store import journal_path, load_ledger, read_consistent
 from tests.test_promotion import RELEASE, STRICT, allowed, one_line_error, state, world  # noqa: F401 (fixture)

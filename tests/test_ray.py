@@ -29,16 +29,17 @@ from golden.store import load_golden
 from harness.cli.app import ray_options
 from harness.corpus.shards import block_ranges
 from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
+from harness.data.numeric_settings import NumericSettings
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
+from harness.data.schemas.config_file import EvidenceSection, NightlySection
 from harness.judging.reproduction import floor_scorer, merge_noise_floors, noise_floor
-from harness.numerics import NumericSettings
 from harness.pipeline import commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared, describe_bug
 from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.nightly import NightlyJob, nightly
-from harness.pipeline.ray_jobs import nightly_ray, record_ray
+from harness.pipeline.ray_jobs import RecordTarget, nightly_ray, record_ray
 from harness.pipeline.record import record_golden
-from harness.release_config import EvidenceSection, ModelSpec, NightlySection, ReleaseConfig
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 
 # The 'ray' extra: without it (pip install -e '.[test]'), this module skips whole, saying why.
@@ -49,6 +50,14 @@ NUMERICS = NumericSettings(threads=1)  # two workers on two cores: no spin-waiti
 # one arrangement (CI time): the subject is Ray's fan-out, bitwise the one-process nightly's
 CONFIG = ReleaseConfig(name="ray-rel", model=ModelSpec("small"), candidates=(2, 4), numerics=NumericSettings(threads=1),
                        evidence=EvidenceSection(arrangements=1))
+
+
+def night(config: ReleaseConfig, golden: Path, out: Path, ray: RayOptions | None = None, ledger: Path | None = None,
+          manifest: Path | None = None) -> NightlyJob:
+    """A nightly job (no localisation, no progress) writing its ledger and manifest where given ([nightly])."""
+    paths = NightlySection(ledger=None if ledger is None else str(ledger),
+                           manifest=None if manifest is None else str(manifest))
+    return NightlyJob(config.with_overrides(nightly=paths), golden, out, ray, localise=False, progress=False)
 
 
 def lane_files(run_path: Path) -> dict[str, str]:
@@ -74,24 +83,27 @@ def golden(tmp_path_factory, small_model, small_corpus) -> Path:
 def baseline(tmp_path_factory, golden, small_model) -> dict:
     """The plain one-process nightly over the same golden: what every Ray run must equal bit for bit."""
     out = tmp_path_factory.mktemp("one-process")
-    outcome = nightly(CONFIG, golden, out, InProcessBackend(small_model, NUMERICS), ledger_path=out / "l.json",
-                      manifest_path=out / "p.json", show_progress=False, localise=False)
+    outcome = nightly(night(CONFIG, golden, out, ledger=out / "l.json", manifest=out / "p.json"),
+                      InProcessBackend(small_model, NUMERICS))
     assert outcome.exit_code == EXIT_PASS, outcome.summary
     return {"files": lane_files(outcome.paths["run"]), "verdicts": verdicts(outcome.paths["score"])}
 
 
 def test_cli_ray_local_with_two_workers_is_bitwise_the_one_process_nightly(tmp_path, golden, baseline):
-    """`harness nightly --ray local --ray-workers 2` (its own local Ray instance) against the plain nightly."""
+    """`harness nightly --ray local --set ray.workers=2` (its own local Ray instance) against the plain nightly."""
     cmd = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden), "--model", "small",
-           "--threads", "1", "--shapes", "2,4", "--arrangements", "1", "--no-localise"]
+           "--set", "numerics.threads=1", "--shapes", "2,4", "--arrangements", "1", "--no-localise"]
     env = {**os.environ, "HARNESS_PROGRESS_SECONDS": "3600"}
-    one = subprocess.run([*cmd, "--out", str(tmp_path / "one"), "--ledger", str(tmp_path / "l1.json"),
-                          "--manifest", str(tmp_path / "p1.json"), "--no-progress"],
-                         capture_output=True, text=True, env=env, timeout=600)
+
+    def paths(ledger: Path, manifest: Path) -> list[str]:
+        return ["--set", f"nightly.ledger='{ledger}'", "--set", f"nightly.manifest='{manifest}'"]
+
+    one = subprocess.run([*cmd, "--out", str(tmp_path / "one"), *paths(tmp_path / "l1.json", tmp_path / "p1.json"),
+                          "--no-progress"], capture_output=True, text=True, env=env, timeout=600)
     assert one.returncode == 0, one.stderr
     out = tmp_path / "ray"
-    on_ray = subprocess.run([*cmd, "--out", str(out), "--ledger", str(tmp_path / "l2.json"), "--manifest",
-                             str(tmp_path / "p2.json"), "--ray", "local", "--ray-workers", "2", "--ray-shards", "3"],
+    on_ray = subprocess.run([*cmd, "--out", str(out), *paths(tmp_path / "l2.json", tmp_path / "p2.json"), "--ray",
+                             "local", "--set", "ray.workers=2", "--set", "ray.shards=3"],
                             capture_output=True, text=True, env=env, timeout=600)
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout.strip().splitlines()[-1] == one.stdout.strip().splitlines()[-1]
@@ -162,9 +174,9 @@ def test_a_worker_killed_mid_shard_is_retried_and_the_result_is_bitwise_the_same
     killed: list[int] = []
     watcher = kill_the_held_worker(cluster, killed)
     out = tmp_path / "out"
-    outcome = nightly_ray(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=2),
-                          WorkerSpec(CONFIG, packer="tests.ray_hold:pack"), tmp_path / "l.json", tmp_path / "p.json",
-                          localise=False, show_progress=False)
+    outcome = nightly_ray(night(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=2),
+                                tmp_path / "l.json", tmp_path / "p.json"),
+                          WorkerSpec(CONFIG, packer="tests.ray_hold:pack"))
     watcher.join(timeout=5)
     assert len(killed) == 1, "no worker took the hold"
     assert outcome.exit_code == EXIT_PASS, outcome.summary
@@ -183,9 +195,9 @@ def test_a_worker_killed_with_no_retries_left_fails_the_job_in_one_line(tmp_path
     killed: list[int] = []
     watcher = kill_the_held_worker(cluster, killed)
     with pytest.raises(HarnessError) as failure:
-        nightly_ray(CONFIG, golden, tmp_path / "out", RayOptions("local", workers=2, shards=3, retries=0),
-                    WorkerSpec(CONFIG, packer="tests.ray_hold:pack"), tmp_path / "l.json", tmp_path / "p.json",
-                    localise=False, show_progress=False)
+        nightly_ray(night(CONFIG, golden, tmp_path / "out", RayOptions("local", workers=2, shards=3, retries=0),
+                          tmp_path / "l.json", tmp_path / "p.json"),
+                    WorkerSpec(CONFIG, packer="tests.ray_hold:pack"))
     watcher.join(timeout=5)
     assert len(killed) == 1
     message = str(failure.value)
@@ -196,9 +208,9 @@ def test_a_worker_killed_with_no_retries_left_fails_the_job_in_one_line(tmp_path
 def test_a_shard_with_bad_input_fails_the_job_once_with_its_line(tmp_path, cluster, golden):
     out = tmp_path / "out"
     with pytest.raises(HarnessError) as failure:
-        nightly_ray(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=3),
-                    WorkerSpec(CONFIG, packer="tests.ray_hold:refuse"), tmp_path / "l.json", tmp_path / "p.json",
-                    localise=False, show_progress=False)
+        nightly_ray(night(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=3),
+                          tmp_path / "l.json", tmp_path / "p.json"),
+                    WorkerSpec(CONFIG, packer="tests.ray_hold:refuse"))
     message = str(failure.value)
     assert message.startswith("shard 3/3 (4 blocks) on ") and "\n" not in message
     assert "tests.ray_hold:refuse" in message and "synth-s0-r003-b001" in message and "not packable" in message
@@ -210,7 +222,7 @@ def test_a_shard_with_bad_input_fails_the_job_once_with_its_line(tmp_path, clust
 
 def test_golden_record_on_ray_is_the_one_process_golden(tmp_path, cluster, golden, small_corpus):
     one = load_golden(golden)
-    gold, changes = record_ray(CONFIG, small_corpus.rows(), tmp_path / "goldens", "ray-rel", False,
+    gold, changes = record_ray(CONFIG, small_corpus.rows(), RecordTarget(tmp_path / "goldens", "ray-rel"),
                                RayOptions("local", workers=2, shards=2), WorkerSpec(CONFIG), one.geometry,
                                show_progress=False)
     assert changes is None and gold.blocks == one.blocks == 12
@@ -233,8 +245,8 @@ def test_a_golden_whose_corpus_was_modified_is_refused_before_any_shard_starts(t
     data[len(data) // 2] ^= 1
     (copy / "corpus.parquet").write_bytes(bytes(data))
     with pytest.raises(GoldenError, match=r"corpus.parquet: sha256 .* does not match the manifest's .*modified"):
-        nightly_ray(CONFIG, copy, tmp_path / "out", RayOptions("local", workers=2, shards=2), WorkerSpec(CONFIG),
-                    ledger_path=tmp_path / "l.json", manifest_path=tmp_path / "p.json", show_progress=False)
+        nightly_ray(night(CONFIG, copy, tmp_path / "out", RayOptions("local", workers=2, shards=2),
+                          tmp_path / "l.json", tmp_path / "p.json"), WorkerSpec(CONFIG))
     assert not (tmp_path / "out" / "shards").exists() and not (tmp_path / "l.json").exists()
 
 
@@ -243,8 +255,8 @@ def test_a_golden_of_another_reference_geometry_is_refused_before_ray_starts(tmp
     refusal comes before Ray starts and any worker builds a model, with nothing written."""
     full = CONFIG.with_overrides(model=ModelSpec("full"))
     with pytest.raises(GoldenError, match=r"golden of another model geometry: .*frames_per_window 56 vs 589"):
-        nightly_ray(full, golden, tmp_path / "out", RayOptions("local", workers=2, shards=2), WorkerSpec(full),
-                    ledger_path=tmp_path / "l.json", manifest_path=tmp_path / "p.json", show_progress=False)
+        nightly_ray(night(full, golden, tmp_path / "out", RayOptions("local", workers=2, shards=2),
+                          tmp_path / "l.json", tmp_path / "p.json"), WorkerSpec(full))
     assert not (tmp_path / "out").exists() and not (tmp_path / "l.json").exists()
 
 
@@ -301,17 +313,17 @@ def test_ray_without_ray_installed_says_how_to_install_it(tmp_path, command):
 
 
 def test_ray_options_are_checked_before_any_work():
-    for bad, match in (({"workers": 0}, "--ray-workers 0"), ({"shards": 0}, "--ray-shards 0"),
-                       ({"retries": -1}, "--ray-retries -1")):
+    for bad, match in (({"workers": 0}, "ray.workers 0"), ({"shards": 0}, "ray.shards 0"),
+                       ({"retries": -1}, "ray.retries -1")):
         with pytest.raises(HarnessError, match=match):
             RayOptions("local", **bad)
     with pytest.raises(HarnessError, match="expected 'local', 'auto' or a Ray cluster address"):
         RayOptions(" ")
-    with pytest.raises(HarnessError, match="--ray-accelerator: expected a GPU kind"):
+    with pytest.raises(HarnessError, match="ray.accelerator: expected a GPU kind"):
         RayOptions("auto", accelerator="")
-    with pytest.raises(HarnessError, match="--ray-workers: applies with --ray only"):
+    with pytest.raises(HarnessError, match="ray.workers: applies with --ray only"):
         ray_options(None, 2, None, 3)
-    with pytest.raises(HarnessError, match="--shard with --ray: Ray cuts the corpus in shards itself"):
+    with pytest.raises(HarnessError, match="nightly.shard with --ray: Ray cuts the corpus in shards itself"):
         sharded = CONFIG.with_overrides(nightly=NightlySection(shard="1/2"))
         commands.nightly(NightlyJob(sharded, Path("nowhere"), Path("nowhere"), RayOptions("local"), localise=False,
                                     progress=False))
@@ -402,7 +414,7 @@ def test_workers_are_one_per_gpu_of_the_asked_kind_or_per_threads_cpus():
     assert worker_count(cluster, RayOptions("auto"), cpu) == ((64 + 32 + 16) // 4, None)
     with pytest.raises(HarnessError, match=r"no room for a worker: it needs a GPU per worker"):
         worker_count(FakeCluster([cpu_only]), RayOptions("auto"), gpu)
-    with pytest.raises(HarnessError, match=r"--ray-accelerator H100: applies to GPU workers"):
+    with pytest.raises(HarnessError, match=r"ray.accelerator H100: applies to GPU workers"):
         worker_count(cluster, RayOptions("auto", accelerator="H100"), cpu)
 
 

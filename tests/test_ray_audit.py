@@ -29,8 +29,8 @@ from harness.capture.capture_laws import Survey
 from harness.corpus.shards import request_ranges
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import HarnessError
+from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.audit import AuditFile, GoldenModel
-from harness.numerics import NumericSettings
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.backends import make_backend
 from harness.pipeline.capture import serve_and_capture
@@ -118,13 +118,14 @@ def test_request_ranges_cut_the_capture_in_whole_requests_in_order(sizes, count)
 
 
 def test_cli_audit_ray_local_with_two_workers_is_the_one_process_audit(tmp_path, captures, one_process):
-    """`harness audit --ray local --ray-workers 2` (its own local Ray instance) against the plain audit."""
+    """`harness audit --ray local --set ray.workers=2` (its own local Ray instance) against the plain audit."""
     env = {**os.environ, "HARNESS_PROGRESS_SECONDS": "3600",
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     out = tmp_path / "ray"
     done = subprocess.run([sys.executable, "-m", "harness.cli", "audit", str(captures["good"]), "--golden-model",
-                           "small", "--threads", "1", "--out", str(out), "--ray", "local", "--ray-workers", "2",
-                           "--ray-shards", "3"], capture_output=True, text=True, env=env, timeout=600)
+                           "small", "--set", "numerics.threads=1", "--out", str(out), "--ray", "local", "--set",
+                           "ray.workers=2", "--set", "ray.shards=3"], capture_output=True, text=True, env=env,
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     one = one_process["good"]
     assert done.stdout.splitlines()[:-1] == one.lines[:-1]  # every line but where it wrote
@@ -220,7 +221,7 @@ def test_shards_re_run_on_different_devices_or_missing_blocks_are_refused(tmp_pa
                                model.model_copy(update={"device_kind": "NVIDIA A100"}), env)]
     survey = dataclasses.replace(Survey(load_model("small").geometry), blocks=2)
     with pytest.raises(HarnessError, match=r"shard 2/2 re-ran its blocks with another device_kind than shard 1 "
-                                           r"\(NVIDIA A100 vs NVIDIA H100 80GB HBM3\).*--ray-accelerator"):
+                                           r"\(NVIDIA A100 vs NVIDIA H100 80GB HBM3\).*ray.accelerator"):
         rerun.golden_model_of_shards(survey)
     rerun.files[1] = write_exact(tmp_path / "4.npz", ["r1/b"], [block], model, {**env, "torch": "2.12.0"})
     with pytest.raises(HarnessError, match=r"shard 2/2 re-ran its blocks with other software than shard 1: "

@@ -21,7 +21,7 @@ import pytest
 from golden.store import CORPUS
 from harness.data.corpus_schema import CorpusReader, CorpusWriter, write_corpus
 from harness.data.errors import BackendError, CorpusError
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.record import copied, record_golden
 from lanes.backend import InProcessBackend
 

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from harness.data.errors import LedgerError
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.tolerances import Tolerances
 from harness.evidence.repeat_evidence import RepeatScorer, repeat_lanes
 from harness.ledger.score_check import check_self_consistent
-from harness.numerics import NumericSettings
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from lanes.runner import RunPlan, run_lanes

@@ -23,7 +23,7 @@ import pytest
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.results import Score
-from reports import write_junit, write_report
+from reports import ReportContext, write_junit, write_report
 from reports.host_line import timing_line
 from tests.pipeline import pipeline
 
@@ -107,18 +107,18 @@ def test_a_score_before_the_backend_was_recorded_still_renders(tmp_path, score):
 def test_a_first_night_says_its_margins_start_tomorrow_instead_of_a_table_of_dashes(tmp_path, score):
     """One night in the history: no trend table, no plots, one sentence; a margin already near its limit still
     warns. Negative control: a second night gets the table and a plot."""
+    from harness.data.schemas.config_file import HistorySection
     from harness.ledger.margins import margins_view
-    from harness.release_config import HistorySection
     from tests.test_margins import nights
 
     settings = HistorySection()
-    paths = write_report(tmp_path / "first", score, margins=margins_view(nights([0.9]), settings))
+    paths = write_report(tmp_path / "first", score, ReportContext(margins=margins_view(nights([0.9]), settings)))
     facts, html, md = (json.loads(paths["json"].read_text()), paths["html"].read_text(), paths["md"].read_text())
     assert facts["margins"]["first_night"] and facts["margins"]["trends"] == []
     assert 'id="margin-trends"' not in html and "margins-plot" not in html and "| k | OP | metric |" not in md
     assert "a margin's trend needs two nights" in html and "a margin's trend needs two nights" in md
     assert "warning: k=4 OP 0 max_abs" in md  # near its limit on the first night: still said
-    paths = write_report(tmp_path / "second", score, margins=margins_view(nights([0.1, 0.2]), settings))
+    paths = write_report(tmp_path / "second", score, ReportContext(margins=margins_view(nights([0.1, 0.2]), settings)))
     html = paths["html"].read_text()
     assert 'id="margin-trends"' in html and 'id="margins-plot-0"' in html and "needs two nights" not in html
 
@@ -146,6 +146,6 @@ def test_the_report_names_the_file_the_engine_reads(tmp_path, score):
     assert "The engine reads promoted-shapes.json" in html and "The engine reads promoted-shapes.json" in md
     missing = engine_manifest(score, tmp_path / "none" / "promoted-shapes.json")
     assert not missing.exists and missing.allows is None
-    facts = json.loads(write_report(tmp_path / "b", score, engine=missing)["json"].read_text())
+    facts = json.loads(write_report(tmp_path / "b", score, ReportContext(engine=missing))["json"].read_text())
     assert facts["engine_line"] == (f"The engine reads {tmp_path / 'none' / 'promoted-shapes.json'}; it does not "
                                     "exist yet: no packed shape is allowed anywhere until a night promotes one.")

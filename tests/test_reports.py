@@ -33,17 +33,18 @@ import pytest
 from markupsafe import escape
 
 from golden.store import Golden
+from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.results import Score
 from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.ledger.promotion import apply_score, empty_ledger
-from harness.numerics import NumericSettings
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.record import record_golden, verify_golden
 from harness.pipeline.score import score_run
-from harness.release_config import EvidenceSection, ReleaseConfig
+from harness.release_config import ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from reports import write_report
+from reports import ReportContext, write_report
 from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
 from reports.signoff import build_facts
 from tests.pipeline import record, run_shapes
@@ -116,7 +117,7 @@ def leaky(tmp_path_factory) -> tuple[dict, dict]:
 
 
 def _written(tmp_path: Path, score: dict, **kwargs) -> tuple[dict, str, str, dict]:
-    paths = write_report(tmp_path / "report", score, **kwargs)
+    paths = write_report(tmp_path / "report", score, ReportContext(**kwargs))
     assert set(paths) == {"html", "md", "json"}
     assert all(p.is_file() and p.parent == tmp_path / "report" for p in paths.values())
     return (json.loads(paths["json"].read_text()), paths["md"].read_text(), paths["html"].read_text(), paths)
@@ -252,7 +253,7 @@ def test_a_score_read_back_renders_as_the_one_in_memory(tmp_path, small):
     score, ledger = small["passing"], small["promoted_ledger"]
     back = read_score(write_score(tmp_path / "score.json", score))
     for name, doc in (("memory", score), ("file", back)):
-        write_report(tmp_path / name, doc, ledger=ledger)
+        write_report(tmp_path / name, doc, ReportContext(ledger=ledger))
         write_junit(tmp_path / name / "junit.xml", doc, None)
     for page in ("report.json", "report.md", "report.html", "junit.xml"):
         memory, file = _stampless(tmp_path / "memory" / page), _stampless(tmp_path / "file" / page)
@@ -612,7 +613,7 @@ def test_cached_templates_render_the_same_pages_and_compile_nothing(tmp_path, mo
         monkeypatch.setenv("HARNESS_TEMPLATE_CACHE", where)
         signoff.template_environments.cache_clear()  # as a new process starts
         before = len(compiled)
-        write_report(tmp_path / name, score, ledger=ledger)
+        write_report(tmp_path / name, score, ReportContext(ledger=ledger))
         counts[name] = len(compiled) - before
         pages[name] = [_stampless(tmp_path / name / p) for p in ("report.json", "report.md", "report.html")]
     assert pages["cold"] == pages["off"] and pages["warm"] == pages["off"]
@@ -624,6 +625,6 @@ def test_cached_templates_render_the_same_pages_and_compile_nothing(tmp_path, mo
     assert len(cached) == counts["off"]
     cached[0].write_bytes(cached[0].read_bytes()[:20])  # cut short: compiled again, the same page
     signoff.template_environments.cache_clear()
-    write_report(tmp_path / "cut", score, ledger=ledger)
+    write_report(tmp_path / "cut", score, ReportContext(ledger=ledger))
     assert [_stampless(tmp_path / "cut" / p) for p in ("report.json", "report.md", "report.html")] == pages["off"]
     signoff.template_environments.cache_clear()

@@ -25,7 +25,7 @@ from harness.evidence.request_evidence import (
     needed_blocks,
     refusal,
 )
-from harness.judging.judges.judge_base import Check, OpVerdict
+from harness.judging.judges.judge_base import Check, CheckDetails, OpVerdict
 from harness.judging.lane_scoring import laws_refusal, shape_gates
 from harness.ledger.score_check import check_self_consistent
 from harness.throughput.timing import summarize_calls
@@ -67,8 +67,8 @@ def op0(*checks: Check) -> dict[str, OpVerdict]:
 
 def test_blocks_the_gate_needs_follow_from_the_rate_checks_units_per_block():
     # 3/n <= 1e-3 needs 3000 audio frames; 12 blocks gave 4800 (400 per block): 8 blocks
-    ops = op0(Check.gate(0, "flip_rate_upper95", 0.0, "<=", 1e-3, total=4800),
-              Check.gate(0, "max_abs", 0.0, "<=", 1e-4, total=96))
+    ops = op0(Check.gate(0, "flip_rate_upper95", 0.0, "<=", 1e-3, CheckDetails(total=4800)),
+              Check.gate(0, "max_abs", 0.0, "<=", 1e-4, CheckDetails(total=96)))
     assert gate_blocks(ops, 12) == 8
     assert needed_blocks(4, ops, 12) == 8 and needed_blocks(32, ops, 12) == 32 and needed_blocks(3, ops, 12) == 9
     assert needed_blocks(4, op0(), 12) == 4 * MIN_FULL_REQUESTS  # no gate: one full request
@@ -106,7 +106,7 @@ def test_a_packer_that_broke_the_laws_or_was_not_judged_fails_every_shape():
     ok, reasons = shape_gates(4, True, requests, broken)
     assert not ok and reasons == [laws_refusal(broken)]
     assert "packer callable:m:f@sha256:00 broke the packing laws (own-samples): no shape may be promoted" in reasons[0]
-    assert not shape_gates(4, True, requests, unjudged)[0] and "--laws-examples 0" in laws_refusal(unjudged)
+    assert not shape_gates(4, True, requests, unjudged)[0] and "packer.laws_examples = 0" in laws_refusal(unjudged)
 
 
 # ----------------------------------------------------------------------------- through the CLI
@@ -147,7 +147,7 @@ def run_manifest(out: Path) -> dict:
 def test_a_shape_larger_than_the_corpus_is_refused_with_the_line(tmp_path, golden_copy, monkeypatch, capsys):
     """--shapes 32 on a 12-block corpus is no PASS: its one 12-block pack is no evidence for k = 32."""
     code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "32",
-                                 "--laws-examples", FAST_LAWS)
+                                 "--set", f"packer.laws_examples={FAST_LAWS}")
     assert code == 1, lines
     shape = score["shapes"]["32"]
     assert shape["verdict"] == "fail" and all(op["passed"] for op in shape["ops"].values())  # only the gate refuses
@@ -166,7 +166,7 @@ def test_a_shape_larger_than_the_corpus_is_refused_with_the_line(tmp_path, golde
 def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_path, golden_copy, monkeypatch,
                                                                           capsys):
     code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--laws-examples", FAST_LAWS)
+                                 "--set", f"packer.laws_examples={FAST_LAWS}")
     assert code == 0 and lines[-1].startswith("PASS"), lines
     requests = score["shapes"]["4"]["requests"]
     assert requests["full"] == 3 and requests["full_blocks"] == 12 and requests["partial"] == 0
@@ -193,8 +193,8 @@ def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_p
 
 def test_a_packer_that_breaks_the_laws_gets_no_shape_passed(tmp_path, golden_copy, monkeypatch, capsys):
     code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--packer", "harness.laws.law_controls:speaker_dropping_packer",
-                                 "--laws-examples", "10")
+                                 "--set", "packer.spec=harness.laws.law_controls:speaker_dropping_packer",
+                                 "--set", "packer.laws_examples=10")
     assert code == 1, lines
     laws = score["laws"]
     assert laws["verdict"] == "broken" and laws["broken"], laws
@@ -205,8 +205,8 @@ def test_a_packer_that_breaks_the_laws_gets_no_shape_passed(tmp_path, golden_cop
 def test_laws_not_judged_promote_nothing_and_a_hand_edited_pass_is_refused(tmp_path, golden_copy, monkeypatch,
                                                                           capsys):
     code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--laws-examples", "0")
-    assert code == 1 and "--laws-examples 0" in lines[-1], lines
+                                 "--set", "packer.laws_examples=0")
+    assert code == 1 and "packer.laws_examples = 0" in lines[-1], lines
     assert score["laws"]["verdict"] == "not-judged" and run_manifest(tmp_path / "o")["laws"]["examples"] == 0
     forged = {k: v for k, v in score.items() if k != "digest"}
     forged["shapes"]["4"]["verdict"], forged["verdict"] = "pass", "pass"
@@ -214,11 +214,11 @@ def test_laws_not_judged_promote_nothing_and_a_hand_edited_pass_is_refused(tmp_p
     path = tmp_path / "forged.json"
     path.write_text(json.dumps(seal(forged, "digest")))
     code, _, err = harness(monkeypatch, capsys, "promote", "--score", str(path))
-    assert code == 2 and "verdict 'pass' disagrees" in err and "--laws-examples 0" in err, err
+    assert code == 2 and "verdict 'pass' disagrees" in err and "packer.laws_examples = 0" in err, err
 
 
 def test_a_negative_laws_examples_is_one_line(tmp_path, golden_copy, monkeypatch, capsys):
     code, _, err = harness(monkeypatch, capsys, "run", "--golden", str(golden_copy), "--runs", str(tmp_path / "r"),
-                           "--model", "small", "--laws-examples", "-1", "--no-progress")
-    assert code == 2 and err.strip().startswith("harness: error:") and "--laws-examples" in err
+                           "--model", "small", "--set", "packer.laws_examples=-1", "--no-progress")
+    assert code == 2 and err.strip().startswith("harness: error:") and "packer.laws_examples" in err
     assert len(err.strip().splitlines()) == 1

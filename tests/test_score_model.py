@@ -92,10 +92,11 @@ def test_a_document_is_read_by_attribute_only_and_absent_keys_stay_absent(scored
 
 def test_check_and_op_verdict_are_declared_once():
     from harness.judging.judges import Check as JudgesCheck
-    from harness.judging.judges.judge_base import Check, OpVerdict
+    from harness.judging.judges.judge_base import Check, CheckDetails, OpVerdict
 
     assert Check is CheckModel and JudgesCheck is CheckModel and OpVerdict is OpVerdictModel
-    c = Check.gate(0, "max_abs", 0.5, "<=", 1e-4, unit="windows", offending=3, total=4096, limit="max_abs")
+    c = Check.gate(0, "max_abs", 0.5, "<=", 1e-4,
+                   CheckDetails(unit="windows", offending=3, total=4096, limit="max_abs"))
     v = OpVerdict.of(0, 4, [c], {"bitwise": False}, {"max_abs": 1e-4})
     assert not v.passed and v.reasons == [c.line()] and c.failed
     assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed (would pass at 0.5), 3 of 4,096 windows")

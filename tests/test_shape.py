@@ -125,7 +125,7 @@ def test_the_toml_range_is_the_shape_range() -> None:
     for bad in (MIN_K - 1, MAX_K + 1):
         with pytest.raises(ValidationError):
             Section(k=bad)
-    from harness.release_config import ShapesSection
+    from harness.data.schemas.config_file import ShapesSection
 
     with pytest.raises(ValidationError):
         ShapesSection(candidates=[MAX_K + 1])

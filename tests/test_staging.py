@@ -14,7 +14,7 @@ import pytest
 from examples import byo_torchscript
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import BackendError
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from lanes import controls, staging
 from lanes.backend import InProcessBackend
 from lanes.device_timeline import DeviceTimeline

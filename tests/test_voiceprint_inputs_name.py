@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from harness.data.schemas.config_file import VOICEPRINT_INPUTS
 from harness.judging.judges.judge_base import TOLERANCE_MODES
 from harness.pipeline.record import exact_plan
 from harness.pipeline.run import plan_for
-from harness.release_config import VOICEPRINT_INPUTS, ReleaseConfig, config_from_dict
+from harness.release_config import ReleaseConfig, config_from_dict
 
 
 @pytest.mark.parametrize("inputs", VOICEPRINT_INPUTS)

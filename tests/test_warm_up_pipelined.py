@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from harness.data.masks import MaskPolicy, voiceprint_rows
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from harness.numerics import NumericSettings
 from lanes.backend import InProcessBackend
 from lanes.runner import RunPlan
 from tests.runner_digest import null_setup, run_collect

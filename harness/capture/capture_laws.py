@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.capture.schema import CapturedRequest
-from harness.data.blocks import Block, check_request
+from harness.data.blocks import Block, BlockRows, check_request
 from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
 from harness.data.schemas.audit import MAX_VIOLATIONS
@@ -93,8 +93,8 @@ def check_captured(request: CapturedRequest, geometry: Geometry) -> list[Violati
         return [broken("rebased-inside", exc.what, _named_block(exc.what, every))]
     for block in split:
         try:
-            Block.create(block.id, block.op, block.span, block.offsets, block.valid, geometry, weights=block.weights,
-                         idx=block.idx, speakers=block.speakers)
+            Block.create(block.id, block.op, block.span, block.offsets, block.valid, geometry,
+                         BlockRows(block.weights, block.idx, block.speakers))
         except BlockError as exc:
             return [broken("well-formed", f"split out by the layout, it is not a block of this release: "
                            f"{exc.field}={exc.value!r}: {exc.reason}", block.id)]
@@ -103,8 +103,8 @@ def check_captured(request: CapturedRequest, geometry: Geometry) -> list[Violati
 
 def blocks_of(request: CapturedRequest, geometry: Geometry) -> list[Block]:
     """The real blocks of a request that obeys the laws, as each was before packing (validated)."""
-    return [Block.create(b.id, b.op, b.span, b.offsets, b.valid, geometry, weights=b.weights, idx=b.idx,
-                         speakers=b.speakers) for b in request.packed.split()]
+    return [Block.create(b.id, b.op, b.span, b.offsets, b.valid, geometry, BlockRows(b.weights, b.idx, b.speakers))
+            for b in request.packed.split()]
 
 
 _INDEX = re.compile(r"^(SPAN|OFFSETS|VALID|WEIGHTS|IDX)\[(\d+)")

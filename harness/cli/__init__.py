@@ -139,10 +139,15 @@ def _run(args: list[str], debug: bool) -> int | None:
 
     try:
         fault("cli:start")
-        from harness.cli.app import app_command
+        from harness.cli.app import app_command, removed_flag
 
         fault("cli:imported")
-        code = app_command().main(args=args, prog_name="harness", standalone_mode=False)
+        command = app_command()
+        removed = removed_flag(command, args)  # an alias of a --set key, removed: one line naming the key
+        if removed is not None:
+            _fail(removed, debug)
+            return EXIT_ERROR
+        code = command.main(args=args, prog_name="harness", standalone_mode=False)
         fault("cli:returned")
         if code == 130:  # typer's answer to a KeyboardInterrupt it caught itself
             _fail(_interrupted(), debug)

@@ -52,11 +52,24 @@ def _root(version: Annotated[bool, typer.Option(
     """The options of ``harness`` itself (before any command)."""
 
 SET_KEYS = ("[backend] url, concurrency, shm, model_label; [ray] address, workers, shards, retries, accelerator; "
-            "[packer] spec, cmd, digest, laws_examples; [nightly] shard (i/n, 1-based: the hidden flag --shard), "
-            "ledger, manifest; [load] concurrency (--sweep-concurrency 1,2,4,8), p99_budget_ms, blocks; "
-            "[model] seed; [numerics] mkldnn, threads; [lanes] voiceprint_inputs; and every key "
-            "of docs/configuration.md. The older flags of these keys are still accepted (hidden)")
-HIDDEN = {"hidden": True}  # kept for scripts, listed under --set (harness nightly --help stays short)
+            "[packer] spec, cmd, digest, laws_examples; [nightly] shard (i/n, 1-based), ledger, manifest; [load] "
+            "concurrency (e.g. [1,2,4,8]), p99_budget_ms, blocks; [model] seed; [numerics] mkldnn, threads; [lanes] "
+            "voiceprint_inputs; and every key of docs/configuration.md")
+
+# The flags that were only aliases of one configuration key: each is refused, before the command line is
+# parsed, with one line naming the --set key that gives the value (removed_flag). A command's own option of
+# the same name (promote --ledger, laws --packer, ...) is that command's, and stays.
+REMOVED_FLAGS = {
+    "--seed": "model.seed=N", "--mkldnn": "numerics.mkldnn=true", "--no-mkldnn": "numerics.mkldnn=false",
+    "--threads": "numerics.threads=N", "--voiceprint-inputs": "lanes.voiceprint_inputs=isolated|chained",
+    "--concurrency": "backend.concurrency=N", "--shm": "backend.shm=true", "--no-shm": "backend.shm=false",
+    "--model-label": "backend.model_label=NAME", "--ray-workers": "ray.workers=N", "--ray-shards": "ray.shards=N",
+    "--ray-retries": "ray.retries=N", "--ray-accelerator": "ray.accelerator=KIND",
+    "--packer": "packer.spec=package.module:function", "--packer-cmd": "packer.cmd=COMMAND",
+    "--packer-digest": "packer.digest=SHA256", "--laws-examples": "packer.laws_examples=N",
+    "--shard": "nightly.shard=i/n", "--ledger": "nightly.ledger=PATH", "--manifest": "nightly.manifest=PATH",
+    "--sweep-concurrency": "load.concurrency=[1,2,4,8]",
+}
 
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", "-c", help="Release configuration (harness.toml; `harness init` writes one, annotated). Default: "
@@ -68,37 +81,18 @@ SetOpt = Annotated[list[str] | None, typer.Option(
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", help="Model spec: 'full' or 'small' (the reference model), 'package.module:factory', or a TorchScript "
     "file (.pt). Overrides the config's [model] spec (default 'full').")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="= --set model.seed=N", **HIDDEN)]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="Where the model runs in-process: cpu, cuda, cuda:N "
                                                "(a GPU machine). Overrides [release] device (default cpu).")]
 BackendOpt = Annotated[str | None, typer.Option("--backend", help="'in-process' (default) or a Triton server URL, "
                                                 "e.g. http://127.0.0.1:8000 (see `harness serve`). Overrides "
                                                 "[backend] url (its other keys: see the set option).")]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="= --set backend.concurrency=N", **HIDDEN)]
-ShmOpt = Annotated[bool | None, typer.Option("--shm/--no-shm", help="= --set backend.shm=true", **HIDDEN)]
-ModelLabelOpt = Annotated[str | None, typer.Option("--model-label", help="= --set backend.model_label=NAME",
-                                                   **HIDDEN)]
-MkldnnOpt = Annotated[bool | None, typer.Option("--mkldnn/--no-mkldnn", help="= --set numerics.mkldnn=false",
-                                                **HIDDEN)]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="= --set numerics.threads=N", **HIDDEN)]
 ToleranceOpt = Annotated[str | None, typer.Option(
     "--tolerance", help="Judge every OP in this mode: bitwise | tolerance | noise-floor (the golden's own noise). "
     "Overrides the mode of [tolerances.op0], [tolerances.op1] and [tolerances.op2]; the limits stay the config's.")]
-VoiceprintOpt = Annotated[str | None, typer.Option(
-    "--voiceprint-inputs", help="= --set lanes.voiceprint_inputs=chained", **HIDDEN)]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr (a bar on a "
                                            "terminal, plain lines every few seconds in CI logs).")]
 ShapesOpt = Annotated[str | None, typer.Option("--shapes", help="Packed shapes, blocks per call, e.g. 2,4,8. Overrides "
                                                "[shapes] candidates.")]
-LedgerOpt = Annotated[Path | None, typer.Option("--ledger", help="= --set nightly.ledger=PATH", **HIDDEN)]
-ManifestOpt = Annotated[Path | None, typer.Option("--manifest", help="= --set nightly.manifest=PATH", **HIDDEN)]
-ShardOpt = Annotated[str | None, typer.Option("--shard", help="= --set nightly.shard=i/n", **HIDDEN)]
-PackerOpt = Annotated[str | None, typer.Option("--packer", help="= --set packer.spec=package.module:function",
-                                               **HIDDEN)]
-PackerCmdOpt = Annotated[str | None, typer.Option("--packer-cmd", help="= --set packer.cmd=COMMAND", **HIDDEN)]
-PackerDigestOpt = Annotated[str | None, typer.Option("--packer-digest", help="= --set packer.digest=SHA256", **HIDDEN)]
-LawsExamplesOpt = Annotated[int | None, typer.Option("--laws-examples", help="= --set packer.laws_examples=N",
-                                                     **HIDDEN)]
 ArrangementsOpt = Annotated[int | None, typer.Option(
     "--arrangements", help="Judge every packed shape in N arrangements of its blocks, today's consecutive one "
     "included: shuffled neighbours, every slot, each block twice in one request (N - 1 more packed lanes). "
@@ -112,30 +106,14 @@ RayOpt = Annotated[str | None, typer.Option(
     "cluster this machine belongs to) or a cluster address (ray://head:10001). One worker per GPU (per [numerics] "
     "threads CPUs on --device cpu) holds the model; --out must be a folder every node mounts. Needs the 'ray' extra. "
     "Overrides [ray] address (its other keys: see the set option).")]
-RayWorkersOpt = Annotated[int | None, typer.Option("--ray-workers", help="= --set ray.workers=N", **HIDDEN)]
-RayShardsOpt = Annotated[int | None, typer.Option("--ray-shards", help="= --set ray.shards=N", **HIDDEN)]
-RayRetriesOpt = Annotated[int | None, typer.Option("--ray-retries", help="= --set ray.retries=N", **HIDDEN)]
-RayAcceleratorOpt = Annotated[str | None, typer.Option("--ray-accelerator", help="= --set ray.accelerator=KIND",
-                                                       **HIDDEN)]
 
 # every flag that overrides one key of the configuration: parameter name -> (flag, key)
 FLAG_KEYS = {
     "model": ("--model", "model.spec"), "golden_model": ("--golden-model", "model.spec"),
-    "seed": ("--seed", "model.seed"), "device": ("--device", "release.device"),
-    "mkldnn": ("--mkldnn", "numerics.mkldnn"), "threads": ("--threads", "numerics.threads"),
-    "voiceprint_inputs": ("--voiceprint-inputs", "lanes.voiceprint_inputs"),
+    "device": ("--device", "release.device"),
     "blocks": ("--blocks", "corpus.blocks"),  # --pad-to-fixed is the run plan's (commands.run), not the file's
-    "backend": ("--backend", "backend.url"), "concurrency": ("--concurrency", "backend.concurrency"),
-    "shm": ("--shm", "backend.shm"), "model_label": ("--model-label", "backend.model_label"),
-    "ray": ("--ray", "ray.address"), "ray_workers": ("--ray-workers", "ray.workers"),
-    "ray_shards": ("--ray-shards", "ray.shards"), "ray_retries": ("--ray-retries", "ray.retries"),
-    "ray_accelerator": ("--ray-accelerator", "ray.accelerator"),
-    "packer": ("--packer", "packer.spec"), "packer_cmd": ("--packer-cmd", "packer.cmd"),
-    "packer_digest": ("--packer-digest", "packer.digest"), "laws_examples": ("--laws-examples", "packer.laws_examples"),
-    "shard": ("--shard", "nightly.shard"), "ledger": ("--ledger", "nightly.ledger"),
-    "manifest": ("--manifest", "nightly.manifest"),
+    "backend": ("--backend", "backend.url"), "ray": ("--ray", "ray.address"),
     "arrangements": ("--arrangements", "evidence.arrangements"), "repeats": ("--repeats", "evidence.repeats"),
-    "sweep_concurrency": ("--sweep-concurrency", "load.concurrency"),  # nightly: a list (job_cmds parses it)
 }
 
 
@@ -163,26 +141,44 @@ def flag_overrides(sets: list[str] | None = None, tolerance: str | None = None, 
     return out
 
 
-def resolve_config(config: Path | None, model: str | None = None, seed: int | None = None,
-                   mkldnn: bool | None = None, threads: int | None = None, voiceprint_inputs: str | None = None,
-                   device: str | None = None, tolerance: str | None = None, shapes: str | None = None,
-                   sets: list[str] | None = None, **flags: object):
+def resolve_config(config: Path | None, model: str | None = None, device: str | None = None,
+                   tolerance: str | None = None, shapes: str | None = None, sets: list[str] | None = None,
+                   **flags: object):
     """The release configuration with the command line's overrides, validated once, with the file
     (:func:`harness.release_config.load_config`); a refused value names the flag it came from."""
     from harness.release_config import load_config
 
-    return load_config(config, flag_overrides(sets, tolerance, shapes, model=model, seed=seed, mkldnn=mkldnn,
-                                              threads=threads, voiceprint_inputs=voiceprint_inputs, device=device,
-                                              **flags))
+    return load_config(config, flag_overrides(sets, tolerance, shapes, model=model, device=device, **flags))
+
+
+def removed_flag(command, args: list[str]) -> str | None:
+    """The one line for a flag of :data:`REMOVED_FLAGS` given to a command that takes ``--set`` and has no
+    option of that name: ``harness nightly: --seed was removed: use --set model.seed=N``; None when there is
+    none (the command line goes on to be parsed). ``command``: the click command of the whole tree."""
+    path, words = ["harness"], list(args)
+    while words and not words[0].startswith("-") and words[0] in getattr(command, "commands", {}):
+        path.append(words[0])
+        command = command.commands[words.pop(0)]
+    own = {name for p in getattr(command, "params", ()) for name in (*getattr(p, "opts", ()),
+                                                                      *getattr(p, "secondary_opts", ()))}
+    if "--set" not in own:
+        return None
+    for word in words:
+        if word == "--":  # what follows is no option
+            break
+        flag = word.split("=", 1)[0]
+        if flag in REMOVED_FLAGS and flag not in own:
+            return f"{' '.join(path)}: {flag} was removed: use --set {REMOVED_FLAGS[flag]}"
+    return None
 
 
 def ray_options(address: str | None, workers: int | None, shards: int | None, retries: int,
                 accelerator: str | None = None):
     """The Ray options (None without an address); the others are refused without it."""
     if address is None:
-        for name, given in (("--ray-workers", workers is not None), ("--ray-shards", shards is not None),
-                            ("--ray-accelerator", accelerator is not None)):
-            if given:  # the flag or its key (ray.workers, ...): both name the same value
+        for name, given in (("ray.workers", workers is not None), ("ray.shards", shards is not None),
+                            ("ray.accelerator", accelerator is not None)):
+            if given:  # from the configuration or --set
                 raise HarnessError(f"{name}: applies with --ray only (ray.address)")
         return None
     from harness.pipeline.distributed import RayOptions

@@ -10,16 +10,9 @@ import typer
 from harness.cli.app import (
     ConfigOpt,
     DeviceOpt,
-    MkldnnOpt,
     ProgressOpt,
-    RayAcceleratorOpt,
     RayOpt,
-    RayRetriesOpt,
-    RayShardsOpt,
-    RayWorkersOpt,
-    SeedOpt,
     SetOpt,
-    ThreadsOpt,
     ToleranceOpt,
     app,
     ray_of,
@@ -39,9 +32,7 @@ def audit_cmd(
     out: Annotated[Path, typer.Option(help="Folder for audit.json, junit.xml, report.html and report.md.")] =
     Path("audit"),
     tolerance: ToleranceOpt = None,
-    config: ConfigOpt = None, seed: SeedOpt = None, device: DeviceOpt = None, mkldnn: MkldnnOpt = None,
-    threads: ThreadsOpt = None, progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
-    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = None, ray_accelerator: RayAcceleratorOpt = None,
+    config: ConfigOpt = None, device: DeviceOpt = None, progress: ProgressOpt = True, ray: RayOpt = None,
     sets: SetOpt = None,
 ) -> None:
     """Audit production traffic: the packing laws on every captured request, then every captured block re-run
@@ -58,9 +49,7 @@ def audit_cmd(
     """
     from harness.pipeline.audit import run_audit
 
-    cfg = resolve_config(config, seed=seed, mkldnn=mkldnn, threads=threads, device=device, tolerance=tolerance,
-                         sets=sets, golden_model=golden_model, ray=ray, ray_workers=ray_workers, ray_shards=ray_shards,
-                         ray_retries=ray_retries, ray_accelerator=ray_accelerator)
+    cfg = resolve_config(config, device=device, tolerance=tolerance, sets=sets, golden_model=golden_model, ray=ray)
     outcome = run_audit(cfg, capture, out, progress, ray_of(cfg))
     for line in outcome.lines:
         say(line)

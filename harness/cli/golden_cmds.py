@@ -11,22 +11,12 @@ import typer
 
 from harness.cli.app import (
     BackendOpt,
-    ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
-    MkldnnOpt,
-    ModelLabelOpt,
     ModelOpt,
     ProgressOpt,
-    RayAcceleratorOpt,
     RayOpt,
-    RayRetriesOpt,
-    RayShardsOpt,
-    RayWorkersOpt,
-    SeedOpt,
     SetOpt,
-    ShmOpt,
-    ThreadsOpt,
     ToleranceOpt,
     backend_of,
     golden_app,
@@ -47,12 +37,8 @@ def golden_record(
                                         "(GOLDENS/NAME.regen-<time>) and print what changed; nothing is ever "
                                         "overwritten. The nightly starts using it once adopted: `harness golden adopt "
                                         "GOLDENS/NAME.regen-<time>`.")] = False,
-    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    backend: BackendOpt = None, mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
-    concurrency: ConcurrencyOpt = None, shm: ShmOpt = None, model_label: ModelLabelOpt = None,
-    progress: ProgressOpt = True, ray: RayOpt = None, ray_workers: RayWorkersOpt = None,
-    ray_shards: RayShardsOpt = None, ray_retries: RayRetriesOpt = None, ray_accelerator: RayAcceleratorOpt = None,
-    sets: SetOpt = None,
+    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
+    progress: ProgressOpt = True, ray: RayOpt = None, sets: SetOpt = None,
 ) -> None:
     """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten).
 
@@ -61,9 +47,7 @@ def golden_record(
     """
     from harness.pipeline.commands import record
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device, sets=sets, backend=backend,
-                         concurrency=concurrency, shm=shm, model_label=model_label, ray=ray, ray_workers=ray_workers,
-                         ray_shards=ray_shards, ray_retries=ray_retries, ray_accelerator=ray_accelerator)
+    cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, ray=ray)
     for line in record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)):
         say(line)
 
@@ -71,9 +55,7 @@ def golden_record(
 @golden_app.command("verify")
 def golden_verify(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
-    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    backend: BackendOpt = None, mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None,
-    concurrency: ConcurrencyOpt = None, shm: ShmOpt = None, model_label: ModelLabelOpt = None,
+    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
     progress: ProgressOpt = True, sets: SetOpt = None,
 ) -> None:
     """Re-run the exact lane against a golden and judge it against the golden's noise floor.
@@ -87,8 +69,7 @@ def golden_verify(
     from harness.pipeline.commands import verify
 
     refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
-    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device, sets=sets, backend=backend,
-                         concurrency=concurrency, shm=shm, model_label=model_label)
+    cfg = resolve_config(config, model, device=device, sets=sets, backend=backend)
     line, passed = verify(cfg, golden, backend_of(cfg), progress)
     say(line)
     if not passed:

@@ -11,33 +11,15 @@ import typer
 from harness.cli.app import (
     ArrangementsOpt,
     BackendOpt,
-    ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
-    LawsExamplesOpt,
-    LedgerOpt,
-    ManifestOpt,
-    MkldnnOpt,
-    ModelLabelOpt,
     ModelOpt,
-    PackerCmdOpt,
-    PackerDigestOpt,
-    PackerOpt,
     ProgressOpt,
-    RayAcceleratorOpt,
     RayOpt,
-    RayRetriesOpt,
-    RayShardsOpt,
-    RayWorkersOpt,
     RepeatsOpt,
-    SeedOpt,
     SetOpt,
     ShapesOpt,
-    ShardOpt,
-    ShmOpt,
-    ThreadsOpt,
     ToleranceOpt,
-    VoiceprintOpt,
     app,
     ray_of,
     resolve_config,
@@ -53,11 +35,6 @@ NoPromoteOpt = Annotated[bool, typer.Option("--no-promote", help="Score, report,
                                             "exit status is still the verdict.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the previous output in --out (refused without it; "
                                         "the set is replaced as one unit).")]
-SweepOpt = Annotated[str | None, typer.Option(
-    "--sweep-concurrency", metavar="C1,C2,...", help="Triton backend: after the lanes, send every candidate shape's "
-    "requests again at each of these concurrencies (e.g. 1,2,4,8), every answer checked against the golden, "
-    "latency and the server's queue/compute time recorded; a shape inaccurate at any of them is refused. "
-    "= --set load.concurrency=[1,2,4,8] (docs/nightly.md, \"Under load\").", hidden=True)]
 
 
 @app.command("nightly")
@@ -68,15 +45,7 @@ def nightly_cmd(
     config: ConfigOpt = None, shapes: ShapesOpt = None, model: ModelOpt = None, backend: BackendOpt = None,
     device: DeviceOpt = None, tolerance: ToleranceOpt = None, ray: RayOpt = None, sets: SetOpt = None,
     localise: LocaliseOpt = True, no_promote: NoPromoteOpt = False, force: ForceOpt = False,
-    progress: ProgressOpt = True, sweep_concurrency: SweepOpt = None, arrangements: ArrangementsOpt = None,
-    repeats: RepeatsOpt = None,
-    # hidden aliases of configuration keys (harness.cli.app.FLAG_KEYS): scripts keep working
-    shard: ShardOpt = None, ledger: LedgerOpt = None, manifest: ManifestOpt = None,
-    voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
-    packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = None, seed: SeedOpt = None,
-    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, concurrency: ConcurrencyOpt = None, shm: ShmOpt = None,
-    model_label: ModelLabelOpt = None, ray_workers: RayWorkersOpt = None, ray_shards: RayShardsOpt = None,
-    ray_retries: RayRetriesOpt = None, ray_accelerator: RayAcceleratorOpt = None,
+    progress: ProgressOpt = True, arrangements: ArrangementsOpt = None, repeats: RepeatsOpt = None,
 ) -> None:
     """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
     revoke, localise failures, write the sign-off report and JUnit.
@@ -90,12 +59,7 @@ def nightly_cmd(
     from harness.pipeline import commands
     from harness.pipeline.nightly import NightlyJob
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, tolerance, shapes, sets,
-                         backend=backend, concurrency=concurrency, shm=shm, model_label=model_label, ray=ray,
-                         ray_workers=ray_workers, ray_shards=ray_shards, ray_retries=ray_retries,
-                         ray_accelerator=ray_accelerator, packer=packer, packer_cmd=packer_cmd,
-                         packer_digest=packer_digest, laws_examples=laws_examples, shard=shard, ledger=ledger,
-                         manifest=manifest, sweep_concurrency=_concurrencies(sweep_concurrency),
+    cfg = resolve_config(config, model, device, tolerance, shapes, sets, backend=backend, ray=ray,
                          arrangements=arrangements, repeats=repeats)
     if cfg.load.concurrency and cfg.ray.address is not None:
         raise HarnessError("[load] concurrency with --ray: the load sweep runs in a one-process nightly on a Triton "
@@ -106,14 +70,13 @@ def nightly_cmd(
 
 @app.command("merge")
 def merge_cmd(
-    shards: Annotated[list[Path], typer.Argument(help="Output folders of `harness nightly --shard i/n`.")],
+    shards: Annotated[list[Path], typer.Argument(help="Output folders of `harness nightly --set nightly.shard=i/n`.")],
     golden: Annotated[Path, typer.Option(help="The golden the shards ran against.")],
     out: Annotated[Path, typer.Option(help="Output folder for the merged run, score, report, JUnit.")] =
     Path("nightly-merged"),
     localise: LocaliseOpt = True,
     tolerance: ToleranceOpt = None, config: ConfigOpt = None, model: ModelOpt = None, sets: SetOpt = None,
     no_promote: NoPromoteOpt = False, force: ForceOpt = False,
-    ledger: LedgerOpt = None, manifest: ManifestOpt = None, seed: SeedOpt = None,
 ) -> None:
     """Combine shard results into one run, one score, one ledger update and one report.
 
@@ -122,20 +85,10 @@ def merge_cmd(
     """
     from harness.pipeline.nightly import merge, refuse_previous_output
 
-    cfg = resolve_config(config, model, seed, tolerance=tolerance, sets=sets, ledger=ledger, manifest=manifest)
+    cfg = resolve_config(config, model, tolerance=tolerance, sets=sets)
     refuse_previous_output(out, force)
     _finish(merge(cfg, golden, list(shards), out, _path(cfg.nightly.ledger), _path(cfg.nightly.manifest), localise,
                   no_promote))
-
-
-def _concurrencies(text: str | None) -> list[int] | None:
-    """``--sweep-concurrency 1,2,4,8`` as a list (its range is checked with the configuration's ``[load]``)."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p.isascii() and p.isdigit() for p in parts):
-        raise HarnessError(f"--sweep-concurrency {text!r}: expected whole numbers separated by commas, e.g. 1,2,4,8")
-    return [int(p) for p in parts]
 
 
 def _path(text: str | None) -> Path | None:
@@ -157,8 +110,7 @@ def _finish(outcome) -> None:
 
 @app.command("serve")
 def serve_cmd(
-    config: ConfigOpt = None, model: ModelOpt = None, seed: SeedOpt = None, device: DeviceOpt = None,
-    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, sets: SetOpt = None,
+    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, sets: SetOpt = None,
     instances: Annotated[int, typer.Option(min=1, max=MAX_SERVE_INSTANCES, help="Model instances (instance_group "
                                            "count).")] = 1,
     model_repository: Annotated[Path | None, typer.Option("--model-repository", help="Serve this model repository "
@@ -175,7 +127,7 @@ def serve_cmd(
     """
     from lanes.triton.server import ServerOptions, serve_forever
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, device=device, sets=sets)
+    cfg = resolve_config(config, model, device=device, sets=sets)
     options = ServerOptions(model_spec=cfg.model.spec, seed=cfg.model.seed, device=cfg.device,
                             numerics=cfg.numerics, instances=instances, repository=model_repository,
                             verbatim=model_repository is not None)

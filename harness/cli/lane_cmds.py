@@ -10,25 +10,14 @@ import typer
 from harness.cli.app import (
     ArrangementsOpt,
     BackendOpt,
-    ConcurrencyOpt,
     ConfigOpt,
     DeviceOpt,
-    LawsExamplesOpt,
-    MkldnnOpt,
-    ModelLabelOpt,
     ModelOpt,
-    PackerCmdOpt,
-    PackerDigestOpt,
-    PackerOpt,
     ProgressOpt,
     RepeatsOpt,
-    SeedOpt,
     SetOpt,
     ShapesOpt,
-    ShmOpt,
-    ThreadsOpt,
     ToleranceOpt,
-    VoiceprintOpt,
     app,
     resolve_config,
     say,
@@ -47,11 +36,6 @@ def run_cmd(
                                                       "[shapes] pad_to_fixed.")] = None,
     config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
     sets: SetOpt = None, progress: ProgressOpt = True, arrangements: ArrangementsOpt = None, repeats: RepeatsOpt = None,
-    # hidden aliases of configuration keys (harness.cli.app.FLAG_KEYS)
-    voiceprint_inputs: VoiceprintOpt = None, packer: PackerOpt = None, packer_cmd: PackerCmdOpt = None,
-    packer_digest: PackerDigestOpt = None, laws_examples: LawsExamplesOpt = None, seed: SeedOpt = None,
-    mkldnn: MkldnnOpt = None, threads: ThreadsOpt = None, concurrency: ConcurrencyOpt = None, shm: ShmOpt = None,
-    model_label: ModelLabelOpt = None,
 ) -> None:
     """Run the packed shapes over a golden's corpus, interleaved block group by group with the exact lane.
 
@@ -60,10 +44,8 @@ def run_cmd(
     """
     from harness.pipeline import commands
 
-    cfg = resolve_config(config, model, seed, mkldnn, threads, voiceprint_inputs, device, shapes=shapes, sets=sets,
-                         backend=backend, concurrency=concurrency, shm=shm,
-                         model_label=model_label, packer=packer, packer_cmd=packer_cmd, packer_digest=packer_digest,
-                         laws_examples=laws_examples, arrangements=arrangements, repeats=repeats)
+    cfg = resolve_config(config, model, device, shapes=shapes, sets=sets, backend=backend, arrangements=arrangements,
+                         repeats=repeats)
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
     for line in commands.run(cfg, golden, runs, progress, pad_to_fixed):
         say(line)
@@ -146,7 +128,9 @@ def laws_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the example search (same seed, same verdict).")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request (its start-up, "
                                            "up to the handshake, may take at least 20 s).")] = 30.0,
-    packer_digest: PackerDigestOpt = None,
+    packer_digest: Annotated[str | None, typer.Option(
+        "--packer-digest", help="sha256 of the --packer-cmd program (e.g. its release binary), in its identity in "
+        "place of hashing the program.", hidden=True)] = None,
     export_vectors: Annotated[Path | None, typer.Option("--export-vectors", help="Instead of judging a packer: "
                                                         "write the packing test vectors (JSON requests and the "
                                                         "harness packer's answers, index.json) into this new or "

@@ -28,13 +28,13 @@ class Shard:
     def parse(cls, text: str) -> Shard:
         match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
         if not match:
-            raise HarnessError(f"--shard {text!r}: expected i/n, e.g. 1/4 (1-based)")
+            raise HarnessError(f"shard {text!r}: expected i/n, e.g. 1/4 (1-based)")
         if max(len(match.group(1)), len(match.group(2))) > len(str(MAX_SHARDS)) or int(match.group(2)) > MAX_SHARDS:
-            raise HarnessError(f"--shard {short(text.strip(), 40)}: at most {MAX_SHARDS:,} shards (a corpus holds at "
+            raise HarnessError(f"shard {short(text.strip(), 40)}: at most {MAX_SHARDS:,} shards (a corpus holds at "
                                "most that many blocks)")  # the digits' length first: never int() a thousand digits
         i, n = int(match.group(1)), int(match.group(2))
         if n < 1 or not 1 <= i <= n:
-            raise HarnessError(f"--shard {text!r}: need 1 <= i <= n")
+            raise HarnessError(f"shard {text!r}: need 1 <= i <= n")
         return cls(i, n)
 
     def owns(self, block_id: str) -> bool:

@@ -22,6 +22,19 @@ from harness.data.ops import Op
 
 
 @dataclass(frozen=True, eq=False)
+class BlockRows:
+    """An OP 1/2 block's voiceprint rows as given to :meth:`Block.create` (normalised and checked there):
+    WEIGHTS, IDX and the local speaker of each row (metadata, not a wire tensor)."""
+
+    weights: object
+    idx: object
+    speakers: object | None = None
+
+
+NO_ROWS = BlockRows(None, None)  # an OP 0 block's
+
+
+@dataclass(frozen=True, eq=False)
 class Block:
     """One block as the engine sends it (fields normalised, validated).
 
@@ -47,23 +60,22 @@ class Block:
         offsets: object,
         valid: object,
         geometry: Geometry,
-        weights: object | None = None,
-        idx: object | None = None,
-        speakers: object | None = None,
+        rows: BlockRows = NO_ROWS,
     ) -> Block:
-        """Normalise dtypes/shapes and validate against ``geometry``; raise BlockError."""
+        """Normalise dtypes/shapes and validate against ``geometry``; raise BlockError. ``rows``: an OP 1/2
+        block's WEIGHTS, IDX and speakers."""
         block_id = str(id)
         fields = check_fields(
             block_id,
-            {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid, ops.OP: op, ops.WEIGHTS: weights,
-             ops.IDX: idx},
+            {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid, ops.OP: op, ops.WEIGHTS: rows.weights,
+             ops.IDX: rows.idx},
             geometry,
         )
         n = fields[ops.OFFSETS].shape[0]
         if n != geometry.windows_per_block:
             raise BlockError(block_id, "OFFSETS", f"{n} windows",
                              f"a block holds exactly {geometry.windows_per_block} windows in this release")
-        speaker_arr = _check_speakers(block_id, speakers, fields[ops.IDX], geometry)
+        speaker_arr = _check_speakers(block_id, rows.speakers, fields[ops.IDX], geometry)
         return cls(
             id=block_id,
             op=Op(int(fields[ops.OP][0])),
@@ -106,7 +118,7 @@ class Block:
         speakers) and the cheap window checks are done again, not a second pass over SPAN."""
         if not isinstance(op, Op) or not op.is_voiceprint or self.op is not Op.SEGMENTATION:
             return Block.create(self.id, op, self.span, self.offsets, self.valid, geometry,
-                                weights=weights, idx=idx, speakers=speakers)
+                                BlockRows(weights, idx, speakers))
         n = self.windows
         if n != geometry.windows_per_block:
             raise BlockError(self.id, "OFFSETS", f"{n} windows",

@@ -67,3 +67,12 @@ class Geometry:
         if missing:
             raise ValueError(f"geometry: missing key {missing[0]!r}")
         return cls(**data)
+
+
+def geometry_of(model: object) -> Geometry:
+    """A model's geometry as the harness reads it: a :class:`Geometry`, parsed from a dict where the model
+    declares one. The model's attribute is never replaced: its own code may index the dict it declared.
+    ``lanes.model_api.check_model`` has refused a dict that does not parse, so this cannot fail for a loaded
+    model."""
+    geometry = getattr(model, "geometry")  # noqa: B009 (any object a model plug-in gives)
+    return geometry if isinstance(geometry, Geometry) else Geometry.from_dict(dict(geometry))

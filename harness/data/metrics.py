@@ -135,8 +135,9 @@ def _call_each(kernels: ModuleType) -> None:
     for x_read_only in (False, True):
         for y_read_only in (False, True):
             x, y = layout(np.float32, x_read_only), layout(np.float32, y_read_only)
-            kernels.row_stats(x, y, x.view(np.int32), y.view(np.int32), np.zeros(1, np.int32), np.zeros(1),
-                              np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64))
+            outputs = kernels.RowOutputs(np.zeros(1, np.int32), np.zeros(1), np.zeros(1, np.int64),
+                                         np.zeros(1, np.int64), np.zeros(1, np.int64))
+            kernels.row_stats(x, y, x.view(np.int32), y.view(np.int32), outputs)
 
 
 def start_warming() -> threading.Thread:
@@ -153,8 +154,8 @@ def _row_diff_compiled(kernels: ModuleType, a2: np.ndarray, b2: np.ndarray) -> R
     out = RowDiff(np.zeros(rows), np.zeros(rows), np.zeros(rows, np.int64), np.zeros(rows, bool),
                   np.zeros(rows, np.int64), 0, per_row)
     counts = np.zeros(rows, np.int64)
-    kernels.row_stats(a2, b2, a2.view(np.int32), b2.view(np.int32), top, out.sum_abs, out.max_ulp,
-                      out.non_finite, counts)
+    kernels.row_stats(a2, b2, a2.view(np.int32), b2.view(np.int32),
+                      kernels.RowOutputs(top, out.sum_abs, out.max_ulp, out.non_finite, counts))
     out.max_abs = top.view(np.float32).astype(np.float64)
     out.max_abs[out.non_finite > 0] = np.nan
     out.differs = counts > 0

@@ -19,7 +19,7 @@ imports numba, so ``harness.data.metrics`` imports it only when a difference is 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -33,6 +33,20 @@ F32 = npt.NDArray[np.float32]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+
+
+
+class RowOutputs(NamedTuple):
+    """The per-row outputs :func:`row_stats` fills, handed down as one value (a named tuple: what a compiled
+    function takes whole; a dataclass it does not): the largest ``|x - y|`` as float32 bits, the sum of
+    ``|x - y|``, the largest ULP distance, the non-finite elements and the elements whose bits differ."""
+
+    top_bits: I32
+    sum_abs: F64
+    max_ulp: I64
+    non_finite: I64
+    differing: I64
+
 
 # Reassociation lets the float64 sum vectorise; nothing here depends on a NaN-aware compare.
 _FAST = {"reassoc", "nsz", "contract"}
@@ -100,9 +114,9 @@ def _exact_segment(x: F32, y: F32, xi: I32, yi: I32) -> tuple[np.int64, np.int64
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def row_stats(x: F32, y: F32, xi: I32, yi: I32, top_bits: I32, sum_abs: F64, max_ulp: I64, non_finite: I64,
-              differing: I64) -> None:
-    """Fill the per-row outputs for 2-D C-contiguous float32 ``x``, ``y`` (``xi``, ``yi``: int32 views)."""
+def row_stats(x: F32, y: F32, xi: I32, yi: I32, out: RowOutputs) -> None:
+    """Fill the per-row outputs ``out`` for 2-D C-contiguous float32 ``x``, ``y`` (``xi``, ``yi``: int32 views)."""
+    top_bits, sum_abs, max_ulp, non_finite, differing = out
     rows, n = x.shape
     for r in range(rows):
         ulp = np.int64(0)

@@ -39,14 +39,14 @@ class SlotMap:
         self.known = set(known)
         self.slots: dict[str, dict[str, str]] = {}
 
-    def observe(self, calls: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         """Pass the calls through (the score's other readers of the log), noting the slots on the way."""
         for call in calls:
             if int(call["op"]) == int(Op.SEGMENTATION) and call["lane"] != "exact":
                 self._note(call)
             yield call
 
-    def _note(self, call: dict[str, Any]) -> None:
+    def _note(self, call: Mapping[str, Any]) -> None:
         variant, k = str(call.get("variant") or ""), int(call["shape"])
         ids = list(call["block_ids"])
         if variant:

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from dataclasses import dataclass
 
-from harness.data.jsonio import plain, seal
 from harness.data.schemas.load import BudgetPick, LoadEvidence, LoadPoint, PointRef, ServerStats, ShapeLoad
-from harness.data.schemas.results import OpVerdictModel, Score, ShapeScore
-from harness.evidence.refusal import ScoreFacts, with_cause
+from harness.data.schemas.refusals import NOT_REPRODUCIBLE, Cause
+from harness.data.schemas.results import OpVerdictModel, Score
+from harness.evidence.kind import KindDefaults
 from harness.judging.lane_scoring import op_key
 
-__all__ = ["budget_pick", "load_point", "load_refusals", "nearest_rank", "with_load"]
+__all__ = ["LoadKind", "PointTraffic", "budget_pick", "load_point", "load_refusals", "nearest_rank"]
 
 
 def nearest_rank(values: Sequence[float], q: float) -> float:
@@ -32,10 +32,23 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return float(ordered[rank - 1])
 
 
-def load_point(shape: int, concurrency: int, latencies_s: Sequence[float], wall_s: float, blocks: int,
-               requests: int, checked: int, verdicts: Sequence[OpVerdictModel], stats: ServerStats | None
-               ) -> LoadPoint:
+@dataclass(frozen=True)
+class PointTraffic:
+    """What one (shape, concurrency) point sent and got back: every request's latency, the point's wall, the
+    blocks it carried, its requests and how many of their responses were checked against the golden."""
+
+    latencies_s: Sequence[float]
+    wall_s: float
+    blocks: int
+    requests: int
+    checked: int
+
+
+def load_point(shape: int, concurrency: int, traffic: PointTraffic, verdicts: Sequence[OpVerdictModel],
+               stats: ServerStats | None) -> LoadPoint:
     """One (shape, concurrency) point from its requests' latencies and its OPs' verdicts against the golden."""
+    latencies_s, wall_s, blocks = traffic.latencies_s, traffic.wall_s, traffic.blocks
+    requests, checked = traffic.requests, traffic.checked
     reasons: list[str] = []
     if checked != requests:
         reasons.append(f"k={shape} at concurrency {concurrency}: {checked} of {requests} responses were checked "
@@ -88,26 +101,11 @@ def budget_pick(shapes: Mapping[str, ShapeLoad], budget_ms: float | None, eligib
     return refs, BudgetPick(shape=s.shape, concurrency=p.concurrency, p99_ms=p.p99_ms, blocks_per_s=p.blocks_per_s)
 
 
-def with_load(score: Score, url: str, model_name: str, blocks: int, concurrency: Sequence[int],
-              shapes: Mapping[str, ShapeLoad], budget_ms: float | None) -> Score:
-    """``score`` with its ``load`` key: each swept shape refused when a point is not accurate (its reason
-    first), the overall verdict re-derived, the budget pick made among the shapes that pass, and the
-    score sealed again (its digest covers the sweep)."""
-    body: dict[str, Any] = score.model_dump(mode="json")
-    body.pop("digest")
-    probe = LoadEvidence(url=url, model_name=model_name, blocks=blocks, concurrency=list(concurrency),
-                         shapes=dict(shapes), p99_budget_ms=budget_ms, meets_budget=[], budget=None)
-    facts = ScoreFacts(score.laws, score.verification, {key: load_refusals(probe, key) for key in body["shapes"]})
-    for key, entry in body["shapes"].items():
-        refusals = facts.load[key]
-        if refusals:  # first, with the gates' reasons, before the OPs' own
-            entry["verdict"] = "fail"
-            entry["reasons"] = [*refusals, *entry["reasons"]]
-            shape = with_cause(int(key), ShapeScore.model_validate(entry), facts)
-            body["shapes"][key] = shape.model_dump(mode="json")
-    passed = [key for key, entry in body["shapes"].items() if entry["verdict"] == "pass"]
-    meets, best = budget_pick(shapes, budget_ms, passed)
-    body["load"] = probe.model_copy(update={"meets_budget": meets, "budget": best}).model_dump(mode="json")
-    all_pass = score.verification.passed and all(e["verdict"] == "pass" for e in body["shapes"].values())
-    body["verdict"] = "pass" if all_pass else "fail"
-    return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
+class LoadKind(KindDefaults):
+    """The load sweep: every candidate shape's requests again at each concurrency, judged against the golden
+    (module doc); it refuses a shape from the score's ``load`` as a whole."""
+
+    name = "load"
+
+    def refusals(self, score: Score, k: str) -> list[tuple[Cause, str]]:
+        return [(NOT_REPRODUCIBLE, line) for line in load_refusals(score.load, k)]

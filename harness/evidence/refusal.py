@@ -42,7 +42,8 @@ from harness.data.schemas.refusals import (
     Cause,
     RefusalCause,
 )
-from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, ShapeScore
+from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.evidence.registry import kinds
 from harness.evidence.request_evidence import RATE_SUFFIX, refusal
 from harness.judging.lane_scoring import laws_refusal
 
@@ -58,7 +59,18 @@ class ScoreFacts:
 
     laws: LawsVerdict | Mapping[str, Any]
     verification: Reproduction
-    load: Mapping[str, Sequence[str]] = field(default_factory=dict)  # shape key -> the load sweep's refusals
+    # shape key -> the refusal lines the kinds give from the score as a whole (the load sweep's), with their cause
+    refusals: Mapping[str, Sequence[tuple[Cause, str]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, score: Score) -> ScoreFacts:
+        """A finished score's facts: every kind's score-level refusals of every shape."""
+        return cls(score.laws, score.verification, score_refusals(score))
+
+
+def score_refusals(score: Score) -> dict[str, list[tuple[Cause, str]]]:
+    """Per shape, the refusal lines every kind gives from the score as a whole."""
+    return {k: [found for kind in kinds() for found in kind.refusals(score, k)] for k in score.shapes}
 
 
 def kind_of(check: CheckModel) -> str:
@@ -75,28 +87,13 @@ def _first(verdict: OpVerdictModel, kind: str) -> CheckModel | None:
 
 
 def _groups(k: int, shape: ShapeScore) -> Iterator[tuple[str, str, OpVerdictModel]]:
-    """Every judged pair of the shape as (group, the line's head, verdict), in the order causes look at them."""
+    """Every judged pair of the shape as (group, the line's head, verdict): the plain lane's, then every kind's
+    (:meth:`harness.evidence.kind.EvidenceKind.pairs`)."""
     for _, v in sorted(shape.ops.items()):
         yield "plain", f"k={k}", v
-    ev = shape.arrangements
-    if ev is not None:
-        for name, lane in ev.lanes.items():
-            for _, v in sorted(lane.ops.items()):
-                yield "arranged", f"k={k} arrangement {lane.arrangement} ({name}) against the golden:", v
-        for name, lane in ev.lanes.items():
-            for _, v in sorted(lane.same_as_plain.items()):
-                yield "slots", f"k={k} arrangement {lane.arrangement} ({name}) against arrangement 0 ({ev.plain}):", v
-        if ev.duplicates:
-            lanes = [n for n, lane in ev.lanes.items() if lane.kind == "duplicate"]
-            pair = f" ({', '.join(lanes)})" if lanes else ""
-            for _, v in sorted(ev.duplicates.items()):
-                yield "duplicates", f"k={k} duplicates{pair}, the second copy against the first in one request:", v
-    rep = shape.repeats
-    if rep is not None:
-        for _, o in sorted(rep.ops.items()):
-            for j, pair_verdict in enumerate(o.pairs, start=2):
-                yield ("repeats", f"k={k} run {j} of {rep.repeats} ({rep.lanes[j - 1]}) against the first "
-                       f"({rep.lanes[0]}):", pair_verdict)
+    for kind in kinds():
+        for pair in kind.pairs(k, shape):
+            yield pair.group, pair.head, pair.verdict
 
 
 def _found(kind: Cause, head: str, check: CheckModel, tail: str = "") -> RefusalCause:
@@ -123,9 +120,8 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
         if group == "repeats" and (c := _first(v, "real")) is not None:
             return _found(NOT_REPRODUCIBLE, head, c, " (the lane differs from itself: a nondeterministic kernel, "
                                                      "a race, autotuning)")
-    load = facts.load.get(str(k))
-    if load:
-        return RefusalCause(kind=NOT_REPRODUCIBLE, evidence=load[0])
+    if (line := _line(facts, k, NOT_REPRODUCIBLE)) is not None:  # the load sweep's
+        return line
     repeated = shape.repeats is not None
     plain_holds = all(_first(v, "real") is None for g, _, v in groups if g == "plain")
     tail = f"; {RULE}" + ("" if repeated else f"; {NOISE_HINT}")
@@ -136,13 +132,24 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
             if (c := _first(v, "real")) is not None:
                 lead = head if group != "arranged" else f"{head[:-1]}, where the plain lane holds:"
                 return _found(DEPENDS, lead, c, tail)
+    if (line := _line(facts, k, DEPENDS)) is not None:
+        return line
     for group, head, v in groups:
         if group in ("plain", "arranged") and (c := _first(v, "real")) is not None:
             return _found(NUMERICS, head, c)
-    return _size(k, shape, groups)
+    if (line := _line(facts, k, NUMERICS)) is not None:
+        return line
+    return _size(k, shape, groups, _line(facts, k, SIZE))
 
 
-def _size(k: int, shape: ShapeScore, groups: list[tuple[str, str, OpVerdictModel]]) -> RefusalCause:
+def _line(facts: ScoreFacts, k: int, cause: Cause) -> RefusalCause | None:
+    """The first score-level refusal line of ``cause`` a kind gives shape k (None: none)."""
+    found = next((line for kind, line in facts.refusals.get(str(k), ()) if kind == cause), None)
+    return None if found is None else RefusalCause(kind=cause, evidence=found)
+
+
+def _size(k: int, shape: ShapeScore, groups: list[tuple[str, str, OpVerdictModel]], other: RefusalCause | None
+          ) -> RefusalCause:
     """Not judged at its size: an OP with nothing to judge first (it explains too few full requests), then too
     few full k-block requests, then too few units for the sample-size bound."""
     sized = [(head, v, c) for _, head, v in groups if (c := _first(v, "size")) is not None]
@@ -156,6 +163,8 @@ def _size(k: int, shape: ShapeScore, groups: list[tuple[str, str, OpVerdictModel
     if sized:
         head, _, c = sized[0]
         return _found(SIZE, head, c)
+    if other is not None:
+        return other
     raise AssertionError(f"k={k} is refused but none of its checks failed: {shape.reasons[:1]}")
 
 

@@ -20,7 +20,7 @@ much every repeat differs from the first run:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -35,14 +35,18 @@ from harness.data.schemas.files import Floor
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.repeats import RepeatEvidence, RepeatOp
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
-from harness.evidence.rule import (
-    evidence_limits,
-    evidence_warning,
-    release_floor,
-    within_floor,
-    worst_noise,
+from harness.evidence.kind import (
+    JudgedPair,
+    KindDefaults,
+    Recheck,
+    ShapeEvidence,
+    ShapeFinish,
+    ShapeSetting,
+    with_evidence,
 )
+from harness.evidence.rule import evidence_limits, evidence_warning, release_floor, warns, within_floor, worst_noise
 from harness.judging.judges import rowkeys
 from harness.judging.lane_scoring import LaneScorer, op_key
 from harness.judging.reproduction import noise_floor
@@ -136,7 +140,7 @@ class RepeatScorer:
             floor = release_floor(self.floors, op)
             own = Floor.model_validate(noise[key])
             non_finite = any(v[i].metrics.get("non_finite") for v in per_pair)
-            as_release = not non_finite and within_floor(own, floor)
+            as_release = not non_finite and within_floor(op, own, floor)
             pairs = [v[i].model_copy(update={"distribution": []}) for v in per_pair]
             ops[key] = RepeatOp(op=v_op(op), tolerance_mode=mode, gated=True, blocks=d.blocks,
                                 blocks_differing=d.blocks_differing, first_differing_block=d.first,
@@ -233,10 +237,7 @@ def with_repeats(score: ShapeScore, scorer: RepeatScorer | None) -> ShapeScore:
     evidence = scorer.evidence()
     reasons = scorer.reasons(evidence)
     warnings = repeat_warnings(scorer.shape, scorer.lanes, evidence.ops, scorer.floors)
-    given = {name: getattr(score, name) for name in score.model_fields_set}
-    extra = {"warnings": [*score.warnings, *warnings]} if warnings else {}
-    return ShapeScore(**{**given, "repeats": evidence, "reasons": [*reasons, *score.reasons],
-                         "verdict": "fail" if reasons else score.verdict, **extra})
+    return with_evidence(score, {"repeats": evidence}, reasons_first=reasons, refused=bool(reasons), warnings=warnings)
 
 
 def repeats_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors, where: str) -> bool:
@@ -274,3 +275,49 @@ def _verify(pair: OpVerdictModel, limits: Mapping[str, Any], where: str) -> None
                               "itself")
     if pair.passed != (not any(c.ok is False for c in pair.checks)):
         raise LedgerError(f"{where}: {pair.shape}: 'passed' disagrees with its checks")
+
+
+class _RepeatsOfShape:
+    """The repeats of one shape as a :class:`harness.evidence.kind.ShapeEvidence`."""
+
+    def __init__(self, scorer: RepeatScorer) -> None:
+        self.scorer = scorer
+
+    def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
+        self.scorer.add(lanes[self.scorer.lanes[0]], [lanes[name] for name in self.scorer.lanes[1:]])
+
+    def apply(self, score: ShapeScore, finish: ShapeFinish) -> ShapeScore:
+        return with_repeats(score, self.scorer)
+
+
+class RepeatsKind(KindDefaults):
+    """``--repeats N``: the shape's plain lane run N times, every repeat against the first (module doc)."""
+
+    name = "repeats"
+
+    def lanes(self, fields: Mapping[str, Any], k: int) -> list[str]:
+        return repeat_lanes(fields).get(k, [])
+
+    def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:
+        again = repeat_lanes(setting.fields).get(setting.k)
+        if not again:
+            return None
+        return _RepeatsOfShape(RepeatScorer(setting.k, [lane_name(setting.k), *again], setting.ops, setting.geometry,
+                                            setting.voiceprint_inputs, setting.tolerances, setting.floors))
+
+    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+        rep = shape.repeats
+        if rep is None:
+            return
+        for _, o in sorted(rep.ops.items()):
+            for j, pair_verdict in enumerate(o.pairs, start=2):
+                yield JudgedPair("repeats", f"k={k} run {j} of {rep.repeats} ({rep.lanes[j - 1]}) against the first "
+                                 f"({rep.lanes[0]}):", pair_verdict)
+
+    def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
+        return repeats_hold(shape, recheck.tolerances, recheck.floors, recheck.where)
+
+    def warning_keys(self, shape: ShapeScore, floors: Floors | None) -> set[tuple[str, int]]:
+        if shape.repeats is None:
+            return set()
+        return {("repeats", int(key)) for key, o in shape.repeats.ops.items() if warns(Op(int(key)), o.pairs, floors)}

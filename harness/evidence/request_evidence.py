@@ -27,7 +27,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from harness.data.schemas.results import OpVerdictModel, RequestEvidence
+from harness.data.errors import LedgerError
+from harness.data.schemas.results import OpVerdictModel, RequestEvidence, ShapeScore
+from harness.evidence.kind import KindDefaults, Recheck
 from harness.judging.binomial import needed_at_zero
 
 Call = TypeVar("Call", bound=Mapping[str, Any])  # one call-log record, passed through as it came
@@ -132,3 +134,36 @@ def refusal(k: int, requests: RequestEvidence) -> str | None:
     return (f"not judged at its size: the corpus gave {full} full {k}-block request(s) "
             f"({requests.full_blocks} blocks){partial}; promoting k={k} needs {need_text}: use a corpus of at "
             f"least {need or k} blocks (a multiple of {k}), or a smaller k")
+
+
+class RequestsKind(KindDefaults):
+    """Every shape's request sizes: full k-block requests counted in the call log (module doc). Not optional:
+    every shape's score holds them (``shapes[k].requests``), and its gate is one of the shape's own."""
+
+    name = "requests"
+
+    def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> RequestCounter:
+        return RequestCounter()
+
+    def entry(self, counted: Mapping[str, Any], k: int, verdicts: Sequence[OpVerdictModel], blocks: int
+              ) -> RequestEvidence:
+        """The shape's ``requests``, from what :meth:`counter` counted."""
+        counter: RequestCounter = counted[self.name]
+        return requests_entry(counter.counts(k, [int(v.op) for v in verdicts]), k, {str(v.op): v for v in verdicts},
+                              blocks)
+
+    def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
+        """The blocks a pass needs re-derived from the shape's own rate checks; the counts are the run's call
+        log's (bound by the run's manifest digest). The gate itself is the shape's (its ``verdict``)."""
+        req, k, blocks, where = shape.requests, shape.shape, recheck.blocks, recheck.where
+        if req.full_blocks != req.full * k or req.full_blocks > blocks:
+            raise LedgerError(f"{where}: {req.full} full {k}-block request(s) cannot hold "
+                              f"{req.full_blocks} blocks: the score disagrees with itself")
+        need = needed_blocks(k, shape.ops, blocks)
+        if req.needed_blocks != need:
+            raise LedgerError(f"{where}: needed_blocks is {req.needed_blocks!r}, but its own rate checks "
+                              f"over {blocks} blocks give {need!r}")
+        return True
+
+    def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
+        return [(f"requests_{key}", str(value)) for key, value in shape.requests.model_dump(mode="json").items()]

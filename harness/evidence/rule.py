@@ -28,8 +28,9 @@ from harness.data.figures import fmt
 from harness.data.ops import Op
 from harness.data.schemas.files import Floor
 from harness.data.schemas.refusals import EvidenceKind, EvidenceWarning
-from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
+from harness.judging.judges import floor_figures, judge_for
 from harness.judging.lane_scoring import op_limits
 from harness.judging.reproduction import noise_floor, worst_of_ops
 
@@ -56,25 +57,7 @@ def warns(op: Op, verdicts: Sequence[OpVerdictModel], floors: Floors | None) -> 
     """A kind of evidence of one OP warns when every pair held its mode's limits yet the worst differs beyond
     the release's own floor (a failed pair is a refusal, said elsewhere)."""
     return bool(verdicts) and all(v.passed for v in verdicts) and not within_floor(
-        noise_of(op, verdicts), release_floor(floors, op))
-
-
-def warning_keys(shape: ShapeScore, floors: Floors | None) -> set[tuple[str, int]]:
-    """(kind, OP) of every warning a shape's evidence must carry, from its stored verdicts alone: what promotion
-    re-derives."""
-    keys: set[tuple[str, int]] = set()
-    ev = shape.arrangements
-    if ev is not None:
-        same: dict[str, list[OpVerdictModel]] = {}
-        for lane in ev.lanes.values():
-            for key, v in lane.same_as_plain.items():
-                same.setdefault(key, []).append(v)
-        keys |= {("slots", int(key)) for key, vs in same.items() if warns(Op(int(key)), vs, floors)}
-        keys |= {("duplicates", int(key)) for key, v in (ev.duplicates or {}).items()
-                 if warns(Op(int(key)), [v], floors)}
-    if shape.repeats is not None:
-        keys |= {("repeats", int(key)) for key, o in shape.repeats.ops.items() if warns(Op(int(key)), o.pairs, floors)}
-    return keys
+        op, noise_of(op, verdicts), release_floor(floors, op))
 
 
 def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -83,20 +66,11 @@ def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
     return worst_of_ops(parts, flips=max)
 
 
-def within_floor(noise: Floor, floor: Floor | None) -> bool:
+def within_floor(op: Op, noise: Floor, floor: Floor | None) -> bool:
     """As close as the release is to itself: bitwise where the release is bitwise, else no figure beyond its
-    floor."""
-    if noise.bitwise:
-        return True
-    if floor is None or floor.bitwise:
-        return False
-    if noise.max_abs > floor.max_abs or noise.max_ulp > floor.max_ulp:
-        return False
-    if (noise.argmax_flips or 0) > (floor.argmax_flips or 0):
-        return False
-    if noise.min_cosine is not None and noise.min_cosine < (1.0 if floor.min_cosine is None else floor.min_cosine):
-        return False
-    return (noise.max_rel_l2 or 0.0) <= (floor.max_rel_l2 or 0.0)
+    floor (the OP's judge's figures: :func:`harness.judging.judges.floor_figures.within`)."""
+    return floor_figures.within(judge_for(op).floor_figures, noise.model_dump(),
+                                None if floor is None else floor.model_dump())
 
 
 def release_floor(floors: Floors | None, op: Op) -> Floor | None:
@@ -104,18 +78,9 @@ def release_floor(floors: Floors | None, op: Op) -> Floor | None:
     return None if found is None else Floor.model_validate(dict(found))
 
 
-def noise_text(f: Floor | None) -> str:
+def noise_text(op: Op, f: Floor | None) -> str:
     """A floor (or the noise between two sides) in words: 'bitwise', or its figures."""
-    if f is None:
-        return "not recorded"
-    if f.bitwise:
-        return "bitwise"
-    text = f"max_abs {f.max_abs:.3g}, max_ulp {f.max_ulp:,}"
-    if f.argmax_flips:
-        text += f", {f.argmax_flips} argmax flips"
-    if f.min_cosine is not None and f.min_cosine < 1.0:
-        text += f", min cosine 1 - {1.0 - f.min_cosine:.2g}"
-    return text
+    return floor_figures.words(judge_for(op).floor_figures, None if f is None else f.model_dump())
 
 
 def limits_text(limits: Mapping[str, Any]) -> str:
@@ -140,11 +105,11 @@ def evidence_warning(k: int, op: Op, kind: EvidenceKind, verdicts: Sequence[OpVe
     mode = str(worst.limits.get("mode"))
     at = f", {where}" if where else ""
     line = (f"k={k} OP {int(op)} {kind}: {blocks_differing:,} of {blocks:,} blocks ({units_differing:,} of "
-            f"{units:,} {unit}) {WHAT[kind]}{more}, beyond the release's own floor ({noise_text(floor)}): "
-            f"{noise_text(noise)}{at}; within the limits of {mode} mode ({limits_text(worst.limits)}): "
+            f"{units:,} {unit}) {WHAT[kind]}{more}, beyond the release's own floor ({noise_text(op, floor)}): "
+            f"{noise_text(op, noise)}{at}; within the limits of {mode} mode ({limits_text(worst.limits)}): "
             "reported, not refused")
     return EvidenceWarning.model_validate({
         "kind": kind, "op": int(op), "tolerance_mode": mode, "unit": unit, "blocks": blocks,
         "blocks_differing": blocks_differing, "units": units, "units_differing": units_differing,
         "max_abs": float(noise.max_abs), "max_ulp": int(noise.max_ulp), "where": where,
-        "release_floor": noise_text(floor), "line": line})
+        "release_floor": noise_text(op, floor), "line": line})

@@ -97,8 +97,8 @@ def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
         return None
     who = laws.packer_identity if isinstance(laws, LawsVerdict) else laws["packer_identity"]
     if verdict == "not-judged":
-        return (f"the packing laws were not judged for packer {who} (--laws-examples 0): no shape may be promoted "
-                "with a packer nobody judged; run again with --laws-examples N (default 100)")
+        return (f"the packing laws were not judged for packer {who} (packer.laws_examples = 0): no shape may be "
+                "promoted with a packer nobody judged; run again with --set packer.laws_examples=N (default 100)")
     names = ", ".join(laws.broken if isinstance(laws, LawsVerdict) else laws["broken"]) or "?"
     return (f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
             "`harness laws` for the minimal counterexamples")

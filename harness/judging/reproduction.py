@@ -22,6 +22,7 @@ from harness.data.schemas.base import OpKey
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
 from harness.data.schemas.results import Reproduction
 from harness.data.tolerances import Tolerances
+from harness.judging.judges import floor_figures, judge_for
 from harness.judging.lane_scoring import LaneScorer, op_limits
 
 REPORT_ONLY = Tolerances().with_mode("tolerance")
@@ -35,35 +36,16 @@ def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: str) 
 
 
 def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
-    """The manifest's ``reproducibility``: bitwise per OP, else its floor."""
-    ops: dict[str, dict[str, Any]] = {}
-    for v in verdicts:
-        m = v.metrics
-        if v.op == 0:
-            ops["0"] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp_finite"],
-                        "argmax_flips": m["flips"]}
-        else:
-            ops[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m["max_abs_finite"], "max_ulp": m["max_ulp_finite"],
-                              "min_cosine": m["min_cosine_finite"], "max_rel_l2": m["max_rel_l2_finite"]}
+    """The manifest's ``reproducibility``: bitwise per OP, else its floor (the OP's judge's figures)."""
+    ops = {str(v.op): floor_figures.take(judge_for(Op(v.op)).floor_figures, v.metrics) for v in verdicts}
     return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
 def worst_of_ops(parts: Sequence[Mapping[str, Any]], flips: Callable[[list[int]], int]) -> dict[str, dict[str, Any]]:
-    """Per OP, the worst figure of several floors: bitwise only if all are, the largest difference, the
-    least cosine; OP 0's flips combined by ``flips`` (``sum`` over disjoint blocks, ``max`` over the same)."""
-    ops: dict[str, dict[str, Any]] = {}
-    for key in parts[0]["ops"]:
-        each = [p["ops"][key] for p in parts]
-        merged: dict[str, Any] = {"bitwise": all(f["bitwise"] for f in each),
-                                  "max_abs": max(f["max_abs"] for f in each),
-                                  "max_ulp": max(f["max_ulp"] for f in each)}
-        if key == "0":
-            merged["argmax_flips"] = flips([f["argmax_flips"] for f in each])
-        else:
-            merged["min_cosine"] = min(f["min_cosine"] for f in each)
-            merged["max_rel_l2"] = max(f["max_rel_l2"] for f in each)
-        ops[key] = merged
-    return ops
+    """Per OP, the worst figure of several floors (the OP's judge's figures, :func:`floor_figures.merge`); counts
+    (OP 0's flips) combined by ``flips`` (``sum`` over disjoint blocks, ``max`` over the same)."""
+    return {key: floor_figures.merge(judge_for(Op(int(key))).floor_figures, [p["ops"][key] for p in parts], flips)
+            for key in parts[0]["ops"]}
 
 
 def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.blocks import Block
+from harness.data.blocks import Block, BlockRows
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.laws.strategies import LAW_GEOMETRY, MAX_ROWS
@@ -74,8 +74,7 @@ def edge_block(op: Op, position: int, geometry: Geometry = LAW_GEOMETRY) -> Bloc
         idx = (np.arange(rows) * (n - 1) // max(rows - 1, 1)).astype(np.int32)[::-1].copy()  # last window first
         speakers = (np.arange(rows) % geometry.speakers).astype(np.int32)
         weights = rng.random((rows, geometry.frames_per_window)).astype(np.float32)
-    return Block.create(f"b{position}", op, span, offsets, valid, geometry, weights=weights, idx=idx,
-                        speakers=speakers)
+    return Block.create(f"b{position}", op, span, offsets, valid, geometry, BlockRows(weights, idx, speakers))
 
 
 def edge_list(op: Op, k: int) -> list[Block]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.data.blocks import Block
+from harness.data.blocks import Block, BlockRows
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 
@@ -61,7 +61,7 @@ def build_block(block_id: str, op: Op, draft: tuple[int, int, int, int], positio
         idx = rng.integers(0, n, size=rows).astype(np.int32)
         speakers = rng.integers(0, geometry.speakers, size=rows).astype(np.int32)
         weights = rng.random((rows, geometry.frames_per_window)).astype(np.float32)
-    return Block.create(block_id, op, span, offsets, valid, geometry, weights=weights, idx=idx, speakers=speakers)
+    return Block.create(block_id, op, span, offsets, valid, geometry, BlockRows(weights, idx, speakers))
 
 
 @st.composite

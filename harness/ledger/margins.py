@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from harness.data.schemas.config_file import HistorySection
 from harness.data.schemas.history import HistoryRow
-from harness.release_config import HistorySection
 
 
 @dataclass(frozen=True)

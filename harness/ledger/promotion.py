@@ -37,16 +37,9 @@ from harness.data.errors import LedgerError
 from harness.data.jsonio import digest, seal
 from harness.data.schemas import entry_key, validate
 from harness.data.schemas.base import OpKey, State
+from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.files import LawsVerdict
-from harness.data.schemas.records import (
-    JudgedUnder,
-    Ledger,
-    LedgerEntry,
-    LedgerEvent,
-    Override,
-    PromotedShapes,
-    as_written,
-)
+from harness.data.schemas.records import JudgedUnder, Ledger, LedgerEntry, LedgerEvent, Override, as_written
 from harness.data.schemas.results import Score
 from harness.data.tolerances import Tolerances
 

@@ -25,14 +25,11 @@ from harness.data.figures import holds
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.ops import Op
 from harness.data.schemas import Score, validate
-from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
-from harness.evidence.arrangement_evidence import arrangements_hold
-from harness.evidence.load_evidence import load_refusals
+from harness.evidence.kind import Recheck
 from harness.evidence.refusal import ScoreFacts, check_cause
-from harness.evidence.repeat_evidence import repeats_hold
-from harness.evidence.request_evidence import needed_blocks
-from harness.evidence.rule import warning_keys
+from harness.evidence.registry import kinds, warning_keys
 from harness.judging.lane_scoring import op_limits, shape_gates
 
 
@@ -53,25 +50,24 @@ def read_score(path: Path) -> Score:
 def check_self_consistent(score: Score, where: str) -> None:
     """Every verdict in the score re-derived from its checks and limits (see module doc)."""
     floors = {int(k): v.model_dump() for k, v in score.reproducibility.ops.items()}
-    facts = ScoreFacts(score.laws, score.verification, {k: load_refusals(score.load, k) for k in score.shapes})
+    facts = ScoreFacts.of(score)
+    blocks = int(score.corpus.blocks)
     for k, shape in score.shapes.items():
         ops = [Op(int(o)) for o in shape.ops]
         limits = op_limits(score.tolerances, ops, floors)
         for op_key, verdict in shape.ops.items():
             _check_op(verdict, limits[Op(int(op_key))], f"{where}: shape k={k} OP {op_key}")
-        _check_requests(shape, int(k), int(score.corpus.blocks), where)
         ops_passed = all(v.passed for v in shape.ops.values())
-        ops_passed = repeats_hold(shape, score.tolerances, floors, f"{where}: shape k={k}") and ops_passed  # --repeats
-        held = arrangements_hold(shape, score.tolerances, floors, _check_op, f"{where}: shape k={k}")  # --arrangements
-        ops_passed = held and ops_passed
-        passed, reasons = shape_gates(int(k), ops_passed, shape.requests, score.laws)
-        load = load_refusals(score.load, k)  # a shape must stay accurate under load (harness.evidence.load_evidence)
-        passed, reasons = passed and not load, reasons + load
+        recheck = Recheck(score.tolerances, floors, _check_op, f"{where}: shape k={k}", blocks)
+        held = [kind.holds(shape, recheck) for kind in kinds()]  # every kind re-derived (harness.evidence.kind)
+        passed, reasons = shape_gates(int(k), ops_passed and all(held), shape.requests, score.laws)
+        refused = [line for _, line in facts.refusals.get(k, ())]  # the score-level ones: the load sweep's
+        passed, reasons = passed and not refused, reasons + refused
         want = "pass" if passed else "fail"
         if shape.verdict != want:
             why = f"; {reasons[0]}" if reasons else ""
             raise LedgerError(f"{where}: shape k={k}: verdict {shape.verdict!r} disagrees with its OPs, its "
-                              f"full k-block requests and its packer's packing laws ({want}{why})")
+                              f"full k-block requests, its evidence and its packer's packing laws ({want}{why})")
         check_cause(int(k), shape, facts, where)
         warned = {(w.kind, w.op) for w in shape.warnings}
         if warned != warning_keys(shape, floors):
@@ -85,19 +81,6 @@ def check_self_consistent(score: Score, where: str) -> None:
     want = "pass" if verification.passed and all(s.verdict == "pass" for s in score.shapes.values()) else "fail"
     if score.verdict != want:
         raise LedgerError(f"{where}: overall verdict {score.verdict!r} disagrees with its shapes ({want})")
-
-
-def _check_requests(shape: ShapeScore, k: int, blocks: int, where: str) -> None:
-    """The blocks a pass needs are re-derived from the shape's own rate checks; the counts are the
-    run's call log's (bound by the run's manifest digest)."""
-    req = shape.requests
-    if req.full_blocks != req.full * k or req.full_blocks > blocks:
-        raise LedgerError(f"{where}: shape k={k}: {req.full} full {k}-block request(s) cannot hold "
-                          f"{req.full_blocks} blocks: the score disagrees with itself")
-    need = needed_blocks(k, shape.ops, blocks)
-    if req.needed_blocks != need:
-        raise LedgerError(f"{where}: shape k={k}: needed_blocks is {req.needed_blocks!r}, but its own rate checks "
-                          f"over {blocks} blocks give {need!r}")
 
 
 def _check_op(verdict: OpVerdictModel, limits: dict[str, Any] | None, where: str) -> None:

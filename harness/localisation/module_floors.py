@@ -39,7 +39,7 @@ from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.process_settings import release_free_memory
-from harness.release_config import LocaliseSection
+from harness.data.schemas.config_file import LocaliseSection
 
 FORMAT = 1
 PASSES = 2

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from harness import __version__
-from harness.data.blocks import Block
+from harness.data.blocks import NO_ROWS, Block, BlockRows
 from harness.data.destinations import check_output_dir
 from harness.data.errors import OutputError
 from harness.data.fsio import fault, file_mode, make_dirs, missing_dirs, os_failure, remove_empty, temp_sibling
@@ -78,12 +78,12 @@ def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
             offsets[:-2] = np.minimum(offsets[:-2], offsets[-2])  # still non-decreasing, VALID still inside
         if empty:
             valid[:] = 0
-        kw: dict[str, object] = {}
+        voiceprint = NO_ROWS
         if op:
-            kw = {"weights": np.round(rng.random((rows, F)), 3).astype(np.float32),
-                  "idx": rng.integers(0, n, rows).astype(np.int32),
-                  "speakers": rng.integers(0, geometry.speakers, rows).astype(np.int32) if speakers else None}
-        return Block.create(bid, op, span, offsets, valid, geometry, **kw)
+            voiceprint = BlockRows(np.round(rng.random((rows, F)), 3).astype(np.float32),
+                                   rng.integers(0, n, rows).astype(np.int32),
+                                   rng.integers(0, geometry.speakers, rows).astype(np.int32) if speakers else None)
+        return Block.create(bid, op, span, offsets, valid, geometry, voiceprint)
 
     out: list[tuple[str, str, list[Block], int | None]] = [
         ("op0-one-block", "OP 0, one block, not padded", [block("a", 0, W + 7)], None),
@@ -154,11 +154,11 @@ def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
     ``data`` is first validated against its declared schema (SchemaError: one line)."""
     validate(Vector, data, f"test vector {data.get('name')!r}")
     blocks = [Block.create(b["block_id"], b["OP"], np.array(b["SPAN"], np.float32), np.array(b["OFFSETS"], np.int64),
-                           np.array(b["VALID"], np.int32), geometry,
-                           weights=None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(
-                               -1, geometry.frames_per_window),
-                           idx=None if b["IDX"] is None else np.array(b["IDX"], np.int32),
-                           speakers=None if b["speakers"] is None else np.array(b["speakers"], np.int32))
+                           np.array(b["VALID"], np.int32), geometry, BlockRows(
+                               None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(
+                                   -1, geometry.frames_per_window),
+                               None if b["IDX"] is None else np.array(b["IDX"], np.int32),
+                               None if b["speakers"] is None else np.array(b["speakers"], np.int32)))
               for b in data["request"]["blocks"]]
     want = vector(data["name"], data["what"], blocks, data["request"]["pad_to"], geometry)
     for key in ("packed", "unpack", "unpacked", "geometry", "wire_version"):

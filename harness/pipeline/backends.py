@@ -52,8 +52,8 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
     if backend in IN_PROCESS:
         from lanes.backend import InProcessBackend
 
-        for option, given in (("--concurrency", choice.concurrency not in (None, 1)), ("--shm", choice.shm),
-                              ("--model-label", choice.model_label is not None)):
+        for option, given in (("backend.concurrency", choice.concurrency not in (None, 1)), ("backend.shm", choice.shm),
+                              ("backend.model_label", choice.model_label is not None)):
             if given:
                 raise HarnessError(f"{option}: applies to a Triton backend (--backend http://host:port), not to the "
                                    "in-process one")
@@ -63,11 +63,12 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
 
         parse_triton_url(backend)  # bad input in words, before tritonclient is imported (lanes.triton.url)
         try:
-            from lanes.triton.triton_backend import DEFAULT_CONCURRENCY, TritonBackend
+            from lanes.triton.triton_backend import DEFAULT_CONCURRENCY, CallPolicy, TritonBackend
         except ImportError as exc:
             raise HarnessError(f"--backend {backend}: the Triton lane needs tritonclient[http] "
                                f"(pip install 'diar-lane-harness[triton]'): {exc}") from None
-        be = TritonBackend(backend, timeout_s=triton_timeout_s, max_request_bytes=int(triton_max_request_mb * 2**20),
+        policy = CallPolicy(timeout_s=triton_timeout_s, max_request_bytes=int(triton_max_request_mb * 2**20))
+        be = TritonBackend(backend, policy=policy,
                            concurrency=DEFAULT_CONCURRENCY if choice.concurrency is None else choice.concurrency,
                            shm=choice.shm, model_label=choice.model_label, geometry=lambda: model_geometry(config))
         if not be.weights_verified:
@@ -91,8 +92,8 @@ def make_packer(packer_cmd: str | None, packer: str | None, geometry: Geometry, 
 
 def model_geometry(config: ReleaseConfig) -> Geometry:
     """The configured model's geometry; the reference model's is known without building it."""
+    from harness.data.geometry import geometry_of
     from lanes.diar_nn_g.config import CONFIGS
-    from lanes.model_api import geometry_of
 
     if config.model.spec in CONFIGS:
         return CONFIGS[config.model.spec].geometry()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,13 +37,23 @@ PackFn = Callable[[Sequence[Block]], PackedRequest]
 DEFAULT_MASKS = MaskPolicy.model_validate({})
 
 
+@dataclass(frozen=True)
+class Engine:
+    """The simulated engine whose captures these are: its name and version (recorded in the capture) and the
+    mask policy it derives the voiceprint rows with."""
+
+    name: str = ENGINE
+    version: str = "0.0.0-sim"
+    masks: MaskPolicy = DEFAULT_MASKS
+
+
 def serve_and_capture(path: Path, blocks: Iterable[Block], backend: Backend, k: int, pack_fn: PackFn = pack,
-                      ops: Sequence[Op] = ALL_OPS, masks: MaskPolicy = DEFAULT_MASKS, engine: str = ENGINE,
-                      engine_version: str = "0.0.0-sim") -> int:
+                      ops: Sequence[Op] = ALL_OPS, engine: Engine = Engine()) -> int:
     """Pack ``blocks`` k at a time, serve them with ``backend``, capture every request; returns requests written."""
     g = backend.geometry
     all_blocks = list(blocks)
-    with CaptureWriter(path, g, engine) as writer:
+    engine_version, masks = engine.version, engine.masks
+    with CaptureWriter(path, g, engine.name) as writer:
         n = 0
 
         def serve(packed: PackedRequest) -> list[np.ndarray]:

@@ -113,7 +113,7 @@ def release_name(cfg: ReleaseConfig, model: Callable[[], dict[str, Any]]) -> str
     only then."""
     import re
 
-    from harness.release_config import ReleaseSection
+    from harness.data.schemas.config_file import ReleaseSection
     from lanes.diar_nn_g.config import CONFIGS
 
     if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
@@ -130,12 +130,12 @@ def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: 
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
     from harness.pipeline.backends import model_geometry
     from harness.pipeline.distributed import WorkerSpec
-    from harness.pipeline.ray_jobs import record_ray
+    from harness.pipeline.ray_jobs import RecordTarget, record_ray
 
     choice = BackendChoice(backend) if isinstance(backend, str) else backend
     geometry = model_geometry(cfg)
     rows, _ = _corpus_rows(corpus, cfg, geometry)
-    return record_ray(cfg, rows, goldens, name, regen, ray, WorkerSpec(cfg, choice), geometry, progress)
+    return record_ray(cfg, rows, RecordTarget(goldens, name, regen), ray, WorkerSpec(cfg, choice), geometry, progress)
 
 
 def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
@@ -162,7 +162,7 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_t
     """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
     overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
     from golden.store import load_golden
-    from harness.pipeline.run import plan_for, run_shapes
+    from harness.pipeline.run import RunOptions, plan_for, run_shapes
 
     knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
     check_output_dir(runs, "runs folder", [("--golden", golden_path), ("--config", cfg.source)])
@@ -174,7 +174,8 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_t
     try:
         with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress,
                           announce=f"writing to {runs}/ (a new run folder inside when done)") as tick:
-            result = run_shapes(gold, be, plan, runs, cfg, packing, progress=tick, laws_examples=laws_examples)
+            result = run_shapes(gold, be, plan, runs, cfg, RunOptions(packer=packing, progress=tick,
+                                                                          laws_examples=laws_examples))
     finally:
         packing.close()
     return [f"wrote run {result.run_id} at {result.path}"]
@@ -243,7 +244,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     from harness.ledger.score_check import check_self_consistent, read_score
     from harness.ledger.store import read_consistent
     from harness.pipeline.promote import engine_manifest
-    from reports import write_junit, write_report
+    from reports import ReportContext, write_junit, write_report
 
     inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
     check_output_dir(out, "report folder", inputs)
@@ -266,8 +267,7 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:
-        write_report(stage, result, ledger=book, localisation=loc,
-                     engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None)
+        write_report(stage, result, ReportContext(ledger=book, localisation=loc, engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None))
         if beside is not None:
             write_junit(stage / beside.name, result, None)
     committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))
@@ -283,14 +283,13 @@ REPORT_PAGES = ("report.json", "report.md", "report.html")
 def nightly(job: NightlyJob) -> NightlyOutcome:
     """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
     before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
-    from harness.corpus.shards import Shard
     from harness.pipeline.nightly import check_outputs, refuse_previous_output
     from harness.pipeline.nightly import nightly as run_nightly
 
     cfg, knobs = job.config, job.config.packer
-    part = Shard.parse(job.shard) if job.shard else None
+    part = job.part
     if job.ray is not None and part is not None:  # the options first, then where they would write
-        raise HarnessError("--shard with --ray: Ray cuts the corpus in shards itself (--ray-shards N)")
+        raise HarnessError("nightly.shard with --ray: Ray cuts the corpus in shards itself (ray.shards = N)")
     refuse_folder_of_goldens(job.golden)  # at once, not after building the model
     check_outputs(cfg, job.golden, job.out, job.ledger, job.manifest,  # before any work (a Ray nightly's too)
                   promotes=part is None and not job.no_promote)
@@ -301,9 +300,7 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
     be = make_backend(cfg, job.backend)  # its fingerprint is compared first thing (nightly's load_golden)
     packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
-        return run_nightly(cfg, job.golden, job.out, be, part, job.ledger, job.manifest, job.localise, job.progress,
-                           packing, laws_examples=knobs.laws_examples, no_promote=job.no_promote,
-                           outputs_checked=True)
+        return run_nightly(job, be, packing, outputs_checked=True)
     finally:
         packing.close()
 
@@ -317,8 +314,7 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     assert job.ray is not None and job.shard is None  # the caller's tests
     cfg, knobs = job.config, job.config.packer
     spec = WorkerSpec(cfg, job.backend, knobs.cmd, knobs.spec, knobs.digest, knobs.laws_examples)
-    return nightly_ray(cfg, job.golden, job.out, job.ray, spec, job.ledger, job.manifest, job.localise, job.progress,
-                       no_promote=job.no_promote)
+    return nightly_ray(job, spec)
 
 
 def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], object]:
@@ -327,6 +323,8 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
 
     from harness.corpus.synth import iter_synth_blocks
     from harness.data.corpus_schema import CorpusReader, write_corpus
+    from harness.data.schemas.config_file import NightlySection, PackerSection
+    from harness.pipeline.nightly import NightlyJob
     from harness.pipeline.nightly import nightly as run_nightly
     from harness.pipeline.record import record_golden
 
@@ -345,7 +343,11 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
                                 be, cfg, progress=tick)
     lines.append(f"golden {gold.golden_id}: exact lane "
                  f"{'reproduced bitwise' if gold.manifest['reproducibility']['bitwise'] else 'NOT bitwise'}")
-    outcome = run_nightly(cfg, gold.path, out / "nightly", be, show_progress=progress)
+    # the demo's nightly: the harness's packer (laws judged at the default count), the whole corpus, the ledger
+    # beside its golden: the configuration's [packer] and [nightly] are the real nightly's, not the demo's
+    job = NightlyJob(cfg.with_overrides(packer=PackerSection(), nightly=NightlySection()), gold.path, out / "nightly",
+                     progress=progress)
+    outcome = run_nightly(job, be)
     lines.append(f"main job took {time.perf_counter() - start:.0f} s")
     return lines, outcome
 

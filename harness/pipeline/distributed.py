@@ -85,12 +85,12 @@ class RayOptions:
     def __post_init__(self) -> None:
         if not self.address or not self.address.strip():
             raise HarnessError("--ray: expected 'local', 'auto' or a Ray cluster address (ray://host:10001)")
-        for name, value, low in (("--ray-workers", self.workers, 1), ("--ray-shards", self.shards, 1),
-                                 ("--ray-retries", self.retries, 0)):
+        for name, value, low in (("ray.workers", self.workers, 1), ("ray.shards", self.shards, 1),
+                                 ("ray.retries", self.retries, 0)):
             if value is not None and value < low:
                 raise HarnessError(f"{name} {value}: expected a whole number >= {low}")
         if self.accelerator is not None and not self.accelerator.strip():
-            raise HarnessError("--ray-accelerator: expected a GPU kind as Ray names it, e.g. H100 or A100")
+            raise HarnessError("ray.accelerator: expected a GPU kind as Ray names it, e.g. H100 or A100")
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tupl
     per = spec.resources()
     total = ray.cluster_resources()
     if options.accelerator and "num_gpus" not in per:
-        raise HarnessError(f"--ray-accelerator {options.accelerator}: applies to GPU workers (--device cuda)")
+        raise HarnessError(f"ray.accelerator {options.accelerator}: applies to GPU workers (--device cuda)")
     if "num_gpus" in per:
         slots, what = int(total.get("GPU", 0)), "GPUs"
         if options.accelerator:  # Ray counts each node's GPU kind as a resource 'accelerator_type:<kind>'
@@ -336,7 +336,7 @@ def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tupl
                                f"the cluster has {dict(total)}")
         return slots, None
     if options.workers > slots:
-        return options.workers, (f"--ray-workers {options.workers}: the cluster holds {slots} {what} now; the rest "
+        return options.workers, (f"ray.workers {options.workers}: the cluster holds {slots} {what} now; the rest "
                                  "wait until Ray finds room (an autoscaler adding nodes)")
     return options.workers, None
 

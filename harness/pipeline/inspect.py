@@ -14,9 +14,12 @@ from golden.manifest import check_files
 from golden.store import Golden
 from harness.data.errors import HarnessError
 from harness.data.figures import fmt
+from harness.data.ops import Op
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
+from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.history import HistoryRow, SeriesAnswer
-from harness.data.schemas.records import Ledger, LedgerEntry, PromotedShapes, as_written
+from harness.data.schemas.records import Ledger, LedgerEntry, as_written
+from harness.judging.judges import floor_figures, judge_for
 from harness.ledger.promotion import describe_overrides
 from harness.ledger.store import LEDGER, MANIFEST, beside_golden
 from harness.pipeline.golden_counts import counts_line
@@ -56,8 +59,8 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
         f"({repro['repeats']} interleaved exact-lane runs)",
     ]
     for op, f in sorted(repro["ops"].items()):
-        floor = "bitwise" if f["bitwise"] else f"noise floor max_abs {f['max_abs']:.3g}, max_ulp {f['max_ulp']}" + (
-            f", min cosine {f['min_cosine']:.9g}" if f.get("min_cosine") is not None else "")
+        said = floor_figures.words(judge_for(Op(int(op))).floor_figures, f)  # the OP's judge's figures
+        floor = said if f["bitwise"] else f"noise floor {said}"
         lines.append(f"    OP {op}: {floor}")
     size = sum(e["bytes"] for e in m["files"].values())
     content = ("content checked: the sha256 of every file matches the manifest" if hashed is not None

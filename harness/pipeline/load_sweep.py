@@ -36,7 +36,8 @@ from harness.data.ops import Op
 from harness.data.outputs import OutputCollector
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import OpVerdictModel, Score
-from harness.evidence.load_evidence import load_point, with_load
+from harness.evidence.load_evidence import PointTraffic, load_point
+from harness.evidence.load_score import with_load
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from harness.release_config import ReleaseConfig
@@ -60,16 +61,31 @@ class Sweep:
     shapes: dict[str, ShapeLoad]
 
 
+@dataclass(frozen=True)
+class _Traffic:
+    """What every point of one sweep sends and checks: the golden's corpus (its first ``blocks``), packed by
+    ``packer`` (``pad_to_fixed``), every answer judged against the golden within ``limits``; ``tick`` per
+    request sent."""
+
+    golden: Golden
+    corpus: Iterable[Block]
+    blocks: int
+    limits: Mapping[Op, dict[str, Any]]
+    packer: Packer
+    pad_to_fixed: bool
+    tick: Tick | None
+
+
 def check_sweep(config: ReleaseConfig, backend: Backend | None, shard: object = None) -> None:
     """Refuse, before any work, a sweep that cannot run: it needs a Triton backend and the whole corpus."""
     if not config.load.concurrency:
         return
     if backend is not None and getattr(backend, "name", "") != "triton":
         raise HarnessError(f"[load] concurrency {config.load.concurrency}: the load sweep runs on a Triton backend "
-                           "(--backend http://host:port, see `harness serve`), not in-process; remove the key or "
-                           "--sweep-concurrency")
+                           "(--backend http://host:port, see `harness serve`), not in-process; remove the key "
+                           "(load.concurrency)")
     if shard is not None:
-        raise HarnessError("[load] concurrency with --shard: the sweep runs once, in a nightly of the whole corpus")
+        raise HarnessError("[load] concurrency with a shard (nightly.shard): the sweep runs once, in a nightly of the whole corpus")
 
 
 def sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER,
@@ -84,6 +100,7 @@ def sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packe
     ids = ids[: config.load.blocks] if config.load.blocks else ids
     limits = op_limits(config.tolerances, golden.ops, golden.floors(), sample_bound=False)
     corpus = golden.corpus()  # hashed once: every point reads it again
+    traffic = _Traffic(golden, corpus, len(ids), limits, packer, config.pad_to_fixed, tick)
     shapes: dict[str, ShapeLoad] = {}
     with StatsReader(triton.url, triton.model_name, triton.timeout_s) as stats:
         for k in config.candidates:
@@ -94,10 +111,9 @@ def sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packe
                         raise HarnessError(f"load sweep: {triton.url} now serves model {at_c.fingerprint[:16]}..., "
                                            f"the golden is of {golden.fingerprint[:16]}...: the server changed")
                     before = stats.read_settled()  # the backend's probe just above counted first
-                    latencies, wall, requests, checked, verdicts = _send_point(
-                        golden, corpus, at_c, k, c, len(ids), limits, packer, config.pad_to_fixed, tick)
+                    latencies, wall, requests, checked, verdicts = _send_point(traffic, at_c, k, c)
                     delta = _stats_delta(stats, before)
-                points.append(load_point(k, c, latencies, wall, len(ids), requests, checked, verdicts, delta))
+                points.append(load_point(k, c, PointTraffic(latencies, wall, len(ids), requests, checked), verdicts, delta))
             shapes[str(k)] = ShapeLoad(shape=k, points=points)
     return Sweep(triton.url, triton.model_name, len(ids), tuple(config.load.concurrency), shapes)
 
@@ -114,20 +130,20 @@ def requests_at(golden: Golden, k: int, blocks: int) -> int:
     return len(golden.ops) * -(-blocks // k)
 
 
-def _send_point(golden: Golden, corpus: Iterable[Block], backend: Backend, k: int, c: int, blocks: int,
-                limits: Mapping[Op, dict[str, Any]], packer: Packer, pad_to_fixed: bool, tick: Tick | None
+def _send_point(traffic: _Traffic, backend: Backend, k: int, c: int
                 ) -> tuple[list[float], float, int, int, list[OpVerdictModel]]:
     """One point: its requests sent group by group with ``c`` in flight, every answer scored against the golden;
     the latencies, the sending time, the requests sent and answers checked, and the OPs' verdicts."""
-    scorer = LaneScorer(k, golden.ops, golden.geometry, limits, "isolated")
+    golden, packer, tick = traffic.golden, traffic.packer, traffic.tick
+    scorer = LaneScorer(k, golden.ops, golden.geometry, traffic.limits, "isolated")
     latencies: list[float] = []
     wall = 0.0
     requests = checked = 0
     reader = golden.outputs()
-    for group in _groups(corpus, blocks, _group_size(k, c)):
+    for group in _groups(traffic.corpus, traffic.blocks, _group_size(k, c)):
         check_interrupted()
-        packs = _packs(golden, group, k, packer, pad_to_fixed)
-        calls: list[Call] = [(p.op, p.tensors(), p.windows, p.rows,
+        packs = _packs(golden, group, k, packer, traffic.pad_to_fixed)
+        calls = [Call(p.op, p.tensors(), p.windows, p.rows,
                               f"load sweep k={k} concurrency {c} OP {int(p.op)} blocks {p.block_ids[0]!r}..")
                              for _, p in packs]
         start = time.perf_counter()
@@ -157,10 +173,8 @@ def _backend_at(backend: TritonBackend, concurrency: int) -> TritonBackend:
     """A backend on the same server, model and settings as the lanes', at ``concurrency``."""
     from lanes.triton.triton_backend import TritonBackend
 
-    return TritonBackend(backend.url, backend.model_name, timeout_s=backend.timeout_s, retries=backend.retries,
-                         backoff_s=backend.backoff_s, max_request_bytes=backend.max_request_bytes,
-                         concurrency=concurrency, shm=backend.shm, model_label=backend.model_label,
-                         geometry=backend.geometry)
+    return TritonBackend(backend.url, backend.model_name, policy=backend.policy, concurrency=concurrency,
+                         shm=backend.shm, model_label=backend.model_label, geometry=backend.geometry)
 
 
 def _group_size(k: int, c: int) -> int:

@@ -13,6 +13,7 @@ floor_multiple``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,19 @@ from harness.progress import progress_bar
 from lanes.runner import no_rows
 
 FORMAT = 1
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """What every failing OP of one score is localised with: the golden and the run (its call log read once),
+    the model, the floor multiple and the folder the compared calls' module outputs spill to."""
+
+    golden: Golden
+    run: Run
+    calls: list[dict[str, Any]]
+    model: Inferring
+    multiple: float
+    spill: Path | None
 
 
 def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callable[[], Inferring],
@@ -48,7 +62,7 @@ def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callab
     if getattr(model, "fingerprint", None) != golden.fingerprint:
         reason = "the configured model is not the golden's (fingerprints differ)"
         return {k: {op: {"available": False, "reason": reason} for op in ops} for k, ops in failing.items()}
-    calls = run.calls()
+    replay = _Replay(golden, run, run.calls(), model, multiple, spill)
     total = sum(len(ops) for ops in failing.values())
     with progress_bar("localise failing shapes", total, progress, unit="OPs") as tick:
         for k, ops in failing.items():
@@ -57,8 +71,7 @@ def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callab
                 tick.phase(f"k={k} OP {op_key}: the packed and the alone call, hooked, module by module")
                 try:
                     with step(f"localise k={k} OP {op_key}"):
-                        out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), golden, run,
-                                              calls, model, multiple, spill)
+                        out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), replay)
                 except Exception as exc:  # best effort: say why, never fail the verdict
                     out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
                 tick.phase(None)
@@ -66,8 +79,8 @@ def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callab
     return out
 
 
-def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, calls: list[dict[str, Any]],
-         model: Inferring, multiple: float, spill: Path | None) -> dict[str, Any]:
+def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, Any]:
+    golden, run, calls = replay.golden, replay.run, replay.calls
     targets = [f["block"] for f in verdict.failing if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
@@ -88,7 +101,7 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, golden: Golden, run: Run, call
         if sum(b.rows for b in blocks) == 0:
             return {"available": False, "reason": "the failing pack has no voiceprint rows"}
     floors = (golden.manifest.get("module_floors") or {}).get("ops", {}).get(str(int(op)))
-    return localise(model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None,
-                    floors=floors, multiple=multiple, spill=spill)
+    return localise(replay.model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None,
+                    floors=floors, multiple=replay.multiple, spill=replay.spill)
 
 

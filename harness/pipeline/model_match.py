@@ -17,7 +17,7 @@ from golden.store import Golden
 from harness.data.errors import GoldenError
 from harness.data.geometry import Geometry
 
-TO_DO = ("give the command the model it was recorded with (--model/--seed or the config's [model]; "
+TO_DO = ("give the command the model it was recorded with (--model and --set model.seed=N, or the config's [model]; "
          "`harness golden show` names it), or record a golden of this model")
 
 

@@ -32,11 +32,10 @@ from harness.data.overlap import import_meanwhile
 from harness.ledger.store import beside_golden, check_paths
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import BackendChoice
-from harness.pipeline.laws_gate import DEFAULT_EXAMPLES
 from harness.pipeline.live_score import LiveScore, live_score
 from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
 from harness.pipeline.promote import promote
-from harness.pipeline.run import plan_for, run_shapes, scoring_fields
+from harness.pipeline.run import RunOptions, plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
 from harness.release_config import ReleaseConfig
@@ -86,6 +85,11 @@ class NightlyJob:
         return self.config.nightly.shard
 
     @property
+    def part(self) -> Shard | None:
+        """The shard as parsed (None: the whole corpus)."""
+        return Shard.parse(self.shard) if self.shard else None
+
+    @property
     def ledger(self) -> Path | None:
         return None if self.config.nightly.ledger is None else Path(self.config.nightly.ledger)
 
@@ -96,6 +100,17 @@ class NightlyJob:
     @property
     def backend(self) -> BackendChoice:
         return BackendChoice.of(self.config)
+
+
+@dataclass(frozen=True)
+class NightOutputs:
+    """Where one night's verdict goes (:func:`finalize`): its own output set in ``out``, and the ledger and
+    promoted-shapes manifest (resolved: beside the golden by default), which ``no_promote`` leaves untouched."""
+
+    out: Path
+    ledger: Path
+    manifest: Path
+    no_promote: bool = False
 
 
 def refuse_previous_output(out: Path, force: bool) -> None:
@@ -135,20 +150,20 @@ def check_outputs(config: ReleaseConfig, golden_path: Path, out: Path, ledger_pa
     return ledger_path, manifest_path
 
 
-def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backend, shard: Shard | None = None,
-            ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
-            show_progress: bool = True, packer: Packer = HARNESS_PACKER,
-            load_model: Callable[[], Inferring] | None = None, laws_examples: int = DEFAULT_EXAMPLES,
-            no_promote: bool = False, outputs_checked: bool = False) -> NightlyOutcome:
-    """The nightly (module doc). ``no_promote``: score, report, JUnit and localise, but neither lock, create nor
-    change the ledger and manifest (trying an option must not change what the engine obeys); the report reads
-    the manifest as the engine does, to say what it still allows. ``outputs_checked``: the caller ran
+def nightly(job: NightlyJob, backend: Backend, packer: Packer = HARNESS_PACKER,
+            load_model: Callable[[], Inferring] | None = None, outputs_checked: bool = False) -> NightlyOutcome:
+    """The nightly (module doc) of ``job`` (its Ray options aside: :func:`harness.pipeline.ray_jobs.nightly_ray`)
+    on ``backend``, the fast lane packing with ``packer``; the packing laws are judged with the job's
+    ``[packer] laws_examples``. ``job.no_promote``: score, report, JUnit and localise, but neither lock, create
+    nor change the ledger and manifest (trying an option must not change what the engine obeys); the report
+    reads the manifest as the engine does, to say what it still allows. ``outputs_checked``: the caller ran
     :func:`check_outputs` (the command does, before it builds the model)."""
-    golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
+    config, out, shard, no_promote, show_progress = job.config, job.out, job.part, job.no_promote, job.progress
+    golden = load_golden(job.golden, expect_fingerprint=backend.fingerprint)
     if outputs_checked:
-        ledger_path, manifest_path = beside_golden(golden.path, ledger_path, manifest_path)
+        ledger_path, manifest_path = beside_golden(golden.path, job.ledger, job.manifest)
     else:
-        ledger_path, manifest_path = check_outputs(config, golden.path, out, ledger_path, manifest_path,
+        ledger_path, manifest_path = check_outputs(config, golden.path, out, job.ledger, job.manifest,
                                                    promotes=shard is None and not no_promote)
     check_sweep(config, backend, shard)  # [load]: a Triton backend, the whole corpus; before any work
     plan = plan_for(config)
@@ -162,9 +177,9 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
             live_score(golden, scoring_fields(plan, config), plan.lanes(), config.tolerances))
         with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
                           show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
-            run = run_shapes(golden, backend, plan, out / "runs", config, packer, shard, tick,
-                             laws_examples=laws_examples, observer=None if live is None else live.sink,
-                             on_first_queued=_meanwhile)
+            run = run_shapes(golden, backend, plan, out / "runs", config, RunOptions(
+                packer=packer, shard=shard, progress=tick, laws_examples=config.packer.laws_examples,
+                observer=None if live is None else live.sink, on_first_queued=_meanwhile))
         committed(run.path, "the run")
         if shard is not None:
             with step("score shard"):
@@ -177,11 +192,11 @@ def nightly(config: ReleaseConfig, golden_path: Path, out: Path, backend: Backen
                                   f"({score.verdict} on this shard alone); combine shards with `harness merge`",
                                   {"run": run.path, "score": path}, score)
         load = nightly_sweep(config, golden, backend, packer, show_progress)  # None unless [load] concurrency
-        loader = load_model if localise else None
-        if loader is None and localise:
+        loader = load_model if job.localise else None
+        if loader is None and job.localise:
             loader = _model_loader(config, backend, run)
-        return finalize(config, golden, run, out, ledger_path, manifest_path, loader, no_promote, load, live,
-                        show_progress)
+        return finalize(config, golden, run, NightOutputs(out, ledger_path, manifest_path, no_promote), loader, load,
+                        live, show_progress)
 
 
 def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
@@ -199,7 +214,7 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
         if (d / "manifest.json").is_file():
             found = [d / "manifest.json"]
         if len(found) != 1:
-            raise HarnessError(f"{d}: expected one shard run (a nightly --shard output folder), found {len(found)}")
+            raise HarnessError(f"{d}: expected one shard run (a sharded nightly's output folder, nightly.shard), found {len(found)}")
         runs.append(load_run(found[0].parent))
     for r in runs:
         if r.golden_id != golden.golden_id:
@@ -208,13 +223,13 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
         merged = merge_runs(out / "runs", runs, golden.block_ids())
     committed(merged.path, "the merged run")
     loader = _model_loader(config, None, merged) if localise else None
-    return finalize(config, golden, merged, out, ledger_path, manifest_path, loader, no_promote)
+    return finalize(config, golden, merged, NightOutputs(out, ledger_path, manifest_path, no_promote), loader)
 
 
-def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_path: Path, manifest_path: Path,
-             load_model: Callable[[], Inferring] | None, no_promote: bool = False, load: Sweep | None = None,
-             live: LiveScore | None = None, progress: bool = False) -> NightlyOutcome:
-    """Score (once), promote/revoke, localise (best effort), report and JUnit.
+def finalize(config: ReleaseConfig, golden: Golden, run: Run, outputs: NightOutputs,
+             load_model: Callable[[], Inferring] | None, load: Sweep | None = None, live: LiveScore | None = None,
+             progress: bool = False) -> NightlyOutcome:
+    """Score (once), promote/revoke, localise (best effort), report and JUnit, written where ``outputs`` says.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger.store`); the nightly's own outputs
     (score, localisation, report, JUnit, summary) are one set (:mod:`harness.data.outputset`), written into a fresh
@@ -224,8 +239,9 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
     does: what it still allows). ``live``: the score accumulated while the
     lanes ran (:mod:`harness.pipeline.live_score`), checked against the run here; None: scored from the run's
     files (a merge, a Ray nightly)."""
-    from reports import evidence_warnings, summary_line, write_junit, write_report
+    from reports import ReportContext, evidence_warnings, summary_line, write_junit, write_report
 
+    out, ledger_path, manifest_path, no_promote = outputs.out, outputs.ledger, outputs.manifest, outputs.no_promote
     paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
     with output_set(out, SET, MEMBERS) as stage:
         with step("score"):
@@ -262,8 +278,7 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, out: Path, ledger_
             margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed
             # the file the engine reads: as committed; a night that did not promote reads it as the engine does
             engine = engine_manifest(score, manifest_path, promoted)
-            write_report(stage / "report", score, ledger=ledger, transitions=transitions, localisation=localisation,
-                         promoted=not no_promote, margins=margins, engine=engine)
+            write_report(stage / "report", score, ReportContext(ledger=ledger, transitions=transitions, localisation=localisation, promoted=not no_promote, margins=margins, engine=engine))
             write_junit(stage / "junit.xml", score, None, margins)
             summary = summary_line(score, None, localisation)
             if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted

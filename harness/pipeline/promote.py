@@ -11,7 +11,7 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.data.engine_allows import EngineManifest
 from harness.data.errors import HarnessError, LedgerError, step
-from harness.data.schemas.records import PromotedShapes
+from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.results import Score
 from harness.ledger.history_store import Figures, rows_of
 from harness.ledger.promotion import Transition, allowed_for, apply_score, release_shapes_of

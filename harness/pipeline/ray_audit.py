@@ -162,7 +162,7 @@ class RayRerun:
                 raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with another "
                                    f"{', '.join(differs)} than shard 1 ({model.device_kind} vs "
                                    f"{models[0].device_kind}): one audit re-runs on one kind of device "
-                                   "(--ray-accelerator)")
+                                   "(ray.accelerator)")
             why = shard_conflict(model.device_kind, _as_manifest(model, environments[i - 1]),
                                  models[0].device_kind, _as_manifest(models[0], environments[0]))
             if why:

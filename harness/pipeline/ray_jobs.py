@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +34,8 @@ from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
 from harness.packers.packing import Packer
 from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
-from harness.pipeline.nightly import NightlyOutcome, check_outputs, merge
-from harness.pipeline.run import plan_for, run_shapes
+from harness.pipeline.nightly import NightlyJob, NightlyOutcome, check_outputs, merge
+from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
@@ -51,33 +52,36 @@ def nightly_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard
     """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory
     (its packer judged on the packing laws first, as every run's is)."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
-    return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, packer, shard,
-                      corpus_verified=True,  # the driver hashed the corpus once, before any shard
-                      laws_examples=laws_examples).path
+    return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, RunOptions(
+        packer=packer, shard=shard,
+        corpus_verified=True,  # the driver hashed the corpus once, before any shard
+        laws_examples=laws_examples)).path
 
 
-def nightly_ray(config: ReleaseConfig, golden_path: Path, out: Path, options: RayOptions, spec: WorkerSpec,
-                ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
-                show_progress: bool = True, no_promote: bool = False) -> NightlyOutcome:
-    """The nightly over Ray: shards run on the workers, then ``merge`` as ``harness merge`` does it. A golden of
-    another reference geometry is refused here, before Ray starts; each worker compares its model's fingerprint
-    before its packer is judged (:func:`nightly_shard`)."""
+def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
+    """The nightly of ``job`` over Ray (``job.ray``; its shard must be None: Ray cuts the corpus itself): shards
+    run on the workers ``spec`` describes, then ``merge`` as ``harness merge`` does it. A golden of another
+    reference geometry is refused here, before Ray starts; each worker compares its model's fingerprint before
+    its packer is judged (:func:`nightly_shard`)."""
     from harness.pipeline.backends import IN_PROCESS
     from harness.pipeline.model_match import check_before_building
 
+    options, config, golden_path, out, no_promote = job.ray, job.config, job.golden, job.out, job.no_promote
+    assert options is not None, "a Ray nightly without Ray options"
     golden = load_golden(golden_path)
     check_before_building(golden, config.model.spec, spec.backend.url in IN_PROCESS)
     # --no-promote: the ledger is not even opened
-    ledger_path, manifest_path = check_outputs(config, golden.path, out, ledger_path, manifest_path,
+    ledger_path, manifest_path = check_outputs(config, golden.path, out, job.ledger, job.manifest,
                                                promotes=not no_promote)
     ids, group = golden.block_ids(), plan_for(config).group_size()
     with step("hash the golden's corpus"):  # once here, not once per shard on the workers
         check_files(golden.path, golden.manifest, hashed=[CORPUS])
     job_root = new_job_root(Path(out) / "shards", "nightly")
-    job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()),
-                                              "laws_examples": spec.laws_examples})
-    results, facts = run_shards(options, spec, job, lambda n: block_ranges(ids, group, n), job_root, show_progress)
-    outcome = merge(config, golden.path, [r.written for r in results], out, ledger_path, manifest_path, localise,
+    shard_job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()),
+                                                    "laws_examples": spec.laws_examples})
+    results, facts = run_shards(options, spec, shard_job, lambda n: block_ranges(ids, group, n), job_root,
+                                job.progress)
+    outcome = merge(config, golden.path, [r.written for r in results], out, ledger_path, manifest_path, job.localise,
                     no_promote=no_promote)
     outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})
     remove_job_root(job_root)
@@ -100,8 +104,18 @@ def record_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard:
     return golden.path
 
 
-def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]], goldens: Path,
-               release: str, regen: bool, options: RayOptions, spec: WorkerSpec, geometry: Geometry,
+@dataclass(frozen=True)
+class RecordTarget:
+    """Where ``golden record`` writes: ``goldens/<release>``; with ``regen``, beside the golden already there
+    (:func:`harness.pipeline.record.golden_target`)."""
+
+    goldens: Path
+    release: str
+    regen: bool = False
+
+
+def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+               target: RecordTarget, options: RayOptions, spec: WorkerSpec, geometry: Geometry,
                show_progress: bool = True) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
@@ -109,8 +123,9 @@ def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, di
     from harness.pipeline.golden_merge import merge_goldens
     from harness.pipeline.record import golden_target, summarize_changes
 
-    name = safe_name(release, "--release")
-    final, previous = golden_target(goldens, name, regen)
+    goldens = target.goldens
+    name = safe_name(target.release, "--release")
+    final, previous = golden_target(goldens, name, target.regen)
     check_output_dir(final.parent, "golden folder")
     job_root = new_job_root(Path(goldens) / f".ray-{name}", "golden record")
     with step("corpus"):

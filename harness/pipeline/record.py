@@ -41,7 +41,7 @@ from harness.judging.reproduction import floor_scorer, noise_floor, reproduction
 from harness.localisation.module_floors import floor_sampler
 from harness.pipeline.golden_counts import refuse_unjudgeable
 from harness.release_config import ReleaseConfig
-from lanes.runner import RunPlan, run_lanes
+from lanes.runner import LaneHooks, RunPlan, run_lanes
 
 if TYPE_CHECKING:
     from harness.data.geometry import Geometry
@@ -90,7 +90,8 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                     floor.add(first.pop("batch"), batch)
 
             try:
-                run_lanes(copied(corpus_rows, writer, geometry), backend, plan, sink, progress=progress, log=calls)
+                run_lanes(copied(corpus_rows, writer, geometry), backend, plan, sink,
+                          hooks=LaneHooks(progress=progress, log=calls))
                 summary = writer.close()  # the corpus copy, renamed into place once the lanes have read it whole
             except BaseException:
                 outputs.abort()
@@ -191,7 +192,8 @@ def verify_golden(golden: Golden, backend: Backend, config: ReleaseConfig,
         scorer.add(reader.select(batch.block_ids), batch)
 
     with step("exact lane"):
-        run_lanes(golden.corpus(), backend, plan, sink, golden_inputs=golden.voiceprint_inputs, progress=progress)
+        run_lanes(golden.corpus(), backend, plan, sink, golden_inputs=golden.voiceprint_inputs,
+                  hooks=LaneHooks(progress=progress))
     env = backend.environment()
     return judge_reproduction(golden, scorer, backend.fingerprint, machine_environment(env),
                               env.get("numerics_in_force") or {})

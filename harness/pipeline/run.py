@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +21,32 @@ from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.release_config import ReleaseConfig
 from lanes.arrangers import manifest_evidence, variants_for
-from lanes.runner import RunPlan, check_request_sizes, run_lanes
+from lanes.runner import LaneHooks, RunPlan, check_request_sizes, run_lanes
 
 if TYPE_CHECKING:
     from lanes.backend import Backend  # imports torch
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]  # one lane's outputs of one group (lanes.runner's sink)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_shapes` runs, beside what (the golden, the plan, the configuration): the fast lane's
+    ``packer``; one ``shard`` of the corpus (None: all of it); the ``progress`` tick; the ``run_id`` (None: a
+    new one); ``corpus_verified``: the caller checked the corpus's sha256 (a Ray driver, once for every shard);
+    ``laws_examples`` per packing law (0: not judged); the ``observer`` given every lane's outputs of every group
+    after the run's writer (the nightly's live score); ``on_first_queued``: :func:`lanes.runner.run_lanes`' hook
+    (a scoring caller warms its kernels there)."""
+
+    packer: Packer = HARNESS_PACKER
+    shard: Shard | BlockRange | None = None
+    progress: Progress | None = None
+    run_id: str | None = None
+    corpus_verified: bool = False
+    laws_examples: int = DEFAULT_EXAMPLES
+    observer: Sink | None = None
+    on_first_queued: Callable[[], object] | None = None
 
 
 def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None
@@ -90,38 +110,36 @@ def _cancelled_on_failure(pending: PendingHashes) -> Iterator[None]:
 
 
 def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
-               packer: Packer = HARNESS_PACKER, shard: Shard | BlockRange | None = None,
-               progress: Progress | None = None,
-               run_id: str | None = None, corpus_verified: bool = False,
-               laws_examples: int = DEFAULT_EXAMPLES, observer: Sink | None = None,
-               on_first_queued: Callable[[], object] | None = None) -> Run:
-    """The exact lane and every packed shape of ``plan`` over the golden's corpus (or one shard of it),
-    interleaved, written to a new run directory under ``runs_root``. ``corpus_verified``: the caller
-    checked the corpus's sha256 (a Ray driver, once for every shard). The fast lane's packer is judged
-    on the packing laws first (``laws_examples`` per law; 0: not judged) and its verdict recorded as
+               options: RunOptions = RunOptions()) -> Run:
+    """The exact lane and every packed shape of ``plan`` over the golden's corpus (or ``options.shard`` of it),
+    interleaved, written to a new run directory under ``runs_root``. The fast lane's packer is judged
+    on the packing laws first (``options.laws_examples`` per law; 0: not judged) and its verdict recorded as
     the manifest's ``laws``: a packer that breaks them still runs (its evidence is worth reporting),
-    but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`). ``observer``: given every lane's
-    outputs of every group too, after the run's writer (the nightly's live score,
-    :mod:`harness.pipeline.live_score`); what it raises fails the run, which is then not written.
-    ``on_first_queued``: :func:`lanes.runner.run_lanes`' hook (a scoring caller warms its kernels there)."""
+    but no shape of the run can pass (:mod:`harness.pipeline.laws_gate`). ``options.observer``: given every
+    lane's outputs of every group too, after the run's writer (the nightly's live score,
+    :mod:`harness.pipeline.live_score`); what it raises fails the run, which is then not written."""
+    packer, shard = options.packer, options.shard
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
                         len(wanted) if wanted is not None else golden.blocks, backend, plan)
     # a Future: the harness's packer is judged beside the lanes (laws_gate), joined after them, inside the
     # writer: its error ends the command with its own line and the unfinished run is removed
-    laws = judge_laws(packer, laws_examples, max(plan.shapes) if plan.shapes else None, beside=True)
-    writer = RunWriter(Path(runs_root), run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
+    laws = judge_laws(packer, options.laws_examples, max(plan.shapes) if plan.shapes else None, beside=True)
+    writer = RunWriter(Path(runs_root), options.run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
                        plan.lanes())
     with writer:
-        corpus, corpus_hash = golden.corpus_hashed_meanwhile(verified=corpus_verified)
+        corpus, corpus_hash = golden.corpus_hashed_meanwhile(verified=options.corpus_verified)
         with _cancelled_on_failure(corpus_hash):
             blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
             with step("lanes"):
                 started = time.perf_counter()
-                run_lanes(blocks, backend, plan, _teed(writer.sink, observer), golden_inputs=golden.voiceprint_inputs,
-                          packer=packer, progress=progress, log=writer.calls, on_first_queued=on_first_queued)
-                lanes_wall_s = time.perf_counter() - started  # beside the calls' device time (harness.throughput.host_share)
+                run_lanes(blocks, backend, plan, _teed(writer.sink, options.observer),
+                          golden_inputs=golden.voiceprint_inputs, packer=packer,
+                          hooks=LaneHooks(progress=options.progress, log=writer.calls,
+                                          on_first_queued=options.on_first_queued))
+                # beside the calls' device time (harness.throughput.host_share)
+                lanes_wall_s = time.perf_counter() - started
             describe = getattr(packer, "describe", None)
             scored = scoring_fields(plan, config)  # what scoring reads: the live score was built from the same
             fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,

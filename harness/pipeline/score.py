@@ -11,7 +11,7 @@ their manifest digests) it judged.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,10 +28,9 @@ from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
-from harness.evidence.arrangement_evidence import ArrangementScorer, arrangement_plans, slot_map, with_arrangements
+from harness.evidence.kind import ShapeEvidence, ShapeFinish, ShapeSetting
 from harness.evidence.refusal import ScoreFacts, with_cause
-from harness.evidence.repeat_evidence import RepeatScorer, repeat_lanes, with_repeats
-from harness.evidence.request_evidence import RequestCounter, requests_entry
+from harness.evidence.registry import REQUESTS, kinds
 from harness.judging.lane_scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.judging.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.throughput.host_share import DeviceTime, host_entry
@@ -73,14 +72,11 @@ class Scoring:
 
     def __init__(self, golden: Golden, fields: Mapping[str, Any], tolerances: Tolerances) -> None:
         self.key = scoring_key(fields)
-        self.tolerances = tolerances
+        self.tolerances, self.fields = tolerances, fields
         self.shapes = shapes = [int(k) for k in fields["shapes"]]
+        self.kinds = kinds()  # every kind of evidence, in order (harness.evidence.registry)
         names = [EXACT, *(lane_name(k) for k in shapes)]
-        # --repeats N: {k: ["k4.r2", ...]} (harness.evidence.repeat_evidence); {} without
-        self.repeats = repeats = repeat_lanes(fields)
-        names += [lane for k in shapes for lane in repeats.get(k, [])]
-        self.arranged = arranged = arrangement_plans(fields)  # --arrangements N: {k: its arrangement lanes}; {}
-        names += [lane for k in shapes if k in arranged for lane in arranged[k].lanes]
+        names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(fields, k)]
         self.names = names
         # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
         self.ops = ops = [Op(o) for o in fields["ops"]]
@@ -91,10 +87,10 @@ class Scoring:
         self.effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained")
                                for k in shapes}
         self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
-        self.repeat_scorers = {k: RepeatScorer(k, [lane_name(k), *repeats[k]], ops, g, voiceprint_inputs, tolerances,
-                                               floors) for k in shapes if k in repeats}
-        self.arrangement_scorers = {k: ArrangementScorer(arranged[k], ops, g, limits, voiceprint_inputs, floors)
-                                    for k in shapes if k in arranged}
+        self.evidence: dict[int, list[ShapeEvidence]] = {}
+        for k in shapes:
+            setting = ShapeSetting(k, tuple(ops), g, tolerances, floors, limits, voiceprint_inputs, fields)
+            self.evidence[k] = [s for kind in self.kinds if (s := kind.scorer(setting)) is not None]
 
     def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
         """One batch: the golden's outputs and every lane's (``names``) of the same blocks, in golden order."""
@@ -104,10 +100,8 @@ class Scoring:
             lane = lanes[lane_name(k)]
             self.verdict_scorers[k].add(gold, lane)
             self.effect_scorers[k].add(exact, lane)
-            if k in self.repeat_scorers:
-                self.repeat_scorers[k].add(lane, [lanes[name] for name in self.repeats[k]])
-            if k in self.arrangement_scorers:
-                self.arrangement_scorers[k].add(gold, lane, lanes)
+            for scorer in self.evidence[k]:
+                scorer.add(gold, lanes)
 
     def finish(self, golden: Golden, run: Run, ids: list[str]) -> Score:
         """The sealed score (frozen) of ``run``, whose blocks ``ids`` (golden order, as
@@ -115,28 +109,29 @@ class Scoring:
         if scoring_key(run.manifest) != self.key:
             raise ScoringError(f"run {run.run_id}: its lanes are not the ones this score was accumulated for "
                                f"({self.key} vs {scoring_key(run.manifest)}): score it again with `harness score`")
-        shapes, ops, voiceprint_inputs, tolerances = self.shapes, self.ops, self.voiceprint_inputs, self.tolerances
+        shapes, voiceprint_inputs, tolerances = self.shapes, self.voiceprint_inputs, self.tolerances
         env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
         env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
         verification = reproduction(golden.golden_id, self.exact_scorer.verdicts(),
                                     golden.manifest["reproducibility"]["bitwise"],
                                     golden.fingerprint == run.fingerprint, env_diff)
-        counter = RequestCounter()  # full k-block requests, counted in the same pass over the call log
-        slots = slot_map(self.arranged, ids)  # where each block sat in its requests: the same pass over the call log
-        device = DeviceTime()  # every logged call's time, in the same pass: the host share (harness.throughput.host_share)
-        throughput = summarize_calls(counter.observe(slots.observe(device.observe(run.iter_calls()))))
+        # what every kind counts in the call log (full k-block requests, where each block sat), and every logged
+        # call's time (the host share, harness.throughput.host_share): one pass over the call log
+        counted = {kind.name: c for kind in self.kinds if (c := kind.counter(self.fields, ids)) is not None}
+        device = DeviceTime()
+        calls: Iterable[Mapping[str, Any]] = device.observe(run.iter_calls())
+        for counter in counted.values():
+            calls = counter.observe(calls)
+        throughput = summarize_calls(calls)
         laws = run.manifest["laws"]
         shape_results: dict[str, ShapeScore] = {}
         for k in shapes:
             verdicts = self.verdict_scorers[k].verdicts()
-            requests = requests_entry(counter.counts(k, [int(op) for op in ops]), k, {str(v.op): v for v in verdicts},
-                                      len(ids))
+            requests = REQUESTS.entry(counted, k, verdicts, len(ids))
             result = shape_result(k, verdicts, requests, laws, packing_effect(self.effect_scorers[k].verdicts()))
-            result = with_repeats(result, self.repeat_scorers.get(k))
-            if k in self.arrangement_scorers:
-                arranger = self.arrangement_scorers[k]
-                evidence = arranger.evidence(verdicts, slots)
-                result = with_arrangements(result, evidence, arranger.warnings(evidence, slots))
+            finish = ShapeFinish(verdicts, counted)
+            for scorer in self.evidence[k]:
+                result = scorer.apply(result, finish)
             shape_results[str(k)] = with_cause(k, result, ScoreFacts(laws, verification))
         verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
         body = {

@@ -9,7 +9,7 @@ is the harness's own work between calls, per block, which the report shows besid
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 
@@ -19,7 +19,7 @@ class DeviceTime:
     def __init__(self) -> None:
         self.seconds = 0.0
 
-    def observe(self, calls: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         for call in calls:
             self.seconds += float(call["wall_s"])
             yield call

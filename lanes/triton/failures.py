@@ -9,11 +9,24 @@ queue a second copy behind the first).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from harness.data.errors import BackendError, one_line
 
 MODEL_ERROR_TAG = "diar_nn_g model error"  # set by model.py on errors the model itself answered
 CONNECTION_WORDS = ("connection", "httpparse", "protocol", "remote", "incomplete", "badstatus")
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How a Triton backend makes each call: its timeout, how often a failed one is retried and the pause
+    before the first retry (doubled each time), and the largest request it sends (Triton's
+    ``--http-max-input-size``)."""
+
+    timeout_s: float = 120.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    max_request_bytes: int = 64 * 2**20
 
 
 class Retryable(Exception):

@@ -86,10 +86,23 @@ def unverified_fingerprint(model_name: str, config: dict, versions: list[str], l
     return hashlib.sha256(payload.encode()).hexdigest()  # plain hex, like every model fingerprint
 
 
-def unverified_model(where: str, url: str, model_name: str, label: str | None, geometry, config: dict | None,
-                     versions: list[str] | None, answer_shape: tuple | None, server_version: str) -> ServerModel:
+@dataclass(frozen=True)
+class ServerAnswers:
+    """What the server said of a model without MODEL_INFO: its Triton model config and loaded versions, the
+    shape of its one-window OP 0 answer (each None: not asked, without a label and a geometry) and the server's
+    version."""
+
+    config: dict | None
+    versions: list[str] | None
+    answer_shape: tuple | None
+    server_version: str
+
+
+def unverified_model(where: str, url: str, model_name: str, label: str | None, geometry,
+                     answers: ServerAnswers) -> ServerModel:
     """A served model without MODEL_INFO, accepted only with a label and a geometry that its own
     one-window answer agrees with (its weights cannot be verified remotely)."""
+    config, versions, answer_shape = answers.config, answers.versions, answers.answer_shape
     from harness.data.errors import BackendError
     from harness.data.ops import Op
     from harness.data.response import expected_shape
@@ -108,4 +121,4 @@ def unverified_model(where: str, url: str, model_name: str, label: str | None, g
                            f" classes={geometry.classes}): configure the model spec the server runs")
     # the caller fetches both whenever a label and a geometry are given (checked just above)
     assert config is not None and versions is not None, "the model config and versions were not fetched"
-    return ServerModel.unverified(model_name, config, versions, label, geometry, server_version)
+    return ServerModel.unverified(model_name, config, versions, label, geometry, answers.server_version)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.data.errors import BackendError
-from harness.numerics import NumericSettings
+from harness.data.numeric_settings import NumericSettings
 from lanes.triton.reaper import Reaper, start_reaper
 from lanes.triton.repository import (  # noqa: F401 (re-exported: the server's tests and tools use them)
     Bundle,

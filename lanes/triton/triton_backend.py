@@ -36,11 +36,11 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.response import check_response, expected_shape
 from lanes.backend import Call, CallResult
+from lanes.triton.failures import CallPolicy, server_error
 from lanes.triton.failures import Retryable as _Retryable
 from lanes.triton.failures import describe_os_error as _describe_os_error
 from lanes.triton.failures import is_connection_failure as _is_connection_failure
-from lanes.triton.failures import server_error
-from lanes.triton.model_identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerModel, unverified_model
+from lanes.triton.model_identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerAnswers, ServerModel, unverified_model
 from lanes.triton.shm import ShmPool, infer_through_shm
 from lanes.triton.url import build_client, parse_triton_url
 
@@ -55,7 +55,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the install
 else:
     _IMPORT_ERROR = None
 
-__all__ = ["DEFAULT_CONCURRENCY", "INFO_OUTPUT", "MODEL_NAME", "ServerModel", "TritonBackend"]
+__all__ = ["DEFAULT_CONCURRENCY", "INFO_OUTPUT", "MODEL_NAME", "CallPolicy", "ServerModel", "TritonBackend"]
 
 MODEL_NAME = "diar_nn_g"
 DEFAULT_CONCURRENCY = 2  # the engine keeps about two requests in flight per GPU
@@ -88,23 +88,24 @@ class TritonBackend:
 
     name = "triton"
 
-    def __init__(self, url: str, model_name: str = MODEL_NAME, *, timeout_s: float = 120.0, retries: int = 3,
-                 backoff_s: float = 0.5, max_request_bytes: int = 64 * 2**20,
+    def __init__(self, url: str, model_name: str = MODEL_NAME, *, policy: CallPolicy = CallPolicy(),
                  concurrency: int = DEFAULT_CONCURRENCY, shm: bool = False, model_label: str | None = None,
                  geometry: GeometrySource = None) -> None:
+        p = policy
         if _IMPORT_ERROR is not None:
             raise BackendError(f"Triton backend needs tritonclient[http] ({_IMPORT_ERROR}); "
                                "install the 'triton' extra")
-        if retries < 0 or concurrency < 1 or timeout_s <= 0 or max_request_bytes <= 0:
-            raise BackendError(f"Triton backend: bad settings retries={retries} concurrency={concurrency} "
-                               f"timeout_s={timeout_s} max_request_bytes={max_request_bytes}")
+        if p.retries < 0 or concurrency < 1 or p.timeout_s <= 0 or p.max_request_bytes <= 0:
+            raise BackendError(f"Triton backend: bad settings retries={p.retries} concurrency={concurrency} "
+                               f"timeout_s={p.timeout_s} max_request_bytes={p.max_request_bytes}")
         if model_label is not None and not model_label.strip():
             raise BackendError("Triton backend: model_label is empty; give the name of the model you serve")
         parsed = parse_triton_url(url, "Triton backend")  # before any client exists: see lanes.triton.url
         self.url, self._host, self._ssl = parsed.url, parsed.host_port, parsed.ssl
         self.model_name = model_name
-        self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), float(backoff_s)
-        self.max_request_bytes, self.concurrency = int(max_request_bytes), int(concurrency)
+        self.timeout_s, self.retries, self.backoff_s = float(p.timeout_s), int(p.retries), float(p.backoff_s)
+        self.max_request_bytes, self.concurrency = int(p.max_request_bytes), int(concurrency)
+        self.policy = CallPolicy(self.timeout_s, self.retries, self.backoff_s, self.max_request_bytes)
         self.shm = bool(shm)
         self.model_label = model_label.strip() if model_label else None
         self._geometry_source = geometry
@@ -246,8 +247,8 @@ class TritonBackend:
             result = self._with_retries(where, lambda: self._probe(Op.SEGMENTATION.output_name))
             answer = result.as_numpy(Op.SEGMENTATION.output_name)
             shape = None if answer is None else tuple(answer.shape)
-        return unverified_model(where, self.url, self.model_name, self.model_label, geometry, config, versions, shape,
-                                self.server_version)
+        return unverified_model(where, self.url, self.model_name, self.model_label, geometry,
+                                ServerAnswers(config, versions, shape, self.server_version))
 
     def _probe(self, output: str) -> Any:
         """One window of silence (VALID 0), OP 0, asking for ``output`` only."""

@@ -22,7 +22,10 @@ from harness.pipeline.record import record_golden
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from lanes.triton.server import ServerOptions, TritonServer
-from lanes.triton.triton_backend import TritonBackend  # imports without tritonclient: the main suite collects this
+from lanes.triton.triton_backend import (  # imports without tritonclient: the main suite collects this
+    CallPolicy,
+    TritonBackend,
+)
 
 
 def need_triton_extra() -> None:
@@ -49,7 +52,7 @@ def triton_server() -> Iterator[TritonServer]:
 
 @pytest.fixture(scope="session")
 def triton_backend(triton_server: TritonServer) -> Iterator[TritonBackend]:
-    backend = TritonBackend(triton_server.url, timeout_s=60.0)
+    backend = TritonBackend(triton_server.url, policy=CallPolicy(timeout_s=60.0))
     yield backend
     backend.close()
 

@@ -18,15 +18,16 @@ from triton_support import CONFIG, NUMERICS, serving
 
 from golden.store import Golden
 from harness.corpus.synth import synth_corpus
+from harness.data.schemas.config_file import LoadSection, PackerSection
 from harness.evidence.load_evidence import load_refusals
 from harness.pipeline.load_sweep import sweep
-from harness.pipeline.nightly import nightly
+from harness.pipeline.nightly import NightlyJob, nightly
 from harness.pipeline.record import record_golden
-from harness.release_config import LoadSection, ModelSpec, ReleaseConfig
+from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from lanes.triton.server import ServerOptions, TritonServer
-from lanes.triton.triton_backend import TritonBackend
+from lanes.triton.triton_backend import CallPolicy, TritonBackend
 
 pytestmark = pytest.mark.triton
 RACING = "lanes.load_control:racing"
@@ -41,8 +42,9 @@ def _with_load(config: ReleaseConfig, shapes: tuple[int, ...], concurrency: list
 def test_nightly_sweep_checks_every_response_and_reads_the_server_statistics(triton_backend, golden: Golden,
                                                                              tmp_path: Path):
     cfg = _with_load(CONFIG, (2,), [1, 2], blocks=4, budget=1e6)  # the lanes on the golden's 12 blocks, k=2
-    outcome = nightly(cfg, golden.path, tmp_path / "out", triton_backend, localise=False, show_progress=False,
-                      laws_examples=20, no_promote=True)
+    job = NightlyJob(cfg.with_overrides(packer=PackerSection(laws_examples=20)), golden.path, tmp_path / "out",
+                     localise=False, progress=False, no_promote=True)
+    outcome = nightly(job, triton_backend)
     score = outcome.score
     assert score is not None and score.load is not None
     assert score.verdict == "pass", {k: s.reasons for k, s in score.shapes.items()}
@@ -94,7 +96,7 @@ def racing_golden(tmp_path_factory: pytest.TempPathFactory) -> Golden:
 def test_racing_control_passes_at_concurrency_1_and_is_refused_at_2(racing_server, racing_golden: Golden):
     cfg = _with_load(ReleaseConfig(name="r-race", model=ModelSpec(RACING), numerics=NUMERICS), (2,), [1, 2],
                      blocks=4)
-    with TritonBackend(racing_server.url, concurrency=1, timeout_s=60.0) as backend:
+    with TritonBackend(racing_server.url, concurrency=1, policy=CallPolicy(timeout_s=60.0)) as backend:
         measured = sweep(cfg, racing_golden, backend)
     alone, loaded = measured.shapes["2"].points
     assert alone.concurrency == 1 and alone.accurate, alone.reasons  # the old evidence (one at a time) passes it

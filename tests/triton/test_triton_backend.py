@@ -13,7 +13,7 @@ from harness.data.errors import BackendError
 from harness.data.ops import Op
 from harness.packers.packing import pack
 from lanes.triton import triton_backend as triton_backend_module
-from lanes.triton.triton_backend import TritonBackend
+from lanes.triton.triton_backend import CallPolicy, TritonBackend
 
 pytestmark = pytest.mark.triton
 
@@ -35,7 +35,7 @@ def test_a_bad_request_is_the_models_final_answer_and_the_server_survives(triton
     op, request, windows, rows = segmentation_request(golden)
     bad = dict(request)
     bad[ops.VALID] = np.full_like(request[ops.VALID], 10**6)
-    backend = TritonBackend(triton_server.url, retries=3, backoff_s=2.0)
+    backend = TritonBackend(triton_server.url, policy=CallPolicy(retries=3, backoff_s=2.0))
     start = time.perf_counter()
     with pytest.raises(BackendError) as err:
         backend.call(op, bad, windows, rows, "block b0")
@@ -59,7 +59,7 @@ def test_a_request_triton_rejects_is_final(triton_backend, golden):
 
 def test_too_large_request_is_refused_before_sending(triton_server, golden):
     op, request, windows, rows = segmentation_request(golden, blocks=2)
-    backend = TritonBackend(triton_server.url, max_request_bytes=10_000)
+    backend = TritonBackend(triton_server.url, policy=CallPolicy(max_request_bytes=10_000))
     assert backend.max_request_bytes == 10_000
     with pytest.raises(BackendError) as err:
         backend.call(op, request, windows, rows, "fast lane k=2")

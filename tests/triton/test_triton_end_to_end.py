@@ -59,10 +59,12 @@ def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(trito
     import json
     import xml.etree.ElementTree as ET
 
-    from harness.pipeline.nightly import nightly
+    from harness.data.schemas.config_file import PackerSection
+    from harness.pipeline.nightly import NightlyJob, nightly
 
-    outcome = nightly(CONFIG.with_overrides(candidates=(2,)), golden.path, tmp_path / "out", triton_backend,
-                      localise=False, show_progress=False, laws_examples=20, no_promote=True)
+    cfg = CONFIG.with_overrides(candidates=(2,), packer=PackerSection(laws_examples=20))
+    outcome = nightly(NightlyJob(cfg, golden.path, tmp_path / "out", localise=False, progress=False, no_promote=True),
+                      triton_backend)
     score = outcome.score
     assert score is not None and score.backend is not None
     assert (score.backend.name, score.backend.url, score.backend.transport, score.backend.concurrency) == (

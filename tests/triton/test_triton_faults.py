@@ -13,7 +13,7 @@ from triton_support import MODEL, NUMERICS, run_shapes, serving
 
 from harness.data.errors import BackendError
 from lanes.triton.server import ServerOptions, free_port
-from lanes.triton.triton_backend import TritonBackend
+from lanes.triton.triton_backend import CallPolicy, TritonBackend
 
 pytestmark = pytest.mark.triton
 
@@ -37,13 +37,13 @@ def assert_nothing_written(root: Path) -> None:
 def test_server_not_running():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(BackendError) as err:
-        TritonBackend(url, retries=2, backoff_s=0.01)
+        TritonBackend(url, policy=CallPolicy(retries=2, backoff_s=0.01))
     assert_one_line(err, url, "not reachable", "connection refused", "after 2 retries", "diar_nn_g")
 
 
 def test_model_not_loaded(triton_server):
     with pytest.raises(BackendError) as err:
-        TritonBackend(triton_server.url, model_name="diar_nn_x", retries=0)
+        TritonBackend(triton_server.url, model_name="diar_nn_x", policy=CallPolicy(retries=0))
     assert_one_line(err, triton_server.url, "'diar_nn_x'", "no ready model", "diar_nn_g READY")
 
 
@@ -51,7 +51,7 @@ def test_server_killed_mid_run(golden, runs_root):
     calls = []
 
     with serving(ServerOptions(model_spec=MODEL, numerics=NUMERICS)) as server:
-        backend = TritonBackend(server.url, retries=2, backoff_s=0.05)
+        backend = TritonBackend(server.url, policy=CallPolicy(retries=2, backoff_s=0.05))
 
         def kill_after_three(n: int) -> None:  # runs between calls, in the runner's thread
             calls.append(n)
@@ -69,7 +69,7 @@ def test_server_killed_mid_run(golden, runs_root):
 def test_request_timeout(golden, runs_root, monkeypatch):
     monkeypatch.setenv("HARNESS_SLOW_SECONDS", "2")  # the server inherits it
     with serving(ServerOptions(model_spec="lanes.controls:slow", numerics=NUMERICS)) as server:
-        backend = TritonBackend(server.url, timeout_s=0.5, retries=3, backoff_s=0.05)
+        backend = TritonBackend(server.url, policy=CallPolicy(timeout_s=0.5, retries=3, backoff_s=0.05))
         with pytest.raises(BackendError) as err:
             run_and_write(backend, golden, runs_root)
         backend.close()
@@ -122,7 +122,8 @@ def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path
 
     before_tmp = set(Path("/tmp").glob("diar-triton-*"))
     before_shm = set(SHM_DIR.glob("diar_triton_*"))
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--model", "small", "--threads", "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--model", "small", "--set",
+                             "numerics.threads=1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 240

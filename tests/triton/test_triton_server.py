@@ -16,8 +16,8 @@ import pytest
 from triton_support import NUMERICS
 
 from harness.data.errors import BackendError
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from harness.numerics import NumericSettings
 from lanes.triton import server as server_module
 from lanes.triton.server import (
     REPOSITORY,
@@ -86,9 +86,9 @@ def test_serve_forever_stops_on_sigterm_and_leaves_nothing(tmp_path: Path, monke
         with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=5) as answer:
             seen["ready"] = answer.status
         seen["stubs"] = [p for p in group_members(_server_pid(url)) if _comm(p).startswith("triton_python")]
-        from lanes.triton.triton_backend import TritonBackend
+        from lanes.triton.triton_backend import CallPolicy, TritonBackend
 
-        with TritonBackend(url, retries=3, backoff_s=2.0) as backend:
+        with TritonBackend(url, policy=CallPolicy(retries=3, backoff_s=2.0)) as backend:
             seen["model"] = backend.environment()["model"]["name"]
             sentinel = {"SPAN": np.zeros(3, np.float32), "OFFSETS": np.zeros(1, np.int64),
                         "VALID": np.full(1, 3, np.int32), "OP": np.zeros(1, np.int32)}

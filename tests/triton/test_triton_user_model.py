@@ -153,7 +153,7 @@ def test_calls_equal_in_process_over_http_and_shm(user_server, inprocess_backend
 
 
 def test_cli_serves_the_repository_and_records_through_it_with_a_warning(tmp_path):
-    """`harness serve --model-repository` then `harness golden record --backend URL --model-label`."""
+    """`harness serve --model-repository` then `harness golden record --backend URL --set backend.model_label=...`."""
     harness = [sys.executable, "-c", "from harness.cli import main; main()"]
     serve = subprocess.Popen([*harness, "serve", "--model-repository", str(USER_REPOSITORY)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -161,14 +161,15 @@ def test_cli_serves_the_repository_and_records_through_it_with_a_warning(tmp_pat
         line = serve.stdout.readline()
         assert f"model repository {USER_REPOSITORY} served at http://" in line, line + serve.stderr.read()
         url = line.split(" served at ")[1].split()[0]
-        common = ["--model", "small", "--threads", "1", "--backend", url, "--no-progress"]
+        common = ["--model", "small", "--set", "numerics.threads=1", "--backend", url, "--no-progress"]
         refused = subprocess.run([*harness, "golden", "record", "--goldens", str(tmp_path / "g"), *common],
                                  capture_output=True, text=True, timeout=300)
         assert refused.returncode == 2
         assert refused.stderr.strip().startswith("harness: error: ") and "--model-label" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         done = subprocess.run([*harness, "golden", "record", "--goldens", str(tmp_path / "g"), *common,
-                               "--model-label", LABEL, "--shm"], capture_output=True, text=True, timeout=300,
+                               "--set", f"backend.model_label='{LABEL}'", "--set", "backend.shm=true"],
+                              capture_output=True, text=True, timeout=300,
                               cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         warnings = [ln for ln in done.stderr.splitlines() if ln.startswith("harness: warning:")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS, Op
-from harness.numerics import NumericSettings
 from harness.packers.packing import pack
 from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.triton.server import ServerOptions, TritonServer
@@ -26,11 +26,11 @@ def blocks_of(golden) -> list:
 
 def run_shapes(golden, backend, root, shapes: tuple[int, ...], progress=None):
     """The lanes (the exact lane and ``shapes``) over the golden's corpus into a run directory, as `harness run`."""
-    from harness.pipeline.run import plan_for
+    from harness.pipeline.run import RunOptions, plan_for
     from harness.pipeline.run import run_shapes as run
 
     cfg = CONFIG.with_overrides(candidates=shapes)
-    return run(golden, backend, plan_for(cfg), root, cfg, progress=progress)
+    return run(golden, backend, plan_for(cfg), root, cfg, RunOptions(progress=progress))
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what the names are, for the type checker; at run time __get
     from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
     from harness.data.schemas.audit import AuditFile
     from harness.data.schemas.base import describe_error, validate
+    from harness.data.schemas.engine_manifest import PromotedShapes
     from harness.data.schemas.files import (
         CorpusMeta,
         CorpusSummary,
@@ -38,15 +39,7 @@ if TYPE_CHECKING:  # what the names are, for the type checker; at run time __get
     )
     from harness.data.schemas.golden_diff import GoldenDiff
     from harness.data.schemas.history import HistoryRow, SeriesAnswer
-    from harness.data.schemas.records import (
-        AdoptionJournal,
-        Journal,
-        Ledger,
-        LedgerEntry,
-        LedgerEvent,
-        PromotedShapes,
-        entry_key,
-    )
+    from harness.data.schemas.records import AdoptionJournal, Journal, Ledger, LedgerEntry, LedgerEvent, entry_key
     from harness.data.schemas.report import SignoffReport
     from harness.data.schemas.results import (
         CheckModel,
@@ -64,8 +57,8 @@ _MODULE_OF = {
     **dict.fromkeys(("CorpusMeta", "CorpusSummary", "FileEntry", "Floor", "GeometryModel", "GoldenManifest",
                      "ModelInfo", "OutputsMeta", "Provenance", "Reproducibility", "RunManifest"), "files"),
     "GoldenDiff": "golden_diff", "HistoryRow": "history", "SeriesAnswer": "history",
-    **dict.fromkeys(("AdoptionJournal", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "PromotedShapes",
-                     "entry_key"), "records"),
+    **dict.fromkeys(("AdoptionJournal", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "entry_key"), "records"),
+    "PromotedShapes": "engine_manifest",
     "SignoffReport": "report",
     **dict.fromkeys(("CheckModel", "LocalisationFile", "OpVerdictModel", "Reproduction", "Score", "ShapeScore"),
                     "results"),

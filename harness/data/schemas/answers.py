@@ -12,8 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from harness.data.schemas.base import OpKey, Positive, Strict
-from harness.data.schemas.records import LedgerEntry, PackerIdentity, PromotedShapes
+from harness.data.schemas.base import OpKey, PackerIdentity, Positive, Strict
+from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.records import LedgerEntry
 
 FoundBy = Literal["--ledger", "--manifest", "--golden", "search"]
 

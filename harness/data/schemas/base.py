@@ -143,3 +143,9 @@ def _model_names() -> set[str]:
                 stack.append(sub)
     return names
 
+
+# "harness/<ver>+<12hex>", "external:<name>/<version>@sha256:<16hex>", "callable:<spec>@sha256:<16hex>":
+# printable, no "|" (the ledger's key separator), no spaces
+PackerIdentity = Annotated[str, Field(pattern=r"^[!-{}~]{1,300}$")]
+ReleaseOps = dict[OpKey, list[Positive]]  # the release's own shapes per OP
+

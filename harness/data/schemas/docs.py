@@ -13,10 +13,10 @@ from pydantic import BaseModel
 
 def markdown(models: dict[str, type[BaseModel]] | None = None) -> str:
     """The schema tables of docs/schemas.md, generated from the models (and the configuration's,
-    declared in :mod:`harness.release_config`)."""
+    :mod:`harness.data.schemas.config_file`)."""
     if models is None:
-        from harness.data.schemas import FILE_KINDS
-        from harness.release_config import ConfigFile  # harness.release_config imports harness.data.schemas
+        from harness.data.schemas import FILE_KINDS  # (this module is the package's: imported by it, not at import)
+        from harness.data.schemas.config_file import ConfigFile
 
         # (every kind is a model; the filter tells mypy so without retyping FILE_KINDS)
         models = {**{t: k for t, k in FILE_KINDS.items() if issubclass(k, BaseModel)}, "configuration": ConfigFile}

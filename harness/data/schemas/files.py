@@ -151,7 +151,7 @@ class LawsVerdict(Strict):
     (``harness.laws.check_packer``; copied into the score): a shape passes only when it is ``hold``."""
 
     packer_identity: Annotated[str, Field(min_length=1)] = Field(description="the packer's describe()['identity']")
-    examples: Count = Field(description="examples per law (0: not judged, --laws-examples 0)")
+    examples: Count = Field(description="examples per law (0: not judged: packer.laws_examples = 0)")
     seed: int = Field(description="the fixed seed the examples were drawn with")
     verdict: Literal["hold", "broken", "not-judged"] = Field(description="hold: every law held on judged examples")
     broken: list[str] = Field(description="the laws that did not hold (broken, or never judged)")

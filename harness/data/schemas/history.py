@@ -15,8 +15,18 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from harness.data.schemas.answers import Located
-from harness.data.schemas.base import Count, Frozen, GoldenId, Number, Positive, SafeName, Strict, Timestamp, Verdict
-from harness.data.schemas.records import PackerIdentity
+from harness.data.schemas.base import (
+    Count,
+    Frozen,
+    GoldenId,
+    Number,
+    PackerIdentity,
+    Positive,
+    SafeName,
+    Strict,
+    Timestamp,
+    Verdict,
+)
 
 HISTORY_KIND = "harness.history-part"  # the part's Parquet key-value metadata "harness.kind"
 HISTORY_FORMAT = 1

@@ -1,5 +1,5 @@
-"""Schemas of the promotion record: the ledger, the promoted-shapes manifest the engine reads, and
-the journal that makes a commit of both one step."""
+"""Schemas of the promotion record: the ledger, and the journal that makes a commit of the ledger and the
+engine's manifest (:mod:`harness.data.schemas.engine_manifest`) one step."""
 
 from __future__ import annotations
 
@@ -11,21 +11,17 @@ from harness.data.schemas.base import (
     Count,
     Frozen,
     GoldenId,
-    OpKey,
+    PackerIdentity,
     Positive,
+    ReleaseOps,
     SafeName,
     Sha256,
-    ShapeKey,
     State,
     Strict,
     Timestamp,
     Verdict,
 )
-
-# "harness/<ver>+<12hex>", "external:<name>/<version>@sha256:<16hex>", "callable:<spec>@sha256:<16hex>":
-# printable, no "|" (the ledger's key separator), no spaces
-PackerIdentity = Annotated[str, Field(pattern=r"^[!-{}~]{1,300}$")]
-ReleaseOps = dict[OpKey, list[Positive]]
+from harness.data.schemas.engine_manifest import PromotedShapes
 
 
 class Override(Frozen):
@@ -143,55 +139,6 @@ def as_written(record: BaseModel) -> dict[str, Any]:
     written before it was recorded) must stay absent, or rewriting an unchanged ledger would change
     its bytes and break its seal (``ledger_sha256`` is over the file's own keys)."""
     return record.model_dump(mode="json", exclude_unset=True)
-
-
-class LawsEvidence(Frozen):
-    verdict: Literal["hold"]
-    examples: Count | None
-    seed: int | None
-    harness_version: str | None
-
-
-class Evidence(Frozen):
-    run_id: SafeName
-    golden_id: GoldenId
-    release: SafeName
-    promoted_at: Timestamp
-    corpus_blocks: Positive
-    tolerance_mode: str
-    laws: LawsEvidence
-
-
-class PackerShapes(Frozen):
-    ops: dict[OpKey, list[Positive]] = Field(description="k this packer may use per OP: the release's own and "
-                                                         "those promoted with this packer's evidence")
-    evidence: dict[ShapeKey, Evidence]
-
-
-class ProfileShapes(Frozen):
-    numerics: dict[str, Any]
-    release_ops: ReleaseOps = Field(description="the release's own shapes: every packer may use them")
-    packers: dict[PackerIdentity, PackerShapes]
-
-
-class DeviceShapes(Frozen):
-    profiles: dict[str, ProfileShapes]
-
-
-class ModelShapes(Frozen):
-    devices: dict[str, DeviceShapes]
-
-
-class PromotedShapes(Frozen):
-    """``promoted-shapes.json``: what the engine may use, per packer, derived from the ledger, never edited."""
-
-    kind: Literal["harness.promoted-shapes"]
-    format: Literal[3]
-    generated: Timestamp
-    ledger_seq: Count
-    ledger_sha256: Sha256
-    models: dict[str, ModelShapes]
-    manifest_sha256: Sha256
 
 
 class Journal(Strict):

@@ -71,8 +71,12 @@ class ShapeScore(OptionalKeys, Frozen):
     warnings: list[EvidenceWarning] = Field(
         default_factory=list, description="evidence beyond the release's own floor but within the mode's limits: "
         "reported, not refused (absent: none)")
+    more_evidence: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="the results of kinds of evidence registered beside the harness's own "
+        "(harness.evidence.kind), by kind name (absent: none registered)")
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact", "repeats", "arrangements", "cause", "warnings"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact", "repeats", "arrangements", "cause", "warnings",
+                                                         "more_evidence"})
 
     @model_validator(mode="after")
     def _op0(self) -> ShapeScore:

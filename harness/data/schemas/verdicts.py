@@ -4,6 +4,7 @@ importing each other: :mod:`harness.data.schemas.results` re-exports both."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -24,6 +25,25 @@ from harness.data.schemas.base import (
     Frozen,
     Number,
 )
+
+
+@dataclass(frozen=True)
+class CheckDetails:
+    """What a check says beside its metric and observed-against-allowed (:meth:`CheckModel.gate`): the ``unit`` it
+    counts in, ``offending`` of ``total`` units, ``where`` to look (the worst or first block), a ``note``, a
+    ``hint`` and the limits key ``limit`` its allowed value came from (empty: a fixed 0). One value, so a judge
+    hands the same details down whole."""
+
+    unit: str = ""
+    offending: int | None = None
+    total: int | None = None
+    where: str | None = None
+    note: str = ""
+    hint: str = ""
+    limit: str = ""
+
+
+NO_DETAILS = CheckDetails()
 
 
 class CheckModel(Frozen):
@@ -54,15 +74,15 @@ class CheckModel(Frozen):
         return self
 
     @classmethod
-    def gate(cls, op: int, metric: str, observed: Any, relation: str, allowed: Any, *, unit: str = "",
-             offending: int | None = None, total: int | None = None, where: str | None = None, note: str = "",
-             hint: str = "", limit: str = "") -> CheckModel:
-        """A gated check (``allowed`` given) or a reported one (``allowed`` None); numpy scalars become
-        Python numbers and non-finite observations None (files hold no such numbers)."""
+    def gate(cls, op: int, metric: str, observed: Any, relation: str, allowed: Any,
+             details: CheckDetails = NO_DETAILS) -> CheckModel:
+        """A gated check (``allowed`` given) or a reported one (``allowed`` None), told with ``details``; numpy
+        scalars become Python numbers and non-finite observations None (files hold no such numbers)."""
         seen = plain_number(observed)
-        counts = {"offending": plain_number(offending), "total": plain_number(total)}
-        common: dict[str, Any] = {"op": op, "metric": metric, "observed": seen, "unit": unit, "where": where,
-                                  "note": note, "hint": hint, "limit": limit, **counts}
+        d = details
+        counts = {"offending": plain_number(d.offending), "total": plain_number(d.total)}
+        common: dict[str, Any] = {"op": op, "metric": metric, "observed": seen, "unit": d.unit, "where": d.where,
+                                  "note": d.note, "hint": d.hint, "limit": d.limit, **counts}
         if allowed is None:
             return cls(**common, relation=NOT_GATED, allowed=None, ok=None)
         return cls(**common, **{"relation": relation, "allowed": plain_number(allowed),

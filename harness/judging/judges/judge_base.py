@@ -13,6 +13,7 @@ metric means editing that judge's module only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel
@@ -23,15 +24,18 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.schemas.results import CheckModel as Check
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
+from harness.data.schemas.verdicts import NO_DETAILS, CheckDetails
 from harness.data.tolerances import TOLERANCE_MODES
+from harness.judging.judges.floor_figures import FloorFigure
 
 # ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges build
 # the very objects the score holds, with gate() and op_verdict().
 
 
-def gate(op: int, metric: str, observed: Any, relation: str, allowed: Any, **kw: Any) -> Check:
+def gate(op: int, metric: str, observed: Any, relation: str, allowed: Any,
+         details: CheckDetails = NO_DETAILS) -> Check:
     """``Check.gate``: a gated check (``allowed`` given) or a reported one (``allowed`` None)."""
-    return Check.gate(op, metric, observed, relation, allowed, **kw)
+    return Check.gate(op, metric, observed, relation, allowed, details)
 
 
 def op_verdict(op: int, shape: int | str, checks: list[Check], metrics: dict[str, Any], limits: dict[str, Any],
@@ -47,26 +51,26 @@ RELATIONS = ("<=", ">=", "==")
 FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
 
 
-def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed: Any, *, non_finite: int,
-                 total: int, unit: str, limit: str = "", offending: int | None = None, where: str | None = None,
-                 first_non_finite: str | None = None, note: str = "", hint: str = "") -> Check:
-    """A figure (max_abs, min_cosine, ...) of values some of which may be non-finite.
+def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed: Any, details: CheckDetails,
+                 non_finite: int, first_non_finite: str | None = None) -> Check:
+    """A figure (max_abs, min_cosine, ...) of values some of which may be non-finite: ``details`` as for a
+    finite figure (``total`` and ``unit``: the units it is over, windows or rows).
 
     Why: a figure taken over the finite values only reads as perfect (max_abs 0, cosine 1) for an
-    OP whose failing rows are exactly the non-finite ones. With ``non_finite`` units (windows or
-    rows) its ``observed`` is None (non-finite, which never holds), ``offending`` / ``total``
-    count the non-finite units, ``where`` names the first of them, and the finite-only figure is
-    kept in the note, said to be over the finite units only."""
+    OP whose failing rows are exactly the non-finite ones. With ``non_finite`` units its ``observed`` is
+    None (non-finite, which never holds), ``offending`` / ``total`` count the non-finite units, ``where``
+    names the first of them (``first_non_finite``), and the finite-only figure is kept in the note, said to
+    be over the finite units only."""
     if not non_finite:
-        return gate(op, metric, finite_value, relation, allowed, limit=limit, unit=unit, offending=offending,
-                          total=total, where=where, note=note, hint=hint)
-    finite = f"over the {total - non_finite:,} finite {unit} only: {fmt(plain_number(finite_value))}"
+        return gate(op, metric, finite_value, relation, allowed, details)
+    total, offending, where = details.total or 0, details.offending, details.where  # total: the judges count it
+    finite = f"over the {total - non_finite:,} finite {details.unit} only: {fmt(plain_number(finite_value))}"
     if offending:
         finite += f", {offending:,} over the limit"
     if where:
         finite += f", {where}"
-    return gate(op, metric, None, relation, allowed, limit=limit, unit=unit, offending=non_finite, total=total,
-                      where=first_non_finite, note="; ".join(n for n in (finite, note) if n), hint=hint)
+    return gate(op, metric, None, relation, allowed, replace(
+        details, offending=non_finite, where=first_non_finite, note="; ".join(n for n in (finite, details.note) if n)))
 
 
 def shown_figure(metrics: dict[str, Any], name: str) -> Any:
@@ -91,6 +95,7 @@ class Judge(Protocol):
     """One output kind: its tolerance model, limits per tolerance mode, evidence and checks."""
 
     kind: str
+    floor_figures: tuple[FloorFigure, ...]  # its noise floor's figures (harness.judging.judges.floor_figures)
 
     @property
     def tolerance(self) -> type[BaseModel]: ...
@@ -141,6 +146,6 @@ def cosine_text(value: float | None, identical: bool) -> str:
     return f"{value:.6g}"  # gap >= 1e-6: six significant digits show it (0.999999 at most)
 
 
-__all__ = ["NOT_GATED", "RELATIONS", "TOLERANCE_MODES", "Check", "Evidence", "FlipNotes", "Judge", "OpVerdict",
-           "cosine_text", "figure_check", "fmt", "gate", "holds", "limits_for_mode", "non_finite_text", "op_verdict",
-           "percent", "plain_number", "shown_figure"]
+__all__ = ["NOT_GATED", "RELATIONS", "TOLERANCE_MODES", "Check", "CheckDetails", "Evidence", "FlipNotes", "Judge",
+           "OpVerdict", "cosine_text", "figure_check", "fmt", "gate", "holds", "limits_for_mode", "non_finite_text",
+           "op_verdict", "percent", "plain_number", "shown_figure"]

@@ -17,6 +17,7 @@ its evidence and its checks. A new OP 0 metric is added in this module only.
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,7 +30,16 @@ from harness.data.ops import Op
 from harness.data.outputs import SegmentationOutputs
 from harness.data.tolerances import SegmentationTolerance
 from harness.judging.binomial import needed_at_zero, upper_bound
-from harness.judging.judges.judge_base import FlipNotes, figure_check, fmt, gate, limits_for_mode, op_verdict
+from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, flips_words
+from harness.judging.judges.judge_base import (
+    CheckDetails,
+    FlipNotes,
+    figure_check,
+    fmt,
+    gate,
+    limits_for_mode,
+    op_verdict,
+)
 from harness.judging.judges.sample import Sample
 
 if TYPE_CHECKING:
@@ -45,6 +55,8 @@ MAX_FAILING = 20
 class SegmentationJudge:
     kind = "segmentation"
     tolerance = SegmentationTolerance
+    # its noise floor: how far apart two runs' log-probabilities are, and how many frames change class
+    floor_figures: tuple[FloorFigure, ...] = (MAX_ABS, MAX_ULP, FloorFigure("argmax_flips", "flips", "count", flips_words))
 
     def applies_to(self, op: Op) -> bool:
         return op is Op.SEGMENTATION
@@ -226,39 +238,39 @@ class SegmentationEvidence:
 
     def verdict(self, shape: int | str) -> OpVerdict:
         t, lim = self.totals(), self.limits
-        checks = [gate(0, "non_finite", t["non_finite"], "==", 0, unit="elements", offending=t["non_finite"],
-                             total=t["elements"], where=_at("first", self.non_finite_at),
-                             hint="a NaN/Inf appeared where the golden has none: a packing or model bug")]
+        checks = [gate(0, "non_finite", t["non_finite"], "==", 0, CheckDetails(
+            unit="elements", offending=t["non_finite"], total=t["elements"], where=_at("first", self.non_finite_at),
+            hint="a NaN/Inf appeared where the golden has none: a packing or model bug"))]
         if lim["bitwise"]:
-            checks.append(gate(0, "differing_elements", t["differing_elements"], "==", 0, unit="elements",
-                                     offending=t["differing_elements"], total=t["elements"],
-                                     where=_at("most ULP at", self.max_ulp_at),
-                                     note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
-                                     hint="the shape changes output bits: judge it with --tolerance tolerance, or "
-                                          "localise the first diverging layer"))
+            checks.append(gate(0, "differing_elements", t["differing_elements"], "==", 0, CheckDetails(
+                unit="elements", offending=t["differing_elements"], total=t["elements"],
+                where=_at("most ULP at", self.max_ulp_at),
+                note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
+                hint="the shape changes output bits: judge it with --tolerance tolerance, or "
+                     "localise the first diverging layer")))
         else:
-            figure = {"non_finite": self.non_finite_windows, "total": t["windows"], "unit": "windows",
-                      "first_non_finite": _at("first non-finite at", self.non_finite_at), "hint": HINT_CHANGE}
-            checks.append(figure_check(0, "max_abs", t["max_abs_finite"], "<=", lim["max_abs"], limit="max_abs",
-                                       offending=self.windows_over_abs, where=_at("worst", self.max_abs_at),
-                                       note=(f"{self.elements_over_abs:,} of {t['elements']:,} elements over the "
-                                             "limit" if self.elements_over_abs else ""), **figure))
-            checks.append(figure_check(0, "max_ulp", t["max_ulp_finite"], "<=", lim.get("max_ulp"), limit="max_ulp",
-                                       offending=self.windows_over_ulp or None, where=_at("worst", self.max_ulp_at),
-                                       **figure))
-            checks.append(figure_check(0, "mean_abs", t["mean_abs_finite"], "<=", None,
-                                       **{**figure, "unit": "windows", "hint": ""}))
+            figure = CheckDetails(total=t["windows"], unit="windows", hint=HINT_CHANGE)
+            non_finite, first = self.non_finite_windows, _at("first non-finite at", self.non_finite_at)
+            checks.append(figure_check(0, "max_abs", t["max_abs_finite"], "<=", lim["max_abs"], replace(
+                figure, limit="max_abs", offending=self.windows_over_abs, where=_at("worst", self.max_abs_at),
+                note=(f"{self.elements_over_abs:,} of {t['elements']:,} elements over the "
+                      "limit" if self.elements_over_abs else "")), non_finite, first))
+            checks.append(figure_check(0, "max_ulp", t["max_ulp_finite"], "<=", lim.get("max_ulp"), replace(
+                figure, limit="max_ulp", offending=self.windows_over_ulp or None,
+                where=_at("worst", self.max_ulp_at)), non_finite, first))
+            checks.append(figure_check(0, "mean_abs", t["mean_abs_finite"], "<=", None, replace(figure, hint=""),
+                                       non_finite, first))
         checks.append(gate(0, "confident_flips", t["argmax_flips_confident"], "<=", lim["max_confident_flips"],
-                                 limit="max_confident_flips", unit="audio frames",
-                                 offending=t["argmax_flips_confident"], total=t["audio_frames"],
-                                 where=_at("first", self.confident_at),
-                                 note=f"class changed although the golden's top-two margin >= {lim['near_tie_margin']}"
-                                      " nats", hint=HINT_CHANGE))
-        checks.append(gate(0, "near_tie_flips", t["argmax_flips_near_tie"], "<=", None, unit="audio frames",
-                                 total=t["audio_frames"], note="counted in the flip rate"))
+                           CheckDetails(limit="max_confident_flips", unit="audio frames",
+                                        offending=t["argmax_flips_confident"], total=t["audio_frames"],
+                                        where=_at("first", self.confident_at),
+                                        note="class changed although the golden's top-two margin >= "
+                                             f"{lim['near_tie_margin']} nats", hint=HINT_CHANGE)))
+        checks.append(gate(0, "near_tie_flips", t["argmax_flips_near_tie"], "<=", None, CheckDetails(
+            unit="audio frames", total=t["audio_frames"], note="counted in the flip rate")))
         checks.append(gate(0, "mask_flips", t["mask_flips_near_tie"] + t["mask_flips_confident"], "<=", None,
-                                 note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
-                                      f"{t['mask_flips_confident']} confident"))
+                           CheckDetails(note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
+                                             f"{t['mask_flips_confident']} confident")))
         if lim.get("max_flip_rate") is not None:
             checks.append(rate_check(0, "flip_rate_upper95", t["flips"], t["audio_frames"], lim["max_flip_rate"],
                                      "audio frames", "max_flip_rate"))
@@ -282,5 +294,5 @@ def rate_check(op: int, metric: str, failures: int, n: int, allowed: float, unit
         hint = "use a larger corpus (corpus synth --blocks N, or more audio)" if bound > allowed else ""
     else:
         note, hint = f"exact binomial bound of {failures:,} in {n:,} {unit}", ""
-    return gate(op, metric, bound, "<=", allowed, limit=limit, unit=unit, offending=failures, total=n, note=note,
-                      hint=hint)
+    return gate(op, metric, bound, "<=", allowed, CheckDetails(limit=limit, unit=unit, offending=failures, total=n,
+                                                               note=note, hint=hint))

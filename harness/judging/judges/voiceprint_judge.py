@@ -32,7 +32,9 @@ from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
 from harness.data.tolerances import VoiceprintTolerance
 from harness.judging.judges import rowkeys
+from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, cosine_words, unsaid
 from harness.judging.judges.judge_base import (
+    CheckDetails,
     FlipNotes,
     cosine_text,
     figure_check,
@@ -54,6 +56,9 @@ if TYPE_CHECKING:
 class VoiceprintJudge:
     kind = "voiceprint"
     tolerance = VoiceprintTolerance
+    # its noise floor: how far apart two runs' embeddings are, element by element and row by row
+    floor_figures: tuple[FloorFigure, ...] = (MAX_ABS, MAX_ULP, FloorFigure("min_cosine", "min_cosine_finite", "smaller", cosine_words),
+                     FloorFigure("max_rel_l2", "max_rel_l2_finite", "larger", unsaid))
 
     def applies_to(self, op: Op) -> bool:
         return op.is_voiceprint
@@ -251,49 +256,47 @@ class VoiceprintEvidence:
 
     def verdict(self, shape: int | str) -> OpVerdict:
         op, t, lim = int(self.op), self.totals(), self.limits
-        checks = [gate(op, "non_finite_rows", t["non_finite"], "==", 0, unit="rows",
-                             offending=t["non_finite"], total=t["judged_rows"], where=_at("first", self.non_finite_at),
-                             hint="a NaN/Inf appeared where the golden has none: a packing or model bug")]
+        checks = [gate(op, "non_finite_rows", t["non_finite"], "==", 0, CheckDetails(
+            unit="rows", offending=t["non_finite"], total=t["judged_rows"], where=_at("first", self.non_finite_at),
+            hint="a NaN/Inf appeared where the golden has none: a packing or model bug"))]
         if lim["bitwise"]:
-            checks.append(gate(op, "differing_rows", t["differing_rows"], "==", 0, unit="rows",
-                                     offending=t["differing_rows"], total=t["judged_rows"],
-                                     where=_at("most ULP at", self.differing_at),
-                                     note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
-                                          f"{cosine_text(t['min_cosine'], t['differing_rows'] == 0)}",
-                                     hint="the shape changes output bits: judge it with --tolerance tolerance"))
+            checks.append(gate(op, "differing_rows", t["differing_rows"], "==", 0, CheckDetails(
+                unit="rows", offending=t["differing_rows"], total=t["judged_rows"],
+                where=_at("most ULP at", self.differing_at),
+                note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
+                     f"{cosine_text(t['min_cosine'], t['differing_rows'] == 0)}",
+                hint="the shape changes output bits: judge it with --tolerance tolerance")))
         else:
             for name, rel in (("min_cosine", ">="), ("max_abs", "<="), ("max_rel_l2", "<="), ("max_ulp", "<=")):
                 worst = self.worst[name]
-                checks.append(figure_check(op, name, t[f"{name}_finite"], rel, lim.get(name), limit=name,
-                                           non_finite=t["non_finite"], total=t["judged_rows"], unit="rows",
-                                           offending=worst.over or None, where=_at("worst", worst.where),
-                                           first_non_finite=_at("first non-finite at", self.non_finite_at),
-                                           hint=HINT_CHANGE))
+                checks.append(figure_check(op, name, t[f"{name}_finite"], rel, lim.get(name), CheckDetails(
+                    limit=name, total=t["judged_rows"], unit="rows", offending=worst.over or None,
+                    where=_at("worst", worst.where), hint=HINT_CHANGE), t["non_finite"],
+                    _at("first non-finite at", self.non_finite_at)))
         unexplained = {"missing": "golden only", "extra": "run only", "changed": "called with other WEIGHTS"}
         isolated_note = " (isolated mode: every lane must be called with the golden's WEIGHTS/IDX)"
         for kind, what in unexplained.items():
             n = getattr(self, kind)["unexplained"]
             checks.append(gate(op, f"{kind}_rows" if kind != "changed" else "inputs_differ", n, "==", 0,
-                                     unit="rows", offending=n, total=t["golden_rows"],
-                                     where=_at("first", self.first.get(f"{kind}.unexplained")),
-                                     note=f"rows {what}" + ("" if self.chained else isolated_note)
-                                     if n else ""))
+                               CheckDetails(unit="rows", offending=n, total=t["golden_rows"],
+                                            where=_at("first", self.first.get(f"{kind}.unexplained")),
+                                            note=f"rows {what}" + ("" if self.chained else isolated_note)
+                                            if n else "")))
         if self.chained:
             confident = sum(getattr(self, k)["confident"] for k in ("missing", "extra", "changed"))
             first = next((self.first[f"{k}.confident"] for k in ("changed", "missing", "extra")
                           if f"{k}.confident" in self.first), None)
-            checks.append(gate(op, "mask_changed_by_confident_flip", confident, "==", 0, unit="rows",
-                                     offending=confident, total=t["golden_rows"], where=_at("first", first),
-                                     note="rows gained, lost or re-weighted by a confident OP 0 flip",
-                                     hint=HINT_CHANGE))
+            checks.append(gate(op, "mask_changed_by_confident_flip", confident, "==", 0, CheckDetails(
+                unit="rows", offending=confident, total=t["golden_rows"], where=_at("first", first),
+                note="rows gained, lost or re-weighted by a confident OP 0 flip", hint=HINT_CHANGE)))
             changed_near = self.changed["near_tie"]
             checks.append(rate_check(op, "mask_changed_near_tie_rate_upper95", changed_near,
                                      max(1, t["rows"]), lim["max_mask_changed_row_rate"], "rows",
                                      "max_mask_changed_row_rate"))
             gained_lost = self.missing["near_tie"] + self.extra["near_tie"]
-            checks.append(gate(op, "rows_gained_or_lost_near_tie", gained_lost, "<=", None, unit="rows",
-                                     note=f"{self.missing['near_tie']} lost, {self.extra['near_tie']} gained through "
-                                          "near-tie OP 0 flips (reported, not failed)"))
+            checks.append(gate(op, "rows_gained_or_lost_near_tie", gained_lost, "<=", None, CheckDetails(
+                unit="rows", note=f"{self.missing['near_tie']} lost, {self.extra['near_tie']} gained through "
+                                  "near-tie OP 0 flips (reported, not failed)")))
         if lim.get("max_failed_row_rate") is not None:
             n = t["judged_rows"] + sum(self.missing.values()) + sum(self.extra.values())
             if self.chained:

@@ -33,7 +33,7 @@ class TritonPythonModel:
             if folder not in sys.path:
                 sys.path.insert(0, folder)
         # Imported only now: PYTHONPATH above may be what makes them importable.
-        from harness.numerics import NumericSettings
+        from harness.data.numeric_settings import NumericSettings
         from lanes.model_api import load_model
 
         self.numerics = NumericSettings.from_dict(json.loads(params.get("NUMERICS") or "{}"))
@@ -77,8 +77,9 @@ class TritonPythonModel:
 
         Numerics in force are read after ``initialize`` applied them; ``execute`` re-applies the
         same settings before every request, so they stay what is recorded here."""
+        from harness.data.geometry import geometry_of
         from harness.numerics import in_force
-        from lanes.model_api import describe, geometry_of
+        from lanes.model_api import describe
 
         return json.dumps({
             "fingerprint": self.model.fingerprint,

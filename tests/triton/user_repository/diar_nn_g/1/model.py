@@ -12,7 +12,7 @@ INPUTS = ("SPAN", "OFFSETS", "VALID", "OP", "WEIGHTS", "IDX")
 
 class TritonPythonModel:
     def initialize(self, args):
-        from harness.numerics import NumericSettings
+        from harness.data.numeric_settings import NumericSettings
         from lanes.model_api import load_model
 
         self.numerics = NumericSettings(threads=1)  # as the tests' in-process backend

@@ -1,0 +1,66 @@
+"""Every kind of evidence's section of the sign-off report, asked of the registered kinds in their order.
+
+The harness's own kinds have sections of their own (tables, plots: :mod:`reports.repeat_section`,
+:mod:`reports.arrangement_section`, :mod:`reports.load_section`); any other registered kind renders through
+the generic section (its :class:`harness.evidence.kind.ReportSection`: a title, a table, lines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup
+
+from harness.data.jsonio import plain_dict
+from harness.data.schemas.results import Score
+from harness.evidence.registry import kinds
+from reports.arrangement_section import arrangement_facts, arrangement_images
+from reports.load_section import load_facts, load_images
+from reports.repeat_section import repeat_facts
+
+
+@dataclass
+class EvidenceFacts:
+    """What the kinds add to the report: facts by key, images by name (both absent while none has any)."""
+
+    facts: dict[str, Any] = field(default_factory=dict)
+    images: dict[str, Markup] = field(default_factory=dict)
+
+
+def _load(score: Score, out: EvidenceFacts) -> None:
+    if score.load is not None:  # a concurrency sweep (harness.pipeline.load_sweep): its section, else none
+        out.facts["load"] = plain_dict(load_facts(score))
+        out.images.update(load_images(score))
+
+
+def _repeats(score: Score, out: EvidenceFacts) -> None:
+    if (repeats := repeat_facts(score)) is not None:  # only with --repeats N: otherwise the same file as before
+        out.facts["repeats"] = repeats
+
+
+def _arrangements(score: Score, out: EvidenceFacts) -> None:
+    if (arranged := arrangement_facts(score)) is not None:  # only with --arrangements N >= 2: else as before
+        out.facts["arrangements"] = plain_dict(arranged)
+        out.images.update(arrangement_images(arranged))
+
+
+OWN_SECTIONS: dict[str, Callable[[Score, EvidenceFacts], None]] = {
+    "load": _load, "repeats": _repeats, "arrangements": _arrangements}
+
+
+def evidence_facts(score: Score) -> EvidenceFacts:
+    """Every registered kind's part of the report (``evidence_sections``: the generic sections, in order)."""
+    out = EvidenceFacts()
+    generic = []
+    for kind in kinds():
+        own = OWN_SECTIONS.get(kind.name)
+        if own is not None:
+            own(score, out)
+        elif (section := kind.report(score)) is not None:
+            generic.append({"kind": kind.name, "title": section.title, "columns": list(section.columns),
+                            "rows": [list(r) for r in section.rows], "lines": list(section.lines)})
+    if generic:  # only then: a report of the harness's own kinds is the same file it was
+        out.facts["evidence_sections"] = generic
+    return out
