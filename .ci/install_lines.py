@@ -57,31 +57,49 @@ class Venv:
     steps: tuple[Step, ...]
 
 
-TRITON_IMPORTS = "import numpy, pyarrow, tritonclient.http, pytriton; import lanes.triton.triton_backend, lanes.triton.server"
+TRITON_IMPORTS = (
+    "import numpy, pyarrow, tritonclient.http, pytriton; import lanes.triton.triton_backend, lanes.triton.server"
+)
 RAY_IMPORTS = "import ray, numpy, pyarrow; from harness.pipeline.distributed import import_ray; import_ray()"
 
 VENVS = (
     # README "Installing": the CPU and the GPU machine's line (here with the CPU torch installed first); then the
     # hint the harness prints for --backend http:// in that numpy-2 venv: it must move pyarrow to a numpy-1 build too.
-    Venv("plain", (Step(("-e", "."), "README.md"),
-                   Step(("diar-lane-harness[triton]",), "harness/pipeline/backends.py (the --backend hint)",
-                        (TRITON_IMPORTS,)))),
+    Venv(
+        "plain",
+        (
+            Step(("-e", "."), "README.md"),
+            Step(
+                ("diar-lane-harness[triton]",), "harness/pipeline/backends.py (the --backend hint)", (TRITON_IMPORTS,)
+            ),
+        ),
+    ),
     # README "Installing" (the triton extra) and docs/triton.md: the Triton lane.
     Venv("triton", (Step(("-e", ".[triton]"), "README.md, docs/triton.md", (TRITON_IMPORTS,)),)),
     # README "Installing": the tests outside tox (every module collects; tests of absent extras skip), then the
     # ray extra into that install, then docs/nightly.md's Ray line (the hint --ray prints): already satisfied.
-    Venv("test", (Step(("-e", ".[test]"), "README.md", collect_tests=True),
-                  Step(("-e", ".[ray]"), "README.md", (RAY_IMPORTS,)),
-                  Step(("diar-lane-harness[ray]",), "docs/nightly.md, harness/pipeline/distributed.py (the --ray "
-                       "hint)", (RAY_IMPORTS,)))),
+    Venv(
+        "test",
+        (
+            Step(("-e", ".[test]"), "README.md", collect_tests=True),
+            Step(("-e", ".[ray]"), "README.md", (RAY_IMPORTS,)),
+            Step(
+                ("diar-lane-harness[ray]",),
+                "docs/nightly.md, harness/pipeline/distributed.py (the --ray hint)",
+                (RAY_IMPORTS,),
+            ),
+        ),
+    ),
 )
 
 # README "Installing": torch first, as every venv above gets it (torch_args: the local wheel, else the CPU index)
 TORCH_LINES = ("pip install " + TORCH, f"pip install {TORCH} --index-url {TORCH_CPU_INDEX}")
 # Every `pip install` line the docs hold must be one of these, or be explicitly not about this project.
 DOCUMENTED = (*(step.line for venv in VENVS for step in venv.steps), *TORCH_LINES)
-NOT_THIS_PROJECT = ("pip install tox",
-                    "pip install --no-index --no-deps")  # the GPU lease's offline wheels (benchmarks/gpu_lease.sh)
+NOT_THIS_PROJECT = (
+    "pip install tox",
+    "pip install --no-index --no-deps",
+)  # the GPU lease's offline wheels (benchmarks/gpu_lease.sh)
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], log: list[str], timeout: float = 1800) -> bool:
@@ -97,8 +115,11 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], log: list[str], timeout:
 
 def torch_args() -> list[str]:
     """torch first, the CPU build: the wheel on this machine's disk (pip's find-links), else PyTorch's CPU index."""
-    local = any(Path(d).glob("torch-2.13.0+cpu-*.whl") for d in os.environ.get("PIP_FIND_LINKS", "/opt/wheels").split()
-                if Path(d).is_dir())
+    local = any(
+        Path(d).glob("torch-2.13.0+cpu-*.whl")
+        for d in os.environ.get("PIP_FIND_LINKS", "/opt/wheels").split()
+        if Path(d).is_dir()
+    )
     return [TORCH] if local else [TORCH, "--index-url", TORCH_CPU_INDEX]
 
 
@@ -120,14 +141,19 @@ def check_venv(venv: Venv, root: Path) -> tuple[bool, list[str], float]:
         ok = run([py, "-m", "pip", "install", *PIP, *step.args], REPO, env, log)
         ok = ok and run([py, "-m", "pip", "check"], work, env, log)
         ok = ok and run([harness, "--version"], work, env, log)
-        ok = ok and run([harness, "corpus", "synth", f"c{i}.parquet", "--blocks", "2", "--model", "small"], work,
-                        env, log)
+        ok = ok and run(
+            [harness, "corpus", "synth", f"c{i}.parquet", "--blocks", "2", "--model", "small"], work, env, log
+        )
         ok = ok and run([harness, "init", f"h{i}.toml"], work, env, log)  # the annotated config the package ships
         for snippet in step.checks:
             ok = ok and run([py, "-c", snippet], work, env, log)
         if step.collect_tests:  # the extras this venv lacks (ray, triton) skip, they do not error
-            ok = ok and run([py, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(REPO / "tests")],
-                            REPO, env, log)
+            ok = ok and run(
+                [py, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(REPO / "tests")],
+                REPO,
+                env,
+                log,
+            )
     seconds = time.perf_counter() - start
     log.append(f"  {'ok' if ok else 'FAILED'} in {seconds:.0f} s")
     return ok, log, seconds
@@ -149,15 +175,20 @@ def main() -> int:
         for venv, (ok, log, _) in zip(chosen, results, strict=True):
             print("\n".join(log), flush=True)
             if not ok:
-                failures.append(f"install: venv {venv.name}: " + "; then ".join(s.line for s in venv.steps)
-                                + " does not give a working harness (its log above)")
+                failures.append(
+                    f"install: venv {venv.name}: "
+                    + "; then ".join(s.line for s in venv.steps)
+                    + " does not give a working harness (its log above)"
+                )
     finally:
         if args.keep:
             print(f"venvs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"{len(chosen) - len(failures)} of {len(chosen)} venvs give a working harness "
-          f"({time.perf_counter() - total:.0f} s)")
+    print(
+        f"{len(chosen) - len(failures)} of {len(chosen)} venvs give a working harness "
+        f"({time.perf_counter() - total:.0f} s)"
+    )
     for line in failures:
         print(line, file=sys.stderr)
     return 1 if failures else 0

@@ -28,8 +28,20 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
-TOP_STEPS = ("corpus", "exact lane x2", "module floors", "packing laws", "lanes", "write run", "live score", "score",
-             "verify score", "commit ledger and manifest", "localise", "report")
+TOP_STEPS = (
+    "corpus",
+    "exact lane x2",
+    "module floors",
+    "packing laws",
+    "lanes",
+    "write run",
+    "live score",
+    "score",
+    "verify score",
+    "commit ledger and manifest",
+    "localise",
+    "report",
+)
 
 
 def _spin(stop: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
@@ -67,8 +79,19 @@ def main() -> int:
     for p in neighbours:
         p.start()
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "harness.cli", "demo", "--out", str(demo), "--model", args.model, "--blocks",
-           str(args.blocks), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "demo",
+        "--out",
+        str(demo),
+        "--model",
+        args.model,
+        "--blocks",
+        str(args.blocks),
+        "--no-progress",
+    ]
     pid = os.posix_spawn(sys.executable, cmd, env)
     _, status, usage = os.wait4(pid, 0)
     wall = time.perf_counter() - start
@@ -81,21 +104,36 @@ def main() -> int:
     # Each step resets the kernel's high-water mark to measure its own peak, and the figure wait4 reports is the
     # mark since the last reset: the job's peak is the highest of the steps' and wait4's.
     peak_mib = max([usage.ru_maxrss / 1024, *(r["peak_rss_mib"] for r in rows)])
-    result = {"model": args.model, "blocks": args.blocks, "neighbours": args.neighbours, "passive": args.passive,
-              "exit": code, "wall_s": wall, "user_s": usage.ru_utime, "sys_s": usage.ru_stime,
-              "peak_rss_mib": peak_mib, "network_s": network,
-              "outside_network_share": max(0.0, wall - network) / wall if wall else None, "phases": rows}
+    result = {
+        "model": args.model,
+        "blocks": args.blocks,
+        "neighbours": args.neighbours,
+        "passive": args.passive,
+        "exit": code,
+        "wall_s": wall,
+        "user_s": usage.ru_utime,
+        "sys_s": usage.ru_stime,
+        "peak_rss_mib": peak_mib,
+        "network_s": network,
+        "outside_network_share": max(0.0, wall - network) / wall if wall else None,
+        "phases": rows,
+    }
     (args.out / "bench_demo.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"harness demo ({args.model}, {args.blocks} blocks, {args.neighbours} busy neighbours"
-          f"{', OMP_WAIT_POLICY=PASSIVE given' if args.passive else ''}): exit {code}")
+    print(
+        f"harness demo ({args.model}, {args.blocks} blocks, {args.neighbours} busy neighbours"
+        f"{', OMP_WAIT_POLICY=PASSIVE given' if args.passive else ''}): exit {code}"
+    )
     print(f"{'step':58} {'wall s':>8} {'user s':>8} {'sys s':>8} {'peak MiB':>9}")
     for r in rows:
         if r["step"].split(" > ")[-1] in TOP_STEPS or r["step"].startswith("localise"):
-            print(f"{r['step'][:58]:58} {r['wall_s']:8.1f} {r['user_s']:8.1f} {r['sys_s']:8.1f} "
-                  f"{r['peak_rss_mib']:9.0f}")
+            print(
+                f"{r['step'][:58]:58} {r['wall_s']:8.1f} {r['user_s']:8.1f} {r['sys_s']:8.1f} {r['peak_rss_mib']:9.0f}"
+            )
     print(f"{'whole job':58} {wall:8.1f} {usage.ru_utime:8.1f} {usage.ru_stime:8.1f} {peak_mib:9.0f}")
-    print(f"network calls (the calls' own wall, every lane): {network:.1f} s; outside them: {wall - network:.1f} s "
-          f"({100 * (wall - network) / wall:.0f} % of the job's wall)")
+    print(
+        f"network calls (the calls' own wall, every lane): {network:.1f} s; outside them: {wall - network:.1f} s "
+        f"({100 * (wall - network) / wall:.0f} % of the job's wall)"
+    )
     return code
 
 

@@ -83,8 +83,7 @@ def harness_cmd() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "harness.cli"]
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] = (0,)
-          ) -> tuple[float, int, int, float]:
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, int, float]:
     """Run ``argv``; (wall s from spawn to exit, peak RSS bytes of that child, exit status, spawn time as
     ``time.perf_counter``). Exits on a status not in ``ok`` (a nightly that refuses a shape, exit 1, did its
     whole work: its figures count)."""
@@ -115,8 +114,15 @@ def timed(model: str, c0: float, c1: float | None, timeline: Path) -> str:
     return f"{model}{'&' if '?' in model else '?'}timeline='{timeline}'"
 
 
-def setup(work: Path, n: int, commands: tuple[str, ...], env: dict[str, str], checkout: Path, model: str,
-          device: tuple[str, ...]) -> None:
+def setup(
+    work: Path,
+    n: int,
+    commands: tuple[str, ...],
+    env: dict[str, str],
+    checkout: Path,
+    model: str,
+    device: tuple[str, ...],
+) -> None:
     """Corpus, golden and capture for N blocks (once; --workdir keeps them between invocations)."""
     work.mkdir(parents=True, exist_ok=True)
     free = untimed(model)
@@ -124,11 +130,41 @@ def setup(work: Path, n: int, commands: tuple[str, ...], env: dict[str, str], ch
     if not (work / "corpus.parquet").is_file():
         spawn([*h, "corpus", "synth", "corpus.parquet", "--model", free, "--blocks", str(n)], work, env)
     if {"run", "nightly"} & set(commands) and not (work / "goldens" / "bench").is_dir():
-        spawn([*h, "golden", "record", "--model", free, "--corpus", "corpus.parquet", "--goldens", "goldens",
-               "--release", "bench", "--no-progress", *device], work, env)
+        spawn(
+            [
+                *h,
+                "golden",
+                "record",
+                "--model",
+                free,
+                "--corpus",
+                "corpus.parquet",
+                "--goldens",
+                "goldens",
+                "--release",
+                "bench",
+                "--no-progress",
+                *device,
+            ],
+            work,
+            env,
+        )
     if "audit" in commands and not (work / "capture.parquet").is_file():
-        spawn([sys.executable, str(checkout / "examples" / "capture_simulated_engine.py"), "capture.parquet",
-               "--model", free, "--blocks", str(n), "--k", "4"], work, env)
+        spawn(
+            [
+                sys.executable,
+                str(checkout / "examples" / "capture_simulated_engine.py"),
+                "capture.parquet",
+                "--model",
+                free,
+                "--blocks",
+                str(n),
+                "--k",
+                "4",
+            ],
+            work,
+            env,
+        )
 
 
 def command_argv(command: str, spec: str, out: Path, shapes: str, device: tuple[str, ...] = ()) -> list[str]:
@@ -138,47 +174,107 @@ def command_argv(command: str, spec: str, out: Path, shapes: str, device: tuple[
 def _command_argv(command: str, spec: str, out: Path, shapes: str) -> list[str]:
     h = harness_cmd()
     if command == "run":
-        return [*h, "run", "--golden", "goldens/bench", "--runs", str(out / "runs"), "--shapes", shapes,
-                "--model", spec, "--no-progress"]
+        return [
+            *h,
+            "run",
+            "--golden",
+            "goldens/bench",
+            "--runs",
+            str(out / "runs"),
+            "--shapes",
+            shapes,
+            "--model",
+            spec,
+            "--no-progress",
+        ]
     if command == "record":
-        return [*h, "golden", "record", "--model", spec, "--corpus", "corpus.parquet", "--goldens",
-                str(out / "goldens"), "--release", "bench", "--no-progress"]
+        return [
+            *h,
+            "golden",
+            "record",
+            "--model",
+            spec,
+            "--corpus",
+            "corpus.parquet",
+            "--goldens",
+            str(out / "goldens"),
+            "--release",
+            "bench",
+            "--no-progress",
+        ]
     if command == "nightly":
-        return [*h, "nightly", "--golden", "goldens/bench", "--out", str(out / "nightly"), "--shapes", shapes,
-                "--model", spec, "--set", f"nightly.ledger='{out / 'ledger.json'}'",
-                "--set", f"nightly.manifest='{out / 'promoted-shapes.json'}'", "--no-progress"]
+        return [
+            *h,
+            "nightly",
+            "--golden",
+            "goldens/bench",
+            "--out",
+            str(out / "nightly"),
+            "--shapes",
+            shapes,
+            "--model",
+            spec,
+            "--set",
+            f"nightly.ledger='{out / 'ledger.json'}'",
+            "--set",
+            f"nightly.manifest='{out / 'promoted-shapes.json'}'",
+            "--no-progress",
+        ]
     if command == "audit":
         return [*h, "audit", "capture.parquet", "--golden-model", spec, "--out", str(out / "audit"), "--no-progress"]
     raise SystemExit(f"unknown command {command!r}; expected some of {', '.join(COMMANDS)}")
 
 
-def measure(command: str, work: Path, model: str, c0: float, c1: float | None, shapes: str, env: dict[str, str],
-            rep: int, device: tuple[str, ...]) -> dict[str, float]:
+def measure(
+    command: str,
+    work: Path,
+    model: str,
+    c0: float,
+    c1: float | None,
+    shapes: str,
+    env: dict[str, str],
+    rep: int,
+    device: tuple[str, ...],
+) -> dict[str, float]:
     out = work / f"out-{command}-c1_{c1}-{rep}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     timeline = out / "timeline.bin"
     spec = timed(model, c0, c1, timeline)
-    wall, rss, code, spawned = spawn(command_argv(command, spec, out, shapes, device), work, env,
-                                     (0, 1) if command == "nightly" else (0,))
+    wall, rss, code, spawned = spawn(
+        command_argv(command, spec, out, shapes, device), work, env, (0, 1) if command == "nightly" else (0,)
+    )
     busy, span, calls, first, last = busy_of(timeline)
     shutil.rmtree(out, ignore_errors=True)  # the disk is shared: keep only the figures
-    return {"busy": busy / span if span > 0 else 0.0, "share": span / wall, "harness": (wall - busy) / wall,
-            "wall_s": wall, "device_s": busy, "span_s": span, "before_s": first - spawned,
-            "after_s": spawned + wall - last, "rss_mb": rss / 2**20, "calls": calls,
-            "exit": code}
+    return {
+        "busy": busy / span if span > 0 else 0.0,
+        "share": span / wall,
+        "harness": (wall - busy) / wall,
+        "wall_s": wall,
+        "device_s": busy,
+        "span_s": span,
+        "before_s": first - spawned,
+        "after_s": spawned + wall - last,
+        "rss_mb": rss / 2**20,
+        "calls": calls,
+        "exit": code,
+    }
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'command':>8} {'N':>5} {'C1 ms':>6} {'busy':>6} {'share':>6} {'harness':>8} {'wall s':>8} "
-            f"{'device s':>9} {'span s':>7} {'before':>7} {'after':>6} {'calls':>6} {'rss MB':>7} {'exit':>4}")
+    head = (
+        f"{'command':>8} {'N':>5} {'C1 ms':>6} {'busy':>6} {'share':>6} {'harness':>8} {'wall s':>8} "
+        f"{'device s':>9} {'span s':>7} {'before':>7} {'after':>6} {'calls':>6} {'rss MB':>7} {'exit':>4}"
+    )
     lines = [head]
     for r in rows:
         c1 = "-" if r["c1_ms"] is None else format(r["c1_ms"], "g")
-        lines.append(f"{r['command']:>8} {r['blocks']:>5} {c1:>6} {r['busy']:>6.3f} {r['share']:>6.3f} "
-                     f"{r['harness']:>8.3f} {r['wall_s']:>8.2f} {r['device_s']:>9.2f} {r['span_s']:>7.2f} "
-                     f"{r['before_s']:>7.2f} {r['after_s']:>6.2f} "
-                     f"{r['calls']:>6.0f} {r['rss_mb']:>7.0f} {r['exit']:>4.0f}")
+        lines.append(
+            f"{r['command']:>8} {r['blocks']:>5} {c1:>6} {r['busy']:>6.3f} {r['share']:>6.3f} "
+            f"{r['harness']:>8.3f} {r['wall_s']:>8.2f} {r['device_s']:>9.2f} {r['span_s']:>7.2f} "
+            f"{r['before_s']:>7.2f} {r['after_s']:>6.2f} "
+            f"{r['calls']:>6.0f} {r['rss_mb']:>7.0f} {r['exit']:>4.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -191,11 +287,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default="2,4,8,16,32")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="run only, 32 blocks, C1 = 0.2, one repeat")
-    parser.add_argument("--model", default=MODEL, help="another model (lanes.device_timeline:wrap?inner=full on a "
-                        "GPU) that writes a timeline= file: C0/C1 then do not apply")
+    parser.add_argument(
+        "--model",
+        default=MODEL,
+        help="another model (lanes.device_timeline:wrap?inner=full on a "
+        "GPU) that writes a timeline= file: C0/C1 then do not apply",
+    )
     parser.add_argument("--device", default=None, help="--device of every command (cuda:0 on a GPU)")
-    parser.add_argument("--extra", default="", help="more options for run and nightly, e.g. '--arrangements 1' "
-                        "(to compare with a tree that sent fewer lanes: the calls column counts them)")
+    parser.add_argument(
+        "--extra",
+        default="",
+        help="more options for run and nightly, e.g. '--arrangements 1' "
+        "(to compare with a tree that sent fewer lanes: the calls column counts them)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="keeps corpus, golden, capture between runs")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -214,11 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     root = args.workdir or Path(tempfile.mkdtemp(prefix="bench-device-busy-"))
-    where = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"], env=env,
-                           capture_output=True, text=True).stdout.strip()
-    print(f"harness from {where}; model {args.model}, C0 {args.c0:g} ms; shapes {args.shapes}; CPUs "
-          f"{len(os.sched_getaffinity(0))}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
-          flush=True)
+    where = subprocess.run(
+        [sys.executable, "-c", "import harness; print(harness.__file__)"], env=env, capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"harness from {where}; model {args.model}, C0 {args.c0:g} ms; shapes {args.shapes}; CPUs "
+        f"{len(os.sched_getaffinity(0))}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     samples: dict[tuple[str, int, float | None], list[dict[str, float]]] = {}
     for n in blocks:
         setup(root / f"N{n}", n, commands, env, Path(where).parents[1], args.model, device)
@@ -228,10 +335,22 @@ def main(argv: list[str] | None = None) -> int:
                     more = (*device, *extra) if command in ("run", "nightly") else device
                     m = measure(command, root / f"N{n}", args.model, args.c0, c1, args.shapes, env, rep, more)
                     samples.setdefault((command, n, c1), []).append(m)
-                    print(f"  [{rep + 1}/{args.repeats}] {command} N={n} C1={c1}: busy {m['busy']:.3f}, "
-                          f"wall {m['wall_s']:.1f} s", flush=True)
-    rows = [{"command": c, "blocks": n, "c0_ms": args.c0, "c1_ms": c1, "repeats": len(ms),
-             **{k: statistics.median(m[k] for m in ms) for k in ms[0]}} for (c, n, c1), ms in samples.items()]
+                    print(
+                        f"  [{rep + 1}/{args.repeats}] {command} N={n} C1={c1}: busy {m['busy']:.3f}, "
+                        f"wall {m['wall_s']:.1f} s",
+                        flush=True,
+                    )
+    rows = [
+        {
+            "command": c,
+            "blocks": n,
+            "c0_ms": args.c0,
+            "c1_ms": c1,
+            "repeats": len(ms),
+            **{k: statistics.median(m[k] for m in ms) for k in ms[0]},
+        }
+        for (c, n, c1), ms in samples.items()
+    ]
     rows.sort(key=lambda r: (COMMANDS.index(r["command"]), r["blocks"], r["c1_ms"] or 0.0))
     print(f"\nmedians of {args.repeats}; load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(table(rows))
@@ -243,12 +362,25 @@ def main(argv: list[str] | None = None) -> int:
                 small, large = (statistics.median(m["rss_mb"] for m in p) for p in pair if p)
                 growth[f"{c} C1={c1}"] = large / small
     for name, ratio in growth.items():
-        print(f"peak RSS {name}: N={max(blocks)} / N={min(blocks)} = {ratio:.2f} "
-              f"({'within' if ratio <= 1.2 else 'OVER'} 20 %)")
+        print(
+            f"peak RSS {name}: N={max(blocks)} / N={min(blocks)} = {ratio:.2f} "
+            f"({'within' if ratio <= 1.2 else 'OVER'} 20 %)"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"harness": where, "load": os.getloadavg(), "model": args.model,
-                                         "device": args.device or "cpu", "rows": rows, "rss_growth": growth},
-                                        indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "harness": where,
+                    "load": os.getloadavg(),
+                    "model": args.model,
+                    "device": args.device or "cpu",
+                    "rows": rows,
+                    "rss_growth": growth,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     if args.workdir is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -82,8 +82,14 @@ def _config(model: str, shapes: tuple[int, ...]):
     # the cost of each plain lane (one arrangement): --arrangements N adds lanes, not cost per lane
     from harness.data.schemas.config_file import EvidenceSection
     from harness.release_config import ModelSpec, ReleaseConfig
-    return ReleaseConfig(name=RELEASE, model=ModelSpec(model), candidates=shapes,
-                         numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
+
+    return ReleaseConfig(
+        name=RELEASE,
+        model=ModelSpec(model),
+        candidates=shapes,
+        numerics=NumericSettings(threads=1),
+        evidence=EvidenceSection(arrangements=1),
+    )
 
 
 def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ...]) -> dict:
@@ -141,8 +147,9 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         write_score(score_path, score)
         wall = time.perf_counter() - start
         calls = []
-        result.update(blocks=golden.blocks, verdict=score.verdict,
-                      shapes={k: s.verdict for k, s in score.shapes.items()})
+        result.update(
+            blocks=golden.blocks, verdict=score.verdict, shapes={k: s.verdict for k, s in score.shapes.items()}
+        )
     elif step == "promote":
         from harness.pipeline.promote import promote_file
 
@@ -163,9 +170,15 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
     else:
         raise SystemExit(f"unknown step {step!r}")
     mem = _memory()
-    result.update(cpu_s=_cpu() - cpu, network_cpu_s=network_cpu[0], wall_s=wall,
-                  network_s=float(sum(c["wall_s"] for c in calls)), calls=len(calls), peak_rss=mem["VmHWM"],
-                  base_rss=base)
+    result.update(
+        cpu_s=_cpu() - cpu,
+        network_cpu_s=network_cpu[0],
+        wall_s=wall,
+        network_s=float(sum(c["wall_s"] for c in calls)),
+        calls=len(calls),
+        peak_rss=mem["VmHWM"],
+        base_rss=base,
+    )
     return result
 
 
@@ -183,8 +196,10 @@ def prepare_corpora(workdir: Path, model: str, sizes: list[int]) -> dict[int, Pa
     largest = max(sizes)
     big = workdir / f"corpus-{tag}-{largest}.parquet"
     if not big.exists():
-        existing = sorted((p for p in workdir.glob(f"corpus-{tag}-*.parquet")
-                           if int(p.stem.rsplit("-", 1)[1]) >= largest), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+        existing = sorted(
+            (p for p in workdir.glob(f"corpus-{tag}-*.parquet") if int(p.stem.rsplit("-", 1)[1]) >= largest),
+            key=lambda p: int(p.stem.rsplit("-", 1)[1]),
+        )
         if existing:
             big = existing[0]
         else:
@@ -201,14 +216,26 @@ def prepare_corpora(workdir: Path, model: str, sizes: list[int]) -> dict[int, Pa
 
 
 def run_step(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ...]) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", step, "--work", str(work), "--corpus",
-           str(corpus), "--model", model, "--shapes", ",".join(map(str, shapes))]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        step,
+        "--work",
+        str(work),
+        "--corpus",
+        str(corpus),
+        "--model",
+        model,
+        "--shapes",
+        ",".join(map(str, shapes)),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"step {step} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len(MARK):])
+    return json.loads(lines[-1][len(MARK) :])
 
 
 def network_times(path: Path) -> tuple[float, float, str]:
@@ -236,42 +263,61 @@ def lanes_of(step: str, shapes: tuple[int, ...]) -> int:
     return {"record": 2, "run": 1 + len(shapes), "score": 1 + len(shapes)}.get(step, 1)
 
 
-def summarise(step: str, reps: list[dict], n: int, shapes: tuple[int, ...], windows_per_block: int,
-              gpu_block_ms: float) -> dict:
+def summarise(
+    step: str, reps: list[dict], n: int, shapes: tuple[int, ...], windows_per_block: int, gpu_block_ms: float
+) -> dict:
     med = lambda key: statistics.median(r[key] for r in reps)  # noqa: E731
     lanes = lanes_of(step, shapes)
     wall, net = med("wall_s"), med("network_s")
     harness_ms = 1e3 * statistics.median(r["wall_s"] - r["network_s"] for r in reps)
     per_block_lane = harness_ms / n / lanes
     cpu_ms = 1e3 * statistics.median(r["cpu_s"] - r["network_cpu_s"] for r in reps)
-    return {"step": step, "blocks": n, "lanes": lanes, "repeats": len(reps), "wall_s": wall, "network_s": net,
-            "cpu_s": med("cpu_s"), "harness_cpu_ms_per_block_lane": cpu_ms / n / lanes,
-            "network_ms_per_block_lane": 1e3 * net / n / lanes,
-            "harness_ms_per_block": harness_ms / n, "harness_ms_per_block_lane": per_block_lane,
-            "harness_ms_per_window_lane": per_block_lane / windows_per_block,
-            "overhead_fraction": per_block_lane / gpu_block_ms,
-            "peak_rss_mb": med("peak_rss") / 2**20, "base_rss_mb": med("base_rss") / 2**20,
-            **{k: reps[-1][k] for k in ("verdict", "shapes", "promoted", "bitwise") if k in reps[-1]}}
+    return {
+        "step": step,
+        "blocks": n,
+        "lanes": lanes,
+        "repeats": len(reps),
+        "wall_s": wall,
+        "network_s": net,
+        "cpu_s": med("cpu_s"),
+        "harness_cpu_ms_per_block_lane": cpu_ms / n / lanes,
+        "network_ms_per_block_lane": 1e3 * net / n / lanes,
+        "harness_ms_per_block": harness_ms / n,
+        "harness_ms_per_block_lane": per_block_lane,
+        "harness_ms_per_window_lane": per_block_lane / windows_per_block,
+        "overhead_fraction": per_block_lane / gpu_block_ms,
+        "peak_rss_mb": med("peak_rss") / 2**20,
+        "base_rss_mb": med("base_rss") / 2**20,
+        **{k: reps[-1][k] for k in ("verdict", "shapes", "promoted", "bitwise") if k in reps[-1]},
+    }
 
 
 def print_table(rows: list[dict], gpu: dict) -> None:
-    print(f"GPU network time per block and lane: {gpu['block_ms']:.2f} ms ({gpu['source']}: "
-          f"{gpu['seg_ms']:.3g} ms per segmentation window, {gpu['vp_ms']:.3g} ms per voiceprint window and OP, "
-          f"{gpu['windows']} windows, {gpu['vp_ops']} voiceprint OPs)")
-    head = (f"{'N':>6} {'step':<8} {'lanes':>5} {'wall s':>8} {'null net ms/blk/lane':>20} {'harness ms/blk':>14} "
-            f"{'ms/blk/lane':>11} {'ms/win/lane':>11} {'overhead':>9} {'CPU ms/blk/lane':>15} {'peak RSS MB':>11}")
+    print(
+        f"GPU network time per block and lane: {gpu['block_ms']:.2f} ms ({gpu['source']}: "
+        f"{gpu['seg_ms']:.3g} ms per segmentation window, {gpu['vp_ms']:.3g} ms per voiceprint window and OP, "
+        f"{gpu['windows']} windows, {gpu['vp_ops']} voiceprint OPs)"
+    )
+    head = (
+        f"{'N':>6} {'step':<8} {'lanes':>5} {'wall s':>8} {'null net ms/blk/lane':>20} {'harness ms/blk':>14} "
+        f"{'ms/blk/lane':>11} {'ms/win/lane':>11} {'overhead':>9} {'CPU ms/blk/lane':>15} {'peak RSS MB':>11}"
+    )
     print(head)
     for r in rows:
-        print(f"{r['blocks']:>6} {r['step']:<8} {r['lanes']:>5} {r['wall_s']:>8.2f} "
-              f"{r['network_ms_per_block_lane']:>20.3f} {r['harness_ms_per_block']:>14.3f} "
-              f"{r['harness_ms_per_block_lane']:>11.3f} {r['harness_ms_per_window_lane']:>11.4f} "
-              f"{r['overhead_fraction']:>8.1%} {r['harness_cpu_ms_per_block_lane']:>15.3f} {r['peak_rss_mb']:>11.0f}")
+        print(
+            f"{r['blocks']:>6} {r['step']:<8} {r['lanes']:>5} {r['wall_s']:>8.2f} "
+            f"{r['network_ms_per_block_lane']:>20.3f} {r['harness_ms_per_block']:>14.3f} "
+            f"{r['harness_ms_per_block_lane']:>11.3f} {r['harness_ms_per_window_lane']:>11.4f} "
+            f"{r['overhead_fraction']:>8.1%} {r['harness_cpu_ms_per_block_lane']:>15.3f} {r['peak_rss_mb']:>11.0f}"
+        )
     for n in sorted({r["blocks"] for r in rows}):
         mine = {r["step"]: r for r in rows if r["blocks"] == n}
         if "run" in mine and "score" in mine:
             both = mine["run"]["harness_ms_per_block_lane"] + mine["score"]["harness_ms_per_block_lane"]
-            print(f"N={n}: run + score (lane loop, writing, reading, scoring): {both:.3f} ms per block and lane, "
-                  f"{both / gpu['block_ms']:.1%} of the GPU network time; verdict {mine['score'].get('verdict')}")
+            print(
+                f"N={n}: run + score (lane loop, writing, reading, scoring): {both:.3f} ms per block and lane, "
+                f"{both / gpu['block_ms']:.1%} of the GPU network time; verdict {mine['score'].get('verdict')}"
+            )
 
 
 def main() -> None:
@@ -282,8 +328,12 @@ def main() -> None:
     parser.add_argument("--steps", default=",".join(STEPS), help="steps to time (each needs the ones before it)")
     parser.add_argument("--seg-ms", type=float, default=0.5, help="ASSUMED GPU ms per segmentation window")
     parser.add_argument("--vp-ms", type=float, default=1.0, help="ASSUMED GPU ms per voiceprint window and OP")
-    parser.add_argument("--network-from", type=Path, help="a run (its largest shape) or golden (its exact lane) made "
-                        "on the GPU: network times per window from its call log instead of --seg-ms/--vp-ms")
+    parser.add_argument(
+        "--network-from",
+        type=Path,
+        help="a run (its largest shape) or golden (its exact lane) made "
+        "on the GPU: network times per window from its call log instead of --seg-ms/--vp-ms",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="repetitions per N (medians are printed)")
     parser.add_argument("--workdir", type=Path, help="keep corpora (and the last repetition's files) here")
     parser.add_argument("--json", type=Path, help="write every number here")
@@ -306,13 +356,22 @@ def main() -> None:
         seg_ms, vp_ms, which = network_times(args.network_from)
         source = f"measured: {which}"
     vp_ops = 2
-    gpu = {"seg_ms": seg_ms, "vp_ms": vp_ms, "source": source, "windows": g.windows_per_block, "vp_ops": vp_ops,
-           "block_ms": g.windows_per_block * (seg_ms + vp_ops * vp_ms)}
+    gpu = {
+        "seg_ms": seg_ms,
+        "vp_ms": vp_ms,
+        "source": source,
+        "windows": g.windows_per_block,
+        "vp_ops": vp_ops,
+        "block_ms": g.windows_per_block * (seg_ms + vp_ops * vp_ms),
+    }
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-harness-cost-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"model {args.model}, geometry {g.window_samples} samples x {g.windows_per_block} windows, "
-          f"{g.frames_per_window} frames x {g.classes} classes, {g.embedding_dim}-dim; shapes {list(shapes)}; "
-          f"N {sizes}; {args.repeat} repetition(s); work in {workdir}", flush=True)
+    print(
+        f"model {args.model}, geometry {g.window_samples} samples x {g.windows_per_block} windows, "
+        f"{g.frames_per_window} frames x {g.classes} classes, {g.embedding_dim}-dim; shapes {list(shapes)}; "
+        f"N {sizes}; {args.repeat} repetition(s); work in {workdir}",
+        flush=True,
+    )
     corpora = prepare_corpora(workdir, args.model, sizes)
     rows = []
     for n in sizes:
@@ -324,16 +383,19 @@ def main() -> None:
             for step in steps:
                 reps[step].append(run_step(step, work, corpora[n], args.model, shapes))
                 r = reps[step][-1]
-                print(f"  N={n} rep {rep + 1} {step}: {r['wall_s']:.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MB",
-                      flush=True)
+                print(
+                    f"  N={n} rep {rep + 1} {step}: {r['wall_s']:.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MB",
+                    flush=True,
+                )
         for step in steps:
             rows.append(summarise(step, reps[step], n, shapes, g.windows_per_block, gpu["block_ms"]))
         if args.workdir is None:
             subprocess.run(["rm", "-rf", str(workdir / f"n{n}")], check=True)
     print_table(rows, gpu)
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "shapes": list(shapes), "gpu": gpu, "rows": rows},
-                                        indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"model": args.model, "shapes": list(shapes), "gpu": gpu, "rows": rows}, indent=2) + "\n"
+        )
     if args.workdir is None:
         subprocess.run(["rm", "-rf", str(workdir)], check=True)
 

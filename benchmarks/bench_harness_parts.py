@@ -91,8 +91,11 @@ def main() -> None:
         chunk = blocks[s : s + k]
         packed = clock.time("lane: pack", pack, chunk)
         clock.time("model adapter: check_request", check_request, packed.tensors(), g)
-        answer = golden.outputs().select([b.id for b in chunk]).segmentation.logprobs.reshape(-1, g.frames_per_window,
-                                                                                              g.classes)
+        answer = (
+            golden.outputs()
+            .select([b.id for b in chunk])
+            .segmentation.logprobs.reshape(-1, g.frames_per_window, g.classes)
+        )
         for b, out in zip(chunk, clock.time("lane: unpack", unpack, packed, {"SEGMENTATION": answer}), strict=True):
             clock.time("lane: collect", collector.add_segmentation, b.id, b.valid, out)
             seg_of[b.id] = out
@@ -101,12 +104,16 @@ def main() -> None:
         rows = inputs[op].inputs()
         for s in range(0, n, k):
             chunk = blocks[s : s + k]
+
             def masks(chunk=chunk, op=op):
                 return [voiceprint_rows(seg_of[b.id], b.valid, op, g) for b in chunk]
 
             def requests(chunk=chunk, op=op, rows=rows):
-                return [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g)
-                        for b in chunk if b.id in rows]
+                return [
+                    b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g)
+                    for b in chunk
+                    if b.id in rows
+                ]
 
             clock.time("lane: masks (chained mode only)", masks)
             vps = clock.time("lane: voiceprint requests", requests)
@@ -144,6 +151,7 @@ def main() -> None:
                 return fn(*a, **kw)
             finally:
                 spent["kernels"] += time.process_time() - start
+
         return wrapper
 
     import harness.judging.judges.segmentation_judge as seg_judge
@@ -162,8 +170,10 @@ def main() -> None:
         seg_judge.row_diff, vp_judge.row_diff, vp_judge.cosine_and_rel_l2 = saved
     clock.parts["score: of which harness.data.metrics kernels"] = spent["kernels"]
 
-    print(f"{n} blocks, full geometry, lane k={k}; CPU ms per block and lane, no overlap "
-          "(corpus parts: per block, shared by every lane of a run)")
+    print(
+        f"{n} blocks, full geometry, lane k={k}; CPU ms per block and lane, no overlap "
+        "(corpus parts: per block, shared by every lane of a run)"
+    )
     for part, seconds in clock.parts.items():
         print(f"  {part:<48} {1e3 * seconds / n:8.3f}")
 

@@ -38,24 +38,28 @@ def main() -> None:
     plan = RunPlan(shapes=shapes, ops=ops)
     start = time.perf_counter()
     with progress_bar("lanes", plan.calls(len(corpus))) as tick:
-        calls = run_lanes(corpus.blocks, backend, plan, sink=lambda lane, batch: None,
-                          hooks=LaneHooks(progress=tick))
+        calls = run_lanes(corpus.blocks, backend, plan, sink=lambda lane, batch: None, hooks=LaneHooks(progress=tick))
     wall = time.perf_counter() - start
     summary = summarize_calls([c.to_dict() for c in calls])
     windows = sum(int((b.valid > 0).sum()) for b in corpus.blocks)
-    print(f"model {args.model} on {args.device}, {args.blocks} blocks ({windows} audio windows, 8 per call in the "
-          f"exact lane), OPs {[int(o) for o in ops]}, threads {NumericSettings().resolved_threads()}, "
-          f"total {wall:.0f} s")
+    print(
+        f"model {args.model} on {args.device}, {args.blocks} blocks ({windows} audio windows, 8 per call in the "
+        f"exact lane), OPs {[int(o) for o in ops]}, threads {NumericSettings().resolved_threads()}, "
+        f"total {wall:.0f} s"
+    )
     exact = summary["exact"]
     for op, v in exact["ops"].items():
         per_block = v["wall_s"] / v["blocks"]
-        print(f"exact lane OP {op}: {per_block:.3f} s per block, {per_block / 8:.3f} s per window "
-              f"(p50 {v['p50_ms']:.0f} ms per call)")
+        print(
+            f"exact lane OP {op}: {per_block:.3f} s per block, {per_block / 8:.3f} s per window "
+            f"(p50 {v['p50_ms']:.0f} ms per call)"
+        )
     print(f"{'lane':>6} {'blocks/s':>9} {'speedup':>8}  per OP: blocks/s (speedup)")
     for key in ["exact", *[str(k) for k in shapes]]:
         s = summary[key]
-        per_op = "  ".join(f"OP {op}: {v['blocks_per_s']:.3f} ({(v.get('speedup') or 1.0):.2f}x)"
-                           for op, v in s["ops"].items())
+        per_op = "  ".join(
+            f"OP {op}: {v['blocks_per_s']:.3f} ({(v.get('speedup') or 1.0):.2f}x)" for op, v in s["ops"].items()
+        )
         print(f"{key:>6} {s['blocks_per_s']:>9.3f} {(s.get('speedup') or 1.0):>7.2f}x  {per_op}")
 
 

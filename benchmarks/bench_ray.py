@@ -44,23 +44,56 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     numerics = NumericSettings(threads=args.threads)
-    cfg = ReleaseConfig(name="bench", model=ModelSpec(args.model), numerics=numerics,
-                        candidates=tuple(int(k) for k in args.shapes.split(",")))
+    cfg = ReleaseConfig(
+        name="bench",
+        model=ModelSpec(args.model),
+        numerics=numerics,
+        candidates=tuple(int(k) for k in args.shapes.split(",")),
+    )
     tmp = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     model = load_model(args.model)
-    golden, _ = record_golden(tmp / "goldens", "bench", synth_corpus(model.geometry, args.blocks).rows(),
-                              InProcessBackend(model, numerics), cfg)
-    base = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden.path), "--model", args.model,
-            "--set", f"numerics.threads={args.threads}", "--shapes", args.shapes, "--no-localise", "--no-progress"]
-    variants = {"one process": [], f"--ray local, {args.workers} workers": ["--ray", "local", "--set",
-                                                                            f"ray.workers={args.workers}"]}
+    golden, _ = record_golden(
+        tmp / "goldens",
+        "bench",
+        synth_corpus(model.geometry, args.blocks).rows(),
+        InProcessBackend(model, numerics),
+        cfg,
+    )
+    base = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "nightly",
+        "--golden",
+        str(golden.path),
+        "--model",
+        args.model,
+        "--set",
+        f"numerics.threads={args.threads}",
+        "--shapes",
+        args.shapes,
+        "--no-localise",
+        "--no-progress",
+    ]
+    variants = {
+        "one process": [],
+        f"--ray local, {args.workers} workers": ["--ray", "local", "--set", f"ray.workers={args.workers}"],
+    }
     times: dict[str, list[float]] = {name: [] for name in variants}
     files: dict[str, dict] = {}
     for r in range(args.repeats):
-        for name, extra in (list(variants.items()) if r % 2 == 0 else list(reversed(variants.items()))):
+        for name, extra in list(variants.items()) if r % 2 == 0 else list(reversed(variants.items())):
             out = tmp / f"{len(times[name])}-{name.split()[0].strip('-')}"
-            cmd = [*base, "--out", str(out), "--set", f"nightly.ledger='{out}-ledger.json'", "--set",
-                   f"nightly.manifest='{out}-promoted.json'", *extra]
+            cmd = [
+                *base,
+                "--out",
+                str(out),
+                "--set",
+                f"nightly.ledger='{out}-ledger.json'",
+                "--set",
+                f"nightly.manifest='{out}-promoted.json'",
+                *extra,
+            ]
             start = time.perf_counter()
             done = subprocess.run(cmd, capture_output=True, text=True)
             times[name].append(time.perf_counter() - start)
@@ -71,11 +104,15 @@ def main() -> None:
                 facts = json.loads((out / "ray.json").read_text())
                 print(f"  {name}: {len(facts['shards'])} shards, Ray part {facts['wall_s']:.1f} s", flush=True)
     same = len({json.dumps(f, sort_keys=True) for f in files.values()}) == 1
-    print(f"model {args.model}, {args.blocks} blocks, shapes {args.shapes}, threads {args.threads}, "
-          f"{args.repeats} repeat(s), CPUs {len(os.sched_getaffinity(0))}")
+    print(
+        f"model {args.model}, {args.blocks} blocks, shapes {args.shapes}, threads {args.threads}, "
+        f"{args.repeats} repeat(s), CPUs {len(os.sched_getaffinity(0))}"
+    )
     for name, ts in times.items():
-        print(f"  {name:>24}: {statistics.median(ts):7.1f} s wall (median of {len(ts)}: "
-              f"{', '.join(f'{t:.1f}' for t in ts)})")
+        print(
+            f"  {name:>24}: {statistics.median(ts):7.1f} s wall (median of {len(ts)}: "
+            f"{', '.join(f'{t:.1f}' for t in ts)})"
+        )
     one, fanned = (statistics.median(ts) for ts in times.values())
     print(f"  ratio one-process / ray: {one / fanned:.2f}; lane files bitwise the same: {same}")
 

@@ -45,14 +45,26 @@ def main() -> None:
     backend = InProcessBackend(load_model(args.model), NumericSettings(threads=args.threads))
     capture = tmp / "capture.parquet"
     requests = serve_and_capture(capture, synth_corpus(backend.geometry, args.blocks).blocks, backend, 4)
-    base = [sys.executable, "-m", "harness.cli", "audit", str(capture), "--golden-model", args.model,
-            "--set", f"numerics.threads={args.threads}", "--no-progress"]
-    variants = {"one process": [], f"--ray local, {args.workers} workers": ["--ray", "local", "--set",
-                                                                            f"ray.workers={args.workers}"]}
+    base = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "audit",
+        str(capture),
+        "--golden-model",
+        args.model,
+        "--set",
+        f"numerics.threads={args.threads}",
+        "--no-progress",
+    ]
+    variants = {
+        "one process": [],
+        f"--ray local, {args.workers} workers": ["--ray", "local", "--set", f"ray.workers={args.workers}"],
+    }
     times: dict[str, list[float]] = {name: [] for name in variants}
     contents: set[str] = set()
     for r in range(args.repeats):
-        for name, extra in (list(variants.items()) if r % 2 == 0 else list(reversed(variants.items()))):
+        for name, extra in list(variants.items()) if r % 2 == 0 else list(reversed(variants.items())):
             out = tmp / f"{len(times[name])}-{name.split()[0].strip('-')}"
             start = time.perf_counter()
             done = subprocess.run([*base, "--out", str(out), *extra], capture_output=True, text=True)
@@ -63,12 +75,16 @@ def main() -> None:
             if extra:
                 facts = json.loads((out / "ray.json").read_text())
                 print(f"  {name}: {len(facts['shards'])} shards, Ray part {facts['wall_s']:.1f} s", flush=True)
-    print(f"model {args.model}, {args.blocks} blocks ({requests} requests, every OP), threads {args.threads}, "
-          f"{args.repeats} repeat(s), CPUs {len(os.sched_getaffinity(0))}, load average "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"model {args.model}, {args.blocks} blocks ({requests} requests, every OP), threads {args.threads}, "
+        f"{args.repeats} repeat(s), CPUs {len(os.sched_getaffinity(0))}, load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     for name, ts in times.items():
-        print(f"  {name:>24}: {statistics.median(ts):7.1f} s wall (median of {len(ts)}: "
-              f"{', '.join(f'{t:.1f}' for t in ts)})")
+        print(
+            f"  {name:>24}: {statistics.median(ts):7.1f} s wall (median of {len(ts)}: "
+            f"{', '.join(f'{t:.1f}' for t in ts)})"
+        )
     one, fanned = (statistics.median(ts) for ts in times.values())
     print(f"  ratio one-process / ray: {one / fanned:.2f}; audit.json the same but for its time: {len(contents) == 1}")
 

@@ -74,11 +74,17 @@ def template(work: Path, spec: str, shapes: tuple[int, ...]):
     """A real 4-block golden and run of the null network: manifests to rewrite, a corpus stand-in."""
     model = load_model(spec)
     shutil.rmtree(work / "template", ignore_errors=True)
-    cfg = ReleaseConfig(name=RELEASE, model=ModelSpec(spec), candidates=shapes, numerics=NumericSettings(threads=1),
-                        evidence=EvidenceSection(arrangements=1))  # today's 2 lanes: the README's measured row
+    cfg = ReleaseConfig(
+        name=RELEASE,
+        model=ModelSpec(spec),
+        candidates=shapes,
+        numerics=NumericSettings(threads=1),
+        evidence=EvidenceSection(arrangements=1),
+    )  # today's 2 lanes: the README's measured row
     backend = InProcessBackend(model, cfg.numerics)
-    golden, _ = record_golden(work / "template" / "goldens", RELEASE, synth_corpus(model.geometry, 4).rows(),
-                              backend, cfg)
+    golden, _ = record_golden(
+        work / "template" / "goldens", RELEASE, synth_corpus(model.geometry, 4).rows(), backend, cfg
+    )
     run = run_shapes(golden, backend, plan_for(cfg), work / "template" / "runs", cfg)
     return model, golden, run
 
@@ -88,7 +94,7 @@ def batch(model, ids: list[str], start: int, rng: np.random.RandomState) -> Lane
     g = model.geometry
     n = g.windows_per_block
     b = len(ids)
-    keys = (np.arange(start * n, (start + b) * n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    keys = np.arange(start * n, (start + b) * n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     valid = np.full((b, n), g.window_samples, dtype=np.int32)
     tail = rng.randint(0, n, size=b)  # some blocks end early: a short window, then padding
     for i in np.flatnonzero(rng.uniform(size=b) < 0.3):
@@ -104,10 +110,15 @@ def batch(model, ids: list[str], start: int, rng: np.random.RandomState) -> Lane
         window = np.concatenate([p.idx for p in parts])
         row_keys = keys.reshape(b, n)[np.repeat(np.arange(b), counts), window] + np.uint64(int(op))
         emb = model._embedding[row_keys % np.uint64(model._embedding.shape[0])]
-        vps[op] = VoiceprintOutputs(op, np.repeat(np.array(ids, dtype=object), counts),
-                                    np.concatenate([np.arange(c, dtype=np.int32) for c in counts]), window,
-                                    np.concatenate([p.speakers for p in parts]),
-                                    np.concatenate([p.weights for p in parts]), emb)
+        vps[op] = VoiceprintOutputs(
+            op,
+            np.repeat(np.array(ids, dtype=object), counts),
+            np.concatenate([np.arange(c, dtype=np.int32) for c in counts]),
+            window,
+            np.concatenate([p.speakers for p in parts]),
+            np.concatenate([p.weights for p in parts]),
+            emb,
+        )
     return LaneOutputs(seg, vps)
 
 
@@ -140,10 +151,19 @@ def call_rows(ids: list[str], shapes: tuple[int, ...], g, rng: np.random.RandomS
 
 def _call(lane: str, k: int, op: Op, ids: list[str], g, rng) -> dict:
     n = len(ids)
-    return {"lane": lane, "shape": k, "op": int(op), "blocks": n, "windows": n * g.windows_per_block,
-            "rows": 0 if op is Op.SEGMENTATION else 12 * n, "request_bytes": n * 4 * g.window_samples * 2,
-            "wall_s": float(rng.uniform(0.5, 1.5)) * 1e-3 * n / (1.0 + 0.1 * k), "peak_device_bytes": None,
-            "replica": 0, "block_ids": list(ids)}
+    return {
+        "lane": lane,
+        "shape": k,
+        "op": int(op),
+        "blocks": n,
+        "windows": n * g.windows_per_block,
+        "rows": 0 if op is Op.SEGMENTATION else 12 * n,
+        "request_bytes": n * 4 * g.window_samples * 2,
+        "wall_s": float(rng.uniform(0.5, 1.5)) * 1e-3 * n / (1.0 + 0.1 * k),
+        "peak_device_bytes": None,
+        "replica": 0,
+        "block_ids": list(ids),
+    }
 
 
 def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[Path, Path]:
@@ -155,8 +175,9 @@ def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[
         d.mkdir(parents=True)
     lanes = ["exact", *(f"k{k}" for k in shapes)]
     golden_writer = LaneWriter(gdir, g, ALL_OPS, decisions=True)
-    lane_writers = {lane: LaneWriter(rdir / lane, g, ALL_OPS, decisions=False, compression=RUN_COMPRESSION)
-                    for lane in lanes}
+    lane_writers = {
+        lane: LaneWriter(rdir / lane, g, ALL_OPS, decisions=False, compression=RUN_COMPRESSION) for lane in lanes
+    }
     calls = CallLog(rdir / "calls.parquet")
     golden_calls = CallLog(gdir / "calls.parquet")
     rng = np.random.RandomState(0)
@@ -175,16 +196,25 @@ def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[
     shutil.copy(small_golden.path / CORPUS, gdir / CORPUS)
     files.update(golden_writer.close())
     files["calls.parquet"] = golden_calls.close()
-    fields = {k: v for k, v in small_golden.manifest.items()
-              if k not in ("kind", "format", "created", "files", "golden_id", "manifest_sha256")}
+    fields = {
+        k: v
+        for k, v in small_golden.manifest.items()
+        if k not in ("kind", "format", "created", "files", "golden_id", "manifest_sha256")
+    }
     fields["corpus"] = {**fields["corpus"], "blocks": blocks}
     write_manifest(gdir, seal_golden_manifest(fields, files))
     golden = load_golden(gdir)
     run_files = {f"{lane}/{name}": entry for lane, w in lane_writers.items() for name, entry in w.close().items()}
     run_files["calls.parquet"] = calls.close()
     manifest = {k: v for k, v in small_run.manifest.items() if k != "manifest_sha256"}
-    manifest.update(run_id="large-run", golden_id=golden.golden_id, golden_manifest_sha256=golden.manifest_sha256,
-                    blocks=blocks, blocks_sha256=blocks_digest(ids_all), files=run_files)
+    manifest.update(
+        run_id="large-run",
+        golden_id=golden.golden_id,
+        golden_manifest_sha256=golden.manifest_sha256,
+        blocks=blocks,
+        blocks_sha256=blocks_digest(ids_all),
+        files=run_files,
+    )
     (rdir / MANIFEST).write_text(dumps(seal(manifest, "manifest_sha256"), indent=2) + "\n")
     load_run(rdir)
     return gdir, rdir
@@ -207,13 +237,26 @@ def main() -> None:
     built_s = time.perf_counter() - start
     build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     sizes = {d.name: sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) for d in (gdir, rdir)}
-    print(f"built a {args.blocks}-block golden ({sizes[gdir.name] / 2**30:.2f} GiB) and run "
-          f"({sizes[rdir.name] / 2**30:.2f} GiB, lanes exact + {list(shapes)}) of {args.model} in {built_s:.0f} s "
-          f"(peak RSS {build_rss / 2**20:.0f} MB)", flush=True)
+    print(
+        f"built a {args.blocks}-block golden ({sizes[gdir.name] / 2**30:.2f} GiB) and run "
+        f"({sizes[rdir.name] / 2**30:.2f} GiB, lanes exact + {list(shapes)}) of {args.model} in {built_s:.0f} s "
+        f"(peak RSS {build_rss / 2**20:.0f} MB)",
+        flush=True,
+    )
     # `harness score` in a fresh process that reports its own peak RSS when it exits (a forked child's
     # ru_maxrss would count the pages it shared with this process before exec)
-    cmd = [sys.executable, "-c", PEAK_REPORTING_CLI, "score", "--golden", str(gdir), "--run", str(rdir), "--out",
-           str(work / "score.json")]
+    cmd = [
+        sys.executable,
+        "-c",
+        PEAK_REPORTING_CLI,
+        "score",
+        "--golden",
+        str(gdir),
+        "--run",
+        str(rdir),
+        "--out",
+        str(work / "score.json"),
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -222,14 +265,28 @@ def main() -> None:
     print(proc.stdout.strip())
     if proc.returncode not in (0, 1):
         raise SystemExit(f"harness score failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    print(f"harness score of {args.blocks} blocks ({len(shapes) + 1} lanes): exit {proc.returncode}, "
-          f"{wall:.0f} s, peak RSS {peak / 2**20:.0f} MB")
+    print(
+        f"harness score of {args.blocks} blocks ({len(shapes) + 1} lanes): exit {proc.returncode}, "
+        f"{wall:.0f} s, peak RSS {peak / 2**20:.0f} MB"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"blocks": args.blocks, "model": args.model, "shapes": list(shapes),
-                                         "score_exit": proc.returncode, "score_wall_s": wall,
-                                         "score_peak_rss_mb": peak / 2**20, "build_s": built_s,
-                                         "golden_bytes": sizes[gdir.name], "run_bytes": sizes[rdir.name]},
-                                        indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "blocks": args.blocks,
+                    "model": args.model,
+                    "shapes": list(shapes),
+                    "score_exit": proc.returncode,
+                    "score_wall_s": wall,
+                    "score_peak_rss_mb": peak / 2**20,
+                    "build_s": built_s,
+                    "golden_bytes": sizes[gdir.name],
+                    "run_bytes": sizes[rdir.name],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     if not args.keep:
         shutil.rmtree(work if args.workdir is None else work / "goldens", ignore_errors=True)
         shutil.rmtree(work / "runs", ignore_errors=True)

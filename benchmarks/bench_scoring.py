@@ -56,8 +56,15 @@ def row_diff_before(a: np.ndarray, b: np.ndarray) -> RowDiff:
     per_row = int(np.prod(a.shape[1:], dtype=np.int64)) if a.ndim > 1 else 1
     a2 = np.ascontiguousarray(a, dtype=np.float32).reshape(rows, per_row)
     b2 = np.ascontiguousarray(b, dtype=np.float32).reshape(rows, per_row)
-    out = RowDiff(np.zeros(rows), np.zeros(rows), np.zeros(rows, np.int64), np.zeros(rows, bool),
-                  np.zeros(rows, np.int64), 0, per_row)
+    out = RowDiff(
+        np.zeros(rows),
+        np.zeros(rows),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, bool),
+        np.zeros(rows, np.int64),
+        0,
+        per_row,
+    )
     step = max(1, _CHUNK_BEFORE // max(per_row, 1))
     for s in range(0, rows, step):
         x, y = a2[s : s + step], b2[s : s + step]
@@ -123,8 +130,9 @@ def read_bound(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     ai, bi = a.view(np.int32), b.view(np.int32)
     return {
         "a.max(); b.max()": timed(lambda: (a.max(), b.max())),
-        "bitwise_or.reduce (int32 views)": timed(lambda: (np.bitwise_or.reduce(ai, axis=None),
-                                                          np.bitwise_or.reduce(bi, axis=None))),
+        "bitwise_or.reduce (int32 views)": timed(
+            lambda: (np.bitwise_or.reduce(ai, axis=None), np.bitwise_or.reduce(bi, axis=None))
+        ),
     }
 
 
@@ -160,13 +168,18 @@ def main() -> None:
                 times[(label, name)].append(timed(lambda fn=fn, a=a, b=b: fn(a, b)))
     med = {key: float(np.median(v)) for key, v in times.items()}
 
-    print(f"elements: {n:.3g} ({rows} rows of {per_row} = one window of OP 0 each), "
-          f"medians of {args.repeat} interleaved repetitions")
+    print(
+        f"elements: {n:.3g} ({rows} rows of {per_row} = one window of OP 0 each), "
+        f"medians of {args.repeat} interleaved repetitions"
+    )
     for name in data:
         bounds = {k[2]: v for k, v in med.items() if k[0] == "read" and k[1] == name}
         method, bound = min(bounds.items(), key=lambda kv: kv[1])
-        print(f"\n{name}: read bound {bound * 1e3:.1f} ms ({2 * 4 * n / bound / 1e9:.1f} GB/s, fastest of: "
-              + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in bounds.items()) + ")")
+        print(
+            f"\n{name}: read bound {bound * 1e3:.1f} ms ({2 * 4 * n / bound / 1e9:.1f} GB/s, fastest of: "
+            + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in bounds.items())
+            + ")"
+        )
         for label in impls:
             t = med[(label, name)]
             print(f"  {label:28s} {t * 1e3:8.1f} ms  {bound / t:6.1%} of the read bound")
@@ -175,8 +188,10 @@ def main() -> None:
     frames = a.reshape(-1, g.classes)
     compiled = min(timed(lambda: top_two(frames)) for _ in range(3))
     numpy_tt = min(timed(lambda: top_two_numpy(frames)) for _ in range(3))
-    print(f"\ngolden decisions (top_two over {frames.shape[0]:.3g} frames, once per golden at record time): "
-          f"compiled {compiled * 1e3:.1f} ms, numpy {numpy_tt * 1e3:.1f} ms ({numpy_tt / compiled:.0f}x)")
+    print(
+        f"\ngolden decisions (top_two over {frames.shape[0]:.3g} frames, once per golden at record time): "
+        f"compiled {compiled * 1e3:.1f} ms, numpy {numpy_tt * 1e3:.1f} ms ({numpy_tt / compiled:.0f}x)"
+    )
 
     blocks = rows // g.windows_per_block
     shape = (blocks, g.windows_per_block, g.frames_per_window, g.classes)
@@ -188,10 +203,12 @@ def main() -> None:
     bound = min(v for k, v in med.items() if k[0] == "read" and k[1] == "few-ULP")
     full = float(np.median([timed(lambda: compare_segmentation(golden, run, g, 0.1)) for _ in range(3)]))
     totals = compare_segmentation(golden, run, g, 0.1).totals()
-    print(f"whole OP 0 score, few-ULP case (row_diff + flips + per-block sums): {full * 1e3:.1f} ms, "
-          f"{bound / full:.1%} of the read bound; max_ulp {totals['max_ulp']}, "
-          f"differing {totals['fraction_differing']:.1%}, flips {totals['argmax_flips_near_tie']} near-tie / "
-          f"{totals['argmax_flips_confident']} confident")
+    print(
+        f"whole OP 0 score, few-ULP case (row_diff + flips + per-block sums): {full * 1e3:.1f} ms, "
+        f"{bound / full:.1%} of the read bound; max_ulp {totals['max_ulp']}, "
+        f"differing {totals['fraction_differing']:.1%}, flips {totals['argmax_flips_near_tie']} near-tie / "
+        f"{totals['argmax_flips_confident']} confident"
+    )
 
 
 if __name__ == "__main__":

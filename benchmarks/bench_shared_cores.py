@@ -55,17 +55,22 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=16)
     parser.add_argument("--model", default="small")
     args = parser.parse_args()
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OMP_WAIT_POLICY", "GLIBC_TUNABLES", "HARNESS_PROCESS_SET") and not k.startswith("MALLOC_")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_WAIT_POLICY", "GLIBC_TUNABLES", "HARNESS_PROCESS_SET") and not k.startswith("MALLOC_")
+    }
     base["PYTHONPATH"] = str(REPO)
-    ways = {"installed": base, "passive": {**base, "OMP_WAIT_POLICY": "PASSIVE"},
-            "active": {**base, "OMP_WAIT_POLICY": "ACTIVE"}}
+    ways = {
+        "installed": base,
+        "passive": {**base, "OMP_WAIT_POLICY": "PASSIVE"},
+        "active": {**base, "OMP_WAIT_POLICY": "ACTIVE"},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "c.parquet"
         _harness(["corpus", "synth", str(corpus), "--model", args.model, "--blocks", str(args.blocks)], base)
         stop = multiprocessing.Event()
-        neighbours = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
-                      for _ in range(args.neighbours)]
+        neighbours = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(args.neighbours)]
         for p in neighbours:
             p.start()
         walls: dict[str, list[float]] = {name: [] for name in ways}
@@ -73,20 +78,38 @@ def main() -> int:
             for i in range(args.repeats):
                 for name, env in ways.items():  # interleaved: the machine's drift hits every way alike
                     goldens = Path(tmp) / f"{name}-{i}"
-                    walls[name].append(_harness(["golden", "record", "--model", args.model, "--corpus", str(corpus),
-                                                 "--goldens", str(goldens), "--no-progress"], env))
+                    walls[name].append(
+                        _harness(
+                            [
+                                "golden",
+                                "record",
+                                "--model",
+                                args.model,
+                                "--corpus",
+                                str(corpus),
+                                "--goldens",
+                                str(goldens),
+                                "--no-progress",
+                            ],
+                            env,
+                        )
+                    )
         finally:
             stop.set()
             for p in neighbours:
                 p.join()
     median = {name: statistics.median(w) for name, w in walls.items()}
-    print(f"golden record ({args.model}, {args.blocks} blocks) beside {args.neighbours} CPU-bound neighbours, "
-          f"median of {args.repeats}:")
+    print(
+        f"golden record ({args.model}, {args.blocks} blocks) beside {args.neighbours} CPU-bound neighbours, "
+        f"median of {args.repeats}:"
+    )
     for name, w in walls.items():
         print(f"  {name:9} {median[name]:6.1f} s  ({', '.join(f'{x:.1f}' for x in w)})")
     ratio = median["installed"] / median["passive"]
-    print(f"installed / passive: {ratio:.2f} (allowed {LIMIT}); active / passive: "
-          f"{median['active'] / median['passive']:.2f}")
+    print(
+        f"installed / passive: {ratio:.2f} (allowed {LIMIT}); active / passive: "
+        f"{median['active'] / median['passive']:.2f}"
+    )
     return 0 if ratio <= LIMIT else 1
 
 

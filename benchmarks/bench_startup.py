@@ -20,8 +20,9 @@ from pathlib import Path
 
 
 def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-X", "importtime", "-m", "harness.cli", *args], cwd=cwd,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True
+    )
 
 
 def main() -> None:
@@ -30,17 +31,21 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         cwd = Path(d)
-        (cwd / "h.toml").write_text("[model]\nspec = 'small'\n[numerics]\nthreads = 1\n[tolerances.op0]\n"
-                                    "max_flip_rate = 0.01\n[tolerances.op1]\nmax_failed_row_rate = 0.5\n"
-                                    "[tolerances.op2]\nmax_failed_row_rate = 0.5\n")
-        for step in (["corpus", "synth", "c.parquet", "--blocks", "6", "--config", "h.toml"],
-                     ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r",
-                      "--no-progress"],
-                     ["run", "--golden", "goldens/r", "--shapes", "2", "--config", "h.toml", "--no-progress"]):
+        (cwd / "h.toml").write_text(
+            "[model]\nspec = 'small'\n[numerics]\nthreads = 1\n[tolerances.op0]\n"
+            "max_flip_rate = 0.01\n[tolerances.op1]\nmax_failed_row_rate = 0.5\n"
+            "[tolerances.op2]\nmax_failed_row_rate = 0.5\n"
+        )
+        for step in (
+            ["corpus", "synth", "c.parquet", "--blocks", "6", "--config", "h.toml"],
+            ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"],
+            ["run", "--golden", "goldens/r", "--shapes", "2", "--config", "h.toml", "--no-progress"],
+        ):
             assert harness(*step, cwd=cwd).returncode == 0, step
         run = next((cwd / "runs").iterdir())
-        assert harness("score", "--golden", "goldens/r", "--run", str(run), "--config", "h.toml",
-                       cwd=cwd).returncode in (0, 1)
+        assert harness(
+            "score", "--golden", "goldens/r", "--run", str(run), "--config", "h.toml", cwd=cwd
+        ).returncode in (0, 1)
         commands = {
             "--help": ["--help"],
             "promote": ["promote", "--score", "score.json", "--config", "h.toml"],
@@ -48,8 +53,10 @@ def main() -> None:
             "ledger": ["ledger", "--ledger", "l0.json"],
             "report": ["report", "--score", "score.json", "--ledger", "l0.json", "--out", "report"],
         }
-        print(f"{'command':>10} {'median s':>9} {'torch imported':>15}   ({args.repeats} runs, load "
-              f"{os.getloadavg()[0]:.2f})")
+        print(
+            f"{'command':>10} {'median s':>9} {'torch imported':>15}   ({args.repeats} runs, load "
+            f"{os.getloadavg()[0]:.2f})"
+        )
         for name, argv in commands.items():
             times, torch = [], False
             for i in range(args.repeats):

@@ -29,12 +29,14 @@ def make_voices_before(rng: np.random.RandomState, count: int) -> list[Voice]:
     pitches = rng.permutation(np.linspace(95.0, 260.0, max(count, 2)))[:count]
     for pitch in pitches:
         f1 = rng.uniform(300, 850)
-        voices.append(Voice(
-            pitch_hz=float(pitch),
-            formants_hz=(float(f1), float(rng.uniform(f1 + 500, 2300)), float(rng.uniform(2400, 3400))),
-            brightness=float(rng.uniform(0.9, 1.6)),
-            loudness=float(rng.uniform(0.05, 0.12)),
-        ))
+        voices.append(
+            Voice(
+                pitch_hz=float(pitch),
+                formants_hz=(float(f1), float(rng.uniform(f1 + 500, 2300)), float(rng.uniform(2400, 3400))),
+                brightness=float(rng.uniform(0.9, 1.6)),
+                loudness=float(rng.uniform(0.05, 0.12)),
+            )
+        )
     return voices
 
 
@@ -47,8 +49,7 @@ def render_turn_before(rng: np.random.RandomState, voice: Voice, length: int, sa
     out = np.zeros(length)
     for h in range(1, int(3800 // voice.pitch_hz) + 1):
         freq = h * voice.pitch_hz
-        gain = h ** -voice.brightness * sum(1.0 / (1.0 + ((freq - f) / (0.12 * f + 60)) ** 2)
-                                            for f in voice.formants_hz)
+        gain = h**-voice.brightness * sum(1.0 / (1.0 + ((freq - f) / (0.12 * f + 60)) ** 2) for f in voice.formants_hz)
         out += gain * np.sin(h * phase)
     syllable_rate = rng.uniform(3.0, 5.5)
     envelope = np.clip(np.sin(np.pi * syllable_rate * t + rng.uniform(0, np.pi)) * 1.6, 0, 1) ** 0.7
@@ -65,8 +66,9 @@ def synth_recording_before(seed: int, seconds: float, speakers: int, sample_rate
     turns = conversation(rng, length, speakers, sample_rate)
     audio = 0.002 * rng.standard_normal(length)
     for turn in turns:
-        audio[turn.start : turn.start + turn.length] += render_turn_before(rng, voices[turn.speaker], turn.length,
-                                                                            sample_rate)
+        audio[turn.start : turn.start + turn.length] += render_turn_before(
+            rng, voices[turn.speaker], turn.length, sample_rate
+        )
     return audio.astype(np.float32), turns
 
 
@@ -80,8 +82,9 @@ def synth_blocks_before(geometry: Geometry, blocks: int, seed: int = 0, speakers
         windows = per_block * int(rng.randint(2, 4)) - int(rng.randint(1, 4))
         tail = rng.uniform(0.3, 0.8)
         length = (windows - 1) * step + int(tail * geometry.window_samples)
-        audio, turns = synth_recording_before(int(rng.randint(2**31 - 1)), length / geometry.sample_rate, speakers,
-                                              geometry.sample_rate)
+        audio, turns = synth_recording_before(
+            int(rng.randint(2**31 - 1)), length / geometry.sample_rate, speakers, geometry.sample_rate
+        )
         out.extend(block for block, _ in cut_blocks(audio, geometry, step, prefix=f"synth-s{seed}-r{r:03d}"))
         r += 1
     return out[:blocks]

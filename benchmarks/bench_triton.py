@@ -43,8 +43,7 @@ def measure(backend, blocks, k: int, voiceprint_inputs, ops: tuple[Op, ...]) -> 
     # This script warms up itself (below); a runner's own warm-up calls would be timed here.
     plan = RunPlan(shapes=(k,), include_exact=False, ops=ops, warmup=False)
     start = time.perf_counter()
-    calls = run_lanes(blocks, backend, plan, sink=lambda lane, batch: None,
-                      golden_inputs=lambda ids: voiceprint_inputs)
+    calls = run_lanes(blocks, backend, plan, sink=lambda lane, batch: None, golden_inputs=lambda ids: voiceprint_inputs)
     wall = time.perf_counter() - start
     return Sample(len(blocks) / wall, 1e3 * statistics.median(c.wall_s for c in calls))
 
@@ -52,15 +51,21 @@ def measure(backend, blocks, k: int, voiceprint_inputs, ops: tuple[Op, ...]) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="small", help="model spec (small, full, pkg.mod:factory, file.pt)")
-    parser.add_argument("--blocks", type=int, default=16,
-                        help="corpus blocks (a multiple of 8 packs whole calls)")
+    parser.add_argument("--blocks", type=int, default=16, help="corpus blocks (a multiple of 8 packs whole calls)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ks", default="1,8", help="packed shapes to compare, comma-separated")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads on both sides (0: one per CPU; see docs/triton.md before "
-                             "using it on a machine shared with other jobs)")
-    parser.add_argument("--ops", default="0,1,2", help="OPs to run (OP 0 always runs); '0' for a quick "
-                                                       "full-model run: its voiceprint takes ~1 s a window")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads on both sides (0: one per CPU; see docs/triton.md before "
+        "using it on a machine shared with other jobs)",
+    )
+    parser.add_argument(
+        "--ops",
+        default="0,1,2",
+        help="OPs to run (OP 0 always runs); '0' for a quick full-model run: its voiceprint takes ~1 s a window",
+    )
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     ops = tuple(sorted({Op.SEGMENTATION, *(Op.parse(o) for o in args.ops.split(","))}))
@@ -69,10 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     local = InProcessBackend(load_model(args.model), numerics)
     corpus = synth_corpus(local.geometry, blocks=args.blocks)
     exact = []
-    run_lanes(corpus.blocks, local, RunPlan(shapes=(), include_exact=True, ops=ops),
-              sink=lambda lane, batch: exact.append(batch))
-    voiceprint_inputs = {op: {b: rows for batch in exact for b, rows in batch.voiceprint[op].inputs().items()}
-                         for op in ops if op.is_voiceprint}
+    run_lanes(
+        corpus.blocks,
+        local,
+        RunPlan(shapes=(), include_exact=True, ops=ops),
+        sink=lambda lane, batch: exact.append(batch),
+    )
+    voiceprint_inputs = {
+        op: {b: rows for batch in exact for b, rows in batch.voiceprint[op].inputs().items()}
+        for op in ops
+        if op.is_voiceprint
+    }
 
     started = time.perf_counter()
     options = ServerOptions(model_spec=args.model, numerics=numerics, startup_timeout_s=600)
@@ -89,20 +101,26 @@ def main(argv: list[str] | None = None) -> int:
                     for name, backend in (("in-process", local), ("triton", remote)):
                         sample = measure(backend, corpus.blocks, k, voiceprint_inputs, ops)
                         samples.setdefault((name, k), []).append(sample)
-    print(f"model {args.model}, {args.blocks} blocks x OPs {[int(o) for o in ops]}, "
-          f"{args.repeats} repeats (median), "
-          f"torch threads {numerics.resolved_threads()}, {os.cpu_count()} CPUs, "
-          f"server start {startup:.1f} s, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'k':>3} | {'in-process blocks/s':>19} | {'triton blocks/s':>15} | {'triton/in-process':>17} | "
-          f"{'p50 call in-proc':>16} | {'p50 call triton':>15}")
+    print(
+        f"model {args.model}, {args.blocks} blocks x OPs {[int(o) for o in ops]}, "
+        f"{args.repeats} repeats (median), "
+        f"torch threads {numerics.resolved_threads()}, {os.cpu_count()} CPUs, "
+        f"server start {startup:.1f} s, load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'k':>3} | {'in-process blocks/s':>19} | {'triton blocks/s':>15} | {'triton/in-process':>17} | "
+        f"{'p50 call in-proc':>16} | {'p50 call triton':>15}"
+    )
     print("-" * 102)
     for k in ks:
         lo, tr = samples[("in-process", k)], samples[("triton", k)]
         lo_bps = statistics.median(s.blocks_per_s for s in lo)
         tr_bps = statistics.median(s.blocks_per_s for s in tr)
-        print(f"{k:>3} | {lo_bps:>19.2f} | {tr_bps:>15.2f} | {tr_bps / lo_bps:>17.3f} | "
-              f"{statistics.median(s.call_p50_ms for s in lo):>13.1f} ms | "
-              f"{statistics.median(s.call_p50_ms for s in tr):>12.1f} ms")
+        print(
+            f"{k:>3} | {lo_bps:>19.2f} | {tr_bps:>15.2f} | {tr_bps / lo_bps:>17.3f} | "
+            f"{statistics.median(s.call_p50_ms for s in lo):>13.1f} ms | "
+            f"{statistics.median(s.call_p50_ms for s in tr):>12.1f} ms"
+        )
     return 0
 
 

@@ -72,19 +72,24 @@ def main(argv: list[str] | None = None) -> int:
                         assert same_bits(reference, results), f"k={k}: concurrency {c} differs"
                 bps = {c: len(blocks) / statistics.median(walls[c]) for c in levels}
                 for c in levels:
-                    rows.append(f"| {k} | {request_mb(calls):.2f} | {c} | {bps[c]:.2f} | "
-                                f"{bps[c] / bps[levels[0]]:.2f} | {1e3 * percentile(lat[c], 50):.1f} | "
-                                f"{1e3 * percentile(lat[c], 99):.1f} | {len(lat[c])} |")
+                    rows.append(
+                        f"| {k} | {request_mb(calls):.2f} | {c} | {bps[c]:.2f} | "
+                        f"{bps[c] / bps[levels[0]]:.2f} | {1e3 * percentile(lat[c], 50):.1f} | "
+                        f"{1e3 * percentile(lat[c], 99):.1f} | {len(lat[c])} |"
+                    )
                     print(rows[-1], file=sys.stderr, flush=True)
         finally:
             for backend in backends.values():
                 backend.close()
-    print(f"model {args.model}, {args.blocks} blocks, OP 0, {args.repeats} repeats, server instances "
-          f"{args.instances}, transport {'shm' if args.shm else 'http'}, torch threads {args.threads}, "
-          f"{os.cpu_count()} CPUs, server start {startup:.1f} s, load average {os.getloadavg()[0]:.2f}; "
-          "outputs bitwise identical at every concurrency")
-    print(f"| k | MiB/request | concurrency | blocks/s | vs concurrency {levels[0]} | p50 call ms | p99 call ms | "
-          "calls |")
+    print(
+        f"model {args.model}, {args.blocks} blocks, OP 0, {args.repeats} repeats, server instances "
+        f"{args.instances}, transport {'shm' if args.shm else 'http'}, torch threads {args.threads}, "
+        f"{os.cpu_count()} CPUs, server start {startup:.1f} s, load average {os.getloadavg()[0]:.2f}; "
+        "outputs bitwise identical at every concurrency"
+    )
+    print(
+        f"| k | MiB/request | concurrency | blocks/s | vs concurrency {levels[0]} | p50 call ms | p99 call ms | calls |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0

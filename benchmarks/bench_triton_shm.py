@@ -41,12 +41,17 @@ def bench_model(name: str, args: argparse.Namespace, ks: list[int]) -> list[str]
     with TritonServer(server_options(SPECS[name], args.threads)) as server:
         startup = time.perf_counter() - started
         policy = CallPolicy(timeout_s=900, max_request_bytes=2**31)
-        with TritonBackend(server.url, concurrency=args.concurrency, policy=policy) as http, \
-                TritonBackend(server.url, concurrency=args.concurrency, shm=True, policy=policy) as via_shm:
+        with (
+            TritonBackend(server.url, concurrency=args.concurrency, policy=policy) as http,
+            TritonBackend(server.url, concurrency=args.concurrency, shm=True, policy=policy) as via_shm,
+        ):
             corpus = synth_corpus(http.geometry, blocks=args.blocks)
             blocks = list(corpus.blocks)
-            print(f"# {name}: server start {startup:.1f} s, geometry window {http.geometry.window_samples} samples",
-                  file=sys.stderr, flush=True)
+            print(
+                f"# {name}: server start {startup:.1f} s, geometry window {http.geometry.window_samples} samples",
+                file=sys.stderr,
+                flush=True,
+            )
             for k in ks:
                 calls = op0_calls(blocks, k)
                 first = {t: b.call_many(calls[:1]) for t, b in (("http", http), ("shm", via_shm))}  # warm-up
@@ -60,9 +65,11 @@ def bench_model(name: str, args: argparse.Namespace, ks: list[int]) -> list[str]
                         walls[transport].append(time.perf_counter() - start)
                         lat[transport] += [r.wall_s for r in results]
                 bps = {t: len(blocks) / statistics.median(w) for t, w in walls.items()}
-                rows.append(f"| {name} | {k} | {request_mb(calls):.1f} | {bps['http']:.2f} | {bps['shm']:.2f} | "
-                            f"**{bps['shm'] / bps['http']:.2f}** | {1e3 * percentile(lat['http'], 50):.1f} | "
-                            f"{1e3 * percentile(lat['shm'], 50):.1f} |")
+                rows.append(
+                    f"| {name} | {k} | {request_mb(calls):.1f} | {bps['http']:.2f} | {bps['shm']:.2f} | "
+                    f"**{bps['shm'] / bps['http']:.2f}** | {1e3 * percentile(lat['http'], 50):.1f} | "
+                    f"{1e3 * percentile(lat['shm'], 50):.1f} |"
+                )
                 print(rows[-1], file=sys.stderr, flush=True)
         assert shm.leftovers(via_shm.shm_prefix or shm.PREFIX) == [], "shared memory left behind"
     return rows
@@ -81,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.models.split(","):
         rows += bench_model(name.strip(), args, ks)
-    print(f"{args.blocks} blocks, OP 0, concurrency {args.concurrency}, {args.repeats} repeats (median), "
-          f"{os.cpu_count()} CPUs, torch threads {args.threads}, load average {os.getloadavg()[0]:.2f}")
-    print("| model | k | MiB/request | HTTP blocks/s | shm blocks/s | shm / HTTP | p50 call HTTP ms | "
-          "p50 call shm ms |")
+    print(
+        f"{args.blocks} blocks, OP 0, concurrency {args.concurrency}, {args.repeats} repeats (median), "
+        f"{os.cpu_count()} CPUs, torch threads {args.threads}, load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        "| model | k | MiB/request | HTTP blocks/s | shm blocks/s | shm / HTTP | p50 call HTTP ms | p50 call shm ms |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0

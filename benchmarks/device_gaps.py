@@ -66,8 +66,11 @@ def lane_of(calls: dict[str, list], i: int) -> tuple[str, int, int, str]:
 
 def label(calls: dict[str, list], i: int) -> str:
     lane, shape, replica, variant = lane_of(calls, i)
-    name = "exact" + (f"#{replica}" if replica else "") if lane == "exact" else f"k={shape}" + (
-        f" ({variant})" if variant else "")
+    name = (
+        "exact" + (f"#{replica}" if replica else "")
+        if lane == "exact"
+        else f"k={shape}" + (f" ({variant})" if variant else "")
+    )
     ids = calls["block_ids"][i]
     where = f"{ids[0]}" + (f"..{ids[-1]}" if len(ids) > 1 else "")
     return f"{name} OP {calls['op'][i]} [{where}]"
@@ -104,8 +107,9 @@ def places(calls: dict[str, list], warm: int, n: int) -> tuple[list[str], list[i
     return out, groups
 
 
-def analyse(iv: np.ndarray, calls: dict[str, list], c0_ms: float | None = None, c1_ms: float | None = None,
-            top: int = 12) -> dict:
+def analyse(
+    iv: np.ndarray, calls: dict[str, list], c0_ms: float | None = None, c1_ms: float | None = None, top: int = 12
+) -> dict:
     n, timed = len(iv), len(calls["lane"])
     warm = n - timed
     if warm < 0:
@@ -115,8 +119,14 @@ def analyse(iv: np.ndarray, calls: dict[str, list], c0_ms: float | None = None, 
     where, group_of = where[1:], group_of[1:]
     span = float(iv[-1, 1] - iv[0, 0])
     own = iv[:, 1] - iv[:, 0]
-    result: dict = {"calls": n, "warm_up_calls": warm, "span_s": span, "busy_s": float(own.sum()),
-                    "idle_s": float(gaps.sum()), "busy": 1 - float(gaps.sum()) / span if span > 0 else 0.0}
+    result: dict = {
+        "calls": n,
+        "warm_up_calls": warm,
+        "span_s": span,
+        "busy_s": float(own.sum()),
+        "idle_s": float(gaps.sum()),
+        "busy": 1 - float(gaps.sum()) / span if span > 0 else 0.0,
+    }
     if c0_ms is not None and c1_ms is not None:
         windows = np.r_[np.full(warm, np.nan), np.asarray(calls["windows"], dtype=np.float64)]
         cost = (c0_ms + c1_ms * windows) / 1e3
@@ -125,47 +135,65 @@ def analyse(iv: np.ndarray, calls: dict[str, list], c0_ms: float | None = None, 
     by_place: dict[str, list[float]] = defaultdict(list)
     for place, gap in zip(where, gaps, strict=True):
         by_place[place].append(float(gap))
-    result["by_place"] = {p: {"gaps": len(g), "idle_s": sum(g), "mean_ms": 1e3 * sum(g) / len(g),
-                              "max_ms": 1e3 * max(g)} for p, g in sorted(by_place.items(), key=lambda kv: -sum(kv[1]))}
+    result["by_place"] = {
+        p: {"gaps": len(g), "idle_s": sum(g), "mean_ms": 1e3 * sum(g) / len(g), "max_ms": 1e3 * max(g)}
+        for p, g in sorted(by_place.items(), key=lambda kv: -sum(kv[1]))
+    }
     per_group: dict[int, float] = defaultdict(float)
     for g, gap in zip(group_of, gaps, strict=True):
         per_group[g] += float(gap)
     result["by_group"] = {("warm-up" if g < 0 else str(g)): v for g, v in sorted(per_group.items())}
     edges = np.r_[0.0, np.asarray(SIZES_MS) / 1e3, np.inf]
     bins = np.digitize(gaps, edges[1:-1], right=True)
-    result["by_size"] = [{"from_ms": 1e3 * edges[b], "to_ms": 1e3 * edges[b + 1], "gaps": int((bins == b).sum()),
-                          "idle_s": float(gaps[bins == b].sum())} for b in range(len(edges) - 1)]
+    result["by_size"] = [
+        {
+            "from_ms": 1e3 * edges[b],
+            "to_ms": 1e3 * edges[b + 1],
+            "gaps": int((bins == b).sum()),
+            "idle_s": float(gaps[bins == b].sum()),
+        }
+        for b in range(len(edges) - 1)
+    ]
     largest = []
-    for g in np.argsort(-gaps, kind="stable")[:max(0, top)]:
+    for g in np.argsort(-gaps, kind="stable")[: max(0, top)]:
         t = int(g) + 1
         before = "warm-up" if t - 1 < warm else label(calls, t - 1 - warm)
         after = "warm-up" if t < warm else label(calls, t - warm)
-        largest.append({"gap_ms": 1e3 * float(gaps[g]), "place": where[g], "after_call": t - 1, "before": before,
-                    "next": after})
+        largest.append(
+            {"gap_ms": 1e3 * float(gaps[g]), "place": where[g], "after_call": t - 1, "before": before, "next": after}
+        )
     result["top"] = largest
     return result
 
 
 def report(r: dict, top: int) -> str:
-    lines = [f"calls {r['calls']} (warm-up {r['warm_up_calls']}); lanes span {r['span_s']:.3f} s, device busy "
-             f"{r['busy_s']:.3f} s, idle {r['idle_s']:.3f} s: busy {r['busy']:.3f}"]
+    lines = [
+        f"calls {r['calls']} (warm-up {r['warm_up_calls']}); lanes span {r['span_s']:.3f} s, device busy "
+        f"{r['busy_s']:.3f} s, idle {r['idle_s']:.3f} s: busy {r['busy']:.3f}"
+    ]
     if "overrun_s" in r:
-        lines.append(f"device cost C0 + C1 x windows {r['cost_s']:.3f} s of the timed calls; the calls took "
-                     f"{r['overrun_s']:+.3f} s more (look-up, GIL: counted busy)")
+        lines.append(
+            f"device cost C0 + C1 x windows {r['cost_s']:.3f} s of the timed calls; the calls took "
+            f"{r['overrun_s']:+.3f} s more (look-up, GIL: counted busy)"
+        )
     lines += ["", f"{'idle by place':<22} {'gaps':>6} {'idle s':>8} {'of idle':>8} {'mean ms':>8} {'max ms':>8}"]
     idle = r["idle_s"] or 1.0
     for place, p in r["by_place"].items():
-        lines.append(f"{place:<22} {p['gaps']:>6} {p['idle_s']:>8.3f} {p['idle_s'] / idle:>8.1%} "
-                     f"{p['mean_ms']:>8.3f} {p['max_ms']:>8.2f}")
+        lines.append(
+            f"{place:<22} {p['gaps']:>6} {p['idle_s']:>8.3f} {p['idle_s'] / idle:>8.1%} "
+            f"{p['mean_ms']:>8.3f} {p['max_ms']:>8.2f}"
+        )
     lines += ["", f"{'idle by size (ms)':<22} {'gaps':>6} {'idle s':>8} {'of idle':>8}"]
     for s in r["by_size"]:
-        lines.append(f"{s['from_ms']:>9g} .. {s['to_ms']:<9g}  {s['gaps']:>6} {s['idle_s']:>8.3f} "
-                     f"{s['idle_s'] / idle:>8.1%}")
+        lines.append(
+            f"{s['from_ms']:>9g} .. {s['to_ms']:<9g}  {s['gaps']:>6} {s['idle_s']:>8.3f} {s['idle_s'] / idle:>8.1%}"
+        )
     lines += ["", "idle by group (s): " + ", ".join(f"{g} {v:.3f}" for g, v in r["by_group"].items())]
     lines += ["", f"largest {min(top, len(r['top']))} gaps"]
     for g in r["top"][:top]:
-        lines.append(f"{g['gap_ms']:>8.2f} ms  {g['place']:<17} after call {g['after_call']:>5}: "
-                     f"{g['before']}  ->  {g['next']}")
+        lines.append(
+            f"{g['gap_ms']:>8.2f} ms  {g['place']:<17} after call {g['after_call']:>5}: {g['before']}  ->  {g['next']}"
+        )
     return "\n".join(lines)
 
 

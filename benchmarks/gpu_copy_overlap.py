@@ -64,9 +64,13 @@ def trace_figures(trace: Path) -> dict[str, float]:
         elif cat == "kernel":
             kernels.append((start, end, stream))
     copy_us = _union([(a, b) for a, b, _ in copies])
-    return {"h2d_copy_ms": copy_us / 1e3, "h2d_overlapped_ms": _overlap(copies, kernels) / 1e3,
-            "device_busy_ms": _union([(a, b) for a, b, _ in copies + kernels]) / 1e3,
-            "kernels": float(len(kernels)), "copies": float(len(copies))}
+    return {
+        "h2d_copy_ms": copy_us / 1e3,
+        "h2d_overlapped_ms": _overlap(copies, kernels) / 1e3,
+        "device_busy_ms": _union([(a, b) for a, b, _ in copies + kernels]) / 1e3,
+        "kernels": float(len(kernels)),
+        "copies": float(len(copies)),
+    }
 
 
 def run_once(model, blocks, shape: int, device: str, numerics, workdir: Path, label: str) -> tuple[dict, dict]:
@@ -99,8 +103,9 @@ def run_once(model, blocks, shape: int, device: str, numerics, workdir: Path, la
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--model", default="full", help="a model spec (full, small, module:factory, a .pt)")
     parser.add_argument("--blocks", type=int, default=32)
@@ -115,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
 
     model = load_model(args.model, device=args.device)
     if staged_entry(model) is None:
-        print(f"gpu_copy_overlap: model {args.model!r} does not stage (no stage(); lanes/model_api.py): "
-              "nothing to measure")
+        print(
+            f"gpu_copy_overlap: model {args.model!r} does not stage (no stage(); lanes/model_api.py): "
+            "nothing to measure"
+        )
         return 1
     blocks = synth_corpus(model.geometry, args.blocks, seed=0).blocks
     numerics = NumericSettings()
@@ -134,14 +141,27 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {k: rows["staged"][k] / rows["unstaged"][k] for k in keys if rows["unstaged"][k]}
     print(f"{'staged / unstaged':>22}" + "".join(f"{ratios.get(k, float('nan')):>20.3f}" for k in keys))
     if "h2d_copy_ms" in rows["staged"]:
-        share = rows["staged"]["h2d_overlapped_ms"] / rows["staged"]["h2d_copy_ms"] if rows["staged"][
-            "h2d_copy_ms"] else 0.0
+        share = (
+            rows["staged"]["h2d_overlapped_ms"] / rows["staged"]["h2d_copy_ms"]
+            if rows["staged"]["h2d_copy_ms"]
+            else 0.0
+        )
         print(f"staged: {share:.1%} of the host-to-device copy time ran while a kernel ran on another stream")
         rows["staged"]["overlapped_share"] = share
     print("outputs: bitwise equal" if same else "outputs: DIFFER between staged and unstaged runs")
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
-                                         "ratios": ratios, "bitwise_equal": same}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "rows": rows,
+                    "ratios": ratios,
+                    "bitwise_equal": same,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     if not same:
         return 1
     if args.device.startswith("cuda") and not rows["staged"].get("h2d_overlapped_ms"):

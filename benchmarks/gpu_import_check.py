@@ -35,8 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "lanes", "golden", "reports")
 # the benchmark scripts benchmarks/gpu_nightly.sh and gpu_lease.sh run
-SCRIPTS = ("gpu_summary.py", "bench_harness_cost.py", "bench_device_busy.py", "gpu_copy_overlap.py",
-           "device_gaps.py")
+SCRIPTS = ("gpu_summary.py", "bench_harness_cost.py", "bench_device_busy.py", "gpu_copy_overlap.py", "device_gaps.py")
 # modules of the checkout outside the four packages that those scripts import (gpu_copy_overlap.py's digest)
 EXTRA_MODULES = ("tests.runner_digest",)
 # packages of extras the GPU job does not use: reported, never failed
@@ -50,8 +49,11 @@ def own_modules() -> list[str]:
     for package in PACKAGES:
         names.append(package)
         path = [str(REPO / package)]
-        names += [m.name for m in pkgutil.walk_packages(path, prefix=f"{package}.", onerror=lambda _n: None)
-                  if not m.name.endswith(".__main__")]  # importing a __main__ runs the program
+        names += [
+            m.name
+            for m in pkgutil.walk_packages(path, prefix=f"{package}.", onerror=lambda _n: None)
+            if not m.name.endswith(".__main__")
+        ]  # importing a __main__ runs the program
     return names
 
 
@@ -127,8 +129,11 @@ def _version(top: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--optional", default=",".join(sorted(OPTIONAL)),
-                        help="comma-separated packages whose absence is reported, not failed")
+    parser.add_argument(
+        "--optional",
+        default=",".join(sorted(OPTIONAL)),
+        help="comma-separated packages whose absence is reported, not failed",
+    )
     args = parser.parse_args(argv)
     optional = {n for n in args.optional.split(",") if n}
     start = time.perf_counter()
@@ -159,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module = importlib.import_module(top)
         except BaseException as exc:  # noqa: BLE001
-            line = _failure(top, exc, missing if top not in optional else {}) + f" (imported by {imports[top][0]}" + (
-                f" and {len(imports[top]) - 1} more)" if len(imports[top]) > 1 else ")")
+            line = (
+                _failure(top, exc, missing if top not in optional else {})
+                + f" (imported by {imports[top][0]}"
+                + (f" and {len(imports[top]) - 1} more)" if len(imports[top]) > 1 else ")")
+            )
             (absent if top in optional else failed).append(line)
             continue
         where = Path(getattr(module, "__file__", None) or "?").parent
@@ -170,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     failed += [f"requirement: {line}" for line in unmet]
 
     print(f"gpu_import_check: Python {sys.version.split()[0]} at {sys.executable}")
-    print(f"gpu_import_check: {len(modules)} modules and {len(SCRIPTS)} scripts imported, "
-          f"{len(imports)} third-party packages named in the code")
+    print(
+        f"gpu_import_check: {len(modules)} modules and {len(SCRIPTS)} scripts imported, "
+        f"{len(imports)} third-party packages named in the code"
+    )
     for line in found:
         print(f"  found {line}")
     for line in absent:
@@ -181,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in failed:
         print(f"  FAILED {line}")
     if missing:
-        print("gpu_import_check: missing, by the failures each explains: "
-              + ", ".join(f"{name} ({n})" for name, n in sorted(missing.items(), key=lambda kv: -kv[1])))
+        print(
+            "gpu_import_check: missing, by the failures each explains: "
+            + ", ".join(f"{name} ({n})" for name, n in sorted(missing.items(), key=lambda kv: -kv[1]))
+        )
     verdict = "FAILED" if failed else "ok"
     print(f"gpu_import_check: {verdict} ({len(failed)} failures) in {time.perf_counter() - start:.1f} s")
     return 1 if failed else 0

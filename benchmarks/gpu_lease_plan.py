@@ -83,8 +83,16 @@ def units_per_shape(arrangements: int, repeats: int) -> int:
     return 1 + (arrangements - 1) + (1 if arrangements >= 3 else 0) + (repeats - 1)
 
 
-def plan(t_exact: float, left: float, shapes: int, arrangements: int, repeats: int, max_blocks: int,
-         fixed_blocks: int | None = None, process_s: float = PROCESS_S) -> dict:
+def plan(
+    t_exact: float,
+    left: float,
+    shapes: int,
+    arrangements: int,
+    repeats: int,
+    max_blocks: int,
+    fixed_blocks: int | None = None,
+    process_s: float = PROCESS_S,
+) -> dict:
     units = units_per_shape(arrangements, repeats)
     exact = max(t_exact, HOST_S)
     packed = max(t_exact * PACKED, HOST_S)
@@ -104,11 +112,13 @@ def plan(t_exact: float, left: float, shapes: int, arrangements: int, repeats: i
         "cost": 6 * process_s + 20.0,
     }
     extras = {"diff": DIFF_S, "overlap": optional["overlap"], "busy": optional["busy"]}
-    why = [f"exact lane {t_exact * 1e3:.1f} ms of network per block (every OP) and {process_s:.1f} s per harness "
-           f"process outside its lanes, measured; packed lanes assumed x{PACKED} of the exact lane; harness "
-           f"{HOST_S * 1e3:.0f} ms per block and lane, scoring {SCORE_S * 1e3:.0f} ms (assumed)",
-           f"{shapes} shapes x {units} blocks through the network per block (arrangements {arrangements}, "
-           f"repeats {repeats}) + 3 exact: {per_block:.2f} s per corpus block and profile, {fixed:.0f} s fixed"]
+    why = [
+        f"exact lane {t_exact * 1e3:.1f} ms of network per block (every OP) and {process_s:.1f} s per harness "
+        f"process outside its lanes, measured; packed lanes assumed x{PACKED} of the exact lane; harness "
+        f"{HOST_S * 1e3:.0f} ms per block and lane, scoring {SCORE_S * 1e3:.0f} ms (assumed)",
+        f"{shapes} shapes x {units} blocks through the network per block (arrangements {arrangements}, "
+        f"repeats {repeats}) + 3 exact: {per_block:.2f} s per corpus block and profile, {fixed:.0f} s fixed",
+    ]
     dropped: list[str] = ["cost"]
 
     def fitting(room: float) -> list[int]:
@@ -127,9 +137,12 @@ def plan(t_exact: float, left: float, shapes: int, arrangements: int, repeats: i
         if not fits and 2 * profile_s(16) <= room:
             fits = [16]  # k = 32 then packs no full request: no speedup at k = 32, the verdicts all the same
         blocks = max(fits) if fits else 16
-        why.append(f"{left:.0f} s left, {room:.0f} s for the two nightlies after the other phases: {blocks} blocks "
-                   f"(the largest multiple of 32 up to {max_blocks} whose estimate fits, else 16"
-                   + ("; none fits: 16 anyway, the deadline cuts" if not fits else "") + ")")
+        why.append(
+            f"{left:.0f} s left, {room:.0f} s for the two nightlies after the other phases: {blocks} blocks "
+            f"(the largest multiple of 32 up to {max_blocks} whose estimate fits, else 16"
+            + ("; none fits: 16 anyway, the deadline cuts" if not fits else "")
+            + ")"
+        )
     else:
         why.append(f"{blocks} blocks, as given (BLOCKS)")
     spare = room - 2 * profile_s(blocks)
@@ -142,23 +155,45 @@ def plan(t_exact: float, left: float, shapes: int, arrangements: int, repeats: i
         why.append("left out for time: " + ", ".join(sorted(dropped)))
     est = {"release": profile_s(blocks), "speed": profile_s(blocks), **extras}
     budgets = {name: int(round(s * SLACK.get(name, SLACK_OTHER))) for name, s in est.items()}
-    why.append("estimates (s): " + ", ".join(f"{k} {v:.0f}" for k, v in est.items())
-               + f"; total {sum(est.values()) + SUMMARY_S:.0f} of {left:.0f}; budgets: the nightlies x2, the rest "
-               f"x{SLACK_OTHER}, all cut at the deadline")
-    return {"t_exact_s": t_exact, "process_s": process_s, "left_s": left, "blocks": blocks,
-            "units_per_shape": units, "per_block_profile_s": per_block, "fixed_profile_s": fixed,
-            "estimates_s": est, "budgets_s": budgets, "dropped": dropped,
-            "copy_blocks": COPY_BLOCKS if "overlap" in extras else 0,
-            "busy_blocks": BUSY_BLOCKS if "busy" in extras else 0,
-            "cost_blocks": COST_BLOCKS if "cost" in extras else 0, "why": why}
+    why.append(
+        "estimates (s): "
+        + ", ".join(f"{k} {v:.0f}" for k, v in est.items())
+        + f"; total {sum(est.values()) + SUMMARY_S:.0f} of {left:.0f}; budgets: the nightlies x2, the rest "
+        f"x{SLACK_OTHER}, all cut at the deadline"
+    )
+    return {
+        "t_exact_s": t_exact,
+        "process_s": process_s,
+        "left_s": left,
+        "blocks": blocks,
+        "units_per_shape": units,
+        "per_block_profile_s": per_block,
+        "fixed_profile_s": fixed,
+        "estimates_s": est,
+        "budgets_s": budgets,
+        "dropped": dropped,
+        "copy_blocks": COPY_BLOCKS if "overlap" in extras else 0,
+        "busy_blocks": BUSY_BLOCKS if "busy" in extras else 0,
+        "cost_blocks": COST_BLOCKS if "cost" in extras else 0,
+        "why": why,
+    }
 
 
 def shell(p: dict) -> str:
     b = p["budgets_s"]
-    pairs = {"BLOCKS": p["blocks"], "T_RELEASE": b["release"], "T_SPEED": b["speed"], "T_DIFF": b["diff"],
-             "T_OVERLAP": b.get("overlap", 0), "T_BUSY": b.get("busy", 0), "T_COST": b.get("cost", 0),
-             "COPY_BLOCKS_PLAN": p["copy_blocks"] or COPY_BLOCKS, "COPY_OVERLAP_PLAN": int("overlap" in b),
-             "BUSY_BLOCKS_PLAN": p["busy_blocks"] or "", "COST_BLOCKS_PLAN": p["cost_blocks"] or ""}
+    pairs = {
+        "BLOCKS": p["blocks"],
+        "T_RELEASE": b["release"],
+        "T_SPEED": b["speed"],
+        "T_DIFF": b["diff"],
+        "T_OVERLAP": b.get("overlap", 0),
+        "T_BUSY": b.get("busy", 0),
+        "T_COST": b.get("cost", 0),
+        "COPY_BLOCKS_PLAN": p["copy_blocks"] or COPY_BLOCKS,
+        "COPY_OVERLAP_PLAN": int("overlap" in b),
+        "BUSY_BLOCKS_PLAN": p["busy_blocks"] or "",
+        "COST_BLOCKS_PLAN": p["cost_blocks"] or "",
+    }
     return "\n".join(f"{k}={v}" for k, v in pairs.items())
 
 
@@ -166,13 +201,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("golden", type=Path, help="the calibration golden (gpu_lease.sh's calibrate phase)")
     parser.add_argument("--left", type=float, required=True, help="seconds left for the long part")
-    parser.add_argument("--record-wall", type=float, default=None,
-                        help="the calibration's golden record, seconds from spawn to exit (else PROCESS_S per process)")
+    parser.add_argument(
+        "--record-wall",
+        type=float,
+        default=None,
+        help="the calibration's golden record, seconds from spawn to exit (else PROCESS_S per process)",
+    )
     parser.add_argument("--shapes", default="2,4,8,16,32")
     parser.add_argument("--arrangements", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--max-blocks", type=int, default=192, help="192: six full k = 32 requests, the fewest "
-                        "for a 95 %% interval of the k = 32 speedup")
+    parser.add_argument(
+        "--max-blocks",
+        type=int,
+        default=192,
+        help="192: six full k = 32 requests, the fewest for a 95 %% interval of the k = 32 speedup",
+    )
     parser.add_argument("--blocks", type=int, default=None, help="use these blocks (the budgets follow them)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -182,8 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         process = max(3.0, args.record_wall - network - 2 * blocks * HOST_S)
     shapes = len([s for s in args.shapes.split(",") if s.strip()])
     p = plan(t_exact, args.left, shapes, args.arrangements, args.repeats, args.max_blocks, args.blocks, process)
-    p["why"].insert(0, f"calibration: {args.golden} ({n} block-replicas timed; {network:.1f} s of calls"
-                    + (f", {args.record_wall:.0f} s of wall" if args.record_wall is not None else "") + ")")
+    p["why"].insert(
+        0,
+        f"calibration: {args.golden} ({n} block-replicas timed; {network:.1f} s of calls"
+        + (f", {args.record_wall:.0f} s of wall" if args.record_wall is not None else "")
+        + ")",
+    )
     if args.json:
         args.json.write_text(json.dumps(p, indent=1) + "\n")
     for line in p["why"]:

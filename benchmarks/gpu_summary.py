@@ -29,16 +29,22 @@ def _verdicts(score: dict | None) -> dict[tuple[str, str], bool]:
     """(shape, OP) -> passed, from a score (the bitwise scoring's, say); empty without one."""
     if not score:
         return {}
-    return {(k, op): bool(v["passed"]) for k, shape in score.get("shapes", {}).items()
-            for op, v in shape.get("ops", {}).items()}
+    return {
+        (k, op): bool(v["passed"])
+        for k, shape in score.get("shapes", {}).items()
+        for op, v in shape.get("ops", {}).items()
+    }
 
 
 def _evidence(shape: dict, op: str) -> dict[str, Any]:
     """The arrangement, duplicate and repeat evidence of one shape and OP (score.json's shapes[k])."""
     arr = shape.get("arrangements") or {}
     lanes = arr.get("lanes") or {}
-    differing = {name: (lane.get("blocks_differing_from_plain") or {}).get(op) for name, lane in lanes.items()
-                 if lane.get("kind") != "duplicate"}
+    differing = {
+        name: (lane.get("blocks_differing_from_plain") or {}).get(op)
+        for name, lane in lanes.items()
+        if lane.get("kind") != "duplicate"
+    }
     dup = (arr.get("duplicates") or {}).get(op) or {}
     rep = ((shape.get("repeats") or {}).get("ops") or {}).get(op) or {}
     return {
@@ -62,25 +68,34 @@ def rows_for(score: dict, bitwise_score: dict | None = None) -> list[dict]:
         for op, v in sorted(shape["ops"].items()):
             m = v["metrics"]
             rows_total = m.get("golden_rows")
-            rows.append({
-                "shape": int(k), "op": int(op), "verdict": "pass" if v["passed"] else "fail",
-                "verdict_bitwise": (None if (k, op) not in bitwise_verdicts
-                                    else "pass" if bitwise_verdicts[(k, op)] else "fail"),
-                "bitwise": m.get("bitwise"), "max_abs": m.get("max_abs_finite", m.get("max_abs")),
-                "max_ulp": m.get("max_ulp"),
-                "flips_near_tie": m.get("argmax_flips_near_tie"), "flips_confident": m.get("argmax_flips_confident"),
-                "min_cosine": m.get("min_cosine"),
-                "rows_matched": (None if rows_total is None
-                                 else rows_total - int(m.get("missing_rows") or 0)),
-                "rows_golden": rows_total, "rows_missing": m.get("missing_rows"), "rows_extra": m.get("extra_rows"),
-                "rows_differing": m.get("differing_rows"),
-                "blocks_per_s": (t.get("ops", {}).get(op) or {}).get("blocks_per_s"),
-                "speedup": t.get("speedup"), "speedup_interval": t.get("speedup_interval"),
-                "speedup_basis": t.get("speedup_basis"),
-                "peak_device_mb": (t.get("ops", {}).get(op) or {}).get("peak_device_mb"),
-                **_evidence(shape, op),
-                "reasons": [r for r in shape["reasons"] if r.startswith(f"OP {op} ")],
-            })
+            rows.append(
+                {
+                    "shape": int(k),
+                    "op": int(op),
+                    "verdict": "pass" if v["passed"] else "fail",
+                    "verdict_bitwise": (
+                        None if (k, op) not in bitwise_verdicts else "pass" if bitwise_verdicts[(k, op)] else "fail"
+                    ),
+                    "bitwise": m.get("bitwise"),
+                    "max_abs": m.get("max_abs_finite", m.get("max_abs")),
+                    "max_ulp": m.get("max_ulp"),
+                    "flips_near_tie": m.get("argmax_flips_near_tie"),
+                    "flips_confident": m.get("argmax_flips_confident"),
+                    "min_cosine": m.get("min_cosine"),
+                    "rows_matched": (None if rows_total is None else rows_total - int(m.get("missing_rows") or 0)),
+                    "rows_golden": rows_total,
+                    "rows_missing": m.get("missing_rows"),
+                    "rows_extra": m.get("extra_rows"),
+                    "rows_differing": m.get("differing_rows"),
+                    "blocks_per_s": (t.get("ops", {}).get(op) or {}).get("blocks_per_s"),
+                    "speedup": t.get("speedup"),
+                    "speedup_interval": t.get("speedup_interval"),
+                    "speedup_basis": t.get("speedup_basis"),
+                    "peak_device_mb": (t.get("ops", {}).get(op) or {}).get("peak_device_mb"),
+                    **_evidence(shape, op),
+                    "reasons": [r for r in shape["reasons"] if r.startswith(f"OP {op} ")],
+                }
+            )
     return rows
 
 
@@ -134,8 +149,11 @@ def host_figures(out: Path, profile: str, score: dict) -> dict[str, Any] | None:
     if not run_dir.is_absolute():
         run_dir = out / profile / "nightly" / "runs" / run_dir.name
     units = lane_units(run_dir, int(host["blocks"]))
-    figures = {**host, "lane_units_per_block": units,
-               "host_share_of_lanes": host["host_s"] / host["lanes_wall_s"] if host["lanes_wall_s"] else None}
+    figures = {
+        **host,
+        "lane_units_per_block": units,
+        "host_share_of_lanes": host["host_s"] / host["lanes_wall_s"] if host["lanes_wall_s"] else None,
+    }
     if units:
         figures["host_ms_per_block_lane"] = host["host_ms_per_block"] / units
         figures["network_ms_per_block_lane"] = host["device_s"] * 1e3 / host["blocks"] / units
@@ -152,8 +170,12 @@ def golden_reproduction(golden_dir: Path) -> dict[str, Any] | None:
     if manifest is None:
         return None
     rep = manifest.get("reproducibility") or {}
-    return {"bitwise": rep.get("bitwise"), "repeats": rep.get("repeats"), "golden": manifest.get("golden_id"),
-            "ops": {op: v.get("bitwise") for op, v in (rep.get("ops") or {}).items()}}
+    return {
+        "bitwise": rep.get("bitwise"),
+        "repeats": rep.get("repeats"),
+        "golden": manifest.get("golden_id"),
+        "ops": {op: v.get("bitwise") for op, v in (rep.get("ops") or {}).items()},
+    }
 
 
 def profile_lines(out: Path, profile: str, summary: dict) -> list[str]:
@@ -169,44 +191,68 @@ def profile_lines(out: Path, profile: str, summary: dict) -> list[str]:
     host = host_figures(out, profile, score)
     in_force = (score.get("numerics") or {}).get("in_force")
     summary["profiles"][profile] = {
-        "verdict": score["verdict"], "verdict_bitwise": bitwise_score.get("verdict") if bitwise_score else None,
-        "device": env.get("device_name"), "environment": env, "numerics": in_force,
-        "blocks": (score.get("corpus") or {}).get("blocks"), "evidence": score.get("evidence"),
-        "golden_record_reproduction": record, "golden_reproduction": ver.get("status"),
+        "verdict": score["verdict"],
+        "verdict_bitwise": bitwise_score.get("verdict") if bitwise_score else None,
+        "device": env.get("device_name"),
+        "environment": env,
+        "numerics": in_force,
+        "blocks": (score.get("corpus") or {}).get("blocks"),
+        "evidence": score.get("evidence"),
+        "golden_record_reproduction": record,
+        "golden_reproduction": ver.get("status"),
         "golden_reproduction_bitwise": ver.get("bitwise"),
-        "exact_blocks_per_s": exact.get("blocks_per_s"), "exact_peak_device_mb": exact.get("peak_device_mb"),
-        "host": host, "rows": rows}
-    lines = [f"## {profile}: {score['verdict'].upper()} on {env.get('device_name')} "
-             f"(torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, driver "
-             f"{env.get('driver')}); bitwise mode: "
-             f"{(bitwise_score or {}).get('verdict', '-').upper()}", "",
-             f"numerics in force: `{json.dumps(in_force)}`", "",
-             f"{(score.get('corpus') or {}).get('blocks')} blocks; evidence {json.dumps(score.get('evidence'))}", "",
-             f"golden recorded here reproduced bitwise: {fmt((record or {}).get('bitwise'))} (exact lane x"
-             f"{(record or {}).get('repeats')}); nightly's exact lane vs golden: {ver.get('status')} "
-             f"(bitwise {fmt(ver.get('bitwise'))}); exact lane {fmt(exact.get('blocks_per_s'))} blocks/s "
-             f"(all OPs), peak {fmt(exact.get('peak_device_mb'), '.0f')} MB", ""]
+        "exact_blocks_per_s": exact.get("blocks_per_s"),
+        "exact_peak_device_mb": exact.get("peak_device_mb"),
+        "host": host,
+        "rows": rows,
+    }
+    lines = [
+        f"## {profile}: {score['verdict'].upper()} on {env.get('device_name')} "
+        f"(torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, driver "
+        f"{env.get('driver')}); bitwise mode: "
+        f"{(bitwise_score or {}).get('verdict', '-').upper()}",
+        "",
+        f"numerics in force: `{json.dumps(in_force)}`",
+        "",
+        f"{(score.get('corpus') or {}).get('blocks')} blocks; evidence {json.dumps(score.get('evidence'))}",
+        "",
+        f"golden recorded here reproduced bitwise: {fmt((record or {}).get('bitwise'))} (exact lane x"
+        f"{(record or {}).get('repeats')}); nightly's exact lane vs golden: {ver.get('status')} "
+        f"(bitwise {fmt(ver.get('bitwise'))}); exact lane {fmt(exact.get('blocks_per_s'))} blocks/s "
+        f"(all OPs), peak {fmt(exact.get('peak_device_mb'), '.0f')} MB",
+        "",
+    ]
     if host:
-        lines += [f"harness host time {fmt(host['host_ms_per_block'])} ms per block, "
-                  f"{fmt(host.get('host_ms_per_block_lane'))} ms per block and lane, against "
-                  f"{fmt(host.get('network_ms_per_block_lane'))} ms of network per block and lane (the device's "
-                  f"calls); the harness's share of the lanes' wall: {fmt(host['host_share_of_lanes'], '.1%')} "
-                  f"({fmt(host['lanes_wall_s'], '.1f')} s of lanes, {fmt(host['device_s'], '.1f')} s in calls, "
-                  f"{fmt(host.get('lane_units_per_block'), '.0f')} blocks through the network per corpus block)", ""]
-    lines += ["| k | OP | verdict | bitwise mode | bitwise | max abs | max ULP | flips near/conf | rows matched "
-              "| arrangements | duplicates | repeats | blocks/s | speedup | 95 % interval | peak MB |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"harness host time {fmt(host['host_ms_per_block'])} ms per block, "
+            f"{fmt(host.get('host_ms_per_block_lane'))} ms per block and lane, against "
+            f"{fmt(host.get('network_ms_per_block_lane'))} ms of network per block and lane (the device's "
+            f"calls); the harness's share of the lanes' wall: {fmt(host['host_share_of_lanes'], '.1%')} "
+            f"({fmt(host['lanes_wall_s'], '.1f')} s of lanes, {fmt(host['device_s'], '.1f')} s in calls, "
+            f"{fmt(host.get('lane_units_per_block'), '.0f')} blocks through the network per corpus block)",
+            "",
+        ]
+    lines += [
+        "| k | OP | verdict | bitwise mode | bitwise | max abs | max ULP | flips near/conf | rows matched "
+        "| arrangements | duplicates | repeats | blocks/s | speedup | 95 % interval | peak MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         flips = "-" if r["flips_near_tie"] is None else f"{r['flips_near_tie']}/{r['flips_confident']}"
         matched = "-" if r["rows_golden"] is None else f"{r['rows_matched']}/{r['rows_golden']}"
         if r["rows_extra"]:
             matched += f" +{r['rows_extra']}"
-        dup = "-" if r["duplicates_passed"] is None else (
-            f"{fmt(r['duplicates_passed'])}{' (bitwise)' if r['duplicates_bitwise'] else ''}")
-        lines.append(f"| {r['shape']} | {r['op']} | {r['verdict']} | {fmt(r['verdict_bitwise'])} | "
-                     f"{fmt(r['bitwise'])} | {fmt(r['max_abs'])} | {fmt(r['max_ulp'])} | {flips} | {matched} | "
-                     f"{_arrangement_cell(r)} | {dup} | {_repeat_cell(r)} | {fmt(r['blocks_per_s'])} | "
-                     f"{fmt(r['speedup'], '.2f')} | {_interval(r)} | {fmt(r['peak_device_mb'], '.0f')} |")
+        dup = (
+            "-"
+            if r["duplicates_passed"] is None
+            else (f"{fmt(r['duplicates_passed'])}{' (bitwise)' if r['duplicates_bitwise'] else ''}")
+        )
+        lines.append(
+            f"| {r['shape']} | {r['op']} | {r['verdict']} | {fmt(r['verdict_bitwise'])} | "
+            f"{fmt(r['bitwise'])} | {fmt(r['max_abs'])} | {fmt(r['max_ulp'])} | {flips} | {matched} | "
+            f"{_arrangement_cell(r)} | {dup} | {_repeat_cell(r)} | {fmt(r['blocks_per_s'])} | "
+            f"{fmt(r['speedup'], '.2f')} | {_interval(r)} | {fmt(r['peak_device_mb'], '.0f')} |"
+        )
     failing = [f"k={r['shape']} OP {r['op']}: {'; '.join(r['reasons'])}" for r in rows if r["reasons"]]
     lines += ["", *(f"- {f}" for f in failing), ""]
     return lines
@@ -220,15 +266,27 @@ def golden_lines(out: Path, summary: dict) -> list[str]:
     diff = _load(out / "golden_diff.json")
     if diff is not None:
         ops = {op: v.get("status") for op, v in (diff.get("ops") or {}).items()}
-        summary["golden_diff"] = {"status": diff.get("status"), "ops": ops,
-                                  "environment_differences": diff.get("environment_differences")}
-        lines += ["## `harness golden diff`: the speed profile's golden against the release's", "",
-                  f"status: {diff.get('status')}; per OP: {json.dumps(ops)}", "",
-                  *(f"- {d}" for d in diff.get("environment_differences") or []), ""]
+        summary["golden_diff"] = {
+            "status": diff.get("status"),
+            "ops": ops,
+            "environment_differences": diff.get("environment_differences"),
+        }
+        lines += [
+            "## `harness golden diff`: the speed profile's golden against the release's",
+            "",
+            f"status: {diff.get('status')}; per OP: {json.dumps(ops)}",
+            "",
+            *(f"- {d}" for d in diff.get("environment_differences") or []),
+            "",
+        ]
     change = summarize_changes(load_golden(goldens["release"]), load_golden(goldens["speed"]))
     summary["speed_golden_vs_release_golden"] = change
-    lines += ["## speed-profile golden vs release golden (the numeric settings' own effect)", "",
-              "| OP | bitwise | max abs | other |", "|---|---|---|---|"]
+    lines += [
+        "## speed-profile golden vs release golden (the numeric settings' own effect)",
+        "",
+        "| OP | bitwise | max abs | other |",
+        "|---|---|---|---|",
+    ]
     for op, v in sorted(change.get("ops", {}).items()):
         other = {k: x for k, x in v.items() if k not in ("bitwise", "max_abs")}
         lines.append(f"| {op} | {fmt(v.get('bitwise'))} | {fmt(v.get('max_abs'))} | {json.dumps(other)} |")
@@ -255,13 +313,22 @@ def phase_lines(out: Path, summary: dict) -> list[str]:
     phases = []
     for line in path.read_text().splitlines():
         name, took, budget, rc, parent = ([*line.split("\t"), "", "", "", ""])[:5]
-        phases.append({"phase": name, "seconds": int(took) if took.isdigit() else None,
-                       "budget_s": int(budget) if budget.lstrip("-").isdigit() else None, "exit": rc,
-                       "part_of": parent or None})
+        phases.append(
+            {
+                "phase": name,
+                "seconds": int(took) if took.isdigit() else None,
+                "budget_s": int(budget) if budget.lstrip("-").isdigit() else None,
+                "exit": rc,
+                "part_of": parent or None,
+            }
+        )
     summary["phases"] = phases
     lines += ["## phases", "", "| phase | seconds | budget s | exit |", "|---|---|---|---|"]
-    lines += [f"| {p['part_of'] + ' / ' if p['part_of'] else ''}{p['phase']} | {fmt(p['seconds'])} | "
-              f"{fmt(p['budget_s'])} | {p['exit']} |" for p in phases]
+    lines += [
+        f"| {p['part_of'] + ' / ' if p['part_of'] else ''}{p['phase']} | {fmt(p['seconds'])} | "
+        f"{fmt(p['budget_s'])} | {p['exit']} |"
+        for p in phases
+    ]
     total = sum(p["seconds"] or 0 for p in phases if not p["part_of"])  # a part is in its whole's seconds
     return [*lines, f"| total | {total} | | |", ""]
 
@@ -275,12 +342,23 @@ def smoke_lines(smoke: Path | None, summary: dict) -> list[str]:
         score = _load(smoke / profile / "nightly" / "score.json")
         if score is not None:
             bitwise = _load(smoke / profile / "score_bitwise.json") or {}
-            verdicts[profile] = {"verdict": score["verdict"], "verdict_bitwise": bitwise.get("verdict"),
-                                 "golden_reproduction": (score.get("verification") or {}).get("status")}
+            verdicts[profile] = {
+                "verdict": score["verdict"],
+                "verdict_bitwise": bitwise.get("verdict"),
+                "golden_reproduction": (score.get("verification") or {}).get("status"),
+            }
     summary["smoke"] = {"profiles": verdicts}
-    return ["smoke (small model): " + ("; ".join(f"{p} {v['verdict']} (bitwise mode {v['verdict_bitwise']}, golden "
-                                                 f"{v['golden_reproduction']})" for p, v in verdicts.items())
-                                       or "no profile finished"), ""]
+    return [
+        "smoke (small model): "
+        + (
+            "; ".join(
+                f"{p} {v['verdict']} (bitwise mode {v['verdict_bitwise']}, golden {v['golden_reproduction']})"
+                for p, v in verdicts.items()
+            )
+            or "no profile finished"
+        ),
+        "",
+    ]
 
 
 def main(out: Path, smoke: Path | None = None) -> None:
@@ -307,9 +385,15 @@ def overlap_lines(out: Path, summary: dict) -> list[str]:
     summary["copy_overlap"] = overlap
     rows, ratios = overlap.get("rows", {}), overlap.get("ratios", {})
     keys = [k for k in rows.get("staged", {}) if k != "digest"]
-    lines = ["", "## copy overlap (gpu_copy_overlap.py: staged vs unstaged, from the profiler trace)", "",
-             f"args {json.dumps(overlap.get('args'))}; outputs bitwise equal: {fmt(overlap.get('bitwise_equal'))}", "",
-             "| run | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    lines = [
+        "",
+        "## copy overlap (gpu_copy_overlap.py: staged vs unstaged, from the profiler trace)",
+        "",
+        f"args {json.dumps(overlap.get('args'))}; outputs bitwise equal: {fmt(overlap.get('bitwise_equal'))}",
+        "",
+        "| run | " + " | ".join(keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
     for label in ("unstaged", "staged"):
         if label in rows:
             lines.append(f"| {label} | " + " | ".join(fmt(rows[label].get(k)) for k in keys) + " |")
@@ -325,20 +409,29 @@ def cost_lines(out: Path, summary: dict) -> list[str]:
     cost = json.loads(path.read_text())
     summary["harness_cost"] = cost
     gpu = cost["gpu"]
-    lines = ["", "## harness cost per block (null network) vs this GPU's network time", "",
-             f"network time per block and lane: {gpu['block_ms']:.2f} ms ({gpu['source']}: {gpu['seg_ms']:.3g} ms per "
-             f"segmentation window, {gpu['vp_ms']:.3g} ms per voiceprint window and OP)", "",
-             "| N | step | harness ms/block/lane | CPU ms/block/lane | overhead | peak RSS MB |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## harness cost per block (null network) vs this GPU's network time",
+        "",
+        f"network time per block and lane: {gpu['block_ms']:.2f} ms ({gpu['source']}: {gpu['seg_ms']:.3g} ms per "
+        f"segmentation window, {gpu['vp_ms']:.3g} ms per voiceprint window and OP)",
+        "",
+        "| N | step | harness ms/block/lane | CPU ms/block/lane | overhead | peak RSS MB |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in cost["rows"]:
-        lines.append(f"| {r['blocks']} | {r['step']} | {r['harness_ms_per_block_lane']:.3f} | "
-                     f"{r['harness_cpu_ms_per_block_lane']:.3f} | {r['overhead_fraction']:.1%} | "
-                     f"{r['peak_rss_mb']:.0f} |")
+        lines.append(
+            f"| {r['blocks']} | {r['step']} | {r['harness_ms_per_block_lane']:.3f} | "
+            f"{r['harness_cpu_ms_per_block_lane']:.3f} | {r['overhead_fraction']:.1%} | "
+            f"{r['peak_rss_mb']:.0f} |"
+        )
     return lines
 
 
-BUSY = {"simulated": "the simulated device (null network + C0 + C1 x windows of sleep per call, this host's CPUs)",
-        "device": "the real device (each call timed between two CUDA events)"}
+BUSY = {
+    "simulated": "the simulated device (null network + C0 + C1 x windows of sleep per call, this host's CPUs)",
+    "device": "the real device (each call timed between two CUDA events)",
+}
 
 
 def busy_lines(out: Path, summary: dict) -> list[str]:
@@ -350,17 +443,26 @@ def busy_lines(out: Path, summary: dict) -> list[str]:
             continue
         busy = json.loads(path.read_text())
         summary[f"device_busy_{kind}"] = busy
-        lines += ["", f"## device busy: {what}", "",
-                  f"model `{busy.get('model')}` on {busy.get('device')}; busy = device busy / lanes span, share = "
-                  "lanes span / command wall, harness = (wall - busy) / wall; medians", "",
-                  "| command | N | C1 ms | busy | share | harness | wall s | device s | peak RSS MB |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## device busy: {what}",
+            "",
+            f"model `{busy.get('model')}` on {busy.get('device')}; busy = device busy / lanes span, share = "
+            "lanes span / command wall, harness = (wall - busy) / wall; medians",
+            "",
+            "| command | N | C1 ms | busy | share | harness | wall s | device s | peak RSS MB |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in busy["rows"]:
-            lines.append(f"| {r['command']} | {r['blocks']} | {fmt(r.get('c1_ms'), 'g')} | {r['busy']:.3f} | "
-                         f"{r['share']:.3f} | {r['harness']:.3f} | {r['wall_s']:.1f} | {r['device_s']:.2f} | "
-                         f"{r['rss_mb']:.0f} |")
-        lines += [f"- peak RSS {name}: x{ratio:.2f} from the smallest N to the largest"
-                  for name, ratio in busy.get("rss_growth", {}).items()]
+            lines.append(
+                f"| {r['command']} | {r['blocks']} | {fmt(r.get('c1_ms'), 'g')} | {r['busy']:.3f} | "
+                f"{r['share']:.3f} | {r['harness']:.3f} | {r['wall_s']:.1f} | {r['device_s']:.2f} | "
+                f"{r['rss_mb']:.0f} |"
+            )
+        lines += [
+            f"- peak RSS {name}: x{ratio:.2f} from the smallest N to the largest"
+            for name, ratio in busy.get("rss_growth", {}).items()
+        ]
     return lines
 
 

@@ -36,8 +36,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def server_options(model: str, threads: int, instances: int = 1) -> ServerOptions:
-    return ServerOptions(model_spec=model, numerics=NumericSettings(threads=threads), instances=instances,
-                         extra_pythonpath=(str(HERE),), startup_timeout_s=600)
+    return ServerOptions(
+        model_spec=model,
+        numerics=NumericSettings(threads=threads),
+        instances=instances,
+        extra_pythonpath=(str(HERE),),
+        startup_timeout_s=600,
+    )
 
 
 def same_bits(a: list, b: list) -> bool:

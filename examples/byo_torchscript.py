@@ -34,9 +34,16 @@ class TinyDiar(nn.Module):
 
     @torch.jit.export
     def geometry(self) -> dict[str, int]:
-        return {"sample_rate": 16_000, "window_samples": self.window, "frames_per_window": self.frames,
-                "frame_step": self.step, "speakers": 3, "max_simultaneous": 2, "embedding_dim": self.dim,
-                "windows_per_block": 8}
+        return {
+            "sample_rate": 16_000,
+            "window_samples": self.window,
+            "frames_per_window": self.frames,
+            "frame_step": self.step,
+            "speakers": 3,
+            "max_simultaneous": 2,
+            "embedding_dim": self.dim,
+            "windows_per_block": 8,
+        }
 
     def windows(self, span: torch.Tensor, offsets: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         n = offsets.shape[0]
@@ -48,8 +55,15 @@ class TinyDiar(nn.Module):
                 out[i, :v] = span[start : start + v]  # VALID samples, zeros after: isolation
         return out
 
-    def forward(self, span: torch.Tensor, offsets: torch.Tensor, valid: torch.Tensor, op: torch.Tensor,
-                weights: Optional[torch.Tensor], idx: Optional[torch.Tensor]) -> torch.Tensor:  # noqa: UP045
+    def forward(
+        self,
+        span: torch.Tensor,
+        offsets: torch.Tensor,
+        valid: torch.Tensor,
+        op: torch.Tensor,
+        weights: Optional[torch.Tensor],  # noqa: UP045 (TorchScript reads Optional, not X | None)
+        idx: Optional[torch.Tensor],  # noqa: UP045
+    ) -> torch.Tensor:
         x = self.windows(span, offsets, valid)
         frames = x[:, : self.frames * self.step].reshape(x.shape[0], self.frames, self.step)
         h = torch.tanh(self.frame_proj(frames))  # [N, F, 16]

@@ -62,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the serving model's weights")
     parser.add_argument("--blocks", type=int, default=12, help="synthetic blocks to send")
     parser.add_argument("--k", type=int, default=4, help="blocks per request")
-    parser.add_argument("--packer", default="harness", help="'harness' (default), 'one-short', 'idx-not-rebased' or "
-                        "a pack function 'module:function'")
+    parser.add_argument(
+        "--packer",
+        default="harness",
+        help="'harness' (default), 'one-short', 'idx-not-rebased' or a pack function 'module:function'",
+    )
     parser.add_argument("--full-blocks", action="store_true", help="send only blocks without padding windows")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the serving model")
     args = parser.parse_args(argv)

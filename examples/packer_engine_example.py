@@ -37,16 +37,18 @@ import pyarrow.ipc as ipc
 
 VERSION = "2"
 NAME, PACKER_VERSION = "example-engine-packer", "1.0.0"
-SEGMENT = pa.struct([
-    pa.field("block_id", pa.string(), nullable=False),
-    pa.field("padding", pa.bool_(), nullable=False),
-    pa.field("span_start", pa.int64(), nullable=False),
-    pa.field("span_length", pa.int64(), nullable=False),
-    pa.field("window_start", pa.int64(), nullable=False),
-    pa.field("windows", pa.int64(), nullable=False),
-    pa.field("row_start", pa.int64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-])
+SEGMENT = pa.struct(
+    [
+        pa.field("block_id", pa.string(), nullable=False),
+        pa.field("padding", pa.bool_(), nullable=False),
+        pa.field("span_start", pa.int64(), nullable=False),
+        pa.field("span_length", pa.int64(), nullable=False),
+        pa.field("window_start", pa.int64(), nullable=False),
+        pa.field("windows", pa.int64(), nullable=False),
+        pa.field("row_start", pa.int64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+    ]
+)
 
 
 class Refused(Exception):
@@ -112,15 +114,18 @@ def pack(table, pad_to, bug, geometry=None):
     col = {name: table.column(name).combine_chunks() for name in table.column_names}
     blocks = []
     for i in range(n):
-        blocks.append({
-            "id": ids[i], "padding": False,
-            "span": row_list(col["SPAN"], i, np.float32),
-            "offsets": row_list(col["OFFSETS"], i, np.int64),
-            "valid": row_list(col["VALID"], i, np.int32),
-            "weights": row_list(col["WEIGHTS"], i, np.float32),
-            "idx": row_list(col["IDX"], i, np.int32),
-            "speakers": row_list(col["speakers"], i, np.int32),
-        })
+        blocks.append(
+            {
+                "id": ids[i],
+                "padding": False,
+                "span": row_list(col["SPAN"], i, np.float32),
+                "offsets": row_list(col["OFFSETS"], i, np.int64),
+                "valid": row_list(col["VALID"], i, np.int32),
+                "weights": row_list(col["WEIGHTS"], i, np.float32),
+                "idx": row_list(col["IDX"], i, np.int32),
+                "speakers": row_list(col["speakers"], i, np.int32),
+            }
+        )
     if pad_to is not None:
         if pad_to < n:
             raise Refused(f"cannot pad {n} blocks down to k={pad_to}")
@@ -128,21 +133,35 @@ def pack(table, pad_to, bug, geometry=None):
         windows = int(geometry.get("windows_per_block", len(blocks[0]["offsets"])))
         frames = int(geometry.get("weights_frames", blocks[0]["weights"].shape[1] if op != 0 else 0))
         for j in range(pad_to - n):
-            blocks.append({
-                "id": f"<pad>{n + j}", "padding": True, "span": np.zeros(0, np.float32),
-                "offsets": np.zeros(windows, np.int64), "valid": np.zeros(windows, np.int32),
-                "weights": np.zeros((0, frames), np.float32) if op != 0 else None,
-                "idx": np.zeros(0, np.int32) if op != 0 else None,
-                "speakers": np.zeros(0, np.int32) if op != 0 else None,
-            })
+            blocks.append(
+                {
+                    "id": f"<pad>{n + j}",
+                    "padding": True,
+                    "span": np.zeros(0, np.float32),
+                    "offsets": np.zeros(windows, np.int64),
+                    "valid": np.zeros(windows, np.int32),
+                    "weights": np.zeros((0, frames), np.float32) if op != 0 else None,
+                    "idx": np.zeros(0, np.int32) if op != 0 else None,
+                    "speakers": np.zeros(0, np.int32) if op != 0 else None,
+                }
+            )
 
     segments, offsets, idx = [], [], []
     span_at = window_at = row_at = 0
     for j, b in enumerate(blocks):
         rows = 0 if b["idx"] is None else len(b["idx"])
-        segments.append({"block_id": b["id"], "padding": b["padding"], "span_start": span_at,
-                         "span_length": len(b["span"]), "window_start": window_at, "windows": len(b["offsets"]),
-                         "row_start": row_at, "rows": rows})
+        segments.append(
+            {
+                "block_id": b["id"],
+                "padding": b["padding"],
+                "span_start": span_at,
+                "span_length": len(b["span"]),
+                "window_start": window_at,
+                "windows": len(b["offsets"]),
+                "row_start": row_at,
+                "rows": rows,
+            }
+        )
         shift = span_at + (1 if bug == "off-by-one" and j > 0 else 0)
         offsets.append(b["offsets"] + shift)
         if op != 0:
@@ -172,8 +191,11 @@ def pack(table, pad_to, bug, geometry=None):
         out["WEIGHTS"] = lists([np.concatenate([b["weights"] for b in blocks])], np.float32, pa.float32())
         out["IDX"] = lists([np.concatenate(idx).astype(np.int32)], np.int32, pa.int32())
         known = all(b["speakers"] is not None for b in blocks)
-        out["speakers"] = (lists([np.concatenate([b["speakers"] for b in blocks])], np.int32, pa.int32()) if known
-                           else pa.array([None], pa.list_(pa.int32())))
+        out["speakers"] = (
+            lists([np.concatenate([b["speakers"] for b in blocks])], np.int32, pa.int32())
+            if known
+            else pa.array([None], pa.list_(pa.int32()))
+        )
     out["segments"] = pa.array([segments], pa.list_(SEGMENT))
     # Triton's ragged-batching index tensors for SPAN (items are the blocks' spans, rank 1).
     counts = np.array([s["span_length"] for s in segments], np.int32)
@@ -181,8 +203,9 @@ def pack(table, pad_to, bug, geometry=None):
     out["BATCH_ELEMENT_COUNT"] = lists([counts], np.int32, pa.int32())
     out["BATCH_ACCUMULATED_ELEMENT_COUNT"] = lists([accumulated], np.int32, pa.int32())
     out["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"] = lists([np.r_[0, accumulated]], np.int32, pa.int32())
-    out["BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"] = lists([np.zeros(int(counts.max(initial=0)), np.int32)], np.int32,
-                                                    pa.int32())
+    out["BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"] = lists(
+        [np.zeros(int(counts.max(initial=0)), np.int32)], np.int32, pa.int32()
+    )
     out["BATCH_ITEM_SHAPE"] = lists([counts], np.int32, pa.int32())
     out["BATCH_ITEM_SHAPE_FLATTEN"] = lists([counts], np.int32, pa.int32())
     return pa.table(out)
@@ -203,13 +226,15 @@ def unpack(table):
             continue
         start, count = (s["window_start"], s["windows"]) if op == 0 else (s["row_start"], s["rows"])
         ids.append(s["block_id"])
-        parts.append(output[start:start + count])
+        parts.append(output[start : start + count])
     pa_type = pa.from_numpy_dtype(np.dtype(dtype))
-    return pa.table({
-        "block_id": pa.array(ids, pa.string()),
-        "data": lists([p.reshape(-1) for p in parts], dtype, pa_type),
-        "shape": lists([np.array(p.shape, np.int64) for p in parts], np.int64, pa.int64()),
-    })
+    return pa.table(
+        {
+            "block_id": pa.array(ids, pa.string()),
+            "data": lists([p.reshape(-1) for p in parts], dtype, pa_type),
+            "shape": lists([np.array(p.shape, np.int64) for p in parts], np.int64, pa.int64()),
+        }
+    )
 
 
 # ---------------------------------------------------------------- the loop
@@ -217,8 +242,12 @@ def unpack(table):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bug", choices=["off-by-one", "leak"], default=None,
-                        help="reproduce a known packing bug (for the harness's negative controls)")
+    parser.add_argument(
+        "--bug",
+        choices=["off-by-one", "leak"],
+        default=None,
+        help="reproduce a known packing bug (for the harness's negative controls)",
+    )
     args = parser.parse_args(argv)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     greeted = False  # the session's hello came (it is the first message, and only the first)
@@ -228,8 +257,9 @@ def main(argv=None) -> int:
         verb = meta.get("verb")  # metadata keys this packer does not know are ignored
         try:
             if meta.get("version") != VERSION:
-                raise Refused(f"wire version {meta.get('version')!r} is not supported: this packer speaks "
-                              f"version {VERSION}")
+                raise Refused(
+                    f"wire version {meta.get('version')!r} is not supported: this packer speaks version {VERSION}"
+                )
             if verb == "hello":  # the handshake: who this packer is (its identity is made of this)
                 if greeted:
                     raise Refused("a second hello: a session has one, its first message")

@@ -57,16 +57,22 @@ def read_journal(target: Path) -> dict | None:
     if not path.is_file():
         return None
     data = read_json(path, "golden adoption journal")
-    fix = (f"nothing was moved; check {target} and the folders the journal names with `harness golden show`, "
-           f"then remove {path} by hand")
+    fix = (
+        f"nothing was moved; check {target} and the folders the journal names with `harness golden show`, "
+        f"then remove {path} by hand"
+    )
     if isinstance(data, dict) and "journal_sha256" not in data:
-        raise GoldenError(f"{path}: a golden adoption journal without its seal (journal_sha256: written by an older "
-                          f"harness, or by hand): refusing to act on it; {fix}")
+        raise GoldenError(
+            f"{path}: a golden adoption journal without its seal (journal_sha256: written by an older "
+            f"harness, or by hand): refusing to act on it; {fix}"
+        )
     journal: AdoptionJournal = validate(AdoptionJournal, data, f"{path}: not a golden adoption journal", GoldenError)
     assert isinstance(data, dict)  # validate() refused anything else
     if not seal_ok(data, "journal_sha256"):
-        raise GoldenError(f"{path}: edited after it was written (journal_sha256 does not match its content): "
-                          f"refusing to act on it; {fix}")
+        raise GoldenError(
+            f"{path}: edited after it was written (journal_sha256 does not match its content): "
+            f"refusing to act on it; {fix}"
+        )
     return journal.model_dump()
 
 
@@ -79,5 +85,7 @@ def refuse_mid_adoption(path: Path, golden_id: str) -> None:
     target = Path(path).with_name(named[0])
     journal = read_journal(target)
     if journal is not None and journal["source"] == Path(path).name and journal["old_golden_id"] == golden_id:
-        raise GoldenError(f"{path}: holds the previous golden {golden_id} of an unfinished adoption into {target} "
-                          f"(journal {journal_path(target)}): run `harness golden adopt {path}` again to finish it")
+        raise GoldenError(
+            f"{path}: holds the previous golden {golden_id} of an unfinished adoption into {target} "
+            f"(journal {journal_path(target)}): run `harness golden adopt {path}` again to finish it"
+        )

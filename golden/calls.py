@@ -22,20 +22,22 @@ from harness.data.parquet import ParquetSink, check_schema, open_file, read_row_
 
 CALL_GROUP = 8192
 
-CALL_SCHEMA = pa.schema([
-    pa.field("lane", pa.string(), nullable=False),
-    pa.field("shape", pa.int64(), nullable=False),
-    pa.field("op", pa.int64(), nullable=False),
-    pa.field("blocks", pa.int64(), nullable=False),
-    pa.field("windows", pa.int64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("request_bytes", pa.int64(), nullable=False),
-    pa.field("wall_s", pa.float64(), nullable=False),
-    pa.field("peak_device_bytes", pa.int64()),
-    pa.field("replica", pa.int64(), nullable=False),
-    pa.field("block_ids", pa.list_(pa.string()), nullable=False),
-    pa.field("variant", pa.string(), nullable=False),  # a variant's lane (lanes.variants), "" for a plain lane
-])
+CALL_SCHEMA = pa.schema(
+    [
+        pa.field("lane", pa.string(), nullable=False),
+        pa.field("shape", pa.int64(), nullable=False),
+        pa.field("op", pa.int64(), nullable=False),
+        pa.field("blocks", pa.int64(), nullable=False),
+        pa.field("windows", pa.int64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("request_bytes", pa.int64(), nullable=False),
+        pa.field("wall_s", pa.float64(), nullable=False),
+        pa.field("peak_device_bytes", pa.int64()),
+        pa.field("replica", pa.int64(), nullable=False),
+        pa.field("block_ids", pa.list_(pa.string()), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),  # a variant's lane (lanes.variants), "" for a plain lane
+    ]
+)
 _SCALARS = [f.name for f in CALL_SCHEMA if f.name != "block_ids"]
 # a log written before variants (no "variant" column) reads as every call of a plain lane
 _BEFORE_VARIANTS = pa.schema([f for f in CALL_SCHEMA if f.name != "variant"])

@@ -35,6 +35,7 @@ def refuse_folder_of_goldens(path: str | Path, option: str = "--golden") -> None
     inside = goldens_inside(path)
     if not inside:
         return
-    names = ", ".join(str(p) for p in inside[:SHOWN]) + (f" (and {len(inside) - SHOWN} more)"
-                                                          if len(inside) > SHOWN else "")
+    names = ", ".join(str(p) for p in inside[:SHOWN]) + (
+        f" (and {len(inside) - SHOWN} more)" if len(inside) > SHOWN else ""
+    )
     raise GoldenError(f"{path}: not a golden; it holds {len(inside)}: {names} (pass one of them as {option})")

@@ -47,8 +47,9 @@ def sha256_file(path: Path, stop: threading.Event | None = None) -> str | None:
 def refuse_mismatch(path: Path, digest: str, expected: str) -> None:
     """One line when a file's sha256 is not the manifest's."""
     if digest != expected:
-        raise GoldenError(f"{path}: sha256 {digest[:12]}... does not match the manifest's {expected[:12]}... "
-                          "(the file was modified)")
+        raise GoldenError(
+            f"{path}: sha256 {digest[:12]}... does not match the manifest's {expected[:12]}... (the file was modified)"
+        )
 
 
 def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
@@ -56,8 +57,7 @@ def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
     directory = Path(directory)
     path = directory / MANIFEST
     if directory.exists() and not directory.is_dir():
-        raise GoldenError(f"{directory}: not a {kind} directory (a file; a {kind} is a folder holding "
-                          f"{MANIFEST})")
+        raise GoldenError(f"{directory}: not a {kind} directory (a file; a {kind} is a folder holding {MANIFEST})")
     if not directory.is_dir():
         raise GoldenError(f"{directory}: no such {kind} directory")
     if is_temporary(directory.name):
@@ -72,8 +72,10 @@ def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
     validate(model, data, str(path), GoldenError)
     field = "manifest_sha256"
     if not seal_ok(data, field):
-        raise GoldenError(f"{path}: edited after it was written ({field} does not match its content); a golden or "
-                          "run is never edited by hand: record or run it again")
+        raise GoldenError(
+            f"{path}: edited after it was written ({field} does not match its content); a golden or "
+            "run is never edited by hand: record or run it again"
+        )
     return data
 
 
@@ -177,8 +179,11 @@ def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> 
     unknown = [name for name in hashed if name not in listed]
     if unknown:
         raise GoldenError(f"{directory / unknown[0]}: not listed in {directory / MANIFEST}")
-    extra = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*.parquet")
-                   if not any(is_temporary(part) for part in p.relative_to(directory).parts)
-                   and p.relative_to(directory).as_posix() not in listed)
+    extra = sorted(
+        p.relative_to(directory).as_posix()
+        for p in directory.rglob("*.parquet")
+        if not any(is_temporary(part) for part in p.relative_to(directory).parts)
+        and p.relative_to(directory).as_posix() not in listed
+    )
     if extra:
         raise GoldenError(f"{directory / extra[0]}: data file not listed in the manifest")

@@ -44,8 +44,20 @@ CALLS = "calls.parquet"
 # packer identities) differ did not run the same packer, and one verdict cannot stand for both.
 # "mode": the voiceprint inputs (voiceprint_inputs in code; the manifest's key is the files' contract).
 # "evidence": the variant lanes (--arrangements, --repeats) and the arrangements' seed.
-MERGE_KEYS = ("golden_id", "golden_manifest_sha256", "shapes", "lanes", "mode", "pad_to_fixed", "ops", "packer",
-              "laws", "geometry", "numerics_profile", "evidence")
+MERGE_KEYS = (
+    "golden_id",
+    "golden_manifest_sha256",
+    "shapes",
+    "lanes",
+    "mode",
+    "pad_to_fixed",
+    "ops",
+    "packer",
+    "laws",
+    "geometry",
+    "numerics_profile",
+    "evidence",
+)
 
 
 def new_run_id(shapes: Sequence[int]) -> str:
@@ -74,8 +86,9 @@ class RunWriter:
         try:
             self.calls = CallLog(self.tmp / CALLS)  # the runner appends every call here, as it makes it
             for lane in self.lanes:
-                self.writers[lane] = BackgroundWriter(LaneWriter(self.tmp / lane, geometry, self.ops, decisions=False,
-                                                                 compression=RUN_COMPRESSION))
+                self.writers[lane] = BackgroundWriter(
+                    LaneWriter(self.tmp / lane, geometry, self.ops, decisions=False, compression=RUN_COMPRESSION)
+                )
         except BaseException as exc:
             self._fail(exc)
             raise
@@ -107,12 +120,22 @@ class RunWriter:
             for name, entry in done.result().items():  # a lane's failure is raised here, in lane order
                 files[f"{lane}/{name}"] = entry
         files[CALLS] = self.calls.close()
-        manifest = seal({
-            "kind": "harness.run", "format": FORMAT, "run_id": self.run_id,
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"), "geometry": self.g.to_dict(),
-            "ops": [int(op) for op in self.ops], "lanes": sorted(self.lanes), "blocks": len(self.block_ids),
-            "blocks_sha256": blocks_digest(self.block_ids), **fields, "files": files,
-        }, "manifest_sha256")
+        manifest = seal(
+            {
+                "kind": "harness.run",
+                "format": FORMAT,
+                "run_id": self.run_id,
+                "created": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+                "geometry": self.g.to_dict(),
+                "ops": [int(op) for op in self.ops],
+                "lanes": sorted(self.lanes),
+                "blocks": len(self.block_ids),
+                "blocks_sha256": blocks_digest(self.block_ids),
+                **fields,
+                "files": files,
+            },
+            "manifest_sha256",
+        )
         (self.tmp / MANIFEST).write_text(dumps(manifest, indent=2) + "\n")
         self._done = True
         self._context.__exit__(None, None, None)
@@ -175,8 +198,9 @@ class Run:
         files = [] if self.trusted else [f for f in self.manifest["files"] if f.split("/")[0] in todo]
         check_files(self.path, self.manifest, hashed=files)
         for name in todo:
-            self._lanes[name] = LaneReader(self.path / name, self.geometry, self.ops, decisions=False,
-                                           where=f"run {self.path} lane {name}")
+            self._lanes[name] = LaneReader(
+                self.path / name, self.geometry, self.ops, decisions=False, where=f"run {self.path} lane {name}"
+            )
 
     def block_ids(self) -> list[str]:
         ids = self.lane(EXACT).block_ids()
@@ -240,8 +264,10 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
     owner = block_owners(runs)
     missing = [b for b in order if b not in owner]
     if missing:
-        raise GoldenError(f"shards do not cover the corpus: {len(missing)} block(s) missing, first {missing[0]!r} "
-                          "(did every shard i/n run?)")
+        raise GoldenError(
+            f"shards do not cover the corpus: {len(missing)} block(s) missing, first {missing[0]!r} "
+            "(did every shard i/n run?)"
+        )
     lanes = list(first.manifest["lanes"])
     writer = RunWriter(Path(root), run_id or f"merged-{new_run_id(first.shapes)}", first.geometry, first.ops, lanes)
     with writer:
@@ -259,10 +285,27 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
         assert writer.calls is not None  # the constructor opens it or raises
         for r in runs:
             writer.calls.extend(r.iter_calls())
-        fields = {k: v for k, v in first.manifest.items()
-                  if k not in ("kind", "format", "run_id", "created", "geometry", "ops", "lanes", "blocks",
-                               "blocks_sha256", "files", "manifest_sha256", "shard", "merged_from",
-                               "lanes_wall_s")}  # one shard's wall is not the merged run's: absent
+        fields = {
+            k: v
+            for k, v in first.manifest.items()
+            if k
+            not in (
+                "kind",
+                "format",
+                "run_id",
+                "created",
+                "geometry",
+                "ops",
+                "lanes",
+                "blocks",
+                "blocks_sha256",
+                "files",
+                "manifest_sha256",
+                "shard",
+                "merged_from",
+                "lanes_wall_s",
+            )
+        }  # one shard's wall is not the merged run's: absent
         fields["merged_from"] = [r.run_id for r in runs]
         path = writer.finish(fields)
     return load_run(path, trusted=True)

@@ -56,8 +56,13 @@ def golden_id_of(manifest: dict) -> str:
 def seal_golden_manifest(fields: dict, files: dict[str, dict]) -> dict:
     """The manifest of a golden: ``fields`` (provenance, corpus, reproducibility, ...) plus the
     files' entries, its golden id and its seal."""
-    manifest = {"kind": "harness.golden", "format": FORMAT,
-                "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields, "files": files}
+    manifest = {
+        "kind": "harness.golden",
+        "format": FORMAT,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        **fields,
+        "files": files,
+    }
     manifest["golden_id"] = golden_id_of(manifest)
     return seal(manifest, "manifest_sha256")
 
@@ -122,8 +127,9 @@ class Golden:
             self._outputs = LaneReader(self.path, self.geometry, self.ops, decisions=True, where=f"golden {self.path}")
             ids = self._outputs.block_ids()
             if len(ids) != self.blocks:
-                raise GoldenError(f"{self.path}/op0.parquet: {len(ids)} blocks, the manifest's corpus has "
-                                  f"{self.blocks}")
+                raise GoldenError(
+                    f"{self.path}/op0.parquet: {len(ids)} blocks, the manifest's corpus has {self.blocks}"
+                )
         return self._outputs
 
     def block_ids(self) -> list[str]:
@@ -168,10 +174,15 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
     manifest = read_manifest(path, "golden", GoldenManifest)
     refuse_mid_adoption(path, manifest["golden_id"])  # the old golden, left at a regen's name by a killed adopt
     if golden_id_of(manifest) != manifest["golden_id"]:
-        raise GoldenError(f"{path}/{MANIFEST}: golden_id {manifest['golden_id']!r} is not the one its content "
-                          f"derives ({golden_id_of(manifest)!r}): the manifest was edited")
-    missing = [n for n in ("op0.parquet", CORPUS, CALLS, *(f"op{o}.parquet" for o in manifest["ops"]))
-               if n not in manifest["files"]]
+        raise GoldenError(
+            f"{path}/{MANIFEST}: golden_id {manifest['golden_id']!r} is not the one its content "
+            f"derives ({golden_id_of(manifest)!r}): the manifest was edited"
+        )
+    missing = [
+        n
+        for n in ("op0.parquet", CORPUS, CALLS, *(f"op{o}.parquet" for o in manifest["ops"]))
+        if n not in manifest["files"]
+    ]
     if missing:
         raise GoldenError(f"{path}/{MANIFEST}: lists no {missing[0]}")
     check_files(path, manifest)

@@ -67,31 +67,41 @@ def segmentation_schema(geometry: Geometry, decisions: bool) -> pa.Schema:
         pa.field("block_id", pa.string(), nullable=False),
         pa.field("window", pa.int32(), nullable=False),
         pa.field("valid", pa.int32(), nullable=False),
-        pa.field("logprobs", pa.list_(items(pa.float32()), geometry.frames_per_window * geometry.classes),
-                 nullable=False),
+        pa.field(
+            "logprobs", pa.list_(items(pa.float32()), geometry.frames_per_window * geometry.classes), nullable=False
+        ),
     ]
     if decisions:
-        fields += [pa.field("top_class", pa.list_(items(pa.int8()), geometry.frames_per_window), nullable=False),
-                   pa.field("top_margin", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False)]
+        fields += [
+            pa.field("top_class", pa.list_(items(pa.int8()), geometry.frames_per_window), nullable=False),
+            pa.field("top_margin", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False),
+        ]
     return pa.schema(fields)
 
 
 def voiceprint_schema(geometry: Geometry) -> pa.Schema:
-    return pa.schema([
-        pa.field("block_id", pa.string(), nullable=False),
-        pa.field("row", pa.int32(), nullable=False),
-        pa.field("window", pa.int32(), nullable=False),
-        pa.field("speaker", pa.int32(), nullable=False),
-        pa.field("weights", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False),
-        pa.field("embedding", pa.list_(items(pa.float32()), geometry.embedding_dim), nullable=False),
-    ])
+    return pa.schema(
+        [
+            pa.field("block_id", pa.string(), nullable=False),
+            pa.field("row", pa.int32(), nullable=False),
+            pa.field("window", pa.int32(), nullable=False),
+            pa.field("speaker", pa.int32(), nullable=False),
+            pa.field("weights", pa.list_(items(pa.float32()), geometry.frames_per_window), nullable=False),
+            pa.field("embedding", pa.list_(items(pa.float32()), geometry.embedding_dim), nullable=False),
+        ]
+    )
 
 
 def _schema(op: Op, geometry: Geometry, decisions: bool) -> pa.Schema:
     schema = segmentation_schema(geometry, decisions) if op is Op.SEGMENTATION else voiceprint_schema(geometry)
-    meta = OutputsMeta(format=FORMAT, op=cast(Literal[0, 1, 2], int(op)),  # true: Op's members are 0, 1, 2
-                       frames=geometry.frames_per_window, classes=geometry.classes,
-                       embedding_dim=geometry.embedding_dim, decisions=decisions and op is Op.SEGMENTATION)
+    meta = OutputsMeta(
+        format=FORMAT,
+        op=cast(Literal[0, 1, 2], int(op)),  # true: Op's members are 0, 1, 2
+        frames=geometry.frames_per_window,
+        classes=geometry.classes,
+        embedding_dim=geometry.embedding_dim,
+        decisions=decisions and op is Op.SEGMENTATION,
+    )
     return schema.with_metadata({META_KEY: meta.model_dump_json().encode()})
 
 
@@ -105,9 +115,16 @@ class LaneWriter:
     instead of recomputing); runs do not need them.
     """
 
-    def __init__(self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool,
-                 compression_level: int | None = None, group_blocks: int = GROUP_BLOCKS,
-                 compression: str = COMPRESSION) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        geometry: Geometry,
+        ops: Sequence[Op],
+        decisions: bool,
+        compression_level: int | None = None,
+        group_blocks: int = GROUP_BLOCKS,
+        compression: str = COMPRESSION,
+    ) -> None:
         self.directory, self.g, self.ops = Path(directory), geometry, tuple(ops)
         self.decisions, self.group_blocks = decisions, group_blocks
         self.sinks: dict[Op, ParquetSink] = {}
@@ -115,8 +132,9 @@ class LaneWriter:
         self.pending_blocks = 0
         try:
             for op in self.ops:
-                self.sinks[op] = ParquetSink(self.directory / op_file(op), _schema(op, geometry, decisions),
-                                             compression_level, compression)
+                self.sinks[op] = ParquetSink(
+                    self.directory / op_file(op), _schema(op, geometry, decisions), compression_level, compression
+                )
         except BaseException:
             self.abort()
             raise
@@ -173,14 +191,17 @@ class LaneWriter:
 
     def _voiceprint_table(self, vp: VoiceprintOutputs) -> pa.Table:
         g = self.g
-        return pa.Table.from_pydict({
-            "block_id": strings(vp.block_ids),
-            "row": numeric(vp.row.astype(np.int32, copy=False), pa.int32()),
-            "window": numeric(vp.window.astype(np.int32, copy=False), pa.int32()),
-            "speaker": numeric(vp.speaker.astype(np.int32, copy=False), pa.int32()),
-            "weights": _fixed(vp.weights.reshape(-1), g.frames_per_window, pa.float32()),
-            "embedding": _fixed(vp.embedding.reshape(-1), g.embedding_dim, pa.float32()),
-        }, schema=self.sinks[vp.op].schema)
+        return pa.Table.from_pydict(
+            {
+                "block_id": strings(vp.block_ids),
+                "row": numeric(vp.row.astype(np.int32, copy=False), pa.int32()),
+                "window": numeric(vp.window.astype(np.int32, copy=False), pa.int32()),
+                "speaker": numeric(vp.speaker.astype(np.int32, copy=False), pa.int32()),
+                "weights": _fixed(vp.weights.reshape(-1), g.frames_per_window, pa.float32()),
+                "embedding": _fixed(vp.embedding.reshape(-1), g.embedding_dim, pa.float32()),
+            },
+            schema=self.sinks[vp.op].schema,
+        )
 
 
 class BackgroundWriter:
@@ -227,8 +248,9 @@ class LaneReader:
     Memory: the OP 0 block index (block ids only) and at most ``cache`` row groups per file.
     """
 
-    def __init__(self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool, where: str,
-                 cache: int = 2) -> None:
+    def __init__(
+        self, directory: Path, geometry: Geometry, ops: Sequence[Op], decisions: bool, where: str, cache: int = 2
+    ) -> None:
         self.directory, self.g, self.ops, self.where = Path(directory), geometry, tuple(ops), where
         self.decisions = decisions
         self.files: dict[Op, pq.ParquetFile] = {}
@@ -258,11 +280,13 @@ class LaneReader:
             n = self.g.windows_per_block
             path = self.directory / op_file(Op.SEGMENTATION)
             for i in range(self.groups):
-                column = read_row_group(self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError,
-                                        columns=["block_id"]).column(0)
+                column = read_row_group(
+                    self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError, columns=["block_id"]
+                ).column(0)
                 if len(column) % n:
-                    raise GoldenError(f"{path}: row group {i} holds {len(column)} rows: not whole blocks of {n} "
-                                      "windows")
+                    raise GoldenError(
+                        f"{path}: row group {i} holds {len(column)} rows: not whole blocks of {n} windows"
+                    )
                 for b in _ids(column)[::n].tolist():
                     if b in index:
                         raise GoldenError(f"{path}: block {b!r} appears twice")
@@ -288,7 +312,7 @@ class LaneReader:
         """Read the row groups holding ``block_ids`` into the cache now (at most ``cache`` of them), so that a
         later :meth:`select` of them costs no reading: the live score reads its next batch while the lanes run,
         not after the device's last call."""
-        for gi in self._groups_of(block_ids)[:self._cache_size]:
+        for gi in self._groups_of(block_ids)[: self._cache_size]:
             self._group(gi, cache=True)
 
     def select_voiceprints(self, block_ids: Sequence[str]) -> dict[Op, VoiceprintOutputs]:
@@ -302,8 +326,19 @@ class LaneReader:
                 continue
             v = VoiceprintOutputs.concat([self._read_voiceprint(op, gi, set(self._members[gi])) for gi in needed])
             keep = np.isin(v.block_ids.astype(str), wanted)
-            out[op] = v if keep.all() else VoiceprintOutputs(op, v.block_ids[keep], v.row[keep], v.window[keep],
-                                                              v.speaker[keep], v.weights[keep], v.embedding[keep])
+            out[op] = (
+                v
+                if keep.all()
+                else VoiceprintOutputs(
+                    op,
+                    v.block_ids[keep],
+                    v.row[keep],
+                    v.window[keep],
+                    v.speaker[keep],
+                    v.weights[keep],
+                    v.embedding[keep],
+                )
+            )
         return out
 
     def _groups_of(self, block_ids: Sequence[str]) -> list[int]:
@@ -341,12 +376,15 @@ class LaneReader:
         windows = _numpy(t.column("window"), np.int32).reshape(-1, n)
         if not (np.all(ids.reshape(-1, n) == block_ids[:, None]) and np.all(windows == np.arange(n))):
             raise GoldenError(f"{path}: row group {i}: rows are not whole blocks in window order")
-        seg = SegmentationOutputs(block_ids.tolist(), _numpy(t.column("valid"), np.int32).reshape(-1, n),
-                                  _flat(t.column("logprobs"), np.float32).reshape(-1, n, g.frames_per_window,
-                                                                                  g.classes))
+        seg = SegmentationOutputs(
+            block_ids.tolist(),
+            _numpy(t.column("valid"), np.int32).reshape(-1, n),
+            _flat(t.column("logprobs"), np.float32).reshape(-1, n, g.frames_per_window, g.classes),
+        )
         if self.decisions:
-            seg.set_decisions(_flat(t.column("top_class"), np.int8).astype(np.int64), _flat(t.column("top_margin"),
-                                                                                            np.float32))
+            seg.set_decisions(
+                _flat(t.column("top_class"), np.int8).astype(np.int64), _flat(t.column("top_margin"), np.float32)
+            )
         members = set(seg.block_ids)
         return LaneOutputs(seg, {op: self._read_voiceprint(op, i, members) for op in self.ops if op.is_voiceprint})
 
@@ -358,13 +396,18 @@ class LaneReader:
         block = _ids(v.column("block_id"))
         strays = sorted(set(np.unique(block.astype(str)).tolist()) - members) if block.size else []
         if strays:
-            raise GoldenError(f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row "
-                              "group does not")
+            raise GoldenError(
+                f"{vpath}: row group {i} holds rows of block {strays[0]!r}, which its OP 0 row group does not"
+            )
         return VoiceprintOutputs(
-            op=op, block_ids=block, row=_numpy(v.column("row"), np.int32),
-            window=_numpy(v.column("window"), np.int32), speaker=_numpy(v.column("speaker"), np.int32),
+            op=op,
+            block_ids=block,
+            row=_numpy(v.column("row"), np.int32),
+            window=_numpy(v.column("window"), np.int32),
+            speaker=_numpy(v.column("speaker"), np.int32),
             weights=_flat(v.column("weights"), np.float32).reshape(-1, g.frames_per_window),
-            embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim))
+            embedding=_flat(v.column("embedding"), np.float32).reshape(-1, g.embedding_dim),
+        )
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:

@@ -41,8 +41,10 @@ def declared_execution(model: object | None, where: str = "model") -> dict[str, 
     declared = getattr(model, "autocast_dtype", None)
     autocast = declared if declared is None or isinstance(declared, str) else str(declared).removeprefix("torch.")
     if autocast is not None and autocast not in AUTOCAST_DTYPES:  # str(torch.float16) is 'torch.float16'
-        raise ModelError(f"{where}: autocast_dtype {declared!r} is not one of "
-                         f"{list(AUTOCAST_DTYPES)} (None: the model does not run under torch.autocast)")
+        raise ModelError(
+            f"{where}: autocast_dtype {declared!r} is not one of "
+            f"{list(AUTOCAST_DTYPES)} (None: the model does not run under torch.autocast)"
+        )
     out["autocast_dtype"] = autocast
     for key in ("torch_compile", "cuda_graphs"):
         value = getattr(model, key, False)
@@ -73,8 +75,12 @@ def in_force(device: str = "cpu", model: object | None = None) -> dict[str, Any]
     were in force nowhere: they are left out and ``torch_loaded: false`` says why (so its numerics
     profile is not a torch model's), with the rest as for any model."""
     if not torch_loaded():
-        return {**declared_execution(model), **device_numerics(device),
-                "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"), "torch_loaded": False}
+        return {
+            **declared_execution(model),
+            **device_numerics(device),
+            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+            "torch_loaded": False,
+        }
     import torch
 
     return {

@@ -39,8 +39,9 @@ class Ticks:
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: int, enabled: bool = True, unit: str = "calls",
-                 announce: str | None = None) -> Iterator[Ticks]:
+def progress_bar(
+    description: str, total: int, enabled: bool = True, unit: str = "calls", announce: str | None = None
+) -> Iterator[Ticks]:
     """``unit`` names what ``total`` counts (network calls; shards for a distributed job). ``announce``: a line
     said first (where the output goes), as the long work starts: after the checks that refuse bad input at once,
     so a refusal stays one line."""
@@ -70,16 +71,23 @@ def interval_seconds() -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise HarnessError(f"HARNESS_PROGRESS_SECONDS={text!r}: expected seconds between progress lines, a number "
-                           "> 0 (default 10)")
+        raise HarnessError(
+            f"HARNESS_PROGRESS_SECONDS={text!r}: expected seconds between progress lines, a number > 0 (default 10)"
+        )
     return value
 
 
 class PlainLines(Ticks):
     """The plain lines of a CI log. ``clock`` and ``out`` are seams for the tests (a fake clock)."""
 
-    def __init__(self, description: str, total: int, unit: str = "calls",
-                 clock: Callable[[], float] = time.monotonic, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        description: str,
+        total: int,
+        unit: str = "calls",
+        clock: Callable[[], float] = time.monotonic,
+        out: TextIO | None = None,
+    ) -> None:
         self.description, self.total, self.unit, self.clock = description, total, unit, clock
         self.out = out
         self.start = clock()
@@ -119,8 +127,10 @@ class PlainLines(Ticks):
             per_call = (last - work_start) / done
             waiting = now - last
             if waiting > max(2.0 * per_call, 1.0):  # a call outstanding longer than calls took: say so, no guess
-                text += (f", waiting for the next of the {total - done} {self.unit} left ({waiting:.0f} s so far; "
-                         f"{per_call:.1f} s each until now)")
+                text += (
+                    f", waiting for the next of the {total - done} {self.unit} left ({waiting:.0f} s so far; "
+                    f"{per_call:.1f} s each until now)"
+                )
             else:
                 text += f", about {per_call * (total - done):.0f} s left"
         return text
@@ -159,8 +169,15 @@ def _rich_bar(description: str, total: int, unit: str) -> Iterator[Ticks]:
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:  # refreshes in its own thread
         yield _RichTicks(bar, bar.add_task(description, total=total), description)
 

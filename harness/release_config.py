@@ -83,8 +83,11 @@ class ReleaseConfig:
         return {
             "release": {"name": self.name, "device": self.device},
             "model": self.model.to_dict(),
-            "shapes": {"release": {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()},
-                       "candidates": list(self.candidates), "pad_to_fixed": self.pad_to_fixed},
+            "shapes": {
+                "release": {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()},
+                "candidates": list(self.candidates),
+                "pad_to_fixed": self.pad_to_fixed,
+            },
             "lanes": {"voiceprint_inputs": self.voiceprint_inputs},
             "masks": self.masks.model_dump(exclude_none=True),
             "numerics": self.numerics.to_dict(),
@@ -139,8 +142,9 @@ def parse_set(text: str) -> Override:
     key = key.strip()
     parts = key.split(".")
     if not eq or len(parts) < 2 or not all(p.strip() and p == p.strip() for p in parts):
-        raise ConfigError(f"--set {text!r}: expected TABLE.KEY=VALUE, e.g. backend.concurrency=4 (keys: "
-                          "docs/configuration.md)")
+        raise ConfigError(
+            f"--set {text!r}: expected TABLE.KEY=VALUE, e.g. backend.concurrency=4 (keys: docs/configuration.md)"
+        )
     try:
         parsed: Any = tomllib.loads(f"v = {value.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -162,8 +166,7 @@ def _refusal(exc: ValidationError, where: str, overrides: Sequence[Override]) ->
     return ConfigError(f"{where}: {line}")
 
 
-def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Sequence[Override] = ()
-                     ) -> ReleaseConfig:
+def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Sequence[Override] = ()) -> ReleaseConfig:
     try:
         parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
@@ -174,8 +177,10 @@ def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Seq
     else:
         release = {Op(int(k[2])): tuple(v) for k, v in shapes.release.model_dump().items()}
     if any(1 not in ks for ks in release.values()):
-        raise ConfigError(f"{where}: shapes.release: every OP's release shapes must include 1 (the exact lane "
-                          "runs one block per call)")
+        raise ConfigError(
+            f"{where}: shapes.release: every OP's release shapes must include 1 (the exact lane "
+            "runs one block per call)"
+        )
     return ReleaseConfig(
         name=parsed.release.name,
         device=parsed.release.device,
@@ -185,6 +190,21 @@ def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Seq
         pad_to_fixed=shapes.pad_to_fixed,
         voiceprint_inputs=parsed.lanes.voiceprint_inputs,
         warm_up=parsed.lanes.warm_up,
-        **{name: getattr(parsed, name) for name in ("masks", "numerics", "tolerances", "corpus", "backend", "ray",
-                                                    "packer", "nightly", "history", "evidence", "localise", "load")},
+        **{
+            name: getattr(parsed, name)
+            for name in (
+                "masks",
+                "numerics",
+                "tolerances",
+                "corpus",
+                "backend",
+                "ray",
+                "packer",
+                "nightly",
+                "history",
+                "evidence",
+                "localise",
+                "load",
+            )
+        },
     )

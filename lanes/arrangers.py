@@ -135,8 +135,9 @@ def variant_table(variants: Sequence[FastVariant]) -> dict[str, dict[str, int | 
     return table
 
 
-def manifest_evidence(variants: Sequence[FastVariant], arrangements: int, repeats: int, seed: int
-                      ) -> dict[str, object] | None:
+def manifest_evidence(
+    variants: Sequence[FastVariant], arrangements: int, repeats: int, seed: int
+) -> dict[str, object] | None:
     """The run manifest's ``evidence`` (None: a plan without variants, whose run is today's, key absent)."""
     if not variants:
         return None

@@ -56,8 +56,9 @@ class _Ticket:
 
     def result(self) -> CallResult:
         outputs, wall, peak = self.future.result()
-        return CallResult(check_response(self.op, self.windows, self.rows, outputs, self.geometry, self.where),
-                          wall, peak)
+        return CallResult(
+            check_response(self.op, self.windows, self.rows, outputs, self.geometry, self.where), wall, peak
+        )
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,9 @@ class InProcessBackend:
             del self._staged_calls[id(request)]
         return self._timed(compute, where, staged)
 
-    def _timed(self, run: Callable[[], dict], where: str, staged: Staged | None = None
-               ) -> tuple[dict, float, int | None]:
+    def _timed(
+        self, run: Callable[[], dict], where: str, staged: Staged | None = None
+    ) -> tuple[dict, float, int | None]:
         """``run`` timed. Staged (:mod:`lanes.staging`), the host's part of the call was done when it was
         submitted: ``wall`` is the wait for its inputs' copy, the compute and the answer's copy back, and
         CUDA is synchronized on this thread's stream only (the copy stream meanwhile carries the next
@@ -212,8 +214,9 @@ class InProcessBackend:
             device_queue.close()
             self._staged_calls.clear()  # calls dropped by a failure or an interrupt
 
-    def _staged_job(self, stage: Stage, stager: Stager, request: Mapping[str, np.ndarray], where: str,
-                    bind: Callable[[], None]) -> Callable[[], tuple[dict, float, int | None]]:
+    def _staged_job(
+        self, stage: Stage, stager: Stager, request: Mapping[str, np.ndarray], where: str, bind: Callable[[], None]
+    ) -> Callable[[], tuple[dict, float, int | None]]:
         """Stage ``request`` now (the model's host part, in the submitting thread; on CUDA its inputs' copy
         issued, :mod:`lanes.staging`); the job runs the device's part. A failure while staging is raised
         by the job, in its turn: the calls before it run, and it is raised where its answer is taken."""
@@ -243,9 +246,14 @@ class InProcessBackend:
         # OpenMP's, per thread, and the calls may have run in the device queue's worker while this thread last
         # applied another backend's settings (two backends in one process)
         self.numerics.apply()
-        return {"backend": self.name, "device": self.device, "device_kind": self.device_kind,
-                "model": describe(self.model), "numerics_requested": self.numerics.to_dict(),
-                "numerics_in_force": in_force(self.device, self.model)}
+        return {
+            "backend": self.name,
+            "device": self.device,
+            "device_kind": self.device_kind,
+            "model": describe(self.model),
+            "numerics_requested": self.numerics.to_dict(),
+            "numerics_in_force": in_force(self.device, self.model),
+        }
 
     def close(self) -> None:
         pass

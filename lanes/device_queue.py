@@ -117,8 +117,13 @@ class _Entry:
 class Ordered:
     """Calls pushed in device order; their answers taken in that order (see the module doc)."""
 
-    def __init__(self, backend: Backend, submit: Submit | None, max_calls: int = MAX_AHEAD_CALLS,
-                 max_bytes: int = MAX_AHEAD_BYTES) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        submit: Submit | None,
+        max_calls: int = MAX_AHEAD_CALLS,
+        max_bytes: int = MAX_AHEAD_BYTES,
+    ) -> None:
         self.backend, self._submit = backend, submit
         self.max_calls, self.max_bytes = max(1, max_calls), max_bytes
         self._entries: deque[_Entry] = deque()

@@ -56,8 +56,9 @@ class DeviceTimeline:
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._logged(lambda: self._inner.infer(request))
 
-    def stage(self, request: Mapping[str, np.ndarray], to_device: Callable[[np.ndarray], Any]
-              ) -> Callable[[], dict[str, np.ndarray]]:
+    def stage(
+        self, request: Mapping[str, np.ndarray], to_device: Callable[[np.ndarray], Any]
+    ) -> Callable[[], dict[str, np.ndarray]]:
         """The inner model's host part now, if it stages (lanes/model_api.py); the device's part timed as
         ``infer`` is. A model that does not stage is called through its ``infer`` when the call runs."""
         inner = staged_entry(self._inner)

@@ -76,8 +76,9 @@ class ExactLane:
     def shape(self) -> int:
         return min(self.release_shapes[Op.SEGMENTATION])
 
-    def requests(self, blocks: Sequence[Block], replica: int,
-                 deliver: Callable[[int, np.ndarray], None]) -> Iterator[tuple[Call, Take]]:
+    def requests(
+        self, blocks: Sequence[Block], replica: int, deliver: Callable[[int, np.ndarray], None]
+    ) -> Iterator[tuple[Call, Take]]:
         """One call per block, made as it is asked for: the call and what takes its answer (logs the call,
         gives ``deliver(i, output)``). A voiceprint block without rows is not sent (the engine sends
         nothing when no speaker is found): ``deliver`` gets no rows for it at once."""
@@ -85,8 +86,10 @@ class ExactLane:
             return
         op = blocks[0].op
         if 1 not in self.release_shapes.get(op, ()):
-            raise LaneError(f"exact lane refuses a call of 1 block for OP {int(op)}: the release's shapes for "
-                            f"OP {int(op)} are {list(self.release_shapes.get(op, ()))} block(s) per call")
+            raise LaneError(
+                f"exact lane refuses a call of 1 block for OP {int(op)}: the release's shapes for "
+                f"OP {int(op)} are {list(self.release_shapes.get(op, ()))} block(s) per call"
+            )
         none = np.zeros((0, self.backend.geometry.embedding_dim), np.float32)
         for i, b in enumerate(blocks):
             if b.op.is_voiceprint and not b.rows:
@@ -95,10 +98,24 @@ class ExactLane:
             call = Call(b.op, b.tensors(), b.windows, b.rows, f"exact lane k=1 OP {int(b.op)} block {b.id!r}")
             yield call, functools.partial(self._take, b, replica, call, i, deliver)
 
-    def _take(self, b: Block, replica: int, call: Call, i: int, deliver: Callable[[int, np.ndarray], None],
-              result: CallResult) -> None:
-        self.log.append(CallRecord(self.name, 1, int(b.op), 1, b.windows, b.rows, _nbytes(call[1]),
-                                   result.wall_s, result.peak_device_bytes, replica, (b.id,)))
+    def _take(
+        self, b: Block, replica: int, call: Call, i: int, deliver: Callable[[int, np.ndarray], None], result: CallResult
+    ) -> None:
+        self.log.append(
+            CallRecord(
+                self.name,
+                1,
+                int(b.op),
+                1,
+                b.windows,
+                b.rows,
+                _nbytes(call[1]),
+                result.wall_s,
+                result.peak_device_bytes,
+                replica,
+                (b.id,),
+            )
+        )
         deliver(i, result.output)
 
     def run(self, blocks: Sequence[Block], replica: int = 0) -> list[np.ndarray]:
@@ -111,15 +128,23 @@ class ExactLane:
 class FastLane:
     name = "fast"
 
-    def __init__(self, backend: Backend, k: int, log: CallLog, pad_to_fixed: bool = False,
-                 packer: Packer = HARNESS_PACKER, variant: str = "") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        k: int,
+        log: CallLog,
+        pad_to_fixed: bool = False,
+        packer: Packer = HARNESS_PACKER,
+        variant: str = "",
+    ) -> None:
         if k < 1:
             raise LaneError(f"fast lane shape must be >= 1 block per call, got {k}")
         self.backend, self.k, self.log, self.pad_to_fixed, self.packer = backend, int(k), log, pad_to_fixed, packer
         self.variant = variant  # recorded on each call: a variant's lane, "" for the plain lane k{k}
 
-    def requests(self, chunks: Sequence[Sequence[Block]],
-                 deliver: Callable[[int, list[np.ndarray]], None]) -> Iterator[tuple[Call, Take]]:
+    def requests(
+        self, chunks: Sequence[Sequence[Block]], deliver: Callable[[int, list[np.ndarray]], None]
+    ) -> Iterator[tuple[Call, Take]]:
         """One call per chunk of at most k blocks, packed as it is asked for; its answer, unpacked per
         block, goes to ``deliver(i, outputs)`` (after the call is logged)."""
         for i, chunk in enumerate(chunks):
@@ -128,16 +153,36 @@ class FastLane:
             packed = self.packer.pack(list(chunk), pad_to=self.k if self.pad_to_fixed else None)
             ids = packed.block_ids
             lane = f"k={self.k}" + (f" ({self.variant})" if self.variant else "")  # "k=2 (k2.d)": a variant lane
-            where = (f"fast lane {lane} OP {int(packed.op)} blocks {ids[0]!r}"
-                     + (f"..{ids[-1]!r}" if len(ids) > 1 else ""))
+            where = f"fast lane {lane} OP {int(packed.op)} blocks {ids[0]!r}" + (
+                f"..{ids[-1]!r}" if len(ids) > 1 else ""
+            )
             call = Call(packed.op, packed.tensors(), packed.windows, packed.rows, where)
             yield call, functools.partial(self._take, packed, call, i, deliver)
 
-    def _take(self, packed: PackedRequest, call: Call, i: int, deliver: Callable[[int, list[np.ndarray]], None],
-              result: CallResult) -> None:
-        self.log.append(CallRecord(self.name, self.k, int(packed.op), len(packed.block_ids), packed.windows,
-                                   packed.rows, _nbytes(call[1]), result.wall_s, result.peak_device_bytes, 0,
-                                   tuple(packed.block_ids), self.variant))
+    def _take(
+        self,
+        packed: PackedRequest,
+        call: Call,
+        i: int,
+        deliver: Callable[[int, list[np.ndarray]], None],
+        result: CallResult,
+    ) -> None:
+        self.log.append(
+            CallRecord(
+                self.name,
+                self.k,
+                int(packed.op),
+                len(packed.block_ids),
+                packed.windows,
+                packed.rows,
+                _nbytes(call[1]),
+                result.wall_s,
+                result.peak_device_bytes,
+                0,
+                tuple(packed.block_ids),
+                self.variant,
+            )
+        )
         deliver(i, self.packer.unpack(packed, {packed.op.output_name: result.output}))
 
     def run(self, chunks: Sequence[Sequence[Block]]) -> list[list[np.ndarray]]:

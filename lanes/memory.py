@@ -82,8 +82,14 @@ def largest_request_blocks(shapes: Sequence[int], pad_to_fixed: bool, group_bloc
     return max((k if pad_to_fixed else min(k, group_blocks) for k in shapes), default=0)
 
 
-def check_fits(shapes: Sequence[int], pad_to_fixed: bool, group_blocks: int, device: str,
-               first_peak: int | None, again: Callable[[], Sequence[int | None]]) -> None:
+def check_fits(
+    shapes: Sequence[int],
+    pad_to_fixed: bool,
+    group_blocks: int,
+    device: str,
+    first_peak: int | None,
+    again: Callable[[], Sequence[int | None]],
+) -> None:
     """Refuse a plan whose largest packed request cannot fit ``device`` (see module doc)."""
     if first_peak is None or not shapes:
         return

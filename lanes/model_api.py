@@ -92,8 +92,7 @@ def spec_kind(spec: str) -> str:
     if colon and module_name and attr:
         return "factory"
     raise ModelError(
-        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a "
-        "TorchScript file (.pt)"
+        f"model spec {spec!r}: expected one of {sorted(CONFIGS)}, 'package.module:factory' or a TorchScript file (.pt)"
     )
 
 
@@ -134,12 +133,16 @@ def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
     for item in query.split("&"):
         key, equals, text = item.partition("=")
         if not equals or not key.isidentifier():
-            raise ModelError(f"model spec {spec!r}: factory argument {item!r} is not key=value "
-                             "(expected module:factory?key=value&key=value)")
+            raise ModelError(
+                f"model spec {spec!r}: factory argument {item!r} is not key=value "
+                "(expected module:factory?key=value&key=value)"
+            )
         if key in ("device", "seed"):
-            raise ModelError(f"model spec {spec!r}: factory argument {key!r} cannot be given in the spec "
-                             "(it comes from the config: " + ("--device or [release] device)" if key == "device" else
-                                                     "[model] seed)"))
+            raise ModelError(
+                f"model spec {spec!r}: factory argument {key!r} cannot be given in the spec "
+                "(it comes from the config: "
+                + ("--device or [release] device)" if key == "device" else "[model] seed)")
+            )
         if key in args:
             raise ModelError(f"model spec {spec!r}: factory argument {key!r} given twice")
         if any(c in text for c in "\n\r"):
@@ -149,8 +152,10 @@ def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
         except tomllib.TOMLDecodeError:
             value = text  # a bare word: a string
         if not isinstance(value, (bool, int, float, str)):
-            raise ModelError(f"model spec {spec!r}: factory argument {key}={text} is a TOML "
-                             f"{type(value).__name__}; expected a number, true/false, a quoted string or a bare word")
+            raise ModelError(
+                f"model spec {spec!r}: factory argument {key}={text} is a TOML "
+                f"{type(value).__name__}; expected a number, true/false, a quoted string or a bare word"
+            )
         args[key] = value
     return base, args
 
@@ -179,8 +184,10 @@ def _from_factory(spec: str, seed: int, device: str) -> Model:
             kwargs[key] = value
     for key, value in arguments.items():
         if key not in params and not accepts_any:
-            raise ModelError(f"model spec {spec!r}: {module_name}.{attr} takes no argument {key!r} "
-                             f"(it takes: {', '.join(p for p in params if p not in ('device', 'seed')) or 'none'})")
+            raise ModelError(
+                f"model spec {spec!r}: {module_name}.{attr} takes no argument {key!r} "
+                f"(it takes: {', '.join(p for p in params if p not in ('device', 'seed')) or 'none'})"
+            )
         kwargs[key] = value
     try:
         model = factory(**kwargs)

@@ -34,12 +34,17 @@ DEFAULTS = ("segmentation.lstm", "voiceprint.trunk.stages.2")
 class PerturbedModel(DiarNNG):
     """``small`` with ``size`` x max|output| added to ``modules``' outputs in packed calls (module doc)."""
 
-    def __init__(self, modules: tuple[str, ...], size: float, noise: tuple[str, ...] = (), seed: int = 0,
-                 device: str = "cpu") -> None:
+    def __init__(
+        self, modules: tuple[str, ...], size: float, noise: tuple[str, ...] = (), seed: int = 0, device: str = "cpu"
+    ) -> None:
         super().__init__(CONFIG, seed, device)
         self.modules, self.size, self._packed = modules, float(size), False
-        named = {f"{family}.{name}": m for family, net in self.torch_modules().items()
-                 for name, m in net.named_modules() if name}
+        named = {
+            f"{family}.{name}": m
+            for family, net in self.torch_modules().items()
+            for name, m in net.named_modules()
+            if name
+        }
         for name in (*modules, *noise):
             if name not in named:
                 raise ModelError(f"module control: no module {name!r} (modules: {', '.join(sorted(named))})")
@@ -71,8 +76,9 @@ class PerturbedModel(DiarNNG):
             self._packed = False
 
 
-def perturbed(module: str = "", size: float = 1e-3, noise: str = "", seed: int = 0, device: str = "cpu"
-              ) -> PerturbedModel:
+def perturbed(
+    module: str = "", size: float = 1e-3, noise: str = "", seed: int = 0, device: str = "cpu"
+) -> PerturbedModel:
     """The control: ``module`` (default: the middle module of each network, ``DEFAULTS``) perturbed by ``size``
     x its largest output magnitude in packed calls; ``noise``: a module moved by one ulp there."""
     return PerturbedModel((module,) if module else DEFAULTS, size, (noise,) if noise else (), seed, device)

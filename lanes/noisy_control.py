@@ -38,8 +38,9 @@ class NoisyPackedModel(NullModel):
         super().__init__(_config_geometry(label), label, seed)
         self.exact, self.scale = int(exact), float(scale)
         self.seen: dict[str, int] = {}  # request digest -> times answered
-        self.fingerprint = hashlib.sha256(f"{self.fingerprint}|control:noisy-packed|{exact}|{scale}".encode()
-                                          ).hexdigest()
+        self.fingerprint = hashlib.sha256(
+            f"{self.fingerprint}|control:noisy-packed|{exact}|{scale}".encode()
+        ).hexdigest()
         self.name = f"{self.name}-control-noisy-packed"
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -47,8 +48,9 @@ class NoisyPackedModel(NullModel):
         windows = int(np.asarray(request[ops.OFFSETS]).shape[0])
         if windows <= self.geometry.windows_per_block:
             return out  # one block: the release's shape, deterministic
-        digest = hashlib.sha256(b"".join(np.ascontiguousarray(request[name]).tobytes()
-                                         for name in sorted(request))).hexdigest()
+        digest = hashlib.sha256(
+            b"".join(np.ascontiguousarray(request[name]).tobytes() for name in sorted(request))
+        ).hexdigest()
         times = self.seen[digest] = self.seen.get(digest, 0) + 1
         if times <= self.exact:
             return out
@@ -78,8 +80,9 @@ class RandomNudgeModel(NullModel):
         super().__init__(_config_geometry(label), label, seed)
         self.rate, self.offset = float(rate), float(offset)
         self.draws = np.random.RandomState([self.seed, 3])
-        self.fingerprint = hashlib.sha256(f"{self.fingerprint}|control:random-nudge|{rate}|{offset}".encode()
-                                          ).hexdigest()
+        self.fingerprint = hashlib.sha256(
+            f"{self.fingerprint}|control:random-nudge|{rate}|{offset}".encode()
+        ).hexdigest()
         self.name = f"{self.name}-control-random-nudge"
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -91,7 +94,8 @@ class RandomNudgeModel(NullModel):
         return {name: (value + np.float32(self.offset)).astype(np.float32) for name, value in out.items()}
 
 
-def one_in_three(seed: int = 0, device: str = "cpu", label: str = "small", rate: float = 1 / 3,
-                 offset: float = 1e-6) -> RandomNudgeModel:
+def one_in_three(
+    seed: int = 0, device: str = "cpu", label: str = "small", rate: float = 1 / 3, offset: float = 1e-6
+) -> RandomNudgeModel:
     """One packed call in three, at random, answered ``+offset`` (module doc)."""
     return RandomNudgeModel(label, seed, rate, offset)

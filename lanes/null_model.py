@@ -49,10 +49,12 @@ class NullModel:
         # makes the bytes of every window distinct, as a network's are (Parquet compresses them alike)
         self._shift = (rng.standard_normal((SHIFT_TABLE, geometry.frames_per_window, 1)) * 0.01).astype(np.float32)
         self._embedding = (rng.standard_normal((EMBEDDING_TABLE, geometry.embedding_dim))).astype(np.float32)
-        self._embedding_shift = (rng.standard_normal((EMBEDDING_SHIFTS, geometry.embedding_dim)) * 0.01
-                                 ).astype(np.float32)
+        self._embedding_shift = (rng.standard_normal((EMBEDDING_SHIFTS, geometry.embedding_dim)) * 0.01).astype(
+            np.float32
+        )
         self.fingerprint = hashlib.sha256(
-            f"lanes.null_model/1|{label}|{self.seed}|{sorted(geometry.to_dict().items())}".encode()).hexdigest()
+            f"lanes.null_model/1|{label}|{self.seed}|{sorted(geometry.to_dict().items())}".encode()
+        ).hexdigest()
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": "null", "seed": self.seed, "fingerprint": self.fingerprint}
@@ -103,8 +105,9 @@ def _segmentation_table(rng: np.random.RandomState, g: Geometry) -> np.ndarray:
             at += length
         logits = rng.standard_normal((frames, classes)) * 0.5
         near_tie = rng.uniform(size=frames) < 0.02
-        logits[np.arange(frames), labels] += np.where(near_tie, rng.uniform(0.0, 0.1, frames),
-                                                      rng.uniform(2.5, 6.0, frames))
+        logits[np.arange(frames), labels] += np.where(
+            near_tie, rng.uniform(0.0, 0.1, frames), rng.uniform(2.5, 6.0, frames)
+        )
         logits -= logits.max(axis=1, keepdims=True)
         table[t] = (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))).astype(np.float32)
     return table

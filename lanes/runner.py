@@ -97,8 +97,9 @@ class RunPlan:
 
     def __post_init__(self) -> None:
         if self.voiceprint_inputs not in VOICEPRINT_INPUTS:
-            raise LaneError(f"unknown voiceprint inputs {self.voiceprint_inputs!r}: expected one of "
-                            f"{VOICEPRINT_INPUTS}")
+            raise LaneError(
+                f"unknown voiceprint inputs {self.voiceprint_inputs!r}: expected one of {VOICEPRINT_INPUTS}"
+            )
         try:
             for k in self.shapes:
                 Shape(k, "packed shape")  # the range is Shape's (harness.data.shape); the plan keeps the ints
@@ -163,13 +164,18 @@ def run_lanes(
     tick = progress or (lambda n: None)
     log = [] if hooks.log is None else hooks.log
     exact = ExactLane(backend, plan.release_shapes, log)
-    fast: list[_FastLane] = [(FastLane(backend, k, log, plan.pad_to_fixed, packer), (lane_name(k),), None)
-                             for k in plan.shapes]
-    fast += [(FastLane(backend, v.k, log, plan.pad_to_fixed, packer, variant=v.lanes[0]), v.lanes, v)
-             for v in plan.variants]
+    fast: list[_FastLane] = [
+        (FastLane(backend, k, log, plan.pad_to_fixed, packer), (lane_name(k),), None) for k in plan.shapes
+    ]
+    fast += [
+        (FastLane(backend, v.k, log, plan.pad_to_fixed, packer, variant=v.lanes[0]), v.lanes, v) for v in plan.variants
+    ]
     first = True
-    with ordered(backend, plan.pipeline) as line, SettlingPool(1, "golden-inputs") as reader, \
-            contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups:
+    with (
+        ordered(backend, plan.pipeline) as line,
+        SettlingPool(1, "golden-inputs") as reader,
+        contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups,
+    ):
         ends: deque[int] = deque()  # the marks of the groups whose outputs are not yet given to the sink
         run = _Group(line, exact, fast, plan, geometry, sink, tick)
         for members in groups:
@@ -189,16 +195,19 @@ def run_lanes(
 def _groups(blocks: Iterable[Block], size: int, ahead: bool) -> Generator[list[Block], None, None]:
     """The corpus in groups of ``size`` blocks, checked; pipelined, the next group is read (decoded,
     validated) in a thread while this one runs (:func:`harness.data.overlap.prefetch`, one group ahead)."""
+
     def read() -> Iterator[list[Block]]:
         iterator = iter(blocks)
         while members := list(itertools.islice(iterator, size)):
             _check_group(members)
             yield members
+
     yield from prefetch(read(), depth=1, name="lanes-reader") if ahead else read()  # closed with this one
 
 
-def _given(golden_inputs: GoldenInputs | None, order: list[str],
-           reader: SettlingPool | None) -> Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None]:
+def _given(
+    golden_inputs: GoldenInputs | None, order: list[str], reader: SettlingPool | None
+) -> Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None]:
     """The golden's voiceprint inputs of a group, when first asked for (after its OP 0 calls are pushed),
     or, pipelined, read meanwhile in a thread (Parquet decoding releases the GIL): the device then
     never waits for the golden's file between a group's OP 0 and OP 1."""
@@ -228,8 +237,9 @@ class _Group:
     tick: Progress
 
 
-def _run_group(members: list[Block], golden_given: Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None],
-               run: _Group) -> int:
+def _run_group(
+    members: list[Block], golden_given: Callable[[], Mapping[Op, Mapping[str, VoiceprintRows]] | None], run: _Group
+) -> int:
     """Push every call of one group, in the device order (OP 0: exact lane(s), plain shapes, variants; then
     each voiceprint OP alike), each answer taken into its lane's collector; returns the mark after
     which the group's outputs have gone to ``run.sink``."""
@@ -259,17 +269,21 @@ def _run_group(members: list[Block], golden_given: Callable[[], Mapping[Op, Mapp
             line.wait(exact_mark)  # the shared rows are the exact lane's segmentation's
         shared = _shared_rows(members, op, given, exact_out, geometry, plan.mask_policy)
         for r, collector in enumerate(exact_out):
-            requests = [b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
-                        for b in members]
-            line.stage(exact.requests(requests, r, functools.partial(_exact_voiceprint, op, requests, shared,
-                                                                     collector)))
+            requests = [
+                b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
+                for b in members
+            ]
+            line.stage(
+                exact.requests(requests, r, functools.partial(_exact_voiceprint, op, requests, shared, collector))
+            )
             line.then(functools.partial(tick, len(members)))
         for (lane, entries, outs), mark in zip(placed, op0_marks, strict=True):
             chained = plan.voiceprint_inputs == "chained"
             if chained:
                 line.wait(mark)  # each lane's rows from its own segmentation
-            line.stage(_fast_voiceprint(lane, entries, outs, op, None if chained else shared, geometry,
-                                        plan.mask_policy))
+            line.stage(
+                _fast_voiceprint(lane, entries, outs, op, None if chained else shared, geometry, plan.mask_policy)
+            )
             line.then(functools.partial(tick, len(entries)))
 
     def finish() -> None:
@@ -278,6 +292,7 @@ def _run_group(members: list[Block], golden_given: Callable[[], Mapping[Op, Mapp
         for (_, names, _), (_, _, outs) in zip(fast, placed, strict=True):
             for name, collector in zip(names, outs, strict=True):
                 sink(name, collector.finish(order))
+
     return line.then(finish)
 
 
@@ -285,44 +300,70 @@ def _exact_segmentation(members: list[Block], collector: OutputCollector, i: int
     collector.add_segmentation(members[i].id, members[i].valid, out)
 
 
-def _exact_voiceprint(op: Op, requests: list[Block], shared: dict[str, VoiceprintRows], collector: OutputCollector,
-                      i: int, answer: np.ndarray) -> None:
+def _exact_voiceprint(
+    op: Op,
+    requests: list[Block],
+    shared: dict[str, VoiceprintRows],
+    collector: OutputCollector,
+    i: int,
+    answer: np.ndarray,
+) -> None:
     collector.add_voiceprint(op, requests[i].id, shared[requests[i].id], answer)
 
 
-def _fast_segmentation(entries: list[list[Entry]], outs: list[OutputCollector], i: int,
-                       answers: list[np.ndarray]) -> None:
+def _fast_segmentation(
+    entries: list[list[Entry]], outs: list[OutputCollector], i: int, answers: list[np.ndarray]
+) -> None:
     """A chunk's answers, each under its block's own id, into its copy's lane (a plain lane's: copy 0)."""
     for (block, copy), out in zip(entries[i], answers, strict=True):
         outs[copy].add_segmentation(block.id, block.valid, out)
 
 
-def _fast_voiceprint(lane: FastLane, entries: list[list[Entry]], outs: list[OutputCollector], op: Op,
-                     shared: dict[str, VoiceprintRows] | None, geometry: Geometry,
-                     policy: MaskPolicy) -> Iterator[tuple[Call, Take]]:
+def _fast_voiceprint(
+    lane: FastLane,
+    entries: list[list[Entry]],
+    outs: list[OutputCollector],
+    op: Op,
+    shared: dict[str, VoiceprintRows] | None,
+    geometry: Geometry,
+    policy: MaskPolicy,
+) -> Iterator[tuple[Call, Take]]:
     """One call per chunk with any rows, made as it is asked for (``shared``: isolated inputs; None: each
     block's rows from its own lane's segmentation); a chunk without rows is not sent: no rows, at once."""
     for chunk in entries:
-        rows = [shared[b.id] if shared is not None else
-                voiceprint_rows(outs[c].segmentation_of(b.id), b.valid, op, geometry, policy) for b, c in chunk]
+        rows = [
+            shared[b.id]
+            if shared is not None
+            else voiceprint_rows(outs[c].segmentation_of(b.id), b.valid, op, geometry, policy)
+            for b, c in chunk
+        ]
         targets = [(outs[c], b.id) for b, c in chunk]
         if not sum(int(r.idx.shape[0]) for r in rows):
             for (collector, block_id), row_set in zip(targets, rows, strict=True):
                 collector.add_voiceprint(op, block_id, row_set, _empty(geometry))
             continue
-        requests = [sent_as(b, c).with_voiceprint(op, r.weights, r.idx, r.speakers, geometry)
-                    for (b, c), r in zip(chunk, rows, strict=True)]
+        requests = [
+            sent_as(b, c).with_voiceprint(op, r.weights, r.idx, r.speakers, geometry)
+            for (b, c), r in zip(chunk, rows, strict=True)
+        ]
         yield from lane.requests([requests], functools.partial(_fast_answers, op, targets, rows))
 
 
-def _fast_answers(op: Op, targets: list[tuple[OutputCollector, str]], rows: list[VoiceprintRows], _: int,
-                  answers: list[np.ndarray]) -> None:
+def _fast_answers(
+    op: Op, targets: list[tuple[OutputCollector, str]], rows: list[VoiceprintRows], _: int, answers: list[np.ndarray]
+) -> None:
     for (collector, block_id), row_set, out in zip(targets, rows, answers, strict=True):
         collector.add_voiceprint(op, block_id, row_set, out)
 
 
-def _shared_rows(members: list[Block], op: Op, given: Mapping[Op, Mapping[str, VoiceprintRows]] | None,
-                 exact_out: list[OutputCollector], geometry: Geometry, policy: MaskPolicy) -> dict[str, VoiceprintRows]:
+def _shared_rows(
+    members: list[Block],
+    op: Op,
+    given: Mapping[Op, Mapping[str, VoiceprintRows]] | None,
+    exact_out: list[OutputCollector],
+    geometry: Geometry,
+    policy: MaskPolicy,
+) -> dict[str, VoiceprintRows]:
     """The WEIGHTS/IDX every lane gets with isolated voiceprint inputs (and the exact lane with both)."""
     shared = {}
     for block in members:
@@ -359,8 +400,9 @@ def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, pl
 
 
 def no_rows(geometry: Geometry) -> VoiceprintRows:
-    return VoiceprintRows(np.zeros((0, geometry.frames_per_window), np.float32), np.zeros(0, np.int32),
-                          np.zeros(0, np.int32))
+    return VoiceprintRows(
+        np.zeros((0, geometry.frames_per_window), np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    )
 
 
 def _empty(geometry: Geometry) -> np.ndarray:

@@ -41,20 +41,34 @@ from lanes.null_model import NullModel, _config_geometry
 class SimulatedDevice(NullModel):
     """The null model plus a device's time per call: ``c0_s + c1_s * windows`` seconds, GIL released."""
 
-    def __init__(self, geometry: Geometry, label: str, seed: int = 0, c0_ms: float = 2.0, c1_ms: float = 0.2,
-                 timeline: str | None = None) -> None:
+    def __init__(
+        self,
+        geometry: Geometry,
+        label: str,
+        seed: int = 0,
+        c0_ms: float = 2.0,
+        c1_ms: float = 0.2,
+        timeline: str | None = None,
+    ) -> None:
         super().__init__(geometry, label, seed)
         for name, value in (("c0_ms", c0_ms), ("c1_ms", c1_ms)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= float(value) <= 60_000:
-                raise ModelError(f"simulated device: {name} must be a number of milliseconds in [0, 60000], "
-                                 f"got {value!r}")
+                raise ModelError(
+                    f"simulated device: {name} must be a number of milliseconds in [0, 60000], got {value!r}"
+                )
         self.c0_s, self.c1_s = float(c0_ms) / 1e3, float(c1_ms) / 1e3
         self.name = f"simulated-device-{label}-seed{self.seed}"
         self._log = IntervalLog("simulated device", timeline)
 
     def describe(self) -> dict:
-        return {"name": self.name, "kind": "simulated-device", "seed": self.seed, "fingerprint": self.fingerprint,
-                "c0_ms": self.c0_s * 1e3, "c1_ms": self.c1_s * 1e3}
+        return {
+            "name": self.name,
+            "kind": "simulated-device",
+            "seed": self.seed,
+            "fingerprint": self.fingerprint,
+            "c0_ms": self.c0_s * 1e3,
+            "c1_ms": self.c1_s * 1e3,
+        }
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         start = time.perf_counter()
@@ -105,7 +119,7 @@ class IntervalLog:
         if self._path is None:
             return
         with self._lock:
-            data = np.asarray(self._intervals[self._written:], dtype=np.float64).tobytes()
+            data = np.asarray(self._intervals[self._written :], dtype=np.float64).tobytes()
             self._written = len(self._intervals)
         with open(self._path, "ab") as f:
             f.write(data)
@@ -137,13 +151,15 @@ def read_timeline(path: str | Path) -> np.ndarray:
     return data.reshape(-1, 2)
 
 
-def full(seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2,
-         timeline: str | None = None) -> SimulatedDevice:
+def full(
+    seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2, timeline: str | None = None
+) -> SimulatedDevice:
     """The simulated device at the reference model's full geometry (the release's)."""
     return SimulatedDevice(_config_geometry("full"), "full", seed, c0_ms, c1_ms, timeline)
 
 
-def small(seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2,
-          timeline: str | None = None) -> SimulatedDevice:
+def small(
+    seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2, timeline: str | None = None
+) -> SimulatedDevice:
     """The simulated device at the small test geometry."""
     return SimulatedDevice(_config_geometry("small"), "small", seed, c0_ms, c1_ms, timeline)

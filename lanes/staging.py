@@ -46,6 +46,7 @@ _ALLOCATOR_ROUNDING = 512  # bytes: torch's caching allocator rounds every block
 
 def host_tensors(device: Any) -> ToDevice:
     """The plain ``to_device`` (``infer``'s): ``torch.from_numpy``, then ``.to(device)``, synchronous."""
+
     def to_device(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.require(array, requirements="W")).to(device)
 
@@ -109,8 +110,9 @@ class Stager:
         with self._lock:
             return self._resident
 
-    def stage(self, stage: Callable[[ToDevice], Callable[[], dict[str, np.ndarray]]]
-              ) -> tuple[Staged, Callable[[], dict[str, np.ndarray]]]:
+    def stage(
+        self, stage: Callable[[ToDevice], Callable[[], dict[str, np.ndarray]]]
+    ) -> tuple[Staged, Callable[[], dict[str, np.ndarray]]]:
         """Run ``stage(to_device)`` (the model's host part) now; its inputs copied as the module's doc says."""
         staged = Staged(device=self.device, owner=self)
         if not self.cuda:

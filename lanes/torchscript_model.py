@@ -42,8 +42,10 @@ class TorchScriptModel:
         try:
             self.module = torch.jit.load(str(self.path), map_location=self.device).eval()
         except Exception as exc:  # torch raises RuntimeError/ValueError/pickle errors
-            raise ModelError(f"{self.path}: not a loadable TorchScript module ({type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+            raise ModelError(
+                f"{self.path}: not a loadable TorchScript module ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''})"
+            ) from None
         if not hasattr(self.module, "geometry"):
             raise ModelError(f"{self.path}: TorchScript module has no exported geometry() method")
         try:
@@ -52,8 +54,13 @@ class TorchScriptModel:
             raise ModelError(f"{self.path}: bad geometry(): {exc}") from None
 
     def describe(self) -> dict:
-        return {"name": self.path.name, "kind": "torchscript", "path": str(self.path),
-                "fingerprint": self.fingerprint, "device": str(self.device)}
+        return {
+            "name": self.path.name,
+            "kind": "torchscript",
+            "path": str(self.path),
+            "fingerprint": self.fingerprint,
+            "device": str(self.device),
+        }
 
     def torch_modules(self) -> dict[str, torch.nn.Module]:
         return {"model": self.module}
@@ -66,8 +73,10 @@ class TorchScriptModel:
         """The wire tensors given to ``to_device`` now; the module's call returned (lanes/model_api.py)."""
         fields = check_request(request, self.geometry)
         op = Op(int(fields[ops.OP][0]))
-        inputs = [None if fields[name] is None else to_device(fields[name])
-                  for name in (ops.SPAN, ops.OFFSETS, ops.VALID, ops.OP, ops.WEIGHTS, ops.IDX)]
+        inputs = [
+            None if fields[name] is None else to_device(fields[name])
+            for name in (ops.SPAN, ops.OFFSETS, ops.VALID, ops.OP, ops.WEIGHTS, ops.IDX)
+        ]
 
         @torch.inference_mode()
         def compute() -> dict[str, np.ndarray]:

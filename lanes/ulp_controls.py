@@ -34,8 +34,7 @@ class UlpMovesModel(NullModel):
     def __init__(self, label: str, seed: int, later: bool, copies: bool) -> None:
         super().__init__(_config_geometry(label), label, seed)
         self.later, self.copies = bool(later), bool(copies)
-        self.fingerprint = hashlib.sha256(f"{self.fingerprint}|control:ulp-moves|{later}|{copies}".encode()
-                                          ).hexdigest()
+        self.fingerprint = hashlib.sha256(f"{self.fingerprint}|control:ulp-moves|{later}|{copies}".encode()).hexdigest()
         self.name = f"{self.name}-control-ulp-moves"
 
     def moved(self, request: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -43,7 +42,7 @@ class UlpMovesModel(NullModel):
         offsets, valid = np.asarray(request[ops.OFFSETS]), np.asarray(request[ops.VALID])
         out = np.zeros(offsets.shape[0], dtype=bool)
         if self.later:
-            out[self.geometry.windows_per_block:] = True
+            out[self.geometry.windows_per_block :] = True
         if self.copies:
             keys = window_keys(np.asarray(request[ops.SPAN]), offsets, valid)
             seen: set[int] = set()

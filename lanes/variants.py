@@ -47,8 +47,9 @@ class FastVariant:
         for name in self.lanes:
             prefix, dot, tag = str(name).partition(".")
             if prefix != lane_name(self.k) or not dot or not _TAG.fullmatch(tag):
-                raise LaneError(f"variant lane {name!r}: expected 'k{self.k}.<tag>', tag [a-z][a-z0-9]* "
-                                "(e.g. k4.a1, k4.d2)")
+                raise LaneError(
+                    f"variant lane {name!r}: expected 'k{self.k}.<tag>', tag [a-z][a-z0-9]* (e.g. k4.a1, k4.d2)"
+                )
         if len(set(self.lanes)) != len(self.lanes):
             raise LaneError(f"variant lanes {list(self.lanes)}: a lane named twice")
 
@@ -62,8 +63,10 @@ def check_variants(variants: Sequence[FastVariant], shapes: Sequence[int]) -> No
     names: list[str] = []
     for v in variants:
         if v.k not in shapes:
-            raise LaneError(f"variant lanes {list(v.lanes)}: k={v.k} is not a shape of the plan "
-                            f"(shapes {list(shapes)}); a variant re-arranges a shape that runs")
+            raise LaneError(
+                f"variant lanes {list(v.lanes)}: k={v.k} is not a shape of the plan "
+                f"(shapes {list(shapes)}); a variant re-arranges a shape that runs"
+            )
         names += v.lanes
     twice = sorted(n for n, c in Counter(names).items() if c > 1)
     if twice:
@@ -88,20 +91,26 @@ def arrangement(variant: FastVariant, members: Sequence[Block]) -> list[list[Ent
         for j, (block, copy) in enumerate(chunk):
             block_id = getattr(block, "id", None)
             if not isinstance(copy, int) or not 0 <= copy < len(variant.lanes):
-                raise LaneError(f"{where}: chunk {i} gives block {block_id!r} copy index {copy!r}, allowed "
-                                f"0..{len(variant.lanes) - 1} (one per lane)")
+                raise LaneError(
+                    f"{where}: chunk {i} gives block {block_id!r} copy index {copy!r}, allowed "
+                    f"0..{len(variant.lanes) - 1} (one per lane)"
+                )
             if block_id not in known:
-                raise LaneError(f"{where}: chunk {i} holds block {block_id!r}, not a member of this group "
-                                f"(members {ids[0]!r}..{ids[-1]!r})")
+                raise LaneError(
+                    f"{where}: chunk {i} holds block {block_id!r}, not a member of this group "
+                    f"(members {ids[0]!r}..{ids[-1]!r})"
+                )
             chunk[j] = (known[block_id], copy)  # the member itself: what the plain lanes send
             seen[copy][block_id] += 1
     for copy, counts in enumerate(seen):
         wrong = [(b, counts[b]) for b in ids if counts[b] != 1]
         if wrong:
             b, n = wrong[0]
-            raise LaneError(f"{where}: lane {variant.lanes[copy]!r} receives block {b!r} {n} times, expected "
-                            f"exactly once ({len(wrong)} of {len(ids)} members wrong); an arranger must give "
-                            "every lane every member of the group exactly once")
+            raise LaneError(
+                f"{where}: lane {variant.lanes[copy]!r} receives block {b!r} {n} times, expected "
+                f"exactly once ({len(wrong)} of {len(ids)} members wrong); an arranger must give "
+                "every lane every member of the group exactly once"
+            )
     return chunks
 
 

@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 Phase = Callable[[str | None], None]
 
 
-def warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer, line: Ordered,
-            phase: Phase | None = None) -> None:
+def warm_up(
+    first: list[Block], backend: Backend, plan: RunPlan, packer: Packer, line: Ordered, phase: Phase | None = None
+) -> None:
     """Push the warm-up of every lane (see the module doc) onto ``line``, ahead of the timed calls."""
     scratch: list[CallRecord] = []
     say = phase or (lambda label: None)
@@ -87,8 +88,15 @@ def warm_up(first: list[Block], backend: Backend, plan: RunPlan, packer: Packer,
                 real = first[: len(segs)]  # a padded pack's answer holds the real blocks only
                 rows = [rows_of(b, op, s) for b, s in zip(real, segs, strict=True)]
                 if sum(int(r.idx.shape[0]) for r in rows):
-                    line.stage(lane.calls([b.with_voiceprint(op, r.weights, r.idx, r.speakers, g)
-                                           for b, r in zip(real, rows, strict=True)], []))
+                    line.stage(
+                        lane.calls(
+                            [
+                                b.with_voiceprint(op, r.weights, r.idx, r.speakers, g)
+                                for b, r in zip(real, rows, strict=True)
+                            ],
+                            [],
+                        )
+                    )
             done += len(group)
 
     if measured:  # the exact lane alone first, finished before any packed call: its peak is its own

@@ -21,7 +21,8 @@ from reports.junit import next_steps
 from reports.numbers import fmt, percent_text
 
 PRECISE_RATIO = 1.5  # a speedup interval whose ends differ by more than this factor measures no speed
-INPUT_MARK = "<input"  # harness.localisation.first_divergence.INPUT / OUTPUT, after the network's name (reports do not import it)
+# harness.localisation.first_divergence.INPUT / OUTPUT, after the network's name (reports do not import it)
+INPUT_MARK = "<input"
 OUTPUT_MARK = "<output"
 
 
@@ -45,23 +46,32 @@ def localisation_finding(loc: Mapping[str, Any]) -> str:
     detail = (loc.get("per_block") or [{}])[0]
     block = f"block {detail['block']!r}" if detail.get("block") else "the failing block"
     if layer is None:
-        return (f"localisation found no difference: {block} alone and packed agree at every layer and in the answer "
-                "when replayed here; the failure is not this block's packing (look at the other blocks of the pack, "
-                "the device, or the sample-size gate)")
+        return (
+            f"localisation found no difference: {block} alone and packed agree at every layer and in the answer "
+            "when replayed here; the failure is not this block's packing (look at the other blocks of the pack, "
+            "the device, or the sample-size gate)"
+        )
     if INPUT_MARK in layer:
-        return (f"localisation found {block} already different at the network's input ({layer}): the windows "
-                "differ before any layer runs, a packing or window-cutting bug, not numerics; fix the packer or the "
-                "model's window cutting (harness laws --packer-cmd CMD judges a packer), not the tolerances")
+        return (
+            f"localisation found {block} already different at the network's input ({layer}): the windows "
+            "differ before any layer runs, a packing or window-cutting bug, not numerics; fix the packer or the "
+            "model's window cutting (harness laws --packer-cmd CMD judges a packer), not the tolerances"
+        )
     size = ""
     if detail.get("max_abs") is not None:
         share = detail.get("fraction_differing")
-        size = f" (max_abs {fmt(detail['max_abs'])}" + (f", {percent_text(share)} of values differ)"
-                                                         if share is not None else ")")
+        size = f" (max_abs {fmt(detail['max_abs'])}" + (
+            f", {percent_text(share)} of values differ)" if share is not None else ")"
+        )
     if OUTPUT_MARK in layer:
-        return (f"localisation found every layer of {block} equal alone and packed, but the model's answer differs"
-                f"{size}: the model's code outside its layers depends on the call (its size or its other blocks)")
-    return (f"localisation found the first diverging layer {layer!r} for {block}{size}: look at that layer's "
-            "kernels at this batch shape")
+        return (
+            f"localisation found every layer of {block} equal alone and packed, but the model's answer differs"
+            f"{size}: the model's code outside its layers depends on the call (its size or its other blocks)"
+        )
+    return (
+        f"localisation found the first diverging layer {layer!r} for {block}{size}: look at that layer's "
+        "kernels at this batch shape"
+    )
 
 
 def speed_measured(shape: Mapping[str, Any]) -> bool:
@@ -87,11 +97,15 @@ def slow_note(shape: Mapping[str, Any]) -> str | None:
     interval = shape.get("speedup_interval")
     figure = f"{fmt(speedup, 'speedup')} the speed of k=1 on this device"
     if not interval:
-        return (f"{how}: matches the golden; measured at {figure} over {sample}, too few for an interval: not "
-                "measured precisely, so it says nothing yet of what the engine gains")
+        return (
+            f"{how}: matches the golden; measured at {figure} over {sample}, too few for an interval: not "
+            "measured precisely, so it says nothing yet of what the engine gains"
+        )
     bounds = f"95 % interval {fmt(interval[0], 'speedup')}–{fmt(interval[1], 'speedup')}, {sample}"
     if not speed_measured(shape):
         why = "includes 1" if shape.get("within_noise") else "is that wide"
-        return (f"{how}: matches the golden; measured at {figure} ({bounds}): not measured precisely (the interval "
-                f"{why}), so it says nothing yet of what the engine gains")
+        return (
+            f"{how}: matches the golden; measured at {figure} ({bounds}): not measured precisely (the interval "
+            f"{why}), so it says nothing yet of what the engine gains"
+        )
     return f"{how}: matches the golden, but {figure} ({bounds}): the engine gains nothing from it here"

@@ -38,26 +38,51 @@ def arrangement_facts(score: Score) -> dict[str, Any] | None:
             worst = ev.worst_slot.get(op)
             judged = [lane.same_as_plain[op].passed for lane in ev.lanes.values() if op in lane.same_as_plain]
             same = all(judged) if judged else None  # OP 1/2: not judged against the plain lane (reported)
-            moved = sum(lane.blocks_differing_from_plain.get(op, 0) for lane in ev.lanes.values()
-                        if lane.kind == "shuffled")
+            moved = sum(
+                lane.blocks_differing_from_plain.get(op, 0) for lane in ev.lanes.values() if lane.kind == "shuffled"
+            )
             golden = all(lane.ops[op].passed for lane in ev.lanes.values() if op in lane.ops)
             dup = ev.duplicates[op].passed if ev.duplicates is not None and op in ev.duplicates else None
-            rows.append({
-                "shape": int(k), "op": int(op), "arrangements": ev.arrangements, "seed": ev.seed,
-                "lanes": list(first.values), "metric": first.metric,
-                "values": [{"lane": lane, "value": v, "text": fmt(v)} for lane, v in first.values.items()],
-                "min": first.min, "max": first.max, "min_text": fmt(first.min), "max_text": fmt(first.max),
-                "spread": {m: {"min": s.min, "max": s.max} for m, s in spread.items()},
-                "within_tolerance": golden, "same_in_every_slot": same, "duplicates_agree": dup,
-                "blocks_differing_from_plain": moved,
-                "worst_slot": worst, "worst_slot_text": slot_label(worst, int(k)) if worst else "none differs",
-                "passed": golden and same is not False and dup is not False,
-            })
+            rows.append(
+                {
+                    "shape": int(k),
+                    "op": int(op),
+                    "arrangements": ev.arrangements,
+                    "seed": ev.seed,
+                    "lanes": list(first.values),
+                    "metric": first.metric,
+                    "values": [{"lane": lane, "value": v, "text": fmt(v)} for lane, v in first.values.items()],
+                    "min": first.min,
+                    "max": first.max,
+                    "min_text": fmt(first.min),
+                    "max_text": fmt(first.max),
+                    "spread": {m: {"min": s.min, "max": s.max} for m, s in spread.items()},
+                    "within_tolerance": golden,
+                    "same_in_every_slot": same,
+                    "duplicates_agree": dup,
+                    "blocks_differing_from_plain": moved,
+                    "worst_slot": worst,
+                    "worst_slot_text": slot_label(worst, int(k)) if worst else "none differs",
+                    "passed": golden and same is not False and dup is not False,
+                }
+            )
             for key, s in ev.slots.get(op, {}).items():
-                slots.append({"shape": int(k), "op": int(op), "slot": key, "label": slot_label(key, int(k)),
-                              "placements": s.placements, "units": s.units, "differing": s.differing,
-                              "max_abs": s.max_abs, "max_abs_text": fmt(s.max_abs), "max_ulp": s.max_ulp,
-                              "worst_block": s.worst_block, "worst": key == worst})
+                slots.append(
+                    {
+                        "shape": int(k),
+                        "op": int(op),
+                        "slot": key,
+                        "label": slot_label(key, int(k)),
+                        "placements": s.placements,
+                        "units": s.units,
+                        "differing": s.differing,
+                        "max_abs": s.max_abs,
+                        "max_abs_text": fmt(s.max_abs),
+                        "max_ulp": s.max_ulp,
+                        "worst_block": s.worst_block,
+                        "worst": key == worst,
+                    }
+                )
     if not rows:
         return None
     return {"rows": rows, "slots": slots, "reasons": reasons}
@@ -86,7 +111,7 @@ def _spread_svg(op: int, rows: list[dict[str, Any]]) -> str:
         return (bottom - 18) - (math.log10(v) - lo) / (hi - lo) * (bottom - 18 - top)
 
     for e in range(lo, hi + 1):
-        y = y_of(10.0 ** e)
+        y = y_of(10.0**e)
         svg.line(left, y, width - 10, y, colour="#d0d7de")
         svg.text(left - 4, y + 3, f"1e{e}", anchor="end")
     svg.line(left, zero_y, width - 10, zero_y, colour="#d0d7de", dash=True)
@@ -95,8 +120,9 @@ def _spread_svg(op: int, rows: list[dict[str, Any]]) -> str:
     for i, r in enumerate(rows):
         x = left + step * (i + 0.5)
         colour = PASS_COLOUR if r["passed"] else FAIL_COLOUR
-        ys = [y_of(v["value"]) if isinstance(v["value"], (int, float)) and v["value"] > 0 else zero_y
-              for v in r["values"]]
+        ys = [
+            y_of(v["value"]) if isinstance(v["value"], (int, float)) and v["value"] > 0 else zero_y for v in r["values"]
+        ]
         if ys:
             svg.line(x, min(ys), x, max(ys), colour=colour, width=2.0)
         for yy in ys:

@@ -47,14 +47,23 @@ def build_audit_facts(result: Mapping[str, Any]) -> dict[str, Any]:
     ops = {}
     for op, o in sorted(result["ops"].items()):
         verdict = _verdict(o)
-        ops[op] = {**{k: v for k, v in o.items() if k != "verdict"},
-                   "scored": verdict is not None,
-                   **(op_facts(verdict) if verdict is not None else {"verdict": "not scored"})}
+        ops[op] = {
+            **{k: v for k, v in o.items() if k != "verdict"},
+            "scored": verdict is not None,
+            **(op_facts(verdict) if verdict is not None else {"verdict": "not scored"}),
+        }
     golden = result["golden_model"]
-    others = {} if golden is None else {fp: n for fp, n in result["served"]["fingerprints"].items()
-                                        if fp != golden["fingerprint"]}
-    return {**result, "ops": ops, "other_fingerprints": others,
-            "title": TITLE.format(capture=Path(result["capture"]["path"]).name)}
+    others = (
+        {}
+        if golden is None
+        else {fp: n for fp, n in result["served"]["fingerprints"].items() if fp != golden["fingerprint"]}
+    )
+    return {
+        **result,
+        "ops": ops,
+        "other_fingerprints": others,
+        "title": TITLE.format(capture=Path(result["capture"]["path"]).name),
+    }
 
 
 def write_audit_report(out_dir: Path, result: Mapping[str, Any]) -> dict[str, Path]:
@@ -64,20 +73,33 @@ def write_audit_report(out_dir: Path, result: Mapping[str, Any]) -> dict[str, Pa
     facts = build_audit_facts(result)
     html_env, md_env = template_environments()
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
-    atomic_write_many({paths["md"]: md_env.get_template("audit.md.j2").render(a=facts),  # both pages or neither
-                       paths["html"]: html_env.get_template("audit.html.j2").render(a=facts)})
+    atomic_write_many(
+        {
+            paths["md"]: md_env.get_template("audit.md.j2").render(a=facts),  # both pages or neither
+            paths["html"]: html_env.get_template("audit.html.j2").render(a=facts),
+        }
+    )
     return paths
 
 
 def write_audit_junit(path: Path, result: Mapping[str, Any]) -> Path:
     """The audit's JUnit file: one case for the laws, one per OP (see module doc)."""
     golden = result["golden_model"] or {}
-    suite = new_suite(SUITE, {
-        "capture": result["capture"]["path"], "capture_sha256": result["capture"]["sha256"],
-        "requests": result["capture"]["requests"], "engine": result["capture"]["engine"],
-        "golden_model": golden.get("spec", "not loaded"), "golden_fingerprint": golden.get("fingerprint", ""),
-        "fingerprint_matches": result["fingerprint_matches"], "verdict": result["verdict"],
-        "summary": result["headline"]}, result["created"])
+    suite = new_suite(
+        SUITE,
+        {
+            "capture": result["capture"]["path"],
+            "capture_sha256": result["capture"]["sha256"],
+            "requests": result["capture"]["requests"],
+            "engine": result["capture"]["engine"],
+            "golden_model": golden.get("spec", "not loaded"),
+            "golden_fingerprint": golden.get("fingerprint", ""),
+            "fingerprint_matches": result["fingerprint_matches"],
+            "verdict": result["verdict"],
+            "summary": result["headline"],
+        },
+        result["created"],
+    )
 
     laws = result["laws"]
     case = ET.SubElement(suite, "testcase", classname=CLASSNAME, name="laws", time="0")

@@ -32,10 +32,14 @@ def engine_line(score: Score, engine: EngineManifest | None, promoted: bool) -> 
     """One sentence: which file the engine reads, and (when known) what it allows here; for a night that did not
     promote, that the file was not changed."""
     if engine is None:
-        return (f"The engine reads {ENGINE_FILE}, which `harness promote` and `harness nightly` write from the "
-                "ledger (`harness shapes` prints what it allows).")
-    key = (f"model {score.fingerprint[:16]}..., device {score.device_kind}, numerics profile "
-           f"{score.numerics_profile}, packer {score.packer.get('identity', '?')}")
+        return (
+            f"The engine reads {ENGINE_FILE}, which `harness promote` and `harness nightly` write from the "
+            "ledger (`harness shapes` prints what it allows)."
+        )
+    key = (
+        f"model {score.fingerprint[:16]}..., device {score.device_kind}, numerics profile "
+        f"{score.numerics_profile}, packer {score.packer.get('identity', '?')}"
+    )
     reads = f"The engine reads {engine.path}" + ("" if promoted else ", not changed by this night")
     if engine.unreadable is not None:
         return f"{reads}; it could not be read here: {engine.unreadable}."

@@ -47,7 +47,10 @@ def _arrangements(score: Score, out: EvidenceFacts) -> None:
 
 
 OWN_SECTIONS: dict[str, Callable[[Score, EvidenceFacts], None]] = {
-    "load": _load, "repeats": _repeats, "arrangements": _arrangements}
+    "load": _load,
+    "repeats": _repeats,
+    "arrangements": _arrangements,
+}
 
 
 def evidence_facts(score: Score) -> EvidenceFacts:
@@ -59,8 +62,15 @@ def evidence_facts(score: Score) -> EvidenceFacts:
         if own is not None:
             own(score, out)
         elif (section := kind.report(score)) is not None:
-            generic.append({"kind": kind.name, "title": section.title, "columns": list(section.columns),
-                            "rows": [list(r) for r in section.rows], "lines": list(section.lines)})
+            generic.append(
+                {
+                    "kind": kind.name,
+                    "title": section.title,
+                    "columns": list(section.columns),
+                    "rows": [list(r) for r in section.rows],
+                    "lines": list(section.lines),
+                }
+            )
     if generic:  # only then: a report of the harness's own kinds is the same file it was
         out.facts["evidence_sections"] = generic
     return out

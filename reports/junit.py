@@ -42,19 +42,30 @@ SUITE = "harness.nightly"
 MAX_SHAPES_IN_SUMMARY = 3
 
 
-def write_junit(path: Path, score: Score, verification: Reproduction | None, margins: MarginsView | None = None
-                ) -> Path:
+def write_junit(
+    path: Path, score: Score, verification: Reproduction | None, margins: MarginsView | None = None
+) -> Path:
     """Write the nightly's JUnit XML. ``verification`` falls back to ``score.verification``; ``margins``: one
     suite property per margin warning (``margin_warning_k<k>_op<op>_<metric>``, the warning line its value)."""
     verification = verification if verification is not None else score.verification
     throughput = score.throughput  # per lane timing: a dict of named figures (no model)
-    suite = new_suite(SUITE, {
-        "release": score.release, "golden_id": score.golden.id, "run_id": score.run.id,
-        "fingerprint": score.fingerprint, "device_kind": score.device_kind,
-        "numerics_profile": score.numerics_profile, "mode": score.mode, "verdict": score.verdict,
-        "packing_laws": _laws_phrase(score.laws), **_backend_properties(score),
-        "summary": summary_line(score, verification)},
-        score.created)
+    suite = new_suite(
+        SUITE,
+        {
+            "release": score.release,
+            "golden_id": score.golden.id,
+            "run_id": score.run.id,
+            "fingerprint": score.fingerprint,
+            "device_kind": score.device_kind,
+            "numerics_profile": score.numerics_profile,
+            "mode": score.mode,
+            "verdict": score.verdict,
+            "packing_laws": _laws_phrase(score.laws),
+            **_backend_properties(score),
+            "summary": summary_line(score, verification),
+        },
+        score.created,
+    )
     suite_props = suite.find("properties")
     assert suite_props is not None  # new_suite always adds it
     for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
@@ -68,8 +79,7 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
     for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
         for op, verdict in sorted(shape.ops.items(), key=lambda kv: int(kv[0])):
             seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
-            case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}",
-                                 time=f"{seconds:.6f}")
+            case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}", time=f"{seconds:.6f}")
             op_case(case, int(op), verdict, None if shape.cause is None else shape.cause.kind)
             props = case.find("properties")
             assert props is not None  # op_case always adds it
@@ -98,8 +108,12 @@ def write_junit(path: Path, score: Score, verification: Reproduction | None, mar
     case = ET.SubElement(suite, "testcase", classname="golden", name="reproduction", time="0")
     tests += 1
     if verification is None:
-        ET.SubElement(case, "skipped", message="no golden verification available: this run has no "
-                      "interleaved exact lane and no separate verification was given")
+        ET.SubElement(
+            case,
+            "skipped",
+            message="no golden verification available: this run has no "
+            "interleaved exact lane and no separate verification was given",
+        )
         skipped += 1
     else:
         line = verification.summary
@@ -122,8 +136,12 @@ def _backend_properties(score: Score) -> dict[str, str]:
         return {}
     if not b.remote:
         return {"backend": b.name}
-    return {"backend": b.name, "backend_url": str(b.url), "backend_transport": b.transport or "http",
-            "backend_concurrency": str(b.concurrency)}
+    return {
+        "backend": b.name,
+        "backend_url": str(b.url),
+        "backend_transport": b.transport or "http",
+        "backend_concurrency": str(b.concurrency),
+    }
 
 
 def _gate_reasons(shape: ShapeScore) -> list[str]:
@@ -148,8 +166,13 @@ def new_suite(name: str, facts: Mapping[str, Any], created: str) -> ET.Element:
 
 def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skipped: int, seconds: float) -> Path:
     """``suite`` with its counts, alone in a ``testsuites`` root, written atomically to ``path``."""
-    counts = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped),
-              "time": f"{seconds:.6f}"}
+    counts = {
+        "tests": str(tests),
+        "failures": str(failures),
+        "errors": "0",
+        "skipped": str(skipped),
+        "time": f"{seconds:.6f}",
+    }
     for key, value in counts.items():
         suite.set(key, value)
     root = ET.Element("testsuites", {"name": "harness", **counts})
@@ -177,8 +200,7 @@ def op_case(case: ET.Element, op: int, verdict: OpVerdictModel, cause: str | Non
     reasons = list(verdict.reasons)
     if not verdict.passed:
         message = "; ".join(reasons) or "failed"
-        failure = ET.SubElement(case, "failure", message=f"{cause}: {message}" if cause else message,
-                                type="tolerance")
+        failure = ET.SubElement(case, "failure", message=f"{cause}: {message}" if cause else message, type="tolerance")
         failure.text = "\n".join(reasons + next_steps(verdict.checks))
     ET.SubElement(case, "system-out").text = "\n".join(lines)
 
@@ -206,11 +228,14 @@ def _without_localise(hint: str) -> str:
 
 
 def _line(check: CheckModel) -> str:
-    return check.line()  # the judges' one wording of a check (the model is theirs: harness.judging.judges.judge_base.Check)
+    return (
+        check.line()
+    )  # the judges' one wording of a check (the model is theirs: harness.judging.judges.judge_base.Check)
 
 
-def summary_line(score: Score, verification: Reproduction | None,
-                 localisation: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+def summary_line(
+    score: Score, verification: Reproduction | None, localisation: Mapping[str, Mapping[str, Any]] | None = None
+) -> str:
     """One line for the CI log: PASS/FAIL, each failed shape's cause and the evidence that decided it, the golden.
 
     e.g. "FAIL: shape k=2 refused (numerics at this batch shape beyond the tolerances): OP 0 max_abs: 10.1 >
@@ -258,8 +283,14 @@ def _first_module(cause: str, localised: Mapping[str, Any] | None) -> str:
         found = item.get("first_exceeding") if isinstance(item, Mapping) else None
         if found:
             return f"; first module beyond its noise floor: OP {op} {found}"
-    first = next((item.get("first_diverging_layer") for _, item in sorted(localised.items())
-                  if isinstance(item, Mapping) and item.get("first_diverging_layer")), None)
+    first = next(
+        (
+            item.get("first_diverging_layer")
+            for _, item in sorted(localised.items())
+            if isinstance(item, Mapping) and item.get("first_diverging_layer")
+        ),
+        None,
+    )
     return f"; first diverging module: {first} (none beyond its noise floor)" if first else ""
 
 

@@ -30,17 +30,35 @@ def load_facts(score: Score) -> dict[str, Any] | None:
         shape = score.shapes.get(key)
         for p in entry.points:
             meets = load.p99_budget_ms is not None and p.accurate and p.p99_ms <= load.p99_budget_ms
-            rows.append({"shape": entry.shape, "concurrency": p.concurrency, "requests": p.requests,
-                         "checked": p.checked, "p50_ms": p.p50_ms, "p99_ms": p.p99_ms,
-                         "blocks_per_s": p.blocks_per_s, "queue_ms": p.queue_ms, "compute_ms": p.compute_ms,
-                         "accurate": p.accurate, "within_budget": meets, "reasons": list(p.reasons),
-                         "why": p.reasons[0] if p.reasons else ("" if p.accurate else "not accurate"),
-                         "shape_verdict": shape.verdict if shape is not None else None})
+            rows.append(
+                {
+                    "shape": entry.shape,
+                    "concurrency": p.concurrency,
+                    "requests": p.requests,
+                    "checked": p.checked,
+                    "p50_ms": p.p50_ms,
+                    "p99_ms": p.p99_ms,
+                    "blocks_per_s": p.blocks_per_s,
+                    "queue_ms": p.queue_ms,
+                    "compute_ms": p.compute_ms,
+                    "accurate": p.accurate,
+                    "within_budget": meets,
+                    "reasons": list(p.reasons),
+                    "why": p.reasons[0] if p.reasons else ("" if p.accurate else "not accurate"),
+                    "shape_verdict": shape.verdict if shape is not None else None,
+                }
+            )
     best = load.budget
-    return {"url": load.url, "model_name": load.model_name, "blocks": load.blocks,
-            "concurrency": list(load.concurrency), "p99_budget_ms": load.p99_budget_ms, "points": rows,
-            "budget": None if best is None else best.model_dump(mode="json"),
-            "budget_line": budget_line(load)}
+    return {
+        "url": load.url,
+        "model_name": load.model_name,
+        "blocks": load.blocks,
+        "concurrency": list(load.concurrency),
+        "p99_budget_ms": load.p99_budget_ms,
+        "points": rows,
+        "budget": None if best is None else best.model_dump(mode="json"),
+        "budget_line": budget_line(load),
+    }
 
 
 def budget_line(load: LoadEvidence) -> str:
@@ -49,11 +67,15 @@ def budget_line(load: LoadEvidence) -> str:
         return "no p99 budget given ([load] p99_budget_ms)"
     best = load.budget
     if best is None:
-        return (f"no accurate point of a passing shape meets the p99 budget of {load.p99_budget_ms:g} ms: lower the "
-                "concurrency, use a smaller k, or raise the budget")
-    return (f"k={best.shape} at concurrency {best.concurrency} meets the p99 budget of {load.p99_budget_ms:g} ms "
-            f"fastest: {best.blocks_per_s:.3g} blocks/s at p99 {best.p99_ms:.3g} ms ({len(load.meets_budget)} "
-            f"point{'s' if len(load.meets_budget) != 1 else ''} within it)")
+        return (
+            f"no accurate point of a passing shape meets the p99 budget of {load.p99_budget_ms:g} ms: lower the "
+            "concurrency, use a smaller k, or raise the budget"
+        )
+    return (
+        f"k={best.shape} at concurrency {best.concurrency} meets the p99 budget of {load.p99_budget_ms:g} ms "
+        f"fastest: {best.blocks_per_s:.3g} blocks/s at p99 {best.p99_ms:.3g} ms ({len(load.meets_budget)} "
+        f"point{'s' if len(load.meets_budget) != 1 else ''} within it)"
+    )
 
 
 def load_images(score: Score) -> dict[str, Markup]:
@@ -65,8 +87,10 @@ def load_images(score: Score) -> dict[str, Markup]:
 
 def frontier_svg(load: LoadEvidence) -> str:
     """Throughput (blocks/s) against p99 latency (ms), one line per k through its concurrencies."""
-    series = [(entry.shape, [(p.p99_ms, p.blocks_per_s, p.concurrency, p.accurate) for p in entry.points])
-              for entry in load.shapes.values()]
+    series = [
+        (entry.shape, [(p.p99_ms, p.blocks_per_s, p.concurrency, p.accurate) for p in entry.points])
+        for entry in load.shapes.values()
+    ]
     height = HEIGHT + 12 * len(series)
     svg = _Svg(WIDTH, height, "throughput against p99 latency per shape and concurrency")
     svg.text(WIDTH / 2, 14, "speed/accuracy frontier: blocks/s against p99 latency", size=11)
@@ -94,17 +118,27 @@ def frontier_svg(load: LoadEvidence) -> str:
         colour = _SERIES[i % len(_SERIES)]
         drawn = [(xy(x, y), c, ok) for x, y, c, ok in pts]
         if len(drawn) > 1:
-            svg.add(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
-                    + " ".join(f"{a:.1f},{b:.1f}" for (a, b), _, _ in drawn) + '"/>')
+            svg.add(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
+                + " ".join(f"{a:.1f},{b:.1f}" for (a, b), _, _ in drawn)
+                + '"/>'
+            )
         for (a, b), c, ok in drawn:
             svg.add(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{colour if ok else FAIL_COLOUR}"/>')
             svg.text(a + 5, b - 4, f"c={c}", size=8, anchor="start", colour=colour)
             if best is not None and best.shape == k and best.concurrency == c:
-                svg.add(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="7" fill="none" stroke="{PASS_COLOUR}" '
-                        'stroke-width="2"/>')
+                svg.add(
+                    f'<circle cx="{a:.1f}" cy="{b:.1f}" r="7" fill="none" stroke="{PASS_COLOUR}" stroke-width="2"/>'
+                )
         bad = sum(1 for *_, ok in pts if not ok)
-        svg.text(x0, 252 + 12 * i, f"k={k}" + (f": {bad} point(s) NOT accurate (red)" if bad else ""), size=9,
-                 anchor="start", colour=FAIL_COLOUR if bad else colour)
+        svg.text(
+            x0,
+            252 + 12 * i,
+            f"k={k}" + (f": {bad} point(s) NOT accurate (red)" if bad else ""),
+            size=9,
+            anchor="start",
+            colour=FAIL_COLOUR if bad else colour,
+        )
     svg.text((x0 + x1) / 2, bottom + 24, "p99 latency (ms)", size=9)
     svg.text(12, (top + bottom) / 2, "blocks/s", size=9, rotate=True)
     return svg.done()

@@ -28,8 +28,12 @@ def margin_facts(view: MarginsView) -> dict[str, Any]:
     return {
         "nights": view.nights,
         "first_night": view.nights < 2,
-        "settings": {"nights": s.nights, "shrink_factor": s.shrink_factor, "near_limit": s.near_limit,
-                     "fail_on_warning": s.fail_on_warning},
+        "settings": {
+            "nights": s.nights,
+            "shrink_factor": s.shrink_factor,
+            "near_limit": s.near_limit,
+            "fail_on_warning": s.fail_on_warning,
+        },
         "warnings": view.warnings,
         "ops": sorted({t.op for t in shown}),
         "trends": [_trend_facts(t) for t in shown],
@@ -43,9 +47,19 @@ def _shown(view: MarginsView) -> list[MarginTrend]:
 
 
 def _trend_facts(t: MarginTrend) -> dict[str, Any]:
-    return {"shape": t.shape, "op": t.op, "metric": t.metric, "first": t.first, "last": t.last, "max": t.max,
-            "growth": t.growth, "shrank": t.shrank, "near": t.near, "warning": t.line,
-            "points": [{"seq": p.seq, "created": p.created, "margin": p.margin} for p in t.points]}
+    return {
+        "shape": t.shape,
+        "op": t.op,
+        "metric": t.metric,
+        "first": t.first,
+        "last": t.last,
+        "max": t.max,
+        "growth": t.growth,
+        "shrank": t.shrank,
+        "near": t.near,
+        "warning": t.line,
+        "points": [{"seq": p.seq, "created": p.created, "margin": p.margin} for p in t.points],
+    }
 
 
 def margin_images(view: MarginsView) -> dict[str, Markup]:
@@ -53,8 +67,11 @@ def margin_images(view: MarginsView) -> dict[str, Markup]:
     images = {}
     shown = _shown(view)
     for op in sorted({t.op for t in shown}):
-        lines = [MarginLine(f"k={t.shape} {t.metric}", tuple((p.seq, p.margin) for p in t.points), t.warns)
-                 for t in shown if t.op == op]
+        lines = [
+            MarginLine(f"k={t.shape} {t.metric}", tuple((p.seq, p.margin) for p in t.points), t.warns)
+            for t in shown
+            if t.op == op
+        ]
         images[f"margins_{op}"] = Markup(margins_svg(op, lines, view.settings.near_limit))
     return images
 

@@ -1,7 +1,7 @@
 """The sign-off report's "Where the error grows" section: per-module error / noise floor along the network.
 
-Localisation (``harness.localisation.first_divergence``, run by the nightly on failing shapes) writes, per failing (shape,
-OP), every module compared in execution order with its error, its floor and their ratio, and the
+Localisation (``harness.localisation.first_divergence``, run by the nightly on failing shapes) writes, per failing
+(shape, OP), every module compared in execution order with its error, its floor and their ratio, and the
 first module whose ratio exceeds ``floor_multiple``. Here it is only rendered: the facts report.json
 and the pages read, and one plot per OP of error / floor against module, on a log axis, one line per
 failing shape, the multiple dashed and each line's first exceeding module circled. The section exists
@@ -28,11 +28,19 @@ def module_error_facts(localisation: Mapping[str, Mapping[str, Mapping[str, Any]
         for op, loc in sorted(ops.items()):
             if not loc.get("available") or not loc.get("modules"):
                 continue
-            lines.append({"shape": int(k), "op": int(op), "block": loc.get("block"),
-                          "first_diverging_layer": loc.get("first_diverging_layer"),
-                          "first_exceeding": loc.get("first_exceeding"), "floor_multiple": loc.get("floor_multiple"),
-                          "floor_source": loc.get("floor_source"), "floor_note": loc.get("floor_note"),
-                          "modules": [dict(m) for m in loc["modules"]]})
+            lines.append(
+                {
+                    "shape": int(k),
+                    "op": int(op),
+                    "block": loc.get("block"),
+                    "first_diverging_layer": loc.get("first_diverging_layer"),
+                    "first_exceeding": loc.get("first_exceeding"),
+                    "floor_multiple": loc.get("floor_multiple"),
+                    "floor_source": loc.get("floor_source"),
+                    "floor_note": loc.get("floor_note"),
+                    "modules": [dict(m) for m in loc["modules"]],
+                }
+            )
     if not lines:
         return None
     return {"lines": lines, "ops": sorted({line["op"] for line in lines})}
@@ -40,8 +48,10 @@ def module_error_facts(localisation: Mapping[str, Mapping[str, Mapping[str, Any]
 
 def module_error_images(facts: Mapping[str, Any]) -> dict[str, Markup]:
     """One inline SVG per OP: "module_errors_<op>"."""
-    return {f"module_errors_{op}": Markup(_svg(op, [line for line in facts["lines"] if line["op"] == op]))
-            for op in facts["ops"]}
+    return {
+        f"module_errors_{op}": Markup(_svg(op, [line for line in facts["lines"] if line["op"] == op]))
+        for op in facts["ops"]
+    }
 
 
 def _svg(op: int, lines: list[dict[str, Any]]) -> str:
@@ -69,8 +79,9 @@ def _svg(op: int, lines: list[dict[str, Any]]) -> str:
     svg.line(x0, y_bottom, x1, y_bottom)
     for exp in range(int(lo), int(hi) + 1):
         svg.line(x0 - 3, y(10.0**exp), x1, y(10.0**exp), colour="#eaeef2")
-        svg.text(x0 - 5, y(10.0**exp) + 3, f"<= {FLOOR_RATIO:g}" if exp == int(lo) else f"1e{exp}", size=8,
-                 anchor="end")
+        svg.text(
+            x0 - 5, y(10.0**exp) + 3, f"<= {FLOOR_RATIO:g}" if exp == int(lo) else f"1e{exp}", size=8, anchor="end"
+        )
     svg.line(x0, y(multiple), x1, y(multiple), colour=FAIL_COLOUR, dash=True)
     svg.text(x1, y(multiple) - 3, f"{multiple:g} x floor", size=8, anchor="end")
     for i, name in enumerate(names):
@@ -79,12 +90,17 @@ def _svg(op: int, lines: list[dict[str, Any]]) -> str:
     for j, line in enumerate(lines):
         colour = _SERIES_COLOURS[j % len(_SERIES_COLOURS)]
         points = [(x(index[m["module"]]), y(float(m["ratio"]))) for m in line["modules"]]
-        svg.add(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
-                + " ".join(f"{a:.1f},{b:.1f}" for a, b in points) + '"/>')
+        svg.add(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
+            + " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
+            + '"/>'
+        )
         first = line["first_exceeding"]
         if first in index:
-            svg.add(f'<circle cx="{x(index[first]):.1f}" cy="{y(_ratio(line, first)):.1f}" r="4" fill="none" '
-                    f'stroke="{FAIL_COLOUR}" stroke-width="1.5"/>')
+            svg.add(
+                f'<circle cx="{x(index[first]):.1f}" cy="{y(_ratio(line, first)):.1f}" r="4" fill="none" '
+                f'stroke="{FAIL_COLOUR}" stroke-width="1.5"/>'
+            )
         label = f"k={line['shape']}: first over {multiple:g} x floor: {first or 'none'}"
         svg.text(x0, y_bottom + label_height + 16 + 12 * j, label, size=9, anchor="start", colour=colour)
     return svg.done()

@@ -123,8 +123,11 @@ def packing_alone(shape: Mapping[str, Any]) -> str:
         return "bitwise"
     op0 = effect["ops"].get("0", {})
     worst = [f"OP 0 max_abs {fmt(shown_figure(op0, 'max_abs'))}"] if not op0.get("bitwise") else []
-    worst += [f"OP {op} cos {cosine(shown_figure(v, 'min_cosine'), v)}" for op, v in sorted(effect["ops"].items())
-              if op != "0" and not v.get("bitwise")]
+    worst += [
+        f"OP {op} cos {cosine(shown_figure(v, 'min_cosine'), v)}"
+        for op, v in sorted(effect["ops"].items())
+        if op != "0" and not v.get("bitwise")
+    ]
     return ", ".join(worst)
 
 

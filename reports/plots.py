@@ -45,24 +45,46 @@ class SpeedPoint:
 
 class _Svg:
     def __init__(self, width: int, height: int, label: str) -> None:
-        self.parts = [f'<svg class="plot" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-                      f'role="img" aria-label="{escape(label)}" font-family="sans-serif">',
-                      f'<rect width="{width}" height="{height}" fill="white"/>']
+        self.parts = [
+            f'<svg class="plot" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'role="img" aria-label="{escape(label)}" font-family="sans-serif">',
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+        ]
 
     def add(self, element: str) -> None:
         self.parts.append(element)
 
-    def text(self, x: float, y: float, text: str, size: int = 9, anchor: str = "middle", colour: str = "#1f2328",
-             rotate: bool = False) -> None:
+    def text(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        size: int = 9,
+        anchor: str = "middle",
+        colour: str = "#1f2328",
+        rotate: bool = False,
+    ) -> None:
         transform = f' transform="rotate(-90 {x:.1f} {y:.1f})"' if rotate else ""
-        self.add(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{colour}"'
-                 f'{transform}>{escape(text)}</text>')
+        self.add(
+            f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{colour}"'
+            f"{transform}>{escape(text)}</text>"
+        )
 
-    def line(self, x1: float, y1: float, x2: float, y2: float, colour: str = "#1f2328", dash: bool = False,
-             width: float = 1.0) -> None:
+    def line(
+        self,
+        x1: float,
+        y1: float,
+        x2: float,
+        y2: float,
+        colour: str = "#1f2328",
+        dash: bool = False,
+        width: float = 1.0,
+    ) -> None:
         style = ' stroke-dasharray="4 3"' if dash else ""
-        self.add(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
-                 f'stroke-width="{width}"{style}/>')
+        self.add(
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+            f'stroke-width="{width}"{style}/>'
+        )
 
     def rect(self, x: float, y: float, w: float, h: float, colour: str) -> None:
         if w > 0 and h > 0:
@@ -189,8 +211,11 @@ def speedup_svg(points: Sequence[SpeedPoint]) -> str:
         svg.text(x0 - 5, y + 3, f"{tick:.2g}", size=8, anchor="end")
     _, y1 = xy(1, 1.0)
     svg.line(x0, y1, x1, y1, dash=True)
-    svg.add('<polyline fill="none" stroke="#8c959f" stroke-width="1" points="'
-            + " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(k, speedup) for k, speedup, _ in pts)) + '"/>')
+    svg.add(
+        '<polyline fill="none" stroke="#8c959f" stroke-width="1" points="'
+        + " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(k, speedup) for k, speedup, _ in pts))
+        + '"/>'
+    )
     colours = {"exact": "black", "pass": PASS_COLOUR, "fail": FAIL_COLOUR}
     for k, speedup, verdict in pts:
         x, y = xy(k, speedup)
@@ -255,11 +280,15 @@ def margins_svg(op: int, lines: Sequence[MarginLine], near_limit: float) -> str:
         colour = FAIL_COLOUR if line.warns else _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
         drawn = [xy(s, m) for s, m in line.points if m is not None and math.isfinite(m)]
         if len(drawn) > 1:
-            svg.add(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
-                    + " ".join(f"{a:.1f},{b:.1f}" for a, b in drawn) + '"/>')
+            svg.add(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
+                + " ".join(f"{a:.1f},{b:.1f}" for a, b in drawn)
+                + '"/>'
+            )
         for a, b in drawn:
             svg.add(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{colour}"/>')
-        svg.text(x0, 252 + 12 * i, ("WARNING " if line.warns else "") + line.label, size=9, anchor="start",
-                 colour=colour)
+        svg.text(
+            x0, 252 + 12 * i, ("WARNING " if line.warns else "") + line.label, size=9, anchor="start", colour=colour
+        )
     svg.text((x0 + x1) / 2, bottom + 24, "night (ledger commit)", size=9)
     return svg.done()

@@ -30,19 +30,30 @@ def repeat_facts(score: Score) -> dict[str, Any] | None:
         for op in sorted(ev.ops):
             o = ev.ops[op]
             refused = o.gated and any(not p.passed for p in o.pairs)
-            rows.append({
-                "shape": int(k), "op": o.op, "repeats": ev.repeats, "lanes": list(ev.lanes),
-                "tolerance_mode": o.tolerance_mode, "gated": o.gated, "refused": refused,
-                "blocks": o.blocks, "blocks_differing": o.blocks_differing,
-                "fraction_blocks_differing": o.blocks_differing / o.blocks if o.blocks else 0.0,
-                "unit": o.unit, "units": o.units, "units_differing": o.units_differing,
-                "first_differing_block": o.first_differing_block,
-                "noise": o.noise.model_dump(mode="json"), "noise_text": floor_text(o.op, o.noise),
-                "release_floor": o.release_floor.model_dump(mode="json") if o.release_floor is not None else None,
-                "release_floor_text": floor_text(o.op, o.release_floor),
-                "as_reproducible_as_release": o.as_reproducible_as_release,
-                "sentence": sentence(int(k), o.op, o.as_reproducible_as_release, o.tolerance_mode, refused),
-            })
+            rows.append(
+                {
+                    "shape": int(k),
+                    "op": o.op,
+                    "repeats": ev.repeats,
+                    "lanes": list(ev.lanes),
+                    "tolerance_mode": o.tolerance_mode,
+                    "gated": o.gated,
+                    "refused": refused,
+                    "blocks": o.blocks,
+                    "blocks_differing": o.blocks_differing,
+                    "fraction_blocks_differing": o.blocks_differing / o.blocks if o.blocks else 0.0,
+                    "unit": o.unit,
+                    "units": o.units,
+                    "units_differing": o.units_differing,
+                    "first_differing_block": o.first_differing_block,
+                    "noise": o.noise.model_dump(mode="json"),
+                    "noise_text": floor_text(o.op, o.noise),
+                    "release_floor": o.release_floor.model_dump(mode="json") if o.release_floor is not None else None,
+                    "release_floor_text": floor_text(o.op, o.release_floor),
+                    "as_reproducible_as_release": o.as_reproducible_as_release,
+                    "sentence": sentence(int(k), o.op, o.as_reproducible_as_release, o.tolerance_mode, refused),
+                }
+            )
     if not rows:
         return None
     return {"rows": rows, "warnings": warnings}

@@ -22,8 +22,15 @@ from reports.plots import bitwise_line
 MAX_FAILING_ROWS = 10  # worst offenders per OP listed in the report (the score keeps 20)
 
 
-def shape_facts(k: str, s: ShapeScore | None, entry: LedgerEntry | None, throughput: Mapping[str, Any],
-                 golden_ok: bool, ledger_given: bool, localisation: Mapping[str, Any] | None) -> dict[str, Any]:
+def shape_facts(
+    k: str,
+    s: ShapeScore | None,
+    entry: LedgerEntry | None,
+    throughput: Mapping[str, Any],
+    golden_ok: bool,
+    ledger_given: bool,
+    localisation: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry."""
     lane = throughput.get(k) or {}
     verdict = s.verdict if s is not None else "not scored"
@@ -59,9 +66,11 @@ def shape_facts(k: str, s: ShapeScore | None, entry: LedgerEntry | None, through
         "blocks_per_s": lane.get("blocks_per_s"),
         "op0_max_abs": shown_figure(op0, "max_abs"),  # 'non-finite (N of M windows)', never a finite-only figure
         "min_cosine": {op: shown_figure(s.ops[op].metrics, "min_cosine") for op in ("1", "2") if op in s.ops}
-        if s is not None else {},
+        if s is not None
+        else {},
         "flips": {"near_tie": op0.get("argmax_flips_near_tie"), "confident": op0.get("argmax_flips_confident")}
-        if op0 else None,
+        if op0
+        else None,
         "vs_exact": s.vs_exact if s is not None else None,
         "ops": ops,
         "localisation": loc,
@@ -127,10 +136,14 @@ def op_facts(v: OpVerdictModel) -> dict[str, Any]:
 
 def _distribution_summary(values: Sequence[float | None]) -> dict[str, Any]:
     finite = np.array([v for v in values if v is not None], dtype=np.float64)
-    return {"n": len(values), "zero": int(np.count_nonzero(finite == 0.0)),
-            "non_zero": int(np.count_nonzero(finite != 0.0)), "non_finite": len(values) - int(finite.size),
-            "max": float(finite.max()) if finite.size else None,
-            "p99": float(np.percentile(finite, 99)) if finite.size else None}
+    return {
+        "n": len(values),
+        "zero": int(np.count_nonzero(finite == 0.0)),
+        "non_zero": int(np.count_nonzero(finite != 0.0)),
+        "non_finite": len(values) - int(finite.size),
+        "max": float(finite.max()) if finite.size else None,
+        "p99": float(np.percentile(finite, 99)) if finite.size else None,
+    }
 
 
 def _localisation(loc: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -138,8 +151,12 @@ def _localisation(loc: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     out = {}
     for op, item in sorted(loc.items()):
-        out[op] = {"available": bool(item.get("available", True)), "reason": item.get("reason"),
-                   "first_diverging_layer": item.get("first_diverging_layer"),
-                   "blocks": item.get("blocks", []), "k": item.get("k"),
-                   "per_block": [{"block": item["block"], **(item.get("detail") or {})}] if item.get("block") else []}
+        out[op] = {
+            "available": bool(item.get("available", True)),
+            "reason": item.get("reason"),
+            "first_diverging_layer": item.get("first_diverging_layer"),
+            "blocks": item.get("blocks", []),
+            "k": item.get("k"),
+            "per_block": [{"block": item["block"], **(item.get("detail") or {})}] if item.get("block") else [],
+        }
     return out

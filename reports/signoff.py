@@ -54,7 +54,8 @@ _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # "<" that Markdown could read as 
 TITLE = "Release sign-off: {release}"
 if TYPE_CHECKING:
     from harness.ledger.margins import MarginsView
-# localisation results per shape and OP (``harness.localisation.first_divergence``; LocalisationFile.shapes): free-form dicts
+# localisation results per shape and OP (``harness.localisation.first_divergence``; LocalisationFile.shapes):
+# free-form dicts
 Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
@@ -62,9 +63,15 @@ Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 # Facts
 
 
-def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequence[Mapping[str, Any]] | None = None,
-                localisation: Localisation | None = None, verification: Reproduction | None = None,
-                promoted: bool = True, engine: EngineManifest | None = None) -> dict[str, Any]:
+def build_facts(
+    score: Score,
+    ledger: Ledger | None = None,
+    transitions: Sequence[Mapping[str, Any]] | None = None,
+    localisation: Localisation | None = None,
+    verification: Reproduction | None = None,
+    promoted: bool = True,
+    engine: EngineManifest | None = None,
+) -> dict[str, Any]:
     """Everything the report shows, as one JSON-able dict (what report.json holds). ``engine``: the manifest
     the engine reads and what it allows here (None: not known to this report; the line still names the file).
 
@@ -73,69 +80,89 @@ def build_facts(score: Score, ledger: Ledger | None = None, transitions: Sequenc
     loc = plain_dict(localisation) if localisation else {}
     golden_checks = _golden_checks(score, verification)
     golden_ok = all(c["passed"] for c in golden_checks)
-    states = ledger_states(ledger, score.fingerprint, score.device_kind, score.numerics_profile,
-                           score.packer.get("identity")) if ledger is not None else {}
+    states = (
+        ledger_states(
+            ledger, score.fingerprint, score.device_kind, score.numerics_profile, score.packer.get("identity")
+        )
+        if ledger is not None
+        else {}
+    )
     throughput = plain_dict(score.throughput)  # per lane timing: a dict of named figures (no model)
     shape_keys = sorted(set(score.shapes) | {str(k) for k in states}, key=int)
-    shapes = {k: shape_facts(k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None,
-                              loc.get(k)) for k in shape_keys}
+    shapes = {
+        k: shape_facts(
+            k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None, loc.get(k)
+        )
+        for k in shape_keys
+    }
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
     lanes = _throughput(throughput, shapes)
     headline = None
     if not golden_ok:
         bad = next(c for c in golden_checks if not c["passed"])
-        headline = (f"The golden is NOT reproduced in this environment: {bad['summary']}. Every shape below was judged "
-                    "against a golden this environment does not reproduce, so none may be used until it does.")
-    return plain_dict({
-        "kind": "harness.signoff",
-        "format": FORMAT,
-        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "title": TITLE.format(release=score.release),
-        "release": score.release,
-        "verdict": "pass" if golden_ok and all(s["verdict"] != "fail" for s in shapes.values()) else "fail",
-        "headline": headline,
-        "decision": {
-            "usable": sorted(set(usable)),
-            "not_usable": not_usable,
-            "release_shapes_note": "k=1 is the release's own shape (the exact lane): it needs no promotion",
-            "golden_ok": golden_ok,
-            "ledger_given": ledger is not None,
-        },
-        "run_id": score.run.id,
-        "score_created": score.created,
-        "golden_id": score.golden.id,
-        "fingerprint": score.fingerprint,
-        "model": _by_name(score.model.model_dump(mode="json")),
-        "device_kind": score.device_kind,
-        "numerics_profile": score.numerics_profile,
-        "environment": _by_name(score.environment.model_dump(mode="json")),
-        "backend": score.backend.rows() if score.backend is not None else None,  # what ran the requests
-        "numerics": score.numerics.in_force,
-        "mode": score.mode,
-        "pad_to_fixed": score.pad_to_fixed,
-        "packer": score.packer.get("name", "harness"),
-        "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start
-        "corpus": _by_name(score.corpus.model_dump(mode="json")),
-        "tolerances": score.tolerances.model_dump(mode="json"),
-        "reproducibility": _reproducibility(score.reproducibility),
-        "golden_checks": golden_checks,
-        "shapes": shapes,
-        "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
-        "throughput": lanes,
-        "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
-        "exact_timing_source": score.exact_timing_source,
-        "host": score.host.model_dump(mode="json") if score.host is not None else None,  # harness.throughput.host_share
-        "timing_line": timing_line(score),
-        "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
-        "ledger": _ledger_rows(states) if ledger is not None else None,
-        "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.ledger.promotion
-        "overrides_line": overrides_line(score),
-        "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
-        "engine": None if engine is None else {"manifest": engine.path, "exists": engine.exists,
-                                               "allows": dict(engine.allows) if engine.allows is not None else None},
-        "engine_line": engine_line(score, engine, promoted),
-    })
+        headline = (
+            f"The golden is NOT reproduced in this environment: {bad['summary']}. Every shape below was judged "
+            "against a golden this environment does not reproduce, so none may be used until it does."
+        )
+    return plain_dict(
+        {
+            "kind": "harness.signoff",
+            "format": FORMAT,
+            "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "title": TITLE.format(release=score.release),
+            "release": score.release,
+            "verdict": "pass" if golden_ok and all(s["verdict"] != "fail" for s in shapes.values()) else "fail",
+            "headline": headline,
+            "decision": {
+                "usable": sorted(set(usable)),
+                "not_usable": not_usable,
+                "release_shapes_note": "k=1 is the release's own shape (the exact lane): it needs no promotion",
+                "golden_ok": golden_ok,
+                "ledger_given": ledger is not None,
+            },
+            "run_id": score.run.id,
+            "score_created": score.created,
+            "golden_id": score.golden.id,
+            "fingerprint": score.fingerprint,
+            "model": _by_name(score.model.model_dump(mode="json")),
+            "device_kind": score.device_kind,
+            "numerics_profile": score.numerics_profile,
+            "environment": _by_name(score.environment.model_dump(mode="json")),
+            "backend": score.backend.rows() if score.backend is not None else None,  # what ran the requests
+            "numerics": score.numerics.in_force,
+            "mode": score.mode,
+            "pad_to_fixed": score.pad_to_fixed,
+            "packer": score.packer.get("name", "harness"),
+            "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start
+            "corpus": _by_name(score.corpus.model_dump(mode="json")),
+            "tolerances": score.tolerances.model_dump(mode="json"),
+            "reproducibility": _reproducibility(score.reproducibility),
+            "golden_checks": golden_checks,
+            "shapes": shapes,
+            "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
+            "throughput": lanes,
+            "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
+            "exact_timing_source": score.exact_timing_source,
+            "host": score.host.model_dump(mode="json")
+            if score.host is not None
+            else None,  # harness.throughput.host_share
+            "timing_line": timing_line(score),
+            "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
+            "ledger": _ledger_rows(states) if ledger is not None else None,
+            "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.ledger.promotion
+            "overrides_line": overrides_line(score),
+            "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
+            "engine": None
+            if engine is None
+            else {
+                "manifest": engine.path,
+                "exists": engine.exists,
+                "allows": dict(engine.allows) if engine.allows is not None else None,
+            },
+            "engine_line": engine_line(score, engine, promoted),
+        }
+    )
 
 
 def _by_name(table: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,25 +174,43 @@ def _by_name(table: Mapping[str, Any]) -> dict[str, Any]:
 def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict[str, Any]]:
     """Golden reproduction from the score's own exact lane, and a separate verification if given."""
     out = []
-    for source, v in (("golden reproduction (this run's interleaved exact lane)", score.verification),
-                      ("golden verification (separate exact-lane re-run)", verification)):
+    for source, v in (
+        ("golden reproduction (this run's interleaved exact lane)", score.verification),
+        ("golden verification (separate exact-lane re-run)", verification),
+    ):
         if v is None:
             continue
-        ops = {op: {"bitwise": o.metrics.get("bitwise"),
-                    "max_abs": shown_figure(o.metrics, "max_abs"),  # never a finite-only figure that looks fine
-                    "max_ulp": shown_figure(o.metrics, "max_ulp"),
-                    "min_cosine": shown_figure(o.metrics, "min_cosine"),
-                    "failed": [c.model_dump(mode="json") for c in o.checks if c.ok is False]}
-               for op, o in sorted(v.ops.items())}
-        out.append({"source": source, "status": v.status, "passed": v.passed, "summary": v.summary,
-                    "golden_id": v.golden_id, "environment_differences": list(v.environment_differences),
-                    "fingerprint_matches": v.fingerprint_matches, "ops": ops})
+        ops = {
+            op: {
+                "bitwise": o.metrics.get("bitwise"),
+                "max_abs": shown_figure(o.metrics, "max_abs"),  # never a finite-only figure that looks fine
+                "max_ulp": shown_figure(o.metrics, "max_ulp"),
+                "min_cosine": shown_figure(o.metrics, "min_cosine"),
+                "failed": [c.model_dump(mode="json") for c in o.checks if c.ok is False],
+            }
+            for op, o in sorted(v.ops.items())
+        }
+        out.append(
+            {
+                "source": source,
+                "status": v.status,
+                "passed": v.passed,
+                "summary": v.summary,
+                "golden_id": v.golden_id,
+                "environment_differences": list(v.environment_differences),
+                "fingerprint_matches": v.fingerprint_matches,
+                "ops": ops,
+            }
+        )
     return out
 
 
 def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
-    return {"bitwise": repro.bitwise, "repeats": repro.repeats,
-            "ops": {op: floor.model_dump(mode="json") for op, floor in repro.ops.items()}}
+    return {
+        "bitwise": repro.bitwise,
+        "repeats": repro.repeats,
+        "ops": {op: floor.model_dump(mode="json") for op, floor in repro.ops.items()},
+    }
 
 
 def _throughput(throughput: Mapping[str, Any], shapes: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -173,15 +218,36 @@ def _throughput(throughput: Mapping[str, Any], shapes: Mapping[str, Any]) -> lis
     for key in sorted(throughput, key=lambda x: 0 if x == "exact" else int(x)):
         t = throughput[key]
         verdict = "exact" if key == "exact" else shapes.get(key, {}).get("verdict", "not scored")
-        rows.append({"lane": key, "k": 1 if key == "exact" else int(key), "verdict": verdict,
-                     "blocks": t.get("blocks"), "blocks_per_s": t.get("blocks_per_s"),
-                     "speedup": 1.0 if key == "exact" else t.get("speedup"),
-                     "speedup_interval": t.get("speedup_interval"), "within_noise": t.get("within_noise"),
-                     "repetitions": t.get("repetitions"), "stalls": t.get("stalls"),
-                     "peak_device_mb": t.get("peak_device_mb"),
-                     "ops": {op: {f: v.get(f) for f in ("calls", "p50_ms", "p99_ms", "mean_request_mb",
-                                                        "peak_device_mb", "blocks_per_s", "stalls")}
-                             for op, v in sorted(t.get("ops", {}).items())}})
+        rows.append(
+            {
+                "lane": key,
+                "k": 1 if key == "exact" else int(key),
+                "verdict": verdict,
+                "blocks": t.get("blocks"),
+                "blocks_per_s": t.get("blocks_per_s"),
+                "speedup": 1.0 if key == "exact" else t.get("speedup"),
+                "speedup_interval": t.get("speedup_interval"),
+                "within_noise": t.get("within_noise"),
+                "repetitions": t.get("repetitions"),
+                "stalls": t.get("stalls"),
+                "peak_device_mb": t.get("peak_device_mb"),
+                "ops": {
+                    op: {
+                        f: v.get(f)
+                        for f in (
+                            "calls",
+                            "p50_ms",
+                            "p99_ms",
+                            "mean_request_mb",
+                            "peak_device_mb",
+                            "blocks_per_s",
+                            "stalls",
+                        )
+                    }
+                    for op, v in sorted(t.get("ops", {}).items())
+                },
+            }
+        )
     return rows
 
 
@@ -191,11 +257,20 @@ def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
         e = states[k]
         passes = [h for h in e.history if h.verdict == "pass"]
         last = e.history[-1]  # an entry has at least one event (its schema)
-        rows.append({"shape": k, "state": e.state, "revoked_by": e.revoked_by,
-                     "promoted_by": passes[-1].run_id if passes else None,
-                     "promoted_at": passes[-1].at if passes else None,
-                     "last_run": last.run_id, "last_at": last.at, "last_verdict": last.verdict,
-                     "runs": len(e.history), "last_reasons": list(last.reasons)})
+        rows.append(
+            {
+                "shape": k,
+                "state": e.state,
+                "revoked_by": e.revoked_by,
+                "promoted_by": passes[-1].run_id if passes else None,
+                "promoted_at": passes[-1].at if passes else None,
+                "last_run": last.run_id,
+                "last_at": last.at,
+                "last_verdict": last.verdict,
+                "runs": len(e.history),
+                "last_reasons": list(last.reasons),
+            }
+        )
     return rows
 
 
@@ -225,11 +300,23 @@ def build_images(score: Score, facts: Mapping[str, Any]) -> dict[str, Markup]:
 @functools.cache  # one pair per process, each template compiled once (or loaded: reports.template_cache)
 def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
     loader = jinja2.FileSystemLoader(str(TEMPLATES))
-    html = jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(["html", "j2"]),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                              bytecode_cache=bytecode_cache("html"))
-    md = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                            lstrip_blocks=True, keep_trailing_newline=True, bytecode_cache=bytecode_cache("md"))
+    html = jinja2.Environment(
+        loader=loader,
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        bytecode_cache=bytecode_cache("html"),
+    )
+    md = jinja2.Environment(
+        loader=loader,
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        bytecode_cache=bytecode_cache("md"),
+    )
     for env in (html, md):
         env.filters["fmt"] = fmt
         env.filters["fmt_check"] = fmt_check
@@ -237,7 +324,9 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         env.filters["cosine"] = cosine  # a measured cosine: never '1' when the rows differ
         env.filters["summary_cosine"] = summary_cosine
         env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
-        env.globals["stall_factor"] = f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.throughput.timing counts them)
+        env.globals["stall_factor"] = (
+            f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.throughput.timing counts them)
+        )
     md.filters["md"] = _md_cell
     return html, md
 
@@ -293,7 +382,11 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
         "html": out_dir / "report.html",
     }
     # all three or none: a report folder never holds one page of this score beside another's
-    atomic_write_many({paths["json"]: json.dumps(facts, indent=1, sort_keys=True) + "\n",
-                       paths["md"]: md_env.get_template("report.md.j2").render(**page),
-                       paths["html"]: html_env.get_template("report.html.j2").render(**page)})
+    atomic_write_many(
+        {
+            paths["json"]: json.dumps(facts, indent=1, sort_keys=True) + "\n",
+            paths["md"]: md_env.get_template("report.md.j2").render(**page),
+            paths["html"]: html_env.get_template("report.html.j2").render(**page),
+        }
+    )
     return paths

@@ -55,12 +55,26 @@ def build_base(root: Path) -> Base:
         assert cli_status("score", "--golden", "goldens/r", "--run", f"runs/{run.name}", *CFG) == 0
         assert cli_status("promote", "--score", "score.json", *CFG) == 0
         score = json.loads((root / "score.json").read_text())
-        (root / "localisation.json").write_text(json.dumps(
-            {"kind": "harness.localisation", "format": 1, "score_digest": score["digest"], "shapes": {}}))
+        (root / "localisation.json").write_text(
+            json.dumps({"kind": "harness.localisation", "format": 1, "score_digest": score["digest"], "shapes": {}})
+        )
         # a golden of the slow negative control (recorded fast), for signals during run and nightly
         os.environ["HARNESS_SLOW_SECONDS"] = "0"
-        assert cli_status("golden", "record", "--corpus", "c.parquet", "--release", "slow", "--model",
-                    "lanes.controls:slow", *CFG, *QUIET) == 0
+        assert (
+            cli_status(
+                "golden",
+                "record",
+                "--corpus",
+                "c.parquet",
+                "--release",
+                "slow",
+                "--model",
+                "lanes.controls:slow",
+                *CFG,
+                *QUIET,
+            )
+            == 0
+        )
         rng = np.random.default_rng(0)
         write_wav(root / "a.wav", 0.1 * rng.standard_normal(3 * 16_000), 16_000)
     finally:
@@ -126,8 +140,9 @@ def harness_env(extra: dict) -> dict:
     return env
 
 
-def _run_subprocess(ws: Path, argv: list[str], env: dict, prefix: tuple[str, ...] = (),
-                    timeout: float = 300) -> tuple[int, str, str]:
+def _run_subprocess(
+    ws: Path, argv: list[str], env: dict, prefix: tuple[str, ...] = (), timeout: float = 300
+) -> tuple[int, str, str]:
     cmd = [*prefix, sys.executable, "-m", "harness.cli", *argv]
     p = subprocess.run(cmd, cwd=ws, env=harness_env(env), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
@@ -152,14 +167,18 @@ class Unprivileged:
 
 DAC = "dac_override,dac_read_search"
 WAYS = (
-    Unprivileged("root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH",
-                 ("setpriv", f"--bounding-set=-{DAC.replace(',', ',-')}", f"--inh-caps=-{DAC.replace(',', ',-')}"),
-                 NOBODY),
+    Unprivileged(
+        "root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH",
+        ("setpriv", f"--bounding-set=-{DAC.replace(',', ',-')}", f"--inh-caps=-{DAC.replace(',', ',-')}"),
+        NOBODY,
+    ),
     Unprivileged(f"uid {NOBODY}", ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"), 0),
 )
-PROBE = ("import sys, harness.cli\nfor attempt in (lambda: open(sys.argv[1] + '/w', 'x'), "
-         "lambda: open(sys.argv[1] + '/secret').read()):\n    try:\n        attempt()\n    except PermissionError:\n"
-         "        continue\n    sys.exit('permitted: ' + repr(attempt))\n")
+PROBE = (
+    "import sys, harness.cli\nfor attempt in (lambda: open(sys.argv[1] + '/w', 'x'), "
+    "lambda: open(sys.argv[1] + '/secret').read()):\n    try:\n        attempt()\n    except PermissionError:\n"
+    "        continue\n    sys.exit('permitted: ' + repr(attempt))\n"
+)
 
 
 def _probe(way: Unprivileged) -> str | None:
@@ -176,8 +195,13 @@ def _probe(way: Unprivileged) -> str | None:
         os.chown(folder, way.owner, way.owner)
         os.chmod(folder, 0o755)
         try:
-            p = subprocess.run([*way.prefix, sys.executable, "-c", PROBE, str(folder)], capture_output=True,
-                               text=True, cwd="/", timeout=120)
+            p = subprocess.run(
+                [*way.prefix, sys.executable, "-c", PROBE, str(folder)],
+                capture_output=True,
+                text=True,
+                cwd="/",
+                timeout=120,
+            )
         except OSError as exc:
             return f"{way.how}: {exc}"
         return None if p.returncode == 0 else f"{way.how}: {(p.stderr.strip() or p.stdout.strip())[-300:]}"
@@ -197,10 +221,15 @@ def unprivileged() -> Unprivileged | str:
     return "; ".join(failures)
 
 
-def _run_with_signal(ws: Path, argv: list[str], env: dict, sig: signal.Signals,
-                     wait_for: str) -> tuple[int, str, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], cwd=ws, env=harness_env(env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _run_with_signal(ws: Path, argv: list[str], env: dict, sig: signal.Signals, wait_for: str) -> tuple[int, str, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *argv],
+        cwd=ws,
+        env=harness_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(ws.glob(wait_for)):
@@ -254,11 +283,13 @@ def _shared_workspace(base: Base, way: Unprivileged | None):
 def check_one_line(case: Case, code: int, out: str, err: str) -> None:
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err, f"CONTRACT {case.id}: a traceback:\n{err[-3000:]}"
-    assert code == case.status, (f"CONTRACT {case.id}: exit {code}, expected {case.status}; stderr:\n{err[-3000:]}"
-                                 f"\nstdout:\n{out[-2000:]}")
+    assert code == case.status, (
+        f"CONTRACT {case.id}: exit {code}, expected {case.status}; stderr:\n{err[-3000:]}\nstdout:\n{out[-2000:]}"
+    )
     prefix = "harness: internal error" if case.status == 3 else "harness: error: "
     assert len(lines) == 1 and lines[0].startswith(prefix), (
-        f"CONTRACT {case.id}: expected one line '{prefix}...' on stderr, got {len(lines)}:\n{err[-3000:]}")
+        f"CONTRACT {case.id}: expected one line '{prefix}...' on stderr, got {len(lines)}:\n{err[-3000:]}"
+    )
     assert case.says in lines[0], f"MESSAGE {case.id}: {case.says!r} not in {lines[0]!r}"
 
 
@@ -275,8 +306,9 @@ def run_case(case: Case, base: Base, tmp_path: Path, monkeypatch, capsys) -> Non
             before = snapshot(ws)
             argv = _format(case.argv, ws)
             if way is not None:
-                code, out, err = _run_subprocess(ws, argv, {**env, "HOME": str(home), "MPLCONFIGDIR": str(home)},
-                                                 way.prefix)
+                code, out, err = _run_subprocess(
+                    ws, argv, {**env, "HOME": str(home), "MPLCONFIGDIR": str(home)}, way.prefix
+                )
             else:
                 code, out, err = _run_inproc(ws, argv, env, monkeypatch, capsys)
             after = snapshot(ws)

@@ -43,8 +43,6 @@ NOBODY = 65534
 ROOT = os.geteuid() == 0
 
 
-
-
 @dataclass(frozen=True)
 class Case:
     kind: str
@@ -75,6 +73,7 @@ def case(kind: str, name: str, argv, says: str, setup=None, **kw) -> None:
 def json_file(rel: str, change: Callable[[dict], object], reseal: str | None = None):
     def setup(ws: Path) -> None:
         edit_json(ws / rel, change, reseal)
+
     return setup
 
 
@@ -83,18 +82,21 @@ def text_file(rel: str, data: str | bytes):
         path = ws / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data.encode() if isinstance(data, str) else data)
+
     return setup
 
 
 def manifest_edit(rel: str, change: Callable[[dict], None], reseal: bool = True):
     def setup(ws: Path) -> None:
         edit_manifest(ws / rel, change, reseal=reseal)
+
     return setup
 
 
 def run_manifest_edit(change: Callable[[dict], None], reseal: bool = True):
     def setup(ws: Path) -> None:
         edit_manifest(run_dir(ws), change, reseal=reseal)
+
     return setup
 
 
@@ -110,6 +112,7 @@ def set_key(*path_and_value):
         for k in keys[:-1]:
             d = d[k]
         d[keys[-1]] = value
+
     return change
 
 
@@ -118,22 +121,26 @@ def del_key(*keys):
         for k in keys[:-1]:
             d = d[k]
         del d[keys[-1]]
+
     return change
 
 
 def first_entry(change: Callable[[dict], object]):
     """Change the ledger's (only) entry; the change may return a replacement."""
+
     def outer(d: dict) -> None:
         key = next(iter(d["entries"]))
         new = change(d["entries"][key])
         if new is not None:
             d["entries"][key] = new
+
     return outer
 
 
 def forge_golden_file(name: str, change: Callable[[Path], None]):
     """Change a file of the golden, then rehash and reseal its manifest, and bind the run to the forged
     golden (a careful forger: only the file's own content can give it away)."""
+
     def setup(ws: Path) -> None:
         gold = ws / "goldens" / "r"
         change(gold / name)
@@ -141,7 +148,9 @@ def forge_golden_file(name: str, change: Callable[[Path], None]):
 
         def rebind(d: dict) -> None:
             d["golden_id"], d["golden_manifest_sha256"] = forged["golden_id"], forged["manifest_sha256"]
+
         edit_manifest(run_dir(ws), rebind, reseal=True)
+
     return setup
 
 
@@ -149,6 +158,7 @@ def forge_run_file(name: str, change: Callable[[Path], None]):
     def setup(ws: Path) -> None:
         change(run_dir(ws) / name)
         edit_manifest(run_dir(ws), lambda d: rehash_files(d, run_dir(ws)), reseal=True)
+
     return setup
 
 
@@ -164,6 +174,7 @@ def flip_page_byte(path: Path) -> None:
 
 def rewrite_parquet(src: str, dst: str, table_change=None, metadata: dict | None | str = "keep"):
     """Rewrite a corpus (or any Parquet file) with a changed table and/or schema metadata."""
+
     def setup(ws: Path) -> None:
         table = pq.read_table(ws / src)
         if table_change is not None:
@@ -171,6 +182,7 @@ def rewrite_parquet(src: str, dst: str, table_change=None, metadata: dict | None
         if metadata != "keep":
             table = table.replace_schema_metadata(metadata)
         pq.write_table(table, ws / dst)
+
     return setup
 
 
@@ -184,6 +196,7 @@ def set_column(name: str, change: Callable[[list], list], typ=None):
         values = change(table.column(name).to_pylist())
         typed = pa.field(name, typ) if typ is not None else table.schema.field(i)
         return table.set_column(i, typed, pa.array(values, typed.type))
+
     return table_change
 
 
@@ -192,11 +205,13 @@ def row0(change: Callable[[object], object]):
         values = list(values)
         values[0] = change(values[0])
         return values
+
     return inner
 
 
-def wav_bytes(samples: bytes, tag: int = 1, bits: int = 16, rate: int = 16_000, channels: int = 1,
-              data_size: int | None = None) -> bytes:
+def wav_bytes(
+    samples: bytes, tag: int = 1, bits: int = 16, rate: int = 16_000, channels: int = 1, data_size: int | None = None
+) -> bytes:
     block = channels * bits // 8
     fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * block, block, bits)
     size = len(samples) if data_size is None else data_size
@@ -210,6 +225,7 @@ def copy(src: str, dst: str):
             shutil.copytree(ws / src, ws / dst)
         else:
             shutil.copy(ws / src, ws / dst)
+
     return setup
 
 
@@ -217,6 +233,7 @@ def remove(rel: str):
     def setup(ws: Path) -> None:
         p = ws / rel
         shutil.rmtree(p) if p.is_dir() else p.unlink()
+
     return setup
 
 
@@ -227,24 +244,33 @@ def mkdir(rel: str):
 def truncate(rel: str, keep: int = 100):
     def setup(ws: Path) -> None:
         (ws / rel).write_bytes((ws / rel).read_bytes()[:keep])
+
     return setup
 
 
 def plugin(module: str, geometry: dict):
     """A bring-your-own-model factory module in the workspace, declaring ``geometry``."""
-    text = f'''
+    text = f"""
 from lanes.diar_nn_g import DiarNNG
 
 def make(seed=0, device="cpu"):
     model = DiarNNG("small", seed=seed, device=device)
     model.geometry = {geometry!r}
     return model
-'''
+"""
     return text_file(f"{module}.py", text)
 
 
-SMALL_GEOMETRY = {"sample_rate": 16000, "window_samples": 16000, "frames_per_window": 5, "frame_step": 2700,
-                  "speakers": 3, "max_simultaneous": 2, "embedding_dim": 32, "windows_per_block": 8}
+SMALL_GEOMETRY = {
+    "sample_rate": 16000,
+    "window_samples": 16000,
+    "frames_per_window": 5,
+    "frame_step": 2700,
+    "speakers": 3,
+    "max_simultaneous": 2,
+    "embedding_dim": 32,
+    "windows_per_block": 8,
+}
 
 RUN = "{run}"  # replaced by the run directory of the workspace
 SHOW = ("golden", "show", "goldens/r")

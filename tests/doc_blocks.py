@@ -28,8 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOT_RUN = re.compile(r"^#\s*(?P<reason>.*?)\s*:\s*not run by the docs test\.?\s*$")
 RUNS_ONCE = re.compile(r"^#\s*runs once\s*:\s*(?P<reason>.*?)\s*$")
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
-                   re.MULTILINE | re.DOTALL)
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.MULTILINE | re.DOTALL
+)
 EXIT = re.compile(r"\bexits? ([0-3])\b")
 MORE_EXITS = re.compile(r"(?<![\w.])([0-3]): ")
 # what an untagged fence must not hold: a command a reader would copy (`harness ...`, `pip ...`)
@@ -76,7 +77,7 @@ def trailing_comment(line: str) -> str:
         elif ch in "'\"":
             quote = ch
         elif ch == "#" and (i == 0 or line[i - 1].isspace()):
-            return line[i + 1:]
+            return line[i + 1 :]
     return ""
 
 
@@ -86,7 +87,7 @@ def allowed_exits(line: str) -> tuple[int, ...]:
     found = EXIT.search(comment)
     if found is None:
         return (0,)
-    codes = {int(found.group(1))} | {int(m) for m in MORE_EXITS.findall(comment[found.end():])}
+    codes = {int(found.group(1))} | {int(m) for m in MORE_EXITS.findall(comment[found.end() :])}
     return tuple(sorted(codes))
 
 
@@ -121,8 +122,9 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         for comment in comments:
             if (m := RUNS_ONCE.match(comment)) is not None:
                 runs_once = m.group("reason")
-        blocks.append(Block(page, lineno, lang, body, command_lines(body) if lang == "bash" else (),
-                            not_run, runs_once))
+        blocks.append(
+            Block(page, lineno, lang, body, command_lines(body) if lang == "bash" else (), not_run, runs_once)
+        )
     return blocks
 
 
@@ -134,8 +136,7 @@ def harness_env(**extra: str) -> dict[str, str]:
     """This checkout's ``harness`` (the venv running the tests) first on PATH, and the checkout on
     PYTHONPATH (``--model lanes.controls:leaky`` imports from it)."""
     bindir = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
-            **extra}
+    return {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), **extra}
 
 
 def fresh_folder(folder: Path) -> Path:
@@ -154,27 +155,39 @@ def tail(text: str, lines: int = 25) -> str:
     return "\n".join((["..."] if len(kept) > lines else []) + kept[-lines:])
 
 
-def run_lines(lines: tuple[Line, ...] | list[Line], cwd: Path, env: dict[str, str], *, title: str,
-              transcript: list[str] | None = None, timeout: float = 1800) -> list[str]:
+def run_lines(
+    lines: tuple[Line, ...] | list[Line],
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    title: str,
+    transcript: list[str] | None = None,
+    timeout: float = 1800,
+) -> list[str]:
     """Run each line with ``bash -c`` in ``cwd``; fail at the first line ending in a status it does not
     allow (or printing a traceback), naming ``title``, the line, and its stderr."""
     __tracebackhide__ = True  # the failure message says it all; pytest's frames would bury it
     transcript = [] if transcript is None else transcript
     for number, line in enumerate(lines, 1):
-        done = subprocess.run(["bash", "-c", line.text], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            ["bash", "-c", line.text], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
         transcript.append(f"$ {line.text}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
         traceback = "Traceback (most recent call last)" in done.stderr
         if done.returncode not in line.allowed or traceback:
-            what = ("printed a traceback" if done.returncode in line.allowed else
-                    f"exit status: observed {done.returncode}, allowed {' or '.join(map(str, line.allowed))}")
+            what = (
+                "printed a traceback"
+                if done.returncode in line.allowed
+                else f"exit status: observed {done.returncode}, allowed {' or '.join(map(str, line.allowed))}"
+            )
             raise AssertionError(
                 f"{title}: command line {number} of {len(lines)} failed ({what})\n"
                 f"  line: {line.text}\n  in: {cwd}\n"
                 f"  stderr:\n{textwrap.indent(tail(done.stderr) or '(empty)', '    ')}\n"
                 f"  stdout:\n{textwrap.indent(tail(done.stdout, 10) or '(empty)', '    ')}\n"
                 "Run the line in a fresh folder to reproduce it; fix the page (or the command), or mark the "
-                "block '# <reason>: not run by the docs test' if it cannot run here.")
+                "block '# <reason>: not run by the docs test' if it cannot run here."
+            )
     return transcript
 
 
@@ -187,8 +200,10 @@ def run_block(block: Block, cwd: Path, env: dict[str, str], *, timeout: float = 
     transcript: list[str] = []
     before = folder_state(cwd)
     for run in range(1, repeats + 1):
-        title = (f"{block.where}: the ```bash block starting {block.first_line!r}, "
-                 f"run {run} of {repeats}{' (the rerun, in the same folder)' if run == 2 else ''}")
+        title = (
+            f"{block.where}: the ```bash block starting {block.first_line!r}, "
+            f"run {run} of {repeats}{' (the rerun, in the same folder)' if run == 2 else ''}"
+        )
         run_lines(block.lines, cwd, env, title=title, transcript=transcript, timeout=timeout)
         if run == 1 and repeats == 2 and folder_state(cwd) == before:
             # the rerun would be run 1 again, in the folder run 1 found (`harness laws`: CI time, a minute)

@@ -66,8 +66,9 @@ def main() -> int:
             packed = pack(table, pad_to, None)
             if mode == "wrong-dtype":
                 offsets = packed.column("OFFSETS")[0].values.to_numpy().astype(np.int32)
-                packed = packed.set_column(packed.schema.get_field_index("OFFSETS"), "OFFSETS",
-                                           lists([offsets], np.int32, pa.int32()))
+                packed = packed.set_column(
+                    packed.schema.get_field_index("OFFSETS"), "OFFSETS", lists([offsets], np.int32, pa.int32())
+                )
             write(stdout, "unpacked" if mode == "wrong-verb" else "packed", packed)
         else:
             answer = unpack(table)
@@ -78,9 +79,13 @@ def main() -> int:
                 shapes = [list(answer.column("shape")[i].as_py()) for i in range(answer.num_rows)]
                 width = int(np.prod(shapes[0][1:]))
                 data[0], shapes[0][0] = data[0][width:], shapes[0][0] - 1
-                answer = pa.table({"block_id": answer.column("block_id"),
-                                   "data": lists(data, data[0].dtype, pa.from_numpy_dtype(data[0].dtype)),
-                                   "shape": lists([np.array(s, np.int64) for s in shapes], np.int64, pa.int64())})
+                answer = pa.table(
+                    {
+                        "block_id": answer.column("block_id"),
+                        "data": lists(data, data[0].dtype, pa.from_numpy_dtype(data[0].dtype)),
+                        "shape": lists([np.array(s, np.int64) for s in shapes], np.int64, pa.int64()),
+                    }
+                )
             write(stdout, "unpacked", answer)
     if mode == "ignore-eof":
         time.sleep(60)

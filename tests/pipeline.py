@@ -40,32 +40,52 @@ def config_for(spec: str = "small", **kw) -> ReleaseConfig:
     return ReleaseConfig(name=kw.pop("name", "rel"), model=ModelSpec(spec), **kw)
 
 
-def record(model, tmp: Path, blocks: int = 12, numerics: NumericSettings = NumericSettings(),
-           corpus: Corpus | None = None, release: str = "rel", config: ReleaseConfig | None = None
-           ) -> tuple[InProcessBackend, Corpus, Golden]:
+def record(
+    model,
+    tmp: Path,
+    blocks: int = 12,
+    numerics: NumericSettings = NumericSettings(),
+    corpus: Corpus | None = None,
+    release: str = "rel",
+    config: ReleaseConfig | None = None,
+) -> tuple[InProcessBackend, Corpus, Golden]:
     """A golden of ``model`` (a spec or a model object) over a synthetic corpus."""
     model = load_model(model) if isinstance(model, str) else model
     backend = InProcessBackend(model, numerics)
     corpus = corpus if corpus is not None else synth_corpus(geometry_of(model), blocks)
-    golden, _ = record_golden(tmp / "goldens", release, corpus.rows(), backend,
-                              config or ReleaseConfig(numerics=numerics))
+    golden, _ = record_golden(
+        tmp / "goldens", release, corpus.rows(), backend, config or ReleaseConfig(numerics=numerics)
+    )
     return backend, corpus, golden
 
 
-def run_shapes(backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...],
-               config: ReleaseConfig | None = None) -> Run:
+def run_shapes(
+    backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...], config: ReleaseConfig | None = None
+) -> Run:
     """Every shape over the golden's corpus, interleaved with the exact lane; without ``config``, one
     arrangement per shape (CI time: the tests that are about the arrangements pass a config that asks for them)."""
     cfg = (config or ReleaseConfig(evidence=ONE_ARRANGEMENT)).with_overrides(candidates=shapes)
     return run_plan(golden, backend, plan_for(cfg), tmp / "runs", cfg)
 
 
-def pipeline(model, tmp: Path, shapes: tuple[int, ...] = (2, 4), blocks: int = 12,
-             numerics: NumericSettings = NumericSettings(), tolerances: Tolerances = Tolerances(),
-             corpus: Corpus | None = None, voiceprint_inputs: str = "isolated", arrangements: int = 1) -> Pipeline:
+def pipeline(
+    model,
+    tmp: Path,
+    shapes: tuple[int, ...] = (2, 4),
+    blocks: int = 12,
+    numerics: NumericSettings = NumericSettings(),
+    tolerances: Tolerances = Tolerances(),
+    corpus: Corpus | None = None,
+    voiceprint_inputs: str = "isolated",
+    arrangements: int = 1,
+) -> Pipeline:
     """Record, run and score ``model``; ``arrangements`` per shape: 1 unless a test is about them (CI time)."""
-    cfg = ReleaseConfig(numerics=numerics, tolerances=tolerances, voiceprint_inputs=voiceprint_inputs,
-                        evidence=EvidenceSection(arrangements=arrangements))
+    cfg = ReleaseConfig(
+        numerics=numerics,
+        tolerances=tolerances,
+        voiceprint_inputs=voiceprint_inputs,
+        evidence=EvidenceSection(arrangements=arrangements),
+    )
     backend, corpus, golden = record(model, tmp, blocks, numerics, corpus, config=cfg)
     run = run_shapes(backend, golden, tmp, shapes, cfg)
     return Pipeline(backend.model, backend, corpus, golden, run, score_run(golden, run, tolerances), cfg)

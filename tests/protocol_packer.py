@@ -34,8 +34,14 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.ipc as ipc  # noqa: E402
 from packer_engine_example import pack, unpack, write  # noqa: E402
 
-GEOMETRY_KEYS = ("window_samples", "frames_per_window", "windows_per_block", "weights_frames", "sample_rate",
-                 "embedding_dim")
+GEOMETRY_KEYS = (
+    "window_samples",
+    "frames_per_window",
+    "windows_per_block",
+    "weights_frames",
+    "sample_rate",
+    "embedding_dim",
+)
 EXTRA = {"packer_build": "2026-01-01T00:00:00Z", "x-trace": "abc"}  # keys the protocol does not list
 
 
@@ -67,8 +73,9 @@ def main() -> int:
                 weights = str(table.schema.field("WEIGHTS").type) if "WEIGHTS" in table.column_names else None
                 log.write(json.dumps({**meta, "pid": os.getpid(), "WEIGHTS type": weights}) + "\n")
         if mode == "old-version":  # what a version-1 packer answers to anything of version 2
-            schema = pa.schema([]).with_metadata({"verb": "error", "version": "1",
-                                                  "message": "wire version '2' not supported (this packer speaks 1)"})
+            schema = pa.schema([]).with_metadata(
+                {"verb": "error", "version": "1", "message": "wire version '2' not supported (this packer speaks 1)"}
+            )
             with ipc.new_stream(stdout, schema):
                 pass
             stdout.flush()
@@ -78,14 +85,20 @@ def main() -> int:
             if mode == "no-hello":
                 write(stdout, "error", message="unknown verb 'hello'")
             elif mode == "batch-hello":
-                schema = pa.schema([]).with_metadata({"verb": "hello", "version": "2", "packer_name": "protocol-test",
-                                                      "packer_version": "0.1"})
+                schema = pa.schema([]).with_metadata(
+                    {"verb": "hello", "version": "2", "packer_name": "protocol-test", "packer_version": "0.1"}
+                )
                 with ipc.new_stream(stdout, schema) as writer:
                     writer.write_batch(pa.RecordBatch.from_arrays([], schema=schema))
                 stdout.flush()
             else:
-                write(stdout, "hello", packer_name="protocol-test", **({} if mode == "nameless" else
-                                                                       {"packer_version": "0.1"}), **extra)
+                write(
+                    stdout,
+                    "hello",
+                    packer_name="protocol-test",
+                    **({} if mode == "nameless" else {"packer_version": "0.1"}),
+                    **extra,
+                )
             if mode == "hang-after":
                 time.sleep(300)
             continue
@@ -95,11 +108,17 @@ def main() -> int:
             return 7
         changed = [k for k in GEOMETRY_KEYS if meta.get(k, "") != hello.get(k)]
         if mode == "check-geometry" and changed:
-            write(stdout, "error", message=f"geometry {changed[0]}={meta.get(changed[0])!r} differs from the "
-                                           f"hello's {hello.get(changed[0])!r}", **extra)
+            write(
+                stdout,
+                "error",
+                message=f"geometry {changed[0]}={meta.get(changed[0])!r} differs from the "
+                f"hello's {hello.get(changed[0])!r}",
+                **extra,
+            )
         elif meta["verb"] == "pack":
-            write(stdout, "packed", pack(table, int(meta["pad_to"]) if meta.get("pad_to") else None, None, meta),
-                  **extra)
+            write(
+                stdout, "packed", pack(table, int(meta["pad_to"]) if meta.get("pad_to") else None, None, meta), **extra
+            )
         else:
             write(stdout, "unpacked", unpack(table), **extra)
         answered += 1

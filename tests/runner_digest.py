@@ -63,8 +63,7 @@ def plans():
 
     return {
         "isolated-2-4": RunPlan(shapes=(2, 4)),
-        "chained-3-pad-repeats": RunPlan(shapes=(3,), voiceprint_inputs="chained", pad_to_fixed=True,
-                                         exact_repeats=2),
+        "chained-3-pad-repeats": RunPlan(shapes=(3,), voiceprint_inputs="chained", pad_to_fixed=True, exact_repeats=2),
     }
 
 

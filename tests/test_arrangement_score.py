@@ -96,8 +96,9 @@ def test_promotion_refuses_an_arrangement_check_edited_to_pass(judge):
     data = score.model_dump(mode="json")
     shape = data["shapes"]["4"]
     ev = shape["arrangements"]
-    verdicts = [*ev["duplicates"].values()] + [v for lane in ev["lanes"].values()
-                                               for v in [*lane["ops"].values(), *lane["same_as_plain"].values()]]
+    verdicts = [*ev["duplicates"].values()] + [
+        v for lane in ev["lanes"].values() for v in [*lane["ops"].values(), *lane["same_as_plain"].values()]
+    ]
     for v in verdicts:
         for check in v["checks"]:
             if check["relation"] != "report":
@@ -125,14 +126,19 @@ def test_the_report_shows_the_spread_and_the_worst_slot_only_with_arrangements(j
     assert any(s["worst"] and s["label"] == "3 (last)" for s in facts["slots"])
     html, md = paths["html"].read_text(), paths["md"].read_text()
     assert 'id="arrangements"' in html and "## Arrangements" in md and "3 (last)" in md
-    plot = html[html.index('id="arrangement-plot-0"'):]
+    plot = html[html.index('id="arrangement-plot-0"') :]
     assert plot.index("<svg") < plot.index("</svg>") and "k=4" in plot[: plot.index("</svg>")]
     plain = write_report(tmp_path / "one", judge("lanes.controls:slot_dependent", 1, "tolerance"))
     assert "arrangements" not in json.loads(plain["json"].read_text()) and "Arrangements" not in plain["md"].read_text()
 
 
-@pytest.mark.parametrize("spec, kinds", [("lanes.controls:slot_dependent", {"slots", "duplicates"}),
-                                         ("lanes.controls:duplicate_dependent", {"duplicates"})])
+@pytest.mark.parametrize(
+    "spec, kinds",
+    [
+        ("lanes.controls:slot_dependent", {"slots", "duplicates"}),
+        ("lanes.controls:duplicate_dependent", {"duplicates"}),
+    ],
+)
 def test_tolerance_mode_promotes_the_one_ulp_controls_with_a_warning_naming_the_slot(judge, spec, kinds):
     """The same runs as above: in tolerance mode their ULPs are what the user accepted, reported, not refused;
     noise-floor mode (a bitwise golden) refuses them as bitwise does."""

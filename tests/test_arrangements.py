@@ -99,8 +99,22 @@ def test_duplicates_sit_side_by_side_in_one_request(k, n, seed):
 def test_variants_for_names_the_lanes_and_their_kinds():
     variants = variants_for([1, 2, 4], 4, 3, 0)
     names = [name for v in variants for name in v.lanes]
-    assert names == ["k2.a1", "k2.a2", "k2.d", "k2.d2", "k4.a1", "k4.a2", "k4.d", "k4.d2",
-                     "k1.r2", "k1.r3", "k2.r2", "k2.r3", "k4.r2", "k4.r3"]  # k=1: no arrangement, one slot
+    assert names == [
+        "k2.a1",
+        "k2.a2",
+        "k2.d",
+        "k2.d2",
+        "k4.a1",
+        "k4.a2",
+        "k4.d",
+        "k4.d2",
+        "k1.r2",
+        "k1.r3",
+        "k2.r2",
+        "k2.r3",
+        "k4.r2",
+        "k4.r3",
+    ]  # k=1: no arrangement, one slot
     assert variants_for([2, 4], 1, 1, 0) == ()  # today's run: no variant at all
     assert [n for v in variants_for([4], 2, 1, 0) for n in v.lanes] == ["k4.d", "k4.d2"]
     table = variant_table(variants)

@@ -88,8 +88,12 @@ def captures(tmp_path_factory, golden_backend):
     blocks = synth_corpus(g, 12).blocks
     full = [b for b in synth_corpus(g, 24).blocks if (b.valid > 0).all()][:8]  # no block ends on padding
     other = InProcessBackend(load_model("small", seed=1), NUMERICS)
-    paths = {"good": root / "good.parquet", "off-by-one": root / "off-by-one.parquet",
-             "idx": root / "idx.parquet", "other-model": root / "other-model.parquet"}
+    paths = {
+        "good": root / "good.parquet",
+        "off-by-one": root / "off-by-one.parquet",
+        "idx": root / "idx.parquet",
+        "other-model": root / "other-model.parquet",
+    }
     serve_and_capture(paths["good"], blocks, golden_backend, 4)
     serve_and_capture(paths["off-by-one"], full, golden_backend, 2, one_short_packer)
     serve_and_capture(paths["idx"], blocks, golden_backend, 4, idx_not_rebased_packer)
@@ -105,11 +109,21 @@ def captures(tmp_path_factory, golden_backend):
         return dataclasses.replace(request, output=output)
 
     paths["nan"] = rewrite(paths["good"], root / "nan.parquet", nan)
-    paths["unlabelled"] = rewrite(paths["good"], root / "unlabelled.parquet", lambda r: dataclasses.replace(
-        r, packed=dataclasses.replace(r.packed, speakers=None)))
-    paths["same-labels"] = rewrite(paths["good"], root / "same-labels.parquet", lambda r: dataclasses.replace(
-        r, packed=dataclasses.replace(r.packed, speakers=None if r.packed.speakers is None else
-                                      np.zeros_like(r.packed.speakers))))  # (window, speaker) twice in a block
+    paths["unlabelled"] = rewrite(
+        paths["good"],
+        root / "unlabelled.parquet",
+        lambda r: dataclasses.replace(r, packed=dataclasses.replace(r.packed, speakers=None)),
+    )
+    paths["same-labels"] = rewrite(
+        paths["good"],
+        root / "same-labels.parquet",
+        lambda r: dataclasses.replace(
+            r,
+            packed=dataclasses.replace(
+                r.packed, speakers=None if r.packed.speakers is None else np.zeros_like(r.packed.speakers)
+            ),
+        ),
+    )  # (window, speaker) twice in a block
     return paths
 
 
@@ -130,10 +144,19 @@ def test_a_capture_of_the_harness_packer_served_by_the_golden_model_passes(captu
     outcome, factory = audit(captures, "good", golden_backend, tmp_path)
     r = outcome.result
     assert outcome.passed and r.verdict == "pass" and r.fingerprint_matches is True
-    assert r.headline.startswith("PASS: 9 captured requests (36 blocks) obey the packing laws and match the "
-                                    "golden model 'small' re-run alone: OP 0 bitwise")
-    assert r.laws.model_dump() == {"passed": True, "judged": ["well-formed", "rebased-inside"], "requests": 9,
-                                   "blocks": 36, "padding_blocks": 0, "broken": {}, "violations": []}
+    assert r.headline.startswith(
+        "PASS: 9 captured requests (36 blocks) obey the packing laws and match the "
+        "golden model 'small' re-run alone: OP 0 bitwise"
+    )
+    assert r.laws.model_dump() == {
+        "passed": True,
+        "judged": ["well-formed", "rebased-inside"],
+        "requests": 9,
+        "blocks": 36,
+        "padding_blocks": 0,
+        "broken": {},
+        "violations": [],
+    }
     for op in ("0", "1", "2"):
         o = r.ops[op]
         assert o.verdict.passed and o.blocks == 12 and o.requests == 3
@@ -144,7 +167,11 @@ def test_a_capture_of_the_harness_packer_served_by_the_golden_model_passes(captu
     assert factory.built == 1 and factory.backend.calls == sent
     # the files: the sealed audit, JUnit, the report's production audit section; nothing else (no ledger)
     assert sorted(p.name for p in (tmp_path / "good").iterdir() if not p.name.startswith(".")) == [
-        "audit.json", "junit.xml", "report.html", "report.md"]  # (the set's generation: hidden names, outputset)
+        "audit.json",
+        "junit.xml",
+        "report.html",
+        "report.md",
+    ]  # (the set's generation: hidden names, outputset)
     assert read_audit(outcome.paths["audit"]) == r  # the typed audit, as read back from its file
     assert json.loads(outcome.paths["audit"].read_text()) == r.model_dump(mode="json")  # written as it is held
     with pytest.raises(ValidationError, match="frozen"):  # the judged audit cannot be changed after it is sealed
@@ -177,11 +204,17 @@ def test_an_op_that_was_not_captured_is_not_scored_and_not_failed(captures, gold
 # ------------------------------------------------------------------------------------------ negative controls
 
 
-@pytest.mark.parametrize("name,where", [
-    ("off-by-one", "window 0 of block '{block}' (window 8 of the request) reads SPAN [43999, 59999), outside its "
-                   "block's part [44000, 88000)"),
-    ("idx", "row 0 of block '{block}' (row {row} of the request) has IDX 0, outside its block's windows [8, 16)"),
-])
+@pytest.mark.parametrize(
+    "name,where",
+    [
+        (
+            "off-by-one",
+            "window 0 of block '{block}' (window 8 of the request) reads SPAN [43999, 59999), outside its "
+            "block's part [44000, 88000)",
+        ),
+        ("idx", "row 0 of block '{block}' (row {row} of the request) has IDX 0, outside its block's windows [8, 16)"),
+    ],
+)
 def test_a_packing_bug_is_caught_by_the_laws_before_any_model_runs(captures, golden_backend, tmp_path, name, where):
     outcome, factory = audit(captures, name, golden_backend, tmp_path)
     r = outcome.result
@@ -192,12 +225,15 @@ def test_a_packing_bug_is_caught_by_the_laws_before_any_model_runs(captures, gol
     expected = re.escape(where.format(block=first.block_id, row="ROW")).replace("ROW", r"[1-9]\d*")
     assert first.law == "rebased-inside" and re.fullmatch(expected, first.what), first.what
     broken = r.laws.broken["rebased-inside"]
-    assert r.headline.startswith(f"FAIL: packing law broken (rebased-inside by {broken} of "
-                                    f"{r.capture.requests} requests); first: request "
-                                    f"{first.request_id!r} block {first.block_id!r}: ")
+    assert r.headline.startswith(
+        f"FAIL: packing law broken (rebased-inside by {broken} of "
+        f"{r.capture.requests} requests); first: request "
+        f"{first.request_id!r} block {first.block_id!r}: "
+    )
     assert r.headline.endswith("; nothing was re-run")
-    assert all(o.verdict is None and o.not_scored.startswith("not run: a packing law is broken")
-               for o in r.ops.values())
+    assert all(
+        o.verdict is None and o.not_scored.startswith("not run: a packing law is broken") for o in r.ops.values()
+    )
     cases = junit_cases(outcome.paths["junit"])
     failure = next(x for x in cases["laws"].result if isinstance(x, Failure))
     assert f"request {first.request_id!r}" in failure.message and "rebased-inside" in failure.message
@@ -211,9 +247,11 @@ def test_a_capture_served_by_another_model_is_named_first_and_fails_its_scores(c
     other = load_model("small", seed=1).fingerprint
     assert r.verdict == "fail" and r.fingerprint_matches is False and r.laws.passed
     assert r.served.fingerprints == {other: 9}
-    assert outcome.lines[0] == (f"MODEL DIFFERS: the capture was served by model {other[:16]}... (9 of 9 requests), "
-                                f"not the golden model 'small' ({golden_backend.fingerprint[:16]}...): the scores "
-                                "below compare two different models")
+    assert outcome.lines[0] == (
+        f"MODEL DIFFERS: the capture was served by model {other[:16]}... (9 of 9 requests), "
+        f"not the golden model 'small' ({golden_backend.fingerprint[:16]}...): the scores "
+        "below compare two different models"
+    )
     assert r.headline.startswith(f"FAIL: served by another model ({other[:16]}... in 9 of 9 requests)")
     for op in ("0", "1", "2"):
         assert not r.ops[op].verdict.passed, op
@@ -230,8 +268,9 @@ def test_a_nan_in_a_served_output_never_passes(captures, golden_backend, tmp_pat
     assert r.verdict == "fail" and r.fingerprint_matches is True and r.laws.passed
     v = r.ops["0"].verdict
     check = next(c for c in v.checks if c.metric == "non_finite")
-    block = next(q.packed.segments[1].block_id for q in CaptureReader(captures["nan"]).requests()
-                 if q.request_id == "r000003")
+    block = next(
+        q.packed.segments[1].block_id for q in CaptureReader(captures["nan"]).requests() if q.request_id == "r000003"
+    )
     assert check.ok is False and check.observed == 1
     assert check.where == f"first block 'r000003/{block}' window 3"
     assert r.ops["1"].verdict.passed and r.ops["2"].verdict.passed

@@ -76,8 +76,9 @@ def _ours() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(OURS)]
 
 
-def test_pipelined_audit_sends_the_serial_calls_and_writes_the_serial_files_bitwise(capture, small_model, tmp_path,
-                                                                                  monkeypatch):
+def test_pipelined_audit_sends_the_serial_calls_and_writes_the_serial_files_bitwise(
+    capture, small_model, tmp_path, monkeypatch
+):
     monkeypatch.setattr(audit_mod, "dt", types.SimpleNamespace(UTC=real_dt.UTC, datetime=_Fixed))  # one `created`
     runs = {}
     for pipeline in (False, True):
@@ -99,15 +100,18 @@ def test_reading_ahead_gives_the_requests_of_reading_in_place(capture):
     reader = CaptureReader(capture)
     here, ahead = list(reader.requests()), list(reader.requests(ahead=True))
     assert [r.request_id for r in ahead] == [r.request_id for r in here] == [f"r{i:06d}" for i in range(6)]
-    assert all(np.array_equal(a.output, b.output) and np.array_equal(a.packed.span, b.packed.span)
-               for a, b in zip(ahead, here, strict=True))
+    assert all(
+        np.array_equal(a.output, b.output) and np.array_equal(a.packed.span, b.packed.span)
+        for a, b in zip(ahead, here, strict=True)
+    )
     assert [r.request_id for r in reader.requests(range(1, 4), ahead=True)] == ["r000001", "r000002", "r000003"]
     assert not _ours()
 
 
 @pytest.mark.parametrize("pipeline", [False, True])
-def test_a_failing_call_stops_the_audit_at_that_call_leaving_no_thread_and_no_file(capture, small_model, tmp_path,
-                                                                                   pipeline):
+def test_a_failing_call_stops_the_audit_at_that_call_leaving_no_thread_and_no_file(
+    capture, small_model, tmp_path, pipeline
+):
     backend = Recording(small_model, fail_at=3)
     out = tmp_path / "audit"
     with pytest.raises(BackendError, match=r"^exact lane k=1 OP \d block .*: model raised ValueError: boom$"):

@@ -15,24 +15,38 @@ from lanes.triton.url import parse_triton_url
 from tests.test_cli import run
 
 
-@pytest.mark.parametrize("url,says", [
-    ("http://127.0.0.1:notaport", "port 'notaport' is not a whole number from 1 to 65535"),
-    ("http://127.0.0.1:0", "port '0' is not a whole number from 1 to 65535"),
-    ("http://127.0.0.1:65536", "port '65536' is not a whole number from 1 to 65535"),
-    ("http://127.0.0.1:-1", "port '-1' is not a whole number"),
-    ("http://127.0.0.1:", "port '' is not a whole number"),
-    ("http://", "no host"),
-    ("http://:8000", "no host"),
-    ("http://[::1", "not a URL"),
-    ("http://h:8000/v2", "a path, query or fragment is not supported"),
-    ("http://user:pw@h:8000", "credentials in the URL are not supported"),
-])
+@pytest.mark.parametrize(
+    "url,says",
+    [
+        ("http://127.0.0.1:notaport", "port 'notaport' is not a whole number from 1 to 65535"),
+        ("http://127.0.0.1:0", "port '0' is not a whole number from 1 to 65535"),
+        ("http://127.0.0.1:65536", "port '65536' is not a whole number from 1 to 65535"),
+        ("http://127.0.0.1:-1", "port '-1' is not a whole number"),
+        ("http://127.0.0.1:", "port '' is not a whole number"),
+        ("http://", "no host"),
+        ("http://:8000", "no host"),
+        ("http://[::1", "not a URL"),
+        ("http://h:8000/v2", "a path, query or fragment is not supported"),
+        ("http://user:pw@h:8000", "credentials in the URL are not supported"),
+    ],
+)
 def test_a_malformed_backend_url_is_one_line_with_status_2(capsys, monkeypatch, tmp_path, url, says):
     """Through the CLI: exit 2 (was: exit 3 and a tritonclient traceback with the triton extra; 'needs
     tritonclient' without it), one line naming the URL and what is wrong with it, nothing written."""
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, monkeypatch, "golden", "record", "--corpus", "c.parquet", "--model", "small",
-                         "--backend", url, "--no-progress")
+    code, out, err = run(
+        capsys,
+        monkeypatch,
+        "golden",
+        "record",
+        "--corpus",
+        "c.parquet",
+        "--model",
+        "small",
+        "--backend",
+        url,
+        "--no-progress",
+    )
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith(f"harness: error: --backend {url!r}: ") and says in err, err
     assert "Traceback" not in err and out == ""
@@ -44,21 +58,35 @@ def test_the_url_check_does_not_import_tritonclient(capsys, monkeypatch, tmp_pat
     monkeypatch.chdir(tmp_path)
     for name in [m for m in sys.modules if m == "lanes.triton.triton_backend" or m.startswith("tritonclient")]:
         monkeypatch.delitem(sys.modules, name)
-    code, _, err = run(capsys, monkeypatch, "golden", "record", "--corpus", "c.parquet", "--model", "small",
-                       "--backend", "http://127.0.0.1:notaport", "--no-progress")
+    code, _, err = run(
+        capsys,
+        monkeypatch,
+        "golden",
+        "record",
+        "--corpus",
+        "c.parquet",
+        "--model",
+        "small",
+        "--backend",
+        "http://127.0.0.1:notaport",
+        "--no-progress",
+    )
     assert code == 2 and "notaport" in err
     assert "lanes.triton.triton_backend" not in sys.modules and "tritonclient" not in sys.modules
 
 
-@pytest.mark.parametrize("url,host_port,ssl", [
-    ("http://127.0.0.1:8000", "127.0.0.1:8000", False),
-    ("127.0.0.1:8000", "127.0.0.1:8000", False),
-    ("https://triton.example:8443/", "triton.example:8443", True),
-    ("http://triton.example", "triton.example:80", False),
-    ("https://triton.example", "triton.example:443", True),
-    ("http://[::1]:8000", "[::1]:8000", False),
-    ("http://localhost:65535", "localhost:65535", False),
-])
+@pytest.mark.parametrize(
+    "url,host_port,ssl",
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", False),
+        ("127.0.0.1:8000", "127.0.0.1:8000", False),
+        ("https://triton.example:8443/", "triton.example:8443", True),
+        ("http://triton.example", "triton.example:80", False),
+        ("https://triton.example", "triton.example:443", True),
+        ("http://[::1]:8000", "[::1]:8000", False),
+        ("http://localhost:65535", "localhost:65535", False),
+    ],
+)
 def test_well_formed_urls_are_accepted(url, host_port, ssl):
     parsed = parse_triton_url(url)
     assert (parsed.host_port, parsed.ssl) == (host_port, ssl)

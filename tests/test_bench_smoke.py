@@ -14,8 +14,12 @@ STEPS = ["record", "run", "score", "promote", "report"]
 
 def test_the_cost_benchmark_runs_every_step_and_reports_each(tmp_path):
     out = tmp_path / "cost.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--blocks", "64", "--json", str(out), "--seg-ms", "0.25"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--blocks", "64", "--json", str(out), "--seg-ms", "0.25"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["model"] == "lanes.null_model:full" and data["shapes"] == [1, 2, 4, 8, 16, 32]

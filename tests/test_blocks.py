@@ -36,8 +36,11 @@ def create(weights=None, idx=None, speakers=None, **fields) -> Block:
 
 
 def test_a_good_block_is_normalised():
-    b = create(**good(span=np.zeros(400, dtype=np.float64), offsets=list(range(0, 320, 40)),
-                            valid=np.full(8, 50, dtype=np.int64)))
+    b = create(
+        **good(
+            span=np.zeros(400, dtype=np.float64), offsets=list(range(0, 320, 40)), valid=np.full(8, 50, dtype=np.int64)
+        )
+    )
     assert b.span.dtype == np.float32 and b.offsets.dtype == np.int64 and b.valid.dtype == np.int32
     assert b.op == 1 and b.rows == 3 and b.windows == 8
 
@@ -47,16 +50,25 @@ CASES = {
     "offsets wrong dtype": (dict(offsets=np.arange(8, dtype=np.float32)), "OFFSETS", "wrong dtype"),
     "span wrong rank": (dict(span=np.zeros((2, 200), dtype=np.float32)), "SPAN", "wrong rank"),
     "weights wrong rank": (dict(weights=np.ones(5, dtype=np.float32)), "WEIGHTS", "wrong rank"),
-    "empty span": (dict(span=np.zeros(0, dtype=np.float32), valid=np.zeros(8, np.int32),
-                        offsets=np.zeros(8, np.int64)), "SPAN", "empty"),
+    "empty span": (
+        dict(span=np.zeros(0, dtype=np.float32), valid=np.zeros(8, np.int32), offsets=np.zeros(8, np.int64)),
+        "SPAN",
+        "empty",
+    ),
     "negative offset": (dict(offsets=np.array([-5, 40, 80, 120, 160, 200, 240, 280])), "OFFSETS[0]", "negative"),
     "decreasing offsets": (dict(offsets=np.array([0, 40, 80, 60, 160, 200, 240, 280])), "OFFSETS[3]", "decrease"),
-    "offset past the span": (dict(offsets=np.array([0, 40, 80, 120, 160, 200, 240, 401]),
-                                  valid=np.array([100] * 7 + [0])), "OFFSETS[7]", "past the end"),
+    "offset past the span": (
+        dict(offsets=np.array([0, 40, 80, 120, 160, 200, 240, 401]), valid=np.array([100] * 7 + [0])),
+        "OFFSETS[7]",
+        "past the end",
+    ),
     "negative valid": (dict(valid=np.array([100] * 7 + [-1])), "VALID[7]", "negative"),
     "valid above the window": (dict(valid=np.array([101] + [100] * 7)), "VALID[0]", "exceeds the window"),
-    "offset + valid past the span": (dict(offsets=np.array([0, 40, 80, 120, 160, 200, 240, 320]),
-                                          valid=np.array([100] * 8)), "VALID[7]", "runs past the end"),
+    "offset + valid past the span": (
+        dict(offsets=np.array([0, 40, 80, 120, 160, 200, 240, 320]), valid=np.array([100] * 8)),
+        "VALID[7]",
+        "runs past the end",
+    ),
     "NaN in span": (dict(span=np.r_[np.zeros(10), np.nan, np.zeros(389)].astype(np.float32)), "SPAN[10]", "NaN"),
     "Inf in span": (dict(span=np.r_[np.zeros(10), np.inf, np.zeros(389)].astype(np.float32)), "SPAN[10]", "NaN"),
     "NaN in weights": (dict(weights=np.array([[1, 1, np.nan, 1, 1]] * 3, dtype=np.float32)), "WEIGHTS[0,2]", "NaN"),
@@ -72,9 +84,11 @@ CASES = {
     "unknown OP": (dict(op=3), "OP", "unknown OP"),
     "OP not a number": (dict(op="x"), "OP", "wrong dtype"),
     "valid count": (dict(valid=np.full(7, 10)), "VALID", "one value per window"),
-    "windows per block": (dict(op=0, weights=None, idx=None, offsets=np.arange(4) * 40, valid=np.full(4, 100)),
-                          "OFFSETS",
-                          "exactly 8 windows"),
+    "windows per block": (
+        dict(op=0, weights=None, idx=None, offsets=np.arange(4) * 40, valid=np.full(4, 100)),
+        "OFFSETS",
+        "exactly 8 windows",
+    ),
 }
 
 
@@ -96,8 +110,12 @@ def test_value_is_named_in_the_message():
 
 
 def test_wire_request_checks_names_missing_and_unknown_inputs():
-    req = {"SPAN": np.zeros(10, np.float32), "OFFSETS": np.zeros(1, np.int64), "VALID": np.zeros(1, np.int32),
-           "OP": np.array([0], np.int32)}
+    req = {
+        "SPAN": np.zeros(10, np.float32),
+        "OFFSETS": np.zeros(1, np.int64),
+        "VALID": np.zeros(1, np.int32),
+        "OP": np.array([0], np.int32),
+    }
     assert check_request(req, G)["OP"][0] == 0
     with pytest.raises(BlockError, match="'request': OFFSETS=None: required input is missing"):
         check_request({k: v for k, v in req.items() if k != "OFFSETS"}, G)
@@ -106,13 +124,21 @@ def test_wire_request_checks_names_missing_and_unknown_inputs():
 
 
 def test_a_packed_request_may_hold_any_number_of_windows():
-    req = {"SPAN": np.zeros(1000, np.float32), "OFFSETS": np.arange(24, dtype=np.int64) * 10,
-           "VALID": np.full(24, 50, np.int32), "OP": np.array([0], np.int32)}
+    req = {
+        "SPAN": np.zeros(1000, np.float32),
+        "OFFSETS": np.arange(24, dtype=np.int64) * 10,
+        "VALID": np.full(24, 50, np.int32),
+        "OP": np.array([0], np.int32),
+    }
     assert check_request(req, G)["OFFSETS"].shape == (24,)
 
 
-@given(st.integers(1, 3000), st.floats(allow_nan=False, allow_infinity=False, width=32),
-       st.sampled_from([np.nan, np.inf, -np.inf, None]), st.data())
+@given(
+    st.integers(1, 3000),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from([np.nan, np.inf, -np.inf, None]),
+    st.data(),
+)
 def test_the_finiteness_check_refuses_every_nan_or_inf_and_nothing_else(n, fill, bad, data):
     """The fast path (a finite sum) and the exact path agree: a sum that overflows is not a refusal."""
     from harness.data.blocks import _require_finite

@@ -53,8 +53,11 @@ def _peak_mib(code: str, env: dict[str, str] | None = None) -> tuple[int, float]
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.float64])
 def test_the_store_gives_back_every_module_bit_for_bit_from_memory_and_from_its_file(tmp_path, dtype):
-    parts = [torch.arange(24).reshape(4, 6).to(dtype), (torch.arange(12).reshape(2, 6) * 3).to(dtype),
-             torch.zeros((0, 6), dtype=dtype)]
+    parts = [
+        torch.arange(24).reshape(4, 6).to(dtype),
+        (torch.arange(12).reshape(2, 6) * 3).to(dtype),
+        torch.zeros((0, 6), dtype=dtype),
+    ]
     for budget in (1 << 30, 0):  # all in memory; all in the file
         with ActivationStore(tmp_path, budget=budget) as store:
             store.add("a", parts[0])
@@ -110,8 +113,12 @@ def test_lockstep_compares_each_module_of_every_call_in_execution_order():
         seen.append((name, len(outputs)))
 
     answers = lockstep.run([_call(net, x)] * 3, {"net": net}, compare)
-    assert [name for name, _ in seen] == ["net <input: windows as the network receives them>", "net.layers.0",
-                                          "net.layers.1", "net.layers.2"]
+    assert [name for name, _ in seen] == [
+        "net <input: windows as the network receives them>",
+        "net.layers.0",
+        "net.layers.1",
+        "net.layers.2",
+    ]
     assert all(n == 3 for _, n in seen) and len(answers) == 3
 
 
@@ -182,8 +189,10 @@ FLOORS = """
 
 def _floors_peak(tmp_path: Path, layers: int, blocks: int, sequential: bool = False) -> float:
     """The lowest of three runs' peaks (one run's peak moves by tens of MiB with the threads' timing)."""
-    code = (f"LAYERS, BLOCKS, SEQUENTIAL = {layers}, {blocks}, {sequential}\nfrom pathlib import Path\n"
-            f"SPILL = Path({str(tmp_path)!r})\n" + textwrap.dedent(FLOORS))
+    code = (
+        f"LAYERS, BLOCKS, SEQUENTIAL = {layers}, {blocks}, {sequential}\nfrom pathlib import Path\n"
+        f"SPILL = Path({str(tmp_path)!r})\n" + textwrap.dedent(FLOORS)
+    )
     peaks = []
     for _ in range(3):
         status, peak = _peak_mib(code)
@@ -224,12 +233,16 @@ def test_a_starved_writer_does_not_grow_the_peak(tmp_path):
     """Every row group the golden's writers write waits 0.3 s (a disk that cannot keep up): the lanes wait for
     it (bounded queues), memory does not pile up behind it."""
     here = f"import os\nos.chdir({str(tmp_path)!r})\n"
-    status, _ = _peak_mib(here + "import sys\nfrom harness.cli import program\nsys.argv = ['harness', 'corpus', "
-                          "'synth', 'c.parquet', '--model', 'small', '--blocks', '96']\nprogram()\n")
+    status, _ = _peak_mib(
+        here + "import sys\nfrom harness.cli import program\nsys.argv = ['harness', 'corpus', "
+        "'synth', 'c.parquet', '--model', 'small', '--blocks', '96']\nprogram()\n"
+    )
     assert status == 0
     normal_status, normal = _peak_mib(here + f"GOLDENS = 'g1'\n{textwrap.dedent(RECORD)}")
-    slow_status, slow = _peak_mib(here + f"GOLDENS = 'g2'\n{textwrap.dedent(RECORD)}",
-                                  env={"HARNESS_FAULT": "slow:parquet:op0.parquet", "HARNESS_FAULT_SLEEP": "0.3"})
+    slow_status, slow = _peak_mib(
+        here + f"GOLDENS = 'g2'\n{textwrap.dedent(RECORD)}",
+        env={"HARNESS_FAULT": "slow:parquet:op0.parquet", "HARNESS_FAULT_SLEEP": "0.3"},
+    )
     assert normal_status == slow_status == 0
     assert slow <= normal * 1.10 + 16, (normal, slow)
 
@@ -260,8 +273,7 @@ def test_the_harness_sets_omp_and_the_allocator_unless_the_user_did_and_no_bit_c
         ours = ("OMP_WAIT_POLICY", "GLIBC_TUNABLES", "HARNESS_PROCESS_SET")
         clean = {k: v for k, v in os.environ.items() if k not in ours and not k.startswith("MALLOC_")}
         code = f"CORPUS, GOLDENS = {str(corpus)!r}, {str(tmp_path / name)!r}\n" + textwrap.dedent(RECORD_SMALL)
-        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code],
-                             {**clean, "PYTHONPATH": str(REPO), **env})
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code], {**clean, "PYTHONPATH": str(REPO), **env})
         _, status, _ = os.wait4(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         (golden,) = (tmp_path / name).iterdir()
@@ -294,7 +306,8 @@ def test_a_call_outstanding_says_what_it_waits_for_instead_of_a_growing_estimate
         assert "left" not in line.split("waiting")[0] or "about" not in line, line
         estimates.append(line)
     assert estimates[-1].endswith(
-        "400 s elapsed, waiting for the next of the 18 calls left (370 s so far; 1.0 s each until now)")
+        "400 s elapsed, waiting for the next of the 18 calls left (370 s so far; 1.0 s each until now)"
+    )
     assert len(set(estimates)) == 3  # never the same text twice
 
 

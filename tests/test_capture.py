@@ -63,8 +63,12 @@ def test_what_is_written_is_read_back_exactly(blocks, extra, labelled, seed):
     if not labelled:
         packed = dataclasses.replace(packed, speakers=None)
     request = captured(packed, "req-1", seed)
-    request = dataclasses.replace(request, output=np.where(np.arange(request.output.size).reshape(
-        request.output.shape) == 0, np.float32(np.nan), request.output))  # a NaN output is recorded, not refused
+    request = dataclasses.replace(
+        request,
+        output=np.where(
+            np.arange(request.output.size).reshape(request.output.shape) == 0, np.float32(np.nan), request.output
+        ),
+    )  # a NaN output is recorded, not refused
     with tempfile.TemporaryDirectory() as tmp:
         write(Path(tmp) / "c.parquet", [request, captured(pack(blocks), "req-2")])
         back = list(CaptureReader(Path(tmp) / "c.parquet").requests())
@@ -78,7 +82,11 @@ def test_what_is_written_is_read_back_exactly(blocks, extra, labelled, seed):
     assert got.packed.segments == packed.segments and got.op == packed.op
     assert np.array_equal(got.output, request.output, equal_nan=True) and got.output.dtype == np.float32
     assert (got.model_fingerprint, got.device_kind, got.engine_version, got.captured_at) == (
-        "fp-engine", "NVIDIA H100", "1.2.3", NOW)
+        "fp-engine",
+        "NVIDIA H100",
+        "1.2.3",
+        NOW,
+    )
 
 
 def test_a_capture_written_by_another_program_from_the_documented_schema_is_read(tmp_path):
@@ -87,24 +95,38 @@ def test_a_capture_written_by_another_program_from_the_documented_schema_is_read
     blocks = [b for b in synth_corpus(G, 2).blocks]
     packed = pack(blocks)
     out = served(packed)
-    seg = pa.struct([("block_id", pa.string()), ("padding", pa.bool_()), ("span_start", pa.int64()),
-                     ("span_length", pa.int64()), ("window_start", pa.int64()), ("windows", pa.int64()),
-                     ("row_start", pa.int64()), ("rows", pa.int64())])
-    table = pa.table({
-        "request_id": ["x1"], "captured_at": pa.array([dt.datetime(2026, 1, 2, tzinfo=dt.UTC)],
-                                                      pa.timestamp("ms", tz="+00:00")),
-        "engine_version": ["9"], "model_fingerprint": ["fp"], "device_kind": ["gpu"],
-        "OP": pa.array([0], pa.int32()), "SPAN": pa.array([packed.span], pa.list_(pa.float32())),
-        "OFFSETS": pa.array([packed.offsets], pa.list_(pa.int64())),
-        "VALID": pa.array([packed.valid], pa.list_(pa.int32())),
-        "WEIGHTS": pa.array([None], pa.list_(pa.list_(pa.float32(), G.frames_per_window))),
-        "IDX": pa.array([None], pa.list_(pa.int32())), "speakers": pa.array([None], pa.list_(pa.int32())),
-        "segments": pa.array([[{f: getattr(s, f) for f in seg.names} for s in packed.segments]], pa.list_(seg)),
-        "output": pa.array([out.reshape(-1)], pa.list_(pa.float32())),
-        "output_shape": pa.array([list(out.shape)], pa.list_(pa.int64())),
-        "trace_id": ["abc"],
-    }).replace_schema_metadata({META_KEY: json.dumps({"version": 1, "engine": "rust",
-                                                      "geometry": G.to_dict()})})
+    seg = pa.struct(
+        [
+            ("block_id", pa.string()),
+            ("padding", pa.bool_()),
+            ("span_start", pa.int64()),
+            ("span_length", pa.int64()),
+            ("window_start", pa.int64()),
+            ("windows", pa.int64()),
+            ("row_start", pa.int64()),
+            ("rows", pa.int64()),
+        ]
+    )
+    table = pa.table(
+        {
+            "request_id": ["x1"],
+            "captured_at": pa.array([dt.datetime(2026, 1, 2, tzinfo=dt.UTC)], pa.timestamp("ms", tz="+00:00")),
+            "engine_version": ["9"],
+            "model_fingerprint": ["fp"],
+            "device_kind": ["gpu"],
+            "OP": pa.array([0], pa.int32()),
+            "SPAN": pa.array([packed.span], pa.list_(pa.float32())),
+            "OFFSETS": pa.array([packed.offsets], pa.list_(pa.int64())),
+            "VALID": pa.array([packed.valid], pa.list_(pa.int32())),
+            "WEIGHTS": pa.array([None], pa.list_(pa.list_(pa.float32(), G.frames_per_window))),
+            "IDX": pa.array([None], pa.list_(pa.int32())),
+            "speakers": pa.array([None], pa.list_(pa.int32())),
+            "segments": pa.array([[{f: getattr(s, f) for f in seg.names} for s in packed.segments]], pa.list_(seg)),
+            "output": pa.array([out.reshape(-1)], pa.list_(pa.float32())),
+            "output_shape": pa.array([list(out.shape)], pa.list_(pa.int64())),
+            "trace_id": ["abc"],
+        }
+    ).replace_schema_metadata({META_KEY: json.dumps({"version": 1, "engine": "rust", "geometry": G.to_dict()})})
     pq.write_table(table, tmp_path / "rust.parquet")
     reader = CaptureReader(tmp_path / "rust.parquet")
     (got,) = list(reader.requests())
@@ -171,11 +193,17 @@ def test_each_law_names_the_request_the_block_and_what_is_wrong():
     (v,) = check_captured(captured(dataclasses.replace(padded, valid=valid)), G)
     assert v.law == "well-formed" and v.block_id == "<pad>3" and "padding segment '<pad>3' must have" in v.what
     wrong = pack(blocks)
-    seven = [dataclasses.replace(s, windows=7 if i == 0 else s.windows, window_start=s.window_start - (i > 0))
-             for i, s in enumerate(wrong.segments)]
-    keep = np.r_[0:7, 8:wrong.windows]
-    (v,) = check_captured(captured(dataclasses.replace(wrong, segments=tuple(seven), offsets=wrong.offsets[keep],
-                                                       valid=wrong.valid[keep])), G)
+    seven = [
+        dataclasses.replace(s, windows=7 if i == 0 else s.windows, window_start=s.window_start - (i > 0))
+        for i, s in enumerate(wrong.segments)
+    ]
+    keep = np.r_[0:7, 8 : wrong.windows]
+    (v,) = check_captured(
+        captured(
+            dataclasses.replace(wrong, segments=tuple(seven), offsets=wrong.offsets[keep], valid=wrong.valid[keep])
+        ),
+        G,
+    )
     assert v.law == "well-formed" and v.block_id == blocks[0].id and "exactly 8 windows" in v.what
 
 
@@ -197,9 +225,23 @@ def rewritten(src: Path, dst: Path, change=lambda t: t, meta: bytes | None = Non
 
 
 def audit_cli(capsys, monkeypatch, path: Path, *more: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["harness", "audit", str(path), "--golden-model", "small", "--set",
-                                      "numerics.threads=1", "--no-progress", "--out", str(path.parent / "audit"),
-                                      *more])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "harness",
+            "audit",
+            str(path),
+            "--golden-model",
+            "small",
+            "--set",
+            "numerics.threads=1",
+            "--no-progress",
+            "--out",
+            str(path.parent / "audit"),
+            *more,
+        ],
+    )
     try:
         cli.main()
         code = 0
@@ -215,30 +257,52 @@ def _set(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
 
 BAD = {
     "missing": (lambda p, d: d / "nope.parquet", "capture file not found"),
-    "truncated": (lambda p, d: _bytes(d / "t.parquet", p.read_bytes()[: p.stat().st_size // 2]),
-                  "not a readable Parquet capture file"),
+    "truncated": (
+        lambda p, d: _bytes(d / "t.parquet", p.read_bytes()[: p.stat().st_size // 2]),
+        "not a readable Parquet capture file",
+    ),
     "flipped byte": (lambda p, d: _flip(p, d / "f.parquet"), "capture is corrupt in row group 0"),
-    "a corpus": (lambda p, d: _corpus(d / "corpus.parquet"),
-                 "not a capture: no 'harness.capture' metadata (it is a corpus file) (see docs/audit.md)"),
-    "another version": (lambda p, d: rewritten(p, d / "v.parquet", meta=json.dumps(
-        {"version": 2, "engine": "e", "geometry": G.to_dict()}).encode()),
-        "metadata 'harness.capture': version: unknown format version"),
-    "metadata not JSON": (lambda p, d: rewritten(p, d / "j.parquet", meta=b"{oops"),
-                          "capture metadata 'harness.capture' is not JSON"),
-    "missing column": (lambda p, d: rewritten(p, d / "m.parquet", lambda t: t.drop_columns(["segments"])),
-                       "not a capture: missing column 'segments'"),
-    "wrong type": (lambda p, d: rewritten(p, d / "w.parquet", lambda t: _set(
-        t, "OFFSETS", t.column("OFFSETS").cast(pa.list_(pa.int32())))),
-        "column 'OFFSETS' has type list<int32>, expected list<int64>"),
-    "naive time": (lambda p, d: rewritten(p, d / "n.parquet", lambda t: _set(
-        t, "captured_at", t.column("captured_at").cast(pa.timestamp("us")))),
-        "column 'captured_at' has type timestamp[us], expected timestamp with a time zone (UTC)"),
-    "wrong output shape": (lambda p, d: rewritten(p, d / "o.parquet", lambda t: _set(
-        t, "output_shape", pa.array([[16, 5, 7], [8, 70]], pa.list_(pa.int64())))),
+    "a corpus": (
+        lambda p, d: _corpus(d / "corpus.parquet"),
+        "not a capture: no 'harness.capture' metadata (it is a corpus file) (see docs/audit.md)",
+    ),
+    "another version": (
+        lambda p, d: rewritten(
+            p, d / "v.parquet", meta=json.dumps({"version": 2, "engine": "e", "geometry": G.to_dict()}).encode()
+        ),
+        "metadata 'harness.capture': version: unknown format version",
+    ),
+    "metadata not JSON": (
+        lambda p, d: rewritten(p, d / "j.parquet", meta=b"{oops"),
+        "capture metadata 'harness.capture' is not JSON",
+    ),
+    "missing column": (
+        lambda p, d: rewritten(p, d / "m.parquet", lambda t: t.drop_columns(["segments"])),
+        "not a capture: missing column 'segments'",
+    ),
+    "wrong type": (
+        lambda p, d: rewritten(
+            p, d / "w.parquet", lambda t: _set(t, "OFFSETS", t.column("OFFSETS").cast(pa.list_(pa.int32())))
+        ),
+        "column 'OFFSETS' has type list<int32>, expected list<int64>",
+    ),
+    "naive time": (
+        lambda p, d: rewritten(
+            p, d / "n.parquet", lambda t: _set(t, "captured_at", t.column("captured_at").cast(pa.timestamp("us")))
+        ),
+        "column 'captured_at' has type timestamp[us], expected timestamp with a time zone (UTC)",
+    ),
+    "wrong output shape": (
+        lambda p, d: rewritten(
+            p, d / "o.parquet", lambda t: _set(t, "output_shape", pa.array([[16, 5, 7], [8, 70]], pa.list_(pa.int64())))
+        ),
         "row 1 (request 'b'): the served output has shape [8, 70], but an OP 0 request of 16 windows is answered "
-        "with [16, 5, 7]: it does not answer this request"),
-    "duplicate id": (lambda p, d: rewritten(p, d / "d.parquet", lambda t: _set(
-        t, "request_id", pa.array(["a", "a"], pa.string()))), "row 1 (request 'a'): request id appears twice"),
+        "with [16, 5, 7]: it does not answer this request",
+    ),
+    "duplicate id": (
+        lambda p, d: rewritten(p, d / "d.parquet", lambda t: _set(t, "request_id", pa.array(["a", "a"], pa.string()))),
+        "row 1 (request 'a'): request id appears twice",
+    ),
     "no rows": (lambda p, d: rewritten(p, d / "e.parquet", lambda t: t.slice(0, 0)), "capture holds no requests"),
 }
 
@@ -273,18 +337,27 @@ def test_a_capture_that_cannot_be_read_is_one_line_and_exit_2(case, good_capture
 
 def test_a_capture_cut_for_another_geometry_than_the_golden_model_is_refused(good_capture, capsys, monkeypatch):
     code, out, err = audit_cli(capsys, monkeypatch, good_capture)
-    assert code == 2 and "the capture's requests were cut for another geometry than the golden model 'small' " \
-        "declares: window_samples 64 (capture) vs 16000 (golden model)" in err and err.count("\n") == 1
+    assert (
+        code == 2
+        and "the capture's requests were cut for another geometry than the golden model 'small' "
+        "declares: window_samples 64 (capture) vs 16000 (golden model)"
+        in err
+        and err.count("\n") == 1
+    )
 
 
 def test_the_writer_refuses_what_could_not_be_read_back(tmp_path):
     packed = pack(synth_corpus(G, 1).blocks)
-    with pytest.raises(CaptureError, match="request 'a': request id appears twice"), \
-            CaptureWriter(tmp_path / "c.parquet", G, "e") as w:
+    with (
+        pytest.raises(CaptureError, match="request 'a': request id appears twice"),
+        CaptureWriter(tmp_path / "c.parquet", G, "e") as w,
+    ):
         w.add(captured(packed, "a"))
         w.add(captured(packed, "a"))
-    with pytest.raises(CaptureError, match="output must be a float32 array"), \
-            CaptureWriter(tmp_path / "c.parquet", G, "e") as w:
+    with (
+        pytest.raises(CaptureError, match="output must be a float32 array"),
+        CaptureWriter(tmp_path / "c.parquet", G, "e") as w,
+    ):
         w.add(dataclasses.replace(captured(packed), output=served(packed).astype(np.float64)))
     with pytest.raises(CaptureError, match="a capture needs at least one request"):
         CaptureWriter(tmp_path / "c.parquet", G, "e").close()

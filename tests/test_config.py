@@ -56,43 +56,59 @@ blocks = 32
     assert config_from_dict(cfg.to_dict()).to_dict() == cfg.to_dict()  # round trip
 
 
-@pytest.mark.parametrize("data,key", [
-    ({"releese": {}}, "releese: unknown key"),
-    ({"model": {"spek": "x"}}, "model.spek: unknown key (did you mean 'spec'?) (got 'x')"),
-    ({"shapes": {"candidates": [2, 0]}}, "shapes.candidates.1: Input should be greater than or equal to 1 (got 0)"),
-    ({"shapes": {"candidates": [2, 2]}}, "shapes.candidates: a shape is listed twice"),
-    ({"shapes": {"candidates": "2,4"}}, "shapes.candidates: Input should be a valid list (got '2,4')"),
-    ({"shapes": {"release": {"op0": [1]}}}, "shapes.release.op1: missing (required)"),
-    ({"shapes": {"release": [2]}}, "shapes.release: every OP's release shapes must include 1"),
-    ({"lanes": {"mode": "chained"}}, "lanes.mode: unknown key"),
-    ({"lanes": {"voiceprint_inputs": "parallel"}}, "lanes.voiceprint_inputs: Input should be 'isolated' or 'chained'"),
-    ({"numerics": {"threads": -1}}, "numerics.threads: Input should be greater than or equal to 0 (got -1)"),
-    ({"numerics": {"tf32": True}}, "numerics.tf32: unknown key"),
-    ({"numerics": {"matmul_precision": "low"}}, "numerics.matmul_precision: Input should be 'highest'"),
-    ({"tolerances": {"op0": {"max_abs": "small"}}}, "tolerances.op0.max_abs: Input should be a valid number (got "
-                                                    "'small')"),
-    ({"tolerances": {"op0": {"max_abs": float("inf")}}}, "tolerances.op0.max_abs: Input should be a finite number"),
-    ({"tolerances": {"op0": {"max_abs": float("nan")}}}, "tolerances.op0.max_abs: Input should be a finite number"),
-    ({"tolerances": {"op1": {"min_cosine": 1.5}}}, "tolerances.op1.min_cosine: Input should be less than or equal "
-                                                   "to 1"),
-    ({"tolerances": {"op0": {"mode": "lenient"}}}, "tolerances.op0.mode: Input should be 'bitwise', 'tolerance' or "
-                                                   "'noise-floor' (got 'lenient')"),
-    ({"tolerances": {"op3": {}}}, "tolerances.op3: unknown key"),
-    ({"tolerances": {"op0": {"max_flip_rate": 2.0}}}, "tolerances.op0.max_flip_rate: Input should be less than or "
-                                                      "equal to 1 (got 2.0)"),
-    ({"tolerances": {"op0": {"noise_floor_factor": 0.5}}}, "noise_floor_factor: Input should be greater than or equal "
-                                                           "to 1"),
-    ({"masks": {"min_active_fraction": -0.1}}, "masks.min_active_fraction: Input should be greater than 0"),
-    ({"masks": {"min_active_fraction": 1.5}}, "masks.min_active_fraction: Input should be less than or equal to 1"),
-    ({"masks": {"min_active_frames": -1}}, "masks.min_active_frames: Input should be greater than or equal to 1"),
-    ({"corpus": {"source": "wav"}}, "corpus.source: Input should be 'synth'"),
-    ({"corpus": {"blocks": 0}}, "corpus.blocks: Input should be greater than or equal to 1 (got 0)"),
-    ({"model": {"seed": True}}, "model.seed: Input should be a valid integer (got True)"),
-    ({"model": {"seed": 2**40}}, "model.seed: Input should be less than or equal to 4294967295"),
-    ({"release": {"name": "../x"}}, "release.name: String should match pattern"),
-    ({"release": {"name": ""}}, "release.name: String should match pattern"),
-    ({"release": {"device": "gpu"}}, "release.device: String should match pattern"),
-])
+@pytest.mark.parametrize(
+    "data,key",
+    [
+        ({"releese": {}}, "releese: unknown key"),
+        ({"model": {"spek": "x"}}, "model.spek: unknown key (did you mean 'spec'?) (got 'x')"),
+        ({"shapes": {"candidates": [2, 0]}}, "shapes.candidates.1: Input should be greater than or equal to 1 (got 0)"),
+        ({"shapes": {"candidates": [2, 2]}}, "shapes.candidates: a shape is listed twice"),
+        ({"shapes": {"candidates": "2,4"}}, "shapes.candidates: Input should be a valid list (got '2,4')"),
+        ({"shapes": {"release": {"op0": [1]}}}, "shapes.release.op1: missing (required)"),
+        ({"shapes": {"release": [2]}}, "shapes.release: every OP's release shapes must include 1"),
+        ({"lanes": {"mode": "chained"}}, "lanes.mode: unknown key"),
+        (
+            {"lanes": {"voiceprint_inputs": "parallel"}},
+            "lanes.voiceprint_inputs: Input should be 'isolated' or 'chained'",
+        ),
+        ({"numerics": {"threads": -1}}, "numerics.threads: Input should be greater than or equal to 0 (got -1)"),
+        ({"numerics": {"tf32": True}}, "numerics.tf32: unknown key"),
+        ({"numerics": {"matmul_precision": "low"}}, "numerics.matmul_precision: Input should be 'highest'"),
+        (
+            {"tolerances": {"op0": {"max_abs": "small"}}},
+            "tolerances.op0.max_abs: Input should be a valid number (got 'small')",
+        ),
+        ({"tolerances": {"op0": {"max_abs": float("inf")}}}, "tolerances.op0.max_abs: Input should be a finite number"),
+        ({"tolerances": {"op0": {"max_abs": float("nan")}}}, "tolerances.op0.max_abs: Input should be a finite number"),
+        (
+            {"tolerances": {"op1": {"min_cosine": 1.5}}},
+            "tolerances.op1.min_cosine: Input should be less than or equal to 1",
+        ),
+        (
+            {"tolerances": {"op0": {"mode": "lenient"}}},
+            "tolerances.op0.mode: Input should be 'bitwise', 'tolerance' or 'noise-floor' (got 'lenient')",
+        ),
+        ({"tolerances": {"op3": {}}}, "tolerances.op3: unknown key"),
+        (
+            {"tolerances": {"op0": {"max_flip_rate": 2.0}}},
+            "tolerances.op0.max_flip_rate: Input should be less than or equal to 1 (got 2.0)",
+        ),
+        (
+            {"tolerances": {"op0": {"noise_floor_factor": 0.5}}},
+            "noise_floor_factor: Input should be greater than or equal to 1",
+        ),
+        ({"masks": {"min_active_fraction": -0.1}}, "masks.min_active_fraction: Input should be greater than 0"),
+        ({"masks": {"min_active_fraction": 1.5}}, "masks.min_active_fraction: Input should be less than or equal to 1"),
+        ({"masks": {"min_active_frames": -1}}, "masks.min_active_frames: Input should be greater than or equal to 1"),
+        ({"corpus": {"source": "wav"}}, "corpus.source: Input should be 'synth'"),
+        ({"corpus": {"blocks": 0}}, "corpus.blocks: Input should be greater than or equal to 1 (got 0)"),
+        ({"model": {"seed": True}}, "model.seed: Input should be a valid integer (got True)"),
+        ({"model": {"seed": 2**40}}, "model.seed: Input should be less than or equal to 4294967295"),
+        ({"release": {"name": "../x"}}, "release.name: String should match pattern"),
+        ({"release": {"name": ""}}, "release.name: String should match pattern"),
+        ({"release": {"device": "gpu"}}, "release.device: String should match pattern"),
+    ],
+)
 def test_bad_keys_and_values_are_refused_by_name(data, key):
     with pytest.raises(ConfigError) as info:
         config_from_dict(data, "harness.toml")
@@ -150,8 +166,14 @@ def test_a_flag_is_validated_by_the_files_validator_and_named(tmp_path):
 def test_flags_override_the_file_and_the_last_one_wins(tmp_path):
     path = tmp_path / "harness.toml"
     path.write_text("[model]\nseed = 3\n[tolerances.op0]\nmode = 'bitwise'\nmax_abs = 0.5\n[backend]\nshm = true\n")
-    cfg = load_config(path, [parse_set("model.seed=5"), parse_set("model.seed=7"),
-                             _flag("--tolerance", "tolerances.op0.mode", "tolerance")])
+    cfg = load_config(
+        path,
+        [
+            parse_set("model.seed=5"),
+            parse_set("model.seed=7"),
+            _flag("--tolerance", "tolerances.op0.mode", "tolerance"),
+        ],
+    )
     assert cfg.model.seed == 7 and cfg.tolerances.op0.mode == "tolerance" and cfg.tolerances.op0.max_abs == 0.5
     assert cfg.backend.shm and cfg.backend.url == "in-process"
 
@@ -159,17 +181,28 @@ def test_flags_override_the_file_and_the_last_one_wins(tmp_path):
 def test_set_parses_toml_values_and_refuses_by_name():
     from harness.release_config import parse_set
 
-    cfg = load_config(None, [parse_set("backend.concurrency=4"), parse_set("ray.workers=2"),
-                             parse_set("backend.url=http://127.0.0.1:8000"), parse_set("shapes.candidates=[2, 8]"),
-                             parse_set("backend.shm=true"), parse_set("packer.cmd = 'python p.py'")])
+    cfg = load_config(
+        None,
+        [
+            parse_set("backend.concurrency=4"),
+            parse_set("ray.workers=2"),
+            parse_set("backend.url=http://127.0.0.1:8000"),
+            parse_set("shapes.candidates=[2, 8]"),
+            parse_set("backend.shm=true"),
+            parse_set("packer.cmd = 'python p.py'"),
+        ],
+    )
     assert cfg.backend.concurrency == 4 and cfg.ray.workers == 2 and cfg.backend.shm
     assert cfg.backend.url == "http://127.0.0.1:8000" and cfg.candidates == (2, 8) and cfg.packer.cmd == "python p.py"
-    for text, says in (("ray.workers=0", "--set 'ray.workers=0': ray.workers: Input should be greater than or equal "
-                                         "to 1 (got 0)"),
-                       ("backend.concurency=4", "--set 'backend.concurency=4': backend.concurency: unknown key (did "
-                                                "you mean 'concurrency'?)"),
-                       ("model.seed=abc", "--set 'model.seed=abc': model.seed: Input should be a valid integer"),
-                       ("packer.laws_examples=-1", "packer.laws_examples: Input should be greater than or equal to 0")):
+    for text, says in (
+        ("ray.workers=0", "--set 'ray.workers=0': ray.workers: Input should be greater than or equal to 1 (got 0)"),
+        (
+            "backend.concurency=4",
+            "--set 'backend.concurency=4': backend.concurency: unknown key (did you mean 'concurrency'?)",
+        ),
+        ("model.seed=abc", "--set 'model.seed=abc': model.seed: Input should be a valid integer"),
+        ("packer.laws_examples=-1", "packer.laws_examples: Input should be greater than or equal to 0"),
+    ):
         with pytest.raises(ConfigError) as info:
             load_config(None, [parse_set(text)])
         assert str(info.value).startswith(says) or says in str(info.value), info.value
@@ -182,18 +215,21 @@ def test_the_transport_tables_are_checked_and_stay_out_of_what_runs_record(tmp_p
     """[backend], [ray], [packer], [nightly] are declared (every key known) but are how a job runs, not what the
     release is: a run's manifest (config.to_dict()) is byte-for-byte what it was before them."""
     path = tmp_path / "harness.toml"
-    path.write_text("[backend]\nurl = 'http://h:8000'\nconcurrency = 3\nmodel_label = 'm'\n[ray]\naddress = 'local'\n"
-                    "workers = 2\nshards = 8\nretries = 0\naccelerator = 'H100'\n[packer]\nlaws_examples = 0\n"
-                    "[nightly]\nshard = '1/2'\nledger = 'l.json'\n")
+    path.write_text(
+        "[backend]\nurl = 'http://h:8000'\nconcurrency = 3\nmodel_label = 'm'\n[ray]\naddress = 'local'\n"
+        "workers = 2\nshards = 8\nretries = 0\naccelerator = 'H100'\n[packer]\nlaws_examples = 0\n"
+        "[nightly]\nshard = '1/2'\nledger = 'l.json'\n"
+    )
     cfg = load_config(path)
     assert (cfg.backend.concurrency, cfg.ray.address, cfg.ray.retries, cfg.packer.laws_examples) == (3, "local", 0, 0)
     assert cfg.nightly.shard == "1/2" and cfg.nightly.ledger == "l.json" and cfg.nightly.manifest is None
     assert cfg.to_dict() == load_config(None).to_dict()
-    for data, says in (({"backend": {"concurrency": 0}}, "backend.concurrency: Input should be greater than or equal "
-                                                         "to 1"),
-                       ({"ray": {"retries": -1}}, "ray.retries: Input should be greater than or equal to 0"),
-                       ({"ray": {"worker": 2}}, "ray.worker: unknown key (did you mean 'workers'?)"),
-                       ({"backend": {"shm": "yes"}}, "backend.shm: Input should be a valid boolean")):
+    for data, says in (
+        ({"backend": {"concurrency": 0}}, "backend.concurrency: Input should be greater than or equal to 1"),
+        ({"ray": {"retries": -1}}, "ray.retries: Input should be greater than or equal to 0"),
+        ({"ray": {"worker": 2}}, "ray.worker: unknown key (did you mean 'workers'?)"),
+        ({"backend": {"shm": "yes"}}, "backend.shm: Input should be a valid boolean"),
+    ):
         with pytest.raises(ConfigError) as info:
             config_from_dict(data, "harness.toml")
         assert str(info.value).startswith("harness.toml: " + says), info.value

@@ -24,8 +24,7 @@ def test_hashing_file_counts_bytes_of_any_buffer(tmp_path):
 
 
 def _seg(ids: list[str], value: float) -> SegmentationOutputs:
-    return SegmentationOutputs(ids, np.ones((len(ids), 2), np.int32),
-                               np.full((len(ids), 2, 3, 4), value, np.float32))
+    return SegmentationOutputs(ids, np.ones((len(ids), 2), np.int32), np.full((len(ids), 2, 3, 4), value, np.float32))
 
 
 def test_decisions_cache_follows_select_and_concat():

@@ -63,7 +63,7 @@ def test_cutting_covers_the_recording(geometry):
     assert sum(p["windows"] for _, p in cut) == len(starts)
     last_block, last_prov = cut[-1]
     assert last_prov["padding_windows"] == 8 - last_prov["windows"]
-    assert (last_block.valid[last_prov["windows"]:] == 0).all()
+    assert (last_block.valid[last_prov["windows"] :] == 0).all()
     for block, prov in cut:
         start = prov["start_sample"]
         for off, v in zip(block.offsets, block.valid, strict=True):
@@ -89,8 +89,9 @@ def test_parquet_roundtrip_and_plain_readers(tmp_path, geometry, small_corpus):
 def _corrupt(table: pa.Table, row: int, column: str, value) -> pa.Table:
     values = table.column(column).to_pylist()
     values[row] = value
-    return table.set_column(table.schema.get_field_index(column), column,
-                            pa.array(values, table.schema.field(column).type))
+    return table.set_column(
+        table.schema.get_field_index(column), column, pa.array(values, table.schema.field(column).type)
+    )
 
 
 def test_a_corpus_with_one_bad_block_is_refused_whole_naming_it(tmp_path, geometry, small_corpus):
@@ -107,26 +108,33 @@ def test_a_corpus_with_one_bad_block_is_refused_whole_naming_it(tmp_path, geomet
 def test_capture_schema_written_by_another_program(tmp_path, geometry):
     """An engine writes the schema with its own types (float64 audio, int32 offsets): normalised on import."""
     span = np.zeros(geometry.window_samples + 7 * 100, dtype=np.float64)
-    table = pa.table({
-        "block_id": ["eng-1"], "source": ["capture"],
-        "span": pa.array([span.tolist()], pa.list_(pa.float64())),
-        "offsets": pa.array([list(range(0, 800, 100))], pa.list_(pa.int32())),
-        "valid": pa.array([[geometry.window_samples] * 8], pa.list_(pa.int32())),
-        "provenance": ['{"stream": 4}'],
-    })
+    table = pa.table(
+        {
+            "block_id": ["eng-1"],
+            "source": ["capture"],
+            "span": pa.array([span.tolist()], pa.list_(pa.float64())),
+            "offsets": pa.array([list(range(0, 800, 100))], pa.list_(pa.int32())),
+            "valid": pa.array([[geometry.window_samples] * 8], pa.list_(pa.int32())),
+            "provenance": ['{"stream": 4}'],
+        }
+    )
     pq.write_table(table, tmp_path / "cap.parquet")
-    with pytest.raises(CorpusError, match="no 'harness.corpus' metadata: the geometry the corpus was cut for is "
-                                          "unknown"):
+    with pytest.raises(
+        CorpusError, match="no 'harness.corpus' metadata: the geometry the corpus was cut for is unknown"
+    ):
         read_corpus(tmp_path / "cap.parquet", geometry)
     corpus = read_corpus(tmp_path / "cap.parquet", geometry, require_meta=False)  # what `corpus capture` does
     assert corpus.blocks[0].span.dtype == np.float32 and corpus.blocks[0].offsets.dtype == np.int64
     assert corpus.provenance[0] == {"stream": 4}
 
 
-@pytest.mark.parametrize("mutate,message", [
-    (lambda t: t.drop_columns(["valid"]), "missing column 'valid'"),
-    (lambda t: t.set_column(0, "block_id", pa.array(["x", "x"])), "appears twice"),
-])
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda t: t.drop_columns(["valid"]), "missing column 'valid'"),
+        (lambda t: t.set_column(0, "block_id", pa.array(["x", "x"])), "appears twice"),
+    ],
+)
 def test_bad_capture_files(tmp_path, geometry, small_corpus, mutate, message):
     table = to_table(Corpus(small_corpus.blocks[:2], ["capture"] * 2, [{}, {}]), geometry)
     pq.write_table(mutate(table), tmp_path / "c.parquet")
@@ -134,15 +142,22 @@ def test_bad_capture_files(tmp_path, geometry, small_corpus, mutate, message):
         read_corpus(tmp_path / "c.parquet", geometry)
 
 
-@pytest.mark.parametrize("meta,message", [
-    (b"7", "metadata 'harness.corpus': must be a JSON object \\(got 7\\)"),
-    (b"[1, 2]", "metadata 'harness.corpus': must be a JSON object \\(got \\[1, 2\\]\\)"),
-    (b'{"version": 1, "sample_rate": "abc", "window_samples": 16000, "windows_per_block": 8}',
-     "sample_rate: Input should be a valid integer"),
-    (b'{"version": 99, "sample_rate": 16000, "window_samples": 16000, "windows_per_block": 8}',
-     "version: unknown format version"),
-    (b"not json", "metadata 'harness.corpus' is not JSON"),
-])
+@pytest.mark.parametrize(
+    "meta,message",
+    [
+        (b"7", "metadata 'harness.corpus': must be a JSON object \\(got 7\\)"),
+        (b"[1, 2]", "metadata 'harness.corpus': must be a JSON object \\(got \\[1, 2\\]\\)"),
+        (
+            b'{"version": 1, "sample_rate": "abc", "window_samples": 16000, "windows_per_block": 8}',
+            "sample_rate: Input should be a valid integer",
+        ),
+        (
+            b'{"version": 99, "sample_rate": 16000, "window_samples": 16000, "windows_per_block": 8}',
+            "version: unknown format version",
+        ),
+        (b"not json", "metadata 'harness.corpus' is not JSON"),
+    ],
+)
 def test_corpus_metadata_is_checked_whole(tmp_path, geometry, small_corpus, meta, message):
     table = to_table(small_corpus, geometry).replace_schema_metadata({b"harness.corpus": meta})
     pq.write_table(table, tmp_path / "c.parquet")
@@ -154,8 +169,9 @@ def test_a_null_inside_offsets_is_named_as_a_null(tmp_path, geometry, small_corp
     table = to_table(small_corpus, geometry)
     offsets = table.column("offsets").to_pylist()
     offsets[3][4] = None
-    table = table.set_column(table.schema.get_field_index("offsets"), "offsets",
-                             pa.array(offsets, pa.list_(pa.int64())))
+    table = table.set_column(
+        table.schema.get_field_index("offsets"), "offsets", pa.array(offsets, pa.list_(pa.int64()))
+    )
     pq.write_table(table, tmp_path / "c.parquet")
     with pytest.raises(BlockError, match=r"OFFSETS\[4\]=None: null value inside the list \(row 3"):
         read_corpus(tmp_path / "c.parquet", geometry)
@@ -186,8 +202,13 @@ def test_not_parquet_and_wrong_geometry(tmp_path, geometry, small_corpus):
 def test_write_is_all_or_nothing(tmp_path, geometry, small_corpus):
     from harness.data.blocks import Block
 
-    broken = Block(id="zz", op=small_corpus.blocks[0].op, span=small_corpus.blocks[0].span,
-                   offsets=small_corpus.blocks[0].offsets, valid=small_corpus.blocks[0].valid + 10**6)
+    broken = Block(
+        id="zz",
+        op=small_corpus.blocks[0].op,
+        span=small_corpus.blocks[0].span,
+        offsets=small_corpus.blocks[0].offsets,
+        valid=small_corpus.blocks[0].valid + 10**6,
+    )
     corpus = Corpus([*small_corpus.blocks[:3], broken], ["synth"] * 4, [{}] * 4)
     with pytest.raises(CorpusError, match="'zz'"):
         write_corpus(tmp_path / "c.parquet", corpus, geometry)
@@ -206,8 +227,22 @@ def test_wav_pcm16_roundtrip_into_blocks(tmp_path, geometry):
 
 
 def _wav(path, samples: bytes, tag: int, channels: int, rate: int, bits: int):
-    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(samples), b"WAVE", b"fmt ", 16, tag, channels, rate,
-                         rate * channels * bits // 8, channels * bits // 8, bits, b"data", len(samples))
+    header = struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + len(samples),
+        b"WAVE",
+        b"fmt ",
+        16,
+        tag,
+        channels,
+        rate,
+        rate * channels * bits // 8,
+        channels * bits // 8,
+        bits,
+        b"data",
+        len(samples),
+    )
     path.write_bytes(header + samples)
     return path
 

@@ -33,16 +33,19 @@ def listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-@pytest.mark.parametrize("where, says", [
-    ("goldens/r", "it is a golden directory, sealed by its manifest"),
-    ("goldens/r/n", "inside goldens/r (a golden directory is sealed"),
-    ("goldens/r/n/deeper", "inside goldens/r (a golden directory is sealed"),
-    ("runs/x", "it is a run directory, sealed by its manifest"),
-    ("runs/x/k2", "inside runs/x (a run directory is sealed"),
-    ("link", "it is a golden directory"),  # a link to a golden is the golden
-    ("link/n", "inside link (a golden directory is sealed"),
-    ("in", "over --golden in, an input of this command"),
-])
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ("goldens/r", "it is a golden directory, sealed by its manifest"),
+        ("goldens/r/n", "inside goldens/r (a golden directory is sealed"),
+        ("goldens/r/n/deeper", "inside goldens/r (a golden directory is sealed"),
+        ("runs/x", "it is a run directory, sealed by its manifest"),
+        ("runs/x/k2", "inside runs/x (a run directory is sealed"),
+        ("link", "it is a golden directory"),  # a link to a golden is the golden
+        ("link/n", "inside link (a golden directory is sealed"),
+        ("in", "over --golden in, an input of this command"),
+    ],
+)
 def test_an_output_folder_inside_a_golden_a_run_or_an_input_is_refused(tree, monkeypatch, where, says):
     monkeypatch.chdir(tree)
     (tree / "link").symlink_to(tree / "goldens" / "r")
@@ -59,23 +62,28 @@ def test_an_honest_output_folder_is_accepted_and_nothing_is_created(tree, monkey
     input folder that is no golden or run (a shard folder may hold more)."""
     monkeypatch.chdir(tree)
     before = listing(tree)
-    assert check_output_dir(Path(where), "nightly output folder", [("--golden", Path("goldens/r")),
-                                                                   ("shard folder", Path("in"))]) == Path(where)
+    assert check_output_dir(
+        Path(where), "nightly output folder", [("--golden", Path("goldens/r")), ("shard folder", Path("in"))]
+    ) == Path(where)
     assert listing(tree) == before
 
 
-@pytest.mark.parametrize("where, says", [
-    ("goldens/r/s.json", "inside goldens/r (a golden directory is sealed"),
-    ("runs/x/s.json", "inside runs/x (a run directory is sealed"),
-    ("c.parquet", "over --corpus c.parquet, an input of this command"),
-    ("goldens/r/manifest.json", "inside goldens/r"),
-])
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ("goldens/r/s.json", "inside goldens/r (a golden directory is sealed"),
+        ("runs/x/s.json", "inside runs/x (a run directory is sealed"),
+        ("c.parquet", "over --corpus c.parquet, an input of this command"),
+        ("goldens/r/manifest.json", "inside goldens/r"),
+    ],
+)
 def test_an_output_file_inside_a_golden_a_run_or_over_an_input_is_refused(tree, monkeypatch, where, says):
     monkeypatch.chdir(tree)
     before = listing(tree)
     with pytest.raises(OutputError) as exc:
-        check_output_file(Path(where), "score file", inputs=[("--corpus", Path("c.parquet")), ("--golden", "in"),
-                                                             ("--run", None)])
+        check_output_file(
+            Path(where), "score file", inputs=[("--corpus", Path("c.parquet")), ("--golden", "in"), ("--run", None)]
+        )
     assert str(exc.value).startswith(f"{where}: cannot write the score file ") and says in str(exc.value)
     assert listing(tree) == before
 
@@ -92,8 +100,9 @@ def test_an_honest_output_file_is_accepted(tree, monkeypatch, where):
     """Negative control: beside the golden and the run, in a new folder, beside the input, in an input folder."""
     monkeypatch.chdir(tree)
     before = listing(tree)
-    assert check_output_file(Path(where), "score file", inputs=[("--corpus", Path("c.parquet")),
-                                                                ("shard folder", Path("in"))]) == Path(where)
+    assert check_output_file(
+        Path(where), "score file", inputs=[("--corpus", Path("c.parquet")), ("shard folder", Path("in"))]
+    ) == Path(where)
     assert listing(tree) == before
 
 

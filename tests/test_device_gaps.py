@@ -27,8 +27,13 @@ def calls_of(rows):
 
 
 def test_each_gap_is_named_by_its_place_and_group(gaps):
-    group = [("exact", 1, 0, 0, "", ["a"], 8), ("exact", 1, 0, 0, "", ["b"], 8), ("fast", 2, 0, 0, "", ["a", "b"], 16),
-             ("exact", 1, 1, 0, "", ["a"], 8), ("fast", 2, 1, 0, "", ["a", "b"], 16)]
+    group = [
+        ("exact", 1, 0, 0, "", ["a"], 8),
+        ("exact", 1, 0, 0, "", ["b"], 8),
+        ("fast", 2, 0, 0, "", ["a", "b"], 16),
+        ("exact", 1, 1, 0, "", ["a"], 8),
+        ("fast", 2, 1, 0, "", ["a", "b"], 16),
+    ]
     calls = calls_of(group + [(*r[:5], [i.upper() for i in r[5]], r[6]) for r in group])
     warm = 2
     # gap before entry t (ms): warm-up 10, warm-up -> lanes 20, then within exact 1, lane 2, OP 3, lane 4,
@@ -42,8 +47,14 @@ def test_each_gap_is_named_by_its_place_and_group(gaps):
     r = gaps.analyse(iv, calls, top=3)
     assert r["warm_up_calls"] == warm
     ms = {p: round(v["idle_s"] * 1e3, 6) for p, v in r["by_place"].items()}
-    assert ms == {"warm-up": 10, "warm-up -> lanes": 20, "within exact": 2, "lane boundary": 12, "OP boundary": 6,
-                  "group boundary": 50}
+    assert ms == {
+        "warm-up": 10,
+        "warm-up -> lanes": 20,
+        "within exact": 2,
+        "lane boundary": 12,
+        "OP boundary": 6,
+        "group boundary": 50,
+    }
     assert {g: round(v * 1e3, 6) for g, v in r["by_group"].items()} == {"warm-up": 10, "0": 30, "1": 60}
     assert abs(r["idle_s"] - sum(before) / 1e3) < 1e-9 and abs(r["busy"] - (1 - r["idle_s"] / r["span_s"])) < 1e-12
     assert [g["place"] for g in r["top"]] == ["group boundary", "warm-up -> lanes", "warm-up"]

@@ -36,8 +36,10 @@ def test_every_bash_block_is_run_or_says_why_not():
     unmarked_empty = [b.where for b in BASH if b.not_run is None and not b.lines]
     assert not unmarked_empty, f"{len(unmarked_empty)} ```bash block(s) hold no command: {unmarked_empty}"
     no_reason = [b.where for b in BASH if b.not_run is not None and not b.not_run.strip("#: ")]
-    assert not no_reason, (f"{len(no_reason)} of {len(BASH)} ```bash blocks are marked not run without a reason: "
-                           f"{no_reason}; write '# <reason>: not run by the docs test'")
+    assert not no_reason, (
+        f"{len(no_reason)} of {len(BASH)} ```bash blocks are marked not run without a reason: "
+        f"{no_reason}; write '# <reason>: not run by the docs test'"
+    )
     once_no_reason = [b.where for b in BASH if b.runs_once is not None and not b.runs_once.strip()]
     assert not once_no_reason, f"blocks marked '# runs once:' without saying why: {once_no_reason}"
     # the blocks the issue names are run, not marked away
@@ -47,28 +49,43 @@ def test_every_bash_block_is_run_or_says_why_not():
 
 def test_no_command_hides_in_an_untagged_block():
     """A command block without ```bash would escape this test: untagged fences are outputs only."""
-    hidden = [f"{b.where}: {line.strip()!r}" for b in BLOCKS if b.lang == ""
-              for line in b.body.splitlines() if COMMAND.match(line)]
-    assert not hidden, (f"{len(hidden)} command line(s) in untagged ``` blocks: " + "; ".join(hidden)
-                        + "; tag the block ```bash (and mark it if it cannot run here)")
+    hidden = [
+        f"{b.where}: {line.strip()!r}"
+        for b in BLOCKS
+        if b.lang == ""
+        for line in b.body.splitlines()
+        if COMMAND.match(line)
+    ]
+    assert not hidden, (
+        f"{len(hidden)} command line(s) in untagged ``` blocks: "
+        + "; ".join(hidden)
+        + "; tag the block ```bash (and mark it if it cannot run here)"
+    )
 
 
 # Blocks slow by nature (minutes on 2 loaded cores, run twice): marked `slow` (`pytest -m "not slow"` leaves
 # them out), each with the tests that also run its commands. Keyed by page and the block's first line.
 SLOW = {
-    ("docs/models.md", "harness corpus synth leak.parquet"):
-        "corpus synth, golden record, nightly: the README flow (tests/test_readme.py); the controls: "
-        "tests/test_controls.py",
-    ("docs/audit.md", "python examples/capture_simulated_engine.py"):
-        "the same three captures audited: tests/test_audit.py",
-    ("docs/packer-protocol.md", "harness laws "):
-        "the example packers on the laws: tests/test_packer_protocol.py, tests/test_packing_laws.py",
+    (
+        "docs/models.md",
+        "harness corpus synth leak.parquet",
+    ): "corpus synth, golden record, nightly: the README flow (tests/test_readme.py); the controls: "
+    "tests/test_controls.py",
+    (
+        "docs/audit.md",
+        "python examples/capture_simulated_engine.py",
+    ): "the same three captures audited: tests/test_audit.py",
+    (
+        "docs/packer-protocol.md",
+        "harness laws ",
+    ): "the example packers on the laws: tests/test_packer_protocol.py, tests/test_packing_laws.py",
 }
 
 
 def slow_reason(block: Block) -> str | None:
-    return next((why for (page, start), why in SLOW.items()
-                 if block.page == page and block.first_line.startswith(start)), None)
+    return next(
+        (why for (page, start), why in SLOW.items() if block.page == page and block.first_line.startswith(start)), None
+    )
 
 
 def test_every_slow_entry_names_a_block_that_runs():
@@ -79,8 +96,9 @@ def test_every_slow_entry_names_a_block_that_runs():
 # `docs`: these run the pages' commands, minutes of CPU in all; tox runs them in its triton environment (numpy
 # 1.x, beside the Triton tests) rather than in py311's, so the two halves of `tox p` take about as long.
 @pytest.mark.docs
-@pytest.mark.parametrize("block", [pytest.param(b, marks=[pytest.mark.slow] if slow_reason(b) else [])
-                                   for b in BASH], ids=block_id)
+@pytest.mark.parametrize(
+    "block", [pytest.param(b, marks=[pytest.mark.slow] if slow_reason(b) else []) for b in BASH], ids=block_id
+)
 def test_the_block_runs_as_written_and_reruns(block, tmp_path):
     if block.not_run is not None:
         pytest.skip(f"marked in the page: {block.not_run}")
@@ -184,8 +202,16 @@ def test_models_md_carries_the_request_contract():
     text = (ROOT / "docs" / "models.md").read_text()
     contract = text.split("## The request contract", 1)[1].split("\n## ", 1)[0]
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| (\w+) \|", contract, re.MULTILINE)}
-    names = {ops.SPAN: "FP32", ops.OFFSETS: "INT64", ops.VALID: "INT32", ops.OP: "INT32", ops.WEIGHTS: "FP32",
-             ops.IDX: "INT32", ops.SEGMENTATION_OUTPUT: "FP32", ops.EMBEDDING_OUTPUT: "FP32"}
+    names = {
+        ops.SPAN: "FP32",
+        ops.OFFSETS: "INT64",
+        ops.VALID: "INT32",
+        ops.OP: "INT32",
+        ops.WEIGHTS: "FP32",
+        ops.IDX: "INT32",
+        ops.SEGMENTATION_OUTPUT: "FP32",
+        ops.EMBEDDING_OUTPUT: "FP32",
+    }
     assert rows == names, f"the contract's tables: observed {rows}, expected {names}"
     assert "**VALID and padding.**" in contract and "**Packing**" in contract
 
@@ -193,7 +219,10 @@ def test_models_md_carries_the_request_contract():
 @pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
 def test_every_relative_link_resolves_in_the_checkout(page):
     text = page.read_text()
-    missing = [m.group("target") for m in LINK.finditer(text) if "://" not in m.group("target")
-               and not (page.parent / m.group("target")).exists()]
+    missing = [
+        m.group("target")
+        for m in LINK.finditer(text)
+        if "://" not in m.group("target") and not (page.parent / m.group("target")).exists()
+    ]
     assert "DESIGN.md" not in text, f"{page.name} refers to DESIGN.md, which a clone does not have"
     assert not missing, f"{page.name}: {len(missing)} relative link(s) to nothing in the checkout: {missing}"

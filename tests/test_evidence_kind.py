@@ -46,8 +46,14 @@ NAME = "toy_windows_moved"
 
 
 def _verdict(k: int, moved: int, windows: int, limit: int) -> OpVerdictModel:
-    check = CheckModel.gate(0, NAME, moved, "<=", limit, CheckDetails(unit="windows", offending=moved,
-                                                                     total=windows, limit="toy_max_windows"))
+    check = CheckModel.gate(
+        0,
+        NAME,
+        moved,
+        "<=",
+        limit,
+        CheckDetails(unit="windows", offending=moved, total=windows, limit="toy_max_windows"),
+    )
     return OpVerdictModel.of(0, f"k{k}.toy", [check], {NAME: moved}, {"toy_max_windows": limit})
 
 
@@ -58,7 +64,7 @@ class _Counter:
     def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
         a = gold.segmentation.logprobs
         b = lanes[lane_name(self.k)].segmentation.logprobs
-        differs = (np.ascontiguousarray(a).view(np.int32) != np.ascontiguousarray(b).view(np.int32))
+        differs = np.ascontiguousarray(a).view(np.int32) != np.ascontiguousarray(b).view(np.int32)
         self.windows += a.shape[0] * a.shape[1]
         self.moved += int(differs.reshape(a.shape[0] * a.shape[1], -1).any(axis=1).sum())
 
@@ -66,8 +72,9 @@ class _Counter:
         verdict = _verdict(self.k, self.moved, self.windows, self.limit)
         result = {"windows": self.windows, "moved": self.moved, "verdict": verdict.model_dump(mode="json")}
         reasons = [f"k={self.k} toy: {r}" for r in verdict.reasons]
-        return with_evidence(score, more_evidence(score, NAME, result), reasons_after=reasons,
-                             refused=not verdict.passed)
+        return with_evidence(
+            score, more_evidence(score, NAME, result), reasons_after=reasons, refused=not verdict.passed
+        )
 
 
 class ToyKind(KindDefaults):
@@ -94,15 +101,28 @@ class ToyKind(KindDefaults):
         result, verdict = stored
         recheck.check(verdict, {"toy_max_windows": self.limit}, f"{recheck.where}: toy")
         if verdict.checks[0].observed != result["moved"]:
-            raise LedgerError(f"{recheck.where}: toy: {result['moved']} windows moved, its check says "
-                              f"{verdict.checks[0].observed}: the score disagrees with itself")
+            raise LedgerError(
+                f"{recheck.where}: toy: {result['moved']} windows moved, its check says "
+                f"{verdict.checks[0].observed}: the score disagrees with itself"
+            )
         return verdict.passed
 
     def report(self, score: Score) -> ReportSection | None:
-        rows = tuple((k, str(s.more_evidence[NAME]["windows"]), str(s.more_evidence[NAME]["moved"]),
-                      str(self.limit)) for k, s in sorted(score.shapes.items()) if NAME in s.more_evidence)
-        return ReportSection("Toy evidence: windows moved", ("k", "windows", "moved", "allowed"), rows,
-                             ("every window whose answer moved by any bit",)) if rows else None
+        rows = tuple(
+            (k, str(s.more_evidence[NAME]["windows"]), str(s.more_evidence[NAME]["moved"]), str(self.limit))
+            for k, s in sorted(score.shapes.items())
+            if NAME in s.more_evidence
+        )
+        return (
+            ReportSection(
+                "Toy evidence: windows moved",
+                ("k", "windows", "moved", "allowed"),
+                rows,
+                ("every window whose answer moved by any bit",),
+            )
+            if rows
+            else None
+        )
 
     def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
         found = shape.more_evidence.get(NAME)
@@ -122,12 +142,30 @@ def toy(request):
 
 
 def _nightly(capsys, monkeypatch, golden: Path, out: Path) -> tuple[int, list[str], dict, ET.Element]:
-    code, stdout, err = harness_cli(capsys, monkeypatch, "nightly", "--golden", str(golden), "--out", str(out),
-                                    "--model", ULP, "--shapes", "4", "--set", "packer.laws_examples=3", "--no-progress",
-                                    "--no-localise")
+    code, stdout, err = harness_cli(
+        capsys,
+        monkeypatch,
+        "nightly",
+        "--golden",
+        str(golden),
+        "--out",
+        str(out),
+        "--model",
+        ULP,
+        "--shapes",
+        "4",
+        "--set",
+        "packer.laws_examples=3",
+        "--no-progress",
+        "--no-localise",
+    )
     assert code in (0, 1), err
-    return code, stdout.strip().splitlines(), json.loads((out / "score.json").read_text()), ET.parse(
-        out / "junit.xml").getroot()
+    return (
+        code,
+        stdout.strip().splitlines(),
+        json.loads((out / "score.json").read_text()),
+        ET.parse(out / "junit.xml").getroot(),
+    )
 
 
 def _properties(junit: ET.Element, case: str) -> dict[str, str]:
@@ -148,7 +186,9 @@ def test_a_kind_registered_here_refuses_is_reported_and_is_re_derived(golden, tm
     assert lines[-1].startswith(f"FAIL: shape k=4 refused ({NUMERICS}): toy: OP 0 {NAME}: {stored['moved']}"), lines
     assert _properties(junit, "op0")["toy_moved"] == str(stored["moved"])
     report = (out / "report" / "report.md").read_text()
-    assert "## Toy evidence: windows moved" in report and f"| 4 | {stored['windows']} | {stored['moved']} | 0 |" in report
+    assert (
+        "## Toy evidence: windows moved" in report and f"| 4 | {stored['windows']} | {stored['moved']} | 0 |" in report
+    )
     assert "evidence-toy_windows_moved" in (out / "report" / "report.html").read_text()
 
     # promotion re-derives it: the score as written is accepted (its refusal recorded), an edited figure is not

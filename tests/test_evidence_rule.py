@@ -51,13 +51,32 @@ def goldens(tmp_path_factory):
     return out
 
 
-def _nightly(capsys, monkeypatch, golden: Path, out: Path, spec: str, mode: str, *extra: str
-             ) -> tuple[int, list[str], dict, ET.Element]:
-    code, stdout, stderr = harness_cli(capsys, monkeypatch, "nightly", "--golden", str(golden), "--out", str(out),
-                                       "--model", spec, "--shapes", "4", "--arrangements", "3", "--tolerance", mode,
-                                       "--set", f"packer.laws_examples={FAST_LAWS}", "--no-promote", "--no-progress",
-                                       "--no-localise",
-                                       *extra)
+def _nightly(
+    capsys, monkeypatch, golden: Path, out: Path, spec: str, mode: str, *extra: str
+) -> tuple[int, list[str], dict, ET.Element]:
+    code, stdout, stderr = harness_cli(
+        capsys,
+        monkeypatch,
+        "nightly",
+        "--golden",
+        str(golden),
+        "--out",
+        str(out),
+        "--model",
+        spec,
+        "--shapes",
+        "4",
+        "--arrangements",
+        "3",
+        "--tolerance",
+        mode,
+        "--set",
+        f"packer.laws_examples={FAST_LAWS}",
+        "--no-promote",
+        "--no-progress",
+        "--no-localise",
+        *extra,
+    )
     assert code in (0, 1), stderr
     score = json.loads((out / "score.json").read_text())
     return code, stdout.strip().splitlines(), score, ET.parse(out / "junit.xml").getroot()
@@ -92,8 +111,10 @@ def test_a_model_off_by_one_ulp_in_later_slots_and_copies_in_each_mode(goldens, 
         assert "## Evidence warnings" in (tmp_path / "n" / "report" / "report.md").read_text()
         return
     assert code == 1, lines
-    assert lines[-1].startswith("FAIL: shape k=4 refused (depends on slot / neighbours / duplicates): arrangement 1 "
-                                "(k4.a1) against arrangement 0 (k4): OP 0 differing_elements: "), lines[-1]
+    assert lines[-1].startswith(
+        "FAIL: shape k=4 refused (depends on slot / neighbours / duplicates): arrangement 1 "
+        "(k4.a1) against arrangement 0 (k4): OP 0 differing_elements: "
+    ), lines[-1]
     assert "run with --repeats 2 (or more)" in lines[-1]  # a slot difference that could be noise says so
     assert shape["cause"]["kind"] == DEPENDS and shape["cause"]["evidence"].removeprefix("k=4 ") in lines[-1]
     cases = {(c.get("classname"), c.get("name")): c for c in junit.iter("testcase")}
@@ -106,21 +127,28 @@ def test_a_model_off_by_one_ulp_in_later_slots_and_copies_in_each_mode(goldens, 
 
 
 def test_fail_on_warning_fails_a_nightly_whose_verdicts_held(goldens, tmp_path, capsys, monkeypatch):
-    code, lines, _, _ = _nightly(capsys, monkeypatch, goldens[ULP], tmp_path / "n", ULP, "tolerance",
-                                 "--set", "history.fail_on_warning=true")
+    code, lines, _, _ = _nightly(
+        capsys, monkeypatch, goldens[ULP], tmp_path / "n", ULP, "tolerance", "--set", "history.fail_on_warning=true"
+    )
     assert code == 1 and lines[-1].startswith("FAIL: the verdicts held (1 shape passed (k=4)"), lines
-    assert lines[-1].endswith("warnings failed the nightly (history.fail_on_warning = true); "
-                              "not promoted (--no-promote): the ledger was not changed") or \
-        "warnings failed the nightly (history.fail_on_warning = true)" in lines[-1], lines[-1]
+    assert (
+        lines[-1].endswith(
+            "warnings failed the nightly (history.fail_on_warning = true); "
+            "not promoted (--no-promote): the ledger was not changed"
+        )
+        or "warnings failed the nightly (history.fail_on_warning = true)" in lines[-1]
+    ), lines[-1]
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_lane_that_moves_at_random_is_not_reproducible_not_slot_dependent(goldens, tmp_path, capsys, monkeypatch,
-                                                                           mode):
+def test_a_lane_that_moves_at_random_is_not_reproducible_not_slot_dependent(
+    goldens, tmp_path, capsys, monkeypatch, mode
+):
     """+1e-6 on one packed call in three: within the tolerances (warnings); beyond bitwise, where its slots and
     copies differ too, but the repeats show the lane differs from itself: that is the cause."""
-    code, lines, score, _ = _nightly(capsys, monkeypatch, goldens[RANDOM], tmp_path / "n", RANDOM, mode,
-                                     "--repeats", "4")
+    code, lines, score, _ = _nightly(
+        capsys, monkeypatch, goldens[RANDOM], tmp_path / "n", RANDOM, mode, "--repeats", "4"
+    )
     shape = score["shapes"]["4"]
     if mode == "tolerance":
         assert code == 0 and lines[-1].startswith("PASS"), lines
@@ -131,8 +159,9 @@ def test_a_lane_that_moves_at_random_is_not_reproducible_not_slot_dependent(gold
     assert "slot" not in lines[-1].split(";")[0]
 
 
-def test_without_repeats_the_same_lane_reads_as_a_slot_difference_that_could_be_noise(goldens, tmp_path, capsys,
-                                                                                       monkeypatch):
+def test_without_repeats_the_same_lane_reads_as_a_slot_difference_that_could_be_noise(
+    goldens, tmp_path, capsys, monkeypatch
+):
     code, lines, score, _ = _nightly(capsys, monkeypatch, goldens[RANDOM], tmp_path / "n", RANDOM, "bitwise")
     assert code == 1 and score["shapes"]["4"]["cause"]["kind"] in (DEPENDS, NUMERICS), score["shapes"]["4"]["cause"]
     assert "--repeats" in lines[-1]
@@ -157,13 +186,32 @@ def _failing(v: OpVerdictModel, check: CheckModel) -> OpVerdictModel:
     return v.model_copy(update={"checks": [*v.checks, check], "passed": False, "reasons": [*v.reasons, check.line()]})
 
 
-REAL = CheckModel.gate(0, "max_abs", 0.5, "<=", 1e-4,
-                       CheckDetails(unit="windows", offending=3, total=64, limit="max_abs"))
+REAL = CheckModel.gate(
+    0, "max_abs", 0.5, "<=", 1e-4, CheckDetails(unit="windows", offending=3, total=64, limit="max_abs")
+)
 NAN = CheckModel.gate(0, "non_finite", 3, "==", 0, CheckDetails(unit="elements", offending=3, total=64))
-THIN = CheckModel.gate(0, "flip_rate_upper95", 0.01, "<=", 1e-3,
-                       CheckDetails(unit="audio frames", offending=0, total=300, limit="max_flip_rate"))
-INJECTIONS = ("laws", "golden", "nan_plain", "nan_dup", "repeat", "load", "slots", "dup", "arranged", "plain",
-              "requests", "thin")
+THIN = CheckModel.gate(
+    0,
+    "flip_rate_upper95",
+    0.01,
+    "<=",
+    1e-3,
+    CheckDetails(unit="audio frames", offending=0, total=300, limit="max_flip_rate"),
+)
+INJECTIONS = (
+    "laws",
+    "golden",
+    "nan_plain",
+    "nan_dup",
+    "repeat",
+    "load",
+    "slots",
+    "dup",
+    "arranged",
+    "plain",
+    "requests",
+    "thin",
+)
 
 
 def _inject(score: Score, chosen: set[str]) -> tuple[ShapeScore, ScoreFacts]:
@@ -196,19 +244,27 @@ def _inject(score: Score, chosen: set[str]) -> tuple[ShapeScore, ScoreFacts]:
     if "requests" in chosen:
         requests = RequestEvidence(full=0, full_blocks=0, partial=2, partial_blocks=BLOCKS, needed_blocks=4)
     failed = bool(chosen)
-    shape = shape.model_copy(update={
-        "ops": ops, "requests": requests, "verdict": "fail" if failed else "pass",
-        "reasons": [f"reason {c}" for c in sorted(chosen)],
-        "arrangements": ev.model_copy(update={"lanes": lanes, "duplicates": dup}),
-        "repeats": rep.model_copy(update={"ops": rops})})
+    shape = shape.model_copy(
+        update={
+            "ops": ops,
+            "requests": requests,
+            "verdict": "fail" if failed else "pass",
+            "reasons": [f"reason {c}" for c in sorted(chosen)],
+            "arrangements": ev.model_copy(update={"lanes": lanes, "duplicates": dup}),
+            "repeats": rep.model_copy(update={"ops": rops}),
+        }
+    )
     laws = score.laws.model_dump()
     if "laws" in chosen:
         laws = {**laws, "verdict": "broken", "broken": ["offsets_rebased"]}
     verification = score.verification
     if "golden" in chosen:
         verification = verification.model_copy(update={"passed": False, "summary": "golden x: NOT reproduced"})
-    load = {"4": [(NOT_REPRODUCIBLE, "k=4 is not accurate under load (concurrency 4 of the sweep [1, 4]): ...")]} \
-        if "load" in chosen else {}
+    load = (
+        {"4": [(NOT_REPRODUCIBLE, "k=4 is not accurate under load (concurrency 4 of the sweep [1, 4]): ...")]}
+        if "load" in chosen
+        else {}
+    )
     return shape, ScoreFacts(laws, verification, load)
 
 
@@ -216,11 +272,15 @@ def _expected(chosen: set[str]) -> str | None:
     """The law: the first cause of the closed list that applies."""
     if not chosen:
         return None
-    applies = {LAWS: "laws" in chosen, GOLDEN: "golden" in chosen,
-               NON_FINITE: bool({"nan_plain", "nan_dup"} & chosen),
-               NOT_REPRODUCIBLE: bool({"repeat", "load"} & chosen),
-               DEPENDS: bool({"slots", "dup"} & chosen) or ("arranged" in chosen and "plain" not in chosen),
-               NUMERICS: bool({"plain", "arranged"} & chosen), SIZE: bool({"requests", "thin"} & chosen)}
+    applies = {
+        LAWS: "laws" in chosen,
+        GOLDEN: "golden" in chosen,
+        NON_FINITE: bool({"nan_plain", "nan_dup"} & chosen),
+        NOT_REPRODUCIBLE: bool({"repeat", "load"} & chosen),
+        DEPENDS: bool({"slots", "dup"} & chosen) or ("arranged" in chosen and "plain" not in chosen),
+        NUMERICS: bool({"plain", "arranged"} & chosen),
+        SIZE: bool({"requests", "thin"} & chosen),
+    }
     return next(cause for cause in CAUSES if applies[cause])
 
 
@@ -233,8 +293,12 @@ def test_the_cause_is_the_first_of_the_closed_list_that_applies(evidence_score, 
     if cause is None:
         return
     # the summary line shows the cause, then the evidence that decided it: never behind "+N more"
-    line = summary_line(evidence_score.model_copy(update={"shapes": {"4": shape.model_copy(
-        update={"cause": cause})}, "verification": facts.verification}), facts.verification)
+    line = summary_line(
+        evidence_score.model_copy(
+            update={"shapes": {"4": shape.model_copy(update={"cause": cause})}, "verification": facts.verification}
+        ),
+        facts.verification,
+    )
     assert f"refused ({cause.kind}): " in line or not facts.verification.passed
     if facts.verification.passed:
         evidence = cause.evidence.removeprefix("k=4 ").removeprefix(f"{cause.kind}: ")
@@ -298,20 +362,36 @@ def test_would_pass_at_reads_as_the_issue_asks_and_not_where_no_limit_passes():
 # the golden says what it recorded to judge, and refuses an OP that can never be judged
 
 
-def test_golden_record_refuses_an_op_without_voiceprint_rows_and_says_what_it_recorded(tmp_path, capsys,
-                                                                                        monkeypatch):
+def test_golden_record_refuses_an_op_without_voiceprint_rows_and_says_what_it_recorded(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, _, err = harness_cli(capsys, monkeypatch, "corpus", "synth", "c.parquet", "--model", "small", "--blocks",
-                               "4")
+    code, _, err = harness_cli(capsys, monkeypatch, "corpus", "synth", "c.parquet", "--model", "small", "--blocks", "4")
     assert code == 0, err
-    code, out, err = harness_cli(capsys, monkeypatch, "golden", "record", "--model", "lanes.silent_control:small",
-                                 "--corpus", "c.parquet", "--no-progress")
+    code, out, err = harness_cli(
+        capsys,
+        monkeypatch,
+        "golden",
+        "record",
+        "--model",
+        "lanes.silent_control:small",
+        "--corpus",
+        "c.parquet",
+        "--no-progress",
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "OP 1 recorded 0 voiceprint rows" in err and "[masks] min_active_fraction = 0.02" in err
     assert not (tmp_path / "goldens").exists() or not any((tmp_path / "goldens").iterdir())  # nothing left
     # the negative control: a segmentation that marks speakers records, saying how much per OP
-    code, out, err = harness_cli(capsys, monkeypatch, "golden", "record", "--model", "lanes.null_model:small",
-                                 "--corpus", "c.parquet", "--no-progress")
+    code, out, err = harness_cli(
+        capsys,
+        monkeypatch,
+        "golden",
+        "record",
+        "--model",
+        "lanes.null_model:small",
+        "--corpus",
+        "c.parquet",
+        "--no-progress",
+    )
     assert code == 0, err
     recorded = next(line for line in out.splitlines() if line.startswith("recorded per OP: "))
     assert "OP 0: 28 windows holding audio; OP 1: " in recorded and " voiceprint rows; OP 2: " in recorded

@@ -53,17 +53,57 @@ def test_failure(case: Case, base: Base, tmp_path, monkeypatch, capsys):
 def test_the_catalogue_covers_every_kind_and_command():
     """At least 80 cases; every file kind, every command, every fault."""
     kinds = {c.kind for c in CASES}
-    assert len(CASES) >= 80 and {"golden manifest", "run manifest", "score", "ledger", "promoted-shapes manifest",
-                                 "localisation", "config", "corpus metadata", "corpus rows", "wav", "parquet outputs",
-                                 "usage", "output", "unwritable", "disk full", "internal", "signal",
-                                 "memory"} <= kinds
+    assert (
+        len(CASES) >= 80
+        and {
+            "golden manifest",
+            "run manifest",
+            "score",
+            "ledger",
+            "promoted-shapes manifest",
+            "localisation",
+            "config",
+            "corpus metadata",
+            "corpus rows",
+            "wav",
+            "parquet outputs",
+            "usage",
+            "output",
+            "unwritable",
+            "disk full",
+            "internal",
+            "signal",
+            "memory",
+        }
+        <= kinds
+    )
     commands = {" ".join(a for a in c.argv[:2] if not a.startswith("-")) for c in CASES}
     firsts = {w.split()[0] for w in commands}
-    for name in ("corpus", "golden", "run", "score", "promote", "report", "nightly", "merge", "shapes", "ledger",
-                 "laws", "serve", "demo"):
+    for name in (
+        "corpus",
+        "golden",
+        "run",
+        "score",
+        "promote",
+        "report",
+        "nightly",
+        "merge",
+        "shapes",
+        "ledger",
+        "laws",
+        "serve",
+        "demo",
+    ):
         assert name in firsts, name
-    for sub in ("corpus synth", "corpus wav", "corpus capture", "corpus show", "golden record", "golden verify",
-                "golden show"):
+    for sub in (
+        "corpus synth",
+        "corpus wav",
+        "corpus capture",
+        "corpus show",
+        "golden record",
+        "golden verify",
+        "golden show",
+    ):
         assert sub in commands, sub
     assert {"SIGINT", "SIGTERM", "nobody"} <= {c.how for c in CASES}
     assert any(c.status == 3 for c in CASES)
@@ -88,7 +128,7 @@ def test_every_command_that_writes_refuses_an_output_location_inside_a_golden_a_
     for command, name in WRITERS.items():
         assert name in ids, command
         (argv,) = [c.argv for c in CASES if c.name == name]
-        assert " ".join(argv[:len(command.split())]) == command, (command, argv)
+        assert " ".join(argv[: len(command.split())]) == command, (command, argv)
 
 
 def test_kinds_summary():
@@ -110,9 +150,15 @@ def _workspace(base: Base, tmp_path: Path) -> Path:
 
 
 def _harness(ws: Path, *args: str, umask: int | None = None, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ws, env=harness_env(env),
-                          capture_output=True, text=True, timeout=300,
-                          preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=ws,
+        env=harness_env(env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
+    )
 
 
 def _modes(root: Path) -> set[tuple[str, int]]:
@@ -138,11 +184,31 @@ def test_a_killed_write_leaves_only_a_temporary_name_that_every_reader_ignores(b
     """SIGKILL runs no clean-up: what it leaves is a ``.X.tmp-*`` name, never a result, and the next
     command neither reads it nor trips over it."""
     ws = _workspace(base, tmp_path)
-    killed = _harness(ws, "golden", "record", "--corpus", "c.parquet", "--release", "n", *CFG, *QUIET,
-                      HARNESS_FAULT="kill:parquet:op1.parquet")
+    killed = _harness(
+        ws,
+        "golden",
+        "record",
+        "--corpus",
+        "c.parquet",
+        "--release",
+        "n",
+        *CFG,
+        *QUIET,
+        HARNESS_FAULT="kill:parquet:op1.parquet",
+    )
     assert killed.returncode == -9
-    killed = _harness(ws, "score", "--golden", "goldens/r", "--run", base.run, "--out", "score.json", *CFG,
-                      HARNESS_FAULT="kill:rename:score.json")
+    killed = _harness(
+        ws,
+        "score",
+        "--golden",
+        "goldens/r",
+        "--run",
+        base.run,
+        "--out",
+        "score.json",
+        *CFG,
+        HARNESS_FAULT="kill:rename:score.json",
+    )
     assert killed.returncode == -9
     left = sorted(p.name for p in [*ws.glob(".*.tmp-*"), *(ws / "goldens").glob(".*.tmp-*")])
     assert len(left) == 2 and left[0].startswith(".n.tmp-") and left[1].startswith(".score.json.tmp-"), left
@@ -168,8 +234,10 @@ def test_promote_says_first_that_the_golden_did_not_reproduce(base: Base, tmp_pa
     (ws / "loose.toml").write_text(CONFIG.replace("[tolerances.op0]\n", "[tolerances.op0]\nmax_abs = 0.01\n"))
     monkeypatch.chdir(ws)
     loose = ("--config", "loose.toml")
-    assert cli_status("run", "--golden", "goldens/r", "--runs", "runs2", "--set", "numerics.mkldnn=false", *loose,
-                      *QUIET) == 0
+    assert (
+        cli_status("run", "--golden", "goldens/r", "--runs", "runs2", "--set", "numerics.mkldnn=false", *loose, *QUIET)
+        == 0
+    )
     (run,) = (ws / "runs2").iterdir()
     assert cli_status("score", "--golden", "goldens/r", "--run", f"runs2/{run.name}", "--out", "s.json", *loose) == 1
     capsys.readouterr()

@@ -37,8 +37,9 @@ def floors(draw, op: Op):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(ALL_OPS).flatmap(lambda op: st.tuples(st.just(op), st.lists(floors(op), min_size=1,
-                                                                                    max_size=4))))
+@given(
+    st.sampled_from(ALL_OPS).flatmap(lambda op: st.tuples(st.just(op), st.lists(floors(op), min_size=1, max_size=4)))
+)
 def test_every_part_lies_within_the_merged_floor(op_parts):
     op, parts = op_parts
     figures = judge_for(op).floor_figures
@@ -69,8 +70,7 @@ def test_each_judges_figures_are_the_files_keys_of_its_ops():
     """The golden's file model holds exactly the figures the judges declare, for the OPs they judge."""
     for op in ALL_OPS:
         figures = judge_for(op).floor_figures
-        floor = Floor.model_validate(_floor(op, lambda fig: 1 if fig.worse == "count" or fig.key == "max_ulp"
-                                            else 0.5))
+        floor = Floor.model_validate(_floor(op, lambda fig: 1 if fig.worse == "count" or fig.key == "max_ulp" else 0.5))
         assert set(floor.model_dump()) == {"bitwise", *(f.key for f in figures)}, op
         assert set(Floor.model_fields) >= {f.key for f in figures}
 
@@ -78,8 +78,13 @@ def test_each_judges_figures_are_the_files_keys_of_its_ops():
 def test_taken_merged_and_said_as_the_files_and_lines_hold_them():
     """One pair's metrics taken as the manifest's floor, merged over shards (flips summed) and said in a line."""
     seg = {"bitwise": False, "max_abs_finite": 0.5, "max_ulp_finite": 3, "flips": 2}
-    vp = {"bitwise": False, "max_abs_finite": 0.25, "max_ulp_finite": 7, "min_cosine_finite": 0.999,
-          "max_rel_l2_finite": 0.01}
+    vp = {
+        "bitwise": False,
+        "max_abs_finite": 0.25,
+        "max_ulp_finite": 7,
+        "min_cosine_finite": 0.999,
+        "max_rel_l2_finite": 0.01,
+    }
 
     class V:
         def __init__(self, op, metrics):
@@ -91,6 +96,8 @@ def test_taken_merged_and_said_as_the_files_and_lines_hold_them():
     merged = worst_of_ops([taken, taken], flips=sum)
     assert merged["0"]["argmax_flips"] == 4 and merged["1"]["min_cosine"] == 0.999
     assert floor_figures.words(judge_for(Op(0)).floor_figures, taken["ops"]["0"]) == (
-        "max_abs 0.5, max_ulp 3, 2 argmax flips")
+        "max_abs 0.5, max_ulp 3, 2 argmax flips"
+    )
     assert floor_figures.words(judge_for(Op(1)).floor_figures, taken["ops"]["1"], report=True) == (
-        "max_abs 0.25, max_ulp 7, min cosine 1 − 0.001")
+        "max_abs 0.25, max_ulp 7, min cosine 1 − 0.001"
+    )

@@ -28,8 +28,16 @@ def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, smal
     for key in ("harness", "torch", "numpy", "pyarrow", "python", "cpu", "device_name", "cuda", "cudnn", "driver"):
         assert key in env
     numerics = m["numerics"]["in_force"]
-    for key in ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
-                "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision"):
+    for key in (
+        "threads",
+        "mkldnn",
+        "cudnn_benchmark",
+        "cudnn_deterministic",
+        "deterministic_algorithms",
+        "matmul_allow_tf32",
+        "cudnn_allow_tf32",
+        "matmul_precision",
+    ):
         assert key in numerics
     assert m["numerics_profile"].startswith("np-")
     assert m["reproducibility"]["repeats"] == 2 and m["reproducibility"]["bitwise"] is True
@@ -73,7 +81,8 @@ def test_parquet_files_open_with_pandas_and_duckdb(recorded_golden, geometry):
     rows, dim = con.execute(f"select count(*), max(len(embedding)) from read_parquet('{path}')").fetchone()
     assert rows == recorded_golden.manifest["files"]["op1.parquet"]["rows"] and dim == geometry.embedding_dim
     per_block = con.execute(
-        f"select block_id, count(*) from read_parquet('{recorded_golden.path / 'op0.parquet'}') group by 1").fetchall()
+        f"select block_id, count(*) from read_parquet('{recorded_golden.path / 'op0.parquet'}') group by 1"
+    ).fetchall()
     assert {n for _, n in per_block} == {8}
 
 
@@ -129,12 +138,15 @@ def test_a_golden_of_another_model_is_refused(golden_copy):
         load_golden(golden_copy, expect_fingerprint=other.fingerprint)
 
 
-@pytest.mark.parametrize("content,message", [
-    ("{not json", "golden manifest is not valid JSON"),
-    ("[1, 2]", "not a golden manifest \\(a JSON list"),
-    ("", "golden manifest is empty"),
-    ('{"kind": "harness.golden", "format": 99}', "format: unknown format version"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "golden manifest is not valid JSON"),
+        ("[1, 2]", "not a golden manifest \\(a JSON list"),
+        ("", "golden manifest is empty"),
+        ('{"kind": "harness.golden", "format": 99}', "format: unknown format version"),
+    ],
+)
 def test_a_corrupt_manifest_is_refused(golden_copy, content, message):
     (golden_copy / MANIFEST).write_text(content)
     with pytest.raises(HarnessError, match=message):
@@ -205,11 +217,24 @@ def test_a_recording_killed_midway_leaves_no_golden(tmp_path):
     """SIGKILL a real `harness golden record` while it runs: no golden directory is left looking complete."""
     # the `slow` control sleeps 1 s per call: the recording (4 blocks x 2 x 3 calls) lasts ~30 s
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HARNESS_SLOW_SECONDS": "1"}
-    cmd = [sys.executable, "-m", "harness.cli", "golden", "record", "--model", "lanes.controls:slow", "--goldens",
-           str(tmp_path / "goldens"), "--release", "killed", "--no-progress", "--config", str(tmp_path / "h.toml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "golden",
+        "record",
+        "--model",
+        "lanes.controls:slow",
+        "--goldens",
+        str(tmp_path / "goldens"),
+        "--release",
+        "killed",
+        "--no-progress",
+        "--config",
+        str(tmp_path / "h.toml"),
+    ]
     (tmp_path / "h.toml").write_text("[corpus]\nblocks = 4\n")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     # kill once the write has begun (its temporary folder exists), however slow the machine is to get there:
     # the recording then has at least ~20 s of 1-s calls left, so the kill lands mid-write
     deadline = time.monotonic() + 600

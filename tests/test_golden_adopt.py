@@ -49,6 +49,7 @@ def regen_of(src: Path, dest: Path, change=None, created: str = "2027-01-01T00:0
         d["created"] = created
         if change is not None:
             change(d)
+
     return edit_manifest(dest, edit, reseal=True)["golden_id"]
 
 
@@ -65,8 +66,9 @@ def harness(*args: str, fault: str | None = None) -> subprocess.CompletedProcess
     env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_FAULT", "HARNESS_DEBUG")}
     if fault:
         env["HARNESS_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def state(goldens: Path) -> dict[str, str]:
@@ -134,16 +136,28 @@ def _tamper_a_file(regen: Path) -> None:
     p.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("name,setup,says", [
-    ("no-manifest", lambda r: (r / "manifest.json").unlink(), "not a complete golden"),
-    ("a-file-changed", _tamper_a_file, "does not match the manifest's"),
-    ("another-model", lambda r: edit_manifest(r, lambda d: d["model"].update(fingerprint="f" * 64), reseal=True),
-     "its model fingerprint differs (" + "f" * 64),
-    ("another-geometry", lambda r: edit_manifest(r, lambda d: d["geometry"].update(embedding_dim=64), reseal=True),
-     "its geometry differs ("),
-    ("another-release", lambda r: edit_manifest(r, lambda d: d.update(release="other"), reseal=True),
-     "records release 'other', not 'small-rel'"),
-])
+@pytest.mark.parametrize(
+    "name,setup,says",
+    [
+        ("no-manifest", lambda r: (r / "manifest.json").unlink(), "not a complete golden"),
+        ("a-file-changed", _tamper_a_file, "does not match the manifest's"),
+        (
+            "another-model",
+            lambda r: edit_manifest(r, lambda d: d["model"].update(fingerprint="f" * 64), reseal=True),
+            "its model fingerprint differs (" + "f" * 64,
+        ),
+        (
+            "another-geometry",
+            lambda r: edit_manifest(r, lambda d: d["geometry"].update(embedding_dim=64), reseal=True),
+            "its geometry differs (",
+        ),
+        (
+            "another-release",
+            lambda r: edit_manifest(r, lambda d: d.update(release="other"), reseal=True),
+            "records release 'other', not 'small-rel'",
+        ),
+    ],
+)
 def test_adopt_refuses_in_one_line_and_moves_nothing(capsys, monkeypatch, store, name, setup, says):
     goldens, old_id, new_id = store
     setup(goldens / REGEN)
@@ -179,8 +193,11 @@ def test_adopt_refuses_a_golden_another_writer_holds(capsys, monkeypatch, store)
 
 
 KILLS = {  # point: what a reader finds at goldens/NAME after the kill
-    f"write:.{NAME}.adopt.json": "old", f"rename:.{NAME}.adopt.json": "old", "adopt:journal": "old",
-    "adopt:swapped": "new", "adopt:kept": "new",
+    f"write:.{NAME}.adopt.json": "old",
+    f"rename:.{NAME}.adopt.json": "old",
+    "adopt:journal": "old",
+    "adopt:swapped": "new",
+    "adopt:kept": "new",
 }
 
 
@@ -266,21 +283,30 @@ def test_adopt_help_answers_where_the_old_one_goes_and_the_ledger(capsys, monkey
 # ---------------------------------------------------------------------------- --golden goldens (the parent)
 
 
-@pytest.mark.parametrize("command", [
-    ("score", "--golden", "{goldens}", "--run", "{goldens}/nope", "--out", "{tmp}/s.json"),
-    ("merge", "{goldens}/nope", "--golden", "{goldens}", "--out", "{tmp}/m"),
-    ("golden", "show", "{goldens}"),
-    ("run", "--golden", "{goldens}", "--model", "small", "--no-progress"),
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("score", "--golden", "{goldens}", "--run", "{goldens}/nope", "--out", "{tmp}/s.json"),
+        ("merge", "{goldens}/nope", "--golden", "{goldens}", "--out", "{tmp}/m"),
+        ("golden", "show", "{goldens}"),
+        ("run", "--golden", "{goldens}", "--model", "small", "--no-progress"),
+    ],
+)
 def test_every_command_taking_a_golden_lists_the_goldens_of_the_folder_it_was_given(
-        capsys, monkeypatch, store, tmp_path, no_model_building, command):
+    capsys, monkeypatch, store, tmp_path, no_model_building, command
+):
     goldens, _, _ = store
     args = [a.format(goldens=goldens, tmp=tmp_path) for a in command]
     code, _, err = harness_cli(capsys, monkeypatch, *args)
     line = one_error_line(err)
     as_what = "GOLDEN" if command[0] == "golden" else "--golden"
-    assert code == 2 and (f"{goldens}: not a golden; it holds 2: {goldens / NAME}, {goldens / REGEN} "
-                          f"(pass one of them as {as_what})") in line, line
+    assert (
+        code == 2
+        and (
+            f"{goldens}: not a golden; it holds 2: {goldens / NAME}, {goldens / REGEN} (pass one of them as {as_what})"
+        )
+        in line
+    ), line
 
 
 # ---------------------------------------------------------------------------- a TorchScript golden's name

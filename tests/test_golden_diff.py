@@ -161,7 +161,8 @@ def test_a_golden_against_itself_is_bitwise_with_no_difference(pair, capsys, mon
     assert (code, err) == (0, ""), err
     printed = GoldenDiff.model_validate(json.loads(out))
     written = FILE_KINDS["`harness golden diff --json` (stdout, or --out FILE)"].model_validate(
-        json.loads(out_file.read_text()))
+        json.loads(out_file.read_text())
+    )
     assert printed == written and printed.status == "bitwise" and printed.environment_differences == []
     assert "environment differences (A -> B): none recorded" in describe(printed)
 

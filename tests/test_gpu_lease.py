@@ -40,7 +40,8 @@ def test_blocks_are_the_largest_multiple_of_32_that_fits_and_shrink_as_the_devic
         fits = sum(est.values()) + gpu_lease_plan.SUMMARY_S <= p["left_s"]
         assert fits or p["blocks"] == 16, p["why"]  # only the last resort may overrun (the deadline then cuts)
         assert p["budgets_s"]["release"] == round(est["release"] * 2) and p["budgets_s"]["diff"] == round(
-            est["diff"] * gpu_lease_plan.SLACK_OTHER)
+            est["diff"] * gpu_lease_plan.SLACK_OTHER
+        )
     # the informative phases give way first: busy, then overlap; cost only in time left over
     assert "cost" in plans[1]["dropped"] and "busy" in plans[-1]["dropped"] and "overlap" in plans[-1]["dropped"]
     assert "cost" not in gpu_lease_plan.plan(0.05, 3000, 5, 3, 2, 192)["dropped"]
@@ -53,18 +54,48 @@ def test_given_blocks_are_kept_and_the_plan_prints_shell_assignments(tmp_path):
 
     golden = tmp_path / "golden"  # a calibration golden's call log: 2 blocks x 2 replicas x 3 OPs, 0.01 s a call
     golden.mkdir()
-    calls = [{"lane": "exact", "op": op, "wall_s": 0.01, "replica": rep, "block_ids": [b]}
-             for rep in (0, 1) for b in ("b0", "b1") for op in (0, 1, 2)]
+    calls = [
+        {"lane": "exact", "op": op, "wall_s": 0.01, "replica": rep, "block_ids": [b]}
+        for rep in (0, 1)
+        for b in ("b0", "b1")
+        for op in (0, 1, 2)
+    ]
     pq.write_table(pa.Table.from_pylist(calls), golden / "calls.parquet")
     out = tmp_path / "plan.json"
-    proc = subprocess.run([sys.executable, str(BENCH / "gpu_lease_plan.py"), str(golden), "--left", "300",
-                           "--record-wall", "10", "--shapes", "2,4", "--blocks", "12", "--json", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "gpu_lease_plan.py"),
+            str(golden),
+            "--left",
+            "300",
+            "--record-wall",
+            "10",
+            "--shapes",
+            "2,4",
+            "--blocks",
+            "12",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assigned = dict(line.split("=", 1) for line in proc.stdout.splitlines())
     assert assigned["BLOCKS"] == "12"
-    assert set(assigned) >= {"T_RELEASE", "T_SPEED", "T_DIFF", "T_OVERLAP", "T_BUSY", "T_COST", "COPY_BLOCKS_PLAN",
-                             "BUSY_BLOCKS_PLAN", "COST_BLOCKS_PLAN"}
+    assert set(assigned) >= {
+        "T_RELEASE",
+        "T_SPEED",
+        "T_DIFF",
+        "T_OVERLAP",
+        "T_BUSY",
+        "T_COST",
+        "COPY_BLOCKS_PLAN",
+        "BUSY_BLOCKS_PLAN",
+        "COST_BLOCKS_PLAN",
+    }
     assert int(assigned["T_RELEASE"]) > 0
     plan = json.loads(out.read_text())
     assert plan["t_exact_s"] == pytest.approx(0.03)  # every OP of one block
@@ -89,15 +120,25 @@ def test_the_summary_carries_copy_overlap_phases_plan_and_smoke(gpu_summary, tmp
     smoke.mkdir()
     staged = {"h2d_copy_ms": 10.0, "h2d_overlapped_ms": 8.0, "device_busy_ms": 50.0, "wall_ms": 60.0}
     unstaged = {"h2d_copy_ms": 10.0, "h2d_overlapped_ms": 0.0, "device_busy_ms": 48.0, "wall_ms": 70.0}
-    (out / "copy_overlap.json").write_text(json.dumps({
-        "args": {"device": "cuda:0", "model": "full", "blocks": "32", "shape": "8"},
-        "rows": {"unstaged": {**unstaged, "digest": "x"}, "staged": {**staged, "overlapped_share": 0.8, "digest": "x"}},
-        "ratios": {k: staged[k] / unstaged[k] for k in staged if unstaged[k]}, "bitwise_equal": True}))
+    (out / "copy_overlap.json").write_text(
+        json.dumps(
+            {
+                "args": {"device": "cuda:0", "model": "full", "blocks": "32", "shape": "8"},
+                "rows": {
+                    "unstaged": {**unstaged, "digest": "x"},
+                    "staged": {**staged, "overlapped_share": 0.8, "digest": "x"},
+                },
+                "ratios": {k: staged[k] / unstaged[k] for k in staged if unstaged[k]},
+                "bitwise_equal": True,
+            }
+        )
+    )
     (out / "phases.tsv").write_text("import\t7\t-\t0\t\nrelease\t100\t200\t0\tlong\nlong\t120\t300\t0\t\n")
     (out / "plan.json").write_text(json.dumps({"blocks": 64, "why": ["64 blocks because"]}))
     (smoke / "release" / "nightly").mkdir(parents=True)
-    (smoke / "release" / "nightly" / "score.json").write_text(json.dumps({"verdict": "pass",
-                                                                          "verification": {"status": "bitwise"}}))
+    (smoke / "release" / "nightly" / "score.json").write_text(
+        json.dumps({"verdict": "pass", "verification": {"status": "bitwise"}})
+    )
     (smoke / "release" / "score_bitwise.json").write_text(json.dumps({"verdict": "fail"}))
     gpu_summary.main(out, smoke)
     text = (out / "summary.md").read_text()

@@ -37,8 +37,12 @@ from tests.test_promotion_truth import promote
 @pytest.fixture(scope="module")
 def scores(world):  # noqa: F811
     """Three passing scores of k=2 (three nights) and a failing one, each its own run, as files."""
-    return {"a": world["scored"]((2,)), "b": world["scored"]((2,)), "c": world["scored"]((2,)),
-            "fail": world["scored"]((2,), STRICT)}
+    return {
+        "a": world["scored"]((2,)),
+        "b": world["scored"]((2,)),
+        "c": world["scored"]((2,)),
+        "fail": world["scored"]((2,), STRICT),
+    }
 
 
 LOOSE_CONFIG = CONFIG.with_overrides(tolerances=LOOSE)  # the tolerances the world's passing scores were judged with
@@ -80,7 +84,10 @@ def test_rows_are_the_scores_gated_checks(scores):
     row = next(r for r in rows if r.shape == 2 and r.op == 0 and r.metric == first.metric)
     assert (row.observed, row.allowed, row.ok, row.limit) == (
         None if first.observed is None else float(first.observed),
-        None if first.allowed is None else float(first.allowed), first.ok, first.limit)
+        None if first.allowed is None else float(first.allowed),
+        first.ok,
+        first.limit,
+    )
     assert row.margin == margin_of(row.observed, first.relation, row.allowed)
 
 
@@ -128,8 +135,12 @@ def test_a_commit_without_figures_removes_an_orphan_of_its_seq(scores, tmp_path)
     ledger = promoted(scores, tmp_path / "l", "a")
     orphan = write_part(history_folder(ledger), 2, rows_of(load(scores["fail"]), 2))
     score = load(scores["b"])
-    commit(ledger, tmp_path / "l" / "promoted-shapes.json", RELEASE,
-           lambda book: apply_score(book, score, score.run.created, RELEASE))
+    commit(
+        ledger,
+        tmp_path / "l" / "promoted-shapes.json",
+        RELEASE,
+        lambda book: apply_score(book, score, score.run.created, RELEASE),
+    )
     assert not orphan.exists() and load_ledger(ledger).seq == 2
     assert read_history(ledger) == rows_of(load(scores["a"]), 1)
 
@@ -139,8 +150,11 @@ def flip_data_byte(path: Path) -> None:
     header's statistics, which no reader uses), so only the page checksum can catch it."""
     meta = pq.ParquetFile(path).metadata
     col = max((meta.row_group(0).column(i) for i in range(meta.num_columns)), key=lambda c: c.total_compressed_size)
-    at = min(o for o in (col.dictionary_page_offset, col.data_page_offset) if o is not None) + \
-        col.total_compressed_size - 1
+    at = (
+        min(o for o in (col.dictionary_page_offset, col.data_page_offset) if o is not None)
+        + col.total_compressed_size
+        - 1
+    )
     data = bytearray(path.read_bytes())
     data[at] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -154,18 +168,22 @@ def _rewrite(path: Path, change) -> None:
 
 def _observed_doubled(table: pa.Table) -> pa.Table:
     i = table.schema.get_field_index("observed")
-    return table.set_column(i, "observed", pa.array([None if v is None else 2 * v
-                                                     for v in table.column(i).to_pylist()], pa.float64()))
+    return table.set_column(
+        i, "observed", pa.array([None if v is None else 2 * v for v in table.column(i).to_pylist()], pa.float64())
+    )
 
 
-@pytest.mark.parametrize("how, says", [
-    ("flipped-byte", "corrupt"),
-    ("truncated", "not a readable Parquet history part"),
-    ("other-kind", "not a harness history part"),
-    ("hand-edited", "edited after it was written"),
-    ("renamed", "holds ledger commit 1, not 2"),
-    ("stray-parquet", "not a history part"),
-])
+@pytest.mark.parametrize(
+    "how, says",
+    [
+        ("flipped-byte", "corrupt"),
+        ("truncated", "not a readable Parquet history part"),
+        ("other-kind", "not a harness history part"),
+        ("hand-edited", "edited after it was written"),
+        ("renamed", "holds ledger commit 1, not 2"),
+        ("stray-parquet", "not a history part"),
+    ],
+)
 def test_a_broken_part_is_one_line_naming_the_file(scores, tmp_path, how, says):
     ledger = promoted(scores, tmp_path / "l", "a", "b")
     folder = history_folder(ledger)
@@ -200,8 +218,9 @@ def test_the_negative_control_of_the_broken_parts_reads_clean(scores, tmp_path):
 def test_history_command_prints_the_series_and_its_json(scores, tmp_path, capsys, monkeypatch):
     ledger = promoted(scores, tmp_path / "l", "a", "b")
     a, b = load(scores["a"]), load(scores["b"])
-    code, out, err = harness_cli(capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2", "--op", "0",
-                                 "--metric", "max_abs")
+    code, out, err = harness_cli(
+        capsys, monkeypatch, "history", "--ledger", str(ledger), "--shape", "2", "--op", "0", "--metric", "max_abs"
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("history of shape k=2 OP 0 (ledger commit 2): 2 row(s)")
@@ -260,12 +279,18 @@ def test_a_part_is_the_same_bytes_as_pyarrow_s_own_and_imports_no_pandas(scores,
         from pathlib import Path
         from harness.data.schemas.history import HistoryRow
         from harness.ledger.history_store import write_part
-        rows = [HistoryRow(**r) for r in json.loads(Path({str(tmp_path / 'rows.json')!r}).read_text())]
-        assert write_part(Path({str(tmp_path / 'sub')!r}), 3, rows).read_bytes() == {ours!r}
+        rows = [HistoryRow(**r) for r in json.loads(Path({str(tmp_path / "rows.json")!r}).read_text())]
+        assert write_part(Path({str(tmp_path / "sub")!r}), 3, rows).read_bytes() == {ours!r}
         print("pandas" in sys.modules)
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], text=True,
-                         capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        text=True,
+        capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False", "writing a history part imported pandas (~1 s); expected no import"
 
@@ -280,8 +305,9 @@ def two_ledgers(scores, tmp_path, mine: str = "a", theirs: str = "b") -> tuple[P
     return promoted(scores, tmp_path / "mine", mine), promoted(scores, tmp_path / "theirs", theirs)
 
 
-def test_a_part_of_another_ledger_is_refused_by_history_naming_the_part_and_the_commit(scores, tmp_path, capsys,
-                                                                                          monkeypatch):
+def test_a_part_of_another_ledger_is_refused_by_history_naming_the_part_and_the_commit(
+    scores, tmp_path, capsys, monkeypatch
+):
     ledger, other = two_ledgers(scores, tmp_path)
     args = ("history", "--ledger", str(ledger), "--shape", "2", "--op", "0")
     code, out, err = harness_cli(capsys, monkeypatch, *args)
@@ -291,9 +317,13 @@ def test_a_part_of_another_ledger_is_refused_by_history_naming_the_part_and_the_
     code, out, err = harness_cli(capsys, monkeypatch, *args)
     assert code == 2 and out == "", err
     (line,) = err.splitlines()
-    assert line.startswith(f"harness: error: {part}: not this ledger's history part: it holds the figures of run "
-                           f"{load(scores['b']).run.id} for shape k=2") and \
-        f"but commit 1 of {ledger} applied run {load(scores['a']).run.id}" in line, line
+    assert (
+        line.startswith(
+            f"harness: error: {part}: not this ledger's history part: it holds the figures of run "
+            f"{load(scores['b']).run.id} for shape k=2"
+        )
+        and f"but commit 1 of {ledger} applied run {load(scores['a']).run.id}" in line
+    ), line
 
 
 def test_a_part_of_the_same_run_scored_otherwise_is_refused_by_its_score_digest(world, scores, tmp_path):  # noqa: F811
@@ -311,8 +341,9 @@ def test_a_part_of_the_same_run_scored_otherwise_is_refused_by_its_score_digest(
     promote_file(rescored, CONFIG.with_overrides(tolerances=STRICT), other / "ledger.json", other / "m.json")
     part = part_path(history_folder(ledger), 1)
     part.write_bytes(part_path(history_folder(other / "ledger.json"), 1).read_bytes())
-    with pytest.raises(LedgerError, match=f"not this ledger's history part: it holds the figures of score "
-                                          f"{load(rescored).digest[:12]}"):
+    with pytest.raises(
+        LedgerError, match=f"not this ledger's history part: it holds the figures of score {load(rescored).digest[:12]}"
+    ):
         read_history(ledger)
     assert pq.read_schema(part).metadata[b"harness.score_digest"] == json.dumps(load(rescored).digest).encode()
 
@@ -344,15 +375,13 @@ def test_a_row_bound_to_no_event_of_its_seq_is_refused_and_an_unchanged_part_is_
     value = data.draw(st.integers(3, 99) if field == "shape" else st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True))
     if value == getattr(rows[i], field):
         return
-    changed = [*rows[:i], rows[i].model_copy(update={field: value}), *rows[i + 1:]]
+    changed = [*rows[:i], rows[i].model_copy(update={field: value}), *rows[i + 1 :]]
     with pytest.raises(LedgerError, match="not this ledger's history part"):
         check_bound(Path("p"), 1, changed, a.digest, ledger, ledger_path)
     other_digest = data.draw(st.from_regex(r"[0-9a-f]{64}", fullmatch=True))
     if other_digest != a.digest:
         with pytest.raises(LedgerError, match="not this ledger's history part"):
             check_bound(Path("p"), 1, rows, other_digest, ledger, ledger_path)
-
-
 
 
 def test_a_release_shape_gets_no_event_and_no_row(scores, tmp_path):
@@ -378,9 +407,13 @@ def test_figures_of_another_score_are_never_written_as_a_commit_s_part(scores, t
     b = load(scores["b"])
     wrong = load(scores["c"])
     with pytest.raises(RuntimeError, match="not this ledger's history part"):
-        commit(ledger, tmp_path / "l" / "promoted-shapes.json", RELEASE,
-               lambda book: apply_score(book, b, b.run.created, RELEASE),
-               history=lambda seq: Figures(rows_of(wrong, seq), wrong.digest))
+        commit(
+            ledger,
+            tmp_path / "l" / "promoted-shapes.json",
+            RELEASE,
+            lambda book: apply_score(book, b, b.run.created, RELEASE),
+            history=lambda seq: Figures(rows_of(wrong, seq), wrong.digest),
+        )
     assert load_ledger(ledger).seq == 1 and not part_path(history_folder(ledger), 2).exists()
 
 
@@ -391,8 +424,9 @@ def test_the_nightly_checks_the_history_before_any_work(scores, tmp_path, world)
 
     ledger, other = two_ledgers(scores, tmp_path)
     golden = world["golden"].path
-    assert check_outputs(CONFIG, golden, tmp_path / "n", ledger, tmp_path / "mine" / "promoted-shapes.json")[0] == \
-        ledger
+    assert (
+        check_outputs(CONFIG, golden, tmp_path / "n", ledger, tmp_path / "mine" / "promoted-shapes.json")[0] == ledger
+    )
     part = part_path(history_folder(ledger), 1)
     part.write_bytes(part_path(history_folder(other), 1).read_bytes())
     with pytest.raises(LedgerError, match=f"{part}: not this ledger's history part"):

@@ -40,17 +40,32 @@ DRIVER = textwrap.dedent("""
 
 def _commands(tmp: Path, spec: str) -> dict[str, bool]:
     (tmp / "h.toml").write_text(f"[model]\nspec = '{spec}'\n[numerics]\nthreads = 1\n[shapes]\ncandidates = [2]\n")
-    commands = [["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
-                ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"],
-                ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set",
-                 "packer.laws_examples=0"],
-                ["nightly", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set",
-                 "packer.laws_examples=0", "--out", "n", "--no-promote",
-                 "--no-localise"]]  # a failing night localises: with torch
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "HARNESS_COMMANDS": json.dumps(commands),
-           "OMP_WAIT_POLICY": "PASSIVE"}
-    done = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp, env=env, capture_output=True, text=True,
-                          timeout=600)
+    commands = [
+        ["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
+        ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"],
+        ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set", "packer.laws_examples=0"],
+        [
+            "nightly",
+            "--golden",
+            "goldens/r",
+            "--config",
+            "h.toml",
+            "--no-progress",
+            "--set",
+            "packer.laws_examples=0",
+            "--out",
+            "n",
+            "--no-promote",
+            "--no-localise",
+        ],
+    ]  # a failing night localises: with torch
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}",
+        "HARNESS_COMMANDS": json.dumps(commands),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    done = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -82,7 +97,8 @@ def test_a_model_without_torch_records_and_runs_without_importing_torch_or_panda
     assert imported == {"torch": False, "pandas": False}, (
         f"a golden record and a run of the null model imported {[m for m, yes in imported.items() if yes]}: "
         "a model that is not a torch network must not pay torch's start-up (harness.numerics.torch_loaded) "
-        "nor pandas' (build Arrow arrays with harness.data.arrow_build, not pa.array)")
+        "nor pandas' (build Arrow arrays with harness.data.arrow_build, not pa.array)"
+    )
     for manifest in _manifests(tmp_path):
         in_force = manifest["numerics"]["in_force"]
         assert in_force["torch_loaded"] is False
@@ -120,8 +136,14 @@ def test_settings_and_environment_without_torch(tmp_path):
         print(json.dumps({"loaded": loaded, "before": before, "after": environment(), "flags": flags,
                           "flags_after": in_force()}))
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["loaded"] is False
@@ -162,8 +184,9 @@ def test_arrow_build_gives_pa_arrays_values_and_parquet_bytes(name, values, kind
     assert ours.type == theirs.type and ours.equals(theirs), f"{name}: {ours} != {theirs}"
     assert ours.null_count == theirs.null_count
     schema = pa.schema([pa.field("c", kind)])
-    assert _parquet_bytes(pa.table({"c": ours}, schema=schema)) == _parquet_bytes(pa.table({"c": theirs},
-                                                                                           schema=schema))
+    assert _parquet_bytes(pa.table({"c": ours}, schema=schema)) == _parquet_bytes(
+        pa.table({"c": theirs}, schema=schema)
+    )
 
 
 def test_arrow_build_leaves_what_it_does_not_cover_to_pyarrow():
@@ -177,12 +200,19 @@ def test_arrow_build_leaves_what_it_does_not_cover_to_pyarrow():
 
 def test_arrow_build_does_not_import_pandas_and_pa_array_does():
     """The reason the module exists, both ways (the second line is the negative control)."""
-    probe = ("import sys, numpy as np, pyarrow as pa\nfrom harness.data import arrow_build\n"
-             "arrow_build.table({'a': np.arange(3, dtype=np.int32), 'b': ['x', 'y', 'z'], 'c': [[], ['q'], []]},"
-             " pa.schema([('a', pa.int32()), ('b', pa.string()), ('c', pa.list_(pa.string()))]))\n"
-             "print('pandas' in sys.modules)\npa.array(np.arange(3))\nprint('pandas' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    probe = (
+        "import sys, numpy as np, pyarrow as pa\nfrom harness.data import arrow_build\n"
+        "arrow_build.table({'a': np.arange(3, dtype=np.int32), 'b': ['x', 'y', 'z'], 'c': [[], ['q'], []]},"
+        " pa.schema([('a', pa.int32()), ('b', pa.string()), ('c', pa.list_(pa.string()))]))\n"
+        "print('pandas' in sys.modules)\npa.array(np.arange(3))\nprint('pandas' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
 

@@ -46,8 +46,10 @@ def test_init_refuses_to_replace_a_file_unless_forced(tmp_path, capsys, monkeypa
     mine.write_text("[release]\nname = 'mine'\n")
     code, out, err = harness_cli(capsys, monkeypatch, "init")
     assert code == 2 and out == ""
-    assert err == ("harness: error: harness.toml: the file exists; nothing was written "
-                   "(harness init --force harness.toml replaces it)\n")
+    assert err == (
+        "harness: error: harness.toml: the file exists; nothing was written "
+        "(harness init --force harness.toml replaces it)\n"
+    )
     assert mine.read_text() == "[release]\nname = 'mine'\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["harness.toml"]  # no temporary name left
     code, _, err = harness_cli(capsys, monkeypatch, "init", "--force")

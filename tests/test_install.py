@@ -39,8 +39,11 @@ def pip_lines(text: str) -> list[str]:
 def unchecked(text: str) -> list[str]:
     """The lines in ``text`` that the install check neither runs nor declares not this project's."""
     mod = install_lines_module()
-    return [line for line in pip_lines(text)
-            if line not in mod.DOCUMENTED and not any(line.startswith(other) for other in mod.NOT_THIS_PROJECT)]
+    return [
+        line
+        for line in pip_lines(text)
+        if line not in mod.DOCUMENTED and not any(line.startswith(other) for other in mod.NOT_THIS_PROJECT)
+    ]
 
 
 def test_every_documented_install_line_is_run_by_the_install_check():

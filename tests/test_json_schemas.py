@@ -41,8 +41,10 @@ def differences(directory: Path) -> list[str]:
 
 def assert_current(directory: Path) -> None:
     stale = differences(directory)
-    assert not stale, (f"{len(stale)} of {len(schema_texts())} JSON Schemas in {directory} are not what the models "
-                       f"generate: {'; '.join(stale)}. Regenerate them: {REGENERATE}")
+    assert not stale, (
+        f"{len(stale)} of {len(schema_texts())} JSON Schemas in {directory} are not what the models "
+        f"generate: {'; '.join(stale)}. Regenerate them: {REGENERATE}"
+    )
 
 
 def validator(stem: str) -> Any:
@@ -51,8 +53,9 @@ def validator(stem: str) -> Any:
 
 
 def problems(stem: str, document: object) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-            for e in validator(stem).iter_errors(document)]
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in validator(stem).iter_errors(document)
+    ]
 
 
 # ---------------------------------------------------------------------------------- (a) current and well formed
@@ -67,16 +70,20 @@ def test_a_schema_change_without_regeneration_is_named_with_the_command_to_run(t
     for name, text in schema_texts().items():
         (tmp_path / name).write_text(text)
     assert_current(tmp_path)
-    (tmp_path / "promoted-shapes.schema.json").write_text(schema_texts()["promoted-shapes.schema.json"]
-                                                          .replace('"additionalProperties": false', "", 1))
+    (tmp_path / "promoted-shapes.schema.json").write_text(
+        schema_texts()["promoted-shapes.schema.json"].replace('"additionalProperties": false', "", 1)
+    )
     (tmp_path / "ledger.schema.json").unlink()
     (tmp_path / "old-kind.schema.json").write_text("{}")
     with pytest.raises(AssertionError) as caught:
         assert_current(tmp_path)
     text = str(caught.value)
     assert "3 of " in text and REGENERATE in text
-    for words in ("promoted-shapes.schema.json: differs", "ledger.schema.json: missing",
-                  "old-kind.schema.json: not generated"):
+    for words in (
+        "promoted-shapes.schema.json: differs",
+        "ledger.schema.json: missing",
+        "old-kind.schema.json: not generated",
+    ):
         assert words in text
 
 
@@ -90,13 +97,18 @@ def test_every_file_kind_has_one_valid_draft_2020_12_schema_promoted_shapes_firs
         assert schema["$id"].endswith(stem) and schema["title"] == f"{title}: {model.__name__}", stem
         for key in ("kind", "format"):  # the one kind and format version the harness accepts: a const
             field = model.model_fields.get(key)
-            if field is not None and field.annotation is not None and len(getattr(field.annotation, "__args__",
-                                                                                  ())) == 1:
+            if (
+                field is not None
+                and field.annotation is not None
+                and len(getattr(field.annotation, "__args__", ())) == 1
+            ):
                 assert schema["properties"][key]["const"] == field.annotation.__args__[0], (stem, key)
     promoted = json.loads((COMMITTED / "promoted-shapes.schema.json").read_text())
     assert promoted["properties"]["kind"]["const"] == "harness.promoted-shapes"
-    assert "checks more than this schema can say" in promoted["description"] and "manifest_sha256" in \
-        promoted["description"]
+    assert (
+        "checks more than this schema can say" in promoted["description"]
+        and "manifest_sha256" in promoted["description"]
+    )
 
 
 def test_a_schema_says_what_the_harness_checks_beyond_it_and_only_then():
@@ -125,8 +137,10 @@ def test_the_generator_command_writes_them_and_refuses_a_bad_argument_or_folder(
     assert_current(tmp_path / "out")
     assert done.stdout.splitlines()[0].endswith("promoted-shapes.schema.json")
     (tmp_path / "file").write_text("")
-    for args, words in ((["--json", str(tmp_path / "file")], "is a file, not a folder"),
-                        (["--yaml", "x"], "expected no argument or --json DIR")):
+    for args, words in (
+        (["--json", str(tmp_path / "file")], "is a file, not a folder"),
+        (["--yaml", "x"], "expected no argument or --json DIR"),
+    ):
         done = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=ROOT)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("harness: error: "), done.stderr
@@ -145,11 +159,19 @@ def written(tmp_path_factory) -> dict[str, Path]:
     backend, _, golden = record("small", ws, blocks=4, numerics=CONFIG.numerics, config=CONFIG)
     run = run_shapes(backend, golden, ws / "work", (2,), CONFIG)
     write_score(ws / "work" / "score.json", score_run(golden, run, LOOSE))
-    promote_file(ws / "work" / "score.json", CONFIG.with_overrides(tolerances=LOOSE), ws / "ledger.json",
-                 ws / "promoted-shapes.json")
-    return {"promoted-shapes": ws / "promoted-shapes.json", "ledger": ws / "ledger.json",
-            "score": ws / "work" / "score.json", "golden-manifest": golden.path / "manifest.json",
-            "run-manifest": run.path / "manifest.json"}
+    promote_file(
+        ws / "work" / "score.json",
+        CONFIG.with_overrides(tolerances=LOOSE),
+        ws / "ledger.json",
+        ws / "promoted-shapes.json",
+    )
+    return {
+        "promoted-shapes": ws / "promoted-shapes.json",
+        "ledger": ws / "ledger.json",
+        "score": ws / "work" / "score.json",
+        "golden-manifest": golden.path / "manifest.json",
+        "run-manifest": run.path / "manifest.json",
+    }
 
 
 @pytest.mark.parametrize("stem", ["promoted-shapes", "ledger", "score", "golden-manifest", "run-manifest"])
@@ -180,8 +202,9 @@ def test_the_packing_test_vectors_validate_against_theirs(tmp_path):
     files = sorted((tmp_path / "v").glob("*.json"))
     assert len(files) > 2
     for path in files:
-        stem = {"index.json": "packing-vectors-index", "sessions.json": "packing-sessions"}.get(path.name,
-                                                                                              "packing-vector")
+        stem = {"index.json": "packing-vectors-index", "sessions.json": "packing-sessions"}.get(
+            path.name, "packing-vector"
+        )
         found = problems(stem, json.loads(path.read_text()))
         assert not found, f"{path.name}: {len(found)} problem(s) against docs/schemas/{stem}.schema.json: {found[:5]}"
 
@@ -210,11 +233,17 @@ def _other_format(doc: dict[str, Any]) -> None:
     doc["format"] = 4
 
 
-@pytest.mark.parametrize(("defect", "words"), [(_unknown_key, "engine_note"), (_nested_unknown_key, "'3'"),
-                                               (_wrong_type, "is not of type 'integer'"),
-                                               (_missing, "'manifest_sha256' is a required property"),
-                                               (_other_format, "3 was expected")],
-                         ids=["extra key", "extra nested key", "wrong type", "missing key", "other format"])
+@pytest.mark.parametrize(
+    ("defect", "words"),
+    [
+        (_unknown_key, "engine_note"),
+        (_nested_unknown_key, "'3'"),
+        (_wrong_type, "is not of type 'integer'"),
+        (_missing, "'manifest_sha256' is a required property"),
+        (_other_format, "3 was expected"),
+    ],
+    ids=["extra key", "extra nested key", "wrong type", "missing key", "other format"],
+)
 def test_a_defective_promoted_shapes_fails_its_schema_as_it_fails_the_harness(written, defect, words):
     good = json.loads(written["promoted-shapes"].read_text())
     assert not problems("promoted-shapes", good)

@@ -43,18 +43,32 @@ def same(a: Any, b: Any) -> bool:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5),
-    st.integers(-2**31, 2**31 - 1).map(np.int32), st.integers(-2**62, 2**62).map(np.int64),
-    st.floats(width=32).map(np.float32), st.floats().map(np.float64), st.booleans().map(np.bool_),
-    st.just(Colour.RED), st.just(Name.A), st.just(Path("/a/b")),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=5),
+    st.integers(-(2**31), 2**31 - 1).map(np.int32),
+    st.integers(-(2**62), 2**62).map(np.int64),
+    st.floats(width=32).map(np.float32),
+    st.floats().map(np.float64),
+    st.booleans().map(np.bool_),
+    st.just(Colour.RED),
+    st.just(Name.A),
+    st.just(Path("/a/b")),
     st.lists(st.floats(width=32), max_size=4).map(lambda v: np.array(v, np.float32)),
     st.lists(st.integers(-5, 5), max_size=4).map(lambda v: np.array(v, np.int64).reshape(-1, 1)),
 )
-keys = st.one_of(st.text(max_size=3), st.integers(-3, 3), st.floats(), st.booleans(), st.none(),
-                 st.just(Colour.RED), st.just(Name.A))
-documents = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
-    st.dictionaries(keys, inner, max_size=4)), max_leaves=20)
+keys = st.one_of(
+    st.text(max_size=3), st.integers(-3, 3), st.floats(), st.booleans(), st.none(), st.just(Colour.RED), st.just(Name.A)
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple), st.dictionaries(keys, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
 @given(documents)

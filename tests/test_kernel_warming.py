@@ -54,13 +54,15 @@ def test_first_use_waits_for_the_warmer_and_never_warms_twice(monkeypatch: pytes
     user.join(0.5)  # correct code blocks here until released; only a defect can finish early
     assert user.is_alive() and not got, (
         "the first use of the kernels returned while the warmer was still compiling them: "
-        f"got {got}; it must wait for the warmer (harness.data.metrics._LOCK)")
+        f"got {got}; it must wait for the warmer (harness.data.metrics._LOCK)"
+    )
     release.set()
     warmer.join(60)
     user.join(60)
     assert got == [fake], f"first use got {got}, expected the warmed kernels"
     assert imports == ["metrics-kernels-warm"] and warmed == ["metrics-kernels-warm"], (
-        f"imported in {imports}, warmed in {warmed}: expected once each, in the warmer thread only")
+        f"imported in {imports}, warmed in {warmed}: expected once each, in the warmer thread only"
+    )
     assert metrics._kernels() is fake
 
 
@@ -122,10 +124,15 @@ DRIVER = textwrap.dedent("""
 
 
 def _drive(tmp_path: Path, commands: list[list[str]]) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_COMMANDS": json.dumps(commands),
-           "OMP_WAIT_POLICY": "PASSIVE"}
-    done = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HARNESS_COMMANDS": json.dumps(commands),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     seen: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return seen
@@ -133,21 +140,38 @@ def _drive(tmp_path: Path, commands: list[list[str]]) -> dict[str, object]:
 
 def _warmed_in_the_warmer(seen: dict[str, object], where: str) -> None:
     assert seen["importer"] == "metrics-kernels-warm", (
-        f"numba was first imported in thread {seen['importer']!r}, expected the warmer ({where})")
+        f"numba was first imported in thread {seen['importer']!r}, expected the warmer ({where})"
+    )
     assert seen["after_warm"] and seen["at_end"] == seen["after_warm"], (
         f"kernel specialisations after the warm-up {seen['after_warm']}, at the end {seen['at_end']}: "
-        "a layout the commands pass was compiled outside the warmer; add it to metrics._call_each")
+        "a layout the commands pass was compiled outside the warmer; add it to metrics._call_each"
+    )
 
 
 # every lane warms up (the default leaves the packed shapes' out on a CPU): the null model's calls take microseconds,
 # and the warm-up's are what the device is busy with while the imports this test watches happen beside it
-CONFIG = ("[model]\nspec = 'lanes.null_model:small'\n[shapes]\ncandidates = [2]\n[evidence]\narrangements = 1\n"
-          "[lanes]\nwarm_up = 'every-lane'\n")
-RECORD = [["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
-          ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"]]
+CONFIG = (
+    "[model]\nspec = 'lanes.null_model:small'\n[shapes]\ncandidates = [2]\n[evidence]\narrangements = 1\n"
+    "[lanes]\nwarm_up = 'every-lane'\n"
+)
+RECORD = [
+    ["corpus", "synth", "c.parquet", "--blocks", "4", "--config", "h.toml"],
+    ["golden", "record", "--corpus", "c.parquet", "--config", "h.toml", "--release", "r", "--no-progress"],
+]
 RUN = ["run", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set", "packer.laws_examples=0"]
-NIGHTLY = ["nightly", "--golden", "goldens/r", "--config", "h.toml", "--no-progress", "--set", "packer.laws_examples=0",
-           "--out", "night", "--no-promote"]
+NIGHTLY = [
+    "nightly",
+    "--golden",
+    "goldens/r",
+    "--config",
+    "h.toml",
+    "--no-progress",
+    "--set",
+    "packer.laws_examples=0",
+    "--out",
+    "night",
+    "--no-promote",
+]
 
 
 def test_golden_record_imports_and_compiles_the_kernels_in_the_warmer(tmp_path: Path) -> None:
@@ -163,9 +187,11 @@ def test_the_nightly_warms_the_kernels_its_score_uses_and_a_plain_run_none(tmp_p
     ran = _drive(tmp_path, [RUN])
     assert ran["importer"] is None and ran["at_end"] == {"top_two": 0, "row_stats": 0}, (
         f"a plain `harness run` imported numba in thread {ran['importer']!r} (kernels {ran['at_end']}): it "
-        "scores nothing, so nothing in it should warm or call the scoring kernels")
+        "scores nothing, so nothing in it should warm or call the scoring kernels"
+    )
     night = _drive(tmp_path, [NIGHTLY])
     _warmed_in_the_warmer(night, "harness.pipeline.nightly's _meanwhile, run_shapes' on_first_queued, starts it")
     assert night["reports_importer"] == "import-meanwhile", (
         f"the nightly imported its report's modules in thread {night['reports_importer']!r}: expected them "
-        "imported while the lanes run (harness.data.overlap.import_meanwhile, from the nightly's _meanwhile)")
+        "imported while the lanes run (harness.data.overlap.import_meanwhile, from the nightly's _meanwhile)"
+    )

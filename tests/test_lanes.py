@@ -27,8 +27,11 @@ def test_exact_lane_sends_each_block_alone(backend, small_corpus):
     assert len(outs) == 2 and [c.block_ids for c in log] == [(b.id,) for b in small_corpus.blocks[:2]]
     assert log[0].lane == "exact" and log[0].windows == 8
     refusing = ExactLane(backend, {op: (2,) for op in Op}, log)
-    with pytest.raises(LaneError, match=r"exact lane refuses a call of 1 block for OP 0: the release's shapes for "
-                                        r"OP 0 are \[2\]"):
+    with pytest.raises(
+        LaneError,
+        match=r"exact lane refuses a call of 1 block for OP 0: the release's shapes for "
+        r"OP 0 are \[2\]",
+    ):
         refusing.run(small_corpus.blocks[:1])
 
 
@@ -53,7 +56,10 @@ def test_lanes_are_interleaved_group_by_group(backend, small_corpus):
     assert all(c.wall_s > 0 for c in calls)
     # the sink gets every lane's outputs group by group: memory is one group, not the corpus
     assert {lane: [len(b.block_ids) for b in p] for lane, p in parts.items()} == {
-        "exact": [4, 4], "k2": [4, 4], "k4": [4, 4]}
+        "exact": [4, 4],
+        "k2": [4, 4],
+        "k4": [4, 4],
+    }
 
 
 def test_a_generator_of_blocks_is_consumed_once(backend, small_corpus):

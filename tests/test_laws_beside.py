@@ -29,7 +29,8 @@ def test_the_gate_s_own_constants_are_the_laws_kit_s():
     assert laws_gate.DEFAULT_MAX_BLOCKS == DEFAULT_MAX_BLOCKS, (
         f"laws_gate.DEFAULT_MAX_BLOCKS {laws_gate.DEFAULT_MAX_BLOCKS} != harness.laws.boundary's "
         f"{DEFAULT_MAX_BLOCKS}: both must read harness.packers.packing.LAWS_DEFAULT_MAX_BLOCKS "
-        "(no hypothesis for the gate)")
+        "(no hypothesis for the gate)"
+    )
     assert laws_gate._hypothesis_version() == hypothesis.__version__
 
 
@@ -48,14 +49,14 @@ def test_a_cached_verdict_imports_neither_hypothesis_nor_the_laws_kit(tmp_path, 
                                                                   if m in sys.modules)}))
     """)
     env = {**os.environ, "HARNESS_LAWS_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["verdict"] == first
     assert got["imported"] == [], (
         f"a process that found its verdict in the cache imported {got['imported']} (about 1 s of start-up); "
-        "expected none: take hypothesis's version from its metadata, DEFAULT_MAX_BLOCKS from laws_gate")
+        "expected none: take hypothesis's version from its metadata, DEFAULT_MAX_BLOCKS from laws_gate"
+    )
 
 
 def test_beside_returns_the_same_verdict_as_a_future(monkeypatch):
@@ -90,8 +91,9 @@ def test_a_foreign_packer_is_judged_now_and_its_error_raised_now(monkeypatch):
     assert seen == [threading.current_thread().name]
 
 
-@pytest.mark.parametrize("error", [HarnessError("packing laws: the verdict cache is unreadable"),
-                                   RuntimeError("a bug in the laws")])
+@pytest.mark.parametrize(
+    "error", [HarnessError("packing laws: the verdict cache is unreadable"), RuntimeError("a bug in the laws")]
+)
 def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monkeypatch, error):
     from harness.corpus.synth import synth_corpus
     from harness.data.numeric_settings import NumericSettings
@@ -103,8 +105,9 @@ def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monke
 
     backend = InProcessBackend(load_model("lanes.null_model:small"), NumericSettings())
     config = ReleaseConfig(name="rel", model=ModelSpec("lanes.null_model:small"), candidates=(2,))
-    golden, _ = record_golden(tmp_path / "goldens", "rel", synth_corpus(backend.geometry, 4, seed=1).rows(),
-                              backend, config)
+    golden, _ = record_golden(
+        tmp_path / "goldens", "rel", synth_corpus(backend.geometry, 4, seed=1).rows(), backend, config
+    )
 
     def judge(packer, examples, max_blocks):
         raise error

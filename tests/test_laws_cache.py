@@ -74,6 +74,7 @@ def test_off_judges_every_time(counted, monkeypatch):
 # the run manifest, the score and the ledger's evidence, so an entry is used only when it validates as a verdict
 # and agrees with every field of its key; anything else is judged afresh (and rewritten).
 
+
 def forge(path, change) -> None:
     """Edit the cache entry at ``path`` and re-seal it, as a careful forger (or a buggy writer) would."""
     from harness.data.jsonio import seal
@@ -117,8 +118,9 @@ def test_an_entry_that_disagrees_with_its_key_or_its_schema_is_judged_afresh(cou
         again = laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4)
     assert len(calls) == 2 and again == first, name  # judged again: the verdict of what was asked
     (note,) = capsys.readouterr().err.splitlines()  # one line, under --debug
-    assert note.startswith(f"harness: note: {path}: laws verdict cache entry ignored (") and \
-        note.endswith("); judging the packing laws afresh"), note
+    assert note.startswith(f"harness: note: {path}: laws verdict cache entry ignored (") and note.endswith(
+        "); judging the packing laws afresh"
+    ), note
     monkeypatch.setattr(laws_gate, "_CACHE", {})
     with debugging(False):
         assert laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4) == first
@@ -141,8 +143,7 @@ def test_the_forger_of_the_bad_entries_makes_a_genuine_entry_when_it_changes_not
     assert len(calls) == 1 and capsys.readouterr().err == ""
 
 
-def test_through_the_command_line_a_run_records_the_examples_it_asked_for(golden_copy, tmp_path, monkeypatch,
-                                                                          capsys):
+def test_through_the_command_line_a_run_records_the_examples_it_asked_for(golden_copy, tmp_path, monkeypatch, capsys):
     """``harness run --laws-examples 2`` over a cache entry of its key re-sealed to say 100 examples (and then
     over one whose verdict is ``maybe``): the run records 2 examples, exit 0, the --debug note on stderr. Before,
     the run manifest recorded ``laws.examples = 100`` (which the ledger carries as evidence), and ``maybe``
@@ -152,8 +153,20 @@ def test_through_the_command_line_a_run_records_the_examples_it_asked_for(golden
     cache = tmp_path / "cache"
     monkeypatch.setenv("HARNESS_LAWS_CACHE", str(cache))
     monkeypatch.setattr(laws_gate, "_CACHE", {})
-    args = ("run", "--golden", str(golden_copy), "--model", "small", "--shapes", "2", "--arrangements", "1",
-            "--set", "packer.laws_examples=2", "--no-progress")
+    args = (
+        "run",
+        "--golden",
+        str(golden_copy),
+        "--model",
+        "small",
+        "--shapes",
+        "2",
+        "--arrangements",
+        "1",
+        "--set",
+        "packer.laws_examples=2",
+        "--no-progress",
+    )
 
     def run(where: str) -> tuple[dict, str]:
         monkeypatch.setattr(laws_gate, "_CACHE", {})

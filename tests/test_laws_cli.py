@@ -48,7 +48,7 @@ def test_the_defective_external_packer_is_caught_with_a_minimal_example(capsys, 
     summary = out.split("\n\n")[0]
     for law in ("well-formed", "round-trip", "own-samples", "rebased-inside", "per-window-function"):
         assert any(line.split()[0] == law and "BROKEN" in line for line in summary.splitlines()[1:]), summary
-    section = out[out.index("law round-trip BROKEN"):]
+    section = out[out.index("law round-trip BROKEN") :]
     section = section[: section.index("\n\n")]
     assert "minimal block set: 2 block(s), OP" in section
     assert "request the packer produced:" in section and "layout: b0 SPAN[0:" in section
@@ -63,15 +63,22 @@ def test_a_python_callable_packer(capsys, monkeypatch):
     assert code == 1 and "law own-samples BROKEN" in out
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--packer-cmd", "/nonexistent/engine-packer"], "packer '/nonexistent/engine-packer': cannot start"),
-    (["--packer-cmd", f"{PY} -c 'import sys; sys.stdin.buffer.read(4); sys.exit(3)'"],
-     "exited with status 3 before answering the hello handshake"),  # wire protocol 2 starts with a handshake
-    (["--packer-cmd", f"{PY} {ROOT / 'tests' / 'protocol_packer.py'} --mode hang-after", "--timeout", "1"],
-     "did not answer a pack request of 1 OP 0 block(s) ['smoke'] within 1 s; killed"),
-    (["--packer", "no_such_module_xyz:pack"], "--packer 'no_such_module_xyz:pack': cannot import"),
-    (["--packer", "harness.packers.packing:pack", "--packer-cmd", EXAMPLE], "give one packer, not both"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--packer-cmd", "/nonexistent/engine-packer"], "packer '/nonexistent/engine-packer': cannot start"),
+        (
+            ["--packer-cmd", f"{PY} -c 'import sys; sys.stdin.buffer.read(4); sys.exit(3)'"],
+            "exited with status 3 before answering the hello handshake",
+        ),  # wire protocol 2 starts with a handshake
+        (
+            ["--packer-cmd", f"{PY} {ROOT / 'tests' / 'protocol_packer.py'} --mode hang-after", "--timeout", "1"],
+            "did not answer a pack request of 1 OP 0 block(s) ['smoke'] within 1 s; killed",
+        ),
+        (["--packer", "no_such_module_xyz:pack"], "--packer 'no_such_module_xyz:pack': cannot import"),
+        (["--packer", "harness.packers.packing:pack", "--packer-cmd", EXAMPLE], "give one packer, not both"),
+    ],
+)
 def test_a_packer_that_cannot_be_run_is_one_line_with_status_2(capsys, monkeypatch, args, words):
     code, out, err = run(capsys, monkeypatch, *args)
     lines = [line for line in err.splitlines() if line.strip()]
@@ -114,8 +121,9 @@ def test_the_laws_pack_64_blocks_whatever_examples_is(capsys, monkeypatch, examp
     assert max(p or 0 for _, p in recording_packer.SEEN) >= 64
 
 
-@pytest.mark.parametrize("mode,request_", [("die-every-3rd", "an unpack request of "),
-                                           ("die-3rd-pack", "a pack request of ")])
+@pytest.mark.parametrize(
+    "mode,request_", [("die-every-3rd", "an unpack request of "), ("die-3rd-pack", "a pack request of ")]
+)
 def test_a_packer_that_crashes_during_the_laws_is_exit_2_naming_the_request(capsys, monkeypatch, mode, request_):
     """A crash is not a law's "minimal counterexample of 1 block" (exit 1), but the packer's failure."""
     code, out, err = run(capsys, monkeypatch, "--packer-cmd", f"{MISBEHAVING} {mode}")
@@ -136,8 +144,14 @@ def test_harness_laws_leaves_no_hypothesis_folder_in_the_working_folder(tmp_path
     env.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "laws", "--examples", "2"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "laws", "--examples", "2"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert list(work.iterdir()) == []  # nothing made where the user stands
     assert (tmp_path / "cache" / "diar-lane-harness" / "hypothesis").is_dir()

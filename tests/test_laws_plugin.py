@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-THEIR_TESTS = textwrap.dedent('''
+THEIR_TESTS = textwrap.dedent("""
     import sys
 
     from harness.laws import LAW_GEOMETRY
@@ -42,15 +42,19 @@ THEIR_TESTS = textwrap.dedent('''
 
     def test_fixture_fails_a_bad_packer(check_packer_laws):
         check_packer_laws(CallablePacker("harness.laws.law_controls:leaky_packer", LAW_GEOMETRY))
-''')
+""")
 
 
 def test_another_projects_pytest_judges_its_packers_with_the_kit(tmp_path):
-    (tmp_path / "test_their_packer.py").write_text(
-        THEIR_TESTS.replace("{EXAMPLES}", str(ROOT / "examples")))
+    (tmp_path / "test_their_packer.py").write_text(THEIR_TESTS.replace("{EXAMPLES}", str(ROOT / "examples")))
     (tmp_path / "pytest.ini").write_text("[pytest]\npacker_laws_examples = 12\n")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", str(tmp_path)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = result.stdout
     assert result.returncode == 1, out + result.stderr  # 1: tests failed (not 2-4: a usage or plugin error)
     failed = {line.split("::")[-1].split(" ")[0] for line in out.splitlines() if line.startswith("FAILED")}

@@ -46,10 +46,13 @@ REACHES = {
     ("reports", "harness.judging.judges"): "the checks' one-line rendering, the noise floors' figures in words",
     ("reports", "harness.ledger.margins"): "the margins' trends over nights, computed in the core from the history",
     ("reports", "harness.evidence.registry"): "every kind of evidence renders through one path: its section, its "
-                                              "JUnit properties",
+    "JUnit properties",
 }
-WHY = {"data": "the data layer sits at the bottom", "golden": "golden only stores and loads",
-       "reports": "reports render; they never judge or run"}
+WHY = {
+    "data": "the data layer sits at the bottom",
+    "golden": "golden only stores and loads",
+    "reports": "reports render; they never judge or run",
+}
 
 
 def layer(module: str) -> str:
@@ -128,7 +131,9 @@ def test_the_check_sees_the_data_layer_reach_up():
     fake = ROOT / "harness" / "data" / "_layering_probe_data.py"
     fake.write_text("from harness.packers.packing import pack\n")
     try:
-        assert any("data layer harness.data._layering_probe_data imports harness.packers.packing" in v for v in violations())
+        assert any(
+            "data layer harness.data._layering_probe_data imports harness.packers.packing" in v for v in violations()
+        )
     finally:
         fake.unlink()
 
@@ -145,8 +150,11 @@ def test_the_check_sees_a_violation(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_module_over_400_lines(package):
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / package).rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 400}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / package).rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 400
+    }
     assert long == {}
 
 
@@ -241,9 +249,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def folder_cycles(graph: dict[str, set[str]]) -> list[str]:
     """Every import cycle that joins modules of different folders, in one line each."""
-    return [f"{', '.join(c)} import each other across folders {sorted({folder_of(m) for m in c})}: a type or a "
-            "function lives in the wrong file (move it where both can import it)"
-            for c in cycles(graph) if len({folder_of(m) for m in c}) > 1]
+    return [
+        f"{', '.join(c)} import each other across folders {sorted({folder_of(m) for m in c})}: a type or a "
+        "function lives in the wrong file (move it where both can import it)"
+        for c in cycles(graph)
+        if len({folder_of(m) for m in c}) > 1
+    ]
 
 
 def test_no_cycle_joins_files_of_different_folders():
@@ -252,7 +263,11 @@ def test_no_cycle_joins_files_of_different_folders():
 
 def test_the_cycle_check_sees_a_cycle_across_folders():
     """Negative control: a cycle through two folders is caught, one within a folder is not."""
-    graph = {"harness.ledger.a": {"harness.evidence.b"}, "harness.evidence.b": {"harness.ledger.a"},
-             "harness.ledger.c": {"harness.ledger.d"}, "harness.ledger.d": {"harness.ledger.c"}}
+    graph = {
+        "harness.ledger.a": {"harness.evidence.b"},
+        "harness.evidence.b": {"harness.ledger.a"},
+        "harness.ledger.c": {"harness.ledger.d"},
+        "harness.ledger.d": {"harness.ledger.c"},
+    }
     found = folder_cycles(graph)
     assert len(found) == 1 and found[0].startswith("harness.evidence.b, harness.ledger.a import each other"), found

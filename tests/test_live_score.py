@@ -39,8 +39,13 @@ SHAPES = (2, 3)  # the lanes' group is lcm = 6 blocks; the tests cut score batch
 
 
 def config_for(mode: str) -> ReleaseConfig:
-    return ReleaseConfig(name="live", model=ModelSpec(NOISY), candidates=SHAPES, voiceprint_inputs=mode,
-                         evidence=EvidenceSection(arrangements=3, repeats=2))
+    return ReleaseConfig(
+        name="live",
+        model=ModelSpec(NOISY),
+        candidates=SHAPES,
+        voiceprint_inputs=mode,
+        evidence=EvidenceSection(arrangements=3, repeats=2),
+    )
 
 
 _WORLDS: dict[str, dict] = {}
@@ -48,8 +53,14 @@ _WORLDS: dict[str, dict] = {}
 
 def quiet_job(cfg: ReleaseConfig, golden: Path, out: Path) -> NightlyJob:
     """A nightly of ``cfg`` without progress, localisation, promotion nor packing laws (not what is compared)."""
-    return NightlyJob(cfg.with_overrides(packer=PackerSection(laws_examples=0)), golden, out, progress=False,
-                      localise=False, no_promote=True)
+    return NightlyJob(
+        cfg.with_overrides(packer=PackerSection(laws_examples=0)),
+        golden,
+        out,
+        progress=False,
+        localise=False,
+        no_promote=True,
+    )
 
 
 def make_world(mode: str, tmp_path_factory) -> dict:
@@ -81,12 +92,19 @@ def _world(mode: str, tmp_path_factory) -> dict:
 
         def no_post_hoc(*_a, **_k):
             raise AssertionError("the nightly scored post-hoc")
+
         mp.setattr(nightly_module, "score_run", no_post_hoc)
         outcome = nightly(quiet_job(cfg, golden.path, tmp / "out"), backend)
     finally:
         mp.undo()
-    return {"tmp": tmp, "cfg": cfg, "golden": golden, "backend": backend, "outcome": outcome,
-            "run": load_run(outcome.paths["run"])}
+    return {
+        "tmp": tmp,
+        "cfg": cfg,
+        "golden": golden,
+        "backend": backend,
+        "outcome": outcome,
+        "run": load_run(outcome.paths["run"]),
+    }
 
 
 def unsealed(text: str) -> str:
@@ -150,7 +168,8 @@ def test_groups_of_any_size_are_cut_into_the_post_hoc_batches(world, tmp_path, m
         live.abort()
     assert live.dropped is None
     assert unsealed(write_score(tmp_path / "live.json", score).read_text()) == unsealed(
-        post_hoc_text(world, tmp_path / "post.json"))
+        post_hoc_text(world, tmp_path / "post.json")
+    )
 
 
 def test_live_batches_cut_otherwise_give_the_same_file_and_one_ulp_more_another(world, tmp_path, monkeypatch):
@@ -181,8 +200,9 @@ def test_live_batches_cut_otherwise_give_the_same_file_and_one_ulp_more_another(
             if not done and lane == "k2":
                 logprobs = batch.segmentation.logprobs.copy()
                 logprobs[0, 0, 0, 0] = np.nextafter(logprobs[0, 0, 0, 0], np.float32(np.inf))
-                batch = dataclasses.replace(batch, segmentation=dataclasses.replace(batch.segmentation,
-                                                                                    logprobs=logprobs))
+                batch = dataclasses.replace(
+                    batch, segmentation=dataclasses.replace(batch.segmentation, logprobs=logprobs)
+                )
                 done = True
             yield lane, batch
 
@@ -201,7 +221,8 @@ def test_groups_out_of_golden_order_fall_back_to_post_hoc_scoring(world, tmp_pat
         live.abort()
     assert live.dropped is not None and "out of golden order" in live.dropped and calls == [1]
     assert unsealed(write_score(tmp_path / "live.json", score).read_text()) == unsealed(
-        post_hoc_text(world, tmp_path / "post.json"))
+        post_hoc_text(world, tmp_path / "post.json")
+    )
 
 
 def test_a_live_score_of_other_blocks_than_the_run_holds_is_refused(world):
@@ -227,6 +248,7 @@ def test_the_run_is_checked_against_the_golden_before_the_live_score_is_used(wor
     def refuse(golden, run, lanes):
         seen.append((run.run_id, list(lanes)))
         raise ScoringError("injected: not comparable")
+
     monkeypatch.setattr(score_module, "check_comparable", refuse)
     out = tmp_path / "out"
     with pytest.raises(ScoringError, match="injected: not comparable"):
@@ -239,6 +261,7 @@ def test_the_run_is_checked_against_the_golden_before_the_live_score_is_used(wor
 def test_a_failing_live_scorer_fails_the_nightly_leaving_no_thread_and_no_score(world, tmp_path, monkeypatch):
     def broken(self, gold, lanes):
         raise ScoringError("injected: the scorer broke")
+
     monkeypatch.setattr(score_module.Scoring, "add", broken)
     out = tmp_path / "out"
     with pytest.raises(ScoringError, match="injected: the scorer broke") as caught:
@@ -283,14 +306,16 @@ def test_the_golden_rows_of_each_next_batch_are_read_while_the_lanes_run(tmp_pat
         def write(self, batch):
             ids = batch.segmentation.block_ids
             for at in range(0, len(ids), 2):
-                super().write(batch.select(ids[at:at + 2]))
+                super().write(batch.select(ids[at : at + 2]))
 
-    monkeypatch.setattr(record_module, "new_lane_writer", lambda d, g, ops: TwoBlockGroups(d, g, ops, decisions=True,
-                                                                                         group_blocks=2))
+    monkeypatch.setattr(
+        record_module, "new_lane_writer", lambda d, g, ops: TwoBlockGroups(d, g, ops, decisions=True, group_blocks=2)
+    )
     backend = InProcessBackend(load_model(NOISY), NumericSettings())
     cfg = config_for("isolated")
-    golden, _ = record_golden(tmp_path / "goldens", "ahead", synth_corpus(backend.geometry, BLOCKS).rows(),
-                              backend, cfg)
+    golden, _ = record_golden(
+        tmp_path / "goldens", "ahead", synth_corpus(backend.geometry, BLOCKS).rows(), backend, cfg
+    )
     assert golden.outputs().groups == BLOCKS // 2
     reads: list[tuple[str, str]] = []  # (how, thread) of every row group the live scorer read
     how = threading.local()
@@ -315,10 +340,12 @@ def test_the_golden_rows_of_each_next_batch_are_read_while_the_lanes_run(tmp_pat
     live = [h for h, thread in reads if thread == "live-score"]
     assert live == ["select"] + ["ahead"] * (BLOCKS // 2 - 1), (
         f"the live scorer read its golden row groups as {live}: expected the first batch when scored, every "
-        "later one ahead (LiveScore._read_ahead)")
+        "later one ahead (LiveScore._read_ahead)"
+    )
     monkeypatch.undo()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(score_module, "BATCH_BLOCKS", 2)
         post = score_run(golden, load_run(outcome.paths["run"]), cfg.tolerances)
     assert unsealed((tmp_path / "out" / "score.json").read_text()) == unsealed(
-        write_score(tmp_path / "post.json", post).read_text())
+        write_score(tmp_path / "post.json", post).read_text()
+    )

@@ -27,15 +27,26 @@ from tests.pipeline import pipeline
 
 
 def _verdict(op: int, passed: bool) -> OpVerdict:
-    return OpVerdict.model_validate({"op": op, "shape": 2, "passed": passed,
-                                     "reasons": [] if passed else [f"OP {op} max_abs: 0.01 > 0.0001 allowed"],
-                                     "checks": [], "metrics": {}, "limits": {}, "failing": [], "distribution": []})
+    return OpVerdict.model_validate(
+        {
+            "op": op,
+            "shape": 2,
+            "passed": passed,
+            "reasons": [] if passed else [f"OP {op} max_abs: 0.01 > 0.0001 allowed"],
+            "checks": [],
+            "metrics": {},
+            "limits": {},
+            "failing": [],
+            "distribution": [],
+        }
+    )
 
 
 def _point(c: int, p99_s: float, blocks_per_s: float, ok: bool = True):
     # wall chosen so that blocks / wall is the wanted throughput (8 blocks)
-    return load_point(2, c, PointTraffic([p99_s / 2, p99_s], 8 / blocks_per_s, 8, 2, 2),
-                      [_verdict(0, ok), _verdict(1, True)], None)
+    return load_point(
+        2, c, PointTraffic([p99_s / 2, p99_s], 8 / blocks_per_s, 8, 2, 2), [_verdict(0, ok), _verdict(1, True)], None
+    )
 
 
 def test_nearest_rank_is_an_observed_value():
@@ -45,8 +56,13 @@ def test_nearest_rank_is_an_observed_value():
 
 
 def test_point_figures_and_per_request_server_times():
-    stats = ServerStats(requests=4, queue_ns=8_000_000, compute_input_ns=1_000_000, compute_infer_ns=10_000_000,
-                        compute_output_ns=1_000_000)
+    stats = ServerStats(
+        requests=4,
+        queue_ns=8_000_000,
+        compute_input_ns=1_000_000,
+        compute_infer_ns=10_000_000,
+        compute_output_ns=1_000_000,
+    )
     p = load_point(4, 2, PointTraffic([0.010, 0.020, 0.030, 0.040], 2.0, 16, 4, 4), [_verdict(0, True)], stats)
     assert (p.p50_ms, p.p99_ms, p.blocks_per_s) == pytest.approx((20.0, 40.0, 8.0))
     assert (p.queue_ms, p.compute_ms) == pytest.approx((2.0, 3.0))
@@ -61,10 +77,13 @@ def test_a_point_with_a_failing_op_or_an_unchecked_response_is_not_accurate():
 
 
 def test_budget_picks_the_fastest_accurate_point_of_a_passing_shape_within_it():
-    shapes = {"2": ShapeLoad(shape=2, points=[_point(1, 0.010, 100), _point(2, 0.015, 180),
-                                              _point(4, 0.030, 300)]),  # over the budget
-              "4": ShapeLoad(shape=4, points=[_point(1, 0.012, 150), _point(2, 0.018, 400, ok=False)]),  # not accurate
-              "8": ShapeLoad(shape=8, points=[_point(1, 0.005, 900)])}  # not eligible: its shape failed
+    shapes = {
+        "2": ShapeLoad(
+            shape=2, points=[_point(1, 0.010, 100), _point(2, 0.015, 180), _point(4, 0.030, 300)]
+        ),  # over the budget
+        "4": ShapeLoad(shape=4, points=[_point(1, 0.012, 150), _point(2, 0.018, 400, ok=False)]),  # not accurate
+        "8": ShapeLoad(shape=8, points=[_point(1, 0.005, 900)]),
+    }  # not eligible: its shape failed
     meets, best = budget_pick(shapes, 20.0, ["2", "4"])
     assert best is not None and (best.shape, best.concurrency) == (2, 2) and best.p99_ms == pytest.approx(15.0)
     assert {(m.shape, m.concurrency) for m in meets} == {(2, 1), (2, 2), (4, 1)}
@@ -76,13 +95,26 @@ def test_budget_picks_the_fastest_accurate_point_of_a_passing_shape_within_it():
 
 
 def test_stats_parse_and_difference():
-    answer = {"model_stats": [{"name": "diar_nn_g", "version": "1", "inference_stats": {
-        "success": {"count": 7, "ns": 1}, "queue": {"count": 7, "ns": 70}, "compute_input": {"count": 7, "ns": 7},
-        "compute_infer": {"count": 7, "ns": 700}, "compute_output": {"count": 7, "ns": 14}}}]}
+    answer = {
+        "model_stats": [
+            {
+                "name": "diar_nn_g",
+                "version": "1",
+                "inference_stats": {
+                    "success": {"count": 7, "ns": 1},
+                    "queue": {"count": 7, "ns": 70},
+                    "compute_input": {"count": 7, "ns": 7},
+                    "compute_infer": {"count": 7, "ns": 700},
+                    "compute_output": {"count": 7, "ns": 14},
+                },
+            }
+        ]
+    }
     after = parse_stats(answer, "diar_nn_g", "here")
     before = ServerStats(requests=2, queue_ns=20, compute_input_ns=2, compute_infer_ns=200, compute_output_ns=4)
-    assert difference(before, after, "here") == ServerStats(requests=5, queue_ns=50, compute_input_ns=5,
-                                                            compute_infer_ns=500, compute_output_ns=10)
+    assert difference(before, after, "here") == ServerStats(
+        requests=5, queue_ns=50, compute_input_ns=5, compute_infer_ns=500, compute_output_ns=10
+    )
     with pytest.raises(HarnessError, match="went down .*restarted"):
         difference(after, before, "here")
     with pytest.raises(HarnessError, match="no model 'other'"):

@@ -33,16 +33,45 @@ from reports.junit import write_junit
 from reports.plots import MarginLine, margins_svg
 from reports.signoff import ReportContext, write_report
 
-BASE = {"created": "2026-12-01T00:00:00+00:00", "run_id": "r", "release": "rel", "golden_id": "rel@0123456789ab",
-        "fingerprint": "f", "device_kind": "cpu", "numerics_profile": "np-1", "packer_identity": "harness/1",
-        "limit": "max_abs", "ok": True, "verdict": "pass"}
+BASE = {
+    "created": "2026-12-01T00:00:00+00:00",
+    "run_id": "r",
+    "release": "rel",
+    "golden_id": "rel@0123456789ab",
+    "fingerprint": "f",
+    "device_kind": "cpu",
+    "numerics_profile": "np-1",
+    "packer_identity": "harness/1",
+    "limit": "max_abs",
+    "ok": True,
+    "verdict": "pass",
+}
 
 
-def row(seq: int, observed: float | None, allowed: float = 1e-4, *, shape: int = 4, op: int = 0,
-        metric: str = "max_abs", **kw) -> HistoryRow:
+def row(
+    seq: int,
+    observed: float | None,
+    allowed: float = 1e-4,
+    *,
+    shape: int = 4,
+    op: int = 0,
+    metric: str = "max_abs",
+    **kw,
+) -> HistoryRow:
     margin = margin_of(observed, "<=", allowed)
-    return HistoryRow(**{**BASE, **kw, "seq": seq, "shape": shape, "op": op, "metric": metric,
-                         "observed": observed, "allowed": allowed, "margin": margin})
+    return HistoryRow(
+        **{
+            **BASE,
+            **kw,
+            "seq": seq,
+            "shape": shape,
+            "op": op,
+            "metric": metric,
+            "observed": observed,
+            "allowed": allowed,
+            "margin": margin,
+        }
+    )
 
 
 def nights(margins: list[float], allowed: float = 1e-4, **kw) -> list[HistoryRow]:
@@ -59,8 +88,10 @@ DEFAULTS = HistorySection()
 
 def test_a_creeping_margin_warns_in_one_line_saying_how_far_and_how_near():
     view = margins_view(nights(CREEP), DEFAULTS)
-    assert view.warnings == ["k=4 OP 0 max_abs: margin 0.02 -> 0.80 over 10 nights (x40, over the x4.0 allowed); "
-                             "0.80 of its limit (warned from 0.80)"]
+    assert view.warnings == [
+        "k=4 OP 0 max_abs: margin 0.02 -> 0.80 over 10 nights (x40, over the x4.0 allowed); "
+        "0.80 of its limit (warned from 0.80)"
+    ]
     (t,) = view.trends
     assert (t.first, t.max, t.shrank, t.near) == (pytest.approx(0.02), pytest.approx(0.8), True, True)
 
@@ -115,8 +146,10 @@ def test_a_series_under_near_limit_growing_no_more_than_the_factor_never_warns(m
     assert margins_view(nights(ms), DEFAULTS).warnings == []
 
 
-@given(st.lists(st.floats(min_value=0.0, max_value=2.0, allow_nan=False), min_size=1, max_size=12),
-       st.floats(min_value=1e-3, max_value=1e3))
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=2.0, allow_nan=False), min_size=1, max_size=12),
+    st.floats(min_value=1e-3, max_value=1e3),
+)
 def test_scaling_observed_and_allowed_together_leaves_the_margins_unchanged(ms, scale):
     base = margins_view(nights(ms, 1e-4), DEFAULTS)
     scaled = margins_view(nights(ms, 1e-4 * scale), DEFAULTS)
@@ -127,8 +160,11 @@ def test_scaling_observed_and_allowed_together_leaves_the_margins_unchanged(ms, 
 def test_the_history_table_is_validated_and_settable_from_the_command_line():
     cfg = load_config(None, [parse_set("history.fail_on_warning=true"), parse_set("history.nights=5")])
     assert cfg.history.fail_on_warning is True and cfg.history.nights == 5
-    for bad, what in (("history.shrink_factor=0.5", "shrink_factor"), ("history.near_limit=1.5", "near_limit"),
-                      ("history.nigths=3", "nigths")):
+    for bad, what in (
+        ("history.shrink_factor=0.5", "shrink_factor"),
+        ("history.near_limit=1.5", "near_limit"),
+        ("history.nigths=3", "nigths"),
+    ):
         with pytest.raises(ConfigError, match=what):
             load_config(None, [parse_set(bad)])
 
@@ -138,8 +174,14 @@ def test_the_history_table_is_validated_and_settable_from_the_command_line():
 
 
 def test_the_plot_draws_one_line_per_series_and_the_warned_one_red():
-    svg = margins_svg(0, [MarginLine("k=4 max_abs", tuple((i, m) for i, m in enumerate(CREEP)), True),
-                          MarginLine("k=2 max_abs", ((0, 0.1), (1, None), (2, 0.1)), False)], 0.8)
+    svg = margins_svg(
+        0,
+        [
+            MarginLine("k=4 max_abs", tuple((i, m) for i, m in enumerate(CREEP)), True),
+            MarginLine("k=2 max_abs", ((0, 0.1), (1, None), (2, 0.1)), False),
+        ],
+        0.8,
+    )
     assert svg.count("<polyline") == 2 and 'stroke="#cf222e" stroke-width="1.5"' in svg
     assert "WARNING k=4 max_abs" in svg and "k=2 max_abs" in svg and "url(" not in svg
 
@@ -152,7 +194,8 @@ def test_the_summary_lists_warnings_before_it_and_fails_only_with_fail_on_warnin
     text, code = with_warnings(line, EXIT_PASS, view.warnings, True)
     assert code == EXIT_FAIL and text.splitlines()[-1] == (
         "FAIL: the verdicts held (2 shapes promoted (k=2,4), golden reproduced bitwise) but 1 warning "
-        "failed the nightly (history.fail_on_warning = true)")
+        "failed the nightly (history.fail_on_warning = true)"
+    )
     steady = margins_view(nights([0.1] * 10), DEFAULTS)
     assert with_warnings(line, EXIT_PASS, steady.warnings, True) == (line, EXIT_PASS)
     assert with_warnings("FAIL: x", EXIT_FAIL, view.warnings, True)[1] == EXIT_FAIL  # a failed verdict stays the reason
@@ -164,8 +207,13 @@ def test_the_summary_lists_warnings_before_it_and_fails_only_with_fail_on_warnin
 
 def _config(**history) -> ReleaseConfig:
     # one arrangement (CI time): the margins' history is the subject, not the arrangements' evidence
-    return ReleaseConfig(name="small-rel", model=ModelSpec("small"), candidates=(2, 4),
-                         history=HistorySection(**history), evidence=EvidenceSection(arrangements=1))
+    return ReleaseConfig(
+        name="small-rel",
+        model=ModelSpec("small"),
+        candidates=(2, 4),
+        history=HistorySection(**history),
+        evidence=EvidenceSection(arrangements=1),
+    )
 
 
 def _forge_nights(ledger: Path, manifest: Path, template: list[HistoryRow], margins: list[float | None]) -> None:
@@ -178,8 +226,17 @@ def _forge_nights(ledger: Path, manifest: Path, template: list[HistoryRow], marg
 
         def update(book, run_id=run_id, digest=digest):
             seq = book.seq + 1
-            entries = {key: e.model_copy(update={"history": [*e.history, e.history[-1].model_copy(
-                update={"seq": seq, "run_id": run_id, "score_digest": digest})]}) for key, e in book.entries.items()}
+            entries = {
+                key: e.model_copy(
+                    update={
+                        "history": [
+                            *e.history,
+                            e.history[-1].model_copy(update={"seq": seq, "run_id": run_id, "score_digest": digest}),
+                        ]
+                    }
+                )
+                for key, e in book.entries.items()
+            }
             return sealed_ledger(seq, book.updated, entries), None
 
         def rows(seq, m=m, run_id=run_id, digest=digest):
@@ -227,16 +284,35 @@ def test_ten_nights_of_a_shrinking_margin_warn_in_report_junit_and_summary(tmp_p
     assert (tmp_path / "n11" / "summary.txt").read_text().strip() == night.summary
 
     # the same through the command line, the key set with --set (no flag of its own): exit 1, said last
-    cmd = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden_copy), "--out", str(tmp_path / "n12"),
-           "--model", "small", "--set", "shapes.candidates=[2, 4]", "--set", "history.fail_on_warning=true",
-           "--no-progress", "--no-localise"]
-    failed = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            timeout=600)
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "nightly",
+        "--golden",
+        str(golden_copy),
+        "--out",
+        str(tmp_path / "n12"),
+        "--model",
+        "small",
+        "--set",
+        "shapes.candidates=[2, 4]",
+        "--set",
+        "history.fail_on_warning=true",
+        "--no-progress",
+        "--no-localise",
+    ]
+    failed = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600
+    )
     out = failed.stdout.strip().splitlines()
     assert failed.returncode == EXIT_FAIL, failed.stdout + failed.stderr
     assert out[-1].startswith("FAIL: the verdicts held (2 shapes promoted (k=2,4)") and out[-1].endswith(
-        ("warning failed the nightly (history.fail_on_warning = true)",
-         "warnings failed the nightly (history.fail_on_warning = true)")), out
+        (
+            "warning failed the nightly (history.fail_on_warning = true)",
+            "warnings failed the nightly (history.fail_on_warning = true)",
+        )
+    ), out
     assert out[-2].startswith("warning: k=4 OP 0 flip_rate_upper95: margin "), out
 
 
@@ -244,8 +320,10 @@ def test_ten_steady_nights_raise_no_warning(tmp_path, golden_copy, backend):
     first = nightly(NightlyJob(_config(), golden_copy, tmp_path / "n1", progress=False, localise=False), backend)
     ledger, manifest = first.paths["ledger"], first.paths["promoted"]
     _forge_nights(ledger, manifest, read_history(ledger), [None] * 8)
-    night = nightly(NightlyJob(_config(fail_on_warning=True), golden_copy, tmp_path / "n10", progress=False,
-                               localise=False), backend)
+    night = nightly(
+        NightlyJob(_config(fail_on_warning=True), golden_copy, tmp_path / "n10", progress=False, localise=False),
+        backend,
+    )
     assert night.exit_code == EXIT_PASS and "warning:" not in night.summary, night.summary
     md = night.paths["md"].read_text()
     assert "## Margins over the last 10 nights" in md and "- no margin warning" in md
@@ -254,8 +332,9 @@ def test_ten_steady_nights_raise_no_warning(tmp_path, golden_copy, backend):
 
 def test_a_report_without_a_history_has_no_margins_section(tmp_path, golden_copy, backend):
     """--no-promote reads no ledger, so no history: the report has no margins section."""
-    night = nightly(NightlyJob(_config(), golden_copy, tmp_path / "o", progress=False, localise=False, no_promote=True),
-                    backend)
+    night = nightly(
+        NightlyJob(_config(), golden_copy, tmp_path / "o", progress=False, localise=False, no_promote=True), backend
+    )
     assert "Margins" not in night.paths["md"].read_text() and "margins" not in night.paths["json"].read_text()
     write_report(tmp_path / "r", night.score, ReportContext(margins=margins_view(nights(CREEP), DEFAULTS)))
     write_junit(tmp_path / "j.xml", night.score, None, margins_view(nights(CREEP), DEFAULTS))

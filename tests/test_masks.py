@@ -20,8 +20,7 @@ def logprobs_for(classes: np.ndarray) -> np.ndarray:
     return lp
 
 
-@given(st.lists(st.integers(0, 6), min_size=80, max_size=80), st.lists(st.integers(0, 1000), min_size=4,
-                                                                       max_size=4))
+@given(st.lists(st.integers(0, 6), min_size=80, max_size=80), st.lists(st.integers(0, 1000), min_size=4, max_size=4))
 def test_rows_follow_the_activity(classes, valid):
     classes = np.array(classes).reshape(4, 20)
     valid = np.array(valid, dtype=np.int32)
@@ -89,8 +88,11 @@ def reference_rows(logprobs, valid, op, geometry, policy):
     return weights[windows, :, speakers].astype(np.float32), windows, speakers
 
 
-@given(st.lists(st.integers(0, 6), min_size=80, max_size=80), st.lists(st.integers(0, 1000), min_size=4,
-                                                                       max_size=4), st.integers(1, 12))
+@given(
+    st.lists(st.integers(0, 6), min_size=80, max_size=80),
+    st.lists(st.integers(0, 1000), min_size=4, max_size=4),
+    st.integers(1, 12),
+)
 def test_rows_by_class_lookup_equal_the_obvious_computation(classes, valid, minimum):
     lp = logprobs_for(np.array(classes).reshape(4, 20))
     valid = np.array(valid, dtype=np.int32)

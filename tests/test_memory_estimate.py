@@ -38,6 +38,7 @@ def test_largest_request_blocks():
 def available(monkeypatch):
     def set_to(n: int) -> None:
         monkeypatch.setattr(memory, "available_bytes", lambda device: n)
+
     return set_to
 
 

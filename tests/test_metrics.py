@@ -42,8 +42,24 @@ def test_ulp_across_zero_and_signed_zero():
 
 BACKENDS = {"compiled": metrics.row_diff, "numpy": metrics.row_diff_numpy}
 
-SPECIAL = np.array([0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38, -1.1754942e-38, 1.0, -1.0, 3.4028235e38,
-                    -3.4028235e38, np.inf, -np.inf, np.nan], dtype=np.float32)
+SPECIAL = np.array(
+    [
+        0.0,
+        -0.0,
+        1e-45,
+        -1e-45,
+        1.1754942e-38,
+        -1.1754942e-38,
+        1.0,
+        -1.0,
+        3.4028235e38,
+        -3.4028235e38,
+        np.inf,
+        -np.inf,
+        np.nan,
+    ],
+    dtype=np.float32,
+)
 
 
 def reference_row_diff(a: np.ndarray, b: np.ndarray) -> dict:
@@ -194,8 +210,13 @@ def test_row_diff_uses_the_compiled_loop_when_numba_is_there():
 # --- the golden's per-frame decisions ------------------------------------------------------
 
 
-@given(hnp.arrays(np.float32, st.tuples(st.integers(0, 300), st.integers(1, 9)),
-                  elements=st.sampled_from(SPECIAL.tolist()) | st.floats(-5, 0, width=32)))
+@given(
+    hnp.arrays(
+        np.float32,
+        st.tuples(st.integers(0, 300), st.integers(1, 9)),
+        elements=st.sampled_from(SPECIAL.tolist()) | st.floats(-5, 0, width=32),
+    )
+)
 def test_top_two_compiled_equals_the_numpy_recurrence(frames):
     argmax, margin = metrics.top_two(frames)
     ref_argmax, ref_margin = metrics.top_two_numpy(frames)

@@ -34,8 +34,13 @@ def test_another_seed_gives_another_fingerprint():
 
 def test_full_geometry_matches_the_release_numbers():
     g = CONFIGS["full"].geometry()
-    assert (g.window_samples, g.frames_per_window, g.frame_step, g.classes, g.embedding_dim) == (160_000, 589, 270, 7,
-                                                                                                 256)
+    assert (g.window_samples, g.frames_per_window, g.frame_step, g.classes, g.embedding_dim) == (
+        160_000,
+        589,
+        270,
+        7,
+        256,
+    )
     vp = CONFIGS["full"].voiceprint
     assert vp.fbank_frames(160_000) == 998 and vp.trunk_frames(160_000) == 125 and vp.trunk_bins() == 10
     assert g.powerset.tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [1, 0, 1], [0, 1, 1]]
@@ -45,8 +50,12 @@ def test_full_segmentation_network_gives_589_frames_per_10_s_window():
     model = DiarNNG("full")
     n = model.geometry.window_samples
     span = (0.05 * np.sin(np.arange(n + 7 * 1000) / 13.0)).astype(np.float32)
-    req = {ops.SPAN: span, ops.OFFSETS: np.arange(8, dtype=np.int64) * 1000, ops.VALID: np.full(8, n, np.int32),
-           ops.OP: np.array([0], np.int32)}
+    req = {
+        ops.SPAN: span,
+        ops.OFFSETS: np.arange(8, dtype=np.int64) * 1000,
+        ops.VALID: np.full(8, n, np.int32),
+        ops.OP: np.array([0], np.int32),
+    }
     out = model.infer(req)[ops.SEGMENTATION_OUTPUT]
     assert out.shape == (8, 589, 7) and out.dtype == np.float32
     np.testing.assert_allclose(np.exp(out).sum(axis=-1), 1.0, rtol=1e-5)
@@ -105,8 +114,14 @@ def test_voiceprints_packed_vs_unpacked_are_close_on_this_cpu(small_model, small
 
 def test_model_refuses_a_malformed_request(small_model):
     with pytest.raises(BlockError, match="OP"):
-        small_model.infer({ops.SPAN: np.zeros(10, np.float32), ops.OFFSETS: np.zeros(1, np.int64),
-                           ops.VALID: np.zeros(1, np.int32), ops.OP: np.array([5], np.int32)})
+        small_model.infer(
+            {
+                ops.SPAN: np.zeros(10, np.float32),
+                ops.OFFSETS: np.zeros(1, np.int64),
+                ops.VALID: np.zeros(1, np.int32),
+                ops.OP: np.array([5], np.int32),
+            }
+        )
 
 
 def test_model_is_in_eval_mode_without_autograd(small_model, small_corpus):

@@ -88,8 +88,11 @@ def test_the_injected_middle_module_is_named_where_first_diverging_names_the_noi
     lstm = next(m for m in loc["2"]["0"]["modules"] if m["module"] == "segmentation.lstm")
     assert lstm["ratio"] > 25 and lstm["max_rel"] > 1e-4  # ~100 x the floor: the grown noise is far below
     # what the nightly writes validates against the localisation schema
-    validate(LocalisationFile, {"kind": "harness.localisation", "format": 1, "score_digest": p.score.digest,
-                                "shapes": loc}, "localisation.json")
+    validate(
+        LocalisationFile,
+        {"kind": "harness.localisation", "format": 1, "score_digest": p.score.digest, "shapes": loc},
+        "localisation.json",
+    )
 
 
 def _pack(model, n=2):
@@ -180,10 +183,12 @@ class TinyPlugin:
         torch.manual_seed(0)
         self.geometry = Geometry(window_samples=16_000, frames_per_window=50, frame_step=320, embedding_dim=4)
         g = self.geometry
-        self.seg = torch.nn.Sequential(torch.nn.Linear(g.frame_step, 16), torch.nn.Tanh(),
-                                       torch.nn.Linear(16, g.classes)).eval()
-        self.vp = torch.nn.Sequential(torch.nn.Linear(g.frame_step, 8), torch.nn.Tanh(),
-                                      torch.nn.Linear(8, g.embedding_dim)).eval()
+        self.seg = torch.nn.Sequential(
+            torch.nn.Linear(g.frame_step, 16), torch.nn.Tanh(), torch.nn.Linear(16, g.classes)
+        ).eval()
+        self.vp = torch.nn.Sequential(
+            torch.nn.Linear(g.frame_step, 8), torch.nn.Tanh(), torch.nn.Linear(8, g.embedding_dim)
+        ).eval()
         self.fingerprint, self.bump, self._packed = f"tiny-plugin-{bump}", bump, False
         self.seg[1].register_forward_hook(lambda m, a, out: out + self.bump if self._packed else None)
 
@@ -195,8 +200,9 @@ class TinyPlugin:
         g = self.geometry
         x = cut_windows(request["SPAN"], request["OFFSETS"], request["VALID"], g.window_samples)
         self._packed = x.shape[0] > g.windows_per_block
-        frames = torch.from_numpy(x[:, : g.frames_per_window * g.frame_step].reshape(x.shape[0], g.frames_per_window,
-                                                                                    g.frame_step))
+        frames = torch.from_numpy(
+            x[:, : g.frames_per_window * g.frame_step].reshape(x.shape[0], g.frames_per_window, g.frame_step)
+        )
         if int(np.asarray(request["OP"]).reshape(-1)[0]) == 0:
             return {"SEGMENTATION": torch.log_softmax(self.seg(frames), -1).numpy()}
         per_frame = self.vp(frames)  # [N, F, E]
@@ -234,8 +240,13 @@ def test_the_report_plots_error_over_floor_only_when_measured(tmp_path, control)
     assert [(line["shape"], line["op"]) for line in facts["lines"]] == [(2, 0), (2, 1), (2, 2)]
     assert all(math.isfinite(m["ratio"]) for line in facts["lines"] for m in line["modules"])
     # negative control: localisation without per-module figures (an older localisation.json): no section
-    old = {k: {op: {key: v for key, v in item.items() if key not in ("modules", "first_exceeding")}
-               for op, item in ops.items()} for k, ops in loc.items()}
+    old = {
+        k: {
+            op: {key: v for key, v in item.items() if key not in ("modules", "first_exceeding")}
+            for op, item in ops.items()
+        }
+        for k, ops in loc.items()
+    }
     paths = write_report(tmp_path / "without", p.score, ReportContext(localisation=old, promoted=False))
     assert 'id="module-errors"' not in paths["html"].read_text()
     assert "module_errors" not in json.loads(paths["json"].read_text())
@@ -250,8 +261,9 @@ def test_the_report_command_reads_a_localisation_file_with_module_errors(tmp_pat
 
     p, loc = control
     write_score(tmp_path / "score.json", p.score)
-    (tmp_path / "localisation.json").write_text(dumps({"kind": "harness.localisation", "format": 1,
-                                                       "score_digest": p.score.digest, "shapes": loc}))
+    (tmp_path / "localisation.json").write_text(
+        dumps({"kind": "harness.localisation", "format": 1, "score_digest": p.score.digest, "shapes": loc})
+    )
     report(tmp_path / "score.json", tmp_path / "report", None, None, None, tmp_path / "localisation.json")
     page = (tmp_path / "report" / "report.html").read_text()
     assert '<code class="first-exceeding">voiceprint.trunk.stages.2</code>' in page
@@ -261,20 +273,38 @@ def test_golden_record_says_in_one_line_when_a_model_has_no_modules_to_hook(caps
     from tests.cli_run import harness_cli
 
     monkeypatch.chdir(tmp_path)
-    code, out, _ = harness_cli(capsys, monkeypatch, "golden", "record", "--model", "lanes.null_model:small",
-                               "--release", "null", "--set", "corpus.blocks=2", "--no-progress")
+    code, out, _ = harness_cli(
+        capsys,
+        monkeypatch,
+        "golden",
+        "record",
+        "--model",
+        "lanes.null_model:small",
+        "--release",
+        "null",
+        "--set",
+        "corpus.blocks=2",
+        "--no-progress",
+    )
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.startswith("module noise floors not recorded: ")]
-    assert lines == ["module noise floors not recorded: the model exposes no torch modules to hook (torch_modules()); "
-                     "localisation will use one ulp of each scale"]
+    assert lines == [
+        "module noise floors not recorded: the model exposes no torch modules to hook (torch_modules()); "
+        "localisation will use one ulp of each scale"
+    ]
 
 
 def test_shard_goldens_merge_their_module_floors_worst_of():
     from harness.localisation.module_floors import merge_module_floors, skipped
 
     def part(block, max_abs, jitter):
-        return {"format": 1, "passes": 2, "seed": 0, "blocks": [block],
-                "ops": {"0": {"m": {"max_abs": max_abs, "max_rel": 0.0, "scale": 1.0, "jitter": jitter}}}}
+        return {
+            "format": 1,
+            "passes": 2,
+            "seed": 0,
+            "blocks": [block],
+            "ops": {"0": {"m": {"max_abs": max_abs, "max_rel": 0.0, "scale": 1.0, "jitter": jitter}}},
+        }
 
     merged = merge_module_floors([part("a", 0.0, 3e-7), part("b", 1e-7, 1e-7)])["module_floors"]
     assert merged["blocks"] == ["a", "b"]

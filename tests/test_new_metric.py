@@ -37,8 +37,14 @@ class ToySegmentationJudge(SegmentationJudge):
             v = plain(shape)
             observed = v.metrics["mean_abs"] * 1000.0
             allowed = limits["toy_max_mean_abs_per_mille"]
-            toy_check = Check.gate(0, "toy_mean_abs_per_mille", observed, "<=", allowed, CheckDetails(
-                limit="toy_max_mean_abs_per_mille", note="a toy metric added by a test"))
+            toy_check = Check.gate(
+                0,
+                "toy_mean_abs_per_mille",
+                observed,
+                "<=",
+                allowed,
+                CheckDetails(limit="toy_max_mean_abs_per_mille", note="a toy metric added by a test"),
+            )
             # a verdict is frozen: the judge builds it with every check (passed and reasons follow from them)
             return OpVerdict.of(v.op, v.shape, [*v.checks, toy_check], v.metrics, v.limits, v.failing, v.distribution)
 
@@ -77,5 +83,4 @@ def test_a_failing_new_metric_fails_the_shape_with_its_own_line(toy, tmp_path, m
     backend, _, golden = record("small", tmp_path, blocks=6, numerics=cfg.numerics, config=cfg)
     score = score_run(golden, run_shapes(backend, golden, tmp_path, (2,), cfg), Tolerances())
     assert score.shapes["2"].verdict == "fail"
-    assert any(r.startswith("OP 0 toy_mean_abs_per_mille: ") and "> -1 allowed" in r
-               for r in score.shapes["2"].reasons)
+    assert any(r.startswith("OP 0 toy_mean_abs_per_mille: ") and "> -1 allowed" in r for r in score.shapes["2"].reasons)

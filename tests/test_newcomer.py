@@ -78,17 +78,28 @@ def test_a_dependency_that_fails_to_import_is_status_2_naming_it_and_the_version
     """Before: ``harness: internal error in 'corpus synth' ... (a bug in the harness)``, exit 3."""
     from importlib import metadata
 
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "corpus", "synth", "c.parquet", "--blocks", "1",
-                           "--model", "small"], cwd=tmp_path, env=_env(PYTHONPATH=str(numpy1_pyarrow)),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "corpus", "synth", "c.parquet", "--blocks", "1", "--model", "small"],
+        cwd=tmp_path,
+        env=_env(PYTHONPATH=str(numpy1_pyarrow)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     line = one_error_line(done.stderr)
     assert line.startswith("harness: error: corpus synth: dependency pyarrow ")
     assert "pyarrow requires NumPy 2.0 or newer" in line and "a bug" not in line
     assert f"numpy {metadata.version('numpy')}" in line and f"torch {metadata.version('torch')}" in line
     assert "pip install -e '.[triton]'" in line and not (tmp_path / "c.parquet").exists()
-    version = subprocess.run([sys.executable, "-m", "harness.cli", "--version"], cwd=tmp_path,
-                             env=_env(PYTHONPATH=str(numpy1_pyarrow)), capture_output=True, text=True, timeout=120)
+    version = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "--version"],
+        cwd=tmp_path,
+        env=_env(PYTHONPATH=str(numpy1_pyarrow)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert version.returncode == 0 and version.stdout.startswith("harness "), version.stderr  # still answers
 
 
@@ -126,11 +137,31 @@ def test_tests_of_absent_extras_skip_with_the_reason(tmp_path):
     """With ray and tritonclient/pytriton absent (as after ``pip install -e '.[test]'``), the ray modules and
     the Triton user-model module skip, saying why; before, test_ray.py failed collection and the user-model
     tests errored in setup."""
-    blocked = ("import sys; [sys.modules.__setitem__(m, None) for m in ('ray', 'tritonclient', 'pytriton')]; "
-               "import pytest; sys.exit(pytest.main(sys.argv[1:]))")
-    done = subprocess.run([sys.executable, "-c", blocked, "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "tests/test_ray.py", "tests/test_ray_audit.py", "tests/triton/test_triton_user_model.py"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    blocked = (
+        "import sys; [sys.modules.__setitem__(m, None) for m in ('ray', 'tritonclient', 'pytriton')]; "
+        "import pytest; sys.exit(pytest.main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            blocked,
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "tests/test_ray.py",
+            "tests/test_ray_audit.py",
+            "tests/triton/test_triton_user_model.py",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "error" not in out.lower().replace("errors", ""), out
@@ -143,10 +174,12 @@ def test_tests_of_absent_extras_skip_with_the_reason(tmp_path):
 
 
 def test_verify_with_a_model_of_another_geometry_is_refused_before_the_model_is_built(
-        capsys, monkeypatch, recorded_golden, no_model_building):
+    capsys, monkeypatch, recorded_golden, no_model_building
+):
     """Before: minutes of the exact lane, then ``WEIGHTS='width 56': must be frames per window (589)``."""
-    code, _, err = run(capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "full",
-                       "--no-progress")
+    code, _, err = run(
+        capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "full", "--no-progress"
+    )
     assert code == 2, err
     line = one_error_line(err)
     assert "golden of another model geometry" in line and "frames_per_window 56 vs 589" in line
@@ -154,7 +187,8 @@ def test_verify_with_a_model_of_another_geometry_is_refused_before_the_model_is_
 
 
 def test_verify_with_other_weights_is_refused_before_any_block_runs_naming_both_fingerprints(
-        capsys, monkeypatch, recorded_golden):
+    capsys, monkeypatch, recorded_golden
+):
     """Before: the exact lane ran over the whole corpus, then exit 1 ("drift")."""
     from harness.pipeline import record
     from lanes.model_api import load_model
@@ -164,8 +198,18 @@ def test_verify_with_other_weights_is_refused_before_any_block_runs_naming_both_
 
     monkeypatch.setattr(record, "run_lanes", refuse)
     other = load_model("small", seed=1).fingerprint
-    code, _, err = run(capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "small",
-                       "--set", "model.seed=1", "--no-progress")
+    code, _, err = run(
+        capsys,
+        monkeypatch,
+        "golden",
+        "verify",
+        str(recorded_golden.path),
+        "--model",
+        "small",
+        "--set",
+        "model.seed=1",
+        "--no-progress",
+    )
     assert code == 2, err
     line = one_error_line(err)
     assert "golden of another model" in line and recorded_golden.fingerprint in line and other in line
@@ -177,11 +221,13 @@ WHERE = {"run": ("--runs", "{tmp}/runs"), "nightly": ("--out", "{tmp}/n")}
 
 @pytest.mark.parametrize("command", sorted(WHERE))
 def test_run_and_nightly_refuse_another_reference_geometry_before_the_model_is_built(
-        capsys, monkeypatch, tmp_path, recorded_golden, no_model_building, command):
+    capsys, monkeypatch, tmp_path, recorded_golden, no_model_building, command
+):
     """Before: the full model was built (tens of seconds on a loaded machine), then the fingerprints differed."""
     where = [a.format(tmp=tmp_path) for a in WHERE[command]]
-    code, _, err = run(capsys, monkeypatch, command, "--golden", str(recorded_golden.path), *where, "--model", "full",
-                       "--no-progress")
+    code, _, err = run(
+        capsys, monkeypatch, command, "--golden", str(recorded_golden.path), *where, "--model", "full", "--no-progress"
+    )
     assert code == 2, err
     line = one_error_line(err)
     assert "golden of another model geometry" in line and "frames_per_window 56 vs 589" in line
@@ -191,7 +237,8 @@ def test_run_and_nightly_refuse_another_reference_geometry_before_the_model_is_b
 
 @pytest.mark.parametrize("command", sorted(WHERE))
 def test_a_golden_of_other_weights_is_refused_before_the_laws_and_the_warm_up(
-        capsys, monkeypatch, tmp_path, recorded_golden, command):
+    capsys, monkeypatch, tmp_path, recorded_golden, command
+):
     """Same geometry, other weights: the model must be built to know its fingerprint; it is compared then, before
     the packing laws are judged and before the warm-up. Negative control: the recording model reaches the laws."""
     from harness.data.errors import HarnessError
@@ -217,19 +264,24 @@ def test_a_golden_of_other_weights_is_refused_before_the_laws_and_the_warm_up(
 
 def test_verify_with_the_recording_model_still_reproduces(capsys, monkeypatch, recorded_golden):
     """Control: the checks refuse other models only."""
-    code, out, err = run(capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "small",
-                         "--no-progress")
+    code, out, err = run(
+        capsys, monkeypatch, "golden", "verify", str(recorded_golden.path), "--model", "small", "--no-progress"
+    )
     assert code == 0 and "reproduced bitwise" in out, err
 
 
-@pytest.mark.parametrize("command", [
-    ("golden", "show", "{goldens}"),
-    ("golden", "verify", "{goldens}", "--model", "small", "--no-progress"),
-    ("run", "--golden", "{goldens}", "--model", "small", "--no-progress"),
-    ("nightly", "--golden", "{goldens}", "--model", "small", "--out", "{tmp}/n", "--no-progress"),
-])
-def test_the_folder_of_goldens_is_named_at_once_with_the_goldens_inside(capsys, monkeypatch, tmp_path, golden_copy,
-                                                                        no_model_building, command):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("golden", "show", "{goldens}"),
+        ("golden", "verify", "{goldens}", "--model", "small", "--no-progress"),
+        ("run", "--golden", "{goldens}", "--model", "small", "--no-progress"),
+        ("nightly", "--golden", "{goldens}", "--model", "small", "--out", "{tmp}/n", "--no-progress"),
+    ],
+)
+def test_the_folder_of_goldens_is_named_at_once_with_the_goldens_inside(
+    capsys, monkeypatch, tmp_path, golden_copy, no_model_building, command
+):
     """Before: 'not a complete golden (no manifest.json; an interrupted write?)', after building the model."""
     monkeypatch.chdir(tmp_path)
     args = [a.format(goldens=golden_copy.parent, tmp=tmp_path) for a in command]
@@ -251,13 +303,16 @@ def test_a_folder_holding_no_golden_is_still_an_incomplete_golden(capsys, monkey
 # ---------------------------------------------------------------------------- config keys
 
 
-@pytest.mark.parametrize("data,key,hint", [
-    ({"tolerances": {"op0": {"max_abss": 1e-4}}}, "tolerances.op0.max_abss", "max_abs"),
-    ({"shapes": {"candidate": [2]}}, "shapes.candidate", "candidates"),
-    ({"numerics": {"thread": 1}}, "numerics.thread", "threads"),
-    ({"modle": {"spec": "small"}}, "modle", "model"),
-    ({"shapes": {"release": {"op0": [1], "op1": [1], "op2": [1], "opp2": [1]}}}, "shapes.release.opp2", "op2"),
-])
+@pytest.mark.parametrize(
+    "data,key,hint",
+    [
+        ({"tolerances": {"op0": {"max_abss": 1e-4}}}, "tolerances.op0.max_abss", "max_abs"),
+        ({"shapes": {"candidate": [2]}}, "shapes.candidate", "candidates"),
+        ({"numerics": {"thread": 1}}, "numerics.thread", "threads"),
+        ({"modle": {"spec": "small"}}, "modle", "model"),
+        ({"shapes": {"release": {"op0": [1], "op1": [1], "op2": [1], "opp2": [1]}}}, "shapes.release.opp2", "op2"),
+    ],
+)
 def test_a_misspelt_config_key_gets_a_did_you_mean(data, key, hint):
     with pytest.raises(ConfigError) as err:
         config_from_dict(data, "harness.toml")
@@ -331,8 +386,13 @@ def test_what_the_readme_flow_writes_in_a_checkout_is_ignored_by_git():
     outputs = readme_flow_outputs()
     assert {"harness.toml", "corpus.parquet", "goldens", "nightly"} <= set(outputs), outputs
     for name in outputs:
-        done = subprocess.run(["git", "check-ignore", "--no-index", "-q", name + ("/x" if "." not in name else "")],
-                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            ["git", "check-ignore", "--no-index", "-q", name + ("/x" if "." not in name else "")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, f"{name}: the README's flow writes it into the checkout and git does not ignore it"
 
 
@@ -344,9 +404,16 @@ def test_the_docs_stand_alone_and_hold_the_model_contract():
         assert "DESIGN" not in text and "../shared" not in text, page.name
     models = (ROOT / "docs" / "models.md").read_text()
     contract = models.split("## The request contract", 1)[1].split("\n## ", 1)[0]
-    for tensor, dtype, shape in (("SPAN", "FP32", "[S]"), ("OFFSETS", "INT64", "[N]"), ("VALID", "INT32", "[N]"),
-                                 ("OP", "INT32", "[1]"), ("WEIGHTS", "FP32", "[R, F]"), ("IDX", "INT32", "[R]"),
-                                 ("SEGMENTATION", "FP32", "[N, F, C]"), ("EMBEDDINGS", "FP32", "[R, D]")):
+    for tensor, dtype, shape in (
+        ("SPAN", "FP32", "[S]"),
+        ("OFFSETS", "INT64", "[N]"),
+        ("VALID", "INT32", "[N]"),
+        ("OP", "INT32", "[1]"),
+        ("WEIGHTS", "FP32", "[R, F]"),
+        ("IDX", "INT32", "[R]"),
+        ("SEGMENTATION", "FP32", "[N, F, C]"),
+        ("EMBEDDINGS", "FP32", "[R, D]"),
+    ):
         assert re.search(rf"\| `{tensor}` \| {dtype} \| {re.escape(shape)} \|", contract), tensor
     for rule in ("padding window", "zeros", "shifted", "never read audio of another block"):
         assert rule in contract, rule

@@ -51,8 +51,14 @@ def night(config: ReleaseConfig, golden: Path, out: Path, shard: Shard | None = 
 
 def promoted(manifest: Path, k: int) -> bool:
     m = json.loads(manifest.read_text())
-    return any(k in ks for model in m["models"].values() for d in model["devices"].values()
-               for p in d["profiles"].values() for pk in p["packers"].values() for ks in pk["ops"].values())
+    return any(
+        k in ks
+        for model in m["models"].values()
+        for d in model["devices"].values()
+        for p in d["profiles"].values()
+        for pk in p["packers"].values()
+        for ks in pk["ops"].values()
+    )
 
 
 def test_a_passing_nightly_exits_0_and_promotes(tmp_path, golden_copy, backend):
@@ -72,14 +78,25 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
     leaky = InProcessBackend(load_model("lanes.controls:leaky"), NumericSettings())
     cfg = small_config("lanes.controls:leaky")
     golden, _ = record_golden(tmp_path / "g", "night", small_corpus.rows(), leaky, cfg)
-    lenient = Tolerances(op0=SegmentationTolerance(max_abs=1e9, max_confident_flips=10**9, max_flip_rate=1.0),
-                         op1=Tolerances().op1.model_copy(update={"min_cosine": -1.0, "max_abs": 1e9,
-                                                                 "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}),
-                         op2=Tolerances().op2.model_copy(update={"min_cosine": -1.0, "max_abs": 1e9,
-                                                                 "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}))
+    lenient = Tolerances(
+        op0=SegmentationTolerance(max_abs=1e9, max_confident_flips=10**9, max_flip_rate=1.0),
+        op1=Tolerances().op1.model_copy(
+            update={"min_cosine": -1.0, "max_abs": 1e9, "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}
+        ),
+        op2=Tolerances().op2.model_copy(
+            update={"min_cosine": -1.0, "max_abs": 1e9, "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}
+        ),
+    )
     # one arrangement: the leak reads its neighbours' audio, which other arrangements refuse whatever the tolerances
-    first = nightly(night(cfg.with_overrides(tolerances=lenient, evidence=EvidenceSection(arrangements=1)), golden.path,
-                          tmp_path / "first", localise=False), leaky)
+    first = nightly(
+        night(
+            cfg.with_overrides(tolerances=lenient, evidence=EvidenceSection(arrangements=1)),
+            golden.path,
+            tmp_path / "first",
+            localise=False,
+        ),
+        leaky,
+    )
     assert first.exit_code == EXIT_PASS, first.summary
     manifest = first.paths["promoted"]
     assert promoted(manifest, 2) and promoted(manifest, 4)
@@ -92,8 +109,11 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
         assert entry.state == "revoked" and entry.revoked_by == run_id
         assert [e.state for e in entry.history] == ["promoted", "revoked"]
     assert not promoted(manifest, 2) and not promoted(manifest, 4)
-    failed = {(c.classname, c.name) for c in junit_cases(second.paths["junit"])
-              if any(isinstance(r, Failure | Error) for r in c.result)}
+    failed = {
+        (c.classname, c.name)
+        for c in junit_cases(second.paths["junit"])
+        if any(isinstance(r, Failure | Error) for r in c.result)
+    }
     assert ("shape_k2", "op0") in failed and ("golden", "reproduction") not in failed
     loc = json.loads((tmp_path / "second" / "localisation.json").read_text())["shapes"]["2"]["0"]
     assert loc["first_diverging_layer"].startswith("segmentation <input")
@@ -110,11 +130,15 @@ def test_a_failing_shape_of_a_torchscript_model_ends_revoked_although_localisati
     spec = build(str(tmp_path / "drift.pt"), drift=1e-3)  # every output moves with the call's size
     model = load_model(spec)
     be = InProcessBackend(model, NumericSettings())
-    loose = Tolerances(op0=SegmentationTolerance(max_abs=1.0, max_flip_rate=1.0, max_confident_flips=10**9),
-                       op1=Tolerances().op1.model_copy(update={"min_cosine": -1.0, "max_abs": 1.0,
-                                                               "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}),
-                       op2=Tolerances().op2.model_copy(update={"min_cosine": -1.0, "max_abs": 1.0,
-                                                               "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}))
+    loose = Tolerances(
+        op0=SegmentationTolerance(max_abs=1.0, max_flip_rate=1.0, max_confident_flips=10**9),
+        op1=Tolerances().op1.model_copy(
+            update={"min_cosine": -1.0, "max_abs": 1.0, "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}
+        ),
+        op2=Tolerances().op2.model_copy(
+            update={"min_cosine": -1.0, "max_abs": 1.0, "max_rel_l2": 1e9, "max_failed_row_rate": 1.0}
+        ),
+    )
     cfg = small_config(spec)
     golden, _ = record_golden(tmp_path / "g", "ts", synth_corpus(model.geometry, 6).rows(), be, cfg)
     first = nightly(night(cfg.with_overrides(tolerances=loose), golden.path, tmp_path / "first"), be)
@@ -130,15 +154,34 @@ def test_a_failing_shape_of_a_torchscript_model_ends_revoked_although_localisati
 
 def test_cli_exit_status_and_reason(tmp_path, golden_copy):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden_copy), "--out", str(tmp_path / "o"),
-           "--model", "small", "--shapes", "2", "--arrangements", "1", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "nightly",
+        "--golden",
+        str(golden_copy),
+        "--out",
+        str(tmp_path / "o"),
+        "--model",
+        "small",
+        "--shapes",
+        "2",
+        "--arrangements",
+        "1",
+        "--no-progress",
+    ]
     ok = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip().splitlines()[-1].startswith("PASS")
     # the same golden with oneDNN off: the exact lane no longer reproduces it, and the golden is the headline
-    bad = subprocess.run([*cmd, "--set", "numerics.mkldnn=false", "--out", str(tmp_path / "o2")], capture_output=True,
-                         text=True,
-                         env=env, timeout=600)
+    bad = subprocess.run(
+        [*cmd, "--set", "numerics.mkldnn=false", "--out", str(tmp_path / "o2")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert bad.returncode == 1, bad.stderr
     last = bad.stdout.strip().splitlines()[-1]
     assert last.startswith("FAIL: golden") and "numerics.mkldnn: True -> False" in last
@@ -190,15 +233,39 @@ def test_gpu_lease_script_runs_end_to_end_on_cpu(tmp_path):
     # with 3 arrangements and 2 repeats (the evidence columns), no copy-overlap, busy or cost benchmark (each a
     # process or more; their summary sections: tests/test_gpu_lease_plan.py); a long lease, so that a slow
     # machine cuts nothing (the budgets are the plan's, x2)
-    env = {**os.environ, "PYTHON": sys.executable, "DEVICE": "cpu", "SMOKE": "0", "CAL_BLOCKS": "1",
-           "BLOCKS": "8", "SHAPES": "2", "ARRANGEMENTS": "3", "REPEATS": "2", "COPY_OVERLAP": "0",
-           "BUSY_BLOCKS": "", "COST_BLOCKS": "", "LEASE_S": "3000", "WORK": str(work)}
-    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_lease.sh"), str(out)], env=env,
-                          capture_output=True, text=True, timeout=1500)
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "DEVICE": "cpu",
+        "SMOKE": "0",
+        "CAL_BLOCKS": "1",
+        "BLOCKS": "8",
+        "SHAPES": "2",
+        "ARRANGEMENTS": "3",
+        "REPEATS": "2",
+        "COPY_OVERLAP": "0",
+        "BUSY_BLOCKS": "",
+        "COST_BLOCKS": "",
+        "LEASE_S": "3000",
+        "WORK": str(work),
+    }
+    proc = subprocess.run(
+        ["bash", str(REPO / "benchmarks" / "gpu_lease.sh"), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # what comes back from a lease: at most 8 files, directly in OUT
-    assert sorted(p.name for p in out.iterdir()) == ["gpu_lease.log", "report_release.html", "score_release.json",
-                                                     "score_speed.json", "summary.json", "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gpu_lease.log",
+        "report_release.html",
+        "score_release.json",
+        "score_speed.json",
+        "summary.json",
+        "summary.md",
+    ]
     assert "gpu_import_check: ok" in (out / "gpu_lease.log").read_text()
     summary = (out / "summary.md").read_text()
     assert "## release: PASS" in summary and "## speed:" in summary
@@ -206,8 +273,17 @@ def test_gpu_lease_script_runs_end_to_end_on_cpu(tmp_path):
     assert "## `harness golden diff`" in summary
     data = json.loads((out / "summary.json").read_text())
     phases = [(p["part_of"], p["phase"]) for p in data["phases"]]
-    assert phases == [(None, "wheels"), (None, "import"), (None, "device"), (None, "calibrate"), (None, "plan"),
-                      ("long", "release"), ("long", "speed"), ("long", "diff"), (None, "long")]
+    assert phases == [
+        (None, "wheels"),
+        (None, "import"),
+        (None, "device"),
+        (None, "calibrate"),
+        (None, "plan"),
+        ("long", "release"),
+        ("long", "speed"),
+        ("long", "diff"),
+        (None, "long"),
+    ]
     assert all(p["exit"] == "0" for p in data["phases"]), data["phases"]
     assert data["plan"]["blocks"] == 8 and data["plan"]["t_exact_s"] > 0
     release = data["profiles"]["release"]
@@ -227,8 +303,11 @@ def test_gpu_lease_script_runs_end_to_end_on_cpu(tmp_path):
     for profile in ("release", "speed"):
         assert (work / "long" / profile / "nightly" / "report" / "report.html").is_file()
         assert (work / "long" / profile / "nightly" / "junit.xml").is_file()
-    assert not any(isinstance(r, Skipped) for c in junit_cases(work / "long" / "release" / "nightly" / "junit.xml")
-                   for r in c.result)
+    assert not any(
+        isinstance(r, Skipped)
+        for c in junit_cases(work / "long" / "release" / "nightly" / "junit.xml")
+        for r in c.result
+    )
 
 
 def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
@@ -241,8 +320,15 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
     from harness.pipeline.nightly import NightlyJob
     from harness.release_config import load_config, parse_set
 
-    cfg = load_config(None, [parse_set("nightly.ledger='l.json'"), parse_set("nightly.shard='1/2'"),
-                             parse_set("backend.url='http://h:8000'"), parse_set("backend.concurrency=3")])
+    cfg = load_config(
+        None,
+        [
+            parse_set("nightly.ledger='l.json'"),
+            parse_set("nightly.shard='1/2'"),
+            parse_set("backend.url='http://h:8000'"),
+            parse_set("backend.concurrency=3"),
+        ],
+    )
     job = NightlyJob(cfg, tmp_path / "g", tmp_path / "out")
     assert job.ledger == Path("l.json") and job.manifest is None and job.shard == "1/2" and job.ray is None
     assert (job.backend.url, job.backend.concurrency) == ("http://h:8000", 3)
@@ -252,7 +338,8 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
     (tmp_path / "out" / "score.json").write_text('{"created": "yesterday"}')
     with pytest.raises(HarnessError, match="already holds a nightly's output .*pass --force"):
         commands.nightly(job)  # refused before any work: no golden, no backend was needed
-    bad = NightlyJob(load_config(None, [parse_set("nightly.shard='5/4'")]), tmp_path / "g", tmp_path / "out",
-                     force=True)
+    bad = NightlyJob(
+        load_config(None, [parse_set("nightly.shard='5/4'")]), tmp_path / "g", tmp_path / "out", force=True
+    )
     with pytest.raises(HarnessError, match="shard '5/4'"):
         commands.nightly(bad)

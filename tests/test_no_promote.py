@@ -37,9 +37,11 @@ def config(**kw) -> ReleaseConfig:
 def loose() -> Tolerances:
     """Limits every healthy small-model shape meets (so the night passes and promotes whatever the kernels)."""
     t = Tolerances()
-    return Tolerances(op0=t.op0.model_copy(update={"max_abs": 1e-2}),
-                      op1=t.op1.model_copy(update={"max_abs": 1e-2, "min_cosine": 0.99}),
-                      op2=t.op2.model_copy(update={"max_abs": 1e-2, "min_cosine": 0.99}))
+    return Tolerances(
+        op0=t.op0.model_copy(update={"max_abs": 1e-2}),
+        op1=t.op1.model_copy(update={"max_abs": 1e-2, "min_cosine": 0.99}),
+        op2=t.op2.model_copy(update={"max_abs": 1e-2, "min_cosine": 0.99}),
+    )
 
 
 def ledger_files(golden: Path) -> list[str]:
@@ -52,8 +54,9 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
     golden (no ledger, manifest, lock or journal); the summary and both report pages say it was not promoted and
     name the overrides; the exit status is still the verdict."""
     cfg = config(tolerances=Tolerances().with_mode("bitwise"))
-    outcome = nightly(NightlyJob(cfg, golden_copy, tmp_path / "out", progress=False, localise=False, no_promote=True),
-                      backend)
+    outcome = nightly(
+        NightlyJob(cfg, golden_copy, tmp_path / "out", progress=False, localise=False, no_promote=True), backend
+    )
     assert ledger_files(golden_copy) == [], "--no-promote created files beside the golden"
     assert "ledger" not in outcome.paths and "promoted" not in outcome.paths and outcome.transitions is None
     assert outcome.exit_code == (EXIT_PASS if outcome.score.verdict == "pass" else 1)
@@ -63,8 +66,10 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
     for page in ("report.md", "report.html"):
         text = (tmp_path / "out" / "report" / page).read_text()
         assert "Not promoted (--no-promote): the ledger was not changed." in text, page
-        assert (f"The engine reads {golden_copy.parent / 'promoted-shapes.json'}, not changed by this night; it does "
-                "not exist yet") in text, page
+        assert (
+            f"The engine reads {golden_copy.parent / 'promoted-shapes.json'}, not changed by this night; it does "
+            "not exist yet"
+        ) in text, page
         assert "Judged under overrides: tolerances.op0.mode = bitwise (default tolerance)" in text, page
     facts = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert {o["key"] for o in facts["overrides"]} == {f"tolerances.op{op}.mode" for op in (0, 1, 2)}
@@ -76,8 +81,9 @@ def test_no_promote_scores_and_reports_but_never_creates_the_ledger(tmp_path, go
 def test_no_promote_leaves_an_existing_ledger_byte_for_byte(tmp_path, golden_copy, backend):
     """A promoted ledger, then a --no-promote night under other tolerances: both files are unchanged; the same
     night promoting (the negative control) adds a commit."""
-    first = nightly(NightlyJob(config(tolerances=loose()), golden_copy, tmp_path / "a", progress=False, localise=False),
-                    backend)
+    first = nightly(
+        NightlyJob(config(tolerances=loose()), golden_copy, tmp_path / "a", progress=False, localise=False), backend
+    )
     ledger, manifest = first.paths["ledger"], first.paths["promoted"]
     before = (ledger.read_bytes(), manifest.read_bytes(), ledger_files(golden_copy))
     tried = config(tolerances=Tolerances().with_mode("bitwise"))
@@ -106,19 +112,24 @@ def test_every_ledger_event_records_its_tolerance_mode_and_overrides(tmp_path, g
     plain = nightly(NightlyJob(config(), golden_copy, tmp_path / "a", progress=False, localise=False), backend)
     book, _ = read_consistent(plain.paths["ledger"], plain.paths["promoted"])
     (entry,) = book.entries.values()
-    assert entry.history[-1].judged_under == JudgedUnder(tolerance_mode="tolerance", voiceprint_inputs="isolated",
-                                                         overrides=[])
+    assert entry.history[-1].judged_under == JudgedUnder(
+        tolerance_mode="tolerance", voiceprint_inputs="isolated", overrides=[]
+    )
     assert "Judged under overrides" not in (tmp_path / "a" / "report" / "report.md").read_text()
-    tried = nightly(NightlyJob(config(tolerances=loose()), golden_copy, tmp_path / "b", progress=False, localise=False),
-                    backend)
+    tried = nightly(
+        NightlyJob(config(tolerances=loose()), golden_copy, tmp_path / "b", progress=False, localise=False), backend
+    )
     book, _ = read_consistent(tried.paths["ledger"], tried.paths["promoted"])
     (entry,) = book.entries.values()
     judged = entry.history[-1].judged_under
     assert judged is not None and judged.tolerance_mode == "tolerance"
     assert {(o.key, o.value, o.default) for o in judged.overrides} == {
-        ("tolerances.op0.max_abs", 1e-2, 1e-4), ("tolerances.op1.max_abs", 1e-2, 1e-4),
-        ("tolerances.op2.max_abs", 1e-2, 1e-4), ("tolerances.op1.min_cosine", 0.99, 0.99999),
-        ("tolerances.op2.min_cosine", 0.99, 0.99999)}
+        ("tolerances.op0.max_abs", 1e-2, 1e-4),
+        ("tolerances.op1.max_abs", 1e-2, 1e-4),
+        ("tolerances.op2.max_abs", 1e-2, 1e-4),
+        ("tolerances.op1.min_cosine", 0.99, 0.99999),
+        ("tolerances.op2.min_cosine", 0.99, 0.99999),
+    }
     first = entry.history[0].judged_under
     assert first is not None and first.overrides == []
     assert "tolerances.op0.max_abs = 0.01 (default 0.0001)" in (tmp_path / "b" / "report" / "report.md").read_text()
@@ -146,15 +157,20 @@ def test_judged_under_is_validated():
     with pytest.raises(ValueError, match="disagrees with the overrides"):
         JudgedUnder.model_validate({"tolerance_mode": "tolerance", "voiceprint_inputs": "chained", "overrides": []})
     with pytest.raises(ValueError, match="listed twice"):
-        JudgedUnder.model_validate({"tolerance_mode": "bitwise", "voiceprint_inputs": "isolated",
-                                    "overrides": [ok, ok]})
+        JudgedUnder.model_validate(
+            {"tolerance_mode": "bitwise", "voiceprint_inputs": "isolated", "overrides": [ok, ok]}
+        )
 
 
 def test_overrides_are_what_differs_from_the_built_in_defaults():
     assert overrides_of(Tolerances(), "isolated") == []
     found = overrides_of(Tolerances().with_mode("noise-floor"), "chained")
-    assert [o.key for o in found] == ["tolerances.op0.mode", "tolerances.op1.mode", "tolerances.op2.mode",
-                                      "lanes.voiceprint_inputs"]
+    assert [o.key for o in found] == [
+        "tolerances.op0.mode",
+        "tolerances.op1.mode",
+        "tolerances.op2.mode",
+        "lanes.voiceprint_inputs",
+    ]
     assert found[-1] == Override(key="lanes.voiceprint_inputs", value="chained", default="isolated")
 
 
@@ -169,8 +185,11 @@ def test_an_out_holding_a_previous_nightly_is_refused_unless_forced(tmp_path):
     prev = tmp_path / "prev"
     prev.mkdir()
     (prev / "score.json").write_text('{"created": "2026-11-30T01:00:00+00:00"}')
-    with pytest.raises(HarnessError, match=r"already holds a nightly's output \(score\.json of "
-                                           r"2026-11-30T01:00:00\+00:00\); pass --force to replace it"):
+    with pytest.raises(
+        HarnessError,
+        match=r"already holds a nightly's output \(score\.json of "
+        r"2026-11-30T01:00:00\+00:00\); pass --force to replace it",
+    ):
         refuse_previous_output(prev, False)
     refuse_previous_output(prev, True)
     (prev / "score.json").write_text("not json")
@@ -182,8 +201,20 @@ def test_cli_nightly_twice_into_one_out_is_refused_then_forced(tmp_path, golden_
     """The second nightly into the same --out exits 2 with one line before any work (no second run); with --force
     it replaces the set (a new score, the old run kept under runs/). --no-promote on the CLI leaves no ledger."""
     out = tmp_path / "n"
-    args = ("nightly", "--golden", str(golden_copy), "--out", str(out), "--model", "small", "--shapes", "2",
-            "--no-progress", "--no-localise", "--no-promote")
+    args = (
+        "nightly",
+        "--golden",
+        str(golden_copy),
+        "--out",
+        str(out),
+        "--model",
+        "small",
+        "--shapes",
+        "2",
+        "--no-progress",
+        "--no-localise",
+        "--no-promote",
+    )
     code, stdout, _ = harness_cli(capsys, monkeypatch, *args)
     assert code in (0, 1) and stdout.strip().splitlines()[-1].endswith(NOT_PROMOTED)
     assert ledger_files(golden_copy) == []
@@ -191,8 +222,10 @@ def test_cli_nightly_twice_into_one_out_is_refused_then_forced(tmp_path, golden_
     code, stdout, err = harness_cli(capsys, monkeypatch, *args)
     assert code == 2 and stdout == ""
     (line,) = err.strip().splitlines()
-    assert line == (f"harness: error: --out {out}: already holds a nightly's output (score.json of "
-                    f"{first['created']}); pass --force to replace it, or choose another folder")
+    assert line == (
+        f"harness: error: --out {out}: already holds a nightly's output (score.json of "
+        f"{first['created']}); pass --force to replace it, or choose another folder"
+    )
     assert len(list((out / "runs").iterdir())) == 1, "the refused nightly ran"
     code, _, err = harness_cli(capsys, monkeypatch, *args, "--force")
     assert code in (0, 1), err

@@ -22,8 +22,9 @@ MODEL = ("--model", "lanes.controls:nan_window")
 def test_a_nan_lane_reads_non_finite_everywhere(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert run(capsys, monkeypatch, "corpus", "synth", "c.parquet", "--blocks", "4", *MODEL)[0] == 0
-    code, _, err = run(capsys, monkeypatch, "golden", "record", "--corpus", "c.parquet", "--release", "r", *MODEL,
-                       "--no-progress")
+    code, _, err = run(
+        capsys, monkeypatch, "golden", "record", "--corpus", "c.parquet", "--release", "r", *MODEL, "--no-progress"
+    )
     assert code == 0, err
     code, _, err = run(capsys, monkeypatch, "run", "--golden", "goldens/r", "--shapes", "2", *MODEL, "--no-progress")
     assert code == 0, err
@@ -46,8 +47,7 @@ def test_a_nan_lane_reads_non_finite_everywhere(capsys, monkeypatch, tmp_path):
     assert any(r.startswith(expected) for r in shape["reasons"]), shape["reasons"]
     assert any(r.startswith("OP 0 max_abs: non-finite (") for r in shape["reasons"])
 
-    code, out, err = run(capsys, monkeypatch, "report", "--score", "score.json", "--junit", "junit.xml", "--out",
-                         "rep")
+    code, out, err = run(capsys, monkeypatch, "report", "--score", "score.json", "--junit", "junit.xml", "--out", "rep")
     assert code == 0, err
     md = (tmp_path / "rep" / "report.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| 2 | FAIL"))

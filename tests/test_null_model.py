@@ -63,8 +63,9 @@ def test_packed_and_alone_agree_bitwise(null_small, small_corpus):
     # and it is the audio a window sees that counts: a wrong rebase (a packing bug) changes answers
     broken = dict(packed.tensors())
     broken["OFFSETS"] = np.where(packed.offsets > 0, packed.offsets - 1, packed.offsets)
-    assert not np.array_equal(null_small.infer(broken)["SEGMENTATION"], null_small.infer(packed.tensors())[
-        "SEGMENTATION"])
+    assert not np.array_equal(
+        null_small.infer(broken)["SEGMENTATION"], null_small.infer(packed.tensors())["SEGMENTATION"]
+    )
 
 
 def test_it_validates_requests_as_a_model_adapter_does(null_small, small_corpus):
@@ -77,8 +78,7 @@ def test_it_validates_requests_as_a_model_adapter_does(null_small, small_corpus)
 
 def test_the_pipeline_promotes_every_shape_of_the_null_network(tmp_path, small_corpus):
     model = load_model("lanes.null_model:small")
-    result = pipeline(model, tmp_path, shapes=(2, 3), corpus=small_corpus,
-                      numerics=NumericSettings(threads=1))
+    result = pipeline(model, tmp_path, shapes=(2, 3), corpus=small_corpus, numerics=NumericSettings(threads=1))
     assert result.score.verdict == "pass"
     assert result.golden.manifest["reproducibility"]["bitwise"]
     for shape in result.score.shapes.values():

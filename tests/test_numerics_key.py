@@ -46,9 +46,10 @@ def _with(in_force_: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
 def test_a_profile_differing_in_one_gpu_field_is_another_profile(key):
     base = in_force()
     assert key in base, f"in_force() does not record {key!r}: it cannot be part of a profile"
-    assert numerics_profile(_with(base, key, OTHER_VALUE[key])) != numerics_profile(base), \
-        f"numerics_profile ignores {key!r}: a promotion made under {key}={base[key]!r} would be used under " \
+    assert numerics_profile(_with(base, key, OTHER_VALUE[key])) != numerics_profile(base), (
+        f"numerics_profile ignores {key!r}: a promotion made under {key}={base[key]!r} would be used under "
         f"{key}={OTHER_VALUE[key]!r}; add it to harness.data.environment.PROFILE_KEYS"
+    )
 
 
 def test_a_key_outside_the_profile_does_not_change_it():
@@ -60,6 +61,7 @@ def test_a_key_outside_the_profile_does_not_change_it():
 
 def _score_under(score: Score, key: str, value: Any) -> Score:
     """The same evidence as if recorded with one numerics field other (its profile re-derived)."""
+
     def edit(s: dict) -> None:
         s["numerics"]["in_force"][key] = value
         s["numerics_profile"] = numerics_profile(s["numerics"]["in_force"])
@@ -84,8 +86,9 @@ def test_a_promotion_made_under_one_profile_is_not_used_under_another(passing, k
     used, why = may_use(manifest, packer, 2, "0", score.device_kind, score.fingerprint, score.numerics_profile)
     assert used, why  # positive control: under its own profile the promotion is used
     used, why = may_use(manifest, packer, 2, "0", score.device_kind, score.fingerprint, other.numerics_profile)
-    assert not used and why.startswith("no:"), \
+    assert not used and why.startswith("no:"), (
         f"k=2 promoted under {key}={score.numerics.in_force.get(key)!r} is used under {OTHER_VALUE[key]!r}: {why}"
+    )
 
 
 def test_shapes_may_answers_no_under_another_cublas_workspace_config(world, passing, tmp_path):  # noqa: F811
@@ -94,8 +97,24 @@ def test_shapes_may_answers_no_under_another_cublas_workspace_config(world, pass
     done = promote(path, ledger, manifest, world["default"])
     assert done.returncode == 0, done.stdout + done.stderr
     other = _score_under(score, "cublas_workspace_config", OTHER_VALUE["cublas_workspace_config"])
-    base = ("shapes", "--may", "--ledger", str(ledger), "--manifest", str(manifest), "--k", "2", "--op", "0",
-            "--device", score.device_kind, "--packer", score.packer["identity"], "--fingerprint", score.fingerprint)
+    base = (
+        "shapes",
+        "--may",
+        "--ledger",
+        str(ledger),
+        "--manifest",
+        str(manifest),
+        "--k",
+        "2",
+        "--op",
+        "0",
+        "--device",
+        score.device_kind,
+        "--packer",
+        score.packer["identity"],
+        "--fingerprint",
+        score.fingerprint,
+    )
     yes = cli(*base, "--profile", score.numerics_profile)
     assert yes.returncode == 0 and yes.stdout.startswith("yes:"), yes.stdout + yes.stderr
     no = cli(*base, "--profile", other.numerics_profile)
@@ -115,8 +134,11 @@ def test_on_cpu_the_profile_is_stable_and_every_field_is_recorded(world, passing
         assert not missing, f"{where}: numerics.in_force lacks {missing} (of {len(PROFILE_KEYS)} profile keys)"
         assert record["numerics_profile"] == numerics_profile(recorded), where
         assert {k: recorded[k] for k in DEVICE_NUMERIC_KEYS} == dict.fromkeys(DEVICE_NUMERIC_KEYS), where
-        assert (recorded["autocast_dtype"], recorded["torch_compile"], recorded["cuda_graphs"]) == \
-            (None, False, False), where
+        assert (recorded["autocast_dtype"], recorded["torch_compile"], recorded["cuda_graphs"]) == (
+            None,
+            False,
+            False,
+        ), where
     assert in_force() == in_force(), "two readings of the numerics in force differ on CPU"
 
 
@@ -134,16 +156,22 @@ def test_on_cuda_the_device_fields_are_recorded(monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 90100)
     monkeypatch.setattr(env_mod, "_cublas_version", lambda: "12.4.5")
     monkeypatch.setattr(env_mod, "_driver_version", lambda: "550.54.15")
-    assert device_numerics("cuda:0") == {"compute_capability": "9.0", "cudnn_version": 90100,
-                                         "cublas_version": "12.4.5", "driver_version": "550.54.15"}
+    assert device_numerics("cuda:0") == {
+        "compute_capability": "9.0",
+        "cudnn_version": 90100,
+        "cublas_version": "12.4.5",
+        "driver_version": "550.54.15",
+    }
     assert numerics_profile(in_force("cuda:0")) != numerics_profile(in_force("cpu"))
 
 
 def test_the_loaded_cublas_is_found_in_the_process_maps(tmp_path, monkeypatch):
     maps = tmp_path / "maps"
-    maps.write_text("7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libcublasLt.so.12\n"
-                    "7f02-7f03 r-xp 00000000 08:01 2 /opt/nvidia/cublas/lib/libcublas.so.12\n"
-                    "7f04-7f05 rw-p 00000000 00:00 0\n")
+    maps.write_text(
+        "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libcublasLt.so.12\n"
+        "7f02-7f03 r-xp 00000000 08:01 2 /opt/nvidia/cublas/lib/libcublas.so.12\n"
+        "7f04-7f05 rw-p 00000000 00:00 0\n"
+    )
     assert env_mod._loaded_library("libcublas.so", maps) == "/opt/nvidia/cublas/lib/libcublas.so.12"
     maps.write_text("7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libcublasLt.so.12\n")
     assert env_mod._loaded_library("libcublas.so", maps) is None
@@ -169,17 +197,24 @@ class _Declaring:
 
 def test_a_models_declared_autocast_and_compile_are_recorded_by_the_backend():
     plain = InProcessBackend(check_model(_Declaring(), "plain"), NumericSettings(threads=1))
-    declared = InProcessBackend(check_model(_Declaring(autocast_dtype=torch.bfloat16, torch_compile=True),
-                                            "declared"), NumericSettings(threads=1))
+    declared = InProcessBackend(
+        check_model(_Declaring(autocast_dtype=torch.bfloat16, torch_compile=True), "declared"),
+        NumericSettings(threads=1),
+    )
     a, b = plain.environment()["numerics_in_force"], declared.environment()["numerics_in_force"]
     assert (a["autocast_dtype"], a["torch_compile"], a["cuda_graphs"]) == (None, False, False)
     assert (b["autocast_dtype"], b["torch_compile"], b["cuda_graphs"]) == ("bfloat16", True, False)
     assert numerics_profile(a) != numerics_profile(b)
 
 
-@pytest.mark.parametrize(("declared", "needle"), [({"autocast_dtype": "fp8"}, "autocast_dtype 'fp8' is not one of"),
-                                                  ({"torch_compile": "yes"}, "torch_compile must be true or false"),
-                                                  ({"cuda_graphs": 1}, "cuda_graphs must be true or false")])
+@pytest.mark.parametrize(
+    ("declared", "needle"),
+    [
+        ({"autocast_dtype": "fp8"}, "autocast_dtype 'fp8' is not one of"),
+        ({"torch_compile": "yes"}, "torch_compile must be true or false"),
+        ({"cuda_graphs": 1}, "cuda_graphs must be true or false"),
+    ],
+)
 def test_a_bad_declaration_is_refused_when_the_model_loads(declared, needle):
     with pytest.raises(ModelError, match=needle):
         check_model(_Declaring(**declared), "plugin:make")

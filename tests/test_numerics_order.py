@@ -51,8 +51,9 @@ SCRIPT = textwrap.dedent(f"""
 
 def test_settings_applied_before_torch_is_imported_are_in_force_for_a_torch_model() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     for where in ("triton", "in_process"):
@@ -60,5 +61,6 @@ def test_settings_applied_before_torch_is_imported_are_in_force_for_a_torch_mode
         assert got.get("torch_loaded", True), f"{where}: torch not loaded by the small model: {got}"
         assert got["threads"] == REQUESTED, (
             f"{where}: numerics_in_force threads {got['threads']}, requested {REQUESTED}: the settings "
-            "were applied before the model imported torch and not again after (harness.numerics.apply)")
+            "were applied before the model imported torch and not again after (harness.numerics.apply)"
+        )
         assert got["deterministic_algorithms"] is True, f"{where}: {got}"

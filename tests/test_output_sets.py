@@ -25,8 +25,14 @@ from tests.pipeline import run_shapes
 
 POINTS = ("staged", "generation", "linked", "switched")
 NIGHTLY = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
-NIGHTLY_SEEN = ("score.json", "report/report.json", "report/report.md", "report/report.html", "junit.xml",
-                "summary.txt")
+NIGHTLY_SEEN = (
+    "score.json",
+    "report/report.json",
+    "report/report.md",
+    "report/report.html",
+    "junit.xml",
+    "summary.txt",
+)
 AUDIT = ("audit.json", "junit.xml", "report.html", "report.md")
 PAGES = ("report.json", "report.md", "report.html")
 
@@ -35,8 +41,9 @@ def harness(*args: str, fault: str | None = None, cwd: Path | None = None) -> su
     env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_FAULT", "HARNESS_DEBUG")}
     if fault:
         env["HARNESS_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env, timeout=600, cwd=cwd
+    )
 
 
 def old_set(folder: Path, name: str, members: tuple[str, ...], seen: tuple[str, ...]) -> None:
@@ -59,7 +66,8 @@ def generation(seen: dict[str, str | None]) -> str:
     missing = sorted(rel for rel, text in seen.items() if text is None)
     assert not missing and (not old or not new), (
         f"a mixed set: {len(old)} of {len(seen)} members old {old}, {len(new)} new {new}, {len(missing)} missing "
-        f"{missing} (a reader must see the old set or the new one)")
+        f"{missing} (a reader must see the old set or the new one)"
+    )
     return "old" if old else "new"
 
 
@@ -187,9 +195,11 @@ def test_the_interrupted_line_names_what_was_committed_and_what_the_next_command
         committed("n/runs/r1", "the run")
         committed("g/.ledger.json.journal", "the journal", "the next command that opens the ledger finishes it")
         line = interrupted_message("SIGINT")
-    assert line == ("interrupted (SIGINT) after committing: the run (n/runs/r1); the journal (g/.ledger.json.journal); "
-                    "the next command that opens the ledger finishes it; nothing else was written, and nothing "
-                    "partial was written as complete")
+    assert line == (
+        "interrupted (SIGINT) after committing: the run (n/runs/r1); the journal (g/.ledger.json.journal); "
+        "the next command that opens the ledger finishes it; nothing else was written, and nothing "
+        "partial was written as complete"
+    )
 
 
 # ------------------------------------------------------------------------------------------ the commands
@@ -213,13 +223,33 @@ def _cfg():
 def merge_cli(world, out: Path, fault: str | None = None) -> subprocess.CompletedProcess:
     """The nightly's last part (score, promote, report, JUnit, summary: harness.pipeline.nightly.finalize) on the
     world's run, into ``out``, with a ledger of its own (``--force``: ``out`` may hold a previous set)."""
-    return harness("merge", str(world["run"]), "--golden", str(world["golden"]), "--out", str(out), "--model", "small",
-                   "--no-localise", "--force", "--set", f"nightly.ledger='{out.parent / 'ledger.json'}'", "--set",
-                   f"nightly.manifest='{out.parent / 'promoted.json'}'", fault=fault)
+    return harness(
+        "merge",
+        str(world["run"]),
+        "--golden",
+        str(world["golden"]),
+        "--out",
+        str(out),
+        "--model",
+        "small",
+        "--no-localise",
+        "--force",
+        "--set",
+        f"nightly.ledger='{out.parent / 'ledger.json'}'",
+        "--set",
+        f"nightly.manifest='{out.parent / 'promoted.json'}'",
+        fault=fault,
+    )
 
 
-NIGHTLY_KILLS = ["rename:score.json", "rename:report.json", "rename:report.md", "rename:junit.xml",
-                 "rename:summary.txt", *(f"set:nightly:{p}" for p in POINTS)]
+NIGHTLY_KILLS = [
+    "rename:score.json",
+    "rename:report.json",
+    "rename:report.md",
+    "rename:junit.xml",
+    "rename:summary.txt",
+    *(f"set:nightly:{p}" for p in POINTS),
+]
 
 
 @pytest.mark.parametrize("point", NIGHTLY_KILLS)
@@ -238,8 +268,10 @@ def test_a_nightly_interrupted_after_the_ledger_commit_says_what_it_committed(wo
     assert stopped.returncode == 2 and stopped.stdout == "", stopped.stderr
     (line,) = stopped.stderr.strip().splitlines()
     assert line.startswith("harness: error: interrupted (SIGTERM) after committing: the merged run (")
-    assert f"the ledger and the promoted-shapes manifest {tmp_path / 'promoted.json'} ({tmp_path / 'ledger.json'})" \
-        in line and "score, report" not in line
+    assert (
+        f"the ledger and the promoted-shapes manifest {tmp_path / 'promoted.json'} ({tmp_path / 'ledger.json'})" in line
+        and "score, report" not in line
+    )
     assert generation(view(out, NIGHTLY_SEEN)) == "old"  # the nightly's own outputs were not written: not claimed
     ledger = json.loads((tmp_path / "ledger.json").read_text())
     assert ledger["seq"] == 1  # the commit the line names is there
@@ -249,8 +281,16 @@ def test_a_nightly_interrupted_after_the_ledger_commit_says_what_it_committed(wo
 
 def test_a_promotion_interrupted_after_its_journal_says_the_next_command_finishes_it(world, tmp_path):
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted.json"
-    stopped = harness("promote", "--score", str(world["score"]), "--ledger", str(ledger), "--manifest", str(manifest),
-                      fault="term:promote:journal-written")
+    stopped = harness(
+        "promote",
+        "--score",
+        str(world["score"]),
+        "--ledger",
+        str(ledger),
+        "--manifest",
+        str(manifest),
+        fault="term:promote:journal-written",
+    )
     assert stopped.returncode == 2, stopped.stderr
     (line,) = stopped.stderr.strip().splitlines()
     assert f"after committing: the journal of the ledger commit (the new ledger and manifest) ({tmp_path}/." in line
@@ -297,14 +337,17 @@ AUDIT_KILLS = [*(f"rename:{p}" for p in AUDIT), *(f"set:audit:{p}" for p in POIN
 
 
 def audit_cli(capture: Path, out: Path, fault: str | None = None, *extra: str) -> subprocess.CompletedProcess:
-    return harness("audit", str(capture), "--golden-model", "small", "--out", str(out), "--no-progress", *extra,
-                   fault=fault)
+    return harness(
+        "audit", str(capture), "--golden-model", "small", "--out", str(out), "--no-progress", *extra, fault=fault
+    )
 
 
-@pytest.mark.parametrize("fault", [*(f"kill:{p}" for p in AUDIT_KILLS), "term:rename:junit.xml",
-                                   "term:set:audit:linked"])
-def test_an_audit_killed_or_interrupted_at_every_step_leaves_the_previous_audit_or_the_new_one(capture, tmp_path,
-                                                                                                fault):
+@pytest.mark.parametrize(
+    "fault", [*(f"kill:{p}" for p in AUDIT_KILLS), "term:rename:junit.xml", "term:set:audit:linked"]
+)
+def test_an_audit_killed_or_interrupted_at_every_step_leaves_the_previous_audit_or_the_new_one(
+    capture, tmp_path, fault
+):
     out = tmp_path / "audit"
     old_set(out, "audit", AUDIT, AUDIT)
     stopped = audit_cli(capture, out, fault)
@@ -312,7 +355,8 @@ def test_an_audit_killed_or_interrupted_at_every_step_leaves_the_previous_audit_
     assert generation(view(out, AUDIT)) == ("new" if fault == "kill:set:audit:switched" else "old")
     if fault.startswith("term:"):
         assert stopped.stderr.strip().splitlines()[-1] == (
-            "harness: error: interrupted (SIGTERM); nothing partial was written as complete")
+            "harness: error: interrupted (SIGTERM); nothing partial was written as complete"
+        )
 
 
 def test_an_audit_over_a_previous_one_interrupted_mid_write_keeps_the_previous_set_whole(capture, backend, tmp_path):
@@ -332,8 +376,9 @@ def test_an_audit_over_a_previous_one_interrupted_mid_write_keeps_the_previous_s
 # ------------------------------------------------------------------------------------------ signals
 
 
-@pytest.mark.parametrize("fault", ["int:cli:start", "int:cli:imported", "int:cli:returned", "term:cli:start",
-                                   "term:cli:returned"])
+@pytest.mark.parametrize(
+    "fault", ["int:cli:start", "int:cli:imported", "int:cli:returned", "term:cli:start", "term:cli:returned"]
+)
 def test_a_signal_at_any_moment_of_a_short_command_ends_it_with_status_2(recorded_golden, fault):
     """``golden show`` reaches no check point: a signal recorded before, during or after it (the moments are fault
     points, not wall-clock sleeps) still ends the command with status 2 and one line, never 0."""
@@ -341,4 +386,5 @@ def test_a_signal_at_any_moment_of_a_short_command_ends_it_with_status_2(recorde
     sig = "SIGINT" if fault.startswith("int:") else "SIGTERM"
     assert shown.returncode == 2, (fault, shown.returncode, shown.stderr)
     assert shown.stderr.strip().splitlines() == [
-        f"harness: error: interrupted ({sig}); nothing partial was written as complete"], shown.stderr
+        f"harness: error: interrupted ({sig}); nothing partial was written as complete"
+    ], shown.stderr

@@ -61,25 +61,39 @@ def identity_of(cmd: str) -> str:
 
 
 def _block() -> Block:
-    return Block.create("b0", 0, np.linspace(-1, 1, 70, dtype=np.float32), np.arange(8, dtype=np.int64) * 8,
-                        np.full(8, 6, np.int32), LAW_GEOMETRY)
+    return Block.create(
+        "b0",
+        0,
+        np.linspace(-1, 1, 70, dtype=np.float32),
+        np.arange(8, dtype=np.int64) * 8,
+        np.full(8, 6, np.int32),
+        LAW_GEOMETRY,
+    )
 
 
 # ------------------------------------------------------------------ the rule, on real processes
 
 
 def test_two_commands_that_differ_in_one_flag_are_two_packers_and_one_command_twice_is_one():
-    with ExternalPacker(GOOD, LAW_GEOMETRY, timeout_s=60) as good, \
-            ExternalPacker(GOOD, LAW_GEOMETRY, timeout_s=60) as again, \
-            ExternalPacker(OTHER, LAW_GEOMETRY, timeout_s=60) as other:
+    with (
+        ExternalPacker(GOOD, LAW_GEOMETRY, timeout_s=60) as good,
+        ExternalPacker(GOOD, LAW_GEOMETRY, timeout_s=60) as again,
+        ExternalPacker(OTHER, LAW_GEOMETRY, timeout_s=60) as other,
+    ):
         assert good.declared == other.declared == ("protocol-test", "0.1")  # one binary, one name and version
         assert good.identity == again.identity, "the same command started twice must be the same packer"
         assert good.identity != other.identity, (
             f"{GOOD!r} and {OTHER!r} differ in a flag but share the identity {good.identity}: evidence for one "
-            "would be used for the other")
+            "would be used for the other"
+        )
         facts = good.describe()
-    lines = (f"{_sha(shutil.which(PY) or PY)}\n{_sha(SCRIPT)}\n" + _text("arg", "--mode") + _text("arg", "plain")
-             + _text("arg", "--variant") + _text("arg", "good"))
+    lines = (
+        f"{_sha(shutil.which(PY) or PY)}\n{_sha(SCRIPT)}\n"
+        + _text("arg", "--mode")
+        + _text("arg", "plain")
+        + _text("arg", "--variant")
+        + _text("arg", "good")
+    )
     digest = hashlib.sha256(lines.encode()).hexdigest()
     assert facts["identity"] == f"external:protocol-test/0.1@sha256:{digest[:16]}" and facts["digest"] == digest
     assert [p["kind"] for p in facts["digest_parts"]] == ["program", "file", "arg", "arg", "arg", "arg"]
@@ -128,10 +142,13 @@ def test_the_program_is_looked_up_with_the_path_the_command_line_sets(tmp_path):
         ExternalPacker("engine-packer --mode plain", LAW_GEOMETRY, timeout_s=60)
 
 
-@pytest.mark.parametrize("cmd,words", [
-    ("FOO=1", "packer command 'FOO=1': sets FOO but names no program to run"),
-    ("FOO=1 BAR='a b'", "sets FOO, BAR but names no program"),
-])
+@pytest.mark.parametrize(
+    "cmd,words",
+    [
+        ("FOO=1", "packer command 'FOO=1': sets FOO but names no program to run"),
+        ("FOO=1 BAR='a b'", "sets FOO, BAR but names no program"),
+    ],
+)
 def test_a_command_of_variables_only_is_one_line_exit_2(cmd, words, capsys, monkeypatch):
     with pytest.raises(PackerUnavailable, match=words):
         ExternalPacker(cmd, LAW_GEOMETRY)
@@ -178,7 +195,7 @@ def test_a_command_line_parses_back_to_its_variables_and_words(env, program, arg
 @given(program=PROGRAMS, args=st.lists(WORDS, min_size=1, max_size=4), at=st.integers(0, 3), other=WORDS)
 def test_changing_one_argument_changes_the_digest_and_the_same_command_keeps_it(program, args, at, other):
     at %= len(args)
-    changed = [*args[:at], other, *args[at + 1:]]
+    changed = [*args[:at], other, *args[at + 1 :]]
     same, moved = _digest(shlex.join([program, *args])), _digest(shlex.join([program, *changed]))
     assert same == _digest(shlex.join([program, *args]))
     assert (same == moved) == (changed == args), (args, changed)
@@ -189,11 +206,15 @@ def test_changing_one_argument_changes_the_digest_and_the_same_command_keeps_it(
 
 def test_negative_control_a_digest_of_the_hashed_files_alone_cannot_tell_two_flags_apart():
     """The law above, on a digest that leaves the arguments' text out (the lines of the files alone): broken."""
+
     def files_only(cmd: str) -> str:
         with _in_an_empty_folder():
             parts = identity.command_digest(command.parse(cmd), "test", STATED).parts
-        return hashlib.sha256("".join(f"{p.get('sha256') or p.get('stated')}\n" for p in parts
-                                      if p["kind"] in ("program", "file")).encode()).hexdigest()
+        return hashlib.sha256(
+            "".join(
+                f"{p.get('sha256') or p.get('stated')}\n" for p in parts if p["kind"] in ("program", "file")
+            ).encode()
+        ).hexdigest()
 
     good, other = "engine-packer --variant good", "engine-packer --variant idx_not_rebased"
     assert files_only(good) == files_only(other)  # the law would catch this digest
@@ -201,8 +222,12 @@ def test_negative_control_a_digest_of_the_hashed_files_alone_cannot_tell_two_fla
 
 
 @settings(max_examples=40, derandomize=True)
-@given(env=st.dictionaries(NAMES, WORDS, min_size=1, max_size=4), program=PROGRAMS, args=st.lists(WORDS, max_size=2),
-       data=st.data())
+@given(
+    env=st.dictionaries(NAMES, WORDS, min_size=1, max_size=4),
+    program=PROGRAMS,
+    args=st.lists(WORDS, max_size=2),
+    data=st.data(),
+)
 def test_the_variables_order_does_not_matter_and_their_values_do(env, program, args, data):
     items = list(env.items())
     shuffled = data.draw(st.permutations(items))
@@ -237,11 +262,27 @@ def promoted(tmp_path_factory) -> dict:
     return {"ws": ws, "score": score, "good": good, "ledger": ledger, "manifest": manifest}
 
 
-def _may(capsys, monkeypatch, promoted: dict, packer: str, ledger: Path | None = None,
-         manifest: Path | None = None) -> tuple[int, str]:
-    code, out, err = harness_cli(capsys, monkeypatch, "shapes", "--may", "--ledger", str(ledger or promoted["ledger"]),
-                                 "--manifest", str(manifest or promoted["manifest"]), "--k", "2", "--op", "0",
-                                 "--device", promoted["score"].device_kind, "--packer", packer)
+def _may(
+    capsys, monkeypatch, promoted: dict, packer: str, ledger: Path | None = None, manifest: Path | None = None
+) -> tuple[int, str]:
+    code, out, err = harness_cli(
+        capsys,
+        monkeypatch,
+        "shapes",
+        "--may",
+        "--ledger",
+        str(ledger or promoted["ledger"]),
+        "--manifest",
+        str(manifest or promoted["manifest"]),
+        "--k",
+        "2",
+        "--op",
+        "0",
+        "--device",
+        promoted["score"].device_kind,
+        "--packer",
+        packer,
+    )
     assert not err.strip(), err
     return code, out.strip()
 
@@ -256,7 +297,8 @@ def test_evidence_for_one_flag_never_allows_the_other(promoted, capsys, monkeypa
 
 
 def test_a_ledger_keyed_by_the_files_only_digest_loads_and_its_evidence_does_not_allow_the_new_identity(
-        promoted, capsys, monkeypatch):
+    promoted, capsys, monkeypatch
+):
     """Identities made when only the command's files were hashed (argv[0] and every file argument): a ledger of
     them loads and still answers for them, and never for the identity of the same command now."""
     files_only = hashlib.sha256(f"{_sha(shutil.which(PY) or PY)}\n{_sha(SCRIPT)}\n".encode()).hexdigest()

@@ -39,10 +39,22 @@ def _blocks(k: int, op: int = 0) -> list[Block]:
     for i in range(k):
         rows = NO_ROWS
         if op:
-            rows = BlockRows(rng.random((2, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
-                             np.array([0, 5], np.int32), np.array([1, 0], np.int32))
-        out.append(Block.create(f"b{i}", op, rng.standard_normal(70).astype(np.float32),
-                                np.arange(8, dtype=np.int64) * 8, np.full(8, 6, np.int32), LAW_GEOMETRY, rows))
+            rows = BlockRows(
+                rng.random((2, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
+                np.array([0, 5], np.int32),
+                np.array([1, 0], np.int32),
+            )
+        out.append(
+            Block.create(
+                f"b{i}",
+                op,
+                rng.standard_normal(70).astype(np.float32),
+                np.arange(8, dtype=np.int64) * 8,
+                np.full(8, 6, np.int32),
+                LAW_GEOMETRY,
+                rows,
+            )
+        )
     return out
 
 
@@ -78,8 +90,14 @@ def test_every_request_carries_the_geometry(tmp_path, monkeypatch):
         packer.pack(_blocks(1, op=1))
     seen = [json.loads(line) for line in log.read_text().splitlines()]
     assert [m["verb"] for m in seen] == ["hello", "pack", "unpack", "pack"]
-    want = {"window_samples": "64", "frames_per_window": "5", "windows_per_block": "8", "weights_frames": "5",
-            "sample_rate": "16000", "embedding_dim": "3"}
+    want = {
+        "window_samples": "64",
+        "frames_per_window": "5",
+        "windows_per_block": "8",
+        "weights_frames": "5",
+        "sample_rate": "16000",
+        "embedding_dim": "3",
+    }
     for meta in seen:
         assert {k: meta.get(k) for k in want} == want, meta
         assert meta["version"] == wire.VERSION == "2"
@@ -134,8 +152,10 @@ def test_a_stated_digest_stands_for_the_program_and_the_rest_of_the_command_stil
     total = hashlib.sha256(f"{'ab' * 32}\n{script}\n".encode()).hexdigest()
     assert facts["identity"] == f"external:example-engine-packer/1.0.0@sha256:{total[:16]}"
     assert facts["digest"] == total and facts["digest_source"].startswith("--packer-digest")
-    assert facts["digest_parts"] == [{"kind": "program", "stated": "ab" * 32},
-                                     {"kind": "file", "path": str(EXAMPLE.resolve()), "sha256": script}]
+    assert facts["digest_parts"] == [
+        {"kind": "program", "stated": "ab" * 32},
+        {"kind": "file", "path": str(EXAMPLE.resolve()), "sha256": script},
+    ]
     # stating the program's own sha256 is the identity the harness finds by hashing it
     program = hashlib.sha256(Path(os.path.realpath(shutil.which(PY))).read_bytes()).hexdigest()
     with packer_from_options(f"{PY} {EXAMPLE}", None, LAW_GEOMETRY, timeout_s=30, digest=program) as packer:
@@ -157,19 +177,26 @@ def test_the_harness_and_callable_packers_identities_are_bound_to_their_source()
 # ------------------------------------------------------------------ the handshake, refused
 
 
-@pytest.mark.parametrize("mode,words", [
-    ("no-hello", "answered the hello handshake, but refused it: unknown verb 'hello'"),
-    ("old-version", "answered the hello handshake with a message off the protocol: message has wire version '1', "
-                    "expected '2'"),
-    ("nameless", "metadata packer_version is None: required"),
-])
+@pytest.mark.parametrize(
+    "mode,words",
+    [
+        ("no-hello", "answered the hello handshake, but refused it: unknown verb 'hello'"),
+        (
+            "old-version",
+            "answered the hello handshake with a message off the protocol: message has wire version '1', expected '2'",
+        ),
+        ("nameless", "metadata packer_version is None: required"),
+    ],
+)
 def test_a_packer_that_does_not_answer_hello_is_refused_saying_what_the_protocol_requires(mode, words):
     with pytest.raises(PackerUnavailable) as err:
         ExternalPacker(f"{PROTOCOL} {mode}", LAW_GEOMETRY, timeout_s=30)
     text = str(err.value)
     assert words in text and "\n" not in text
-    assert "must answer the harness's 'hello' message with a 'hello' message whose schema metadata has version=2, " \
-           "packer_name and packer_version" in text
+    assert (
+        "must answer the harness's 'hello' message with a 'hello' message whose schema metadata has version=2, "
+        "packer_name and packer_version" in text
+    )
 
 
 def test_harness_laws_refuses_a_packer_without_the_handshake_in_one_line_exit_2(capsys, monkeypatch):
@@ -203,8 +230,9 @@ def test_a_forking_packer_leaves_no_process_after_harness_laws(tmp_path, monkeyp
 
 
 def test_serve_has_a_real_help():
-    done = subprocess.run([PY, "-m", "harness.packers.serve", "--help"], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    done = subprocess.run(
+        [PY, "-m", "harness.packers.serve", "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: python -m harness.packers.serve") and "hello" in done.stdout
     assert "Traceback" not in done.stderr

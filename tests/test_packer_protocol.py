@@ -66,8 +66,11 @@ def _blocks(k: int = 3, op: int = 0, end_window_at_span_end: bool = False) -> li
         valid = np.array([32, 32, 32, 28, 24, 20, 16, 12 + i if end_window_at_span_end else 5], np.int32)
         rows = NO_ROWS
         if op:
-            rows = BlockRows(rng.random((3, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
-                             np.array([0, 3, 7], np.int32), np.array([0, 1, 2], np.int32))
+            rows = BlockRows(
+                rng.random((3, LAW_GEOMETRY.frames_per_window)).astype(np.float32),
+                np.array([0, 3, 7], np.int32),
+                np.array([0, 1, 2], np.int32),
+            )
         out.append(Block.create(f"blk{i}", op, span, offsets, valid, LAW_GEOMETRY, rows))
     return out
 
@@ -100,8 +103,9 @@ def test_wire_codec_round_trips_blocks_requests_and_outputs(blocks):
 def test_wire_refuses_other_dtypes_versions_and_verbs():
     packed = pack(_blocks(2))
     table = wire.read_message(wire.encode_packed(packed)).table
-    as_double = table.set_column(table.schema.get_field_index("SPAN"), "SPAN",
-                                 table.column("SPAN").cast(pa.list_(pa.float64())))
+    as_double = table.set_column(
+        table.schema.get_field_index("SPAN"), "SPAN", table.column("SPAN").cast(pa.list_(pa.float64()))
+    )
     with pytest.raises(wire.WireError, match=r"column 'SPAN' has type list<.*double>, expected list<float>"):
         wire.decode_packed(wire.read_message(wire.encode(wire.PACKED, as_double)))
     with pytest.raises(wire.WireError, match="column 'segments' is missing"):
@@ -133,8 +137,9 @@ def test_external_packer_answers_what_the_harness_packer_answers(external, block
         mine, theirs = pack(blocks, pad_to=pad_to), external.pack(blocks, pad_to=pad_to)
         _same_request(theirs, mine)
         out = _outputs(mine)
-        for a, b in zip(unpack(mine, {mine.op.output_name: out}),
-                        external.unpack(theirs, {mine.op.output_name: out}), strict=True):
+        for a, b in zip(
+            unpack(mine, {mine.op.output_name: out}), external.unpack(theirs, {mine.op.output_name: out}), strict=True
+        ):
             np.testing.assert_array_equal(a, b)
     assert external.starts == 1  # one long-lived process for every message
 
@@ -172,11 +177,14 @@ def test_a_contract_breaking_answer_is_one_error_and_the_process_goes_on():
         assert packer.starts == 1
 
 
-@pytest.mark.parametrize("mode,error,words", [
-    ("wrong-dtype", PackerAnswerError, "column 'OFFSETS' has type list<int32>, expected list<int64>"),
-    ("refuse", PackerRefused, "refused a pack request of 2 OP 0 block(s) ['blk0', 'blk1']: this packer only packs"),
-    ("wrong-verb", PackerFailed, "message off the protocol: message verb 'unpacked', expected packed or error"),
-])
+@pytest.mark.parametrize(
+    "mode,error,words",
+    [
+        ("wrong-dtype", PackerAnswerError, "column 'OFFSETS' has type list<int32>, expected list<int64>"),
+        ("refuse", PackerRefused, "refused a pack request of 2 OP 0 block(s) ['blk0', 'blk1']: this packer only packs"),
+        ("wrong-verb", PackerFailed, "message off the protocol: message verb 'unpacked', expected packed or error"),
+    ],
+)
 def test_answers_off_the_contract_are_named(mode, error, words):
     with ExternalPacker(f"{MISBEHAVING} {mode}", LAW_GEOMETRY, timeout_s=20) as packer:
         with pytest.raises(error) as err:
@@ -184,10 +192,13 @@ def test_answers_off_the_contract_are_named(mode, error, words):
     assert words in str(err.value) and "misbehaving_packer.py" in str(err.value)
 
 
-@pytest.mark.parametrize("mode,words", [
-    ("bad-unpack", "answered blocks ['blk1', 'blk0'], expected ['blk0', 'blk1'] in that order"),
-    ("short-unpack", "unpacked output of block 'blk0' is float32[7, 4, 3], expected float32[8, 4, 3]"),
-])
+@pytest.mark.parametrize(
+    "mode,words",
+    [
+        ("bad-unpack", "answered blocks ['blk1', 'blk0'], expected ['blk0', 'blk1'] in that order"),
+        ("short-unpack", "unpacked output of block 'blk0' is float32[7, 4, 3], expected float32[8, 4, 3]"),
+    ],
+)
 def test_unpack_answers_are_checked(mode, words):
     with ExternalPacker(f"{MISBEHAVING} {mode}", LAW_GEOMETRY, timeout_s=20) as packer:
         packed = packer.pack(_blocks(2))
@@ -221,16 +232,23 @@ def test_a_packer_that_hangs_is_killed_at_the_timeout():
     with ExternalPacker(f"{PROTOCOL} hang-after", LAW_GEOMETRY, timeout_s=1) as packer:
         start = time.monotonic()
         proc = packer._proc
-        with pytest.raises(PackerTimeout, match=r"did not answer a pack request of 2 OP 0 block\(s\) .* within 1 s; "
-                                                r"killed"):
+        with pytest.raises(
+            PackerTimeout,
+            match=r"did not answer a pack request of 2 OP 0 block\(s\) .* within 1 s; "
+            r"killed",
+        ):
             packer.pack(_blocks(2))
     assert time.monotonic() - start < 20 and proc.poll() is not None  # the 1 s, not the 20 s start-up allowance
 
 
 def test_a_packer_that_does_not_read_is_killed_at_the_timeout():
     """A request larger than the pipe buffer, to a packer that never reads: the write is bounded too."""
-    big = [Block.create(f"b{i}", 0, np.zeros(200_000, np.float32), np.zeros(8, np.int64), np.zeros(8, np.int32),
-                        LAW_GEOMETRY) for i in range(3)]
+    big = [
+        Block.create(
+            f"b{i}", 0, np.zeros(200_000, np.float32), np.zeros(8, np.int64), np.zeros(8, np.int32), LAW_GEOMETRY
+        )
+        for i in range(3)
+    ]
     with ExternalPacker(f"{PROTOCOL} hang-after", LAW_GEOMETRY, timeout_s=1) as packer:
         with pytest.raises(PackerTimeout, match="did not read a pack request"):
             packer.pack(big)
@@ -239,8 +257,11 @@ def test_a_packer_that_does_not_read_is_killed_at_the_timeout():
 def test_garbage_on_stdout_is_named_at_once():
     cmd = f"{PY} -c 'import sys, time; sys.stdin.buffer.read(8); print(\"starting up\", flush=True); time.sleep(60)'"
     start = time.monotonic()
-    with pytest.raises(PackerUnavailable, match=r"answered the hello handshake with bytes that are not an Arrow IPC "
-                                                r"stream \(b'starting up"):
+    with pytest.raises(
+        PackerUnavailable,
+        match=r"answered the hello handshake with bytes that are not an Arrow IPC "
+        r"stream \(b'starting up",
+    ):
         ExternalPacker(cmd, LAW_GEOMETRY, timeout_s=30)
     assert time.monotonic() - start < 10  # not the 30 s timeout
 
@@ -255,11 +276,14 @@ def test_a_packer_that_ignores_the_end_of_stdin_is_killed_on_close():
         packer.pack(_blocks(1))
 
 
-@pytest.mark.parametrize("cmd,words", [
-    ("/nonexistent/engine-packer --serve", "cannot start '/nonexistent/engine-packer': No such file or directory"),
-    ("", "packer command is empty"),
-    ("python 'unterminated", "cannot be parsed"),
-])
+@pytest.mark.parametrize(
+    "cmd,words",
+    [
+        ("/nonexistent/engine-packer --serve", "cannot start '/nonexistent/engine-packer': No such file or directory"),
+        ("", "packer command is empty"),
+        ("python 'unterminated", "cannot be parsed"),
+    ],
+)
 def test_a_packer_that_cannot_start_is_named(cmd, words):
     with pytest.raises(PackerUnavailable, match=words):
         ExternalPacker(cmd, LAW_GEOMETRY)
@@ -292,19 +316,25 @@ def test_callable_packer_forms():
 
 
 def test_callable_packer_failures_are_one_line():
-    with pytest.raises(PackerFailed, match=r"packer 'tests.test_packer_protocol:raising_packer': raised IndexError "
-                                           r"while packing 2 OP 0 block\(s\) \['blk0', 'blk1'\]: list index out"):
+    with pytest.raises(
+        PackerFailed,
+        match=r"packer 'tests.test_packer_protocol:raising_packer': raised IndexError "
+        r"while packing 2 OP 0 block\(s\) \['blk0', 'blk1'\]: list index out",
+    ):
         CallablePacker("tests.test_packer_protocol:raising_packer", LAW_GEOMETRY).pack(_blocks(2))
     with pytest.raises(PackerAnswerError, match="OFFSETS has dtype int32, the contract says int64"):
         CallablePacker("tests.test_packer_protocol:wrong_type_packer", LAW_GEOMETRY).pack(_blocks(2))
 
 
-@pytest.mark.parametrize("spec,words", [
-    ("harness.packers.packing", "expected 'package.module:function'"),
-    ("no_such_module_xyz:pack", "cannot import 'no_such_module_xyz'"),
-    ("harness.packers.packing:no_such", "has no attribute 'no_such'"),
-    ("harness.packers.packing:PADDING_PREFIX", "neither a function nor an object with pack() and unpack()"),
-])
+@pytest.mark.parametrize(
+    "spec,words",
+    [
+        ("harness.packers.packing", "expected 'package.module:function'"),
+        ("no_such_module_xyz:pack", "cannot import 'no_such_module_xyz'"),
+        ("harness.packers.packing:no_such", "has no attribute 'no_such'"),
+        ("harness.packers.packing:PADDING_PREFIX", "neither a function nor an object with pack() and unpack()"),
+    ],
+)
 def test_callable_packer_specs_are_checked(spec, words):
     with pytest.raises(PackerUnavailable) as err:
         CallablePacker(spec, LAW_GEOMETRY)
@@ -340,8 +370,9 @@ def test_the_example_packers_leak_bug_is_a_window_reading_the_next_block():
 
     offsets = np.array([0, 1, 2, 3, 4, 5, 6, 56], np.int64)
     valid = np.array([64, 64, 64, 64, 64, 64, 64, 14], np.int32)
-    blocks = [Block.create(f"b{i}", 0, np.full(70, i + 1.0, np.float32), offsets, valid, LAW_GEOMETRY)
-              for i in range(2)]
+    blocks = [
+        Block.create(f"b{i}", 0, np.full(70, i + 1.0, np.float32), offsets, valid, LAW_GEOMETRY) for i in range(2)
+    ]
     with ExternalPacker(f"{EXAMPLE} --bug leak", LAW_GEOMETRY) as packer:
         with pytest.raises(LawBroken, match=r"window 7 of block 'b0' .* first at \[14\]: 2 instead of 0"):
             LAWS_BY_NAME["own-samples"](packer, blocks)

@@ -38,22 +38,40 @@ SERVED = f"{PY} -m harness.packers.serve"
 PROTOCOL = f"{PY} {ROOT / 'tests' / 'protocol_packer.py'} --mode"
 MISBEHAVING = f"{PY} {ROOT / 'tests' / 'misbehaving_packer.py'} --mode"
 # a model's geometry that is not the laws' in any key the wire carries
-MODEL = Geometry(sample_rate=8_000, window_samples=96, frames_per_window=6, frame_step=16, speakers=3,
-                 max_simultaneous=2, embedding_dim=4, windows_per_block=8)
+MODEL = Geometry(
+    sample_rate=8_000,
+    window_samples=96,
+    frames_per_window=6,
+    frame_step=16,
+    speakers=3,
+    max_simultaneous=2,
+    embedding_dim=4,
+    windows_per_block=8,
+)
 
 
 def _blocks(geometry: Geometry, k: int = 2) -> list[Block]:
     rng = np.random.default_rng(5)
     w = geometry.window_samples
-    return [Block.create(f"b{i}", 0, rng.standard_normal(w + 9).astype(np.float32),
-                         np.arange(8, dtype=np.int64) * 4, np.full(8, w // 2, np.int32), geometry) for i in range(k)]
+    return [
+        Block.create(
+            f"b{i}",
+            0,
+            rng.standard_normal(w + 9).astype(np.float32),
+            np.arange(8, dtype=np.int64) * 4,
+            np.full(8, w // 2, np.int32),
+            geometry,
+        )
+        for i in range(k)
+    ]
 
 
 def _talk(cmd: str, messages: list[bytes]) -> list[wire.Message | str]:
     """One packer process: each message written, then its answer read; the answers in order ("exited" once the
     process has stopped answering, for that message and every later one)."""
-    proc = subprocess.Popen(shlex.split(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        shlex.split(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT
+    )
     stdin, stdout = process.pipes(proc)
     answers: list[wire.Message | str] = []
     try:
@@ -98,8 +116,13 @@ def _replay(cmd: str, data: dict, requests: dict) -> list[str]:
 def test_the_session_vectors_are_what_the_rules_derive_and_a_changed_answer_is_caught(sessions):
     data, requests = sessions
     session_vectors.check_sessions(json.loads(json.dumps(data)), requests, LAW_GEOMETRY)
-    assert {c["name"] for c in data["sessions"]} >= {"request-before-hello", "second-hello", "other-version",
-                                                    "not-a-request", "unknown-keys"}
+    assert {c["name"] for c in data["sessions"]} >= {
+        "request-before-hello",
+        "second-hello",
+        "other-version",
+        "not-a-request",
+        "unknown-keys",
+    }
     changed = json.loads(json.dumps(data))
     changed["sessions"][2]["steps"][2]["answer"] = "hello"  # a second hello served
     with pytest.raises(AssertionError, match=r"session 'second-hello' step 2: .* is not"):
@@ -114,8 +137,11 @@ def test_the_example_and_the_reference_packer_answer_every_session_as_the_vector
 def test_a_packer_without_the_session_rules_is_caught_by_the_same_replay(sessions):
     """Negative control: tests/protocol_packer.py serves whatever comes, in any order, of any version."""
     wrong = _replay(f"{PROTOCOL} plain", *sessions)
-    for expected in ("request-before-hello step 0: packed", "second-hello step 2: hello", "other-version step 0: "
-                     "hello"):
+    for expected in (
+        "request-before-hello step 0: packed",
+        "second-hello step 2: hello",
+        "other-version step 0: hello",
+    ):
         assert expected in wrong, wrong
 
 
@@ -126,8 +152,11 @@ def test_a_packer_without_the_session_rules_is_caught_by_the_same_replay(session
 def test_a_packer_may_refuse_a_request_whose_geometry_is_not_its_hellos(cmd):
     """What the next test relies on: these packers do refuse another geometry (and read on)."""
     blocks = _blocks(LAW_GEOMETRY)
-    hello, same, other = (wire.encode_hello(LAW_GEOMETRY, "test"), wire.encode_pack(blocks, None, LAW_GEOMETRY),
-                          wire.encode_pack(blocks, None, MODEL))
+    hello, same, other = (
+        wire.encode_hello(LAW_GEOMETRY, "test"),
+        wire.encode_pack(blocks, None, LAW_GEOMETRY),
+        wire.encode_pack(blocks, None, MODEL),
+    )
     answers = _talk(cmd, [hello, other, same])
     verbs = [a if isinstance(a, str) else a.verb for a in answers]
     assert verbs == ["hello", "error", "packed"], verbs
@@ -157,7 +186,8 @@ def test_a_session_keeps_its_geometry_and_the_laws_are_judged_in_a_process_of_th
         for meta in seen:
             assert meta["version"] == "2"
             assert {k: meta[k] for k in wire.GEOMETRY_KEYS} == {k: hello[k] for k in wire.GEOMETRY_KEYS}, (
-                f"process {pid}: a {meta['verb']} request at another geometry than its hello's")
+                f"process {pid}: a {meta['verb']} request at another geometry than its hello's"
+            )
         rates.add(hello["sample_rate"])
     assert len(by_process) == 2 and rates == {"16000", "8000"}  # the laws' and the model's, in Hz
 

@@ -46,12 +46,22 @@ def exported(tmp_path_factory) -> Path:
 
 def _blocks_of(vector: dict) -> list[Block]:
     f = LAW_GEOMETRY.frames_per_window
-    return [Block.create(b["block_id"], b["OP"], np.array(b["SPAN"], np.float32), np.array(b["OFFSETS"], np.int64),
-                         np.array(b["VALID"], np.int32), LAW_GEOMETRY, BlockRows(
-                             None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(-1, f),
-                             None if b["IDX"] is None else np.array(b["IDX"], np.int32),
-                             None if b["speakers"] is None else np.array(b["speakers"], np.int32)))
-            for b in vector["request"]["blocks"]]
+    return [
+        Block.create(
+            b["block_id"],
+            b["OP"],
+            np.array(b["SPAN"], np.float32),
+            np.array(b["OFFSETS"], np.int64),
+            np.array(b["VALID"], np.int32),
+            LAW_GEOMETRY,
+            BlockRows(
+                None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(-1, f),
+                None if b["IDX"] is None else np.array(b["IDX"], np.int32),
+                None if b["speakers"] is None else np.array(b["speakers"], np.int32),
+            ),
+        )
+        for b in vector["request"]["blocks"]
+    ]
 
 
 def test_the_cli_exports_vectors_that_re_verify_against_the_harness_packer(tmp_path, capsys, monkeypatch):
@@ -61,8 +71,9 @@ def test_the_cli_exports_vectors_that_re_verify_against_the_harness_packer(tmp_p
     assert "wrote 12 packing test vectors, 6 session vectors (sessions.json) and index.json" in stdout
     index = json.loads((out / "index.json").read_text())
     assert index["wire_version"] == "2" and index["derived_by"] == harness_identity()
-    assert sorted(p.name for p in out.iterdir()) == sorted(["index.json", "sessions.json",
-                                                            *(v["file"] for v in index["vectors"])])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["index.json", "sessions.json", *(v["file"] for v in index["vectors"])]
+    )
     sessions = (out / "sessions.json").read_text()
     assert index["sessions"] == {"file": "sessions.json", "sha256": hashlib.sha256(sessions.encode()).hexdigest()}
     covered = set()
@@ -85,8 +96,18 @@ def test_the_cli_exports_vectors_that_re_verify_against_the_harness_packer(tmp_p
                 covered.add("0 rows")
             if b["OP"] and b["speakers"] is None:
                 covered.add("speakers unknown")
-    assert covered == {"op0", "op1", "op2", "one block", "many blocks", "padded", "empty block",
-                       "window at the very end of a span", "0 rows", "speakers unknown"}
+    assert covered == {
+        "op0",
+        "op1",
+        "op2",
+        "one block",
+        "many blocks",
+        "padded",
+        "empty block",
+        "window at the very end of a span",
+        "0 rows",
+        "speakers unknown",
+    }
 
 
 def test_a_tampered_vector_is_caught_by_the_re_check(exported):
@@ -122,8 +143,12 @@ def test_export_refuses_a_non_empty_folder_and_accepts_an_empty_one(tmp_path, ca
     code, out, err = _laws_cli(capsys, monkeypatch, "--export-vectors", str(empty))
     assert code == 0, out + err
     assert (empty / "index.json").is_file()
-    _one_line_exit_2(*_laws_cli(capsys, monkeypatch, "--export-vectors", str(tmp_path / "x"), "--packer",
-                                "harness.packers.packing:pack"), "the vectors are the harness's own packer's answers")
+    _one_line_exit_2(
+        *_laws_cli(
+            capsys, monkeypatch, "--export-vectors", str(tmp_path / "x"), "--packer", "harness.packers.packing:pack"
+        ),
+        "the vectors are the harness's own packer's answers",
+    )
 
 
 @pytest.mark.parametrize("fault", ["enospc:vectors:op1-one-block", "enospc:rename:vectors"])
@@ -140,8 +165,12 @@ def rust_check(tmp_path_factory) -> Path:
     if shutil.which("rustc") is None:
         pytest.skip("rustc is not installed")
     binary = tmp_path_factory.mktemp("rust") / "packer_vectors_check"
-    built = subprocess.run(["rustc", "--edition", "2021", str(ROOT / "examples" / "packer_vectors_check.rs"), "-o",
-                            str(binary)], capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        ["rustc", "--edition", "2021", str(ROOT / "examples" / "packer_vectors_check.rs"), "-o", str(binary)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0 and "warning" not in built.stderr, built.stderr
     return binary
 
@@ -174,5 +203,6 @@ def test_the_std_only_rust_check_catches_a_session_answered_out_of_the_rules(exp
     (wrong / "sessions.json").write_text(json.dumps(data))
     done = subprocess.run([str(binary), str(wrong)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "12 of 12 vectors pass" in done.stdout, done.stdout
-    assert "FAIL session request-before-hello: step 0 (\"pack\"): answered error, expected packed" in done.stdout, \
+    assert 'FAIL session request-before-hello: step 0 ("pack"): answered error, expected packed' in done.stdout, (
         done.stdout
+    )

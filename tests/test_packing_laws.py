@@ -41,10 +41,22 @@ def control(name: str) -> CallablePacker:
 # Which laws each known bug must break (at least one control per law), and the most blocks a shrunk
 # counterexample may keep (hypothesis shrinks to a local minimum: a handful of blocks at most).
 CONTROLS = {
-    "off_by_one_packer": {"well-formed", "round-trip", "own-samples", "rebased-inside", "per-window-function",
-                          "associative"},
-    "leaky_packer": {"round-trip", "own-samples", "rebased-inside", "per-window-function", "associative",
-                     "padding-dropped"},
+    "off_by_one_packer": {
+        "well-formed",
+        "round-trip",
+        "own-samples",
+        "rebased-inside",
+        "per-window-function",
+        "associative",
+    },
+    "leaky_packer": {
+        "round-trip",
+        "own-samples",
+        "rebased-inside",
+        "per-window-function",
+        "associative",
+        "padding-dropped",
+    },
     "speaker_dropping_packer": {"round-trip"},
     "exclusive_index_packer": {"ragged-index"},
     "PaddingFirstPacker": {"padding-dropped"},
@@ -94,16 +106,26 @@ def test_the_rebase_bug_needs_two_blocks_and_shows_them(control_reports):
     report = control_reports["off_by_one_packer"]
     rt = next(o for o in report.outcomes if o.law == "round-trip").counterexample
     assert len(rt.blocks) == 2 and "block 'b1'" in rt.what and "OFFSETS" in rt.what
-    one_block = Law("own-samples (k=1)", "", LAWS_BY_NAME["own-samples"].check,
-                    lambda: block_lists(max_k=1).map(lambda b: (b, {})))
+    one_block = Law(
+        "own-samples (k=1)", "", LAWS_BY_NAME["own-samples"].check, lambda: block_lists(max_k=1).map(lambda b: (b, {}))
+    )
     with control("off_by_one_packer") as packer:
         assert run_law(packer, one_block, examples=100, seed=SEED).status == HELD
 
 
 def test_the_rendered_report_names_law_blocks_request_and_difference(control_reports):
     text = control_reports["off_by_one_packer"].render()
-    for words in ("law own-samples BROKEN", "minimal block set: ", "b1: SPAN ", "OFFSETS [", "VALID [",
-                  "request the packer produced:", "layout: b0 SPAN[0:", "what differed: ", "laws broken"):
+    for words in (
+        "law own-samples BROKEN",
+        "minimal block set: ",
+        "b1: SPAN ",
+        "OFFSETS [",
+        "VALID [",
+        "request the packer produced:",
+        "layout: b0 SPAN[0:",
+        "what differed: ",
+        "laws broken",
+    ):
         assert words in text, words
 
 
@@ -136,8 +158,10 @@ def _two_blocks():
     span = np.arange(1, 9, dtype=np.float32)
     full = np.full(8, 4, np.int32)
     offsets = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int64)
-    return (Block.create("b0", 0, span, offsets, full, LAW_GEOMETRY),
-            Block.create("b1", 0, span + 10, offsets, full, LAW_GEOMETRY))
+    return (
+        Block.create("b0", 0, span, offsets, full, LAW_GEOMETRY),
+        Block.create("b1", 0, span + 10, offsets, full, LAW_GEOMETRY),
+    )
 
 
 def test_laws_that_depend_on_the_packer_say_what_they_judged():
@@ -167,9 +191,10 @@ def test_a_window_running_into_the_next_block_is_named():
     b1 = Block.create("b1", 0, np.full(70, 2.0, np.float32), offsets, valid, LAW_GEOMETRY)
     with pytest.raises(LawBroken) as err:
         LAWS_BY_NAME["own-samples"](control("leaky_packer"), [b0, b1])
-    assert ("window 7 of block 'b0' (window 7 of the request) sees other samples packed than alone (OFFSETS 56, "
-            "VALID 64 packed; OFFSETS 56, VALID 14 alone): 50 of 64 values differ, first at [14]: 2 instead of 0"
-            ) in err.value.what
+    assert (
+        "window 7 of block 'b0' (window 7 of the request) sees other samples packed than alone (OFFSETS 56, "
+        "VALID 64 packed; OFFSETS 56, VALID 14 alone): 50 of 64 values differ, first at [14]: 2 instead of 0"
+    ) in err.value.what
     LAWS_BY_NAME["own-samples"](HarnessPacker(), [b0, b1])
 
 
@@ -201,13 +226,17 @@ def test_the_issue_example_of_an_accumulated_count_one_too_high_when_padded():
     """Spans of 40/30/20/35 samples padded to 6: [41 71 91 126 126 126] instead of [40 70 90 125 125 125]."""
     from harness.data.blocks import Block
 
-    blocks = [Block.create(f"b{i}", 0, np.ones(n, np.float32), np.zeros(8, np.int64), np.zeros(8, np.int32),
-                           LAW_GEOMETRY) for i, n in enumerate((40, 30, 20, 35))]
+    blocks = [
+        Block.create(f"b{i}", 0, np.ones(n, np.float32), np.zeros(8, np.int64), np.zeros(8, np.int32), LAW_GEOMETRY)
+        for i, n in enumerate((40, 30, 20, 35))
+    ]
     with pytest.raises(LawBroken) as err:
         LAWS_BY_NAME["ragged-index"](control("padded_index_packer"), blocks, pad_to=6)
-    assert ("BATCH_ACCUMULATED_ELEMENT_COUNT (emitted by the packer) for 6 items (spans of [40, 30, 20, 35] samples "
-            "and 2 padding item(s) of 0): 6 of 6 values differ, first at [0]: 41 instead of 40; got "
-            "int32[41 71 91 126 126 126], the layout gives int32[40 70 90 125 125 125]") in err.value.what
+    assert (
+        "BATCH_ACCUMULATED_ELEMENT_COUNT (emitted by the packer) for 6 items (spans of [40, 30, 20, 35] samples "
+        "and 2 padding item(s) of 0): 6 of 6 values differ, first at [0]: 41 instead of 40; got "
+        "int32[41 71 91 126 126 126], the layout gives int32[40 70 90 125 125 125]"
+    ) in err.value.what
     LAWS_BY_NAME["ragged-index"](control("padded_index_packer"), blocks)  # unpadded: right
     LAWS_BY_NAME["ragged-index"](HarnessPacker(), blocks, pad_to=6)
 
@@ -217,8 +246,9 @@ def test_mixed_index_dtypes_break_ragged_index():
         good = pack(items, pad_to=pad_to)
         index = good.ragged_index()
         index["BATCH_ELEMENT_COUNT"] = index["BATCH_ELEMENT_COUNT"].astype(np.int64)
-        return type(good)(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
-                          good.segments, index)
+        return type(good)(
+            good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
+        )
 
     with pytest.raises(LawBroken, match="mix dtypes"):
         LAWS_BY_NAME["ragged-index"](_Bare(mixed), list(_two_blocks()))
@@ -270,8 +300,13 @@ def test_a_law_not_judged_on_every_example_never_holds():
             raise NotJudged("cannot judge")
 
     for check in (skips, skips_some):
-        law = Law(check.__name__, "", check, lambda: block_lists(max_k=4).map(lambda b: (b, {})),
-                  boundary=lambda k: [([_two_blocks()[0]], {}), (list(_two_blocks()), {})])
+        law = Law(
+            check.__name__,
+            "",
+            check,
+            lambda: block_lists(max_k=4).map(lambda b: (b, {})),
+            boundary=lambda k: [([_two_blocks()[0]], {}), (list(_two_blocks()), {})],
+        )
         report = check_packer(HarnessPacker(), examples=5, seed=SEED, laws=[law])
         assert report.outcomes[0].status == NOT_JUDGED and not report.ok
         assert "laws hold" not in report.render() and "never as held" in report.render()

@@ -20,8 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "lanes", "golden", "reports")
 ALLOWED = 8
-ADVICE = ("group related parameters into a frozen dataclass that goes down whole (or pass the object they "
-          "already belong to, e.g. the job or the configuration) instead of unpacking them into parameters")
+ADVICE = (
+    "group related parameters into a frozen dataclass that goes down whole (or pass the object they "
+    "already belong to, e.g. the job or the configuration) instead of unpacking them into parameters"
+)
 
 
 def checked_files() -> list[Path]:
@@ -53,23 +55,27 @@ def offenders(source: str, where: str) -> Iterator[str]:
 def test_no_function_takes_more_than_eight_parameters() -> None:
     files = checked_files()
     assert len(files) > 100, f"only {len(files)} files found under {PACKAGES}: the walk is wrong"
-    found = [line for path in files
-             for line in offenders(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())]
-    assert not found, (f"{len(found)} function(s) take more than {ALLOWED} parameters:\n  " + "\n  ".join(found)
-                       + f"\n{ADVICE}")
+    found = [
+        line
+        for path in files
+        for line in offenders(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+    ]
+    assert not found, (
+        f"{len(found)} function(s) take more than {ALLOWED} parameters:\n  " + "\n  ".join(found) + f"\n{ADVICE}"
+    )
 
 
-NINE = '''
+NINE = """
 class Job:
     def run(self, a, b, c, /, d, e, *args, f, g, h, i=1, **kwargs):
         pass
-'''
+"""
 
-EIGHT = '''
+EIGHT = """
 def run(a, b, c, /, d, e, *args, f, g, h=1, **kwargs):
     async def inner(x):
         pass
-'''
+"""
 
 
 def test_the_counter_reports_nine_parameters() -> None:

@@ -60,8 +60,13 @@ def our_threads():
 @pytest.mark.parametrize("mode", ["isolated", "chained"])
 def test_pipelined_and_serial_runs_give_the_same_outputs_and_the_same_call_order(null, mode):
     backend, blocks = null
-    variants = (FastVariant(4, ("k4.d", "k4.d2"), lambda m, k: [[(b, c) for b in m[i:i + 2] for c in (0, 1)]
-                                                              for i in range(0, len(m), 2)]),)
+    variants = (
+        FastVariant(
+            4,
+            ("k4.d", "k4.d2"),
+            lambda m, k: [[(b, c) for b in m[i : i + 2] for c in (0, 1)] for i in range(0, len(m), 2)],
+        ),
+    )
     plan = RunPlan(shapes=(2, 4), voiceprint_inputs=mode, variants=variants, exact_repeats=2)
     piped_out, piped = run_collect(blocks, backend, plan)
     serial_out, serial = run_collect(blocks, Serial(backend), plan)
@@ -82,10 +87,15 @@ def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null
     files, calls = {}, {}
     for name, b in (("piped", backend), ("serial", Serial(backend))):
         golden, _ = record_golden(tmp_path / name / "goldens", "rel", corpus.rows(), b, config)
-        run = run_shapes(golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config,
-                         RunOptions(laws_examples=0))
-        files[name] = {f"{kind}/{k}": v["sha256"] for kind, m in (("golden", golden.manifest), ("run", run.manifest))
-                       for k, v in m["files"].items() if k != "calls.parquet"}
+        run = run_shapes(
+            golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config, RunOptions(laws_examples=0)
+        )
+        files[name] = {
+            f"{kind}/{k}": v["sha256"]
+            for kind, m in (("golden", golden.manifest), ("run", run.manifest))
+            for k, v in m["files"].items()
+            if k != "calls.parquet"
+        }
         calls[name] = [calls_digest(golden.iter_calls()), calls_digest(run.iter_calls())]
     assert files["piped"] == files["serial"] and len(files["piped"]) > 8
     assert calls["piped"] == calls["serial"]
@@ -174,8 +184,11 @@ class Ticket:
 
 
 @settings(max_examples=60)
-@given(st.lists(st.tuples(st.sampled_from(["stage", "then", "wait"]), st.integers(0, 4)), max_size=25),
-       st.integers(1, 6), st.booleans())
+@given(
+    st.lists(st.tuples(st.sampled_from(["stage", "then", "wait"]), st.integers(0, 4)), max_size=25),
+    st.integers(1, 6),
+    st.booleans(),
+)
 def test_answers_are_taken_in_push_order_whatever_the_bounds_and_waits(steps, max_calls, piped):
     backend, device, taken, pushed = Echo(), DeviceQueue("device-queue order"), [], []
 
@@ -189,8 +202,11 @@ def test_answers_are_taken_in_push_order_whatever_the_bounds_and_waits(steps, ma
             if kind == "stage":
                 names = [f"{n}.{j}" for j in range(size)]
                 pushed += names
-                marks.append(line.stage([((Op.SEGMENTATION, {}, 1, 0, name), lambda r: taken.append(r.output))
-                                         for name in names]))
+                marks.append(
+                    line.stage(
+                        [((Op.SEGMENTATION, {}, 1, 0, name), lambda r: taken.append(r.output)) for name in names]
+                    )
+                )
             elif kind == "then":
                 pushed.append(f"then {n}")
                 marks.append(line.then(lambda n=n: taken.append(f"then {n}")))

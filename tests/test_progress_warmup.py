@@ -94,14 +94,16 @@ def test_estimate_left_does_not_count_the_warm_up(backend, small_corpus):
         seen.append((now[0], lines.done, lines.line()))
 
     tick.phase = lines.phase  # type: ignore[attr-defined]
-    run_lanes(small_corpus.blocks[:8], Wrapped(backend, before), plan, lambda lane, o: None,
-              hooks=LaneHooks(progress=tick))
+    run_lanes(
+        small_corpus.blocks[:8], Wrapped(backend, before), plan, lambda lane, o: None, hooks=LaneHooks(progress=tick)
+    )
     end = now[0]
     first_at, done, first = seen[0]
     estimate = float(re.search(r"about (\d+) s left", first).group(1))
     really = end - first_at
     assert really / 1.5 <= estimate <= really * 1.5, (
-        f"first estimate {estimate:.0f} s left, the rest took {really:.0f} s (allowed 1.5x either way); line: {first}")
+        f"first estimate {estimate:.0f} s left, the rest took {really:.0f} s (allowed 1.5x either way); line: {first}"
+    )
     warm_up = 3 * 100.0 * 3  # 3 lanes x 3 OPs, 100 s each (a warm-up voiceprint call without rows is not sent)
     assert first_at >= warm_up - 300, first  # the warm-up happened and took fake minutes
     old = first_at / done * (total - done)  # the old estimate: elapsed since the start, the warm-up included
@@ -121,8 +123,9 @@ def test_warm_up_phase_line_names_the_step_and_gives_no_estimate():
     assert lines.line(final=True) == "nightly 64 blocks: 12 calls, done (10 %), 380 s elapsed"
 
 
-def test_nightly_says_where_its_output_goes_as_it_starts(tmp_path, recorded_golden, backend, small_config, capsys,
-                                                         monkeypatch):
+def test_nightly_says_where_its_output_goes_as_it_starts(
+    tmp_path, recorded_golden, backend, small_config, capsys, monkeypatch
+):
     """The first stderr line of a nightly (before any progress) names the output folder, the report and the ledger:
     the demo used to say where its output was only at the end."""
     import shutil
@@ -133,11 +136,14 @@ def test_nightly_says_where_its_output_goes_as_it_starts(tmp_path, recorded_gold
     golden = tmp_path / "goldens" / recorded_golden.path.name
     shutil.copytree(recorded_golden.path, golden)
     out = tmp_path / "out"
-    nightly(NightlyJob(small_config.with_overrides(candidates=(2,)), golden, out, localise=False, progress=True),
-            backend)
+    nightly(
+        NightlyJob(small_config.with_overrides(candidates=(2,)), golden, out, localise=False, progress=True), backend
+    )
     first = capsys.readouterr().err.splitlines()[0]
-    assert first == (f"writing to {out}/ (report at {out}/report/report.html; ledger {tmp_path}/goldens/ledger.json, "
-                     f"manifest {tmp_path}/goldens/promoted-shapes.json when done)")
+    assert first == (
+        f"writing to {out}/ (report at {out}/report/report.html; ledger {tmp_path}/goldens/ledger.json, "
+        f"manifest {tmp_path}/goldens/promoted-shapes.json when done)"
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf"])
@@ -146,8 +152,11 @@ def test_a_progress_interval_that_is_not_seconds_is_one_line(value, monkeypatch)
     monkeypatch.setenv("HARNESS_PROGRESS_SECONDS", value)
     stderr = Recorder("x")
     monkeypatch.setattr("sys.stderr", stderr)
-    with pytest.raises(HarnessError, match=rf"HARNESS_PROGRESS_SECONDS='{value}': expected seconds between progress "
-                                           r"lines, a number > 0"):
+    with pytest.raises(
+        HarnessError,
+        match=rf"HARNESS_PROGRESS_SECONDS='{value}': expected seconds between progress "
+        r"lines, a number > 0",
+    ):
         with progress_bar("x", 10, announce="writing to x/"):
             pass
     assert stderr.getvalue() == ""  # refused before the start line: the refusal is the only line

@@ -31,10 +31,15 @@ RELEASE = {"0": [1], "1": [1], "2": [1]}
 # tolerances: LOOSE below; one arrangement (CI time: the subject is the ledger and manifest, not the evidence)
 CONFIG = ReleaseConfig(numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
 # The release's tolerances here: the defaults, with sample-size gates a 6-block corpus can meet ...
-LOOSE = Tolerances(op0=SegmentationTolerance(max_flip_rate=0.01), op1=VoiceprintTolerance(max_failed_row_rate=0.5),
-                   op2=VoiceprintTolerance(max_failed_row_rate=0.5))
-LOOSE_TOML = ("[tolerances.op0]\nmax_flip_rate = 0.01\n[tolerances.op1]\nmax_failed_row_rate = 0.5\n"
-              "[tolerances.op2]\nmax_failed_row_rate = 0.5\n")
+LOOSE = Tolerances(
+    op0=SegmentationTolerance(max_flip_rate=0.01),
+    op1=VoiceprintTolerance(max_failed_row_rate=0.5),
+    op2=VoiceprintTolerance(max_failed_row_rate=0.5),
+)
+LOOSE_TOML = (
+    "[tolerances.op0]\nmax_flip_rate = 0.01\n[tolerances.op1]\nmax_failed_row_rate = 0.5\n"
+    "[tolerances.op2]\nmax_failed_row_rate = 0.5\n"
+)
 # ... and a stricter release no corpus here can satisfy: every score judged with it fails
 STRICT = Tolerances(op0=SegmentationTolerance(max_flip_rate=1e-9))
 STRICT_TOML = "[tolerances.op0]\nmax_flip_rate = 1e-9\n"
@@ -57,18 +62,38 @@ def world(tmp_path_factory):
 
     (tmp / "strict.toml").write_text(STRICT_TOML + "[numerics]\nthreads = 1\n")
     (tmp / "default.toml").write_text(LOOSE_TOML + "[numerics]\nthreads = 1\n")
-    return {"tmp": tmp, "golden": golden, "scored": scored, "strict": tmp / "strict.toml",
-            "default": tmp / "default.toml"}
+    return {
+        "tmp": tmp,
+        "golden": golden,
+        "scored": scored,
+        "strict": tmp / "strict.toml",
+        "default": tmp / "default.toml",
+    }
 
 
 def harness(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
 
 
 def promote_cli(score: Path, ledger: Path, manifest: Path, config: Path, **kw) -> subprocess.CompletedProcess:
-    return harness("promote", "--score", str(score), "--ledger", str(ledger), "--manifest", str(manifest),
-                   "--config", str(config), **kw)
+    return harness(
+        "promote",
+        "--score",
+        str(score),
+        "--ledger",
+        str(ledger),
+        "--manifest",
+        str(manifest),
+        "--config",
+        str(config),
+        **kw,
+    )
 
 
 def load_score(path: Path) -> Score:
@@ -120,8 +145,14 @@ def test_promote_then_revoke_naming_the_revoking_run(world):
 
 
 def _lists(manifest: dict, k: int) -> bool:
-    return any(k in ks for m in manifest["models"].values() for d in m["devices"].values()
-               for p in d["profiles"].values() for pk in p["packers"].values() for ks in pk["ops"].values())
+    return any(
+        k in ks
+        for m in manifest["models"].values()
+        for d in m["devices"].values()
+        for p in d["profiles"].values()
+        for pk in p["packers"].values()
+        for ks in pk["ops"].values()
+    )
 
 
 def test_the_release_shape_is_never_promoted(world):
@@ -136,8 +167,9 @@ def test_the_release_shape_is_never_promoted(world):
 def test_the_manifest_is_keyed_by_model_device_and_numerics_profile(world):
     s = load_score(world["scored"]((2,)))
     book, _ = apply_score(empty_ledger(), s, s.run.created, RELEASE)
-    other = s.model_copy(update={"numerics_profile": "np-0000000000",
-                                 "run": s.run.model_copy(update={"id": s.run.id + "x"})})
+    other = s.model_copy(
+        update={"numerics_profile": "np-0000000000", "run": s.run.model_copy(update={"id": s.run.id + "x"})}
+    )
     book, _ = apply_score(book, other, s.run.created, RELEASE)
     profiles = derive_manifest(book, RELEASE).models[s.fingerprint].devices["cpu"].profiles
     assert set(profiles) == {s.numerics_profile, "np-0000000000"}
@@ -193,11 +225,13 @@ def test_a_score_whose_verdict_strings_lie_is_refused(world, tmp_path):
     forged = tmp_path / "forged.json"
     forged.write_text(failing.read_text())
     edit_json(forged, lie)  # a careless edit: the digest no longer matches
-    one_line_error(promote_cli(forged, tmp_path / "l.json", tmp_path / "m.json", world["strict"]),
-                   "edited after it was written")
+    one_line_error(
+        promote_cli(forged, tmp_path / "l.json", tmp_path / "m.json", world["strict"]), "edited after it was written"
+    )
     edit_json(forged, lambda s: None, field="digest")  # a forger re-seals it
-    line = one_line_error(promote_cli(forged, tmp_path / "l.json", tmp_path / "m.json", world["strict"]),
-                          "flip_rate_upper95")
+    line = one_line_error(
+        promote_cli(forged, tmp_path / "l.json", tmp_path / "m.json", world["strict"]), "flip_rate_upper95"
+    )
     assert "disagrees with itself" in line
     assert not (tmp_path / "l.json").exists() and not (tmp_path / "m.json").exists()
 
@@ -211,22 +245,27 @@ def test_a_score_whose_verdict_strings_lie_is_refused(world, tmp_path):
     loose = tmp_path / "loose.json"
     loose.write_text(failing.read_text())
     edit_json(loose, loosen)
-    one_line_error(promote_cli(loose, tmp_path / "l.json", tmp_path / "m.json", world["strict"]),
-                   "its limit max_flip_rate is")
+    one_line_error(
+        promote_cli(loose, tmp_path / "l.json", tmp_path / "m.json", world["strict"]), "its limit max_flip_rate is"
+    )
 
 
 def test_a_score_judged_with_other_tolerances_than_the_release_is_refused(world, tmp_path):
     strict = world["scored"]((2,), STRICT)
-    one_line_error(promote_cli(strict, tmp_path / "l.json", tmp_path / "m.json", world["default"]),
-                   "judged with other tolerances than this release's configuration")
+    one_line_error(
+        promote_cli(strict, tmp_path / "l.json", tmp_path / "m.json", world["default"]),
+        "judged with other tolerances than this release's configuration",
+    )
 
 
 def test_a_run_scored_against_another_golden_is_refused(world, tmp_path):
-    other_backend, _, other = record("small", tmp_path, blocks=6, numerics=CONFIG.numerics, config=CONFIG,
-                                     release="other")
+    other_backend, _, other = record(
+        "small", tmp_path, blocks=6, numerics=CONFIG.numerics, config=CONFIG, release="other"
+    )
     score = json.loads(world["scored"]((2,)).read_text())
-    proc = harness("score", "--golden", str(other.path), "--run", score["run"]["path"], "--out",
-                   str(tmp_path / "s.json"))
+    proc = harness(
+        "score", "--golden", str(other.path), "--run", score["run"]["path"], "--out", str(tmp_path / "s.json")
+    )
     one_line_error(proc, f"was made against golden {score['golden']['id']}, not {other.golden_id}")
     assert not (tmp_path / "s.json").exists()
 
@@ -240,8 +279,9 @@ def test_ledger_and_manifest_given_as_one_file_are_refused(world, tmp_path):
 
 def test_report_with_a_mistyped_ledger_is_refused(world, tmp_path):
     score = world["scored"]((2,))
-    proc = harness("report", "--score", str(score), "--ledger", str(tmp_path / "ledgr.json"), "--out",
-                   str(tmp_path / "report"))
+    proc = harness(
+        "report", "--score", str(score), "--ledger", str(tmp_path / "ledgr.json"), "--out", str(tmp_path / "report")
+    )
     one_line_error(proc, "no such ledger")
 
 
@@ -267,16 +307,34 @@ def _year_of_history(score: dict, shapes: list[int], events: int) -> dict:
         history = []
         for i in range(events):
             seq += 1
-            history.append({"seq": seq, "at": f"2025-01-01T00:00:{i % 60:02d}+00:00", "run_id": f"old-{k}-{i}",
-                            "run_created": "2025-01-01T00:00:00+00:00", "score_digest": "0" * 64,
-                            "golden_id": score["golden"]["id"], "release": score["release"], "verdict": "fail",
-                            "state": "candidate",
-                            "reasons": ["an old failure"], "evidence": {}})
+            history.append(
+                {
+                    "seq": seq,
+                    "at": f"2025-01-01T00:00:{i % 60:02d}+00:00",
+                    "run_id": f"old-{k}-{i}",
+                    "run_created": "2025-01-01T00:00:00+00:00",
+                    "score_digest": "0" * 64,
+                    "golden_id": score["golden"]["id"],
+                    "release": score["release"],
+                    "verdict": "fail",
+                    "state": "candidate",
+                    "reasons": ["an old failure"],
+                    "evidence": {},
+                }
+            )
         book["entries"][f"{score['fingerprint']}|{score['device_kind']}|{score['numerics_profile']}|{packer}|{k}"] = {
-            "fingerprint": score["fingerprint"], "device_kind": score["device_kind"],
-            "numerics_profile": score["numerics_profile"], "packer_identity": packer, "release": score["release"],
-            "release_ops": RELEASE, "numerics": {}, "shape": k, "state": "candidate", "revoked_by": None,
-            "history": history}
+            "fingerprint": score["fingerprint"],
+            "device_kind": score["device_kind"],
+            "numerics_profile": score["numerics_profile"],
+            "packer_identity": packer,
+            "release": score["release"],
+            "release_ops": RELEASE,
+            "numerics": {},
+            "shape": k,
+            "state": "candidate",
+            "revoked_by": None,
+            "history": history,
+        }
     book["seq"] = seq
     return seal(book, "ledger_sha256")
 
@@ -290,9 +348,28 @@ def test_parallel_writers_lose_no_event(world, tmp_path):
     first = json.loads(scores[0].read_text())
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
     ledger.write_text(json.dumps(_year_of_history(first, writers, 3000)))
-    procs = [subprocess.Popen([sys.executable, "-m", "harness.cli", "promote", "--score", str(s), "--ledger",
-                               str(ledger), "--manifest", str(manifest), "--config", str(world["default"])],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in scores]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "promote",
+                "--score",
+                str(s),
+                "--ledger",
+                str(ledger),
+                "--manifest",
+                str(manifest),
+                "--config",
+                str(world["default"]),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for s in scores
+    ]
     results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
     assert all(code == 0 for code, _ in results), results
     book, m = read_consistent(ledger, manifest)
@@ -310,10 +387,28 @@ def test_a_revocation_racing_a_promotion_is_never_lost(world, tmp_path):
     for i in range(5):
         passing, failing = world["scored"]((2,), where=tmp_path), world["scored"]((2,), STRICT, where=tmp_path)
         ledger, manifest = tmp_path / f"l{i}.json", tmp_path / f"m{i}.json"
-        procs = [subprocess.Popen([sys.executable, "-m", "harness.cli", "promote", "--score", str(s), "--ledger",
-                                   str(ledger), "--manifest", str(manifest), "--config", str(c)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for s, c in ((passing, world["default"]), (failing, world["strict"]))]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness.cli",
+                    "promote",
+                    "--score",
+                    str(s),
+                    "--ledger",
+                    str(ledger),
+                    "--manifest",
+                    str(manifest),
+                    "--config",
+                    str(c),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for s, c in ((passing, world["default"]), (failing, world["strict"]))
+        ]
         codes = [p.wait(timeout=600) for p in procs]
         assert codes[1] == 0 and codes[0] in (0, 2)
         if codes[0] == 2:  # the failing run committed first: the older passing score is a replay
@@ -327,8 +422,9 @@ def test_a_revocation_racing_a_promotion_is_never_lost(world, tmp_path):
 # ---------------------------------------------------------------------------------------------- interruption
 
 
-@pytest.mark.parametrize("point", ["promote:before-journal", "promote:journal-written", "promote:first-written",
-                                   "promote:both-written"])
+@pytest.mark.parametrize(
+    "point", ["promote:before-journal", "promote:journal-written", "promote:first-written", "promote:both-written"]
+)
 def test_a_kill_at_each_step_never_leaves_a_revoked_shape_allowed(world, tmp_path, point):
     passing, failing = world["scored"]((2,), where=tmp_path), world["scored"]((2,), STRICT, where=tmp_path)
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
@@ -367,18 +463,23 @@ def test_an_edited_ledger_is_never_used_or_overwritten(world, tmp_path):
     assert promote_cli(passing, ledger, manifest, world["default"]).returncode == 0
     edit_json(ledger, lambda b: next(iter(b["entries"].values()))["history"][0].update(golden_id="x@000000000000"))
     before = ledger.read_bytes()
-    one_line_error(promote_cli(world["scored"]((2,), STRICT, where=tmp_path), ledger, manifest, world["strict"]),
-                   "edited after it was written")
+    one_line_error(
+        promote_cli(world["scored"]((2,), STRICT, where=tmp_path), ledger, manifest, world["strict"]),
+        "edited after it was written",
+    )
     assert ledger.read_bytes() == before
     with pytest.raises(LedgerError, match="edited after it was written"):
         load_ledger(ledger)
 
 
-@pytest.mark.parametrize("content,message", [
-    ("[]", "not a harness ledger"),
-    ('{"kind": "harness.ledger", "format": 99}', "format: unknown format version"),
-    ("{oops", "ledger is not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("[]", "not a harness ledger"),
+        ('{"kind": "harness.ledger", "format": 99}', "format: unknown format version"),
+        ("{oops", "ledger is not valid JSON"),
+    ],
+)
 def test_a_ledger_that_is_not_one_is_refused(tmp_path, content, message):
     path = tmp_path / "ledger.json"
     path.write_text(content)

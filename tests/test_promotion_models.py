@@ -19,8 +19,14 @@ from harness.ledger.promotion import apply_score, empty_ledger, sealed_ledger
 from harness.ledger.store import commit, load_ledger, load_manifest
 from tests.test_promotion import RELEASE, STRICT, _year_of_history, world  # noqa: F401 (fixture)
 
-FAKE_SCORE = {"packer": {"identity": "harness/0.0+000000000000"}, "golden": {"id": "rel@0123456789ab"},
-              "release": "rel", "fingerprint": "f" * 64, "device_kind": "cpu", "numerics_profile": "np-1"}
+FAKE_SCORE = {
+    "packer": {"identity": "harness/0.0+000000000000"},
+    "golden": {"id": "rel@0123456789ab"},
+    "release": "rel",
+    "fingerprint": "f" * 64,
+    "device_kind": "cpu",
+    "numerics_profile": "np-1",
+}
 
 
 def old_ledger(path: Path, score: dict, shapes: list[int]) -> bytes:

@@ -28,13 +28,29 @@ OTHER = "external:engine-packer/1.0@sha256:0123456789abcdef"
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 def promote(score: Path, ledger: Path, manifest: Path, config: Path, **env) -> subprocess.CompletedProcess:
-    return cli("promote", "--score", str(score), "--ledger", str(ledger), "--manifest", str(manifest), "--config",
-               str(config), env=env or None)
+    return cli(
+        "promote",
+        "--score",
+        str(score),
+        "--ledger",
+        str(ledger),
+        "--manifest",
+        str(manifest),
+        "--config",
+        str(config),
+        env=env or None,
+    )
 
 
 def changed(score: Score, edit) -> Score:
@@ -46,10 +62,15 @@ def changed(score: Score, edit) -> Score:
 
 def as_packer(score: Score, identity: str, verdict: str = "hold", suffix: str = "") -> Score:
     """The same evidence, as if the fast lane had used packer ``identity`` with that laws verdict."""
+
     def edit(s: dict) -> None:
         s["packer"] = {**s["packer"], "identity": identity}
-        s["laws"] = {**s["laws"], "packer_identity": identity, "verdict": verdict,
-                     "broken": ["rebased-inside"] if verdict == "broken" else []}
+        s["laws"] = {
+            **s["laws"],
+            "packer_identity": identity,
+            "verdict": verdict,
+            "broken": ["rebased-inside"] if verdict == "broken" else [],
+        }
         s["run"]["id"] += suffix
 
     return changed(score, edit)
@@ -67,8 +88,12 @@ def ask(manifest: PromotedShapes, score: Score, packer: str, k: int) -> bool:
 def scores(world):  # noqa: F811
     """A passing and a failing score of k=2 (the harness's own packer), as files and as models."""
     passing, failing = world["scored"]((2,)), world["scored"]((2,), STRICT)
-    return {"pass": passing, "fail": failing, "p": Score.model_validate(json.loads(passing.read_text())),
-            "f": Score.model_validate(json.loads(failing.read_text()))}
+    return {
+        "pass": passing,
+        "fail": failing,
+        "p": Score.model_validate(json.loads(passing.read_text())),
+        "f": Score.model_validate(json.loads(failing.read_text())),
+    }
 
 
 # ------------------------------------------------------------------------------------ per packer
@@ -80,8 +105,9 @@ def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
     assert good.laws.verdict == "hold" and good.laws.packer_identity == mine
     # the engine's packer leaks: its nightly is refused; then the harness's own packer passes k=2
     book, (t,) = apply_score(empty_ledger(), as_packer(good, OTHER, "broken", "-q"), good.run.created, RELEASE)
-    assert (t["packer"], t["to"], t["passed"]) == (OTHER, "candidate", False) and "breaks the packing laws" in \
-        t["reasons"][0]
+    assert (t["packer"], t["to"], t["passed"]) == (OTHER, "candidate", False) and "breaks the packing laws" in t[
+        "reasons"
+    ][0]
     book, (t,) = apply_score(book, good, good.run.created, RELEASE)
     assert (t["packer"], t["to"]) == (mine, "promoted")
     manifest = derive_manifest(book, RELEASE)
@@ -100,13 +126,18 @@ def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
     assert {e.packer_identity for e in book.entries.values()} == {mine, OTHER} and len(book.entries) == 2
 
 
-@pytest.mark.parametrize("change,reason", [
-    (lambda s: s["laws"].update(packer_identity=OTHER), "were judged for packer"),
-    (lambda s: s["laws"].update(verdict="broken", broken=["rebased-inside"]),
-     "breaks the packing laws (rebased-inside"),
-    (lambda s: s["laws"].update(verdict="not-judged", examples=0), "were not judged in this run"),
-    (lambda s: None, None),  # the control: the laws held for this very packer
-])
+@pytest.mark.parametrize(
+    "change,reason",
+    [
+        (lambda s: s["laws"].update(packer_identity=OTHER), "were judged for packer"),
+        (
+            lambda s: s["laws"].update(verdict="broken", broken=["rebased-inside"]),
+            "breaks the packing laws (rebased-inside",
+        ),
+        (lambda s: s["laws"].update(verdict="not-judged", examples=0), "were not judged in this run"),
+        (lambda s: None, None),  # the control: the laws held for this very packer
+    ],
+)
 def test_a_packer_without_its_own_held_laws_gets_nothing_promoted(scores, change, reason):
     s = changed(scores["p"], change)
     book, (t,) = apply_score(empty_ledger(), s, s.run.created, RELEASE)
@@ -121,8 +152,12 @@ def test_a_score_without_laws_or_packer_identity_is_refused(scores):
     """No packer identity: apply_score refuses it. No laws verdict: the score's own schema does (a Score
     without ``laws`` cannot be built, so promotion never sees one)."""
     with pytest.raises(LedgerError, match="no packer identity"):
-        apply_score(empty_ledger(), changed(scores["p"], lambda s: s["packer"].pop("identity")),
-                    scores["p"].run.created, RELEASE)
+        apply_score(
+            empty_ledger(),
+            changed(scores["p"], lambda s: s["packer"].pop("identity")),
+            scores["p"].run.created,
+            RELEASE,
+        )
     data = scores["p"].model_dump(mode="json")
     del data["laws"]
     with pytest.raises(SchemaError, match="laws: missing"):
@@ -160,11 +195,26 @@ def test_shapes_shows_the_packer_and_answers_the_engines_question(world, scores,
     listing = cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest))
     assert listing.returncode == 0 and f"packer {mine}:" in listing.stdout, listing.stdout + listing.stderr
     assert "k=2: promoted" in listing.stdout and f"for packer {mine} by run {s.run.id}" in listing.stdout
-    base = ("shapes", "--may", "--ledger", str(ledger), "--manifest", str(manifest), "--k", "2", "--op", "0",
-            "--device", s.device_kind)
+    base = (
+        "shapes",
+        "--may",
+        "--ledger",
+        str(ledger),
+        "--manifest",
+        str(manifest),
+        "--k",
+        "2",
+        "--op",
+        "0",
+        "--device",
+        s.device_kind,
+    )
     yes = cli(*base, "--packer", mine)
-    assert yes.returncode == 0 and yes.stdout.startswith(f"yes: packer {mine} may use k=2") and \
-        len(yes.stdout.splitlines()) == 1
+    assert (
+        yes.returncode == 0
+        and yes.stdout.startswith(f"yes: packer {mine} may use k=2")
+        and len(yes.stdout.splitlines()) == 1
+    )
     no = cli(*base, "--packer", OTHER, "--fingerprint", s.fingerprint[:12], "--profile", s.numerics_profile)
     assert no.returncode == 1 and no.stdout.startswith(f"no: packer {OTHER} has no evidence"), no.stdout + no.stderr
     one_line_error(cli(*base[:-6], "--op", "0", "--device", "cpu", "--packer", mine), "needs --k")
@@ -177,8 +227,14 @@ def test_shapes_shows_the_packer_and_answers_the_engines_question(world, scores,
 
 def test_a_format_2_ledger_or_manifest_is_refused_with_how_to_migrate(tmp_path):
     old = tmp_path / "ledger.json"
-    old.write_text(json.dumps(seal({"kind": "harness.ledger", "format": 2, "seq": 0, "updated": None, "release": None,
-                                    "entries": {}}, "ledger_sha256")))
+    old.write_text(
+        json.dumps(
+            seal(
+                {"kind": "harness.ledger", "format": 2, "seq": 0, "updated": None, "release": None, "entries": {}},
+                "ledger_sha256",
+            )
+        )
+    )
     one_line_error(cli("ledger", "--ledger", str(old)), "format-2 ledger names no packer identity", "move it aside")
     m = tmp_path / "m.json"
     m.write_text(json.dumps({"kind": "harness.promoted-shapes", "format": 2}))
@@ -217,8 +273,11 @@ def test_a_journal_copied_with_its_ledger_is_not_applied_to_the_copy(world, scor
     shutil.copy(ledger, copy_ledger)
     shutil.copy(journal_path(ledger), journal_path(copy_ledger))
     before = copy_ledger.read_bytes()
-    line = one_line_error(cli("shapes", "--ledger", str(copy_ledger), "--manifest", str(tmp_path / "b" / "M.json")),
-                          f"interrupted commit of ledger {ledger.resolve()}", str(manifest.resolve()))
+    line = one_line_error(
+        cli("shapes", "--ledger", str(copy_ledger), "--manifest", str(tmp_path / "b" / "M.json")),
+        f"interrupted commit of ledger {ledger.resolve()}",
+        str(manifest.resolve()),
+    )
     assert "refusing to apply it here" in line
     assert copy_ledger.read_bytes() == before and not (tmp_path / "b" / "M.json").exists()
 
@@ -240,8 +299,12 @@ def test_a_resealed_journal_whose_manifest_adds_a_shape_is_not_applied(world, sc
     data["manifest"] = _add_k8(data["manifest"])
     journal.write_text(json.dumps(seal({k: v for k, v in data.items() if k != "journal_sha256"}, "journal_sha256")))
     before = (ledger.read_bytes(), manifest.read_bytes())
-    line = one_line_error(cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)), "k=8 for OP 0",
-                          "never promoted", "refusing to apply it")
+    line = one_line_error(
+        cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
+        "k=8 for OP 0",
+        "never promoted",
+        "refusing to apply it",
+    )
     assert str(journal) in line
     assert (ledger.read_bytes(), manifest.read_bytes()) == before and journal.exists()
     # a journal that is not one (its schema) is refused the same way, naming the key
@@ -254,11 +317,36 @@ def test_every_reader_refuses_a_resealed_manifest_naming_the_shape(world, scores
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
     assert promote(scores["pass"], ledger, manifest, world["default"]).returncode == 0
     manifest.write_text(json.dumps(_add_k8(json.loads(manifest.read_text()))))
-    for args in (("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
-                 ("shapes", "--may", "--ledger", str(ledger), "--manifest", str(manifest), "--packer",
-                  scores["p"].packer["identity"], "--k", "8", "--op", "0", "--device", "cpu"),
-                 ("report", "--score", str(scores["pass"]), "--ledger", str(ledger), "--manifest", str(manifest),
-                  "--out", str(tmp_path / "report"))):
+    for args in (
+        ("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
+        (
+            "shapes",
+            "--may",
+            "--ledger",
+            str(ledger),
+            "--manifest",
+            str(manifest),
+            "--packer",
+            scores["p"].packer["identity"],
+            "--k",
+            "8",
+            "--op",
+            "0",
+            "--device",
+            "cpu",
+        ),
+        (
+            "report",
+            "--score",
+            str(scores["pass"]),
+            "--ledger",
+            str(ledger),
+            "--manifest",
+            str(manifest),
+            "--out",
+            str(tmp_path / "report"),
+        ),
+    ):
         one_line_error(cli(*args), "is not the manifest derived from", "lists k=8 for OP 0", "never promoted")
     assert not (tmp_path / "report").exists()
 
@@ -275,8 +363,7 @@ def test_a_resealed_ledger_whose_promotion_lacks_its_evidence_is_refused_in_one_
             entry["history"][-1]["evidence"].pop("laws")
 
     edit_json(ledger, drop_laws, field="ledger_sha256")
-    one_line_error(cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
-                   "evidence lacks ['laws']")
+    one_line_error(cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)), "evidence lacks ['laws']")
 
 
 # ------------------------------------------------------------------------------------ read-only
@@ -301,8 +388,17 @@ def test_queries_on_a_read_only_file_system_need_no_write_lock(world, scores, tm
         remount_ro()
         shapes = cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest))
         assert shapes.returncode == 0 and "k=2: promoted" in shapes.stdout, shapes.stderr
-        report = cli("report", "--score", str(scores["pass"]), "--ledger", str(ledger), "--manifest", str(manifest),
-                     "--out", str(tmp_path / "report"))
+        report = cli(
+            "report",
+            "--score",
+            str(scores["pass"]),
+            "--ledger",
+            str(ledger),
+            "--manifest",
+            str(manifest),
+            "--out",
+            str(tmp_path / "report"),
+        )
         assert report.returncode == 0, report.stderr
         assert load_ledger(ledger).seq == 1
 
@@ -311,10 +407,15 @@ def test_a_pending_journal_on_a_read_only_file_system_is_reported(world, scores,
     with read_only_folder(tmp_path / "ro") as remount_ro:
         ledger, manifest = tmp_path / "ro" / "L.json", tmp_path / "ro" / "M.json"
         assert promote(scores["pass"], ledger, manifest, world["default"]).returncode == 0
-        killed = promote(scores["fail"], ledger, manifest, world["strict"],
-                         HARNESS_FAULT="kill:promote:journal-written")
+        killed = promote(
+            scores["fail"], ledger, manifest, world["strict"], HARNESS_FAULT="kill:promote:journal-written"
+        )
         assert killed.returncode == -9
         remount_ro()
-        one_line_error(cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
-                       "an interrupted promotion", "is pending and cannot be finished here", "Read-only file system")
+        one_line_error(
+            cli("shapes", "--ledger", str(ledger), "--manifest", str(manifest)),
+            "an interrupted promotion",
+            "is pending and cannot be finished here",
+            "Read-only file system",
+        )
         assert journal_path(ledger).exists()

@@ -48,15 +48,27 @@ ray = pytest.importorskip("ray", reason="the --ray tests need the 'ray' extra (p
 REPO = Path(__file__).resolve().parents[1]
 NUMERICS = NumericSettings(threads=1)  # two workers on two cores: no spin-waiting threads
 # one arrangement (CI time): the subject is Ray's fan-out, bitwise the one-process nightly's
-CONFIG = ReleaseConfig(name="ray-rel", model=ModelSpec("small"), candidates=(2, 4), numerics=NumericSettings(threads=1),
-                       evidence=EvidenceSection(arrangements=1))
+CONFIG = ReleaseConfig(
+    name="ray-rel",
+    model=ModelSpec("small"),
+    candidates=(2, 4),
+    numerics=NumericSettings(threads=1),
+    evidence=EvidenceSection(arrangements=1),
+)
 
 
-def night(config: ReleaseConfig, golden: Path, out: Path, ray: RayOptions | None = None, ledger: Path | None = None,
-          manifest: Path | None = None) -> NightlyJob:
+def night(
+    config: ReleaseConfig,
+    golden: Path,
+    out: Path,
+    ray: RayOptions | None = None,
+    ledger: Path | None = None,
+    manifest: Path | None = None,
+) -> NightlyJob:
     """A nightly job (no localisation, no progress) writing its ledger and manifest where given ([nightly])."""
-    paths = NightlySection(ledger=None if ledger is None else str(ledger),
-                           manifest=None if manifest is None else str(manifest))
+    paths = NightlySection(
+        ledger=None if ledger is None else str(ledger), manifest=None if manifest is None else str(manifest)
+    )
     return NightlyJob(config.with_overrides(nightly=paths), golden, out, ray, localise=False, progress=False)
 
 
@@ -68,8 +80,12 @@ def lane_files(run_path: Path) -> dict[str, str]:
 
 def verdicts(score_path: Path) -> dict:
     score = json.loads(Path(score_path).read_text())
-    return {"verdict": score["verdict"], "shapes": score["shapes"], "verification": score["verification"],
-            "corpus": score["corpus"]}
+    return {
+        "verdict": score["verdict"],
+        "shapes": score["shapes"],
+        "verification": score["verification"],
+        "corpus": score["corpus"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -83,28 +99,65 @@ def golden(tmp_path_factory, small_model, small_corpus) -> Path:
 def baseline(tmp_path_factory, golden, small_model) -> dict:
     """The plain one-process nightly over the same golden: what every Ray run must equal bit for bit."""
     out = tmp_path_factory.mktemp("one-process")
-    outcome = nightly(night(CONFIG, golden, out, ledger=out / "l.json", manifest=out / "p.json"),
-                      InProcessBackend(small_model, NUMERICS))
+    outcome = nightly(
+        night(CONFIG, golden, out, ledger=out / "l.json", manifest=out / "p.json"),
+        InProcessBackend(small_model, NUMERICS),
+    )
     assert outcome.exit_code == EXIT_PASS, outcome.summary
     return {"files": lane_files(outcome.paths["run"]), "verdicts": verdicts(outcome.paths["score"])}
 
 
 def test_cli_ray_local_with_two_workers_is_bitwise_the_one_process_nightly(tmp_path, golden, baseline):
     """`harness nightly --ray local --set ray.workers=2` (its own local Ray instance) against the plain nightly."""
-    cmd = [sys.executable, "-m", "harness.cli", "nightly", "--golden", str(golden), "--model", "small",
-           "--set", "numerics.threads=1", "--shapes", "2,4", "--arrangements", "1", "--no-localise"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "nightly",
+        "--golden",
+        str(golden),
+        "--model",
+        "small",
+        "--set",
+        "numerics.threads=1",
+        "--shapes",
+        "2,4",
+        "--arrangements",
+        "1",
+        "--no-localise",
+    ]
     env = {**os.environ, "HARNESS_PROGRESS_SECONDS": "3600"}
 
     def paths(ledger: Path, manifest: Path) -> list[str]:
         return ["--set", f"nightly.ledger='{ledger}'", "--set", f"nightly.manifest='{manifest}'"]
 
-    one = subprocess.run([*cmd, "--out", str(tmp_path / "one"), *paths(tmp_path / "l1.json", tmp_path / "p1.json"),
-                          "--no-progress"], capture_output=True, text=True, env=env, timeout=600)
+    one = subprocess.run(
+        [*cmd, "--out", str(tmp_path / "one"), *paths(tmp_path / "l1.json", tmp_path / "p1.json"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert one.returncode == 0, one.stderr
     out = tmp_path / "ray"
-    on_ray = subprocess.run([*cmd, "--out", str(out), *paths(tmp_path / "l2.json", tmp_path / "p2.json"), "--ray",
-                             "local", "--set", "ray.workers=2", "--set", "ray.shards=3"],
-                            capture_output=True, text=True, env=env, timeout=600)
+    on_ray = subprocess.run(
+        [
+            *cmd,
+            "--out",
+            str(out),
+            *paths(tmp_path / "l2.json", tmp_path / "p2.json"),
+            "--ray",
+            "local",
+            "--set",
+            "ray.workers=2",
+            "--set",
+            "ray.shards=3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout.strip().splitlines()[-1] == one.stdout.strip().splitlines()[-1]
     assert "nightly on Ray: 3 shards, 2 workers: 3 shards, done" in on_ray.stderr  # progress: shards done / total
@@ -169,14 +222,21 @@ def kill_the_held_worker(hold: Path, killed: list[int], timeout: float = 300.0) 
     return thread
 
 
-def test_a_worker_killed_mid_shard_is_retried_and_the_result_is_bitwise_the_same(tmp_path, cluster, golden,
-                                                                                  baseline):
+def test_a_worker_killed_mid_shard_is_retried_and_the_result_is_bitwise_the_same(tmp_path, cluster, golden, baseline):
     killed: list[int] = []
     watcher = kill_the_held_worker(cluster, killed)
     out = tmp_path / "out"
-    outcome = nightly_ray(night(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=2),
-                                tmp_path / "l.json", tmp_path / "p.json"),
-                          WorkerSpec(CONFIG, packer="tests.ray_hold:pack"))
+    outcome = nightly_ray(
+        night(
+            CONFIG,
+            golden,
+            out,
+            RayOptions("local", workers=2, shards=3, retries=2),
+            tmp_path / "l.json",
+            tmp_path / "p.json",
+        ),
+        WorkerSpec(CONFIG, packer="tests.ray_hold:pack"),
+    )
     watcher.join(timeout=5)
     assert len(killed) == 1, "no worker took the hold"
     assert outcome.exit_code == EXIT_PASS, outcome.summary
@@ -195,9 +255,17 @@ def test_a_worker_killed_with_no_retries_left_fails_the_job_in_one_line(tmp_path
     killed: list[int] = []
     watcher = kill_the_held_worker(cluster, killed)
     with pytest.raises(HarnessError) as failure:
-        nightly_ray(night(CONFIG, golden, tmp_path / "out", RayOptions("local", workers=2, shards=3, retries=0),
-                          tmp_path / "l.json", tmp_path / "p.json"),
-                    WorkerSpec(CONFIG, packer="tests.ray_hold:pack"))
+        nightly_ray(
+            night(
+                CONFIG,
+                golden,
+                tmp_path / "out",
+                RayOptions("local", workers=2, shards=3, retries=0),
+                tmp_path / "l.json",
+                tmp_path / "p.json",
+            ),
+            WorkerSpec(CONFIG, packer="tests.ray_hold:pack"),
+        )
     watcher.join(timeout=5)
     assert len(killed) == 1
     message = str(failure.value)
@@ -208,9 +276,17 @@ def test_a_worker_killed_with_no_retries_left_fails_the_job_in_one_line(tmp_path
 def test_a_shard_with_bad_input_fails_the_job_once_with_its_line(tmp_path, cluster, golden):
     out = tmp_path / "out"
     with pytest.raises(HarnessError) as failure:
-        nightly_ray(night(CONFIG, golden, out, RayOptions("local", workers=2, shards=3, retries=3),
-                          tmp_path / "l.json", tmp_path / "p.json"),
-                    WorkerSpec(CONFIG, packer="tests.ray_hold:refuse"))
+        nightly_ray(
+            night(
+                CONFIG,
+                golden,
+                out,
+                RayOptions("local", workers=2, shards=3, retries=3),
+                tmp_path / "l.json",
+                tmp_path / "p.json",
+            ),
+            WorkerSpec(CONFIG, packer="tests.ray_hold:refuse"),
+        )
     message = str(failure.value)
     assert message.startswith("shard 3/3 (4 blocks) on ") and "\n" not in message
     assert "tests.ray_hold:refuse" in message and "synth-s0-r003-b001" in message and "not packable" in message
@@ -222,9 +298,15 @@ def test_a_shard_with_bad_input_fails_the_job_once_with_its_line(tmp_path, clust
 
 def test_golden_record_on_ray_is_the_one_process_golden(tmp_path, cluster, golden, small_corpus):
     one = load_golden(golden)
-    gold, changes = record_ray(CONFIG, small_corpus.rows(), RecordTarget(tmp_path / "goldens", "ray-rel"),
-                               RayOptions("local", workers=2, shards=2), WorkerSpec(CONFIG), one.geometry,
-                               show_progress=False)
+    gold, changes = record_ray(
+        CONFIG,
+        small_corpus.rows(),
+        RecordTarget(tmp_path / "goldens", "ray-rel"),
+        RayOptions("local", workers=2, shards=2),
+        WorkerSpec(CONFIG),
+        one.geometry,
+        show_progress=False,
+    )
     assert changes is None and gold.blocks == one.blocks == 12
     files = {n: e["sha256"] for n, e in gold.manifest["files"].items() if n != "calls.parquet"}
     assert files == {n: e["sha256"] for n, e in one.manifest["files"].items() if n != "calls.parquet"}
@@ -245,8 +327,17 @@ def test_a_golden_whose_corpus_was_modified_is_refused_before_any_shard_starts(t
     data[len(data) // 2] ^= 1
     (copy / "corpus.parquet").write_bytes(bytes(data))
     with pytest.raises(GoldenError, match=r"corpus.parquet: sha256 .* does not match the manifest's .*modified"):
-        nightly_ray(night(CONFIG, copy, tmp_path / "out", RayOptions("local", workers=2, shards=2),
-                          tmp_path / "l.json", tmp_path / "p.json"), WorkerSpec(CONFIG))
+        nightly_ray(
+            night(
+                CONFIG,
+                copy,
+                tmp_path / "out",
+                RayOptions("local", workers=2, shards=2),
+                tmp_path / "l.json",
+                tmp_path / "p.json",
+            ),
+            WorkerSpec(CONFIG),
+        )
     assert not (tmp_path / "out" / "shards").exists() and not (tmp_path / "l.json").exists()
 
 
@@ -255,8 +346,17 @@ def test_a_golden_of_another_reference_geometry_is_refused_before_ray_starts(tmp
     refusal comes before Ray starts and any worker builds a model, with nothing written."""
     full = CONFIG.with_overrides(model=ModelSpec("full"))
     with pytest.raises(GoldenError, match=r"golden of another model geometry: .*frames_per_window 56 vs 589"):
-        nightly_ray(night(full, golden, tmp_path / "out", RayOptions("local", workers=2, shards=2),
-                          tmp_path / "l.json", tmp_path / "p.json"), WorkerSpec(full))
+        nightly_ray(
+            night(
+                full,
+                golden,
+                tmp_path / "out",
+                RayOptions("local", workers=2, shards=2),
+                tmp_path / "l.json",
+                tmp_path / "p.json",
+            ),
+            WorkerSpec(full),
+        )
     assert not (tmp_path / "out").exists() and not (tmp_path / "l.json").exists()
 
 
@@ -265,8 +365,9 @@ def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_
     cfg = ReleaseConfig(model=ModelSpec("lanes.null_model:small"), numerics=NUMERICS)
     assert cfg.name == "diar_nn_g-reference"
     one = commands.record(cfg, None, tmp_path / "one", None, False, "in-process", False)
-    on_ray = commands.record(cfg, None, tmp_path / "ray", None, False, "in-process", False,
-                             ray=RayOptions("local", workers=2, shards=2))
+    on_ray = commands.record(
+        cfg, None, tmp_path / "ray", None, False, "in-process", False, ray=RayOptions("local", workers=2, shards=2)
+    )
     named = {p.name for p in (tmp_path / "one").iterdir() if p.is_dir()}
     assert named == {p.name for p in (tmp_path / "ray").iterdir() if p.is_dir()} != {cfg.name}
     assert one[0].split(" at ")[0].split("@")[0] == on_ray[0].split(" at ")[0].split("@")[0]
@@ -278,8 +379,9 @@ def test_shard_goldens_of_different_numerics_are_not_merged(tmp_path, small_mode
     for i, threads in enumerate((1, 2)):
         numerics = NumericSettings(threads=threads)
         cfg = ReleaseConfig(name="r", model=ModelSpec("small"), numerics=numerics)
-        gold, _ = record_golden(tmp_path / f"s{i}", "r", rows[6 * i : 6 * i + 6],
-                                InProcessBackend(small_model, numerics), cfg)
+        gold, _ = record_golden(
+            tmp_path / f"s{i}", "r", rows[6 * i : 6 * i + 6], InProcessBackend(small_model, numerics), cfg
+        )
         halves.append(gold)
     from harness.data.corpus_schema import write_corpus
 
@@ -298,14 +400,25 @@ def test_a_folder_the_workers_cannot_see_is_named(tmp_path):
     check_shared(tmp_path, "node-7")  # the job file is there: the folder is shared
 
 
-@pytest.mark.parametrize("command", [["nightly", "--golden", "nowhere", "--model", "small"],
-                                     ["golden", "record", "--model", "small"],
-                                     ["audit", "nowhere.parquet", "--golden-model", "small"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["nightly", "--golden", "nowhere", "--model", "small"],
+        ["golden", "record", "--model", "small"],
+        ["audit", "nowhere.parquet", "--golden-model", "small"],
+    ],
+)
 def test_ray_without_ray_installed_says_how_to_install_it(tmp_path, command):
     blocked = "import sys; sys.modules['ray'] = None; from harness.cli import main; main()"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    result = subprocess.run([sys.executable, "-c", blocked, *command, "--ray", "local"],
-                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)  # this checkout
+    result = subprocess.run(
+        [sys.executable, "-c", blocked, *command, "--ray", "local"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )  # this checkout
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("harness: error: --ray: Ray is not installed here")
@@ -313,8 +426,11 @@ def test_ray_without_ray_installed_says_how_to_install_it(tmp_path, command):
 
 
 def test_ray_options_are_checked_before_any_work():
-    for bad, match in (({"workers": 0}, "ray.workers 0"), ({"shards": 0}, "ray.shards 0"),
-                       ({"retries": -1}, "ray.retries -1")):
+    for bad, match in (
+        ({"workers": 0}, "ray.workers 0"),
+        ({"shards": 0}, "ray.shards 0"),
+        ({"retries": -1}, "ray.retries -1"),
+    ):
         with pytest.raises(HarnessError, match=match):
             RayOptions("local", **bad)
     with pytest.raises(HarnessError, match="expected 'local', 'auto' or a Ray cluster address"):
@@ -325,8 +441,9 @@ def test_ray_options_are_checked_before_any_work():
         ray_options(None, 2, None, 3)
     with pytest.raises(HarnessError, match="nightly.shard with --ray: Ray cuts the corpus in shards itself"):
         sharded = CONFIG.with_overrides(nightly=NightlySection(shard="1/2"))
-        commands.nightly(NightlyJob(sharded, Path("nowhere"), Path("nowhere"), RayOptions("local"), localise=False,
-                                    progress=False))
+        commands.nightly(
+            NightlyJob(sharded, Path("nowhere"), Path("nowhere"), RayOptions("local"), localise=False, progress=False)
+        )
 
 
 @given(n=st.integers(1, 200), group=st.integers(1, 20), count=st.integers(1, 50))

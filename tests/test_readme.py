@@ -31,8 +31,9 @@ def test_the_block_is_what_this_test_runs():
 
 @pytest.mark.slow
 def test_the_readme_flow_runs_verbatim(tmp_path):
-    transcript = run_lines(usage_block(), fresh_folder(tmp_path), harness_env(BLOCKS="4"),
-                           title="README.md: the 'How it is used' block")
+    transcript = run_lines(
+        usage_block(), fresh_folder(tmp_path), harness_env(BLOCKS="4"), title="README.md: the 'How it is used' block"
+    )
     (tmp_path / "transcript.txt").write_text("\n".join(transcript))
     assert (tmp_path / "nightly" / "report" / "report.html").is_file()
     assert "promoted-shapes manifest" in "\n".join(transcript)

@@ -52,8 +52,9 @@ def _left(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
-def test_the_corpus_is_copied_while_the_lanes_run_and_the_golden_is_the_serial_copys(tmp_path, small_model,
-                                                                                      small_corpus, small_config):
+def test_the_corpus_is_copied_while_the_lanes_run_and_the_golden_is_the_serial_copys(
+    tmp_path, small_model, small_corpus, small_config
+):
     part = small_corpus.subset([0, 1])
     serial_copy = tmp_path / "corpus.parquet"
     write_corpus(serial_copy, part.rows(), small_model.geometry)  # what the copy-first recording wrote
@@ -85,8 +86,9 @@ def test_the_lanes_get_each_block_as_reading_the_copy_back_gives_it(tmp_path, sm
     assert _sha(tmp_path / "tee.parquet") == _sha(serial_copy)
 
 
-def test_a_refused_block_stops_the_recording_before_it_is_sent_leaving_nothing(tmp_path, small_model, small_corpus,
-                                                                                small_config):
+def test_a_refused_block_stops_the_recording_before_it_is_sent_leaving_nothing(
+    tmp_path, small_model, small_corpus, small_config
+):
     rows = list(small_corpus.subset([0, 1]).rows())
     bad, source, prov = rows[1]
     rows[1] = (dataclasses.replace(bad, valid=np.full_like(bad.valid, 10**6)), source, prov)  # VALID over a window

@@ -36,9 +36,10 @@ from tests.pipeline import config_for, record, run_shapes
 
 NOISY = "lanes.noisy_control:small"
 NULL = "lanes.null_model:small"
-BITWISE_FLOORS = {0: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "argmax_flips": 0},
-                  **{op: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "min_cosine": 1.0, "max_rel_l2": 0.0}
-                     for op in (1, 2)}}
+BITWISE_FLOORS = {
+    0: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "argmax_flips": 0},
+    **{op: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "min_cosine": 1.0, "max_rel_l2": 0.0} for op in (1, 2)},
+}
 
 
 def _config(repeats: int):
@@ -62,11 +63,16 @@ def _lanes_of(model_spec: str, blocks: int = 8, repeats: int = 3) -> dict[str, L
     model = load_model(model_spec)
     from harness.corpus.synth import synth_corpus
 
-    plan = RunPlan(shapes=(4,), variants=tuple(FastVariant(4, (f"k4.r{j}",), consecutive)
-                                               for j in range(2, repeats + 1)))
+    plan = RunPlan(
+        shapes=(4,), variants=tuple(FastVariant(4, (f"k4.r{j}",), consecutive) for j in range(2, repeats + 1))
+    )
     got: dict[str, list[LaneOutputs]] = {}
-    run_lanes(list(synth_corpus(model.geometry, blocks).blocks), InProcessBackend(model, NumericSettings()), plan,
-              lambda lane, out: got.setdefault(lane, []).append(out))
+    run_lanes(
+        list(synth_corpus(model.geometry, blocks).blocks),
+        InProcessBackend(model, NumericSettings()),
+        plan,
+        lambda lane, out: got.setdefault(lane, []).append(out),
+    )
     return {lane: LaneOutputs.concat(parts) for lane, parts in got.items()}
 
 
@@ -88,10 +94,22 @@ def test_one_flipped_bit_between_repeats_is_counted_and_named():
     keep[0] = False
     from dataclasses import replace
 
-    changed = replace(again, segmentation=replace(again.segmentation, logprobs=seg),
-                      voiceprint={**again.voiceprint, ALL_OPS[1]: replace(
-                          vp, block_ids=vp.block_ids[keep], row=vp.row[keep], window=vp.window[keep],
-                          speaker=vp.speaker[keep], weights=vp.weights[keep], embedding=vp.embedding[keep])})
+    changed = replace(
+        again,
+        segmentation=replace(again.segmentation, logprobs=seg),
+        voiceprint={
+            **again.voiceprint,
+            ALL_OPS[1]: replace(
+                vp,
+                block_ids=vp.block_ids[keep],
+                row=vp.row[keep],
+                window=vp.window[keep],
+                speaker=vp.speaker[keep],
+                weights=vp.weights[keep],
+                embedding=vp.embedding[keep],
+            ),
+        },
+    )
     scorer = _scorer(load_model(NULL).geometry, "tolerance", 2)
     scorer.add(lanes["k4"], [changed])
     ev = scorer.evidence()
@@ -119,9 +137,15 @@ def test_a_deterministic_lane_is_as_reproducible_as_the_release():
 
 
 def test_the_run_manifest_names_the_repeat_lanes():
-    manifest = {"evidence": {"variants": {"k4.r3": {"k": 4, "kind": "repeat", "index": 3},
-                                          "k4.a1": {"k": 4, "kind": "arrangement", "index": 1},
-                                          "k4.r2": {"k": 4, "kind": "repeat", "index": 2}}}}
+    manifest = {
+        "evidence": {
+            "variants": {
+                "k4.r3": {"k": 4, "kind": "repeat", "index": 3},
+                "k4.a1": {"k": 4, "kind": "arrangement", "index": 1},
+                "k4.r2": {"k": 4, "kind": "repeat", "index": 2},
+            }
+        }
+    }
     assert repeat_lanes(manifest) == {4: ["k4.r2", "k4.r3"]}
     assert repeat_lanes({}) == {}  # a run before --repeats
 
@@ -150,8 +174,9 @@ def test_repeats_refuse_a_lane_that_is_not_reproducible(noisy, mode, tmp_path):
     assert shape.cause is not None and shape.cause.kind == "not reproducible"
     # the first repeat that differs: on a CPU the packed shapes are not warmed up, so the plain lane is the
     # request's first sight, k4.r2 its second (still exact) and k4.r3 the first with noise
-    assert re.match(r"k=4 run [23] of 3 \(k4\.r[23]\) against the first \(k4\): OP 0 differing_elements",
-                    shape.cause.evidence), shape.cause.evidence
+    assert re.match(
+        r"k=4 run [23] of 3 \(k4\.r[23]\) against the first \(k4\): OP 0 differing_elements", shape.cause.evidence
+    ), shape.cause.evidence
     check_self_consistent(score, "score")  # promotion re-derives the refusal (and its cause) from the repeat checks
     junit = ET.parse(write_junit(tmp_path / "junit.xml", score, None)).getroot()
     case = next(c for c in junit.iter("testcase") if c.get("name") == "evidence")  # no OP failed: the shape's case
@@ -180,8 +205,9 @@ def test_promotion_refuses_a_score_whose_repeats_disagree_with_themselves(noisy)
     golden, runs = noisy
     score = score_run(golden, runs[3], Tolerances().with_mode("noise-floor"))
     shape = score.shapes["4"]
-    forged = score.model_copy(update={"verdict": "pass", "shapes": {"4": shape.model_copy(
-        update={"verdict": "pass", "reasons": []})}})
+    forged = score.model_copy(
+        update={"verdict": "pass", "shapes": {"4": shape.model_copy(update={"verdict": "pass", "reasons": []})}}
+    )
     with pytest.raises(LedgerError, match="shape k=4: verdict 'pass' disagrees"):
         check_self_consistent(forged, "score")
     pairs = shape.repeats.ops["0"].pairs
@@ -189,8 +215,9 @@ def test_promotion_refuses_a_score_whose_repeats_disagree_with_themselves(noisy)
     pair = pairs[at]
     check = next(c for c in pair.checks if c.ok is False)
     lenient = [c.model_copy(update={"ok": True}) if c is check else c for c in pair.checks]
-    edited = shape.repeats.ops["0"].model_copy(update={"pairs": [*pairs[:at], pair.model_copy(
-        update={"checks": lenient}), *pairs[at + 1:]]})
+    edited = shape.repeats.ops["0"].model_copy(
+        update={"pairs": [*pairs[:at], pair.model_copy(update={"checks": lenient}), *pairs[at + 1 :]]}
+    )
     repeats = shape.repeats.model_copy(update={"ops": {**shape.repeats.ops, "0": edited}})
     forged = score.model_copy(update={"shapes": {"4": shape.model_copy(update={"repeats": repeats})}})
     with pytest.raises(LedgerError, match=r"repeats OP 0: k4\.r[23] check differing_elements .* does not follow"):
@@ -204,13 +231,13 @@ def test_the_report_shows_each_shape_s_noise_beside_the_release_floor(noisy, tmp
     rows = facts["repeats"]["rows"]
     assert [(r["shape"], r["op"], r["repeats"]) for r in rows] == [(4, 0, 3), (4, 1, 3), (4, 2, 3)]
     assert rows[0]["release_floor_text"] == "bitwise" and rows[0]["as_reproducible_as_release"] is False
-    assert rows[0]["sentence"] == ("k=4 OP 0 is NOT as reproducible as the release: within the limits of "
-                                   "tolerance mode: flagged, not refused")
+    assert rows[0]["sentence"] == (
+        "k=4 OP 0 is NOT as reproducible as the release: within the limits of tolerance mode: flagged, not refused"
+    )
     md = paths["md"].read_text()
     assert "## Repeats: each shape's own noise" in md and "| 4 | 0 | 3 | tolerance |" in md
     assert 'id="repeat-noise"' in paths["html"].read_text()
-    plain = json.loads(write_report(tmp_path / "without", score_run(golden, runs[1], Tolerances()))["json"]
-                       .read_text())
+    plain = json.loads(write_report(tmp_path / "without", score_run(golden, runs[1], Tolerances()))["json"].read_text())
     assert "repeats" not in plain  # no section without repeats: the report is the file it was
 
 

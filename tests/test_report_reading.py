@@ -32,9 +32,19 @@ URL = "http://triton.example:8000"
 
 def triton_backend(concurrency: int, transport: str = "http") -> dict[str, Any]:
     """A run manifest's ``backend`` as lanes.triton.triton_backend.TritonBackend.environment() writes it."""
-    return {"backend": "triton", "url": URL, "server_version": "2.51.0", "model_name": "diar_nn_g", "device": "cpu",
-            "device_kind": "cpu", "numerics_requested": {}, "numerics_in_force": {}, "weights_verified": True,
-            "concurrency": concurrency, "transport": transport}
+    return {
+        "backend": "triton",
+        "url": URL,
+        "server_version": "2.51.0",
+        "model_name": "diar_nn_g",
+        "device": "cpu",
+        "device_kind": "cpu",
+        "numerics_requested": {},
+        "numerics_in_force": {},
+        "weights_verified": True,
+        "concurrency": concurrency,
+        "transport": transport,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +82,21 @@ def test_an_in_process_night_says_so(tmp_path, score):
 @pytest.mark.parametrize("transport", ["http", "shm"])
 def test_a_triton_night_names_the_server_transport_and_requests_in_flight(tmp_path, score, transport):
     facts, html, md, props = pages(tmp_path, as_triton(score, 2, transport))
-    assert facts["backend"] == {"backend": f"triton server {URL}", "transport": transport,
-                                "shared memory": "yes" if transport == "shm" else "no", "requests in flight": "2",
-                                "server version": "2.51.0", "server model": "diar_nn_g"}
+    assert facts["backend"] == {
+        "backend": f"triton server {URL}",
+        "transport": transport,
+        "shared memory": "yes" if transport == "shm" else "no",
+        "requests in flight": "2",
+        "server version": "2.51.0",
+        "server model": "diar_nn_g",
+    }
     assert URL in html and f"| transport | {transport} |" in md and "| requests in flight | 2 |" in md
     assert {k: props[k] for k in props if k.startswith("backend")} == {
-        "backend": "triton", "backend_url": URL, "backend_transport": transport, "backend_concurrency": "2"}
+        "backend": "triton",
+        "backend_url": URL,
+        "backend_transport": transport,
+        "backend_concurrency": "2",
+    }
 
 
 def test_overlapping_calls_give_no_share_of_the_wall(score):
@@ -147,5 +166,7 @@ def test_the_report_names_the_file_the_engine_reads(tmp_path, score):
     missing = engine_manifest(score, tmp_path / "none" / "promoted-shapes.json")
     assert not missing.exists and missing.allows is None
     facts = json.loads(write_report(tmp_path / "b", score, ReportContext(engine=missing))["json"].read_text())
-    assert facts["engine_line"] == (f"The engine reads {tmp_path / 'none' / 'promoted-shapes.json'}; it does not "
-                                    "exist yet: no packed shape is allowed anywhere until a night promotes one.")
+    assert facts["engine_line"] == (
+        f"The engine reads {tmp_path / 'none' / 'promoted-shapes.json'}; it does not "
+        "exist yet: no packed shape is allowed anywhere until a night promotes one."
+    )

@@ -94,11 +94,20 @@ def small(tmp_path_factory) -> dict:
     # bitwise by construction on every CPU (the small model is not everywhere: MKL's small-M paths on AVX-512)
     invariant = InProcessBackend(load_model("lanes.controls:invariant"), NUMERICS)
     invariant_golden, _ = record_golden(tmp / "invariant-goldens", "rel", corpus.rows(), invariant, CONFIG)
-    invariant_bitwise = score_run(invariant_golden, _run(invariant, invariant_golden, tmp),
-                                  Tolerances().with_mode("bitwise"))
-    return {"passing": passing, "bitwise": bitwise, "not_bitwise": not_bitwise, "revoking": revoking,
-            "invariant_bitwise": invariant_bitwise,
-            "promoted_ledger": promoted, "ledger": ledger, "transitions": transitions, "drift": drift}
+    invariant_bitwise = score_run(
+        invariant_golden, _run(invariant, invariant_golden, tmp), Tolerances().with_mode("bitwise")
+    )
+    return {
+        "passing": passing,
+        "bitwise": bitwise,
+        "not_bitwise": not_bitwise,
+        "revoking": revoking,
+        "invariant_bitwise": invariant_bitwise,
+        "promoted_ledger": promoted,
+        "ledger": ledger,
+        "transitions": transitions,
+        "drift": drift,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +161,9 @@ def test_writes_html_md_json_with_the_scores_verdicts(passing, passing_report):
         for op, verdict in shape.ops.items():
             assert got["ops"][op]["passed"] == verdict.passed
             # the gate's rows, rendered as they are
-            assert got["ops"][op]["checks"] == [{**c.model_dump(mode="json"), "would_pass_at": c.would_pass_at}
-                                                for c in verdict.checks]
+            assert got["ops"][op]["checks"] == [
+                {**c.model_dump(mode="json"), "would_pass_at": c.would_pass_at} for c in verdict.checks
+            ]
             assert got["ops"][op]["limits"] == verdict.limits
         assert got["speedup"] == passing.throughput[k]["speedup"]
     assert facts["decision"]["usable"] == [1, *SHAPES] and facts["decision"]["not_usable"] == []
@@ -166,9 +176,9 @@ def test_writes_html_md_json_with_the_scores_verdicts(passing, passing_report):
 
 def test_the_page_opens_with_the_decision(passing_report):
     _, md, page, _ = passing_report
-    body = page[page.index("<body"):]
+    body = page[page.index("<body") :]
     assert body.index('id="decision"') < body.index('id="summary"')
-    decision = body[body.index('id="decision"'):body.index("</section>")]
+    decision = body[body.index('id="decision"') : body.index("</section>")]
     assert "may use" in decision and "k = 1, 2, 4" in decision
     first_text_line = next(line for line in md.splitlines()[1:] if line.strip())
     assert first_text_line == "**May use: k = 1, 2, 4. No candidate shape is refused.**"
@@ -186,8 +196,10 @@ def test_html_is_self_contained(passing, passing_report):
 
 def test_markdown_has_the_summary_table(passing, passing_report):
     _, md, _, _ = passing_report
-    assert ("| k | verdict | may use | speedup | blocks/s | OP 0 max_abs | OP 1 min cosine | OP 2 min cosine "
-            "| flips (near-tie / confident) | packing alone | ledger state |") in md
+    assert (
+        "| k | verdict | may use | speedup | blocks/s | OP 0 max_abs | OP 1 min cosine | OP 2 min cosine "
+        "| flips (near-tie / confident) | packing alone | ledger state |"
+    ) in md
     for k in SHAPES:
         speedup = passing.throughput[str(k)]["speedup"]
         assert re.search(rf"^\| {k} \| PASS \| yes \| {speedup:.2f}×( \([^|]*\))? \|", md, re.MULTILINE), k
@@ -303,6 +315,7 @@ def test_checks_agree_with_the_gates_verdicts(small, leaky):
 
 def test_renders_a_single_shape_without_timing(tmp_path, passing):
     """No ledger, no timing, a single shape, no distribution sample."""
+
     def edit(score: dict[str, Any]) -> None:
         score["throughput"] = {}
         del score["shapes"]["4"]
@@ -337,8 +350,9 @@ def _junit_next(tmp_path: Path, score: dict) -> dict[tuple[str, str], list[str]]
     for case in root.iter("testcase"):
         failure = case.find("failure")
         if case.get("name", "").startswith("op") and failure is not None:
-            out[(case.get("classname")[len("shape_k"):], case.get("name")[2:])] = [
-                line for line in (failure.text or "").splitlines() if line.startswith("next: ")]
+            out[(case.get("classname")[len("shape_k") :], case.get("name")[2:])] = [
+                line for line in (failure.text or "").splitlines() if line.startswith("next: ")
+            ]
     return out
 
 
@@ -407,11 +421,12 @@ def _written_once(score: dict) -> tuple[dict, str, str, dict]:
 
 def _section(page: str, section: str) -> str:
     start = page.index(f'<section id="{section}"')
-    return page[start:page.index("</section>", start)]
+    return page[start : page.index("</section>", start)]
 
 
 def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
     """Before: '1.017e+04' ms, '0.000183' for a rate, '0.01278' for a fraction of values."""
+
     def edit(score: dict[str, Any]) -> None:
         lane = score["throughput"]["2"]
         lane["blocks_per_s"], lane["ops"]["1"]["p50_ms"], lane["ops"]["1"]["p99_ms"] = 12345.6, 10170.0, 36940.0
@@ -420,7 +435,7 @@ def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
     facts, md, page, _ = _written(tmp_path, _edited(passing, edit))
     throughput = _section(page, "throughput")
     assert "10.2 s / 36.9 s" in throughput and "0.42 ms" in throughput and "12346" in throughput
-    md_throughput = md[md.index("## Throughput"):md.index("## Golden")]
+    md_throughput = md[md.index("## Throughput") : md.index("## Golden")]
     assert "10.2 s / 36.9 s" in md_throughput
     scientific = re.compile(r"\d[eE][+-]?\d")
     assert not scientific.search(throughput) and not scientific.search(md_throughput)
@@ -435,13 +450,16 @@ def test_latencies_and_fractions_read_in_units(tmp_path, passing, leaky_report):
 
 def test_a_usable_shape_slower_than_k1_says_so(tmp_path, small):
     """Before: a promoted shape at 0.8x the speed of k=1 was shown green, without a word."""
+
     def edit(score: dict[str, Any]) -> None:
         score["throughput"]["4"].update(speedup=0.8, speedup_interval=[0.75, 0.85], within_noise=False, repetitions=12)
         score["throughput"]["2"].update(speedup=1.3, within_noise=False)  # measured speeds vary on a loaded runner
 
     facts, md, page, _ = _written(tmp_path, _edited(small["passing"], edit), ledger=small["promoted_ledger"])
-    note = ("promoted: matches the golden, but 0.80× the speed of k=1 on this device (95 % interval 0.75×–0.85×, "
-            "12 full 4-block requests): the engine gains nothing from it here")
+    note = (
+        "promoted: matches the golden, but 0.80× the speed of k=1 on this device (95 % interval 0.75×–0.85×, "
+        "12 full 4-block requests): the engine gains nothing from it here"
+    )
     assert facts["shapes"]["4"]["usable"] and facts["shapes"]["4"]["slow_note"] == note
     assert facts["shapes"]["2"]["slow_note"] is None  # faster than k=1: nothing to say
     decision = _section(page, "decision")
@@ -451,6 +469,7 @@ def test_a_usable_shape_slower_than_k1_says_so(tmp_path, small):
 
 def test_cosines_never_read_1_when_the_rows_differ(tmp_path, small):
     """docs/report.md: never a misleading 1. Before: an exact float64 1.0 over differing rows printed '1'."""
+
     def edit(score: dict[str, Any]) -> None:
         for op in ("1", "2"):
             metrics = score["shapes"]["2"]["ops"][op]["metrics"]
@@ -483,8 +502,12 @@ def _svg(markup: str) -> ET.Element:
 
 
 def test_distribution_plot_shows_zeros_and_survives_edge_cases():
-    cases = (([0.0] * 50, 0.0, "50 of 50"), ([0.0, 1e-7, 3e-5, 2.0, None], 1e-4, "1 of 5"), ([], None, "0 of 0"),
-             ([5e-9], None, "0 of 1"))
+    cases = (
+        ([0.0] * 50, 0.0, "50 of 50"),
+        ([0.0, 1e-7, 3e-5, 2.0, None], 1e-4, "1 of 5"),
+        ([], None, "0 of 0"),
+        ([5e-9], None, "0 of 1"),
+    )
     for values, limit, zeros in cases:
         svg = _svg(error_distribution_svg(values, 1, 4, limit))
         texts = [t.text for t in svg.iter("text")]
@@ -496,8 +519,10 @@ def test_distribution_plot_shows_zeros_and_survives_edge_cases():
 
 
 def test_speedup_plot_adds_the_exact_lane():
-    for points in ([SpeedPoint(2, 1.7, "pass")], [SpeedPoint(1, 1.0, "exact"), SpeedPoint(8, 0.4, "fail"),
-                                                  SpeedPoint(16, None, "not scored")]):
+    for points in (
+        [SpeedPoint(2, 1.7, "pass")],
+        [SpeedPoint(1, 1.0, "exact"), SpeedPoint(8, 0.4, "fail"), SpeedPoint(16, None, "not scored")],
+    ):
         svg = _svg(speedup_svg(points))
         texts = [t.text for t in svg.iter("text")]
         assert "1.00x" in texts  # the exact lane, added when missing
@@ -526,19 +551,33 @@ def _chromium() -> str:
         pytest.skip("HARNESS_SKIP_BROWSER=1: headless-browser check skipped on request")
     candidate = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if not (Path(candidate).is_file() and os.access(candidate, os.X_OK)):
-        pytest.fail(f"headless Chromium not found at {candidate!r} ($CHROMIUM, else 'chromium' on PATH, else "
-                    "/usr/bin/chromium): install it with `apt-get install -y chromium` (Debian/Ubuntu) "
-                    "or point $CHROMIUM at a Chrome/Chromium binary; set HARNESS_SKIP_BROWSER=1 to skip "
-                    "this check deliberately")
+        pytest.fail(
+            f"headless Chromium not found at {candidate!r} ($CHROMIUM, else 'chromium' on PATH, else "
+            "/usr/bin/chromium): install it with `apt-get install -y chromium` (Debian/Ubuntu) "
+            "or point $CHROMIUM at a Chrome/Chromium binary; set HARNESS_SKIP_BROWSER=1 to skip "
+            "this check deliberately"
+        )
     return candidate
 
 
 def _browse(binary: str, page: Path, *args: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
-        cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=5000",
-               *args, page.as_uri()]
+        cmd = [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=5000",
+            *args,
+            page.as_uri(),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
     return done
@@ -620,7 +659,8 @@ def test_cached_templates_render_the_same_pages_and_compile_nothing(tmp_path, mo
     assert counts["off"] >= 2 and counts["cold"] == counts["off"], counts
     assert counts["warm"] == 0, (
         f"a warm template cache still compiled {counts['warm']} of {counts['off']} templates; expected 0 "
-        "(reports.template_cache: jinja2's bytecode cache under HARNESS_TEMPLATE_CACHE)")
+        "(reports.template_cache: jinja2's bytecode cache under HARNESS_TEMPLATE_CACHE)"
+    )
     cached = sorted((tmp_path / "cache").rglob("*.cache"))
     assert len(cached) == counts["off"]
     cached[0].write_bytes(cached[0].read_bytes()[:20])  # cut short: compiled again, the same page

@@ -35,8 +35,19 @@ FAST_LAWS = "3"  # examples per law in the end-to-end runs: the verdict is recor
 
 
 def call(lane: str, k: int, op: int, ids: list[str], wall: float = 1.0) -> dict:
-    return {"lane": lane, "shape": k, "op": op, "blocks": len(ids), "windows": 8 * len(ids), "rows": 0,
-            "request_bytes": 1, "wall_s": wall, "peak_device_bytes": None, "replica": 0, "block_ids": ids}
+    return {
+        "lane": lane,
+        "shape": k,
+        "op": op,
+        "blocks": len(ids),
+        "windows": 8 * len(ids),
+        "rows": 0,
+        "request_bytes": 1,
+        "wall_s": wall,
+        "peak_device_bytes": None,
+        "replica": 0,
+        "block_ids": ids,
+    }
 
 
 # ----------------------------------------------------------------------------- counting (unit)
@@ -44,10 +55,15 @@ def call(lane: str, k: int, op: int, ids: list[str], wall: float = 1.0) -> dict:
 
 def test_only_requests_of_exactly_k_real_blocks_count_and_the_minimum_over_ops_is_kept():
     counter = RequestCounter()
-    calls = [call("exact", 1, 0, ["a"]), call("fast", 4, 0, list("abcd")), call("fast", 4, 0, list("ef")),
-             # a padded last pack: shape 4, two real blocks (padding is never among the block ids)
-             call("fast", 4, 1, list("abcd")), call("fast", 4, 1, list("ef")),
-             call("fast", 4, 2, list("ef"))]  # OP 2: the full pack had no voiceprint rows, so was not sent
+    calls = [
+        call("exact", 1, 0, ["a"]),
+        call("fast", 4, 0, list("abcd")),
+        call("fast", 4, 0, list("ef")),
+        # a padded last pack: shape 4, two real blocks (padding is never among the block ids)
+        call("fast", 4, 1, list("abcd")),
+        call("fast", 4, 1, list("ef")),
+        call("fast", 4, 2, list("ef")),
+    ]  # OP 2: the full pack had no voiceprint rows, so was not sent
     assert list(counter.observe(calls)) == calls  # a pass-through: the call log is read once
     assert counter.counts(4, [0]) == {"full": 1, "full_blocks": 4, "partial": 1, "partial_blocks": 2}
     assert counter.counts(4, [0, 1, 2])["full"] == 0  # OP 2 has no full request: the evidence is OP 2's
@@ -55,10 +71,12 @@ def test_only_requests_of_exactly_k_real_blocks_count_and_the_minimum_over_ops_i
     assert counter.counts(32, [0])["full"] == 0
 
 
-def req(full: int, full_blocks: int, partial: int, needed_blocks: int | None, partial_blocks: int = 0
-        ) -> RequestEvidence:
-    return RequestEvidence(full=full, full_blocks=full_blocks, partial=partial, partial_blocks=partial_blocks,
-                           needed_blocks=needed_blocks)
+def req(
+    full: int, full_blocks: int, partial: int, needed_blocks: int | None, partial_blocks: int = 0
+) -> RequestEvidence:
+    return RequestEvidence(
+        full=full, full_blocks=full_blocks, partial=partial, partial_blocks=partial_blocks, needed_blocks=needed_blocks
+    )
 
 
 def op0(*checks: Check) -> dict[str, OpVerdict]:
@@ -67,8 +85,10 @@ def op0(*checks: Check) -> dict[str, OpVerdict]:
 
 def test_blocks_the_gate_needs_follow_from_the_rate_checks_units_per_block():
     # 3/n <= 1e-3 needs 3000 audio frames; 12 blocks gave 4800 (400 per block): 8 blocks
-    ops = op0(Check.gate(0, "flip_rate_upper95", 0.0, "<=", 1e-3, CheckDetails(total=4800)),
-              Check.gate(0, "max_abs", 0.0, "<=", 1e-4, CheckDetails(total=96)))
+    ops = op0(
+        Check.gate(0, "flip_rate_upper95", 0.0, "<=", 1e-3, CheckDetails(total=4800)),
+        Check.gate(0, "max_abs", 0.0, "<=", 1e-4, CheckDetails(total=96)),
+    )
     assert gate_blocks(ops, 12) == 8
     assert needed_blocks(4, ops, 12) == 8 and needed_blocks(32, ops, 12) == 32 and needed_blocks(3, ops, 12) == 9
     assert needed_blocks(4, op0(), 12) == 4 * MIN_FULL_REQUESTS  # no gate: one full request
@@ -117,8 +137,20 @@ def harness(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 
 def nightly(monkeypatch, capsys, golden: Path, out: Path, *extra: str) -> tuple[int, list[str], dict]:
-    code, stdout, err = harness(monkeypatch, capsys, "nightly", "--golden", str(golden), "--out", str(out),
-                                "--model", "small", "--no-progress", "--no-localise", *extra)
+    code, stdout, err = harness(
+        monkeypatch,
+        capsys,
+        "nightly",
+        "--golden",
+        str(golden),
+        "--out",
+        str(out),
+        "--model",
+        "small",
+        "--no-progress",
+        "--no-localise",
+        *extra,
+    )
     assert code in (0, 1), err
     return code, stdout.strip().splitlines(), json.loads((out / "score.json").read_text())
 
@@ -146,14 +178,16 @@ def run_manifest(out: Path) -> dict:
 
 def test_a_shape_larger_than_the_corpus_is_refused_with_the_line(tmp_path, golden_copy, monkeypatch, capsys):
     """--shapes 32 on a 12-block corpus is no PASS: its one 12-block pack is no evidence for k = 32."""
-    code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "32",
-                                 "--set", f"packer.laws_examples={FAST_LAWS}")
+    code, lines, score = nightly(
+        monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "32", "--set", f"packer.laws_examples={FAST_LAWS}"
+    )
     assert code == 1, lines
     shape = score["shapes"]["32"]
     assert shape["verdict"] == "fail" and all(op["passed"] for op in shape["ops"].values())  # only the gate refuses
     assert shape["requests"] == {"full": 0, "full_blocks": 0, "partial": 1, "partial_blocks": 12, "needed_blocks": 32}
-    assert lines[-1].startswith("FAIL: shape k=32 refused (not judged at its size): the corpus gave 0 full 32-block "
-                                "request(s)")
+    assert lines[-1].startswith(
+        "FAIL: shape k=32 refused (not judged at its size): the corpus gave 0 full 32-block request(s)"
+    )
     assert "needs 32 blocks in full 32-block requests" in lines[-1]
     assert score["throughput"]["32"]["speedup"] is None  # no speedup from a partial pack
     assert 32 not in promoted_ks(golden_copy.parent / "promoted-shapes.json")
@@ -163,10 +197,10 @@ def test_a_shape_larger_than_the_corpus_is_refused_with_the_line(tmp_path, golde
     assert "requests of exactly k blocks" in report and "| 32 | 0 | 0 | 1 (12) | 32 | **no** |" in report
 
 
-def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_path, golden_copy, monkeypatch,
-                                                                          capsys):
-    code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--set", f"packer.laws_examples={FAST_LAWS}")
+def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_path, golden_copy, monkeypatch, capsys):
+    code, lines, score = nightly(
+        monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4", "--set", f"packer.laws_examples={FAST_LAWS}"
+    )
     assert code == 0 and lines[-1].startswith("PASS"), lines
     requests = score["shapes"]["4"]["requests"]
     assert requests["full"] == 3 and requests["full_blocks"] == 12 and requests["partial"] == 0
@@ -183,8 +217,9 @@ def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_p
     forged = json.loads(json.dumps(score))
     forged["shapes"]["4"]["requests"].update(full=0, full_blocks=0, partial=1, partial_blocks=12)
     with pytest.raises(LedgerError, match="disagrees with its OPs, its full k-block requests"):
-        check_self_consistent(Score.model_validate(seal({k: v for k, v in forged.items() if k != "digest"}, "digest")),
-                              "forged")
+        check_self_consistent(
+            Score.model_validate(seal({k: v for k, v in forged.items() if k != "digest"}, "digest")), "forged"
+        )
     forged = json.loads(json.dumps(score))
     forged["shapes"]["4"]["requests"]["needed_blocks"] = 4
     with pytest.raises(LedgerError, match="needed_blocks is 4"):
@@ -192,9 +227,18 @@ def test_enough_full_requests_promote_and_the_run_and_score_carry_the_laws(tmp_p
 
 
 def test_a_packer_that_breaks_the_laws_gets_no_shape_passed(tmp_path, golden_copy, monkeypatch, capsys):
-    code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--set", "packer.spec=harness.laws.law_controls:speaker_dropping_packer",
-                                 "--set", "packer.laws_examples=10")
+    code, lines, score = nightly(
+        monkeypatch,
+        capsys,
+        golden_copy,
+        tmp_path / "o",
+        "--shapes",
+        "4",
+        "--set",
+        "packer.spec=harness.laws.law_controls:speaker_dropping_packer",
+        "--set",
+        "packer.laws_examples=10",
+    )
     assert code == 1, lines
     laws = score["laws"]
     assert laws["verdict"] == "broken" and laws["broken"], laws
@@ -202,10 +246,10 @@ def test_a_packer_that_breaks_the_laws_gets_no_shape_passed(tmp_path, golden_cop
     assert "broke the packing laws" in lines[-1] and "no shape may be promoted with it" in lines[-1]
 
 
-def test_laws_not_judged_promote_nothing_and_a_hand_edited_pass_is_refused(tmp_path, golden_copy, monkeypatch,
-                                                                          capsys):
-    code, lines, score = nightly(monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4",
-                                 "--set", "packer.laws_examples=0")
+def test_laws_not_judged_promote_nothing_and_a_hand_edited_pass_is_refused(tmp_path, golden_copy, monkeypatch, capsys):
+    code, lines, score = nightly(
+        monkeypatch, capsys, golden_copy, tmp_path / "o", "--shapes", "4", "--set", "packer.laws_examples=0"
+    )
     assert code == 1 and "packer.laws_examples = 0" in lines[-1], lines
     assert score["laws"]["verdict"] == "not-judged" and run_manifest(tmp_path / "o")["laws"]["examples"] == 0
     forged = {k: v for k, v in score.items() if k != "digest"}
@@ -218,7 +262,19 @@ def test_laws_not_judged_promote_nothing_and_a_hand_edited_pass_is_refused(tmp_p
 
 
 def test_a_negative_laws_examples_is_one_line(tmp_path, golden_copy, monkeypatch, capsys):
-    code, _, err = harness(monkeypatch, capsys, "run", "--golden", str(golden_copy), "--runs", str(tmp_path / "r"),
-                           "--model", "small", "--set", "packer.laws_examples=-1", "--no-progress")
+    code, _, err = harness(
+        monkeypatch,
+        capsys,
+        "run",
+        "--golden",
+        str(golden_copy),
+        "--runs",
+        str(tmp_path / "r"),
+        "--model",
+        "small",
+        "--set",
+        "packer.laws_examples=-1",
+        "--no-progress",
+    )
     assert code == 2 and err.strip().startswith("harness: error:") and "packer.laws_examples" in err
     assert len(err.strip().splitlines()) == 1

@@ -15,17 +15,26 @@ KEYS = st.tuples(st.sampled_from(["a", "b", "blk-10", "z"]), st.integers(0, 7), 
 
 def rows(keys: list[tuple[str, int, int]]) -> VoiceprintOutputs:
     n = len(keys)
-    return VoiceprintOutputs(Op.VOICEPRINT, np.array([k[0] for k in keys], dtype=object), np.arange(n, dtype=np.int32),
-                             np.array([k[1] for k in keys], dtype=np.int32),
-                             np.array([k[2] for k in keys], dtype=np.int32), np.zeros((n, 3), np.float32),
-                             np.zeros((n, 2), np.float32))
+    return VoiceprintOutputs(
+        Op.VOICEPRINT,
+        np.array([k[0] for k in keys], dtype=object),
+        np.arange(n, dtype=np.int32),
+        np.array([k[1] for k in keys], dtype=np.int32),
+        np.array([k[2] for k in keys], dtype=np.int32),
+        np.zeros((n, 3), np.float32),
+        np.zeros((n, 2), np.float32),
+    )
 
 
 def reference(golden: list, run: list):
     pos = {k: i for i, k in enumerate(run)}
     gi = [i for i, k in enumerate(golden) if k in pos]
-    return (gi, [pos[golden[i]] for i in gi], [i for i, k in enumerate(golden) if k not in pos],
-            [i for i, k in enumerate(run) if k not in set(golden)])
+    return (
+        gi,
+        [pos[golden[i]] for i in gi],
+        [i for i, k in enumerate(golden) if k not in pos],
+        [i for i, k in enumerate(run) if k not in set(golden)],
+    )
 
 
 def first_repeat(keys: list):

@@ -17,10 +17,16 @@ from tests.runner_digest import calls_digest, null_setup, outputs_digest, plans,
 
 # computed by tests/runner_digest.py over the runner before variants (PYTHONPATH=/tmp/base, this session)
 BEFORE = {
-    "isolated-2-4": (54, "b8ccc73746f4be349a40ce06ff4d0ce0210955b6010dc512460059fbc3a31b7c",
-                     "eceb500aed34623c5b955ea80153e1ef7b2344e23c5201740fc27bc5a1137292"),
-    "chained-3-pad-repeats": (72, "92135c4a286bd2880a30001ad9c82fffe32f5900f63a9a84cc33fa063cc31d46",
-                              "35d2f14e2baa89735287a0527a02bdfbc33dfbc04f5629ebca0719d6911aa190"),
+    "isolated-2-4": (
+        54,
+        "b8ccc73746f4be349a40ce06ff4d0ce0210955b6010dc512460059fbc3a31b7c",
+        "eceb500aed34623c5b955ea80153e1ef7b2344e23c5201740fc27bc5a1137292",
+    ),
+    "chained-3-pad-repeats": (
+        72,
+        "92135c4a286bd2880a30001ad9c82fffe32f5900f63a9a84cc33fa063cc31d46",
+        "35d2f14e2baa89735287a0527a02bdfbc33dfbc04f5629ebca0719d6911aa190",
+    ),
 }
 
 
@@ -34,6 +40,7 @@ def shuffled(seed):
         order = list(members)
         random.Random(seed).shuffle(order)
         return [[(b, 0) for b in order[i : i + k]] for i in range(0, len(order), k)]
+
     return arrange
 
 
@@ -54,8 +61,11 @@ def test_without_variants_outputs_and_call_log_are_the_runners_before(null, name
 @pytest.mark.parametrize("mode", ["isolated", "chained"])
 def test_a_shuffled_and_a_duplicated_arrangement_give_the_plain_lanes_outputs(null, mode):
     backend, blocks = null
-    variants = (FastVariant(4, ("k4.a1",), shuffled(1)), FastVariant(4, ("k4.d", "k4.d2"), paired),
-                FastVariant(2, ("k2.r2",), consecutive))
+    variants = (
+        FastVariant(4, ("k4.a1",), shuffled(1)),
+        FastVariant(4, ("k4.d", "k4.d2"), paired),
+        FastVariant(2, ("k2.r2",), consecutive),
+    )
     plan = RunPlan(shapes=(2, 4), voiceprint_inputs=mode, variants=variants)
     assert plan.lanes() == ["exact", "k2", "k4", "k4.a1", "k4.d", "k4.d2", "k2.r2"]
     outputs, calls = run_collect(blocks, backend, plan)
@@ -97,19 +107,29 @@ def stranger(members, k):
     return consecutive(list(members[:-1]), k) + [[(other, 0)]]
 
 
-@pytest.mark.parametrize("arrange, message", [
-    (drop_one, r"lane 'k2.x' receives block 'synth-s0-r000-b000' 0 times, expected exactly once \(1 of 4 "
-               r"members wrong\)"),
-    (twice, r"lane 'k2.x' receives block 'synth-s0-r000-b000' 2 times, expected exactly once \(1 of 4 members wrong\)"),
-    (too_many, r"chunk 0 holds 4 entries, allowed 1..2"),
-    (lambda m, k: [[(b, 1)] for b in m], r"copy index 1, allowed 0..0"),
-])
+@pytest.mark.parametrize(
+    "arrange, message",
+    [
+        (
+            drop_one,
+            r"lane 'k2.x' receives block 'synth-s0-r000-b000' 0 times, expected exactly once \(1 of 4 "
+            r"members wrong\)",
+        ),
+        (
+            twice,
+            r"lane 'k2.x' receives block 'synth-s0-r000-b000' 2 times, expected exactly once \(1 of 4 members wrong\)",
+        ),
+        (too_many, r"chunk 0 holds 4 entries, allowed 1..2"),
+        (lambda m, k: [[(b, 1)] for b in m], r"copy index 1, allowed 0..0"),
+    ],
+)
 def test_a_broken_arranger_is_refused_before_any_call_of_the_group(null, arrange, message):
     backend, blocks = null
     log = []
     with pytest.raises(LaneError, match=message):
-        run_collect(blocks[:4], backend, RunPlan(shapes=(2, 4), variants=(FastVariant(2, ("k2.x",), arrange),)),
-                    log=log)
+        run_collect(
+            blocks[:4], backend, RunPlan(shapes=(2, 4), variants=(FastVariant(2, ("k2.x",), arrange),)), log=log
+        )
     assert log == []  # the law is checked before the group's first call
 
 
@@ -119,14 +139,17 @@ def test_a_block_from_outside_the_group_is_refused(null):
         run_collect(blocks[:4], backend, RunPlan(shapes=(4,), variants=(FastVariant(4, ("k4.x",), stranger),)))
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: FastVariant(4, ("k2.a1",), consecutive), r"variant lane 'k2.a1': expected 'k4.<tag>'"),
-    (lambda: FastVariant(4, ("k4.A",), consecutive), r"variant lane 'k4.A'"),
-    (lambda: FastVariant(4, ("k4",), consecutive), r"variant lane 'k4'"),
-    (lambda: FastVariant(4, (), consecutive), r"names no lane"),
-    (lambda: RunPlan(shapes=(2,), variants=(FastVariant(4, ("k4.a1",), consecutive),)), r"k=4 is not a shape"),
-    (lambda: RunPlan(shapes=(4,), variants=(FastVariant(4, ("k4.a1",), consecutive),) * 2), r"named by two"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: FastVariant(4, ("k2.a1",), consecutive), r"variant lane 'k2.a1': expected 'k4.<tag>'"),
+        (lambda: FastVariant(4, ("k4.A",), consecutive), r"variant lane 'k4.A'"),
+        (lambda: FastVariant(4, ("k4",), consecutive), r"variant lane 'k4'"),
+        (lambda: FastVariant(4, (), consecutive), r"names no lane"),
+        (lambda: RunPlan(shapes=(2,), variants=(FastVariant(4, ("k4.a1",), consecutive),)), r"k=4 is not a shape"),
+        (lambda: RunPlan(shapes=(4,), variants=(FastVariant(4, ("k4.a1",), consecutive),) * 2), r"named by two"),
+    ],
+)
 def test_variant_names_and_shapes_are_checked(make, message):
     with pytest.raises(LaneError, match=message):
         make()

@@ -84,8 +84,13 @@ def test_a_document_is_read_by_attribute_only_and_absent_keys_stay_absent(scored
     with pytest.raises(TypeError):
         shape["verdict"]  # type: ignore[index]
     assert not hasattr(shape, "get")
-    bare = ShapeScore(shape=2, verdict="pass", reasons=[], ops={"0": shape.ops["0"]},
-                      requests=RequestEvidence(full=1, full_blocks=2, partial=0, partial_blocks=0, needed_blocks=2))
+    bare = ShapeScore(
+        shape=2,
+        verdict="pass",
+        reasons=[],
+        ops={"0": shape.ops["0"]},
+        requests=RequestEvidence(full=1, full_blocks=2, partial=0, partial_blocks=0, needed_blocks=2),
+    )
     assert bare.vs_exact is None and "vs_exact" not in bare.model_dump() and "vs_exact" in shape.model_dump()
     assert "min_cosine" not in Floor.model_validate({"bitwise": True, "max_abs": 0.0, "max_ulp": 0}).model_dump()
 
@@ -95,8 +100,9 @@ def test_check_and_op_verdict_are_declared_once():
     from harness.judging.judges.judge_base import Check, CheckDetails, OpVerdict
 
     assert Check is CheckModel and JudgesCheck is CheckModel and OpVerdict is OpVerdictModel
-    c = Check.gate(0, "max_abs", 0.5, "<=", 1e-4,
-                   CheckDetails(unit="windows", offending=3, total=4096, limit="max_abs"))
+    c = Check.gate(
+        0, "max_abs", 0.5, "<=", 1e-4, CheckDetails(unit="windows", offending=3, total=4096, limit="max_abs")
+    )
     v = OpVerdict.of(0, 4, [c], {"bitwise": False}, {"max_abs": 1e-4})
     assert not v.passed and v.reasons == [c.line()] and c.failed
     assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed (would pass at 0.5), 3 of 4,096 windows")

@@ -70,8 +70,9 @@ def test_flips_are_counted_and_classed_by_the_golden_margin():
     (c,) = failed(v, "confident_flips")
     assert c.observed == 1 and c.allowed == 0 and c.offending == 1 and c.total == 40
     assert c.where == "first block 'b' window 0 frame 5"
-    assert c.line().startswith("OP 0 confident_flips: 1 > 0 allowed (would pass at 1), 1 of 40 audio frames (2.5 %), "
-                               "first block 'b'")
+    assert c.line().startswith(
+        "OP 0 confident_flips: 1 > 0 allowed (would pass at 1), 1 of 40 audio frames (2.5 %), first block 'b'"
+    )
 
 
 def test_flips_where_the_window_holds_no_audio_do_not_count():
@@ -95,16 +96,18 @@ def test_max_abs_says_how_many_of_how_many_and_where():
     assert (c.offending, c.total, c.unit) == (1, 4, "windows") and c.where == "worst block 'b' window 1"
     assert c.note == "3 of 280 elements over the limit"
     assert "golden record --regen" in c.hint
-    assert c.line().startswith("OP 0 max_abs: 0.5 > 0.0001 allowed (would pass at 0.5), 1 of 4 windows (25 %), worst "
-                               "block 'b' window 1")
+    assert c.line().startswith(
+        "OP 0 max_abs: 0.5 > 0.0001 allowed (would pass at 0.5), 1 of 4 windows (25 %), worst block 'b' window 1"
+    )
 
 
 def test_nan_never_passes():
     golden = base()
     run = golden.copy()
     run[1, 0, 2, 3] = np.nan
-    v, _ = judge_seg(seg(golden), seg(run), SegmentationTolerance(max_abs=1e9, max_flip_rate=1.0,
-                                                                   max_confident_flips=10**6))
+    v, _ = judge_seg(
+        seg(golden), seg(run), SegmentationTolerance(max_abs=1e9, max_flip_rate=1.0, max_confident_flips=10**6)
+    )
     (c,) = failed(v, "non_finite")
     assert not v.passed and c.observed == 1 and c.where == "first block 'b' window 0"
     assert v.metrics["max_abs"] is None  # a non-finite value has no finite max: never "within tolerance"
@@ -128,9 +131,15 @@ def vp(rows, order=None, weights=None):
     ids, windows, speakers, emb = rows
     order = np.arange(len(ids)) if order is None else np.asarray(order)
     w = np.ones((len(ids), 10), np.float32) if weights is None else weights
-    return VoiceprintOutputs(Op.VOICEPRINT, np.array(ids, dtype=object)[order], np.arange(len(ids), dtype=np.int32),
-                             np.array(windows, np.int32)[order], np.array(speakers, np.int32)[order],
-                             np.asarray(w, np.float32)[order], np.asarray(emb, np.float32)[order])
+    return VoiceprintOutputs(
+        Op.VOICEPRINT,
+        np.array(ids, dtype=object)[order],
+        np.arange(len(ids), dtype=np.int32),
+        np.array(windows, np.int32)[order],
+        np.array(speakers, np.int32)[order],
+        np.asarray(w, np.float32)[order],
+        np.asarray(emb, np.float32)[order],
+    )
 
 
 def vp_rows(n=80, seed=0):
@@ -231,8 +240,11 @@ def test_noise_floor_mode_uses_the_golden_own_noise():
     assert not v2.passed and v2.limits["bitwise"] and failed(v2, "differing_elements")
 
 
-@given(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["<=", ">=", "=="]),
-       st.floats(allow_nan=False, allow_infinity=False))
+@given(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["<=", ">=", "=="]),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
 def test_a_check_holds_only_for_a_finite_observation(observed, relation, allowed):
     import math
 
@@ -256,8 +268,11 @@ def test_pruned_flip_search_equals_a_full_argmax_comparison(seed, noise, tie_fra
     flat_g[sel, other.reshape(-1)[sel]] = flat_g[sel, top.reshape(-1)[sel]] - np.float32(1e-4)
     run = golden + (noise * rng.standard_normal(golden.shape)).astype(np.float32)
     valid = rng.integers(0, 1001, size=(3, 2)).astype(np.int32)
-    v, notes = judge_seg(seg(golden, valid, ("a", "b", "c")), seg(run, valid, ("a", "b", "c")),
-                         SegmentationTolerance(near_tie_margin=0.05))
+    v, notes = judge_seg(
+        seg(golden, valid, ("a", "b", "c")),
+        seg(run, valid, ("a", "b", "c")),
+        SegmentationTolerance(near_tie_margin=0.05),
+    )
     audio = (np.arange(10) * 100)[None, None, :] < valid[..., None]
     flips = (golden.argmax(-1) != run.argmax(-1)) & audio
     assert v.metrics["flips"] == int(flips.sum())
@@ -267,8 +282,17 @@ def test_pruned_flip_search_equals_a_full_argmax_comparison(seed, noise, tie_fra
             assert per_window.get((b, w), 0) == int(flips[i, w].sum())
 
 
-@pytest.mark.parametrize("part,whole,text", [(230, 230, "100 %"), (37_631, 37_632, "99.99 %"), (999, 1000, "99.9 %"),
-                                             (1, 3, "33 %"), (1, 40, "2.5 %"), (1, 1_000_000, "0.0001 %")])
+@pytest.mark.parametrize(
+    "part,whole,text",
+    [
+        (230, 230, "100 %"),
+        (37_631, 37_632, "99.99 %"),
+        (999, 1000, "99.9 %"),
+        (1, 3, "33 %"),
+        (1, 40, "2.5 %"),
+        (1, 1_000_000, "0.0001 %"),
+    ],
+)
 def test_a_share_is_never_rounded_to_all_or_none(part, whole, text):
     from harness.judging.judges.judge_base import percent
 
@@ -288,8 +312,10 @@ def lanes(lp, emb_rows):
     return LaneOutputs(seg(lp), {Op.VOICEPRINT: vp(emb_rows)})
 
 
-FLOORS = {0: {"bitwise": False, "max_abs": 1e-6, "max_ulp": 16, "argmax_flips": 0},
-          1: {"bitwise": False, "max_abs": 1e-6, "max_ulp": 16, "min_cosine": 0.999999, "max_rel_l2": 1e-6}}
+FLOORS = {
+    0: {"bitwise": False, "max_abs": 1e-6, "max_ulp": 16, "argmax_flips": 0},
+    1: {"bitwise": False, "max_abs": 1e-6, "max_ulp": 16, "min_cosine": 0.999999, "max_rel_l2": 1e-6},
+}
 
 
 def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does():
@@ -377,7 +403,8 @@ def test_segmentation_figures_over_a_nan_window_are_non_finite():
     assert c.observed is None and c.line().startswith(
         "OP 0 max_abs: non-finite (1 of 4 windows), <= 0.0001 allowed (no limit passes a non-finite value), "
         "first non-finite at block 'b' window 0; "
-        "over the 3 finite windows only: 0")
+        "over the 3 finite windows only: 0"
+    )
 
 
 def test_a_figure_check_over_non_finite_values_agrees_with_its_re_derivation():

@@ -47,9 +47,13 @@ def _start(tmp_path: Path, release: bool) -> tuple[subprocess.Popen, int, int, P
     folder = tmp_path / "diar-triton-x"
     shm = f"diar_triton_test{os.getpid()}_"
     root = Path(__file__).resolve().parents[1]
-    harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(binary), str(folder), shm,
-                                "release" if release else "die"],
-                               cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    harness = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, str(binary), str(folder), shm, "release" if release else "die"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     server_pid, reaper_pid = (int(v) for v in harness.stdout.readline().split())
     return harness, server_pid, reaper_pid, folder, shm
 

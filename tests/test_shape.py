@@ -65,10 +65,11 @@ def test_malformed_text_is_refused_in_one_line(text: str) -> None:
     assert f"{text!r}" in _one_line(exc, "score.json shapes")
 
 
-@pytest.mark.parametrize("value", ["04", "k04", "+4", " 4", "K4", "4.0", "exact", "k", "", "kk4", 4.0, True, None,
-                                   "9" * 5000])
+@pytest.mark.parametrize(
+    "value", ["04", "k04", "+4", " 4", "K4", "4.0", "exact", "k", "", "kk4", 4.0, True, None, "9" * 5000]
+)
 def test_each_spelling_has_one_form(value: object) -> None:
-    """"04" and "4" as two keys of one score would be one shape twice: only the canonical forms parse."""
+    """ "04" and "4" as two keys of one score would be one shape twice: only the canonical forms parse."""
     with pytest.raises(ShapeError) as exc:
         Shape.parse(value)
     _one_line(exc, "shape")
@@ -86,9 +87,14 @@ def _lane_spellings(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef) and node.name in ("lane_name", "lane_dir"):
             found.append(f"{path.name}:{node.lineno} def {node.name}")
-        if (isinstance(node, ast.JoinedStr) and len(node.values) == 2 and isinstance(node.values[0], ast.Constant)
-                and node.values[0].value == "k" and isinstance(node.values[1], ast.FormattedValue)):
-            found.append(f"{path.name}:{node.lineno} f\"k{{...}}\"")
+        if (
+            isinstance(node, ast.JoinedStr)
+            and len(node.values) == 2
+            and isinstance(node.values[0], ast.Constant)
+            and node.values[0].value == "k"
+            and isinstance(node.values[1], ast.FormattedValue)
+        ):
+            found.append(f'{path.name}:{node.lineno} f"k{{...}}"')
     return found
 
 
@@ -99,10 +105,13 @@ def test_there_is_one_lane_name_function() -> None:
 
     root = Path(__file__).resolve().parents[1]
     ours = root / "harness" / "data" / "shape.py"
-    others = [hit for package in ("harness", "lanes", "golden", "reports")
-              for path in sorted((root / package).rglob("*.py"))
-              if path != ours and "packers" not in path.parts  # packers/vectors.py: block ids "k0", not lanes
-              for hit in _lane_spellings(path)]
+    others = [
+        hit
+        for package in ("harness", "lanes", "golden", "reports")
+        for path in sorted((root / package).rglob("*.py"))
+        if path != ours and "packers" not in path.parts  # packers/vectors.py: block ids "k0", not lanes
+        for hit in _lane_spellings(path)
+    ]
     assert others == [], f"lane names spelt outside harness.data.shape: {others}; use harness.data.shape.lane_name"
     assert any(hit.endswith(" def lane_name") for hit in _lane_spellings(ours))
     assert lanes.runner.lane_name is lane_name
@@ -132,13 +141,16 @@ def test_the_toml_range_is_the_shape_range() -> None:
     assert ShapesSection(candidates=[MAX_K]).candidates == [MAX_K]
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("2,x", "expected comma-separated blocks per call"),
-    ("0", "0 blocks per call is under the smallest shape, 1"),
-    (f"2,{MAX_K + 1}", f"{MAX_K + 1} blocks per call is over the largest shape, {MAX_K}"),
-    ("2,2", "2 listed twice"),
-    ("2,,4", "an empty entry is not a shape"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("2,x", "expected comma-separated blocks per call"),
+        ("0", "0 blocks per call is under the smallest shape, 1"),
+        (f"2,{MAX_K + 1}", f"{MAX_K + 1} blocks per call is over the largest shape, {MAX_K}"),
+        ("2,2", "2 listed twice"),
+        ("2,,4", "an empty entry is not a shape"),
+    ],
+)
 def test_shape_lists_are_refused_in_one_line_naming_the_flag(text: str, why: str) -> None:
     with pytest.raises(ShapeError) as exc:
         parse_shapes(text)

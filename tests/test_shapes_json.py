@@ -29,8 +29,12 @@ def nightly_layout(tmp_path_factory) -> Path:
     backend, _, golden = record("small", ws, blocks=6, numerics=CONFIG.numerics, config=CONFIG)
     run = run_shapes(backend, golden, ws / "work", (2,), CONFIG)
     write_score(ws / "work" / "score.json", score_run(golden, run, LOOSE))
-    promote_file(ws / "work" / "score.json", CONFIG.with_overrides(tolerances=LOOSE), ws / "goldens" / "ledger.json",
-                 ws / "goldens" / "promoted-shapes.json")
+    promote_file(
+        ws / "work" / "score.json",
+        CONFIG.with_overrides(tolerances=LOOSE),
+        ws / "goldens" / "ledger.json",
+        ws / "goldens" / "promoted-shapes.json",
+    )
     shutil.rmtree(ws / "work")
     return ws
 
@@ -52,8 +56,9 @@ def test_plain_shapes_and_ledger_read_what_nightly_wrote_beside_the_golden(ws, c
     code, plain, err = cli(capsys, monkeypatch, "shapes")
     assert code == 0, err
     code, named, _ = cli(capsys, monkeypatch, "shapes", "--golden", "goldens/rel")
-    code2, explicit, _ = cli(capsys, monkeypatch, "shapes", "--ledger", "goldens/ledger.json", "--manifest",
-                             "goldens/promoted-shapes.json")
+    code2, explicit, _ = cli(
+        capsys, monkeypatch, "shapes", "--ledger", "goldens/ledger.json", "--manifest", "goldens/promoted-shapes.json"
+    )
     assert code == code2 == 0 and plain == named == explicit and "k=2: promoted" in plain
     code, history, err = cli(capsys, monkeypatch, "ledger")
     assert code == 0 and "shape k=2" in history and "pass -> promoted" in history, err
@@ -95,8 +100,11 @@ def test_shapes_json_is_the_manifest_shown_with_where_it_came_from(ws, capsys, m
     doc = json.loads(out)  # one document, nothing else on stdout
     ShapesAnswer.model_validate(doc)
     assert doc["promoted_shapes"] == load_manifest(ws / "goldens" / "promoted-shapes.json").model_dump(mode="json")
-    assert doc["files"] == {"ledger": "goldens/ledger.json", "manifest": "goldens/promoted-shapes.json",
-                            "found_by": "search"}
+    assert doc["files"] == {
+        "ledger": "goldens/ledger.json",
+        "manifest": "goldens/promoted-shapes.json",
+        "found_by": "search",
+    }
     assert doc["checked"] is True and doc["may"] is None
 
 

@@ -75,22 +75,27 @@ def test_each_call_is_one_interval_at_least_its_cost(small_corpus, tmp_path):
 
 def test_the_timeline_is_written_at_exit_and_appended_to(tmp_path):
     path = tmp_path / "t.bin"
-    script = ("from lanes.model_api import load_model\nfrom harness.corpus.synth import synth_corpus\n"
-              f"m = load_model(\"lanes.simulated_device:small?c0_ms=0&c1_ms=0&timeline='{path}'\")\n"
-              "for b in synth_corpus(m.geometry, 2).blocks:\n    m.infer(b.tensors())\n")
+    script = (
+        "from lanes.model_api import load_model\nfrom harness.corpus.synth import synth_corpus\n"
+        f"m = load_model(\"lanes.simulated_device:small?c0_ms=0&c1_ms=0&timeline='{path}'\")\n"
+        "for b in synth_corpus(m.geometry, 2).blocks:\n    m.infer(b.tensors())\n"
+    )
     for _ in range(2):  # two processes (two Ray workers, two runs) on one path: both kept
         subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True)
     assert read_timeline(path).shape == (4, 2)
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("lanes.simulated_device:small?c0_ms=-1", "c0_ms must be a number of milliseconds in [0, 60000], got -1"),
-    ("lanes.simulated_device:small?c1_ms=fast", "c1_ms must be a number of milliseconds in [0, 60000], got 'fast'"),
-    ("lanes.simulated_device:small?c1_ms=nan", "c1_ms must be"),
-    ("lanes.simulated_device:small?timeline=3", "timeline must be a file path (a string), got 3"),
-    ("lanes.simulated_device:small?timeline='/no/such/folder/t.bin'", "folder '/no/such/folder' does not exist"),
-    ("lanes.simulated_device:small?c2_ms=1", "takes no argument 'c2_ms' (it takes: c0_ms, c1_ms, timeline)"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("lanes.simulated_device:small?c0_ms=-1", "c0_ms must be a number of milliseconds in [0, 60000], got -1"),
+        ("lanes.simulated_device:small?c1_ms=fast", "c1_ms must be a number of milliseconds in [0, 60000], got 'fast'"),
+        ("lanes.simulated_device:small?c1_ms=nan", "c1_ms must be"),
+        ("lanes.simulated_device:small?timeline=3", "timeline must be a file path (a string), got 3"),
+        ("lanes.simulated_device:small?timeline='/no/such/folder/t.bin'", "folder '/no/such/folder' does not exist"),
+        ("lanes.simulated_device:small?c2_ms=1", "takes no argument 'c2_ms' (it takes: c0_ms, c1_ms, timeline)"),
+    ],
+)
 def test_bad_arguments_are_one_line_model_errors(spec, says):
     with pytest.raises(ModelError) as err:
         load_model(spec)
@@ -140,18 +145,21 @@ def test_factory_arguments_are_read_as_toml_scalars_or_bare_words():
     assert factory_arguments("m.x:f") == ("m.x:f", {})
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("m:f?c0_ms", "factory argument 'c0_ms' is not key=value"),
-    ("m:f?", "factory argument '' is not key=value"),
-    ("m:f?a=1&&b=2", "factory argument '' is not key=value"),
-    ("m:f?1a=2", "factory argument '1a=2' is not key=value"),
-    ("m:f?device='cuda'", "'device' cannot be given in the spec (it comes from the config: --device"),
-    ("m:f?seed=1", "'seed' cannot be given in the spec (it comes from the config: [model] seed)"),
-    ("m:f?a=1&a=2", "factory argument 'a' given twice"),
-    ("m:f?a=[1, 2]", "is a TOML list; expected a number"),
-    ("m:f?a=1979-05-27", "is a TOML date"),
-    ("m:f?a=1\nb = 2", "holds a line break"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("m:f?c0_ms", "factory argument 'c0_ms' is not key=value"),
+        ("m:f?", "factory argument '' is not key=value"),
+        ("m:f?a=1&&b=2", "factory argument '' is not key=value"),
+        ("m:f?1a=2", "factory argument '1a=2' is not key=value"),
+        ("m:f?device='cuda'", "'device' cannot be given in the spec (it comes from the config: --device"),
+        ("m:f?seed=1", "'seed' cannot be given in the spec (it comes from the config: [model] seed)"),
+        ("m:f?a=1&a=2", "factory argument 'a' given twice"),
+        ("m:f?a=[1, 2]", "is a TOML list; expected a number"),
+        ("m:f?a=1979-05-27", "is a TOML date"),
+        ("m:f?a=1\nb = 2", "holds a line break"),
+    ],
+)
 def test_malformed_factory_arguments_are_refused(spec, says):
     with pytest.raises(ModelError) as err:
         factory_arguments(spec)
@@ -192,10 +200,11 @@ def test_the_wrapper_refuses_an_inner_spec_with_arguments():
 def test_a_cli_run_on_the_simulated_device_works_end_to_end(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     quiet = ("--no-progress",)
-    for argv in (("corpus", "synth", "c.parquet", "--model", FREE, "--blocks", "4"),
-                 ("golden", "record", "--corpus", "c.parquet", "--model", FREE, "--release", "r", *quiet),
-                 ("run", "--golden", "goldens/r", "--model", FREE, "--shapes", "2", "--set", "packer.laws_examples=0",
-                  *quiet)):  # the packing laws are another test's business (and 10 s of CPU)
+    for argv in (
+        ("corpus", "synth", "c.parquet", "--model", FREE, "--blocks", "4"),
+        ("golden", "record", "--corpus", "c.parquet", "--model", FREE, "--release", "r", *quiet),
+        ("run", "--golden", "goldens/r", "--model", FREE, "--shapes", "2", "--set", "packer.laws_examples=0", *quiet),
+    ):  # the packing laws are another test's business (and 10 s of CPU)
         code, out, err = harness_cli(capsys, monkeypatch, *argv)
         assert code == 0, (argv, out, err)
     manifest = next((tmp_path / "runs").glob("*/manifest.json")).read_text()
@@ -204,8 +213,17 @@ def test_a_cli_run_on_the_simulated_device_works_end_to_end(capsys, monkeypatch,
 
 def test_a_bad_factory_argument_through_the_cli_is_one_line_exit_2(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    code, out, err = harness_cli(capsys, monkeypatch, "corpus", "synth", "c.parquet", "--model",
-                                 "lanes.simulated_device:small?c0_ms=2&speed=9", "--blocks", "4")
+    code, out, err = harness_cli(
+        capsys,
+        monkeypatch,
+        "corpus",
+        "synth",
+        "c.parquet",
+        "--model",
+        "lanes.simulated_device:small?c0_ms=2&speed=9",
+        "--blocks",
+        "4",
+    )
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("harness: error: ") and "takes no argument 'speed'" in lines[0]
@@ -261,7 +279,10 @@ def test_the_benchmark_reads_timelines_and_builds_specs_as_the_models_do(tmp_pat
     assert bench.busy_of(tmp_path / "t.bin") == (busy, span, 3, 0.0, 6.0)  # and the first start, the last end
     timeline = tmp_path / "a b" / "t.bin"
     assert factory_arguments(bench.timed(bench.MODEL, 2.0, 0.05, timeline))[1] == {
-        "c0_ms": 2.0, "c1_ms": 0.05, "timeline": str(timeline)}
+        "c0_ms": 2.0,
+        "c1_ms": 0.05,
+        "timeline": str(timeline),
+    }
     wrapped = bench.timed("lanes.device_timeline:wrap?inner='full'", 2.0, None, timeline)
     assert factory_arguments(wrapped)[1] == {"inner": "full", "timeline": str(timeline)}
     with pytest.raises(SystemExit, match="unknown command 'score'"):

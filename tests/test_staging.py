@@ -48,8 +48,15 @@ def test_staged_runs_of_the_reference_model_are_the_unstaged_ones_bitwise(small_
     assert our_threads() == []
 
 
-@pytest.mark.parametrize("spec", ["lanes.controls:leaky", "lanes.controls:cross_window_norm",
-                                  "lanes.controls:nan_window", "lanes.controls:invariant"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "lanes.controls:leaky",
+        "lanes.controls:cross_window_norm",
+        "lanes.controls:nan_window",
+        "lanes.controls:invariant",
+    ],
+)
 def test_staged_negative_controls_keep_their_defects(blocks, spec):
     """A control that changes a hook (windows, finish) stages through it; one that overrides infer is
     called through its infer: either way its answers are its unstaged answers."""
@@ -327,8 +334,7 @@ class FakeTorch:
         return tensor
 
 
-def test_the_cuda_branch_copies_every_input_through_the_ring_and_orders_the_compute(monkeypatch, small_model,
-                                                                                   blocks):
+def test_the_cuda_branch_copies_every_input_through_the_ring_and_orders_the_compute(monkeypatch, small_model, blocks):
     """The CUDA branch run with stand-ins (no GPU here): each input is allocated on the copy stream and
     filled from a pinned view holding exactly its bytes; one event is recorded on the copy stream after
     the request's inputs; the compute stream waits for it and every input is marked used by the compute

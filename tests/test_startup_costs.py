@@ -28,8 +28,10 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 def test_the_configuration_imports_no_result_model():
-    code = ("import sys, harness.release_config; "
-            "print(sorted(m for m in sys.modules if m.startswith('harness.data.schemas.')))")
+    code = (
+        "import sys, harness.release_config; "
+        "print(sorted(m for m in sys.modules if m.startswith('harness.data.schemas.')))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "harness.data.schemas.audit" not in loaded and "harness.data.schemas.results" not in loaded, loaded
     assert "harness.data.schemas.base" in loaded
@@ -59,8 +61,9 @@ def test_every_schema_module_imports_first_in_a_fresh_process():
     names = sorted(p.stem for p in Path(schemas.__file__).parent.glob("*.py") if p.stem not in ("__init__", "__main__"))
     failed = []
     for name in names:
-        done = subprocess.run([sys.executable, "-c", f"import harness.data.schemas.{name}"], capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", f"import harness.data.schemas.{name}"], capture_output=True, text=True
+        )
         if done.returncode:
             failed.append(f"{name}: {done.stderr.strip().splitlines()[-1]}")
     assert names and not failed, failed

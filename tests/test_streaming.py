@@ -56,8 +56,14 @@ def test_packing_consecutive_corpus_blocks_shares_their_buffer(recorded_golden):
 
 def test_check_schema_accepts_either_nullability_of_list_items_and_nothing_else(tmp_path, geometry):
     new = _schema(Op.SEGMENTATION, geometry, decisions=True)
-    old = pa.schema([f.with_type(pa.list_(pa.field("item", f.type.value_type), f.type.list_size))
-                     if pa.types.is_fixed_size_list(f.type) else f for f in new])
+    old = pa.schema(
+        [
+            f.with_type(pa.list_(pa.field("item", f.type.value_type), f.type.list_size))
+            if pa.types.is_fixed_size_list(f.type)
+            else f
+            for f in new
+        ]
+    )
     assert not old.equals(new)
     pq.write_table(old.empty_table(), tmp_path / "old.parquet")
     check_schema(pq.ParquetFile(tmp_path / "old.parquet"), new, tmp_path / "old.parquet", "file")
@@ -72,8 +78,15 @@ def test_lane_files_written_with_nullable_items_read_the_same(recorded_golden, t
     for op in ALL_OPS:
         source = pq.ParquetFile(recorded_golden.path / f"op{op}.parquet")
         schema = source.schema_arrow
-        loose = pa.schema([f.with_type(pa.list_(pa.field("item", f.type.value_type), f.type.list_size))
-                           if pa.types.is_fixed_size_list(f.type) else f for f in schema], metadata=schema.metadata)
+        loose = pa.schema(
+            [
+                f.with_type(pa.list_(pa.field("item", f.type.value_type), f.type.list_size))
+                if pa.types.is_fixed_size_list(f.type)
+                else f
+                for f in schema
+            ],
+            metadata=schema.metadata,
+        )
         with pq.ParquetWriter(tmp_path / f"op{op}.parquet", loose) as out:
             for i in range(source.metadata.num_row_groups):  # row group by row group, as written
                 table = source.read_row_group(i)
@@ -113,9 +126,22 @@ def calls_of(n: int) -> list[dict]:
         k = [1, 2, 4][i % 3]
         lane = "exact" if k == 1 else "fast"
         ids = [f"b{(i // 3 * 4 + j) % 40}" for j in range(k)]
-        out.append({"lane": lane, "shape": k, "op": i // 3 % 3, "blocks": k, "windows": 8 * k, "rows": 3 * k,
-                    "request_bytes": 1000 * k, "wall_s": float(rng.uniform(0.01, 0.02)) * k,
-                    "peak_device_bytes": None, "replica": 0, "block_ids": ids, "variant": ""})
+        out.append(
+            {
+                "lane": lane,
+                "shape": k,
+                "op": i // 3 % 3,
+                "blocks": k,
+                "windows": 8 * k,
+                "rows": 3 * k,
+                "request_bytes": 1000 * k,
+                "wall_s": float(rng.uniform(0.01, 0.02)) * k,
+                "peak_device_bytes": None,
+                "replica": 0,
+                "block_ids": ids,
+                "variant": "",
+            }
+        )
     return out
 
 
@@ -176,8 +202,7 @@ def test_a_signal_stops_scoring_at_the_next_batch(recorded_golden, backend, tmp_
     per_batch = len(scored) // recorded_golden.blocks
     assert recorded_golden.blocks > 1 and per_batch * recorded_golden.blocks == len(scored)
     scored.clear()
-    monkeypatch.setattr(score.LaneScorer, "add", lambda self, *a: (add_counted(self, *a),
-                                                                   request_interrupt("SIGTERM")))
+    monkeypatch.setattr(score.LaneScorer, "add", lambda self, *a: (add_counted(self, *a), request_interrupt("SIGTERM")))
     try:
         with pytest.raises(Interrupted, match=r"interrupted \(SIGTERM\); nothing partial was written as complete"):
             score_run(recorded_golden, run, Tolerances())

@@ -24,8 +24,11 @@ SMALL = Geometry(window_samples=16_000, frames_per_window=58)
 
 @st.composite
 def geometries(draw) -> Geometry:
-    return Geometry(window_samples=draw(st.sampled_from([4_000, 8_000, 16_000])), frames_per_window=20,
-                    windows_per_block=draw(st.integers(1, 8)))
+    return Geometry(
+        window_samples=draw(st.sampled_from([4_000, 8_000, 16_000])),
+        frames_per_window=20,
+        windows_per_block=draw(st.integers(1, 8)),
+    )
 
 
 def digest(blocks) -> str:
@@ -55,7 +58,8 @@ def test_the_bytes_are_pinned_across_numpy_versions_and_machines():
     change to the generator, update the digest; if it fails on one platform only, some
     operation in harness/corpus/synth.py is not bitwise stable there."""
     assert digest(synth_corpus(SMALL, 4, seed=0).blocks) == (
-        "8f18b734b191cd69ccf262336346c9c4293a2e8aa23e09ac3c53b80cc6244a90")  # numpy 1.26.4 and 2.4.6 alike
+        "8f18b734b191cd69ccf262336346c9c4293a2e8aa23e09ac3c53b80cc6244a90"
+    )  # numpy 1.26.4 and 2.4.6 alike
 
 
 @settings(max_examples=25)
@@ -77,8 +81,19 @@ def test_every_block_passes_the_contract(geometry, blocks, seed, step):
 @settings(max_examples=25)
 @given(geometries(), st.integers(0, 1000))
 # hypothesis's find: 8001 samples asked, int(8001 / 16000 x 16000) = 8000 made, one full window (a float round trip)
-@example(Geometry(sample_rate=16000, window_samples=8000, frames_per_window=20, frame_step=270, speakers=3,
-                  max_simultaneous=2, embedding_dim=256, windows_per_block=1), 393)
+@example(
+    Geometry(
+        sample_rate=16000,
+        window_samples=8000,
+        frames_per_window=20,
+        frame_step=270,
+        speakers=3,
+        max_simultaneous=2,
+        embedding_dim=256,
+        windows_per_block=1,
+    ),
+    393,
+)
 def test_each_recordings_last_window_is_short_and_ends_its_span(geometry, seed):
     by_recording = defaultdict(list)
     for block, _, prov in itertools.islice(iter_synth_blocks(geometry, 40, seed=seed), 40):

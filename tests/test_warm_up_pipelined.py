@@ -38,8 +38,9 @@ class Recording:
         self.changed = threading.Condition()
 
     def infer(self, request):
-        self.sent.append(hashlib.sha256(b"".join(np.ascontiguousarray(request[k]).tobytes()
-                                                  for k in sorted(request))).hexdigest())
+        self.sent.append(
+            hashlib.sha256(b"".join(np.ascontiguousarray(request[k]).tobytes() for k in sorted(request))).hexdigest()
+        )
         if len(self.sent) == self.hold:
             with self.changed:
                 self.held = self.changed.wait_for(self.ready, timeout=30)
@@ -54,11 +55,13 @@ class Counting(InProcessBackend):
     @contextmanager
     def pipelined(self):
         with super().pipelined() as submit:
+
             def counted(call):
                 self.submitted += 1
                 with self.model.changed:
                     self.model.changed.notify_all()
                 return submit(call)
+
             yield counted
 
 
@@ -75,9 +78,11 @@ def test_a_warm_up_call_finds_the_next_ones_already_queued(null):
     model = Recording(inner.model, hold=4, ready=ready)
     backend = Counting(model, NumericSettings())
     run_collect(blocks, backend, RunPlan(shapes=(2, 4)))
-    assert model.held is True, ("k=2's OP 0 warm-up call (the 4th) waited 30 s for k=4's OP 0 warm-up to be "
-                                "submitted behind it, in vain: the warm-up is not queued ahead of the device "
-                                f"({backend.submitted} call(s) submitted over the whole run)")
+    assert model.held is True, (
+        "k=2's OP 0 warm-up call (the 4th) waited 30 s for k=4's OP 0 warm-up to be "
+        "submitted behind it, in vain: the warm-up is not queued ahead of the device "
+        f"({backend.submitted} call(s) submitted over the whole run)"
+    )
 
 
 def test_the_pipelined_warm_up_sends_what_the_serial_one_sends_in_the_same_order(null):

@@ -53,8 +53,11 @@ def _waiting(thread: threading.Thread) -> bool:
     """Is ``thread`` in a wait of :mod:`threading` (a join, an event, a condition: a queue's, a future's)?
     Read from its innermost frame."""
     frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
-    return (frame is not None and frame.f_code.co_filename == threading.__file__
-            and frame.f_code.co_name in ("wait", "_wait_for_tstate_lock"))
+    return (
+        frame is not None
+        and frame.f_code.co_filename == threading.__file__
+        and frame.f_code.co_name in ("wait", "_wait_for_tstate_lock")
+    )
 
 
 def _interrupt_main_while_it_waits() -> None:
@@ -166,8 +169,9 @@ def test_write_behind_abort_itself_outlasts_a_second_signal(command_line_handler
     assert work.ended_at is not None
 
 
-def test_corpus_writer_interrupted_twice_while_writing_leaves_no_file(command_line_handler, tmp_path: Path,
-                                                                      monkeypatch, geometry, small_corpus):
+def test_corpus_writer_interrupted_twice_while_writing_leaves_no_file(
+    command_line_handler, tmp_path: Path, monkeypatch, geometry, small_corpus
+):
     """The crash itself: the corpus's writer thread is in its last row group, the main thread in close()
     waiting for it, when the two signals come; the file is removed only once the writer is done with it."""
     rows = list(small_corpus.rows())[:3]

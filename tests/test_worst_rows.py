@@ -27,13 +27,24 @@ def outputs(embedding: np.ndarray, blocks: int) -> VoiceprintOutputs:
     per = -(-rows // blocks)
     block_ids = np.array([f"b{i // per:03d}" for i in range(rows)], dtype=object)
     window = np.array([i % per for i in range(rows)], np.int32)
-    return VoiceprintOutputs(OP, block_ids, window.copy(), window, np.zeros(rows, np.int32),
-                             np.ones((rows, G.frames_per_window), np.float32), embedding.astype(np.float32))
+    return VoiceprintOutputs(
+        OP,
+        block_ids,
+        window.copy(),
+        window,
+        np.zeros(rows, np.int32),
+        np.ones((rows, G.frames_per_window), np.float32),
+        embedding.astype(np.float32),
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=st.integers(1, 3 * MAX_FAILING), batches=st.integers(1, 3), seed=st.integers(0, 2**32 - 1),
-       worst_at=st.floats(0, 1, exclude_max=True))
+@given(
+    rows=st.integers(1, 3 * MAX_FAILING),
+    batches=st.integers(1, 3),
+    seed=st.integers(0, 2**32 - 1),
+    worst_at=st.floats(0, 1, exclude_max=True),
+)
 def test_the_worst_offender_is_the_row_the_max_abs_check_names(rows, batches, seed, worst_at):
     rng = np.random.default_rng(seed)
     golden = rng.standard_normal((rows, G.embedding_dim)).astype(np.float32)
@@ -45,8 +56,20 @@ def test_the_worst_offender_is_the_row_the_max_abs_check_names(rows, batches, se
     cut = np.linspace(0, rows, batches + 1).astype(int)
     for lo, hi in zip(cut[:-1], cut[1:], strict=True):  # batches of whole rows, the same rows on both sides
         pick = slice(lo, hi)
-        evidence.add(*(VoiceprintOutputs(OP, o.block_ids[pick], o.row[pick], o.window[pick], o.speaker[pick],
-                                         o.weights[pick], o.embedding[pick]) for o in (a, b)))
+        evidence.add(
+            *(
+                VoiceprintOutputs(
+                    OP,
+                    o.block_ids[pick],
+                    o.row[pick],
+                    o.window[pick],
+                    o.speaker[pick],
+                    o.weights[pick],
+                    o.embedding[pick],
+                )
+                for o in (a, b)
+            )
+        )
     verdict = evidence.verdict(2)
     check = next(c for c in verdict.checks if c.metric == "max_abs")
     first = verdict.failing[0]

@@ -93,18 +93,33 @@ def check_captured(request: CapturedRequest, geometry: Geometry) -> list[Violati
         return [broken("rebased-inside", exc.what, _named_block(exc.what, every))]
     for block in split:
         try:
-            Block.create(block.id, block.op, block.span, block.offsets, block.valid, geometry,
-                         BlockRows(block.weights, block.idx, block.speakers))
+            Block.create(
+                block.id,
+                block.op,
+                block.span,
+                block.offsets,
+                block.valid,
+                geometry,
+                BlockRows(block.weights, block.idx, block.speakers),
+            )
         except BlockError as exc:
-            return [broken("well-formed", f"split out by the layout, it is not a block of this release: "
-                           f"{exc.field}={exc.value!r}: {exc.reason}", block.id)]
+            return [
+                broken(
+                    "well-formed",
+                    f"split out by the layout, it is not a block of this release: "
+                    f"{exc.field}={exc.value!r}: {exc.reason}",
+                    block.id,
+                )
+            ]
     return []
 
 
 def blocks_of(request: CapturedRequest, geometry: Geometry) -> list[Block]:
     """The real blocks of a request that obeys the laws, as each was before packing (validated)."""
-    return [Block.create(b.id, b.op, b.span, b.offsets, b.valid, geometry, BlockRows(b.weights, b.idx, b.speakers))
-            for b in request.packed.split()]
+    return [
+        Block.create(b.id, b.op, b.span, b.offsets, b.valid, geometry, BlockRows(b.weights, b.idx, b.speakers))
+        for b in request.packed.split()
+    ]
 
 
 _INDEX = re.compile(r"^(SPAN|OFFSETS|VALID|WEIGHTS|IDX)\[(\d+)")
@@ -117,8 +132,13 @@ def _block_of(field: str, packed: PackedRequest) -> str | None:
         return None
     name, i = m.group(1), int(m.group(2))
     for seg in packed.segments:
-        part = {"SPAN": seg.span_slice, "OFFSETS": seg.window_slice, "VALID": seg.window_slice,
-                "WEIGHTS": seg.row_slice, "IDX": seg.row_slice}[name]
+        part = {
+            "SPAN": seg.span_slice,
+            "OFFSETS": seg.window_slice,
+            "VALID": seg.window_slice,
+            "WEIGHTS": seg.row_slice,
+            "IDX": seg.row_slice,
+        }[name]
         if part.start <= i < part.stop:
             return seg.block_id
     return None
@@ -173,11 +193,22 @@ class Survey:
 
     def laws(self) -> dict[str, Any]:
         """The audit file's ``laws`` (:class:`harness.capture.result.Laws`)."""
-        return {"passed": self.passed, "judged": list(CAPTURE_LAWS), "requests": self.requests,
-                "blocks": self.blocks, "padding_blocks": self.padding_blocks, "broken": dict(self.broken),
-                "violations": [v.to_dict() for v in self.violations]}
+        return {
+            "passed": self.passed,
+            "judged": list(CAPTURE_LAWS),
+            "requests": self.requests,
+            "blocks": self.blocks,
+            "padding_blocks": self.padding_blocks,
+            "broken": dict(self.broken),
+            "violations": [v.to_dict() for v in self.violations],
+        }
 
     def served(self) -> dict[str, Any]:
         """The audit file's ``served`` (:class:`harness.capture.result.Served`)."""
-        return {"fingerprints": dict(self.fingerprints), "devices": dict(self.devices),
-                "engine_versions": dict(self.versions), "first": self.first, "last": self.last}
+        return {
+            "fingerprints": dict(self.fingerprints),
+            "devices": dict(self.devices),
+            "engine_versions": dict(self.versions),
+            "first": self.first,
+            "last": self.last,
+        }

@@ -45,8 +45,11 @@ class CaptureReader:
         if raw is None:
             keys = set(self.file.schema_arrow.metadata or {})
             other = next((what for key, what in OTHER_KINDS.items() if key in keys), None)
-            raise CaptureError(f"{self.path}: not a capture: no {META_KEY.decode()!r} metadata"
-                               + (f" (it is {other})" if other else "") + " (see docs/audit.md)")
+            raise CaptureError(
+                f"{self.path}: not a capture: no {META_KEY.decode()!r} metadata"
+                + (f" (it is {other})" if other else "")
+                + " (see docs/audit.md)"
+            )
         self.meta = validate(CaptureMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}", CaptureError)
         try:
             self.geometry = Geometry(**self.meta.geometry.model_dump())
@@ -66,8 +69,10 @@ class CaptureReader:
                 raise CaptureError(f"{self.path}: not a capture: missing column {name!r} (see docs/audit.md)")
             got = schema.field(name).type
             if not _type_ok(name, got, self.geometry.frames_per_window):
-                raise CaptureError(f"{self.path}: column {name!r} has type {type_name(got)}, expected "
-                                   f"{_expected(name, self.geometry.frames_per_window)}")
+                raise CaptureError(
+                    f"{self.path}: column {name!r} has type {type_name(got)}, expected "
+                    f"{_expected(name, self.geometry.frames_per_window)}"
+                )
 
     def requests(self, rows: range | None = None, ahead: bool = False) -> Generator[CapturedRequest, None, None]:
         """Every request in file order (or those of file ``rows``: a shard's, the row groups outside it
@@ -116,8 +121,11 @@ class CaptureReader:
         what cutting a capture in shards of even cost needs, without reading its tensors."""
         counts = []
         for i in range(self.file.metadata.num_row_groups):
-            column = read_row_group(self.file, i, self.path, "capture", CaptureError,
-                                    columns=["segments"]).column("segments").combine_chunks()
+            column = (
+                read_row_group(self.file, i, self.path, "capture", CaptureError, columns=["segments"])
+                .column("segments")
+                .combine_chunks()
+            )
             real = ~column.values.field("padding").to_numpy(zero_copy_only=False).astype(bool)
             ends = np.concatenate([[0], np.cumsum(real, dtype=np.int64)])
             offsets = column.offsets.to_numpy()
@@ -135,8 +143,12 @@ def _type_ok(name: str, got: pa.DataType, frames: int) -> bool:
         return bool(got == pa.int32())
     if name == "WEIGHTS":
         inner = got.value_type if is_list else None
-        return bool(inner is not None and pa.types.is_fixed_size_list(inner) and inner.list_size == frames
-                    and inner.value_type == pa.float32())
+        return bool(
+            inner is not None
+            and pa.types.is_fixed_size_list(inner)
+            and inner.list_size == frames
+            and inner.value_type == pa.float32()
+        )
     if name == "segments":
         if not is_list or not pa.types.is_struct(got.value_type):
             return False
@@ -164,8 +176,9 @@ def _rows(table: pa.Table, g: Geometry, where: str, first: int, seen: set[str]) 
     ids = _plain(table, "request_id", where, first)
     names = [f"row {first + j} (request {ids[j]!r})" for j in range(len(ids))]
     stamps = table.column("captured_at").cast(pa.timestamp("us", tz="UTC"), safe=False)
-    times = [t.astimezone(dt.UTC).isoformat(timespec="microseconds") if t is not None else None
-             for t in stamps.to_pylist()]
+    times = [
+        t.astimezone(dt.UTC).isoformat(timespec="microseconds") if t is not None else None for t in stamps.to_pylist()
+    ]
     plain = {name: _plain(table, name, where, first, names) for name in (*STRINGS[1:], "OP")}
     lists = {name: _Lists(table, name, where, names) for name in LISTS}
     weights = _Lists(table, "WEIGHTS", where, names, width=g.frames_per_window)
@@ -186,15 +199,32 @@ def _rows(table: pa.Table, g: Geometry, where: str, first: int, seen: set[str]) 
         for s in segments[j]:
             if s is None or any(s.get(n) is None for n, _ in SEGMENT_FIELDS):
                 raise CaptureError(f"{where}: {name}: a segments entry has nulls: {s}")
-            segs.append(Segment(str(s["block_id"]), int(s["span_start"]), int(s["span_length"]),
-                                int(s["window_start"]), int(s["windows"]), int(s["row_start"]), int(s["rows"]),
-                                bool(s["padding"])))
+            segs.append(
+                Segment(
+                    str(s["block_id"]),
+                    int(s["span_start"]),
+                    int(s["span_length"]),
+                    int(s["window_start"]),
+                    int(s["windows"]),
+                    int(s["row_start"]),
+                    int(s["rows"]),
+                    bool(s["padding"]),
+                )
+            )
         span, offsets, valid = (lists[n].value(j) for n in ("SPAN", "OFFSETS", "VALID"))
         w, idx, speakers = weights.row(j), lists["IDX"].row(j), lists["speakers"].row(j)
         packed = PackedRequest(op, span, offsets, valid, w, idx, speakers, tuple(segs))
         output = _output(lists["output"].value(j), lists["output_shape"].value(j), packed, g, f"{where}: {name}")
-        yield CapturedRequest(request_id, packed, output, plain["model_fingerprint"][j], plain["device_kind"][j],
-                              plain["engine_version"][j], stamp, first + j)
+        yield CapturedRequest(
+            request_id,
+            packed,
+            output,
+            plain["model_fingerprint"][j],
+            plain["device_kind"][j],
+            plain["engine_version"][j],
+            stamp,
+            first + j,
+        )
 
 
 def _plain(table: pa.Table, name: str, where: str, first: int, names: list[str] | None = None) -> list[Any]:
@@ -256,6 +286,8 @@ def _output(data: np.ndarray, shape: np.ndarray, packed: PackedRequest, g: Geome
         want = (packed.rows, g.embedding_dim)
         unit = f"{packed.rows} IDX rows"
     if dims != want:
-        raise CaptureError(f"{where}: the served output has shape {list(dims)}, but an OP {int(packed.op)} request of "
-                           f"{unit} is answered with {list(want)}: it does not answer this request")
+        raise CaptureError(
+            f"{where}: the served output has shape {list(dims)}, but an OP {int(packed.op)} request of "
+            f"{unit} is answered with {list(want)}: it does not answer this request"
+        )
     return data.reshape(dims)

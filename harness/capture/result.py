@@ -41,24 +41,27 @@ def headline(result: AuditFile) -> str:
         broken = ", ".join(f"{law} by {k} of {n} requests" for law, k in laws.broken.items())
         first = laws.violations[0]
         block = f" block {first.block_id!r}" if first.block_id is not None else ""
-        return (f"FAIL: packing law broken ({broken}); first: request {first.request_id!r}{block}: {first.what}; "
-                "nothing was re-run")
+        return (
+            f"FAIL: packing law broken ({broken}); first: request {first.request_id!r}{block}: {first.what}; "
+            "nothing was re-run"
+        )
     gm = result.golden_model
     assert gm is not None, "every law held, so the golden model ran (AuditFile refuses otherwise)"
     parts = []
     if not result.fingerprint_matches:
-        others = sorted(((c, fp) for fp, c in result.served.fingerprints.items() if fp != gm.fingerprint),
-                        reverse=True)
+        others = sorted(((c, fp) for fp, c in result.served.fingerprints.items() if fp != gm.fingerprint), reverse=True)
         served = ", ".join(f"{fp[:16]}... in {c} of {n} requests" for c, fp in others)
-        parts.append(f"served by another model ({served}), not the golden model {gm.spec!r} "
-                     f"({gm.fingerprint[:16]}...)")
+        parts.append(f"served by another model ({served}), not the golden model {gm.spec!r} ({gm.fingerprint[:16]}...)")
     scored = {op: o.verdict for op, o in sorted(result.ops.items()) if o.verdict is not None}
     failed = {op: v for op, v in scored.items() if not v.passed}
     if not failed:
-        how = ", ".join(f"OP {op} {'bitwise' if v.metrics['bitwise'] else 'within tolerance'}"
-                        for op, v in scored.items())
-        text = (f"{n} captured requests ({laws.blocks} blocks) obey the packing laws and match the golden model "
-                f"{gm.spec!r} re-run alone: {how}")
+        how = ", ".join(
+            f"OP {op} {'bitwise' if v.metrics['bitwise'] else 'within tolerance'}" for op, v in scored.items()
+        )
+        text = (
+            f"{n} captured requests ({laws.blocks} blocks) obey the packing laws and match the golden model "
+            f"{gm.spec!r} re-run alone: {how}"
+        )
         return "PASS: " + "; ".join([*parts, text])
     for v in failed.values():
         more = f" (+{len(v.reasons) - 1} more)" if len(v.reasons) > 1 else ""
@@ -73,4 +76,4 @@ def schema_markdown() -> str:
     from harness.data.schemas.docs import markdown
 
     text = markdown({"capture metadata `harness.capture`": CaptureMeta, "audit file `audit.json`": AuditFile})
-    return text[text.index("## "):].replace("## ", "### ")
+    return text[text.index("## ") :].replace("## ", "### ")

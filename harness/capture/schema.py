@@ -57,23 +57,25 @@ class CaptureMeta(Strict):
 def capture_schema(frames_per_window: int) -> pa.Schema:
     """The Arrow schema the writer uses (WEIGHTS rows carry their width F in the type)."""
     segment = pa.list_(SEGMENT_TYPE)
-    return pa.schema([
-        pa.field("request_id", pa.string(), nullable=False),
-        pa.field("captured_at", pa.timestamp("us", tz="UTC"), nullable=False),
-        pa.field("engine_version", pa.string(), nullable=False),
-        pa.field("model_fingerprint", pa.string(), nullable=False),
-        pa.field("device_kind", pa.string(), nullable=False),
-        pa.field("OP", pa.int32(), nullable=False),
-        pa.field("SPAN", pa.large_list(pa.float32()), nullable=False),
-        pa.field("OFFSETS", pa.list_(pa.int64()), nullable=False),
-        pa.field("VALID", pa.list_(pa.int32()), nullable=False),
-        pa.field("WEIGHTS", pa.list_(pa.list_(pa.float32(), frames_per_window))),
-        pa.field("IDX", pa.list_(pa.int32())),
-        pa.field("speakers", pa.list_(pa.int32())),
-        pa.field("segments", segment, nullable=False),
-        pa.field("output", pa.large_list(pa.float32()), nullable=False),
-        pa.field("output_shape", pa.list_(pa.int64()), nullable=False),
-    ])
+    return pa.schema(
+        [
+            pa.field("request_id", pa.string(), nullable=False),
+            pa.field("captured_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.field("engine_version", pa.string(), nullable=False),
+            pa.field("model_fingerprint", pa.string(), nullable=False),
+            pa.field("device_kind", pa.string(), nullable=False),
+            pa.field("OP", pa.int32(), nullable=False),
+            pa.field("SPAN", pa.large_list(pa.float32()), nullable=False),
+            pa.field("OFFSETS", pa.list_(pa.int64()), nullable=False),
+            pa.field("VALID", pa.list_(pa.int32()), nullable=False),
+            pa.field("WEIGHTS", pa.list_(pa.list_(pa.float32(), frames_per_window))),
+            pa.field("IDX", pa.list_(pa.int32())),
+            pa.field("speakers", pa.list_(pa.int32())),
+            pa.field("segments", segment, nullable=False),
+            pa.field("output", pa.large_list(pa.float32()), nullable=False),
+            pa.field("output_shape", pa.list_(pa.int64()), nullable=False),
+        ]
+    )
 
 
 # Every column: its type as docs/audit.md writes it ("list" also admits large_list) and what it holds.
@@ -87,20 +89,35 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "SPAN": ("list<float32>", "the packed SPAN, as sent"),
     "OFFSETS": ("list<int64>", "as sent: every window's start in the packed SPAN (rebased)"),
     "VALID": ("list<int32>", "as sent"),
-    "WEIGHTS": ("list<fixed_size_list<float32, F>>", "OP 1/2: the [R, F] weights as sent; null for OP 0 "
-                "(F = the geometry's frames_per_window)"),
+    "WEIGHTS": (
+        "list<fixed_size_list<float32, F>>",
+        "OP 1/2: the [R, F] weights as sent; null for OP 0 (F = the geometry's frames_per_window)",
+    ),
     "IDX": ("list<int32>", "OP 1/2: every row's window in the request, as sent (rebased); null for OP 0"),
-    "speakers": ("list<int32>", "OP 1/2: the local speaker of each row (engine metadata, not a Triton tensor); "
-                 "null when unknown: rows are then matched by their index in the block"),
-    "segments": ("list<struct<...>>", "the layout: one entry per block, padding included, in request order "
-                 "(the wire protocol's `segments`: block_id, padding, span_start, span_length, window_start, "
-                 "windows, row_start, rows)"),
+    "speakers": (
+        "list<int32>",
+        "OP 1/2: the local speaker of each row (engine metadata, not a Triton tensor); "
+        "null when unknown: rows are then matched by their index in the block",
+    ),
+    "segments": (
+        "list<struct<...>>",
+        "the layout: one entry per block, padding included, in request order "
+        "(the wire protocol's `segments`: block_id, padding, span_start, span_length, window_start, "
+        "windows, row_start, rows)",
+    ),
     "output": ("list<float32>", "the served output, flattened row-major, as the server returned it"),
     "output_shape": ("list<int64>", "its shape: [N, F, C] for OP 0, [R, D] for OP 1/2"),
 }
 STRINGS = ("request_id", "engine_version", "model_fingerprint", "device_kind")
-LISTS = {"SPAN": pa.float32(), "OFFSETS": pa.int64(), "VALID": pa.int32(), "IDX": pa.int32(),
-         "speakers": pa.int32(), "output": pa.float32(), "output_shape": pa.int64()}
+LISTS = {
+    "SPAN": pa.float32(),
+    "OFFSETS": pa.int64(),
+    "VALID": pa.int32(),
+    "IDX": pa.int32(),
+    "speakers": pa.int32(),
+    "output": pa.float32(),
+    "output_shape": pa.int64(),
+}
 
 
 def columns_markdown() -> str:
@@ -144,7 +161,8 @@ class CaptureWriter:
         self.path, self.geometry = Path(path), geometry
         meta = CaptureMeta(version=VERSION, engine=engine, geometry=GeometryModel(**geometry.to_dict()))
         self.schema = capture_schema(geometry.frames_per_window).with_metadata(
-            {META_KEY: json.dumps(meta.model_dump()).encode()})
+            {META_KEY: json.dumps(meta.model_dump()).encode()}
+        )
         self._ids: set[str] = set()
         self._pending: list[CapturedRequest] = []
         self._bytes = 0
@@ -153,8 +171,7 @@ class CaptureWriter:
     def __enter__(self) -> CaptureWriter:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc is not None:
             self.abort()
 
@@ -163,15 +180,21 @@ class CaptureWriter:
         where = f"{self.path}: request {request.request_id!r}"
         if request.request_id in self._ids:
             raise CaptureError(f"{where}: request id appears twice")
-        for name, value, dtype in (("SPAN", p.span, np.float32), ("OFFSETS", p.offsets, np.int64),
-                                   ("VALID", p.valid, np.int32), ("WEIGHTS", p.weights, np.float32),
-                                   ("IDX", p.idx, np.int32), ("speakers", p.speakers, np.int32),
-                                   ("output", request.output, np.float32)):
+        for name, value, dtype in (
+            ("SPAN", p.span, np.float32),
+            ("OFFSETS", p.offsets, np.int64),
+            ("VALID", p.valid, np.int32),
+            ("WEIGHTS", p.weights, np.float32),
+            ("IDX", p.idx, np.int32),
+            ("speakers", p.speakers, np.int32),
+            ("output", request.output, np.float32),
+        ):
             if value is not None and (not isinstance(value, np.ndarray) or value.dtype != np.dtype(dtype)):
                 raise CaptureError(f"{where}: {name} must be a {np.dtype(dtype)} array")
         if p.weights is not None and (p.weights.ndim != 2 or p.weights.shape[1] != self.geometry.frames_per_window):
-            raise CaptureError(f"{where}: WEIGHTS must be [R, {self.geometry.frames_per_window}], got "
-                               f"{list(p.weights.shape)}")
+            raise CaptureError(
+                f"{where}: WEIGHTS must be [R, {self.geometry.frames_per_window}], got {list(p.weights.shape)}"
+            )
         self._ids.add(request.request_id)
         self._pending.append(request)
         self._bytes += p.nbytes + int(request.output.nbytes)
@@ -197,8 +220,9 @@ class CaptureWriter:
         weights = [None if r.packed.weights is None else r.packed.weights.reshape(-1) for r in rows]
         cols = {
             "request_id": pa.array([r.request_id for r in rows], pa.string()),
-            "captured_at": pa.array([dt.datetime.fromisoformat(r.captured_at) for r in rows],
-                                    pa.timestamp("us", tz="UTC")),
+            "captured_at": pa.array(
+                [dt.datetime.fromisoformat(r.captured_at) for r in rows], pa.timestamp("us", tz="UTC")
+            ),
             "engine_version": pa.array([r.engine_version for r in rows], pa.string()),
             "model_fingerprint": pa.array([r.model_fingerprint for r in rows], pa.string()),
             "device_kind": pa.array([r.device_kind for r in rows], pa.string()),
@@ -209,16 +233,19 @@ class CaptureWriter:
             "WEIGHTS": _list(weights, pa.float32(), width=f),
             "IDX": _list([r.packed.idx for r in rows], pa.int32()),
             "speakers": _list([r.packed.speakers for r in rows], pa.int32()),
-            "segments": pa.array([[{name: getattr(s, name) for name, _ in SEGMENT_FIELDS} for s in r.packed.segments]
-                                  for r in rows], pa.list_(SEGMENT_TYPE)),
+            "segments": pa.array(
+                [[{name: getattr(s, name) for name, _ in SEGMENT_FIELDS} for s in r.packed.segments] for r in rows],
+                pa.list_(SEGMENT_TYPE),
+            ),
             "output": _list([r.output.reshape(-1) for r in rows], pa.float32(), large=True),
             "output_shape": _list([np.array(r.output.shape, np.int64) for r in rows], pa.int64()),
         }
         self._sink.write(pa.Table.from_pydict(cols, schema=self.schema))
 
 
-def _list(arrays: list[np.ndarray | None], value_type: pa.DataType, large: bool = False,
-          width: int | None = None) -> pa.Array:
+def _list(
+    arrays: list[np.ndarray | None], value_type: pa.DataType, large: bool = False, width: int | None = None
+) -> pa.Array:
     """list<T> (or list<fixed_size_list<T, width>> of flat row-major data) with None as null."""
     present = [a for a in arrays if a is not None]
     flat = np.concatenate(present) if present else np.zeros(0)

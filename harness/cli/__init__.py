@@ -175,10 +175,12 @@ def _run(args: list[str], debug: bool) -> int | None:
         else:
             if debug:
                 traceback.print_exc()
-            print(f"harness: internal error in '{_command(args)}' at step '{failed_step(exc)}': "
-                  f"{type(exc).__name__}: {one_line(exc)} (a bug in the harness; rerun with --debug for the "
-                  "traceback)",
-                  file=sys.stderr)
+            print(
+                f"harness: internal error in '{_command(args)}' at step '{failed_step(exc)}': "
+                f"{type(exc).__name__}: {one_line(exc)} (a bug in the harness; rerun with --debug for the "
+                "traceback)",
+                file=sys.stderr,
+            )
             code = EXIT_INTERNAL
     return code
 

@@ -23,16 +23,30 @@ from harness.cli.app import (
 
 @app.command("audit")
 def audit_cmd(
-    capture: Annotated[Path, typer.Argument(
-        metavar="CAPTURE", help="Capture Parquet file: one row per request the engine sent, with its served output "
-        "(schema: docs/audit.md).")],
-    golden_model: Annotated[str | None, typer.Option(
-        "--golden-model", help="Model the captured blocks are re-run on, one block per call (the exact lane): "
-        "'full', 'small', 'package.module:factory' or a TorchScript file. Default: the config's [model] spec.")] = None,
-    out: Annotated[Path, typer.Option(help="Folder for audit.json, junit.xml, report.html and report.md.")] =
-    Path("audit"),
+    capture: Annotated[
+        Path,
+        typer.Argument(
+            metavar="CAPTURE",
+            help="Capture Parquet file: one row per request the engine sent, with its served output "
+            "(schema: docs/audit.md).",
+        ),
+    ],
+    golden_model: Annotated[
+        str | None,
+        typer.Option(
+            "--golden-model",
+            help="Model the captured blocks are re-run on, one block per call (the exact lane): "
+            "'full', 'small', 'package.module:factory' or a TorchScript file. Default: the config's [model] spec.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for audit.json, junit.xml, report.html and report.md.")] = Path(
+        "audit"
+    ),
     tolerance: ToleranceOpt = None,
-    config: ConfigOpt = None, device: DeviceOpt = None, progress: ProgressOpt = True, ray: RayOpt = None,
+    config: ConfigOpt = None,
+    device: DeviceOpt = None,
+    progress: ProgressOpt = True,
+    ray: RayOpt = None,
     sets: SetOpt = None,
 ) -> None:
     """Audit production traffic: the packing laws on every captured request, then every captured block re-run

@@ -12,8 +12,9 @@ from harness.cli.app import ConfigOpt, ModelOpt, corpus_app, resolve_config, say
 from harness.data.limits import MAX_BLOCKS, MAX_STEP_SAMPLES
 
 OverwriteOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output file.")]
-StepOpt = Annotated[int, typer.Option(min=0, max=MAX_STEP_SAMPLES, help="Window step in samples (0: a quarter "
-                                      "window).")]
+StepOpt = Annotated[
+    int, typer.Option(min=0, max=MAX_STEP_SAMPLES, help="Window step in samples (0: a quarter window).")
+]
 
 
 def _geometry(config, model):
@@ -61,8 +62,7 @@ def corpus_wav(
     from harness.data.destinations import check_output_file
 
     geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force,
-                      inputs=[*(("WAV", w) for w in wavs), ("--config", config)])
+    check_output_file(out, "corpus", overwrite=force, inputs=[*(("WAV", w) for w in wavs), ("--config", config)])
     summary = write_corpus(out, iter_wav_blocks(list(wavs), geometry, step=step or None), geometry)
     say(f"wrote {out}: {json.dumps(summary)}")
 
@@ -70,8 +70,9 @@ def corpus_wav(
 @corpus_app.command("capture")
 def corpus_capture(
     out: Annotated[Path, typer.Argument(help="Parquet file to write (normalised, validated).")],
-    captured: Annotated[Path, typer.Argument(help="Blocks recorded by the engine in the corpus schema "
-                                             "(docs/corpus.md).")],
+    captured: Annotated[
+        Path, typer.Argument(help="Blocks recorded by the engine in the corpus schema (docs/corpus.md).")
+    ],
     force: OverwriteOpt = False,
     model: ModelOpt = None,
     config: ConfigOpt = None,

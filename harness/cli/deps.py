@@ -18,9 +18,11 @@ from harness.data.errors import one_line
 OWN = frozenset({"harness", "lanes", "golden", "reports"})
 # Named in every such line: the usual suspects of a set that does not fit together.
 ALWAYS = ("numpy", "pyarrow", "torch")
-FIX = ("reinstall into a fresh venv with one of the README's install lines (torch first, then pip install -e ., or "
-       "pip install -e '.[triton]' for the Triton lane), or run `pip check`; `harness --version` lists what is "
-       "installed")
+FIX = (
+    "reinstall into a fresh venv with one of the README's install lines (torch first, then pip install -e ., or "
+    "pip install -e '.[triton]' for the Triton lane), or run `pip check`; `harness --version` lists what is "
+    "installed"
+)
 
 
 def _top(module: str | None) -> str:
@@ -39,7 +41,7 @@ def failing_module(exc: ImportError) -> str | None:
             frames.append(name)
         tb = tb.tb_next
     own = [i for i, name in enumerate(frames) if name in OWN]
-    inner = frames[own[-1] + 1:] if own else frames
+    inner = frames[own[-1] + 1 :] if own else frames
     if inner:  # the package the harness's innermost frame called into raised it
         return inner[0]
     return None if not missing or missing in OWN else missing
@@ -68,5 +70,7 @@ def dependency_failure(exc: BaseException) -> str | None:
     named = [dist, *(n for n in ALWAYS if n != dist.lower())]
     found = ", ".join(f"{n} {installed(n) or 'not installed'}" for n in named)
     what = "is not installed" if version is None else f"{version} failed to import"
-    return (f"dependency {dist} {what}: {type(chain).__name__}: {one_line(chain)} (installed: {found}; Python "
-            f"{sys.version.split()[0]}): the installed packages do not fit together; {FIX}")
+    return (
+        f"dependency {dist} {what}: {type(chain).__name__}: {one_line(chain)} (installed: {found}; Python "
+        f"{sys.version.split()[0]}): the installed packages do not fit together; {FIX}"
+    )

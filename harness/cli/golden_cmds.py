@@ -28,17 +28,31 @@ from harness.cli.app import (
 
 @golden_app.command("record")
 def golden_record(
-    corpus: Annotated[Path | None, typer.Option(help="Corpus Parquet file. Default: the config's [corpus] "
-                                                "(synthetic, [corpus] blocks).")] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(help="Corpus Parquet file. Default: the config's [corpus] (synthetic, [corpus] blocks)."),
+    ] = None,
     goldens: Annotated[Path, typer.Option(help="Folder holding one golden directory per release.")] = Path("goldens"),
-    release: Annotated[str | None, typer.Option(help="Release name: the golden's folder name (default: [release] "
-                                                "name).")] = None,
-    regen: Annotated[bool, typer.Option("--regen", help="Record a new golden BESIDE an existing one "
-                                        "(GOLDENS/NAME.regen-<time>) and print what changed; nothing is ever "
-                                        "overwritten. The nightly starts using it once adopted: `harness golden adopt "
-                                        "GOLDENS/NAME.regen-<time>`.")] = False,
-    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
-    progress: ProgressOpt = True, ray: RayOpt = None, sets: SetOpt = None,
+    release: Annotated[
+        str | None, typer.Option(help="Release name: the golden's folder name (default: [release] name).")
+    ] = None,
+    regen: Annotated[
+        bool,
+        typer.Option(
+            "--regen",
+            help="Record a new golden BESIDE an existing one "
+            "(GOLDENS/NAME.regen-<time>) and print what changed; nothing is ever "
+            "overwritten. The nightly starts using it once adopted: `harness golden adopt "
+            "GOLDENS/NAME.regen-<time>`.",
+        ),
+    ] = False,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = None,
+    backend: BackendOpt = None,
+    progress: ProgressOpt = True,
+    ray: RayOpt = None,
+    sets: SetOpt = None,
 ) -> None:
     """Record the release's golden: the exact lane, twice, over a corpus (atomic, never overwritten).
 
@@ -55,8 +69,12 @@ def golden_record(
 @golden_app.command("verify")
 def golden_verify(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
-    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
-    progress: ProgressOpt = True, sets: SetOpt = None,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = None,
+    backend: BackendOpt = None,
+    progress: ProgressOpt = True,
+    sets: SetOpt = None,
 ) -> None:
     """Re-run the exact lane against a golden and judge it against the golden's noise floor.
 
@@ -80,8 +98,13 @@ def golden_verify(
 def golden_show(
     golden: Annotated[Path, typer.Argument(help="Golden directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw manifest (checked) instead.")] = False,
-    no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip the sha256 of the data files (the output then "
-                                          "says that their content was not checked).")] = False,
+    no_hash: Annotated[
+        bool,
+        typer.Option(
+            "--no-hash",
+            help="Skip the sha256 of the data files (the output then says that their content was not checked).",
+        ),
+    ] = False,
 ) -> None:
     """A golden at a glance: release, model, corpus, reproduction, noise floor, environment.
 
@@ -107,9 +130,13 @@ def golden_show(
 
 @golden_app.command("adopt")
 def golden_adopt(
-    regen: Annotated[Path, typer.Argument(
-        help="The regenerated golden to adopt, GOLDENS/NAME.regen-<time> as `golden record --regen` printed it (or "
-             "a NAME.history-<time> folder, to roll back to it).")],
+    regen: Annotated[
+        Path,
+        typer.Argument(
+            help="The regenerated golden to adopt, GOLDENS/NAME.regen-<time> as `golden record --regen` printed it (or "
+            "a NAME.history-<time> folder, to roll back to it)."
+        ),
+    ],
 ) -> None:
     """Make a regenerated golden THE golden of its release: GOLDENS/NAME.regen-<time> becomes GOLDENS/NAME.
 
@@ -136,14 +163,20 @@ def golden_adopt(
 
 @golden_app.command("diff")
 def golden_diff(
-    a: Annotated[Path, typer.Argument(metavar="A", help="Golden directory A, the reference (noise-floor mode reads its "
-                                      "floor).")],
+    a: Annotated[
+        Path, typer.Argument(metavar="A", help="Golden directory A, the reference (noise-floor mode reads its floor).")
+    ],
     b: Annotated[Path, typer.Argument(metavar="B", help="Golden directory B, of the same corpus, judged against A.")],
     tolerance: ToleranceOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON document (docs/schemas.md: "
-                                          "golden diff) instead of the text.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the answer as one JSON document (docs/schemas.md: golden diff) instead of the text."
+        ),
+    ] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON answer to this file (atomic).")] = None,
-    config: ConfigOpt = None, sets: SetOpt = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
 ) -> None:
     """Compare two goldens of one corpus: B's exact lane judged against A's.
 

@@ -41,5 +41,7 @@ def init_cmd(
         raise OutputError(f"{path}: the file exists; nothing was written (harness init --force {path} replaces it)")
     check_output_file(path, "configuration")
     atomic_write(path, example_text())
-    say(f"wrote {path}: the annotated configuration (every key at its default); change what your release needs "
-        f"and pass it to every command with --config {path}")
+    say(
+        f"wrote {path}: the annotated configuration (every key at its default); change what your release needs "
+        f"and pass it to every command with --config {path}"
+    )

@@ -28,24 +28,50 @@ from harness.cli.app import (
 from harness.data.errors import HarnessError
 from harness.data.limits import MAX_SERVE_INSTANCES
 
-LocaliseOpt = Annotated[bool, typer.Option("--localise/--no-localise", help="Name the first diverging layer of each "
-                                           "failing shape (after the verdict is written; best effort).")]
-NoPromoteOpt = Annotated[bool, typer.Option("--no-promote", help="Score, report, JUnit and localise only: the ledger "
-                                            "and promoted-shapes manifest are not touched (not even created). The "
-                                            "exit status is still the verdict.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the previous output in --out (refused without it; "
-                                        "the set is replaced as one unit).")]
+LocaliseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--localise/--no-localise",
+        help="Name the first diverging layer of each failing shape (after the verdict is written; best effort).",
+    ),
+]
+NoPromoteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-promote",
+        help="Score, report, JUnit and localise only: the ledger "
+        "and promoted-shapes manifest are not touched (not even created). The "
+        "exit status is still the verdict.",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Replace the previous output in --out (refused without it; the set is replaced as one unit)."
+    ),
+]
 
 
 @app.command("nightly")
 def nightly_cmd(
     golden: Annotated[Path, typer.Option(help="Golden directory (recorded on the same device kind).")],
-    out: Annotated[Path, typer.Option(help="Output folder: runs/, score.json, report/, junit.xml, summary.txt.")] =
-    Path("nightly"),
-    config: ConfigOpt = None, shapes: ShapesOpt = None, model: ModelOpt = None, backend: BackendOpt = None,
-    device: DeviceOpt = None, tolerance: ToleranceOpt = None, ray: RayOpt = None, sets: SetOpt = None,
-    localise: LocaliseOpt = True, no_promote: NoPromoteOpt = False, force: ForceOpt = False,
-    progress: ProgressOpt = True, arrangements: ArrangementsOpt = None, repeats: RepeatsOpt = None,
+    out: Annotated[
+        Path, typer.Option(help="Output folder: runs/, score.json, report/, junit.xml, summary.txt.")
+    ] = Path("nightly"),
+    config: ConfigOpt = None,
+    shapes: ShapesOpt = None,
+    model: ModelOpt = None,
+    backend: BackendOpt = None,
+    device: DeviceOpt = None,
+    tolerance: ToleranceOpt = None,
+    ray: RayOpt = None,
+    sets: SetOpt = None,
+    localise: LocaliseOpt = True,
+    no_promote: NoPromoteOpt = False,
+    force: ForceOpt = False,
+    progress: ProgressOpt = True,
+    arrangements: ArrangementsOpt = None,
+    repeats: RepeatsOpt = None,
 ) -> None:
     """The nightly CI job: run the candidate shapes interleaved with the exact lane, score, promote or
     revoke, localise failures, write the sign-off report and JUnit.
@@ -59,24 +85,45 @@ def nightly_cmd(
     from harness.pipeline import commands
     from harness.pipeline.nightly import NightlyJob
 
-    cfg = resolve_config(config, model, device, tolerance, shapes, sets, backend=backend, ray=ray,
-                         arrangements=arrangements, repeats=repeats)
+    cfg = resolve_config(
+        config,
+        model,
+        device,
+        tolerance,
+        shapes,
+        sets,
+        backend=backend,
+        ray=ray,
+        arrangements=arrangements,
+        repeats=repeats,
+    )
     if cfg.load.concurrency and cfg.ray.address is not None:
-        raise HarnessError("[load] concurrency with --ray: the load sweep runs in a one-process nightly on a Triton "
-                           "backend")
-    _finish(commands.nightly(NightlyJob(cfg, golden, out, ray_of(cfg), localise=localise, progress=progress,
-                                        no_promote=no_promote, force=force)))
+        raise HarnessError(
+            "[load] concurrency with --ray: the load sweep runs in a one-process nightly on a Triton backend"
+        )
+    _finish(
+        commands.nightly(
+            NightlyJob(
+                cfg, golden, out, ray_of(cfg), localise=localise, progress=progress, no_promote=no_promote, force=force
+            )
+        )
+    )
 
 
 @app.command("merge")
 def merge_cmd(
     shards: Annotated[list[Path], typer.Argument(help="Output folders of `harness nightly --set nightly.shard=i/n`.")],
     golden: Annotated[Path, typer.Option(help="The golden the shards ran against.")],
-    out: Annotated[Path, typer.Option(help="Output folder for the merged run, score, report, JUnit.")] =
-    Path("nightly-merged"),
+    out: Annotated[Path, typer.Option(help="Output folder for the merged run, score, report, JUnit.")] = Path(
+        "nightly-merged"
+    ),
     localise: LocaliseOpt = True,
-    tolerance: ToleranceOpt = None, config: ConfigOpt = None, model: ModelOpt = None, sets: SetOpt = None,
-    no_promote: NoPromoteOpt = False, force: ForceOpt = False,
+    tolerance: ToleranceOpt = None,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    sets: SetOpt = None,
+    no_promote: NoPromoteOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """Combine shard results into one run, one score, one ledger update and one report.
 
@@ -87,8 +134,11 @@ def merge_cmd(
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets)
     refuse_previous_output(out, force)
-    _finish(merge(cfg, golden, list(shards), out, _path(cfg.nightly.ledger), _path(cfg.nightly.manifest), localise,
-                  no_promote))
+    _finish(
+        merge(
+            cfg, golden, list(shards), out, _path(cfg.nightly.ledger), _path(cfg.nightly.manifest), localise, no_promote
+        )
+    )
 
 
 def _path(text: str | None) -> Path | None:
@@ -110,12 +160,22 @@ def _finish(outcome) -> None:
 
 @app.command("serve")
 def serve_cmd(
-    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, sets: SetOpt = None,
-    instances: Annotated[int, typer.Option(min=1, max=MAX_SERVE_INSTANCES, help="Model instances (instance_group "
-                                           "count).")] = 1,
-    model_repository: Annotated[Path | None, typer.Option("--model-repository", help="Serve this model repository "
-                                                          "as it is (copied unchanged; the model options above do "
-                                                          "not apply), e.g. a team's own diar_nn_g.")] = None,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = None,
+    sets: SetOpt = None,
+    instances: Annotated[
+        int, typer.Option(min=1, max=MAX_SERVE_INSTANCES, help="Model instances (instance_group count).")
+    ] = 1,
+    model_repository: Annotated[
+        Path | None,
+        typer.Option(
+            "--model-repository",
+            help="Serve this model repository "
+            "as it is (copied unchanged; the model options above do "
+            "not apply), e.g. a team's own diar_nn_g.",
+        ),
+    ] = None,
 ) -> None:
     """Serve diar_nn_g on a real Triton server on loopback; stop with Ctrl-C / SIGTERM.
 
@@ -128,21 +188,32 @@ def serve_cmd(
     from lanes.triton.server import ServerOptions, serve_forever
 
     cfg = resolve_config(config, model, device=device, sets=sets)
-    options = ServerOptions(model_spec=cfg.model.spec, seed=cfg.model.seed, device=cfg.device,
-                            numerics=cfg.numerics, instances=instances, repository=model_repository,
-                            verbatim=model_repository is not None)
+    options = ServerOptions(
+        model_spec=cfg.model.spec,
+        seed=cfg.model.seed,
+        device=cfg.device,
+        numerics=cfg.numerics,
+        instances=instances,
+        repository=model_repository,
+        verbatim=model_repository is not None,
+    )
     what = f"model repository {model_repository}" if model_repository is not None else "diar_nn_g"
     # Ctrl-C / SIGTERM is how serving ends: one line saying so, exit 0 (README, "Exit status")
-    serve_forever(options, on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"),
-                  on_stop=lambda name: say(f"{what}: stopped by {name} (the server is stopped and cleaned up)"))
+    serve_forever(
+        options,
+        on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"),
+        on_stop=lambda name: say(f"{what}: stopped by {name} (the server is stopped and cleaned up)"),
+    )
 
 
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path | None, typer.Option(help="Output folder (default: harness-out/demo-<time>).")] = None,
-    blocks: Annotated[int | None, typer.Option(help="Synthetic corpus size (default: [corpus] blocks).")] =
-    None,
-    shapes: ShapesOpt = None, model: ModelOpt = None, config: ConfigOpt = None, progress: ProgressOpt = True,
+    blocks: Annotated[int | None, typer.Option(help="Synthetic corpus size (default: [corpus] blocks).")] = None,
+    shapes: ShapesOpt = None,
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    progress: ProgressOpt = True,
     sets: SetOpt = None,
 ) -> None:
     """The main job on the embedded default: corpus, golden, nightly, sign-off report.
@@ -161,4 +232,3 @@ def demo_cmd(
         say(line)
     say(f"sign-off report: {outcome.paths.get('html')}")
     _finish(outcome)
-

@@ -27,15 +27,28 @@ from harness.data.limits import MAX_LAWS_EXAMPLES
 
 @app.command("run")
 def run_cmd(
-    golden: Annotated[Path, typer.Option(help="Golden to run against (its corpus; its WEIGHTS/IDX for isolated "
-                                         "voiceprint inputs).")],
+    golden: Annotated[
+        Path, typer.Option(help="Golden to run against (its corpus; its WEIGHTS/IDX for isolated voiceprint inputs).")
+    ],
     runs: Annotated[Path, typer.Option(help="Folder for run directories.")] = Path("runs"),
     shapes: ShapesOpt = None,
-    pad_to_fixed: Annotated[bool | None, typer.Option("--pad-to-fixed/--no-pad", help="Pad every pack to exactly k "
-                                                      "blocks with empty blocks (a fixed compiled batch). Overrides "
-                                                      "[shapes] pad_to_fixed.")] = None,
-    config: ConfigOpt = None, model: ModelOpt = None, device: DeviceOpt = None, backend: BackendOpt = None,
-    sets: SetOpt = None, progress: ProgressOpt = True, arrangements: ArrangementsOpt = None, repeats: RepeatsOpt = None,
+    pad_to_fixed: Annotated[
+        bool | None,
+        typer.Option(
+            "--pad-to-fixed/--no-pad",
+            help="Pad every pack to exactly k "
+            "blocks with empty blocks (a fixed compiled batch). Overrides "
+            "[shapes] pad_to_fixed.",
+        ),
+    ] = None,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = None,
+    backend: BackendOpt = None,
+    sets: SetOpt = None,
+    progress: ProgressOpt = True,
+    arrangements: ArrangementsOpt = None,
+    repeats: RepeatsOpt = None,
 ) -> None:
     """Run the packed shapes over a golden's corpus, interleaved block group by group with the exact lane.
 
@@ -44,8 +57,9 @@ def run_cmd(
     """
     from harness.pipeline import commands
 
-    cfg = resolve_config(config, model, device, shapes=shapes, sets=sets, backend=backend, arrangements=arrangements,
-                         repeats=repeats)
+    cfg = resolve_config(
+        config, model, device, shapes=shapes, sets=sets, backend=backend, arrangements=arrangements, repeats=repeats
+    )
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
     for line in commands.run(cfg, golden, runs, progress, pad_to_fixed):
         say(line)
@@ -57,7 +71,8 @@ def score_cmd(
     run: Annotated[Path, typer.Option(help="Run directory (harness run / nightly).")],
     out: Annotated[Path, typer.Option(help="Score file to write (score.json).")] = Path("score.json"),
     tolerance: ToleranceOpt = None,
-    config: ConfigOpt = None, sets: SetOpt = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
 ) -> None:
     """Judge a run against its golden, per OP and shape, with the configured tolerances.
 
@@ -77,14 +92,20 @@ def score_cmd(
 @app.command("promote")
 def promote_cmd(
     score: Annotated[Path, typer.Option(help="Score file (harness score / nightly).")],
-    ledger: Annotated[Path, typer.Option(help="Ledger of every shape's history (created if missing).")] =
-    Path("ledger.json"),
-    manifest: Annotated[Path, typer.Option(help="Promoted-shapes manifest the engine reads (derived from the ledger, "
-                                           "rewritten on every promotion).")] = Path("promoted-shapes.json"),
+    ledger: Annotated[Path, typer.Option(help="Ledger of every shape's history (created if missing).")] = Path(
+        "ledger.json"
+    ),
+    manifest: Annotated[
+        Path,
+        typer.Option(
+            help="Promoted-shapes manifest the engine reads (derived from the ledger, rewritten on every promotion)."
+        ),
+    ] = Path("promoted-shapes.json"),
     golden: Annotated[Path | None, typer.Option(help="The golden the score judged, if it moved since.")] = None,
     run: Annotated[Path | None, typer.Option(help="The run the score judged, if it moved since.")] = None,
     tolerance: ToleranceOpt = None,
-    config: ConfigOpt = None, sets: SetOpt = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
 ) -> None:
     """Promote the shapes a score passed; revoke promoted shapes it failed.
 
@@ -103,10 +124,10 @@ def promote_cmd(
 def report_cmd(
     score: Annotated[Path, typer.Option(help="Score file.")],
     out: Annotated[Path, typer.Option(help="Folder for report.html, report.md, report.json.")] = Path("report"),
-    ledger: Annotated[Path | None, typer.Option(help="Ledger, to show promoted and revoked shapes (must exist).")] =
-    None,
-    manifest: Annotated[Path | None, typer.Option(help="Promoted-shapes manifest, checked against the ledger.")] =
-    None,
+    ledger: Annotated[
+        Path | None, typer.Option(help="Ledger, to show promoted and revoked shapes (must exist).")
+    ] = None,
+    manifest: Annotated[Path | None, typer.Option(help="Promoted-shapes manifest, checked against the ledger.")] = None,
     localisation: Annotated[Path | None, typer.Option(help="localisation.json of the same score (nightly).")] = None,
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
 ) -> None:
@@ -119,22 +140,51 @@ def report_cmd(
 
 @app.command("laws")
 def laws_cmd(
-    packer_cmd: Annotated[str | None, typer.Option("--packer-cmd", help="An external packer: a command speaking the "
-                                                   "wire protocol on stdin/stdout (docs/packer-protocol.md), e.g. "
-                                                   "\"python examples/packer_engine_example.py\".")] = None,
-    packer: Annotated[str | None, typer.Option("--packer", help="A Python packer: 'package.module:function' (or an "
-                                               "object with pack/unpack). Default: the harness's own packer.")] = None,
+    packer_cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--packer-cmd",
+            help="An external packer: a command speaking the "
+            "wire protocol on stdin/stdout (docs/packer-protocol.md), e.g. "
+            '"python examples/packer_engine_example.py".',
+        ),
+    ] = None,
+    packer: Annotated[
+        str | None,
+        typer.Option(
+            "--packer",
+            help="A Python packer: 'package.module:function' (or an "
+            "object with pack/unpack). Default: the harness's own packer.",
+        ),
+    ] = None,
     examples: Annotated[int, typer.Option(help="Examples per law (hypothesis).", min=1, max=MAX_LAWS_EXAMPLES)] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the example search (same seed, same verdict).")] = 0,
-    timeout: Annotated[float, typer.Option(help="Seconds an external packer may take per request (its start-up, "
-                                           "up to the handshake, may take at least 20 s).")] = 30.0,
-    packer_digest: Annotated[str | None, typer.Option(
-        "--packer-digest", help="sha256 of the --packer-cmd program (e.g. its release binary), in its identity in "
-        "place of hashing the program.", hidden=True)] = None,
-    export_vectors: Annotated[Path | None, typer.Option("--export-vectors", help="Instead of judging a packer: "
-                                                        "write the packing test vectors (JSON requests and the "
-                                                        "harness packer's answers, index.json) into this new or "
-                                                        "empty folder, for an engine's own tests.")] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds an external packer may take per request (its start-up, "
+            "up to the handshake, may take at least 20 s)."
+        ),
+    ] = 30.0,
+    packer_digest: Annotated[
+        str | None,
+        typer.Option(
+            "--packer-digest",
+            help="sha256 of the --packer-cmd program (e.g. its release binary), in its identity in "
+            "place of hashing the program.",
+            hidden=True,
+        ),
+    ] = None,
+    export_vectors: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-vectors",
+            help="Instead of judging a packer: "
+            "write the packing test vectors (JSON requests and the "
+            "harness packer's answers, index.json) into this new or "
+            "empty folder, for an engine's own tests.",
+        ),
+    ] = None,
 ) -> None:
     """Judge a packer (the engine's, over the wire) on the packing laws.
 

@@ -32,7 +32,10 @@ def versions(names: tuple[str, ...]) -> str:
 
 def version_line() -> str:
     """One line: the harness, Python, the core dependencies, and which extras are installed."""
-    extras = ", ".join(f"{extra} {'yes' if all(installed(n) for n in names) else 'no'}"
-                       for extra, names in EXTRAS.items())
-    return (f"harness {harness.__version__} ({DISTRIBUTION}; Python {platform.python_version()}; "
-            f"{versions(CORE)}; extras: {extras})")
+    extras = ", ".join(
+        f"{extra} {'yes' if all(installed(n) for n in names) else 'no'}" for extra, names in EXTRAS.items()
+    )
+    return (
+        f"harness {harness.__version__} ({DISTRIBUTION}; Python {platform.python_version()}; "
+        f"{versions(CORE)}; extras: {extras})"
+    )

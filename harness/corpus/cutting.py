@@ -49,8 +49,13 @@ def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) ->
         valid[: len(own)] = np.minimum(window, span.shape[0] - offsets[: len(own)])
         block_id = f"{prefix}-b{b:03d}"
         block = Block.create(block_id, Op.SEGMENTATION, span, offsets, valid, geometry)
-        provenance = {"recording": prefix, "block": b, "start_sample": span_start,
-                      "windows": len(own), "padding_windows": per_block - len(own),
-                      "short_windows": int((valid[: len(own)] < window).sum())}
+        provenance = {
+            "recording": prefix,
+            "block": b,
+            "start_sample": span_start,
+            "windows": len(own),
+            "padding_windows": per_block - len(own),
+            "short_windows": int((valid[: len(own)] < window).sum()),
+        }
         blocks.append((block, provenance))
     return blocks

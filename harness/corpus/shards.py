@@ -30,8 +30,10 @@ class Shard:
         if not match:
             raise HarnessError(f"shard {text!r}: expected i/n, e.g. 1/4 (1-based)")
         if max(len(match.group(1)), len(match.group(2))) > len(str(MAX_SHARDS)) or int(match.group(2)) > MAX_SHARDS:
-            raise HarnessError(f"shard {short(text.strip(), 40)}: at most {MAX_SHARDS:,} shards (a corpus holds at "
-                               "most that many blocks)")  # the digits' length first: never int() a thousand digits
+            raise HarnessError(
+                f"shard {short(text.strip(), 40)}: at most {MAX_SHARDS:,} shards (a corpus holds at "
+                "most that many blocks)"
+            )  # the digits' length first: never int() a thousand digits
         i, n = int(match.group(1)), int(match.group(2))
         if n < 1 or not 1 <= i <= n:
             raise HarnessError(f"shard {text!r}: need 1 <= i <= n")
@@ -118,8 +120,10 @@ def request_ranges(blocks_per_request: Sequence[int], count: int) -> list[Reques
         cut = bisect.bisect_left(cumulative, j * total / count) + 1 if total else j * len(sizes) // count
         bounds.append(min(max(cut, bounds[-1] + 1), len(sizes) - (count - j)))
     bounds.append(len(sizes))
-    return [RequestRange(j + 1, count, bounds[j], bounds[j + 1], sum(sizes[bounds[j] : bounds[j + 1]]))
-            for j in range(count)]
+    return [
+        RequestRange(j + 1, count, bounds[j], bounds[j + 1], sum(sizes[bounds[j] : bounds[j + 1]]))
+        for j in range(count)
+    ]
 
 
 def block_ranges(block_ids: list[str], group: int, count: int) -> list[BlockRange]:
@@ -132,5 +136,6 @@ def block_ranges(block_ids: list[str], group: int, count: int) -> list[BlockRang
         raise HarnessError("nothing to shard: the corpus holds no block")
     count = min(count, len(groups))
     bounds = [j * len(groups) // count for j in range(count + 1)]
-    return [BlockRange(j + 1, count, tuple(b for g in groups[bounds[j] : bounds[j + 1]] for b in g))
-            for j in range(count)]
+    return [
+        BlockRange(j + 1, count, tuple(b for g in groups[bounds[j] : bounds[j + 1]] for b in g)) for j in range(count)
+    ]

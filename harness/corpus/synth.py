@@ -98,12 +98,14 @@ def make_voices(rng: np.random.RandomState, count: int) -> list[Voice]:
     pitches = rng.permutation(np.linspace(95.0, 260.0, max(count, 2)))[:count]
     for pitch in pitches:
         f1 = rng.uniform(300, 850)
-        voices.append(Voice(
-            pitch_hz=float(pitch),
-            formants_hz=(float(f1), float(rng.uniform(f1 + 500, 2300)), float(rng.uniform(2400, 3400))),
-            brightness=round(float(rng.uniform(0.9, 1.6)) * 8) / 8,  # eighths: h ** -b from square roots
-            loudness=float(rng.uniform(0.05, 0.12)),
-        ))
+        voices.append(
+            Voice(
+                pitch_hz=float(pitch),
+                formants_hz=(float(f1), float(rng.uniform(f1 + 500, 2300)), float(rng.uniform(2400, 3400))),
+                brightness=round(float(rng.uniform(0.9, 1.6)) * 8) / 8,  # eighths: h ** -b from square roots
+                loudness=float(rng.uniform(0.05, 0.12)),
+            )
+        )
     return voices
 
 
@@ -170,8 +172,9 @@ def _inverse_power_eighths(h: int, eighths: int) -> float:
     return 1.0 / power
 
 
-def conversation(rng: np.random.RandomState, length: int, speakers: int, sample_rate: int,
-                 overlap_prob: float = 0.25) -> list[Turn]:
+def conversation(
+    rng: np.random.RandomState, length: int, speakers: int, sample_rate: int, overlap_prob: float = 0.25
+) -> list[Turn]:
     """Turns covering ``length`` samples: speech, pauses, speaker changes and overlaps."""
     turns, t, current = [], int(rng.uniform(0.2, 1.0) * sample_rate), 0
     while t < length:
@@ -221,8 +224,9 @@ def _table_positions(rate: np.ndarray, length: int) -> np.ndarray:
     return positions
 
 
-def render_turn(rng: np.random.RandomState, voice: Voice, table: Wavetable, length: int,
-                sample_rate: int) -> np.ndarray:
+def render_turn(
+    rng: np.random.RandomState, voice: Voice, table: Wavetable, length: int, sample_rate: int
+) -> np.ndarray:
     """``length`` float32 samples of ``voice`` speaking: vibrato, drift, syllables, 20 ms fades.
 
     The instantaneous pitch, summed sample by sample, is the position in the voice's period
@@ -233,9 +237,15 @@ def render_turn(rng: np.random.RandomState, voice: Voice, table: Wavetable, leng
     vib_rate, vib_phase, drift_rate = rng.uniform(3, 6), rng.uniform(0, 2 * np.pi), rng.uniform(0.2, 0.6)
     syllable_rate = rng.uniform(3.0, 5.5)
     syllable_phase = rng.uniform(0, np.pi)
-    vibrato, drift, syllables = stable_sin(np.stack([2 * np.pi * vib_rate * t + vib_phase,
-                                                     2 * np.pi * drift_rate * t,
-                                                     np.pi * syllable_rate * t + syllable_phase]))
+    vibrato, drift, syllables = stable_sin(
+        np.stack(
+            [
+                2 * np.pi * vib_rate * t + vib_phase,
+                2 * np.pi * drift_rate * t,
+                np.pi * syllable_rate * t + syllable_phase,
+            ]
+        )
+    )
     gate = np.clip(syllables * 1.6, 0.0, 1.0)
     envelope = np.sqrt(gate * np.sqrt(gate))  # gate ** 0.75: syllables with soft edges
     n = np.arange(points, dtype=np.float64) * CONTROL
@@ -264,15 +274,17 @@ def synth_recording(seed: int, seconds: float, speakers: int, sample_rate: int) 
     audio = noise.astype(np.float32) * np.float32(NOISE_RMS * np.sqrt(3.0) / 32768)
     for turn in turns:
         audio[turn.start : turn.start + turn.length] += render_turn(
-            rng, voices[turn.speaker], tables[turn.speaker], turn.length, sample_rate)
+            rng, voices[turn.speaker], tables[turn.speaker], turn.length, sample_rate
+        )
     return audio, turns
 
 
 # --- corpora -----------------------------------------------------------------------------------
 
 
-def iter_synth_blocks(geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None,
-                      speakers: int = 3) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+def iter_synth_blocks(
+    geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None, speakers: int = 3
+) -> Iterator[tuple[Block, str, dict[str, Any]]]:
     """Exactly ``blocks`` (block, source, provenance) triples, one recording at a time.
 
     Each recording is 2-3 blocks long and ends on a short window, so the stream interleaves
@@ -296,8 +308,15 @@ def iter_synth_blocks(geometry: Geometry, blocks: int, seed: int = 0, step: int 
             seconds = length / geometry.sample_rate
         audio, turns = synth_recording(int(rng.randint(2**31 - 1)), seconds, speakers, geometry.sample_rate)
         for block, prov in cut_blocks(audio, geometry, step, prefix=f"synth-s{seed}-r{r:03d}"):
-            prov.update({"source": "synth", "seed": seed, "recording_seconds": round(seconds, 3),
-                         "turns": len(turns), "overlapped_turns": _overlaps(turns)})
+            prov.update(
+                {
+                    "source": "synth",
+                    "seed": seed,
+                    "recording_seconds": round(seconds, 3),
+                    "turns": len(turns),
+                    "overlapped_turns": _overlaps(turns),
+                }
+            )
             yield block, "synth", prov
             produced += 1
             if produced == blocks:
@@ -305,11 +324,11 @@ def iter_synth_blocks(geometry: Geometry, blocks: int, seed: int = 0, step: int 
         r += 1
 
 
-def synth_corpus(geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None,
-                 speakers: int = 3) -> Corpus:
+def synth_corpus(geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None, speakers: int = 3) -> Corpus:
     """Exactly ``blocks`` blocks from deterministic recordings (:func:`iter_synth_blocks`, collected)."""
-    return Corpus.collect(iter_synth_blocks(geometry, blocks, seed=seed, step=step, speakers=speakers),
-                          geometry_meta(geometry))
+    return Corpus.collect(
+        iter_synth_blocks(geometry, blocks, seed=seed, step=step, speakers=speakers), geometry_meta(geometry)
+    )
 
 
 def _tiles_exactly(samples: int, window: int, step: int) -> bool:

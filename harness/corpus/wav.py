@@ -75,11 +75,14 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int, int]:
 def _decode(path: Path, raw: bytes, tag: int, bits: int) -> np.ndarray:
     width = {(_PCM, 16): 2, (_PCM, 24): 3, (_PCM, 32): 4, (_FLOAT, 32): 4, (_FLOAT, 64): 8}.get((tag, bits))
     if width is None:
-        raise CorpusError(f"{path}: unsupported sample format (format tag {tag}, {bits} bits); use PCM 16/24/32 or "
-                          "float")
+        raise CorpusError(
+            f"{path}: unsupported sample format (format tag {tag}, {bits} bits); use PCM 16/24/32 or float"
+        )
     if len(raw) % width:
-        raise CorpusError(f"{path}: data chunk holds {len(raw)} bytes, not a whole number of {width}-byte samples "
-                          "(a truncated or corrupt file)")
+        raise CorpusError(
+            f"{path}: data chunk holds {len(raw)} bytes, not a whole number of {width}-byte samples "
+            "(a truncated or corrupt file)"
+        )
     if tag == _PCM and bits == 16:
         return np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768.0
     if tag == _PCM and bits == 32:
@@ -97,14 +100,29 @@ def _decode(path: Path, raw: bytes, tag: int, bits: int) -> np.ndarray:
 def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
     """16-bit PCM mono (for tests and examples)."""
     pcm = np.clip(np.round(np.asarray(audio, dtype=np.float64) * 32767), -32768, 32767).astype("<i2").tobytes()
-    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(pcm), b"WAVE", b"fmt ", 16, _PCM, 1, sample_rate,
-                         sample_rate * 2, 2, 16, b"data", len(pcm))
+    header = struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + len(pcm),
+        b"WAVE",
+        b"fmt ",
+        16,
+        _PCM,
+        1,
+        sample_rate,
+        sample_rate * 2,
+        2,
+        16,
+        b"data",
+        len(pcm),
+    )
     Path(path).write_bytes(header + pcm)
     return Path(path)
 
 
-def iter_wav_blocks(paths: list[str | Path], geometry: Geometry,
-                    step: int | None = None) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+def iter_wav_blocks(
+    paths: list[str | Path], geometry: Geometry, step: int | None = None
+) -> Iterator[tuple[Block, str, dict[str, Any]]]:
     """(block, "wav", provenance) for every block of every file, one file in memory at a time.
 
     The same audio given twice (by content, whatever its name) is refused: it would be cut into two
@@ -125,15 +143,25 @@ def iter_wav_blocks(paths: list[str | Path], geometry: Geometry,
         seen[content] = p
         audio, rate, channels = read_wav(p)
         if rate != geometry.sample_rate:
-            raise CorpusError(f"{p}: sample rate {rate} Hz, the model needs {geometry.sample_rate} Hz "
-                              f"(resample first, e.g. sox {p.name} -r {geometry.sample_rate} out.wav)")
+            raise CorpusError(
+                f"{p}: sample rate {rate} Hz, the model needs {geometry.sample_rate} Hz "
+                f"(resample first, e.g. sox {p.name} -r {geometry.sample_rate} out.wav)"
+            )
         stem = p.stem
         while stem in stems:
             stem += "_"
         stems.add(stem)
         for block, prov in cut_blocks(audio, geometry, step, prefix=f"wav-{stem}"):
-            prov.update({"source": "wav", "file": str(p), "sha256": content, "channels": channels,
-                         "downmixed": channels > 1, "step": step})
+            prov.update(
+                {
+                    "source": "wav",
+                    "file": str(p),
+                    "sha256": content,
+                    "channels": channels,
+                    "downmixed": channels > 1,
+                    "step": step,
+                }
+            )
             yield block, "wav", prov
 
 

@@ -20,9 +20,17 @@ import pyarrow as pa
 from harness.data.parquet import items
 
 _NUMPY: dict[pa.DataType, type[np.generic]] = {
-    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-    pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
-    pa.float32(): np.float32, pa.float64(): np.float64}
+    pa.int8(): np.int8,
+    pa.int16(): np.int16,
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+    pa.uint8(): np.uint8,
+    pa.uint16(): np.uint16,
+    pa.uint32(): np.uint32,
+    pa.uint64(): np.uint64,
+    pa.float32(): np.float32,
+    pa.float64(): np.float64,
+}
 _INT32_MAX = 2**31 - 1
 
 
@@ -41,8 +49,11 @@ def numeric(values: np.ndarray | Sequence[Any], kind: pa.DataType) -> pa.Array:
     else:
         mask = [v is None for v in values]
         nulls = sum(mask)
-        if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)) for v, m
-               in zip(values, mask, strict=True) if not m):
+        if any(
+            isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number))
+            for v, m in zip(values, mask, strict=True)
+            if not m
+        ):
             return pa.array(values, kind)
         try:
             with np.errstate(all="raise"):
@@ -69,8 +80,9 @@ def strings(values: Sequence[str] | np.ndarray, kind: pa.DataType = pa.string())
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     if offsets[-1] > _INT32_MAX:
         return pa.array(items, kind)
-    return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                      pa.py_buffer(b"".join(encoded))])
+    return pa.Array.from_buffers(
+        kind, len(encoded), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))]
+    )
 
 
 def string_lists(values: Sequence[Sequence[str]], kind: pa.DataType = pa.list_(pa.string())) -> pa.Array:

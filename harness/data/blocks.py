@@ -67,14 +67,24 @@ class Block:
         block_id = str(id)
         fields = check_fields(
             block_id,
-            {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid, ops.OP: op, ops.WEIGHTS: rows.weights,
-             ops.IDX: rows.idx},
+            {
+                ops.SPAN: span,
+                ops.OFFSETS: offsets,
+                ops.VALID: valid,
+                ops.OP: op,
+                ops.WEIGHTS: rows.weights,
+                ops.IDX: rows.idx,
+            },
             geometry,
         )
         n = fields[ops.OFFSETS].shape[0]
         if n != geometry.windows_per_block:
-            raise BlockError(block_id, "OFFSETS", f"{n} windows",
-                             f"a block holds exactly {geometry.windows_per_block} windows in this release")
+            raise BlockError(
+                block_id,
+                "OFFSETS",
+                f"{n} windows",
+                f"a block holds exactly {geometry.windows_per_block} windows in this release",
+            )
         speaker_arr = _check_speakers(block_id, rows.speakers, fields[ops.IDX], geometry)
         return cls(
             id=block_id,
@@ -117,16 +127,22 @@ class Block:
         The audio was validated when this block was created: only what is new (OP, WEIGHTS, IDX,
         speakers) and the cheap window checks are done again, not a second pass over SPAN."""
         if not isinstance(op, Op) or not op.is_voiceprint or self.op is not Op.SEGMENTATION:
-            return Block.create(self.id, op, self.span, self.offsets, self.valid, geometry,
-                                BlockRows(weights, idx, speakers))
+            return Block.create(
+                self.id, op, self.span, self.offsets, self.valid, geometry, BlockRows(weights, idx, speakers)
+            )
         n = self.windows
         if n != geometry.windows_per_block:
-            raise BlockError(self.id, "OFFSETS", f"{n} windows",
-                             f"a block holds exactly {geometry.windows_per_block} windows in this release")
+            raise BlockError(
+                self.id,
+                "OFFSETS",
+                f"{n} windows",
+                f"a block holds exactly {geometry.windows_per_block} windows in this release",
+            )
         _check_offsets(self.id, self.offsets, self.valid, int(self.span.shape[0]), geometry.window_samples)
         w, i = _check_voiceprint(self.id, op, weights, idx, n, geometry)
-        return Block(self.id, op, self.span, self.offsets, self.valid, w, i,
-                     _check_speakers(self.id, speakers, i, geometry))
+        return Block(
+            self.id, op, self.span, self.offsets, self.valid, w, i, _check_speakers(self.id, speakers, i, geometry)
+        )
 
 
 def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str = "request") -> dict[str, Any]:
@@ -166,12 +182,19 @@ def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) 
     _check_offsets(owner, offsets, valid, span.shape[0], geometry.window_samples)
 
     weights, idx = _check_voiceprint(owner, op, tensors.get(ops.WEIGHTS), tensors.get(ops.IDX), n, geometry)
-    return {ops.SPAN: span, ops.OFFSETS: offsets, ops.VALID: valid,
-            ops.OP: np.array([int(op)], dtype=np.int32), ops.WEIGHTS: weights, ops.IDX: idx}
+    return {
+        ops.SPAN: span,
+        ops.OFFSETS: offsets,
+        ops.VALID: valid,
+        ops.OP: np.array([int(op)], dtype=np.int32),
+        ops.WEIGHTS: weights,
+        ops.IDX: idx,
+    }
 
 
-def _check_voiceprint(owner: str, op: Op, weights_in: object, idx_in: object, n: int, geometry: Geometry
-                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _check_voiceprint(
+    owner: str, op: Op, weights_in: object, idx_in: object, n: int, geometry: Geometry
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """WEIGHTS and IDX of a request of ``n`` windows: none for OP 0, required and checked for OP 1/2."""
     if op is Op.SEGMENTATION:
         for name, value in ((ops.WEIGHTS, weights_in), (ops.IDX, idx_in)):
@@ -183,24 +206,27 @@ def _check_voiceprint(owner: str, op: Op, weights_in: object, idx_in: object, n:
             raise BlockError(owner, name, None, f"OP {int(op)} (voiceprint) requires {name}")
     weights = _as_float(owner, ops.WEIGHTS, weights_in, rank=2)
     if weights.shape[1] != geometry.frames_per_window:
-        raise BlockError(owner, ops.WEIGHTS, f"width {weights.shape[1]}",
-                         f"must be frames per window ({geometry.frames_per_window})")
+        raise BlockError(
+            owner, ops.WEIGHTS, f"width {weights.shape[1]}", f"must be frames per window ({geometry.frames_per_window})"
+        )
     _require_finite(owner, ops.WEIGHTS, weights)
     if weights.size and weights.min() < 0:
         r, f = (int(v) for v in np.argwhere(weights < 0)[0])
         raise BlockError(owner, f"WEIGHTS[{r},{f}]", float(weights[r, f]), "weights must be >= 0")
     idx = _as_int(owner, ops.IDX, idx_in, np.int32, rank=1)
     if idx.shape[0] != weights.shape[0]:
-        raise BlockError(owner, ops.IDX, f"{idx.shape[0]} rows",
-                         f"must have one entry per WEIGHTS row ({weights.shape[0]})")
+        raise BlockError(
+            owner, ops.IDX, f"{idx.shape[0]} rows", f"must have one entry per WEIGHTS row ({weights.shape[0]})"
+        )
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = np.flatnonzero((idx < 0) | (idx >= n))
         raise BlockError(owner, f"IDX[{bad[0]}]", int(idx[bad[0]]), f"window index out of range 0..{n - 1}")
     return weights, idx
 
 
-def _check_speakers(owner: str, speakers: object | None, idx: np.ndarray | None, geometry: Geometry
-                    ) -> np.ndarray | None:
+def _check_speakers(
+    owner: str, speakers: object | None, idx: np.ndarray | None, geometry: Geometry
+) -> np.ndarray | None:
     """The local speaker of each voiceprint row (metadata, not a wire tensor)."""
     if speakers is None:
         return None
@@ -208,19 +234,28 @@ def _check_speakers(owner: str, speakers: object | None, idx: np.ndarray | None,
         raise BlockError(owner, "SPEAKERS", speakers, "speaker labels given without voiceprint rows")
     speaker_arr = _as_int(owner, "SPEAKERS", speakers, np.int32, rank=1)
     if speaker_arr.shape[0] != idx.shape[0]:
-        raise BlockError(owner, "SPEAKERS", f"{speaker_arr.shape[0]} labels",
-                         f"must have one label per IDX row ({idx.shape[0]})")
+        raise BlockError(
+            owner, "SPEAKERS", f"{speaker_arr.shape[0]} labels", f"must have one label per IDX row ({idx.shape[0]})"
+        )
     if speaker_arr.size and (speaker_arr.min() < 0 or speaker_arr.max() >= geometry.speakers):
         bad = np.flatnonzero((speaker_arr < 0) | (speaker_arr >= geometry.speakers))
-        raise BlockError(owner, f"SPEAKERS[{bad[0]}]", int(speaker_arr[bad[0]]),
-                         f"local speaker must be in 0..{geometry.speakers - 1}")
+        raise BlockError(
+            owner,
+            f"SPEAKERS[{bad[0]}]",
+            int(speaker_arr[bad[0]]),
+            f"local speaker must be in 0..{geometry.speakers - 1}",
+        )
     return speaker_arr
 
 
 def _check_offsets(owner: str, offsets: np.ndarray, valid: np.ndarray, span_len: int, window: int) -> None:
     if offsets.size == 0 or (
-        offsets[0] >= 0 and bool((offsets[1:] >= offsets[:-1]).all()) and offsets[-1] <= span_len
-        and valid.min() >= 0 and valid.max() <= window and (offsets + valid).max() <= span_len
+        offsets[0] >= 0
+        and bool((offsets[1:] >= offsets[:-1]).all())
+        and offsets[-1] <= span_len
+        and valid.min() >= 0
+        and valid.max() <= window
+        and (offsets + valid).max() <= span_len
     ):
         return  # the common case, in a few reductions; the first broken rule is named below
     checks = (
@@ -229,8 +264,12 @@ def _check_offsets(owner: str, offsets: np.ndarray, valid: np.ndarray, span_len:
         (offsets > span_len, ops.OFFSETS, offsets, f"offset is past the end of SPAN (length {span_len})"),
         (valid < 0, ops.VALID, valid, "VALID is negative"),
         (valid > window, ops.VALID, valid, f"VALID exceeds the window ({window} samples)"),
-        (offsets + valid > span_len, ops.VALID, valid,
-         f"OFFSETS + VALID runs past the end of SPAN (length {span_len})"),
+        (
+            offsets + valid > span_len,
+            ops.VALID,
+            valid,
+            f"OFFSETS + VALID runs past the end of SPAN (length {span_len})",
+        ),
     )
     for bad_mask, name, values, reason in checks:
         bad = np.flatnonzero(bad_mask)

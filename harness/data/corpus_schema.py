@@ -41,20 +41,24 @@ from harness.data.schemas import CorpusMeta, Provenance, validate
 
 SCHEMA_VERSION = 1
 META_KEY = b"harness.corpus"
-SCHEMA = pa.schema([
-    pa.field("block_id", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("span", pa.large_list(items(pa.float32())), nullable=False),
-    pa.field("offsets", pa.list_(items(pa.int64())), nullable=False),
-    pa.field("valid", pa.list_(items(pa.int32())), nullable=False),
-    pa.field("provenance", pa.string(), nullable=False),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("block_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("span", pa.large_list(items(pa.float32())), nullable=False),
+        pa.field("offsets", pa.list_(items(pa.int64())), nullable=False),
+        pa.field("valid", pa.list_(items(pa.int32())), nullable=False),
+        pa.field("provenance", pa.string(), nullable=False),
+    ]
+)
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
 
 
 def geometry_meta(geometry: Geometry) -> dict[str, Any]:
     """What a corpus records of the geometry it was cut for."""
     return {k: getattr(geometry, k) for k in GEOMETRY_KEYS}
+
+
 # blocks per row group: the lanes' group for shapes up to 32, so a pack of consecutive blocks is one buffer
 GROUP_BLOCKS = 32
 
@@ -79,9 +83,15 @@ class Summary:
         self.sources.add(source)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"blocks": self.blocks, "audio_windows": self.audio_windows, "short_windows": self.short_windows,
-                "padding_windows": self.padding_windows, "span_seconds": round(self.samples / self.g.sample_rate, 3),
-                "max_span_samples": self.max_span, "sources": sorted(self.sources)}
+        return {
+            "blocks": self.blocks,
+            "audio_windows": self.audio_windows,
+            "short_windows": self.short_windows,
+            "padding_windows": self.padding_windows,
+            "span_seconds": round(self.samples / self.g.sample_rate, 3),
+            "max_span_samples": self.max_span,
+            "sources": sorted(self.sources),
+        }
 
 
 @dataclass
@@ -111,15 +121,20 @@ class Corpus:
         return [b.id for b in self.blocks]
 
     def subset(self, indices: list[int]) -> Corpus:
-        return Corpus([self.blocks[i] for i in indices], [self.sources[i] for i in indices],
-                      [self.provenance[i] for i in indices], dict(self.geometry_meta))
+        return Corpus(
+            [self.blocks[i] for i in indices],
+            [self.sources[i] for i in indices],
+            [self.provenance[i] for i in indices],
+            dict(self.geometry_meta),
+        )
 
     def rows(self) -> Iterator[tuple[Block, str, dict[str, Any]]]:
         yield from zip(self.blocks, self.sources, self.provenance, strict=True)
 
     def summary(self, geometry: Geometry | None = None) -> dict[str, Any]:
-        g = geometry or Geometry(**{**Geometry().to_dict(), **{k: int(v) for k, v in self.geometry_meta.items()
-                                                               if k in GEOMETRY_KEYS}})
+        g = geometry or Geometry(
+            **{**Geometry().to_dict(), **{k: int(v) for k, v in self.geometry_meta.items() if k in GEOMETRY_KEYS}}
+        )
         s = Summary(g)
         for block, source, _ in self.rows():
             s.add(block, source)
@@ -143,14 +158,14 @@ class CorpusWriter:
         meta = {"version": SCHEMA_VERSION, **geometry_meta(geometry)}
         self.schema = SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
         self._sink = ParquetSink(self.path, self.schema)
-        self._behind: WriteBehind[list[tuple[Block, str, dict[str, Any]]]] = WriteBehind(self._write,
-                                                                             name="corpus-writer")
+        self._behind: WriteBehind[list[tuple[Block, str, dict[str, Any]]]] = WriteBehind(
+            self._write, name="corpus-writer"
+        )
 
     def __enter__(self) -> CorpusWriter:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc is not None:
             self.abort()
 
@@ -205,18 +220,24 @@ class CorpusWriter:
 
     def _write(self, rows: list[tuple[Block, str, dict[str, Any]]]) -> None:
         blocks = [b for b, _, _ in rows]
-        self._sink.write(pa.Table.from_pydict({
-            "block_id": strings([b.id for b in blocks]),  # not pa.array: it imports pandas (arrow_build)
-            "source": strings([s for _, s, _ in rows]),
-            "span": _list_column([b.span for b in blocks], pa.float32(), large=True),
-            "offsets": _list_column([b.offsets for b in blocks], pa.int64()),
-            "valid": _list_column([b.valid for b in blocks], pa.int32()),
-            "provenance": strings([json.dumps(p, sort_keys=True) for _, _, p in rows]),
-        }, schema=self.schema))
+        self._sink.write(
+            pa.Table.from_pydict(
+                {
+                    "block_id": strings([b.id for b in blocks]),  # not pa.array: it imports pandas (arrow_build)
+                    "source": strings([s for _, s, _ in rows]),
+                    "span": _list_column([b.span for b in blocks], pa.float32(), large=True),
+                    "offsets": _list_column([b.offsets for b in blocks], pa.int64()),
+                    "valid": _list_column([b.valid for b in blocks], pa.int32()),
+                    "provenance": strings([json.dumps(p, sort_keys=True) for _, _, p in rows]),
+                },
+                schema=self.schema,
+            )
+        )
 
 
-def write_corpus(path: str | Path, corpus: Corpus | Iterable[tuple[Block, str, dict[str, Any]]],
-                 geometry: Geometry) -> dict[str, Any]:
+def write_corpus(
+    path: str | Path, corpus: Corpus | Iterable[tuple[Block, str, dict[str, Any]]], geometry: Geometry
+) -> dict[str, Any]:
     """Validate every block and write the corpus atomically; returns its summary."""
     rows = corpus.rows() if isinstance(corpus, Corpus) else corpus
     with CorpusWriter(Path(path), geometry) as writer:
@@ -244,16 +265,21 @@ class CorpusReader:
         raw = schema_metadata(self.file, META_KEY, self.path, "corpus", CorpusError)
         if raw is None:
             if require_meta:
-                raise CorpusError(f"{self.path}: no {META_KEY.decode()!r} metadata: the geometry the corpus was cut "
-                                  "for is unknown (import an engine capture with `harness corpus capture`)")
+                raise CorpusError(
+                    f"{self.path}: no {META_KEY.decode()!r} metadata: the geometry the corpus was cut "
+                    "for is unknown (import an engine capture with `harness corpus capture`)"
+                )
             self.meta: dict[str, Any] = {}
         else:
-            self.meta = validate(CorpusMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}",
-                                 CorpusError).model_dump()
+            self.meta = validate(
+                CorpusMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}", CorpusError
+            ).model_dump()
             for key in GEOMETRY_KEYS:
                 if self.meta[key] != getattr(geometry, key):
-                    raise CorpusError(f"{self.path}: corpus was cut for {key}={self.meta[key]}, the model needs "
-                                      f"{getattr(geometry, key)} (cut it for this model: corpus synth/wav --model ...)")
+                    raise CorpusError(
+                        f"{self.path}: corpus was cut for {key}={self.meta[key]}, the model needs "
+                        f"{getattr(geometry, key)} (cut it for this model: corpus synth/wav --model ...)"
+                    )
         if self.file.metadata.num_rows == 0:
             raise CorpusError(f"{self.path}: corpus holds no blocks")
 
@@ -278,8 +304,9 @@ class CorpusReader:
             if error is not None:
                 raise error
 
-    def _groups(self, keep: Collection[str] | None) -> Iterator[tuple[list[tuple[Block, str, dict[str, Any]]],
-                                                                      BaseException | None]]:
+    def _groups(
+        self, keep: Collection[str] | None
+    ) -> Iterator[tuple[list[tuple[Block, str, dict[str, Any]]], BaseException | None]]:
         """Each row group's rows, and the error that stopped it (the rows before it still count)."""
         seen: set[str] = set()
         row = 0
@@ -291,8 +318,7 @@ class CorpusReader:
                     if not any(b in keep for b in ids.column(0).to_pylist()):
                         row += ids.num_rows
                         continue
-                table = read_row_group(self.file, i, self.path, "corpus", CorpusError,
-                                       columns=[f.name for f in SCHEMA])
+                table = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=[f.name for f in SCHEMA])
                 for item in _table_rows(table, self.g, str(self.path), row, seen):
                     rows.append(item)
             except HarnessError as exc:
@@ -319,16 +345,22 @@ def read_corpus(path: str | Path, geometry: Geometry, require_meta: bool = True)
     return Corpus.collect(reader.rows(), dict(reader.meta))
 
 
-def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
-                seen: set[str]) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+def _table_rows(
+    table: pa.Table, geometry: Geometry, where: str, first_row: int, seen: set[str]
+) -> Iterator[tuple[Block, str, dict[str, Any]]]:
     ids = table.column("block_id").to_pylist()
     sources = table.column("source").to_pylist()
     provenance_raw = table.column("provenance").to_pylist()
     spans, offsets, valids = (_lists(table, name, where, first_row, ids) for name in ("span", "offsets", "valid"))
     for j, block_id in enumerate(ids):
         i = first_row + j
-        for name, value in (("block_id", block_id), ("span", spans[j]), ("offsets", offsets[j]),
-                            ("valid", valids[j]), ("provenance", provenance_raw[j])):
+        for name, value in (
+            ("block_id", block_id),
+            ("span", spans[j]),
+            ("offsets", offsets[j]),
+            ("valid", valids[j]),
+            ("provenance", provenance_raw[j]),
+        ):
             if value is None:
                 raise CorpusError(f"{where}: row {i} (block {block_id!r}) has a null {name}")
         if block_id in seen:
@@ -355,16 +387,16 @@ def _list_column(arrays: list[np.ndarray], value_type: pa.DataType, large: bool 
         flat = np.concatenate(arrays) if arrays else np.zeros(0)
     values = numeric(flat, value_type)
     if large:
-        return pa.LargeListArray.from_arrays(numeric(offsets, pa.int64()), values,
-                                             type=pa.large_list(items(value_type)))
+        return pa.LargeListArray.from_arrays(
+            numeric(offsets, pa.int64()), values, type=pa.large_list(items(value_type))
+        )
     return pa.ListArray.from_arrays(numeric(offsets, pa.int32()), values, type=pa.list_(items(value_type)))
 
 
 _FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}
 
 
-def _lists(table: pa.Table, name: str, where: str, first_row: int,
-           ids: list[str | None]) -> list[np.ndarray | None]:
+def _lists(table: pa.Table, name: str, where: str, first_row: int, ids: list[str | None]) -> list[np.ndarray | None]:
     """A list column as numpy arrays (dtype as stored: Block.create names a wrong one); a null
     inside a list is named as such (not reported as the float dtype numpy would turn it into)."""
     column = one_chunk(table.column(name))
@@ -377,8 +409,12 @@ def _lists(table: pa.Table, name: str, where: str, first_row: int,
     if values.null_count:
         inner = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]
         j = int(np.searchsorted(offsets, inner, side="right") - 1)
-        raise BlockError(str(ids[j]), f"{_FIELD[name]}[{int(inner - offsets[j])}]", None,
-                         f"null value inside the list (row {first_row + j} of {where})")
+        raise BlockError(
+            str(ids[j]),
+            f"{_FIELD[name]}[{int(inner - offsets[j])}]",
+            None,
+            f"null value inside the list (row {first_row + j} of {where})",
+        )
     try:
         flat = to_numpy(values)  # no nulls (checked above): a view of Arrow's buffer, not a copy
     except pa.ArrowException:

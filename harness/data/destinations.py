@@ -52,8 +52,9 @@ def check_output_file(path: Path, what: str, overwrite: bool = True, inputs: Ite
     if path.is_dir():
         raise OutputError(f"{path}: cannot write the {what}: it is a directory")
     if path.exists() and not overwrite:
-        raise OutputError(f"{path}: cannot write the {what}: the file exists (nothing is overwritten; "
-                          "choose another path)")
+        raise OutputError(
+            f"{path}: cannot write the {what}: the file exists (nothing is overwritten; choose another path)"
+        )
     _not_sealed(path, what, itself=False)
     _not_an_input(path, what, inputs)
     check_writable_dir(path.parent, what)
@@ -76,8 +77,9 @@ def check_writable_dir(directory: Path, what: str = "output folder") -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise os_failure(existing if existing == directory else directory, exc,
-                         f"cannot write the {what} here") from None
+        raise os_failure(
+            existing if existing == directory else directory, exc, f"cannot write the {what} here"
+        ) from None
 
 
 def sealed_directory(path: Path, itself: bool = False) -> Path | None:
@@ -109,10 +111,14 @@ def _not_sealed(path: Path, what: str, itself: bool) -> None:
         return
     sealed, kind = found
     if itself and sealed in (path.absolute(), path.resolve()):
-        raise OutputError(f"{path}: cannot write the {what} there: it is a {kind} directory, sealed by its manifest "
-                          "(a file added to it makes it unreadable); choose a folder outside it")
-    raise OutputError(f"{path}: cannot write the {what} inside {_shown(sealed)} (a {kind} directory is sealed by its "
-                      "manifest: a file added to it makes it unreadable); choose a path outside it")
+        raise OutputError(
+            f"{path}: cannot write the {what} there: it is a {kind} directory, sealed by its manifest "
+            "(a file added to it makes it unreadable); choose a folder outside it"
+        )
+    raise OutputError(
+        f"{path}: cannot write the {what} inside {_shown(sealed)} (a {kind} directory is sealed by its "
+        "manifest: a file added to it makes it unreadable); choose a path outside it"
+    )
 
 
 def _shown(path: Path) -> str:
@@ -158,5 +164,6 @@ def _not_an_input(path: Path, what: str, inputs: Iterable[Input]) -> None:
             continue
         there = Path(given).resolve()
         if here == there or same_file(path, Path(given)):
-            raise OutputError(f"{path}: cannot write the {what} over {label} {given}, an input of this command; "
-                              "choose another path")
+            raise OutputError(
+                f"{path}: cannot write the {what} over {label} {given}, an input of this command; choose another path"
+            )

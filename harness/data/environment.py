@@ -22,19 +22,33 @@ NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver
 # Numeric settings that are part of a result's identity (the numerics profile): a shape promoted under
 # one profile is not used under another. Everything here is recorded in the manifests' numerics.in_force
 # (harness.numerics.in_force), so a profile is re-derivable from any golden, run or score.
-PROFILE_KEYS = ("threads", "mkldnn", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
-                "matmul_allow_tf32", "cudnn_allow_tf32", "matmul_precision",
-                # in the profile, not only in NUMERIC_KEYS, because NUMERIC_KEYS only *name* a
-                # drift on verification; they do not stop a promotion made under one setting being used under
-                # another, and each of these picks other GPU kernels (other output bits) for the same model:
-                # the cuBLAS workspace (split-K / stream reductions), autocast (declared by the model),
-                # torch.compile and CUDA graphs (fused / captured kernels, declared by the model),
-                # the cuDNN, cuBLAS and driver versions (other kernels and heuristics), and the compute
-                # capability (sm_80 and sm_90 run other code paths; a device name does not always pin it).
-                # The device-only ones are None on CPU (device_numerics), so a CPU profile does not move
-                # with the CUDA libraries a CPU run never calls.
-                "cublas_workspace_config", "autocast_dtype", "torch_compile", "cuda_graphs",
-                "cudnn_version", "cublas_version", "driver_version", "compute_capability")
+PROFILE_KEYS = (
+    "threads",
+    "mkldnn",
+    "cudnn_benchmark",
+    "cudnn_deterministic",
+    "deterministic_algorithms",
+    "matmul_allow_tf32",
+    "cudnn_allow_tf32",
+    "matmul_precision",
+    # in the profile, not only in NUMERIC_KEYS, because NUMERIC_KEYS only *name* a
+    # drift on verification; they do not stop a promotion made under one setting being used under
+    # another, and each of these picks other GPU kernels (other output bits) for the same model:
+    # the cuBLAS workspace (split-K / stream reductions), autocast (declared by the model),
+    # torch.compile and CUDA graphs (fused / captured kernels, declared by the model),
+    # the cuDNN, cuBLAS and driver versions (other kernels and heuristics), and the compute
+    # capability (sm_80 and sm_90 run other code paths; a device name does not always pin it).
+    # The device-only ones are None on CPU (device_numerics), so a CPU profile does not move
+    # with the CUDA libraries a CPU run never calls.
+    "cublas_workspace_config",
+    "autocast_dtype",
+    "torch_compile",
+    "cuda_graphs",
+    "cudnn_version",
+    "cublas_version",
+    "driver_version",
+    "compute_capability",
+)
 # The GPU-only part of the numerics in force (device_numerics): None on CPU.
 DEVICE_NUMERIC_KEYS = ("cudnn_version", "cublas_version", "driver_version", "compute_capability")
 
@@ -75,8 +89,11 @@ def environment(device: str = "cpu") -> dict[str, Any]:
 
     env["torch"], env["cuda"] = torch.__version__, torch.version.cuda
     # torch leaves these two unannotated
-    env["cudnn"] = (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
-                    if torch.backends.cudnn.is_available() else None)  # type: ignore[no-untyped-call]
+    env["cudnn"] = (
+        torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+        if torch.backends.cudnn.is_available()  # type: ignore[no-untyped-call]
+        else None
+    )
     if device.startswith("cuda") and torch.cuda.is_available():
         dev = torch.device(device)
         env["device_name"] = torch.cuda.get_device_name(dev)
@@ -160,8 +177,11 @@ def shard_conflict(kind_a: str, a: dict[str, Any], kind_b: str, b: dict[str, Any
 
 def numerics_differences(then: dict[str, Any] | None, now: dict[str, Any] | None) -> list[str]:
     then, now = then or {}, now or {}
-    return [f"numerics.{k}: {then.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(then) | set(now))
-            if then.get(k) != now.get(k)]
+    return [
+        f"numerics.{k}: {then.get(k)!r} -> {now.get(k)!r}"
+        for k in sorted(set(then) | set(now))
+        if then.get(k) != now.get(k)
+    ]
 
 
 def _cpu_name() -> str:

@@ -60,9 +60,12 @@ def failed_step(exc: BaseException) -> str:
         return named
     import traceback
 
-    ours = [f for f in traceback.extract_tb(exc.__traceback__)
-            if any(f"/{pkg}/" in f.filename.replace("\\", "/") for pkg in ("harness", "lanes", "golden", "reports"))
-            and f.name != "fault"]  # a fault injected by a test is the caller's
+    ours = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if any(f"/{pkg}/" in f.filename.replace("\\", "/") for pkg in ("harness", "lanes", "golden", "reports"))
+        and f.name != "fault"
+    ]  # a fault injected by a test is the caller's
     if not ours:
         return current_step()
     frame = ours[-1]
@@ -265,7 +268,7 @@ def debugging(on: bool) -> Iterator[None]:
 
 def debug_note(text: str) -> None:
     """``harness: note: <text>`` on stderr, under ``--debug`` only (HARNESS_DEBUG=1 outside a command)."""
-    if (_DEBUG[-1] if _DEBUG else os.environ.get("HARNESS_DEBUG") == "1"):
+    if _DEBUG[-1] if _DEBUG else os.environ.get("HARNESS_DEBUG") == "1":
         print(f"harness: note: {one_line(text)}", file=sys.stderr, flush=True)
 
 

@@ -76,8 +76,10 @@ def temp_sibling(path: Path) -> Path:
 def safe_name(text: str, what: str) -> str:
     """A name that becomes one path component (a release, a run id): no separators, no dot-start."""
     if not isinstance(text, str) or not _SAFE_NAME.match(text) or text in (".", ".."):
-        raise HarnessError(f"{what} {text!r}: expected 1-100 characters of letters, digits, '.', '_', '+', '-', "
-                           "starting with a letter or digit (it becomes a folder name)")
+        raise HarnessError(
+            f"{what} {text!r}: expected 1-100 characters of letters, digits, '.', '_', '+', '-', "
+            "starting with a letter or digit (it becomes a folder name)"
+        )
     return text
 
 
@@ -303,8 +305,12 @@ def locked(path: Path, shared: bool = False) -> Iterator[bool]:
         try:  # a reader may lock an existing lock file it cannot write
             fd = os.open(lock, os.O_RDONLY)
         except OSError as again:
-            if again.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT) or \
-                    exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT):
+            if again.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT) or exc.errno not in (
+                errno.EROFS,
+                errno.EACCES,
+                errno.EPERM,
+                errno.ENOENT,
+            ):
                 raise os_failure(lock, exc, "cannot take the lock") from None
     if fd is None:
         yield False

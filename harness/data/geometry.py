@@ -58,8 +58,9 @@ class Geometry:
     def from_dict(cls, data: object) -> Geometry:
         """Every key required, no unknown key (a misspelt key must never fall back to a default)."""
         if not isinstance(data, dict):
-            raise ValueError(f"geometry must be a mapping of its {len(cls.__dataclass_fields__)} keys, got "
-                             f"{type(data).__name__}")
+            raise ValueError(
+                f"geometry must be a mapping of its {len(cls.__dataclass_fields__)} keys, got {type(data).__name__}"
+            )
         unknown = sorted(set(data) - set(cls.__dataclass_fields__))
         if unknown:
             raise ValueError(f"geometry: unknown key {unknown[0]!r} (known: {', '.join(cls.__dataclass_fields__)})")

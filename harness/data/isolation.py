@@ -38,9 +38,7 @@ def request_window(request: Mapping[str, np.ndarray], i: int, window_samples: in
     return window_view(request[ops.SPAN], int(request[ops.OFFSETS][i]), int(request[ops.VALID][i]), window_samples)
 
 
-def cut_windows(
-    span: np.ndarray, offsets: np.ndarray, valid: np.ndarray, window_samples: int
-) -> np.ndarray:
+def cut_windows(span: np.ndarray, offsets: np.ndarray, valid: np.ndarray, window_samples: int) -> np.ndarray:
     """[N, window_samples] float32: every window of a request, each as :func:`window_view` sees it."""
     out = np.empty((offsets.shape[0], window_samples), dtype=np.float32)
     for i, (start, n) in enumerate(zip(offsets.tolist(), valid.tolist(), strict=True)):

@@ -69,8 +69,9 @@ def _key(key: object) -> str:
 
 def canonical(data: object) -> bytes:
     """The one byte form a digest is taken over: sorted keys, no whitespace, no NaN."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default, allow_nan=False).encode(
+        "utf-8"
+    )
 
 
 def digest(data: object) -> str:
@@ -112,8 +113,9 @@ def read_json(path: Path, what: str) -> object:
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        raise SchemaError(f"{path}: {what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-                          ) from None
+        raise SchemaError(
+            f"{path}: {what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     except ValueError as exc:
         raise SchemaError(f"{path}: {what}: {exc}") from None
 

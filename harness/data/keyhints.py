@@ -1,4 +1,4 @@
-""""Did you mean ...?" for a misspelt configuration key, as for a misspelt flag.
+""" "Did you mean ...?" for a misspelt configuration key, as for a misspelt flag.
 
 Every key of ``harness.toml`` has a default, so a misspelt one (``max_abss``) is never *missing*
 and the schema layer's hint (close to a missing key) says nothing. Here the accepted keys are
@@ -35,8 +35,9 @@ def accepted_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[st
         if named:  # a union branch pydantic names in the location
             models = named
             continue
-        models = [inner for m in models if part in m.model_fields
-                  for inner in _models_in(m.model_fields[part].annotation)]
+        models = [
+            inner for m in models if part in m.model_fields for inner in _models_in(m.model_fields[part].annotation)
+        ]
     return sorted({name for m in models for name in m.model_fields})
 
 

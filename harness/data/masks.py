@@ -36,9 +36,11 @@ class MaskPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     min_active_fraction: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
-        default=0.02, description="fraction of a window's frames a speaker needs to get a voiceprint row")
+        default=0.02, description="fraction of a window's frames a speaker needs to get a voiceprint row"
+    )
     min_active_frames: Annotated[int, Field(ge=1, le=MAX_FRAMES)] | None = Field(
-        default=None, description="or an explicit count of frames (overrides the fraction)")
+        default=None, description="or an explicit count of frames (overrides the fraction)"
+    )
 
     def threshold(self, geometry: Geometry) -> int:
         if self.min_active_frames is not None:

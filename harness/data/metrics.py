@@ -68,8 +68,10 @@ def _rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
     rows = a.shape[0] if a.ndim else 1
     per_row = int(np.prod(a.shape[1:], dtype=np.int64)) if a.ndim > 1 else 1
-    return (np.ascontiguousarray(a, dtype=np.float32).reshape(rows, per_row),
-            np.ascontiguousarray(b, dtype=np.float32).reshape(rows, per_row))
+    return (
+        np.ascontiguousarray(a, dtype=np.float32).reshape(rows, per_row),
+        np.ascontiguousarray(b, dtype=np.float32).reshape(rows, per_row),
+    )
 
 
 def _kernels() -> ModuleType | None:
@@ -135,8 +137,9 @@ def _call_each(kernels: ModuleType) -> None:
     for x_read_only in (False, True):
         for y_read_only in (False, True):
             x, y = layout(np.float32, x_read_only), layout(np.float32, y_read_only)
-            outputs = kernels.RowOutputs(np.zeros(1, np.int32), np.zeros(1), np.zeros(1, np.int64),
-                                         np.zeros(1, np.int64), np.zeros(1, np.int64))
+            outputs = kernels.RowOutputs(
+                np.zeros(1, np.int32), np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+            )
             kernels.row_stats(x, y, x.view(np.int32), y.view(np.int32), outputs)
 
 
@@ -151,11 +154,23 @@ def start_warming() -> threading.Thread:
 def _row_diff_compiled(kernels: ModuleType, a2: np.ndarray, b2: np.ndarray) -> RowDiff:
     rows, per_row = a2.shape
     top = np.zeros(rows, np.int32)
-    out = RowDiff(np.zeros(rows), np.zeros(rows), np.zeros(rows, np.int64), np.zeros(rows, bool),
-                  np.zeros(rows, np.int64), 0, per_row)
+    out = RowDiff(
+        np.zeros(rows),
+        np.zeros(rows),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, bool),
+        np.zeros(rows, np.int64),
+        0,
+        per_row,
+    )
     counts = np.zeros(rows, np.int64)
-    kernels.row_stats(a2, b2, a2.view(np.int32), b2.view(np.int32),
-                      kernels.RowOutputs(top, out.sum_abs, out.max_ulp, out.non_finite, counts))
+    kernels.row_stats(
+        a2,
+        b2,
+        a2.view(np.int32),
+        b2.view(np.int32),
+        kernels.RowOutputs(top, out.sum_abs, out.max_ulp, out.non_finite, counts),
+    )
     out.max_abs = top.view(np.float32).astype(np.float64)
     out.max_abs[out.non_finite > 0] = np.nan
     out.differs = counts > 0
@@ -182,8 +197,15 @@ def row_diff_numpy(a: np.ndarray, b: np.ndarray) -> RowDiff:
     """
     a2, b2 = _rows(a, b)
     rows, per_row = a2.shape
-    out = RowDiff(np.zeros(rows), np.zeros(rows), np.zeros(rows, np.int64), np.zeros(rows, bool),
-                  np.zeros(rows, np.int64), 0, per_row)
+    out = RowDiff(
+        np.zeros(rows),
+        np.zeros(rows),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, bool),
+        np.zeros(rows, np.int64),
+        0,
+        per_row,
+    )
     step = max(1, CHUNK_ELEMENTS // max(per_row, 1))
     ubuf = np.empty((min(step, rows), per_row), np.int32)
     dbuf = np.empty((min(step, rows), per_row), np.float32)

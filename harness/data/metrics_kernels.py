@@ -35,7 +35,6 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
-
 class RowOutputs(NamedTuple):
     """The per-row outputs :func:`row_stats` fills, handed down as one value (a named tuple: what a compiled
     function takes whole; a dataclass it does not): the largest ``|x - y|`` as float32 bits, the sum of

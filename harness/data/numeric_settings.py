@@ -21,14 +21,16 @@ class NumericSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     threads: Annotated[int, Field(ge=0, le=4096)] = Field(
-        default=0, description="torch intra-op threads; 0 = one per CPU")
+        default=0, description="torch intra-op threads; 0 = one per CPU"
+    )
     mkldnn: bool = Field(default=True, description="false: CPU convolutions through NNPACK (a real non-bitwise case)")
     cudnn_benchmark: bool = Field(default=False, description="cuDNN autotuning (picks kernels per shape)")
     cudnn_deterministic: bool = Field(default=True, description="deterministic cuDNN kernels only")
     deterministic_algorithms: bool = Field(default=True, description="torch.use_deterministic_algorithms")
     allow_tf32: bool = Field(default=False, description="TF32 for matmul and cuDNN")
     matmul_precision: Literal["highest", "high", "medium"] = Field(
-        default="highest", description="float32 matmul precision")
+        default="highest", description="float32 matmul precision"
+    )
 
     def resolved_threads(self) -> int:
         if self.threads:
@@ -83,5 +85,3 @@ class NumericSettings(BaseModel):
 def torch_loaded() -> bool:
     """Whether this process has imported torch (a torch model is built, or a plug-in imported it)."""
     return "torch" in sys.modules
-
-

@@ -81,9 +81,15 @@ class VoiceprintOutputs:
 
     @classmethod
     def empty(cls, op: Op, geometry: Geometry) -> VoiceprintOutputs:
-        return cls(op, np.zeros(0, dtype=object), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
-                   np.zeros((0, geometry.frames_per_window), np.float32),
-                   np.zeros((0, geometry.embedding_dim), np.float32))
+        return cls(
+            op,
+            np.zeros(0, dtype=object),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int32),
+            np.zeros((0, geometry.frames_per_window), np.float32),
+            np.zeros((0, geometry.embedding_dim), np.float32),
+        )
 
     def keys(self) -> np.ndarray:
         """Structured [R] array of (block, window, speaker): how rows are matched across runs."""
@@ -118,16 +124,28 @@ class VoiceprintOutputs:
             rank = sorter[at]
             take = np.flatnonzero(wanted[rank] == have)
             take = take[np.argsort(rank[take], kind="stable")]
-        return VoiceprintOutputs(self.op, self.block_ids[take], self.row[take], self.window[take],
-                                 self.speaker[take], self.weights[take], self.embedding[take])
+        return VoiceprintOutputs(
+            self.op,
+            self.block_ids[take],
+            self.row[take],
+            self.window[take],
+            self.speaker[take],
+            self.weights[take],
+            self.embedding[take],
+        )
 
     @staticmethod
     def concat(parts: list[VoiceprintOutputs]) -> VoiceprintOutputs:
         """Rows of one OP from disjoint parts, one after the other (one part: itself, no copy)."""
         if len(parts) == 1:
             return parts[0]
-        return VoiceprintOutputs(parts[0].op, *(np.concatenate([getattr(v, f) for v in parts]) for f in
-                                                ("block_ids", "row", "window", "speaker", "weights", "embedding")))
+        return VoiceprintOutputs(
+            parts[0].op,
+            *(
+                np.concatenate([getattr(v, f) for v in parts])
+                for f in ("block_ids", "row", "window", "speaker", "weights", "embedding")
+            ),
+        )
 
 
 @dataclass(eq=False)
@@ -145,8 +163,9 @@ class LaneOutputs:
         return list(self.segmentation.block_ids)
 
     def select(self, block_ids: list[str]) -> LaneOutputs:
-        return LaneOutputs(self.segmentation.select(block_ids),
-                           {op: v.select(block_ids) for op, v in self.voiceprint.items()})
+        return LaneOutputs(
+            self.segmentation.select(block_ids), {op: v.select(block_ids) for op, v in self.voiceprint.items()}
+        )
 
     @staticmethod
     def concat(parts: list[LaneOutputs]) -> LaneOutputs:
@@ -202,9 +221,11 @@ class OutputCollector:
                 row=np.concatenate([np.arange(c, dtype=np.int32) for c in counts]),
                 window=np.concatenate([per_block[b][0].idx for b in present]).astype(np.int32, copy=False),
                 speaker=np.concatenate([per_block[b][0].speakers for b in present]).astype(np.int32, copy=False),
-                weights=np.concatenate([per_block[b][0].weights for b in present]).reshape(
-                    -1, g.frames_per_window).astype(np.float32, copy=False),
-                embedding=np.concatenate([per_block[b][1] for b in present]).reshape(
-                    -1, g.embedding_dim).astype(np.float32, copy=False),
+                weights=np.concatenate([per_block[b][0].weights for b in present])
+                .reshape(-1, g.frames_per_window)
+                .astype(np.float32, copy=False),
+                embedding=np.concatenate([per_block[b][1] for b in present])
+                .reshape(-1, g.embedding_dim)
+                .astype(np.float32, copy=False),
             )
         return LaneOutputs(seg, vps)

@@ -145,7 +145,7 @@ def pin(paths: Sequence[Path]) -> list[Path]:
                 continue
             current = member_path.parent / head
             if current not in resolved:
-                resolved[current] = _current(member_path.parent, head[1:-len(".current")])
+                resolved[current] = _current(member_path.parent, head[1 : -len(".current")])
             generation = resolved[current]
             if generation is not None:  # else nothing is published: the name shows nothing, as it is
                 out[-1] = member_path.parent / generation / member / inner
@@ -160,8 +160,12 @@ def _adopt(folder: Path, name: str, members: tuple[str, ...]) -> None:
     """Members at their usual name that are not this set's links (written by something else): copy what a
     reader sees now into a generation, point ``.S.current`` at it, then swap each name for its link. Every
     step shows the same bytes, so the publish that follows switches old set -> new set."""
-    foreign = [m for m in members if (folder / m).exists() or (folder / m).is_symlink()
-               if not ((folder / m).is_symlink() and os.readlink(folder / m) == _target(name, m))]
+    foreign = [
+        m
+        for m in members
+        if (folder / m).exists() or (folder / m).is_symlink()
+        if not ((folder / m).is_symlink() and os.readlink(folder / m) == _target(name, m))
+    ]
     if not foreign:
         return
     stage = folder / f".{name}.tmp-adopt-{os.getpid()}-{secrets.token_hex(4)}"
@@ -277,5 +281,3 @@ def _fsync_tree(root: Path) -> None:
             fsync_path(Path(dirpath) / f)
         os.chmod(dirpath, dir_mode())
         fsync_path(Path(dirpath))
-
-

@@ -143,6 +143,7 @@ class WriteBehind(Generic[T]):
 def meanwhile(work: Callable[[], object], name: str) -> threading.Thread:
     """``work`` in a daemon thread, started now, its failure dropped: work done ahead of its use (numba's
     kernels, an import), whose use does it again if it failed here and raises then, in its own thread."""
+
     def run() -> None:
         try:
             work()
@@ -158,6 +159,7 @@ def import_meanwhile(*modules: str) -> threading.Thread:
     """Import ``modules`` (in order, stopping at the first that fails) while the caller goes on: what a command
     needs only after its lanes (the nightly's report) is imported while the device has work, not after its
     last call (``reports``: 0.07 s). A failed import leaves no module: the real one imports again."""
+
     def run() -> None:
         for module in modules:
             importlib.import_module(module)

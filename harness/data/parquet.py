@@ -79,8 +79,9 @@ class ParquetSink:
 
     After :meth:`close`, ``entry`` holds the file's sha256, size and rows (for a manifest)."""
 
-    def __init__(self, path: Path, schema: pa.Schema, compression_level: int | None = None,
-                 compression: str = COMPRESSION) -> None:
+    def __init__(
+        self, path: Path, schema: pa.Schema, compression_level: int | None = None, compression: str = COMPRESSION
+    ) -> None:
         self.path = Path(path)
         self.schema = schema
         self.rows = 0
@@ -89,10 +90,15 @@ class ParquetSink:
         self._tmp = self._context.__enter__()
         with self._dropped_on_failure():
             self._file = HashingFile(self._tmp)
-            self._writer = pq.ParquetWriter(self._file, schema, compression=compression,
-                                            compression_level=compression_level if compression == "zstd" else None,
-                                            write_page_checksum=True, use_dictionary=_strings(schema) or False,
-                                            write_statistics=_scalars(schema) or False)
+            self._writer = pq.ParquetWriter(
+                self._file,
+                schema,
+                compression=compression,
+                compression_level=compression_level if compression == "zstd" else None,
+                write_page_checksum=True,
+                use_dictionary=_strings(schema) or False,
+                write_statistics=_scalars(schema) or False,
+            )
 
     def write(self, table: pa.Table) -> None:
         with self._dropped_on_failure():
@@ -153,8 +159,9 @@ def write_table(path: Path, table: pa.Table, compression_level: int | None = Non
     return sink.entry
 
 
-def open_file(path: Path, what: str, error: type[HarnessError] = HarnessError,
-              read_dictionary: list[str] | None = None) -> pq.ParquetFile:
+def open_file(
+    path: Path, what: str, error: type[HarnessError] = HarnessError, read_dictionary: list[str] | None = None
+) -> pq.ParquetFile:
     """Open a Parquet file with page checksum verification, or one error line naming it.
 
     ``read_dictionary``: string columns to read dictionary-encoded (a block id repeated on every
@@ -170,14 +177,21 @@ def open_file(path: Path, what: str, error: type[HarnessError] = HarnessError,
         raise error(f"{path}: not a readable Parquet {what} ({one_line(exc)})") from None
 
 
-def read_row_group(file: pq.ParquetFile, i: int, path: Path, what: str, error: type[HarnessError] = HarnessError,
-                   columns: list[str] | None = None) -> pa.Table:
+def read_row_group(
+    file: pq.ParquetFile,
+    i: int,
+    path: Path,
+    what: str,
+    error: type[HarnessError] = HarnessError,
+    columns: list[str] | None = None,
+) -> pa.Table:
     check_interrupted()
     try:
         return file.read_row_group(i, columns=columns)
     except (pa.ArrowException, OSError) as exc:
-        raise error(f"{path}: {what} is corrupt in row group {i} ({one_line(exc)}; a flipped byte fails its page "
-                    "checksum)") from None
+        raise error(
+            f"{path}: {what} is corrupt in row group {i} ({one_line(exc)}; a flipped byte fails its page checksum)"
+        ) from None
 
 
 def one_chunk(column: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -188,9 +202,18 @@ def one_chunk(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column
 
 
-_NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-          pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
-          pa.float32(): np.float32, pa.float64(): np.float64}
+_NUMPY = {
+    pa.int8(): np.int8,
+    pa.int16(): np.int16,
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+    pa.uint8(): np.uint8,
+    pa.uint16(): np.uint16,
+    pa.uint32(): np.uint32,
+    pa.uint64(): np.uint64,
+    pa.float32(): np.float32,
+    pa.float64(): np.float64,
+}
 
 
 def to_numpy(arr: pa.Array) -> np.ndarray:
@@ -207,8 +230,9 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
 
 
-def schema_metadata(file: pq.ParquetFile, key: bytes, path: Path, what: str,
-                    error: type[HarnessError] = HarnessError) -> object | None:
+def schema_metadata(
+    file: pq.ParquetFile, key: bytes, path: Path, what: str, error: type[HarnessError] = HarnessError
+) -> object | None:
     """The JSON value stored under ``key`` in the file's schema metadata (None if absent)."""
     raw = (file.schema_arrow.metadata or {}).get(key)
     if raw is None:
@@ -224,8 +248,9 @@ def describe(schema: pa.Schema) -> str:
     return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
 
 
-def check_schema(file: pq.ParquetFile, expected: pa.Schema, path: Path, what: str,
-                 error: type[HarnessError] = HarnessError) -> None:
+def check_schema(
+    file: pq.ParquetFile, expected: pa.Schema, path: Path, what: str, error: type[HarnessError] = HarnessError
+) -> None:
     """The file's columns are ``expected``'s (list items may be nullable or not: the same data)."""
     got = file.schema_arrow.remove_metadata()
     if not _loose(got).equals(_loose(expected.remove_metadata())):

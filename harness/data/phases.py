@@ -75,8 +75,12 @@ def leave(path: str) -> None:
         peak = max(phase.peak_kib, _hwm_kib())
         if _stack:
             _stack[-1].peak_kib = max(_stack[-1].peak_kib, peak)
-        record = {"step": path, "wall_s": round(time.perf_counter() - phase.wall, 3),
-                  "user_s": round(times.user - phase.user, 3), "sys_s": round(times.system - phase.system, 3),
-                  "peak_rss_mib": round(peak / 1024, 1)}
+        record = {
+            "step": path,
+            "wall_s": round(time.perf_counter() - phase.wall, 3),
+            "user_s": round(times.user - phase.user, 3),
+            "sys_s": round(times.system - phase.system, 3),
+            "peak_rss_mib": round(peak / 1024, 1),
+        }
         with open(os.environ[VARIABLE], "a") as out:
             out.write(json.dumps(record) + "\n")

@@ -107,8 +107,11 @@ def in_force() -> dict[str, str]:
         return f"{value} ({'set by the harness' if name in ours else 'the environment'})"
 
     given = [name for name in USER_MALLOC if name in os.environ and name not in ours]
-    malloc = said(TUNABLES) if TUNABLES in ours else (
-        f"the environment's ({', '.join(given)})" if given else "the C library's defaults")
+    malloc = (
+        said(TUNABLES)
+        if TUNABLES in ours
+        else (f"the environment's ({', '.join(given)})" if given else "the C library's defaults")
+    )
     return {"omp_wait_policy": said(OMP_VARIABLE), "malloc": malloc}
 
 

@@ -115,8 +115,9 @@ def parse_shapes(text: str, where: str = "--shapes") -> tuple[Shape, ...]:
     whole text (``--shapes '2,x': ...``)."""
     parts = [p.strip() for p in text.split(",")]
     if any(not p for p in parts):
-        raise ShapeError(f"{where} {text!r}: expected comma-separated blocks per call, e.g. 2,4,8 (an empty entry "
-                         "is not a shape)")
+        raise ShapeError(
+            f"{where} {text!r}: expected comma-separated blocks per call, e.g. 2,4,8 (an empty entry is not a shape)"
+        )
     try:
         numbers = [int(p) for p in parts]  # int()'s spellings, as the flag always took them ("04", "+4")
     except ValueError:
@@ -127,8 +128,10 @@ def parse_shapes(text: str, where: str = "--shapes") -> tuple[Shape, ...]:
     shapes = tuple(Shape(n) for n in numbers)
     if len(set(shapes)) != len(shapes):
         twice = sorted({int(k) for k in shapes if shapes.count(k) > 1})
-        raise ShapeError(f"{where} {text!r}: {', '.join(map(str, twice))} listed twice; expected distinct "
-                         f"whole numbers from {MIN_K} to {MAX_K}")
+        raise ShapeError(
+            f"{where} {text!r}: {', '.join(map(str, twice))} listed twice; expected distinct "
+            f"whole numbers from {MIN_K} to {MAX_K}"
+        )
     return shapes
 
 

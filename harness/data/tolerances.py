@@ -32,20 +32,24 @@ class SegmentationTolerance(BaseModel):
 
     # the tolerance mode (TOLERANCE_MODES): named "mode" as in harness.toml and score.json, the files' contract
     mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        default="tolerance",
-        description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
+        default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)"
+    )
     max_abs: Finite = Field(default=1e-4, description="largest absolute difference of a log-probability")
     max_ulp: Annotated[int, Field(ge=0)] | None = Field(
-        default=None, description="largest ULP distance; reported always, gated only if set")
+        default=None, description="largest ULP distance; reported always, gated only if set"
+    )
     max_confident_flips: Annotated[int, Field(ge=0)] = Field(
-        default=0,
-        description="frames whose class may change although the golden's top-two margin >= near_tie_margin")
-    near_tie_margin: Finite = Field(default=0.1, description="nats between the golden's top two classes below "
-                                    "which a flip is a near tie")
+        default=0, description="frames whose class may change although the golden's top-two margin >= near_tie_margin"
+    )
+    near_tie_margin: Finite = Field(
+        default=0.1, description="nats between the golden's top two classes below which a flip is a near tie"
+    )
     max_flip_rate: Annotated[float, Field(allow_inf_nan=False, ge=0, le=1)] = Field(
-        default=1e-3, description="95 % upper bound of flipped frames / audio frames (3/n with no flip)")
+        default=1e-3, description="95 % upper bound of flipped frames / audio frames (3/n with no flip)"
+    )
     noise_floor_factor: Annotated[float, Field(allow_inf_nan=False, ge=1)] = Field(
-        default=1.0, description="noise-floor mode: limits = the golden's own noise x this")
+        default=1.0, description="noise-floor mode: limits = the golden's own noise x this"
+    )
 
 
 class VoiceprintTolerance(BaseModel):
@@ -55,20 +59,26 @@ class VoiceprintTolerance(BaseModel):
 
     # the tolerance mode (TOLERANCE_MODES): named "mode" as in harness.toml and score.json, the files' contract
     mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)")
+        default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)"
+    )
     min_cosine: Annotated[float, Field(allow_inf_nan=False, ge=-1, le=1)] = Field(
-        default=0.99999, description="smallest cosine similarity of a row's embedding with the golden's")
+        default=0.99999, description="smallest cosine similarity of a row's embedding with the golden's"
+    )
     max_abs: Finite = Field(default=1e-4, description="largest absolute difference of an embedding element")
     max_rel_l2: Finite = Field(default=1e-3, description="largest ||run - golden|| / ||golden|| of a row")
     max_ulp: Annotated[int, Field(ge=0)] | None = Field(
-        default=None, description="largest ULP distance; gated only if set")
+        default=None, description="largest ULP distance; gated only if set"
+    )
     max_failed_row_rate: Rate = Field(
-        default=0.05, description="95 % upper bound of rows out of tolerance (a sample-size gate: 3/n with none)")
+        default=0.05, description="95 % upper bound of rows out of tolerance (a sample-size gate: 3/n with none)"
+    )
     max_mask_changed_row_rate: Rate = Field(
         default=0.05,
-        description="chained mode: 95 % upper bound of rows whose WEIGHTS changed through near-tie OP 0 flips")
+        description="chained mode: 95 % upper bound of rows whose WEIGHTS changed through near-tie OP 0 flips",
+    )
     noise_floor_factor: Annotated[float, Field(allow_inf_nan=False, ge=1)] = Field(
-        default=1.0, description="noise-floor mode: limits = the golden's own noise x this")
+        default=1.0, description="noise-floor mode: limits = the golden's own noise x this"
+    )
 
 
 class Tolerances(BaseModel):

@@ -36,4 +36,5 @@ def _sync_file_range() -> Callable[[int], None] | None:
 
     def sync(fd: int) -> None:
         call(fd, 0, 0, write)  # a refusal (EINVAL, ESPIPE) is no harm: the fsync at close still writes it all
+
     return sync

@@ -53,8 +53,11 @@ from harness.evidence.rule import evidence_limits, evidence_warning, warns
 from harness.judging.lane_scoring import LaneScorer, op_key
 
 Floors = Mapping[int, Mapping[str, Any]]
-SPREAD_METRICS = {Op.SEGMENTATION: ("max_abs", "max_ulp", "flips"), Op.VOICEPRINT: ("max_abs", "min_cosine"),
-                  Op.VOICEPRINT_CLEAN: ("max_abs", "min_cosine")}
+SPREAD_METRICS = {
+    Op.SEGMENTATION: ("max_abs", "max_ulp", "flips"),
+    Op.VOICEPRINT: ("max_abs", "min_cosine"),
+    Op.VOICEPRINT_CLEAN: ("max_abs", "min_cosine"),
+}
 RULE = "a block's answer must not depend on its slot or its neighbours beyond the limits of its mode"
 
 
@@ -114,15 +117,23 @@ def slot_map(plans: Mapping[int, ShapePlan], known: Sequence[str]) -> SlotMap:
 class ArrangementScorer:
     """One shape's arrangement lanes, fed batch by batch beside its plain lane (see module doc)."""
 
-    def __init__(self, plan: ShapePlan, ops: Sequence[Op], geometry: Geometry, limits: Mapping[Op, dict[str, Any]],
-                 voiceprint_inputs: str, floors: Floors) -> None:
+    def __init__(
+        self,
+        plan: ShapePlan,
+        ops: Sequence[Op],
+        geometry: Geometry,
+        limits: Mapping[Op, dict[str, Any]],
+        voiceprint_inputs: str,
+        floors: Floors,
+    ) -> None:
         """``limits``: every pair's (the mode's, :func:`harness.evidence.rule.evidence_limits`); ``floors``: the
         golden's own noise floors, the line between a silent pair and a warned one."""
         self.plan, self.ops, self.floors = plan, list(ops), floors
         self.vs_golden = {n: LaneScorer(n, ops, geometry, limits, voiceprint_inputs) for n in plan.lanes}
         # OP 0 only: the same request size in every arrangement (see module doc)
-        self.vs_plain = {n: LaneScorer(n, [Op.SEGMENTATION], geometry, limits, voiceprint_inputs)
-                         for _, n in plan.shuffled}
+        self.vs_plain = {
+            n: LaneScorer(n, [Op.SEGMENTATION], geometry, limits, voiceprint_inputs) for _, n in plan.shuffled
+        }
         self.dup = LaneScorer(plan.duplicates[1], ops, geometry, limits, voiceprint_inputs) if plan.duplicates else None
         self.figures = BlockFigures(ops)  # against the golden: the slots' figures
         self.moves = BlockFigures(ops)  # against the plain lane (and copy 1 against copy 0): which block moved
@@ -155,21 +166,32 @@ class ArrangementScorer:
         out: list[EvidenceWarning] = []
         for op in self.ops:
             key = op_key(op)
-            pairs = [(name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items()
-                     if key in lane.same_as_plain]
+            pairs = [
+                (name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items() if key in lane.same_as_plain
+            ]
             if pairs:
                 name, _ = max(pairs, key=lambda nv: nv[1].metrics.get("max_abs_finite") or 0.0)
                 counts, block = self._counts(name, op)
-                where = (f"worst block {block!r} in {_slot(slots, name, block, k)} of {name}, "
-                         f"{_slot(slots, plan.plain, block, k)} in {plan.plain}") if block else None
+                where = (
+                    (
+                        f"worst block {block!r} in {_slot(slots, name, block, k)} of {name}, "
+                        f"{_slot(slots, plan.plain, block, k)} in {plan.plain}"
+                    )
+                    if block
+                    else None
+                )
                 out += _some(evidence_warning(k, op, "slots", [v for _, v in pairs], self.floors, counts, where))
             if evidence.duplicates and key in evidence.duplicates and plan.duplicates:
                 first, second = plan.duplicates
                 counts, block = self._counts("duplicates", op)
-                where = (f"worst block {block!r} in {_slot(slots, first, block, k)} and "
-                         f"{_slot(slots, second, block, k)}") if block else None
-                out += _some(evidence_warning(k, op, "duplicates", [evidence.duplicates[key]], self.floors, counts,
-                                              where))
+                where = (
+                    (f"worst block {block!r} in {_slot(slots, first, block, k)} and {_slot(slots, second, block, k)}")
+                    if block
+                    else None
+                )
+                out += _some(
+                    evidence_warning(k, op, "duplicates", [evidence.duplicates[key]], self.floors, counts, where)
+                )
         return out
 
     def _moved(self, name: str, op: Op) -> tuple[str | None, int, int]:
@@ -191,20 +213,29 @@ class ArrangementScorer:
             ops = {op_key(v.op): v for v in self.vs_golden[name].verdicts()}
             same = {op_key(v.op): v for v in self.vs_plain[name].verdicts()} if name in self.vs_plain else {}
             kind: Literal["shuffled", "duplicate"] = (
-                "duplicate" if plan.duplicates and name in plan.duplicates else "shuffled")
+                "duplicate" if plan.duplicates and name in plan.duplicates else "shuffled"
+            )
             moved = {op_key(op): self._moved(name, op)[1] for op in self.ops}
-            lanes[name] = ArrangementLane(lane=name, arrangement=number, kind=kind, ops=ops, same_as_plain=same,
-                                          blocks_differing_from_plain=moved,
-                                          passed=all(v.passed for v in [*ops.values(), *same.values()]))
+            lanes[name] = ArrangementLane(
+                lane=name,
+                arrangement=number,
+                kind=kind,
+                ops=ops,
+                same_as_plain=same,
+                blocks_differing_from_plain=moved,
+                passed=all(v.passed for v in [*ops.values(), *same.values()]),
+            )
             for v in ops.values():
                 where = at(name, self.figures.worst_block(name, Op(v.op)))
                 reasons += [f"k={k} arrangement {number} ({name}) {where}: {r}" for r in v.reasons]
             for v in same.values():
                 if not v.passed:
                     block, n, of = self._moved(name, Op(v.op))
-                    reasons.append(f"k={k} arrangement {number} ({name}) {at(name, block)}: block {block!r} does not "
-                                   f"give its answer of {at(plan.plain, block)} in arrangement 0 ({plan.plain}) "
-                                   f"({n} of {of} blocks differ): {v.reasons[0] if v.reasons else 'differs'}; {RULE}")
+                    reasons.append(
+                        f"k={k} arrangement {number} ({name}) {at(name, block)}: block {block!r} does not "
+                        f"give its answer of {at(plan.plain, block)} in arrangement 0 ({plan.plain}) "
+                        f"({n} of {of} blocks differ): {v.reasons[0] if v.reasons else 'differs'}; {RULE}"
+                    )
         duplicates = None
         if self.dup is not None and plan.duplicates is not None:
             first, second = plan.duplicates
@@ -212,21 +243,34 @@ class ArrangementScorer:
             for v in duplicates.values():
                 if not v.passed:
                     block, n, of = self._moved("duplicates", Op(v.op))
-                    reasons.append(f"k={k} duplicates ({first}, {second}): block {block!r}, twice in one request "
-                                   f"({at(first, block)} and {at(second, block)}), gave two answers ({n} of {of} "
-                                   f"blocks): {v.reasons[0] if v.reasons else 'differs'}; {RULE}")
+                    reasons.append(
+                        f"k={k} duplicates ({first}, {second}): block {block!r}, twice in one request "
+                        f"({at(first, block)} and {at(second, block)}), gave two answers ({n} of {of} "
+                        f"blocks): {v.reasons[0] if v.reasons else 'differs'}; {RULE}"
+                    )
         names = [plan.plain, *plan.lanes]
         metrics = {plan.plain: {op_key(v.op): v.metrics for v in plain_verdicts}}
         metrics.update({n: {key: v.metrics for key, v in lanes[n].ops.items()} for n in plan.lanes})
-        spread = {op_key(op): [_spread(m, {n: metrics[n][op_key(op)].get(m) for n in names})
-                               for m in SPREAD_METRICS[op]] for op in self.ops}
+        spread = {
+            op_key(op): [_spread(m, {n: metrics[n][op_key(op)].get(m) for n in names}) for m in SPREAD_METRICS[op]]
+            for op in self.ops
+        }
         per_slot = {op_key(op): slot_figures(self.figures, names, slots, op) for op in self.ops}
         passed = all(lane.passed for lane in lanes.values()) and all(v.passed for v in (duplicates or {}).values())
-        return ShapeArrangements.model_validate({
-            "arrangements": plan.arrangements, "seed": plan.seed, "plain": plan.plain, "lanes": lanes,
-            "duplicates": duplicates, "spread": spread, "slots": per_slot,
-            "worst_slot": {key: worst_slot(s) for key, s in per_slot.items()}, "passed": passed,
-            "reasons": [] if passed else reasons or [f"k={k}: an arrangement failed ({RULE})"]})
+        return ShapeArrangements.model_validate(
+            {
+                "arrangements": plan.arrangements,
+                "seed": plan.seed,
+                "plain": plan.plain,
+                "lanes": lanes,
+                "duplicates": duplicates,
+                "spread": spread,
+                "slots": per_slot,
+                "worst_slot": {key: worst_slot(s) for key, s in per_slot.items()},
+                "passed": passed,
+                "reasons": [] if passed else reasons or [f"k={k}: an arrangement failed ({RULE})"],
+            }
+        )
 
 
 def _slot(slots: SlotMap, lane: str, block: str, k: int) -> str:
@@ -240,19 +284,28 @@ def _some(found: EvidenceWarning | None) -> list[EvidenceWarning]:
 
 def _spread(metric: str, values: Mapping[str, Any]) -> Spread:
     known = [float(v) for v in values.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return Spread(metric=metric, values={n: (float(v) if isinstance(v, (int, float)) else None)
-                                         for n, v in values.items()},
-                  min=min(known) if known else None, max=max(known) if known else None)
+    return Spread(
+        metric=metric,
+        values={n: (float(v) if isinstance(v, (int, float)) else None) for n, v in values.items()},
+        min=min(known) if known else None,
+        max=max(known) if known else None,
+    )
 
 
-def with_arrangements(score: ShapeScore, evidence: ShapeArrangements | None,
-                      warnings: Sequence[EvidenceWarning] = ()) -> ShapeScore:
+def with_arrangements(
+    score: ShapeScore, evidence: ShapeArrangements | None, warnings: Sequence[EvidenceWarning] = ()
+) -> ShapeScore:
     """The shape's score with its arrangements; refused when they fail (their reasons after the others'), warned
     where they hold the mode's limits but differ beyond the release's floor."""
     if evidence is None:
         return score
-    return with_evidence(score, {"arrangements": evidence}, reasons_after=evidence.reasons,
-                         refused=not evidence.passed, warnings=warnings)
+    return with_evidence(
+        score,
+        {"arrangements": evidence},
+        reasons_after=evidence.reasons,
+        refused=not evidence.passed,
+        warnings=warnings,
+    )
 
 
 CheckOp = Callable[[OpVerdictModel, dict[str, Any] | None, str], None]
@@ -308,8 +361,11 @@ class ArrangementsKind(KindDefaults):
         plan = arrangement_plans(setting.fields).get(setting.k)
         if plan is None:
             return None
-        return _ArrangementsOfShape(ArrangementScorer(plan, setting.ops, setting.geometry, setting.limits,
-                                                      setting.voiceprint_inputs, setting.floors))
+        return _ArrangementsOfShape(
+            ArrangementScorer(
+                plan, setting.ops, setting.geometry, setting.limits, setting.voiceprint_inputs, setting.floors
+            )
+        )
 
     def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
         ev = shape.arrangements
@@ -320,14 +376,16 @@ class ArrangementsKind(KindDefaults):
                 yield JudgedPair("arranged", f"k={k} arrangement {lane.arrangement} ({name}) against the golden:", v)
         for name, lane in ev.lanes.items():
             for _, v in sorted(lane.same_as_plain.items()):
-                yield JudgedPair("slots", f"k={k} arrangement {lane.arrangement} ({name}) against arrangement 0 "
-                                 f"({ev.plain}):", v)
+                yield JudgedPair(
+                    "slots", f"k={k} arrangement {lane.arrangement} ({name}) against arrangement 0 ({ev.plain}):", v
+                )
         if ev.duplicates:
             lanes = [n for n, lane in ev.lanes.items() if lane.kind == "duplicate"]
             pair = f" ({', '.join(lanes)})" if lanes else ""
             for _, v in sorted(ev.duplicates.items()):
-                yield JudgedPair("duplicates", f"k={k} duplicates{pair}, the second copy against the first in one "
-                                 "request:", v)
+                yield JudgedPair(
+                    "duplicates", f"k={k} duplicates{pair}, the second copy against the first in one request:", v
+                )
 
     def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
         return arrangements_hold(shape, recheck.tolerances, recheck.floors, recheck.check, recheck.where)
@@ -341,5 +399,6 @@ class ArrangementsKind(KindDefaults):
             for key, v in lane.same_as_plain.items():
                 same.setdefault(key, []).append(v)
         keys = {("slots", int(key)) for key, vs in same.items() if warns(Op(int(key)), vs, floors)}
-        return keys | {("duplicates", int(key)) for key, v in (ev.duplicates or {}).items()
-                       if warns(Op(int(key)), [v], floors)}
+        return keys | {
+            ("duplicates", int(key)) for key, v in (ev.duplicates or {}).items() if warns(Op(int(key)), [v], floors)
+        }

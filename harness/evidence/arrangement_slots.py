@@ -82,8 +82,9 @@ class _Figures:
     max_abs: list[np.ndarray] = field(default_factory=list)  # NaN: a non-finite value
     max_ulp: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, ids: Sequence[str], units: np.ndarray, differing: np.ndarray, max_abs: np.ndarray,
-            max_ulp: np.ndarray) -> None:
+    def add(
+        self, ids: Sequence[str], units: np.ndarray, differing: np.ndarray, max_abs: np.ndarray, max_ulp: np.ndarray
+    ) -> None:
         self.blocks += list(ids)
         self.units.append(units)
         self.differing.append(differing)
@@ -94,8 +95,13 @@ class _Figures:
         def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
-        return (self.blocks, cat(self.units, np.int64), cat(self.differing, np.int64), cat(self.max_abs, np.float64),
-                cat(self.max_ulp, np.int64))
+        return (
+            self.blocks,
+            cat(self.units, np.int64),
+            cat(self.differing, np.int64),
+            cat(self.max_abs, np.float64),
+            cat(self.max_ulp, np.int64),
+        )
 
 
 class BlockFigures:
@@ -119,10 +125,13 @@ class BlockFigures:
         n_blocks, n_windows = a.shape[0], a.shape[1]
         d = row_diff(a.reshape(n_blocks * n_windows, -1), b.reshape(n_blocks * n_windows, -1))
         max_abs = np.where(d.non_finite > 0, np.nan, d.max_abs).reshape(n_blocks, n_windows)
-        fig.add(gold.segmentation.block_ids, np.full(n_blocks, n_windows),
-                d.differs.reshape(n_blocks, n_windows).sum(axis=1),
-                np.where(np.isnan(max_abs).any(axis=1), np.nan, np.nanmax(max_abs, axis=1, initial=0.0)),
-                d.max_ulp.reshape(n_blocks, n_windows).max(axis=1, initial=0))
+        fig.add(
+            gold.segmentation.block_ids,
+            np.full(n_blocks, n_windows),
+            d.differs.reshape(n_blocks, n_windows).sum(axis=1),
+            np.where(np.isnan(max_abs).any(axis=1), np.nan, np.nanmax(max_abs, axis=1, initial=0.0)),
+            d.max_ulp.reshape(n_blocks, n_windows).max(axis=1, initial=0),
+        )
 
     @staticmethod
     def _voiceprint(fig: _Figures, op: Op, gold: LaneOutputs, lane: LaneOutputs) -> None:
@@ -173,8 +182,9 @@ def slot_figures(figures: BlockFigures, lanes: Sequence[str], slots: SlotMap, op
             slot = where.get(block)
             if slot is None:
                 continue
-            s = out.setdefault(slot, {"placements": 0, "units": 0, "differing": 0, "max_abs": 0.0, "max_ulp": 0,
-                                      "worst_block": None})
+            s = out.setdefault(
+                slot, {"placements": 0, "units": 0, "differing": 0, "max_abs": 0.0, "max_ulp": 0, "worst_block": None}
+            )
             s["placements"] += 1
             s["units"] += int(units[i])
             s["differing"] += int(differing[i])

@@ -196,15 +196,27 @@ class KindDefaults:
         return []
 
 
-def with_evidence(score: ShapeScore, update: Mapping[str, Any], reasons_first: Sequence[str] = (),
-                  reasons_after: Sequence[str] = (), refused: bool = False, warnings: Sequence[Any] = ()
-                  ) -> ShapeScore:
+def with_evidence(
+    score: ShapeScore,
+    update: Mapping[str, Any],
+    reasons_first: Sequence[str] = (),
+    reasons_after: Sequence[str] = (),
+    refused: bool = False,
+    warnings: Sequence[Any] = (),
+) -> ShapeScore:
     """``score`` with a kind's evidence: ``update`` (its keys), its reasons before and after the others', the
     verdict refused when ``refused``, its warnings after the others' (the key left out while there is none)."""
     given = {name: getattr(score, name) for name in score.model_fields_set}
     extra = {"warnings": [*score.warnings, *warnings]} if warnings else {}
-    return ShapeScore(**{**given, **update, "reasons": [*reasons_first, *score.reasons, *reasons_after],
-                         "verdict": "fail" if refused else score.verdict, **extra})
+    return ShapeScore(
+        **{
+            **given,
+            **update,
+            "reasons": [*reasons_first, *score.reasons, *reasons_after],
+            "verdict": "fail" if refused else score.verdict,
+            **extra,
+        }
+    )
 
 
 def more_evidence(score: ShapeScore, name: str, result: Mapping[str, Any]) -> dict[str, Any]:

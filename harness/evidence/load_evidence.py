@@ -44,15 +44,18 @@ class PointTraffic:
     checked: int
 
 
-def load_point(shape: int, concurrency: int, traffic: PointTraffic, verdicts: Sequence[OpVerdictModel],
-               stats: ServerStats | None) -> LoadPoint:
+def load_point(
+    shape: int, concurrency: int, traffic: PointTraffic, verdicts: Sequence[OpVerdictModel], stats: ServerStats | None
+) -> LoadPoint:
     """One (shape, concurrency) point from its requests' latencies and its OPs' verdicts against the golden."""
     latencies_s, wall_s, blocks = traffic.latencies_s, traffic.wall_s, traffic.blocks
     requests, checked = traffic.requests, traffic.checked
     reasons: list[str] = []
     if checked != requests:
-        reasons.append(f"k={shape} at concurrency {concurrency}: {checked} of {requests} responses were checked "
-                       "against the golden; every response must be (a bug in the sweep: report it)")
+        reasons.append(
+            f"k={shape} at concurrency {concurrency}: {checked} of {requests} responses were checked "
+            "against the golden; every response must be (a bug in the sweep: report it)"
+        )
     for v in verdicts:
         reasons += [f"k={shape} at concurrency {concurrency}: {r}" for r in v.reasons]
     ops_passed = {op_key(v.op): v.passed for v in verdicts}
@@ -62,11 +65,22 @@ def load_point(shape: int, concurrency: int, traffic: PointTraffic, verdicts: Se
         queue = stats.queue_ns / served / 1e6
         compute = (stats.compute_input_ns + stats.compute_infer_ns + stats.compute_output_ns) / served / 1e6
     ms = [1000.0 * s for s in latencies_s]
-    return LoadPoint(concurrency=concurrency, requests=requests, checked=checked, blocks=blocks,
-                     p50_ms=nearest_rank(ms, 50), p99_ms=nearest_rank(ms, 99), wall_s=max(0.0, float(wall_s)),
-                     blocks_per_s=blocks / wall_s if wall_s > 0 else 0.0, queue_ms=queue, compute_ms=compute,
-                     stats=stats, ops_passed=ops_passed, accurate=not reasons and all(ops_passed.values()),
-                     reasons=reasons)
+    return LoadPoint(
+        concurrency=concurrency,
+        requests=requests,
+        checked=checked,
+        blocks=blocks,
+        p50_ms=nearest_rank(ms, 50),
+        p99_ms=nearest_rank(ms, 99),
+        wall_s=max(0.0, float(wall_s)),
+        blocks_per_s=blocks / wall_s if wall_s > 0 else 0.0,
+        queue_ms=queue,
+        compute_ms=compute,
+        stats=stats,
+        ops_passed=ops_passed,
+        accurate=not reasons and all(ops_passed.values()),
+        reasons=reasons,
+    )
 
 
 def load_refusals(load: LoadEvidence | None, shape: int | str) -> list[str]:
@@ -81,19 +95,23 @@ def load_refusals(load: LoadEvidence | None, shape: int | str) -> list[str]:
         return []
     where = ", ".join(str(p.concurrency) for p in bad)
     first = bad[0].reasons[0] if bad[0].reasons else "not accurate"
-    return [f"k={shape} is not accurate under load (concurrency {where} of the sweep {load.concurrency}): {first}; "
-            "a shape must give the golden's answers at every concurrency the engine may use: look for state shared "
-            "between requests in the model or the server (instance_group, a global buffer)"]
+    return [
+        f"k={shape} is not accurate under load (concurrency {where} of the sweep {load.concurrency}): {first}; "
+        "a shape must give the golden's answers at every concurrency the engine may use: look for state shared "
+        "between requests in the model or the server (instance_group, a global buffer)"
+    ]
 
 
-def budget_pick(shapes: Mapping[str, ShapeLoad], budget_ms: float | None, eligible: Sequence[str]
-                ) -> tuple[list[PointRef], BudgetPick | None]:
+def budget_pick(
+    shapes: Mapping[str, ShapeLoad], budget_ms: float | None, eligible: Sequence[str]
+) -> tuple[list[PointRef], BudgetPick | None]:
     """Every accurate point of an ``eligible`` shape within ``budget_ms``, and the fastest (ties: the smaller
     concurrency, then the smaller k)."""
     if budget_ms is None:
         return [], None
-    meets = [(s, p) for key, s in shapes.items() if key in eligible for p in s.points
-             if p.accurate and p.p99_ms <= budget_ms]
+    meets = [
+        (s, p) for key, s in shapes.items() if key in eligible for p in s.points if p.accurate and p.p99_ms <= budget_ms
+    ]
     refs = [PointRef(shape=s.shape, concurrency=p.concurrency) for s, p in meets]
     if not meets:
         return refs, None

@@ -17,15 +17,30 @@ from harness.evidence.load_evidence import budget_pick, load_refusals
 from harness.evidence.refusal import ScoreFacts, with_cause
 
 
-def with_load(score: Score, url: str, model_name: str, blocks: int, concurrency: Sequence[int],
-              shapes: Mapping[str, ShapeLoad], budget_ms: float | None) -> Score:
+def with_load(
+    score: Score,
+    url: str,
+    model_name: str,
+    blocks: int,
+    concurrency: Sequence[int],
+    shapes: Mapping[str, ShapeLoad],
+    budget_ms: float | None,
+) -> Score:
     """``score`` with its ``load`` key: each swept shape refused when a point is not accurate (its reason
     first), the overall verdict re-derived, the budget pick made among the shapes that pass, and the
     score sealed again (its digest covers the sweep)."""
     body: dict[str, Any] = score.model_dump(mode="json")
     body.pop("digest")
-    probe = LoadEvidence(url=url, model_name=model_name, blocks=blocks, concurrency=list(concurrency),
-                         shapes=dict(shapes), p99_budget_ms=budget_ms, meets_budget=[], budget=None)
+    probe = LoadEvidence(
+        url=url,
+        model_name=model_name,
+        blocks=blocks,
+        concurrency=list(concurrency),
+        shapes=dict(shapes),
+        p99_budget_ms=budget_ms,
+        meets_budget=[],
+        budget=None,
+    )
     facts = ScoreFacts.of(score.model_copy(update={"load": probe}))  # every kind's refusals, the sweep's with them
     for key, entry in body["shapes"].items():
         refusals = load_refusals(probe, key)

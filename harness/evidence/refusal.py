@@ -49,8 +49,10 @@ from harness.judging.lane_scoring import laws_refusal
 
 NON_FINITE_METRICS = frozenset({"non_finite", "non_finite_rows"})
 RULE = "a block's answer must not depend on its slot, its neighbours or its copies"
-NOISE_HINT = ("without --repeats this could be the lane's own run-to-run noise: run with --repeats 2 (or more) to "
-              "tell the two apart")
+NOISE_HINT = (
+    "without --repeats this could be the lane's own run-to-run noise: run with --repeats 2 (or more) to "
+    "tell the two apart"
+)
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,12 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
             return _found(NON_FINITE, head, c)
     for group, head, v in groups:
         if group == "repeats" and (c := _first(v, "real")) is not None:
-            return _found(NOT_REPRODUCIBLE, head, c, " (the lane differs from itself: a nondeterministic kernel, "
-                                                     "a race, autotuning)")
+            return _found(
+                NOT_REPRODUCIBLE,
+                head,
+                c,
+                " (the lane differs from itself: a nondeterministic kernel, a race, autotuning)",
+            )
     if (line := _line(facts, k, NOT_REPRODUCIBLE)) is not None:  # the load sweep's
         return line
     repeated = shape.repeats is not None
@@ -148,15 +154,20 @@ def _line(facts: ScoreFacts, k: int, cause: Cause) -> RefusalCause | None:
     return None if found is None else RefusalCause(kind=cause, evidence=found)
 
 
-def _size(k: int, shape: ShapeScore, groups: list[tuple[str, str, OpVerdictModel]], other: RefusalCause | None
-          ) -> RefusalCause:
+def _size(
+    k: int, shape: ShapeScore, groups: list[tuple[str, str, OpVerdictModel]], other: RefusalCause | None
+) -> RefusalCause:
     """Not judged at its size: an OP with nothing to judge first (it explains too few full requests), then too
     few full k-block requests, then too few units for the sample-size bound."""
     sized = [(head, v, c) for _, head, v in groups if (c := _first(v, "size")) is not None]
     for head, v, c in sized:
         if not c.total:
-            return _found(SIZE, f"{head.rstrip(':')} OP {v.op} has no {c.unit or 'units'} to judge (the golden "
-                                "holds none for these blocks, or the lane answered none):", c)
+            return _found(
+                SIZE,
+                f"{head.rstrip(':')} OP {v.op} has no {c.unit or 'units'} to judge (the golden "
+                "holds none for these blocks, or the lane answered none):",
+                c,
+            )
     line = refusal(k, shape.requests)
     if line:
         return RefusalCause(kind=SIZE, evidence=line)
@@ -186,5 +197,7 @@ def check_cause(k: int, shape: ShapeScore, facts: ScoreFacts, where: str) -> Non
     if want != shape.cause:
         got = "none" if shape.cause is None else repr(shape.cause.kind)
         expected = "none" if want is None else repr(want.kind)
-        raise LedgerError(f"{where}: shape k={k}: cause {got} is not the one its own figures give ({expected}): the "
-                          "score disagrees with itself")
+        raise LedgerError(
+            f"{where}: shape k={k}: cause {got} is not the one its own figures give ({expected}): the "
+            "score disagrees with itself"
+        )

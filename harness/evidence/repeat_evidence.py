@@ -53,9 +53,11 @@ from harness.judging.reproduction import noise_floor
 
 REPEAT_KIND = "repeat"  # a run manifest's evidence.variants[lane].kind for a repeat lane
 Floors = Mapping[int, Mapping[str, Any]]
-HINT = ("the lane answers the same request differently from run to run (a nondeterministic kernel, a race, "
-        "autotuning): make it deterministic, or widen the limits it is judged with (--tolerance tolerance, or "
-        "larger [tolerances])")
+HINT = (
+    "the lane answers the same request differently from run to run (a nondeterministic kernel, a race, "
+    "autotuning): make it deterministic, or widen the limits it is judged with (--tolerance tolerance, or "
+    "larger [tolerances])"
+)
 
 
 def repeat_lanes(manifest: Mapping[str, Any]) -> dict[int, list[str]]:
@@ -94,8 +96,16 @@ class _Differing:
 class RepeatScorer:
     """One shape's N runs, batch by batch: the first run (its plain lane) against every repeat."""
 
-    def __init__(self, shape: int, lanes: Sequence[str], ops: Sequence[Op], geometry: Geometry,
-                 voiceprint_inputs: str, tolerances: Tolerances, floors: Floors) -> None:
+    def __init__(
+        self,
+        shape: int,
+        lanes: Sequence[str],
+        ops: Sequence[Op],
+        geometry: Geometry,
+        voiceprint_inputs: str,
+        tolerances: Tolerances,
+        floors: Floors,
+    ) -> None:
         """``lanes``: the plain lane first, then its repeats (at least one); ``floors``: the golden's."""
         if len(lanes) < 2:
             raise ScoringError(f"k={shape}: repeats need the plain lane and at least one repeat, got {list(lanes)}")
@@ -126,8 +136,9 @@ class RepeatScorer:
                 base = plain.voiceprint.get(op) or VoiceprintOutputs.empty(op, self.geometry)
                 rows = np.zeros(base.rows, dtype=bool)
                 for again in repeats:
-                    _rows_differ(base, again.voiceprint.get(op) or VoiceprintOutputs.empty(op, self.geometry), rows,
-                                 blocks, pos)
+                    _rows_differ(
+                        base, again.voiceprint.get(op) or VoiceprintOutputs.empty(op, self.geometry), rows, blocks, pos
+                    )
                 self.differing[op].add(ids, blocks, int(rows.size), int(rows.sum()))
 
     def evidence(self) -> RepeatEvidence:
@@ -142,15 +153,29 @@ class RepeatScorer:
             non_finite = any(v[i].metrics.get("non_finite") for v in per_pair)
             as_release = not non_finite and within_floor(op, own, floor)
             pairs = [v[i].model_copy(update={"distribution": []}) for v in per_pair]
-            ops[key] = RepeatOp(op=v_op(op), tolerance_mode=mode, gated=True, blocks=d.blocks,
-                                blocks_differing=d.blocks_differing, first_differing_block=d.first,
-                                unit="windows" if op is Op.SEGMENTATION else "rows", units=d.units,
-                                units_differing=d.units_differing, noise=own, release_floor=floor,
-                                as_reproducible_as_release=as_release, pairs=pairs)
+            ops[key] = RepeatOp(
+                op=v_op(op),
+                tolerance_mode=mode,
+                gated=True,
+                blocks=d.blocks,
+                blocks_differing=d.blocks_differing,
+                first_differing_block=d.first,
+                unit="windows" if op is Op.SEGMENTATION else "rows",
+                units=d.units,
+                units_differing=d.units_differing,
+                noise=own,
+                release_floor=floor,
+                as_reproducible_as_release=as_release,
+                pairs=pairs,
+            )
         found = repeat_warnings(self.shape, self.lanes, ops, self.floors)
-        return RepeatEvidence(repeats=len(self.lanes), lanes=self.lanes, ops=ops,
-                              reproducible=all(o.noise.bitwise for o in ops.values()),
-                              warnings=[w.line for w in found])
+        return RepeatEvidence(
+            repeats=len(self.lanes),
+            lanes=self.lanes,
+            ops=ops,
+            reproducible=all(o.noise.bitwise for o in ops.values()),
+            warnings=[w.line for w in found],
+        )
 
     def reasons(self, evidence: RepeatEvidence | None = None) -> list[str]:
         """The refusal lines (empty: reproducible enough): per gated OP, the first failed check of the first
@@ -158,16 +183,24 @@ class RepeatScorer:
         return repeat_reasons(self.shape, evidence or self.evidence())
 
 
-def repeat_warnings(shape: int, lanes: Sequence[str], ops: Mapping[OpKey, RepeatOp], floors: Floors
-                    ) -> list[EvidenceWarning]:
+def repeat_warnings(
+    shape: int, lanes: Sequence[str], ops: Mapping[OpKey, RepeatOp], floors: Floors
+) -> list[EvidenceWarning]:
     """Per OP whose every repeat held the mode's limits but which is less reproducible than the release: its
     warning (:func:`harness.evidence.rule.evidence_warning`), worst repeat's verdict and the OP's noise."""
     out = []
     for key, o in sorted(ops.items()):
         first = f"first block {o.first_differing_block!r}" if o.first_differing_block is not None else None
-        found = evidence_warning(shape, Op(int(key)), "repeats", o.pairs, floors,
-                                 (o.blocks, o.blocks_differing, o.units, o.units_differing), first,
-                                 more=f" ({len(lanes)} runs)")
+        found = evidence_warning(
+            shape,
+            Op(int(key)),
+            "repeats",
+            o.pairs,
+            floors,
+            (o.blocks, o.blocks_differing, o.units, o.units_differing),
+            first,
+            more=f" ({len(lanes)} runs)",
+        )
         if found is not None:
             out.append(found)
     return out
@@ -183,16 +216,20 @@ def repeat_reasons(shape: int, evidence: RepeatEvidence) -> list[str]:
         check = next(c for c in pair.checks if c.ok is False)
         more = sum(1 for _, p in failed for c in p.checks if c.ok is False) - 1
         also = f" (+{more} more failed check{'s' if more != 1 else ''} over the repeats)" if more else ""
-        out.append(f"k={shape} is not reproducible ({o.tolerance_mode} mode): {check.line()}, run {j} of "
-                   f"{evidence.repeats} ({evidence.lanes[j - 1]}) against the first ({evidence.lanes[0]}){also}; "
-                   f"{_differ_text(o)}; {HINT}")
+        out.append(
+            f"k={shape} is not reproducible ({o.tolerance_mode} mode): {check.line()}, run {j} of "
+            f"{evidence.repeats} ({evidence.lanes[j - 1]}) against the first ({evidence.lanes[0]}){also}; "
+            f"{_differ_text(o)}; {HINT}"
+        )
     return out
 
 
 def _differ_text(o: RepeatOp) -> str:
     first = f", first block {o.first_differing_block!r}" if o.first_differing_block is not None else ""
-    return (f"{o.blocks_differing:,} of {o.blocks:,} blocks and {o.units_differing:,} of {o.units:,} {o.unit} "
-            f"differ between the runs{first}")
+    return (
+        f"{o.blocks_differing:,} of {o.blocks:,} blocks and {o.units_differing:,} of {o.units:,} {o.unit} "
+        f"differ between the runs{first}"
+    )
 
 
 def v_op(op: Op) -> Literal[0, 1, 2]:
@@ -211,15 +248,17 @@ def _bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _rows_differ(base: VoiceprintOutputs, again: VoiceprintOutputs, rows: np.ndarray,
-                 blocks: np.ndarray, pos: Mapping[str, int]) -> None:
+def _rows_differ(
+    base: VoiceprintOutputs, again: VoiceprintOutputs, rows: np.ndarray, blocks: np.ndarray, pos: Mapping[str, int]
+) -> None:
     """Mark the first run's rows (``rows``) and the batch's blocks (``blocks``) that differ in ``again``: a row
     on one side only, other WEIGHTS or other embedding bits."""
     found = rowkeys.match(base, again)
     differs = np.zeros(found.golden.size, dtype=bool)
     if found.golden.size:
-        differs = (_bits(base.embedding[found.golden], again.embedding[found.run])
-                   | _bits(base.weights[found.golden], again.weights[found.run]))
+        differs = _bits(base.embedding[found.golden], again.embedding[found.run]) | _bits(
+            base.weights[found.golden], again.weights[found.run]
+        )
     rows[found.golden[differs]] = True
     rows[found.golden_only] = True
     for i in np.concatenate([found.golden[differs], found.golden_only]).tolist():
@@ -253,8 +292,10 @@ def repeats_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors, wher
         op, at = Op(int(key)), f"{where}: repeats OP {key}"
         mode = tolerances.for_op(op).mode
         if o.tolerance_mode != mode or not o.gated:
-            raise LedgerError(f"{at}: judged in mode {o.tolerance_mode!r} (gated {o.gated}), but the score's "
-                              f"tolerances say {mode!r}, and every mode judges the repeats: score the run again")
+            raise LedgerError(
+                f"{at}: judged in mode {o.tolerance_mode!r} (gated {o.gated}), but the score's "
+                f"tolerances say {mode!r}, and every mode judges the repeats: score the run again"
+            )
         if len(o.pairs) != ev.repeats - 1:
             raise LedgerError(f"{at}: {len(o.pairs)} repeat verdict(s) for {ev.repeats} runs")
         for pair in o.pairs:
@@ -270,9 +311,11 @@ def _verify(pair: OpVerdictModel, limits: Mapping[str, Any], where: str) -> None
             continue
         expected = limits.get(c.limit) if c.limit else 0
         if c.allowed != expected or c.ok != holds(c.observed, c.relation, c.allowed):
-            raise LedgerError(f"{where}: {pair.shape} check {c.metric} ({c.observed!r} {c.relation} {c.allowed!r}, "
-                              f"ok={c.ok}) does not follow from its limit {expected!r}: the score disagrees with "
-                              "itself")
+            raise LedgerError(
+                f"{where}: {pair.shape} check {c.metric} ({c.observed!r} {c.relation} {c.allowed!r}, "
+                f"ok={c.ok}) does not follow from its limit {expected!r}: the score disagrees with "
+                "itself"
+            )
     if pair.passed != (not any(c.ok is False for c in pair.checks)):
         raise LedgerError(f"{where}: {pair.shape}: 'passed' disagrees with its checks")
 
@@ -302,8 +345,17 @@ class RepeatsKind(KindDefaults):
         again = repeat_lanes(setting.fields).get(setting.k)
         if not again:
             return None
-        return _RepeatsOfShape(RepeatScorer(setting.k, [lane_name(setting.k), *again], setting.ops, setting.geometry,
-                                            setting.voiceprint_inputs, setting.tolerances, setting.floors))
+        return _RepeatsOfShape(
+            RepeatScorer(
+                setting.k,
+                [lane_name(setting.k), *again],
+                setting.ops,
+                setting.geometry,
+                setting.voiceprint_inputs,
+                setting.tolerances,
+                setting.floors,
+            )
+        )
 
     def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
         rep = shape.repeats
@@ -311,8 +363,11 @@ class RepeatsKind(KindDefaults):
             return
         for _, o in sorted(rep.ops.items()):
             for j, pair_verdict in enumerate(o.pairs, start=2):
-                yield JudgedPair("repeats", f"k={k} run {j} of {rep.repeats} ({rep.lanes[j - 1]}) against the first "
-                                 f"({rep.lanes[0]}):", pair_verdict)
+                yield JudgedPair(
+                    "repeats",
+                    f"k={k} run {j} of {rep.repeats} ({rep.lanes[j - 1]}) against the first ({rep.lanes[0]}):",
+                    pair_verdict,
+                )
 
     def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
         return repeats_hold(shape, recheck.tolerances, recheck.floors, recheck.where)

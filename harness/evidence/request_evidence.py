@@ -35,7 +35,9 @@ from harness.judging.binomial import needed_at_zero
 Call = TypeVar("Call", bound=Mapping[str, Any])  # one call-log record, passed through as it came
 
 MIN_FULL_REQUESTS = 1  # full k-block requests per OP, at least (the gate's block count comes on top)
-RATE_SUFFIX = "_upper95"  # the judges' sample-size (rate) checks end so (harness.judging.judges.segmentation_judge.rate_check)
+RATE_SUFFIX = (
+    "_upper95"  # the judges' sample-size (rate) checks end so (harness.judging.judges.segmentation_judge.rate_check)
+)
 
 
 class RequestCounter:
@@ -104,12 +106,17 @@ def needed_blocks(k: int, op_verdicts: Mapping[Any, OpVerdictModel], blocks: int
     return requests * k
 
 
-def requests_entry(counts: Mapping[str, int], k: int, op_verdicts: Mapping[Any, OpVerdictModel],
-                   blocks: int) -> RequestEvidence:
+def requests_entry(
+    counts: Mapping[str, int], k: int, op_verdicts: Mapping[Any, OpVerdictModel], blocks: int
+) -> RequestEvidence:
     """The score's ``shapes[k].requests``."""
-    return RequestEvidence(full=int(counts["full"]), full_blocks=int(counts["full_blocks"]),
-                           partial=int(counts["partial"]), partial_blocks=int(counts["partial_blocks"]),
-                           needed_blocks=needed_blocks(k, op_verdicts, blocks))
+    return RequestEvidence(
+        full=int(counts["full"]),
+        full_blocks=int(counts["full_blocks"]),
+        partial=int(counts["partial"]),
+        partial_blocks=int(counts["partial_blocks"]),
+        needed_blocks=needed_blocks(k, op_verdicts, blocks),
+    )
 
 
 def enough(requests: RequestEvidence) -> bool:
@@ -117,8 +124,9 @@ def enough(requests: RequestEvidence) -> bool:
     partial pack at all: then the full requests are the whole corpus, and the rate checks judge
     whether it is large enough themselves (one failure, said once, not twice)."""
     need = requests.needed_blocks
-    return requests.full >= MIN_FULL_REQUESTS and (need is None or requests.full_blocks >= need
-                                                   or requests.partial == 0)
+    return requests.full >= MIN_FULL_REQUESTS and (
+        need is None or requests.full_blocks >= need or requests.partial == 0
+    )
 
 
 def refusal(k: int, requests: RequestEvidence) -> str | None:
@@ -126,14 +134,22 @@ def refusal(k: int, requests: RequestEvidence) -> str | None:
     if enough(requests):
         return None
     full, need = requests.full, requests.needed_blocks
-    partial = (f", and {requests.partial} partial pack(s) of {requests.partial_blocks} block(s) that do not "
-               "count" if requests.partial else "")
-    need_text = (f"{need} blocks in full {k}-block requests ({need // k} request(s), at least {MIN_FULL_REQUESTS}, "
-                 "and as many blocks as the sample-size gate needs)" if need else
-                 f"at least {MIN_FULL_REQUESTS} full {k}-block request(s)")
-    return (f"not judged at its size: the corpus gave {full} full {k}-block request(s) "
-            f"({requests.full_blocks} blocks){partial}; promoting k={k} needs {need_text}: use a corpus of at "
-            f"least {need or k} blocks (a multiple of {k}), or a smaller k")
+    partial = (
+        f", and {requests.partial} partial pack(s) of {requests.partial_blocks} block(s) that do not count"
+        if requests.partial
+        else ""
+    )
+    need_text = (
+        f"{need} blocks in full {k}-block requests ({need // k} request(s), at least {MIN_FULL_REQUESTS}, "
+        "and as many blocks as the sample-size gate needs)"
+        if need
+        else f"at least {MIN_FULL_REQUESTS} full {k}-block request(s)"
+    )
+    return (
+        f"not judged at its size: the corpus gave {full} full {k}-block request(s) "
+        f"({requests.full_blocks} blocks){partial}; promoting k={k} needs {need_text}: use a corpus of at "
+        f"least {need or k} blocks (a multiple of {k}), or a smaller k"
+    )
 
 
 class RequestsKind(KindDefaults):
@@ -145,24 +161,30 @@ class RequestsKind(KindDefaults):
     def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> RequestCounter:
         return RequestCounter()
 
-    def entry(self, counted: Mapping[str, Any], k: int, verdicts: Sequence[OpVerdictModel], blocks: int
-              ) -> RequestEvidence:
+    def entry(
+        self, counted: Mapping[str, Any], k: int, verdicts: Sequence[OpVerdictModel], blocks: int
+    ) -> RequestEvidence:
         """The shape's ``requests``, from what :meth:`counter` counted."""
         counter: RequestCounter = counted[self.name]
-        return requests_entry(counter.counts(k, [int(v.op) for v in verdicts]), k, {str(v.op): v for v in verdicts},
-                              blocks)
+        return requests_entry(
+            counter.counts(k, [int(v.op) for v in verdicts]), k, {str(v.op): v for v in verdicts}, blocks
+        )
 
     def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
         """The blocks a pass needs re-derived from the shape's own rate checks; the counts are the run's call
         log's (bound by the run's manifest digest). The gate itself is the shape's (its ``verdict``)."""
         req, k, blocks, where = shape.requests, shape.shape, recheck.blocks, recheck.where
         if req.full_blocks != req.full * k or req.full_blocks > blocks:
-            raise LedgerError(f"{where}: {req.full} full {k}-block request(s) cannot hold "
-                              f"{req.full_blocks} blocks: the score disagrees with itself")
+            raise LedgerError(
+                f"{where}: {req.full} full {k}-block request(s) cannot hold "
+                f"{req.full_blocks} blocks: the score disagrees with itself"
+            )
         need = needed_blocks(k, shape.ops, blocks)
         if req.needed_blocks != need:
-            raise LedgerError(f"{where}: needed_blocks is {req.needed_blocks!r}, but its own rate checks "
-                              f"over {blocks} blocks give {need!r}")
+            raise LedgerError(
+                f"{where}: needed_blocks is {req.needed_blocks!r}, but its own rate checks "
+                f"over {blocks} blocks give {need!r}"
+            )
         return True
 
     def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:

@@ -35,9 +35,11 @@ from harness.judging.lane_scoring import op_limits
 from harness.judging.reproduction import noise_floor, worst_of_ops
 
 Floors = Mapping[int, Mapping[str, Any]]
-WHAT = {"slots": "answer differently in another slot or beside other neighbours",
-        "duplicates": "give two answers when sent twice in one request",
-        "repeats": "answer differently from run to run"}
+WHAT = {
+    "slots": "answer differently in another slot or beside other neighbours",
+    "duplicates": "give two answers when sent twice in one request",
+    "repeats": "answer differently from run to run",
+}
 
 
 def evidence_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors | None) -> dict[Op, dict[str, Any]]:
@@ -56,8 +58,11 @@ def noise_of(op: Op, verdicts: Sequence[OpVerdictModel]) -> Floor:
 def warns(op: Op, verdicts: Sequence[OpVerdictModel], floors: Floors | None) -> bool:
     """A kind of evidence of one OP warns when every pair held its mode's limits yet the worst differs beyond
     the release's own floor (a failed pair is a refusal, said elsewhere)."""
-    return bool(verdicts) and all(v.passed for v in verdicts) and not within_floor(
-        op, noise_of(op, verdicts), release_floor(floors, op))
+    return (
+        bool(verdicts)
+        and all(v.passed for v in verdicts)
+        and not within_floor(op, noise_of(op, verdicts), release_floor(floors, op))
+    )
 
 
 def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -69,8 +74,9 @@ def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
 def within_floor(op: Op, noise: Floor, floor: Floor | None) -> bool:
     """As close as the release is to itself: bitwise where the release is bitwise, else no figure beyond its
     floor (the OP's judge's figures: :func:`harness.judging.judges.floor_figures.within`)."""
-    return floor_figures.within(judge_for(op).floor_figures, noise.model_dump(),
-                                None if floor is None else floor.model_dump())
+    return floor_figures.within(
+        judge_for(op).floor_figures, noise.model_dump(), None if floor is None else floor.model_dump()
+    )
 
 
 def release_floor(floors: Floors | None, op: Op) -> Floor | None:
@@ -87,13 +93,24 @@ def limits_text(limits: Mapping[str, Any]) -> str:
     """The limits a pair held, in words: 'max_abs 0.0001, min_cosine 0.99999'."""
     if limits.get("bitwise"):
         return "bitwise"
-    parts = [f"{key} {fmt(limits[key])}" for key in ("max_abs", "min_cosine", "max_rel_l2", "max_ulp")
-             if limits.get(key) is not None]
+    parts = [
+        f"{key} {fmt(limits[key])}"
+        for key in ("max_abs", "min_cosine", "max_rel_l2", "max_ulp")
+        if limits.get(key) is not None
+    ]
     return ", ".join(parts) or "none"
 
 
-def evidence_warning(k: int, op: Op, kind: EvidenceKind, verdicts: Sequence[OpVerdictModel], floors: Floors | None,
-                     counts: tuple[int, int, int, int], where: str | None, more: str = "") -> EvidenceWarning | None:
+def evidence_warning(
+    k: int,
+    op: Op,
+    kind: EvidenceKind,
+    verdicts: Sequence[OpVerdictModel],
+    floors: Floors | None,
+    counts: tuple[int, int, int, int],
+    where: str | None,
+    more: str = "",
+) -> EvidenceWarning | None:
     """The warning of one kind of evidence of one OP (:func:`warns`), or None. ``verdicts``: its pairs (the
     worst is named); ``counts``: blocks, blocks differing, units, units differing (of the worst pair)."""
     if not warns(op, verdicts, floors):
@@ -104,12 +121,26 @@ def evidence_warning(k: int, op: Op, kind: EvidenceKind, verdicts: Sequence[OpVe
     blocks, blocks_differing, units, units_differing = counts
     mode = str(worst.limits.get("mode"))
     at = f", {where}" if where else ""
-    line = (f"k={k} OP {int(op)} {kind}: {blocks_differing:,} of {blocks:,} blocks ({units_differing:,} of "
-            f"{units:,} {unit}) {WHAT[kind]}{more}, beyond the release's own floor ({noise_text(op, floor)}): "
-            f"{noise_text(op, noise)}{at}; within the limits of {mode} mode ({limits_text(worst.limits)}): "
-            "reported, not refused")
-    return EvidenceWarning.model_validate({
-        "kind": kind, "op": int(op), "tolerance_mode": mode, "unit": unit, "blocks": blocks,
-        "blocks_differing": blocks_differing, "units": units, "units_differing": units_differing,
-        "max_abs": float(noise.max_abs), "max_ulp": int(noise.max_ulp), "where": where,
-        "release_floor": noise_text(op, floor), "line": line})
+    line = (
+        f"k={k} OP {int(op)} {kind}: {blocks_differing:,} of {blocks:,} blocks ({units_differing:,} of "
+        f"{units:,} {unit}) {WHAT[kind]}{more}, beyond the release's own floor ({noise_text(op, floor)}): "
+        f"{noise_text(op, noise)}{at}; within the limits of {mode} mode ({limits_text(worst.limits)}): "
+        "reported, not refused"
+    )
+    return EvidenceWarning.model_validate(
+        {
+            "kind": kind,
+            "op": int(op),
+            "tolerance_mode": mode,
+            "unit": unit,
+            "blocks": blocks,
+            "blocks_differing": blocks_differing,
+            "units": units,
+            "units_differing": units_differing,
+            "max_abs": float(noise.max_abs),
+            "max_ulp": int(noise.max_ulp),
+            "where": where,
+            "release_floor": noise_text(op, floor),
+            "line": line,
+        }
+    )

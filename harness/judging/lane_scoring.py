@@ -23,8 +23,9 @@ from harness.judging.judges import judge_for
 from harness.judging.judges.judge_base import OpVerdict
 
 
-def op_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None,
-              sample_bound: bool = True) -> dict[Op, dict[str, Any]]:
+def op_limits(
+    tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None, sample_bound: bool = True
+) -> dict[Op, dict[str, Any]]:
     """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor)."""
     floors = floors or {}
     return {op: judge_for(op).limits(tolerances.for_op(op), floors.get(int(op)), sample_bound) for op in ops}
@@ -33,8 +34,14 @@ def op_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, di
 class LaneScorer:
     """Every OP of one lane (a packed shape, or a run's exact lane) against the golden."""
 
-    def __init__(self, shape: int | str, ops: Sequence[Op], geometry: Geometry,
-                 limits: Mapping[Op, dict[str, Any]], voiceprint_inputs: str) -> None:
+    def __init__(
+        self,
+        shape: int | str,
+        ops: Sequence[Op],
+        geometry: Geometry,
+        limits: Mapping[Op, dict[str, Any]],
+        voiceprint_inputs: str,
+    ) -> None:
         """``voiceprint_inputs``: isolated | chained, the run's (its file key is "mode")."""
         self.shape = shape
         self.ops = list(ops)
@@ -50,17 +57,26 @@ class LaneScorer:
         return [self.evidence[op].verdict(self.shape) for op in self.ops]
 
 
-def shape_result(shape: int, verdicts: list[OpVerdict], requests: RequestEvidence,
-                 laws: Mapping[str, Any] | LawsVerdict | None = None,
-                 vs_exact: dict[str, Any] | None = None) -> ShapeScore:
+def shape_result(
+    shape: int,
+    verdicts: list[OpVerdict],
+    requests: RequestEvidence,
+    laws: Mapping[str, Any] | LawsVerdict | None = None,
+    vs_exact: dict[str, Any] | None = None,
+) -> ShapeScore:
     """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
     passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
     exact lane (:func:`packing_effect`), absent from the file when None."""
     passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
     effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured
-    return ShapeScore(shape=shape, verdict="pass" if passed else "fail",
-                      reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
-                      ops={op_key(v.op): v for v in verdicts}, requests=requests, **effect)
+    return ShapeScore(
+        shape=shape,
+        verdict="pass" if passed else "fail",
+        reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
+        ops={op_key(v.op): v for v in verdicts},
+        requests=requests,
+        **effect,
+    )
 
 
 def op_key(op: int) -> OpKey:
@@ -70,9 +86,9 @@ def op_key(op: int) -> OpKey:
     return cast(OpKey, key)
 
 
-def shape_gates(shape: int, ops_passed: bool, requests: RequestEvidence | None,
-                laws: Mapping[str, Any] | LawsVerdict | None
-                ) -> tuple[bool, list[str]]:
+def shape_gates(
+    shape: int, ops_passed: bool, requests: RequestEvidence | None, laws: Mapping[str, Any] | LawsVerdict | None
+) -> tuple[bool, list[str]]:
     """A shape passes only if every OP does, its evidence holds enough full k-block requests
     (:mod:`harness.evidence.request_evidence`), and the packer the run used held the packing laws. The
     reasons of the gates that refuse it, first. ``None``: that gate is not applied (a lane judged
@@ -97,11 +113,15 @@ def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
         return None
     who = laws.packer_identity if isinstance(laws, LawsVerdict) else laws["packer_identity"]
     if verdict == "not-judged":
-        return (f"the packing laws were not judged for packer {who} (packer.laws_examples = 0): no shape may be "
-                "promoted with a packer nobody judged; run again with --set packer.laws_examples=N (default 100)")
+        return (
+            f"the packing laws were not judged for packer {who} (packer.laws_examples = 0): no shape may be "
+            "promoted with a packer nobody judged; run again with --set packer.laws_examples=N (default 100)"
+        )
     names = ", ".join(laws.broken if isinstance(laws, LawsVerdict) else laws["broken"]) or "?"
-    return (f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
-            "`harness laws` for the minimal counterexamples")
+    return (
+        f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
+        "`harness laws` for the minimal counterexamples"
+    )
 
 
 def packing_effect(verdicts: list[OpVerdict]) -> dict[str, Any]:
@@ -110,7 +130,11 @@ def packing_effect(verdicts: list[OpVerdict]) -> dict[str, Any]:
     out: dict[str, dict[str, Any]] = {}
     for v in verdicts:
         m = v.metrics
-        out[str(v.op)] = {"bitwise": m["bitwise"], "max_abs": m.get("max_abs"),  # None: non-finite values
-                          "min_cosine": m.get("min_cosine"), "argmax_flips": m.get("flips"),
-                          "figures_non_finite": m.get("figures_non_finite")}
+        out[str(v.op)] = {
+            "bitwise": m["bitwise"],
+            "max_abs": m.get("max_abs"),  # None: non-finite values
+            "min_cosine": m.get("min_cosine"),
+            "argmax_flips": m.get("flips"),
+            "figures_non_finite": m.get("figures_non_finite"),
+        }
     return {"bitwise": all(o["bitwise"] for o in out.values()), "ops": out}

@@ -44,8 +44,10 @@ def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
 def worst_of_ops(parts: Sequence[Mapping[str, Any]], flips: Callable[[list[int]], int]) -> dict[str, dict[str, Any]]:
     """Per OP, the worst figure of several floors (the OP's judge's figures, :func:`floor_figures.merge`); counts
     (OP 0's flips) combined by ``flips`` (``sum`` over disjoint blocks, ``max`` over the same)."""
-    return {key: floor_figures.merge(judge_for(Op(int(key))).floor_figures, [p["ops"][key] for p in parts], flips)
-            for key in parts[0]["ops"]}
+    return {
+        key: floor_figures.merge(judge_for(Op(int(key))).floor_figures, [p["ops"][key] for p in parts], flips)
+        for key in parts[0]["ops"]
+    }
 
 
 def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -58,17 +60,29 @@ def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"repeats": parts[0]["repeats"], "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
 
-def reproduction_scorer(ops: Sequence[Op], geometry: Geometry, floors: dict[int, dict[str, Any]],
-                        tolerances: Tolerances, voiceprint_inputs: str) -> LaneScorer:
+def reproduction_scorer(
+    ops: Sequence[Op],
+    geometry: Geometry,
+    floors: dict[int, dict[str, Any]],
+    tolerances: Tolerances,
+    voiceprint_inputs: str,
+) -> LaneScorer:
     """Evidence of a rerun of the exact lane against the golden, judged against its floor."""
-    at_floor = Tolerances(op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
-                          op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
-                          op2=tolerances.op2.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}))
+    at_floor = Tolerances(
+        op0=tolerances.op0.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+        op1=tolerances.op1.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+        op2=tolerances.op2.model_copy(update={"mode": "noise-floor", "noise_floor_factor": 1.0}),
+    )
     return LaneScorer("exact", ops, geometry, op_limits(at_floor, ops, floors, sample_bound=False), voiceprint_inputs)
 
 
-def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible: bool, fingerprint_matches: bool,
-                 differences: list[str]) -> Reproduction:
+def reproduction(
+    golden_id: str,
+    verdicts: list[OpVerdict],
+    golden_reproducible: bool,
+    fingerprint_matches: bool,
+    differences: list[str],
+) -> Reproduction:
     """The verification record (score files, JUnit, the report)."""
     passed = all(v.passed for v in verdicts)
     bitwise = all(v.metrics["bitwise"] for v in verdicts)
@@ -84,14 +98,23 @@ def reproduction(golden_id: str, verdicts: list[OpVerdict], golden_reproducible:
         status = "drift"
     ops: dict[str, OpVerdict] = {str(v.op): v for v in verdicts}
     summary = describe(golden_id, status, fingerprint_matches, list(differences), ops)
-    return Reproduction(golden_id=golden_id, status=status, passed=passed, bitwise=bool(bitwise), same_setup=same_setup,
-                        fingerprint_matches=fingerprint_matches, golden_reproducible=bool(golden_reproducible),
-                        environment_differences=list(differences), ops=cast(dict[OpKey, OpVerdict], ops),
-                        summary=summary)
+    return Reproduction(
+        golden_id=golden_id,
+        status=status,
+        passed=passed,
+        bitwise=bool(bitwise),
+        same_setup=same_setup,
+        fingerprint_matches=fingerprint_matches,
+        golden_reproducible=bool(golden_reproducible),
+        environment_differences=list(differences),
+        ops=cast(dict[OpKey, OpVerdict], ops),
+        summary=summary,
+    )
 
 
-def describe(gid: str, status: str, fingerprint_matches: bool, differences: list[str],
-             ops: Mapping[str, OpVerdict]) -> str:
+def describe(
+    gid: str, status: str, fingerprint_matches: bool, differences: list[str], ops: Mapping[str, OpVerdict]
+) -> str:
     """One line for people and CI logs; a different model fingerprint is named first."""
     if status == "bitwise":
         return f"golden {gid}: reproduced bitwise"

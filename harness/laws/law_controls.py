@@ -46,8 +46,7 @@ def leaky_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedReq
     good = pack(items, pad_to=pad_to)
     valid = np.minimum(W, good.span.shape[0] - good.offsets).astype(np.int32)
     valid = np.where(good.valid > 0, valid, 0).astype(np.int32)
-    return PackedRequest(good.op, good.span, good.offsets, valid, good.weights, good.idx, good.speakers,
-                         good.segments)
+    return PackedRequest(good.op, good.span, good.offsets, valid, good.weights, good.idx, good.speakers, good.segments)
 
 
 def speaker_dropping_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
@@ -61,8 +60,9 @@ def exclusive_index_packer(items: Sequence[Block], pad_to: int | None = None) ->
     good = pack(items, pad_to=pad_to)
     index = good.ragged_index()
     index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"][:-1]
-    return PackedRequest(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
-                         good.segments, index)
+    return PackedRequest(
+        good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
+    )
 
 
 def padded_index_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
@@ -74,16 +74,18 @@ def padded_index_packer(items: Sequence[Block], pad_to: int | None = None) -> Pa
     index = good.ragged_index()
     if any(s.padding for s in good.segments):
         index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT"] + np.int32(1)
-    return PackedRequest(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
-                         good.segments, index)
+    return PackedRequest(
+        good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
+    )
 
 
 def padding_length_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
     """Emits Triton's index tensors with every padding item one sample long (the layout says 0)."""
     good = pack(items, pad_to=pad_to)
     index = ragged_batch_inputs([(s.span_length + int(s.padding),) for s in good.segments], dtype=np.int32)
-    return PackedRequest(good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers,
-                         good.segments, index)
+    return PackedRequest(
+        good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
+    )
 
 
 def _truncating(limit: int) -> Callable[[Sequence[Block], int | None], PackedRequest]:
@@ -115,19 +117,37 @@ class PaddingFirstPacker:
         for seg in pads:
             segments.append(Segment(seg.block_id, 0, 0, len(segments) * seg.windows, seg.windows, 0, 0, True))
         for seg in real.segments:
-            segments.append(Segment(seg.block_id, seg.span_start, seg.span_length, seg.window_start + windows,
-                                    seg.windows, seg.row_start, seg.rows))
+            segments.append(
+                Segment(
+                    seg.block_id,
+                    seg.span_start,
+                    seg.span_length,
+                    seg.window_start + windows,
+                    seg.windows,
+                    seg.row_start,
+                    seg.rows,
+                )
+            )
         lead_offsets = np.zeros(windows, np.int64)
         idx = None if real.idx is None else (real.idx + windows).astype(np.int32)
-        return PackedRequest(real.op, real.span, np.r_[lead_offsets, real.offsets],
-                             np.r_[np.zeros(windows, np.int32), real.valid], real.weights, idx, real.speakers,
-                             tuple(segments))
+        return PackedRequest(
+            real.op,
+            real.span,
+            np.r_[lead_offsets, real.offsets],
+            np.r_[np.zeros(windows, np.int32), real.valid],
+            real.weights,
+            idx,
+            real.speakers,
+            tuple(segments),
+        )
 
     def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         out = outputs[packed.op.output_name]
         real = len(packed.block_ids)
-        return [np.array(out[s.window_slice] if not packed.op.is_voiceprint else out[s.row_slice])
-                for s in packed.segments[:real]]
+        return [
+            np.array(out[s.window_slice] if not packed.op.is_voiceprint else out[s.row_slice])
+            for s in packed.segments[:real]
+        ]
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": "control"}
@@ -147,8 +167,16 @@ class NoRebaseNestingPacker:
             return pack(items, pad_to=pad_to)
         whole = pack(items, pad_to=pad_to)
         raw = np.concatenate([i.offsets for i in items])
-        return PackedRequest(whole.op, whole.span, raw.astype(np.int64), whole.valid, whole.weights, whole.idx,
-                             whole.speakers, whole.segments)
+        return PackedRequest(
+            whole.op,
+            whole.span,
+            raw.astype(np.int64),
+            whole.valid,
+            whole.weights,
+            whole.idx,
+            whole.speakers,
+            whole.segments,
+        )
 
     def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return unpack(packed, outputs)

@@ -42,8 +42,9 @@ SHRINK_BUDGET = 300  # law calls spent shrinking a broken boundary example that 
 SEARCH_SHRINK_CALLS = 40
 
 
-def check_packer(packer: Packer, examples: int = 100, seed: int = 0, laws: Sequence[Law] = LAWS,
-                 max_blocks: int = DEFAULT_MAX_BLOCKS) -> LawsReport:
+def check_packer(
+    packer: Packer, examples: int = 100, seed: int = 0, laws: Sequence[Law] = LAWS, max_blocks: int = DEFAULT_MAX_BLOCKS
+) -> LawsReport:
     """Judge ``packer`` on every law; raise the packer's error if it cannot be run.
 
     ``max_blocks``: the largest list of blocks (and ``pad_to``) the engine packs, e.g. its
@@ -56,8 +57,7 @@ def check_packer(packer: Packer, examples: int = 100, seed: int = 0, laws: Seque
     start = time.perf_counter()
     smoke_test(packer)
     outcomes = tuple(run_law(packer, law, examples, seed, max_blocks) for law in laws)
-    return LawsReport(packer.describe(), examples, seed, outcomes, time.perf_counter() - start,
-                      max_blocks=max_blocks)
+    return LawsReport(packer.describe(), examples, seed, outcomes, time.perf_counter() - start, max_blocks=max_blocks)
 
 
 def smoke_test(packer: Packer) -> None:
@@ -144,12 +144,30 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
     up_front = law.note(packer)
     base_notes = (up_front,) if up_front else ()
     if broken_fixed is not None:  # no search: the boundary example cut down by deleting blocks (cheap, deterministic)
-        return LawOutcome(law.name, law.statement, BROKEN, state.judged, state.skipped, base_notes,
-                          replay(packer, law, shrink(law, packer, broken_fixed, kinds[id(broken_fixed)]),
-                                 state.found_after or state.calls, "boundary"),
-                          boundary)
-    config = settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate, Phase.shrink],
-                      suppress_health_check=list(HealthCheck), derandomize=False)
+        return LawOutcome(
+            law.name,
+            law.statement,
+            BROKEN,
+            state.judged,
+            state.skipped,
+            base_notes,
+            replay(
+                packer,
+                law,
+                shrink(law, packer, broken_fixed, kinds[id(broken_fixed)]),
+                state.found_after or state.calls,
+                "boundary",
+            ),
+            boundary,
+        )
+    config = settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
+    )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", HypothesisWarning)  # the repr of a 64-block example, replayed
@@ -165,11 +183,20 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
     if fatal:
         raise fatal[0] from None
     if minimal is not None:
-        return LawOutcome(law.name, law.statement, BROKEN, state.judged, state.skipped, base_notes,
-                          replay(packer, law, minimal, state.found_after or state.calls), boundary)
+        return LawOutcome(
+            law.name,
+            law.statement,
+            BROKEN,
+            state.judged,
+            state.skipped,
+            base_notes,
+            replay(packer, law, minimal, state.found_after or state.calls),
+            boundary,
+        )
     status = HELD if state.judged and not state.skipped else NOT_JUDGED
-    return LawOutcome(law.name, law.statement, status, state.judged, state.skipped,
-                      base_notes + tuple(sorted(notes)), None, boundary)
+    return LawOutcome(
+        law.name, law.statement, status, state.judged, state.skipped, base_notes + tuple(sorted(notes)), None, boundary
+    )
 
 
 def _strategy(law: Law, max_blocks: int) -> st.SearchStrategy[Example]:
@@ -181,8 +208,9 @@ def _strategy(law: Law, max_blocks: int) -> st.SearchStrategy[Example]:
     return law.examples(max_blocks) if takes else law.examples()
 
 
-def shrink(law: Law, packer: Packer, example: Example, malformed: bool | None = None,
-           budget: int = SHRINK_BUDGET) -> Example:
+def shrink(
+    law: Law, packer: Packer, example: Example, malformed: bool | None = None, budget: int = SHRINK_BUDGET
+) -> Example:
     """Delete blocks from a broken fixed example while the law stays broken (greedy, halving chunks).
 
     The boundary examples are not hypothesis's, so it cannot shrink them; a request padded to k
@@ -195,10 +223,10 @@ def shrink(law: Law, packer: Packer, example: Example, malformed: bool | None = 
     while chunk >= 1 and budget > 0:
         i = 0
         while i < len(keep) and budget > 0:
-            candidate = _subset(blocks, params, keep[:i] + keep[i + chunk:])
+            candidate = _subset(blocks, params, keep[:i] + keep[i + chunk :])
             budget -= candidate is not None
             if candidate is not None and _broken(law, packer, candidate, malformed):
-                keep = keep[:i] + keep[i + chunk:]
+                keep = keep[:i] + keep[i + chunk :]
             else:
                 i += chunk
         chunk //= 2
@@ -236,7 +264,21 @@ def replay(packer: Packer, law: Law, example: Example, found_after: int, source:
     except LawBroken as exc:
         return Counterexample(tuple(blocks), dict(params), exc.what, exc.packed, found_after, source=source)
     except NotJudged as exc:
-        return Counterexample(tuple(blocks), dict(params), f"on a second call the law could not be judged: {exc}",
-                              None, found_after, reproducible=False, source=source)
-    return Counterexample(tuple(blocks), dict(params), "the law held on a second call with the same blocks", None,
-                          found_after, reproducible=False, source=source)
+        return Counterexample(
+            tuple(blocks),
+            dict(params),
+            f"on a second call the law could not be judged: {exc}",
+            None,
+            found_after,
+            reproducible=False,
+            source=source,
+        )
+    return Counterexample(
+        tuple(blocks),
+        dict(params),
+        "the law held on a second call with the same blocks",
+        None,
+        found_after,
+        reproducible=False,
+        source=source,
+    )

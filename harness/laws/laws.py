@@ -90,8 +90,9 @@ def packed_by(packer: Packer, blocks: Sequence[Block], law: str, pad_to: int | N
         raise
     except PackerError as exc:  # it answered, off the contract, or refused: this example breaks the law
         kept = getattr(exc, "packed", None)
-        raise LawBroken(law, f"{prefix}{exc}", kept if isinstance(kept, PackedRequest) else None,
-                        malformed=bool(prefix)) from exc
+        raise LawBroken(
+            law, f"{prefix}{exc}", kept if isinstance(kept, PackedRequest) else None, malformed=bool(prefix)
+        ) from exc
 
 
 def unpacked_by(packer: Packer, packed: PackedRequest, output: np.ndarray, law: str) -> list[np.ndarray]:
@@ -121,12 +122,13 @@ def window_fn(samples: np.ndarray) -> np.ndarray:
 def model_fn(request: Mapping[str, np.ndarray]) -> np.ndarray:
     """``window_fn`` per window (OP 0: [N, 3]) or per voiceprint row (OP 1/2: [R, 3]) of any request."""
     n = request[ops.OFFSETS].shape[0]
-    per_window = (np.stack([window_fn(request_window(request, i, W)) for i in range(n)]) if n
-                  else np.zeros((0, 3), np.float32))
+    per_window = (
+        np.stack([window_fn(request_window(request, i, W)) for i in range(n)]) if n else np.zeros((0, 3), np.float32)
+    )
     if int(request[ops.OP][0]) == 0:
         return per_window
     weights = request[ops.WEIGHTS]
-    rows: np.ndarray = (per_window[request[ops.IDX]] * weights.sum(axis=1, keepdims=True, dtype=np.float32))
+    rows: np.ndarray = per_window[request[ops.IDX]] * weights.sum(axis=1, keepdims=True, dtype=np.float32)
     return rows.astype(np.float32)
 
 
@@ -140,8 +142,9 @@ def _first_difference(got: np.ndarray, want: np.ndarray) -> str:
         return ""
     at = tuple(int(v) for v in diff[0])
     where = ",".join(str(v) for v in at)
-    return (f"{len(diff)} of {got.size} values differ, first at [{where}]: {_value(got[at])} instead of "
-            f"{_value(want[at])}")
+    return (
+        f"{len(diff)} of {got.size} values differ, first at [{where}]: {_value(got[at])} instead of {_value(want[at])}"
+    )
 
 
 def _value(x: np.generic) -> str:
@@ -190,14 +193,25 @@ def law_round_trip(packer: Packer, blocks: Sequence[Block]) -> None:
         for name in ("span", "offsets", "valid", "weights", "idx", "speakers"):
             x, y = getattr(back, name), getattr(original, name)
             if (x is None) != (y is None):
-                raise LawBroken("round-trip", f"block {original.id!r}: {name.upper()} is "
-                                f"{'lost' if x is None else 'invented'} by the packed request", packed)
+                raise LawBroken(
+                    "round-trip",
+                    f"block {original.id!r}: {name.upper()} is "
+                    f"{'lost' if x is None else 'invented'} by the packed request",
+                    packed,
+                )
             if x is not None and (diff := _first_difference(x, y)):
-                raise LawBroken("round-trip", f"block {original.id!r} split back from the request by its layout: "
-                                f"{name.upper()} {diff}", packed)
+                raise LawBroken(
+                    "round-trip",
+                    f"block {original.id!r} split back from the request by its layout: {name.upper()} {diff}",
+                    packed,
+                )
     rng = np.random.default_rng(0)
-    outputs = [rng.standard_normal((b.rows if b.op.is_voiceprint else b.windows, LAW_GEOMETRY.frames_per_window,
-                                    OUTPUT_WIDTH)).astype(np.float32) for b in blocks]
+    outputs = [
+        rng.standard_normal(
+            (b.rows if b.op.is_voiceprint else b.windows, LAW_GEOMETRY.frames_per_window, OUTPUT_WIDTH)
+        ).astype(np.float32)
+        for b in blocks
+    ]
     got = unpacked_by(packer, packed, np.concatenate(outputs), "round-trip")
     if len(got) != len(blocks):
         raise LawBroken("round-trip", f"unpack returned {len(got)} arrays for {len(blocks)} blocks", packed)
@@ -216,10 +230,14 @@ def law_own_samples(packer: Packer, blocks: Sequence[Block]) -> None:
             got = request_window(request, seg.window_start + i, W)
             want = request_window(alone, i, W)
             if diff := _first_difference(got, want):
-                raise LawBroken("own-samples", f"{_where_window(packed, seg.window_start + i)} sees other samples "
-                                f"packed than alone (OFFSETS {int(packed.offsets[seg.window_start + i])}, VALID "
-                                f"{int(packed.valid[seg.window_start + i])} packed; OFFSETS {int(block.offsets[i])}, "
-                                f"VALID {int(block.valid[i])} alone): {diff}", packed)
+                raise LawBroken(
+                    "own-samples",
+                    f"{_where_window(packed, seg.window_start + i)} sees other samples "
+                    f"packed than alone (OFFSETS {int(packed.offsets[seg.window_start + i])}, VALID "
+                    f"{int(packed.valid[seg.window_start + i])} packed; OFFSETS {int(block.offsets[i])}, "
+                    f"VALID {int(block.valid[i])} alone): {diff}",
+                    packed,
+                )
 
 
 def law_rebased_inside(packer: Packer, blocks: Sequence[Block]) -> None:
@@ -236,18 +254,26 @@ def rebased_inside(packed: PackedRequest) -> None:
         bad = np.flatnonzero((offs < seg.span_start) | (end > seg.span_start + seg.span_length))
         if bad.size:
             i = int(bad[0])
-            raise LawBroken("rebased-inside", f"{_where_window(packed, seg.window_start + i)} reads SPAN "
-                            f"[{int(offs[i])}, {int(end[i])}), outside its block's part "
-                            f"[{seg.span_start}, {seg.span_start + seg.span_length})", packed)
+            raise LawBroken(
+                "rebased-inside",
+                f"{_where_window(packed, seg.window_start + i)} reads SPAN "
+                f"[{int(offs[i])}, {int(end[i])}), outside its block's part "
+                f"[{seg.span_start}, {seg.span_start + seg.span_length})",
+                packed,
+            )
         if packed.op.is_voiceprint:
             assert packed.idx is not None, "check_packed refuses an OP 1/2 request without IDX"
             idx = packed.idx[seg.row_slice]
             bad = np.flatnonzero((idx < seg.window_start) | (idx >= seg.window_start + seg.windows))
             if bad.size:
                 r = int(bad[0])
-                raise LawBroken("rebased-inside", f"row {r} of block {seg.block_id!r} (row {seg.row_start + r} of "
-                                f"the request) has IDX {int(idx[r])}, outside its block's windows "
-                                f"[{seg.window_start}, {seg.window_start + seg.windows})", packed)
+                raise LawBroken(
+                    "rebased-inside",
+                    f"row {r} of block {seg.block_id!r} (row {seg.row_start + r} of "
+                    f"the request) has IDX {int(idx[r])}, outside its block's windows "
+                    f"[{seg.window_start}, {seg.window_start + seg.windows})",
+                    packed,
+                )
 
 
 def law_per_window_function(packer: Packer, blocks: Sequence[Block]) -> None:
@@ -259,8 +285,12 @@ def law_per_window_function(packer: Packer, blocks: Sequence[Block]) -> None:
     for block, part in zip(blocks, got, strict=True):
         if diff := _first_difference(np.asarray(part), model_fn(block.tensors())):
             unit = "row" if block.op.is_voiceprint else "window"
-            raise LawBroken("per-window-function", f"block {block.id!r}: f per {unit} of the packed request, "
-                            f"unpacked, differs from f of the block alone: {diff}", packed)
+            raise LawBroken(
+                "per-window-function",
+                f"block {block.id!r}: f per {unit} of the packed request, "
+                f"unpacked, differs from f of the block alone: {diff}",
+                packed,
+            )
 
 
 def law_associative(packer: Packer, blocks: Sequence[Block], cut: int) -> None:
@@ -271,8 +301,11 @@ def law_associative(packer: Packer, blocks: Sequence[Block], cut: int) -> None:
     joined = pack([left, right])  # the harness's concatenation: the contract's rebasing of two requests
     span = f"{blocks[0].id}..{blocks[cut - 1].id}", f"{blocks[cut].id}..{blocks[-1].id}"
     if diff := _same_request(joined, whole):
-        raise LawBroken("associative", f"pack({span[0]}) ++ pack({span[1]}) differs from "
-                        f"pack({blocks[0].id}..{blocks[-1].id}): {diff}", whole)
+        raise LawBroken(
+            "associative",
+            f"pack({span[0]}) ++ pack({span[1]}) differs from pack({blocks[0].id}..{blocks[-1].id}): {diff}",
+            whole,
+        )
     if getattr(packer, "accepts_packs", False):
         try:
             # (Packer.pack is typed for blocks; a packer that says accepts_packs takes packs too)
@@ -282,8 +315,12 @@ def law_associative(packer: Packer, blocks: Sequence[Block], cut: int) -> None:
         except PackerError as exc:
             raise LawBroken("associative", f"the packer says it takes packs but refused two: {exc}", whole) from exc
         if diff := _same_request(nested, whole):
-            raise LawBroken("associative", f"pack([pack({span[0]}), pack({span[1]})]) (the request shown) differs "
-                            f"from pack({blocks[0].id}..{blocks[-1].id}): {diff}", nested)
+            raise LawBroken(
+                "associative",
+                f"pack([pack({span[0]}), pack({span[1]})]) (the request shown) differs "
+                f"from pack({blocks[0].id}..{blocks[-1].id}): {diff}",
+                nested,
+            )
 
 
 def law_padding_dropped(packer: Packer, blocks: Sequence[Block], extra: int) -> None:
@@ -291,12 +328,16 @@ def law_padding_dropped(packer: Packer, blocks: Sequence[Block], extra: int) -> 
     k = len(blocks) + extra
     packed = packed_by(packer, blocks, "padding-dropped", pad_to=k)
     if packed.k != k or packed.block_ids != [b.id for b in blocks]:
-        raise LawBroken("padding-dropped", f"padded to k={k}, the request holds {packed.k} blocks, real ones "
-                        f"{packed.block_ids}", packed)
+        raise LawBroken(
+            "padding-dropped",
+            f"padded to k={k}, the request holds {packed.k} blocks, real ones {packed.block_ids}",
+            packed,
+        )
     got = unpacked_by(packer, packed, model_fn(packed.tensors()), "padding-dropped")
     if len(got) != len(blocks):
-        raise LawBroken("padding-dropped", f"unpack returned {len(got)} arrays for {len(blocks)} real blocks "
-                        f"(k={k})", packed)
+        raise LawBroken(
+            "padding-dropped", f"unpack returned {len(got)} arrays for {len(blocks)} real blocks (k={k})", packed
+        )
     for block, part in zip(blocks, got, strict=True):
         if diff := _first_difference(np.asarray(part), model_fn(block.tensors())):
             raise LawBroken("padding-dropped", f"block {block.id!r} in a request padded to k={k}: {diff}", packed)
@@ -314,42 +355,63 @@ def law_ragged_index(packer: Packer, blocks: Sequence[Block], pad_to: int | None
     packed = packed_by(packer, blocks, "ragged-index", pad_to)
     for seg in packed.segments:
         if seg.padding and seg.span_length != 0:
-            raise LawBroken("ragged-index", f"padding segment {seg.block_id!r} holds {seg.span_length} samples of "
-                            "SPAN; a padding block is a ragged item of 0 samples", packed)
+            raise LawBroken(
+                "ragged-index",
+                f"padding segment {seg.block_id!r} holds {seg.span_length} samples of "
+                "SPAN; a padding block is a ragged item of 0 samples",
+                packed,
+            )
     emitted = dict(packed.batch_inputs or {})
     dtypes = sorted({str(np.asarray(v).dtype) for v in emitted.values()})
     if len(dtypes) > 1:
-        raise LawBroken("ragged-index", f"the index tensors mix dtypes {dtypes} "
-                        f"({ {k: str(np.asarray(v).dtype) for k, v in sorted(emitted.items())} }); emit all of "
-                        "them in one: int32 or int64", packed)
+        raise LawBroken(
+            "ragged-index",
+            f"the index tensors mix dtypes {dtypes} "
+            f"({ {k: str(np.asarray(v).dtype) for k, v in sorted(emitted.items())} }); emit all of "
+            "them in one: int32 or int64",
+            packed,
+        )
     dtype = np.dtype(dtypes[0]) if dtypes else np.dtype(np.int32)
     lengths = [s.span_length for s in packed.segments]
     want = ragged_batch_inputs([(n,) for n in lengths], dtype=dtype.type)
     index = emitted or packed.ragged_index(dtype.type)
     source = "emitted by the packer" if emitted else "derived from the packer's layout"
     pads = sum(s.padding for s in packed.segments)
-    items = (f"{len(lengths)} items (spans of {[s.span_length for s in packed.segments if not s.padding]} samples"
-             + (f" and {pads} padding item(s) of 0" if pads else "") + ")")
+    items = (
+        f"{len(lengths)} items (spans of {[s.span_length for s in packed.segments if not s.padding]} samples"
+        + (f" and {pads} padding item(s) of 0" if pads else "")
+        + ")"
+    )
     for name in BATCH_INPUT_NAMES:
         if name not in index:
             continue
         got = np.asarray(index[name])
         if name == "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE":  # only its shape carries meaning
             if got.shape != want[name].shape:
-                raise LawBroken("ragged-index", f"{name} ({source}) has shape {list(got.shape)}, expected "
-                                f"{list(want[name].shape)} (the longest item) for {items}", packed)
+                raise LawBroken(
+                    "ragged-index",
+                    f"{name} ({source}) has shape {list(got.shape)}, expected "
+                    f"{list(want[name].shape)} (the longest item) for {items}",
+                    packed,
+                )
             continue
         if diff := _first_difference(got, want[name]):
-            raise LawBroken("ragged-index", f"{name} ({source}) for {items}: {diff}; got "
-                            f"{_ints(got)}, the layout gives {_ints(want[name])}", packed)
+            raise LawBroken(
+                "ragged-index",
+                f"{name} ({source}) for {items}: {diff}; got {_ints(got)}, the layout gives {_ints(want[name])}",
+                packed,
+            )
     acc = np.asarray(want["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"]).astype(np.int64)
     for j, seg in enumerate(packed.segments):
         if seg.padding:
             continue
         block = blocks[[b.id for b in blocks].index(seg.block_id)]
-        if diff := _first_difference(packed.span[acc[j]: acc[j + 1]], block.span):
-            raise LawBroken("ragged-index", f"SPAN[{acc[j]}:{acc[j + 1]}] (item {j}) is not block "
-                            f"{block.id!r}'s span: {diff}", packed)
+        if diff := _first_difference(packed.span[acc[j] : acc[j + 1]], block.span):
+            raise LawBroken(
+                "ragged-index",
+                f"SPAN[{acc[j]}:{acc[j + 1]}] (item {j}) is not block {block.id!r}'s span: {diff}",
+                packed,
+            )
     return f"index tensors {source}" + ("" if not emitted else f": {sorted(emitted)}")
 
 

@@ -52,14 +52,26 @@ class LawOutcome:
         return self.status == HELD and self.judged > 0 and not self.skipped
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"law": self.law, "statement": self.statement, "status": self.status, "judged": self.judged,
-               "skipped": self.skipped, "boundary": self.boundary, "notes": list(self.notes)}
+        out = {
+            "law": self.law,
+            "statement": self.statement,
+            "status": self.status,
+            "judged": self.judged,
+            "skipped": self.skipped,
+            "boundary": self.boundary,
+            "notes": list(self.notes),
+        }
         if self.counterexample is not None:
             c = self.counterexample
-            out["counterexample"] = {"blocks": [block_dict(b) for b in c.blocks], "params": c.params, "what": c.what,
-                                     "found_after": c.found_after, "reproducible": c.reproducible,
-                                     "source": c.source,
-                                     "packed": None if c.packed is None else request_dict(c.packed)}
+            out["counterexample"] = {
+                "blocks": [block_dict(b) for b in c.blocks],
+                "params": c.params,
+                "what": c.what,
+                "found_after": c.found_after,
+                "reproducible": c.reproducible,
+                "source": c.source,
+                "packed": None if c.packed is None else request_dict(c.packed),
+            }
         return out
 
 
@@ -85,13 +97,21 @@ class LawsReport:
         return [o for o in self.outcomes if not o.ok]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"packer": self.packer, "examples": self.examples, "seed": self.seed, "max_blocks": self.max_blocks,
-                "ok": self.ok,
-                "seconds": round(self.seconds, 3), "laws": [o.to_dict() for o in self.outcomes]}
+        return {
+            "packer": self.packer,
+            "examples": self.examples,
+            "seed": self.seed,
+            "max_blocks": self.max_blocks,
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "laws": [o.to_dict() for o in self.outcomes],
+        }
 
     def render(self) -> str:
-        lines = [f"packing laws for packer {self.packer.get('name', '?')!r}: boundary examples up to "
-                 f"{self.max_blocks} blocks, then up to {self.examples} examples per law, seed {self.seed}"]
+        lines = [
+            f"packing laws for packer {self.packer.get('name', '?')!r}: boundary examples up to "
+            f"{self.max_blocks} blocks, then up to {self.examples} examples per law, seed {self.seed}"
+        ]
         width = max((len(o.law) for o in self.outcomes), default=0)
         for o in self.outcomes:
             if o.status == HELD:
@@ -100,11 +120,15 @@ class LawsReport:
                 c = o.counterexample
                 assert c is not None, "the runner records a counterexample with every broken law"
                 kind = ", a boundary example cut down" if c.source == "boundary" else ""
-                count = (f"minimal counterexample of {len(c.blocks)} block(s){kind}, found after "
-                         f"{c.found_after} example{'s' if c.found_after != 1 else ''}")
+                count = (
+                    f"minimal counterexample of {len(c.blocks)} block(s){kind}, found after "
+                    f"{c.found_after} example{'s' if c.found_after != 1 else ''}"
+                )
             else:
-                count = (f"judged on {o.judged} example(s), {o.skipped} could not be judged: "
-                         "counted as a failure, never as held")
+                count = (
+                    f"judged on {o.judged} example(s), {o.skipped} could not be judged: "
+                    "counted as a failure, never as held"
+                )
             note = "".join(f"; {n}" for n in o.notes)
             status = o.status if o.status == HELD else o.status.upper()
             lines.append(f"  {o.law:<{width}}  {status:<10} ({count}{note})")
@@ -114,9 +138,12 @@ class LawsReport:
                 lines.extend(render_broken(o))
         failed = self.broken
         lines.append("")
-        lines.append(f"all {len(self.outcomes)} laws hold ({self.seconds:.1f} s)" if self.ok else
-                     f"{len(failed)} of {len(self.outcomes)} laws broken or not judged: "
-                     f"{', '.join(o.law for o in failed)} ({self.seconds:.1f} s)")
+        lines.append(
+            f"all {len(self.outcomes)} laws hold ({self.seconds:.1f} s)"
+            if self.ok
+            else f"{len(failed)} of {len(self.outcomes)} laws broken or not judged: "
+            f"{', '.join(o.law for o in failed)} ({self.seconds:.1f} s)"
+        )
         return "\n".join(lines)
 
 
@@ -159,8 +186,10 @@ def _arr(values: np.ndarray, limit: int = 24) -> str:
 
 
 def describe_block(block: Block) -> str:
-    text = (f"{block.id}: SPAN {block.span.shape[0]} samples {_arr(block.span, 8)}, OFFSETS {_arr(block.offsets)}, "
-            f"VALID {_arr(block.valid)}")
+    text = (
+        f"{block.id}: SPAN {block.span.shape[0]} samples {_arr(block.span, 8)}, OFFSETS {_arr(block.offsets)}, "
+        f"VALID {_arr(block.valid)}"
+    )
     if block.op.is_voiceprint and block.idx is not None:  # (Block.create: OP 1/2 blocks have IDX)
         text += f", rows {block.rows}: IDX {_arr(block.idx)}"
         if block.speakers is not None:
@@ -169,40 +198,66 @@ def describe_block(block: Block) -> str:
 
 
 def describe_request(packed: PackedRequest) -> list[str]:
-    lines = [f"OP {int(packed.op)}, k={packed.k}, SPAN {packed.span.shape[0]} samples {_arr(packed.span, 8)}",
-             f"OFFSETS {_arr(packed.offsets, 48)}", f"VALID   {_arr(packed.valid, 48)}"]
+    lines = [
+        f"OP {int(packed.op)}, k={packed.k}, SPAN {packed.span.shape[0]} samples {_arr(packed.span, 8)}",
+        f"OFFSETS {_arr(packed.offsets, 48)}",
+        f"VALID   {_arr(packed.valid, 48)}",
+    ]
     if packed.idx is not None:
         weights = None if packed.weights is None else list(packed.weights.shape)
-        lines.append(f"IDX {_arr(packed.idx, 48)}, WEIGHTS {weights}"
-                     + (f", speakers {_arr(packed.speakers, 48)}" if packed.speakers is not None else ""))
-    shown = packed.segments if len(packed.segments) <= LAYOUT_SHOWN else packed.segments[:LAYOUT_SHOWN - 2]
+        lines.append(
+            f"IDX {_arr(packed.idx, 48)}, WEIGHTS {weights}"
+            + (f", speakers {_arr(packed.speakers, 48)}" if packed.speakers is not None else "")
+        )
+    shown = packed.segments if len(packed.segments) <= LAYOUT_SHOWN else packed.segments[: LAYOUT_SHOWN - 2]
     layout = "; ".join(_segment(s) for s in shown)
     if len(shown) < len(packed.segments):  # a request padded to 64: the first segments and the last one
-        pads = sum(s.padding for s in packed.segments[len(shown):-1])
-        layout += (f"; ... {len(packed.segments) - len(shown) - 1} more ({pads} of them padding) ...; "
-                   f"{_segment(packed.segments[-1])}")
+        pads = sum(s.padding for s in packed.segments[len(shown) : -1])
+        layout += (
+            f"; ... {len(packed.segments) - len(shown) - 1} more ({pads} of them padding) ...; "
+            f"{_segment(packed.segments[-1])}"
+        )
     lines.append(f"layout: {layout}")
     if packed.batch_inputs:
-        lines.append("index tensors: " + ", ".join(f"{k} {_arr(v)}" for k, v in sorted(packed.batch_inputs.items())
-                                                    if k != "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"))
+        lines.append(
+            "index tensors: "
+            + ", ".join(
+                f"{k} {_arr(v)}"
+                for k, v in sorted(packed.batch_inputs.items())
+                if k != "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"
+            )
+        )
     return lines
 
 
 def _segment(s: Segment) -> str:
-    return (f"{s.block_id}{' (padding)' if s.padding else ''} SPAN[{s.span_start}:{s.span_start + s.span_length}] "
-            f"windows[{s.window_start}:{s.window_start + s.windows}] rows[{s.row_start}:{s.row_start + s.rows}]")
+    return (
+        f"{s.block_id}{' (padding)' if s.padding else ''} SPAN[{s.span_start}:{s.span_start + s.span_length}] "
+        f"windows[{s.window_start}:{s.window_start + s.windows}] rows[{s.row_start}:{s.row_start + s.rows}]"
+    )
 
 
 def block_dict(block: Block) -> dict[str, Any]:
-    out = {"id": block.id, "op": int(block.op), "span_length": int(block.span.shape[0]),
-           "offsets": block.offsets.tolist(), "valid": block.valid.tolist(), "rows": block.rows}
+    out = {
+        "id": block.id,
+        "op": int(block.op),
+        "span_length": int(block.span.shape[0]),
+        "offsets": block.offsets.tolist(),
+        "valid": block.valid.tolist(),
+        "rows": block.rows,
+    }
     if block.idx is not None:
         out["idx"] = block.idx.tolist()
     return out
 
 
 def request_dict(packed: PackedRequest) -> dict[str, Any]:
-    return {"op": int(packed.op), "k": packed.k, "span_length": int(packed.span.shape[0]),
-            "offsets": packed.offsets.tolist(), "valid": packed.valid.tolist(),
-            "idx": None if packed.idx is None else packed.idx.tolist(),
-            "segments": [asdict(s) for s in packed.segments]}
+    return {
+        "op": int(packed.op),
+        "k": packed.k,
+        "span_length": int(packed.span.shape[0]),
+        "offsets": packed.offsets.tolist(),
+        "valid": packed.valid.tolist(),
+        "idx": None if packed.idx is None else packed.idx.tolist(),
+        "segments": [asdict(s) for s in packed.segments],
+    }

@@ -15,7 +15,7 @@ and the mixin :class:`PackerLawTests`, one test per law::
         examples = 50
 
         def make_packer(self):
-            return MyPacker()          # any harness.packers.packing.Packer, e.g. ExternalPacker("my-engine --pack", ...)
+            return MyPacker()  # any harness.packers.packing.Packer, e.g. ExternalPacker("my-engine --pack", ...)
 
 ini options: ``packer_laws_examples`` (default 100) and ``packer_laws_seed`` (default 0) for the fixture.
 Both are deterministic: the same seed gives the same examples and the same minimal counterexample.
@@ -45,10 +45,15 @@ def check_packer_laws(request: pytest.FixtureRequest) -> Callable[..., LawsRepor
     default_examples = int(request.config.getini("packer_laws_examples"))
     default_seed = int(request.config.getini("packer_laws_seed"))
 
-    def check(packer: Packer, examples: int | None = None, seed: int | None = None,
-              max_blocks: int = DEFAULT_MAX_BLOCKS) -> LawsReport:
-        report = check_packer(packer, examples=examples or default_examples,
-                              seed=default_seed if seed is None else seed, max_blocks=max_blocks)
+    def check(
+        packer: Packer, examples: int | None = None, seed: int | None = None, max_blocks: int = DEFAULT_MAX_BLOCKS
+    ) -> LawsReport:
+        report = check_packer(
+            packer,
+            examples=examples or default_examples,
+            seed=default_seed if seed is None else seed,
+            max_blocks=max_blocks,
+        )
         if not report.ok:
             pytest.fail(report.render(), pytrace=False)
         return report
@@ -59,8 +64,10 @@ def check_packer_laws(request: pytest.FixtureRequest) -> Callable[..., LawsRepor
 def render_outcome(outcome: LawOutcome) -> str:
     if outcome.status == BROKEN:
         return "\n".join(render_broken(outcome))
-    return (f"law {outcome.law} not judged: held on {outcome.judged} example(s), {outcome.skipped} could not be "
-            "judged (a law not judged on every example is a failure)")
+    return (
+        f"law {outcome.law} not judged: held on {outcome.judged} example(s), {outcome.skipped} could not be "
+        "judged (a law not judged on every example is a failure)"
+    )
 
 
 class PackerLawTests:

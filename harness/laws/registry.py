@@ -76,31 +76,76 @@ def _padding_examples(draw: st.DrawFn, max_blocks: int = DEFAULT_MAX_BLOCKS) -> 
 def _associative_note(packer: Packer) -> str:
     if getattr(packer, "accepts_packs", False):
         return "concatenation and nested forms"
-    return ("concatenation form only: the nested form pack([pack(a..b), pack(c..d)]) needs a packer that takes "
-            "packs, and this one takes blocks")
+    return (
+        "concatenation form only: the nested form pack([pack(a..b), pack(c..d)]) needs a packer that takes "
+        "packs, and this one takes blocks"
+    )
 
 
 LAWS: tuple[Law, ...] = (
-    Law("well-formed", "the packer answers every valid request with a request that meets the contract "
-        "(names, dtypes, OFFSETS + VALID inside SPAN, IDX in range) and a consistent layout", law_well_formed,
-        _padded_examples, boundary=boundary.padded),
-    Law("round-trip", "split by its layout, the request gives back every block exactly (SPAN, OFFSETS, VALID, "
-        "WEIGHTS, IDX, speakers), and unpack returns each block's own outputs", law_round_trip, _plain,
-        boundary=boundary.plain),
-    Law("own-samples", "every window sees exactly the samples it sees when its block is sent alone (zeros past "
-        "VALID, never another block's audio)", law_own_samples, _plain, boundary=boundary.plain),
-    Law("rebased-inside", "each block's OFFSETS + VALID stay inside its own part of SPAN and its IDX inside its "
-        "own windows", law_rebased_inside, _plain, boundary=boundary.plain),
-    Law("per-window-function", "a per-window (OP 0) / per-row (OP 1/2) function of the packed request, "
-        "unpacked, equals the function of each block alone", law_per_window_function, _plain,
-        boundary=boundary.plain),
-    Law("associative", "pack(a..b) ++ pack(c..d) == pack(a..d), ++ being the contract's rebasing concatenation",
-        law_associative, _cut_examples, _associative_note, boundary=boundary.cuts),
-    Law("padding-dropped", "padded to k with empty blocks, the request holds k blocks and unpack returns exactly "
-        "the real ones, with their own outputs", law_padding_dropped, _padding_examples, boundary=boundary.padding),
-    Law("ragged-index", "Triton's batch-input index tensors (element counts, accumulated counts with and without "
+    Law(
+        "well-formed",
+        "the packer answers every valid request with a request that meets the contract "
+        "(names, dtypes, OFFSETS + VALID inside SPAN, IDX in range) and a consistent layout",
+        law_well_formed,
+        _padded_examples,
+        boundary=boundary.padded,
+    ),
+    Law(
+        "round-trip",
+        "split by its layout, the request gives back every block exactly (SPAN, OFFSETS, VALID, "
+        "WEIGHTS, IDX, speakers), and unpack returns each block's own outputs",
+        law_round_trip,
+        _plain,
+        boundary=boundary.plain,
+    ),
+    Law(
+        "own-samples",
+        "every window sees exactly the samples it sees when its block is sent alone (zeros past "
+        "VALID, never another block's audio)",
+        law_own_samples,
+        _plain,
+        boundary=boundary.plain,
+    ),
+    Law(
+        "rebased-inside",
+        "each block's OFFSETS + VALID stay inside its own part of SPAN and its IDX inside its own windows",
+        law_rebased_inside,
+        _plain,
+        boundary=boundary.plain,
+    ),
+    Law(
+        "per-window-function",
+        "a per-window (OP 0) / per-row (OP 1/2) function of the packed request, "
+        "unpacked, equals the function of each block alone",
+        law_per_window_function,
+        _plain,
+        boundary=boundary.plain,
+    ),
+    Law(
+        "associative",
+        "pack(a..b) ++ pack(c..d) == pack(a..d), ++ being the contract's rebasing concatenation",
+        law_associative,
+        _cut_examples,
+        _associative_note,
+        boundary=boundary.cuts,
+    ),
+    Law(
+        "padding-dropped",
+        "padded to k with empty blocks, the request holds k blocks and unpack returns exactly "
+        "the real ones, with their own outputs",
+        law_padding_dropped,
+        _padding_examples,
+        boundary=boundary.padding,
+    ),
+    Law(
+        "ragged-index",
+        "Triton's batch-input index tensors (element counts, accumulated counts with and without "
         "zero, max element count as shape, item shapes) are exactly those of the packer's layout, one item per "
         "segment, a padding block an item of 0 samples, in one integer dtype, and locate every block's span in SPAN",
-        law_ragged_index, _padded_examples, boundary=boundary.padded),
+        law_ragged_index,
+        _padded_examples,
+        boundary=boundary.padded,
+    ),
 )
 LAWS_BY_NAME: dict[str, Law] = {law.name: law for law in LAWS}

@@ -17,8 +17,16 @@ from harness.data.ops import Op
 W = 64  # window samples of the law geometry
 F = 5  # frames per window
 D = 3  # embedding width
-LAW_GEOMETRY = Geometry(sample_rate=16_000, window_samples=W, frames_per_window=F, frame_step=8, speakers=3,
-                        max_simultaneous=2, embedding_dim=D, windows_per_block=8)
+LAW_GEOMETRY = Geometry(
+    sample_rate=16_000,
+    window_samples=W,
+    frames_per_window=F,
+    frame_step=8,
+    speakers=3,
+    max_simultaneous=2,
+    embedding_dim=D,
+    windows_per_block=8,
+)
 MAX_ROWS = 12
 LARGE_ONE_IN = 8  # about one generated list in LARGE_ONE_IN is drawn large (up to max_k blocks)
 
@@ -33,8 +41,9 @@ def _draft(draw: st.DrawFn, op: Op, geometry: Geometry) -> tuple[int, int, int, 
     return span_len, audible, rows, seed
 
 
-def build_block(block_id: str, op: Op, draft: tuple[int, int, int, int], position: int,
-                geometry: Geometry = LAW_GEOMETRY) -> Block:
+def build_block(
+    block_id: str, op: Op, draft: tuple[int, int, int, int], position: int, geometry: Geometry = LAW_GEOMETRY
+) -> Block:
     """The block a draft describes: the seed draws offsets, VALID and rows; seed and position the audio.
 
     The layout depends on the draft alone, so deleting a block while shrinking leaves the others'
@@ -65,8 +74,9 @@ def build_block(block_id: str, op: Op, draft: tuple[int, int, int, int], positio
 
 
 @st.composite
-def blocks(draw: st.DrawFn, op: Op | None = None, block_id: str = "b", position: int = 0,
-           geometry: Geometry = LAW_GEOMETRY) -> Block:
+def blocks(
+    draw: st.DrawFn, op: Op | None = None, block_id: str = "b", position: int = 0, geometry: Geometry = LAW_GEOMETRY
+) -> Block:
     """One valid block of ``geometry`` (any OP unless given).
 
     Hypothesis draws the span length, which windows hold audio (a bit mask: it shrinks towards

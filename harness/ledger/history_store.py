@@ -105,12 +105,28 @@ def rows_of(score: Score, seq: int, skip: Collection[int] = ()) -> list[HistoryR
                 if check.relation == "report" or check.ok is None:
                     continue
                 observed, allowed = _number(check.observed), _number(check.allowed)
-                rows.append(HistoryRow(
-                    seq=seq, created=score.created, run_id=score.run.id, release=score.release,
-                    golden_id=score.golden.id, fingerprint=score.fingerprint, device_kind=score.device_kind,
-                    numerics_profile=score.numerics_profile, packer_identity=identity, shape=int(key),
-                    op=check.op, metric=check.metric, limit=check.limit, observed=observed, allowed=allowed,
-                    margin=margin_of(observed, check.relation, allowed), ok=check.ok, verdict=shape.verdict))
+                rows.append(
+                    HistoryRow(
+                        seq=seq,
+                        created=score.created,
+                        run_id=score.run.id,
+                        release=score.release,
+                        golden_id=score.golden.id,
+                        fingerprint=score.fingerprint,
+                        device_kind=score.device_kind,
+                        numerics_profile=score.numerics_profile,
+                        packer_identity=identity,
+                        shape=int(key),
+                        op=check.op,
+                        metric=check.metric,
+                        limit=check.limit,
+                        observed=observed,
+                        allowed=allowed,
+                        margin=margin_of(observed, check.relation, allowed),
+                        ok=check.ok,
+                        verdict=shape.verdict,
+                    )
+                )
     return rows
 
 
@@ -134,8 +150,12 @@ def write_part(folder: Path, seq: int, rows: list[HistoryRow], score_digest: str
     if wrong:  # a bug (exit 3): rows of another commit
         raise RuntimeError(f"history part {seq}: {len(wrong)} of {len(rows)} rows carry seq {wrong[0]}")
     plain = [r.model_dump(mode="json") for r in rows]
-    meta: dict[str, object] = {"harness.kind": HISTORY_KIND, "harness.format": HISTORY_FORMAT, "harness.seq": seq,
-                               "harness.rows_sha256": _rows_digest(plain)}
+    meta: dict[str, object] = {
+        "harness.kind": HISTORY_KIND,
+        "harness.format": HISTORY_FORMAT,
+        "harness.seq": seq,
+        "harness.rows_sha256": _rows_digest(plain),
+    }
     if score_digest is not None:
         meta["harness.score_digest"] = score_digest
     schema = arrow_schema().with_metadata({k: json.dumps(v) for k, v in meta.items()})
@@ -165,15 +185,20 @@ def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None
         raise LedgerError(f"{path}: not a history part name (<seq:08d>.parquet)")
     seq = int(match.group(1))
     file = open_file(path, WHAT, LedgerError)
-    meta = {key: schema_metadata(file, key.encode(), path, WHAT, LedgerError)
-            for key in ("harness.kind", "harness.format", "harness.seq", "harness.rows_sha256",
-                        "harness.score_digest")}
+    meta = {
+        key: schema_metadata(file, key.encode(), path, WHAT, LedgerError)
+        for key in ("harness.kind", "harness.format", "harness.seq", "harness.rows_sha256", "harness.score_digest")
+    }
     if meta["harness.kind"] != HISTORY_KIND:
-        raise LedgerError(f"{path}: not a harness history part (kind {meta['harness.kind']!r}, expected "
-                          f"{HISTORY_KIND!r}); move it out of the history folder")
+        raise LedgerError(
+            f"{path}: not a harness history part (kind {meta['harness.kind']!r}, expected "
+            f"{HISTORY_KIND!r}); move it out of the history folder"
+        )
     if meta["harness.format"] != HISTORY_FORMAT:
-        raise LedgerError(f"{path}: unknown history part format {meta['harness.format']!r} (this harness reads "
-                          f"format {HISTORY_FORMAT})")
+        raise LedgerError(
+            f"{path}: unknown history part format {meta['harness.format']!r} (this harness reads "
+            f"format {HISTORY_FORMAT})"
+        )
     if meta["harness.seq"] != seq:
         raise LedgerError(f"{path}: holds ledger commit {meta['harness.seq']!r}, not {seq} (renamed?); refusing it")
     check_schema(file, arrow_schema(), path, WHAT, LedgerError)
@@ -181,8 +206,10 @@ def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None
     for i in range(file.num_row_groups):
         plain += read_row_group(file, i, path, WHAT, LedgerError).to_pylist()
     if _rows_digest(plain) != meta["harness.rows_sha256"]:
-        raise LedgerError(f"{path}: edited after it was written (its rows do not match harness.rows_sha256); "
-                          "refusing the whole history part")
+        raise LedgerError(
+            f"{path}: edited after it was written (its rows do not match harness.rows_sha256); "
+            "refusing the whole history part"
+        )
     rows = [validate(HistoryRow, row, f"{path}: row {i}", LedgerError) for i, row in enumerate(plain)]
     other = [r for r in rows if r.seq != seq]
     if other:
@@ -190,14 +217,17 @@ def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None
     if ledger is not None:
         digest_named = meta["harness.score_digest"]
         if digest_named is not None and not isinstance(digest_named, str):
-            raise LedgerError(f"{path}: history part metadata 'harness.score_digest' is {digest_named!r}, not a "
-                              "sha256; refusing the whole history part")
+            raise LedgerError(
+                f"{path}: history part metadata 'harness.score_digest' is {digest_named!r}, not a "
+                "sha256; refusing the whole history part"
+            )
         check_bound(path, seq, rows, digest_named, ledger, Path(ledger_path or "the ledger"))
     return rows
 
 
-def check_bound(path: Path, seq: int, rows: list[HistoryRow], score_digest: str | None, ledger: Ledger,
-                ledger_path: Path) -> None:
+def check_bound(
+    path: Path, seq: int, rows: list[HistoryRow], score_digest: str | None, ledger: Ledger, ledger_path: Path
+) -> None:
     """Refuse a part that is not the figures of ``ledger``'s commit ``seq``: a row of a shape, model, device
     kind, profile or packer the commit recorded no event for, a row of another run than that event's, or a
     score digest other than the commit's (parts written before the digest was recorded name none: their rows'
@@ -206,17 +236,25 @@ def check_bound(path: Path, seq: int, rows: list[HistoryRow], score_digest: str 
     applied = next(iter(events.values()), None)
 
     def refuse(holds: str) -> LedgerError:
-        did = (f"commit {seq} of {ledger_path} applied run {applied.run_id} (score {applied.score_digest[:12]}...)"
-               if applied is not None else f"commit {seq} of {ledger_path} recorded no shape")
-        return LedgerError(f"{path}: not this ledger's history part: it holds {holds}, but {did}; refusing it (a "
-                           "part of another ledger, restored or copied here?): move it out of the history folder")
+        did = (
+            f"commit {seq} of {ledger_path} applied run {applied.run_id} (score {applied.score_digest[:12]}...)"
+            if applied is not None
+            else f"commit {seq} of {ledger_path} recorded no shape"
+        )
+        return LedgerError(
+            f"{path}: not this ledger's history part: it holds {holds}, but {did}; refusing it (a "
+            "part of another ledger, restored or copied here?): move it out of the history folder"
+        )
 
     for row in rows:
-        event = events.get(entry_key(row.fingerprint, row.device_kind, row.numerics_profile, row.packer_identity,
-                                     row.shape))
+        event = events.get(
+            entry_key(row.fingerprint, row.device_kind, row.numerics_profile, row.packer_identity, row.shape)
+        )
         if event is None or event.run_id != row.run_id:
-            raise refuse(f"the figures of run {row.run_id} for shape k={row.shape} (packer {row.packer_identity}, "
-                         f"{row.device_kind}, profile {row.numerics_profile})")
+            raise refuse(
+                f"the figures of run {row.run_id} for shape k={row.shape} (packer {row.packer_identity}, "
+                f"{row.device_kind}, profile {row.numerics_profile})"
+            )
     if score_digest is not None and applied is not None and {e.score_digest for e in events.values()} != {score_digest}:
         raise refuse(f"the figures of score {score_digest[:12]}... (run {rows[0].run_id if rows else '?'})")
 
@@ -258,16 +296,20 @@ def committed_rows(folder: Path, ledger: Ledger, ledger_path: Path | None = None
     if not folder.exists():
         return []
     if not folder.is_dir():
-        raise LedgerError(f"{folder}: the ledger's history folder is a file, not a folder; move it aside (the next "
-                          "commit writes a new history folder there)")
+        raise LedgerError(
+            f"{folder}: the ledger's history folder is a file, not a folder; move it aside (the next "
+            "commit writes a new history folder there)"
+        )
     parts = []
     for path in folder.iterdir():
         if is_temporary(path.name) or not path.name.endswith(".parquet"):
             continue  # a write in flight (or one a kill left), a note: never read as a part
         match = _PART.match(path.name)
         if match is None:  # DuckDB or pandas would read it as part of the table: refused, not skipped
-            raise LedgerError(f"{path}: a Parquet file that is not a history part (<seq:08d>.parquet) in the "
-                              "ledger's history folder; move it elsewhere")
+            raise LedgerError(
+                f"{path}: a Parquet file that is not a history part (<seq:08d>.parquet) in the "
+                "ledger's history folder; move it elsewhere"
+            )
         if int(match.group(1)) <= ledger_seq:
             parts.append((int(match.group(1)), path))
     rows: list[HistoryRow] = []
@@ -276,11 +318,25 @@ def committed_rows(folder: Path, ledger: Ledger, ledger_path: Path | None = None
     return rows
 
 
-def series(rows: list[HistoryRow], *, shape: int, op: int, metric: str | None = None, device_kind: str | None = None,
-           numerics_profile: str | None = None, packer_identity: str | None = None) -> list[HistoryRow]:
+def series(
+    rows: list[HistoryRow],
+    *,
+    shape: int,
+    op: int,
+    metric: str | None = None,
+    device_kind: str | None = None,
+    numerics_profile: str | None = None,
+    packer_identity: str | None = None,
+) -> list[HistoryRow]:
     """The rows of one shape and OP (and metric, device, profile, packer when given), ordered by seq."""
-    picked = [r for r in rows if r.shape == shape and r.op == op and (metric is None or r.metric == metric)
-              and (device_kind is None or r.device_kind == device_kind)
-              and (numerics_profile is None or r.numerics_profile == numerics_profile)
-              and (packer_identity is None or r.packer_identity == packer_identity)]
+    picked = [
+        r
+        for r in rows
+        if r.shape == shape
+        and r.op == op
+        and (metric is None or r.metric == metric)
+        and (device_kind is None or r.device_kind == device_kind)
+        and (numerics_profile is None or r.numerics_profile == numerics_profile)
+        and (packer_identity is None or r.packer_identity == packer_identity)
+    ]
     return sorted(picked, key=lambda r: r.seq)  # stable: within a seq, as written

@@ -92,30 +92,43 @@ def trend(shape: int, op: int, metric: str, rows: Sequence[HistoryRow], settings
     if (shrank or near) and first is not None and last is not None:
         over = f", over the x{settings.shrink_factor:.1f} allowed" if shrank else ""
         grew = f" (x{_factor(growth)}{over})" if growth is not None else ""
-        parts = [f"k={shape} OP {op} {metric}: margin {_num(first)} -> {_num(last)} over {len(points)} "
-                 f"night{'s' if len(points) != 1 else ''}{grew}"]
+        parts = [
+            f"k={shape} OP {op} {metric}: margin {_num(first)} -> {_num(last)} over {len(points)} "
+            f"night{'s' if len(points) != 1 else ''}{grew}"
+        ]
         if near:
             parts.append(f"{_num(last)} of its limit (warned from {_num(settings.near_limit)})")
         line = "; ".join(parts)
     return MarginTrend(shape, op, metric, points, first, last, top, growth, shrank, near, line)
 
 
-def margins_view(rows: Iterable[HistoryRow], settings: HistorySection, *, device_kind: str | None = None,
-                 numerics_profile: str | None = None, packer_identity: str | None = None) -> MarginsView:
+def margins_view(
+    rows: Iterable[HistoryRow],
+    settings: HistorySection,
+    *,
+    device_kind: str | None = None,
+    numerics_profile: str | None = None,
+    packer_identity: str | None = None,
+) -> MarginsView:
     """The trends of the allowed shapes: those whose latest night in the window passed (a failing shape
     already fails the nightly; its margin says nothing more). Rows of another device kind, numerics profile
     or packer are left out (given ones only): a margin is comparable only under the same key."""
-    kept = [r for r in rows
-            if (device_kind is None or r.device_kind == device_kind)
-            and (numerics_profile is None or r.numerics_profile == numerics_profile)
-            and (packer_identity is None or r.packer_identity == packer_identity)]
-    seqs = sorted({r.seq for r in kept})[-settings.nights:] if settings.nights > 0 else []
+    kept = [
+        r
+        for r in rows
+        if (device_kind is None or r.device_kind == device_kind)
+        and (numerics_profile is None or r.numerics_profile == numerics_profile)
+        and (packer_identity is None or r.packer_identity == packer_identity)
+    ]
+    seqs = sorted({r.seq for r in kept})[-settings.nights :] if settings.nights > 0 else []
     window = set(seqs)
     series: dict[tuple[int, int, str], list[HistoryRow]] = {}
     for r in sorted(kept, key=lambda r: r.seq):
         if r.seq in window:
             series.setdefault((r.shape, r.op, r.metric), []).append(r)
-    trends = tuple(trend(shape, op, metric, rows_, settings)
-                   for (shape, op, metric), rows_ in sorted(series.items())
-                   if rows_[-1].verdict == "pass")
+    trends = tuple(
+        trend(shape, op, metric, rows_, settings)
+        for (shape, op, metric), rows_ in sorted(series.items())
+        if rows_[-1].verdict == "pass"
+    )
     return MarginsView(settings, len(seqs), trends)

@@ -51,8 +51,10 @@ REVOKED: State = "revoked"
 _NOT_DERIVED = ("generated", "manifest_sha256")
 Shapes = set[tuple[str, str, str, str, str, int]]
 # A state change apply_score made: a plain dict the report writes as is ("from" is a Python keyword).
-Transition = TypedDict("Transition", {"shape": int, "packer": str, "from": State, "to": State, "run_id": str,
-                                      "passed": bool, "reasons": list[str]})
+Transition = TypedDict(
+    "Transition",
+    {"shape": int, "packer": str, "from": State, "to": State, "run_id": str, "passed": bool, "reasons": list[str]},
+)
 
 
 def now() -> str:
@@ -61,10 +63,16 @@ def now() -> str:
 
 def sealed_ledger(seq: int, updated: str | None, entries: dict[str, LedgerEntry]) -> Ledger:
     """The ledger of these entries, sealed over exactly the JSON it is written as."""
-    body = {"kind": "harness.ledger", "format": FORMAT, "seq": seq, "updated": updated,
-            "entries": {key: as_written(e) for key, e in entries.items()}}
-    return Ledger(kind="harness.ledger", format=FORMAT, seq=seq, updated=updated, entries=entries,
-                  ledger_sha256=digest(body))
+    body = {
+        "kind": "harness.ledger",
+        "format": FORMAT,
+        "seq": seq,
+        "updated": updated,
+        "entries": {key: as_written(e) for key, e in entries.items()},
+    }
+    return Ledger(
+        kind="harness.ledger", format=FORMAT, seq=seq, updated=updated, entries=entries, ledger_sha256=digest(body)
+    )
 
 
 def empty_ledger() -> Ledger:
@@ -76,23 +84,31 @@ def packer_of(score: Score) -> tuple[str, LawsVerdict]:
     requires the verdict; the identity is checked here)."""
     identity = score.packer.get("identity")
     if not isinstance(identity, str) or not identity:
-        raise LedgerError("the score names no packer identity (score.packer.identity): re-score the run with this "
-                          "harness version; a shape is promoted only for the packer it was proven with")
+        raise LedgerError(
+            "the score names no packer identity (score.packer.identity): re-score the run with this "
+            "harness version; a shape is promoted only for the packer it was proven with"
+        )
     return identity, score.laws
 
 
 def laws_reason(identity: str, laws: LawsVerdict) -> str | None:
     """Why the laws verdict does not allow a promotion for ``identity`` (None: it does)."""
     if laws.packer_identity != identity:
-        return (f"the packing laws were judged for packer {laws.packer_identity!r}, not the fast lane's packer "
-                f"{identity!r}: nothing may be promoted without that packer's own laws verdict")
+        return (
+            f"the packing laws were judged for packer {laws.packer_identity!r}, not the fast lane's packer "
+            f"{identity!r}: nothing may be promoted without that packer's own laws verdict"
+        )
     if laws.verdict == "not-judged":
-        return (f"the packing laws of packer {identity} were not judged in this run (turned off): a packer is "
-                "promoted only with its laws held; run the nightly with the laws on")
+        return (
+            f"the packing laws of packer {identity} were not judged in this run (turned off): a packer is "
+            "promoted only with its laws held; run the nightly with the laws on"
+        )
     if laws.verdict != "hold":
         broken = ", ".join(laws.broken) or "?"
-        return (f"packer {identity} breaks the packing laws ({broken}; verdict {laws.verdict!r}, "
-                f"{laws.examples} examples, seed {laws.seed}): nothing may be promoted for it")
+        return (
+            f"packer {identity} breaks the packing laws ({broken}; verdict {laws.verdict!r}, "
+            f"{laws.examples} examples, seed {laws.seed}): nothing may be promoted for it"
+        )
     return None
 
 
@@ -141,8 +157,11 @@ def overrides_line(score: Score) -> str | None:
 
 def judged_under(score: Score) -> JudgedUnder:
     """What a ledger event records of how its score was judged (schema: ``LedgerEvent.judged_under``)."""
-    return JudgedUnder(tolerance_mode=tolerance_mode(score.tolerances), voiceprint_inputs=score.mode,
-                       overrides=judging_overrides(score))
+    return JudgedUnder(
+        tolerance_mode=tolerance_mode(score.tolerances),
+        voiceprint_inputs=score.mode,
+        overrides=judging_overrides(score),
+    )
 
 
 def release_shapes_of(release_shapes: dict[str, list[int]]) -> set[int]:
@@ -151,8 +170,9 @@ def release_shapes_of(release_shapes: dict[str, list[int]]) -> set[int]:
     return {k for ks in release_shapes.values() for k in ks if all(k in v for v in release_shapes.values())}
 
 
-def apply_score(ledger: Ledger, score: Score, run_created: str, release_shapes: dict[str, list[int]]
-                ) -> tuple[Ledger, list[Transition]]:
+def apply_score(
+    ledger: Ledger, score: Score, run_created: str, release_shapes: dict[str, list[int]]
+) -> tuple[Ledger, list[Transition]]:
     """A new ledger with one (already verified) score applied, and the state changes it made (``ledger``
     itself is frozen and unchanged).
 
@@ -179,18 +199,24 @@ def apply_score(ledger: Ledger, score: Score, run_created: str, release_shapes: 
         if entry is not None:
             last = entry.history[-1]
             if any(e.run_id == run_id for e in entry.history):
-                raise LedgerError(f"shape k={k}: run {run_id} is already in the ledger (event {last.seq}, packer "
-                                  f"{identity}); a score is applied once")
+                raise LedgerError(
+                    f"shape k={k}: run {run_id} is already in the ledger (event {last.seq}, packer "
+                    f"{identity}); a score is applied once"
+                )
             if run_created <= last.run_created:
-                raise LedgerError(f"shape k={k}: run {run_id} ({run_created}) is older than the shape's last event "
-                                  f"for packer {identity} (run {last.run_id}, {last.run_created}): a replayed "
-                                  "score cannot rewrite history")
+                raise LedgerError(
+                    f"shape k={k}: run {run_id} ({run_created}) is older than the shape's last event "
+                    f"for packer {identity} (run {last.run_id}, {last.run_created}): a replayed "
+                    "score cannot rewrite history"
+                )
         reasons = list(shape.reasons)
         if laws_block:
             reasons.insert(0, laws_block)
         if not golden_ok:
-            reasons.append(f"the run's exact lane did not reproduce golden {score.golden.id} "
-                           f"({score.verification.status}): nothing may be promoted")
+            reasons.append(
+                f"the run's exact lane did not reproduce golden {score.golden.id} "
+                f"({score.verification.status}): nothing may be promoted"
+            )
         passed = shape.verdict == "pass" and golden_ok and laws_block is None
         before = entry.state if entry is not None else CANDIDATE
         after, revoked_by = before, entry.revoked_by if entry is not None else None
@@ -200,17 +226,44 @@ def apply_score(ledger: Ledger, score: Score, run_created: str, release_shapes: 
             after, revoked_by, keep_out = PROMOTED, None, False
         elif before == PROMOTED:
             after, revoked_by, keep_out = REVOKED, run_id, False
-        event = LedgerEvent(seq=seq, at=at, run_id=run_id, run_created=run_created, score_digest=score.digest,
-                            golden_id=score.golden.id, release=score.release, verdict="pass" if passed else "fail",
-                            state=after, reasons=reasons, evidence=_evidence(score, k, laws), judged_under=judging)
+        event = LedgerEvent(
+            seq=seq,
+            at=at,
+            run_id=run_id,
+            run_created=run_created,
+            score_digest=score.digest,
+            golden_id=score.golden.id,
+            release=score.release,
+            verdict="pass" if passed else "fail",
+            state=after,
+            reasons=reasons,
+            evidence=_evidence(score, k, laws),
+            judged_under=judging,
+        )
         entries[key] = LedgerEntry(
-            fingerprint=score.fingerprint, device_kind=score.device_kind, numerics_profile=score.numerics_profile,
-            packer_identity=identity, release=score.release, release_ops=release_ops,
-            numerics=dict(score.numerics.in_force), shape=k_int, state=after,
+            fingerprint=score.fingerprint,
+            device_kind=score.device_kind,
+            numerics_profile=score.numerics_profile,
+            packer_identity=identity,
+            release=score.release,
+            release_ops=release_ops,
+            numerics=dict(score.numerics.in_force),
+            shape=k_int,
+            state=after,
             history=[*(entry.history if entry is not None else []), event],
-            **({} if keep_out else {"revoked_by": revoked_by}))
-        transitions.append({"shape": k_int, "packer": identity, "from": before, "to": after,
-                            "run_id": run_id, "passed": passed, "reasons": reasons})
+            **({} if keep_out else {"revoked_by": revoked_by}),
+        )
+        transitions.append(
+            {
+                "shape": k_int,
+                "packer": identity,
+                "from": before,
+                "to": after,
+                "run_id": run_id,
+                "passed": passed,
+                "reasons": reasons,
+            }
+        )
     return sealed_ledger(seq, at, entries), transitions
 
 
@@ -226,10 +279,13 @@ def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
         "corpus_blocks": score.corpus.blocks,
         "requests": shape.requests.model_dump(mode="json"),
         "laws": laws.model_dump(mode="json"),
-        "ops": {op: {"metrics": {m: v.metrics.get(m) for m in ("max_abs", "min_cosine", "flips", "rows")
-                                 if m in v.metrics},
-                     "failed_checks": [c.metric for c in v.checks if c.ok is False]}
-                for op, v in shape.ops.items()},
+        "ops": {
+            op: {
+                "metrics": {m: v.metrics.get(m) for m in ("max_abs", "min_cosine", "flips", "rows") if m in v.metrics},
+                "failed_checks": [c.metric for c in v.checks if c.ok is False],
+            }
+            for op, v in shape.ops.items()
+        },
         "speedup": throughput.get("speedup") if isinstance(throughput, dict) else None,
     }
 
@@ -255,8 +311,10 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
     them), so every reader can re-derive the manifest from the ledger alone; ``release_shapes`` is
     only a fallback for entries without them."""
     found: dict[tuple[str, str, str], _Profile] = {}
-    for entry in sorted(ledger.entries.values(), key=lambda e: (e.fingerprint, e.device_kind, e.numerics_profile,
-                                                                 e.packer_identity, e.shape)):
+    for entry in sorted(
+        ledger.entries.values(),
+        key=lambda e: (e.fingerprint, e.device_kind, e.numerics_profile, e.packer_identity, e.shape),
+    ):
         profile = found.setdefault((entry.fingerprint, entry.device_kind, entry.numerics_profile), _Profile())
         last = entry.history[-1]
         if last.seq >= profile.seq:  # the most recent entry's numerics and release
@@ -267,33 +325,59 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
             laws = last.evidence["laws"]  # the ledger's schema: a promoted entry's evidence has them
             packer.promoted.add(entry.shape)
             packer.evidence[str(entry.shape)] = {
-                "run_id": last.run_id, "golden_id": last.golden_id, "release": last.release,
-                "promoted_at": last.at, "corpus_blocks": last.evidence["corpus_blocks"],
+                "run_id": last.run_id,
+                "golden_id": last.golden_id,
+                "release": last.release,
+                "promoted_at": last.at,
+                "corpus_blocks": last.evidence["corpus_blocks"],
                 "tolerance_mode": last.evidence["tolerance_mode"],
-                "laws": {key: laws.get(key) for key in ("verdict", "examples", "seed", "harness_version")}}
+                "laws": {key: laws.get(key) for key in ("verdict", "examples", "seed", "harness_version")},
+            }
     tree: dict[str, dict[str, dict[str, Any]]] = {}  # fingerprint -> device -> profile -> its JSON
     for (fp, device, name), p in found.items():
         tree.setdefault(fp, {}).setdefault(device, {})[name] = {
-            "numerics": p.numerics, "release_ops": p.release_ops,
-            "packers": {identity: {"ops": {op: sorted(set(ks) | pk.promoted) for op, ks in p.release_ops.items()},
-                                   "evidence": pk.evidence} for identity, pk in p.packers.items()}}
-    models = {fp: {"devices": {dev: {"profiles": profiles} for dev, profiles in devices.items()}}
-              for fp, devices in tree.items()}
-    body = {"kind": "harness.promoted-shapes", "format": FORMAT, "generated": now(), "ledger_seq": ledger.seq,
-            "ledger_sha256": ledger.ledger_sha256, "models": models}
-    manifest: PromotedShapes = validate(PromotedShapes, seal(body, "manifest_sha256"),
-                                        f"the manifest derived from ledger commit {ledger.seq}", LedgerError)
+            "numerics": p.numerics,
+            "release_ops": p.release_ops,
+            "packers": {
+                identity: {
+                    "ops": {op: sorted(set(ks) | pk.promoted) for op, ks in p.release_ops.items()},
+                    "evidence": pk.evidence,
+                }
+                for identity, pk in p.packers.items()
+            },
+        }
+    models = {
+        fp: {"devices": {dev: {"profiles": profiles} for dev, profiles in devices.items()}}
+        for fp, devices in tree.items()
+    }
+    body = {
+        "kind": "harness.promoted-shapes",
+        "format": FORMAT,
+        "generated": now(),
+        "ledger_seq": ledger.seq,
+        "ledger_sha256": ledger.ledger_sha256,
+        "models": models,
+    }
+    manifest: PromotedShapes = validate(
+        PromotedShapes,
+        seal(body, "manifest_sha256"),
+        f"the manifest derived from ledger commit {ledger.seq}",
+        LedgerError,
+    )
     return manifest
 
 
 def allowed_shapes(manifest: PromotedShapes) -> Shapes:
     """Every (fingerprint, device, profile, packer, OP, k) the manifest allows."""
-    return {(fp, dev, prof, packer, op, k)
-            for fp, m in manifest.models.items()
-            for dev, d in m.devices.items()
-            for prof, p in d.profiles.items()
-            for packer, pk in p.packers.items()
-            for op, ks in pk.ops.items() for k in ks}
+    return {
+        (fp, dev, prof, packer, op, k)
+        for fp, m in manifest.models.items()
+        for dev, d in m.devices.items()
+        for prof, p in d.profiles.items()
+        for packer, pk in p.packers.items()
+        for op, ks in pk.ops.items()
+        for k in ks
+    }
 
 
 def _derived_part(manifest: PromotedShapes) -> dict[str, Any]:
@@ -317,8 +401,13 @@ def manifest_differences(manifest: PromotedShapes, derived: PromotedShapes) -> l
     return out
 
 
-def ledger_states(ledger: Ledger, fingerprint: str | None = None, device: str | None = None,
-                  profile: str | None = None, packer: str | None = None) -> dict[int, LedgerEntry]:
+def ledger_states(
+    ledger: Ledger,
+    fingerprint: str | None = None,
+    device: str | None = None,
+    profile: str | None = None,
+    packer: str | None = None,
+) -> dict[int, LedgerEntry]:
     """Current entry per shape (filtered to one model/device/profile/packer if given)."""
     out = {}
     for entry in ledger.entries.values():
@@ -341,8 +430,9 @@ def removed_shapes(old: PromotedShapes | None, new: PromotedShapes) -> bool:
     return bool(allowed_shapes(old) - allowed_shapes(new))
 
 
-def allowed_for(manifest: PromotedShapes, fingerprint: str, device: str, profile: str, packer: str,
-                ops: Iterable[str]) -> dict[str, list[int]] | None:
+def allowed_for(
+    manifest: PromotedShapes, fingerprint: str, device: str, profile: str, packer: str, ops: Iterable[str]
+) -> dict[str, list[int]] | None:
     """The k ``packer`` may use per OP for one model, device and numerics profile, as :func:`may_use` answers the
     engine: the release's own shapes and those promoted with this packer's evidence; None where the manifest holds
     nothing for that model, device and profile (no shape is known to be safe there)."""
@@ -352,27 +442,46 @@ def allowed_for(manifest: PromotedShapes, fingerprint: str, device: str, profile
     if p is None:
         return None
     mine = p.packers.get(packer)
-    return {op: sorted({*p.release_ops.get(op, []),  # type: ignore[call-overload]  # op: the score's OP keys
-                        *(mine.ops.get(op, []) if mine is not None else [])})  # type: ignore[call-overload]
-            for op in ops}
+    return {
+        op: sorted(
+            {
+                *p.release_ops.get(op, []),  # type: ignore[call-overload]  # op: the score's OP keys
+                *(mine.ops.get(op, []) if mine is not None else []),  # type: ignore[call-overload]
+            }
+        )
+        for op in ops
+    }
 
 
-def may_use(manifest: PromotedShapes, packer: str, k: int, op: str, device: str, fingerprint: str | None = None,
-            profile: str | None = None) -> tuple[bool, str]:
+def may_use(
+    manifest: PromotedShapes,
+    packer: str,
+    k: int,
+    op: str,
+    device: str,
+    fingerprint: str | None = None,
+    profile: str | None = None,
+) -> tuple[bool, str]:
     """The engine's question: may ``packer`` send k blocks per call for ``op`` on ``device``?
 
     Yes only for the release's own shapes or a shape promoted with this very packer's evidence.
     ``fingerprint`` (a prefix is enough) and ``profile`` may be left out when the manifest holds
     only one model / profile on that device; an ambiguous question is refused (LedgerError)."""
-    matches = [(fp, prof, p) for fp, m in sorted(manifest.models.items())
-               if fingerprint is None or fp.startswith(fingerprint)
-               for dev, d in m.devices.items() if dev == device
-               for prof, p in sorted(d.profiles.items()) if profile is None or prof == profile]
-    asked = (f"model {fingerprint or '(any)'}, device {device}" +
-             (f", numerics profile {profile}" if profile else ""))
+    matches = [
+        (fp, prof, p)
+        for fp, m in sorted(manifest.models.items())
+        if fingerprint is None or fp.startswith(fingerprint)
+        for dev, d in m.devices.items()
+        if dev == device
+        for prof, p in sorted(d.profiles.items())
+        if profile is None or prof == profile
+    ]
+    asked = f"model {fingerprint or '(any)'}, device {device}" + (f", numerics profile {profile}" if profile else "")
     if not matches:
-        return False, (f"no: the manifest (ledger commit {manifest.ledger_seq}) has nothing for {asked}: no shape "
-                       "is known to be safe there")
+        return False, (
+            f"no: the manifest (ledger commit {manifest.ledger_seq}) has nothing for {asked}: no shape "
+            "is known to be safe there"
+        )
     if len(matches) > 1:
         which = "; ".join(f"--fingerprint {fp[:16]} --profile {prof}" for fp, prof, _ in matches)
         raise LedgerError(f"{asked}: {len(matches)} models or numerics profiles match ({which}): say which one")
@@ -383,11 +492,16 @@ def may_use(manifest: PromotedShapes, packer: str, k: int, op: str, device: str,
     mine = p.packers.get(packer)
     if mine is not None and k in mine.ops.get(op, []):  # type: ignore[call-overload]
         ev = mine.evidence[str(k)]
-        return True, (f"yes: packer {packer} may use k={k} for {where}: promoted {ev.promoted_at} by run "
-                      f"{ev.run_id} against {ev.golden_id} ({ev.corpus_blocks} blocks, "
-                      f"{ev.tolerance_mode}, laws {ev.laws.verdict})")
+        return True, (
+            f"yes: packer {packer} may use k={k} for {where}: promoted {ev.promoted_at} by run "
+            f"{ev.run_id} against {ev.golden_id} ({ev.corpus_blocks} blocks, "
+            f"{ev.tolerance_mode}, laws {ev.laws.verdict})"
+        )
     others = sorted(q for q, pk in p.packers.items() if q != packer and k in pk.ops.get(op, []))  # type: ignore[call-overload]
-    also = f" (it is promoted only for packer(s) {', '.join(others)}: their evidence is not this packer's)" \
-        if others else ""
+    also = (
+        f" (it is promoted only for packer(s) {', '.join(others)}: their evidence is not this packer's)"
+        if others
+        else ""
+    )
     known = "has no evidence" if mine is None else f"may use only k = {', '.join(map(str, mine.ops.get(op, [])))}"  # type: ignore[call-overload]
     return False, f"no: packer {packer} {known} for {where}; k={k} is not promoted for it{also}"

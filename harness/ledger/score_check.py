@@ -42,8 +42,9 @@ def read_score(path: Path) -> Score:
         raise LedgerError(f"{path}: not a score file (kind {kind!r})")
     score: Score = validate(Score, data, str(path), LedgerError)
     if not seal_ok(data, "digest"):
-        raise LedgerError(f"{path}: edited after it was written (its digest does not match its content); score the "
-                          "run again")
+        raise LedgerError(
+            f"{path}: edited after it was written (its digest does not match its content); score the run again"
+        )
     return score
 
 
@@ -66,13 +67,17 @@ def check_self_consistent(score: Score, where: str) -> None:
         want = "pass" if passed else "fail"
         if shape.verdict != want:
             why = f"; {reasons[0]}" if reasons else ""
-            raise LedgerError(f"{where}: shape k={k}: verdict {shape.verdict!r} disagrees with its OPs, its "
-                              f"full k-block requests, its evidence and its packer's packing laws ({want}{why})")
+            raise LedgerError(
+                f"{where}: shape k={k}: verdict {shape.verdict!r} disagrees with its OPs, its "
+                f"full k-block requests, its evidence and its packer's packing laws ({want}{why})"
+            )
         check_cause(int(k), shape, facts, where)
         warned = {(w.kind, w.op) for w in shape.warnings}
         if warned != warning_keys(shape, floors):
-            raise LedgerError(f"{where}: shape k={k}: its warnings {sorted(warned)} are not the ones its own evidence "
-                              f"gives {sorted(warning_keys(shape, floors))}: the score disagrees with itself")
+            raise LedgerError(
+                f"{where}: shape k={k}: its warnings {sorted(warned)} are not the ones its own evidence "
+                f"gives {sorted(warning_keys(shape, floors))}: the score disagrees with itself"
+            )
     verification = score.verification
     for op_key, verdict in verification.ops.items():
         _check_op(verdict, None, f"{where}: golden reproduction OP {op_key}")
@@ -86,51 +91,68 @@ def check_self_consistent(score: Score, where: str) -> None:
 def _check_op(verdict: OpVerdictModel, limits: dict[str, Any] | None, where: str) -> None:
     if limits is not None and verdict.limits != limits:
         diff = sorted(k for k in set(limits) | set(verdict.limits) if limits.get(k) != verdict.limits.get(k))
-        raise LedgerError(f"{where}: limit {diff[0]} is {verdict.limits.get(diff[0])!r}, but the score's own "
-                          f"tolerances give {limits.get(diff[0])!r}")
+        raise LedgerError(
+            f"{where}: limit {diff[0]} is {verdict.limits.get(diff[0])!r}, but the score's own "
+            f"tolerances give {limits.get(diff[0])!r}"
+        )
     for c in verdict.checks:
         if c.relation == "report":
             continue
         source = verdict.limits if limits is None else limits
         expected = source.get(c.limit) if c.limit else 0
         if c.allowed != expected:
-            raise LedgerError(f"{where}: check {c.metric} allows {c.allowed!r}, its limit {c.limit or '0'} is "
-                              f"{expected!r}")
+            raise LedgerError(
+                f"{where}: check {c.metric} allows {c.allowed!r}, its limit {c.limit or '0'} is {expected!r}"
+            )
         if c.ok != holds(c.observed, c.relation, c.allowed):
-            raise LedgerError(f"{where}: check {c.metric} says ok={c.ok} but {c.observed!r} {c.relation} "
-                              f"{c.allowed!r} is {not c.ok}: the score disagrees with itself")
+            raise LedgerError(
+                f"{where}: check {c.metric} says ok={c.ok} but {c.observed!r} {c.relation} "
+                f"{c.allowed!r} is {not c.ok}: the score disagrees with itself"
+            )
     passed = not any(c.ok is False for c in verdict.checks)
     if verdict.passed != passed:
         raise LedgerError(f"{where}: 'passed' is {verdict.passed} but its checks say {passed}")
 
 
-def check_binding(score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any],
-                  tolerances: Tolerances, where: str) -> None:
+def check_binding(
+    score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any], tolerances: Tolerances, where: str
+) -> None:
     """The score judged this run against this golden, with this release's tolerances."""
     if score.golden.manifest_sha256 != golden_manifest["manifest_sha256"]:
-        raise LedgerError(f"{where}: judged golden {score.golden.id} with manifest "
-                          f"{score.golden.manifest_sha256[:12]}..., but {score.golden.path} now has "
-                          f"{golden_manifest['manifest_sha256'][:12]}... ({golden_manifest['golden_id']})")
+        raise LedgerError(
+            f"{where}: judged golden {score.golden.id} with manifest "
+            f"{score.golden.manifest_sha256[:12]}..., but {score.golden.path} now has "
+            f"{golden_manifest['manifest_sha256'][:12]}... ({golden_manifest['golden_id']})"
+        )
     if score.run.manifest_sha256 != run_manifest["manifest_sha256"]:
-        raise LedgerError(f"{where}: judged run {score.run.id} with manifest "
-                          f"{score.run.manifest_sha256[:12]}..., but {score.run.path} now has "
-                          f"{run_manifest['manifest_sha256'][:12]}...")
+        raise LedgerError(
+            f"{where}: judged run {score.run.id} with manifest "
+            f"{score.run.manifest_sha256[:12]}..., but {score.run.path} now has "
+            f"{run_manifest['manifest_sha256'][:12]}..."
+        )
     if run_manifest["golden_id"] != golden_manifest["golden_id"]:
-        raise LedgerError(f"{where}: run {run_manifest['run_id']} ran against golden {run_manifest['golden_id']}, not "
-                          f"{golden_manifest['golden_id']}")
-    facts = {"fingerprint": (score.fingerprint, run_manifest["model"]["fingerprint"]),
-             "device_kind": (score.device_kind, device_kind(run_manifest["environment"])),
-             "numerics_profile": (score.numerics_profile, run_manifest["numerics_profile"])}
+        raise LedgerError(
+            f"{where}: run {run_manifest['run_id']} ran against golden {run_manifest['golden_id']}, not "
+            f"{golden_manifest['golden_id']}"
+        )
+    facts = {
+        "fingerprint": (score.fingerprint, run_manifest["model"]["fingerprint"]),
+        "device_kind": (score.device_kind, device_kind(run_manifest["environment"])),
+        "numerics_profile": (score.numerics_profile, run_manifest["numerics_profile"]),
+    }
     for key, (recorded, value) in facts.items():
         if recorded != value:
             raise LedgerError(f"{where}: {key} {recorded!r} is not the run's {value!r}")
     if score.tolerances != tolerances:
-        raise LedgerError(f"{where}: judged with other tolerances than this release's configuration (give promote the "
-                          "--config the score was made with, or score the run again with this one)")
+        raise LedgerError(
+            f"{where}: judged with other tolerances than this release's configuration (give promote the "
+            "--config the score was made with, or score the run again with this one)"
+        )
 
 
-def check_score(score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any],
-                tolerances: Tolerances, where: str) -> None:
+def check_score(
+    score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any], tolerances: Tolerances, where: str
+) -> None:
     check_self_consistent(score, where)
     check_binding(score, golden_manifest, run_manifest, tolerances, where)
 

@@ -41,15 +41,18 @@ T = TypeVar("T")
 LEDGER, MANIFEST = "ledger.json", "promoted-shapes.json"  # their names beside the golden, where nightly writes them
 
 
-def beside_golden(golden_path: Path, ledger: Path | None = None,
-                  manifest: Path | None = None) -> tuple[Path, Path]:
+def beside_golden(golden_path: Path, ledger: Path | None = None, manifest: Path | None = None) -> tuple[Path, Path]:
     """The ledger and manifest of a golden: those given, else the ones beside it (one rule for nightly, merge,
     the Ray jobs, ``shapes``/``ledger`` and ``golden adopt``, so the plain commands meet what nightly wrote)."""
     root = Path(golden_path).parent
     return Path(ledger or root / LEDGER), Path(manifest or root / MANIFEST)
-_MIGRATE = ("a format-2 {what} names no packer identity, so none of its promotions can be trusted for any packer: "
-            "move it aside (keep it as history) and let the next `harness nightly` / `harness promote` start a "
-            f"format-{FORMAT} ledger, once per packer the engine uses")
+
+
+_MIGRATE = (
+    "a format-2 {what} names no packer identity, so none of its promotions can be trusted for any packer: "
+    "move it aside (keep it as history) and let the next `harness nightly` / `harness promote` start a "
+    f"format-{FORMAT} ledger, once per packer the engine uses"
+)
 
 
 def journal_path(ledger_path: Path) -> Path:
@@ -76,8 +79,10 @@ def load_ledger(path: Path, must_exist: bool = False) -> Ledger:
         raise LedgerError(f"{path}: {_MIGRATE.format(what='ledger')}")
     ledger: Ledger = validate(Ledger, data, str(path), LedgerError)
     if not seal_ok(data, "ledger_sha256"):
-        raise LedgerError(f"{path}: edited after it was written (ledger_sha256 does not match its content); refusing "
-                          "to use or overwrite it")
+        raise LedgerError(
+            f"{path}: edited after it was written (ledger_sha256 does not match its content); refusing "
+            "to use or overwrite it"
+        )
     return ledger
 
 
@@ -102,15 +107,19 @@ def check_paths(ledger_path: Path, manifest_path: Path, inputs: Iterable[Input] 
     find that out). The manifest is derived from the ledger and rewritten whole, so a broken one is no reason
     to stop."""
     if same_file(ledger_path, manifest_path):
-        raise LedgerError(f"--ledger {ledger_path} and --manifest {manifest_path} are the same file: the manifest "
-                          "would overwrite the ledger")
+        raise LedgerError(
+            f"--ledger {ledger_path} and --manifest {manifest_path} are the same file: the manifest "
+            "would overwrite the ledger"
+        )
     inputs = list(inputs)
     check_output_file(ledger_path, "ledger", inputs=inputs)
     check_output_file(manifest_path, "promoted-shapes manifest", inputs=inputs)
     folder = history_folder(_real(ledger_path))  # where commit writes its parts
     if folder.exists() and not folder.is_dir():
-        raise LedgerError(f"{folder}: cannot write the ledger's history folder: it is a file, not a folder; move it "
-                          f"aside (the next commit of {ledger_path} writes a new history folder there)")
+        raise LedgerError(
+            f"{folder}: cannot write the ledger's history folder: it is a file, not a folder; move it "
+            f"aside (the next commit of {ledger_path} writes a new history folder there)"
+        )
     load_ledger(ledger_path)
 
 
@@ -140,8 +149,10 @@ def _read_journal(ledger_path: Path) -> Journal:
     """The pending journal of ``ledger_path``, only if it may be applied: schema, seals, for this
     very ledger, and its manifest the one derived from its ledger. Otherwise one line naming it."""
     journal = journal_path(ledger_path)
-    fix = (f"nothing was applied; if no promotion is running, check {ledger_path} and its manifest and remove "
-           f"{journal} by hand")
+    fix = (
+        f"nothing was applied; if no promotion is running, check {ledger_path} and its manifest and remove "
+        f"{journal} by hand"
+    )
     try:
         data = read_json(journal, "ledger journal")
     except SchemaError as exc:
@@ -153,19 +164,25 @@ def _read_journal(ledger_path: Path) -> Journal:
     problems = []
     if not seal_ok(data, "journal_sha256"):
         problems.append("journal_sha256 does not match its content (edited after it was written)")
-    if not seal_ok(as_written(pending.ledger), "ledger_sha256") or \
-            not seal_ok(as_written(pending.manifest), "manifest_sha256"):
+    if not seal_ok(as_written(pending.ledger), "ledger_sha256") or not seal_ok(
+        as_written(pending.manifest), "manifest_sha256"
+    ):
         problems.append("the ledger or manifest it holds was edited after it was sealed")
     if pending.manifest.ledger_sha256 != pending.ledger.ledger_sha256:
         problems.append("its manifest was derived from another ledger than the one it holds")
     problems += [f"its manifest {d}" for d in manifest_differences(pending.manifest, derive_manifest(pending.ledger))]
     if problems:
-        raise LedgerError(f"{journal}: {problems[0]}" + (f" [+{len(problems) - 1} more]" if len(problems) > 1 else "")
-                          + f"; refusing to apply it to {pending.ledger_path} and {pending.manifest_path}; {fix}")
+        raise LedgerError(
+            f"{journal}: {problems[0]}"
+            + (f" [+{len(problems) - 1} more]" if len(problems) > 1 else "")
+            + f"; refusing to apply it to {pending.ledger_path} and {pending.manifest_path}; {fix}"
+        )
     if Path(pending.ledger_path) != _real(ledger_path):
-        raise LedgerError(f"{journal}: is the interrupted commit of ledger {pending.ledger_path} and manifest "
-                          f"{pending.manifest_path}, not of {_real(ledger_path)} (moved or copied with its journal?): "
-                          f"refusing to apply it here; finish it where those files are, or {fix}")
+        raise LedgerError(
+            f"{journal}: is the interrupted commit of ledger {pending.ledger_path} and manifest "
+            f"{pending.manifest_path}, not of {_real(ledger_path)} (moved or copied with its journal?): "
+            f"refusing to apply it here; finish it where those files are, or {fix}"
+        )
     return pending
 
 
@@ -176,8 +193,10 @@ def _recover_held(ledger_path: Path, held: set[Path]) -> bool:
     pending = _read_journal(ledger_path)
     target = Path(pending.manifest_path)
     if target not in held:  # written between our look and our lock: rare; the next command finishes it
-        raise LedgerError(f"{journal_path(ledger_path)}: an interrupted commit for manifest {target} appeared while "
-                          "waiting for the lock; run the command again")
+        raise LedgerError(
+            f"{journal_path(ledger_path)}: an interrupted commit for manifest {target} appeared while "
+            "waiting for the lock; run the command again"
+        )
     _write_both(Path(pending.ledger_path), target, pending.ledger, pending.manifest, pending.manifest_first)
     journal_path(ledger_path).unlink()
     return True
@@ -193,9 +212,13 @@ def recover(ledger_path: Path) -> bool:
         return _recover_held(ledger_path, held)
 
 
-def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, list[int]],
-           update: Callable[[Ledger], tuple[Ledger, T]],
-           history: Callable[[int], Figures] | None = None) -> T:
+def commit(
+    ledger_path: Path,
+    manifest_path: Path,
+    release_shapes: dict[str, list[int]],
+    update: Callable[[Ledger], tuple[Ledger, T]],
+    history: Callable[[int], Figures] | None = None,
+) -> T:
     """Apply ``update(ledger) -> (new ledger, result)`` as one locked, journaled transaction.
 
     The new ledger is checked whole again from the JSON it will be written as (a model built with
@@ -222,8 +245,10 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
         written = as_written(new)
         new = validate(Ledger, written, f"{shown} (new)", LedgerError)
         if not seal_ok(written, "ledger_sha256"):  # a bug (exit 3): an update built by model_copy, not resealed
-            raise RuntimeError(f"{shown} (new): ledger_sha256 does not match its content: the update did not reseal "
-                               "the ledger it built (harness.ledger.promotion.sealed_ledger); nothing was written")
+            raise RuntimeError(
+                f"{shown} (new): ledger_sha256 does not match its content: the update did not reseal "
+                "the ledger it built (harness.ledger.promotion.sealed_ledger); nothing was written"
+            )
         manifest = derive_manifest(new, release_shapes)
         before = derive_manifest(old, release_shapes)
         if manifest_path.exists():
@@ -240,13 +265,25 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
             write_part(folder, new.seq, figures.rows, figures.score_digest)
         elif new.seq != old.seq:  # (a commit that changes nothing keeps its seq and that seq's part)
             remove_orphan(folder, new.seq)
-        journal = seal({"kind": "harness.ledger-journal", "format": 1, "ledger_path": str(ledger_path),
-                        "manifest_path": str(manifest_path), "manifest_first": manifest_first, "ledger": written,
-                        "manifest": as_written(manifest)}, "journal_sha256")
+        journal = seal(
+            {
+                "kind": "harness.ledger-journal",
+                "format": 1,
+                "ledger_path": str(ledger_path),
+                "manifest_path": str(manifest_path),
+                "manifest_first": manifest_first,
+                "ledger": written,
+                "manifest": as_written(manifest),
+            },
+            "journal_sha256",
+        )
         fault("promote:before-journal")
         write_json_atomic(journal_path(ledger_path), journal)
-        committed(journal_path(ledger_path), "the journal of the ledger commit (the new ledger and manifest)",
-                  "the next command that opens the ledger finishes the journaled commit")
+        committed(
+            journal_path(ledger_path),
+            "the journal of the ledger commit (the new ledger and manifest)",
+            "the next command that opens the ledger finishes the journaled commit",
+        )
         fault("promote:journal-written")
         _write_both(ledger_path, manifest_path, new, manifest, manifest_first)
         fault("promote:both-written")
@@ -256,8 +293,9 @@ def commit(ledger_path: Path, manifest_path: Path, release_shapes: dict[str, lis
     return result
 
 
-def _write_both(ledger_path: Path, manifest_path: Path, ledger: Ledger, manifest: PromotedShapes,
-                manifest_first: bool) -> None:
+def _write_both(
+    ledger_path: Path, manifest_path: Path, ledger: Ledger, manifest: PromotedShapes, manifest_first: bool
+) -> None:
     writes = [(manifest_path, as_written(manifest)), (ledger_path, as_written(ledger))]
     if not manifest_first:
         writes.reverse()
@@ -282,26 +320,34 @@ def read_consistent(ledger_path: Path, manifest_path: Path | None = None) -> tup
         try:
             recover(ledger_path)
         except OutputError as exc:
-            raise LedgerError(f"{journal_path(ledger_path)}: an interrupted promotion of {ledger_path} and "
-                              f"{pending or 'its manifest'} is pending and cannot be finished here ({exc}); neither "
-                              "file can be trusted until it is: run `harness shapes --ledger ...` where the files "
-                              "are writable") from None
+            raise LedgerError(
+                f"{journal_path(ledger_path)}: an interrupted promotion of {ledger_path} and "
+                f"{pending or 'its manifest'} is pending and cannot be finished here ({exc}); neither "
+                "file can be trusted until it is: run `harness shapes --ledger ...` where the files "
+                "are writable"
+            ) from None
     with _locked_all([ledger_path] + ([Path(manifest_path)] if manifest_path is not None else []), shared=True):
         if journal_path(ledger_path).exists():
-            raise LedgerError(f"{journal_path(ledger_path)}: an interrupted promotion is pending (a writer was killed "
-                              "a moment ago); run the command again to finish it")
+            raise LedgerError(
+                f"{journal_path(ledger_path)}: an interrupted promotion is pending (a writer was killed "
+                "a moment ago); run the command again to finish it"
+            )
         ledger = load_ledger(shown, must_exist=True)
         manifest = None
         if manifest_path is not None and Path(manifest_path).exists():
             manifest = load_manifest(Path(manifest_path))
             if manifest.ledger_sha256 != ledger.ledger_sha256:
-                raise LedgerError(f"{manifest_path}: was derived from another ledger state (commit "
-                                  f"{manifest.ledger_seq}) than {shown} (commit {ledger.seq}); run "
-                                  "`harness promote` again or check that the two paths belong together")
+                raise LedgerError(
+                    f"{manifest_path}: was derived from another ledger state (commit "
+                    f"{manifest.ledger_seq}) than {shown} (commit {ledger.seq}); run "
+                    "`harness promote` again or check that the two paths belong together"
+                )
             diffs = manifest_differences(manifest, derive_manifest(ledger))
             if diffs:
                 more = f" [+{len(diffs) - 1} more]" if len(diffs) > 1 else ""
-                raise LedgerError(f"{manifest_path}: is not the manifest derived from {shown} (commit "
-                                  f"{ledger.seq}): it {diffs[0]}{more}; the engine must not read it: the next "
-                                  "`harness promote` rewrites it from the ledger; find out who edited it")
+                raise LedgerError(
+                    f"{manifest_path}: is not the manifest derived from {shown} (commit "
+                    f"{ledger.seq}): it {diffs[0]}{more}; the engine must not read it: the next "
+                    "`harness promote` rewrites it from the ledger; find out who edited it"
+                )
     return ledger, manifest

@@ -49,8 +49,14 @@ class Inferring(Protocol):
 class _SliceRecorder:
     """Keeps, per module, the part of its outputs (over all its calls) inside one slice of dim 0, in a store."""
 
-    def __init__(self, modules: dict[str, torch.nn.Module], windows: slice, rows: slice,
-                 row_modules: tuple[str, ...], store: ActivationStore) -> None:
+    def __init__(
+        self,
+        modules: dict[str, torch.nn.Module],
+        windows: slice,
+        rows: slice,
+        row_modules: tuple[str, ...],
+        store: ActivationStore,
+    ) -> None:
         self.store = store
         self.seen: dict[str, int] = {}
         self.handles: list[RemovableHandle] = []
@@ -82,9 +88,15 @@ class _SliceRecorder:
             h.remove()
 
 
-def record_activations(model: Inferring, request: Mapping[str, np.ndarray], nets: dict[str, torch.nn.Module],
-                       windows: slice, rows: slice, row_modules: tuple[str, ...], spill: Path | None = None
-                       ) -> tuple[ActivationStore, np.ndarray]:
+def record_activations(
+    model: Inferring,
+    request: Mapping[str, np.ndarray],
+    nets: dict[str, torch.nn.Module],
+    windows: slice,
+    rows: slice,
+    row_modules: tuple[str, ...],
+    spill: Path | None = None,
+) -> tuple[ActivationStore, np.ndarray]:
     """One call of ``model`` with every module of ``nets`` hooked: each module's output slice (``windows``
     of dim 0, or ``rows`` for the ``row_modules``), in execution order, in a store (close it: ``with``), and
     the model's answer. ``spill``: the folder its file goes in (the system's temporary folder if None)."""
@@ -103,13 +115,18 @@ def record_activations(model: Inferring, request: Mapping[str, np.ndarray], nets
 def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict[str, Any]:
     finite = torch.isfinite(got) & torch.isfinite(want)
     diff = (got.double() - want.double()).abs()[finite]
-    return {"layer": layer, "max_abs": float(diff.max()) if diff.numel() else 0.0,
-            "non_finite": int((~finite).sum()), "fraction_differing": float((got != want).double().mean())}
+    return {
+        "layer": layer,
+        "max_abs": float(diff.max()) if diff.numel() else 0.0,
+        "non_finite": int((~finite).sum()),
+        "fraction_differing": float((got != want).double().mean()),
+    }
 
 
 @contextmanager
-def one_ulp_jitter(nets: Mapping[str, torch.nn.Module], seed: int,
-                   when: Callable[[], bool] = lambda: True) -> Iterator[None]:
+def one_ulp_jitter(
+    nets: Mapping[str, torch.nn.Module], seed: int, when: Callable[[], bool] = lambda: True
+) -> Iterator[None]:
     """Every leaf module's floating output moved by one ulp, up or down at random (seeded), while inside.
 
     What a kernel that rounds differently does at every layer: the noise a packed call may carry with no
@@ -128,8 +145,12 @@ def one_ulp_jitter(nets: Mapping[str, torch.nn.Module], seed: int,
         moved = torch.nextafter(first, torch.where(up, math.inf, -math.inf).to(first.dtype))
         return (moved, *output[1:]) if isinstance(output, tuple) else moved
 
-    handles = [m.register_forward_hook(jitter) for top in nets.values() for _, m in top.named_modules()
-               if not any(True for _ in m.children())]
+    handles = [
+        m.register_forward_hook(jitter)
+        for top in nets.values()
+        for _, m in top.named_modules()
+        if not any(True for _ in m.children())
+    ]
     try:
         yield
     finally:
@@ -146,8 +167,9 @@ def families(model: Inferring, op: Op) -> tuple[dict[str, torch.nn.Module], tupl
     return nets, tuple(getattr(model, "row_modules", lambda: ())())
 
 
-def comparable(want_acts: ActivationStore, *others: tuple[ActivationStore, np.ndarray], want_out: np.ndarray
-               ) -> Iterator[tuple[str, torch.Tensor, tuple[torch.Tensor, ...]]]:
+def comparable(
+    want_acts: ActivationStore, *others: tuple[ActivationStore, np.ndarray], want_out: np.ndarray
+) -> Iterator[tuple[str, torch.Tensor, tuple[torch.Tensor, ...]]]:
     """(module, want, (each other call's output)) in ``want_acts``' execution order, the model's answer last,
     read one module at a time: the modules whose slices have the same shape in every call (a recurrent state
     is not batch-major: not comparable by slice)."""
@@ -156,13 +178,22 @@ def comparable(want_acts: ActivationStore, *others: tuple[ActivationStore, np.nd
         if all(name in acts and acts.shape(name) == shape for acts, _ in others):
             yield name, want_acts.get(name), tuple(acts.get(name) for acts, _ in others)
     if all(out.shape == want_out.shape for _, out in others):
-        yield (OUTPUT, torch.from_numpy(np.ascontiguousarray(want_out)),
-               tuple(torch.from_numpy(np.ascontiguousarray(out)) for _, out in others))
+        yield (
+            OUTPUT,
+            torch.from_numpy(np.ascontiguousarray(want_out)),
+            tuple(torch.from_numpy(np.ascontiguousarray(out)) for _, out in others),
+        )
 
 
-def localise(model: Inferring, blocks: Sequence[Block], target: str | None = None, pad_to: int | None = None,
-             floors: Mapping[str, Mapping[str, Any]] | None = None, multiple: float = DEFAULT_MULTIPLE,
-             spill: Path | None = None) -> dict[str, Any]:
+def localise(
+    model: Inferring,
+    blocks: Sequence[Block],
+    target: str | None = None,
+    pad_to: int | None = None,
+    floors: Mapping[str, Mapping[str, Any]] | None = None,
+    multiple: float = DEFAULT_MULTIPLE,
+    spill: Path | None = None,
+) -> dict[str, Any]:
     """Pack ``blocks``; compare ``target`` (default: the first) alone vs packed, layer by layer.
 
     ``floors``: the golden's module floors of this OP (``module_floors.ops[op]``; None: one ulp of each
@@ -176,11 +207,13 @@ def localise(model: Inferring, blocks: Sequence[Block], target: str | None = Non
     block = next(b for b in blocks if b.id == target)
     packed = pack(list(blocks), pad_to=pad_to)
     seg = next(s for s in packed.segments if s.block_id == target and not s.padding)
-    packed_acts, packed_out = record_activations(model, packed.tensors(), nets, seg.window_slice, seg.row_slice,
-                                                 row_modules, spill)
+    packed_acts, packed_out = record_activations(
+        model, packed.tensors(), nets, seg.window_slice, seg.row_slice, row_modules, spill
+    )
     with packed_acts:
-        exact_acts, exact_out = record_activations(model, block.tensors(), nets, slice(0, None), slice(0, None),
-                                                   row_modules, spill)
+        exact_acts, exact_out = record_activations(
+            model, block.tensors(), nets, slice(0, None), slice(0, None), row_modules, spill
+        )
         with exact_acts:
             mine = packed_out[seg.window_slice if op is Op.SEGMENTATION else seg.row_slice]
             first: dict[str, Any] | None = None

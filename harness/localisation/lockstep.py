@@ -84,8 +84,11 @@ class _Rendezvous:
             raise self.failure or OutOfStep("a call stopped") from None
 
 
-def run(calls: Sequence[Callable[[], Mapping[str, np.ndarray]]], nets: Mapping[str, torch.nn.Module],
-        compare: Callable[[str, list[torch.Tensor]], None]) -> list[np.ndarray]:
+def run(
+    calls: Sequence[Callable[[], Mapping[str, np.ndarray]]],
+    nets: Mapping[str, torch.nn.Module],
+    compare: Callable[[str, list[torch.Tensor]], None],
+) -> list[np.ndarray]:
     """Run every call at once, the first in this thread, with every module of ``nets`` (and each network's
     input) hooked; ``compare(module, [each call's output])`` at each module, in execution order, when the
     outputs have one shape. The calls' answers, in order. Raises :class:`OutOfStep`, or a call's failure."""
@@ -122,8 +125,9 @@ def run(calls: Sequence[Callable[[], Mapping[str, np.ndarray]]], nets: Mapping[s
         finally:
             _local.index = None
 
-    threads = [threading.Thread(target=one, args=(i,), name=f"harness-lockstep-{i}", daemon=True)
-               for i in range(1, len(calls))]
+    threads = [
+        threading.Thread(target=one, args=(i,), name=f"harness-lockstep-{i}", daemon=True) for i in range(1, len(calls))
+    ]
     try:
         for t in threads:
             t.start()

@@ -32,9 +32,11 @@ import torch
 DEFAULT_MULTIPLE = 4.0
 GOLDEN = "golden"
 ULP = "ulp"
-ULP_NOTE = ("the golden records no module floors (recorded before they existed, or by a model without torch "
-            "modules): each floor is one ulp of the module's output scale, which noise grown through the network "
-            "can exceed")
+ULP_NOTE = (
+    "the golden records no module floors (recorded before they existed, or by a model without torch "
+    "modules): each floor is one ulp of the module's output scale, which noise grown through the network "
+    "can exceed"
+)
 
 
 def ulp_of(scale: float, dtype: torch.dtype) -> float:
@@ -77,8 +79,12 @@ def difference(got: torch.Tensor, want: torch.Tensor, scale: float | None = None
     gf, wf = torch.isfinite(g), torch.isfinite(w)
     diff = torch.where(gf & wf, (g - w).abs(), torch.zeros((), dtype=torch.float64))
     max_abs = float(diff.max())
-    return {"max_abs": max_abs, "max_rel": max_abs / max(scale, tiny), "scale": scale,
-            "non_finite": int((gf != wf).sum())}
+    return {
+        "max_abs": max_abs,
+        "max_rel": max_abs / max(scale, tiny),
+        "scale": scale,
+        "non_finite": int((gf != wf).sum()),
+    }
 
 
 def module_floor(recorded: Mapping[str, Any] | None, scale: float, dtype: torch.dtype) -> float:
@@ -89,8 +95,11 @@ def module_floor(recorded: Mapping[str, Any] | None, scale: float, dtype: torch.
     return max(noise, ulp_of(max(scale, recorded_scale), dtype))
 
 
-def along_network(pairs: Iterable[tuple[str, torch.Tensor, torch.Tensor]],
-                  floors: Mapping[str, Mapping[str, Any]] | None, multiple: float) -> dict[str, Any]:
+def along_network(
+    pairs: Iterable[tuple[str, torch.Tensor, torch.Tensor]],
+    floors: Mapping[str, Mapping[str, Any]] | None,
+    multiple: float,
+) -> dict[str, Any]:
     """``pairs``: (module, packed slice, exact output) in execution order, iterated once (each pair may be read
     when reached and dropped after). Returns the per-module table, the first module over ``multiple`` x its
     floor, and where the floors came from."""
@@ -100,12 +109,24 @@ def along_network(pairs: Iterable[tuple[str, torch.Tensor, torch.Tensor]],
         d = difference(got, want)
         floor = module_floor((floors or {}).get(name), d["scale"], want.dtype)
         ratio = d["max_abs"] / floor
-        modules.append({"module": name, "max_abs": d["max_abs"], "max_rel": d["max_rel"], "floor": floor,
-                        "ratio": ratio, "non_finite": d["non_finite"]})
+        modules.append(
+            {
+                "module": name,
+                "max_abs": d["max_abs"],
+                "max_rel": d["max_rel"],
+                "floor": floor,
+                "ratio": ratio,
+                "non_finite": d["non_finite"],
+            }
+        )
         if first is None and (ratio > multiple or d["non_finite"]):
             first = name
-    out: dict[str, Any] = {"modules": modules, "first_exceeding": first, "floor_multiple": float(multiple),
-                           "floor_source": GOLDEN if floors else ULP}
+    out: dict[str, Any] = {
+        "modules": modules,
+        "first_exceeding": first,
+        "floor_multiple": float(multiple),
+        "floor_source": GOLDEN if floors else ULP,
+    }
     if not floors:
         out["floor_note"] = ULP_NOTE
     return out

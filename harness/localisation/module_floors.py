@@ -70,10 +70,19 @@ class FloorSampler:
     floors (module doc). Build it with :func:`floor_sampler`; ``reason``: why none can be recorded (the
     record says so); ``ids`` empty and no reason: floors turned off (``floor_blocks = 0``)."""
 
-    def __init__(self, model: object | None, geometry: Geometry, ids: list[str], seed: int, ops: Sequence[Op],
-                 reason: str | None = None) -> None:
+    def __init__(
+        self,
+        model: object | None,
+        geometry: Geometry,
+        ids: list[str],
+        seed: int,
+        ops: Sequence[Op],
+        reason: str | None = None,
+    ) -> None:
         self.model = model
-        self.spill: Path | None = None  # where the passes' module outputs are written (harness.localisation.activations)
+        self.spill: Path | None = (
+            None  # where the passes' module outputs are written (harness.localisation.activations)
+        )
         self.progress: Callable[[str | None], None] | None = None  # told each pass and module (None: done)
         self.geometry = geometry
         self.ids = ids
@@ -129,10 +138,12 @@ class FloorSampler:
         return {"format": FORMAT, "passes": PASSES, "seed": self.seed, "blocks": list(self.ids), "ops": floors}
 
     def _measure(self, op: Op, request: Block, table: dict[str, dict[str, float]]) -> None:
-        """Two plain passes and one under :func:`harness.localisation.first_divergence.one_ulp_jitter`, alone, hooked: each module's
+        """Two plain passes and one under :func:`harness.localisation.first_divergence.one_ulp_jitter`, alone,
+        hooked: each module's
         largest difference between the plain passes, and between the jittered one and the first, kept. The
         three run side by side, compared module by module as they go (harness.localisation.lockstep); calls that do not
-        run in step are measured one after the other, their outputs kept out of memory (harness.localisation.activations)."""
+        run in step are measured one after the other, their outputs kept out of memory
+        (harness.localisation.activations)."""
         from harness.localisation import lockstep  # imports torch
 
         try:
@@ -181,17 +192,18 @@ class FloorSampler:
         every = slice(0, None)
         figures = _Figures()
         self._say(op, "pass 1 of 3")
-        want_acts, want_out = record_activations(model, request.tensors(), nets, every, every, row_modules,
-                                                 self.spill)
+        want_acts, want_out = record_activations(model, request.tensors(), nets, every, every, row_modules, self.spill)
         with want_acts:
             self._say(op, "pass 2 of 3")
-            got_acts, got_out = record_activations(model, request.tensors(), nets, every, every, row_modules,
-                                                   self.spill)
+            got_acts, got_out = record_activations(
+                model, request.tensors(), nets, every, every, row_modules, self.spill
+            )
             with got_acts:
                 self._say(op, "pass 3 of 3, every leaf module one ulp off")
                 with one_ulp_jitter(nets, self.seed):
-                    jit_acts, jit_out = record_activations(model, request.tensors(), nets, every, every,
-                                                           row_modules, self.spill)
+                    jit_acts, jit_out = record_activations(
+                        model, request.tensors(), nets, every, every, row_modules, self.spill
+                    )
                 with jit_acts:
                     names = len(want_acts.names()) + 1
                     pairs = comparable(want_acts, (got_acts, got_out), (jit_acts, jit_out), want_out=want_out)
@@ -238,8 +250,9 @@ class _Figures:
         return {name: {**f, "max_rel": f["max_abs"] / max(f["scale"], tiny)} for name, f in self.figures.items()}
 
 
-def floor_sampler(model: object | None, corpus: CorpusReader, settings: LocaliseSection, ops: Sequence[Op]
-                  ) -> FloorSampler:
+def floor_sampler(
+    model: object | None, corpus: CorpusReader, settings: LocaliseSection, ops: Sequence[Op]
+) -> FloorSampler:
     """The sampler of a recording: ``settings.floor_blocks`` blocks of ``corpus`` drawn with ``floor_seed``;
     ``model`` is the backend's in-process model (None: a server's, nothing to hook here)."""
     seed, reason = settings.floor_seed, None
@@ -262,8 +275,11 @@ def merge_module_floors(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any
         return {}
     skipped_parts = [p for p in given if p.get("skipped")]
     if skipped_parts or len(given) != len(parts):
-        return {"module_floors": skipped_parts[0] if skipped_parts else
-                skipped("a shard golden records no module floors", given[0]["seed"])}
+        return {
+            "module_floors": skipped_parts[0]
+            if skipped_parts
+            else skipped("a shard golden records no module floors", given[0]["seed"])
+        }
     ops: dict[str, dict[str, dict[str, float]]] = {}
     for part in given:
         for op, table in part["ops"].items():

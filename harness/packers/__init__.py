@@ -41,8 +41,15 @@ __all__ = [
 ]
 
 
-def packer_from_options(packer_cmd: str | None, packer: str | None, geometry: Geometry, *,
-                        timeout_s: float = 30.0, restart: bool = False, digest: str | None = None) -> Packer:
+def packer_from_options(
+    packer_cmd: str | None,
+    packer: str | None,
+    geometry: Geometry,
+    *,
+    timeout_s: float = 30.0,
+    restart: bool = False,
+    digest: str | None = None,
+) -> Packer:
     """The packer a command line asks for: ``--packer-cmd CMD``, ``--packer module:function``, or neither.
 
     Neither (or ``--packer harness``) gives the harness's own packer. ``geometry`` is what a

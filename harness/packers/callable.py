@@ -35,8 +35,9 @@ def load_object(spec: str, what: str = "--packer") -> object:
     try:
         target: object = importlib.import_module(module_name)
     except Exception as exc:  # any import-time failure of foreign code is the user's to fix, named
-        raise PackerUnavailable(f"{what} {spec!r}: cannot import {module_name!r}: "
-                                f"{type(exc).__name__}: {exc}") from None
+        raise PackerUnavailable(
+            f"{what} {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from None
     for part in attr.split("."):
         if not hasattr(target, part):
             raise PackerUnavailable(f"{what} {spec!r}: module {module_name!r} has no attribute {attr!r}")
@@ -65,8 +66,9 @@ class CallablePacker:
         elif callable(obj):
             self._pack = obj
         else:
-            raise PackerUnavailable(f"packer {spec!r}: a {type(obj).__name__} is neither a function nor an object "
-                                    "with pack() and unpack()")
+            raise PackerUnavailable(
+                f"packer {spec!r}: a {type(obj).__name__} is neither a function nor an object with pack() and unpack()"
+            )
         self._target = obj
         self.identity, self.digest, self.source = callable_identity(spec, obj)
         self.accepts_packs = bool(getattr(obj, "accepts_packs", False))
@@ -107,9 +109,15 @@ class CallablePacker:
 
     def describe(self) -> dict[str, Any]:
         """Provenance; ``identity`` (what a promotion is keyed by) binds the spec to its module's source."""
-        return {"name": self.name, "kind": "callable", "spec": self.spec, "identity": self.identity,
-                "digest": self.digest, "digest_source": f"sha256 of the module's source file {self.source}",
-                "unpack": "own" if self._unpack is not None else "harness.packers.packing.unpack (by the packer's layout)"}
+        return {
+            "name": self.name,
+            "kind": "callable",
+            "spec": self.spec,
+            "identity": self.identity,
+            "digest": self.digest,
+            "digest_source": f"sha256 of the module's source file {self.source}",
+            "unpack": "own" if self._unpack is not None else "harness.packers.packing.unpack (by the packer's layout)",
+        }
 
     def close(self) -> None:
         close = getattr(self._target, "close", None)

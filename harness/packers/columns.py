@@ -103,8 +103,9 @@ def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: Li
 def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: bool) -> list[np.ndarray | None]: ...
 
 
-def read_lists(t: pa.Table, name: str, dtype: np.dtype, depth: int,
-               nullable: bool) -> list[np.ndarray] | list[np.ndarray | None]:
+def read_lists(
+    t: pa.Table, name: str, dtype: np.dtype, depth: int, nullable: bool
+) -> list[np.ndarray] | list[np.ndarray | None]:
     """Each row of a list column as a numpy array of exactly ``dtype`` ([R, F] for depth 2), None for a null."""
     col = column(t, name)
     arrow = pa.from_numpy_dtype(dtype)
@@ -146,8 +147,10 @@ def numpy_values(values: pa.Array, dtype: np.dtype, name: str) -> np.ndarray:
 def ints(t: pa.Table, name: str, dtype: type) -> np.ndarray:
     col = column(t, name)
     if col.type != pa.from_numpy_dtype(np.dtype(dtype)) or col.null_count:
-        raise WireError(f"column {name!r} has type {type_name(col.type)}{' with nulls' if col.null_count else ''}, "
-                        f"expected non-null {pa.from_numpy_dtype(np.dtype(dtype))}")
+        raise WireError(
+            f"column {name!r} has type {type_name(col.type)}{' with nulls' if col.null_count else ''}, "
+            f"expected non-null {pa.from_numpy_dtype(np.dtype(dtype))}"
+        )
     values: np.ndarray = col.to_numpy(zero_copy_only=False)
     return values
 
@@ -179,9 +182,18 @@ def read_segments(t: pa.Table) -> list[tuple[Segment, ...]]:
         for j, row in enumerate(rows):
             if row is None or any(row.get(name) is None for name, _ in SEGMENT_FIELDS):
                 raise WireError(f"segments row {i} entry {j} has nulls: {row}")
-            segs.append(Segment(str(row["block_id"]), int(row["span_start"]), int(row["span_length"]),
-                                int(row["window_start"]), int(row["windows"]), int(row["row_start"]),
-                                int(row["rows"]), bool(row["padding"])))
+            segs.append(
+                Segment(
+                    str(row["block_id"]),
+                    int(row["span_start"]),
+                    int(row["span_length"]),
+                    int(row["window_start"]),
+                    int(row["windows"]),
+                    int(row["row_start"]),
+                    int(row["rows"]),
+                    bool(row["padding"]),
+                )
+            )
         out.append(tuple(segs))
     return out
 

@@ -46,6 +46,8 @@ def parse(cmd: str) -> Command:
         env[found.group(1)] = found.group(2)
         at += 1
     if at == len(words):
-        raise PackerUnavailable(f"packer command {cmd!r}: sets {', '.join(env)} but names no program to run "
-                                "(NAME=value words come before the program: 'FOO=1 engine-packer --wire')")
+        raise PackerUnavailable(
+            f"packer command {cmd!r}: sets {', '.join(env)} but names no program to run "
+            "(NAME=value words come before the program: 'FOO=1 engine-packer --wire')"
+        )
     return Command(tuple(sorted(env.items())), tuple(words[at:]))

@@ -41,9 +41,11 @@ from harness.packers.packing import PackedRequest
 from harness.packers.validate import check_packed, check_unpacked
 
 START_S = 20.0  # the handshake may take this long at least: a packer's start-up is not a request's budget
-HANDSHAKE = (f"wire protocol {wire.VERSION} starts with a handshake: the packer must answer the harness's "
-             f"'hello' message with a 'hello' message whose schema metadata has version={wire.VERSION}, "
-             "packer_name and packer_version (docs/packer-protocol.md, 'Handshake')")
+HANDSHAKE = (
+    f"wire protocol {wire.VERSION} starts with a handshake: the packer must answer the harness's "
+    f"'hello' message with a 'hello' message whose schema metadata has version={wire.VERSION}, "
+    "packer_name and packer_version (docs/packer-protocol.md, 'Handshake')"
+)
 
 
 class ExternalPacker:
@@ -64,8 +66,9 @@ class ExternalPacker:
 
     accepts_packs = False
 
-    def __init__(self, cmd: str, geometry: Geometry, timeout_s: float = 30.0, restart: bool = False,
-                 digest: str | None = None) -> None:
+    def __init__(
+        self, cmd: str, geometry: Geometry, timeout_s: float = 30.0, restart: bool = False, digest: str | None = None
+    ) -> None:
         self.cmd = cmd
         self._geometry = geometry
         self.timeout_s = float(timeout_s)
@@ -123,9 +126,9 @@ class ExternalPacker:
         name, out = check_output(packed, outputs)
         ids = packed.block_ids
         what = f"an unpack request of {out.dtype}{list(out.shape)} for {len(ids)} block(s) {ids[:3]}" + (
-            "..." if len(ids) > 3 else "")
-        answer = self._exchange(wire.encode_unpack(packed, name, out, self.geometry), what,
-                                (wire.UNPACKED, wire.ERROR))
+            "..." if len(ids) > 3 else ""
+        )
+        answer = self._exchange(wire.encode_unpack(packed, name, out, self.geometry), what, (wire.UNPACKED, wire.ERROR))
         if answer.verb == wire.ERROR:
             raise PackerRefused(f"{self._label}: refused {what}: {wire.error_text(answer)}")
         where = f"{self._label}: answer to {what}"
@@ -140,13 +143,27 @@ class ExternalPacker:
     def describe(self) -> dict[str, Any]:
         """Provenance: ``identity`` (what the ledger keys by), what it is made of, and how the digest was got."""
         name, version = self._names()
-        return {"name": self.name, "kind": "external", "command": self.cmd, "wire_version": wire.VERSION,
-                "timeout_s": self.timeout_s, "identity": self.identity, "packer_name": name,
-                "packer_version": version, "digest": self.digest,
-                "digest_source": (("--packer-digest (stated by the user) in place of the program's content, "
-                                   if self.digest_source == "given" else "sha256 over the program's content, ")
-                                  + "the variables the command sets and every argument's text (a file's: content)"),
-                "digest_parts": [dict(part) for part in self.digest_parts], "digest_files": self.digest_files}
+        return {
+            "name": self.name,
+            "kind": "external",
+            "command": self.cmd,
+            "wire_version": wire.VERSION,
+            "timeout_s": self.timeout_s,
+            "identity": self.identity,
+            "packer_name": name,
+            "packer_version": version,
+            "digest": self.digest,
+            "digest_source": (
+                (
+                    "--packer-digest (stated by the user) in place of the program's content, "
+                    if self.digest_source == "given"
+                    else "sha256 over the program's content, "
+                )
+                + "the variables the command sets and every argument's text (a file's: content)"
+            ),
+            "digest_parts": [dict(part) for part in self.digest_parts],
+            "digest_files": self.digest_files,
+        }
 
     def close(self) -> None:
         """Close the packer's stdin (it should exit), then end its process group (SIGTERM, grace, SIGKILL)."""
@@ -176,8 +193,7 @@ class ExternalPacker:
             self._proc = process.start(self._argv, stderr, dict(self._command.env))
         except OSError as exc:
             stderr.close()
-            raise PackerUnavailable(f"{self._label}: cannot start {self._argv[0]!r}: "
-                                    f"{exc.strerror or exc}") from None
+            raise PackerUnavailable(f"{self._label}: cannot start {self._argv[0]!r}: {exc.strerror or exc}") from None
         self._finalizer = weakref.finalize(self, process.kill_group, self._proc)
         self._failure, self._last = None, None
         self.starts += 1
@@ -187,12 +203,19 @@ class ExternalPacker:
         """``hello`` both ways: the packer's name and version, or one line saying what the protocol requires."""
         what = "the hello handshake"
         try:
-            answer = self._exchange(wire.encode_hello(self.geometry, __version__), what, (wire.HELLO, wire.ERROR),
-                                    max(self.timeout_s, START_S))
+            answer = self._exchange(
+                wire.encode_hello(self.geometry, __version__),
+                what,
+                (wire.HELLO, wire.ERROR),
+                max(self.timeout_s, START_S),
+            )
         except PackerFailed as exc:
             raise PackerUnavailable(f"{exc}; {HANDSHAKE}") from None
-        problem = (f"refused it: {wire.error_text(answer)}" if answer.verb == wire.ERROR else
-                   identity.check_declared(answer.meta.get("packer_name"), answer.meta.get("packer_version")))
+        problem = (
+            f"refused it: {wire.error_text(answer)}"
+            if answer.verb == wire.ERROR
+            else identity.check_declared(answer.meta.get("packer_name"), answer.meta.get("packer_version"))
+        )
         declared = (answer.meta.get("packer_name", ""), answer.meta.get("packer_version", ""))
         if problem is None and self.declared is not None and declared != self.declared:
             problem = f"restarted, it names itself {'/'.join(declared)}, not {'/'.join(self.declared)} as before"
@@ -235,8 +258,9 @@ class ExternalPacker:
         tail = self._stderr_tail()
         self._stop(graceful=False)
         before = f"the last request it answered: {self._last}" if self._last else "it had answered no request yet"
-        message = (f"{self._label}: {text} ({before}); "
-                   + (f"its stderr ends: {tail}" if tail else "its stderr is empty"))
+        message = f"{self._label}: {text} ({before}); " + (
+            f"its stderr ends: {tail}" if tail else "its stderr is empty"
+        )
         self._failure = message
         return error(message)
 
@@ -260,8 +284,9 @@ class ExternalPacker:
             return "closed its stdout"
         return f"exited with status {code}"
 
-    def _exchange(self, payload: bytes, what: str, expect: tuple[str, ...],
-                  timeout_s: float | None = None) -> wire.Message:
+    def _exchange(
+        self, payload: bytes, what: str, expect: tuple[str, ...], timeout_s: float | None = None
+    ) -> wire.Message:
         proc = self._ready()
         stdin, stdout = process.pipes(proc)
         limit = self.timeout_s if timeout_s is None else timeout_s
@@ -280,9 +305,12 @@ class ExternalPacker:
         except EOFError:
             raise self._fail(PackerFailed, f"{self._exited(proc)} before answering {what}") from None
         except process.Garbage as exc:
-            raise self._fail(PackerFailed, f"answered {what} with bytes that are not an Arrow IPC stream "
-                                           f"({exc.args[0]!r}...); stdout is for the wire protocol only, "
-                                           "logs go to stderr") from None
+            raise self._fail(
+                PackerFailed,
+                f"answered {what} with bytes that are not an Arrow IPC stream "
+                f"({exc.args[0]!r}...); stdout is for the wire protocol only, "
+                "logs go to stderr",
+            ) from None
         except wire.WireError as exc:
             raise self._fail(PackerFailed, f"answered {what} with a message off the protocol: {exc}") from None
         except (pa.ArrowException, OSError, ValueError) as exc:

@@ -92,8 +92,10 @@ def command_digest(command: Command, label: str, stated: str | None = None) -> C
     else:
         program = program_file(command.argv[0], dict(command.env).get("PATH"))
         if program is None:
-            raise PackerUnavailable(f"{label}: cannot hash the packer: {command.argv[0]!r} resolves to no file; "
-                                    "give its digest with --packer-digest SHA256")
+            raise PackerUnavailable(
+                f"{label}: cannot hash the packer: {command.argv[0]!r} resolves to no file; "
+                "give its digest with --packer-digest SHA256"
+            )
         one = _hashed(program, label)
         lines.append(f"{one}\n")
         parts.append({"kind": "program", "path": str(program), "sha256": one})
@@ -114,8 +116,9 @@ def _hashed(path: Path, label: str) -> str:
     try:
         return file_sha256(path)
     except OSError as exc:
-        raise PackerUnavailable(f"{label}: cannot hash {str(path)!r} for its identity: "
-                                f"{exc.strerror or exc}; give --packer-digest SHA256") from None
+        raise PackerUnavailable(
+            f"{label}: cannot hash {str(path)!r} for its identity: {exc.strerror or exc}; give --packer-digest SHA256"
+        ) from None
 
 
 def given_digest(value: str, label: str) -> str:
@@ -128,11 +131,15 @@ def given_digest(value: str, label: str) -> str:
 def check_declared(name: str | None, version: str | None) -> str | None:
     """Why a handshake's ``packer_name`` / ``packer_version`` cannot make an identity (None: they can)."""
     if not name or not NAME_RE.match(name):
-        return (f"metadata packer_name is {name!r}: required, 1-64 printable ASCII characters without spaces, "
-                "'/', '@' or '|'")
+        return (
+            f"metadata packer_name is {name!r}: required, 1-64 printable ASCII characters without spaces, "
+            "'/', '@' or '|'"
+        )
     if not version or not VERSION_RE.match(version):
-        return (f"metadata packer_version is {version!r}: required, 1-64 printable ASCII characters without "
-                "spaces, '@' or '|'")
+        return (
+            f"metadata packer_version is {version!r}: required, 1-64 printable ASCII characters without "
+            "spaces, '@' or '|'"
+        )
     return None
 
 
@@ -146,7 +153,8 @@ def callable_identity(spec: str, target: object) -> tuple[str, str, str]:
     module = sys.modules.get(module_name) or inspect.getmodule(target)
     source = getattr(module, "__file__", None)
     if not source or not Path(source).is_file():
-        raise PackerUnavailable(f"packer {spec!r}: module {module_name!r} has no source file to hash for the "
-                                "packer's identity")
+        raise PackerUnavailable(
+            f"packer {spec!r}: module {module_name!r} has no source file to hash for the packer's identity"
+        )
     digest = file_sha256(Path(source))
     return f"callable:{spec}@sha256:{digest[:16]}", digest, str(source)

@@ -28,8 +28,10 @@ def check_items(items: Sequence[Block], pad_to: int | None, label: str) -> None:
     seen: set[str] = set()
     for block in items:
         if block.op is not op:
-            raise PackingError(f"{label}: cannot mix OPs in one request: block {items[0].id!r} is OP {int(op)}, "
-                               f"block {block.id!r} is OP {int(block.op)}")
+            raise PackingError(
+                f"{label}: cannot mix OPs in one request: block {items[0].id!r} is OP {int(op)}, "
+                f"block {block.id!r} is OP {int(block.op)}"
+            )
         if block.id in seen:
             raise PackingError(f"{label}: block {block.id!r} appears twice in one pack")
         seen.add(block.id)
@@ -46,8 +48,10 @@ def check_output(packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> tu
     expected = packed.windows if packed.op is Op.SEGMENTATION else packed.rows
     if out.ndim < 1 or out.shape[0] != expected:
         unit = "windows" if packed.op is Op.SEGMENTATION else "rows"
-        raise PackingError(f"output {name} has shape {list(out.shape)}: expected {expected} {unit} "
-                           f"for blocks {packed.block_ids[:3]}{'...' if len(packed.block_ids) > 3 else ''}")
+        raise PackingError(
+            f"output {name} has shape {list(out.shape)}: expected {expected} {unit} "
+            f"for blocks {packed.block_ids[:3]}{'...' if len(packed.block_ids) > 3 else ''}"
+        )
     return name, out
 
 

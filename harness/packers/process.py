@@ -109,14 +109,22 @@ def widen(fd: int) -> None:
 GRACE_S = 2.0  # between SIGTERM and SIGKILL: time for a packer (and its children) to clean up
 
 
-def start(argv: list[str], stderr: int | IO[Any] | None, env: Mapping[str, str] | None = None
-          ) -> subprocess.Popen[bytes]:
+def start(
+    argv: list[str], stderr: int | IO[Any] | None, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session (so its pgid is its pid), pipes widened, stdin non-blocking.
 
     ``env``: variables to set on top of the harness's environment (the command line's ``NAME=value``
     words); the program is looked up with the ``PATH`` they set, if they set one."""
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, bufsize=0,
-                            start_new_session=True, env={**os.environ, **env} if env else None)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        bufsize=0,
+        start_new_session=True,
+        env={**os.environ, **env} if env else None,
+    )
     stdin, stdout = pipes(proc)
     os.set_blocking(stdin.fileno(), False)
     for pipe in (stdin, stdout):

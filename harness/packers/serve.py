@@ -63,13 +63,21 @@ def layout_request(op: Op, segments: tuple[Segment, ...], frames: int = 0) -> Pa
     windows = sum(s.windows for s in segments)
     rows = sum(s.rows for s in segments)
     voiceprint = op.is_voiceprint
-    return PackedRequest(op, np.zeros(sum(s.span_length for s in segments), np.float32), np.zeros(windows, np.int64),
-                         np.zeros(windows, np.int32), np.zeros((rows, frames), np.float32) if voiceprint else None,
-                         np.zeros(rows, np.int32) if voiceprint else None, None, segments)
+    return PackedRequest(
+        op,
+        np.zeros(sum(s.span_length for s in segments), np.float32),
+        np.zeros(windows, np.int64),
+        np.zeros(windows, np.int32),
+        np.zeros((rows, frames), np.float32) if voiceprint else None,
+        np.zeros(rows, np.int32) if voiceprint else None,
+        None,
+        segments,
+    )
 
 
-def answer(packer: Served, data: wire.Readable, session: Session,
-           name: tuple[str, str] = ("harness", __version__)) -> bytes:
+def answer(
+    packer: Served, data: wire.Readable, session: Session, name: tuple[str, str] = ("harness", __version__)
+) -> bytes:
     """The answer to the next message on ``data`` (``name``: packer_name and packer_version for ``hello``).
 
     A message the session's rules refuse (out of place, another version, not a request, another
@@ -96,8 +104,7 @@ def answer(packer: Served, data: wire.Readable, session: Session,
         return wire.encode_error(str(exc))
 
 
-def serve(packer: Served, stdin: Peekable, stdout: BinaryIO,
-          name: tuple[str, str] = ("harness", __version__)) -> None:
+def serve(packer: Served, stdin: Peekable, stdout: BinaryIO, name: tuple[str, str] = ("harness", __version__)) -> None:
     """Answer messages until stdin ends between two messages (one session)."""
     session = Session()
     while stdin.peek(1):
@@ -106,8 +113,9 @@ def serve(packer: Served, stdin: Peekable, stdout: BinaryIO,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.packers.serve", description=USAGE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.packers.serve", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("spec", nargs="?", metavar="SPEC", help="package.module:attr (default: the harness's packer)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.spec is None:
@@ -135,8 +143,9 @@ def _packer(spec: str) -> Served:
     if callable(pack_fn) and callable(unpack_fn):
         return _Foreign(pack_fn, unpack_fn)
     if not callable(target):  # (was a TypeError traceback at the first request)
-        raise PackerUnavailable(f"packer {spec!r}: a {type(target).__name__} is neither a function nor an object "
-                                "with pack() and unpack()")
+        raise PackerUnavailable(
+            f"packer {spec!r}: a {type(target).__name__} is neither a function nor an object with pack() and unpack()"
+        )
     return _Foreign(target, unpack)
 
 

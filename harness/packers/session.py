@@ -55,8 +55,10 @@ class Session:
         if not changed:
             return None
         key = changed[0]
-        return (f"geometry {key}={meta.get(key)!r} differs from the hello's {self.geometry.get(key)!r}: a session's "
-                "geometry never changes")
+        return (
+            f"geometry {key}={meta.get(key)!r} differs from the hello's {self.geometry.get(key)!r}: a session's "
+            "geometry never changes"
+        )
 
 
 def answer_verb(verb: str | None, refusal: str | None) -> str:

@@ -27,38 +27,82 @@ from harness.packers.session import Session, answer_verb
 from harness.packers.vector_files import window_function
 
 FILE = "sessions.json"
-RULES = ("The first message of a session (one packer process) is hello, and only the first. A packer answers every "
-         "message with one message: hello with hello, pack with packed, unpack with unpacked; a request before "
-         "hello, a second hello, a message whose version is not the packer's (2) or whose verb is not hello, "
-         "pack or unpack with error (version 2, a message saying why), and then reads the next message. Metadata "
-         "keys it does not know are ignored. It exits when stdin ends.")
+RULES = (
+    "The first message of a session (one packer process) is hello, and only the first. A packer answers every "
+    "message with one message: hello with hello, pack with packed, unpack with unpacked; a request before "
+    "hello, a second hello, a message whose version is not the packer's (2) or whose verb is not hello, "
+    "pack or unpack with error (version 2, a message saying why), and then reads the next message. Metadata "
+    "keys it does not know are ignored. It exits when stdin ends."
+)
 # A change to a message's metadata: (key, value), value None removes the key.
 Edit = tuple[str, str | None]
 # (verb, vector name or None, edits) of one step.
 Step = tuple[str, str | None, tuple[Edit, ...]]
 CASES: tuple[tuple[str, str, tuple[Step, ...]], ...] = (
-    ("in-order", "hello, then pack and unpack requests in any order",
-     (("hello", None, ()), ("pack", "op0-padded", ()), ("unpack", "op0-padded", ()), ("pack", "op1-one-block", ()),
-      ("pack", "op2-padded", ()), ("unpack", "op1-one-block", ()))),
-    ("request-before-hello", "a pack and an unpack before hello are answered with error; the session goes on",
-     (("pack", "op0-one-block", ()), ("unpack", "op0-one-block", ()), ("hello", None, ()),
-      ("pack", "op0-one-block", ()))),
-    ("second-hello", "a second hello is answered with error; the session goes on",
-     (("hello", None, ()), ("pack", "op1-many-blocks", ()), ("hello", None, ()), ("unpack", "op1-many-blocks", ()))),
-    ("other-version", "a message of wire version 3, 1 or none is answered with error (in version 2), hello too",
-     (("hello", None, (("version", "3"),)), ("hello", None, ()), ("pack", "op0-one-block", (("version", "1"),)),
-      ("pack", "op0-one-block", (("version", None),)), ("pack", "op0-one-block", ()))),
-    ("not-a-request", "verbs that are not requests (unknown, an answer's, none) are answered with error",
-     (("hello", None, ()), ("compress", None, ()), ("packed", None, ()), ("", None, (("verb", None),)),
-      ("pack", "op2-many-blocks", ()))),
-    ("unknown-keys", "metadata keys the packer does not know are ignored, in hello and in requests",
-     (("hello", None, (("x-harness-note", "ignored"),)), ("pack", "op0-many-blocks", (("x-harness-note", "1"),)),
-      ("unpack", "op0-many-blocks", (("trace_id", "a1b2"),)))),
+    (
+        "in-order",
+        "hello, then pack and unpack requests in any order",
+        (
+            ("hello", None, ()),
+            ("pack", "op0-padded", ()),
+            ("unpack", "op0-padded", ()),
+            ("pack", "op1-one-block", ()),
+            ("pack", "op2-padded", ()),
+            ("unpack", "op1-one-block", ()),
+        ),
+    ),
+    (
+        "request-before-hello",
+        "a pack and an unpack before hello are answered with error; the session goes on",
+        (
+            ("pack", "op0-one-block", ()),
+            ("unpack", "op0-one-block", ()),
+            ("hello", None, ()),
+            ("pack", "op0-one-block", ()),
+        ),
+    ),
+    (
+        "second-hello",
+        "a second hello is answered with error; the session goes on",
+        (("hello", None, ()), ("pack", "op1-many-blocks", ()), ("hello", None, ()), ("unpack", "op1-many-blocks", ())),
+    ),
+    (
+        "other-version",
+        "a message of wire version 3, 1 or none is answered with error (in version 2), hello too",
+        (
+            ("hello", None, (("version", "3"),)),
+            ("hello", None, ()),
+            ("pack", "op0-one-block", (("version", "1"),)),
+            ("pack", "op0-one-block", (("version", None),)),
+            ("pack", "op0-one-block", ()),
+        ),
+    ),
+    (
+        "not-a-request",
+        "verbs that are not requests (unknown, an answer's, none) are answered with error",
+        (
+            ("hello", None, ()),
+            ("compress", None, ()),
+            ("packed", None, ()),
+            ("", None, (("verb", None),)),
+            ("pack", "op2-many-blocks", ()),
+        ),
+    ),
+    (
+        "unknown-keys",
+        "metadata keys the packer does not know are ignored, in hello and in requests",
+        (
+            ("hello", None, (("x-harness-note", "ignored"),)),
+            ("pack", "op0-many-blocks", (("x-harness-note", "1"),)),
+            ("unpack", "op0-many-blocks", (("trace_id", "a1b2"),)),
+        ),
+    ),
 )
 
 
-def _metadata(verb: str, vector: str | None, requests: Mapping[str, tuple[list[Block], int | None]],
-              geometry: Geometry) -> dict[str, str]:
+def _metadata(
+    verb: str, vector: str | None, requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
+) -> dict[str, str]:
     """The metadata the harness's encoder writes for ``verb`` (carrying ``vector``'s columns), read back."""
     if verb == wire.HELLO:
         data = wire.encode_hello(geometry, __version__)
@@ -93,8 +137,9 @@ def sessions(requests: Mapping[str, tuple[list[Block], int | None]], geometry: G
     return {"vector_format": FORMAT, "wire_version": wire.VERSION, "rules": RULES, "sessions": out}
 
 
-def check_sessions(data: dict[str, Any], requests: Mapping[str, tuple[list[Block], int | None]],
-                   geometry: Geometry) -> None:
+def check_sessions(
+    data: dict[str, Any], requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
+) -> None:
     """Re-derive ``sessions.json`` from the session rules; AssertionError naming the first step that differs."""
     validate(SessionVectors, data, FILE)
     want = sessions(requests, geometry)
@@ -104,8 +149,9 @@ def check_sessions(data: dict[str, Any], requests: Mapping[str, tuple[list[Block
     assert data == want, f"{FILE}: not what the session rules derive"
 
 
-def message(step: Mapping[str, Any], requests: Mapping[str, tuple[list[Block], int | None]],
-            geometry: Geometry) -> bytes:
+def message(
+    step: Mapping[str, Any], requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
+) -> bytes:
     """A step's message as bytes on the wire: its vector's columns (none without one), its metadata exactly."""
     meta, vector = step["metadata"], step["vector"]
     if vector is None:

@@ -24,15 +24,27 @@ from harness.packers.packer_errors import PackerAnswerError
 from harness.packers.packing import PackedRequest, Segment
 
 # Wire dtypes of the request contract (docs/models.md): an answer in another dtype is refused, not converted.
-DTYPES = {"span": np.float32, "offsets": np.int64, "valid": np.int32, "weights": np.float32, "idx": np.int32,
-          "speakers": np.int32}
-BATCH_INPUT_NAMES = ("BATCH_ELEMENT_COUNT", "BATCH_ACCUMULATED_ELEMENT_COUNT",
-                     "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO", "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE",
-                     "BATCH_ITEM_SHAPE", "BATCH_ITEM_SHAPE_FLATTEN")
+DTYPES = {
+    "span": np.float32,
+    "offsets": np.int64,
+    "valid": np.int32,
+    "weights": np.float32,
+    "idx": np.int32,
+    "speakers": np.int32,
+}
+BATCH_INPUT_NAMES = (
+    "BATCH_ELEMENT_COUNT",
+    "BATCH_ACCUMULATED_ELEMENT_COUNT",
+    "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO",
+    "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE",
+    "BATCH_ITEM_SHAPE",
+    "BATCH_ITEM_SHAPE_FLATTEN",
+)
 
 
-def check_packed(packed: object, items: Sequence[Block], pad_to: int | None, geometry: Geometry,
-                 where: str) -> PackedRequest:
+def check_packed(
+    packed: object, items: Sequence[Block], pad_to: int | None, geometry: Geometry, where: str
+) -> PackedRequest:
     """Return ``packed`` if it is a well-formed packing of ``items``; raise PackerAnswerError.
 
     Rules: a :class:`PackedRequest` of the blocks' OP; the contract's dtypes; the request passes
@@ -63,8 +75,9 @@ def _check(packed: PackedRequest, items: Sequence[Block], pad_to: int | None, ge
     except BlockError as exc:
         raise PackerAnswerError(f"{where}: {exc.field}={exc.value!r}: {exc.reason}") from None
     if packed.speakers is not None and packed.speakers.shape != (packed.rows,):
-        raise PackerAnswerError(f"{where}: speakers has shape {list(packed.speakers.shape)}, "
-                                f"expected one label per row ({packed.rows})")
+        raise PackerAnswerError(
+            f"{where}: speakers has shape {list(packed.speakers.shape)}, expected one label per row ({packed.rows})"
+        )
     _check_layout(packed, items, pad_to, where)
     _check_batch_inputs(packed, where)
 
@@ -82,14 +95,16 @@ def check_unpacked(answer: object, packed: PackedRequest, output: np.ndarray, wh
     out = []
     for seg, part in zip(real, answer, strict=True):
         if not isinstance(part, np.ndarray):
-            raise PackerAnswerError(f"{where}: unpacked output of block {seg.block_id!r} is a "
-                                    f"{type(part).__name__}, not an array")
+            raise PackerAnswerError(
+                f"{where}: unpacked output of block {seg.block_id!r} is a {type(part).__name__}, not an array"
+            )
         lead = seg.rows if packed.op.is_voiceprint else seg.windows
         expected = (lead, *output.shape[1:])
         if part.shape != expected or part.dtype != output.dtype:
             raise PackerAnswerError(
                 f"{where}: unpacked output of block {seg.block_id!r} is {part.dtype}{list(part.shape)}, "
-                f"expected {output.dtype}{list(expected)}")
+                f"expected {output.dtype}{list(expected)}"
+            )
         out.append(part)
     return out
 
@@ -107,8 +122,9 @@ def _check_dtypes(packed: PackedRequest, where: str) -> None:
         if not isinstance(value, np.ndarray):
             raise PackerAnswerError(f"{where}: {name.upper()} is a {type(value).__name__}, not an array")
         if value.dtype != np.dtype(dtype):
-            raise PackerAnswerError(f"{where}: {name.upper()} has dtype {value.dtype}, the contract says "
-                                    f"{np.dtype(dtype)}")
+            raise PackerAnswerError(
+                f"{where}: {name.upper()} has dtype {value.dtype}, the contract says {np.dtype(dtype)}"
+            )
 
 
 def _check_layout(packed: PackedRequest, items: Sequence[Block], pad_to: int | None, where: str) -> None:
@@ -117,13 +133,16 @@ def _check_layout(packed: PackedRequest, items: Sequence[Block], pad_to: int | N
         raise PackerAnswerError(f"{where}: layout is not a tuple of Segments")
     want_k = len(items) if pad_to is None else pad_to
     if len(segments) != want_k:
-        raise PackerAnswerError(f"{where}: layout has {len(segments)} segments, expected {want_k} "
-                                f"({len(items)} blocks{'' if pad_to is None else f' padded to k={pad_to}'})")
+        raise PackerAnswerError(
+            f"{where}: layout has {len(segments)} segments, expected {want_k} "
+            f"({len(items)} blocks{'' if pad_to is None else f' padded to k={pad_to}'})"
+        )
     real = [s for s in segments if not s.padding]
     ids = [s.block_id for s in real]
     if ids != [b.id for b in items]:
-        raise PackerAnswerError(f"{where}: layout lists blocks {_ids(ids)}, expected {_ids([b.id for b in items])} "
-                                "in that order")
+        raise PackerAnswerError(
+            f"{where}: layout lists blocks {_ids(ids)}, expected {_ids([b.id for b in items])} in that order"
+        )
     span_at = window_at = row_at = 0
     for j, seg in enumerate(segments):
         name = f"segment {j} ({seg.block_id!r})"
@@ -131,7 +150,8 @@ def _check_layout(packed: PackedRequest, items: Sequence[Block], pad_to: int | N
         if starts != (span_at, window_at, row_at):
             raise PackerAnswerError(
                 f"{where}: {name} starts at span {seg.span_start}, window {seg.window_start}, row {seg.row_start}; "
-                f"contiguous packing puts it at span {span_at}, window {window_at}, row {row_at}")
+                f"contiguous packing puts it at span {span_at}, window {window_at}, row {row_at}"
+            )
         if min(seg.span_length, seg.windows, seg.rows) < 0:
             raise PackerAnswerError(f"{where}: {name} has a negative size")
         span_at += seg.span_length
@@ -140,19 +160,25 @@ def _check_layout(packed: PackedRequest, items: Sequence[Block], pad_to: int | N
     if (span_at, window_at, row_at) != (packed.span.shape[0], packed.windows, packed.rows):
         raise PackerAnswerError(
             f"{where}: layout covers {span_at} samples, {window_at} windows, {row_at} rows; the request has "
-            f"{packed.span.shape[0]}, {packed.windows}, {packed.rows}")
+            f"{packed.span.shape[0]}, {packed.windows}, {packed.rows}"
+        )
     for seg, block in zip(real, items, strict=True):
         got = (seg.span_length, seg.windows, seg.rows)
         want = (int(block.span.shape[0]), block.windows, block.rows)
         if got != want:
-            raise PackerAnswerError(f"{where}: block {block.id!r} occupies {got[0]} samples, {got[1]} windows, "
-                                    f"{got[2]} rows; it has {want[0]}, {want[1]}, {want[2]}")
+            raise PackerAnswerError(
+                f"{where}: block {block.id!r} occupies {got[0]} samples, {got[1]} windows, "
+                f"{got[2]} rows; it has {want[0]}, {want[1]}, {want[2]}"
+            )
     for seg in segments:
-        if seg.padding and (seg.windows != items[0].windows or seg.rows != 0
-                            or (packed.valid[seg.window_slice] != 0).any()):
-            raise PackerAnswerError(f"{where}: padding segment {seg.block_id!r} must have {items[0].windows} windows "
-                                    f"of VALID 0 and no rows (has {seg.windows} windows, VALID "
-                                    f"{packed.valid[seg.window_slice].tolist()}, {seg.rows} rows)")
+        if seg.padding and (
+            seg.windows != items[0].windows or seg.rows != 0 or (packed.valid[seg.window_slice] != 0).any()
+        ):
+            raise PackerAnswerError(
+                f"{where}: padding segment {seg.block_id!r} must have {items[0].windows} windows "
+                f"of VALID 0 and no rows (has {seg.windows} windows, VALID "
+                f"{packed.valid[seg.window_slice].tolist()}, {seg.rows} rows)"
+            )
 
 
 def _check_batch_inputs(packed: PackedRequest, where: str) -> None:

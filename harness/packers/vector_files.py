@@ -37,20 +37,25 @@ from harness.data.schemas.vectors import FORMAT, SessionVectors, Vector, VectorI
 from harness.packers.packing import PackedRequest, harness_identity, pack, unpack
 from harness.packers.wire import VERSION, geometry_meta
 
-FUNCTION = ("per-window-v1: OP 0, one output row per window w of the request: [VALID[w], the window's first "
-            "valid sample SPAN[OFFSETS[w]] (0 if VALID[w] == 0), its last valid sample SPAN[OFFSETS[w] + VALID[w] - 1] "
-            "(0 if VALID[w] == 0)], float32, shape [windows, 3]; OP 1/2, one row per voiceprint row r, w = IDX[r]: "
-            "[VALID[w], first valid sample of w (0 if none), WEIGHTS[r][0], WEIGHTS[r][F-1]], float32, "
-            "shape [rows, 4]. "
-            "It depends on a window's own samples only, so a correct packer's unpacked answer equals it per block")
+FUNCTION = (
+    "per-window-v1: OP 0, one output row per window w of the request: [VALID[w], the window's first "
+    "valid sample SPAN[OFFSETS[w]] (0 if VALID[w] == 0), its last valid sample SPAN[OFFSETS[w] + VALID[w] - 1] "
+    "(0 if VALID[w] == 0)], float32, shape [windows, 3]; OP 1/2, one row per voiceprint row r, w = IDX[r]: "
+    "[VALID[w], first valid sample of w (0 if none), WEIGHTS[r][0], WEIGHTS[r][F-1]], float32, "
+    "shape [rows, 4]. "
+    "It depends on a window's own samples only, so a correct packer's unpacked answer equals it per block"
+)
 TENSORS = ("SPAN", "OFFSETS", "VALID", "WEIGHTS", "IDX", "speakers")
 
 
 def window_function(request: PackedRequest) -> np.ndarray:
     """:data:`FUNCTION` of a request (a packed one, or one block packed alone)."""
     valid = request.valid.astype(np.int64)
-    first = np.where(valid > 0, request.span[np.minimum(request.offsets, max(len(request.span) - 1, 0))]
-                     if len(request.span) else 0.0, 0.0)
+    first = np.where(
+        valid > 0,
+        request.span[np.minimum(request.offsets, max(len(request.span) - 1, 0))] if len(request.span) else 0.0,
+        0.0,
+    )
     last_at = np.clip(request.offsets + valid - 1, 0, max(len(request.span) - 1, 0))
     last = np.where(valid > 0, request.span[last_at] if len(request.span) else 0.0, 0.0)
     if request.op is Op.SEGMENTATION:
@@ -66,8 +71,15 @@ def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
     rng = np.random.default_rng(2024)
     n, W, F = geometry.windows_per_block, geometry.window_samples, geometry.frames_per_window
 
-    def block(bid: str, op: int, span_len: int, rows: int = 0, empty: bool = False, at_end: bool = False,
-              speakers: bool = True) -> Block:
+    def block(
+        bid: str,
+        op: int,
+        span_len: int,
+        rows: int = 0,
+        empty: bool = False,
+        at_end: bool = False,
+        speakers: bool = True,
+    ) -> Block:
         span = np.round(rng.standard_normal(span_len), 3).astype(np.float32)
         offsets = np.sort(rng.integers(0, span_len, n)).astype(np.int64)
         valid = np.minimum(rng.integers(0, W + 1, n), span_len - offsets).astype(np.int32)
@@ -80,34 +92,75 @@ def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
             valid[:] = 0
         voiceprint = NO_ROWS
         if op:
-            voiceprint = BlockRows(np.round(rng.random((rows, F)), 3).astype(np.float32),
-                                   rng.integers(0, n, rows).astype(np.int32),
-                                   rng.integers(0, geometry.speakers, rows).astype(np.int32) if speakers else None)
+            voiceprint = BlockRows(
+                np.round(rng.random((rows, F)), 3).astype(np.float32),
+                rng.integers(0, n, rows).astype(np.int32),
+                rng.integers(0, geometry.speakers, rows).astype(np.int32) if speakers else None,
+            )
         return Block.create(bid, op, span, offsets, valid, geometry, voiceprint)
 
     out: list[tuple[str, str, list[Block], int | None]] = [
         ("op0-one-block", "OP 0, one block, not padded", [block("a", 0, W + 7)], None),
-        ("op0-many-blocks", "OP 0, 6 blocks of ragged spans (1 sample to 3 windows)",
-         [block(f"b{i}", 0, s) for i, s in enumerate((1, W, 3 * W, 5, 2 * W + 1, W // 2))], None),
-        ("op0-padded", "OP 0, 2 blocks padded to k=5 (padding: empty span, VALID 0, offsets 0, dropped on unpack)",
-         [block("p0", 0, W), block("p1", 0, W + 3)], 5),
-        ("op0-pad-to-k", "OP 0, 3 blocks with pad_to=3 (no padding block added)",
-         [block(f"k{i}", 0, W + i) for i in range(3)], 3),
-        ("op0-empty-blocks", "OP 0, blocks whose every window is empty (VALID 0) between blocks with audio",
-         [block("e0", 0, W), block("e1", 0, 9, empty=True), block("e2", 0, 1, empty=True), block("e3", 0, W + 1)],
-         None),
-        ("op0-windows-at-span-end", "OP 0, windows starting at the very end of the span (VALID 0) and ending on it",
-         [block(f"z{i}", 0, s, at_end=True) for i, s in enumerate((W, 2 * W + 5, 1))], None),
+        (
+            "op0-many-blocks",
+            "OP 0, 6 blocks of ragged spans (1 sample to 3 windows)",
+            [block(f"b{i}", 0, s) for i, s in enumerate((1, W, 3 * W, 5, 2 * W + 1, W // 2))],
+            None,
+        ),
+        (
+            "op0-padded",
+            "OP 0, 2 blocks padded to k=5 (padding: empty span, VALID 0, offsets 0, dropped on unpack)",
+            [block("p0", 0, W), block("p1", 0, W + 3)],
+            5,
+        ),
+        (
+            "op0-pad-to-k",
+            "OP 0, 3 blocks with pad_to=3 (no padding block added)",
+            [block(f"k{i}", 0, W + i) for i in range(3)],
+            3,
+        ),
+        (
+            "op0-empty-blocks",
+            "OP 0, blocks whose every window is empty (VALID 0) between blocks with audio",
+            [block("e0", 0, W), block("e1", 0, 9, empty=True), block("e2", 0, 1, empty=True), block("e3", 0, W + 1)],
+            None,
+        ),
+        (
+            "op0-windows-at-span-end",
+            "OP 0, windows starting at the very end of the span (VALID 0) and ending on it",
+            [block(f"z{i}", 0, s, at_end=True) for i, s in enumerate((W, 2 * W + 5, 1))],
+            None,
+        ),
         ("op1-one-block", "OP 1, one block of 5 rows", [block("v", 1, 2 * W, rows=5)], None),
-        ("op1-many-blocks", "OP 1, 5 blocks, 0 to 12 rows each",
-         [block(f"m{i}", 1, W + 9 * i, rows=r) for i, r in enumerate((3, 0, 12, 1, 7))], None),
-        ("op1-zero-rows", "OP 1, blocks of 0 voiceprint rows only (WEIGHTS [0, F], IDX [0])",
-         [block(f"r{i}", 1, W + i) for i in range(3)], None),
-        ("op1-padded-speakers-unknown", "OP 1, speakers null in one block (the packed speakers is null), padded "
-         "to k=4", [block("s0", 1, W, rows=2), block("s1", 1, W, rows=3, speakers=False)], 4),
-        ("op2-many-blocks", "OP 2, 4 blocks, one of them empty (VALID 0, rows on empty windows)",
-         [block("t0", 2, W, rows=4), block("t1", 2, 3, rows=2, empty=True), block("t2", 2, 2 * W, rows=6),
-          block("t3", 2, W, rows=1, at_end=True)], None),
+        (
+            "op1-many-blocks",
+            "OP 1, 5 blocks, 0 to 12 rows each",
+            [block(f"m{i}", 1, W + 9 * i, rows=r) for i, r in enumerate((3, 0, 12, 1, 7))],
+            None,
+        ),
+        (
+            "op1-zero-rows",
+            "OP 1, blocks of 0 voiceprint rows only (WEIGHTS [0, F], IDX [0])",
+            [block(f"r{i}", 1, W + i) for i in range(3)],
+            None,
+        ),
+        (
+            "op1-padded-speakers-unknown",
+            "OP 1, speakers null in one block (the packed speakers is null), padded to k=4",
+            [block("s0", 1, W, rows=2), block("s1", 1, W, rows=3, speakers=False)],
+            4,
+        ),
+        (
+            "op2-many-blocks",
+            "OP 2, 4 blocks, one of them empty (VALID 0, rows on empty windows)",
+            [
+                block("t0", 2, W, rows=4),
+                block("t1", 2, 3, rows=2, empty=True),
+                block("t2", 2, 2 * W, rows=6),
+                block("t3", 2, W, rows=1, at_end=True),
+            ],
+            None,
+        ),
         ("op2-padded", "OP 2, 1 block padded to k=3", [block("u", 2, W + 1, rows=4)], 3),
     ]
     return out
@@ -133,18 +186,42 @@ def vector(name: str, what: str, blocks: list[Block], pad_to: int | None, geomet
     output = window_function(packed)
     parts = unpack(packed, {packed.op.output_name: output})
     return {
-        "vector_format": FORMAT, "wire_version": VERSION, "name": name, "what": what,
+        "vector_format": FORMAT,
+        "wire_version": VERSION,
+        "name": name,
+        "what": what,
         "geometry": geometry_meta(geometry),
         "request": {"pad_to": pad_to, "blocks": [_block_json(b) for b in blocks]},
-        "packed": {"OP": int(packed.op), "k": packed.k, **{t: _list(getattr(packed, t.lower())) for t in TENSORS},
-                   "segments": [{"block_id": s.block_id, "padding": s.padding, "span_start": s.span_start,
-                                 "span_length": s.span_length, "window_start": s.window_start, "windows": s.windows,
-                                 "row_start": s.row_start, "rows": s.rows} for s in packed.segments],
-                   "ragged_index": {k: v.reshape(-1).tolist() for k, v in packed.ragged_index().items()}},
-        "unpack": {"function": FUNCTION.split(":")[0], "output": packed.op.output_name, "dtype": "float32",
-                   "shape": list(output.shape), "data": output.reshape(-1).tolist()},
-        "unpacked": [{"block_id": bid, "shape": list(p.shape), "data": p.reshape(-1).tolist()}
-                     for bid, p in zip(packed.block_ids, parts, strict=True)],
+        "packed": {
+            "OP": int(packed.op),
+            "k": packed.k,
+            **{t: _list(getattr(packed, t.lower())) for t in TENSORS},
+            "segments": [
+                {
+                    "block_id": s.block_id,
+                    "padding": s.padding,
+                    "span_start": s.span_start,
+                    "span_length": s.span_length,
+                    "window_start": s.window_start,
+                    "windows": s.windows,
+                    "row_start": s.row_start,
+                    "rows": s.rows,
+                }
+                for s in packed.segments
+            ],
+            "ragged_index": {k: v.reshape(-1).tolist() for k, v in packed.ragged_index().items()},
+        },
+        "unpack": {
+            "function": FUNCTION.split(":")[0],
+            "output": packed.op.output_name,
+            "dtype": "float32",
+            "shape": list(output.shape),
+            "data": output.reshape(-1).tolist(),
+        },
+        "unpacked": [
+            {"block_id": bid, "shape": list(p.shape), "data": p.reshape(-1).tolist()}
+            for bid, p in zip(packed.block_ids, parts, strict=True)
+        ],
     }
 
 
@@ -153,13 +230,24 @@ def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
 
     ``data`` is first validated against its declared schema (SchemaError: one line)."""
     validate(Vector, data, f"test vector {data.get('name')!r}")
-    blocks = [Block.create(b["block_id"], b["OP"], np.array(b["SPAN"], np.float32), np.array(b["OFFSETS"], np.int64),
-                           np.array(b["VALID"], np.int32), geometry, BlockRows(
-                               None if b["WEIGHTS"] is None else np.array(b["WEIGHTS"], np.float32).reshape(
-                                   -1, geometry.frames_per_window),
-                               None if b["IDX"] is None else np.array(b["IDX"], np.int32),
-                               None if b["speakers"] is None else np.array(b["speakers"], np.int32)))
-              for b in data["request"]["blocks"]]
+    blocks = [
+        Block.create(
+            b["block_id"],
+            b["OP"],
+            np.array(b["SPAN"], np.float32),
+            np.array(b["OFFSETS"], np.int64),
+            np.array(b["VALID"], np.int32),
+            geometry,
+            BlockRows(
+                None
+                if b["WEIGHTS"] is None
+                else np.array(b["WEIGHTS"], np.float32).reshape(-1, geometry.frames_per_window),
+                None if b["IDX"] is None else np.array(b["IDX"], np.int32),
+                None if b["speakers"] is None else np.array(b["speakers"], np.int32),
+            ),
+        )
+        for b in data["request"]["blocks"]
+    ]
     want = vector(data["name"], data["what"], blocks, data["request"]["pad_to"], geometry)
     for key in ("packed", "unpack", "unpacked", "geometry", "wire_version"):
         assert data[key] == want[key], f"vector {data['name']!r}: {key!r} is not what the harness's packer answers"
@@ -167,7 +255,8 @@ def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
     for block, part in zip(blocks, data["unpacked"], strict=True):
         alone = window_function(pack([block]))
         assert part["block_id"] == block.id and part["data"] == alone.reshape(-1).tolist(), (
-            f"vector {data['name']!r}: block {block.id!r} unpacked is not the function of the block alone")
+            f"vector {data['name']!r}: block {block.id!r} unpacked is not the function of the block alone"
+        )
 
 
 def export(directory: Path, geometry: Geometry) -> list[str]:
@@ -180,8 +269,10 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
     if final.exists() and not final.is_dir():
         raise OutputError(f"{final}: cannot write test vectors: it is a file, not a folder")
     if final.is_dir() and any(final.iterdir()):
-        raise OutputError(f"{final}: cannot write test vectors: the folder is not empty "
-                          f"({len(list(final.iterdir()))} entries); give a new or empty folder, nothing is overwritten")
+        raise OutputError(
+            f"{final}: cannot write test vectors: the folder is not empty "
+            f"({len(list(final.iterdir()))} entries); give a new or empty folder, nothing is overwritten"
+        )
     check_output_dir(final, "test vectors folder")  # not inside a golden or run, writable: before any work
     tmp = temp_sibling(final)
     created = missing_dirs(final.parent)
@@ -194,8 +285,14 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
             validate(Vector, data, f"test vector {name!r}")  # what is written is what the schema declares
             text = json.dumps(data, indent=1) + "\n"
             _write(tmp / f"{name}.json", text)
-            index.append({"file": f"{name}.json", "name": name, "what": what,
-                          "sha256": hashlib.sha256(text.encode()).hexdigest()})
+            index.append(
+                {
+                    "file": f"{name}.json",
+                    "name": name,
+                    "what": what,
+                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                }
+            )
             fault(f"vectors:{name}")
         from harness.packers import session_vectors  # (it builds on this module)
 
@@ -204,10 +301,16 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
         validate(SessionVectors, sessions, f"test vectors {session_vectors.FILE}")
         text = json.dumps(sessions, indent=1) + "\n"
         _write(tmp / session_vectors.FILE, text)
-        table = {"vector_format": FORMAT, "wire_version": VERSION, "harness_version": __version__,
-                 "derived_by": harness_identity(), "geometry": geometry_meta(geometry), "function": FUNCTION,
-                 "vectors": index, "sessions": {"file": session_vectors.FILE,
-                                                "sha256": hashlib.sha256(text.encode()).hexdigest()}}
+        table = {
+            "vector_format": FORMAT,
+            "wire_version": VERSION,
+            "harness_version": __version__,
+            "derived_by": harness_identity(),
+            "geometry": geometry_meta(geometry),
+            "function": FUNCTION,
+            "vectors": index,
+            "sessions": {"file": session_vectors.FILE, "sha256": hashlib.sha256(text.encode()).hexdigest()},
+        }
         validate(VectorIndex, table, "test vectors index.json")
         _write(tmp / "index.json", json.dumps(table, indent=1) + "\n")
         fault("rename:vectors")
@@ -220,9 +323,11 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_empty(created)
         raise
-    return [f"wrote {len(index)} packing test vectors, {len(sessions['sessions'])} session vectors "
-            f"({session_vectors.FILE}) and index.json to {final} (wire version {VERSION}, answers of "
-            f"{harness_identity()})"]
+    return [
+        f"wrote {len(index)} packing test vectors, {len(sessions['sessions'])} session vectors "
+        f"({session_vectors.FILE}) and index.json to {final} (wire version {VERSION}, answers of "
+        f"{harness_identity()})"
+    ]
 
 
 def _write(path: Path, text: str) -> None:

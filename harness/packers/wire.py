@@ -53,8 +53,14 @@ HELLO, PACK, PACKED, UNPACK, UNPACKED, ERROR = "hello", "pack", "packed", "unpac
 VERBS = (HELLO, PACK, PACKED, UNPACK, UNPACKED, ERROR)
 # The geometry every request (hello, pack, unpack) carries in its schema metadata, as decimal integers:
 # what a packer needs to pad (windows per block, F of WEIGHTS even for OP 0) without being told by a flag.
-GEOMETRY_KEYS = ("window_samples", "frames_per_window", "windows_per_block", "weights_frames", "sample_rate",
-                 "embedding_dim")
+GEOMETRY_KEYS = (
+    "window_samples",
+    "frames_per_window",
+    "windows_per_block",
+    "weights_frames",
+    "sample_rate",
+    "embedding_dim",
+)
 
 # Tensor columns: (name, element dtype, nesting). WEIGHTS [R, F] is list<fixed_size_list<float32, F>>.
 TENSORS: tuple[tuple[str, np.dtype, int], ...] = (
@@ -72,9 +78,14 @@ NULLABLE = ("WEIGHTS", "IDX", "speakers")
 
 def geometry_meta(geometry: Geometry) -> dict[str, int]:
     """The geometry keys of a request's metadata (``weights_frames`` is F, the width of a WEIGHTS row)."""
-    return {"window_samples": geometry.window_samples, "frames_per_window": geometry.frames_per_window,
-            "windows_per_block": geometry.windows_per_block, "weights_frames": geometry.frames_per_window,
-            "sample_rate": geometry.sample_rate, "embedding_dim": geometry.embedding_dim}
+    return {
+        "window_samples": geometry.window_samples,
+        "frames_per_window": geometry.frames_per_window,
+        "windows_per_block": geometry.windows_per_block,
+        "weights_frames": geometry.frames_per_window,
+        "sample_rate": geometry.sample_rate,
+        "embedding_dim": geometry.embedding_dim,
+    }
 
 
 def meta_geometry(meta: dict[str, str]) -> dict[str, int]:
@@ -143,8 +154,9 @@ def read_message(source: Readable | bytes, expect: Sequence[str] = VERBS) -> Mes
     message = read_any(source)
     meta, verb = message.meta, message.meta.get("verb")
     if meta.get("version") != VERSION:
-        raise WireError(f"message has wire version {meta.get('version')!r}, expected {VERSION!r} "
-                        "(schema metadata 'version')")
+        raise WireError(
+            f"message has wire version {meta.get('version')!r}, expected {VERSION!r} (schema metadata 'version')"
+        )
     if verb is None or verb not in expect:
         raise WireError(f"message verb {verb!r}, expected {' or '.join(expect)} (schema metadata 'verb')")
     return message
@@ -187,19 +199,32 @@ def decode_pack(message: Message) -> tuple[list[Block], int | None]:
     t = message.table
     ids = strings(t, "block_id")
     ops = ints(t, "OP", np.int32)
-    columns = {name: read_lists(t, name, dtype, depth, nullable=False)
-               for name, dtype, depth in TENSORS if name not in NULLABLE}
-    optional = {name: read_lists(t, name, dtype, depth, nullable=True)
-                for name, dtype, depth in TENSORS if name in NULLABLE}
+    columns = {
+        name: read_lists(t, name, dtype, depth, nullable=False)
+        for name, dtype, depth in TENSORS
+        if name not in NULLABLE
+    }
+    optional = {
+        name: read_lists(t, name, dtype, depth, nullable=True) for name, dtype, depth in TENSORS if name in NULLABLE
+    }
     blocks = []
     for i, block_id in enumerate(ids):
         try:
             op = Op.parse(int(ops[i]))
         except ValueError as exc:
             raise WireError(f"pack row {i} ({block_id!r}): {exc}") from None
-        blocks.append(Block(id=block_id, op=op, span=columns["SPAN"][i], offsets=columns["OFFSETS"][i],
-                            valid=columns["VALID"][i], weights=optional["WEIGHTS"][i], idx=optional["IDX"][i],
-                            speakers=optional["speakers"][i]))
+        blocks.append(
+            Block(
+                id=block_id,
+                op=op,
+                span=columns["SPAN"][i],
+                offsets=columns["OFFSETS"][i],
+                valid=columns["VALID"][i],
+                weights=optional["WEIGHTS"][i],
+                idx=optional["IDX"][i],
+                speakers=optional["speakers"][i],
+            )
+        )
     pad_to = message.meta.get("pad_to")
     return blocks, None if pad_to in (None, "") else int(pad_to)
 
@@ -228,10 +253,14 @@ def decode_packed(message: Message) -> PackedRequest:
         op = Op.parse(op_value)
     except ValueError as exc:
         raise WireError(f"packed answer: {exc}") from None
-    tensors = {name: read_lists(t, name, dtype, depth, nullable=False)[0]
-               for name, dtype, depth in TENSORS if name not in NULLABLE}
-    optional = {name: read_lists(t, name, dtype, depth, nullable=True)[0]
-                for name, dtype, depth in TENSORS if name in NULLABLE}
+    tensors = {
+        name: read_lists(t, name, dtype, depth, nullable=False)[0]
+        for name, dtype, depth in TENSORS
+        if name not in NULLABLE
+    }
+    optional = {
+        name: read_lists(t, name, dtype, depth, nullable=True)[0] for name, dtype, depth in TENSORS if name in NULLABLE
+    }
     segments = read_segments(t)[0]
     batch: dict[str, np.ndarray] = {}
     for name in BATCH_INPUT_NAMES:
@@ -243,8 +272,17 @@ def decode_packed(message: Message) -> PackedRequest:
     unknown = sorted(set(t.column_names) - {"OP", "segments", *(n for n, _, _ in TENSORS), *BATCH_INPUT_NAMES})
     if unknown:
         raise WireError(f"packed answer has unknown column(s) {unknown}")
-    return PackedRequest(op, tensors["SPAN"], tensors["OFFSETS"], tensors["VALID"], optional["WEIGHTS"],
-                         optional["IDX"], optional["speakers"], segments, batch or None)
+    return PackedRequest(
+        op,
+        tensors["SPAN"],
+        tensors["OFFSETS"],
+        tensors["VALID"],
+        optional["WEIGHTS"],
+        optional["IDX"],
+        optional["speakers"],
+        segments,
+        batch or None,
+    )
 
 
 # ------------------------------------------------------------------ unpack: harness -> packer
@@ -254,12 +292,14 @@ def encode_unpack(packed: PackedRequest, output_name: str, output: np.ndarray, g
     """The ``unpack`` request: the request's OP and layout, the network's output (flat + shape), the geometry."""
     if output.dtype not in OUTPUT_DTYPES:
         raise PackerAnswerError(f"output {output_name} has dtype {output.dtype}: the wire carries float32 or float64")
-    table = pa.table({
-        "OP": pa.array([int(packed.op)], pa.int32()),
-        "segments": segments_column(packed.segments),
-        "data": list_column([np.ascontiguousarray(output).reshape(-1)], output.dtype, 1),
-        "shape": list_column([np.array(output.shape, np.int64)], np.dtype(np.int64), 1),
-    })
+    table = pa.table(
+        {
+            "OP": pa.array([int(packed.op)], pa.int32()),
+            "segments": segments_column(packed.segments),
+            "data": list_column([np.ascontiguousarray(output).reshape(-1)], output.dtype, 1),
+            "shape": list_column([np.array(output.shape, np.int64)], np.dtype(np.int64), 1),
+        }
+    )
     return encode(UNPACK, table, output=output_name, **geometry_meta(geometry))
 
 
@@ -280,11 +320,13 @@ def decode_unpack(message: Message) -> tuple[Op, tuple[Segment, ...], str, np.nd
 def encode_unpacked(block_ids: Sequence[str], parts: Sequence[np.ndarray]) -> bytes:
     """The ``unpacked`` answer: one row per real block, in pack order (flat data + shape)."""
     dtype = parts[0].dtype if parts else np.dtype(np.float32)
-    table = pa.table({
-        "block_id": pa.array(list(block_ids), pa.string()),
-        "data": list_column([np.ascontiguousarray(p).reshape(-1) for p in parts], dtype, 1),
-        "shape": list_column([np.array(p.shape, np.int64) for p in parts], np.dtype(np.int64), 1),
-    })
+    table = pa.table(
+        {
+            "block_id": pa.array(list(block_ids), pa.string()),
+            "data": list_column([np.ascontiguousarray(p).reshape(-1) for p in parts], dtype, 1),
+            "shape": list_column([np.array(p.shape, np.int64) for p in parts], np.dtype(np.int64), 1),
+        }
+    )
     return encode(UNPACKED, table)
 
 
@@ -297,8 +339,9 @@ def decode_unpacked(message: Message, dtype: np.dtype) -> tuple[list[str], list[
     list_value_dtype(t, "data", (np.dtype(dtype),))
     data = read_lists(t, "data", np.dtype(dtype), 1, nullable=False)
     shapes = read_lists(t, "shape", np.dtype(np.int64), 1, nullable=False)
-    parts = [reshape(d, tuple(int(v) for v in s), f"unpacked block {i!r}") for i, d, s in zip(ids, data, shapes,
-                                                                                                strict=True)]
+    parts = [
+        reshape(d, tuple(int(v) for v in s), f"unpacked block {i!r}") for i, d, s in zip(ids, data, shapes, strict=True)
+    ]
     return ids, parts
 
 

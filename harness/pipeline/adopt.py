@@ -53,8 +53,10 @@ def held(target: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise GoldenError(f"{target}: held by another writer (its lock {lock} is taken: another `harness golden "
-                              "adopt` of it is running); nothing moved: run this again once it has ended") from None
+            raise GoldenError(
+                f"{target}: held by another writer (its lock {lock} is taken: another `harness golden "
+                "adopt` of it is running); nothing moved: run this again once it has ended"
+            ) from None
         yield
     finally:
         os.close(fd)
@@ -66,9 +68,11 @@ def adopt_golden(source: Path) -> list[str]:
     source = Path(source)
     named = adoptable(source)
     if named is None:
-        raise GoldenError(f"{source}: not a regenerated golden: adopt takes a NAME.regen-<time> folder (as `harness "
-                          "golden record --regen` writes it beside goldens/NAME) or a NAME.history-<time> one (to "
-                          "roll back)")
+        raise GoldenError(
+            f"{source}: not a regenerated golden: adopt takes a NAME.regen-<time> folder (as `harness "
+            "golden record --regen` writes it beside goldens/NAME) or a NAME.history-<time> one (to "
+            "roll back)"
+        )
     target = source.with_name(named[0])
     check_output_dir(source.parent, "golden folder")
     with held(target):
@@ -84,21 +88,26 @@ def adopt_golden(source: Path) -> list[str]:
 def replaced(target: Path, new: Golden) -> Golden | None:
     """The golden at ``target`` (None: there is none), refused when ``new`` is not a regeneration of it."""
     if new.release != target.name:
-        raise GoldenError(f"{new.path}: records release {new.release!r}, not {target.name!r}: it is no regeneration "
-                          f"of {target}")
+        raise GoldenError(
+            f"{new.path}: records release {new.release!r}, not {target.name!r}: it is no regeneration of {target}"
+        )
     if not (target.exists() or target.is_symlink()):
         return None
     try:
         old = load_golden(target)
     except HarnessError as exc:
-        raise GoldenError(f"{target}: the golden {new.path} would replace does not load, so it cannot be compared "
-                          f"({exc}); nothing moved") from None
+        raise GoldenError(
+            f"{target}: the golden {new.path} would replace does not load, so it cannot be compared "
+            f"({exc}); nothing moved"
+        ) from None
     for what, key in SAME:
         a, b = _get(old.manifest, key), _get(new.manifest, key)
         if a != b:
-            raise GoldenError(f"{new.path}: not a regeneration of {target}: its {what} differs ({_show(b)} vs "
-                              f"{_show(a)} in {target}); nothing moved: a golden of another model or geometry is "
-                              "another release (golden record --release NAME)")
+            raise GoldenError(
+                f"{new.path}: not a regeneration of {target}: its {what} differs ({_show(b)} vs "
+                f"{_show(a)} in {target}); nothing moved: a golden of another model or geometry is "
+                "another release (golden record --release NAME)"
+            )
     return old
 
 
@@ -106,20 +115,38 @@ def swap(source: Path, target: Path, new: Golden, old: Golden) -> list[str]:
     """Steps 3 and 4: journal, one-step swap, old golden renamed to its history name, journal removed."""
     history = history_name(target, old.manifest["created"], old.golden_id)
     journal = journal_path(target)
-    atomic_write(journal, dumps(seal({"source": source.name, "history": history.name, "old_golden_id": old.golden_id,
-                                      "new_golden_id": new.golden_id}, "journal_sha256")) + "\n")
+    atomic_write(
+        journal,
+        dumps(
+            seal(
+                {
+                    "source": source.name,
+                    "history": history.name,
+                    "old_golden_id": old.golden_id,
+                    "new_golden_id": new.golden_id,
+                },
+                "journal_sha256",
+            )
+        )
+        + "\n",
+    )
     fault("adopt:journal")
     try:
         check_interrupted()  # a signal before the swap: nothing moves
         if not exchange(source, target):
-            raise GoldenError(f"{target}: this file system cannot swap two folders in one step (renameat2 "
-                              "RENAME_EXCHANGE), so adopting could leave no golden at its name; nothing moved")
+            raise GoldenError(
+                f"{target}: this file system cannot swap two folders in one step (renameat2 "
+                "RENAME_EXCHANGE), so adopting could leave no golden at its name; nothing moved"
+            )
     except BaseException:
         journal.unlink(missing_ok=True)
         raise
     fsync_path(target.parent)
-    committed(target, f"the adopted golden {new.golden_id}", f"the next `harness golden adopt {source}` keeps the "
-              f"previous golden as {history}")
+    committed(
+        target,
+        f"the adopted golden {new.golden_id}",
+        f"the next `harness golden adopt {source}` keeps the previous golden as {history}",
+    )
     fault("adopt:swapped")
     os.rename(source, history)
     fsync_path(target.parent)
@@ -144,8 +171,10 @@ def said(source: Path, target: Path, new: Golden, kept: str, old: Golden | None,
     lines = [f"adopted {source} as {target}: golden {new.golden_id} (recorded {new.manifest['created']})", kept]
     after = f"the next nightly with --golden {target} judges every shape against {new.golden_id}"
     if old is not None and history is not None:
-        after += (f"; promotions earned on {old.golden_id} stay in force and in the ledger's history until then "
-                  f"(a score of the old golden promotes only with --golden {history})")
+        after += (
+            f"; promotions earned on {old.golden_id} stay in force and in the ledger's history until then "
+            f"(a score of the old golden promotes only with --golden {history})"
+        )
     lines.append((f"{ledger}: unchanged; " if ledger.is_file() else "") + after)
     return lines
 
@@ -163,17 +192,21 @@ def finish_adoption(target: Path) -> list[str]:
         journal_path(target).unlink()  # killed before the swap: nothing had moved
         return []
     if at_target != journal["new_golden_id"]:
-        raise GoldenError(f"{journal_path(target)}: an interrupted adoption of {source} into {target}, but {target} "
-                          f"holds {at_target or 'no golden'} (journal: {journal['old_golden_id']} -> "
-                          f"{journal['new_golden_id']}); resolve it by hand (`harness golden show`), then remove the "
-                          "journal")
+        raise GoldenError(
+            f"{journal_path(target)}: an interrupted adoption of {source} into {target}, but {target} "
+            f"holds {at_target or 'no golden'} (journal: {journal['old_golden_id']} -> "
+            f"{journal['new_golden_id']}); resolve it by hand (`harness golden show`), then remove the "
+            "journal"
+        )
     if at_source == journal["old_golden_id"] and not history.exists():
         os.rename(source, history)
         fsync_path(target.parent)
     journal_path(target).unlink()
     fsync_path(target.parent)
-    return [f"finished the interrupted adoption of {source}: {target} is golden {journal['new_golden_id']}; the "
-            f"previous golden {journal['old_golden_id']} is kept as {history}"]
+    return [
+        f"finished the interrupted adoption of {source}: {target} is golden {journal['new_golden_id']}; the "
+        f"previous golden {journal['old_golden_id']} is kept as {history}"
+    ]
 
 
 def _golden_id(directory: Path) -> str | None:

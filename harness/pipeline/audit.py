@@ -79,8 +79,9 @@ class AuditOutcome:
         return self.result.verdict == "pass"
 
 
-def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool,
-              ray: RayOptions | None = None) -> AuditOutcome:
+def run_audit(
+    cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray: RayOptions | None = None
+) -> AuditOutcome:
     """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``);
     with ``ray`` (:class:`harness.pipeline.distributed.RayOptions`) the exact lane runs on Ray workers."""
     from lanes.model_api import check_spec
@@ -96,8 +97,14 @@ def run_audit(cfg: ReleaseConfig, capture: Path, out: Path, progress: bool,
     return audit_capture(capture, out, cfg, lambda: make_backend(cfg), progress=progress)
 
 
-def audit_capture(capture: Path, out: Path, cfg: ReleaseConfig, make_backend: Callable[[], Backend],
-                  progress: bool = False, pipeline: bool = True) -> AuditOutcome:
+def audit_capture(
+    capture: Path,
+    out: Path,
+    cfg: ReleaseConfig,
+    make_backend: Callable[[], Backend],
+    progress: bool = False,
+    pipeline: bool = True,
+) -> AuditOutcome:
     """Judge ``capture`` (module doc) in this process; ``make_backend`` is called only once every law holds.
     ``pipeline=False``: every call waits for the host work around it (the files are the same either way)."""
     return judge_capture(capture, out, cfg, InProcessRerun(cfg, make_backend, pipeline), progress)
@@ -202,20 +209,36 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
         digest.cancel()
 
 
-def _judge(reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: ReleaseConfig, rerun: Rerun,
-           progress: bool) -> AuditOutcome:
+def _judge(
+    reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: ReleaseConfig, rerun: Rerun, progress: bool
+) -> AuditOutcome:
     survey = Survey(reader.geometry)
-    with step("packing laws"), progress_bar("audit: packing laws", len(reader), progress) as tick, \
-            contextlib.closing(reader.requests(ahead=True)) as requests:
+    with (
+        step("packing laws"),
+        progress_bar("audit: packing laws", len(reader), progress) as tick,
+        contextlib.closing(reader.requests(ahead=True)) as requests,
+    ):
         for request in requests:
             survey.add(request)
             tick(1)
-    fields = {"capture": _capture_ref(reader, digest), "served": survey.served(),
-              "tolerances": cfg.tolerances.model_dump(), "laws": survey.laws()}
+    fields = {
+        "capture": _capture_ref(reader, digest),
+        "served": survey.served(),
+        "tolerances": cfg.tolerances.model_dump(),
+        "laws": survey.laws(),
+    }
     lines = [_capture_line(reader, survey)]
     if not survey.passed:
-        ops = {str(int(op)): _not_scored(survey, op, "not run: a packing law is broken, the audit stopped before any "
-                                    "model ran" if op in survey.op_requests else NOT_CAPTURED) for op in ALL_OPS}
+        ops = {
+            str(int(op)): _not_scored(
+                survey,
+                op,
+                "not run: a packing law is broken, the audit stopped before any model ran"
+                if op in survey.op_requests
+                else NOT_CAPTURED,
+            )
+            for op in ALL_OPS
+        }
         result = _finish({**fields, "golden_model": None, "fingerprint_matches": None, "ops": ops})
         lines += [f"law {law} BROKEN by {k} of {survey.requests} requests" for law, k in survey.broken.items()]
         lines += [v.line() for v in survey.violations[:5]]
@@ -227,15 +250,22 @@ def _judge(reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: Releas
         if not matches:
             lines.insert(0, _model_line(survey, golden))
         if set(survey.devices) != {golden.device_kind}:
-            lines.append(f"served on {', '.join(sorted(survey.devices))}; re-run on {golden.device_kind}: what "
-                         "differs between the devices is judged by the tolerances")
-        with step("exact lane + score"), progress_bar(f"audit: {survey.blocks} blocks {rerun.label}", survey.blocks,
-                                                      progress, unit="blocks") as tick:
+            lines.append(
+                f"served on {', '.join(sorted(survey.devices))}; re-run on {golden.device_kind}: what "
+                "differs between the devices is judged by the tolerances"
+            )
+        with (
+            step("exact lane + score"),
+            progress_bar(
+                f"audit: {survey.blocks} blocks {rerun.label}", survey.blocks, progress, unit="blocks"
+            ) as tick,
+        ):
             ops = _score(reader, rerun, cfg, survey, tick)
     finally:
         rerun.close()
-    result = _finish({**fields, "golden_model": golden.model_dump(mode="json"), "fingerprint_matches": matches,
-                      "ops": ops})
+    result = _finish(
+        {**fields, "golden_model": golden.model_dump(mode="json"), "fingerprint_matches": matches, "ops": ops}
+    )
     for op, o in sorted(result.ops.items()):
         v = o.verdict
         if v is None:
@@ -249,18 +279,24 @@ def _judge(reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: Releas
 def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ReleaseConfig) -> None:
     """The captured requests must have been cut for the golden model's geometry (else exit 2)."""
     if geometry != reader.geometry:
-        diff = [f"{k} {v} (capture) vs {getattr(geometry, k)} (golden model)"
-                for k, v in reader.geometry.to_dict().items() if getattr(geometry, k) != v]
-        raise CaptureError(f"{reader.path}: the capture's requests were cut for another geometry than the golden "
-                           f"model {cfg.model.spec!r} declares: {'; '.join(diff)} (re-run them on the model that "
-                           "served them: --golden-model)")
+        diff = [
+            f"{k} {v} (capture) vs {getattr(geometry, k)} (golden model)"
+            for k, v in reader.geometry.to_dict().items()
+            if getattr(geometry, k) != v
+        ]
+        raise CaptureError(
+            f"{reader.path}: the capture's requests were cut for another geometry than the golden "
+            f"model {cfg.model.spec!r} declares: {'; '.join(diff)} (re-run them on the model that "
+            "served them: --golden-model)"
+        )
 
 
 # ------------------------------------------------------------------------------------------ pass 2
 
 
-def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey,
-           tick: Callable[[int], None]) -> dict[str, Any]:
+def _score(
+    reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey, tick: Callable[[int], None]
+) -> dict[str, Any]:
     g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
     limits = op_limits(cfg.tolerances, ops, None)
@@ -279,9 +315,14 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
     for op, b in batches.items():
         b.flush()
         by = "block, window" if op is Op.SEGMENTATION else ("block, row" if b.unlabelled else "block, window, speaker")
-        out[str(int(op))] = {"requests": survey.op_requests[int(op)], "blocks": survey.op_blocks[int(op)],
-                             "rows_matched_by": by, "unlabelled_rows": b.unlabelled,
-                             "verdict": b.evidence.verdict("audit").model_dump(mode="json"), "not_scored": None}
+        out[str(int(op))] = {
+            "requests": survey.op_requests[int(op)],
+            "blocks": survey.op_blocks[int(op)],
+            "rows_matched_by": by,
+            "unlabelled_rows": b.unlabelled,
+            "verdict": b.evidence.verdict("audit").model_dump(mode="json"),
+            "not_scored": None,
+        }
     for op in ALL_OPS:
         out.setdefault(str(int(op)), _not_scored(survey, op, NOT_CAPTURED))
     return out
@@ -291,17 +332,24 @@ def _score(reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Surv
 
 
 def _not_scored(survey: Survey, op: int, why: str) -> dict[str, Any]:
-    return {"requests": survey.op_requests[op], "blocks": survey.op_blocks[op],
-            "rows_matched_by": "block, window" if op == 0 else "block, window, speaker", "unlabelled_rows": 0,
-            "verdict": None, "not_scored": why}
+    return {
+        "requests": survey.op_requests[op],
+        "blocks": survey.op_blocks[op],
+        "rows_matched_by": "block, window" if op == 0 else "block, window, speaker",
+        "unlabelled_rows": 0,
+        "verdict": None,
+        "not_scored": why,
+    }
 
 
 def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
     for op in ALL_OPS:
         if cfg.tolerances.for_op(op).mode == "noise-floor":
-            raise ScoringError(f"tolerance mode 'noise-floor' (OP {int(op)}): an audit re-runs the golden model once "
-                               "and has no recorded noise floor to scale; judge it with --tolerance tolerance or "
-                               "bitwise")
+            raise ScoringError(
+                f"tolerance mode 'noise-floor' (OP {int(op)}): an audit re-runs the golden model once "
+                "and has no recorded noise floor to scale; judge it with --tolerance tolerance or "
+                "bitwise"
+            )
 
 
 def _capture_ref(reader: CaptureReader, digest: BackgroundHash) -> dict[str, Any]:
@@ -309,8 +357,13 @@ def _capture_ref(reader: CaptureReader, digest: BackgroundHash) -> dict[str, Any
         sha = digest.result()
     except OSError as exc:
         raise CaptureError(f"{reader.path}: cannot read the capture file ({exc.strerror})") from None
-    return {"path": str(reader.path), "sha256": sha, "requests": len(reader), "engine": reader.meta.engine,
-            "geometry": reader.geometry.to_dict()}
+    return {
+        "path": str(reader.path),
+        "sha256": sha,
+        "requests": len(reader),
+        "engine": reader.meta.engine,
+        "geometry": reader.geometry.to_dict(),
+    }
 
 
 def golden_model(cfg: ReleaseConfig, backend: Backend) -> GoldenModel:
@@ -319,28 +372,43 @@ def golden_model(cfg: ReleaseConfig, backend: Backend) -> GoldenModel:
     model = env.get("model") or {}
     numerics = plain(env.get("numerics_in_force") or {})
     assert isinstance(numerics, dict)  # a JSON round trip keeps a dict a dict
-    return GoldenModel(spec=cfg.model.spec, fingerprint=backend.fingerprint, name=str(model.get("name", "?")),
-                       device_kind=backend.device_kind, numerics_in_force=numerics)
+    return GoldenModel(
+        spec=cfg.model.spec,
+        fingerprint=backend.fingerprint,
+        name=str(model.get("name", "?")),
+        device_kind=backend.device_kind,
+        numerics_in_force=numerics,
+    )
 
 
 def _capture_line(reader: CaptureReader, survey: Survey) -> str:
     ops = ", ".join(f"OP {op}: {survey.op_requests[op]}" for op in sorted(survey.op_requests))
-    return (f"capture {reader.path}: {survey.requests} requests ({ops}), {survey.blocks} blocks, engine "
-            f"{reader.meta.engine!r} {', '.join(sorted(survey.versions))}, {survey.first} .. {survey.last}")
+    return (
+        f"capture {reader.path}: {survey.requests} requests ({ops}), {survey.blocks} blocks, engine "
+        f"{reader.meta.engine!r} {', '.join(sorted(survey.versions))}, {survey.first} .. {survey.last}"
+    )
 
 
 def _model_line(survey: Survey, golden: GoldenModel) -> str:
     others = {fp: n for fp, n in survey.fingerprints.items() if fp != golden.fingerprint}
     served = ", ".join(f"{fp[:16]}... ({n} of {survey.requests} requests)" for fp, n in sorted(others.items()))
-    return (f"MODEL DIFFERS: the capture was served by model {served}, not the golden model {golden.spec!r} "
-            f"({golden.fingerprint[:16]}...): the scores below compare two different models")
+    return (
+        f"MODEL DIFFERS: the capture was served by model {served}, not the golden model {golden.spec!r} "
+        f"({golden.fingerprint[:16]}...): the scores below compare two different models"
+    )
 
 
 def _finish(fields: dict[str, Any]) -> AuditFile:
     """The sealed audit file. Its headline is read off a draft (the same fields, no headline or digest yet):
     the headline is part of what the digest seals."""
-    body = plain({"kind": "harness.audit", "format": FORMAT,
-                  "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields})
+    body = plain(
+        {
+            "kind": "harness.audit",
+            "format": FORMAT,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            **fields,
+        }
+    )
     assert isinstance(body, dict)  # a JSON round trip keeps a dict a dict
     scored = [o["verdict"] for o in body["ops"].values() if o["verdict"] is not None]
     body["verdict"] = "pass" if body["laws"]["passed"] and all(v["passed"] for v in scored) else "fail"

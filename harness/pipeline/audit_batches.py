@@ -31,8 +31,11 @@ class Batches:
         if self.op.is_voiceprint:
             # rows are matched by (block, window, speaker); without labels (or with a (window, speaker) twice),
             # by their index in the block
-            pairs = set() if block.speakers is None or block.idx is None else set(
-                zip(block.idx.tolist(), block.speakers.tolist(), strict=True))
+            pairs = (
+                set()
+                if block.speakers is None or block.idx is None
+                else set(zip(block.idx.tolist(), block.speakers.tolist(), strict=True))
+            )
             labelled = block.speakers is not None and len(pairs) == block.rows
             labels = block.speakers if labelled else np.arange(block.rows, dtype=np.int32)
             self.unlabelled += 0 if labelled else block.rows

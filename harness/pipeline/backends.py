@@ -44,19 +44,28 @@ class BackendChoice:
         return cls(b.url, b.concurrency, b.shm, b.model_label)
 
 
-def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-process", device: str | None = None,
-                 triton_timeout_s: float = 120.0, triton_max_request_mb: float = 64.0) -> Backend:
+def make_backend(
+    config: ReleaseConfig,
+    choice: BackendChoice | str = "in-process",
+    device: str | None = None,
+    triton_timeout_s: float = 120.0,
+    triton_max_request_mb: float = 64.0,
+) -> Backend:
     choice = BackendChoice(choice) if isinstance(choice, str) else choice
     backend = choice.url
     device = device or config.device
     if backend in IN_PROCESS:
         from lanes.backend import InProcessBackend
 
-        for option, given in (("backend.concurrency", choice.concurrency not in (None, 1)), ("backend.shm", choice.shm),
-                              ("backend.model_label", choice.model_label is not None)):
+        for option, given in (
+            ("backend.concurrency", choice.concurrency not in (None, 1)),
+            ("backend.shm", choice.shm),
+            ("backend.model_label", choice.model_label is not None),
+        ):
             if given:
-                raise HarnessError(f"{option}: applies to a Triton backend (--backend http://host:port), not to the "
-                                   "in-process one")
+                raise HarnessError(
+                    f"{option}: applies to a Triton backend (--backend http://host:port), not to the in-process one"
+                )
         return InProcessBackend(load_model(config, device), config.numerics, device)
     if backend.startswith(("http://", "https://")):
         from lanes.triton.url import parse_triton_url
@@ -65,16 +74,27 @@ def make_backend(config: ReleaseConfig, choice: BackendChoice | str = "in-proces
         try:
             from lanes.triton.triton_backend import DEFAULT_CONCURRENCY, CallPolicy, TritonBackend
         except ImportError as exc:
-            raise HarnessError(f"--backend {backend}: the Triton lane needs tritonclient[http] "
-                               f"(pip install 'diar-lane-harness[triton]'): {exc}") from None
+            raise HarnessError(
+                f"--backend {backend}: the Triton lane needs tritonclient[http] "
+                f"(pip install 'diar-lane-harness[triton]'): {exc}"
+            ) from None
         policy = CallPolicy(timeout_s=triton_timeout_s, max_request_bytes=int(triton_max_request_mb * 2**20))
-        be = TritonBackend(backend, policy=policy,
-                           concurrency=DEFAULT_CONCURRENCY if choice.concurrency is None else choice.concurrency,
-                           shm=choice.shm, model_label=choice.model_label, geometry=lambda: model_geometry(config))
+        be = TritonBackend(
+            backend,
+            policy=policy,
+            concurrency=DEFAULT_CONCURRENCY if choice.concurrency is None else choice.concurrency,
+            shm=choice.shm,
+            model_label=choice.model_label,
+            geometry=lambda: model_geometry(config),
+        )
         if not be.weights_verified:
-            print(f"harness: warning: {backend} model {be.model_name!r} (label {be.model_label!r}): its weights cannot "
-                  "be verified remotely (no MODEL_INFO output); results name the label, the server's config and "
-                  "version(s) only", file=sys.stderr, flush=True)
+            print(
+                f"harness: warning: {backend} model {be.model_name!r} (label {be.model_label!r}): its weights cannot "
+                "be verified remotely (no MODEL_INFO output); results name the label, the server's config and "
+                "version(s) only",
+                file=sys.stderr,
+                flush=True,
+            )
         return be
     raise HarnessError(f"--backend {backend!r}: expected 'in-process' or a Triton URL like http://127.0.0.1:8000")
 

@@ -47,8 +47,15 @@ class Engine:
     masks: MaskPolicy = DEFAULT_MASKS
 
 
-def serve_and_capture(path: Path, blocks: Iterable[Block], backend: Backend, k: int, pack_fn: PackFn = pack,
-                      ops: Sequence[Op] = ALL_OPS, engine: Engine = Engine()) -> int:
+def serve_and_capture(
+    path: Path,
+    blocks: Iterable[Block],
+    backend: Backend,
+    k: int,
+    pack_fn: PackFn = pack,
+    ops: Sequence[Op] = ALL_OPS,
+    engine: Engine = Engine(),
+) -> int:
     """Pack ``blocks`` k at a time, serve them with ``backend``, capture every request; returns requests written."""
     g = backend.geometry
     all_blocks = list(blocks)
@@ -59,8 +66,17 @@ def serve_and_capture(path: Path, blocks: Iterable[Block], backend: Backend, k: 
         def serve(packed: PackedRequest) -> list[np.ndarray]:
             nonlocal n
             result = backend.call(packed.op, packed.tensors(), packed.windows, packed.rows, f"request r{n:06d}")
-            writer.add(CapturedRequest(f"r{n:06d}", packed, result.output, backend.fingerprint, backend.device_kind,
-                                       engine_version, dt.datetime.now(dt.UTC).isoformat()))
+            writer.add(
+                CapturedRequest(
+                    f"r{n:06d}",
+                    packed,
+                    result.output,
+                    backend.fingerprint,
+                    backend.device_kind,
+                    engine_version,
+                    dt.datetime.now(dt.UTC).isoformat(),
+                )
+            )
             n += 1
             return unpack(packed, {packed.op.output_name: result.output})
 

@@ -44,8 +44,16 @@ def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) ->
     return rows, cfg.corpus.blocks
 
 
-def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str | None, regen: bool,
-           backend: BackendChoice | str, progress: bool, ray: RayOptions | None = None) -> list[str]:
+def record(
+    cfg: ReleaseConfig,
+    corpus: Path | None,
+    goldens: Path,
+    release: str | None,
+    regen: bool,
+    backend: BackendChoice | str,
+    progress: bool,
+    ray: RayOptions | None = None,
+) -> list[str]:
     from harness.pipeline.record import record_golden
     from lanes.model_api import describe
 
@@ -63,12 +71,20 @@ def record(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, release: str 
         be = make_backend(cfg, backend)
         name = release if release is not None else release_name(cfg, lambda: be.environment()["model"])
         rows, n = _corpus_rows(corpus, cfg, be.geometry)
-        with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress,
-                          announce=f"writing to {goldens}/ (the golden at {goldens / name}/ when done)") as tick:
+        with progress_bar(
+            f"golden record ({n} blocks, exact lane x2)",
+            2 * 3 * n,
+            progress,
+            announce=f"writing to {goldens}/ (the golden at {goldens / name}/ when done)",
+        ) as tick:
             gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
     repro = gold.manifest["reproducibility"]
-    floor = "bitwise" if repro["bitwise"] else "NOT bitwise, noise floor " + ", ".join(
-        f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
+    floor = (
+        "bitwise"
+        if repro["bitwise"]
+        else "NOT bitwise, noise floor "
+        + ", ".join(f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
+    )
     lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
     lines += recorded_lines(gold, cfg)
     if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.localisation.module_floors
@@ -96,14 +112,18 @@ def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
             rate, key = cfg.tolerances.op0.max_flip_rate, "max_flip_rate"
             have, what = n * frames, "audio frames (at most)"
         else:
-            rate, key = (cfg.tolerances.op1 if op is Op.VOICEPRINT else cfg.tolerances.op2).max_failed_row_rate, \
-                "max_failed_row_rate"
+            rate, key = (
+                (cfg.tolerances.op1 if op is Op.VOICEPRINT else cfg.tolerances.op2).max_failed_row_rate,
+                "max_failed_row_rate",
+            )
             have, what = n, unit
         need = needed_at_zero(float(rate))
         if need is not None and have < need:
-            lines.append(f"warning: OP {int(op)}: {have:,} {what}, fewer than the {need:,} the sample-size bound needs "
-                         f"([tolerances.op{int(op)}] {key} = {rate}): no packed shape can pass OP {int(op)} on this "
-                         "corpus; record more blocks")
+            lines.append(
+                f"warning: OP {int(op)}: {have:,} {what}, fewer than the {need:,} the sample-size bound needs "
+                f"([tolerances.op{int(op)}] {key} = {rate}): no packed shape can pass OP {int(op)} on this "
+                "corpus; record more blocks"
+            )
     return lines
 
 
@@ -124,9 +144,16 @@ def release_name(cfg: ReleaseConfig, model: Callable[[], dict[str, Any]]) -> str
     return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "model", "release name")
 
 
-def record_on_ray(cfg: ReleaseConfig, corpus: Path | None, goldens: Path, name: str, regen: bool,
-                  backend: BackendChoice | str, progress: bool, ray: RayOptions
-                  ) -> tuple[Golden, dict[str, Any] | None]:
+def record_on_ray(
+    cfg: ReleaseConfig,
+    corpus: Path | None,
+    goldens: Path,
+    name: str,
+    regen: bool,
+    backend: BackendChoice | str,
+    progress: bool,
+    ray: RayOptions,
+) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
     from harness.pipeline.backends import model_geometry
     from harness.pipeline.distributed import WorkerSpec
@@ -157,8 +184,9 @@ def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, 
     return result.summary, result.passed
 
 
-def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None
-        ) -> list[str]:
+def run(
+    cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None
+) -> list[str]:
     """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
     overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
     from golden.store import load_golden
@@ -172,10 +200,15 @@ def run(cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_t
     plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
     packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
-        with progress_bar(f"run shapes {list(plan.shapes)}", plan.calls(gold.blocks), progress,
-                          announce=f"writing to {runs}/ (a new run folder inside when done)") as tick:
-            result = run_shapes(gold, be, plan, runs, cfg, RunOptions(packer=packing, progress=tick,
-                                                                          laws_examples=laws_examples))
+        with progress_bar(
+            f"run shapes {list(plan.shapes)}",
+            plan.calls(gold.blocks),
+            progress,
+            announce=f"writing to {runs}/ (a new run folder inside when done)",
+        ) as tick:
+            result = run_shapes(
+                gold, be, plan, runs, cfg, RunOptions(packer=packing, progress=tick, laws_examples=laws_examples)
+            )
     finally:
         packing.close()
     return [f"wrote run {result.run_id} at {result.path}"]
@@ -198,8 +231,9 @@ def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> t
     from golden.store import load_golden
     from harness.pipeline.score import score_run, write_score
 
-    check_output_file(out, "score file",
-                      inputs=[("--golden", golden_path), ("--run", run_path), ("--config", cfg.source)])
+    check_output_file(
+        out, "score file", inputs=[("--golden", golden_path), ("--run", run_path), ("--config", cfg.source)]
+    )
     gold, r = load_golden(golden_path), load_run(run_path)
     result = score_run(gold, r, cfg.tolerances)
     write_score(out, result)
@@ -212,33 +246,44 @@ def score_lines(result: Score) -> list[str]:
     lines = []
     v = result.verification
     if not v.passed:
-        lines.append(f"GOLDEN NOT REPRODUCED: {v.summary}; the shape verdicts below were judged against a golden "
-                     "this environment does not reproduce")
+        lines.append(
+            f"GOLDEN NOT REPRODUCED: {v.summary}; the shape verdicts below were judged against a golden "
+            "this environment does not reproduce"
+        )
     for k, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])):
         if s.cause is not None:  # the refusal's cause first, with the evidence that decided it
             lines.append(f"shape k={k}: FAIL, {s.cause.text(k)}")
         else:
             lines.append(f"shape k={k}: {s.verdict.upper()}" + (f" ({s.reasons[0]})" if s.reasons else ""))
-    lines += [f"warning: {w.line}" for _, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0]))
-              for w in s.warnings]
+    lines += [
+        f"warning: {w.line}" for _, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])) for w in s.warnings
+    ]
     return lines
 
 
-def promote(cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None,
-            run_path: Path | None) -> list[str]:
+def promote(
+    cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
+) -> list[str]:
     from harness.ledger.store import check_paths
     from harness.pipeline.promote import describe_transition, promote_file
 
-    check_paths(ledger, manifest,
-                [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)])
+    check_paths(
+        ledger, manifest, [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)]
+    )
     result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
     lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
     lines += [describe_transition(t) for t in transitions]
     return lines + [f"wrote {ledger} and {manifest}"]
 
 
-def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | None, junit: Path | None,
-           localisation: Path | None) -> list[str]:
+def report(
+    score_path: Path,
+    out: Path,
+    ledger: Path | None,
+    manifest: Path | None,
+    junit: Path | None,
+    localisation: Path | None,
+) -> list[str]:
     from harness.data.jsonio import read_json
     from harness.data.schemas import LocalisationFile, validate
     from harness.ledger.score_check import check_self_consistent, read_score
@@ -259,15 +304,26 @@ def report(score_path: Path, out: Path, ledger: Path | None, manifest: Path | No
     if localisation is not None:
         data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
         if data.score_digest != result.digest:
-            raise HarnessError(f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not "
-                               f"{score_path}")
-        loc = {k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
-               for k, ops in data.shapes.items()}
+            raise HarnessError(
+                f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not {score_path}"
+            )
+        loc = {
+            k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
+            for k, ops in data.shapes.items()
+        }
     # the pages (and a JUnit file beside them) are one set, published in one step (harness.data.outputset)
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:
-        write_report(stage, result, ReportContext(ledger=book, localisation=loc, engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None))
+        write_report(
+            stage,
+            result,
+            ReportContext(
+                ledger=book,
+                localisation=loc,
+                engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None,
+            ),
+        )
         if beside is not None:
             write_junit(stage / beside.name, result, None)
     committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))
@@ -291,8 +347,14 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
     if job.ray is not None and part is not None:  # the options first, then where they would write
         raise HarnessError("nightly.shard with --ray: Ray cuts the corpus in shards itself (ray.shards = N)")
     refuse_folder_of_goldens(job.golden)  # at once, not after building the model
-    check_outputs(cfg, job.golden, job.out, job.ledger, job.manifest,  # before any work (a Ray nightly's too)
-                  promotes=part is None and not job.no_promote)
+    check_outputs(
+        cfg,
+        job.golden,
+        job.out,
+        job.ledger,
+        job.manifest,  # before any work (a Ray nightly's too)
+        promotes=part is None and not job.no_promote,
+    )
     refuse_previous_output(job.out, job.force)  # after the options are checked, before any work
     if job.ray is not None:
         return nightly_on_ray(job)
@@ -331,29 +393,52 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     start = time.perf_counter()
     check_output_dir(out, "demo output folder", [("--config", cfg.source)])
     be = make_backend(cfg)
-    lines = [f"main job: model {cfg.model.spec} on {cfg.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
-             f"shapes {list(cfg.candidates)}, output in {out}"]
+    lines = [
+        f"main job: model {cfg.model.spec} on {cfg.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
+        f"shapes {list(cfg.candidates)}, output in {out}"
+    ]
     with step("corpus"):
-        write_corpus(out / "corpus.parquet", iter_synth_blocks(be.geometry, cfg.corpus.blocks, seed=cfg.corpus.seed,
-                                                               step=cfg.corpus.step or None), be.geometry)
+        write_corpus(
+            out / "corpus.parquet",
+            iter_synth_blocks(be.geometry, cfg.corpus.blocks, seed=cfg.corpus.seed, step=cfg.corpus.step or None),
+            be.geometry,
+        )
     n = cfg.corpus.blocks
-    with progress_bar(f"golden record ({n} blocks, exact lane x2)", 2 * 3 * n, progress,
-                      announce=f"writing to {out}/ (report at {out / 'nightly/report/report.html'} when done)") as tick:
-        gold, _ = record_golden(out / "goldens", cfg.name, CorpusReader(out / "corpus.parquet", be.geometry).rows(),
-                                be, cfg, progress=tick)
-    lines.append(f"golden {gold.golden_id}: exact lane "
-                 f"{'reproduced bitwise' if gold.manifest['reproducibility']['bitwise'] else 'NOT bitwise'}")
+    with progress_bar(
+        f"golden record ({n} blocks, exact lane x2)",
+        2 * 3 * n,
+        progress,
+        announce=f"writing to {out}/ (report at {out / 'nightly/report/report.html'} when done)",
+    ) as tick:
+        gold, _ = record_golden(
+            out / "goldens", cfg.name, CorpusReader(out / "corpus.parquet", be.geometry).rows(), be, cfg, progress=tick
+        )
+    lines.append(
+        f"golden {gold.golden_id}: exact lane "
+        f"{'reproduced bitwise' if gold.manifest['reproducibility']['bitwise'] else 'NOT bitwise'}"
+    )
     # the demo's nightly: the harness's packer (laws judged at the default count), the whole corpus, the ledger
     # beside its golden: the configuration's [packer] and [nightly] are the real nightly's, not the demo's
-    job = NightlyJob(cfg.with_overrides(packer=PackerSection(), nightly=NightlySection()), gold.path, out / "nightly",
-                     progress=progress)
+    job = NightlyJob(
+        cfg.with_overrides(packer=PackerSection(), nightly=NightlySection()),
+        gold.path,
+        out / "nightly",
+        progress=progress,
+    )
     outcome = run_nightly(job, be)
     lines.append(f"main job took {time.perf_counter() - start:.0f} s")
     return lines, outcome
 
 
-def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, timeout: float,
-         packer_digest: str | None = None, export_vectors: Path | None = None) -> tuple[list[str], bool]:
+def laws(
+    packer_cmd: str | None,
+    packer: str | None,
+    examples: int,
+    seed: int,
+    timeout: float,
+    packer_digest: str | None = None,
+    export_vectors: Path | None = None,
+) -> tuple[list[str], bool]:
     """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
     vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
     from harness.laws import LAW_GEOMETRY, check_packer
@@ -363,10 +448,19 @@ def laws(packer_cmd: str | None, packer: str | None, examples: int, seed: int, t
         from harness.packers.vector_files import export
 
         if packer_cmd is not None or packer is not None or packer_digest is not None:
-            raise HarnessError("--export-vectors: the vectors are the harness's own packer's answers; give no "
-                               "--packer-cmd, --packer or --packer-digest with it")
+            raise HarnessError(
+                "--export-vectors: the vectors are the harness's own packer's answers; give no "
+                "--packer-cmd, --packer or --packer-digest with it"
+            )
         return export(export_vectors, LAW_GEOMETRY), True
-    with closing(packer_from_options(packer_cmd, packer, LAW_GEOMETRY, timeout_s=timeout,  # a crash: exit 2, no restart
-                                     digest=packer_digest)) as judged:
+    with closing(
+        packer_from_options(
+            packer_cmd,
+            packer,
+            LAW_GEOMETRY,
+            timeout_s=timeout,  # a crash: exit 2, no restart
+            digest=packer_digest,
+        )
+    ) as judged:
         report = check_packer(judged, examples=examples, seed=seed)
     return [report.render()], report.ok

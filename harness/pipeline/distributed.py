@@ -85,8 +85,11 @@ class RayOptions:
     def __post_init__(self) -> None:
         if not self.address or not self.address.strip():
             raise HarnessError("--ray: expected 'local', 'auto' or a Ray cluster address (ray://host:10001)")
-        for name, value, low in (("ray.workers", self.workers, 1), ("ray.shards", self.shards, 1),
-                                 ("ray.retries", self.retries, 0)):
+        for name, value, low in (
+            ("ray.workers", self.workers, 1),
+            ("ray.shards", self.shards, 1),
+            ("ray.retries", self.retries, 0),
+        ):
             if value is not None and value < low:
                 raise HarnessError(f"{name} {value}: expected a whole number >= {low}")
         if self.accelerator is not None and not self.accelerator.strip():
@@ -186,9 +189,16 @@ class ShardWorker:
         try:
             with step(f"{job.name} shard {shard}"):
                 check_shared(directory.parent, host)
-                write_json_atomic(directory / f"attempt-{os.getpid()}-{secrets.token_hex(3)}.json", {
-                    "kind": "harness.ray-attempt", "shard": str(shard), "host": host, "pid": os.getpid(),
-                    "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+                write_json_atomic(
+                    directory / f"attempt-{os.getpid()}-{secrets.token_hex(3)}.json",
+                    {
+                        "kind": "harness.ray-attempt",
+                        "shard": str(shard),
+                        "host": host,
+                        "pid": os.getpid(),
+                        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    },
+                )
                 path = job.work(self.backend, self.packer, self.spec.config, shard, directory, **job.args)
         except HarnessError as exc:
             return result(error=str(exc))
@@ -215,8 +225,10 @@ def worker_config(config: ReleaseConfig) -> ReleaseConfig:
 
 def check_shared(job_root: Path, host: str) -> None:
     if not (job_root / JOB_FILE).is_file():
-        raise HarnessError(f"{job_root}: not visible on Ray node {host}: --out (and the golden or corpus) must be "
-                           "on a filesystem every node of the cluster mounts (NFS, a shared volume)")
+        raise HarnessError(
+            f"{job_root}: not visible on Ray node {host}: --out (and the golden or corpus) must be "
+            "on a filesystem every node of the cluster mounts (NFS, a shared volume)"
+        )
 
 
 def describe_bug(exc: BaseException) -> str:
@@ -244,12 +256,20 @@ def shard_dir(job_root: Path, shard: AnyShard) -> Path:
 
 
 def attempts(directory: Path) -> list[AttemptRecord]:
-    return [validate(AttemptRecord, read_json(p, "shard attempt record"), str(p))
-            for p in sorted(directory.glob("attempt-*.json"))]
+    return [
+        validate(AttemptRecord, read_json(p, "shard attempt record"), str(p))
+        for p in sorted(directory.glob("attempt-*.json"))
+    ]
 
 
-def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Callable[[int], Sequence[AnyShard]],
-               job_root: Path, show_progress: bool = True) -> tuple[list[ShardResult], dict[str, Any]]:
+def run_shards(
+    options: RayOptions,
+    spec: WorkerSpec,
+    job: ShardJob,
+    plan: Callable[[int], Sequence[AnyShard]],
+    job_root: Path,
+    show_progress: bool = True,
+) -> tuple[list[ShardResult], dict[str, Any]]:
     """Run every shard ``plan(workers)`` gives on Ray; returns the results in shard order and the facts of
     the job (for ``ray.json``). Raises the first failing shard's one line."""
     ray = import_ray()
@@ -261,14 +281,17 @@ def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Calla
         shards = plan(options.shards or SHARDS_PER_WORKER * workers)
         workers = min(workers, len(shards))
         if spec.backend.url in IN_PROCESS and not spec.on_gpu and spec.config.numerics.threads == 0:
-            note = ((note + "; ") if note else "") + ("--threads 0 with --ray: each CPU worker runs one torch thread "
-                                                      "per CPU of its node, and they compete; set --threads (it is "
-                                                      "part of the numerics profile shapes are promoted under)")
+            note = ((note + "; ") if note else "") + (
+                "--threads 0 with --ray: each CPU worker runs one torch thread "
+                "per CPU of its node, and they compete; set --threads (it is "
+                "part of the numerics profile shapes are promoted under)"
+            )
         if note:
             print(f"harness: warning: {note}", file=sys.stderr, flush=True)
         pinned = {"accelerator_type": options.accelerator} if options.accelerator else {}
-        remote = ray.remote(ShardWorker).options(**spec.resources(), **pinned, max_restarts=options.retries,
-                                                 max_task_retries=options.retries)
+        remote = ray.remote(ShardWorker).options(
+            **spec.resources(), **pinned, max_restarts=options.retries, max_task_retries=options.retries
+        )
         actors = [remote.remote(spec) for _ in range(workers)]
         label = f"{job.name} on Ray: {len(shards)} shards, {workers} workers"
         results = dispatch(ray, actors, job, shards, job_root, label, show_progress, options.retries)
@@ -281,14 +304,28 @@ def run_shards(options: RayOptions, spec: WorkerSpec, job: ShardJob, plan: Calla
                 pass
         if started:
             ray.shutdown()
-    facts = {"kind": "harness.ray-run", "job": job.name, "address": options.address, "workers": workers,
-             "accelerator": options.accelerator,
-             "resources_per_worker": spec.resources(), "max_restarts": options.retries,
-             "wall_s": round(time.perf_counter() - begin, 3),
-             "shards": [{"shard": f"{s.index}/{s.count}", "blocks": s.blocks, "host": r.host, "pid": r.pid,
-                         "seconds": round(r.seconds, 3), "path": r.path,
-                         "attempts": [a.model_dump() for a in attempts(shard_dir(job_root, s))]}
-                        for s, r in zip(shards, results, strict=True)]}
+    facts = {
+        "kind": "harness.ray-run",
+        "job": job.name,
+        "address": options.address,
+        "workers": workers,
+        "accelerator": options.accelerator,
+        "resources_per_worker": spec.resources(),
+        "max_restarts": options.retries,
+        "wall_s": round(time.perf_counter() - begin, 3),
+        "shards": [
+            {
+                "shard": f"{s.index}/{s.count}",
+                "blocks": s.blocks,
+                "host": r.host,
+                "pid": r.pid,
+                "seconds": round(r.seconds, 3),
+                "path": r.path,
+                "attempts": [a.model_dump() for a in attempts(shard_dir(job_root, s))],
+            }
+            for s, r in zip(shards, results, strict=True)
+        ],
+    }
     return results, facts
 
 
@@ -308,8 +345,10 @@ def connect(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> bool:
     try:
         ray.init(address=address, **kwargs)
     except Exception as exc:  # ConnectionError, ValueError, RuntimeError: Ray's words, on one line
-        raise HarnessError(f"--ray {options.address}: cannot start or reach a Ray cluster: "
-                           f"{type(exc).__name__}: {one_line(str(exc), 200)}") from None
+        raise HarnessError(
+            f"--ray {options.address}: cannot start or reach a Ray cluster: "
+            f"{type(exc).__name__}: {one_line(str(exc), 200)}"
+        ) from None
     return True
 
 
@@ -324,25 +363,40 @@ def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tupl
         slots, what = int(total.get("GPU", 0)), "GPUs"
         if options.accelerator:  # Ray counts each node's GPU kind as a resource 'accelerator_type:<kind>'
             kind = f"accelerator_type:{options.accelerator}"
-            slots = sum(int(n["Resources"].get("GPU", 0)) for n in ray.nodes()
-                        if n.get("Alive") and kind in n.get("Resources", {}))
+            slots = sum(
+                int(n["Resources"].get("GPU", 0))
+                for n in ray.nodes()
+                if n.get("Alive") and kind in n.get("Resources", {})
+            )
             what = f"{options.accelerator} GPUs"
     else:
         slots, what = int(total.get("CPU", 0) // per["num_cpus"]), f"workers of {per['num_cpus']} CPU(s)"
     if options.workers is None:
         if slots < 1:
             need = "a GPU per worker (--device cuda)" if "num_gpus" in per else f"{per['num_cpus']} CPU(s) per worker"
-            raise HarnessError(f"--ray {options.address}: the cluster offers no room for a worker: it needs {need}, "
-                               f"the cluster has {dict(total)}")
+            raise HarnessError(
+                f"--ray {options.address}: the cluster offers no room for a worker: it needs {need}, "
+                f"the cluster has {dict(total)}"
+            )
         return slots, None
     if options.workers > slots:
-        return options.workers, (f"ray.workers {options.workers}: the cluster holds {slots} {what} now; the rest "
-                                 "wait until Ray finds room (an autoscaler adding nodes)")
+        return options.workers, (
+            f"ray.workers {options.workers}: the cluster holds {slots} {what} now; the rest "
+            "wait until Ray finds room (an autoscaler adding nodes)"
+        )
     return options.workers, None
 
 
-def dispatch(ray: ModuleType, actors: list[Any], job: ShardJob, shards: Sequence[AnyShard], job_root: Path,
-             label: str, show_progress: bool, retries: int) -> list[ShardResult]:
+def dispatch(
+    ray: ModuleType,
+    actors: list[Any],
+    job: ShardJob,
+    shards: Sequence[AnyShard],
+    job_root: Path,
+    label: str,
+    show_progress: bool,
+    retries: int,
+) -> list[ShardResult]:
     """Hand shards to idle workers until none is left; stop at the first failure."""
     pending = list(reversed(shards))
     running: dict[Any, tuple[Any, AnyShard]] = {}  # Ray object ref -> (actor handle, shard)
@@ -371,9 +425,11 @@ def result_of(ray: ModuleType, ref: Any, shard: AnyShard, retries: int) -> Shard
     try:
         result: ShardResult = ray.get(ref)
     except ray.exceptions.RayError as exc:  # the worker died more often than Ray may restart it, a node lost
-        raise HarnessError(f"{where}: its Ray worker died and was not brought back after {retries} restart(s) "
-                           f"({type(exc).__name__}: {one_line(str(exc), 200)}); see the Ray logs "
-                           "(/tmp/ray/session_latest/logs on the worker's node)") from None
+        raise HarnessError(
+            f"{where}: its Ray worker died and was not brought back after {retries} restart(s) "
+            f"({type(exc).__name__}: {one_line(str(exc), 200)}); see the Ray logs "
+            "(/tmp/ray/session_latest/logs on the worker's node)"
+        ) from None
     if result.error is not None:
         if result.internal:
             raise ShardInternalError(f"{where} on {result.host}: {result.error}")

@@ -17,8 +17,9 @@ from harness.data.masks import MaskPolicy
 from harness.data.ops import Op
 
 
-def recorded_counts(files: Mapping[str, Mapping[str, Any]], corpus: Mapping[str, Any], ops: Iterable[Op]
-                    ) -> dict[Op, tuple[int, str]]:
+def recorded_counts(
+    files: Mapping[str, Mapping[str, Any]], corpus: Mapping[str, Any], ops: Iterable[Op]
+) -> dict[Op, tuple[int, str]]:
     """Per OP, what a golden recorded to judge: OP 0 its windows holding audio, OP 1/2 their voiceprint rows."""
     out: dict[Op, tuple[int, str]] = {}
     for op in ops:
@@ -34,8 +35,13 @@ def counts_line(files: Mapping[str, Mapping[str, Any]], corpus: Mapping[str, Any
     return "; ".join(f"OP {int(op)}: {n:,} {unit}" for op, (n, unit) in recorded_counts(files, corpus, ops).items())
 
 
-def refuse_unjudgeable(files: Mapping[str, Mapping[str, Any]], corpus: Mapping[str, Any], ops: Iterable[Op],
-                       masks: MaskPolicy, geometry: Geometry) -> None:
+def refuse_unjudgeable(
+    files: Mapping[str, Mapping[str, Any]],
+    corpus: Mapping[str, Any],
+    ops: Iterable[Op],
+    masks: MaskPolicy,
+    geometry: Geometry,
+) -> None:
     """An OP with nothing recorded to judge (no window holding audio; no voiceprint row: the segmentation never
     gave a speaker enough active frames for the masks) can never be judged, on any shape: no packed shape of it
     could ever be promoted, and every nightly would refuse every shape for it. Refused here, naming the OP and
@@ -44,13 +50,20 @@ def refuse_unjudgeable(files: Mapping[str, Mapping[str, Any]], corpus: Mapping[s
         if n:
             continue
         if op is Op.SEGMENTATION:
-            raise GoldenError("refusing to record a golden: OP 0 has no window holding audio (every window's VALID "
-                              "is 0): nothing could ever be judged; record a corpus with audio")
-        rule = (f"[masks] min_active_frames = {masks.min_active_frames}" if masks.min_active_frames is not None
-                else f"[masks] min_active_fraction = {masks.min_active_fraction}")
-        raise GoldenError(f"refusing to record a golden: OP {int(op)} recorded 0 voiceprint rows over "
-                          f"{int(corpus['audio_windows']):,} windows holding audio: the masks give a speaker a row "
-                          f"only with >= {masks.threshold(geometry)} of {geometry.frames_per_window} frames active "
-                          f"in a window ({rule}) and the segmentation (OP 0) gave none, so no shape could ever be "
-                          f"judged on OP {int(op)}; record audio with speech, lower the [masks] threshold, or check "
-                          "the model's segmentation (does it ever mark a speaker active?)")
+            raise GoldenError(
+                "refusing to record a golden: OP 0 has no window holding audio (every window's VALID "
+                "is 0): nothing could ever be judged; record a corpus with audio"
+            )
+        rule = (
+            f"[masks] min_active_frames = {masks.min_active_frames}"
+            if masks.min_active_frames is not None
+            else f"[masks] min_active_fraction = {masks.min_active_fraction}"
+        )
+        raise GoldenError(
+            f"refusing to record a golden: OP {int(op)} recorded 0 voiceprint rows over "
+            f"{int(corpus['audio_windows']):,} windows holding audio: the masks give a speaker a row "
+            f"only with >= {masks.threshold(geometry)} of {geometry.frames_per_window} frames active "
+            f"in a window ({rule}) and the segmentation (OP 0) gave none, so no shape could ever be "
+            f"judged on OP {int(op)}; record audio with speech, lower the [masks] threshold, or check "
+            "the model's segmentation (does it ever mark a speaker active?)"
+        )

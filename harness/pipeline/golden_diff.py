@@ -49,28 +49,39 @@ def check_same_corpus(a: Golden, b: Golden) -> list[str]:
     The manifests are compared first (no file read); the outputs' files are hashed only once they agree."""
     sha_a, sha_b = (g.manifest["files"][CORPUS]["sha256"] for g in (a, b))
     if sha_a != sha_b:
-        raise GoldenError(f"{b.path}: recorded on another corpus than {a.path} ({CORPUS} sha256 {sha_b[:12]}... vs "
-                          f"{sha_a[:12]}...): `golden diff` compares two goldens of one corpus; record B on A's "
-                          f"corpus (`harness golden record --corpus {a.path / CORPUS}`)")
+        raise GoldenError(
+            f"{b.path}: recorded on another corpus than {a.path} ({CORPUS} sha256 {sha_b[:12]}... vs "
+            f"{sha_a[:12]}...): `golden diff` compares two goldens of one corpus; record B on A's "
+            f"corpus (`harness golden record --corpus {a.path / CORPUS}`)"
+        )
     if a.geometry != b.geometry:
-        raise GoldenError(f"{b.path}: declares another geometry than {a.path}: the two goldens' outputs cannot be "
-                          "compared window by window")
+        raise GoldenError(
+            f"{b.path}: declares another geometry than {a.path}: the two goldens' outputs cannot be "
+            "compared window by window"
+        )
     if a.ops != b.ops:
-        raise GoldenError(f"{b.path}: holds OPs {[int(o) for o in b.ops]}, {a.path} holds {[int(o) for o in a.ops]}: "
-                          "`golden diff` compares the same OPs")
+        raise GoldenError(
+            f"{b.path}: holds OPs {[int(o) for o in b.ops]}, {a.path} holds {[int(o) for o in a.ops]}: "
+            "`golden diff` compares the same OPs"
+        )
     ids_a, ids_b = a.block_ids(), b.block_ids()
     if ids_a != ids_b:
         first = next((x, y) for x, y in zip([*ids_a, None], [*ids_b, None], strict=False) if x != y)
-        raise GoldenError(f"{b.path}: holds other blocks than {a.path} (first difference: {first[1]!r} vs "
-                          f"{first[0]!r}): `golden diff` compares two goldens of one corpus")
+        raise GoldenError(
+            f"{b.path}: holds other blocks than {a.path} (first difference: {first[1]!r} vs "
+            f"{first[0]!r}): `golden diff` compares two goldens of one corpus"
+        )
     return list(ids_a)
 
 
 def environment_differences(a: Golden, b: Golden) -> list[str]:
     """What differs from A to B, the likely cause first: the model, then the machine and software
     (``harness.data.environment.differences``), then every numeric setting in force, then the profile."""
-    out = [f"model.{k}: {a.manifest['model'].get(k)!r} -> {b.manifest['model'].get(k)!r}"
-           for k in ("fingerprint", "name") if a.manifest["model"].get(k) != b.manifest["model"].get(k)]
+    out = [
+        f"model.{k}: {a.manifest['model'].get(k)!r} -> {b.manifest['model'].get(k)!r}"
+        for k in ("fingerprint", "name")
+        if a.manifest["model"].get(k) != b.manifest["model"].get(k)
+    ]
     out += differences(a.manifest["environment"], b.manifest["environment"])
     out += numerics_differences(a.manifest["numerics"]["in_force"], b.manifest["numerics"]["in_force"])
     if a.manifest["numerics_profile"] != b.manifest["numerics_profile"]:
@@ -83,8 +94,9 @@ def diff(a: Golden, b: Golden, tolerances: Tolerances) -> GoldenDiff:
     with step("check goldens"):
         ids = check_same_corpus(a, b)
     ops = a.ops
-    scorer = LaneScorer("golden-b", ops, a.geometry, op_limits(tolerances, ops, a.floors(), sample_bound=False),
-                        "chained")
+    scorer = LaneScorer(
+        "golden-b", ops, a.geometry, op_limits(tolerances, ops, a.floors(), sample_bound=False), "chained"
+    )
     reader_a, reader_b = a.outputs(), b.outputs()
 
     def batches() -> Iterator[tuple[LaneOutputs, LaneOutputs]]:
@@ -99,13 +111,21 @@ def diff(a: Golden, b: Golden, tolerances: Tolerances) -> GoldenDiff:
     per_op = {op_key(v.op): OpDiff(status=op_status(v), verdict=v) for v in scorer.verdicts()}
     order: tuple[DiffStatus, ...] = ("bitwise", "within-tolerance", "differs")
     worst = order[max(order.index(o.status) for o in per_op.values())]
-    return GoldenDiff.model_validate({
-        "kind": "harness.golden-diff", "format": FORMAT, "a": side(a), "b": side(b),
-        "corpus": {"sha256": a.manifest["files"][CORPUS]["sha256"], "blocks": len(ids)},
-        "voiceprint_inputs": "chained", "tolerances": tolerances,
-        "environment_differences": environment_differences(a, b),
-        "ops": per_op, "status": worst, "differing_ops": sum(o.status == "differs" for o in per_op.values()),
-    })
+    return GoldenDiff.model_validate(
+        {
+            "kind": "harness.golden-diff",
+            "format": FORMAT,
+            "a": side(a),
+            "b": side(b),
+            "corpus": {"sha256": a.manifest["files"][CORPUS]["sha256"], "blocks": len(ids)},
+            "voiceprint_inputs": "chained",
+            "tolerances": tolerances,
+            "environment_differences": environment_differences(a, b),
+            "ops": per_op,
+            "status": worst,
+            "differing_ops": sum(o.status == "differs" for o in per_op.values()),
+        }
+    )
 
 
 def op_status(verdict: OpVerdictModel) -> DiffStatus:
@@ -116,16 +136,25 @@ def op_status(verdict: OpVerdictModel) -> DiffStatus:
 
 def side(g: Golden) -> GoldenSide:
     m = g.manifest
-    return GoldenSide(id=g.golden_id, path=str(g.path), manifest_sha256=g.manifest_sha256, created=m["created"],
-                      fingerprint=g.fingerprint, model_name=str(m["model"].get("name", "?")),
-                      device_kind=g.device_kind, numerics_profile=m["numerics_profile"])
+    return GoldenSide(
+        id=g.golden_id,
+        path=str(g.path),
+        manifest_sha256=g.manifest_sha256,
+        created=m["created"],
+        fingerprint=g.fingerprint,
+        model_name=str(m["model"].get("name", "?")),
+        device_kind=g.device_kind,
+        numerics_profile=m["numerics_profile"],
+    )
 
 
 def describe(d: GoldenDiff) -> list[str]:
     """The text answer: the two goldens, the environment differences FIRST, one line per OP, the worst
     blocks of every OP that is not bitwise, and a last line with the answer."""
-    lines = [f"golden diff: A {d.a.id} ({d.a.path}) vs B {d.b.id} ({d.b.path}), one corpus of {d.corpus.blocks} "
-             f"blocks (corpus.parquet sha256 {d.corpus.sha256[:12]}...)"]
+    lines = [
+        f"golden diff: A {d.a.id} ({d.a.path}) vs B {d.b.id} ({d.b.path}), one corpus of {d.corpus.blocks} "
+        f"blocks (corpus.parquet sha256 {d.corpus.sha256[:12]}...)"
+    ]
     if d.environment_differences:
         lines.append(f"environment differences (A -> B, {len(d.environment_differences)}):")
         lines += [f"  {line}" for line in d.environment_differences]
@@ -145,8 +174,10 @@ def describe(d: GoldenDiff) -> list[str]:
         lines.append(f"B matches A within the tolerances in every OP, not bitwise ({judged})")
     else:
         bad = ", ".join(k for k, o in sorted(d.ops.items()) if o.status == "differs")
-        lines.append(f"B DIFFERS from A beyond the tolerances in {d.differing_ops} of {len(d.ops)} OPs (OP {bad}; "
-                     f"{judged}): a promotion made on one is not evidence for the other")
+        lines.append(
+            f"B DIFFERS from A beyond the tolerances in {d.differing_ops} of {len(d.ops)} OPs (OP {bad}; "
+            f"{judged}): a promotion made on one is not evidence for the other"
+        )
     return lines
 
 
@@ -157,8 +188,10 @@ def op_lines(key: str, o: OpDiff) -> list[str]:
     if o.status == "within-tolerance":
         figures = [c.line() for c in v.checks if c.metric in ("max_abs", "min_cosine") and c.relation != "report"]
         return [f"OP {key}: within tolerance, not bitwise" + (f" ({'; '.join(figures)})" if figures else "")]
-    return [f"OP {key}: DIFFERS ({len(v.reasons)} failing check{'s' if len(v.reasons) != 1 else ''}):",
-            *(f"  {reason}" for reason in v.reasons)]
+    return [
+        f"OP {key}: DIFFERS ({len(v.reasons)} failing check{'s' if len(v.reasons) != 1 else ''}):",
+        *(f"  {reason}" for reason in v.reasons),
+    ]
 
 
 def worst_blocks(key: str, o: OpDiff) -> list[str]:

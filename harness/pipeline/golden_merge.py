@@ -30,8 +30,17 @@ from harness.pipeline.golden_counts import refuse_unjudgeable
 # What shard goldens must share (besides the environment's numeric keys and the numerics in force).
 SAME_KEYS = ("release", "geometry", "model", "config", "ops", "mode", "backend")
 # Manifest keys the merge writes anew.
-OWN_KEYS = ("kind", "format", "created", "files", "golden_id", "manifest_sha256", "corpus", "reproducibility",
-            "module_floors")
+OWN_KEYS = (
+    "kind",
+    "format",
+    "created",
+    "files",
+    "golden_id",
+    "manifest_sha256",
+    "corpus",
+    "reproducibility",
+    "module_floors",
+)
 STEP = 32
 
 
@@ -58,8 +67,9 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
     missing = [b for b in order if b not in owner]
     if missing or len(owner) != len(order):
         what = f"first {missing[0]!r} missing" if missing else "they hold blocks the corpus does not"
-        raise GoldenError(f"shard goldens do not cover the corpus {corpus} ({len(owner)} of {len(order)} blocks; "
-                          f"{what})")
+        raise GoldenError(
+            f"shard goldens do not cover the corpus {corpus} ({len(owner)} of {len(order)} blocks; {what})"
+        )
     with atomic_directory(final) as tmp:
         with CorpusWriter(tmp / CORPUS, first.geometry) as writer:
             for row in reader.rows():
@@ -71,8 +81,11 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
         try:
             for start in range(0, len(order), STEP):
                 ids = order[start : start + STEP]
-                pieces = [g.outputs().select([b for b in ids if owner[b] is g]) for g in parts
-                          if any(owner[b] is g for b in ids)]
+                pieces = [
+                    g.outputs().select([b for b in ids if owner[b] is g])
+                    for g in parts
+                    if any(owner[b] is g for b in ids)
+                ]
                 batch = LaneOutputs.concat(pieces) if len(pieces) > 1 else pieces[0]
                 outputs.write(batch.select(ids))
         except BaseException:

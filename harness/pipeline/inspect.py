@@ -24,8 +24,10 @@ from harness.ledger.promotion import describe_overrides
 from harness.ledger.store import LEDGER, MANIFEST, beside_golden
 from harness.pipeline.golden_counts import counts_line
 
-CONTENT_NOT_CHECKED = ("the data files' content was NOT checked (--no-hash: sizes only); check it with "
-                       "`harness golden show` without --no-hash, or `harness golden verify`")
+CONTENT_NOT_CHECKED = (
+    "the data files' content was NOT checked (--no-hash: sizes only); check it with "
+    "`harness golden show` without --no-hash, or `harness golden verify`"
+)
 
 
 def check_golden_content(gold: Golden) -> int:
@@ -63,8 +65,9 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
         floor = said if f["bitwise"] else f"noise floor {said}"
         lines.append(f"    OP {op}: {floor}")
     size = sum(e["bytes"] for e in m["files"].values())
-    content = ("content checked: the sha256 of every file matches the manifest" if hashed is not None
-               else CONTENT_NOT_CHECKED)
+    content = (
+        "content checked: the sha256 of every file matches the manifest" if hashed is not None else CONTENT_NOT_CHECKED
+    )
     lines.append(f"  files: {len(m['files'])}, {size / 2**20:.1f} MiB; {content}")
     return lines
 
@@ -72,19 +75,24 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
 def describe_shapes(manifest: PromotedShapes, checked: bool = True) -> list[str]:
     """Per model, device kind, numerics profile and packer: which k the engine may use per OP, since
     when, by which run, with which packing-laws verdict (a shape is allowed only for its own packer)."""
-    lines = [f"promoted-shapes manifest: ledger commit {manifest.ledger_seq}, generated {manifest.generated}"
-             + ("" if checked else " (NOT checked against its ledger: give --ledger)")]
+    lines = [
+        f"promoted-shapes manifest: ledger commit {manifest.ledger_seq}, generated {manifest.generated}"
+        + ("" if checked else " (NOT checked against its ledger: give --ledger)")
+    ]
     if not manifest.models:
         lines.append("  no shape recorded yet: the engine may use only the release's own shapes")
     for fp, model in sorted(manifest.models.items()):
         for device, dev in sorted(model.devices.items()):
             for profile, p in sorted(dev.profiles.items()):
                 n = p.numerics  # the numeric settings in force: a dict of named settings
-                lines.append(f"model {fp[:16]}... on {device}, numerics {profile} (threads {n.get('threads')}, "
-                             f"mkldnn {n.get('mkldnn')}, tf32 {n.get('matmul_allow_tf32')}, cudnn benchmark "
-                             f"{n.get('cudnn_benchmark')}):")
-                release = "; ".join(f"OP {op}: k = {', '.join(str(k) for k in ks)}"
-                                    for op, ks in sorted(p.release_ops.items()))
+                lines.append(
+                    f"model {fp[:16]}... on {device}, numerics {profile} (threads {n.get('threads')}, "
+                    f"mkldnn {n.get('mkldnn')}, tf32 {n.get('matmul_allow_tf32')}, cudnn benchmark "
+                    f"{n.get('cudnn_benchmark')}):"
+                )
+                release = "; ".join(
+                    f"OP {op}: k = {', '.join(str(k) for k in ks)}" for op, ks in sorted(p.release_ops.items())
+                )
                 lines.append(f"  every packer (the release's own shapes): {release}")
                 for packer, pk in sorted(p.packers.items()):
                     lines.append(f"  packer {packer}:")
@@ -92,45 +100,60 @@ def describe_shapes(manifest: PromotedShapes, checked: bool = True) -> list[str]
                         lines.append(f"    OP {op}: k = {', '.join(str(k) for k in ks)}")
                     for k, ev in sorted(pk.evidence.items(), key=lambda kv: int(kv[0])):
                         laws = ev.laws
-                        lines.append(f"    k={k}: promoted {ev.promoted_at} for packer {packer} by run "
-                                     f"{ev.run_id} against {ev.golden_id} (release {ev.release}, "
-                                     f"{ev.corpus_blocks} blocks, tolerance {ev.tolerance_mode}, laws "
-                                     f"{laws.verdict}: {laws.examples} examples, seed {laws.seed})")
+                        lines.append(
+                            f"    k={k}: promoted {ev.promoted_at} for packer {packer} by run "
+                            f"{ev.run_id} against {ev.golden_id} (release {ev.release}, "
+                            f"{ev.corpus_blocks} blocks, tolerance {ev.tolerance_mode}, laws "
+                            f"{laws.verdict}: {laws.examples} examples, seed {laws.seed})"
+                        )
     return lines
 
 
-def matching_entries(ledger: Ledger, shape: int | None, model: str | None, device: str | None,
-                     packer: str | None = None) -> list[LedgerEntry]:
+def matching_entries(
+    ledger: Ledger, shape: int | None, model: str | None, device: str | None, packer: str | None = None
+) -> list[LedgerEntry]:
     """The ledger entries the ``ledger`` command's filters match, in the order it lists them."""
-    entries = [e for e in ledger.entries.values()
-               if (shape is None or e.shape == shape) and (model is None or e.fingerprint.startswith(model))
-               and (device is None or e.device_kind == device)
-               and (packer is None or e.packer_identity == packer)]
-    return sorted(entries, key=lambda e: (e.fingerprint, e.device_kind, e.numerics_profile, e.packer_identity,
-                                          e.shape))
+    entries = [
+        e
+        for e in ledger.entries.values()
+        if (shape is None or e.shape == shape)
+        and (model is None or e.fingerprint.startswith(model))
+        and (device is None or e.device_kind == device)
+        and (packer is None or e.packer_identity == packer)
+    ]
+    return sorted(entries, key=lambda e: (e.fingerprint, e.device_kind, e.numerics_profile, e.packer_identity, e.shape))
 
 
-def describe_history(ledger: Ledger, shape: int | None, model: str | None, device: str | None,
-                     packer: str | None = None) -> list[str]:
+def describe_history(
+    ledger: Ledger, shape: int | None, model: str | None, device: str | None, packer: str | None = None
+) -> list[str]:
     entries = matching_entries(ledger, shape, model, device, packer)
     if not entries:
         return ["no ledger entry matches"]
     lines = []
     for e in entries:
         revoked = f", revoked by run {e.revoked_by}" if e.revoked_by else ""
-        lines.append(f"shape k={e.shape} of model {e.fingerprint[:16]}... (release {e.release}) on "
-                     f"{e.device_kind} ({e.numerics_profile}), packer {e.packer_identity}: {e.state}{revoked}")
+        lines.append(
+            f"shape k={e.shape} of model {e.fingerprint[:16]}... (release {e.release}) on "
+            f"{e.device_kind} ({e.numerics_profile}), packer {e.packer_identity}: {e.state}{revoked}"
+        )
         for ev in e.history:
             why = f": {ev.reasons[0]}" if ev.reasons else ""
             judged = ev.judged_under  # None in events written before it was recorded
-            under = " (overrides: not recorded)" if judged is None else \
-                f" (judged under overrides: {describe_overrides(judged.overrides)})" if judged.overrides else ""
+            under = (
+                " (overrides: not recorded)"
+                if judged is None
+                else f" (judged under overrides: {describe_overrides(judged.overrides)})"
+                if judged.overrides
+                else ""
+            )
             lines.append(f"  #{ev.seq} {ev.at} run {ev.run_id} {ev.verdict} -> {ev.state}{under}{why}")
     return lines
 
 
-def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | None, command: str,
-                  here: Path = Path(".")) -> dict[str, Any]:
+def locate_ledger(
+    ledger: Path | None, manifest: Path | None, golden: Path | None, command: str, here: Path = Path(".")
+) -> dict[str, Any]:
     """Where ``shapes`` and ``ledger`` read, as ``{"ledger", "manifest", "found_by"}`` (paths or None).
 
     The rule (documented in their --help and docs/nightly.md), so the plain commands meet what nightly wrote:
@@ -145,12 +168,16 @@ def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | Non
     if golden is not None:
         refuse_folder_of_goldens(golden)
         if not (Path(golden) / "manifest.json").is_file():
-            raise HarnessError(f"--golden {golden}: not a golden (no manifest.json); give the golden nightly ran "
-                               "against (its ledger is beside it), or --ledger")
+            raise HarnessError(
+                f"--golden {golden}: not a golden (no manifest.json); give the golden nightly ran "
+                "against (its ledger is beside it), or --ledger"
+            )
         found_ledger, beside = beside_golden(golden, ledger, manifest)
         if ledger is None and not found_ledger.exists():
-            raise HarnessError(f"{found_ledger}: no ledger beside the golden {golden} (nightly and `harness promote "
-                               f"--golden` write it there); give --ledger if it is elsewhere")
+            raise HarnessError(
+                f"{found_ledger}: no ledger beside the golden {golden} (nightly and `harness promote "
+                f"--golden` write it there); give --ledger if it is elsewhere"
+            )
         found_manifest = beside if manifest is not None or beside.exists() else None
         return {"ledger": found_ledger, "manifest": found_manifest, "found_by": "--golden"}
     if ledger is not None:
@@ -166,30 +193,47 @@ def locate_ledger(ledger: Path | None, manifest: Path | None, golden: Path | Non
         unique.setdefault(p.resolve(), p)
     found = list(unique.values())
     if not found:
-        raise HarnessError(f"{command}: no ledger found in {', '.join(str(p) for p in looked)} or "
-                           f"{here / 'goldens' / '*' / LEDGER}; give --golden GOLDEN (the ledger nightly wrote beside "
-                           "it) or --ledger LEDGER")
+        raise HarnessError(
+            f"{command}: no ledger found in {', '.join(str(p) for p in looked)} or "
+            f"{here / 'goldens' / '*' / LEDGER}; give --golden GOLDEN (the ledger nightly wrote beside "
+            "it) or --ledger LEDGER"
+        )
     if len(found) > 1:
-        raise HarnessError(f"{command}: {len(found)} ledgers found ({', '.join(str(p) for p in found)}); say which: "
-                           "--golden GOLDEN (the ledger beside it) or --ledger LEDGER")
+        raise HarnessError(
+            f"{command}: {len(found)} ledgers found ({', '.join(str(p) for p in found)}); say which: "
+            "--golden GOLDEN (the ledger beside it) or --ledger LEDGER"
+        )
     beside = found[0].parent / MANIFEST
     return {"ledger": found[0], "manifest": beside if beside.exists() else None, "found_by": "search"}
 
 
-def shapes_document(manifest: PromotedShapes, files: dict[str, Any], checked: bool,
-                    may: dict[str, Any] | None = None) -> str:
+def shapes_document(
+    manifest: PromotedShapes, files: dict[str, Any], checked: bool, may: dict[str, Any] | None = None
+) -> str:
     """``harness shapes --json``: one JSON document, validated against its schema before it is printed."""
-    doc = {"kind": "harness.shapes-answer", "format": 1, "files": _files(files), "checked": checked,
-           "promoted_shapes": as_written(manifest), "may": may}
+    doc = {
+        "kind": "harness.shapes-answer",
+        "format": 1,
+        "files": _files(files),
+        "checked": checked,
+        "promoted_shapes": as_written(manifest),
+        "may": may,
+    }
     return _dumps(ShapesAnswer, doc)
 
 
-def history_document(ledger: Ledger, files: dict[str, Any], shape: int | None, model: str | None,
-                     device: str | None, packer: str | None) -> str:
+def history_document(
+    ledger: Ledger, files: dict[str, Any], shape: int | None, model: str | None, device: str | None, packer: str | None
+) -> str:
     """``harness ledger --json``: the matching entries (as :func:`describe_history` lists them), validated."""
-    doc = {"kind": "harness.ledger-answer", "format": 1, "files": _files(files), "ledger_seq": ledger.seq,
-           "filters": {"shape": shape, "model": model, "device": device, "packer": packer},
-           "entries": [as_written(e) for e in matching_entries(ledger, shape, model, device, packer)]}
+    doc = {
+        "kind": "harness.ledger-answer",
+        "format": 1,
+        "files": _files(files),
+        "ledger_seq": ledger.seq,
+        "filters": {"shape": shape, "model": model, "device": device, "packer": packer},
+        "entries": [as_written(e) for e in matching_entries(ledger, shape, model, device, packer)],
+    }
     return _dumps(HistoryAnswer, doc)
 
 
@@ -198,22 +242,31 @@ def describe_series(rows: list[HistoryRow], ledger_seq: int, shape: int, op: int
     margin creeping towards 1 (the limit) reads down the page."""
     head = f"history of shape k={shape} OP {op} (ledger commit {ledger_seq})"
     if not rows:
-        return [f"{head}: no history row matches (the history starts with the first `harness promote` of a "
-                "harness that writes it)"]
+        return [
+            f"{head}: no history row matches (the history starts with the first `harness promote` of a "
+            "harness that writes it)"
+        ]
     lines = [f"{head}: {len(rows)} row(s); margin = share of the limit used (1 = at the limit)"]
     for r in rows:
         margin = "undefined" if r.margin is None else f"{r.margin:.3g}"
-        lines.append(f"  #{r.seq} {r.created} run {r.run_id} on {r.device_kind} ({r.numerics_profile}), packer "
-                     f"{r.packer_identity}: {r.metric} {fmt(r.observed)} of {fmt(r.allowed)} allowed, margin "
-                     f"{margin}, {'ok' if r.ok else 'FAILED'}")
+        lines.append(
+            f"  #{r.seq} {r.created} run {r.run_id} on {r.device_kind} ({r.numerics_profile}), packer "
+            f"{r.packer_identity}: {r.metric} {fmt(r.observed)} of {fmt(r.allowed)} allowed, margin "
+            f"{margin}, {'ok' if r.ok else 'FAILED'}"
+        )
     return lines
 
 
-def series_document(rows: list[HistoryRow], ledger_seq: int, files: dict[str, Any],
-                    filters: dict[str, Any]) -> str:
+def series_document(rows: list[HistoryRow], ledger_seq: int, files: dict[str, Any], filters: dict[str, Any]) -> str:
     """``harness history --json``: the rows :func:`describe_series` lists, validated."""
-    doc = {"kind": "harness.history-answer", "format": 1, "files": _files(files), "ledger_seq": ledger_seq,
-           "filters": filters, "rows": [r.model_dump(mode="json") for r in rows]}
+    doc = {
+        "kind": "harness.history-answer",
+        "format": 1,
+        "files": _files(files),
+        "ledger_seq": ledger_seq,
+        "filters": filters,
+        "rows": [r.model_dump(mode="json") for r in rows],
+    }
     return _dumps(SeriesAnswer, doc)
 
 

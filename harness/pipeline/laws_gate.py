@@ -119,17 +119,20 @@ def _no_files_left_by_hypothesis() -> Iterator[None]:
 
 
 @overload
-def judge_laws(packer: Packer, examples: int = ..., max_blocks: int | None = ...,
-               beside: Literal[False] = ...) -> dict[str, Any]: ...
+def judge_laws(
+    packer: Packer, examples: int = ..., max_blocks: int | None = ..., beside: Literal[False] = ...
+) -> dict[str, Any]: ...
 
 
 @overload
-def judge_laws(packer: Packer, examples: int, max_blocks: int | None,
-               beside: Literal[True]) -> Future[dict[str, Any]]: ...
+def judge_laws(
+    packer: Packer, examples: int, max_blocks: int | None, beside: Literal[True]
+) -> Future[dict[str, Any]]: ...
 
 
-def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None,
-               beside: bool = False) -> dict[str, Any] | Future[dict[str, Any]]:
+def judge_laws(
+    packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None, beside: bool = False
+) -> dict[str, Any] | Future[dict[str, Any]]:
     """The run manifest's ``laws``: {packer_identity, examples, seed, verdict, broken, laws, harness_version}.
 
     ``beside``: a Future of it, judged in a thread for the harness's own packer (step ``packing laws``;
@@ -143,8 +146,9 @@ def judge_laws(packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int
             future.set_result(_judge(packer, examples, max_blocks))
         return future
     context = contextvars.copy_context()  # the command's steps, so an internal error names where it was
-    threading.Thread(target=context.run, args=(_settle, future, packer, examples, max_blocks),
-                     name="harness-laws", daemon=True).start()
+    threading.Thread(
+        target=context.run, args=(_settle, future, packer, examples, max_blocks), name="harness-laws", daemon=True
+    ).start()
     return future
 
 
@@ -180,8 +184,12 @@ def _judge(packer: Packer, examples: int, max_blocks: int | None) -> dict[str, A
         report = check_packer(judged, examples=int(examples), seed=SEED, max_blocks=max_blocks)
         # the verdict is the judged process's: if it named itself otherwise, the verdict is not the lanes' packer's
         base["packer_identity"] = packer_identity(judged)
-    result = {**base, "verdict": "hold" if report.ok else "broken", "broken": [o.law for o in report.broken],
-              "laws": {o.law: o.status for o in report.outcomes}}
+    result = {
+        **base,
+        "verdict": "hold" if report.ok else "broken",
+        "broken": [o.law for o in report.broken],
+        "laws": {o.law: o.status for o in report.outcomes},
+    }
     if own:
         _CACHE[key] = dict(result)
         _write_cached(key, result)

@@ -58,8 +58,14 @@ Group = dict[str, LaneOutputs]
 class LiveScore:
     """A :class:`~harness.pipeline.score.Scoring` fed from the run's sink in a thread (module doc)."""
 
-    def __init__(self, golden: Golden, fields: Mapping[str, Any], lanes: Sequence[str], tolerances: Tolerances,
-                 depth: int = DEPTH) -> None:
+    def __init__(
+        self,
+        golden: Golden,
+        fields: Mapping[str, Any],
+        lanes: Sequence[str],
+        tolerances: Tolerances,
+        depth: int = DEPTH,
+    ) -> None:
         """``fields``: the run manifest's fields scoring reads, as the run will be written
         (:func:`harness.pipeline.run.scoring_fields`); ``lanes``: every lane a group holds (``RunPlan.lanes``)."""
         self.golden, self.tolerances = golden, tolerances
@@ -106,9 +112,11 @@ class LiveScore:
         if self.dropped is not None:
             return scoring.score_run(self.golden, run, self.tolerances)
         if ids != self.ids:
-            raise ScoringError(f"run {run.run_id} holds {len(ids)} blocks, the live score was fed {len(self.ids)} "
-                               f"(first difference at block {_first_difference(ids, self.ids)}): score the run with "
-                               "`harness score`")
+            raise ScoringError(
+                f"run {run.run_id} holds {len(ids)} blocks, the live score was fed {len(self.ids)} "
+                f"(first difference at block {_first_difference(ids, self.ids)}): score the run with "
+                "`harness score`"
+            )
         return self.scoring.finish(self.golden, run, ids)
 
     def abort(self) -> None:
@@ -122,8 +130,10 @@ class LiveScore:
         try:
             self._consume_group(item)
         except OSError as exc:
-            raise ScoringError(f"live scorer (scoring the lanes against golden {self.golden.path} while they run): "
-                               f"{exc.strerror or exc}") from None
+            raise ScoringError(
+                f"live scorer (scoring the lanes against golden {self.golden.path} while they run): "
+                f"{exc.strerror or exc}"
+            ) from None
 
     def _consume_group(self, item: Group | _Flush) -> None:
         with step("live score"):
@@ -133,8 +143,13 @@ class LiveScore:
                 self._golden_ids = self.golden.block_ids()
                 self._order = {b: i for i, b in enumerate(self._golden_ids)}
                 # a reader of its own: the lanes' golden reader is used by their thread meanwhile
-                self._reader = LaneReader(self.golden.path, self.golden.geometry, self.golden.ops, decisions=True,
-                                          where=f"golden {self.golden.path}")
+                self._reader = LaneReader(
+                    self.golden.path,
+                    self.golden.geometry,
+                    self.golden.ops,
+                    decisions=True,
+                    where=f"golden {self.golden.path}",
+                )
             if self.dropped is not None:
                 return
             if isinstance(item, _Flush):
@@ -175,7 +190,7 @@ class LiveScore:
         assert self._reader is not None and self._order is not None and self._golden_ids is not None
         at = self._order[chunk[-1]] + 1
         if at < len(self._golden_ids):
-            self._reader.read_ahead(self._golden_ids[at:at + self.batch])
+            self._reader.read_ahead(self._golden_ids[at : at + self.batch])
 
 
 def _cut(lane: LaneOutputs, chunk: list[str]) -> LaneOutputs:
@@ -186,8 +201,10 @@ def _complete(lane: LaneOutputs, ops: Sequence[Op], golden: Golden) -> LaneOutpu
     """Every voiceprint OP present, empty where no block of the batch had rows: as a lane's file reads back."""
     if all(op in lane.voiceprint for op in ops if op.is_voiceprint):
         return lane
-    return LaneOutputs(lane.segmentation, {op: lane.voiceprint.get(op) or VoiceprintOutputs.empty(op, golden.geometry)
-                                           for op in ops if op.is_voiceprint})
+    return LaneOutputs(
+        lane.segmentation,
+        {op: lane.voiceprint.get(op) or VoiceprintOutputs.empty(op, golden.geometry) for op in ops if op.is_voiceprint},
+    )
 
 
 def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
@@ -198,8 +215,9 @@ def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
 
 
 @contextmanager
-def live_score(golden: Golden, fields: Mapping[str, Any], lanes: Sequence[str], tolerances: Tolerances
-               ) -> Iterator[LiveScore]:
+def live_score(
+    golden: Golden, fields: Mapping[str, Any], lanes: Sequence[str], tolerances: Tolerances
+) -> Iterator[LiveScore]:
     """A :class:`LiveScore` whose thread never outlives the block: stopped and joined on any exit (a failure,
     Ctrl-C), after :meth:`LiveScore.result` or without it."""
     live = LiveScore(golden, fields, lanes, tolerances)

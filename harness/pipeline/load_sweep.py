@@ -81,15 +81,20 @@ def check_sweep(config: ReleaseConfig, backend: Backend | None, shard: object = 
     if not config.load.concurrency:
         return
     if backend is not None and getattr(backend, "name", "") != "triton":
-        raise HarnessError(f"[load] concurrency {config.load.concurrency}: the load sweep runs on a Triton backend "
-                           "(--backend http://host:port, see `harness serve`), not in-process; remove the key "
-                           "(load.concurrency)")
+        raise HarnessError(
+            f"[load] concurrency {config.load.concurrency}: the load sweep runs on a Triton backend "
+            "(--backend http://host:port, see `harness serve`), not in-process; remove the key "
+            "(load.concurrency)"
+        )
     if shard is not None:
-        raise HarnessError("[load] concurrency with a shard (nightly.shard): the sweep runs once, in a nightly of the whole corpus")
+        raise HarnessError(
+            "[load] concurrency with a shard (nightly.shard): the sweep runs once, in a nightly of the whole corpus"
+        )
 
 
-def sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER,
-          tick: Tick | None = None) -> Sweep:
+def sweep(
+    config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, tick: Tick | None = None
+) -> Sweep:
     """Every candidate shape at every ``[load] concurrency`` (module doc); ``backend`` is the lanes' Triton
     backend, whose server, model and settings each point reuses at its own concurrency."""
     from lanes.triton.stats import StatsReader
@@ -108,20 +113,31 @@ def sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packe
             for c in config.load.concurrency:
                 with _backend_at(triton, c) as at_c:
                     if at_c.fingerprint != golden.fingerprint:
-                        raise HarnessError(f"load sweep: {triton.url} now serves model {at_c.fingerprint[:16]}..., "
-                                           f"the golden is of {golden.fingerprint[:16]}...: the server changed")
+                        raise HarnessError(
+                            f"load sweep: {triton.url} now serves model {at_c.fingerprint[:16]}..., "
+                            f"the golden is of {golden.fingerprint[:16]}...: the server changed"
+                        )
                     before = stats.read_settled()  # the backend's probe just above counted first
                     latencies, wall, requests, checked, verdicts = _send_point(traffic, at_c, k, c)
                     delta = _stats_delta(stats, before)
-                points.append(load_point(k, c, PointTraffic(latencies, wall, len(ids), requests, checked), verdicts, delta))
+                points.append(
+                    load_point(k, c, PointTraffic(latencies, wall, len(ids), requests, checked), verdicts, delta)
+                )
             shapes[str(k)] = ShapeLoad(shape=k, points=points)
     return Sweep(triton.url, triton.model_name, len(ids), tuple(config.load.concurrency), shapes)
 
 
 def attach(score: Score, measured: Sweep, config: ReleaseConfig) -> Score:
     """The score with the sweep's evidence (shapes refused by it, verdict and digest re-derived)."""
-    return with_load(score, measured.url, measured.model_name, measured.blocks, measured.concurrency,
-                     measured.shapes, config.load.p99_budget_ms)
+    return with_load(
+        score,
+        measured.url,
+        measured.model_name,
+        measured.blocks,
+        measured.concurrency,
+        measured.shapes,
+        config.load.p99_budget_ms,
+    )
 
 
 def requests_at(golden: Golden, k: int, blocks: int) -> int:
@@ -130,8 +146,9 @@ def requests_at(golden: Golden, k: int, blocks: int) -> int:
     return len(golden.ops) * -(-blocks // k)
 
 
-def _send_point(traffic: _Traffic, backend: Backend, k: int, c: int
-                ) -> tuple[list[float], float, int, int, list[OpVerdictModel]]:
+def _send_point(
+    traffic: _Traffic, backend: Backend, k: int, c: int
+) -> tuple[list[float], float, int, int, list[OpVerdictModel]]:
     """One point: its requests sent group by group with ``c`` in flight, every answer scored against the golden;
     the latencies, the sending time, the requests sent and answers checked, and the OPs' verdicts."""
     golden, packer, tick = traffic.golden, traffic.packer, traffic.tick
@@ -143,9 +160,16 @@ def _send_point(traffic: _Traffic, backend: Backend, k: int, c: int
     for group in _groups(traffic.corpus, traffic.blocks, _group_size(k, c)):
         check_interrupted()
         packs = _packs(golden, group, k, packer, traffic.pad_to_fixed)
-        calls = [Call(p.op, p.tensors(), p.windows, p.rows,
-                              f"load sweep k={k} concurrency {c} OP {int(p.op)} blocks {p.block_ids[0]!r}..")
-                             for _, p in packs]
+        calls = [
+            Call(
+                p.op,
+                p.tensors(),
+                p.windows,
+                p.rows,
+                f"load sweep k={k} concurrency {c} OP {int(p.op)} blocks {p.block_ids[0]!r}..",
+            )
+            for _, p in packs
+        ]
         start = time.perf_counter()
         results = backend.call_many(calls)
         wall += time.perf_counter() - start
@@ -173,8 +197,15 @@ def _backend_at(backend: TritonBackend, concurrency: int) -> TritonBackend:
     """A backend on the same server, model and settings as the lanes', at ``concurrency``."""
     from lanes.triton.triton_backend import TritonBackend
 
-    return TritonBackend(backend.url, backend.model_name, policy=backend.policy, concurrency=concurrency,
-                         shm=backend.shm, model_label=backend.model_label, geometry=backend.geometry)
+    return TritonBackend(
+        backend.url,
+        backend.model_name,
+        policy=backend.policy,
+        concurrency=concurrency,
+        shm=backend.shm,
+        model_label=backend.model_label,
+        geometry=backend.geometry,
+    )
 
 
 def _group_size(k: int, c: int) -> int:
@@ -187,8 +218,9 @@ def _groups(corpus: Iterable[Block], blocks: int, size: int) -> Iterator[list[Bl
         yield group
 
 
-def _packs(golden: Golden, group: Sequence[Block], k: int, packer: Packer, pad_to_fixed: bool
-           ) -> list[tuple[list[Block], PackedRequest]]:
+def _packs(
+    golden: Golden, group: Sequence[Block], k: int, packer: Packer, pad_to_fixed: bool
+) -> list[tuple[list[Block], PackedRequest]]:
     """The k lane's requests of ``group``, OP by OP (voiceprint rows: the golden's; a pack without rows is
     not sent, as the lanes do)."""
     g = golden.geometry
@@ -198,8 +230,7 @@ def _packs(golden: Golden, group: Sequence[Block], k: int, packer: Packer, pad_t
         members = list(group)
         if op.is_voiceprint:
             rows = {b.id: given.get(op, {}).get(b.id) or _no_rows(g) for b in group}
-            members = [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g)
-                       for b in group]
+            members = [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g) for b in group]
         for i in range(0, len(members), k):
             chunk = members[i : i + k]
             if op.is_voiceprint and not sum(b.rows for b in chunk):
@@ -229,12 +260,14 @@ def _collect(collector: OutputCollector, op: Op, chunk: Sequence[Block], answers
 
 
 def _no_rows(geometry: Geometry) -> VoiceprintRows:
-    return VoiceprintRows(np.zeros((0, geometry.frames_per_window), np.float32), np.zeros(0, np.int32),
-                          np.zeros(0, np.int32))
+    return VoiceprintRows(
+        np.zeros((0, geometry.frames_per_window), np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    )
 
 
-def nightly_sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER,
-                  show_progress: bool = True) -> Sweep | None:
+def nightly_sweep(
+    config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, show_progress: bool = True
+) -> Sweep | None:
     """The nightly's step after the lanes: the sweep with a progress bar, or None when ``[load]`` asks none."""
     from harness.data.errors import step
     from harness.progress import progress_bar
@@ -243,6 +276,13 @@ def nightly_sweep(config: ReleaseConfig, golden: Golden, backend: Backend, packe
         return None
     blocks = min(golden.blocks, config.load.blocks or golden.blocks)
     total = sum(requests_at(golden, k, blocks) for k in config.candidates) * len(config.load.concurrency)
-    with step("load sweep"), progress_bar(f"load sweep {blocks} blocks, shapes {list(config.candidates)}, concurrency "
-                                          f"{list(config.load.concurrency)}", total, show_progress) as tick:
+    with (
+        step("load sweep"),
+        progress_bar(
+            f"load sweep {blocks} blocks, shapes {list(config.candidates)}, concurrency "
+            f"{list(config.load.concurrency)}",
+            total,
+            show_progress,
+        ) as tick,
+    ):
         return sweep(config, golden, backend, packer, tick)

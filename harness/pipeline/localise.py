@@ -43,13 +43,22 @@ class _Replay:
     spill: Path | None
 
 
-def localise_failures(score: Score, golden: Golden, run: Run, load_model: Callable[[], Inferring],
-                      multiple: float = DEFAULT_MULTIPLE, spill: Path | None = None,
-                      progress: bool = False) -> dict[str, Any]:
+def localise_failures(
+    score: Score,
+    golden: Golden,
+    run: Run,
+    load_model: Callable[[], Inferring],
+    multiple: float = DEFAULT_MULTIPLE,
+    spill: Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc); ``spill``: the folder
     the compared calls' module outputs are written to (harness.localisation.activations); ``progress``: say each one."""
-    failing = {k: [op for op, v in shape.ops.items() if not v.passed]
-               for k, shape in score.shapes.items() if shape.verdict == "fail"}
+    failing = {
+        k: [op for op, v in shape.ops.items() if not v.passed]
+        for k, shape in score.shapes.items()
+        if shape.verdict == "fail"
+    }
     if not any(failing.values()):
         return {}
     out: dict[str, dict[str, Any]] = {}
@@ -85,8 +94,18 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, 
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
     target = targets[0]
-    call = next((c for c in calls if c["lane"] == "fast" and int(c["shape"]) == k and int(c["op"]) == int(op)
-                 and not c.get("variant") and target in (c["block_ids"] or ())), None)  # the plain lane's pack
+    call = next(
+        (
+            c
+            for c in calls
+            if c["lane"] == "fast"
+            and int(c["shape"]) == k
+            and int(c["op"]) == int(op)
+            and not c.get("variant")
+            and target in (c["block_ids"] or ())
+        ),
+        None,
+    )  # the plain lane's pack
     if call is None:
         return {"available": False, "reason": f"the run's call log has no k={k} OP {int(op)} call with {target!r}"}
     members = list(call["block_ids"])
@@ -101,7 +120,12 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, 
         if sum(b.rows for b in blocks) == 0:
             return {"available": False, "reason": "the failing pack has no voiceprint rows"}
     floors = (golden.manifest.get("module_floors") or {}).get("ops", {}).get(str(int(op)))
-    return localise(replay.model, blocks, target=target, pad_to=k if run.manifest["pad_to_fixed"] else None,
-                    floors=floors, multiple=replay.multiple, spill=replay.spill)
-
-
+    return localise(
+        replay.model,
+        blocks,
+        target=target,
+        pad_to=k if run.manifest["pad_to_fixed"] else None,
+        floors=floors,
+        multiple=replay.multiple,
+        spill=replay.spill,
+    )

@@ -17,8 +17,10 @@ from golden.store import Golden
 from harness.data.errors import GoldenError
 from harness.data.geometry import Geometry
 
-TO_DO = ("give the command the model it was recorded with (--model and --set model.seed=N, or the config's [model]; "
-         "`harness golden show` names it), or record a golden of this model")
+TO_DO = (
+    "give the command the model it was recorded with (--model and --set model.seed=N, or the config's [model]; "
+    "`harness golden show` names it), or record a golden of this model"
+)
 
 
 def check_geometry(golden: Golden, geometry: Geometry, model: str) -> None:
@@ -27,15 +29,19 @@ def check_geometry(golden: Golden, geometry: Geometry, model: str) -> None:
     differ = [k for k in recorded if recorded[k] != here.get(k)]
     if differ:
         shown = ", ".join(f"{k} {recorded[k]} vs {here.get(k)}" for k in differ)
-        raise GoldenError(f"{golden.path}: golden of another model geometry: {len(differ)} of {len(recorded)} "
-                          f"geometry keys differ (golden vs {model}): {shown}; {TO_DO}")
+        raise GoldenError(
+            f"{golden.path}: golden of another model geometry: {len(differ)} of {len(recorded)} "
+            f"geometry keys differ (golden vs {model}): {shown}; {TO_DO}"
+        )
 
 
 def check_fingerprint(golden: Golden, fingerprint: str, model: str) -> None:
     if golden.fingerprint != fingerprint:
         name = golden.manifest["model"].get("name", "?")
-        raise GoldenError(f"{golden.path}: golden of another model: recorded with fingerprint {golden.fingerprint} "
-                          f"({name}), {model} has fingerprint {fingerprint}; {TO_DO}")
+        raise GoldenError(
+            f"{golden.path}: golden of another model: recorded with fingerprint {golden.fingerprint} "
+            f"({name}), {model} has fingerprint {fingerprint}; {TO_DO}"
+        )
 
 
 def check_before_building(golden: Golden, spec: str, in_process: bool) -> None:

@@ -50,8 +50,14 @@ if TYPE_CHECKING:
 
 SET = "nightly"  # the nightly's own outputs: one set (harness.data.outputset), published in one step
 MEMBERS = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
-FINAL = {"score": "score.json", "json": "report/report.json", "md": "report/report.md", "html": "report/report.html",
-         "junit": "junit.xml", "summary": "summary.txt"}
+FINAL = {
+    "score": "score.json",
+    "json": "report/report.json",
+    "md": "report/report.md",
+    "html": "report/report.html",
+    "junit": "junit.xml",
+    "summary": "summary.txt",
+}
 NOT_PROMOTED = "not promoted (--no-promote): the ledger was not changed"
 
 
@@ -127,13 +133,22 @@ def refuse_previous_output(out: Path, force: bool) -> None:
         created = data.get("created", "unknown time") if isinstance(data, dict) else "unknown time"
     except HarnessError:
         created = "an unreadable score"
-    raise HarnessError(f"--out {out}: already holds a nightly's output (score.json of {created}); pass --force to "
-                       "replace it, or choose another folder")
+    raise HarnessError(
+        f"--out {out}: already holds a nightly's output (score.json of {created}); pass --force to "
+        "replace it, or choose another folder"
+    )
 
 
-def check_outputs(config: ReleaseConfig, golden_path: Path, out: Path, ledger_path: Path | None = None,
-                  manifest_path: Path | None = None, promotes: bool = True, inputs: Sequence[Input] = (),
-                  what: str = "nightly output folder") -> tuple[Path, Path]:
+def check_outputs(
+    config: ReleaseConfig,
+    golden_path: Path,
+    out: Path,
+    ledger_path: Path | None = None,
+    manifest_path: Path | None = None,
+    promotes: bool = True,
+    inputs: Sequence[Input] = (),
+    what: str = "nightly output folder",
+) -> tuple[Path, Path]:
     """Every output of a nightly (a merge, a Ray nightly), checked before any work
     (:mod:`harness.data.destinations`): ``out`` (not inside a golden or run, not an input: the golden, the
     configuration, ``inputs``), and when it ``promotes`` (no shard, no ``--no-promote``) the ledger and manifest
@@ -150,8 +165,13 @@ def check_outputs(config: ReleaseConfig, golden_path: Path, out: Path, ledger_pa
     return ledger_path, manifest_path
 
 
-def nightly(job: NightlyJob, backend: Backend, packer: Packer = HARNESS_PACKER,
-            load_model: Callable[[], Inferring] | None = None, outputs_checked: bool = False) -> NightlyOutcome:
+def nightly(
+    job: NightlyJob,
+    backend: Backend,
+    packer: Packer = HARNESS_PACKER,
+    load_model: Callable[[], Inferring] | None = None,
+    outputs_checked: bool = False,
+) -> NightlyOutcome:
     """The nightly (module doc) of ``job`` (its Ray options aside: :func:`harness.pipeline.ray_jobs.nightly_ray`)
     on ``backend``, the fast lane packing with ``packer``; the packing laws are judged with the job's
     ``[packer] laws_examples``. ``job.no_promote``: score, report, JUnit and localise, but neither lock, create
@@ -163,23 +183,46 @@ def nightly(job: NightlyJob, backend: Backend, packer: Packer = HARNESS_PACKER,
     if outputs_checked:
         ledger_path, manifest_path = beside_golden(golden.path, job.ledger, job.manifest)
     else:
-        ledger_path, manifest_path = check_outputs(config, golden.path, out, job.ledger, job.manifest,
-                                                   promotes=shard is None and not no_promote)
+        ledger_path, manifest_path = check_outputs(
+            config, golden.path, out, job.ledger, job.manifest, promotes=shard is None and not no_promote
+        )
     check_sweep(config, backend, shard)  # [load]: a Triton backend, the whole corpus; before any work
     plan = plan_for(config)
     blocks = golden.blocks if shard is None else sum(1 for b in golden.block_ids() if shard.owns(b))
-    where = (f"the shard's score at {out / 'score.json'}" if shard is not None else
-             f"report at {out / 'report' / 'report.html'}" + ("" if no_promote else
-                                                           f"; ledger {ledger_path}, manifest {manifest_path}"))
+    where = (
+        f"the shard's score at {out / 'score.json'}"
+        if shard is not None
+        else f"report at {out / 'report' / 'report.html'}"
+        + ("" if no_promote else f"; ledger {ledger_path}, manifest {manifest_path}")
+    )
     with ExitStack() as stack:
         # scored while the lanes run (harness.pipeline.live_score); a shard keeps post-hoc scoring: its score alone
-        live = None if shard is not None else stack.enter_context(
-            live_score(golden, scoring_fields(plan, config), plan.lanes(), config.tolerances))
-        with progress_bar(f"nightly {blocks} blocks, shapes {list(plan.shapes)}", plan.calls(blocks),
-                          show_progress, announce=f"writing to {out}/ ({where} when done)") as tick:
-            run = run_shapes(golden, backend, plan, out / "runs", config, RunOptions(
-                packer=packer, shard=shard, progress=tick, laws_examples=config.packer.laws_examples,
-                observer=None if live is None else live.sink, on_first_queued=_meanwhile))
+        live = (
+            None
+            if shard is not None
+            else stack.enter_context(live_score(golden, scoring_fields(plan, config), plan.lanes(), config.tolerances))
+        )
+        with progress_bar(
+            f"nightly {blocks} blocks, shapes {list(plan.shapes)}",
+            plan.calls(blocks),
+            show_progress,
+            announce=f"writing to {out}/ ({where} when done)",
+        ) as tick:
+            run = run_shapes(
+                golden,
+                backend,
+                plan,
+                out / "runs",
+                config,
+                RunOptions(
+                    packer=packer,
+                    shard=shard,
+                    progress=tick,
+                    laws_examples=config.packer.laws_examples,
+                    observer=None if live is None else live.sink,
+                    on_first_queued=_meanwhile,
+                ),
+            )
         committed(run.path, "the run")
         if shard is not None:
             with step("score shard"):
@@ -188,33 +231,64 @@ def nightly(job: NightlyJob, backend: Backend, packer: Packer = HARNESS_PACKER,
                     write_score(stage / "score.json", score)
                 path = out / "score.json"
                 committed(path, "the shard's score")
-            return NightlyOutcome(EXIT_PASS, f"shard {shard}: {score.corpus.blocks} blocks run "
-                                  f"({score.verdict} on this shard alone); combine shards with `harness merge`",
-                                  {"run": run.path, "score": path}, score)
+            return NightlyOutcome(
+                EXIT_PASS,
+                f"shard {shard}: {score.corpus.blocks} blocks run "
+                f"({score.verdict} on this shard alone); combine shards with `harness merge`",
+                {"run": run.path, "score": path},
+                score,
+            )
         load = nightly_sweep(config, golden, backend, packer, show_progress)  # None unless [load] concurrency
         loader = load_model if job.localise else None
         if loader is None and job.localise:
             loader = _model_loader(config, backend, run)
-        return finalize(config, golden, run, NightOutputs(out, ledger_path, manifest_path, no_promote), loader, load,
-                        live, show_progress)
+        return finalize(
+            config,
+            golden,
+            run,
+            NightOutputs(out, ledger_path, manifest_path, no_promote),
+            loader,
+            load,
+            live,
+            show_progress,
+        )
 
 
-def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out: Path,
-          ledger_path: Path | None = None, manifest_path: Path | None = None, localise: bool = True,
-          no_promote: bool = False) -> NightlyOutcome:
+def merge(
+    config: ReleaseConfig,
+    golden_path: Path,
+    shard_dirs: list[Path],
+    out: Path,
+    ledger_path: Path | None = None,
+    manifest_path: Path | None = None,
+    localise: bool = True,
+    no_promote: bool = False,
+) -> NightlyOutcome:
     golden = load_golden(golden_path)
-    ledger_path, manifest_path = check_outputs(config, golden.path, out, ledger_path, manifest_path,
-                                               promotes=not no_promote, what="merge output folder",
-                                               inputs=[("shard folder", d) for d in shard_dirs])
+    ledger_path, manifest_path = check_outputs(
+        config,
+        golden.path,
+        out,
+        ledger_path,
+        manifest_path,
+        promotes=not no_promote,
+        what="merge output folder",
+        inputs=[("shard folder", d) for d in shard_dirs],
+    )
     runs = []
     for d in shard_dirs:
         d = Path(d)
-        found = sorted(p for p in (d / "runs").glob("*/manifest.json") if not is_temporary(p.parent.name)) \
-            if (d / "runs").is_dir() else []  # a run killed while being written is no shard run
+        found = (
+            sorted(p for p in (d / "runs").glob("*/manifest.json") if not is_temporary(p.parent.name))
+            if (d / "runs").is_dir()
+            else []
+        )  # a run killed while being written is no shard run
         if (d / "manifest.json").is_file():
             found = [d / "manifest.json"]
         if len(found) != 1:
-            raise HarnessError(f"{d}: expected one shard run (a sharded nightly's output folder, nightly.shard), found {len(found)}")
+            raise HarnessError(
+                f"{d}: expected one shard run (a sharded nightly's output folder, nightly.shard), found {len(found)}"
+            )
         runs.append(load_run(found[0].parent))
     for r in runs:
         if r.golden_id != golden.golden_id:
@@ -226,9 +300,16 @@ def merge(config: ReleaseConfig, golden_path: Path, shard_dirs: list[Path], out:
     return finalize(config, golden, merged, NightOutputs(out, ledger_path, manifest_path, no_promote), loader)
 
 
-def finalize(config: ReleaseConfig, golden: Golden, run: Run, outputs: NightOutputs,
-             load_model: Callable[[], Inferring] | None, load: Sweep | None = None, live: LiveScore | None = None,
-             progress: bool = False) -> NightlyOutcome:
+def finalize(
+    config: ReleaseConfig,
+    golden: Golden,
+    run: Run,
+    outputs: NightOutputs,
+    load_model: Callable[[], Inferring] | None,
+    load: Sweep | None = None,
+    live: LiveScore | None = None,
+    progress: bool = False,
+) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit, written where ``outputs`` says.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger.store`); the nightly's own outputs
@@ -255,20 +336,23 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, outputs: NightOutp
                 check_score(score, golden.manifest, run.manifest, config.tolerances, str(paths["score"]))
             transitions = None
         else:
-            transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path,
-                                  str(paths["score"]))
+            transitions = promote(
+                score, golden.manifest, run.manifest, config, ledger_path, manifest_path, str(paths["score"])
+            )
             paths["ledger"], paths["promoted"] = ledger_path, manifest_path
         localisation = {}
         if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
             with step("localise"):  # only failing shapes are localised: torch is imported only then
                 from harness.pipeline.localise import localise_failures
 
-                localisation = localise_failures(score, golden, run, load_model, config.localise.floor_multiple,
-                                                 spill=stage, progress=progress)
+                localisation = localise_failures(
+                    score, golden, run, load_model, config.localise.floor_multiple, spill=stage, progress=progress
+                )
             if localisation:
-                write_json_atomic(stage / "localisation.json", {
-                    "kind": "harness.localisation", "format": 1, "score_digest": score.digest,
-                    "shapes": localisation})
+                write_json_atomic(
+                    stage / "localisation.json",
+                    {"kind": "harness.localisation", "format": 1, "score_digest": score.digest, "shapes": localisation},
+                )
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
             from harness.ledger.store import read_consistent
@@ -278,7 +362,18 @@ def finalize(config: ReleaseConfig, golden: Golden, run: Run, outputs: NightOutp
             margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed
             # the file the engine reads: as committed; a night that did not promote reads it as the engine does
             engine = engine_manifest(score, manifest_path, promoted)
-            write_report(stage / "report", score, ReportContext(ledger=ledger, transitions=transitions, localisation=localisation, promoted=not no_promote, margins=margins, engine=engine))
+            write_report(
+                stage / "report",
+                score,
+                ReportContext(
+                    ledger=ledger,
+                    transitions=transitions,
+                    localisation=localisation,
+                    promoted=not no_promote,
+                    margins=margins,
+                    engine=engine,
+                ),
+            )
             write_junit(stage / "junit.xml", score, None, margins)
             summary = summary_line(score, None, localisation)
             if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted
@@ -305,8 +400,13 @@ def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsV
     from harness.ledger.margins import margins_view
     from harness.ledger.promotion import packer_of
 
-    return margins_view(read_history(ledger_path), config.history, device_kind=score.device_kind,
-                        numerics_profile=score.numerics_profile, packer_identity=packer_of(score)[0])
+    return margins_view(
+        read_history(ledger_path),
+        config.history,
+        device_kind=score.device_kind,
+        numerics_profile=score.numerics_profile,
+        packer_identity=packer_of(score)[0],
+    )
 
 
 def with_warnings(summary: str, code: int, warnings: list[str], fail_on_warning: bool) -> tuple[str, int]:
@@ -318,8 +418,10 @@ def with_warnings(summary: str, code: int, warnings: list[str], fail_on_warning:
         return summary, code
     n = len(warnings)
     if fail_on_warning and code == EXIT_PASS:
-        summary = (f"FAIL: the verdicts held ({summary.removeprefix('PASS: ')}) but {n} "
-                   f"warning{'s' if n != 1 else ''} failed the nightly (history.fail_on_warning = true)")
+        summary = (
+            f"FAIL: the verdicts held ({summary.removeprefix('PASS: ')}) but {n} "
+            f"warning{'s' if n != 1 else ''} failed the nightly (history.fail_on_warning = true)"
+        )
         code = EXIT_FAIL
     return "\n".join([*(f"warning: {w}" for w in warnings), summary]), code
 

@@ -20,8 +20,9 @@ from harness.ledger.store import commit, load_manifest
 from harness.release_config import ReleaseConfig
 
 
-def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
-                        ) -> tuple[Score, dict[str, Any], dict[str, Any]]:
+def load_score_evidence(
+    score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
+) -> tuple[Score, dict[str, Any], dict[str, Any]]:
     """The score and the manifests of the golden and run it judged (which must still be there)."""
     score = read_score(score_path)
     golden_at = Path(golden_path or score.golden.path)
@@ -30,28 +31,46 @@ def load_score_evidence(score_path: Path, golden_path: Path | None = None, run_p
         golden = load_golden(golden_at).manifest
         run = load_run(run_at).manifest
     except HarnessError as exc:
-        raise LedgerError(f"{score_path}: cannot check the score against what it judged: {exc} (promotion needs the "
-                          "golden and run the score names; give --golden/--run if they moved)") from None
+        raise LedgerError(
+            f"{score_path}: cannot check the score against what it judged: {exc} (promotion needs the "
+            "golden and run the score names; give --golden/--run if they moved)"
+        ) from None
     return score, golden, run
 
 
-def promote(score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any], config: ReleaseConfig,
-            ledger_path: Path, manifest_path: Path, where: str) -> list[Transition]:
+def promote(
+    score: Score,
+    golden_manifest: dict[str, Any],
+    run_manifest: dict[str, Any],
+    config: ReleaseConfig,
+    ledger_path: Path,
+    manifest_path: Path,
+    where: str,
+) -> list[Transition]:
     """Verify ``score`` and commit it; the state changes made (one per scored shape)."""
     with step("verify score"):
         check_score(score, golden_manifest, run_manifest, config.tolerances, where)
     release_shapes = config.release_shapes_json()
     release = release_shapes_of(release_shapes)  # no ledger event for these (apply_score), so no figures either
     with step("commit ledger and manifest"):
-        return commit(ledger_path, manifest_path, release_shapes,
-                      lambda book: apply_score(book, score, run_manifest["created"], release_shapes),
-                      # the figures beside the ledger, same transaction, bound to the score the events name
-                      history=lambda seq: Figures(rows_of(score, seq, skip=release), score.digest))
+        return commit(
+            ledger_path,
+            manifest_path,
+            release_shapes,
+            lambda book: apply_score(book, score, run_manifest["created"], release_shapes),
+            # the figures beside the ledger, same transaction, bound to the score the events name
+            history=lambda seq: Figures(rows_of(score, seq, skip=release), score.digest),
+        )
 
 
-def promote_file(score_path: Path, config: ReleaseConfig, ledger_path: Path, manifest_path: Path,
-                 golden_path: Path | None = None, run_path: Path | None = None
-                 ) -> tuple[Score, list[Transition]]:
+def promote_file(
+    score_path: Path,
+    config: ReleaseConfig,
+    ledger_path: Path,
+    manifest_path: Path,
+    golden_path: Path | None = None,
+    run_path: Path | None = None,
+) -> tuple[Score, list[Transition]]:
     score, golden, run = load_score_evidence(score_path, golden_path, run_path)
     return score, promote(score, golden, run, config, ledger_path, manifest_path, str(score_path))
 
@@ -83,6 +102,12 @@ def engine_manifest(score: Score, path: Path, manifest: PromotedShapes | None = 
         except HarnessError as exc:
             return EngineManifest(str(path), True, None, unreadable=str(exc))
     ops = sorted({op for s in score.shapes.values() for op in s.ops})
-    allows = allowed_for(manifest, score.fingerprint, score.device_kind, score.numerics_profile,
-                         str(score.packer.get("identity", "")), ops)
+    allows = allowed_for(
+        manifest,
+        score.fingerprint,
+        score.device_kind,
+        score.numerics_profile,
+        str(score.packer.get("identity", "")),
+        ops,
+    )
     return EngineManifest(str(path), True, allows)

@@ -60,23 +60,31 @@ if TYPE_CHECKING:
     from lanes.backend import Backend
 
 
-def audit_on_ray(cfg: ReleaseConfig, capture: Path, out: Path, options: RayOptions, progress: bool = True,
-                 spec: WorkerSpec | None = None) -> AuditOutcome:
+def audit_on_ray(
+    cfg: ReleaseConfig,
+    capture: Path,
+    out: Path,
+    options: RayOptions,
+    progress: bool = True,
+    spec: WorkerSpec | None = None,
+) -> AuditOutcome:
     """``harness audit --ray``: Ray is checked first (one line saying how to install it), then the audit,
     its exact lane on the workers; ``ray.json`` beside ``audit.json``."""
     import_ray()
     rerun = RayRerun(cfg, Path(out), options, spec or WorkerSpec(cfg), progress)
     outcome = judge_capture(capture, out, cfg, rerun, progress)
     if rerun.facts is not None:  # None: a law stopped the audit before any worker started
-        outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json",
-                                                 {**rerun.facts, "audit": str(outcome.paths["audit"])})
+        outcome.paths["ray"] = write_json_atomic(
+            Path(out) / "ray.json", {**rerun.facts, "audit": str(outcome.paths["audit"])}
+        )
         assert rerun.job_root is not None  # set before the facts
         remove_job_root(rerun.job_root)
     return outcome
 
 
-def audit_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path,
-                capture: str) -> Path:
+def audit_shard(
+    backend: Backend, packer: Packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path, capture: str
+) -> Path:
     """On a worker: every block of the shard's requests re-run alone (the exact lane, as in one process:
     :class:`InProcessRerun` on the worker's model, which the worker keeps), written in order."""
     reader = CaptureReader(capture)
@@ -90,21 +98,29 @@ def audit_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: 
         keys += [block_key(request, b.id) for b in blocks]
         arrays += [exact[b.id] for b in blocks]
     if len(keys) != shard.blocks:
-        raise HarnessError(f"{capture}: requests {shard.first}..{shard.stop - 1} hold {len(keys)} blocks, "
-                           f"{shard.blocks} when the audit began: the capture changed while it was audited")
+        raise HarnessError(
+            f"{capture}: requests {shard.first}..{shard.stop - 1} hold {len(keys)} blocks, "
+            f"{shard.blocks} when the audit began: the capture changed while it was audited"
+        )
     path = Path(shard_dir) / f"exact-{os.getpid()}-{secrets.token_hex(3)}.npz"  # one per attempt
     return write_exact(path, keys, arrays, golden, machine_environment(backend.environment()))
 
 
-def write_exact(path: Path, keys: Sequence[str], arrays: Sequence[np.ndarray], golden: GoldenModel,
-                environment: dict[str, Any]) -> Path:
+def write_exact(
+    path: Path, keys: Sequence[str], arrays: Sequence[np.ndarray], golden: GoldenModel, environment: dict[str, Any]
+) -> Path:
     """A shard's result, atomically: its blocks' keys and exact outputs in order, what re-ran them and on
     which software (torch, CUDA, driver: shards must agree, as merged nightly shards must)."""
     with atomic_file(path) as tmp, open(tmp, "wb") as f:
         exact = {f"b{i:06d}": a for i, a in enumerate(arrays)}
         # numpy 2's stub also matches **exact against savez(allow_pickle: bool); no key of it is named so
-        np.savez(f, keys=np.array(keys, dtype=str), golden=np.array(golden.model_dump_json()),
-                 environment=np.array(json.dumps(environment)), **exact)  # type: ignore[arg-type]
+        np.savez(
+            f,
+            keys=np.array(keys, dtype=str),
+            golden=np.array(golden.model_dump_json()),
+            environment=np.array(json.dumps(environment)),
+            **exact,  # type: ignore[arg-type]
+        )
     return path
 
 
@@ -137,8 +153,9 @@ class RayRerun:
         self.job_root = new_job_root(self.out / "shards", "audit")
         job = ShardJob("audit", audit_shard, {"capture": str(reader.path.resolve())})
         with step("exact lane on Ray"):
-            results, facts = run_shards(self.options, self.spec, job, lambda n: request_ranges(sizes.tolist(), n),
-                                        self.job_root, self.progress)
+            results, facts = run_shards(
+                self.options, self.spec, job, lambda n: request_ranges(sizes.tolist(), n), self.job_root, self.progress
+            )
         self.files = [r.written for r in results]
         golden = self.golden_model_of_shards(survey)
         self.facts = facts
@@ -159,19 +176,29 @@ class RayRerun:
         for i, model in enumerate(models[1:], start=2):
             if model != models[0]:
                 differs = sorted(k for k in GoldenModel.model_fields if getattr(model, k) != getattr(models[0], k))
-                raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with another "
-                                   f"{', '.join(differs)} than shard 1 ({model.device_kind} vs "
-                                   f"{models[0].device_kind}): one audit re-runs on one kind of device "
-                                   "(ray.accelerator)")
-            why = shard_conflict(model.device_kind, _as_manifest(model, environments[i - 1]),
-                                 models[0].device_kind, _as_manifest(models[0], environments[0]))
+                raise HarnessError(
+                    f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with another "
+                    f"{', '.join(differs)} than shard 1 ({model.device_kind} vs "
+                    f"{models[0].device_kind}): one audit re-runs on one kind of device "
+                    "(ray.accelerator)"
+                )
+            why = shard_conflict(
+                model.device_kind,
+                _as_manifest(model, environments[i - 1]),
+                models[0].device_kind,
+                _as_manifest(models[0], environments[0]),
+            )
             if why:
-                raise HarnessError(f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with other software "
-                                   f"than shard 1: {why}; one audit re-runs on one software stack (pin the "
-                                   "cluster's image)")
+                raise HarnessError(
+                    f"audit on Ray: shard {i}/{len(models)} re-ran its blocks with other software "
+                    f"than shard 1: {why}; one audit re-runs on one software stack (pin the "
+                    "cluster's image)"
+                )
         if blocks != survey.blocks:
-            raise HarnessError(f"audit on Ray: the shards re-ran {blocks} blocks, the capture holds {survey.blocks}: "
-                               "the capture changed while it was audited")
+            raise HarnessError(
+                f"audit on Ray: the shards re-ran {blocks} blocks, the capture holds {survey.blocks}: "
+                "the capture changed while it was audited"
+            )
         return models[0]
 
     def exact(self, request: CapturedRequest, blocks: list[Block]) -> dict[str, np.ndarray]:
@@ -179,8 +206,10 @@ class RayRerun:
         for block in blocks:
             key, array = self._next()
             if key != block_key(request, block.id):
-                raise HarnessError(f"{self.files[self.shard - 1]}: holds block {key!r} where the capture holds "
-                                   f"{block_key(request, block.id)!r}: the capture changed while it was audited")
+                raise HarnessError(
+                    f"{self.files[self.shard - 1]}: holds block {key!r} where the capture holds "
+                    f"{block_key(request, block.id)!r}: the capture changed while it was audited"
+                )
             out[block.id] = array
         return out
 

@@ -47,15 +47,31 @@ CORPUS = "corpus.parquet"
 # ------------------------------------------------------------------------------------ nightly
 
 
-def nightly_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
-                  golden_path: str, laws_examples: int = 100) -> Path:
+def nightly_shard(
+    backend: Backend,
+    packer: Packer,
+    config: ReleaseConfig,
+    shard: BlockRange,
+    shard_dir: Path,
+    golden_path: str,
+    laws_examples: int = 100,
+) -> Path:
     """On a worker: the exact lane and every candidate shape over the shard's blocks, as a run directory
     (its packer judged on the packing laws first, as every run's is)."""
     golden = load_golden(golden_path, expect_fingerprint=backend.fingerprint)
-    return run_shapes(golden, backend, plan_for(config), Path(shard_dir) / "runs", config, RunOptions(
-        packer=packer, shard=shard,
-        corpus_verified=True,  # the driver hashed the corpus once, before any shard
-        laws_examples=laws_examples)).path
+    return run_shapes(
+        golden,
+        backend,
+        plan_for(config),
+        Path(shard_dir) / "runs",
+        config,
+        RunOptions(
+            packer=packer,
+            shard=shard,
+            corpus_verified=True,  # the driver hashed the corpus once, before any shard
+            laws_examples=laws_examples,
+        ),
+    ).path
 
 
 def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
@@ -71,18 +87,27 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
     golden = load_golden(golden_path)
     check_before_building(golden, config.model.spec, spec.backend.url in IN_PROCESS)
     # --no-promote: the ledger is not even opened
-    ledger_path, manifest_path = check_outputs(config, golden.path, out, job.ledger, job.manifest,
-                                               promotes=not no_promote)
+    ledger_path, manifest_path = check_outputs(
+        config, golden.path, out, job.ledger, job.manifest, promotes=not no_promote
+    )
     ids, group = golden.block_ids(), plan_for(config).group_size()
     with step("hash the golden's corpus"):  # once here, not once per shard on the workers
         check_files(golden.path, golden.manifest, hashed=[CORPUS])
     job_root = new_job_root(Path(out) / "shards", "nightly")
-    shard_job = ShardJob("nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()),
-                                                    "laws_examples": spec.laws_examples})
-    results, facts = run_shards(options, spec, shard_job, lambda n: block_ranges(ids, group, n), job_root,
-                                job.progress)
-    outcome = merge(config, golden.path, [r.written for r in results], out, ledger_path, manifest_path, job.localise,
-                    no_promote=no_promote)
+    shard_job = ShardJob(
+        "nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()), "laws_examples": spec.laws_examples}
+    )
+    results, facts = run_shards(options, spec, shard_job, lambda n: block_ranges(ids, group, n), job_root, job.progress)
+    outcome = merge(
+        config,
+        golden.path,
+        [r.written for r in results],
+        out,
+        ledger_path,
+        manifest_path,
+        job.localise,
+        no_promote=no_promote,
+    )
     outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})
     remove_job_root(job_root)
     return outcome
@@ -91,16 +116,24 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
 # ------------------------------------------------------------------------------------ golden record
 
 
-def record_shard(backend: Backend, packer: Packer, config: ReleaseConfig, shard: BlockRange, shard_dir: Path,
-                 corpus: str, release: str) -> Path:
+def record_shard(
+    backend: Backend,
+    packer: Packer,
+    config: ReleaseConfig,
+    shard: BlockRange,
+    shard_dir: Path,
+    corpus: str,
+    release: str,
+) -> Path:
     """On a worker: a golden of the shard's blocks (the exact lane twice, its own noise floor)."""
     from harness.data.corpus_schema import CorpusReader
     from harness.pipeline.record import record_golden
 
     rows = (row for row in CorpusReader(corpus, backend.geometry).rows(shard.members) if shard.owns(row[0].id))
     # a folder per attempt: a rerun after a death just past the rename must not find "a golden exists"
-    golden, _ = record_golden(Path(shard_dir) / f"a{os.getpid()}-{secrets.token_hex(3)}", release, rows, backend,
-                              config, whole=False)  # one shard: the merged golden is judged whole
+    golden, _ = record_golden(
+        Path(shard_dir) / f"a{os.getpid()}-{secrets.token_hex(3)}", release, rows, backend, config, whole=False
+    )  # one shard: the merged golden is judged whole
     return golden.path
 
 
@@ -114,9 +147,15 @@ class RecordTarget:
     regen: bool = False
 
 
-def record_ray(config: ReleaseConfig, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
-               target: RecordTarget, options: RayOptions, spec: WorkerSpec, geometry: Geometry,
-               show_progress: bool = True) -> tuple[Golden, dict[str, Any] | None]:
+def record_ray(
+    config: ReleaseConfig,
+    corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+    target: RecordTarget,
+    options: RayOptions,
+    spec: WorkerSpec,
+    geometry: Geometry,
+    show_progress: bool = True,
+) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
     from harness.data.corpus_schema import CorpusReader, write_corpus

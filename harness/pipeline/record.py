@@ -52,16 +52,27 @@ Progress = Callable[[int], None]
 
 
 def exact_plan(config: ReleaseConfig, repeats: int, ops: Iterable[Op] | None = None) -> RunPlan:
-    return RunPlan(shapes=(), release_shapes=config.release_shapes,
-                   voiceprint_inputs=config.voiceprint_inputs, include_exact=True,
-                   exact_repeats=repeats, mask_policy=config.masks,
-                   ops=tuple(ops) if ops is not None else ALL_OPS)
+    return RunPlan(
+        shapes=(),
+        release_shapes=config.release_shapes,
+        voiceprint_inputs=config.voiceprint_inputs,
+        include_exact=True,
+        exact_repeats=repeats,
+        mask_policy=config.masks,
+        ops=tuple(ops) if ops is not None else ALL_OPS,
+    )
 
 
-def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
-                  backend: Backend, config: ReleaseConfig,
-                  regen: bool = False, progress: Progress | None = None,
-                  whole: bool = True) -> tuple[Golden, dict[str, Any] | None]:
+def record_golden(
+    root: Path,
+    release: str,
+    corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+    backend: Backend,
+    config: ReleaseConfig,
+    regen: bool = False,
+    progress: Progress | None = None,
+    whole: bool = True,
+) -> tuple[Golden, dict[str, Any] | None]:
     """Record a golden of ``corpus_rows`` ((block, source, provenance) tuples) under ``root/release``.
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
@@ -90,8 +101,13 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
                     floor.add(first.pop("batch"), batch)
 
             try:
-                run_lanes(copied(corpus_rows, writer, geometry), backend, plan, sink,
-                          hooks=LaneHooks(progress=progress, log=calls))
+                run_lanes(
+                    copied(corpus_rows, writer, geometry),
+                    backend,
+                    plan,
+                    sink,
+                    hooks=LaneHooks(progress=progress, log=calls),
+                )
                 summary = writer.close()  # the corpus copy, renamed into place once the lanes have read it whole
             except BaseException:
                 outputs.abort()
@@ -101,10 +117,16 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
             files = {CORPUS: writer.entry, **outputs.close(), CALLS: calls.close()}
         if whole:
             refuse_unjudgeable(files, summary, plan.ops, config.masks, geometry)
-        fields = {"release": release, "geometry": geometry.to_dict(), **provenance(backend.environment()),
-                  "config": config.to_dict(), "ops": [int(op) for op in plan.ops],
-                  "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
-                  "corpus": summary, "reproducibility": noise_floor(floor.verdicts())}
+        fields = {
+            "release": release,
+            "geometry": geometry.to_dict(),
+            **provenance(backend.environment()),
+            "config": config.to_dict(),
+            "ops": [int(op) for op in plan.ops],
+            "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
+            "corpus": summary,
+            "reproducibility": noise_floor(floor.verdicts()),
+        }
         with step("module floors"):  # per-module floors: harness.localisation.module_floors
             corpus = CorpusReader(tmp / CORPUS, geometry)
             modules = floor_sampler(getattr(backend, "model", None), corpus, config.localise, plan.ops)
@@ -120,8 +142,9 @@ def record_golden(root: Path, release: str, corpus_rows: Iterable[tuple[Block, s
     return golden, changes
 
 
-def copied(rows: Iterable[tuple[Block, str, dict[str, Any]]], writer: CorpusWriter, geometry: Geometry
-           ) -> Iterator[Block]:
+def copied(
+    rows: Iterable[tuple[Block, str, dict[str, Any]]], writer: CorpusWriter, geometry: Geometry
+) -> Iterator[Block]:
     """The blocks of ``rows`` as the lanes read them, each written to the golden's corpus copy first (a tee).
 
     The copy used to be written whole, then read back for the lanes: 365 MB for 256 full-geometry blocks,
@@ -141,8 +164,10 @@ def golden_target(root: Path, release: str, regen: bool) -> tuple[Path, Golden |
     if not final.exists():
         return final, None
     if not regen:
-        raise GoldenError(f"{final}: a golden for release {release!r} exists; record with --regen to write a "
-                          "new one beside it, then `harness golden adopt` it (nothing is overwritten)")
+        raise GoldenError(
+            f"{final}: a golden for release {release!r} exists; record with --regen to write a "
+            "new one beside it, then `harness golden adopt` it (nothing is overwritten)"
+        )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return final.with_name(f"{release}.regen-{stamp}"), load_golden(final)
 
@@ -150,8 +175,10 @@ def golden_target(root: Path, release: str, regen: bool) -> tuple[Path, Golden |
 def adopt_hint(regen: Path) -> str:
     """The line after a ``--regen`` recording: how the nightly starts using it (nothing reads a regen until then)."""
     target = Path(regen).with_name(Path(regen).name.rpartition(".regen-")[0] or Path(regen).name)
-    return (f"adopt it with: harness golden adopt {regen} (it becomes {target}; the golden there now is kept as "
-            f"{target}.history-<its recorded time>)")
+    return (
+        f"adopt it with: harness golden adopt {regen} (it becomes {target}; the golden there now is kept as "
+        f"{target}.history-<its recorded time>)"
+    )
 
 
 def model_release_name(description: dict[str, object]) -> str:
@@ -171,18 +198,22 @@ def refuse_non_finite(outputs: LaneOutputs) -> None:
     bad = ~np.isfinite(seg.logprobs).all(axis=(2, 3))
     if bad.any():
         b, w = (int(v) for v in np.argwhere(bad)[0])
-        raise GoldenError(f"refusing to record a golden: OP 0 output of block {seg.block_ids[b]!r} window {w} "
-                          "holds NaN/Inf")
+        raise GoldenError(
+            f"refusing to record a golden: OP 0 output of block {seg.block_ids[b]!r} window {w} holds NaN/Inf"
+        )
     for op, vp in outputs.voiceprint.items():
         bad_rows = np.flatnonzero(~np.isfinite(vp.embedding).all(axis=1))
         if bad_rows.size:
             i = int(bad_rows[0])
-            raise GoldenError(f"refusing to record a golden: OP {int(op)} embedding of block {vp.block_ids[i]!r} "
-                              f"window {int(vp.window[i])} speaker {int(vp.speaker[i])} holds NaN/Inf")
+            raise GoldenError(
+                f"refusing to record a golden: OP {int(op)} embedding of block {vp.block_ids[i]!r} "
+                f"window {int(vp.window[i])} speaker {int(vp.speaker[i])} holds NaN/Inf"
+            )
 
 
-def verify_golden(golden: Golden, backend: Backend, config: ReleaseConfig,
-                  progress: Progress | None = None) -> Reproduction:
+def verify_golden(
+    golden: Golden, backend: Backend, config: ReleaseConfig, progress: Progress | None = None
+) -> Reproduction:
     """Re-run the exact lane over the golden's corpus and judge it against the golden's noise floor."""
     plan = exact_plan(config, repeats=1, ops=golden.ops)
     scorer = reproduction_scorer(golden.ops, golden.geometry, golden.floors(), config.tolerances, "isolated")
@@ -192,26 +223,43 @@ def verify_golden(golden: Golden, backend: Backend, config: ReleaseConfig,
         scorer.add(reader.select(batch.block_ids), batch)
 
     with step("exact lane"):
-        run_lanes(golden.corpus(), backend, plan, sink, golden_inputs=golden.voiceprint_inputs,
-                  hooks=LaneHooks(progress=progress))
+        run_lanes(
+            golden.corpus(),
+            backend,
+            plan,
+            sink,
+            golden_inputs=golden.voiceprint_inputs,
+            hooks=LaneHooks(progress=progress),
+        )
     env = backend.environment()
-    return judge_reproduction(golden, scorer, backend.fingerprint, machine_environment(env),
-                              env.get("numerics_in_force") or {})
+    return judge_reproduction(
+        golden, scorer, backend.fingerprint, machine_environment(env), env.get("numerics_in_force") or {}
+    )
 
 
-def judge_reproduction(golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict[str, Any],
-                       numerics_now: dict[str, Any]) -> Reproduction:
+def judge_reproduction(
+    golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict[str, Any], numerics_now: dict[str, Any]
+) -> Reproduction:
     diffs = differences(golden.manifest["environment"], env_now)
     diffs += numerics_differences(golden.manifest["numerics"]["in_force"], numerics_now)
-    return reproduction(golden.golden_id, scorer.verdicts(), golden.manifest["reproducibility"]["bitwise"],
-                        fingerprint == golden.fingerprint, diffs)
+    return reproduction(
+        golden.golden_id,
+        scorer.verdicts(),
+        golden.manifest["reproducibility"]["bitwise"],
+        fingerprint == golden.fingerprint,
+        diffs,
+    )
 
 
 def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
     """What a regenerated golden changes, per OP (for the --regen summary)."""
     out: dict[str, Any] = {
-        "old": old.golden_id, "new": new.golden_id, "fingerprint_changed": old.fingerprint != new.fingerprint,
-        "environment": differences(old.manifest["environment"], new.manifest["environment"]), "ops": {}}
+        "old": old.golden_id,
+        "new": new.golden_id,
+        "fingerprint_changed": old.fingerprint != new.fingerprint,
+        "environment": differences(old.manifest["environment"], new.manifest["environment"]),
+        "ops": {},
+    }
     if old.block_ids() != new.block_ids():
         out["corpus_changed"] = True
         return out
@@ -222,8 +270,10 @@ def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
         chunk = ids[start : start + 32]
         scorer.add(old.outputs().select(chunk), new.outputs().select(chunk))
     for v in scorer.verdicts():
-        keys = (("bitwise", "max_abs_finite", "max_ulp", "argmax_flips_near_tie", "argmax_flips_confident")
-                if v.op == 0 else ("bitwise", "max_abs", "min_cosine", "missing_rows", "extra_rows"))
+        keys = (
+            ("bitwise", "max_abs_finite", "max_ulp", "argmax_flips_near_tie", "argmax_flips_confident")
+            if v.op == 0
+            else ("bitwise", "max_abs", "min_cosine", "missing_rows", "extra_rows")
+        )
         out["ops"][str(v.op)] = {k.replace("_finite", ""): v.metrics[k] for k in keys}
     return out
-

@@ -49,13 +49,18 @@ class RunOptions:
     on_first_queued: Callable[[], object] | None = None
 
 
-def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None
-             ) -> RunPlan:
+def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None) -> RunPlan:
     ks, ev = tuple(shapes if shapes is not None else config.candidates), config.evidence
-    return RunPlan(shapes=ks, release_shapes=config.release_shapes, voiceprint_inputs=config.voiceprint_inputs,
-                   pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
-                   include_exact=True, mask_policy=config.masks, warmup_packed=packed_warm_up(config),
-                   variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed))  # [evidence] (lanes.arrangers)
+    return RunPlan(
+        shapes=ks,
+        release_shapes=config.release_shapes,
+        voiceprint_inputs=config.voiceprint_inputs,
+        pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
+        include_exact=True,
+        mask_policy=config.masks,
+        warmup_packed=packed_warm_up(config),
+        variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed),
+    )  # [evidence] (lanes.arrangers)
 
 
 def packed_warm_up(config: ReleaseConfig) -> bool:
@@ -70,10 +75,14 @@ def packed_warm_up(config: ReleaseConfig) -> bool:
 def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> dict[str, Any]:
     """The run manifest's fields that scoring reads (shapes, ops, mode, evidence), as :func:`run_shapes` will
     write them: a scorer built before the run (the nightly's live score) is built from the same fields."""
-    fields: dict[str, Any] = {"shapes": list(plan.shapes), "ops": [int(op) for op in plan.ops],
-                              "mode": plan.voiceprint_inputs}  # file key "mode" (the contract): the voiceprint inputs
-    evidence = manifest_evidence(plan.variants, config.evidence.arrangements, config.evidence.repeats,
-                                 config.evidence.seed)  # the variant lanes (lanes.arrangers)
+    fields: dict[str, Any] = {
+        "shapes": list(plan.shapes),
+        "ops": [int(op) for op in plan.ops],
+        "mode": plan.voiceprint_inputs,
+    }  # file key "mode" (the contract): the voiceprint inputs
+    evidence = manifest_evidence(
+        plan.variants, config.evidence.arrangements, config.evidence.repeats, config.evidence.seed
+    )  # the variant lanes (lanes.arrangers)
     if evidence is not None:  # a run without variants keeps today's manifest, key absent
         fields["evidence"] = evidence
     return fields
@@ -87,6 +96,7 @@ def _teed(first: Sink, also: Sink | None) -> Sink:
     def sink(lane: str, batch: LaneOutputs) -> None:
         first(lane, batch)
         also(lane, batch)
+
     return sink
 
 
@@ -109,8 +119,14 @@ def _cancelled_on_failure(pending: PendingHashes) -> Iterator[None]:
         raise
 
 
-def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path, config: ReleaseConfig,
-               options: RunOptions = RunOptions()) -> Run:
+def run_shapes(
+    golden: Golden,
+    backend: Backend,
+    plan: RunPlan,
+    runs_root: Path,
+    config: ReleaseConfig,
+    options: RunOptions = RunOptions(),
+) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or ``options.shard`` of it),
     interleaved, written to a new run directory under ``runs_root``. The fast lane's packer is judged
     on the packing laws first (``options.laws_examples`` per law; 0: not judged) and its verdict recorded as
@@ -121,33 +137,52 @@ def run_shapes(golden: Golden, backend: Backend, plan: RunPlan, runs_root: Path,
     packer, shard = options.packer, options.shard
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
-    check_request_sizes(int(golden.manifest["corpus"]["max_span_samples"]),
-                        len(wanted) if wanted is not None else golden.blocks, backend, plan)
+    check_request_sizes(
+        int(golden.manifest["corpus"]["max_span_samples"]),
+        len(wanted) if wanted is not None else golden.blocks,
+        backend,
+        plan,
+    )
     # a Future: the harness's packer is judged beside the lanes (laws_gate), joined after them, inside the
     # writer: its error ends the command with its own line and the unfinished run is removed
     laws = judge_laws(packer, options.laws_examples, max(plan.shapes) if plan.shapes else None, beside=True)
-    writer = RunWriter(Path(runs_root), options.run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops),
-                       plan.lanes())
+    writer = RunWriter(
+        Path(runs_root), options.run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops), plan.lanes()
+    )
     with writer:
         corpus, corpus_hash = golden.corpus_hashed_meanwhile(verified=options.corpus_verified)
         with _cancelled_on_failure(corpus_hash):
             blocks = (b for b, _, _ in corpus.rows(keep) if keep is None or b.id in keep)
             with step("lanes"):
                 started = time.perf_counter()
-                run_lanes(blocks, backend, plan, _teed(writer.sink, options.observer),
-                          golden_inputs=golden.voiceprint_inputs, packer=packer,
-                          hooks=LaneHooks(progress=options.progress, log=writer.calls,
-                                          on_first_queued=options.on_first_queued))
+                run_lanes(
+                    blocks,
+                    backend,
+                    plan,
+                    _teed(writer.sink, options.observer),
+                    golden_inputs=golden.voiceprint_inputs,
+                    packer=packer,
+                    hooks=LaneHooks(
+                        progress=options.progress, log=writer.calls, on_first_queued=options.on_first_queued
+                    ),
+                )
                 # beside the calls' device time (harness.throughput.host_share)
                 lanes_wall_s = time.perf_counter() - started
             describe = getattr(packer, "describe", None)
             scored = scoring_fields(plan, config)  # what scoring reads: the live score was built from the same
-            fields = {"golden_id": golden.golden_id, "golden_manifest_sha256": golden.manifest_sha256,
-                      **provenance(backend.environment()), "config": config.to_dict(),
-                      "mode": scored["mode"],  # file key "mode" (the contract): the voiceprint inputs
-                      "pad_to_fixed": plan.pad_to_fixed, "packer": describe() if describe else {"name": packer.name},
-                      "shapes": scored["shapes"], "shard": str(shard) if shard else None, "laws": laws.result(),
-                      "lanes_wall_s": lanes_wall_s}
+            fields = {
+                "golden_id": golden.golden_id,
+                "golden_manifest_sha256": golden.manifest_sha256,
+                **provenance(backend.environment()),
+                "config": config.to_dict(),
+                "mode": scored["mode"],  # file key "mode" (the contract): the voiceprint inputs
+                "pad_to_fixed": plan.pad_to_fixed,
+                "packer": describe() if describe else {"name": packer.name},
+                "shapes": scored["shapes"],
+                "shard": str(shard) if shard else None,
+                "laws": laws.result(),
+                "lanes_wall_s": lanes_wall_s,
+            }
             if "evidence" in scored:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored["evidence"]
             with step("write run"):

@@ -44,11 +44,15 @@ def check_comparable(golden: Golden, run: Run, lanes: Sequence[str]) -> list[str
     """The run's blocks (in golden order), or one error naming both sides of what differs; ``lanes`` are
     opened (their files hashed at once, the exact lane's with them) once the manifests agree."""
     if run.golden_id != golden.golden_id or run.manifest["golden_manifest_sha256"] != golden.manifest_sha256:
-        raise ScoringError(f"run {run.run_id} was made against golden {run.golden_id}, not {golden.golden_id} "
-                           f"({golden.path}): score it against the golden it ran against")
+        raise ScoringError(
+            f"run {run.run_id} was made against golden {run.golden_id}, not {golden.golden_id} "
+            f"({golden.path}): score it against the golden it ran against"
+        )
     if golden.fingerprint != run.fingerprint:
-        raise ScoringError(f"run {run.run_id} was made with model {run.fingerprint[:16]}..., golden "
-                           f"{golden.golden_id} with {golden.fingerprint[:16]}...: not comparable")
+        raise ScoringError(
+            f"run {run.run_id} was made with model {run.fingerprint[:16]}..., golden "
+            f"{golden.golden_id} with {golden.fingerprint[:16]}...: not comparable"
+        )
     if golden.geometry != run.geometry:
         raise ScoringError(f"run {run.run_id} and golden {golden.golden_id} declare different geometries")
     order = {b: i for i, b in enumerate(golden.block_ids())}
@@ -84,8 +88,9 @@ class Scoring:
         voiceprint_inputs = self.voiceprint_inputs
         limits = op_limits(tolerances, ops, floors)
         self.verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
-        self.effect_scorers = {k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained")
-                               for k in shapes}
+        self.effect_scorers = {
+            k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes
+        }
         self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
         self.evidence: dict[int, list[ShapeEvidence]] = {}
         for k in shapes:
@@ -107,14 +112,20 @@ class Scoring:
         """The sealed score (frozen) of ``run``, whose blocks ``ids`` (golden order, as
         :func:`check_comparable` gave them) were every one added; reads the run's call log once."""
         if scoring_key(run.manifest) != self.key:
-            raise ScoringError(f"run {run.run_id}: its lanes are not the ones this score was accumulated for "
-                               f"({self.key} vs {scoring_key(run.manifest)}): score it again with `harness score`")
+            raise ScoringError(
+                f"run {run.run_id}: its lanes are not the ones this score was accumulated for "
+                f"({self.key} vs {scoring_key(run.manifest)}): score it again with `harness score`"
+            )
         shapes, voiceprint_inputs, tolerances = self.shapes, self.voiceprint_inputs, self.tolerances
         env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
         env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
-        verification = reproduction(golden.golden_id, self.exact_scorer.verdicts(),
-                                    golden.manifest["reproducibility"]["bitwise"],
-                                    golden.fingerprint == run.fingerprint, env_diff)
+        verification = reproduction(
+            golden.golden_id,
+            self.exact_scorer.verdicts(),
+            golden.manifest["reproducibility"]["bitwise"],
+            golden.fingerprint == run.fingerprint,
+            env_diff,
+        )
         # what every kind counts in the call log (full k-block requests, where each block sat), and every logged
         # call's time (the host share, harness.throughput.host_share): one pass over the call log
         counted = {kind.name: c for kind in self.kinds if (c := kind.counter(self.fields, ids)) is not None}
@@ -140,8 +151,12 @@ class Scoring:
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "release": golden.release,
             "golden": {"id": golden.golden_id, "path": str(golden.path), "manifest_sha256": golden.manifest_sha256},
-            "run": {"id": run.run_id, "path": str(run.path), "manifest_sha256": run.manifest["manifest_sha256"],
-                    "created": run.manifest["created"]},
+            "run": {
+                "id": run.run_id,
+                "path": str(run.path),
+                "manifest_sha256": run.manifest["manifest_sha256"],
+                "created": run.manifest["created"],
+            },
             "fingerprint": golden.fingerprint,
             "model": golden.manifest["model"],
             "device_kind": run.device_kind,
@@ -152,7 +167,8 @@ class Scoring:
             "pad_to_fixed": run.manifest["pad_to_fixed"],
             "packer": run.manifest["packer"],
             "laws": laws,
-            "corpus": {**golden.manifest["corpus"], "blocks": len(ids)} if len(ids) != golden.blocks
+            "corpus": {**golden.manifest["corpus"], "blocks": len(ids)}
+            if len(ids) != golden.blocks
             else golden.manifest["corpus"],
             "reproducibility": golden.manifest["reproducibility"],
             "tolerances": tolerances.model_dump(),
@@ -175,8 +191,12 @@ class Scoring:
 def scoring_key(fields: Mapping[str, Any]) -> tuple[Any, ...]:
     """What a score's scorers are built from, of a run manifest (or of the fields a run will be written with):
     two equal keys score the same lanes the same way."""
-    return ([int(k) for k in fields["shapes"]], [int(o) for o in fields["ops"]], str(fields["mode"]),
-            plain(fields.get("evidence")))
+    return (
+        [int(k) for k in fields["shapes"]],
+        [int(o) for o in fields["ops"]],
+        str(fields["mode"]),
+        plain(fields.get("evidence")),
+    )
 
 
 def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:

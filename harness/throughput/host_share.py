@@ -31,5 +31,10 @@ def host_entry(lanes_wall_s: float | None, device_s: float, blocks: int) -> dict
     if lanes_wall_s is None or blocks <= 0:
         return None
     host_s = max(0.0, float(lanes_wall_s) - device_s)
-    return {"lanes_wall_s": float(lanes_wall_s), "device_s": device_s, "host_s": host_s, "blocks": blocks,
-            "host_ms_per_block": host_s * 1e3 / blocks}
+    return {
+        "lanes_wall_s": float(lanes_wall_s),
+        "device_s": device_s,
+        "host_s": host_s,
+        "blocks": blocks,
+        "host_ms_per_block": host_s * 1e3 / blocks,
+    }

@@ -94,8 +94,14 @@ def _lane(per_op: dict[int, _OpCalls]) -> dict[str, Any]:
     total = sum(v["wall_s"] for v in out_ops.values())
     blocks = out_ops.get("0", {}).get("blocks", 0)
     peaks = [v["peak_device_mb"] for v in out_ops.values() if v["peak_device_mb"] is not None]
-    return {"blocks": blocks, "wall_s": total, "blocks_per_s": blocks / total if total > 0 else None,
-            "peak_device_mb": max(peaks) if peaks else None, "ops": out_ops, "stalls": stalls}
+    return {
+        "blocks": blocks,
+        "wall_s": total,
+        "blocks_per_s": blocks / total if total > 0 else None,
+        "peak_device_mb": max(peaks) if peaks else None,
+        "ops": out_ops,
+        "stalls": stalls,
+    }
 
 
 def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k: int) -> dict[str, Any]:
@@ -104,18 +110,37 @@ def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k
     nothing about one (a 16-block pack is not a 32-block speedup)."""
     full = {ids: wall for ids, wall in units.items() if len(ids) == k}
     excluded = len(units) - len(full)
-    ratios = np.array([sum(exact_time.get(b, 0.0) for b in ids) / wall for ids, wall in full.items()
-                       if wall > 0 and all(b in exact_time for b in ids)], dtype=np.float64)
-    basis = (f"{ratios.size} full {k}-block request(s)" + (f"; {excluded} partial pack(s) excluded" if excluded else "")
-             if ratios.size else f"no full {k}-block request: no speedup measured at k={k}")
+    ratios = np.array(
+        [
+            sum(exact_time.get(b, 0.0) for b in ids) / wall
+            for ids, wall in full.items()
+            if wall > 0 and all(b in exact_time for b in ids)
+        ],
+        dtype=np.float64,
+    )
+    basis = (
+        f"{ratios.size} full {k}-block request(s)" + (f"; {excluded} partial pack(s) excluded" if excluded else "")
+        if ratios.size
+        else f"no full {k}-block request: no speedup measured at k={k}"
+    )
     if ratios.size == 0:
-        return {"speedup": None, "speedup_interval": None, "repetitions": 0, "within_noise": None,
-                "speedup_basis": basis}
+        return {
+            "speedup": None,
+            "speedup_interval": None,
+            "repetitions": 0,
+            "within_noise": None,
+            "speedup_basis": basis,
+        }
     lo, hi = median_interval(ratios)
     interval = None if lo is None or hi is None else [lo, hi]  # both None, or neither
     within = None if interval is None else bool(interval[0] <= 1.0 <= interval[1])
-    return {"speedup": float(np.median(ratios)), "speedup_interval": interval,
-            "repetitions": int(ratios.size), "within_noise": within, "speedup_basis": basis}
+    return {
+        "speedup": float(np.median(ratios)),
+        "speedup_interval": interval,
+        "repetitions": int(ratios.size),
+        "within_noise": within,
+        "speedup_basis": basis,
+    }
 
 
 def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
@@ -131,4 +156,3 @@ def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float
     if j < 1:
         return None, None
     return float(v[j - 1]), float(v[n - j])
-

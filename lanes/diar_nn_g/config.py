@@ -94,8 +94,7 @@ FULL = DiarConfig(name="full")
 SMALL = DiarConfig(
     name="small",
     window_samples=16_000,
-    segmentation=SegmentationConfig(sinc_filters=16, conv_channels=32, lstm_layers=2, lstm_hidden=32,
-                                    linear=(32, 32)),
+    segmentation=SegmentationConfig(sinc_filters=16, conv_channels=32, lstm_layers=2, lstm_hidden=32, linear=(32, 32)),
     voiceprint=VoiceprintConfig(mel_bins=40, base_channels=4, blocks=(1, 1, 1, 1), embedding_dim=32),
 )
 

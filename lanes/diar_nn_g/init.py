@@ -68,8 +68,11 @@ def fingerprint(architecture: str, config: dict, module: nn.Module) -> str:
     h = hashlib.sha256()
     state = module.state_dict()
     layout = [(k, list(v.shape), str(v.dtype)) for k, v in sorted(state.items())]
-    h.update(json.dumps({"architecture": architecture, "config": config, "layout": layout},
-                        sort_keys=True, default=str).encode())
+    h.update(
+        json.dumps(
+            {"architecture": architecture, "config": config, "layout": layout}, sort_keys=True, default=str
+        ).encode()
+    )
     for _, tensor in sorted(state.items()):
         data = tensor.detach().to("cpu").contiguous()
         if data.dtype.is_floating_point:

@@ -65,8 +65,14 @@ class DiarNNG:
         return ("voiceprint.pooling", "voiceprint.embedding")
 
     def describe(self) -> dict:
-        return {"name": self.name, "kind": "reference", "config": self.config.name, "seed": self.seed,
-                "fingerprint": self.fingerprint, "device": str(self.device)}
+        return {
+            "name": self.name,
+            "kind": "reference",
+            "config": self.config.name,
+            "seed": self.seed,
+            "fingerprint": self.fingerprint,
+            "device": str(self.device),
+        }
 
     @torch.inference_mode()
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -79,6 +85,7 @@ class DiarNNG:
         op = Op(int(fields[ops.OP][0]))
         x = to_device(self.windows(fields))
         if op is Op.SEGMENTATION:
+
             def network() -> torch.Tensor:
                 return self.segmentation(x.unsqueeze(1))
         else:

@@ -23,8 +23,15 @@ class SincConv(nn.Module):
     window_half: torch.Tensor  # buffers (register_buffer): declared, or mypy sees nn.Module.__getattr__'s union
     t_half: torch.Tensor
 
-    def __init__(self, filters: int, kernel: int, stride: int, sample_rate: int,
-                 min_low_hz: float = 50.0, min_band_hz: float = 50.0) -> None:
+    def __init__(
+        self,
+        filters: int,
+        kernel: int,
+        stride: int,
+        sample_rate: int,
+        min_low_hz: float = 50.0,
+        min_band_hz: float = 50.0,
+    ) -> None:
         super().__init__()
         setattr(self, FIXED_INIT_ATTR, ("low_hz", "band_hz"))
         self.kernel, self.stride, self.sample_rate = kernel, stride, sample_rate
@@ -43,8 +50,7 @@ class SincConv(nn.Module):
 
     def filters(self) -> torch.Tensor:
         low = self.min_low_hz + torch.abs(self.low_hz)
-        high = torch.clamp(low + self.min_band_hz + torch.abs(self.band_hz), self.min_low_hz,
-                           self.sample_rate / 2)
+        high = torch.clamp(low + self.min_band_hz + torch.abs(self.band_hz), self.min_low_hz, self.sample_rate / 2)
         band = (high - low)[:, 0]
         f_low = low @ self.t_half
         f_high = high @ self.t_half
@@ -64,17 +70,21 @@ class SincNet(nn.Module):
     def __init__(self, cfg: SegmentationConfig, sample_rate: int) -> None:
         super().__init__()
         self.wav_norm = nn.InstanceNorm1d(1, affine=True)
-        self.conv = nn.ModuleList([
-            SincConv(cfg.sinc_filters, cfg.sinc_kernel, cfg.sinc_stride, sample_rate),
-            nn.Conv1d(cfg.sinc_filters, cfg.conv_channels, cfg.conv_kernel),
-            nn.Conv1d(cfg.conv_channels, cfg.conv_channels, cfg.conv_kernel),
-        ])
+        self.conv = nn.ModuleList(
+            [
+                SincConv(cfg.sinc_filters, cfg.sinc_kernel, cfg.sinc_stride, sample_rate),
+                nn.Conv1d(cfg.sinc_filters, cfg.conv_channels, cfg.conv_kernel),
+                nn.Conv1d(cfg.conv_channels, cfg.conv_channels, cfg.conv_kernel),
+            ]
+        )
         self.pool = nn.ModuleList([nn.MaxPool1d(cfg.pool, stride=cfg.pool) for _ in range(3)])
-        self.norm = nn.ModuleList([
-            nn.InstanceNorm1d(cfg.sinc_filters, affine=True),
-            nn.InstanceNorm1d(cfg.conv_channels, affine=True),
-            nn.InstanceNorm1d(cfg.conv_channels, affine=True),
-        ])
+        self.norm = nn.ModuleList(
+            [
+                nn.InstanceNorm1d(cfg.sinc_filters, affine=True),
+                nn.InstanceNorm1d(cfg.conv_channels, affine=True),
+                nn.InstanceNorm1d(cfg.conv_channels, affine=True),
+            ]
+        )
 
     def forward(self, waveforms: torch.Tensor) -> torch.Tensor:
         x = self.wav_norm(waveforms)
@@ -92,8 +102,14 @@ class PyanNet(nn.Module):
     def __init__(self, cfg: SegmentationConfig, sample_rate: int, classes: int) -> None:
         super().__init__()
         self.sincnet = SincNet(cfg, sample_rate)
-        self.lstm = nn.LSTM(cfg.conv_channels, cfg.lstm_hidden, num_layers=cfg.lstm_layers,
-                            bidirectional=True, batch_first=True, dropout=0.5 if cfg.lstm_layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            cfg.conv_channels,
+            cfg.lstm_hidden,
+            num_layers=cfg.lstm_layers,
+            bidirectional=True,
+            batch_first=True,
+            dropout=0.5 if cfg.lstm_layers > 1 else 0.0,
+        )
         sizes = (2 * cfg.lstm_hidden, *cfg.linear)
         self.linear = nn.ModuleList([nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
         self.classifier = nn.Linear(sizes[-1], classes)

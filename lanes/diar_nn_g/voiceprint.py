@@ -130,8 +130,10 @@ class VoiceprintNet(nn.Module):
 
 def _mel_banks(cfg: VoiceprintConfig, sample_rate: int, low_hz: float = 20.0) -> np.ndarray:
     """[mel_bins, fft_size // 2 + 1] triangular filters on Kaldi's mel scale (1127 ln(1 + f/700))."""
+
     def mel(f):
         return 1127.0 * np.log(1.0 + np.asarray(f, dtype=np.float64) / 700.0)
+
     bins = cfg.fft_size // 2
     fft_mel = mel(np.arange(bins) * sample_rate / cfg.fft_size)
     edges = np.linspace(mel(low_hz), mel(sample_rate / 2), cfg.mel_bins + 2)

@@ -37,16 +37,19 @@ class Retryable(Exception):
         self.what = what
 
 
-def server_error(exc, where: str, url: str, model_name: str, models: Callable[[], str],
-                 on_timeout: Callable[[], BackendError]) -> Exception:
+def server_error(
+    exc, where: str, url: str, model_name: str, models: Callable[[], str], on_timeout: Callable[[], BackendError]
+) -> Exception:
     """An ``InferenceServerException`` as a final BackendError or a Retryable."""
     status = status_of(exc)
     message = one_line(exc.message() or str(exc))
     if MODEL_ERROR_TAG in message:
         return BackendError(f"{where}: the model answered an error: {message}")
     if status == 404 or "unknown model" in message.lower() or "not found" in message.lower():
-        return BackendError(f"{where}: Triton at {url} has no model {model_name!r} loaded "
-                            f"(HTTP {status}: {message}; server models: {models()})")
+        return BackendError(
+            f"{where}: Triton at {url} has no model {model_name!r} loaded "
+            f"(HTTP {status}: {message}; server models: {models()})"
+        )
     if status is not None and 500 <= status < 600:
         return Retryable(f"failed with HTTP {status} ({message})")
     if "failed to obtain inference response" in message:  # get_result's own timeout
@@ -76,5 +79,3 @@ def describe_os_error(exc: BaseException) -> str:
 def is_connection_failure(exc: BaseException) -> bool:
     name = type(exc).__name__.lower()
     return any(word in name for word in CONNECTION_WORDS)
-
-

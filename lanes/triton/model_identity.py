@@ -25,8 +25,10 @@ from harness.data.geometry import Geometry
 
 INFO_OUTPUT = "MODEL_INFO"
 UNVERIFIED_KIND = "triton-unverified/1"
-WEIGHTS_NOTE = ("the weights cannot be verified remotely: the served model has no MODEL_INFO output, so the "
-                "fingerprint is derived from its Triton config, version(s) and the given label only")
+WEIGHTS_NOTE = (
+    "the weights cannot be verified remotely: the served model has no MODEL_INFO output, so the "
+    "fingerprint is derived from its Triton config, version(s) and the given label only"
+)
 UNKNOWN_DEVICE = "unknown"
 
 
@@ -50,28 +52,61 @@ class ServerModel:
         try:
             value = raw.reshape(-1)[0] if isinstance(raw, np.ndarray) else raw
             info = json.loads(value.decode() if isinstance(value, bytes) else str(value))
-            return cls(str(info["fingerprint"]), Geometry.from_dict(info["geometry"]), dict(info["model"]),
-                       str(info.get("device", "cpu")), str(info.get("device_kind", "cpu")),
-                       info.get("numerics_requested"), info.get("numerics_in_force"), info.get("environment"))
+            return cls(
+                str(info["fingerprint"]),
+                Geometry.from_dict(info["geometry"]),
+                dict(info["model"]),
+                str(info.get("device", "cpu")),
+                str(info.get("device_kind", "cpu")),
+                info.get("numerics_requested"),
+                info.get("numerics_in_force"),
+                info.get("environment"),
+            )
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-            raise BackendError(f"{where}: {INFO_OUTPUT} is not the expected JSON "
-                               f"({type(exc).__name__}: {exc})") from None
+            raise BackendError(
+                f"{where}: {INFO_OUTPUT} is not the expected JSON ({type(exc).__name__}: {exc})"
+            ) from None
 
     @classmethod
-    def unverified(cls, model_name: str, config: dict, versions: list[str], label: str, geometry: Geometry,
-                   server_version: str) -> ServerModel:
+    def unverified(
+        cls, model_name: str, config: dict, versions: list[str], label: str, geometry: Geometry, server_version: str
+    ) -> ServerModel:
         """For a model without MODEL_INFO: fingerprint from config + versions + label (see the module doc)."""
         fingerprint = unverified_fingerprint(model_name, config, versions, label)
-        describe = {"name": label, "kind": "triton-remote", "label": label, "model_name": model_name,
-                    "versions": list(versions), "fingerprint": fingerprint,
-                    "fingerprint_from": "sha256 of the Triton model config (canonical JSON), versions and label",
-                    "weights_verified": False, "note": WEIGHTS_NOTE}
-        environment = {"device": UNKNOWN_DEVICE, "device_name": UNKNOWN_DEVICE, "cpu": None, "torch": None,
-                       "numpy": None, "cuda": None, "cudnn": None, "driver": None,
-                       "triton_server": server_version,
-                       "note": "not observable: the served model has no MODEL_INFO output"}
-        return cls(fingerprint, geometry, describe, UNKNOWN_DEVICE, UNKNOWN_DEVICE, None, None, environment,
-                   weights_verified=False)
+        describe = {
+            "name": label,
+            "kind": "triton-remote",
+            "label": label,
+            "model_name": model_name,
+            "versions": list(versions),
+            "fingerprint": fingerprint,
+            "fingerprint_from": "sha256 of the Triton model config (canonical JSON), versions and label",
+            "weights_verified": False,
+            "note": WEIGHTS_NOTE,
+        }
+        environment = {
+            "device": UNKNOWN_DEVICE,
+            "device_name": UNKNOWN_DEVICE,
+            "cpu": None,
+            "torch": None,
+            "numpy": None,
+            "cuda": None,
+            "cudnn": None,
+            "driver": None,
+            "triton_server": server_version,
+            "note": "not observable: the served model has no MODEL_INFO output",
+        }
+        return cls(
+            fingerprint,
+            geometry,
+            describe,
+            UNKNOWN_DEVICE,
+            UNKNOWN_DEVICE,
+            None,
+            None,
+            environment,
+            weights_verified=False,
+        )
 
 
 def canonical_config(config: dict) -> str:
@@ -80,9 +115,17 @@ def canonical_config(config: dict) -> str:
 
 
 def unverified_fingerprint(model_name: str, config: dict, versions: list[str], label: str) -> str:
-    payload = json.dumps({"kind": UNVERIFIED_KIND, "model_name": model_name, "label": label,
-                          "versions": sorted(str(v) for v in versions), "config": canonical_config(config)},
-                         sort_keys=True, separators=(",", ":"))
+    payload = json.dumps(
+        {
+            "kind": UNVERIFIED_KIND,
+            "model_name": model_name,
+            "label": label,
+            "versions": sorted(str(v) for v in versions),
+            "config": canonical_config(config),
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(payload.encode()).hexdigest()  # plain hex, like every model fingerprint
 
 
@@ -98,8 +141,9 @@ class ServerAnswers:
     server_version: str
 
 
-def unverified_model(where: str, url: str, model_name: str, label: str | None, geometry,
-                     answers: ServerAnswers) -> ServerModel:
+def unverified_model(
+    where: str, url: str, model_name: str, label: str | None, geometry, answers: ServerAnswers
+) -> ServerModel:
     """A served model without MODEL_INFO, accepted only with a label and a geometry that its own
     one-window answer agrees with (its weights cannot be verified remotely)."""
     config, versions, answer_shape = answers.config, answers.versions, answers.answer_shape
@@ -109,16 +153,20 @@ def unverified_model(where: str, url: str, model_name: str, label: str | None, g
 
     lacks = f"{where}: the model at {url} has no {INFO_OUTPUT} output, so its weights cannot be verified remotely"
     if not label:
-        raise BackendError(f"{lacks}; give a label naming the model you serve (--model-label, e.g. the release or "
-                           "checkpoint) to run it unverified")
+        raise BackendError(
+            f"{lacks}; give a label naming the model you serve (--model-label, e.g. the release or "
+            "checkpoint) to run it unverified"
+        )
     if geometry is None:
         raise BackendError(f"{lacks}; its geometry must come from the configuration (the model spec)")
     want = expected_shape(Op.SEGMENTATION, 1, 0, geometry)
     if answer_shape != want:
-        raise BackendError(f"{where} (Triton {url}, geometry probe): a one-window OP 0 request was answered with "
-                           f"{Op.SEGMENTATION.output_name} shape {list(answer_shape) if answer_shape else None}, "
-                           f"the configured geometry says {list(want)} (frames_per_window={geometry.frames_per_window},"
-                           f" classes={geometry.classes}): configure the model spec the server runs")
+        raise BackendError(
+            f"{where} (Triton {url}, geometry probe): a one-window OP 0 request was answered with "
+            f"{Op.SEGMENTATION.output_name} shape {list(answer_shape) if answer_shape else None}, "
+            f"the configured geometry says {list(want)} (frames_per_window={geometry.frames_per_window},"
+            f" classes={geometry.classes}): configure the model spec the server runs"
+        )
     # the caller fetches both whenever a label and a geometry are given (checked just above)
     assert config is not None and versions is not None, "the model config and versions were not fetched"
     return ServerModel.unverified(model_name, config, versions, label, geometry, answers.server_version)

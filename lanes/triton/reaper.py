@@ -73,10 +73,22 @@ class Reaper:
 
     def __init__(self, pgid: int, shm_prefix: str, folders: Sequence[Path], names: Sequence[str] = NAMES) -> None:
         self.proc: subprocess.Popen | None = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _CODE, str(int(pgid)), shm_prefix, ",".join(names),
-             *(str(f) for f in folders)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)  # not in the harness's process group: a Ctrl-C there must not stop it
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _CODE,
+                str(int(pgid)),
+                shm_prefix,
+                ",".join(names),
+                *(str(f) for f in folders),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # not in the harness's process group: a Ctrl-C there must not stop it
 
     @property
     def pid(self) -> int | None:

@@ -38,8 +38,10 @@ class Bundle:
         try:
             import pytriton
         except ImportError:
-            raise BackendError("Triton server: the bundled tritonserver comes with nvidia-pytriton; "
-                               "install the 'triton' extra (pip install 'diar-lane-harness[triton]')") from None
+            raise BackendError(
+                "Triton server: the bundled tritonserver comes with nvidia-pytriton; "
+                "install the 'triton' extra (pip install 'diar-lane-harness[triton]')"
+            ) from None
         root = Path(pytriton.__file__).parent
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         bundle = cls(
@@ -51,8 +53,10 @@ class Bundle:
         )
         for name, path in vars(bundle).items():
             if not path.exists():
-                raise BackendError(f"Triton server: {name} not found at {path} (nvidia-pytriton install "
-                                   f"incomplete, or no stub for Python {version})")
+                raise BackendError(
+                    f"Triton server: {name} not found at {path} (nvidia-pytriton install "
+                    f"incomplete, or no stub for Python {version})"
+                )
         return bundle
 
 
@@ -104,8 +108,9 @@ def server_env(bundle: Bundle, options: ServerOptions) -> dict[str, str]:
     env["LD_LIBRARY_PATH"] = _join(str(bundle.libs), libdir, env.get("LD_LIBRARY_PATH", ""))
     env["PATH"] = _join(str(Path(sys.executable).parent), env.get("PATH", ""))
     project_root = str(Path(__file__).resolve().parents[2])  # works from a source checkout too
-    env["PYTHONPATH"] = _join(*(str(Path(p).resolve()) for p in options.extra_pythonpath), project_root,
-                              env.get("PYTHONPATH", ""))
+    env["PYTHONPATH"] = _join(
+        *(str(Path(p).resolve()) for p in options.extra_pythonpath), project_root, env.get("PYTHONPATH", "")
+    )
     return env
 
 

@@ -142,8 +142,9 @@ class TritonServer:
             except _PortTaken as taken:  # another process took a free port between our check and the bind
                 self.stop()
                 if attempt == _PORT_ATTEMPTS - 1:
-                    raise BackendError(f"Triton server: could not bind free ports in {_PORT_ATTEMPTS} tries; "
-                                       f"{taken}") from None
+                    raise BackendError(
+                        f"Triton server: could not bind free ports in {_PORT_ATTEMPTS} tries; {taken}"
+                    ) from None
             except BaseException:
                 self.stop()
                 raise
@@ -172,16 +173,26 @@ class TritonServer:
             f"--model-repository={repo}",
             f"--backend-directory={backends}",
             f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
-            "--http-address=127.0.0.1", f"--http-port={http}",
-            "--grpc-address=127.0.0.1", f"--grpc-port={grpc}",
-            "--metrics-address=127.0.0.1", f"--metrics-port={metrics}",
-            "--exit-on-error=true", "--strict-readiness=true",
+            "--http-address=127.0.0.1",
+            f"--http-port={http}",
+            "--grpc-address=127.0.0.1",
+            f"--grpc-port={grpc}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={metrics}",
+            "--exit-on-error=true",
+            "--strict-readiness=true",
             f"--log-verbose={int(opts.log_verbose)}",
         ]
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          env=server_env(bundle, opts), start_new_session=True,
-                                          preexec_fn=_die_with_parent if _main_thread() else None)
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=server_env(bundle, opts),
+                start_new_session=True,
+                preexec_fn=_die_with_parent if _main_thread() else None,
+            )
         self._starts[-1].pgid = self._proc.pid
         # cleans up even if this process is SIGKILLed (no finally runs then): see lanes.triton.reaper
         self._reaper = start_reaper(self._proc.pid, self._shm_prefix, [self._tmp])
@@ -198,15 +209,16 @@ class TritonServer:
             if code is not None:
                 if _port_clash(self.log_tail(lines=40)) and not self.options.http_port:
                     raise _PortTaken(self.log_summary())
-                raise BackendError(f"Triton server exited during startup (exit code {code}); "
-                                   f"{self.log_summary()}")
+                raise BackendError(f"Triton server exited during startup (exit code {code}); {self.log_summary()}")
             if _http_ok(f"{self.url}/v2/health/ready") and _http_ok(ready):
                 return
             if time.monotonic() > deadline:
                 opts = self.options
-                raise BackendError(f"Triton server at {self.url} not ready after "
-                                   f"{opts.startup_timeout_s:.0f} s (model {opts.model_name!r}); "
-                                   f"{self.log_summary()}")
+                raise BackendError(
+                    f"Triton server at {self.url} not ready after "
+                    f"{opts.startup_timeout_s:.0f} s (model {opts.model_name!r}); "
+                    f"{self.log_summary()}"
+                )
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -259,8 +271,9 @@ class TritonServer:
         return left
 
 
-def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None = None,
-                  on_stop: Callable[[str], None] | None = None) -> TritonServer:
+def serve_forever(
+    options: ServerOptions, on_ready: Callable[[str], None] | None = None, on_stop: Callable[[str], None] | None = None
+) -> TritonServer:
     """Serve until SIGINT/SIGTERM, then stop the server (``harness serve``). Main thread only.
 
     ``on_ready`` gets the server's URL once the model is ready; ``on_stop`` the name of the signal
@@ -279,9 +292,11 @@ def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None
                 on_ready(server.url)
             while not stop.wait(0.5):
                 if not server.running():
-                    raise BackendError(f"Triton server at {server.url} exited unexpectedly (exit code "
-                                       f"{server._proc.returncode if server._proc else '?'}); "
-                                       f"{server.log_summary()}")
+                    raise BackendError(
+                        f"Triton server at {server.url} exited unexpectedly (exit code "
+                        f"{server._proc.returncode if server._proc else '?'}); "
+                        f"{server.log_summary()}"
+                    )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -294,8 +309,11 @@ def serve_forever(options: ServerOptions, on_ready: Callable[[str], None] | None
 def summarize_log(text: str, lines: int = _LOG_TAIL) -> str:
     """Triton logs its reason for failing once, early, as an ``E`` line; the end of the log only
     says "failed to load all models". So: error lines first, then the tail."""
-    kept = [ln for ln in text.splitlines()
-            if ln.strip() and not ln.startswith(("|", "+-")) and not re.match(r"[IWE]\d{4} .*\] ?$", ln)]
+    kept = [
+        ln
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith(("|", "+-")) and not re.match(r"[IWE]\d{4} .*\] ?$", ln)
+    ]
     errors = [ln for ln in kept if re.match(r"E\d{4} ", ln) and not any(h in ln for h in _HARMLESS)]
     tail = [ln for ln in kept[-lines:] if ln not in errors]
     shown = [_clip(ln) for ln in errors[:10]] + [_clip(ln) for ln in tail]

@@ -81,8 +81,9 @@ class ShmPool:
     passes its client's ``register_system_shared_memory``/``unregister_system_shared_memory``).
     """
 
-    def __init__(self, slots: int, register: Callable[[str, str, int], None],
-                 unregister: Callable[[str], None]) -> None:
+    def __init__(
+        self, slots: int, register: Callable[[str, str, int], None], unregister: Callable[[str], None]
+    ) -> None:
         sweep_dead()
         self._register, self._unregister = register, unregister
         self._tag = f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}_"
@@ -152,7 +153,7 @@ def sweep_dead(directory: Path = SHM_DIR) -> list[str]:
     """Remove regions named by this module for processes that no longer exist; returns their names."""
     removed = []
     for path in directory.glob(f"{PREFIX}*"):
-        pid = path.name[len(PREFIX):].split("_", 1)[0]
+        pid = path.name[len(PREFIX) :].split("_", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -179,9 +180,16 @@ def _close(memory: shared_memory.SharedMemory) -> None:
         memory.close()
 
 
-def infer_through_shm(client, model_name: str, pool: ShmPool, output: str, arrays: dict[str, np.ndarray],
-                      datatypes: dict[str, str], out_shape: tuple[int, ...], where: str
-                      ) -> tuple[dict[str, np.ndarray], float]:
+def infer_through_shm(
+    client,
+    model_name: str,
+    pool: ShmPool,
+    output: str,
+    arrays: dict[str, np.ndarray],
+    datatypes: dict[str, str],
+    out_shape: tuple[int, ...],
+    where: str,
+) -> tuple[dict[str, np.ndarray], float]:
     """One request through a region of ``pool``: inputs written into it, the output read back from it
     (the HTTP body carries JSON only). Returns the outputs and the round trip's seconds."""
     import time
@@ -216,8 +224,10 @@ def infer_through_shm(client, model_name: str, pool: ShmPool, output: str, array
             raise BackendError(f"{where}: output {output} has datatype {meta.get('datatype')}, the contract says FP32")
         nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
         if nbytes > region.size - used:
-            raise BackendError(f"{where}: output {output} of shape {list(shape)} does not fit the "
-                               f"{region.size - used} bytes given for it in shared memory")
+            raise BackendError(
+                f"{where}: output {output} of shape {list(shape)} does not fit the "
+                f"{region.size - used} bytes given for it in shared memory"
+            )
         return {output: region.read(used, np.dtype(dtype), shape)}, wall
     finally:
         pool.release(slot)

@@ -33,8 +33,9 @@ def parse_stats(answer: Mapping[str, Any], model_name: str, where: str) -> Serve
             for part in PARTS:
                 totals[part] += int(stats.get(part, {}).get("ns", 0))
         except (TypeError, ValueError, AttributeError):
-            raise BackendError(f"{where}: the server's statistics of {model_name!r} are not numbers: {stats!r}"
-                               ) from None
+            raise BackendError(
+                f"{where}: the server's statistics of {model_name!r} are not numbers: {stats!r}"
+            ) from None
     return ServerStats(requests=totals["requests"], **{f"{p}_ns": totals[p] for p in PARTS})
 
 
@@ -44,8 +45,10 @@ def difference(before: ServerStats, after: ServerStats, where: str) -> ServerSta
     delta = {f: getattr(after, f) - getattr(before, f) for f in fields}
     down = [f for f, v in delta.items() if v < 0]
     if down:
-        raise BackendError(f"{where}: the server's statistics went down ({down[0]}: {getattr(before, down[0])} -> "
-                           f"{getattr(after, down[0])}): the server restarted during the point; run it again")
+        raise BackendError(
+            f"{where}: the server's statistics went down ({down[0]}: {getattr(before, down[0])} -> "
+            f"{getattr(after, down[0])}): the server restarted during the point; run it again"
+        )
     return ServerStats(**delta)
 
 
@@ -56,12 +59,18 @@ class StatsReader:
         try:
             import tritonclient.http as httpclient
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise BackendError(f"Triton statistics need tritonclient[http] ({exc}); install the 'triton' extra"
-                               ) from None
+            raise BackendError(
+                f"Triton statistics need tritonclient[http] ({exc}); install the 'triton' extra"
+            ) from None
         parsed = parse_triton_url(url, "Triton statistics")
         self.url, self.model_name = parsed.url, model_name
-        self._client = build_client(httpclient.InferenceServerClient, parsed.host_port, ssl=parsed.ssl,
-                                    connection_timeout=timeout_s, network_timeout=timeout_s)
+        self._client = build_client(
+            httpclient.InferenceServerClient,
+            parsed.host_port,
+            ssl=parsed.ssl,
+            connection_timeout=timeout_s,
+            network_timeout=timeout_s,
+        )
 
     def read(self) -> ServerStats:
         where = f"statistics of model {self.model_name!r} (Triton {self.url})"

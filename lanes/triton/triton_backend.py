@@ -88,16 +88,25 @@ class TritonBackend:
 
     name = "triton"
 
-    def __init__(self, url: str, model_name: str = MODEL_NAME, *, policy: CallPolicy = CallPolicy(),
-                 concurrency: int = DEFAULT_CONCURRENCY, shm: bool = False, model_label: str | None = None,
-                 geometry: GeometrySource = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        model_name: str = MODEL_NAME,
+        *,
+        policy: CallPolicy = CallPolicy(),
+        concurrency: int = DEFAULT_CONCURRENCY,
+        shm: bool = False,
+        model_label: str | None = None,
+        geometry: GeometrySource = None,
+    ) -> None:
         p = policy
         if _IMPORT_ERROR is not None:
-            raise BackendError(f"Triton backend needs tritonclient[http] ({_IMPORT_ERROR}); "
-                               "install the 'triton' extra")
+            raise BackendError(f"Triton backend needs tritonclient[http] ({_IMPORT_ERROR}); install the 'triton' extra")
         if p.retries < 0 or concurrency < 1 or p.timeout_s <= 0 or p.max_request_bytes <= 0:
-            raise BackendError(f"Triton backend: bad settings retries={p.retries} concurrency={concurrency} "
-                               f"timeout_s={p.timeout_s} max_request_bytes={p.max_request_bytes}")
+            raise BackendError(
+                f"Triton backend: bad settings retries={p.retries} concurrency={concurrency} "
+                f"timeout_s={p.timeout_s} max_request_bytes={p.max_request_bytes}"
+            )
         if model_label is not None and not model_label.strip():
             raise BackendError("Triton backend: model_label is empty; give the name of the model you serve")
         parsed = parse_triton_url(url, "Triton backend")  # before any client exists: see lanes.triton.url
@@ -137,8 +146,7 @@ class TritonBackend:
         return self._shm_pool.prefix if self._shm_pool is not None else None
 
     # -- the seam --------------------------------------------------------------------------
-    def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int,
-             where: str) -> CallResult:
+    def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> CallResult:
         call = self._prepare(op, request, windows, rows, where)
         outputs, wall = self._with_retries(call.where, lambda: self._attempt(call))
         return self._result(call, outputs, wall)
@@ -154,8 +162,9 @@ class TritonBackend:
         """
         prepared = [self._prepare(*c) for c in calls]
         if self.concurrency == 1 or len(prepared) <= 1:
-            return [self._result(c, *self._with_retries(c.where, functools.partial(self._attempt, c)))
-                    for c in prepared]
+            return [
+                self._result(c, *self._with_retries(c.where, functools.partial(self._attempt, c))) for c in prepared
+            ]
         outcomes: list[Any] = [None] * len(prepared)
 
         def job(i: int) -> None:
@@ -177,13 +186,15 @@ class TritonBackend:
             first = outcomes[failed[0]]
             if len(failed) == 1:
                 raise first
-            raise BackendError(f"{first} ({len(failed) - 1} more of the {len(prepared)} calls sent together "
-                               "failed too)") from None
+            raise BackendError(
+                f"{first} ({len(failed) - 1} more of the {len(prepared)} calls sent together failed too)"
+            ) from None
         results = []
         for call, outcome in zip(prepared, outcomes, strict=True):
             if isinstance(outcome, _Retryable):
-                outcome = self._with_retries(call.where, functools.partial(self._attempt, call), first_attempt=1,
-                                             first_failure=outcome)
+                outcome = self._with_retries(
+                    call.where, functools.partial(self._attempt, call), first_attempt=1, first_failure=outcome
+                )
             results.append(self._result(call, *outcome))
         return results
 
@@ -192,12 +203,21 @@ class TritonBackend:
         model.setdefault("fingerprint", self.fingerprint)
         if self.model_label and self.weights_verified:
             model.setdefault("label", self.model_label)
-        env = {"backend": self.name, "url": self.url, "server_version": self.server_version,
-               "model_name": self.model_name, "device": self.server.device, "device_kind": self.device_kind,
-               "model": model, "numerics_requested": self.server.numerics_requested,
-               "numerics_in_force": self.server.numerics_in_force,
-               "environment": self.server.environment, "weights_verified": self.weights_verified,
-               "concurrency": self.concurrency, "transport": "shm" if self.shm else "http"}
+        env = {
+            "backend": self.name,
+            "url": self.url,
+            "server_version": self.server_version,
+            "model_name": self.model_name,
+            "device": self.server.device,
+            "device_kind": self.device_kind,
+            "model": model,
+            "numerics_requested": self.server.numerics_requested,
+            "numerics_in_force": self.server.numerics_in_force,
+            "environment": self.server.environment,
+            "weights_verified": self.weights_verified,
+            "concurrency": self.concurrency,
+            "transport": "shm" if self.shm else "http",
+        }
         if not self.weights_verified:
             env["warning"] = WEIGHTS_NOTE
         return env
@@ -222,8 +242,10 @@ class TritonBackend:
         self.server_version = str(metadata.get("version", ""))
         ready = self._with_retries(where, lambda: self._client_now().is_model_ready(self.model_name))
         if not ready:
-            raise BackendError(f"{where}: Triton at {self.url} has no ready model {self.model_name!r} "
-                               f"(server models: {self._models()})")
+            raise BackendError(
+                f"{where}: Triton at {self.url} has no ready model {self.model_name!r} "
+                f"(server models: {self._models()})"
+            )
         model_meta = self._with_retries(where, lambda: self._client_now().get_model_metadata(self.model_name))
         outputs = {o.get("name") for o in model_meta.get("outputs", [])}
         if INFO_OUTPUT not in outputs:
@@ -232,8 +254,9 @@ class TritonBackend:
         result = self._with_retries(probe_where, lambda: self._probe(INFO_OUTPUT))
         raw = result.as_numpy(INFO_OUTPUT)
         if raw is None or raw.size != 1:
-            raise BackendError(f"{probe_where}: no {INFO_OUTPUT} output: the server's model is not this "
-                               "project's diar_nn_g repository")
+            raise BackendError(
+                f"{probe_where}: no {INFO_OUTPUT} output: the server's model is not this project's diar_nn_g repository"
+            )
         return ServerModel.parse(raw, probe_where)
 
     def _connect_unverified(self, where: str, model_meta: dict) -> ServerModel:
@@ -247,16 +270,27 @@ class TritonBackend:
             result = self._with_retries(where, lambda: self._probe(Op.SEGMENTATION.output_name))
             answer = result.as_numpy(Op.SEGMENTATION.output_name)
             shape = None if answer is None else tuple(answer.shape)
-        return unverified_model(where, self.url, self.model_name, self.model_label, geometry,
-                                ServerAnswers(config, versions, shape, self.server_version))
+        return unverified_model(
+            where,
+            self.url,
+            self.model_name,
+            self.model_label,
+            geometry,
+            ServerAnswers(config, versions, shape, self.server_version),
+        )
 
     def _probe(self, output: str) -> Any:
         """One window of silence (VALID 0), OP 0, asking for ``output`` only."""
-        probe: dict[str, np.ndarray] = {ops.SPAN: np.zeros(1, np.float32), ops.OFFSETS: np.zeros(1, np.int64),
-                 ops.VALID: np.zeros(1, np.int32), ops.OP: np.zeros(1, np.int32)}
+        probe: dict[str, np.ndarray] = {
+            ops.SPAN: np.zeros(1, np.float32),
+            ops.OFFSETS: np.zeros(1, np.int64),
+            ops.VALID: np.zeros(1, np.int32),
+            ops.OP: np.zeros(1, np.int32),
+        }
         inputs = _http_inputs(probe)
-        return self._client_now().infer(self.model_name, inputs,
-                                        outputs=[httpclient.InferRequestedOutput(output, binary_data=True)])
+        return self._client_now().infer(
+            self.model_name, inputs, outputs=[httpclient.InferRequestedOutput(output, binary_data=True)]
+        )
 
     def _models(self) -> str:
         try:
@@ -268,8 +302,13 @@ class TritonBackend:
     def _client_now(self) -> Any:
         if self._client is None:
             self._client = build_client(
-                httpclient.InferenceServerClient, self._host, ssl=self._ssl, concurrency=self.concurrency,
-                connection_timeout=self.timeout_s, network_timeout=self.timeout_s)
+                httpclient.InferenceServerClient,
+                self._host,
+                ssl=self._ssl,
+                concurrency=self.concurrency,
+                connection_timeout=self.timeout_s,
+                network_timeout=self.timeout_s,
+            )
         return self._client
 
     def _drop_connection(self) -> None:
@@ -290,22 +329,22 @@ class TritonBackend:
     def _where(self, where: str) -> str:
         return f"{where} (Triton {self.url} model {self.model_name!r})"
 
-    def _prepare(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int,
-                 where: str) -> _Prepared:
+    def _prepare(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> _Prepared:
         where = self._where(where)
         arrays: dict[str, np.ndarray] = {}
         for name, value in request.items():
             if value is None:
                 continue
             if name not in WIRE_DTYPES:
-                raise BackendError(f"{where}: {name!r} is not an input of the contract "
-                                   f"{list(ops.INPUT_NAMES)}")
+                raise BackendError(f"{where}: {name!r} is not an input of the contract {list(ops.INPUT_NAMES)}")
             arrays[name] = np.ascontiguousarray(value, dtype=WIRE_DTYPES[name][0])
         size = sum(int(a.nbytes) for a in arrays.values())
         if size > self.max_request_bytes:
-            raise BackendError(f"{where}: request of {size / 2**20:.1f} MiB exceeds max_request_bytes "
-                               f"{self.max_request_bytes / 2**20:.1f} MiB (Triton's --http-max-input-size, "
-                               "64 MiB by default from Triton 25.06); use a smaller k")
+            raise BackendError(
+                f"{where}: request of {size / 2**20:.1f} MiB exceeds max_request_bytes "
+                f"{self.max_request_bytes / 2**20:.1f} MiB (Triton's --http-max-input-size, "
+                "64 MiB by default from Triton 25.06); use a smaller k"
+            )
         return _Prepared(op, arrays, windows, rows, where, None if self.shm else _http_inputs(arrays))
 
     def _attempt(self, call: _Prepared) -> tuple[dict[str, np.ndarray], float]:
@@ -323,16 +362,18 @@ class TritonBackend:
         """Inputs written into this call's region, the output read back from it (the HTTP body is JSON only)."""
         out_shape = expected_shape(call.op, call.windows, call.rows, self.geometry)
         dtypes = {key: WIRE_DTYPES[key][1] for key in call.arrays}
-        return infer_through_shm(self._client_now(), self.model_name, pool, call.op.output_name, call.arrays,
-                                 dtypes, out_shape, call.where)
+        return infer_through_shm(
+            self._client_now(), self.model_name, pool, call.op.output_name, call.arrays, dtypes, out_shape, call.where
+        )
 
     def _result(self, call: _Prepared, outputs: dict[str, np.ndarray], wall: float) -> CallResult:
         output = check_response(call.op, call.windows, call.rows, outputs, self.geometry, call.where)
         return CallResult(output, wall, None)
 
     # -- failure policy ----------------------------------------------------------------------
-    def _with_retries(self, where: str, send: Callable[[], Any], first_attempt: int = 0,
-                      first_failure: _Retryable | None = None) -> Any:
+    def _with_retries(
+        self, where: str, send: Callable[[], Any], first_attempt: int = 0, first_failure: _Retryable | None = None
+    ) -> Any:
         """``send`` until it answers, at most ``retries + 1`` attempts in all (``first_attempt`` of
         them already made, the last failing with ``first_failure``)."""
         what = first_failure.what if first_failure is not None else "failed"
@@ -344,8 +385,9 @@ class TritonBackend:
                 return self._once(where, send)
             except _Retryable as exc:
                 what = exc.what
-        tries = f"after {self.retries} {'retry' if self.retries == 1 else 'retries'}" if self.retries \
-            else "(no retries)"
+        tries = (
+            f"after {self.retries} {'retry' if self.retries == 1 else 'retries'}" if self.retries else "(no retries)"
+        )
         raise BackendError(f"{where}: Triton at {self.url} {what} {tries}")
 
     def _reset_shm(self) -> None:
@@ -379,14 +421,17 @@ class TritonBackend:
             raise
 
     def _timeout(self, where: str) -> BackendError:
-        return BackendError(f"{where}: Triton at {self.url} did not answer within "
-                            f"timeout_s={self.timeout_s:g} s (timeout; not retried: the server is still "
-                            "working on the request)")
+        return BackendError(
+            f"{where}: Triton at {self.url} did not answer within "
+            f"timeout_s={self.timeout_s:g} s (timeout; not retried: the server is still "
+            "working on the request)"
+        )
 
     def _server_error(self, exc: InferenceServerException, where: str) -> Exception:
         def on_timeout() -> BackendError:
             self._drop_connection()
             return self._timeout(where)
+
         return server_error(exc, where, self.url, self.model_name, self._models, on_timeout=on_timeout)
 
 

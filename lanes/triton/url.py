@@ -49,8 +49,9 @@ def parse_triton_url(url: str, where: str = "--backend") -> TritonUrl:
     if parts.username is not None or parts.password is not None:
         raise BackendError(f"{where} {url!r}: credentials in the URL are not supported; {expect}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise BackendError(f"{where} {url!r}: a path, query or fragment is not supported (the server's root is "
-                           f"used); {expect}")
+        raise BackendError(
+            f"{where} {url!r}: a path, query or fragment is not supported (the server's root is used); {expect}"
+        )
     _, sep, text = parts.netloc.rpartition("]")[2].rpartition(":")
     if not sep:
         port = DEFAULT_PORTS[parts.scheme]

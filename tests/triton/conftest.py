@@ -30,10 +30,16 @@ from lanes.triton.triton_backend import (  # imports without tritonclient: the m
 
 def need_triton_extra() -> None:
     """Skip (saying why) where the 'triton' extra is not installed: outside ``tox -e triton``."""
-    pytest.importorskip("tritonclient.http", reason="the Triton tests need the 'triton' extra (tritonclient[http]; "
-                        "pip install -e '.[triton]' or tox -e triton)")
-    pytest.importorskip("pytriton", reason="the Triton tests need nvidia-pytriton's bundled tritonserver (the "
-                        "'triton' extra: pip install -e '.[triton]' or tox -e triton)")
+    pytest.importorskip(
+        "tritonclient.http",
+        reason="the Triton tests need the 'triton' extra (tritonclient[http]; "
+        "pip install -e '.[triton]' or tox -e triton)",
+    )
+    pytest.importorskip(
+        "pytriton",
+        reason="the Triton tests need nvidia-pytriton's bundled tritonserver (the "
+        "'triton' extra: pip install -e '.[triton]' or tox -e triton)",
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -68,8 +74,7 @@ def corpus(inprocess_backend: InProcessBackend) -> Corpus:
 
 
 @pytest.fixture(scope="session")
-def golden(tmp_path_factory: pytest.TempPathFactory, corpus: Corpus,
-           inprocess_backend: InProcessBackend) -> Golden:
+def golden(tmp_path_factory: pytest.TempPathFactory, corpus: Corpus, inprocess_backend: InProcessBackend) -> Golden:
     """Recorded in-process: the Triton lanes must reproduce it."""
     root = tmp_path_factory.mktemp("goldens")
     recorded, _ = record_golden(root, "r-test", corpus.rows(), inprocess_backend, CONFIG)

@@ -33,17 +33,25 @@ pytestmark = pytest.mark.triton
 RACING = "lanes.load_control:racing"
 
 
-def _with_load(config: ReleaseConfig, shapes: tuple[int, ...], concurrency: list[int], blocks: int,
-               budget: float | None = None) -> ReleaseConfig:
+def _with_load(
+    config: ReleaseConfig, shapes: tuple[int, ...], concurrency: list[int], blocks: int, budget: float | None = None
+) -> ReleaseConfig:
     load = LoadSection(concurrency=concurrency, blocks=blocks, p99_budget_ms=budget)
     return config.with_overrides(candidates=shapes, load=load)
 
 
-def test_nightly_sweep_checks_every_response_and_reads_the_server_statistics(triton_backend, golden: Golden,
-                                                                             tmp_path: Path):
+def test_nightly_sweep_checks_every_response_and_reads_the_server_statistics(
+    triton_backend, golden: Golden, tmp_path: Path
+):
     cfg = _with_load(CONFIG, (2,), [1, 2], blocks=4, budget=1e6)  # the lanes on the golden's 12 blocks, k=2
-    job = NightlyJob(cfg.with_overrides(packer=PackerSection(laws_examples=20)), golden.path, tmp_path / "out",
-                     localise=False, progress=False, no_promote=True)
+    job = NightlyJob(
+        cfg.with_overrides(packer=PackerSection(laws_examples=20)),
+        golden.path,
+        tmp_path / "out",
+        localise=False,
+        progress=False,
+        no_promote=True,
+    )
     outcome = nightly(job, triton_backend)
     score = outcome.score
     assert score is not None and score.load is not None
@@ -88,25 +96,35 @@ def racing_golden(tmp_path_factory: pytest.TempPathFactory) -> Golden:
     model = load_model(RACING)
     cfg = ReleaseConfig(name="r-race", model=ModelSpec(RACING), numerics=NUMERICS)
     corpus = synth_corpus(model.geometry, blocks=4)
-    recorded, _ = record_golden(tmp_path_factory.mktemp("goldens"), "r-race", corpus.rows(),
-                                InProcessBackend(model, NUMERICS), cfg)
+    recorded, _ = record_golden(
+        tmp_path_factory.mktemp("goldens"), "r-race", corpus.rows(), InProcessBackend(model, NUMERICS), cfg
+    )
     return recorded
 
 
 def test_racing_control_passes_at_concurrency_1_and_is_refused_at_2(racing_server, racing_golden: Golden):
-    cfg = _with_load(ReleaseConfig(name="r-race", model=ModelSpec(RACING), numerics=NUMERICS), (2,), [1, 2],
-                     blocks=4)
+    cfg = _with_load(ReleaseConfig(name="r-race", model=ModelSpec(RACING), numerics=NUMERICS), (2,), [1, 2], blocks=4)
     with TritonBackend(racing_server.url, concurrency=1, policy=CallPolicy(timeout_s=60.0)) as backend:
         measured = sweep(cfg, racing_golden, backend)
     alone, loaded = measured.shapes["2"].points
     assert alone.concurrency == 1 and alone.accurate, alone.reasons  # the old evidence (one at a time) passes it
     assert loaded.concurrency == 2 and not loaded.accurate
     assert loaded.checked == loaded.requests and loaded.ops_passed["0"] is False
-    assert loaded.reasons[0].startswith("k=2 at concurrency 2: OP 0 max_abs: 0.01") and "> 0.0001 allowed" in \
-        loaded.reasons[0], loaded.reasons
+    assert (
+        loaded.reasons[0].startswith("k=2 at concurrency 2: OP 0 max_abs: 0.01")
+        and "> 0.0001 allowed" in loaded.reasons[0]
+    ), loaded.reasons
     from harness.data.schemas.load import LoadEvidence
 
-    evidence = LoadEvidence(url=measured.url, model_name=measured.model_name, blocks=4, concurrency=[1, 2],
-                            shapes=measured.shapes, p99_budget_ms=None, meets_budget=[], budget=None)
+    evidence = LoadEvidence(
+        url=measured.url,
+        model_name=measured.model_name,
+        blocks=4,
+        concurrency=[1, 2],
+        shapes=measured.shapes,
+        p99_budget_ms=None,
+        meets_budget=[],
+        budget=None,
+    )
     (line,) = load_refusals(evidence, 2)
     assert line.startswith("k=2 is not accurate under load (concurrency 2 of the sweep [1, 2])")

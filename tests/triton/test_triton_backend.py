@@ -101,12 +101,15 @@ def test_retries_are_bounded(triton_backend, monkeypatch):
     assert len(attempts) == triton_backend.retries + 1 == 4
 
 
-@pytest.mark.parametrize(("status", "message", "retried"), [
-    ("500", "internal failure", True),
-    ("503", "model busy", True),
-    ("500", "diar_nn_g model error: RuntimeError: boom", False),  # the model's answer: final
-    ("400", "bad input", False),
-])
+@pytest.mark.parametrize(
+    ("status", "message", "retried"),
+    [
+        ("500", "internal failure", True),
+        ("503", "model busy", True),
+        ("500", "diar_nn_g model error: RuntimeError: boom", False),  # the model's answer: final
+        ("400", "bad input", False),
+    ],
+)
 def test_http_errors_retry_on_5xx_only(triton_backend, monkeypatch, status, message, retried):
     from tritonclient.utils import InferenceServerException
 

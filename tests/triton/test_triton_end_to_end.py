@@ -63,12 +63,17 @@ def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(trito
     from harness.pipeline.nightly import NightlyJob, nightly
 
     cfg = CONFIG.with_overrides(candidates=(2,), packer=PackerSection(laws_examples=20))
-    outcome = nightly(NightlyJob(cfg, golden.path, tmp_path / "out", localise=False, progress=False, no_promote=True),
-                      triton_backend)
+    outcome = nightly(
+        NightlyJob(cfg, golden.path, tmp_path / "out", localise=False, progress=False, no_promote=True), triton_backend
+    )
     score = outcome.score
     assert score is not None and score.backend is not None
     assert (score.backend.name, score.backend.url, score.backend.transport, score.backend.concurrency) == (
-        "triton", triton_backend.url, "http", triton_backend.concurrency)
+        "triton",
+        triton_backend.url,
+        "http",
+        triton_backend.concurrency,
+    )
     report = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert report["backend"]["backend"] == f"triton server {triton_backend.url}"
     assert report["backend"]["transport"] == "http" and report["backend"]["shared memory"] == "no"
@@ -79,8 +84,11 @@ def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(trito
     props = ET.parse(tmp_path / "out" / "junit.xml").getroot().find("testsuite/properties")
     assert props is not None
     named = {p.get("name"): p.get("value") for p in props.findall("property")}
-    assert (named["backend"], named["backend_url"], named["backend_transport"]) == ("triton", triton_backend.url,
-                                                                                      "http")
+    assert (named["backend"], named["backend_url"], named["backend_transport"]) == (
+        "triton",
+        triton_backend.url,
+        "http",
+    )
     assert named["backend_concurrency"] == str(triton_backend.concurrency)
 
 

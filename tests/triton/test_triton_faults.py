@@ -73,8 +73,7 @@ def test_request_timeout(golden, runs_root, monkeypatch):
         with pytest.raises(BackendError) as err:
             run_and_write(backend, golden, runs_root)
         backend.close()
-    assert_one_line(err, server.url, "'diar_nn_g'", "did not answer within timeout_s=0.5 s",
-                    "exact lane k=1 OP 0")
+    assert_one_line(err, server.url, "'diar_nn_g'", "did not answer within timeout_s=0.5 s", "exact lane k=1 OP 0")
     assert_nothing_written(runs_root)
 
 
@@ -86,8 +85,14 @@ def test_wrong_output_shape(golden, runs_root):
         with pytest.raises(BackendError) as err:
             run_and_write(backend, golden, runs_root)
         backend.close()
-    assert_one_line(err, server.url, "exact lane k=1 OP 0", "output SEGMENTATION has shape",
-                    f"[{windows - 1}, ", f"expected [{windows}, ")
+    assert_one_line(
+        err,
+        server.url,
+        "exact lane k=1 OP 0",
+        "output SEGMENTATION has shape",
+        f"[{windows - 1}, ",
+        f"expected [{windows}, ",
+    )
     assert_nothing_written(runs_root)
 
 
@@ -97,7 +102,8 @@ def test_broken_repository_fails_startup_with_the_log(tmp_path):
     (repo / "config.pbtxt").write_text(
         'name: "diar_nn_g"\nbackend: "python"\nmax_batch_size: 0\n'
         'input [ { name: "SPAN", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
-        'output [ { name: "SEGMENTATION", data_type: TYPE_FP32, dims: [ -1 ] } ]\n')
+        'output [ { name: "SEGMENTATION", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
+    )
     (repo / "1" / "model.py").write_text("raise RuntimeError('deliberately broken model')\n")
     from lanes.triton.server import TritonServer
 
@@ -122,9 +128,13 @@ def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path
 
     before_tmp = set(Path("/tmp").glob("diar-triton-*"))
     before_shm = set(SHM_DIR.glob("diar_triton_*"))
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--model", "small", "--set",
-                             "numerics.threads=1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "serve", "--model", "small", "--set", "numerics.threads=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 240
         line = ""
@@ -134,16 +144,20 @@ def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path
         new_tmp = set(Path("/tmp").glob("diar-triton-*")) - before_tmp
         new_shm = set(SHM_DIR.glob("diar_triton_*")) - before_shm
         assert new_tmp, "the server's temporary folder should exist while it runs"
-        servers = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                   if _comm(pid) == "tritonserver" and _tree_has(pid, proc.pid)]
+        servers = [
+            pid
+            for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if _comm(pid) == "tritonserver" and _tree_has(pid, proc.pid)
+        ]
         assert servers, "no tritonserver process under harness serve"
         pgid = os.getpgid(servers[0])
     finally:
         proc.kill()
         proc.wait()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (group_members(pgid) or any(p.exists() for p in new_tmp)
-                                           or any(p.exists() for p in new_shm)):
+    while time.monotonic() < deadline and (
+        group_members(pgid) or any(p.exists() for p in new_tmp) or any(p.exists() for p in new_shm)
+    ):
         time.sleep(0.2)
     assert group_members(pgid) == [], "a server process outlived its harness"
     assert not any(p.exists() for p in new_tmp), sorted(map(str, new_tmp))
@@ -160,7 +174,7 @@ def _comm(pid: int) -> str:
 def _parent(pid: int) -> int:
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
-        return int(text[text.rfind(")") + 2:].split()[1])
+        return int(text[text.rfind(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return -1
 

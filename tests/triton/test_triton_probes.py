@@ -43,8 +43,9 @@ def probe_server() -> Iterator[TritonServer]:
 def client(probe_server: TritonServer):
     import tritonclient.http as httpclient
 
-    client = httpclient.InferenceServerClient(probe_server.url.split("://")[1], concurrency=REQUESTS,
-                                              network_timeout=120.0)
+    client = httpclient.InferenceServerClient(
+        probe_server.url.split("://")[1], concurrency=REQUESTS, network_timeout=120.0
+    )
     yield client
     client.close()
 
@@ -135,8 +136,12 @@ def test_triton_2_51_has_no_http_max_input_size_option(tmp_path):
     text = usage.stdout + usage.stderr
     assert "--http-thread-count" in text, "the help text lists the HTTP options (control)"
     assert "--http-max-input-size" not in text
-    refused = subprocess.run([str(bundle.binary), "--http-max-input-size=1048576",
-                              f"--model-repository={tmp_path}"], env=env, capture_output=True, text=True,
-                             timeout=60)
+    refused = subprocess.run(
+        [str(bundle.binary), "--http-max-input-size=1048576", f"--model-repository={tmp_path}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode != 0
     assert "unrecognized option '--http-max-input-size=1048576'" in refused.stdout + refused.stderr

@@ -33,10 +33,17 @@ pytestmark = pytest.mark.triton
 
 def test_shipped_config_declares_the_contract():
     text = (REPOSITORY / "diar_nn_g" / "config.pbtxt").read_text()
-    for name, dtype, dims in [("SPAN", "FP32", "-1"), ("OFFSETS", "INT64", "-1"), ("VALID", "INT32", "-1"),
-                              ("OP", "INT32", "1"), ("WEIGHTS", "FP32", "-1, -1"), ("IDX", "INT32", "-1"),
-                              ("SEGMENTATION", "FP32", "-1, -1, -1"), ("EMBEDDINGS", "FP32", "-1, -1"),
-                              ("MODEL_INFO", "STRING", "1")]:
+    for name, dtype, dims in [
+        ("SPAN", "FP32", "-1"),
+        ("OFFSETS", "INT64", "-1"),
+        ("VALID", "INT32", "-1"),
+        ("OP", "INT32", "1"),
+        ("WEIGHTS", "FP32", "-1, -1"),
+        ("IDX", "INT32", "-1"),
+        ("SEGMENTATION", "FP32", "-1, -1, -1"),
+        ("EMBEDDINGS", "FP32", "-1, -1"),
+        ("MODEL_INFO", "STRING", "1"),
+    ]:
         assert re.search(rf'name: "{name}", data_type: TYPE_{dtype}, dims: \[ {dims} \]', text), name
     assert 'backend: "python"' in text and "max_batch_size: 0" in text
     assert (REPOSITORY / "diar_nn_g" / "1" / "model.py").is_file()
@@ -78,7 +85,8 @@ def test_serve_forever_stops_on_sigterm_and_leaves_nothing(tmp_path: Path, monke
         "def build(seed=0, device='cpu'):\n"
         "    model = _named(Raising('small', seed, device), 'raising')\n"
         "    model.name = 'from-extra-pythonpath'\n"
-        "    return model\n")
+        "    return model\n"
+    )
     seen: dict = {}
 
     def on_ready(url: str) -> None:
@@ -90,19 +98,25 @@ def test_serve_forever_stops_on_sigterm_and_leaves_nothing(tmp_path: Path, monke
 
         with TritonBackend(url, policy=CallPolicy(retries=3, backoff_s=2.0)) as backend:
             seen["model"] = backend.environment()["model"]["name"]
-            sentinel = {"SPAN": np.zeros(3, np.float32), "OFFSETS": np.zeros(1, np.int64),
-                        "VALID": np.full(1, 3, np.int32), "OP": np.zeros(1, np.int32)}
+            sentinel = {
+                "SPAN": np.zeros(3, np.float32),
+                "OFFSETS": np.zeros(1, np.int64),
+                "VALID": np.full(1, 3, np.int32),
+                "OP": np.zeros(1, np.int32),
+            }
             start = time.perf_counter()
             try:
                 backend.call(Op.SEGMENTATION, sentinel, 1, 0, "sentinel request")
             except BackendError as exc:
                 seen["error"], seen["error_s"] = str(exc), time.perf_counter() - start
-            seen["after"] = backend.call(Op.SEGMENTATION, {**sentinel, "SPAN": np.zeros(4, np.float32)}, 1, 0,
-                                         "after").output.shape
+            seen["after"] = backend.call(
+                Op.SEGMENTATION, {**sentinel, "SPAN": np.zeros(4, np.float32)}, 1, 0, "after"
+            ).output.shape
         os.kill(os.getpid(), signal.SIGTERM)  # what Ctrl-C / a service manager sends
 
-    options = ServerOptions(model_spec="my_factories:build", numerics=NUMERICS, instances=2,
-                            extra_pythonpath=(str(tmp_path),))
+    options = ServerOptions(
+        model_spec="my_factories:build", numerics=NUMERICS, instances=2, extra_pythonpath=(str(tmp_path),)
+    )
     before = signal.getsignal(signal.SIGTERM)
     with taken:
         server = serve_forever(options, on_ready=on_ready)

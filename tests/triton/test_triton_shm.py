@@ -127,8 +127,14 @@ def test_sigkill_of_the_client_leaves_no_region_of_ours(triton_server, tmp_path)
     script = tmp_path / "client.py"
     script.write_text(CLIENT)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(script), triton_server.url], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), triton_server.url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         prefix = proc.stdout.readline().strip()
         assert prefix.startswith(shm.PREFIX), proc.stderr.read() if proc.poll() is not None else prefix

@@ -28,10 +28,12 @@ from lanes.triton import shm
 from lanes.triton.model_identity import canonical_config, unverified_fingerprint
 from lanes.triton.server import copy_verbatim
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=8))
-configs = st.recursive(json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                          st.dictionaries(st.text(max_size=6), inner, max_size=5)),
-                       max_leaves=20)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(max_size=8))
+configs = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=5)),
+    max_leaves=20,
+)
 
 
 def reordered(value, rng: random.Random):
@@ -63,8 +65,9 @@ def test_fingerprint_changes_with_every_input(config, label):
     assert unverified_fingerprint("m", {**config, "__changed__": 1}, ["1"], label) != base
 
 
-@given(st.lists(st.tuples(st.sampled_from([np.float32, np.int64, np.int32]), st.integers(0, 5000)), min_size=1,
-                max_size=6))
+@given(
+    st.lists(st.tuples(st.sampled_from([np.float32, np.int64, np.int32]), st.integers(0, 5000)), min_size=1, max_size=6)
+)
 def test_layout_is_aligned_and_never_overlaps(specs):
     arrays = {f"t{i}": np.zeros(n, dtype) for i, (dtype, n) in enumerate(specs)}
     offsets, used = shm.layout(arrays)
@@ -100,8 +103,10 @@ def test_copy_verbatim_refuses_a_missing_or_empty_repository(tmp_path: Path):
         copy_verbatim(tmp_path / "empty", tmp_path / "dest")
 
 
-@pytest.mark.parametrize(("kwargs", "option"), [
-    ({"shm": True}, "--shm"), ({"model_label": "x"}, "--model-label"), ({"concurrency": 2}, "--concurrency")])
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [({"shm": True}, "--shm"), ({"model_label": "x"}, "--model-label"), ({"concurrency": 2}, "--concurrency")],
+)
 def test_triton_options_are_refused_in_process(kwargs, option):
     with pytest.raises(HarnessError, match=f"^{option}: applies to a Triton backend"):
         make_backend(ReleaseConfig(), BackendChoice("in-process", **kwargs))

@@ -22,15 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("HARNESS_DEBUG", None)
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_bad_port_through_the_cli_is_one_line_with_status_2(tmp_path):
     pytest.importorskip("tritonclient.http", reason="needs the 'triton' extra")
-    done = _python("import sys; from harness import cli; sys.argv = ['harness', 'golden', 'record', '--corpus', "
-                   "'c.parquet', '--model', 'small', '--backend', 'http://127.0.0.1:notaport', '--no-progress']; "
-                   "cli.main()", tmp_path)
+    done = _python(
+        "import sys; from harness import cli; sys.argv = ['harness', 'golden', 'record', '--corpus', "
+        "'c.parquet', '--model', 'small', '--backend', 'http://127.0.0.1:notaport', '--no-progress']; "
+        "cli.main()",
+        tmp_path,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "port 'notaport' is not a whole number" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
@@ -38,10 +40,13 @@ def test_a_bad_port_through_the_cli_is_one_line_with_status_2(tmp_path):
 
 def test_the_backend_refuses_a_bad_port_before_building_a_client(tmp_path):
     pytest.importorskip("tritonclient.http", reason="needs the 'triton' extra")
-    done = _python("from harness.data.errors import BackendError\n"
-                   "from lanes.triton.triton_backend import TritonBackend\n"
-                   "try:\n    TritonBackend('http://127.0.0.1:notaport')\n"
-                   "except BackendError as exc:\n    print(exc)\n", tmp_path)
+    done = _python(
+        "from harness.data.errors import BackendError\n"
+        "from lanes.triton.triton_backend import TritonBackend\n"
+        "try:\n    TritonBackend('http://127.0.0.1:notaport')\n"
+        "except BackendError as exc:\n    print(exc)\n",
+        tmp_path,
+    )
     assert done.returncode == 0 and "port 'notaport' is not a whole number" in done.stdout, done.stderr
     assert done.stderr == ""
 
@@ -50,8 +55,10 @@ def test_a_client_whose_init_fails_prints_no_finaliser_traceback(tmp_path):
     """tritonclient itself, given a port it cannot parse: build_client leaves nothing for __del__ to raise.
     Negative control: the plain constructor prints 'Exception ignored in ... __del__'."""
     pytest.importorskip("tritonclient.http", reason="needs the 'triton' extra")
-    template = ("import gc, tritonclient.http as h\nfrom lanes.triton.url import build_client\n"
-                "try:\n    {call}\nexcept ValueError:\n    pass\ngc.collect()\nprint('done')\n")
+    template = (
+        "import gc, tritonclient.http as h\nfrom lanes.triton.url import build_client\n"
+        "try:\n    {call}\nexcept ValueError:\n    pass\ngc.collect()\nprint('done')\n"
+    )
     plain = _python(template.format(call="h.InferenceServerClient('127.0.0.1:notaport')"), tmp_path)
     assert plain.stdout == "done\n" and "Exception ignored" in plain.stderr  # the defect, still in tritonclient
     built = _python(template.format(call="build_client(h.InferenceServerClient, '127.0.0.1:notaport')"), tmp_path)

@@ -63,8 +63,11 @@ def one_line(err: pytest.ExceptionInfo, *parts: str) -> None:
 
 def test_the_repository_is_served_verbatim(user_server, user_backend):
     served = user_server._repo
-    files = sorted(p.relative_to(USER_REPOSITORY) for p in USER_REPOSITORY.rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts)
+    files = sorted(
+        p.relative_to(USER_REPOSITORY)
+        for p in USER_REPOSITORY.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert [str(f) for f in files] == ["diar_nn_g/1/model.py", "diar_nn_g/config.pbtxt"]
     assert all(filecmp.cmp(USER_REPOSITORY / f, served / f, shallow=False) for f in files)
     config = user_backend._client_now().get_model_config("diar_nn_g")
@@ -88,8 +91,13 @@ def test_a_geometry_that_does_not_match_the_answers_is_refused(user_server):
     with pytest.raises(BackendError) as err:
         TritonBackend(user_server.url, model_label=LABEL, geometry=CONFIGS["full"].geometry())
     small, full = SMALL, CONFIGS["full"].geometry()
-    one_line(err, "geometry probe", f"[1, {small.frames_per_window}, {small.classes}]",
-             f"[1, {full.frames_per_window}, {full.classes}]", "configure the model spec")
+    one_line(
+        err,
+        "geometry probe",
+        f"[1, {small.frames_per_window}, {small.classes}]",
+        f"[1, {full.frames_per_window}, {full.classes}]",
+        "configure the model spec",
+    )
 
 
 def test_fingerprint_comes_from_config_versions_and_label(user_backend, inprocess_backend):
@@ -113,8 +121,10 @@ def test_fingerprint_comes_from_config_versions_and_label(user_backend, inproces
 def test_the_same_repository_served_again_has_the_same_fingerprint(user_backend, tmp_path):
     copy = tmp_path / "elsewhere"
     shutil.copytree(USER_REPOSITORY, copy)
-    with serving(ServerOptions(repository=copy, verbatim=True)) as again, \
-            TritonBackend(again.url, model_label=LABEL, geometry=SMALL) as backend:
+    with (
+        serving(ServerOptions(repository=copy, verbatim=True)) as again,
+        TritonBackend(again.url, model_label=LABEL, geometry=SMALL) as backend,
+    ):
         assert backend.fingerprint == user_backend.fingerprint
 
 
@@ -155,22 +165,45 @@ def test_calls_equal_in_process_over_http_and_shm(user_server, inprocess_backend
 def test_cli_serves_the_repository_and_records_through_it_with_a_warning(tmp_path):
     """`harness serve --model-repository` then `harness golden record --backend URL --set backend.model_label=...`."""
     harness = [sys.executable, "-c", "from harness.cli import main; main()"]
-    serve = subprocess.Popen([*harness, "serve", "--model-repository", str(USER_REPOSITORY)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    serve = subprocess.Popen(
+        [*harness, "serve", "--model-repository", str(USER_REPOSITORY)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = serve.stdout.readline()
         assert f"model repository {USER_REPOSITORY} served at http://" in line, line + serve.stderr.read()
         url = line.split(" served at ")[1].split()[0]
         common = ["--model", "small", "--set", "numerics.threads=1", "--backend", url, "--no-progress"]
-        refused = subprocess.run([*harness, "golden", "record", "--goldens", str(tmp_path / "g"), *common],
-                                 capture_output=True, text=True, timeout=300)
+        refused = subprocess.run(
+            [*harness, "golden", "record", "--goldens", str(tmp_path / "g"), *common],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert refused.returncode == 2
         assert refused.stderr.strip().startswith("harness: error: ") and "--model-label" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-        done = subprocess.run([*harness, "golden", "record", "--goldens", str(tmp_path / "g"), *common,
-                               "--set", f"backend.model_label='{LABEL}'", "--set", "backend.shm=true"],
-                              capture_output=True, text=True, timeout=300,
-                              cwd=tmp_path)
+        done = subprocess.run(
+            [
+                *harness,
+                "golden",
+                "record",
+                "--goldens",
+                str(tmp_path / "g"),
+                *common,
+                "--set",
+                f"backend.model_label='{LABEL}'",
+                "--set",
+                "backend.shm=true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         warnings = [ln for ln in done.stderr.splitlines() if ln.startswith("harness: warning:")]
         assert len(warnings) == 1 and "cannot be verified remotely" in warnings[0] and LABEL in warnings[0]

@@ -56,8 +56,11 @@ def packed_calls(golden, ks: tuple[int, ...] = (1, 2, 4), ops: tuple[Op, ...] = 
     calls = []
     for op in ops:
         if op.is_voiceprint:
-            members = [b.with_voiceprint(op, r.weights, r.idx, r.speakers, golden.geometry)
-                       for b in blocks if (r := inputs[op].get(b.id)) is not None]
+            members = [
+                b.with_voiceprint(op, r.weights, r.idx, r.speakers, golden.geometry)
+                for b in blocks
+                if (r := inputs[op].get(b.id)) is not None
+            ]
         else:
             members = blocks
         for k in ks:
@@ -65,6 +68,13 @@ def packed_calls(golden, ks: tuple[int, ...] = (1, 2, 4), ops: tuple[Op, ...] = 
                 packed = pack(members[i : i + k])
                 if op.is_voiceprint and packed.rows == 0:
                     continue
-                calls.append((packed.op, packed.tensors(), packed.windows, packed.rows,
-                              f"k={k} OP {int(op)} blocks {packed.block_ids[0]}.."))
+                calls.append(
+                    (
+                        packed.op,
+                        packed.tensors(),
+                        packed.windows,
+                        packed.rows,
+                        f"k={k} OP {int(op)} blocks {packed.block_ids[0]}..",
+                    )
+                )
     return calls

@@ -16,8 +16,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(markdown())
         return 0
     if len(argv) != 2 or argv[0] != "--json" or not argv[1]:
-        print(f"harness: error: python -m harness.data.schemas: expected no argument or --json DIR, got "
-              f"{' '.join(argv)!r} ({USAGE})", file=sys.stderr)
+        print(
+            f"harness: error: python -m harness.data.schemas: expected no argument or --json DIR, got "
+            f"{' '.join(argv)!r} ({USAGE})",
+            file=sys.stderr,
+        )
         return 2
     from pathlib import Path
 

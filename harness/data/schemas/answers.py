@@ -23,10 +23,14 @@ class Located(Strict):
     """Which ledger and manifest were read, and how they were found."""
 
     ledger: str | None = Field(description="the ledger read (null: only --manifest was given, not checked)")
-    manifest: str | None = Field(description="the promoted-shapes manifest checked (null: none read; the manifest "
-                                             "shown is derived from the ledger)")
-    found_by: FoundBy = Field(description="--ledger/--manifest as given; --golden: beside that golden (as nightly "
-                                          "writes them); search: the one ledger found in this folder or ./goldens/")
+    manifest: str | None = Field(
+        description="the promoted-shapes manifest checked (null: none read; the manifest "
+        "shown is derived from the ledger)"
+    )
+    found_by: FoundBy = Field(
+        description="--ledger/--manifest as given; --golden: beside that golden (as nightly "
+        "writes them); search: the one ledger found in this folder or ./goldens/"
+    )
 
 
 class MayAnswer(Strict):
@@ -48,8 +52,10 @@ class ShapesAnswer(Strict):
     kind: Literal["harness.shapes-answer"]
     format: Literal[1]
     files: Located
-    checked: bool = Field(description="true: the manifest shown is the ledger's own (re-derived, and the manifest "
-                                      "file checked against it); false: a manifest read alone")
+    checked: bool = Field(
+        description="true: the manifest shown is the ledger's own (re-derived, and the manifest "
+        "file checked against it); false: a manifest read alone"
+    )
     promoted_shapes: PromotedShapes
     may: MayAnswer | None = Field(description="the answer to --may (null without it)")
 
@@ -69,5 +75,6 @@ class HistoryAnswer(Strict):
     files: Located
     ledger_seq: int = Field(description="the ledger's commit read")
     filters: HistoryFilter
-    entries: list[LedgerEntry] = Field(description="sorted by model, device, profile, packer and shape; empty: no "
-                                                   "entry matches (exit 0, as the text)")
+    entries: list[LedgerEntry] = Field(
+        description="sorted by model, device, profile, packer and shape; empty: no entry matches (exit 0, as the text)"
+    )

@@ -66,10 +66,12 @@ class ArrangementLane(Frozen):
     ops: dict[OpKey, OpVerdictModel] = Field(description="against the golden, with the score's tolerances")
     same_as_plain: dict[OpKey, OpVerdictModel] = Field(
         description="a shuffled lane's OP 0 against the plain lane's (the same blocks in other slots, in requests of "
-        "the same size), with the limits of its tolerance mode; empty for the duplicates")
+        "the same size), with the limits of its tolerance mode; empty for the duplicates"
+    )
     blocks_differing_from_plain: dict[OpKey, Count] = Field(
         description="blocks whose answer differs in any bit from the plain lane's (OP 1/2: reported, not gated: a "
-        "voiceprint request changes shape with its neighbours' rows)")
+        "voiceprint request changes shape with its neighbours' rows)"
+    )
 
     @model_validator(mode="after")
     def _passed(self) -> ArrangementLane:
@@ -87,19 +89,23 @@ class ShapeArrangements(Frozen):
     lanes: dict[str, ArrangementLane]
     duplicates: dict[OpKey, OpVerdictModel] | None = Field(
         description="the duplicates' second copy against the first (same request), with the limits of its tolerance "
-        "mode")
+        "mode"
+    )
     spread: dict[OpKey, list[Spread]] = Field(description="per OP, figures across the arrangements")
     slots: dict[OpKey, dict[SlotKey, SlotFigures]] = Field(
-        description="per OP, per slot (0 .. k-1; 'pad': the last real block of a request short of k)")
-    worst_slot: dict[OpKey, SlotKey | None] = Field(description="per OP, the slot of the largest max_abs (None: "
-                                                                "no slot differs from the golden)")
+        description="per OP, per slot (0 .. k-1; 'pad': the last real block of a request short of k)"
+    )
+    worst_slot: dict[OpKey, SlotKey | None] = Field(
+        description="per OP, the slot of the largest max_abs (None: no slot differs from the golden)"
+    )
     passed: bool
     reasons: list[str] = Field(description="why the arrangements refuse the shape (empty: they do not)")
 
     @model_validator(mode="after")
     def _passed(self) -> ShapeArrangements:
         ok = all(lane.passed for lane in self.lanes.values()) and all(
-            v.passed for v in (self.duplicates or {}).values())
+            v.passed for v in (self.duplicates or {}).values()
+        )
         if self.passed != ok:
             raise ValueError("passed disagrees with its lanes and duplicates")
         if self.passed == bool(self.reasons):

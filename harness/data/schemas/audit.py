@@ -92,9 +92,12 @@ class OpAudit(_Frozen):
     requests: Count = Field(description="captured requests of this OP")
     blocks: Count = Field(description="real blocks in them")
     rows_matched_by: Literal["block, window, speaker", "block, row", "block, window"] = Field(
-        description="how served and re-run outputs are paired (block: request id/block id)")
-    unlabelled_rows: Count = Field(description="OP 1/2 rows of blocks without speaker labels, or with a (window, "
-                                    "speaker) twice: matched by their index in the block")
+        description="how served and re-run outputs are paired (block: request id/block id)"
+    )
+    unlabelled_rows: Count = Field(
+        description="OP 1/2 rows of blocks without speaker labels, or with a (window, "
+        "speaker) twice: matched by their index in the block"
+    )
     verdict: OpVerdictModel | None = Field(description="None: not scored (see not_scored)")
     not_scored: str | None = Field(description="why the OP was not scored (None: scored)")
 
@@ -114,8 +117,9 @@ class AuditFile(_Frozen):
     capture: CaptureRef
     served: Served
     golden_model: GoldenModel | None = Field(description="None: a law stopped the audit before any model ran")
-    fingerprint_matches: bool | None = Field(description="every request served by the golden model (None: not "
-                                             "compared, a law stopped the audit)")
+    fingerprint_matches: bool | None = Field(
+        description="every request served by the golden model (None: not compared, a law stopped the audit)"
+    )
     tolerances: dict[str, Any] = Field(description="the tolerances judged with ([tolerances], --tolerance)")
     laws: Laws
     ops: dict[OpKey, OpAudit] = Field(description="every OP, scored or saying why not")
@@ -132,5 +136,3 @@ class AuditFile(_Frozen):
         if not self.laws.passed and (scored or self.golden_model is not None):
             raise ValueError("a broken law stops the audit before any model runs: nothing may be scored")
         return self
-
-

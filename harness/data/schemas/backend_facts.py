@@ -24,20 +24,27 @@ class BackendFacts(Frozen):
     url: str | None = Field(description="the Triton server's URL (None in-process)")
     transport: Literal["http", "shm"] | None = Field(
         description="how tensors travel to the server: http (in the request body) or shm (system shared memory); "
-        "None in-process")
+        "None in-process"
+    )
     concurrency: Positive = Field(description="requests in flight at once (1 in-process: one call at a time)")
     server_version: str | None = Field(description="the Triton server's version (None in-process)")
     model_name: str | None = Field(description="the model's name on the server (None in-process)")
     weights_verified: bool | None = Field(
-        description="the server's model reports its fingerprint (MODEL_INFO); False: a label only; None in-process")
+        description="the server's model reports its fingerprint (MODEL_INFO); False: a label only; None in-process"
+    )
 
     @classmethod
     def of(cls, backend: Mapping[str, Any]) -> BackendFacts:
         """From a run manifest's ``backend`` (``Backend.environment()`` less model and environment)."""
-        return cls(name=str(backend.get("backend", "in-process")), url=backend.get("url"),
-                   transport=backend.get("transport"), concurrency=int(backend.get("concurrency") or 1),
-                   server_version=backend.get("server_version") or None, model_name=backend.get("model_name"),
-                   weights_verified=backend.get("weights_verified"))
+        return cls(
+            name=str(backend.get("backend", "in-process")),
+            url=backend.get("url"),
+            transport=backend.get("transport"),
+            concurrency=int(backend.get("concurrency") or 1),
+            server_version=backend.get("server_version") or None,
+            model_name=backend.get("model_name"),
+            weights_verified=backend.get("weights_verified"),
+        )
 
     @property
     def remote(self) -> bool:
@@ -47,12 +54,16 @@ class BackendFacts(Frozen):
         """The report's rows, in order: what a reader needs to know the lanes' numbers are the server's."""
         if not self.remote:
             return {"backend": f"{self.name} (the model in the harness's own process, one call at a time)"}
-        rows = {"backend": f"{self.name} server {self.url}", "transport": self.transport or "http",
-                "shared memory": "yes" if self.transport == "shm" else "no",
-                "requests in flight": str(self.concurrency)}
+        rows = {
+            "backend": f"{self.name} server {self.url}",
+            "transport": self.transport or "http",
+            "shared memory": "yes" if self.transport == "shm" else "no",
+            "requests in flight": str(self.concurrency),
+        }
         if self.server_version:
             rows["server version"] = self.server_version
         if self.model_name:
-            rows["server model"] = self.model_name + ("" if self.weights_verified is not False else
-                                                      " (weights not verified: a label only)")
+            rows["server model"] = self.model_name + (
+                "" if self.weights_verified is not False else " (weights not verified: a label only)"
+            )
         return rows

@@ -118,7 +118,7 @@ def describe_error(exc: ValidationError) -> str:
     elif first["type"].startswith("literal_error") and first["loc"] and first["loc"][-1] in ("format", "version"):
         msg = f"unknown format version ({msg})"
     elif msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     shown = repr(first.get("input"))
     if len(shown) > 80:
         shown = shown[:77] + "..."
@@ -148,4 +148,3 @@ def _model_names() -> set[str]:
 # printable, no "|" (the ledger's key separator), no spaces
 PackerIdentity = Annotated[str, Field(pattern=r"^[!-{}~]{1,300}$")]
 ReleaseOps = dict[OpKey, list[Positive]]  # the release's own shapes per OP
-

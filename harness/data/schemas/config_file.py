@@ -4,7 +4,6 @@ Declared in the data layer because the configuration is a file like the others (
 the file schemas' page); :mod:`harness.release_config` reads it and applies ``--set`` overrides.
 """
 
-
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -38,14 +37,17 @@ def _distinct(shapes: list[int], what: str = "shape") -> list[int]:
 
 class ReleaseSection(_Section):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")] = Field(
-        default="diar_nn_g-reference", description="release name: the golden's folder name and the report's title")
+        default="diar_nn_g-reference", description="release name: the golden's folder name and the report's title"
+    )
     device: Annotated[str, Field(pattern=DEVICE_PATTERN)] = Field(
-        default="cpu", description="cpu | cuda | cuda:N (--device overrides)")
+        default="cpu", description="cpu | cuda | cuda:N (--device overrides)"
+    )
 
 
 class ModelSection(_Section):
     spec: Annotated[str, Field(min_length=1)] = Field(
-        default="full", description="full | small | package.module:factory | path/to/model.pt")
+        default="full", description="full | small | package.module:factory | path/to/model.pt"
+    )
     seed: Seed = Field(default=0, description="seed of the reference weights")
 
 
@@ -62,7 +64,8 @@ class PerOpShapes(_Section):
 
 class ShapesSection(_Section):
     release: list[Shape] | PerOpShapes = Field(
-        default_factory=lambda: [1], description="blocks per call the release uses, or {op0, op1, op2}")
+        default_factory=lambda: [1], description="blocks per call the release uses, or {op0, op1, op2}"
+    )
     candidates: list[Shape] = Field(default_factory=lambda: [2, 4], description="packed shapes to judge")
     pad_to_fixed: bool = Field(default=False, description="pad every pack to exactly k with empty blocks")
 
@@ -79,11 +82,15 @@ class ShapesSection(_Section):
 
 class LanesSection(_Section):
     voiceprint_inputs: Literal["isolated", "chained"] = Field(
-        default="isolated", description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the "
-        "golden's (the voiceprint network judged alone); chained = the lane's own segmentation, as production would")
+        default="isolated",
+        description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the "
+        "golden's (the voiceprint network judged alone); chained = the lane's own segmentation, as production would",
+    )
     warm_up: Literal["auto", "every-lane", "exact-lane"] = Field(
-        default="auto", description="untimed first calls: every lane's, or the exact lane's only; auto = every lane's "
-        "on a GPU or a server (autotuning, lazy start), the exact lane's on an in-process CPU (lanes.warm_up)")
+        default="auto",
+        description="untimed first calls: every lane's, or the exact lane's only; auto = every lane's "
+        "on a GPU or a server (autotuning, lazy start), the exact lane's on an in-process CPU (lanes.warm_up)",
+    )
 
 
 class CorpusSection(_Section):
@@ -91,50 +98,63 @@ class CorpusSection(_Section):
     blocks: Annotated[int, Field(ge=1, le=limits.MAX_BLOCKS)] = Field(default=4, description="synthetic blocks")
     seed: Seed = Field(default=0, description="seed of the synthetic audio")
     step: Annotated[int, Field(ge=0, le=limits.MAX_STEP_SAMPLES)] = Field(
-        default=0, description="window step in samples; 0 = a quarter window")
+        default=0, description="window step in samples; 0 = a quarter window"
+    )
 
 
 class BackendSection(_Section):
     """``[backend]``: what runs the requests (``--backend``, or ``--set backend.KEY=VALUE``)."""
 
     url: Annotated[str, Field(min_length=1)] = Field(
-        default="in-process", description="'in-process' or a Triton server URL, e.g. http://127.0.0.1:8000 "
-        "(--backend)")
+        default="in-process", description="'in-process' or a Triton server URL, e.g. http://127.0.0.1:8000 (--backend)"
+    )
     concurrency: Annotated[int, Field(ge=1, le=limits.MAX_CONCURRENCY)] | None = Field(
-        default=None, description="Triton: requests in flight at once (default 2, as the engine); results do not "
-        "depend on it")
+        default=None,
+        description="Triton: requests in flight at once (default 2, as the engine); results do not depend on it",
+    )
     shm: bool = Field(default=False, description="Triton on this host: tensors through system shared memory")
     model_label: Annotated[str, Field(min_length=1)] | None = Field(
-        default=None, description="Triton model without MODEL_INFO: the name of the model it serves (required there)")
+        default=None, description="Triton model without MODEL_INFO: the name of the model it serves (required there)"
+    )
 
 
 class RaySection(_Section):
     """``[ray]``: fan the shards out on Ray (``--ray``, or ``--set ray.KEY=VALUE``)."""
 
     address: str | None = Field(
-        default=None, description="'local', 'auto' or a cluster address (ray://head:10001); unset: no Ray (--ray)")
+        default=None, description="'local', 'auto' or a cluster address (ray://head:10001); unset: no Ray (--ray)"
+    )
     workers: Annotated[int, Field(ge=1, le=limits.MAX_RAY_WORKERS)] | None = Field(
-        default=None, description="workers to start (default: one per GPU, or per [numerics] threads CPUs)")
+        default=None, description="workers to start (default: one per GPU, or per [numerics] threads CPUs)"
+    )
     shards: Annotated[int, Field(ge=1, le=limits.MAX_RAY_SHARDS)] | None = Field(
-        default=None, description="shards to cut the corpus or capture in (default: 4 per worker)")
+        default=None, description="shards to cut the corpus or capture in (default: 4 per worker)"
+    )
     retries: Annotated[int, Field(ge=0, le=limits.MAX_RAY_RETRIES)] = Field(
-        default=3, description="restarts of a worker that died")
+        default=3, description="restarts of a worker that died"
+    )
     accelerator: str | None = Field(default=None, description="workers only on nodes with this GPU kind (H100)")
 
 
 class PackerSection(_Section):
     """``[packer]``: the fast lane's packer (``--set packer.KEY=VALUE``)."""
 
-    spec: str | None = Field(default=None, description="'harness' (default) or a Python packer "
-                             "'package.module:function'")
-    cmd: str | None = Field(default=None, description="a packer process speaking the wire protocol "
-                            "(docs/packer-protocol.md)")
-    digest: str | None = Field(default=None, description="sha256 of the cmd packer's program (e.g. its release "
-                               "binary), in its identity in place of hashing the program; the rest of the command "
-                               "still counts")
+    spec: str | None = Field(
+        default=None, description="'harness' (default) or a Python packer 'package.module:function'"
+    )
+    cmd: str | None = Field(
+        default=None, description="a packer process speaking the wire protocol (docs/packer-protocol.md)"
+    )
+    digest: str | None = Field(
+        default=None,
+        description="sha256 of the cmd packer's program (e.g. its release "
+        "binary), in its identity in place of hashing the program; the rest of the command "
+        "still counts",
+    )
     laws_examples: Annotated[int, Field(ge=0, le=limits.MAX_LAWS_EXAMPLES)] = Field(
-        default=100, description="examples per packing law judged at the start of a run; 0: not judged (no shape "
-        "can be promoted)")
+        default=100,
+        description="examples per packing law judged at the start of a run; 0: not judged (no shape can be promoted)",
+    )
 
 
 class NightlySection(_Section):
@@ -142,22 +162,27 @@ class NightlySection(_Section):
 
     shard: str | None = Field(default=None, description="run shard i/n of the corpus only (combine with merge)")
     ledger: str | None = Field(default=None, description="ledger path (default: ledger.json beside the golden)")
-    manifest: str | None = Field(default=None, description="promoted-shapes manifest path (default: beside the "
-                                 "golden)")
+    manifest: str | None = Field(default=None, description="promoted-shapes manifest path (default: beside the golden)")
 
 
 class HistorySection(_Section):
     """``[history]``: margins over nights in the report and the nightly's summary (``harness.ledger.margins``)."""
 
     nights: Annotated[int, Field(ge=1, le=10_000)] = Field(
-        default=10, description="nights (ledger commits) a margin trend looks back over")
+        default=10, description="nights (ledger commits) a margin trend looks back over"
+    )
     shrink_factor: Annotated[float, Field(gt=1.0, allow_inf_nan=False)] = Field(
-        default=4.0, description="warn when a check's margin (observed/allowed) grew by more than this factor "
-        "over the window")
+        default=4.0,
+        description="warn when a check's margin (observed/allowed) grew by more than this factor over the window",
+    )
     near_limit: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
-        default=0.8, description="warn when a check's last margin is at least this fraction of its limit")
-    fail_on_warning: bool = Field(default=False, description="a warning (margins; evidence beyond the release's "
-                                  "floor, within the mode's limits) fails the nightly (exit 1) though verdicts held")
+        default=0.8, description="warn when a check's last margin is at least this fraction of its limit"
+    )
+    fail_on_warning: bool = Field(
+        default=False,
+        description="a warning (margins; evidence beyond the release's "
+        "floor, within the mode's limits) fails the nightly (exit 1) though verdicts held",
+    )
 
 
 class EvidenceSection(_Section):
@@ -165,10 +190,13 @@ class EvidenceSection(_Section):
     (``--arrangements``, ``--repeats``). More of either multiplies the packed lanes' device time."""
 
     arrangements: Annotated[int, Field(ge=1, le=limits.MAX_EVIDENCE_RUNS)] = Field(
-        default=3, description="arrangements per candidate shape, today's consecutive one included (other "
-        "neighbours, other slots, duplicates); 1 = today's only (--arrangements)")
+        default=3,
+        description="arrangements per candidate shape, today's consecutive one included (other "
+        "neighbours, other slots, duplicates); 1 = today's only (--arrangements)",
+    )
     repeats: Annotated[int, Field(ge=1, le=limits.MAX_EVIDENCE_RUNS)] = Field(
-        default=1, description="runs of every packed lane (its plain arrangement); 1 = once, as today (--repeats)")
+        default=1, description="runs of every packed lane (its plain arrangement); 1 = once, as today (--repeats)"
+    )
     seed: Seed = Field(default=0, description="seed of the arrangements' shuffles")
 
 
@@ -176,12 +204,15 @@ class LoadSection(_Section):
     """``[load]``: the nightly's concurrency sweep on a Triton backend (``--sweep-concurrency``)."""
 
     concurrency: list[Annotated[int, Field(ge=1, le=limits.MAX_CONCURRENCY)]] = Field(
-        default_factory=list, description="concurrencies to sweep each candidate shape at, e.g. [1, 2, 4, 8]; empty: "
-        "no sweep")
+        default_factory=list,
+        description="concurrencies to sweep each candidate shape at, e.g. [1, 2, 4, 8]; empty: no sweep",
+    )
     p99_budget_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
-        default=None, description="p99 latency budget: the report names the fastest accurate (k, concurrency)")
+        default=None, description="p99 latency budget: the report names the fastest accurate (k, concurrency)"
+    )
     blocks: Annotated[int, Field(ge=1, le=limits.MAX_BLOCKS)] | None = Field(
-        default=None, description="blocks sent per point; unset: all")
+        default=None, description="blocks sent per point; unset: all"
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -194,11 +225,15 @@ class LocaliseSection(_Section):
     normalised by its own noise floor, recorded with the golden (:mod:`harness.localisation.module_floors`)."""
 
     floor_multiple: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = Field(
-        default=4.0, description="localisation names the first module whose error exceeds this many times its "
-        "noise floor (first_exceeding)")
+        default=4.0,
+        description="localisation names the first module whose error exceeds this many times its "
+        "noise floor (first_exceeding)",
+    )
     floor_blocks: Annotated[int, Field(ge=0, le=1000)] = Field(
-        default=1, description="blocks sampled at golden record to measure each module's noise floor (every OP "
-        "run alone twice and once under one-ulp jitter, hooked: three calls per block and OP); 0 = none")
+        default=1,
+        description="blocks sampled at golden record to measure each module's noise floor (every OP "
+        "run alone twice and once under one-ulp jitter, hooked: three calls per block and OP); 0 = none",
+    )
     floor_seed: Seed = Field(default=0, description="seed of that sample")
 
 
@@ -221,5 +256,3 @@ class ConfigFile(_Section):
     evidence: EvidenceSection = Field(default_factory=EvidenceSection)
     localise: LocaliseSection = Field(default_factory=LocaliseSection)
     load: LoadSection = Field(default_factory=LoadSection)
-
-

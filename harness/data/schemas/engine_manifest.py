@@ -41,8 +41,9 @@ class Evidence(Frozen):
 
 
 class PackerShapes(Frozen):
-    ops: dict[OpKey, list[Positive]] = Field(description="k this packer may use per OP: the release's own and "
-                                                         "those promoted with this packer's evidence")
+    ops: dict[OpKey, list[Positive]] = Field(
+        description="k this packer may use per OP: the release's own and those promoted with this packer's evidence"
+    )
     evidence: dict[ShapeKey, Evidence]
 
 

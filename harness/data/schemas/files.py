@@ -62,29 +62,42 @@ class InForce(TypedDict, total=False):
     matmul_allow_tf32: bool
     cudnn_allow_tf32: bool
     matmul_precision: str
-    cublas_workspace_config: Annotated[str | None, Field(
-        description="CUBLAS_WORKSPACE_CONFIG (None: unset); part of the numerics profile")]
-    autocast_dtype: Annotated[str | None, Field(
-        description="the dtype the model declares it runs torch.autocast with (None: no autocast)")]
+    cublas_workspace_config: Annotated[
+        str | None, Field(description="CUBLAS_WORKSPACE_CONFIG (None: unset); part of the numerics profile")
+    ]
+    autocast_dtype: Annotated[
+        str | None, Field(description="the dtype the model declares it runs torch.autocast with (None: no autocast)")
+    ]
     torch_compile: Annotated[bool, Field(description="the model declares it runs through torch.compile")]
     cuda_graphs: Annotated[bool, Field(description="the model declares it replays captured CUDA graphs")]
     cudnn_version: Annotated[int | None, Field(description="cuDNN's version on a CUDA device (None on CPU)")]
-    cublas_version: Annotated[str | None, Field(
-        description="cuBLAS's version on a CUDA device (None on CPU, or when it cannot be read)")]
+    cublas_version: Annotated[
+        str | None, Field(description="cuBLAS's version on a CUDA device (None on CPU, or when it cannot be read)")
+    ]
     driver_version: Annotated[str | None, Field(description="the NVIDIA driver's version (None on CPU)")]
-    compute_capability: Annotated[str | None, Field(
-        pattern=r"^[0-9]+\.[0-9]+$", description="the GPU's compute capability, '9.0' (None on CPU)")]
-    torch_loaded: Annotated[bool, Field(description=(
-        "present only as false: the model is not a torch network and the process never imported torch, so "
-        "torch's flags (threads to matmul_precision) were in force nowhere and are absent (harness.numerics)"))]
+    compute_capability: Annotated[
+        str | None, Field(pattern=r"^[0-9]+\.[0-9]+$", description="the GPU's compute capability, '9.0' (None on CPU)")
+    ]
+    torch_loaded: Annotated[
+        bool,
+        Field(
+            description=(
+                "present only as false: the model is not a torch network and the process never imported torch, so "
+                "torch's flags (threads to matmul_precision) were in force nowhere and are absent (harness.numerics)"
+            )
+        ),
+    ]
 
 
 class NumericsRecord(Strict):
     requested: dict[str, Any] | None = Field(description="the release configuration's numeric settings")
-    in_force: InForce = Field(description=(
-        "what was in force when the model ran: torch's flags, CUBLAS_WORKSPACE_CONFIG, the model's declared "
-        "autocast dtype / torch.compile / CUDA graphs and, on CUDA, the cuDNN, cuBLAS and driver versions and "
-        "the compute capability (None/False on CPU); each key is typed in the JSON Schema (InForce)"))
+    in_force: InForce = Field(
+        description=(
+            "what was in force when the model ran: torch's flags, CUBLAS_WORKSPACE_CONFIG, the model's declared "
+            "autocast dtype / torch.compile / CUDA graphs and, on CUDA, the cuDNN, cuBLAS and driver versions and "
+            "the compute capability (None/False on CPU); each key is typed in the JSON Schema (InForce)"
+        )
+    )
 
 
 class EnvironmentModel(OptionalKeys, Open):
@@ -95,7 +108,8 @@ class EnvironmentModel(OptionalKeys, Open):
     cudnn: int | None = Field(None, description="the cuDNN torch carries (None: none)")
     driver: str | None = Field(None, description="the NVIDIA driver (None on CPU)")
     compute_capability: str | None = Field(
-        None, description="the GPU's compute capability, on CUDA only (also in numerics.in_force)")
+        None, description="the GPU's compute capability, on CUDA only (also in numerics.in_force)"
+    )
 
 
 class CorpusSummary(Strict):
@@ -144,8 +158,6 @@ def _ops_list(value: list[int]) -> list[int]:
 OpsList = Annotated[list[Literal[0, 1, 2]], AfterValidator(_ops_list)]
 
 
-
-
 class LawsVerdict(Strict):
     """The packing-laws verdict of the packer a run's fast lane used, judged at the start of the run
     (``harness.laws.check_packer``; copied into the score): a shape passes only when it is ``hold``."""
@@ -189,8 +201,11 @@ class GoldenManifest(Strict):
     corpus: CorpusSummary
     reproducibility: Reproducibility
     module_floors: ModuleFloors | None = Field(
-        None, description="per-module noise floors of a few sampled blocks (harness.localisation.module_floors; absent: recorded "
-                          "before they existed, or [localise] floor_blocks = 0)")
+        None,
+        description="per-module noise floors of a few sampled blocks (harness.localisation.module_floors; absent: "
+        "recorded "
+        "before they existed, or [localise] floor_blocks = 0)",
+    )
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256 = Field(description="sha256 of this manifest's canonical JSON without this key")
 
@@ -201,7 +216,8 @@ class VariantEntry(Strict):
     k: Positive = Field(description="the plain shape it re-runs")
     kind: Literal["arrangement", "duplicate", "repeat"] = Field(
         description="arrangement: shuffled (k4.a1 ..); duplicate: every block twice in one request (k4.d, k4.d2); "
-        "repeat: the plain lane again (k4.r2 ..)")
+        "repeat: the plain lane again (k4.r2 ..)"
+    )
     index: Count = Field(description="arrangement number, copy index (duplicate: 0, 1) or repeat number")
 
 
@@ -250,10 +266,14 @@ class RunManifest(OptionalKeys, Strict):
     blocks_sha256: Sha256 = Field(description="digest of the run's block ids, in order")
     shard: str | None = None
     merged_from: list[str] | None = None
-    evidence: RunEvidence | None = Field(None, description="the variant lanes (--arrangements, --repeats); absent: "
-                                                           "none, as a run before them")
-    lanes_wall_s: NonNeg | None = Field(None, description="the lanes' wall in this process, first group's start to "
-                                        "the last answer taken (absent: a run before it, or merged shards)")
+    evidence: RunEvidence | None = Field(
+        None, description="the variant lanes (--arrangements, --repeats); absent: none, as a run before them"
+    )
+    lanes_wall_s: NonNeg | None = Field(
+        None,
+        description="the lanes' wall in this process, first group's start to "
+        "the last answer taken (absent: a run before it, or merged shards)",
+    )
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256
 
@@ -293,4 +313,3 @@ class CorpusMeta(Strict):
 
 class Provenance(Open):
     """Per corpus row, JSON: where the block came from (free keys)."""
-

@@ -58,10 +58,12 @@ class GoldenDiff(Frozen):
     corpus: CorpusRef
     voiceprint_inputs: Literal["chained"] = Field(
         description="each golden called its voiceprints with WEIGHTS from its own segmentation: rows re-weighted "
-                    "by OP 0 flips are judged as in chained mode")
+        "by OP 0 flips are judged as in chained mode"
+    )
     tolerances: Tolerances = Field(description="the tolerances every OP was judged with (harness.toml's)")
     environment_differences: list[str] = Field(
-        description="what differs between A and B (model, device, driver, torch, numeric settings), A -> B")
+        description="what differs between A and B (model, device, driver, torch, numeric settings), A -> B"
+    )
     ops: dict[OpKey, OpDiff]
     status: DiffStatus = Field(description="the worst of the OPs' statuses")
     differing_ops: Count = Field(description="OPs whose status is 'differs' (exit 1 when any)")

@@ -48,14 +48,17 @@ class HistoryRow(Frozen):
     op: Literal[0, 1, 2]
     metric: Annotated[str, Field(min_length=1)]
     limit: str = Field(description="the limits key `allowed` came from; empty: a fixed 0")
-    observed: Number | None = Field(description="the check's observed figure as a float (a boolean as 0/1); "
-                                                "None: non-finite")
+    observed: Number | None = Field(
+        description="the check's observed figure as a float (a boolean as 0/1); None: non-finite"
+    )
     allowed: Number | None = Field(description="the check's limit as a float (a boolean as 0/1); None: not a number")
-    margin: Number | None = Field(description="how much of the limit is used: observed/allowed for a '<=' check "
-                                              "with allowed > 0; (1-observed)/(1-allowed) for a '>=' check "
-                                              "(cosine) with allowed < 1; under 1 holds, 1 is at the limit. None "
-                                              "where not defined: '==' checks, a zero '<=' limit, a '>=' limit of "
-                                              "1 or more, a non-finite observation")
+    margin: Number | None = Field(
+        description="how much of the limit is used: observed/allowed for a '<=' check "
+        "with allowed > 0; (1-observed)/(1-allowed) for a '>=' check "
+        "(cosine) with allowed < 1; under 1 holds, 1 is at the limit. None "
+        "where not defined: '==' checks, a zero '<=' limit, a '>=' limit of "
+        "1 or more, a non-finite observation"
+    )
     ok: bool
     verdict: Verdict = Field(description="the shape's verdict in the score")
 

@@ -49,13 +49,21 @@ STEMS = (
     ("OutputsMeta", "outputs-metadata"),
 )
 # What each value validator of harness/data/schemas/ checks, in words (a new one shows by its name).
-VALUE_CHECKS = {"timestamp": "times in ISO 8601 (Python's datetime.fromisoformat)",
-                "relative": "file names plain relative paths inside the directory (no '..', no '/' first)",
-                "ops_list": "OP lists with OP 0 first, each OP once, ascending",
-                "<lambda>": "other value checks (harness/data/schemas/base.py)"}
+VALUE_CHECKS = {
+    "timestamp": "times in ISO 8601 (Python's datetime.fromisoformat)",
+    "relative": "file names plain relative paths inside the directory (no '..', no '/' first)",
+    "ops_list": "OP lists with OP 0 first, each OP once, ascending",
+    "<lambda>": "other value checks (harness/data/schemas/base.py)",
+}
 # The key holding a sealed file's own digest (harness.data.jsonio.seal), which every reader re-derives.
-SEALS = {"PromotedShapes": "manifest_sha256", "Ledger": "ledger_sha256", "Score": "digest",
-         "GoldenManifest": "manifest_sha256", "RunManifest": "manifest_sha256", "Journal": "journal_sha256"}
+SEALS = {
+    "PromotedShapes": "manifest_sha256",
+    "Ledger": "ledger_sha256",
+    "Score": "digest",
+    "GoldenManifest": "manifest_sha256",
+    "RunManifest": "manifest_sha256",
+    "Journal": "journal_sha256",
+}
 
 
 def kinds() -> list[tuple[str, str, type[BaseModel]]]:
@@ -82,7 +90,8 @@ def json_schema(stem: str, title: str, model: type[BaseModel]) -> dict[str, Any]
     if extra:
         description += ("\n\n" if description else "") + (
             f"The harness validates this file with the pydantic model harness.data.schemas.{model.__name__}, "
-            f"which checks more than this schema can say: {extra}.")
+            f"which checks more than this schema can say: {extra}."
+        )
     head: dict[str, Any] = {"$schema": DRAFT, "$id": f"{ID_BASE}{stem}", "title": f"{title}: {model.__name__}"}
     if description:
         head["description"] = description
@@ -98,15 +107,23 @@ def beyond_schema(model: type[BaseModel]) -> str:
     whole = [m.__name__ for m in models if m.__pydantic_decorators__.model_validators]
     if whole:
         checks.append("the consistency of " + ", ".join(whole) + " (model validators)")
-    values = sorted({VALUE_CHECKS.get(_name(f), _name(f)) for m in models for field in m.model_fields.values()
-                     for f in _funcs(field.metadata) + _annotation_funcs(field.annotation)}
-                    | {_name(d.func) for m in models for d in m.__pydantic_decorators__.field_validators.values()})
+    values = sorted(
+        {
+            VALUE_CHECKS.get(_name(f), _name(f))
+            for m in models
+            for field in m.model_fields.values()
+            for f in _funcs(field.metadata) + _annotation_funcs(field.annotation)
+        }
+        | {_name(d.func) for m in models for d in m.__pydantic_decorators__.field_validators.values()}
+    )
     if values:
         checks.append(", ".join(values))
     seal = SEALS.get(model.__name__)
     if seal in model.model_fields:
-        checks.append(f"the seal {seal} (the sha256 of the file's canonical JSON without it: sorted keys, no "
-                      "whitespace, non-ASCII as \\u escapes), re-derived by every reader")
+        checks.append(
+            f"the seal {seal} (the sha256 of the file's canonical JSON without it: sorted keys, no "
+            "whitespace, non-ASCII as \\u escapes), re-derived by every reader"
+        )
     return "; ".join(checks)
 
 
@@ -159,8 +176,10 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 def schema_texts() -> dict[str, str]:
     """``<stem>.schema.json`` -> its text (2-space JSON in the model's key order, one final newline)."""
-    return {f"{stem}.schema.json": json.dumps(json_schema(stem, title, model), indent=2, ensure_ascii=False) + "\n"
-            for stem, title, model in kinds()}
+    return {
+        f"{stem}.schema.json": json.dumps(json_schema(stem, title, model), indent=2, ensure_ascii=False) + "\n"
+        for stem, title, model in kinds()
+    }
 
 
 def write_schemas(directory: Path) -> list[Path]:

@@ -42,8 +42,9 @@ class LoadPoint(Frozen):
     p99_ms: NonNeg = Field(description="99th percentile request latency (nearest rank)")
     wall_s: NonNeg = Field(description="wall time of the point, first send to last answer")
     blocks_per_s: NonNeg = Field(description="OP 0 blocks per second of wall time")
-    queue_ms: NonNeg | None = Field(description="server queue time per request (mean, from the stats delta); "
-                                                "None: the server gave no statistics")
+    queue_ms: NonNeg | None = Field(
+        description="server queue time per request (mean, from the stats delta); None: the server gave no statistics"
+    )
     compute_ms: NonNeg | None = Field(description="server compute time per request (input + infer + output, mean)")
     stats: ServerStats | None = Field(description="the server's statistics delta over the point")
     ops_passed: dict[OpKey, bool] = Field(description="per OP: every answer within the score's tolerances")
@@ -85,6 +86,5 @@ class LoadEvidence(Frozen):
     concurrency: list[Positive] = Field(description="the sweep's concurrencies ([load] concurrency)")
     shapes: dict[ShapeKey, ShapeLoad]
     p99_budget_ms: NonNeg | None = Field(description="[load] p99_budget_ms; None: no budget given")
-    meets_budget: list[PointRef] = Field(
-        description="every accurate point within the budget, of shapes that passed")
+    meets_budget: list[PointRef] = Field(description="every accurate point within the budget, of shapes that passed")
     budget: BudgetPick | None = Field(description="the best of them (None: none, or no budget)")

@@ -15,25 +15,34 @@ class ModuleFloor(Strict):
 
     max_abs: NonNeg = Field(description="largest max |pass 2 - pass 1| over the sampled blocks")
     max_rel: NonNeg = Field(description="largest max abs / the module's scale over the sampled blocks")
-    scale: NonNeg = Field(description="largest finite |output| of the module over the sampled blocks (the ulp "
-                                      "floor is taken at it)")
-    jitter: NonNeg = Field(description="largest max abs change when every leaf module's output moves by one ulp "
-                                       "(harness.localisation.first_divergence.one_ulp_jitter): noise grown through the network")
+    scale: NonNeg = Field(
+        description="largest finite |output| of the module over the sampled blocks (the ulp floor is taken at it)"
+    )
+    jitter: NonNeg = Field(
+        description="largest max abs change when every leaf module's output moves by one ulp "
+        "(harness.localisation.first_divergence.one_ulp_jitter): noise grown through the network"
+    )
 
 
 class ModuleFloors(Strict):
     """The golden manifest's ``module_floors``: per OP and module, the noise floor (sealed with the manifest)."""
 
     format: Literal[1]
-    passes: Literal[2] = Field(description="plain runs of each sampled block's requests, alone, hooked (and one "
-                                           "more under one-ulp jitter)")
+    passes: Literal[2] = Field(
+        description="plain runs of each sampled block's requests, alone, hooked (and one more under one-ulp jitter)"
+    )
     seed: Count = Field(description="seed of the sample ([localise] floor_seed)")
     blocks: list[str] = Field(description="the sampled blocks, in corpus order")
     ops: dict[OpKey, dict[str, ModuleFloor]] = Field(
-        description="per OP, per module (harness.localisation.first_divergence's names: '<network>.<module>', the input and "
-                    "the model's answer included)")
-    skipped: str | None = Field(None, description="why no floor was recorded (a model without torch modules, "
-                                                  "modules that refuse hooks, a server's model); ops is then empty")
+        description="per OP, per module (harness.localisation.first_divergence's names: '<network>.<module>', the "
+        "input and "
+        "the model's answer included)"
+    )
+    skipped: str | None = Field(
+        None,
+        description="why no floor was recorded (a model without torch modules, "
+        "modules that refuse hooks, a server's model); ops is then empty",
+    )
 
 
 class ModuleError(Strict):
@@ -49,14 +58,17 @@ class ModuleError(Strict):
 
 class LocalisedOp(Open):
     """One failing (shape, OP) localised: today's first diverging layer and the per-module error. Other keys
-    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by ``harness.localisation.first_divergence``."""
+    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by
+    ``harness.localisation.first_divergence``."""
 
     available: bool
     first_diverging_layer: str | None = Field(None, description="the first module whose output differs at all")
     modules: list[ModuleError] | None = Field(None, description="every module compared, in execution order")
-    first_exceeding: str | None = Field(None, description="the first module whose ratio exceeds floor_multiple "
-                                                          "(or whose non-finite values differ)")
+    first_exceeding: str | None = Field(
+        None, description="the first module whose ratio exceeds floor_multiple (or whose non-finite values differ)"
+    )
     floor_multiple: NonNeg | None = Field(None, description="[localise] floor_multiple in force")
     floor_source: Literal["golden", "ulp"] | None = Field(
-        None, description="golden: the golden's module floors; ulp: one ulp of each module's scale (the golden "
-                          "records none)")
+        None,
+        description="golden: the golden's module floors; ulp: one ulp of each module's scale (the golden records none)",
+    )

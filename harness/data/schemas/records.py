@@ -27,8 +27,9 @@ from harness.data.schemas.engine_manifest import PromotedShapes
 class Override(Frozen):
     """A judging setting in force that is not the built-in default (``harness.ledger.promotion.judging_overrides``)."""
 
-    key: Annotated[str, Field(pattern=r"^(tolerances\.op[012]\.[a-z][a-z0-9_]{0,63}|lanes\.voiceprint_inputs)$")] = \
+    key: Annotated[str, Field(pattern=r"^(tolerances\.op[012]\.[a-z][a-z0-9_]{0,63}|lanes\.voiceprint_inputs)$")] = (
         Field(description="the setting, named as in harness.toml: tolerances.op<N>.<key> or lanes.voiceprint_inputs")
+    )
     value: Any = Field(description="the value in force (from --tolerance, --voiceprint-inputs or harness.toml)")
     default: Any = Field(description="the harness's built-in default for it")
 
@@ -67,11 +68,16 @@ class LedgerEvent(Frozen):
     verdict: Verdict
     state: State
     reasons: list[str]
-    evidence: dict[str, Any] = Field(description="metrics, tolerance mode and tolerances, request counts per shape, "
-                                                 "the packing-laws verdict of the packer")
-    judged_under: JudgedUnder | None = Field(None, description="the tolerance mode and every override the score was "
-                                         "judged under; absent or null (events written before it was recorded): "
-                                         "not recorded")
+    evidence: dict[str, Any] = Field(
+        description="metrics, tolerance mode and tolerances, request counts per shape, "
+        "the packing-laws verdict of the packer"
+    )
+    judged_under: JudgedUnder | None = Field(
+        None,
+        description="the tolerance mode and every override the score was "
+        "judged under; absent or null (events written before it was recorded): "
+        "not recorded",
+    )
 
 
 class LedgerEntry(Frozen):
@@ -123,8 +129,9 @@ class Ledger(Frozen):
             if key != want:
                 raise ValueError(f"entry {key!r} is filed under the wrong key (expected {want!r})")
             if e.history[-1].seq > self.seq:
-                raise ValueError(f"entry {key!r} has an event from commit {e.history[-1].seq}, after the ledger's "
-                                 f"{self.seq}")
+                raise ValueError(
+                    f"entry {key!r} has an event from commit {e.history[-1].seq}, after the ledger's {self.seq}"
+                )
         return self
 
 
@@ -147,8 +154,7 @@ class Journal(Strict):
     kind: Literal["harness.ledger-journal"]
     format: Literal[1]
     ledger_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the ledger")
-    manifest_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the "
-                                                                            "manifest")
+    manifest_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the manifest")
     manifest_first: bool
     ledger: Ledger
     manifest: PromotedShapes
@@ -169,4 +175,3 @@ class AdoptionJournal(Strict):
     old_golden_id: GoldenId
     new_golden_id: GoldenId
     journal_sha256: Sha256 = Field(description="sha256 of the journal's canonical JSON without this key (its seal)")
-

@@ -27,9 +27,15 @@ NUMERICS: Final = "numerics at this batch shape beyond the tolerances"
 SIZE: Final = "not judged at its size"
 # most fundamental first: when several checks fail, the first of these that applies is the cause
 CAUSES: Final = (LAWS, GOLDEN, NON_FINITE, NOT_REPRODUCIBLE, DEPENDS, NUMERICS, SIZE)
-Cause = Literal["packer broke the laws", "golden not reproduced", "non-finite", "not reproducible",
-                "depends on slot / neighbours / duplicates", "numerics at this batch shape beyond the tolerances",
-                "not judged at its size"]
+Cause = Literal[
+    "packer broke the laws",
+    "golden not reproduced",
+    "non-finite",
+    "not reproducible",
+    "depends on slot / neighbours / duplicates",
+    "numerics at this batch shape beyond the tolerances",
+    "not judged at its size",
+]
 EvidenceKind = Literal["slots", "duplicates", "repeats"]
 
 
@@ -58,8 +64,10 @@ class EvidenceWarning(Frozen):
     Reported (the summary's ``warning:`` lines, JUnit, the report), not refused; ``[history]
     fail_on_warning`` turns it into a failed nightly."""
 
-    kind: EvidenceKind = Field(description="slots (a shuffled arrangement against the plain lane), duplicates (a "
-                                           "block's two copies in one request), repeats (a run against the first)")
+    kind: EvidenceKind = Field(
+        description="slots (a shuffled arrangement against the plain lane), duplicates (a "
+        "block's two copies in one request), repeats (a run against the first)"
+    )
     op: Literal[0, 1, 2]
     tolerance_mode: Literal["bitwise", "tolerance", "noise-floor"]
     unit: Literal["windows", "rows"]

@@ -30,22 +30,29 @@ class RepeatOp(Frozen):
 
     op: Literal[0, 1, 2]
     tolerance_mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        description="the OP's tolerance mode, whose limits every repeat is judged with")
+        description="the OP's tolerance mode, whose limits every repeat is judged with"
+    )
     gated: bool = Field(description="a repeat that fails its checks (pairs) refuses the shape: true in every mode")
     blocks: Count = Field(description="blocks compared between the runs")
-    blocks_differing: Count = Field(description="blocks whose outputs differ (any bit) between some repeat and "
-                                                "the first run")
+    blocks_differing: Count = Field(
+        description="blocks whose outputs differ (any bit) between some repeat and the first run"
+    )
     first_differing_block: str | None = Field(description="the first of them in corpus order (None: none)")
     unit: Literal["windows", "rows"]
     units: Count = Field(description="windows (OP 0) or voiceprint rows (OP 1/2) of the first run")
     units_differing: Count = Field(description="those that differ (any bit, or missing) in some repeat")
-    noise: Floor = Field(description="the golden floor's figures, over every repeat against the first run "
-                                     "(worst of the repeats; flips summed)")
+    noise: Floor = Field(
+        description="the golden floor's figures, over every repeat against the first run "
+        "(worst of the repeats; flips summed)"
+    )
     release_floor: Floor | None = Field(description="the golden's own floor for this OP (the exact lane twice)")
-    as_reproducible_as_release: bool = Field(description="noise within the release's floor: bitwise where the "
-                                                         "release is, else every figure within the floor's")
-    pairs: list[OpVerdictModel] = Field(description="each repeat judged against the first run (shape 'k4.r2'), "
-                                                    "in the OP's mode")
+    as_reproducible_as_release: bool = Field(
+        description="noise within the release's floor: bitwise where the "
+        "release is, else every figure within the floor's"
+    )
+    pairs: list[OpVerdictModel] = Field(
+        description="each repeat judged against the first run (shape 'k4.r2'), in the OP's mode"
+    )
 
 
 class RepeatEvidence(Frozen):
@@ -55,5 +62,6 @@ class RepeatEvidence(Frozen):
     lanes: list[str] = Field(description="the lanes compared: the plain lane first, then its repeats")
     ops: dict[OpKey, RepeatOp]
     reproducible: bool = Field(description="every OP bitwise across every repeat")
-    warnings: list[str] = Field(description="OPs within their mode's limits but less reproducible than the "
-                                            "release: flagged, not refused")
+    warnings: list[str] = Field(
+        description="OPs within their mode's limits but less reproducible than the release: flagged, not refused"
+    )

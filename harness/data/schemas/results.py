@@ -49,8 +49,10 @@ class RequestEvidence(Frozen):
     full_blocks: Count = Field(description="blocks inside them")
     partial: Count = Field(description="smaller requests (a corpus's last pack; padded ones too): not evidence for k")
     partial_blocks: Count = Field(description="real blocks inside them")
-    needed_blocks: Count | None = Field(description="blocks in full k-block requests a pass needs (the sample-size "
-                                                    "gate's, whole requests, at least one)")
+    needed_blocks: Count | None = Field(
+        description="blocks in full k-block requests a pass needs (the sample-size "
+        "gate's, whole requests, at least one)"
+    )
 
 
 class ShapeScore(OptionalKeys, Frozen):
@@ -59,24 +61,36 @@ class ShapeScore(OptionalKeys, Frozen):
     reasons: list[str]
     ops: dict[OpKey, OpVerdictModel]
     requests: RequestEvidence = Field(description="the full k-block requests behind this verdict")
-    vs_exact: dict[str, Any] | None = Field(None, description="this shape against the run's own exact lane "
-                                                              "(absent from the file when not measured)")
-    repeats: RepeatEvidence | None = Field(None, description="the shape's own noise over --repeats N runs "
-                                                             "(harness.data.schemas.repeats; absent: run once)")
+    vs_exact: dict[str, Any] | None = Field(
+        None, description="this shape against the run's own exact lane (absent from the file when not measured)"
+    )
+    repeats: RepeatEvidence | None = Field(
+        None, description="the shape's own noise over --repeats N runs (harness.data.schemas.repeats; absent: run once)"
+    )
     arrangements: ShapeArrangements | None = Field(
-        None, description="the shape in other arrangements (--arrangements N; harness.data.schemas.arrangements; "
-        "absent: its plain arrangement only)")
-    cause: RefusalCause | None = Field(None, description="a refused shape's one cause and the evidence that decided "
-                                                         "it (harness.data.schemas.refusals; absent: it passed)")
+        None,
+        description="the shape in other arrangements (--arrangements N; harness.data.schemas.arrangements; "
+        "absent: its plain arrangement only)",
+    )
+    cause: RefusalCause | None = Field(
+        None,
+        description="a refused shape's one cause and the evidence that decided "
+        "it (harness.data.schemas.refusals; absent: it passed)",
+    )
     warnings: list[EvidenceWarning] = Field(
-        default_factory=list, description="evidence beyond the release's own floor but within the mode's limits: "
-        "reported, not refused (absent: none)")
+        default_factory=list,
+        description="evidence beyond the release's own floor but within the mode's limits: "
+        "reported, not refused (absent: none)",
+    )
     more_evidence: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="the results of kinds of evidence registered beside the harness's own "
-        "(harness.evidence.kind), by kind name (absent: none registered)")
+        default_factory=dict,
+        description="the results of kinds of evidence registered beside the harness's own "
+        "(harness.evidence.kind), by kind name (absent: none registered)",
+    )
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"vs_exact", "repeats", "arrangements", "cause", "warnings",
-                                                         "more_evidence"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {"vs_exact", "repeats", "arrangements", "cause", "warnings", "more_evidence"}
+    )
 
     @model_validator(mode="after")
     def _op0(self) -> ShapeScore:
@@ -140,14 +154,22 @@ class Score(OptionalKeys, Frozen):
     throughput: dict[str, Any]
     exact_timing_source: str
     verdict: Verdict
-    load: LoadEvidence | None = Field(None, description="the nightly's concurrency sweep on a Triton backend "
-                                                        "([load]; absent when not swept)")
-    evidence: ScoreEvidence | None = Field(None, description="arrangements, repeats and seed of the run "
-                                                             "(absent: 1 and 1, today's evidence)")
-    host: HostShare | None = Field(None, description="the lanes' wall: network calls vs the harness's own work "
-                                                     "(absent: a run before it was recorded, or merged shards)")
-    backend: BackendFacts | None = Field(None, description="what ran the requests: in-process, or a Triton server "
-                                                           "with its URL and transport (absent: a score before it)")
+    load: LoadEvidence | None = Field(
+        None, description="the nightly's concurrency sweep on a Triton backend ([load]; absent when not swept)"
+    )
+    evidence: ScoreEvidence | None = Field(
+        None, description="arrangements, repeats and seed of the run (absent: 1 and 1, today's evidence)"
+    )
+    host: HostShare | None = Field(
+        None,
+        description="the lanes' wall: network calls vs the harness's own work "
+        "(absent: a run before it was recorded, or merged shards)",
+    )
+    backend: BackendFacts | None = Field(
+        None,
+        description="what ran the requests: in-process, or a Triton server "
+        "with its URL and transport (absent: a score before it)",
+    )
     digest: Sha256 = Field(description="sha256 of this file's canonical JSON without this key")
 
     optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host", "backend"})

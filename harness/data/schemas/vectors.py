@@ -33,8 +33,9 @@ class VectorBlock(Strict):
     SPAN: list[Number] = Field(description="float32 values, each written as its exact decimal")
     OFFSETS: list[Count]
     VALID: list[Count]
-    WEIGHTS: list[list[Number]] | None = Field(description="OP 1/2: one row of F weights per voiceprint row; "
-                                                           "null for OP 0")
+    WEIGHTS: list[list[Number]] | None = Field(
+        description="OP 1/2: one row of F weights per voiceprint row; null for OP 0"
+    )
     IDX: list[Count] | None = Field(description="OP 1/2: the block's window of each row; null for OP 0")
     speakers: list[Count] | None = Field(description="OP 1/2: each row's speaker; null when unknown")
 
@@ -118,18 +119,24 @@ class VectorIndex(Strict):
     geometry: VectorGeometry
     function: str = Field(description="the per-window function of `unpack.data`, in words")
     vectors: list[VectorEntry]
-    sessions: SessionsEntry = Field(description="the session vectors: the verb each message of a session is "
-                                                "answered with")
+    sessions: SessionsEntry = Field(
+        description="the session vectors: the verb each message of a session is answered with"
+    )
 
 
 class SessionStep(Strict):
-    metadata: dict[str, str] = Field(description="the message's schema metadata as sent: verb, version, the geometry "
-                                                 "and the verb's own keys (values are strings, as on the wire)")
-    vector: Name | None = Field(description="pack: the packing vector whose request's blocks are the message's rows; "
-                                            "unpack: the one whose packed layout and unpack output it carries; "
-                                            "null: a message without columns")
+    metadata: dict[str, str] = Field(
+        description="the message's schema metadata as sent: verb, version, the geometry "
+        "and the verb's own keys (values are strings, as on the wire)"
+    )
+    vector: Name | None = Field(
+        description="pack: the packing vector whose request's blocks are the message's rows; "
+        "unpack: the one whose packed layout and unpack output it carries; "
+        "null: a message without columns"
+    )
     answer: Literal["hello", "packed", "unpacked", "error"] = Field(
-        description="the verb of the one correct answer (packed / unpacked: the named vector's packed / unpacked)")
+        description="the verb of the one correct answer (packed / unpacked: the named vector's packed / unpacked)"
+    )
 
 
 class SessionCase(Strict):

@@ -62,7 +62,7 @@ class CheckModel(Frozen):
     unit: str
     offending: Count | None
     total: Count | None
-    where: str | None = Field(description="where to look: \"worst block 'b7' window 3\", \"first block ...\"")
+    where: str | None = Field(description='where to look: "worst block \'b7\' window 3", "first block ..."')
     note: str
     hint: str
     limit: str = Field(description="the limits key `allowed` came from; empty: a fixed 0")
@@ -74,19 +74,30 @@ class CheckModel(Frozen):
         return self
 
     @classmethod
-    def gate(cls, op: int, metric: str, observed: Any, relation: str, allowed: Any,
-             details: CheckDetails = NO_DETAILS) -> CheckModel:
+    def gate(
+        cls, op: int, metric: str, observed: Any, relation: str, allowed: Any, details: CheckDetails = NO_DETAILS
+    ) -> CheckModel:
         """A gated check (``allowed`` given) or a reported one (``allowed`` None), told with ``details``; numpy
         scalars become Python numbers and non-finite observations None (files hold no such numbers)."""
         seen = plain_number(observed)
         d = details
         counts = {"offending": plain_number(d.offending), "total": plain_number(d.total)}
-        common: dict[str, Any] = {"op": op, "metric": metric, "observed": seen, "unit": d.unit, "where": d.where,
-                                  "note": d.note, "hint": d.hint, "limit": d.limit, **counts}
+        common: dict[str, Any] = {
+            "op": op,
+            "metric": metric,
+            "observed": seen,
+            "unit": d.unit,
+            "where": d.where,
+            "note": d.note,
+            "hint": d.hint,
+            "limit": d.limit,
+            **counts,
+        }
         if allowed is None:
             return cls(**common, relation=NOT_GATED, allowed=None, ok=None)
-        return cls(**common, **{"relation": relation, "allowed": plain_number(allowed),
-                                "ok": holds(seen, relation, allowed)})
+        return cls(
+            **common, **{"relation": relation, "allowed": plain_number(allowed), "ok": holds(seen, relation, allowed)}
+        )
 
     @property
     def failed(self) -> bool:
@@ -113,8 +124,11 @@ class CheckModel(Frozen):
         if self.observed is None and self.offending and self.total:
             # a figure over non-finite values (figure_check): says so, never a number that looks in range
             head = f"OP {self.op} {self.metric}: {non_finite_text(self.offending, self.total, self.unit)}"
-            text = (f"{head} (reported, not gated)" if self.relation == NOT_GATED
-                    else f"{head}, {self.relation} {fmt(self.allowed)} allowed{self.passing_text()}")
+            text = (
+                f"{head} (reported, not gated)"
+                if self.relation == NOT_GATED
+                else f"{head}, {self.relation} {fmt(self.allowed)} allowed{self.passing_text()}"
+            )
         else:
             head = f"OP {self.op} {self.metric}: {fmt(self.observed)}"
             if self.relation == NOT_GATED:
@@ -150,13 +164,29 @@ class OpVerdictModel(Frozen):
     distribution: list[Number | None] = Field(description="a sample of per-unit max |diff| for the plot")
 
     @classmethod
-    def of(cls, op: int, shape: int | str, checks: list[CheckModel], metrics: dict[str, Any],
-           limits: dict[str, Any], failing: list[dict[str, Any]] | None = None,
-           distribution: list[float | None] | None = None) -> OpVerdictModel:
+    def of(
+        cls,
+        op: int,
+        shape: int | str,
+        checks: list[CheckModel],
+        metrics: dict[str, Any],
+        limits: dict[str, Any],
+        failing: list[dict[str, Any]] | None = None,
+        distribution: list[float | None] | None = None,
+    ) -> OpVerdictModel:
         """A verdict from a judge's checks: passed and reasons derived; the free-form parts (metrics,
         limits, failing, distribution) made JSON-plain (numpy scalars as Python numbers, as the file
         holds them)."""
-        return cls.model_validate({"op": op, "shape": shape, "passed": not any(c.failed for c in checks),
-                                   "reasons": [c.line() for c in checks if c.failed], "checks": list(checks),
-                                   "metrics": plain(metrics), "limits": plain(limits), "failing": plain(failing or []),
-                                   "distribution": plain(distribution or [])})
+        return cls.model_validate(
+            {
+                "op": op,
+                "shape": shape,
+                "passed": not any(c.failed for c in checks),
+                "reasons": [c.line() for c in checks if c.failed],
+                "checks": list(checks),
+                "metrics": plain(metrics),
+                "limits": plain(limits),
+                "failing": plain(failing or []),
+                "distribution": plain(distribution or []),
+            }
+        )

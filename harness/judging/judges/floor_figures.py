@@ -33,15 +33,17 @@ def take(figures: Sequence[FloorFigure], metrics: Mapping[str, Any]) -> dict[str
     return {"bitwise": metrics["bitwise"], **{f.key: metrics[f.metric] for f in figures}}
 
 
-def merge(figures: Sequence[FloorFigure], floors: Sequence[Mapping[str, Any]],
-          counts: Callable[[list[int]], int]) -> dict[str, Any]:
+def merge(
+    figures: Sequence[FloorFigure], floors: Sequence[Mapping[str, Any]], counts: Callable[[list[int]], int]
+) -> dict[str, Any]:
     """The worst of several floors of one OP: bitwise only if all are, the larger or the smaller figure, the
     counts combined by ``counts`` (``sum`` over disjoint blocks, ``max`` over the same blocks)."""
     out: dict[str, Any] = {"bitwise": all(f["bitwise"] for f in floors)}
     for fig in figures:
         values = [f[fig.key] for f in floors]
-        out[fig.key] = max(values) if fig.worse == "larger" else min(values) if fig.worse == "smaller" else counts(
-            values)
+        out[fig.key] = (
+            max(values) if fig.worse == "larger" else min(values) if fig.worse == "smaller" else counts(values)
+        )
     return out
 
 

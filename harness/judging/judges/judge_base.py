@@ -32,14 +32,20 @@ from harness.judging.judges.floor_figures import FloorFigure
 # the very objects the score holds, with gate() and op_verdict().
 
 
-def gate(op: int, metric: str, observed: Any, relation: str, allowed: Any,
-         details: CheckDetails = NO_DETAILS) -> Check:
+def gate(op: int, metric: str, observed: Any, relation: str, allowed: Any, details: CheckDetails = NO_DETAILS) -> Check:
     """``Check.gate``: a gated check (``allowed`` given) or a reported one (``allowed`` None)."""
     return Check.gate(op, metric, observed, relation, allowed, details)
 
 
-def op_verdict(op: int, shape: int | str, checks: list[Check], metrics: dict[str, Any], limits: dict[str, Any],
-               failing: list[dict[str, Any]], distribution: list[float | None]) -> OpVerdict:
+def op_verdict(
+    op: int,
+    shape: int | str,
+    checks: list[Check],
+    metrics: dict[str, Any],
+    limits: dict[str, Any],
+    failing: list[dict[str, Any]],
+    distribution: list[float | None],
+) -> OpVerdict:
     """``OpVerdict.of``: every check of one OP at one shape; passed and reasons follow from the checks."""
     return OpVerdict.of(op, shape, checks, metrics, limits, failing, distribution)
 
@@ -51,8 +57,16 @@ RELATIONS = ("<=", ">=", "==")
 FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
 
 
-def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed: Any, details: CheckDetails,
-                 non_finite: int, first_non_finite: str | None = None) -> Check:
+def figure_check(
+    op: int,
+    metric: str,
+    finite_value: Any,
+    relation: str,
+    allowed: Any,
+    details: CheckDetails,
+    non_finite: int,
+    first_non_finite: str | None = None,
+) -> Check:
     """A figure (max_abs, min_cosine, ...) of values some of which may be non-finite: ``details`` as for a
     finite figure (``total`` and ``unit``: the units it is over, windows or rows).
 
@@ -69,8 +83,19 @@ def figure_check(op: int, metric: str, finite_value: Any, relation: str, allowed
         finite += f", {offending:,} over the limit"
     if where:
         finite += f", {where}"
-    return gate(op, metric, None, relation, allowed, replace(
-        details, offending=non_finite, where=first_non_finite, note="; ".join(n for n in (finite, details.note) if n)))
+    return gate(
+        op,
+        metric,
+        None,
+        relation,
+        allowed,
+        replace(
+            details,
+            offending=non_finite,
+            where=first_non_finite,
+            note="; ".join(n for n in (finite, details.note) if n),
+        ),
+    )
 
 
 def shown_figure(metrics: dict[str, Any], name: str) -> Any:
@@ -107,9 +132,14 @@ class Judge(Protocol):
     def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str) -> Evidence: ...
 
 
-def limits_for_mode(tolerance_mode: str, floor: dict[str, Any] | None, *, bitwise: Callable[[], dict[str, Any]],
-                    noise_floor: Callable[[dict[str, Any]], dict[str, Any]],
-                    tolerance: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def limits_for_mode(
+    tolerance_mode: str,
+    floor: dict[str, Any] | None,
+    *,
+    bitwise: Callable[[], dict[str, Any]],
+    noise_floor: Callable[[dict[str, Any]], dict[str, Any]],
+    tolerance: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
     """The one dispatch over tolerance modes: a judge supplies the three limit sets.
 
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
@@ -146,6 +176,25 @@ def cosine_text(value: float | None, identical: bool) -> str:
     return f"{value:.6g}"  # gap >= 1e-6: six significant digits show it (0.999999 at most)
 
 
-__all__ = ["NOT_GATED", "RELATIONS", "TOLERANCE_MODES", "Check", "CheckDetails", "Evidence", "FlipNotes", "Judge",
-           "OpVerdict", "cosine_text", "figure_check", "fmt", "gate", "holds", "limits_for_mode", "non_finite_text",
-           "op_verdict", "percent", "plain_number", "shown_figure"]
+__all__ = [
+    "NOT_GATED",
+    "RELATIONS",
+    "TOLERANCE_MODES",
+    "Check",
+    "CheckDetails",
+    "Evidence",
+    "FlipNotes",
+    "Judge",
+    "OpVerdict",
+    "cosine_text",
+    "figure_check",
+    "fmt",
+    "gate",
+    "holds",
+    "limits_for_mode",
+    "non_finite_text",
+    "op_verdict",
+    "percent",
+    "plain_number",
+    "shown_figure",
+]

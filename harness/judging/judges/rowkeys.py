@@ -69,8 +69,12 @@ def match(golden: VoiceprintOutputs, run: VoiceprintOutputs) -> RowMatch:
 
 
 def _same_keys(a: VoiceprintOutputs, b: VoiceprintOutputs) -> bool:
-    return (a.rows == b.rows and np.array_equal(a.window, b.window) and np.array_equal(a.speaker, b.speaker)
-            and bool((a.block_ids == b.block_ids).all()))
+    return (
+        a.rows == b.rows
+        and np.array_equal(a.window, b.window)
+        and np.array_equal(a.speaker, b.speaker)
+        and bool((a.block_ids == b.block_ids).all())
+    )
 
 
 def _codes(block_ids: np.ndarray) -> np.ndarray:
@@ -105,5 +109,9 @@ def _match_slow(golden: VoiceprintOutputs, run: VoiceprintOutputs) -> RowMatch:
     in_golden = set(kg)
     gi = np.array([i for i, k in enumerate(kg) if k in pos_r], dtype=np.int64)
     ri = np.array([pos_r[kg[i]] for i in gi], dtype=np.int64)
-    return RowMatch(gi, ri, np.array([i for i, k in enumerate(kg) if k not in pos_r], dtype=np.int64),
-                    np.array([i for i, k in enumerate(kr) if k not in in_golden], dtype=np.int64))
+    return RowMatch(
+        gi,
+        ri,
+        np.array([i for i, k in enumerate(kg) if k not in pos_r], dtype=np.int64),
+        np.array([i for i, k in enumerate(kr) if k not in in_golden], dtype=np.int64),
+    )

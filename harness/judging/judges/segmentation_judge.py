@@ -45,36 +45,50 @@ from harness.judging.judges.sample import Sample
 if TYPE_CHECKING:
     from harness.judging.judges.judge_base import Check, OpVerdict
 
-HINT_CHANGE = ("localise the first diverging layer (score/nightly --localise); if the change is intended, record a "
-               "new golden (golden record --regen)")
+HINT_CHANGE = (
+    "localise the first diverging layer (score/nightly --localise); if the change is intended, record a "
+    "new golden (golden record --regen)"
+)
 MAX_FAILING = 20
-
-
 
 
 class SegmentationJudge:
     kind = "segmentation"
     tolerance = SegmentationTolerance
     # its noise floor: how far apart two runs' log-probabilities are, and how many frames change class
-    floor_figures: tuple[FloorFigure, ...] = (MAX_ABS, MAX_ULP, FloorFigure("argmax_flips", "flips", "count", flips_words))
+    floor_figures: tuple[FloorFigure, ...] = (
+        MAX_ABS,
+        MAX_ULP,
+        FloorFigure("argmax_flips", "flips", "count", flips_words),
+    )
 
     def applies_to(self, op: Op) -> bool:
         return op is Op.SEGMENTATION
 
-    def limits(self, tol: SegmentationTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
-               ) -> dict[str, Any]:
-        shared = {"max_confident_flips": tol.max_confident_flips, "near_tie_margin": tol.near_tie_margin,
-                  "max_flip_rate": tol.max_flip_rate if sample_bound else None}
+    def limits(
+        self, tol: SegmentationTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
+    ) -> dict[str, Any]:
+        shared = {
+            "max_confident_flips": tol.max_confident_flips,
+            "near_tie_margin": tol.near_tie_margin,
+            "max_flip_rate": tol.max_flip_rate if sample_bound else None,
+        }
         return limits_for_mode(
-            tol.mode, floor,
+            tol.mode,
+            floor,
             bitwise=lambda: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, **shared, "max_confident_flips": 0},
-            noise_floor=lambda f: {"bitwise": False, "max_abs": float(f["max_abs"]) * tol.noise_floor_factor,
-                                   "max_ulp": tol.max_ulp, **shared},
+            noise_floor=lambda f: {
+                "bitwise": False,
+                "max_abs": float(f["max_abs"]) * tol.noise_floor_factor,
+                "max_ulp": tol.max_ulp,
+                **shared,
+            },
             tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp, **shared},
         )
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any],
-                 voiceprint_inputs: str) -> SegmentationEvidence:
+    def evidence(
+        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str
+    ) -> SegmentationEvidence:
         return SegmentationEvidence(geometry, limits)
 
 
@@ -103,13 +117,14 @@ class SegmentationEvidence:
         self.sample = Sample()
 
     # -- accumulating -----------------------------------------------------------------------
-    def add(self, golden: SegmentationOutputs, run: SegmentationOutputs, notes: FlipNotes | None = None
-            ) -> FlipNotes:
+    def add(self, golden: SegmentationOutputs, run: SegmentationOutputs, notes: FlipNotes | None = None) -> FlipNotes:
         """Add one batch (same blocks, same order); returns the windows whose decisions flipped,
         ``{(block, window): (near_tie, confident)}``, for the voiceprint judge of chained mode."""
         if list(golden.block_ids) != list(run.block_ids):
-            raise ScoringError("OP 0 batch: the run's blocks are not the golden's "
-                               f"(golden {golden.block_ids[:2]}..., run {run.block_ids[:2]}...)")
+            raise ScoringError(
+                "OP 0 batch: the run's blocks are not the golden's "
+                f"(golden {golden.block_ids[:2]}..., run {run.block_ids[:2]}...)"
+            )
         a, b = golden.logprobs, run.logprobs
         if a.shape != b.shape:
             raise ScoringError(f"OP 0 shapes differ: golden {list(a.shape)}, run {list(b.shape)}")
@@ -163,11 +178,21 @@ class SegmentationEvidence:
         slack = np.nan_to_num(2.0 * diff.max_abs * (1 + 1e-5) + 1e-30, nan=np.inf)  # per window
         slack[diff.non_finite > 0] = np.inf
         candidates = np.flatnonzero((margin_g.reshape(rows, frames) <= slack[:, None]) & audio)
-        return self._flips(a.reshape(-1, classes), b.reshape(-1, classes), candidates, argmax_g, margin_g, ids,
-                           n_windows, frames)
+        return self._flips(
+            a.reshape(-1, classes), b.reshape(-1, classes), candidates, argmax_g, margin_g, ids, n_windows, frames
+        )
 
-    def _flips(self, golden: np.ndarray, run: np.ndarray, candidates: np.ndarray, argmax_g: np.ndarray,
-               margin_g: np.ndarray, ids: list[str], n_windows: int, frames: int) -> FlipNotes:
+    def _flips(
+        self,
+        golden: np.ndarray,
+        run: np.ndarray,
+        candidates: np.ndarray,
+        argmax_g: np.ndarray,
+        margin_g: np.ndarray,
+        ids: list[str],
+        n_windows: int,
+        frames: int,
+    ) -> FlipNotes:
         if candidates.size == 0:
             return {}
         r, g = run[candidates], golden[candidates]
@@ -194,8 +219,9 @@ class SegmentationEvidence:
         window_of = flipped // frames
         if (~near).any() and self.confident_at is None:
             f = int(flipped[~near][0])
-            self.confident_at = (f"block {ids[f // frames // n_windows]!r} window {f // frames % n_windows} "
-                                 f"frame {f % frames}")
+            self.confident_at = (
+                f"block {ids[f // frames // n_windows]!r} window {f // frames % n_windows} frame {f % frames}"
+            )
         notes: FlipNotes = {}
         for w, is_near in zip(window_of.tolist(), near.tolist(), strict=True):
             key = (ids[w // n_windows], w % n_windows)
@@ -238,45 +264,146 @@ class SegmentationEvidence:
 
     def verdict(self, shape: int | str) -> OpVerdict:
         t, lim = self.totals(), self.limits
-        checks = [gate(0, "non_finite", t["non_finite"], "==", 0, CheckDetails(
-            unit="elements", offending=t["non_finite"], total=t["elements"], where=_at("first", self.non_finite_at),
-            hint="a NaN/Inf appeared where the golden has none: a packing or model bug"))]
+        checks = [
+            gate(
+                0,
+                "non_finite",
+                t["non_finite"],
+                "==",
+                0,
+                CheckDetails(
+                    unit="elements",
+                    offending=t["non_finite"],
+                    total=t["elements"],
+                    where=_at("first", self.non_finite_at),
+                    hint="a NaN/Inf appeared where the golden has none: a packing or model bug",
+                ),
+            )
+        ]
         if lim["bitwise"]:
-            checks.append(gate(0, "differing_elements", t["differing_elements"], "==", 0, CheckDetails(
-                unit="elements", offending=t["differing_elements"], total=t["elements"],
-                where=_at("most ULP at", self.max_ulp_at),
-                note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
-                hint="the shape changes output bits: judge it with --tolerance tolerance, or "
-                     "localise the first diverging layer")))
+            checks.append(
+                gate(
+                    0,
+                    "differing_elements",
+                    t["differing_elements"],
+                    "==",
+                    0,
+                    CheckDetails(
+                        unit="elements",
+                        offending=t["differing_elements"],
+                        total=t["elements"],
+                        where=_at("most ULP at", self.max_ulp_at),
+                        note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
+                        hint="the shape changes output bits: judge it with --tolerance tolerance, or "
+                        "localise the first diverging layer",
+                    ),
+                )
+            )
         else:
             figure = CheckDetails(total=t["windows"], unit="windows", hint=HINT_CHANGE)
             non_finite, first = self.non_finite_windows, _at("first non-finite at", self.non_finite_at)
-            checks.append(figure_check(0, "max_abs", t["max_abs_finite"], "<=", lim["max_abs"], replace(
-                figure, limit="max_abs", offending=self.windows_over_abs, where=_at("worst", self.max_abs_at),
-                note=(f"{self.elements_over_abs:,} of {t['elements']:,} elements over the "
-                      "limit" if self.elements_over_abs else "")), non_finite, first))
-            checks.append(figure_check(0, "max_ulp", t["max_ulp_finite"], "<=", lim.get("max_ulp"), replace(
-                figure, limit="max_ulp", offending=self.windows_over_ulp or None,
-                where=_at("worst", self.max_ulp_at)), non_finite, first))
-            checks.append(figure_check(0, "mean_abs", t["mean_abs_finite"], "<=", None, replace(figure, hint=""),
-                                       non_finite, first))
-        checks.append(gate(0, "confident_flips", t["argmax_flips_confident"], "<=", lim["max_confident_flips"],
-                           CheckDetails(limit="max_confident_flips", unit="audio frames",
-                                        offending=t["argmax_flips_confident"], total=t["audio_frames"],
-                                        where=_at("first", self.confident_at),
-                                        note="class changed although the golden's top-two margin >= "
-                                             f"{lim['near_tie_margin']} nats", hint=HINT_CHANGE)))
-        checks.append(gate(0, "near_tie_flips", t["argmax_flips_near_tie"], "<=", None, CheckDetails(
-            unit="audio frames", total=t["audio_frames"], note="counted in the flip rate")))
-        checks.append(gate(0, "mask_flips", t["mask_flips_near_tie"] + t["mask_flips_confident"], "<=", None,
-                           CheckDetails(note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
-                                             f"{t['mask_flips_confident']} confident")))
+            checks.append(
+                figure_check(
+                    0,
+                    "max_abs",
+                    t["max_abs_finite"],
+                    "<=",
+                    lim["max_abs"],
+                    replace(
+                        figure,
+                        limit="max_abs",
+                        offending=self.windows_over_abs,
+                        where=_at("worst", self.max_abs_at),
+                        note=(
+                            f"{self.elements_over_abs:,} of {t['elements']:,} elements over the limit"
+                            if self.elements_over_abs
+                            else ""
+                        ),
+                    ),
+                    non_finite,
+                    first,
+                )
+            )
+            checks.append(
+                figure_check(
+                    0,
+                    "max_ulp",
+                    t["max_ulp_finite"],
+                    "<=",
+                    lim.get("max_ulp"),
+                    replace(
+                        figure,
+                        limit="max_ulp",
+                        offending=self.windows_over_ulp or None,
+                        where=_at("worst", self.max_ulp_at),
+                    ),
+                    non_finite,
+                    first,
+                )
+            )
+            checks.append(
+                figure_check(
+                    0, "mean_abs", t["mean_abs_finite"], "<=", None, replace(figure, hint=""), non_finite, first
+                )
+            )
+        checks.append(
+            gate(
+                0,
+                "confident_flips",
+                t["argmax_flips_confident"],
+                "<=",
+                lim["max_confident_flips"],
+                CheckDetails(
+                    limit="max_confident_flips",
+                    unit="audio frames",
+                    offending=t["argmax_flips_confident"],
+                    total=t["audio_frames"],
+                    where=_at("first", self.confident_at),
+                    note=f"class changed although the golden's top-two margin >= {lim['near_tie_margin']} nats",
+                    hint=HINT_CHANGE,
+                ),
+            )
+        )
+        checks.append(
+            gate(
+                0,
+                "near_tie_flips",
+                t["argmax_flips_near_tie"],
+                "<=",
+                None,
+                CheckDetails(unit="audio frames", total=t["audio_frames"], note="counted in the flip rate"),
+            )
+        )
+        checks.append(
+            gate(
+                0,
+                "mask_flips",
+                t["mask_flips_near_tie"] + t["mask_flips_confident"],
+                "<=",
+                None,
+                CheckDetails(
+                    note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
+                    f"{t['mask_flips_confident']} confident"
+                ),
+            )
+        )
         if lim.get("max_flip_rate") is not None:
-            checks.append(rate_check(0, "flip_rate_upper95", t["flips"], t["audio_frames"], lim["max_flip_rate"],
-                                     "audio frames", "max_flip_rate"))
+            checks.append(
+                rate_check(
+                    0,
+                    "flip_rate_upper95",
+                    t["flips"],
+                    t["audio_frames"],
+                    lim["max_flip_rate"],
+                    "audio frames",
+                    "max_flip_rate",
+                )
+            )
         failing = [{"block": b, "metric": "max_abs", "value": v} for v, b in sorted(self.worst_blocks, reverse=True)]
-        failing += [{"block": b, "metric": "flips", "value": n} for b, n in
-                    sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]]
+        failing += [
+            {"block": b, "metric": "flips", "value": n}
+            for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
+        ]
         return op_verdict(0, shape, checks, t, lim, failing, self.sample.values())
 
 
@@ -289,10 +416,19 @@ def rate_check(op: int, metric: str, failures: int, n: int, allowed: float, unit
     bound = upper_bound(failures, n)
     if failures == 0:
         needed = needed_at_zero(allowed)
-        note = (f"3/n with no failure: the corpus bounds the rate only this far (needs >= {needed:,} {unit})"
-                if needed else "")
+        note = (
+            f"3/n with no failure: the corpus bounds the rate only this far (needs >= {needed:,} {unit})"
+            if needed
+            else ""
+        )
         hint = "use a larger corpus (corpus synth --blocks N, or more audio)" if bound > allowed else ""
     else:
         note, hint = f"exact binomial bound of {failures:,} in {n:,} {unit}", ""
-    return gate(op, metric, bound, "<=", allowed, CheckDetails(limit=limit, unit=unit, offending=failures, total=n,
-                                                               note=note, hint=hint))
+    return gate(
+        op,
+        metric,
+        bound,
+        "<=",
+        allowed,
+        CheckDetails(limit=limit, unit=unit, offending=failures, total=n, note=note, hint=hint),
+    )

@@ -50,42 +50,65 @@ if TYPE_CHECKING:
     from harness.judging.judges.judge_base import OpVerdict
 
 
-
-
-
 class VoiceprintJudge:
     kind = "voiceprint"
     tolerance = VoiceprintTolerance
     # its noise floor: how far apart two runs' embeddings are, element by element and row by row
-    floor_figures: tuple[FloorFigure, ...] = (MAX_ABS, MAX_ULP, FloorFigure("min_cosine", "min_cosine_finite", "smaller", cosine_words),
-                     FloorFigure("max_rel_l2", "max_rel_l2_finite", "larger", unsaid))
+    floor_figures: tuple[FloorFigure, ...] = (
+        MAX_ABS,
+        MAX_ULP,
+        FloorFigure("min_cosine", "min_cosine_finite", "smaller", cosine_words),
+        FloorFigure("max_rel_l2", "max_rel_l2_finite", "larger", unsaid),
+    )
 
     def applies_to(self, op: Op) -> bool:
         return op.is_voiceprint
 
-    def limits(self, tol: VoiceprintTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
-               ) -> dict[str, Any]:
-        shared = {"max_failed_row_rate": tol.max_failed_row_rate if sample_bound else None,
-                  "max_mask_changed_row_rate": tol.max_mask_changed_row_rate}
+    def limits(
+        self, tol: VoiceprintTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
+    ) -> dict[str, Any]:
+        shared = {
+            "max_failed_row_rate": tol.max_failed_row_rate if sample_bound else None,
+            "max_mask_changed_row_rate": tol.max_mask_changed_row_rate,
+        }
 
         def from_floor(f: dict[str, Any]) -> dict[str, Any]:
             k = tol.noise_floor_factor
             min_cos = f.get("min_cosine")
-            return {"bitwise": False, "max_abs": float(f["max_abs"]) * k, "max_ulp": tol.max_ulp,
-                    "min_cosine": 1.0 - (1.0 - (1.0 if min_cos is None else float(min_cos))) * k,
-                    "max_rel_l2": float(f.get("max_rel_l2") or 0.0) * k, **shared}
+            return {
+                "bitwise": False,
+                "max_abs": float(f["max_abs"]) * k,
+                "max_ulp": tol.max_ulp,
+                "min_cosine": 1.0 - (1.0 - (1.0 if min_cos is None else float(min_cos))) * k,
+                "max_rel_l2": float(f.get("max_rel_l2") or 0.0) * k,
+                **shared,
+            }
 
         return limits_for_mode(
-            tol.mode, floor,
-            bitwise=lambda: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "min_cosine": 1.0, "max_rel_l2": 0.0,
-                             **shared},
+            tol.mode,
+            floor,
+            bitwise=lambda: {
+                "bitwise": True,
+                "max_abs": 0.0,
+                "max_ulp": 0,
+                "min_cosine": 1.0,
+                "max_rel_l2": 0.0,
+                **shared,
+            },
             noise_floor=from_floor,
-            tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp,
-                               "min_cosine": tol.min_cosine, "max_rel_l2": tol.max_rel_l2, **shared},
+            tolerance=lambda: {
+                "bitwise": False,
+                "max_abs": tol.max_abs,
+                "max_ulp": tol.max_ulp,
+                "min_cosine": tol.min_cosine,
+                "max_rel_l2": tol.max_rel_l2,
+                **shared,
+            },
         )
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any],
-                 voiceprint_inputs: str) -> VoiceprintEvidence:
+    def evidence(
+        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str
+    ) -> VoiceprintEvidence:
         return VoiceprintEvidence(op, geometry, limits, voiceprint_inputs)
 
 
@@ -121,8 +144,12 @@ class VoiceprintEvidence:
         self.non_finite_at: str | None = None  # the first row of each kind, for the failure line
         self.differing_at: str | None = None
         self.failed_rows = 0
-        self.worst = {"min_cosine": _Worst(False), "max_abs": _Worst(True), "max_rel_l2": _Worst(True),
-                      "max_ulp": _Worst(True)}
+        self.worst = {
+            "min_cosine": _Worst(False),
+            "max_abs": _Worst(True),
+            "max_rel_l2": _Worst(True),
+            "max_ulp": _Worst(True),
+        }
         # rows outside the metric comparison, by cause
         self.missing = {"unexplained": 0, "confident": 0, "near_tie": 0}
         self.extra = {"unexplained": 0, "confident": 0, "near_tie": 0}
@@ -131,8 +158,9 @@ class VoiceprintEvidence:
         self.worst_rows: list[tuple[float, str, int, int]] = []
         self.sample = Sample()
 
-    def add(self, golden: VoiceprintOutputs | None, run: VoiceprintOutputs | None, notes: FlipNotes | None = None
-            ) -> None:
+    def add(
+        self, golden: VoiceprintOutputs | None, run: VoiceprintOutputs | None, notes: FlipNotes | None = None
+    ) -> None:
         """One batch of rows (the rows of the same blocks on both sides); ``notes`` are OP 0's
         flipped windows of this lane and batch (chained mode attributes changed rows to them)."""
         golden = golden if golden is not None else _empty(self.op, self.g)
@@ -141,8 +169,9 @@ class VoiceprintEvidence:
         for side, v in (("golden", golden), ("run", run)):
             dup = rowkeys.first_duplicate(v)
             if dup is not None:
-                raise ScoringError(f"OP {int(self.op)} {side} has row (block {dup[0]!r}, window {dup[1]}, speaker "
-                                   f"{dup[2]}) twice")
+                raise ScoringError(
+                    f"OP {int(self.op)} {side} has row (block {dup[0]!r}, window {dup[1]}, speaker {dup[2]}) twice"
+                )
         found = rowkeys.match(golden, run)
         gi, ri = found.golden, found.run
         self.golden_rows += golden.rows
@@ -151,8 +180,9 @@ class VoiceprintEvidence:
         identity = found.identity  # the same rows in the same order: views, not gathered copies
         same_w = np.ones(gi.size, dtype=bool)
         if gi.size:
-            same_w = ((golden.weights == run.weights) if identity else (golden.weights[gi] == run.weights[ri])
-                      ).all(axis=1)
+            same_w = ((golden.weights == run.weights) if identity else (golden.weights[gi] == run.weights[ri])).all(
+                axis=1
+            )
         for i in np.flatnonzero(~same_w):
             self._outside("changed", rowkeys.key(golden, int(gi[i])), notes)
         for i in found.golden_only:
@@ -190,13 +220,18 @@ class VoiceprintEvidence:
             failed |= diff.differs
         # name -> (per-row values, rows worse than the limit)
         metrics: dict[str, tuple[np.ndarray, Callable[[np.ndarray, float], np.ndarray]]] = {
-            "min_cosine": (cosine, lambda v, x: v < x), "max_abs": (diff.max_abs, lambda v, x: v > x),
+            "min_cosine": (cosine, lambda v, x: v < x),
+            "max_abs": (diff.max_abs, lambda v, x: v > x),
             "max_rel_l2": (rel, lambda v, x: v > x),
-            "max_ulp": (diff.max_ulp.astype(np.float64), lambda v, x: v > x)}
+            "max_ulp": (diff.max_ulp.astype(np.float64), lambda v, x: v > x),
+        }
         for name, (values, worse) in metrics.items():
             limit = lim.get(name)
-            over = np.zeros(values.shape, dtype=bool) if limit is None or lim["bitwise"] else (worse(values, limit)
-                                                                                              & finite)
+            over = (
+                np.zeros(values.shape, dtype=bool)
+                if limit is None or lim["bitwise"]
+                else (worse(values, limit) & finite)
+            )
             self.worst[name].add(np.where(finite, values, np.nan), over, label)
             failed |= over
         self.failed_rows += int(failed.sum())
@@ -231,11 +266,17 @@ class VoiceprintEvidence:
     def totals(self) -> dict[str, Any]:
         w = self.worst
         nf = self.non_finite_rows > 0  # figures over non-finite rows are None (never a perfect-looking number)
-        finite = {"max_abs": w["max_abs"].value or 0.0, "max_ulp": int(w["max_ulp"].value or 0),
-                  "min_cosine": 1.0 if w["min_cosine"].value is None else w["min_cosine"].value,
-                  "max_rel_l2": w["max_rel_l2"].value or 0.0}
-        outside = {f"{kind}_{cause}": getattr(self, kind)[cause] for kind in ("missing", "extra", "changed")
-                   for cause in ("unexplained", "confident", "near_tie")}
+        finite = {
+            "max_abs": w["max_abs"].value or 0.0,
+            "max_ulp": int(w["max_ulp"].value or 0),
+            "min_cosine": 1.0 if w["min_cosine"].value is None else w["min_cosine"].value,
+            "max_rel_l2": w["max_rel_l2"].value or 0.0,
+        }
+        outside = {
+            f"{kind}_{cause}": getattr(self, kind)[cause]
+            for kind in ("missing", "extra", "changed")
+            for cause in ("unexplained", "confident", "near_tie")
+        }
         return {
             "rows": self.matched,
             "golden_rows": self.golden_rows,
@@ -256,57 +297,163 @@ class VoiceprintEvidence:
 
     def verdict(self, shape: int | str) -> OpVerdict:
         op, t, lim = int(self.op), self.totals(), self.limits
-        checks = [gate(op, "non_finite_rows", t["non_finite"], "==", 0, CheckDetails(
-            unit="rows", offending=t["non_finite"], total=t["judged_rows"], where=_at("first", self.non_finite_at),
-            hint="a NaN/Inf appeared where the golden has none: a packing or model bug"))]
+        checks = [
+            gate(
+                op,
+                "non_finite_rows",
+                t["non_finite"],
+                "==",
+                0,
+                CheckDetails(
+                    unit="rows",
+                    offending=t["non_finite"],
+                    total=t["judged_rows"],
+                    where=_at("first", self.non_finite_at),
+                    hint="a NaN/Inf appeared where the golden has none: a packing or model bug",
+                ),
+            )
+        ]
         if lim["bitwise"]:
-            checks.append(gate(op, "differing_rows", t["differing_rows"], "==", 0, CheckDetails(
-                unit="rows", offending=t["differing_rows"], total=t["judged_rows"],
-                where=_at("most ULP at", self.differing_at),
-                note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
-                     f"{cosine_text(t['min_cosine'], t['differing_rows'] == 0)}",
-                hint="the shape changes output bits: judge it with --tolerance tolerance")))
+            checks.append(
+                gate(
+                    op,
+                    "differing_rows",
+                    t["differing_rows"],
+                    "==",
+                    0,
+                    CheckDetails(
+                        unit="rows",
+                        offending=t["differing_rows"],
+                        total=t["judged_rows"],
+                        where=_at("most ULP at", self.differing_at),
+                        note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
+                        f"{cosine_text(t['min_cosine'], t['differing_rows'] == 0)}",
+                        hint="the shape changes output bits: judge it with --tolerance tolerance",
+                    ),
+                )
+            )
         else:
             for name, rel in (("min_cosine", ">="), ("max_abs", "<="), ("max_rel_l2", "<="), ("max_ulp", "<=")):
                 worst = self.worst[name]
-                checks.append(figure_check(op, name, t[f"{name}_finite"], rel, lim.get(name), CheckDetails(
-                    limit=name, total=t["judged_rows"], unit="rows", offending=worst.over or None,
-                    where=_at("worst", worst.where), hint=HINT_CHANGE), t["non_finite"],
-                    _at("first non-finite at", self.non_finite_at)))
+                checks.append(
+                    figure_check(
+                        op,
+                        name,
+                        t[f"{name}_finite"],
+                        rel,
+                        lim.get(name),
+                        CheckDetails(
+                            limit=name,
+                            total=t["judged_rows"],
+                            unit="rows",
+                            offending=worst.over or None,
+                            where=_at("worst", worst.where),
+                            hint=HINT_CHANGE,
+                        ),
+                        t["non_finite"],
+                        _at("first non-finite at", self.non_finite_at),
+                    )
+                )
         unexplained = {"missing": "golden only", "extra": "run only", "changed": "called with other WEIGHTS"}
         isolated_note = " (isolated mode: every lane must be called with the golden's WEIGHTS/IDX)"
         for kind, what in unexplained.items():
             n = getattr(self, kind)["unexplained"]
-            checks.append(gate(op, f"{kind}_rows" if kind != "changed" else "inputs_differ", n, "==", 0,
-                               CheckDetails(unit="rows", offending=n, total=t["golden_rows"],
-                                            where=_at("first", self.first.get(f"{kind}.unexplained")),
-                                            note=f"rows {what}" + ("" if self.chained else isolated_note)
-                                            if n else "")))
+            checks.append(
+                gate(
+                    op,
+                    f"{kind}_rows" if kind != "changed" else "inputs_differ",
+                    n,
+                    "==",
+                    0,
+                    CheckDetails(
+                        unit="rows",
+                        offending=n,
+                        total=t["golden_rows"],
+                        where=_at("first", self.first.get(f"{kind}.unexplained")),
+                        note=f"rows {what}" + ("" if self.chained else isolated_note) if n else "",
+                    ),
+                )
+            )
         if self.chained:
             confident = sum(getattr(self, k)["confident"] for k in ("missing", "extra", "changed"))
-            first = next((self.first[f"{k}.confident"] for k in ("changed", "missing", "extra")
-                          if f"{k}.confident" in self.first), None)
-            checks.append(gate(op, "mask_changed_by_confident_flip", confident, "==", 0, CheckDetails(
-                unit="rows", offending=confident, total=t["golden_rows"], where=_at("first", first),
-                note="rows gained, lost or re-weighted by a confident OP 0 flip", hint=HINT_CHANGE)))
+            first = next(
+                (
+                    self.first[f"{k}.confident"]
+                    for k in ("changed", "missing", "extra")
+                    if f"{k}.confident" in self.first
+                ),
+                None,
+            )
+            checks.append(
+                gate(
+                    op,
+                    "mask_changed_by_confident_flip",
+                    confident,
+                    "==",
+                    0,
+                    CheckDetails(
+                        unit="rows",
+                        offending=confident,
+                        total=t["golden_rows"],
+                        where=_at("first", first),
+                        note="rows gained, lost or re-weighted by a confident OP 0 flip",
+                        hint=HINT_CHANGE,
+                    ),
+                )
+            )
             changed_near = self.changed["near_tie"]
-            checks.append(rate_check(op, "mask_changed_near_tie_rate_upper95", changed_near,
-                                     max(1, t["rows"]), lim["max_mask_changed_row_rate"], "rows",
-                                     "max_mask_changed_row_rate"))
+            checks.append(
+                rate_check(
+                    op,
+                    "mask_changed_near_tie_rate_upper95",
+                    changed_near,
+                    max(1, t["rows"]),
+                    lim["max_mask_changed_row_rate"],
+                    "rows",
+                    "max_mask_changed_row_rate",
+                )
+            )
             gained_lost = self.missing["near_tie"] + self.extra["near_tie"]
-            checks.append(gate(op, "rows_gained_or_lost_near_tie", gained_lost, "<=", None, CheckDetails(
-                unit="rows", note=f"{self.missing['near_tie']} lost, {self.extra['near_tie']} gained through "
-                                  "near-tie OP 0 flips (reported, not failed)")))
+            checks.append(
+                gate(
+                    op,
+                    "rows_gained_or_lost_near_tie",
+                    gained_lost,
+                    "<=",
+                    None,
+                    CheckDetails(
+                        unit="rows",
+                        note=f"{self.missing['near_tie']} lost, {self.extra['near_tie']} gained through "
+                        "near-tie OP 0 flips (reported, not failed)",
+                    ),
+                )
+            )
         if lim.get("max_failed_row_rate") is not None:
             n = t["judged_rows"] + sum(self.missing.values()) + sum(self.extra.values())
             if self.chained:
                 n -= self.missing["near_tie"] + self.extra["near_tie"]
-            failures = (t["failed_rows"] + self.missing["unexplained"] + self.extra["unexplained"]
-                        + self.missing["confident"] + self.extra["confident"])
-            checks.append(rate_check(op, "failed_row_rate_upper95", failures, n, lim["max_failed_row_rate"], "rows",
-                                     "max_failed_row_rate"))
-        failing = [{"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
-                   for v, b, w, s in sorted(self.worst_rows, reverse=True)]
+            failures = (
+                t["failed_rows"]
+                + self.missing["unexplained"]
+                + self.extra["unexplained"]
+                + self.missing["confident"]
+                + self.extra["confident"]
+            )
+            checks.append(
+                rate_check(
+                    op,
+                    "failed_row_rate_upper95",
+                    failures,
+                    n,
+                    lim["max_failed_row_rate"],
+                    "rows",
+                    "max_failed_row_rate",
+                )
+            )
+        failing = [
+            {"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
+            for v, b, w, s in sorted(self.worst_rows, reverse=True)
+        ]
         return op_verdict(op, shape, checks, t, lim, failing, self.sample.values())
 
 
@@ -315,6 +462,12 @@ def _label(key: tuple[str, int, int]) -> str:
 
 
 def _empty(op: Op, g: Geometry) -> VoiceprintOutputs:
-    return VoiceprintOutputs(op, np.zeros(0, dtype=object), np.zeros(0, np.int32), np.zeros(0, np.int32),
-                             np.zeros(0, np.int32), np.zeros((0, g.frames_per_window), np.float32),
-                             np.zeros((0, g.embedding_dim), np.float32))
+    return VoiceprintOutputs(
+        op,
+        np.zeros(0, dtype=object),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.int32),
+        np.zeros((0, g.frames_per_window), np.float32),
+        np.zeros((0, g.embedding_dim), np.float32),
+    )

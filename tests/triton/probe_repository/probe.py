@@ -50,8 +50,12 @@ class TritonPythonModel:
 
 
 def _describe(array: np.ndarray) -> dict:
-    info = {"shape": list(array.shape), "dtype": str(array.dtype), "nbytes": int(array.nbytes),
-            "sum": float(np.sum(array, dtype=np.float64))}
+    info = {
+        "shape": list(array.shape),
+        "dtype": str(array.dtype),
+        "nbytes": int(array.nbytes),
+        "sum": float(np.sum(array, dtype=np.float64)),
+    }
     if array.size <= 16:
         info["values"] = array.reshape(-1).tolist()
     return info

@@ -66,8 +66,7 @@ class TritonPythonModel:
                 tensors[name] = tensor.as_numpy()
         wanted = set(request.requested_output_names())
         outputs = self.model.infer(tensors)
-        out = [pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in outputs.items()
-               if name in wanted]
+        out = [pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in outputs.items() if name in wanted]
         if INFO_OUTPUT in wanted:
             out.append(pb_utils.Tensor(INFO_OUTPUT, self.info_json))
         return pb_utils.InferenceResponse(output_tensors=out)
@@ -81,17 +80,20 @@ class TritonPythonModel:
         from harness.numerics import in_force
         from lanes.model_api import describe
 
-        return json.dumps({
-            "fingerprint": self.model.fingerprint,
-            "geometry": geometry_of(self.model).to_dict(),
-            "model": describe(self.model),
-            "spec": self.spec,
-            "device": self.device,
-            "device_kind": _device_kind(self.device),
-            "numerics_requested": self.numerics.to_dict(),
-            "numerics_in_force": in_force(self.device, self.model),
-            "environment": _environment(self.device),
-        }, sort_keys=True)
+        return json.dumps(
+            {
+                "fingerprint": self.model.fingerprint,
+                "geometry": geometry_of(self.model).to_dict(),
+                "model": describe(self.model),
+                "spec": self.spec,
+                "device": self.device,
+                "device_kind": _device_kind(self.device),
+                "numerics_requested": self.numerics.to_dict(),
+                "numerics_in_force": in_force(self.device, self.model),
+                "environment": _environment(self.device),
+            },
+            sort_keys=True,
+        )
 
     def finalize(self) -> None:
         del self.model  # the networks' memory goes with the instance, before Triton unloads the stub

@@ -31,10 +31,19 @@ class TritonPythonModel:
                 self.numerics.apply()
                 wanted = set(request.requested_output_names())
                 outputs = self.model.infer(tensors)
-                responses.append(pb_utils.InferenceResponse(output_tensors=[
-                    pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in outputs.items()
-                    if name in wanted]))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        output_tensors=[
+                            pb_utils.Tensor(name, np.ascontiguousarray(value))
+                            for name, value in outputs.items()
+                            if name in wanted
+                        ]
+                    )
+                )
             except Exception as exc:
-                responses.append(pb_utils.InferenceResponse(
-                    output_tensors=[], error=pb_utils.TritonError(f"{type(exc).__name__}: {exc}")))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        output_tensors=[], error=pb_utils.TritonError(f"{type(exc).__name__}: {exc}")
+                    )
+                )
         return responses
