@@ -15,7 +15,7 @@ its own peak RSS):
     run      harness.pipeline.run.run_shapes          (exact lane + every packed shape, run written)
     score    harness.pipeline.score.score_run + write_score
     promote  harness.pipeline.promote.promote_file
-    report   harness.pipeline.commands.report (what `harness report` runs)
+    report   harness.pipeline.gate_commands.report (what `harness report` runs)
 
 and prints per step: wall time, the null network's time (request validation and look-ups, from
 the call log), the harness's time (the rest) in ms per block, per block and lane, and per window
@@ -117,7 +117,7 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         backend.model.infer = timed_infer
     result: dict = {"step": step}
     if step == "record":
-        from harness.data.corpus_schema import CorpusReader
+        from harness.data.corpus_reader import CorpusReader
         from harness.pipeline.record import record_golden
 
         base, cpu = _memory()["VmRSS"], _cpu()
@@ -160,11 +160,11 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         calls = []
         result.update(promoted=sorted(t["shape"] for t in transitions if t["to"] == "promoted"))
     elif step == "report":
-        from harness.pipeline import commands
+        from harness.pipeline.gate_commands import report
 
         base, cpu = _memory()["VmRSS"], _cpu()
         start = time.perf_counter()
-        commands.report(score_path, work / "report", ledger, manifest, work / "junit.xml", None)  # `harness report`
+        report(score_path, work / "report", ledger, manifest, work / "junit.xml", None)  # `harness report`
         wall = time.perf_counter() - start
         calls = []
     else:
@@ -188,7 +188,8 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
 def prepare_corpora(workdir: Path, model: str, sizes: list[int]) -> dict[int, Path]:
     """Corpus files of each size: the synthetic corpus built once for the largest, cut for the others."""
     from harness.corpus.synth import synth_corpus
-    from harness.data.corpus_schema import CorpusReader, write_corpus
+    from harness.data.corpus_reader import CorpusReader
+    from harness.data.corpus_schema import write_corpus
     from lanes.model_api import load_model
 
     geometry = load_model(model).geometry

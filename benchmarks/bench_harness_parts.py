@@ -26,12 +26,13 @@ if str(REPO) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from golden.lane_reader import LaneReader  # noqa: E402
 from golden.runs import load_run  # noqa: E402
 from golden.store import CORPUS, load_golden  # noqa: E402
-from golden.tables import LaneReader, LaneWriter  # noqa: E402
+from golden.tables import LaneWriter  # noqa: E402
 from harness.data import metrics  # noqa: E402
 from harness.data.blocks import check_request  # noqa: E402
-from harness.data.corpus_schema import CorpusReader  # noqa: E402
+from harness.data.corpus_reader import CorpusReader  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
 from harness.data.ops import ALL_OPS, Op  # noqa: E402
 from harness.data.outputs import OutputCollector  # noqa: E402
@@ -154,8 +155,8 @@ def main() -> None:
 
         return wrapper
 
-    import harness.judging.judges.segmentation_judge as seg_judge
-    import harness.judging.judges.voiceprint_judge as vp_judge
+    import harness.judging.judges.segmentation_evidence as seg_judge
+    import harness.judging.judges.voiceprint_evidence as vp_judge
 
     saved = (seg_judge.row_diff, vp_judge.row_diff, vp_judge.cosine_and_rel_l2)
     seg_judge.row_diff, vp_judge.row_diff = timed(kernels["row_diff"]), timed(kernels["row_diff"])

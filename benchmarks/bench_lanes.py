@@ -19,7 +19,8 @@ from harness.progress import progress_bar
 from harness.throughput.timing import summarize_calls
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import LaneHooks, RunPlan, run_lanes
+from lanes.run_plan import RunPlan
+from lanes.runner import LaneHooks, run_lanes
 
 
 def main() -> None:

@@ -28,7 +28,8 @@ from harness.data.numeric_settings import NumericSettings  # noqa: E402
 from harness.data.ops import Op  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
-from lanes.runner import RunPlan, run_lanes  # noqa: E402
+from lanes.run_plan import RunPlan  # noqa: E402
+from lanes.runner import run_lanes  # noqa: E402
 from lanes.triton.server import ServerOptions, TritonServer  # noqa: E402
 from lanes.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
 

@@ -75,7 +75,7 @@ def trace_figures(trace: Path) -> dict[str, float]:
 
 def run_once(model, blocks, shape: int, device: str, numerics, workdir: Path, label: str) -> tuple[dict, dict]:
     from lanes.backend import InProcessBackend
-    from lanes.runner import RunPlan
+    from lanes.run_plan import RunPlan
     from tests.runner_digest import outputs_digest, run_collect
 
     backend = InProcessBackend(model, numerics, device)

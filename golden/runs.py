@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from golden.calls import CallLog, iter_calls
+from golden.lane_reader import LaneReader
 from golden.manifest import MANIFEST, check_files, read_manifest
-from golden.tables import BackgroundWriter, LaneReader, LaneWriter
+from golden.tables import BackgroundWriter, LaneWriter
 from harness.data.environment import device_kind, shard_conflict
 from harness.data.errors import GoldenError
 from harness.data.fsio import atomic_directory, safe_name

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from golden.adoption import refuse_mid_adoption
 from golden.calls import iter_calls
+from golden.lane_reader import LaneReader
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
-from golden.tables import LaneReader, LaneWriter
-from harness.data.corpus_schema import CorpusReader
+from golden.tables import LaneWriter
+from harness.data.corpus_reader import CorpusReader
 from harness.data.environment import device_kind
 from harness.data.errors import GoldenError
 from harness.data.fsio import safe_name

@@ -33,10 +33,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,22 +43,20 @@ from harness.data.blocks import Block
 from harness.data.errors import LaneError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
-from harness.data.ops import ALL_OPS, Op
+from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, OutputCollector
 from harness.data.overlap import prefetch
-from harness.data.schemas.config_file import VOICEPRINT_INPUTS
-from harness.data.shape import EXACT, Shape, ShapeError, lane_name
+from harness.data.shape import EXACT, lane_name
 from harness.data.workers import SettlingPool
 from harness.packers.packing import HARNESS_PACKER, Packer
 from lanes.backend import Backend, Call
 from lanes.device_queue import Ordered, ordered
 from lanes.lanes import CallLog, ExactLane, FastLane, Take
-from lanes.variants import Arranger, Entry, FastVariant, arrangement, check_variants, consecutive, sent_as
+from lanes.run_plan import RunPlan
+from lanes.variants import Arranger, Entry, FastVariant, arrangement, consecutive, sent_as
 from lanes.warm_up import warm_up
 
-__all__ = ["Arranger", "FastVariant", "GoldenInputs", "LaneHooks", "RunPlan", "check_request_sizes", "run_lanes"]
-
-_MAX_GROUP = 256
+__all__ = ["Arranger", "FastVariant", "GoldenInputs", "LaneHooks", "check_request_sizes", "run_lanes"]
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]
@@ -78,60 +75,6 @@ class LaneHooks:
     progress: Progress | None = None
     log: CallLog | None = None
     on_first_queued: Callable[[], object] | None = None
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    shapes: tuple[int, ...] = ()
-    release_shapes: Mapping[Op, tuple[int, ...]] = field(default_factory=lambda: {op: (1,) for op in ALL_OPS})
-    voiceprint_inputs: str = "isolated"  # one of VOICEPRINT_INPUTS; the run manifest's "mode" (file key)
-    pad_to_fixed: bool = False
-    include_exact: bool = True
-    exact_repeats: int = 1
-    ops: tuple[Op, ...] = ALL_OPS
-    mask_policy: MaskPolicy = MaskPolicy()
-    warmup: bool = True  # one untimed call per lane, shape and OP first (lazy init, cuDNN autotuning)
-    warmup_packed: bool = True  # the packed shapes' too (False: the exact lane's only: lanes.warm_up)
-    variants: tuple[FastVariant, ...] = ()  # more lanes at a plain shape (lanes.variants): after the plain shapes
-    pipeline: bool = True  # the next request prepared while the device runs this one (lanes.device_queue)
-
-    def __post_init__(self) -> None:
-        if self.voiceprint_inputs not in VOICEPRINT_INPUTS:
-            raise LaneError(
-                f"unknown voiceprint inputs {self.voiceprint_inputs!r}: expected one of {VOICEPRINT_INPUTS}"
-            )
-        try:
-            for k in self.shapes:
-                Shape(k, "packed shape")  # the range is Shape's (harness.data.shape); the plan keeps the ints
-        except ShapeError as exc:
-            raise LaneError(f"{exc} (the plan's shapes: {list(self.shapes)})") from None
-        if not self.include_exact and not self.shapes:
-            raise LaneError("nothing to run: no exact lane and no packed shapes")
-        if self.exact_repeats < 1:
-            raise LaneError("exact_repeats must be >= 1")
-        if Op.SEGMENTATION not in self.ops:
-            raise LaneError("OP 0 must run: the voiceprint requests are derived from it")
-        check_variants(self.variants, self.shapes)
-
-    def group_size(self) -> int:
-        if not self.shapes:
-            return 16
-        size = math.lcm(*self.shapes)
-        return size if size <= _MAX_GROUP else max(self.shapes)
-
-    def lanes(self) -> list[str]:
-        names = [lane_name(EXACT, r) for r in range(self.exact_repeats if self.include_exact else 0)]
-        return names + [lane_name(k) for k in self.shapes] + [name for v in self.variants for name in v.lanes]
-
-    def calls(self, blocks: int) -> int:
-        """Network calls this plan makes over ``blocks`` blocks (for progress bars)."""
-        total, g = 0, self.group_size()
-        for start in range(0, blocks, g):
-            n = min(g, blocks - start)
-            per_op = (n * self.exact_repeats if self.include_exact else 0) + sum(math.ceil(n / k) for k in self.shapes)
-            per_op += sum(math.ceil(n * len(v.lanes) / v.k) for v in self.variants)  # a packed arrangement's
-            total += per_op * len(self.ops)
-        return total
 
 
 def run_lanes(

@@ -48,7 +48,7 @@ from lanes.lanes import CallRecord, ExactLane, FastLane, Take
 from lanes.memory import check_fits, in_process_device, measure_peak
 
 if TYPE_CHECKING:
-    from lanes.runner import RunPlan
+    from lanes.run_plan import RunPlan
 
 Phase = Callable[[str | None], None]
 

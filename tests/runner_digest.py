@@ -59,7 +59,7 @@ def calls_digest(calls) -> str:
 
 def plans():
     """The plans whose digests are pinned: shapes, both voiceprint modes, padding, exact repeats."""
-    from lanes.runner import RunPlan
+    from lanes.run_plan import RunPlan
 
     return {
         "isolated-2-4": RunPlan(shapes=(2, 4)),

@@ -52,7 +52,7 @@ def test_help_explains_the_options(capsys, monkeypatch):
         (["promote", "--score", "/nonexistent.json"], "score file not found"),
         (["corpus", "synth", "x.parquet", "--model", "nonsense"], "model spec 'nonsense'"),
         (["golden", "record", "--config", "/nonexistent.toml"], "configuration file not found"),
-        (["nightly", "--golden", "/x", "--set", "nightly.shard=5/4", "--model", "small"], "--shard '5/4'"),
+        (["nightly", "--golden", "/x", "--set", "nightly.shard=5/4", "--model", "small"], "shard '5/4'"),
         (["run", "--golden", "/x", "--shapes", "2,x", "--model", "small"], "--shapes '2,x'"),
         (["run", "--golden", "/x", "--shapes", "2,,4", "--model", "small"], "an empty entry is not a shape"),
         (["corpus", "synth", "x.parquet", "--blocks", "abc"], "harness corpus synth: Invalid value for '--blocks'"),

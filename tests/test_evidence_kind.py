@@ -192,6 +192,7 @@ def test_a_kind_registered_here_refuses_is_reported_and_is_re_derived(golden, tm
     assert "evidence-toy_windows_moved" in (out / "report" / "report.html").read_text()
 
     # promotion re-derives it: the score as written is accepted (its refusal recorded), an edited figure is not
+    monkeypatch.chdir(tmp_path)  # promote's ledger and manifest, where the harness puts them by default
     code, _, err = harness_cli(capsys, monkeypatch, "promote", "--score", str(out / "score.json"))
     assert code in (0, 1), err
 

@@ -420,7 +420,7 @@ def test_figures_of_another_score_are_never_written_as_a_commit_s_part(scores, t
 def test_the_nightly_checks_the_history_before_any_work(scores, tmp_path, world):  # noqa: F811
     """A nightly's margins read the history after its commit and may decide its exit status: a part of another
     ledger is refused before any work (check_outputs), a genuine history passes (negative control)."""
-    from harness.pipeline.nightly import check_outputs
+    from harness.pipeline.nightly_job import check_outputs
 
     ledger, other = two_ledgers(scores, tmp_path)
     golden = world["golden"].path

@@ -25,7 +25,8 @@ from harness.data.shape import EXACT
 from harness.pipeline import nightly as nightly_module
 from harness.pipeline import score as score_module
 from harness.pipeline.live_score import LiveScore
-from harness.pipeline.nightly import NightlyJob, nightly
+from harness.pipeline.nightly import nightly
+from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for, scoring_fields
 from harness.pipeline.score import score_run, write_score
@@ -299,7 +300,8 @@ def test_the_golden_rows_of_each_next_batch_are_read_while_the_lanes_run(tmp_pat
     """A golden of 2-block row groups scored in batches of 2: the live scorer reads only the first batch's rows
     when it scores it; every later batch was read ahead, after the batch before (so the last batch's reading is
     not on the path after the device's last call). The score is still the post-hoc one's bytes."""
-    from golden.tables import LaneReader, LaneWriter
+    from golden.lane_reader import LaneReader
+    from golden.tables import LaneWriter
     from harness.pipeline import record as record_module
 
     class TwoBlockGroups(LaneWriter):

@@ -184,7 +184,7 @@ def test_sweep_refused_before_any_work_off_triton_or_sharded(scored: Score):
 
     with pytest.raises(HarnessError, match="the load sweep runs on a Triton backend"):
         check_sweep(cfg, InProcess())
-    with pytest.raises(HarnessError, match="with --shard"):
+    with pytest.raises(HarnessError, match=r"with a shard \(nightly.shard\)"):
         check_sweep(cfg, None, shard="1/2")
     check_sweep(ReleaseConfig(), InProcess())  # no [load] concurrency: nothing to refuse
     with pytest.raises(ConfigError, match="a concurrency is listed twice"):

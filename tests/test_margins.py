@@ -27,7 +27,8 @@ from harness.ledger.history_store import Figures, margin_of, read_history
 from harness.ledger.margins import margins_view, trend
 from harness.ledger.promotion import sealed_ledger
 from harness.ledger.store import commit
-from harness.pipeline.nightly import NightlyJob, nightly, with_warnings
+from harness.pipeline.nightly import nightly, with_warnings
+from harness.pipeline.nightly_job import NightlyJob
 from harness.release_config import ModelSpec, ReleaseConfig, load_config, parse_set
 from reports.junit import write_junit
 from reports.plots import MarginLine, margins_svg

@@ -213,7 +213,7 @@ def test_verify_with_other_weights_is_refused_before_any_block_runs_naming_both_
     assert code == 2, err
     line = one_error_line(err)
     assert "golden of another model" in line and recorded_golden.fingerprint in line and other in line
-    assert "--model/--seed" in line
+    assert "--set model.seed=N" in line
 
 
 WHERE = {"run": ("--runs", "{tmp}/runs"), "nightly": ("--out", "{tmp}/n")}

@@ -20,7 +20,8 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import EvidenceSection, NightlySection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.ledger.store import read_consistent
-from harness.pipeline.nightly import NightlyJob, merge, nightly
+from harness.pipeline.nightly import merge, nightly
+from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
 from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
@@ -317,7 +318,7 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
 
     from harness.data.errors import HarnessError
     from harness.pipeline import commands
-    from harness.pipeline.nightly import NightlyJob
+    from harness.pipeline.nightly_job import NightlyJob
     from harness.release_config import load_config, parse_set
 
     cfg = load_config(

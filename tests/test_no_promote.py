@@ -24,7 +24,8 @@ from harness.data.schemas.records import JudgedUnder, Override
 from harness.data.tolerances import Tolerances
 from harness.ledger.promotion import overrides_of
 from harness.ledger.store import read_consistent
-from harness.pipeline.nightly import NOT_PROMOTED, NightlyJob, nightly, refuse_previous_output
+from harness.pipeline.nightly import NOT_PROMOTED, nightly
+from harness.pipeline.nightly_job import NightlyJob, refuse_previous_output
 from harness.release_config import ModelSpec, ReleaseConfig
 from tests.cli_run import harness_cli
 

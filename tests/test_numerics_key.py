@@ -18,7 +18,8 @@ from harness.data.environment import DEVICE_NUMERIC_KEYS, PROFILE_KEYS, device_n
 from harness.data.errors import ModelError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import Score
-from harness.ledger.promotion import apply_score, derive_manifest, empty_ledger, may_use
+from harness.ledger.promoted_manifest import derive_manifest, may_use
+from harness.ledger.promotion import apply_score, empty_ledger
 from harness.numerics import declared_execution, in_force
 from lanes.backend import InProcessBackend
 from lanes.model_api import check_model, load_model

@@ -16,7 +16,8 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from lanes.backend import CallResult, InProcessBackend
 from lanes.device_queue import DeviceQueue, Ordered, QueueStopped
-from lanes.runner import FastVariant, RunPlan
+from lanes.run_plan import RunPlan
+from lanes.runner import FastVariant
 from tests.runner_digest import calls_digest, null_setup, outputs_digest, run_collect
 
 OURS = ("device-queue", "lanes-reader", "golden-inputs")

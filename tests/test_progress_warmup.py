@@ -13,7 +13,8 @@ import pytest
 
 from harness.data.errors import HarnessError
 from harness.progress import PlainLines, progress_bar
-from lanes.runner import LaneHooks, RunPlan, run_lanes
+from lanes.run_plan import RunPlan
+from lanes.runner import LaneHooks, run_lanes
 
 
 class Wrapped:
@@ -130,7 +131,8 @@ def test_nightly_says_where_its_output_goes_as_it_starts(
     the demo used to say where its output was only at the end."""
     import shutil
 
-    from harness.pipeline.nightly import NightlyJob, nightly
+    from harness.pipeline.nightly import nightly
+    from harness.pipeline.nightly_job import NightlyJob
 
     monkeypatch.setenv("HARNESS_PROGRESS_SECONDS", "3600")
     golden = tmp_path / "goldens" / recorded_golden.path.name

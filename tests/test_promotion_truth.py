@@ -20,7 +20,8 @@ from harness.data.errors import LedgerError, SchemaError
 from harness.data.jsonio import seal
 from harness.data.schemas import PromotedShapes, Score, validate
 from harness.data.schemas.engine_manifest import PackerShapes
-from harness.ledger.promotion import apply_score, derive_manifest, empty_ledger, may_use
+from harness.ledger.promoted_manifest import derive_manifest, may_use
+from harness.ledger.promotion import apply_score, empty_ledger
 from harness.ledger.store import journal_path, load_ledger, read_consistent
 from tests.test_promotion import RELEASE, STRICT, allowed, one_line_error, state, world  # noqa: F401 (fixture)
 

@@ -34,11 +34,13 @@ from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOut
 from harness.data.schemas.config_file import EvidenceSection, NightlySection
 from harness.judging.reproduction import floor_scorer, merge_noise_floors, noise_floor
 from harness.pipeline import commands
-from harness.pipeline.distributed import RAY_INSTALL, RayOptions, WorkerSpec, check_shared, describe_bug
+from harness.pipeline.distributed import RAY_INSTALL, RayOptions
 from harness.pipeline.golden_merge import merge_goldens
-from harness.pipeline.nightly import NightlyJob, nightly
+from harness.pipeline.nightly import nightly
+from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.ray_jobs import RecordTarget, nightly_ray, record_ray
 from harness.pipeline.record import record_golden
+from harness.pipeline.shard_worker import WorkerSpec, check_shared, describe_bug
 from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 

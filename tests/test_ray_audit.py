@@ -34,8 +34,9 @@ from harness.data.schemas.audit import AuditFile, GoldenModel
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.backends import make_backend
 from harness.pipeline.capture import serve_and_capture
-from harness.pipeline.distributed import RayOptions, WorkerSpec
+from harness.pipeline.distributed import RayOptions
 from harness.pipeline.ray_audit import RayRerun, audit_on_ray, write_exact
+from harness.pipeline.shard_worker import WorkerSpec
 from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model

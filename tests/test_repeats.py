@@ -28,7 +28,8 @@ from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.score import score_run
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
-from lanes.runner import RunPlan, run_lanes
+from lanes.run_plan import RunPlan
+from lanes.runner import run_lanes
 from lanes.variants import FastVariant, consecutive
 from reports.junit import write_junit
 from reports.signoff import write_report

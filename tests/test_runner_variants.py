@@ -11,7 +11,8 @@ import random
 import pytest
 
 from harness.data.errors import LaneError
-from lanes.runner import FastVariant, RunPlan
+from lanes.run_plan import RunPlan
+from lanes.runner import FastVariant
 from lanes.variants import consecutive
 from tests.runner_digest import calls_digest, null_setup, outputs_digest, plans, run_collect
 

@@ -165,7 +165,7 @@ def test_shape_lists_keep_the_flags_spellings_and_order() -> None:
 
 def test_the_plan_refuses_shapes_out_of_range() -> None:
     from harness.data.errors import LaneError
-    from lanes.runner import RunPlan
+    from lanes.run_plan import RunPlan
 
     for bad in (0, MAX_K + 1):
         with pytest.raises(LaneError, match=f"{bad} blocks per call is"):

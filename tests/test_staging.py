@@ -20,7 +20,7 @@ from lanes.backend import InProcessBackend
 from lanes.device_timeline import DeviceTimeline
 from lanes.diar_nn_g.model import DiarNNG
 from lanes.model_api import load_model, staged_entry
-from lanes.runner import RunPlan
+from lanes.run_plan import RunPlan
 from lanes.staging import InferOnly
 from tests.runner_digest import calls_digest, outputs_digest, run_collect
 from tests.test_pipelined_lanes import Serial, our_threads

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from golden.calls import CallLog, iter_calls, read_calls
+from golden.lane_reader import LaneReader
 from golden.store import load_golden
-from golden.tables import LaneReader, LaneWriter, _schema
+from golden.tables import LaneWriter, _schema
 from harness.data.blocks import concat_spans
 from harness.data.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.ops import ALL_OPS, Op

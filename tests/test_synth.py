@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import harness.corpus.synth as synth
 from harness.corpus.synth import iter_synth_blocks, stable_sin, synth_corpus
 from harness.data.blocks import Block
-from harness.data.corpus_schema import read_corpus, write_corpus
+from harness.data.corpus_reader import read_corpus
+from harness.data.corpus_schema import write_corpus
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 

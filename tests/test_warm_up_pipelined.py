@@ -18,7 +18,7 @@ from harness.data.masks import MaskPolicy, voiceprint_rows
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from lanes.backend import InProcessBackend
-from lanes.runner import RunPlan
+from lanes.run_plan import RunPlan
 from tests.runner_digest import null_setup, run_collect
 
 

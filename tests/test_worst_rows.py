@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
-from harness.judging.judges.segmentation_judge import MAX_FAILING
+from harness.judging.judges.shared_checks import MAX_FAILING
 from harness.judging.judges.voiceprint_judge import VoiceprintJudge, VoiceprintTolerance
 
 G = Geometry(window_samples=16_000, frames_per_window=5, frame_step=2700, embedding_dim=4)

@@ -32,7 +32,8 @@ from harness.data.blocks import Block, BlockRows, check_request
 from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
 from harness.data.schemas.audit import MAX_VIOLATIONS
-from harness.laws.laws import LawBroken, rebased_inside
+from harness.laws.law_tools import LawBroken
+from harness.laws.laws import rebased_inside
 from harness.packers.packer_errors import PackerAnswerError
 from harness.packers.packing import PackedRequest
 from harness.packers.validate import check_packed

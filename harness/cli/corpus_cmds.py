@@ -78,7 +78,8 @@ def corpus_capture(
     config: ConfigOpt = None,
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
-    from harness.data.corpus_schema import CorpusReader, write_corpus
+    from harness.data.corpus_reader import CorpusReader
+    from harness.data.corpus_schema import write_corpus
     from harness.data.destinations import check_output_file
 
     geometry = _geometry(config, model)
@@ -94,6 +95,6 @@ def corpus_show(
     config: ConfigOpt = None,
 ) -> None:
     """Validate a corpus (every block) and print its summary."""
-    from harness.data.corpus_schema import CorpusReader
+    from harness.data.corpus_reader import CorpusReader
 
     say(json.dumps(CorpusReader(corpus, _geometry(config, model)).validate()))

@@ -89,7 +89,7 @@ def shapes_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     from harness.data.errors import HarnessError
-    from harness.ledger.promotion import derive_manifest, may_use
+    from harness.ledger.promoted_manifest import derive_manifest, may_use
     from harness.ledger.store import load_manifest, read_consistent
     from harness.pipeline.inspect import describe_shapes, locate_ledger, shapes_document
 

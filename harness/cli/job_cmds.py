@@ -83,7 +83,7 @@ def nightly_cmd(
     --set TABLE.KEY=VALUE (docs/configuration.md).
     """
     from harness.pipeline import commands
-    from harness.pipeline.nightly import NightlyJob
+    from harness.pipeline.nightly_job import NightlyJob
 
     cfg = resolve_config(
         config,
@@ -130,7 +130,8 @@ def merge_cmd(
     Shards must share everything that could change the outputs (golden, shapes, model, device kind,
     library versions, numeric settings, padding, voiceprint inputs, packer): a mismatch is named.
     """
-    from harness.pipeline.nightly import merge, refuse_previous_output
+    from harness.pipeline.nightly import merge
+    from harness.pipeline.nightly_job import refuse_previous_output
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets)
     refuse_previous_output(out, force)
@@ -222,7 +223,7 @@ def demo_cmd(
     interleaved with the exact lane, score, promote), then the report. Prints where the report is.
     """
     from harness.pipeline import commands
-    from harness.pipeline.nightly import NightlyOutcome
+    from harness.pipeline.nightly_job import NightlyOutcome
 
     cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks)
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"

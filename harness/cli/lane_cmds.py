@@ -79,10 +79,10 @@ def score_cmd(
     Exit 1 when a shape fails or the run's exact lane did not reproduce the golden. Localise a
     failure with `harness nightly` (it names the first diverging layer).
     """
-    from harness.pipeline import commands
+    from harness.pipeline import gate_commands
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
-    lines, passed = commands.score(cfg, golden, run, out)
+    lines, passed = gate_commands.score(cfg, golden, run, out)
     for line in lines:
         say(line)
     if not passed:
@@ -113,10 +113,10 @@ def promote_cmd(
     the configuration's, its run and golden the ones on disk, its run not already (or more recently)
     in the ledger. Ledger and manifest are written as one locked, journaled transaction.
     """
-    from harness.pipeline import commands
+    from harness.pipeline import gate_commands
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
-    for line in commands.promote(cfg, score, ledger, manifest, golden, run):
+    for line in gate_commands.promote(cfg, score, ledger, manifest, golden, run):
         say(line)
 
 
@@ -132,9 +132,9 @@ def report_cmd(
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
 ) -> None:
     """Write the release sign-off report (self-contained HTML, Markdown, JSON) from a score."""
-    from harness.pipeline import commands
+    from harness.pipeline import gate_commands
 
-    for line in commands.report(score, out, ledger, manifest, junit, localisation):
+    for line in gate_commands.report(score, out, ledger, manifest, junit, localisation):
         say(line)
 
 
@@ -192,9 +192,9 @@ def laws_cmd(
     produced and what differed); 2 when the packer cannot be run (it does not start, fails the hello handshake, ...).
     With --export-vectors: write the test vectors (docs/packer-protocol.md, "Test vectors") and exit 0.
     """
-    from harness.pipeline import commands
+    from harness.pipeline import gate_commands
 
-    lines, ok = commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors)
+    lines, ok = gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors)
     for line in lines:
         say(line)
     if not ok:

@@ -19,12 +19,13 @@ golden as the plain lane, every way with the limits of the mode the user chose
 Any failed check refuses the shape, with a line naming the arrangement, the block and its slots; a pair
 that differs more than the release's own floor but within the mode's limits gives one warning per (shape,
 OP, kind) (:meth:`ArrangementScorer.warnings`). Promotion re-derives every check (:func:`arrangements_hold`).
-``harness.evidence.arrangement_slots`` says where each block sat and which slot is worst.
+``harness.evidence.arrangement_slots`` says where each block sat and which slot is worst;
+``harness.evidence.arrangements_kind`` joins the arrangements to the paths every kind of evidence takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,16 +41,8 @@ from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.arrangement_slots import BlockFigures, SlotMap, slot_figures, worst_slot
-from harness.evidence.kind import (
-    JudgedPair,
-    KindDefaults,
-    Recheck,
-    ShapeEvidence,
-    ShapeFinish,
-    ShapeSetting,
-    with_evidence,
-)
-from harness.evidence.rule import evidence_limits, evidence_warning, warns
+from harness.evidence.kind import with_evidence
+from harness.evidence.rule import evidence_limits, evidence_warning
 from harness.judging.lane_scoring import LaneScorer, op_key
 
 Floors = Mapping[int, Mapping[str, Any]]
@@ -328,77 +321,3 @@ def arrangements_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors,
     if not ev.passed and not ev.reasons:
         raise LedgerError(f"{where}: the arrangements refuse the shape without a reason")
     return ev.passed
-
-
-class _ArrangementsOfShape:
-    """The arrangements of one shape as a :class:`harness.evidence.kind.ShapeEvidence`."""
-
-    def __init__(self, scorer: ArrangementScorer) -> None:
-        self.scorer = scorer
-
-    def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
-        self.scorer.add(gold, lanes[self.scorer.plan.plain], lanes)
-
-    def apply(self, score: ShapeScore, finish: ShapeFinish) -> ShapeScore:
-        slots = finish.counted["arrangements"]
-        evidence = self.scorer.evidence(finish.plain, slots)
-        return with_arrangements(score, evidence, self.scorer.warnings(evidence, slots))
-
-
-class ArrangementsKind(KindDefaults):
-    """``--arrangements N``: other slots, other neighbours, the same block twice (module doc)."""
-
-    name = "arrangements"
-
-    def lanes(self, fields: Mapping[str, Any], k: int) -> list[str]:
-        plan = arrangement_plans(fields).get(k)
-        return [] if plan is None else plan.lanes
-
-    def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> SlotMap:
-        return slot_map(arrangement_plans(fields), blocks)  # where each block sat in its requests
-
-    def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:
-        plan = arrangement_plans(setting.fields).get(setting.k)
-        if plan is None:
-            return None
-        return _ArrangementsOfShape(
-            ArrangementScorer(
-                plan, setting.ops, setting.geometry, setting.limits, setting.voiceprint_inputs, setting.floors
-            )
-        )
-
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
-        ev = shape.arrangements
-        if ev is None:
-            return
-        for name, lane in ev.lanes.items():
-            for _, v in sorted(lane.ops.items()):
-                yield JudgedPair("arranged", f"k={k} arrangement {lane.arrangement} ({name}) against the golden:", v)
-        for name, lane in ev.lanes.items():
-            for _, v in sorted(lane.same_as_plain.items()):
-                yield JudgedPair(
-                    "slots", f"k={k} arrangement {lane.arrangement} ({name}) against arrangement 0 ({ev.plain}):", v
-                )
-        if ev.duplicates:
-            lanes = [n for n, lane in ev.lanes.items() if lane.kind == "duplicate"]
-            pair = f" ({', '.join(lanes)})" if lanes else ""
-            for _, v in sorted(ev.duplicates.items()):
-                yield JudgedPair(
-                    "duplicates", f"k={k} duplicates{pair}, the second copy against the first in one request:", v
-                )
-
-    def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
-        return arrangements_hold(shape, recheck.tolerances, recheck.floors, recheck.check, recheck.where)
-
-    def warning_keys(self, shape: ShapeScore, floors: Floors | None) -> set[tuple[str, int]]:
-        ev = shape.arrangements
-        if ev is None:
-            return set()
-        same: dict[str, list[OpVerdictModel]] = {}
-        for lane in ev.lanes.values():
-            for key, v in lane.same_as_plain.items():
-                same.setdefault(key, []).append(v)
-        keys = {("slots", int(key)) for key, vs in same.items() if warns(Op(int(key)), vs, floors)}
-        return keys | {
-            ("duplicates", int(key)) for key, v in (ev.duplicates or {}).items() if warns(Op(int(key)), [v], floors)
-        }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from harness.data.errors import HarnessError
 from harness.data.schemas.results import ShapeScore
-from harness.evidence.arrangement_evidence import ArrangementsKind
+from harness.evidence.arrangements_kind import ArrangementsKind
 from harness.evidence.kind import EvidenceKind, Floors
 from harness.evidence.load_evidence import LoadKind
 from harness.evidence.repeat_evidence import RepeatsKind

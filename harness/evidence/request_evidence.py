@@ -36,7 +36,7 @@ Call = TypeVar("Call", bound=Mapping[str, Any])  # one call-log record, passed t
 
 MIN_FULL_REQUESTS = 1  # full k-block requests per OP, at least (the gate's block count comes on top)
 RATE_SUFFIX = (
-    "_upper95"  # the judges' sample-size (rate) checks end so (harness.judging.judges.segmentation_judge.rate_check)
+    "_upper95"  # the judges' sample-size (rate) checks end so (harness.judging.judges.shared_checks.rate_check)
 )
 
 

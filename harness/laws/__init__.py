@@ -21,7 +21,7 @@
 
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS
 from harness.laws.law_runner import check_packer, run_law
-from harness.laws.laws import LawBroken, NotJudged, model_fn, window_fn
+from harness.laws.law_tools import LawBroken, NotJudged, model_fn, window_fn
 from harness.laws.laws_report import BROKEN, HELD, NOT_JUDGED, Counterexample, LawOutcome, LawsReport
 from harness.laws.registry import LAWS, LAWS_BY_NAME, Law
 from harness.laws.strategies import LAW_GEOMETRY, block_lists, blocks

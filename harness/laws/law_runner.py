@@ -28,7 +28,7 @@ from hypothesis.errors import HypothesisException, HypothesisWarning, NoSuchExam
 
 from harness.data.blocks import Block
 from harness.laws.boundary import DEFAULT_MAX_BLOCKS, Example
-from harness.laws.laws import FATAL, LawBroken, NotJudged
+from harness.laws.law_tools import FATAL, LawBroken, NotJudged
 from harness.laws.laws_report import BROKEN, HELD, NOT_JUDGED, Counterexample, LawOutcome, LawsReport
 from harness.laws.registry import LAWS, Law
 from harness.laws.strategies import LAW_GEOMETRY, W

@@ -35,7 +35,8 @@ from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
 from harness.data.schemas.records import as_written
 from harness.ledger.history_store import Figures, check_bound, history_folder, remove_orphan, write_part
-from harness.ledger.promotion import FORMAT, derive_manifest, empty_ledger, manifest_differences, removed_shapes
+from harness.ledger.promoted_manifest import derive_manifest, manifest_differences, removed_shapes
+from harness.ledger.promotion import FORMAT, empty_ledger
 
 T = TypeVar("T")
 LEDGER, MANIFEST = "ledger.json", "promoted-shapes.json"  # their names beside the golden, where nightly writes them

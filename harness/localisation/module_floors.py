@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from harness.data.blocks import Block
-from harness.data.corpus_schema import CorpusReader
+from harness.data.corpus_reader import CorpusReader
 from harness.data.errors import HarnessError, one_line
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
@@ -60,7 +60,7 @@ def skipped(reason: str, seed: int) -> dict[str, Any]:
 
 
 class RecordedVoiceprints(Protocol):
-    """Where recorded voiceprint rows are read from (a golden's outputs: ``golden.tables.LaneReader``)."""
+    """Where recorded voiceprint rows are read from (a golden's outputs: ``golden.lane_reader.LaneReader``)."""
 
     def select_voiceprints(self, block_ids: Sequence[str]) -> Mapping[Op, VoiceprintOutputs]: ...
 

@@ -1,4 +1,6 @@
-"""One function per command: what the CLI calls, returning the lines it prints.
+"""One function per command that builds the model or runs the lanes (``golden record``, ``golden verify``,
+``run``, ``nightly``, ``demo``): what the CLI calls, returning the lines it prints. The commands that only
+judge, promote and render files live in :mod:`harness.pipeline.gate_commands`.
 
 The CLI only parses options and prints; everything a command does (in which order, what it
 checks before long work) is here, so it is testable without a shell and used the same way by
@@ -9,15 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
-from harness.data.destinations import check_output_dir, check_output_file, same_file
-from harness.data.errors import HarnessError, committed, step
+from harness.data.destinations import check_output_dir
+from harness.data.errors import HarnessError, step
 from harness.data.fsio import safe_name
-from harness.data.outputset import output_set, pin
 from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
 from harness.progress import progress_bar
 from harness.release_config import ReleaseConfig
@@ -26,16 +26,15 @@ if TYPE_CHECKING:
     from golden.store import Golden
     from harness.data.blocks import Block
     from harness.data.geometry import Geometry
-    from harness.data.schemas.results import Score
     from harness.pipeline.distributed import RayOptions
-    from harness.pipeline.nightly import NightlyJob, NightlyOutcome
+    from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome
 
 Rows = Iterator[tuple["Block", str, dict[str, Any]]]
 
 
 def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) -> tuple[Rows, int]:
     from harness.corpus.synth import iter_synth_blocks
-    from harness.data.corpus_schema import CorpusReader
+    from harness.data.corpus_reader import CorpusReader
 
     if corpus is not None:
         reader = CorpusReader(corpus, geometry)
@@ -156,8 +155,8 @@ def record_on_ray(
 ) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
     from harness.pipeline.backends import model_geometry
-    from harness.pipeline.distributed import WorkerSpec
     from harness.pipeline.ray_jobs import RecordTarget, record_ray
+    from harness.pipeline.shard_worker import WorkerSpec
 
     choice = BackendChoice(backend) if isinstance(backend, str) else backend
     geometry = model_geometry(cfg)
@@ -226,121 +225,11 @@ def check_golden_before_building(cfg: ReleaseConfig, golden_path: Path) -> None:
     check_before_building(load_golden(golden_path), cfg.model.spec, cfg.backend.url in IN_PROCESS)
 
 
-def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
-    from golden.runs import load_run
-    from golden.store import load_golden
-    from harness.pipeline.score import score_run, write_score
-
-    check_output_file(
-        out, "score file", inputs=[("--golden", golden_path), ("--run", run_path), ("--config", cfg.source)]
-    )
-    gold, r = load_golden(golden_path), load_run(run_path)
-    result = score_run(gold, r, cfg.tolerances)
-    write_score(out, result)
-    return score_lines(result) + [f"wrote {out}"], result.verdict == "pass"
-
-
-def score_lines(result: Score) -> list[str]:
-    """The golden's reproduction first when it failed (then every verdict is in doubt), then one
-    line per shape."""
-    lines = []
-    v = result.verification
-    if not v.passed:
-        lines.append(
-            f"GOLDEN NOT REPRODUCED: {v.summary}; the shape verdicts below were judged against a golden "
-            "this environment does not reproduce"
-        )
-    for k, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])):
-        if s.cause is not None:  # the refusal's cause first, with the evidence that decided it
-            lines.append(f"shape k={k}: FAIL, {s.cause.text(k)}")
-        else:
-            lines.append(f"shape k={k}: {s.verdict.upper()}" + (f" ({s.reasons[0]})" if s.reasons else ""))
-    lines += [
-        f"warning: {w.line}" for _, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])) for w in s.warnings
-    ]
-    return lines
-
-
-def promote(
-    cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
-) -> list[str]:
-    from harness.ledger.store import check_paths
-    from harness.pipeline.promote import describe_transition, promote_file
-
-    check_paths(
-        ledger, manifest, [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)]
-    )
-    result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
-    lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
-    lines += [describe_transition(t) for t in transitions]
-    return lines + [f"wrote {ledger} and {manifest}"]
-
-
-def report(
-    score_path: Path,
-    out: Path,
-    ledger: Path | None,
-    manifest: Path | None,
-    junit: Path | None,
-    localisation: Path | None,
-) -> list[str]:
-    from harness.data.jsonio import read_json
-    from harness.data.schemas import LocalisationFile, validate
-    from harness.ledger.score_check import check_self_consistent, read_score
-    from harness.ledger.store import read_consistent
-    from harness.pipeline.promote import engine_manifest
-    from reports import ReportContext, write_junit, write_report
-
-    inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
-    check_output_dir(out, "report folder", inputs)
-    if junit is not None:
-        check_output_file(junit, "JUnit file", inputs=inputs)
-    # a nightly's score and localisation are read from one generation of its outputs, whatever is published meanwhile
-    score_file, loc_file = pin([score_path, localisation or score_path])
-    result = read_score(score_file)
-    check_self_consistent(result, str(score_path))
-    book, engine_reads = read_consistent(ledger, manifest) if ledger is not None else (None, None)
-    loc = None
-    if localisation is not None:
-        data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
-        if data.score_digest != result.digest:
-            raise HarnessError(
-                f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not {score_path}"
-            )
-        loc = {
-            k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
-            for k, ops in data.shapes.items()
-        }
-    # the pages (and a JUnit file beside them) are one set, published in one step (harness.data.outputset)
-    beside = junit if junit is not None and same_file(junit.parent, out) else None
-    members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
-    with output_set(out, "report", members) as stage:
-        write_report(
-            stage,
-            result,
-            ReportContext(
-                ledger=book,
-                localisation=loc,
-                engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None,
-            ),
-        )
-        if beside is not None:
-            write_junit(stage / beside.name, result, None)
-    committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))
-    if junit is not None and beside is None:  # elsewhere: its own file, after the pages
-        write_junit(junit, result, None)
-        committed(junit, "the JUnit file")
-    return [f"report: {out / 'report.html'}"]
-
-
-REPORT_PAGES = ("report.json", "report.md", "report.html")
-
-
 def nightly(job: NightlyJob) -> NightlyOutcome:
     """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
     before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
-    from harness.pipeline.nightly import check_outputs, refuse_previous_output
     from harness.pipeline.nightly import nightly as run_nightly
+    from harness.pipeline.nightly_job import check_outputs, refuse_previous_output
 
     cfg, knobs = job.config, job.config.packer
     part = job.part
@@ -369,8 +258,9 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
 
 def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     """``nightly --ray``: Ray is checked first (one line saying how to install it), then the shards."""
-    from harness.pipeline.distributed import WorkerSpec, import_ray
+    from harness.pipeline.distributed import import_ray
     from harness.pipeline.ray_jobs import nightly_ray
+    from harness.pipeline.shard_worker import WorkerSpec
 
     import_ray()
     assert job.ray is not None and job.shard is None  # the caller's tests
@@ -384,10 +274,11 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     import time
 
     from harness.corpus.synth import iter_synth_blocks
-    from harness.data.corpus_schema import CorpusReader, write_corpus
+    from harness.data.corpus_reader import CorpusReader
+    from harness.data.corpus_schema import write_corpus
     from harness.data.schemas.config_file import NightlySection, PackerSection
-    from harness.pipeline.nightly import NightlyJob
     from harness.pipeline.nightly import nightly as run_nightly
+    from harness.pipeline.nightly_job import NightlyJob
     from harness.pipeline.record import record_golden
 
     start = time.perf_counter()
@@ -428,39 +319,3 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     outcome = run_nightly(job, be)
     lines.append(f"main job took {time.perf_counter() - start:.0f} s")
     return lines, outcome
-
-
-def laws(
-    packer_cmd: str | None,
-    packer: str | None,
-    examples: int,
-    seed: int,
-    timeout: float,
-    packer_digest: str | None = None,
-    export_vectors: Path | None = None,
-) -> tuple[list[str], bool]:
-    """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
-    vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
-    from harness.laws import LAW_GEOMETRY, check_packer
-    from harness.packers import packer_from_options
-
-    if export_vectors is not None:
-        from harness.packers.vector_files import export
-
-        if packer_cmd is not None or packer is not None or packer_digest is not None:
-            raise HarnessError(
-                "--export-vectors: the vectors are the harness's own packer's answers; give no "
-                "--packer-cmd, --packer or --packer-digest with it"
-            )
-        return export(export_vectors, LAW_GEOMETRY), True
-    with closing(
-        packer_from_options(
-            packer_cmd,
-            packer,
-            LAW_GEOMETRY,
-            timeout_s=timeout,  # a crash: exit 2, no restart
-            digest=packer_digest,
-        )
-    ) as judged:
-        report = check_packer(judged, examples=examples, seed=seed)
-    return [report.render()], report.ok

@@ -17,7 +17,8 @@ from golden.calls import write_calls
 from golden.runs import block_owners
 from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, seal_golden_manifest, write_manifest
 from golden.tables import BackgroundWriter
-from harness.data.corpus_schema import CorpusReader, CorpusWriter
+from harness.data.corpus_reader import CorpusReader
+from harness.data.corpus_schema import CorpusWriter
 from harness.data.environment import shard_conflict
 from harness.data.errors import GoldenError, short
 from harness.data.fsio import atomic_directory

@@ -31,9 +31,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from golden.lane_reader import LaneReader
 from golden.runs import Run
 from golden.store import Golden
-from golden.tables import LaneReader
 from harness.data.errors import ScoringError, step
 from harness.data.fsio import fault
 from harness.data.ops import Op

@@ -6,34 +6,31 @@ promoted-shapes manifest, one transaction (revoke what fails) -> localise failur
 the verdict is safe) -> sign-off report + JUnit -> exit 0 only when everything holds.
 
 Every output location (the folder, the ledger, the manifest, the ledger's history) is checked before the
-first network call (:func:`check_outputs`). With ``shard`` it runs a
+first network call (:func:`harness.pipeline.nightly_job.check_outputs`). With ``shard`` it runs a
 deterministic part of the corpus and stops after scoring its part; :func:`merge` combines the
 shards into one run, one score, one ledger update and one report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
-from harness.corpus.shards import Shard
-from harness.data.destinations import Input, check_output_dir
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
 from harness.data.fsio import atomic_write, is_temporary
-from harness.data.jsonio import read_json, write_json_atomic
+from harness.data.jsonio import write_json_atomic
 from harness.data.metrics import start_warming
-from harness.data.outputset import current_link, output_set
+from harness.data.outputset import output_set
 from harness.data.overlap import import_meanwhile
-from harness.ledger.store import beside_golden, check_paths
+from harness.ledger.store import beside_golden
 from harness.packers.packing import HARNESS_PACKER, Packer
-from harness.pipeline.backends import BackendChoice
 from harness.pipeline.live_score import LiveScore, live_score
 from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
+from harness.pipeline.nightly_job import MEMBERS, SET, NightlyJob, NightlyOutcome, NightOutputs, check_outputs
 from harness.pipeline.promote import promote
 from harness.pipeline.run import RunOptions, plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
@@ -43,13 +40,9 @@ from harness.release_config import ReleaseConfig
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
     from harness.ledger.margins import MarginsView
-    from harness.ledger.promotion import Transition
     from harness.localisation.first_divergence import Inferring  # imports torch
-    from harness.pipeline.distributed import RayOptions
     from lanes.backend import Backend  # imports torch
 
-SET = "nightly"  # the nightly's own outputs: one set (harness.data.outputset), published in one step
-MEMBERS = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
 FINAL = {
     "score": "score.json",
     "json": "report/report.json",
@@ -59,110 +52,6 @@ FINAL = {
     "summary": "summary.txt",
 }
 NOT_PROMOTED = "not promoted (--no-promote): the ledger was not changed"
-
-
-@dataclass
-class NightlyOutcome:
-    exit_code: int
-    summary: str
-    paths: dict[str, Path] = field(default_factory=dict)
-    score: Score | None = None
-    transitions: list[Transition] | None = None
-
-
-@dataclass(frozen=True)
-class NightlyJob:
-    """One ``harness nightly``, as one value from the command line to the run: the validated
-    configuration (which holds the backend, packer, shard, ledger and manifest paths as its keys:
-    ``[backend]``, ``[packer]``, ``[nightly]``), the paths, the Ray options built from its ``[ray]``
-    (None: no Ray) and the switches that are no configuration. Frozen: every hop reads the same job."""
-
-    config: ReleaseConfig
-    golden: Path
-    out: Path
-    ray: RayOptions | None = None
-    localise: bool = True
-    progress: bool = True
-    no_promote: bool = False
-    force: bool = False
-
-    @property
-    def shard(self) -> str | None:
-        return self.config.nightly.shard
-
-    @property
-    def part(self) -> Shard | None:
-        """The shard as parsed (None: the whole corpus)."""
-        return Shard.parse(self.shard) if self.shard else None
-
-    @property
-    def ledger(self) -> Path | None:
-        return None if self.config.nightly.ledger is None else Path(self.config.nightly.ledger)
-
-    @property
-    def manifest(self) -> Path | None:
-        return None if self.config.nightly.manifest is None else Path(self.config.nightly.manifest)
-
-    @property
-    def backend(self) -> BackendChoice:
-        return BackendChoice.of(self.config)
-
-
-@dataclass(frozen=True)
-class NightOutputs:
-    """Where one night's verdict goes (:func:`finalize`): its own output set in ``out``, and the ledger and
-    promoted-shapes manifest (resolved: beside the golden by default), which ``no_promote`` leaves untouched."""
-
-    out: Path
-    ledger: Path
-    manifest: Path
-    no_promote: bool = False
-
-
-def refuse_previous_output(out: Path, force: bool) -> None:
-    """Refuse (before any work) an ``--out`` that already holds a nightly's, a shard's or a merge's output,
-    unless ``force``: replacing last night's score, report and JUnit must be asked for, not a side effect of
-    reusing a folder name. With ``force`` the set is replaced as one unit (:mod:`harness.data.outputset`); an empty
-    folder, or one holding only runs, is no previous output."""
-    out = Path(out)
-    score = out / "score.json"
-    if force or not (score.is_symlink() or score.exists() or current_link(out, SET).is_symlink()):
-        return
-    try:
-        data = read_json(score, "score file")
-        created = data.get("created", "unknown time") if isinstance(data, dict) else "unknown time"
-    except HarnessError:
-        created = "an unreadable score"
-    raise HarnessError(
-        f"--out {out}: already holds a nightly's output (score.json of {created}); pass --force to "
-        "replace it, or choose another folder"
-    )
-
-
-def check_outputs(
-    config: ReleaseConfig,
-    golden_path: Path,
-    out: Path,
-    ledger_path: Path | None = None,
-    manifest_path: Path | None = None,
-    promotes: bool = True,
-    inputs: Sequence[Input] = (),
-    what: str = "nightly output folder",
-) -> tuple[Path, Path]:
-    """Every output of a nightly (a merge, a Ray nightly), checked before any work
-    (:mod:`harness.data.destinations`): ``out`` (not inside a golden or run, not an input: the golden, the
-    configuration, ``inputs``), and when it ``promotes`` (no shard, no ``--no-promote``) the ledger and manifest
-    (writable, readable, their history folder a folder) and the ledger's history, read as this ledger's (the
-    margins read it after the commit and may decide the exit status). Returns the ledger and manifest paths."""
-    from harness.ledger.history_store import check_history
-
-    ledger_path, manifest_path = beside_golden(Path(golden_path), ledger_path, manifest_path)
-    all_inputs = [("--golden", golden_path), ("--config", config.source), *inputs]
-    check_output_dir(out, what, all_inputs)
-    if promotes:
-        check_paths(ledger_path, manifest_path, all_inputs)
-        check_history(ledger_path)
-    return ledger_path, manifest_path
 
 
 def nightly(

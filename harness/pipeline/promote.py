@@ -14,7 +14,8 @@ from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.results import Score
 from harness.ledger.history_store import Figures, rows_of
-from harness.ledger.promotion import Transition, allowed_for, apply_score, release_shapes_of
+from harness.ledger.promoted_manifest import allowed_for
+from harness.ledger.promotion import Transition, apply_score, release_shapes_of
 from harness.ledger.score_check import check_score, read_score
 from harness.ledger.store import commit, load_manifest
 from harness.release_config import ReleaseConfig

@@ -42,16 +42,16 @@ from harness.data.fsio import atomic_file
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.audit import GoldenModel
 from harness.packers.packing import Packer
-from harness.pipeline.audit import AuditOutcome, InProcessRerun, check_geometry, judge_capture
+from harness.pipeline.audit import AuditOutcome, judge_capture
+from harness.pipeline.audit_rerun import InProcessRerun, check_geometry
 from harness.pipeline.distributed import (
     RayOptions,
-    ShardJob,
-    WorkerSpec,
     import_ray,
     new_job_root,
     remove_job_root,
     run_shards,
 )
+from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def block_key(request: CapturedRequest, block_id: str) -> str:
 
 
 class RayRerun:
-    """:class:`harness.pipeline.audit.Rerun` on Ray: ``start`` runs every shard, ``exact`` reads their
+    """:class:`harness.pipeline.audit_rerun.Rerun` on Ray: ``start`` runs every shard, ``exact`` reads their
     results back in file order, one block at a time."""
 
     label = "scored against their re-run on Ray"

@@ -33,9 +33,11 @@ from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
 from harness.packers.packing import Packer
-from harness.pipeline.distributed import RayOptions, ShardJob, WorkerSpec, new_job_root, remove_job_root, run_shards
-from harness.pipeline.nightly import NightlyJob, NightlyOutcome, check_outputs, merge
+from harness.pipeline.distributed import RayOptions, new_job_root, remove_job_root, run_shards
+from harness.pipeline.nightly import merge
+from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome, check_outputs
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
+from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ def record_shard(
     release: str,
 ) -> Path:
     """On a worker: a golden of the shard's blocks (the exact lane twice, its own noise floor)."""
-    from harness.data.corpus_schema import CorpusReader
+    from harness.data.corpus_reader import CorpusReader
     from harness.pipeline.record import record_golden
 
     rows = (row for row in CorpusReader(corpus, backend.geometry).rows(shard.members) if shard.owns(row[0].id))
@@ -158,7 +160,8 @@ def record_ray(
 ) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
-    from harness.data.corpus_schema import CorpusReader, write_corpus
+    from harness.data.corpus_reader import CorpusReader
+    from harness.data.corpus_schema import write_corpus
     from harness.pipeline.golden_merge import merge_goldens
     from harness.pipeline.record import golden_target, summarize_changes
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from golden.calls import CallLog
+from golden.lane_reader import LaneReader
 from golden.store import (
     CALLS,
     CORPUS,
@@ -24,9 +25,10 @@ from golden.store import (
     seal_golden_manifest,
     write_manifest,
 )
-from golden.tables import BackgroundWriter, LaneReader
+from golden.tables import BackgroundWriter
 from harness.data.blocks import Block
-from harness.data.corpus_schema import CorpusReader, CorpusWriter
+from harness.data.corpus_reader import CorpusReader
+from harness.data.corpus_schema import CorpusWriter
 from harness.data.destinations import check_output_dir
 from harness.data.environment import differences, machine_environment, numerics_differences, provenance
 from harness.data.errors import GoldenError, step
@@ -41,7 +43,8 @@ from harness.judging.reproduction import floor_scorer, noise_floor, reproduction
 from harness.localisation.module_floors import floor_sampler
 from harness.pipeline.golden_counts import refuse_unjudgeable
 from harness.release_config import ReleaseConfig
-from lanes.runner import LaneHooks, RunPlan, run_lanes
+from lanes.run_plan import RunPlan
+from lanes.runner import LaneHooks, run_lanes
 
 if TYPE_CHECKING:
     from harness.data.geometry import Geometry

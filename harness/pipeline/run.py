@@ -21,7 +21,8 @@ from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from harness.release_config import ReleaseConfig
 from lanes.arrangers import manifest_evidence, variants_for
-from lanes.runner import LaneHooks, RunPlan, check_request_sizes, run_lanes
+from lanes.run_plan import RunPlan
+from lanes.runner import LaneHooks, check_request_sizes, run_lanes
 
 if TYPE_CHECKING:
     from lanes.backend import Backend  # imports torch

@@ -3,8 +3,9 @@
 - ``model_repository/``: what a release ships to Triton (``config.pbtxt`` + ``1/model.py``, a thin
   adapter over :func:`lanes.model_api.load_model`);
 - :mod:`lanes.triton.triton_backend`: :class:`TritonBackend`, the same seam as the in-process backend,
-  over HTTP with binary tensors;
-- :mod:`lanes.triton.server`: starts/stops the ``tritonserver`` bundled with nvidia-pytriton.
+  over HTTP with binary tensors (its connection and retries: :mod:`lanes.triton.triton_connection`);
+- :mod:`lanes.triton.server`: starts/stops the ``tritonserver`` bundled with nvidia-pytriton (its process
+  group: :mod:`lanes.triton.process_group`).
 
 Nothing here is imported by ``lanes``: tritonclient is an optional dependency.
 """

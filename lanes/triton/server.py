@@ -16,8 +16,8 @@ What it takes to run it outside PyTriton (measured, see docs/triton.md):
 Everything the server needs (backend folder, repository copy with the parameters filled in,
 log) lives in one temporary folder removed on stop (and by a reaper process when the harness is
 killed before it can stop: :mod:`lanes.triton.reaper`); the server runs in its own process group,
-stopped with SIGTERM and then SIGKILL, and the Python backend's shared-memory regions carry a
-per-server prefix so that any left by a killed stub can be removed by name.
+stopped with SIGTERM and then SIGKILL (:mod:`lanes.triton.process_group`), and the Python backend's
+shared-memory regions carry a per-server prefix so that any left by a killed stub can be removed by name.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 
 from harness.data.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
+from lanes.triton.process_group import _comm, _die_with_parent, _main_thread, _stop_group, group_members
 from lanes.triton.reaper import Reaper, start_reaper
 from lanes.triton.repository import (  # noqa: F401 (re-exported: the server's tests and tools use them)
     Bundle,
@@ -349,63 +350,6 @@ def remove_shm(prefix: str) -> None:
     for path in SHM_DIR.glob(f"{prefix}*"):
         with contextlib.suppress(OSError):
             path.unlink()
-
-
-def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-    # The stubs share the group; one may outlive a server that died or was killed.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    _wait_group_gone(proc.pid, timeout_s=5.0)
-
-
-def _wait_group_gone(pgid: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and group_members(pgid):
-        time.sleep(0.05)
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes of a process group (Linux /proc); zombies count as gone."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-def _die_with_parent() -> None:
-    """Linux: the server gets SIGTERM if the harness dies without stopping it (no orphans).
-
-    The kernel sends it when the *thread* that started the server exits, hence main thread only.
-    """
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _http_ok(url: str) -> bool:

@@ -16,8 +16,9 @@ server on one host) instead of the HTTP body.
 
 Failure policy: every failure is one :class:`BackendError` line naming the request, the URL and what
 happened; only what another attempt can change (connection refused or reset, HTTP 5xx, not ready) is
-retried, ``retries`` times with exponential backoff (:mod:`lanes.triton.failures`). An answer with
-the wrong outputs, shape or dtype is final (:func:`harness.data.response.check_response`).
+retried, ``retries`` times with exponential backoff (:mod:`lanes.triton.triton_connection`, which also
+holds the client; the failures' words: :mod:`lanes.triton.failures`). An answer with the wrong outputs,
+shape or dtype is final (:func:`harness.data.response.check_response`).
 """
 
 from __future__ import annotations
@@ -31,24 +32,22 @@ from typing import Any
 import numpy as np
 
 from harness.data import ops
-from harness.data.errors import BackendError, one_line
+from harness.data.errors import BackendError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.response import check_response, expected_shape
 from lanes.backend import Call, CallResult
-from lanes.triton.failures import CallPolicy, server_error
+from lanes.triton.failures import CallPolicy
 from lanes.triton.failures import Retryable as _Retryable
-from lanes.triton.failures import describe_os_error as _describe_os_error
-from lanes.triton.failures import is_connection_failure as _is_connection_failure
 from lanes.triton.model_identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerAnswers, ServerModel, unverified_model
 from lanes.triton.shm import ShmPool, infer_through_shm
-from lanes.triton.url import build_client, parse_triton_url
+from lanes.triton.triton_connection import TritonConnection
+from lanes.triton.url import parse_triton_url
 
 try:
     import gevent
     import gevent.pool
     import tritonclient.http as httpclient
-    from tritonclient.utils import InferenceServerException
 except ImportError as _exc:  # pragma: no cover - depends on the install
     httpclient = None
     _IMPORT_ERROR: ImportError | None = _exc
@@ -83,7 +82,7 @@ class _Prepared:
     http_inputs: list | None  # binary HTTP inputs, built once; None with shm
 
 
-class TritonBackend:
+class TritonBackend(TritonConnection):
     """Runs requests on a Triton server's ``model_name``. See the module doc for the failure policy."""
 
     name = "triton"
@@ -292,39 +291,6 @@ class TritonBackend:
             self.model_name, inputs, outputs=[httpclient.InferRequestedOutput(output, binary_data=True)]
         )
 
-    def _models(self) -> str:
-        try:
-            index = self._client_now().get_model_repository_index()
-        except Exception:  # only decorates an error message
-            return "unknown"
-        return ", ".join(f"{m.get('name')} {m.get('state', '?')}" for m in index) or "none"
-
-    def _client_now(self) -> Any:
-        if self._client is None:
-            self._client = build_client(
-                httpclient.InferenceServerClient,
-                self._host,
-                ssl=self._ssl,
-                concurrency=self.concurrency,
-                connection_timeout=self.timeout_s,
-                network_timeout=self.timeout_s,
-            )
-        return self._client
-
-    def _drop_connection(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # closing a broken connection must not mask the real error
-                pass
-
-    def _register_region(self, name: str, key: str, size: int) -> None:
-        self._client_now().register_system_shared_memory(name, key, size)
-
-    def _unregister_region(self, name: str) -> None:
-        self._client_now().unregister_system_shared_memory(name)
-
     # -- requests and answers --------------------------------------------------------------
     def _where(self, where: str) -> str:
         return f"{where} (Triton {self.url} model {self.model_name!r})"
@@ -369,70 +335,6 @@ class TritonBackend:
     def _result(self, call: _Prepared, outputs: dict[str, np.ndarray], wall: float) -> CallResult:
         output = check_response(call.op, call.windows, call.rows, outputs, self.geometry, call.where)
         return CallResult(output, wall, None)
-
-    # -- failure policy ----------------------------------------------------------------------
-    def _with_retries(
-        self, where: str, send: Callable[[], Any], first_attempt: int = 0, first_failure: _Retryable | None = None
-    ) -> Any:
-        """``send`` until it answers, at most ``retries + 1`` attempts in all (``first_attempt`` of
-        them already made, the last failing with ``first_failure``)."""
-        what = first_failure.what if first_failure is not None else "failed"
-        for attempt in range(first_attempt, self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-                self._reset_shm()
-            try:
-                return self._once(where, send)
-            except _Retryable as exc:
-                what = exc.what
-        tries = (
-            f"after {self.retries} {'retry' if self.retries == 1 else 'retries'}" if self.retries else "(no retries)"
-        )
-        raise BackendError(f"{where}: Triton at {self.url} {what} {tries}")
-
-    def _reset_shm(self) -> None:
-        """Before a retry: the server may have restarted and forgotten its registrations; register anew."""
-        if self._shm_pool is not None:
-            self._shm_pool.close()
-
-    def _once(self, where: str, send: Callable[[], Any], in_flight: bool = False) -> Any:
-        """One attempt: the answer, a final BackendError, or _Retryable.
-
-        ``in_flight``: other requests share the connection pool; a failure drops the connection
-        only for the retry phase (which reconnects), never under the others' feet."""
-        drop = (lambda: None) if in_flight else self._drop_connection
-        try:
-            return send()
-        except InferenceServerException as exc:
-            raise self._server_error(exc, where) from None
-        except (TimeoutError, gevent.Timeout):
-            drop()  # the connection is mid-answer; never reuse it
-            raise self._timeout(where) from None
-        except ConnectionRefusedError:
-            drop()
-            raise _Retryable("is not reachable (connection refused)") from None
-        except (ConnectionError, OSError, EOFError) as exc:
-            drop()
-            raise _Retryable(f"is not reachable ({_describe_os_error(exc)})") from None
-        except Exception as exc:  # geventhttpclient raises its own parser/protocol errors
-            if _is_connection_failure(exc):
-                drop()
-                raise _Retryable(f"dropped the connection ({type(exc).__name__}: {one_line(exc)})") from None
-            raise
-
-    def _timeout(self, where: str) -> BackendError:
-        return BackendError(
-            f"{where}: Triton at {self.url} did not answer within "
-            f"timeout_s={self.timeout_s:g} s (timeout; not retried: the server is still "
-            "working on the request)"
-        )
-
-    def _server_error(self, exc: InferenceServerException, where: str) -> Exception:
-        def on_timeout() -> BackendError:
-            self._drop_connection()
-            return self._timeout(where)
-
-        return server_error(exc, where, self.url, self.model_name, self._models, on_timeout=on_timeout)
 
 
 def _http_inputs(arrays: Mapping[str, np.ndarray]) -> list:

@@ -21,7 +21,8 @@ from harness.corpus.synth import synth_corpus
 from harness.data.schemas.config_file import LoadSection, PackerSection
 from harness.evidence.load_evidence import load_refusals
 from harness.pipeline.load_sweep import sweep
-from harness.pipeline.nightly import NightlyJob, nightly
+from harness.pipeline.nightly import nightly
+from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
 from harness.release_config import ModelSpec, ReleaseConfig
 from lanes.backend import InProcessBackend

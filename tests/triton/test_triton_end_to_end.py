@@ -60,7 +60,8 @@ def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(trito
     import xml.etree.ElementTree as ET
 
     from harness.data.schemas.config_file import PackerSection
-    from harness.pipeline.nightly import NightlyJob, nightly
+    from harness.pipeline.nightly import nightly
+    from harness.pipeline.nightly_job import NightlyJob
 
     cfg = CONFIG.with_overrides(candidates=(2,), packer=PackerSection(laws_examples=20))
     outcome = nightly(

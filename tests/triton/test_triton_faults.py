@@ -124,7 +124,8 @@ def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path
     import sys
     import time
 
-    from lanes.triton.server import SHM_DIR, group_members
+    from lanes.triton.process_group import group_members
+    from lanes.triton.server import SHM_DIR
 
     before_tmp = set(Path("/tmp").glob("diar-triton-*"))
     before_shm = set(SHM_DIR.glob("diar_triton_*"))

@@ -19,12 +19,12 @@ from harness.data.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from lanes.triton import server as server_module
+from lanes.triton.process_group import group_members
 from lanes.triton.server import (
     REPOSITORY,
     ServerOptions,
     TritonServer,
     fill_config,
-    group_members,
     serve_forever,
 )
 

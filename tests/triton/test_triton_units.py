@@ -105,7 +105,11 @@ def test_copy_verbatim_refuses_a_missing_or_empty_repository(tmp_path: Path):
 
 @pytest.mark.parametrize(
     ("kwargs", "option"),
-    [({"shm": True}, "--shm"), ({"model_label": "x"}, "--model-label"), ({"concurrency": 2}, "--concurrency")],
+    [
+        ({"shm": True}, "backend.shm"),
+        ({"model_label": "x"}, "backend.model_label"),
+        ({"concurrency": 2}, "backend.concurrency"),
+    ],
 )
 def test_triton_options_are_refused_in_process(kwargs, option):
     with pytest.raises(HarnessError, match=f"^{option}: applies to a Triton backend"):

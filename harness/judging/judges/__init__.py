@@ -1,4 +1,5 @@
-"""One judge per output kind; everything OP-specific about a verdict lives in its judge's module."""
+"""One judge per output kind; everything OP-specific about a verdict lives in its judge's modules
+(``<kind>_judge``: tolerance, limits, noise-floor figures; ``<kind>_evidence``: figures and checks)."""
 
 from harness.data.ops import Op
 from harness.data.tolerances import SegmentationTolerance, VoiceprintTolerance

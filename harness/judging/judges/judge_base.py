@@ -5,9 +5,11 @@ report's tables and the JUnit file all render the same rows, and promotion re-de
 ``ok`` from ``observed``, ``relation`` and ``allowed`` before it trusts a verdict. A check whose
 ``allowed`` is ``None`` is reported, not gated.
 
-A **judge** owns one output kind (segmentation, voiceprint): its tolerance model, how its limits
-follow from a tolerance mode, how evidence is accumulated batch by batch, and its checks. Adding a
-metric means editing that judge's module only.
+A **judge** owns one output kind (segmentation, voiceprint): how its limits follow from a tolerance
+mode and its noise-floor figures (``<kind>_judge``), how evidence is accumulated batch by batch and its
+checks (``<kind>_evidence``); its tolerance model is declared in the data layer
+(:mod:`harness.data.tolerances`), since every file that records a verdict holds it. Adding a metric means
+editing that judge's modules (and its tolerance key, if it is gated).
 """
 
 from __future__ import annotations

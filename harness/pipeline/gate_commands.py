@@ -1,0 +1,165 @@
+"""The gate's commands on files, one function per command: ``score``, ``promote``, ``report`` and ``laws``,
+returning the lines the CLI prints. None of them builds a model or runs a lane: they judge a run against its
+golden, move the ledger, render the sign-off pages, or judge a packer on the packing laws, so they sit apart
+from :mod:`harness.pipeline.commands`, whose commands build the model and run the lanes.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.data.destinations import check_output_dir, check_output_file, same_file
+from harness.data.errors import HarnessError, committed
+from harness.data.outputset import output_set, pin
+from harness.release_config import ReleaseConfig
+
+if TYPE_CHECKING:
+    from harness.data.schemas.results import Score
+
+
+def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
+    from golden.runs import load_run
+    from golden.store import load_golden
+    from harness.pipeline.score import score_run, write_score
+
+    check_output_file(
+        out, "score file", inputs=[("--golden", golden_path), ("--run", run_path), ("--config", cfg.source)]
+    )
+    gold, r = load_golden(golden_path), load_run(run_path)
+    result = score_run(gold, r, cfg.tolerances)
+    write_score(out, result)
+    return score_lines(result) + [f"wrote {out}"], result.verdict == "pass"
+
+
+def score_lines(result: Score) -> list[str]:
+    """The golden's reproduction first when it failed (then every verdict is in doubt), then one
+    line per shape."""
+    lines = []
+    v = result.verification
+    if not v.passed:
+        lines.append(
+            f"GOLDEN NOT REPRODUCED: {v.summary}; the shape verdicts below were judged against a golden "
+            "this environment does not reproduce"
+        )
+    for k, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])):
+        if s.cause is not None:  # the refusal's cause first, with the evidence that decided it
+            lines.append(f"shape k={k}: FAIL, {s.cause.text(k)}")
+        else:
+            lines.append(f"shape k={k}: {s.verdict.upper()}" + (f" ({s.reasons[0]})" if s.reasons else ""))
+    lines += [
+        f"warning: {w.line}" for _, s in sorted(result.shapes.items(), key=lambda kv: int(kv[0])) for w in s.warnings
+    ]
+    return lines
+
+
+def promote(
+    cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
+) -> list[str]:
+    from harness.ledger.store import check_paths
+    from harness.pipeline.promote import describe_transition, promote_file
+
+    check_paths(
+        ledger, manifest, [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)]
+    )
+    result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
+    lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
+    lines += [describe_transition(t) for t in transitions]
+    return lines + [f"wrote {ledger} and {manifest}"]
+
+
+def report(
+    score_path: Path,
+    out: Path,
+    ledger: Path | None,
+    manifest: Path | None,
+    junit: Path | None,
+    localisation: Path | None,
+) -> list[str]:
+    from harness.data.jsonio import read_json
+    from harness.data.schemas import LocalisationFile, validate
+    from harness.ledger.score_check import check_self_consistent, read_score
+    from harness.ledger.store import read_consistent
+    from harness.pipeline.promote import engine_manifest
+    from reports import ReportContext, write_junit, write_report
+
+    inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
+    check_output_dir(out, "report folder", inputs)
+    if junit is not None:
+        check_output_file(junit, "JUnit file", inputs=inputs)
+    # a nightly's score and localisation are read from one generation of its outputs, whatever is published meanwhile
+    score_file, loc_file = pin([score_path, localisation or score_path])
+    result = read_score(score_file)
+    check_self_consistent(result, str(score_path))
+    book, engine_reads = read_consistent(ledger, manifest) if ledger is not None else (None, None)
+    loc = None
+    if localisation is not None:
+        data = validate(LocalisationFile, read_json(loc_file, "localisation file"), str(localisation))
+        if data.score_digest != result.digest:
+            raise HarnessError(
+                f"{localisation}: localises another score (digest {data.score_digest[:12]}...), not {score_path}"
+            )
+        loc = {
+            k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
+            for k, ops in data.shapes.items()
+        }
+    # the pages (and a JUnit file beside them) are one set, published in one step (harness.data.outputset)
+    beside = junit if junit is not None and same_file(junit.parent, out) else None
+    members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
+    with output_set(out, "report", members) as stage:
+        write_report(
+            stage,
+            result,
+            ReportContext(
+                ledger=book,
+                localisation=loc,
+                engine=engine_manifest(result, manifest, engine_reads) if manifest is not None else None,
+            ),
+        )
+        if beside is not None:
+            write_junit(stage / beside.name, result, None)
+    committed(out, "the report's pages" + (f" and {beside.name}" if beside is not None else ""))
+    if junit is not None and beside is None:  # elsewhere: its own file, after the pages
+        write_junit(junit, result, None)
+        committed(junit, "the JUnit file")
+    return [f"report: {out / 'report.html'}"]
+
+
+REPORT_PAGES = ("report.json", "report.md", "report.html")
+
+
+def laws(
+    packer_cmd: str | None,
+    packer: str | None,
+    examples: int,
+    seed: int,
+    timeout: float,
+    packer_digest: str | None = None,
+    export_vectors: Path | None = None,
+) -> tuple[list[str], bool]:
+    """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
+    vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
+    from harness.laws import LAW_GEOMETRY, check_packer
+    from harness.packers import packer_from_options
+
+    if export_vectors is not None:
+        from harness.packers.vector_files import export
+
+        if packer_cmd is not None or packer is not None or packer_digest is not None:
+            raise HarnessError(
+                "--export-vectors: the vectors are the harness's own packer's answers; give no "
+                "--packer-cmd, --packer or --packer-digest with it"
+            )
+        return export(export_vectors, LAW_GEOMETRY), True
+    with closing(
+        packer_from_options(
+            packer_cmd,
+            packer,
+            LAW_GEOMETRY,
+            timeout_s=timeout,  # a crash: exit 2, no restart
+            digest=packer_digest,
+        )
+    ) as judged:
+        report = check_packer(judged, examples=examples, seed=seed)
+    return [report.render()], report.ok
