@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from harness.data.response import check_response
 from harness.numerics import LazyModule, in_force
+from lanes.backend_api import Call, CallResult
+from lanes.device_queue import DeviceQueue
 from lanes.model_api import Model, Stage, describe, staged_entry
 from lanes.staging import Staged, Stager
 
@@ -59,40 +61,6 @@ class _Ticket:
         return CallResult(
             check_response(self.op, self.windows, self.rows, outputs, self.geometry, self.where), wall, peak
         )
-
-
-@dataclass(frozen=True)
-class CallResult:
-    output: np.ndarray
-    wall_s: float
-    peak_device_bytes: int | None
-
-
-class Call(NamedTuple):
-    """One call as the lanes hand it to a backend."""
-
-    op: Op
-    request: Mapping[str, np.ndarray]  # the wire request: tensor name -> array
-    windows: int
-    rows: int
-    where: str  # what the call is, for its errors: "exact lane k=1 OP 0 block 'b3'"
-
-
-class Backend(Protocol):
-    geometry: Geometry
-    fingerprint: str
-    concurrency: int
-
-    @property
-    def device_kind(self) -> str: ...
-
-    def call(self, op: Op, request: Mapping[str, np.ndarray], windows: int, rows: int, where: str) -> CallResult: ...
-
-    def call_many(self, calls: Sequence[Call]) -> list[CallResult]: ...
-
-    def environment(self) -> dict: ...
-
-    def close(self) -> None: ...
 
 
 class InProcessBackend:
@@ -182,7 +150,6 @@ class InProcessBackend:
         thread (:class:`lanes.device_queue.DeviceQueue`), while the caller prepares the next; a
         ticket's ``result()`` waits for its call and checks the answer in the caller's thread (host
         work kept off the device's path). Leaving the ``with`` drops what is queued and joins the worker."""
-        from lanes.device_queue import DeviceQueue
 
         device_queue = DeviceQueue(f"device-queue {self.device}")
 

@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 from harness.data.errors import HarnessError, check_interrupted, clean_up, interrupt_requested
 from harness.data.workers import Worker
-from lanes.backend import Backend, Call, CallResult
+from lanes.backend_api import Backend, Call, CallResult
 
 T = TypeVar("T")
 Take = Callable[[CallResult], None]

@@ -27,7 +27,7 @@ from harness.data.blocks import Block
 from harness.data.errors import LaneError, check_interrupted
 from harness.data.ops import Op
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
-from lanes.backend import Backend, Call, CallResult
+from lanes.backend_api import Backend, Call, CallResult
 
 Take = Callable[[CallResult], None]  # what takes a call's answer: logs the call, unpacks, delivers
 

@@ -49,7 +49,7 @@ from harness.data.overlap import prefetch
 from harness.data.shape import EXACT, lane_name
 from harness.data.workers import SettlingPool
 from harness.packers.packing import HARNESS_PACKER, Packer
-from lanes.backend import Backend, Call
+from lanes.backend_api import Backend, Call
 from lanes.device_queue import Ordered, ordered
 from lanes.lanes import CallLog, ExactLane, FastLane, Take
 from lanes.run_plan import RunPlan

@@ -42,7 +42,7 @@ from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.data.ops import Op
 from harness.packers.packing import Packer
-from lanes.backend import Backend, Call
+from lanes.backend_api import Backend, Call
 from lanes.device_queue import Ordered
 from lanes.lanes import CallRecord, ExactLane, FastLane, Take
 from lanes.memory import check_fits, in_process_device, measure_peak

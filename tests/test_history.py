@@ -15,17 +15,8 @@ from hypothesis import strategies as st
 from harness.data.errors import LedgerError
 from harness.data.schemas import Score
 from harness.data.schemas.history import SeriesAnswer
-from harness.ledger.history_store import (
-    history_folder,
-    ledger_and_history,
-    margin_of,
-    part_path,
-    read_history,
-    read_part,
-    rows_of,
-    series,
-    write_part,
-)
+from harness.ledger.history_store import history_folder, margin_of, part_path, read_part, rows_of, series, write_part
+from harness.ledger.ledger_history import ledger_and_history, read_history
 from harness.ledger.promotion import apply_score
 from harness.ledger.store import commit, journal_path, load_ledger
 from harness.pipeline.promote import promote_file

@@ -23,7 +23,8 @@ from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.config_file import EvidenceSection, HistorySection
 from harness.data.schemas.history import HistoryRow
-from harness.ledger.history_store import Figures, margin_of, read_history
+from harness.ledger.history_store import Figures, margin_of
+from harness.ledger.ledger_history import read_history
 from harness.ledger.margins import margins_view, trend
 from harness.ledger.promotion import sealed_ledger
 from harness.ledger.store import commit

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from harness.data.errors import BackendError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from lanes.backend import CallResult, InProcessBackend
+from lanes.backend import InProcessBackend
+from lanes.backend_api import CallResult
 from lanes.device_queue import DeviceQueue, Ordered, QueueStopped
 from lanes.run_plan import RunPlan
 from lanes.runner import FastVariant

@@ -190,7 +190,8 @@ def history_cmd(
     packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.history_store import ledger_and_history, series
+    from harness.ledger.history_store import series
+    from harness.ledger.ledger_history import ledger_and_history
     from harness.pipeline.inspect import describe_series, locate_ledger, series_document
 
     files = locate_ledger(ledger, None, golden, "history")

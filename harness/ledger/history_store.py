@@ -259,35 +259,6 @@ def check_bound(
         raise refuse(f"the figures of score {score_digest[:12]}... (run {rows[0].run_id if rows else '?'})")
 
 
-def read_history(ledger_path: Path) -> list[HistoryRow]:
-    """Every committed row of the ledger's history, validated, ordered by seq (then as written).
-
-    The ledger is read as committed (:func:`harness.ledger.store.read_consistent`: an interrupted
-    commit is finished first); parts past its seq are a killed commit's orphans and are ignored. No
-    history folder: no rows (a ledger older than the history store)."""
-    return ledger_and_history(ledger_path)[1]
-
-
-def ledger_and_history(ledger_path: Path) -> tuple[Ledger, list[HistoryRow]]:
-    """The committed ledger and its history's committed rows (:func:`read_history`), read together."""
-    from harness.ledger.store import read_consistent  # imported here: the ledger store writes the parts
-
-    ledger, _ = read_consistent(Path(ledger_path))
-    return ledger, committed_rows(history_folder(Path(ledger_path).resolve()), ledger, Path(ledger_path))
-
-
-def check_history(ledger_path: Path) -> None:
-    """Refuse, before any work, a ledger whose history cannot be read as this ledger's (a corrupt part, a part
-    of another ledger): the nightly reads it after its commit for the margins, which may decide its exit
-    status. A missing ledger has no history to check; the ledger is read as written (a pending journal is
-    the commit's to finish)."""
-    from harness.ledger.store import load_ledger
-
-    ledger_path = Path(ledger_path)
-    if ledger_path.is_file():
-        committed_rows(history_folder(ledger_path.resolve()), load_ledger(ledger_path), ledger_path)
-
-
 def committed_rows(folder: Path, ledger: Ledger, ledger_path: Path | None = None) -> list[HistoryRow]:
     """The rows of the parts in ``folder`` whose seq is at most ``ledger``'s, ordered by seq, each part
     bound to ``ledger``'s commit of its seq (:func:`check_bound`)."""

@@ -24,7 +24,7 @@ from harness.data.schemas.vectors import FORMAT, SessionVectors
 from harness.packers import wire
 from harness.packers.packing import pack
 from harness.packers.session import Session, answer_verb
-from harness.packers.vector_files import window_function
+from harness.packers.vector_function import window_function
 
 FILE = "sessions.json"
 RULES = (

@@ -31,38 +31,14 @@ from harness.data.destinations import check_output_dir
 from harness.data.errors import OutputError
 from harness.data.fsio import fault, file_mode, make_dirs, missing_dirs, os_failure, remove_empty, temp_sibling
 from harness.data.geometry import Geometry
-from harness.data.ops import Op
 from harness.data.schemas.base import validate
 from harness.data.schemas.vectors import FORMAT, SessionVectors, Vector, VectorIndex
-from harness.packers.packing import PackedRequest, harness_identity, pack, unpack
+from harness.packers import session_vectors
+from harness.packers.packing import harness_identity, pack, unpack
+from harness.packers.vector_function import FUNCTION, window_function
 from harness.packers.wire import VERSION, geometry_meta
 
-FUNCTION = (
-    "per-window-v1: OP 0, one output row per window w of the request: [VALID[w], the window's first "
-    "valid sample SPAN[OFFSETS[w]] (0 if VALID[w] == 0), its last valid sample SPAN[OFFSETS[w] + VALID[w] - 1] "
-    "(0 if VALID[w] == 0)], float32, shape [windows, 3]; OP 1/2, one row per voiceprint row r, w = IDX[r]: "
-    "[VALID[w], first valid sample of w (0 if none), WEIGHTS[r][0], WEIGHTS[r][F-1]], float32, "
-    "shape [rows, 4]. "
-    "It depends on a window's own samples only, so a correct packer's unpacked answer equals it per block"
-)
 TENSORS = ("SPAN", "OFFSETS", "VALID", "WEIGHTS", "IDX", "speakers")
-
-
-def window_function(request: PackedRequest) -> np.ndarray:
-    """:data:`FUNCTION` of a request (a packed one, or one block packed alone)."""
-    valid = request.valid.astype(np.int64)
-    first = np.where(
-        valid > 0,
-        request.span[np.minimum(request.offsets, max(len(request.span) - 1, 0))] if len(request.span) else 0.0,
-        0.0,
-    )
-    last_at = np.clip(request.offsets + valid - 1, 0, max(len(request.span) - 1, 0))
-    last = np.where(valid > 0, request.span[last_at] if len(request.span) else 0.0, 0.0)
-    if request.op is Op.SEGMENTATION:
-        return np.stack([valid, first, last], axis=1).astype(np.float32)
-    w = _voiceprint(request.idx, "IDX").astype(np.int64)
-    weights = _voiceprint(request.weights, "WEIGHTS")
-    return np.stack([valid[w], first[w], weights[:, 0], weights[:, -1]], axis=1).astype(np.float32).reshape(-1, 4)
 
 
 def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
@@ -164,12 +140,6 @@ def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
         ("op2-padded", "OP 2, 1 block padded to k=3", [block("u", 2, W + 1, rows=4)], 3),
     ]
     return out
-
-
-def _voiceprint(tensor: np.ndarray | None, name: str) -> np.ndarray:
-    """An OP 1/2 request's IDX/WEIGHTS (its packer's check_packed made sure they are there)."""
-    assert tensor is not None, f"an OP 1/2 request without {name}"
-    return tensor
 
 
 def _list(a: np.ndarray | None) -> list[Any] | None:
@@ -294,8 +264,6 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
                 }
             )
             fault(f"vectors:{name}")
-        from harness.packers import session_vectors  # (it builds on this module)
-
         requests = {name: (blocks, pad_to) for name, _, blocks, pad_to in cases(geometry)}
         sessions = session_vectors.sessions(requests, geometry)
         validate(SessionVectors, sessions, f"test vectors {session_vectors.FILE}")

@@ -53,8 +53,7 @@ from harness.progress import progress_bar
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
-    from harness.pipeline.distributed import RayOptions
-    from lanes.backend import Backend
+    from lanes.backend_api import Backend
 
 AUDIT, JUNIT = "audit.json", "junit.xml"
 NOT_CAPTURED = "no request of this OP was captured"
@@ -69,24 +68,6 @@ class AuditOutcome:
     @property
     def passed(self) -> bool:
         return self.result.verdict == "pass"
-
-
-def run_audit(
-    cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray: RayOptions | None = None
-) -> AuditOutcome:
-    """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``);
-    with ``ray`` (:class:`harness.pipeline.distributed.RayOptions`) the exact lane runs on Ray workers."""
-    from lanes.model_api import check_spec
-
-    check_spec(cfg.model.spec)  # a typo is refused now, not after the laws have read the whole capture
-    check_output_dir(out, "audit folder", [("CAPTURE", capture)])  # before any work, on Ray too
-    if ray is not None:
-        from harness.pipeline.ray_audit import audit_on_ray
-
-        return audit_on_ray(cfg, capture, out, ray, progress)
-    from harness.pipeline.backends import make_backend
-
-    return audit_capture(capture, out, cfg, lambda: make_backend(cfg), progress=progress)
 
 
 def audit_capture(

@@ -26,7 +26,7 @@ from harness.data.schemas.audit import GoldenModel
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
-    from lanes.backend import Backend
+    from lanes.backend_api import Backend
     from lanes.lanes import CallRecord, ExactLane
 
 AHEAD_CALLS = 16  # re-run calls sent and not yet taken, at most (InProcessRerun.stream): about 4 requests

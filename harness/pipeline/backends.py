@@ -12,7 +12,7 @@ from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
-    from lanes.backend import Backend
+    from lanes.backend_api import Backend
     from lanes.model_api import Model
 
 IN_PROCESS = ("in-process", "inprocess", "local")

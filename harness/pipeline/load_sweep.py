@@ -43,7 +43,7 @@ from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
-    from lanes.backend import Backend, Call
+    from lanes.backend_api import Backend, Call
     from lanes.triton.stats import StatsReader
     from lanes.triton.triton_backend import TritonBackend
 

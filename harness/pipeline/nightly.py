@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from harness.data.schemas.results import Score
     from harness.ledger.margins import MarginsView
     from harness.localisation.first_divergence import Inferring  # imports torch
-    from lanes.backend import Backend  # imports torch
+    from lanes.backend_api import Backend  # imports torch
 
 FINAL = {
     "score": "score.json",
@@ -285,7 +285,7 @@ def _meanwhile() -> None:
 def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsView:
     """The margin trends of this score's key (device kind, numerics profile, packer) over the ledger's history,
     read after the ledger commit, so tonight is the last night of every series."""
-    from harness.ledger.history_store import read_history
+    from harness.ledger.ledger_history import read_history
     from harness.ledger.margins import margins_view
     from harness.ledger.promotion import packer_of
 

@@ -57,7 +57,7 @@ from harness.release_config import ReleaseConfig
 if TYPE_CHECKING:
     from numpy.lib.npyio import NpzFile
 
-    from lanes.backend import Backend
+    from lanes.backend_api import Backend
 
 
 def audit_on_ray(

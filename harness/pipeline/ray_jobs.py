@@ -41,7 +41,7 @@ from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
-    from lanes.backend import Backend
+    from lanes.backend_api import Backend
 
 CORPUS = "corpus.parquet"
 

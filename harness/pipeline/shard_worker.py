@@ -27,7 +27,7 @@ from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, m
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
-    from lanes.backend import Backend
+    from lanes.backend_api import Backend
 
 JOB_FILE = "job.json"
 

@@ -36,7 +36,7 @@ from harness.data.errors import BackendError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.response import check_response, expected_shape
-from lanes.backend import Call, CallResult
+from lanes.backend_api import Call, CallResult
 from lanes.triton.failures import CallPolicy
 from lanes.triton.failures import Retryable as _Retryable
 from lanes.triton.model_identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerAnswers, ServerModel, unverified_model
