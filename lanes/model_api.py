@@ -45,6 +45,7 @@ import numpy as np
 from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from harness.numerics import declared_execution
+from lanes.diar_nn_g import CONFIGS
 
 
 @runtime_checkable
@@ -81,8 +82,6 @@ def staged_entry(model: object) -> Stage | None:
 def spec_kind(spec: str) -> str:
     """What a spec names: ``reference``, ``torchscript`` or ``factory``; a spec that names no model
     is refused here, so loading and the early check (:func:`check_spec`) read specs alike."""
-    from lanes.diar_nn_g import CONFIGS
-
     if spec in CONFIGS:
         return "reference"
     base = spec.partition("?")[0]  # a factory's arguments (a timeline=x.pt) never make it a TorchScript file
@@ -99,11 +98,11 @@ def spec_kind(spec: str) -> str:
 def load_model(spec: str, seed: int = 0, device: str = "cpu") -> Model:
     kind = spec_kind(spec)
     if kind == "reference":
-        from lanes.diar_nn_g import DiarNNG
+        from lanes.diar_nn_g import DiarNNG  # deferred: builds the torch network (start-up)
 
         return DiarNNG(spec, seed=seed, device=device)
     if kind == "torchscript":
-        from lanes.torchscript_model import TorchScriptModel
+        from lanes.torchscript_model import TorchScriptModel  # deferred: imports torch (start-up)
 
         return TorchScriptModel(spec, device=device)
     return _from_factory(spec, seed=seed, device=device)

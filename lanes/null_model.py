@@ -28,6 +28,7 @@ from harness.data.blocks import check_request
 from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
+from lanes.diar_nn_g.config import CONFIGS
 
 SEGMENTATION_TABLE = 61  # distinct window answers (prime: hashes spread over all of them)
 SHIFT_TABLE = 67  # per-frame shifts added to them: 61 x 67 distinct windows, full-entropy mantissas
@@ -114,7 +115,6 @@ def _segmentation_table(rng: np.random.RandomState, g: Geometry) -> np.ndarray:
 
 
 def _config_geometry(config: str) -> Geometry:
-    from lanes.diar_nn_g.config import CONFIGS
 
     if config not in CONFIGS:
         raise ModelError(f"unknown reference geometry {config!r} (known: {sorted(CONFIGS)})")

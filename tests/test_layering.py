@@ -271,3 +271,45 @@ def test_the_cycle_check_sees_a_cycle_across_folders():
     }
     found = folder_cycles(graph)
     assert len(found) == 1 and found[0].startswith("harness.evidence.b, harness.ledger.a import each other"), found
+
+
+def uncommented_inner_imports(source: str, where: str) -> list[str]:
+    """Every import of a project module inside a function whose first line carries no comment saying why it is
+    deferred (start-up: torch, pyarrow, jinja2, hypothesis, a plug-in registry...)."""
+    lines = source.splitlines()
+    out = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                project = node.module.split(".")[0] in PACKAGES
+            elif isinstance(node, ast.Import):
+                project = any(a.name.split(".")[0] in PACKAGES for a in node.names)
+            else:
+                continue
+            if project and "#" not in lines[node.lineno - 1]:
+                out.append(f"{where}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return out
+
+
+def test_every_import_inside_a_function_says_why():
+    """An import inside a function is left only where it buys start-up time, and says so; any other belongs at
+    the top of its module (a cycle it would dodge is a type living in the wrong file: see the cycle check)."""
+    found = [
+        line
+        for name, path in modules().items()
+        if "model_repository" not in path.parts
+        for line in uncommented_inner_imports(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert found == [], f"{len(found)} import(s) inside functions say not why they are deferred:\n" + "\n".join(found)
+
+
+def test_the_deferred_import_check_sees_a_silent_one():
+    """Negative control: an uncommented import of a project module inside a function is reported; a commented
+    one, and one of another package, are not."""
+    source = (
+        "def f():\n    from harness.data import ops\n\n"
+        "def g():\n    from harness.data import ops  # deferred: why\n    import json\n"
+    )
+    assert uncommented_inner_imports(source, "x.py") == ["x.py:2: from harness.data import ops"]

@@ -17,6 +17,9 @@ from harness.data.errors import SchemaError
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.schemas import validate
 from harness.data.schemas.audit import AuditFile
+from harness.data.schemas.docs import (
+    markdown,
+)
 
 
 def check_audit(data: object, where: str) -> AuditFile:
@@ -72,8 +75,7 @@ def headline(result: AuditFile) -> str:
 
 def schema_markdown() -> str:
     """The tables of docs/audit.md for the capture's metadata and the audit file (a test keeps them in step)."""
-    from harness.capture.schema import CaptureMeta
-    from harness.data.schemas.docs import markdown
+    from harness.capture.schema import CaptureMeta  # deferred: imports pyarrow (start-up)
 
     text = markdown({"capture metadata `harness.capture`": CaptureMeta, "audit file `audit.json`": AuditFile})
     return text[text.index("## ") :].replace("## ", "### ")

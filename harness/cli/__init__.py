@@ -40,6 +40,8 @@ from harness.data.errors import (
     one_line,
     request_interrupt,
 )
+from harness.data.fsio import fault, user_cache_dir
+from harness.data.process_settings import tune_process
 
 
 def _on_signal(signum, frame) -> None:
@@ -60,7 +62,7 @@ def _interrupted() -> str:
 def _command(argv: list[str]) -> str:
     """The command named on the line ('golden record'), not the values of its options."""
     try:
-        from harness.cli.app import app_command
+        from harness.cli.app import app_command  # deferred: imports typer (start-up)
 
         group, words = app_command(), []
         for arg in argv:
@@ -78,7 +80,6 @@ def program() -> None:
     """The ``harness`` program (the console script, ``python -m harness.cli``): the process's own settings first
     (before torch is imported and any thread starts; it may start the process again: harness.data.process_settings),
     then :func:`main`. A test calling :func:`main` in its own process changes nothing of that process."""
-    from harness.data.process_settings import tune_process
 
     tune_process()
     main()
@@ -126,7 +127,6 @@ def _hypothesis_storage_outside_the_working_folder() -> None:
     (``constants/``) in ``./.hypothesis`` by default: a folder the user did not ask for, in theirs. It goes
     to ``$XDG_CACHE_HOME/diar-lane-harness/hypothesis`` (``~/.cache``) unless HYPOTHESIS_STORAGE_DIRECTORY
     says where; the verdicts do not read it (their search has no example database)."""
-    from harness.data.fsio import user_cache_dir
 
     folder = user_cache_dir("hypothesis")
     if folder is not None:  # no home folder: hypothesis's default stays
@@ -135,11 +135,10 @@ def _hypothesis_storage_outside_the_working_folder() -> None:
 
 def _run(args: list[str], debug: bool) -> int | None:
     """The command itself: its exit status, every failure turned into its one line."""
-    from harness.data.fsio import fault
 
     try:
         fault("cli:start")
-        from harness.cli.app import app_command, removed_flag
+        from harness.cli.app import app_command, removed_flag  # deferred: imports typer (start-up)
 
         fault("cli:imported")
         command = app_command()
@@ -188,7 +187,7 @@ def _run(args: list[str], debug: bool) -> int | None:
 def _dependency_failure(exc: BaseException) -> str | None:
     """A third-party package that failed to import (harness.cli.deps); None for anything else."""
     try:
-        from harness.cli.deps import dependency_failure
+        from harness.cli.deps import dependency_failure  # deferred: only when an import failed (importlib.metadata)
 
         return dependency_failure(exc)
     except Exception:  # classifying the error must never hide it

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from harness.cli.version import version_line
 from harness.data.errors import HarnessError
 
 HELP = (
@@ -45,8 +46,6 @@ app.add_typer(golden_app, name="golden")
 
 def _show_version(value: bool) -> None:
     if value:
-        from harness.cli.version import version_line
-
         print(version_line(), flush=True)
         raise typer.Exit(0)
 
@@ -216,7 +215,7 @@ def flag_overrides(
 ) -> list:
     """The command line as overrides of the configuration's keys: ``--set`` first, then the named flags
     (which win). Nothing is checked here but syntax: the values are validated with the file."""
-    from harness.release_config import Override, parse_set
+    from harness.release_config import Override, parse_set  # deferred: imports numpy, pydantic (start-up)
 
     out = [parse_set(text) for text in sets or ()]
     for name, value in flags.items():
@@ -226,7 +225,7 @@ def flag_overrides(
     if tolerance is not None:
         out += [Override("--tolerance", f"tolerances.op{op}.mode", tolerance, repr(tolerance)) for op in range(3)]
     if shapes is not None:
-        from harness.data.shape import parse_shapes
+        from harness.data.shape import parse_shapes  # deferred: imports pydantic (start-up)
 
         out.append(Override("--shapes", "shapes.candidates", [int(k) for k in parse_shapes(shapes)], repr(shapes)))
     return out
@@ -243,7 +242,7 @@ def resolve_config(
 ):
     """The release configuration with the command line's overrides, validated once, with the file
     (:func:`harness.release_config.load_config`); a refused value names the flag it came from."""
-    from harness.release_config import load_config
+    from harness.release_config import load_config  # deferred: imports numpy, pydantic (start-up)
 
     return load_config(config, flag_overrides(sets, tolerance, shapes, model=model, device=device, **flags))
 
@@ -285,7 +284,7 @@ def ray_options(
             if given:  # from the configuration or --set
                 raise HarnessError(f"{name}: applies with --ray only (ray.address)")
         return None
-    from harness.pipeline.distributed import RayOptions
+    from harness.pipeline.distributed import RayOptions  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     return RayOptions(address.strip(), workers, shards, retries, accelerator)
 
@@ -298,7 +297,7 @@ def ray_of(cfg):
 
 def backend_of(cfg):
     """The configuration's ``[backend]`` as the backend choice."""
-    from harness.pipeline.backends import BackendChoice
+    from harness.pipeline.backends import BackendChoice  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     return BackendChoice.of(cfg)
 
@@ -310,7 +309,7 @@ def say(text: str) -> None:
 
 def app_command():
     """The click command of the whole tree (every command module registered)."""
-    from harness.cli import (  # noqa: F401
+    from harness.cli import (  # noqa: F401  (deferred: each command module registers itself on this app)
         audit_cmds,
         corpus_cmds,
         golden_cmds,

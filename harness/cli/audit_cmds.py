@@ -61,7 +61,9 @@ def audit_cmd(
     Ray workers (one per GPU) that read the capture themselves (a file every node mounts, like --out), and
     scored here: the same audit as one process.
     """
-    from harness.pipeline.audit_command import run_audit
+    from harness.pipeline.audit_command import (  # deferred: imports hypothesis, numpy, pyarrow, pydantic (start-up)
+        run_audit,
+    )
 
     cfg = resolve_config(config, device=device, tolerance=tolerance, sets=sets, golden_model=golden_model, ray=ray)
     outcome = run_audit(cfg, capture, out, progress, ray_of(cfg))

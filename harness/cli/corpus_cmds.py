@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import ConfigOpt, ModelOpt, corpus_app, resolve_config, say
+from harness.data.destinations import check_output_file
 from harness.data.limits import MAX_BLOCKS, MAX_STEP_SAMPLES
 
 OverwriteOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output file.")]
@@ -18,7 +19,7 @@ StepOpt = Annotated[
 
 
 def _geometry(config, model):
-    from harness.pipeline.backends import model_geometry
+    from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     return model_geometry(resolve_config(config, model))
 
@@ -37,9 +38,8 @@ def corpus_synth(
 
     The corpus is cut for the model's geometry: the config's [model] spec (default 'full'), or --model.
     """
-    from harness.corpus.synth import iter_synth_blocks
-    from harness.data.corpus_schema import write_corpus
-    from harness.data.destinations import check_output_file
+    from harness.corpus.synth import iter_synth_blocks  # deferred: imports numpy, pyarrow (start-up)
+    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
 
     geometry = _geometry(config, model)
     check_output_file(out, "corpus", overwrite=force, inputs=[("--config", config)])
@@ -57,9 +57,8 @@ def corpus_wav(
     config: ConfigOpt = None,
 ) -> None:
     """Cut WAV files into blocks of 8 windows; the last block is padded with VALID = 0 windows."""
-    from harness.corpus.wav import iter_wav_blocks
-    from harness.data.corpus_schema import write_corpus
-    from harness.data.destinations import check_output_file
+    from harness.corpus.wav import iter_wav_blocks  # deferred: imports numpy, pyarrow (start-up)
+    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
 
     geometry = _geometry(config, model)
     check_output_file(out, "corpus", overwrite=force, inputs=[*(("WAV", w) for w in wavs), ("--config", config)])
@@ -78,9 +77,8 @@ def corpus_capture(
     config: ConfigOpt = None,
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
-    from harness.data.corpus_reader import CorpusReader
-    from harness.data.corpus_schema import write_corpus
-    from harness.data.destinations import check_output_file
+    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
+    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
 
     geometry = _geometry(config, model)
     check_output_file(out, "corpus", overwrite=force, inputs=[("CAPTURED", captured), ("--config", config)])
@@ -95,6 +93,6 @@ def corpus_show(
     config: ConfigOpt = None,
 ) -> None:
     """Validate a corpus (every block) and print its summary."""
-    from harness.data.corpus_reader import CorpusReader
+    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
 
     say(json.dumps(CorpusReader(corpus, _geometry(config, model)).validate()))

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from golden.locate import refuse_folder_of_goldens
 from harness.cli.app import (
     BackendOpt,
     ConfigOpt,
@@ -59,7 +60,7 @@ def golden_record(
     With --ray the corpus is staged in the golden folder (which every Ray node must mount), each
     shard is recorded by a Ray worker and the shard goldens are merged into one.
     """
-    from harness.pipeline.commands import record
+    from harness.pipeline.commands import record  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, ray=ray)
     for line in record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)):
@@ -83,8 +84,7 @@ def golden_verify(
     recorded bitwise); otherwise the line names what differs: the environment (torch, CUDA,
     cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
     """
-    from golden.locate import refuse_folder_of_goldens
-    from harness.pipeline.commands import verify
+    from harness.pipeline.commands import verify  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
     cfg = resolve_config(config, model, device=device, sets=sets, backend=backend)
@@ -112,9 +112,12 @@ def golden_show(
     file's sha256 against it before anything is shown: a golden whose bytes changed is refused
     (exit 2, one line naming the file), as `score` would refuse it.
     """
-    from golden.locate import refuse_folder_of_goldens
-    from golden.store import load_golden
-    from harness.pipeline.inspect import CONTENT_NOT_CHECKED, check_golden_content, describe_golden
+    from golden.store import load_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        CONTENT_NOT_CHECKED,
+        check_golden_content,
+        describe_golden,
+    )
 
     refuse_folder_of_goldens(golden, "GOLDEN")
     gold = load_golden(golden)
@@ -155,7 +158,7 @@ def golden_adopt(
       `--golden GOLDENS/NAME.history-<time>`.
     - No model is built and no block runs: it takes the time of hashing the regen's files.
     """
-    from harness.pipeline.adopt import adopt_golden
+    from harness.pipeline.adopt import adopt_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     for line in adopt_golden(regen):
         say(line)
@@ -190,8 +193,10 @@ def golden_diff(
       of different corpora, geometries or OPs, a missing or corrupt golden), one line naming both.
     - No model is built and no block runs: both goldens' outputs are read once, batch by batch.
     """
-    from harness.pipeline.golden_diff import as_json as diff_json
-    from harness.pipeline.golden_diff import run_diff
+    from harness.pipeline.golden_diff import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        as_json as diff_json,
+    )
+    from harness.pipeline.golden_diff import run_diff  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
     result, lines = run_diff(a, b, cfg.tolerances, out)

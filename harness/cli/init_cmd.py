@@ -14,6 +14,9 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import app, say
+from harness.data.destinations import check_output_file
+from harness.data.errors import OutputError
+from harness.data.fsio import atomic_write
 
 EXAMPLE = ("defaults", "harness.toml.example")  # inside the harness package (package data)
 
@@ -33,9 +36,6 @@ def init_cmd(
     """Write the annotated release configuration (every key, its default, its meaning) to PATH
     (default harness.toml); pass it to every command with --config PATH. An existing file is refused
     (exit 2) unless --force."""
-    from harness.data.destinations import check_output_file
-    from harness.data.errors import OutputError
-    from harness.data.fsio import atomic_write
 
     if (path.exists() or path.is_symlink()) and not path.is_dir() and not force:
         raise OutputError(f"{path}: the file exists; nothing was written (harness init --force {path} replaces it)")

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from harness.cli.app import app, say
+from harness.data.errors import HarnessError
 
 LOCATION = (
     "Without --ledger and --manifest: --golden GOLDEN reads the files beside it (GOLDEN/../ledger.json "
@@ -88,10 +89,19 @@ def shapes_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.data.errors import HarnessError
-    from harness.ledger.promoted_manifest import derive_manifest, may_use
-    from harness.ledger.store import load_manifest, read_consistent
-    from harness.pipeline.inspect import describe_shapes, locate_ledger, shapes_document
+    from harness.ledger.promoted_manifest import (  # deferred: imports numpy, pydantic (start-up)
+        derive_manifest,
+        may_use,
+    )
+    from harness.ledger.store import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        load_manifest,
+        read_consistent,
+    )
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        describe_shapes,
+        locate_ledger,
+        shapes_document,
+    )
 
     if may:
         missing = [f"--{n}" for n, v in (("packer", packer), ("k", k), ("op", op), ("device", device)) if v is None]
@@ -152,8 +162,12 @@ def ledger_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.store import read_consistent
-    from harness.pipeline.inspect import describe_history, history_document, locate_ledger
+    from harness.ledger.store import read_consistent  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        describe_history,
+        history_document,
+        locate_ledger,
+    )
 
     files = locate_ledger(ledger, None, golden, "ledger")
     files["manifest"] = None  # the history is the ledger's alone
@@ -190,9 +204,15 @@ def history_cmd(
     packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.history_store import series
-    from harness.ledger.ledger_history import ledger_and_history
-    from harness.pipeline.inspect import describe_series, locate_ledger, series_document
+    from harness.ledger.history_store import series  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.ledger.ledger_history import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        ledger_and_history,
+    )
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        describe_series,
+        locate_ledger,
+        series_document,
+    )
 
     files = locate_ledger(ledger, None, golden, "history")
     files["manifest"] = None  # the history is the ledger's alone

@@ -82,8 +82,8 @@ def nightly_cmd(
     settings (a shard, the ledger's path, the packer, Triton and Ray details) are configuration keys:
     --set TABLE.KEY=VALUE (docs/configuration.md).
     """
-    from harness.pipeline import commands
-    from harness.pipeline.nightly_job import NightlyJob
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.nightly_job import NightlyJob  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(
         config,
@@ -130,8 +130,10 @@ def merge_cmd(
     Shards must share everything that could change the outputs (golden, shapes, model, device kind,
     library versions, numeric settings, padding, voiceprint inputs, packer): a mismatch is named.
     """
-    from harness.pipeline.nightly import merge
-    from harness.pipeline.nightly_job import refuse_previous_output
+    from harness.pipeline.nightly import merge  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.nightly_job import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        refuse_previous_output,
+    )
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets)
     refuse_previous_output(out, force)
@@ -147,7 +149,7 @@ def _path(text: str | None) -> Path | None:
 
 
 def _finish(outcome) -> None:
-    from harness.ledger.promotion import overrides_line
+    from harness.ledger.promotion import overrides_line  # deferred: imports numpy, pydantic (start-up)
 
     for name in ("html", "junit", "score", "promoted"):
         if name in outcome.paths:
@@ -186,7 +188,7 @@ def serve_cmd(
     Uses the tritonserver binary of the nvidia-pytriton wheel (Python backend; install the 'triton'
     extra) and prints the URL to give other commands as --backend.
     """
-    from lanes.triton.server import ServerOptions, serve_forever
+    from lanes.triton.server import ServerOptions, serve_forever  # deferred: imports pydantic (start-up)
 
     cfg = resolve_config(config, model, device=device, sets=sets)
     options = ServerOptions(
@@ -222,8 +224,8 @@ def demo_cmd(
     Synthetic corpus, reference model on the CPU: golden record, then the nightly (candidate shapes
     interleaved with the exact lane, score, promote), then the report. Prints where the report is.
     """
-    from harness.pipeline import commands
-    from harness.pipeline.nightly_job import NightlyOutcome
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.nightly_job import NightlyOutcome  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks)
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"

@@ -55,7 +55,7 @@ def run_cmd(
     Writes a run directory: the exact lane (the golden's reproduction, fair timing) and every shape.
     The packer and Triton details are configuration keys: --set packer.cmd=... (docs/configuration.md).
     """
-    from harness.pipeline import commands
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(
         config, model, device, shapes=shapes, sets=sets, backend=backend, arrangements=arrangements, repeats=repeats
@@ -79,7 +79,7 @@ def score_cmd(
     Exit 1 when a shape fails or the run's exact lane did not reproduce the golden. Localise a
     failure with `harness nightly` (it names the first diverging layer).
     """
-    from harness.pipeline import gate_commands
+    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
     lines, passed = gate_commands.score(cfg, golden, run, out)
@@ -113,7 +113,7 @@ def promote_cmd(
     the configuration's, its run and golden the ones on disk, its run not already (or more recently)
     in the ledger. Ledger and manifest are written as one locked, journaled transaction.
     """
-    from harness.pipeline import gate_commands
+    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
     for line in gate_commands.promote(cfg, score, ledger, manifest, golden, run):
@@ -132,7 +132,7 @@ def report_cmd(
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
 ) -> None:
     """Write the release sign-off report (self-contained HTML, Markdown, JSON) from a score."""
-    from harness.pipeline import gate_commands
+    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     for line in gate_commands.report(score, out, ledger, manifest, junit, localisation):
         say(line)
@@ -192,7 +192,7 @@ def laws_cmd(
     produced and what differed); 2 when the packer cannot be run (it does not start, fails the hello handshake, ...).
     With --export-vectors: write the test vectors (docs/packer-protocol.md, "Test vectors") and exit 0.
     """
-    from harness.pipeline import gate_commands
+    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     lines, ok = gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors)
     for line in lines:

@@ -15,7 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import harness
 from harness.data.jsonio import digest
+from harness.data.process_settings import in_force
 
 # Environment keys whose difference can legitimately change output bits (named on drift).
 NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver")
@@ -62,9 +64,6 @@ def environment(device: str = "cpu") -> dict[str, Any]:
 
     import numpy as np
     import pyarrow
-
-    import harness
-    from harness.data.process_settings import in_force
 
     env: dict[str, Any] = {
         "harness": harness.__version__,

@@ -88,7 +88,7 @@ def _kernels() -> ModuleType | None:
 
 def _import_kernels() -> ModuleType | None:
     try:
-        from harness.data import metrics_kernels
+        from harness.data import metrics_kernels  # deferred: imports numba (start-up)
     except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install scoring
         return None
     return metrics_kernels

@@ -74,7 +74,9 @@ class NumericSettings(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> NumericSettings:
         from pydantic import ValidationError
 
-        from harness.data.schemas import describe_error
+        from harness.data.schemas import (  # deferred: imports a lazy attribute of harness.data.schemas (start-up)
+            describe_error,
+        )
 
         try:
             return cls.model_validate(data)

@@ -159,8 +159,12 @@ class FloorSampler:
         """The three passes at once, each module compared when every pass has produced it."""
         import torch
 
-        from harness.localisation import lockstep
-        from harness.localisation.first_divergence import OUTPUT, families, one_ulp_jitter
+        from harness.localisation import lockstep  # deferred: imports torch (start-up)
+        from harness.localisation.first_divergence import (  # deferred: imports torch (start-up)
+            OUTPUT,
+            families,
+            one_ulp_jitter,
+        )
 
         model: Any = self.model
         nets, _ = families(model, op)

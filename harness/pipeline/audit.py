@@ -277,7 +277,10 @@ def _finish(fields: dict[str, Any]) -> AuditFile:
 
 
 def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
-    from reports.audit_report import write_audit_junit, write_audit_report
+    from reports.audit_report import (  # deferred: imports jinja2, markupsafe (start-up)
+        write_audit_junit,
+        write_audit_report,
+    )
 
     document = result.model_dump(mode="json")  # the file's JSON, as it was sealed (_finish)
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:

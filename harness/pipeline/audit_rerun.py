@@ -24,6 +24,8 @@ from harness.data.jsonio import plain
 from harness.data.metrics import start_warming
 from harness.data.schemas.audit import GoldenModel
 from harness.release_config import ReleaseConfig
+from lanes.device_queue import ordered
+from lanes.lanes import ExactLane
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
@@ -65,7 +67,6 @@ class InProcessRerun:
 
     def start(self, reader: CaptureReader, survey: Survey | None) -> GoldenModel:
         """``survey`` is not needed here (a Ray worker passes None)."""
-        from lanes.lanes import ExactLane
 
         self.backend = backend = self.make_backend()
         check_geometry(reader, backend.geometry, self.cfg)
@@ -84,7 +85,6 @@ class InProcessRerun:
         them: at most ``AHEAD_CALLS`` calls are sent and not yet taken (a few requests in memory). An error
         in a call is raised here, as that call's one line, and nothing after it runs; leaving (normally,
         by an error, by Ctrl-C, or by closing this generator) joins the worker."""
-        from lanes.device_queue import ordered
 
         lane = self.lane
         assert lane is not None, "stream() before start()"

@@ -7,9 +7,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.data.errors import HarnessError
-from harness.data.geometry import Geometry
+from harness.data.geometry import Geometry, geometry_of
+from harness.packers import packer_from_options
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.release_config import ReleaseConfig
+from lanes.backend import InProcessBackend
+from lanes.diar_nn_g.config import CONFIGS
+from lanes.model_api import load_model as load
+from lanes.triton.url import parse_triton_url
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
@@ -20,7 +25,6 @@ IN_PROCESS = ("in-process", "inprocess", "local")
 
 def load_model(config: ReleaseConfig, device: str | None = None) -> Model:
     """The configured model on ``device`` (default: the configured device)."""
-    from lanes.model_api import load_model as load
 
     return load(config.model.spec, seed=config.model.seed, device=device or config.device)
 
@@ -55,8 +59,6 @@ def make_backend(
     backend = choice.url
     device = device or config.device
     if backend in IN_PROCESS:
-        from lanes.backend import InProcessBackend
-
         for option, given in (
             ("backend.concurrency", choice.concurrency not in (None, 1)),
             ("backend.shm", choice.shm),
@@ -68,11 +70,13 @@ def make_backend(
                 )
         return InProcessBackend(load_model(config, device), config.numerics, device)
     if backend.startswith(("http://", "https://")):
-        from lanes.triton.url import parse_triton_url
-
         parse_triton_url(backend)  # bad input in words, before tritonclient is imported (lanes.triton.url)
         try:
-            from lanes.triton.triton_backend import DEFAULT_CONCURRENCY, CallPolicy, TritonBackend
+            from lanes.triton.triton_backend import (  # deferred: imports gevent, tritonclient (start-up)
+                DEFAULT_CONCURRENCY,
+                CallPolicy,
+                TritonBackend,
+            )
         except ImportError as exc:
             raise HarnessError(
                 f"--backend {backend}: the Triton lane needs tritonclient[http] "
@@ -105,15 +109,12 @@ def make_packer(packer_cmd: str | None, packer: str | None, geometry: Geometry, 
     The caller closes it."""
     if packer_cmd is None and (packer is None or packer == "harness") and digest is None:
         return HARNESS_PACKER
-    from harness.packers import packer_from_options
 
     return packer_from_options(packer_cmd, packer, geometry, digest=digest)
 
 
 def model_geometry(config: ReleaseConfig) -> Geometry:
     """The configured model's geometry; the reference model's is known without building it."""
-    from harness.data.geometry import geometry_of
-    from lanes.diar_nn_g.config import CONFIGS
 
     if config.model.spec in CONFIGS:
         return CONFIGS[config.model.spec].geometry()

@@ -15,12 +15,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
+from golden.store import load_golden
+from harness.corpus.synth import iter_synth_blocks
+from harness.data.corpus_reader import CorpusReader
+from harness.data.corpus_schema import write_corpus
 from harness.data.destinations import check_output_dir
 from harness.data.errors import HarnessError, step
 from harness.data.fsio import safe_name
-from harness.pipeline.backends import BackendChoice, load_model, make_backend, make_packer
+from harness.data.ops import Op
+from harness.data.schemas.config_file import (
+    NightlySection,
+    PackerSection,
+    ReleaseSection,
+)
+from harness.judging.binomial import needed_at_zero
+from harness.pipeline.backends import IN_PROCESS, BackendChoice, load_model, make_backend, make_packer, model_geometry
+from harness.pipeline.distributed import import_ray
+from harness.pipeline.golden_counts import counts_line, recorded_counts
+from harness.pipeline.model_match import check_before_building, check_fingerprint, check_geometry
+from harness.pipeline.nightly import nightly as run_nightly
+from harness.pipeline.nightly_job import NightlyJob, check_outputs, refuse_previous_output
+from harness.pipeline.ray_jobs import RecordTarget, nightly_ray, record_ray
+from harness.pipeline.record import adopt_hint, model_release_name, record_golden, verify_golden
+from harness.pipeline.run import RunOptions, plan_for, run_shapes
+from harness.pipeline.shard_worker import WorkerSpec
 from harness.progress import progress_bar
 from harness.release_config import ReleaseConfig
+from lanes.diar_nn_g.config import CONFIGS
+from lanes.model_api import describe
 
 if TYPE_CHECKING:
     from golden.store import Golden
@@ -33,8 +55,6 @@ Rows = Iterator[tuple["Block", str, dict[str, Any]]]
 
 
 def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) -> tuple[Rows, int]:
-    from harness.corpus.synth import iter_synth_blocks
-    from harness.data.corpus_reader import CorpusReader
 
     if corpus is not None:
         reader = CorpusReader(corpus, geometry)
@@ -53,14 +73,10 @@ def record(
     progress: bool,
     ray: RayOptions | None = None,
 ) -> list[str]:
-    from harness.pipeline.record import record_golden
-    from lanes.model_api import describe
 
     if release is not None:
         safe_name(release, "--release")
     if ray is not None:
-        from harness.pipeline.distributed import import_ray
-
         import_ray()  # before anything is created: without Ray, one line saying how to install it
     check_output_dir(goldens, "golden folder", [("--corpus", corpus), ("--config", cfg.source)])
     if ray is not None:  # the driver builds no backend; a plug-in's name is read from the model on CPU
@@ -89,8 +105,6 @@ def record(
     if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.localisation.module_floors
         lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
     if changes is not None:
-        from harness.pipeline.record import adopt_hint
-
         lines.append("changes against the previous golden: " + json.dumps(changes))
         lines.append(adopt_hint(gold.path))
     return lines
@@ -99,9 +113,6 @@ def record(
 def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
     """What the golden recorded to judge, per OP, and a warning for an OP with fewer units than the sample-size
     bound of this configuration's tolerances needs (no packed shape could pass it on this corpus)."""
-    from harness.data.ops import Op
-    from harness.judging.binomial import needed_at_zero
-    from harness.pipeline.golden_counts import counts_line, recorded_counts
 
     m = gold.manifest
     lines = [f"recorded per OP: {counts_line(m['files'], m['corpus'], gold.ops)}"]
@@ -132,12 +143,8 @@ def release_name(cfg: ReleaseConfig, model: Callable[[], dict[str, Any]]) -> str
     only then."""
     import re
 
-    from harness.data.schemas.config_file import ReleaseSection
-    from lanes.diar_nn_g.config import CONFIGS
-
     if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
         return cfg.name
-    from harness.pipeline.record import model_release_name
 
     name = model_release_name(model())  # a TorchScript file's stem: goldens/tiny, not goldens/tiny.pt
     return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "model", "release name")
@@ -154,9 +161,6 @@ def record_on_ray(
     ray: RayOptions,
 ) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
-    from harness.pipeline.backends import model_geometry
-    from harness.pipeline.ray_jobs import RecordTarget, record_ray
-    from harness.pipeline.shard_worker import WorkerSpec
 
     choice = BackendChoice(backend) if isinstance(backend, str) else backend
     geometry = model_geometry(cfg)
@@ -165,10 +169,6 @@ def record_on_ray(
 
 
 def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
-    from golden.store import load_golden
-    from harness.pipeline.backends import IN_PROCESS
-    from harness.pipeline.model_match import check_before_building, check_fingerprint, check_geometry
-    from harness.pipeline.record import verify_golden
 
     gold = load_golden(golden_path)  # instant: a folder of goldens, a tampered manifest, before the model is built
     url = backend if isinstance(backend, str) else backend.url
@@ -188,8 +188,6 @@ def run(
 ) -> list[str]:
     """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
     overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
-    from golden.store import load_golden
-    from harness.pipeline.run import RunOptions, plan_for, run_shapes
 
     knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
     check_output_dir(runs, "runs folder", [("--golden", golden_path), ("--config", cfg.source)])
@@ -217,9 +215,6 @@ def check_golden_before_building(cfg: ReleaseConfig, golden_path: Path) -> None:
     """What ``run`` and ``nightly`` can refuse before the model is built: a folder of goldens, a golden whose
     manifest or files do not hold, a golden of another reference model's geometry. The fingerprint is compared
     as soon as the model is built."""
-    from golden.store import load_golden
-    from harness.pipeline.backends import IN_PROCESS
-    from harness.pipeline.model_match import check_before_building
 
     refuse_folder_of_goldens(golden_path)  # at once, listing the goldens inside
     check_before_building(load_golden(golden_path), cfg.model.spec, cfg.backend.url in IN_PROCESS)
@@ -228,8 +223,6 @@ def check_golden_before_building(cfg: ReleaseConfig, golden_path: Path) -> None:
 def nightly(job: NightlyJob) -> NightlyOutcome:
     """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
     before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
-    from harness.pipeline.nightly import nightly as run_nightly
-    from harness.pipeline.nightly_job import check_outputs, refuse_previous_output
 
     cfg, knobs = job.config, job.config.packer
     part = job.part
@@ -258,9 +251,6 @@ def nightly(job: NightlyJob) -> NightlyOutcome:
 
 def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     """``nightly --ray``: Ray is checked first (one line saying how to install it), then the shards."""
-    from harness.pipeline.distributed import import_ray
-    from harness.pipeline.ray_jobs import nightly_ray
-    from harness.pipeline.shard_worker import WorkerSpec
 
     import_ray()
     assert job.ray is not None and job.shard is None  # the caller's tests
@@ -272,14 +262,6 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
 def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], object]:
     """The main job: synthetic corpus, golden, nightly, sign-off report."""
     import time
-
-    from harness.corpus.synth import iter_synth_blocks
-    from harness.data.corpus_reader import CorpusReader
-    from harness.data.corpus_schema import write_corpus
-    from harness.data.schemas.config_file import NightlySection, PackerSection
-    from harness.pipeline.nightly import nightly as run_nightly
-    from harness.pipeline.nightly_job import NightlyJob
-    from harness.pipeline.record import record_golden
 
     start = time.perf_counter()
     check_output_dir(out, "demo output folder", [("--config", cfg.source)])

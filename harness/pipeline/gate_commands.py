@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 from harness.data.destinations import check_output_dir, check_output_file, same_file
 from harness.data.errors import HarnessError, committed
+from harness.data.jsonio import read_json
 from harness.data.outputset import output_set, pin
+from harness.ledger.score_check import check_self_consistent, read_score
 from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
@@ -20,9 +22,9 @@ if TYPE_CHECKING:
 
 
 def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
-    from golden.runs import load_run
-    from golden.store import load_golden
-    from harness.pipeline.score import score_run, write_score
+    from golden.runs import load_run  # deferred: imports pyarrow (start-up)
+    from golden.store import load_golden  # deferred: imports pyarrow (start-up)
+    from harness.pipeline.score import score_run, write_score  # deferred: imports pyarrow (start-up)
 
     check_output_file(
         out, "score file", inputs=[("--golden", golden_path), ("--run", run_path), ("--config", cfg.source)]
@@ -57,8 +59,8 @@ def score_lines(result: Score) -> list[str]:
 def promote(
     cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
 ) -> list[str]:
-    from harness.ledger.store import check_paths
-    from harness.pipeline.promote import describe_transition, promote_file
+    from harness.ledger.store import check_paths  # deferred: imports pyarrow (start-up)
+    from harness.pipeline.promote import describe_transition, promote_file  # deferred: imports pyarrow (start-up)
 
     check_paths(
         ledger, manifest, [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)]
@@ -77,12 +79,13 @@ def report(
     junit: Path | None,
     localisation: Path | None,
 ) -> list[str]:
-    from harness.data.jsonio import read_json
-    from harness.data.schemas import LocalisationFile, validate
-    from harness.ledger.score_check import check_self_consistent, read_score
-    from harness.ledger.store import read_consistent
-    from harness.pipeline.promote import engine_manifest
-    from reports import ReportContext, write_junit, write_report
+    from harness.data.schemas import (  # deferred: imports a lazy attribute of harness.data.schemas (start-up)
+        LocalisationFile,
+        validate,
+    )
+    from harness.ledger.store import read_consistent  # deferred: imports pyarrow (start-up)
+    from harness.pipeline.promote import engine_manifest  # deferred: imports pyarrow (start-up)
+    from reports import ReportContext, write_junit, write_report  # deferred: imports jinja2, markupsafe (start-up)
 
     inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
     check_output_dir(out, "report folder", inputs)
@@ -140,11 +143,11 @@ def laws(
 ) -> tuple[list[str], bool]:
     """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
     vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
-    from harness.laws import LAW_GEOMETRY, check_packer
-    from harness.packers import packer_from_options
+    from harness.laws import LAW_GEOMETRY, check_packer  # deferred: imports hypothesis, pyarrow (start-up)
+    from harness.packers import packer_from_options  # deferred: imports pyarrow (start-up)
 
     if export_vectors is not None:
-        from harness.packers.vector_files import export
+        from harness.packers.vector_files import export  # deferred: imports pyarrow (start-up)
 
         if packer_cmd is not None or packer is not None or packer_digest is not None:
             raise HarnessError(

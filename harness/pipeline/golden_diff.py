@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from golden.store import CORPUS, Golden
+from golden.locate import refuse_folder_of_goldens
+from golden.store import CORPUS, Golden, load_golden
 from harness.data.destinations import check_output_file
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import GoldenError, check_interrupted, step
@@ -205,8 +206,6 @@ def worst_blocks(key: str, o: OpDiff) -> list[str]:
 def run_diff(a_path: Path, b_path: Path, tolerances: Tolerances, out: Path | None) -> tuple[GoldenDiff, list[str]]:
     """The command: both goldens loaded (manifests checked, files hashed), the output checked writable
     BEFORE any output is read, the diff, then ``--out`` written whole (atomic rename) or not at all."""
-    from golden.locate import refuse_folder_of_goldens
-    from golden.store import load_golden
 
     for path, name in ((a_path, "A"), (b_path, "B")):
         refuse_folder_of_goldens(path, name)

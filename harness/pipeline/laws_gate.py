@@ -55,6 +55,7 @@ from harness.data.errors import HarnessError, debug_note, short, step
 from harness.data.fsio import user_cache_dir
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas.base import describe_error
+from harness.data.schemas.files import LawsVerdict
 from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
 
 DEFAULT_EXAMPLES = 100
@@ -81,7 +82,7 @@ def _judged_as_the_laws_need(packer: Packer) -> Iterator[Packer]:
     was built for, the model's. A packer process keeps its session's geometry for life, so an external
     packer is judged in a process of its own (``with_geometry``: the same command, its own ``hello``),
     ended after; an in-process packer's geometry is set for the judging and restored after."""
-    from harness.laws import LAW_GEOMETRY
+    from harness.laws import LAW_GEOMETRY  # deferred: imports hypothesis (start-up)
 
     sibling = getattr(packer, "with_geometry", None)
     if callable(sibling):
@@ -250,7 +251,6 @@ def _read_cached(key: LawsKey) -> dict[str, Any] | None:
 
 def _entry(path: Path, key: LawsKey) -> tuple[dict[str, Any] | None, str]:
     """The verdict of the cache entry at ``path`` if it may stand for ``key``'s, else None and why not."""
-    from harness.data.schemas.files import LawsVerdict  # imported when an entry is found: pydantic is loaded anyway
 
     try:
         data = read_json(path, "laws verdict cache")

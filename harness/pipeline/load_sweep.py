@@ -29,7 +29,7 @@ import numpy as np
 
 from golden.store import Golden
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError, check_interrupted
+from harness.data.errors import HarnessError, check_interrupted, step
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
@@ -40,7 +40,9 @@ from harness.evidence.load_evidence import PointTraffic, load_point
 from harness.evidence.load_score import with_load
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
+from harness.progress import progress_bar
 from harness.release_config import ReleaseConfig
+from lanes.triton.stats import StatsReader, difference
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend, Call
@@ -97,7 +99,6 @@ def sweep(
 ) -> Sweep:
     """Every candidate shape at every ``[load] concurrency`` (module doc); ``backend`` is the lanes' Triton
     backend, whose server, model and settings each point reuses at its own concurrency."""
-    from lanes.triton.stats import StatsReader
 
     check_sweep(config, backend)
     triton: TritonBackend = backend  # type: ignore[assignment]  # check_sweep: a Triton backend
@@ -188,14 +189,13 @@ def _send_point(
 
 
 def _stats_delta(stats: StatsReader, before: ServerStats) -> ServerStats:
-    from lanes.triton.stats import difference
 
     return difference(before, stats.read_settled(), f"load sweep: statistics of {stats.model_name!r}")
 
 
 def _backend_at(backend: TritonBackend, concurrency: int) -> TritonBackend:
     """A backend on the same server, model and settings as the lanes', at ``concurrency``."""
-    from lanes.triton.triton_backend import TritonBackend
+    from lanes.triton.triton_backend import TritonBackend  # deferred: imports gevent, tritonclient (start-up)
 
     return TritonBackend(
         backend.url,
@@ -269,8 +269,6 @@ def nightly_sweep(
     config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, show_progress: bool = True
 ) -> Sweep | None:
     """The nightly's step after the lanes: the sweep with a progress bar, or None when ``[load]`` asks none."""
-    from harness.data.errors import step
-    from harness.progress import progress_bar
 
     if not config.load.concurrency:
         return None

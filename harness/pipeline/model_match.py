@@ -16,6 +16,7 @@ from __future__ import annotations
 from golden.store import Golden
 from harness.data.errors import GoldenError
 from harness.data.geometry import Geometry
+from lanes.diar_nn_g.config import CONFIGS
 
 TO_DO = (
     "give the command the model it was recorded with (--model and --set model.seed=N, or the config's [model]; "
@@ -48,7 +49,6 @@ def check_before_building(golden: Golden, spec: str, in_process: bool) -> None:
     """Before the model is built: the geometry of a reference model (``full``, ``small``), which its spec
     names without building it (minutes of CPU for the full model on a loaded machine). A plug-in's or a
     server's geometry is known only from the model itself: checked once it is there."""
-    from lanes.diar_nn_g.config import CONFIGS
 
     if in_process and spec in CONFIGS:
         check_geometry(golden, CONFIGS[spec].geometry(), f"model {spec!r}")

@@ -26,12 +26,17 @@ from harness.data.jsonio import write_json_atomic
 from harness.data.metrics import start_warming
 from harness.data.outputset import output_set
 from harness.data.overlap import import_meanwhile
-from harness.ledger.store import beside_golden
+from harness.ledger.ledger_history import read_history
+from harness.ledger.margins import margins_view
+from harness.ledger.promotion import packer_of
+from harness.ledger.score_check import check_score
+from harness.ledger.store import beside_golden, read_consistent
 from harness.packers.packing import HARNESS_PACKER, Packer
+from harness.pipeline.backends import load_model
 from harness.pipeline.live_score import LiveScore, live_score
 from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
 from harness.pipeline.nightly_job import MEMBERS, SET, NightlyJob, NightlyOutcome, NightOutputs, check_outputs
-from harness.pipeline.promote import promote
+from harness.pipeline.promote import engine_manifest, promote
 from harness.pipeline.run import RunOptions, plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
@@ -209,7 +214,13 @@ def finalize(
     does: what it still allows). ``live``: the score accumulated while the
     lanes ran (:mod:`harness.pipeline.live_score`), checked against the run here; None: scored from the run's
     files (a merge, a Ray nightly)."""
-    from reports import ReportContext, evidence_warnings, summary_line, write_junit, write_report
+    from reports import (  # deferred: imports jinja2, markupsafe (start-up)
+        ReportContext,
+        evidence_warnings,
+        summary_line,
+        write_junit,
+        write_report,
+    )
 
     out, ledger_path, manifest_path, no_promote = outputs.out, outputs.ledger, outputs.manifest, outputs.no_promote
     paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
@@ -219,8 +230,6 @@ def finalize(
             score = score if load is None else attach(score, load, config)  # the sweep can refuse a shape
             write_score(stage / "score.json", score)
         if no_promote:
-            from harness.ledger.score_check import check_score
-
             with step("verify score"):
                 check_score(score, golden.manifest, run.manifest, config.tolerances, str(paths["score"]))
             transitions = None
@@ -232,7 +241,7 @@ def finalize(
         localisation = {}
         if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
             with step("localise"):  # only failing shapes are localised: torch is imported only then
-                from harness.pipeline.localise import localise_failures
+                from harness.pipeline.localise import localise_failures  # deferred: imports torch (start-up)
 
                 localisation = localise_failures(
                     score, golden, run, load_model, config.localise.floor_multiple, spill=stage, progress=progress
@@ -244,9 +253,6 @@ def finalize(
                 )
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
-            from harness.ledger.store import read_consistent
-            from harness.pipeline.promote import engine_manifest
-
             ledger, promoted = read_consistent(ledger_path, manifest_path) if not no_promote else (None, None)
             margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed
             # the file the engine reads: as committed; a night that did not promote reads it as the engine does
@@ -285,9 +291,6 @@ def _meanwhile() -> None:
 def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsView:
     """The margin trends of this score's key (device kind, numerics profile, packer) over the ledger's history,
     read after the ledger commit, so tonight is the last night of every series."""
-    from harness.ledger.ledger_history import read_history
-    from harness.ledger.margins import margins_view
-    from harness.ledger.promotion import packer_of
 
     return margins_view(
         read_history(ledger_path),
@@ -323,7 +326,6 @@ def _model_loader(config: ReleaseConfig, backend: Backend | None, run: Run) -> C
         return lambda: model
 
     def load() -> Inferring:
-        from harness.pipeline.backends import load_model
 
         return load_model(config, run.manifest["environment"].get("device", config.device))
 

@@ -17,6 +17,7 @@ from harness.data.destinations import Input, check_output_dir
 from harness.data.errors import HarnessError
 from harness.data.jsonio import read_json
 from harness.data.outputset import current_link
+from harness.ledger.ledger_history import check_history
 from harness.ledger.store import beside_golden, check_paths
 from harness.pipeline.backends import BackendChoice
 from harness.release_config import ReleaseConfig
@@ -123,7 +124,6 @@ def check_outputs(
     configuration, ``inputs``), and when it ``promotes`` (no shard, no ``--no-promote``) the ledger and manifest
     (writable, readable, their history folder a folder) and the ledger's history, read as this ledger's (the
     margins read it after the commit and may decide the exit status). Returns the ledger and manifest paths."""
-    from harness.ledger.ledger_history import check_history
 
     ledger_path, manifest_path = beside_golden(Path(golden_path), ledger_path, manifest_path)
     all_inputs = [("--golden", golden_path), ("--config", config.source), *inputs]

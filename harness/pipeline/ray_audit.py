@@ -44,6 +44,7 @@ from harness.data.schemas.audit import GoldenModel
 from harness.packers.packing import Packer
 from harness.pipeline.audit import AuditOutcome, judge_capture
 from harness.pipeline.audit_rerun import InProcessRerun, check_geometry
+from harness.pipeline.backends import model_geometry
 from harness.pipeline.distributed import (
     RayOptions,
     import_ray,
@@ -145,7 +146,6 @@ class RayRerun:
         self.npz: NpzFile | None = None
 
     def start(self, reader: CaptureReader, survey: Survey) -> GoldenModel:
-        from harness.pipeline.backends import model_geometry
 
         check_geometry(reader, model_geometry(self.cfg), self.cfg)  # before any worker starts
         with step("cut the capture in shards"):

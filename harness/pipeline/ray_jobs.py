@@ -27,15 +27,21 @@ from golden.manifest import check_files
 from golden.store import Golden, load_golden
 from harness.corpus.shards import BlockRange, block_ranges
 from harness.data.blocks import Block
+from harness.data.corpus_reader import CorpusReader
+from harness.data.corpus_schema import write_corpus
 from harness.data.destinations import check_output_dir
 from harness.data.errors import step
 from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
 from harness.packers.packing import Packer
+from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.distributed import RayOptions, new_job_root, remove_job_root, run_shards
+from harness.pipeline.golden_merge import merge_goldens
+from harness.pipeline.model_match import check_before_building
 from harness.pipeline.nightly import merge
 from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome, check_outputs
+from harness.pipeline.record import golden_target, record_golden, summarize_changes
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 from harness.release_config import ReleaseConfig
@@ -81,8 +87,6 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
     run on the workers ``spec`` describes, then ``merge`` as ``harness merge`` does it. A golden of another
     reference geometry is refused here, before Ray starts; each worker compares its model's fingerprint before
     its packer is judged (:func:`nightly_shard`)."""
-    from harness.pipeline.backends import IN_PROCESS
-    from harness.pipeline.model_match import check_before_building
 
     options, config, golden_path, out, no_promote = job.ray, job.config, job.golden, job.out, job.no_promote
     assert options is not None, "a Ray nightly without Ray options"
@@ -128,8 +132,6 @@ def record_shard(
     release: str,
 ) -> Path:
     """On a worker: a golden of the shard's blocks (the exact lane twice, its own noise floor)."""
-    from harness.data.corpus_reader import CorpusReader
-    from harness.pipeline.record import record_golden
 
     rows = (row for row in CorpusReader(corpus, backend.geometry).rows(shard.members) if shard.owns(row[0].id))
     # a folder per attempt: a rerun after a death just past the rename must not find "a golden exists"
@@ -160,10 +162,6 @@ def record_ray(
 ) -> tuple[Golden, dict[str, Any] | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
-    from harness.data.corpus_reader import CorpusReader
-    from harness.data.corpus_schema import write_corpus
-    from harness.pipeline.golden_merge import merge_goldens
-    from harness.pipeline.record import golden_target, summarize_changes
 
     goldens = target.goldens
     name = safe_name(target.release, "--release")

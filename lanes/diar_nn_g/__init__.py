@@ -11,7 +11,7 @@ __all__ = ["CONFIGS", "DiarConfig", "DiarNNG", "SegmentationConfig", "Voiceprint
 
 def __getattr__(name: str):
     if name == "DiarNNG":
-        from lanes.diar_nn_g.model import DiarNNG
+        from lanes.diar_nn_g.model import DiarNNG  # deferred: imports pydantic, torch (start-up)
 
         return DiarNNG
     raise AttributeError(name)

@@ -22,6 +22,8 @@ import numpy as np
 
 from harness.data.errors import BackendError
 from harness.data.geometry import Geometry
+from harness.data.ops import Op
+from harness.data.response import expected_shape
 
 INFO_OUTPUT = "MODEL_INFO"
 UNVERIFIED_KIND = "triton-unverified/1"
@@ -147,9 +149,6 @@ def unverified_model(
     """A served model without MODEL_INFO, accepted only with a label and a geometry that its own
     one-window answer agrees with (its weights cannot be verified remotely)."""
     config, versions, answer_shape = answers.config, answers.versions, answers.answer_shape
-    from harness.data.errors import BackendError
-    from harness.data.ops import Op
-    from harness.data.response import expected_shape
 
     lacks = f"{where}: the model at {url} has no {INFO_OUTPUT} output, so its weights cannot be verified remotely"
     if not label:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.data.errors import BackendError
+
 SHM_DIR = Path("/dev/shm")
 PREFIX = "diar_shm_"
 _ALIGN = 64
@@ -196,8 +198,6 @@ def infer_through_shm(
 
     import tritonclient.http as httpclient
     from tritonclient.utils import triton_to_np_dtype
-
-    from harness.data.errors import BackendError
 
     offsets, used = layout(arrays)
     out_bytes = 4 * int(np.prod(out_shape, dtype=np.int64))

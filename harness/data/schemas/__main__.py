@@ -5,6 +5,9 @@ import sys
 
 from harness.data.errors import HarnessError
 from harness.data.schemas.docs import markdown
+from harness.data.schemas.json_schema import (
+    write_schemas,
+)
 
 USAGE = "usage: python -m harness.data.schemas [--json DIR]"
 
@@ -23,8 +26,6 @@ def main(argv: list[str]) -> int:
         )
         return 2
     from pathlib import Path
-
-    from harness.data.schemas.json_schema import write_schemas
 
     try:
         written = write_schemas(Path(argv[1]))

@@ -16,7 +16,9 @@ def markdown(models: dict[str, type[BaseModel]] | None = None) -> str:
     :mod:`harness.data.schemas.config_file`)."""
     if models is None:
         from harness.data.schemas import FILE_KINDS  # (this module is the package's: imported by it, not at import)
-        from harness.data.schemas.config_file import ConfigFile
+        from harness.data.schemas.config_file import (  # deferred: imports numpy (start-up)
+            ConfigFile,
+        )
 
         # (every kind is a model; the filter tells mypy so without retyping FILE_KINDS)
         models = {**{t: k for t, k in FILE_KINDS.items() if issubclass(k, BaseModel)}, "configuration": ConfigFile}
