@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from harness.data.jsonio import plain_dict
 from harness.data.schemas.results import Score
-from harness.evidence.registry import kinds
+from harness.evidence.kind_registry import kinds
 from reports.arrangement_section import arrangement_facts, arrangement_images
 from reports.load_section import load_facts, load_images
 from reports.repeat_section import repeat_facts

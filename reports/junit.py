@@ -32,7 +32,7 @@ from harness.data.fsio import atomic_write
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.refusals import NUMERICS
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
-from harness.evidence.registry import kinds
+from harness.evidence.kind_registry import kinds
 from reports.margin_section import junit_properties
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from harness.data.schemas.refusals import NUMERICS
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Score, ShapeScore
 from harness.data.schemas.verdicts import CheckDetails
 from harness.data.shape import lane_name
-from harness.evidence import registry
+from harness.evidence import kind_registry as registry
 from harness.evidence.kind import (
     JudgedPair,
     KindDefaults,

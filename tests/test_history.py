@@ -17,8 +17,8 @@ from harness.data.schemas import Score
 from harness.data.schemas.history import SeriesAnswer
 from harness.ledger.history_store import history_folder, margin_of, part_path, read_part, rows_of, series, write_part
 from harness.ledger.ledger_history import ledger_and_history, read_history
+from harness.ledger.ledger_store import commit, journal_path, load_ledger
 from harness.ledger.promotion import apply_score
-from harness.ledger.store import commit, journal_path, load_ledger
 from harness.pipeline.promote import promote_file
 from tests.cli_run import harness_cli
 from tests.test_promotion import CONFIG, LOOSE, RELEASE, STRICT, world  # noqa: F401 (fixture)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from harness.data.schemas import FILE_KINDS, Ledger, PromotedShapes
 from harness.data.schemas.json_schema import REGENERATE, beyond_schema, json_schema, kinds, schema_texts
-from harness.ledger.store import load_manifest
+from harness.ledger.ledger_store import load_manifest
 from harness.pipeline.inspect import shapes_document
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
@@ -259,8 +259,8 @@ def test_a_sign_off_report_validates_against_its_published_schema(written, tmp_p
     """report.json (the facts a tool reads, trusting a person saw the same numbers) holds its schema, with a
     ledger and without; a report with an unknown top-level key or another verdict word is refused."""
     from harness.data.schemas import SignoffReport
+    from harness.ledger.ledger_store import load_ledger
     from harness.ledger.score_check import read_score
-    from harness.ledger.store import load_ledger
     from reports.signoff import ReportContext, write_report
 
     score = read_score(written["score"])

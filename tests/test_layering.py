@@ -45,7 +45,7 @@ REACHES = {
     ("reports", "harness.ledger.promotion"): "the ledger's vocabulary",
     ("reports", "harness.judging.judges"): "the checks' one-line rendering, the noise floors' figures in words",
     ("reports", "harness.ledger.margins"): "the margins' trends over nights, computed in the core from the history",
-    ("reports", "harness.evidence.registry"): "every kind of evidence renders through one path: its section, its "
+    ("reports", "harness.evidence.kind_registry"): "every kind of evidence renders through one path: its section, its "
     "JUnit properties",
 }
 WHY = {
@@ -313,3 +313,53 @@ def test_the_deferred_import_check_sees_a_silent_one():
         "def g():\n    from harness.data import ops  # deferred: why\n    import json\n"
     )
     assert uncommented_inner_imports(source, "x.py") == ["x.py:2: from harness.data import ops"]
+
+
+def stem_collisions(table: dict[str, Path]) -> list[str]:
+    """Modules of the same stem in different places, unless one is the other's pipeline or CLI face and says so
+    (its docstring names the other)."""
+    by_stem: dict[str, list[str]] = {}
+    for name, path in table.items():
+        if path.name not in ("__init__.py", "__main__.py") and "model_repository" not in path.parts:
+            by_stem.setdefault(path.stem, []).append(name)
+    out = []
+    for stem, names in sorted(by_stem.items()):
+        if len(names) < 2:
+            continue
+        faces = [n for n in names if within(n, ("harness.pipeline", "harness.cli"))]
+        others = [n for n in names if n not in faces]
+        said = len(faces) == 1 and all(
+            o in (ast.get_docstring(ast.parse(table[faces[0]].read_text())) or "") for o in others
+        )
+        if not said:
+            out.append(f"{stem}: {', '.join(sorted(names))} (rename one, or let the pipeline face name the other)")
+    return out
+
+
+def test_no_two_modules_share_a_stem_unless_one_is_the_others_face():
+    assert stem_collisions(modules()) == []
+
+
+def test_the_stem_check_sees_a_collision(tmp_path):
+    """Negative control: two core modules of one stem are reported; a pipeline face naming its schema is not."""
+    for rel, doc in (
+        ("harness/a/store.py", "x"),
+        ("golden/store.py", "y"),
+        ("harness/data/schemas/audit.py", "x"),
+        ("harness/pipeline/audit.py", "harness.data.schemas.audit"),
+    ):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'"""{doc}"""\n')
+    table = {
+        ".".join(Path(rel).with_suffix("").parts): tmp_path / rel
+        for rel in (
+            "harness/a/store.py",
+            "golden/store.py",
+            "harness/data/schemas/audit.py",
+            "harness/pipeline/audit.py",
+        )
+    }
+    assert stem_collisions(table) == [
+        "store: golden.store, harness.a.store (rename one, or let the pipeline face name the other)"
+    ]

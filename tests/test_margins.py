@@ -2,7 +2,7 @@
 the report's "Margins" section, JUnit's properties and the nightly's summary and exit status.
 
 Unit tests build HistoryRows by hand; the nightly tests run real nightlies around nights committed
-with forged figures through the ledger's own transaction (``harness.ledger.store.commit``), so the
+with forged figures through the ledger's own transaction (``harness.ledger.ledger_store.commit``), so the
 report and the exit status are the nightly's, read through the history store."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from harness.data.schemas.config_file import EvidenceSection, HistorySection
 from harness.data.schemas.history import HistoryRow
 from harness.ledger.history_store import Figures, margin_of
 from harness.ledger.ledger_history import read_history
+from harness.ledger.ledger_store import commit
 from harness.ledger.margins import margins_view, trend
 from harness.ledger.promotion import sealed_ledger
-from harness.ledger.store import commit
 from harness.pipeline.nightly import nightly, with_warnings
 from harness.pipeline.nightly_job import NightlyJob
 from harness.release_config import ModelSpec, ReleaseConfig, load_config, parse_set

@@ -19,7 +19,7 @@ from harness.data.errors import EXIT_FAIL, EXIT_PASS, GoldenError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import EvidenceSection, NightlySection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
-from harness.ledger.store import read_consistent
+from harness.ledger.ledger_store import read_consistent
 from harness.pipeline.nightly import merge, nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden

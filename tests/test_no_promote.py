@@ -22,8 +22,8 @@ from harness.data.schemas import Ledger, validate
 from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.records import JudgedUnder, Override
 from harness.data.tolerances import Tolerances
+from harness.ledger.ledger_store import read_consistent
 from harness.ledger.promotion import overrides_of
-from harness.ledger.store import read_consistent
 from harness.pipeline.nightly import NOT_PROMOTED, nightly
 from harness.pipeline.nightly_job import NightlyJob, refuse_previous_output
 from harness.release_config import ModelSpec, ReleaseConfig

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from harness.data.blocks import Block
 from harness.data.schemas import Score
 from harness.laws import LAW_GEOMETRY
+from harness.ledger.ledger_store import commit
 from harness.ledger.promotion import apply_score
-from harness.ledger.store import commit
 from harness.packers import ExternalPacker, PackerUnavailable, command, identity
 from harness.pipeline.promote import promote_file
 from harness.pipeline.run import RunOptions, plan_for

@@ -19,9 +19,9 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import PromotedShapes, Score
 from harness.data.schemas.config_file import EvidenceSection
 from harness.data.tolerances import SegmentationTolerance, Tolerances, VoiceprintTolerance
+from harness.ledger.ledger_store import commit, journal_path, load_ledger, load_manifest, read_consistent
 from harness.ledger.promoted_manifest import allowed_shapes, derive_manifest
 from harness.ledger.promotion import apply_score, empty_ledger
-from harness.ledger.store import commit, journal_path, load_ledger, load_manifest, read_consistent
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
 from harness.release_config import ReleaseConfig

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-import harness.ledger.store
+import harness.ledger.ledger_store
 from harness.data.jsonio import seal, write_json_atomic
 from harness.data.schemas import Score
 from harness.data.schemas.records import as_written
+from harness.ledger.ledger_store import commit, load_ledger, load_manifest
 from harness.ledger.promotion import apply_score, empty_ledger, sealed_ledger
-from harness.ledger.store import commit, load_ledger, load_manifest
 from tests.test_promotion import RELEASE, STRICT, _year_of_history, world  # noqa: F401 (fixture)
 
 FAKE_SCORE = {
@@ -45,7 +45,7 @@ def test_an_unchanged_ledger_is_rewritten_byte_for_byte(tmp_path, monkeypatch):
     assert load_manifest(manifest).ledger_sha256 == load_ledger(ledger).ledger_sha256
     # negative control: written as a plain model_dump, the absent keys appear as null and the seal breaks;
     # the commit refuses that (a bug: exit 3) and writes nothing
-    monkeypatch.setattr(harness.ledger.store, "as_written", lambda m: m.model_dump(mode="json"))
+    monkeypatch.setattr(harness.ledger.ledger_store, "as_written", lambda m: m.model_dump(mode="json"))
     with pytest.raises(RuntimeError, match="did not reseal"):
         commit(ledger, manifest, RELEASE, lambda book: (book, None))
     assert ledger.read_bytes() == before

@@ -20,9 +20,9 @@ from harness.data.errors import LedgerError, SchemaError
 from harness.data.jsonio import seal
 from harness.data.schemas import PromotedShapes, Score, validate
 from harness.data.schemas.engine_manifest import PackerShapes
+from harness.ledger.ledger_store import journal_path, load_ledger, read_consistent
 from harness.ledger.promoted_manifest import derive_manifest, may_use
 from harness.ledger.promotion import apply_score, empty_ledger
-from harness.ledger.store import journal_path, load_ledger, read_consistent
 from tests.test_promotion import RELEASE, STRICT, allowed, one_line_error, state, world  # noqa: F401 (fixture)
 
 OTHER = "external:engine-packer/1.0@sha256:0123456789abcdef"

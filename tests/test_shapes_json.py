@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from harness.data.schemas import HistoryAnswer, ShapesAnswer
-from harness.ledger.store import load_ledger, load_manifest
+from harness.ledger.ledger_store import load_ledger, load_manifest
 from harness.pipeline.inspect import shapes_document
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score

@@ -89,13 +89,13 @@ def shapes_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
+    from harness.ledger.ledger_store import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        load_manifest,
+        read_consistent,
+    )
     from harness.ledger.promoted_manifest import (  # deferred: imports numpy, pydantic (start-up)
         derive_manifest,
         may_use,
-    )
-    from harness.ledger.store import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        load_manifest,
-        read_consistent,
     )
     from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
         describe_shapes,
@@ -162,7 +162,7 @@ def ledger_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.store import read_consistent  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.ledger.ledger_store import read_consistent  # deferred: imports numpy, pyarrow, pydantic (start-up)
     from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
         describe_history,
         history_document,

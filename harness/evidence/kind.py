@@ -2,7 +2,7 @@
 
 A packed shape's verdict rests on its plain lane against the golden, and on more evidence beside it: its
 request sizes, its repeats, its arrangements (other slots, other neighbours, a block twice), its answers
-under load. Each kind is an :class:`EvidenceKind`, registered once (:mod:`harness.evidence.registry`), and
+under load. Each kind is an :class:`EvidenceKind`, registered once (:mod:`harness.evidence.kind_registry`), and
 the generic paths ask every registered kind, in order, the same questions:
 
 - **lanes**: which of the run's lanes it reads at shape k (beyond the plain and exact lanes), from the run

@@ -43,7 +43,7 @@ from harness.data.schemas.refusals import (
     RefusalCause,
 )
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
-from harness.evidence.registry import kinds
+from harness.evidence.kind_registry import kinds
 from harness.evidence.request_evidence import RATE_SUFFIX, refusal
 from harness.judging.lane_scoring import laws_refusal
 

@@ -8,7 +8,7 @@ promoted score is one row (:class:`harness.data.schemas.history.HistoryRow`), in
 Why Parquet parts: the harness already writes Parquet (pyarrow); DuckDB, pandas, polars and Spark
 read a folder of parts as one table; an immutable part per commit gives crash safety without a
 database. A part is written (atomically, fsynced) *inside* the ledger's transaction, after the new
-ledger is validated and before its journal (:func:`harness.ledger.store.commit`): a kill before the
+ledger is validated and before its journal (:func:`harness.ledger.ledger_store.commit`): a kill before the
 journal leaves an orphan part whose seq is past the ledger's, which every reader ignores and the
 next commit of that seq replaces. Readers use only parts whose seq <= the ledger's committed seq.
 

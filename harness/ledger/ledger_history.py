@@ -1,7 +1,7 @@
 """The ledger read with its history: the committed ledger and the committed rows of its history parts.
 
 Apart from :mod:`harness.ledger.history_store` (which writes and checks the parts, and which the ledger's
-commit, :mod:`harness.ledger.store`, uses) because reading both needs the ledger as committed.
+commit, :mod:`harness.ledger.ledger_store`, uses) because reading both needs the ledger as committed.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 from harness.data.schemas.history import HistoryRow
 from harness.data.schemas.records import Ledger
 from harness.ledger.history_store import committed_rows, history_folder
-from harness.ledger.store import load_ledger, read_consistent
+from harness.ledger.ledger_store import load_ledger, read_consistent
 
 
 def read_history(ledger_path: Path) -> list[HistoryRow]:
     """Every committed row of the ledger's history, validated, ordered by seq (then as written).
 
-    The ledger is read as committed (:func:`harness.ledger.store.read_consistent`: an interrupted
+    The ledger is read as committed (:func:`harness.ledger.ledger_store.read_consistent`: an interrupted
     commit is finished first); parts past its seq are a killed commit's orphans and are ignored. No
     history folder: no rows (a ledger older than the history store)."""
     return ledger_and_history(ledger_path)[1]

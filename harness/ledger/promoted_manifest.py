@@ -2,7 +2,7 @@
 ledger (:mod:`harness.ledger.promotion`), never edited; and the engine's questions asked of it. It lives apart
 from the ledger's own rules because it only reads a sealed ledger: deriving, comparing and answering from the
 manifest never change a shape's state. The locked, crash-safe commit of both files is
-:mod:`harness.ledger.store`'s::
+:mod:`harness.ledger.ledger_store`'s::
 
     {"kind": "harness.promoted-shapes", "format": 3, "ledger_seq": N, "ledger_sha256": "...",
      "models": {"<fingerprint>": {"devices": {"<device kind>": {"profiles": {"<numerics profile>": {

@@ -1,7 +1,7 @@
 """The promotion gate's memory: the ledger of every shape's history, and how a score changes it.
 Pure functions on validated, frozen models (a new ledger is built, never edited in place); the
 manifest the engine reads is derived from the ledger by :mod:`harness.ledger.promoted_manifest`;
-the locked, crash-safe commit of both files is :mod:`harness.ledger.store`'s.
+the locked, crash-safe commit of both files is :mod:`harness.ledger.ledger_store`'s.
 
 A shape is promoted for a (model fingerprint, device kind, numerics profile, **packer identity**)
 only when a score passed it for every OP, the run's own exact lane reproduced the golden, and the

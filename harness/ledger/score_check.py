@@ -28,8 +28,8 @@ from harness.data.schemas import Score, validate
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import Recheck
+from harness.evidence.kind_registry import kinds, warning_keys
 from harness.evidence.refusal import ScoreFacts, check_cause
-from harness.evidence.registry import kinds, warning_keys
 from harness.judging.lane_scoring import op_limits, shape_gates
 
 

@@ -36,7 +36,7 @@ from harness.data.errors import GoldenError, HarnessError, check_interrupted, co
 from harness.data.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
 from harness.data.jsonio import dumps, read_json, seal
 from harness.data.outputset import swap_paths as exchange
-from harness.ledger.store import beside_golden
+from harness.ledger.ledger_store import beside_golden
 
 SAME = (("release", "release"), ("model fingerprint", "model.fingerprint"), ("geometry", "geometry"), ("OPs", "ops"))
 

@@ -1,5 +1,7 @@
 """``harness audit CAPTURE``: judge what the engine really sent and really got back in production.
 
+The command's pipeline face; the file it writes is declared in :mod:`harness.data.schemas.audit`.
+
 Two passes over the capture (:mod:`harness.capture`), each row group by row group:
 
 1. **The laws** on every captured request as it stands (:mod:`harness.capture.capture_laws`). A request

@@ -59,7 +59,7 @@ def score_lines(result: Score) -> list[str]:
 def promote(
     cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
 ) -> list[str]:
-    from harness.ledger.store import check_paths  # deferred: imports pyarrow (start-up)
+    from harness.ledger.ledger_store import check_paths  # deferred: imports pyarrow (start-up)
     from harness.pipeline.promote import describe_transition, promote_file  # deferred: imports pyarrow (start-up)
 
     check_paths(
@@ -83,7 +83,7 @@ def report(
         LocalisationFile,
         validate,
     )
-    from harness.ledger.store import read_consistent  # deferred: imports pyarrow (start-up)
+    from harness.ledger.ledger_store import read_consistent  # deferred: imports pyarrow (start-up)
     from harness.pipeline.promote import engine_manifest  # deferred: imports pyarrow (start-up)
     from reports import ReportContext, write_junit, write_report  # deferred: imports jinja2, markupsafe (start-up)
 

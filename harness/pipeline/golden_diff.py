@@ -1,5 +1,7 @@
 """``harness golden diff A B``: two goldens of the same corpus, B's exact lane judged against A's.
 
+The command's pipeline face; the file it writes is declared in :mod:`harness.data.schemas.golden_diff`.
+
 Two goldens of one corpus recorded on another device, driver, torch, numerics profile or model
 version answer the question a release engineer asks before trusting on B what was promoted on A:
 do they give the same answers, and if not, where and by how much? B is judged against A exactly as

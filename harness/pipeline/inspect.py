@@ -20,8 +20,8 @@ from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.history import HistoryRow, SeriesAnswer
 from harness.data.schemas.records import Ledger, LedgerEntry, as_written
 from harness.judging.judges import floor_figures, judge_for
+from harness.ledger.ledger_store import LEDGER, MANIFEST, beside_golden
 from harness.ledger.promotion import describe_overrides
-from harness.ledger.store import LEDGER, MANIFEST, beside_golden
 from harness.pipeline.golden_counts import counts_line
 
 CONTENT_NOT_CHECKED = (

@@ -27,10 +27,10 @@ from harness.data.metrics import start_warming
 from harness.data.outputset import output_set
 from harness.data.overlap import import_meanwhile
 from harness.ledger.ledger_history import read_history
+from harness.ledger.ledger_store import beside_golden, read_consistent
 from harness.ledger.margins import margins_view
 from harness.ledger.promotion import packer_of
 from harness.ledger.score_check import check_score
-from harness.ledger.store import beside_golden, read_consistent
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import load_model
 from harness.pipeline.live_score import LiveScore, live_score
@@ -206,7 +206,7 @@ def finalize(
 ) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit, written where ``outputs`` says.
 
-    The ledger and manifest are their own transaction (:mod:`harness.ledger.store`); the nightly's own outputs
+    The ledger and manifest are their own transaction (:mod:`harness.ledger.ledger_store`); the nightly's own outputs
     (score, localisation, report, JUnit, summary) are one set (:mod:`harness.data.outputset`), written into a fresh
     folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
     previous one, never a mix. ``no_promote``: the score is verified as promotion would, but the ledger and

@@ -18,7 +18,7 @@ from harness.data.errors import HarnessError
 from harness.data.jsonio import read_json
 from harness.data.outputset import current_link
 from harness.ledger.ledger_history import check_history
-from harness.ledger.store import beside_golden, check_paths
+from harness.ledger.ledger_store import beside_golden, check_paths
 from harness.pipeline.backends import BackendChoice
 from harness.release_config import ReleaseConfig
 

@@ -1,5 +1,5 @@
 """Promotion: a verified score applied to the ledger and the promoted-shapes manifest, as one
-transaction (:mod:`harness.ledger.store`); and what that manifest, the file the engine reads, allows for a
+transaction (:mod:`harness.ledger.ledger_store`); and what that manifest, the file the engine reads, allows for a
 score (:func:`engine_manifest`, for the report)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.results import Score
 from harness.ledger.history_store import Figures, rows_of
+from harness.ledger.ledger_store import commit, load_manifest
 from harness.ledger.promoted_manifest import allowed_for
 from harness.ledger.promotion import Transition, apply_score, release_shapes_of
 from harness.ledger.score_check import check_score, read_score
-from harness.ledger.store import commit, load_manifest
 from harness.release_config import ReleaseConfig
 
 

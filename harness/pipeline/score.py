@@ -29,8 +29,8 @@ from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import ShapeEvidence, ShapeFinish, ShapeSetting
+from harness.evidence.kind_registry import REQUESTS, kinds
 from harness.evidence.refusal import ScoreFacts, with_cause
-from harness.evidence.registry import REQUESTS, kinds
 from harness.judging.lane_scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.judging.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.throughput.host_share import DeviceTime, host_entry
@@ -78,7 +78,7 @@ class Scoring:
         self.key = scoring_key(fields)
         self.tolerances, self.fields = tolerances, fields
         self.shapes = shapes = [int(k) for k in fields["shapes"]]
-        self.kinds = kinds()  # every kind of evidence, in order (harness.evidence.registry)
+        self.kinds = kinds()  # every kind of evidence, in order (harness.evidence.kind_registry)
         names = [EXACT, *(lane_name(k) for k in shapes)]
         names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(fields, k)]
         self.names = names
