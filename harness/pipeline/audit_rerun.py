@@ -29,7 +29,7 @@ from lanes.lanes import ExactLane
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
-    from lanes.lanes import CallRecord, ExactLane
+    from lanes.lanes import CallRecord
 
 AHEAD_CALLS = 16  # re-run calls sent and not yet taken, at most (InProcessRerun.stream): about 4 requests
 Item = tuple[CapturedRequest, list[Block]]  # a captured request and its blocks, split out by its layout

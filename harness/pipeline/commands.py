@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from harness.data.blocks import Block
     from harness.data.geometry import Geometry
     from harness.pipeline.distributed import RayOptions
-    from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome
+    from harness.pipeline.nightly_job import NightlyOutcome
 
 Rows = Iterator[tuple["Block", str, dict[str, Any]]]
 

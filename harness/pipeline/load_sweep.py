@@ -42,11 +42,11 @@ from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from harness.progress import progress_bar
 from harness.release_config import ReleaseConfig
+from lanes.backend_api import Call
 from lanes.triton.stats import StatsReader, difference
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend, Call
-    from lanes.triton.stats import StatsReader
+    from lanes.backend_api import Backend
     from lanes.triton.triton_backend import TritonBackend
 
 Tick = Callable[[int], None]

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from harness.data.schemas.results import Score
     from harness.ledger.margins import MarginsView
     from harness.localisation.first_divergence import Inferring  # imports torch
-    from lanes.backend_api import Backend  # imports torch
+    from lanes.backend_api import Backend
 
 FINAL = {
     "score": "score.json",

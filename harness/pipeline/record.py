@@ -49,7 +49,7 @@ from lanes.runner import LaneHooks, run_lanes
 if TYPE_CHECKING:
     from harness.data.geometry import Geometry
     from harness.data.schemas.results import Reproduction
-    from lanes.backend_api import Backend  # imports torch
+    from lanes.backend_api import Backend
 
 Progress = Callable[[int], None]
 

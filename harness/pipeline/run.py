@@ -25,7 +25,7 @@ from lanes.run_plan import RunPlan
 from lanes.runner import LaneHooks, check_request_sizes, run_lanes
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend  # imports torch
+    from lanes.backend_api import Backend
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]  # one lane's outputs of one group (lanes.runner's sink)
