@@ -256,11 +256,11 @@ def test_a_hand_edited_journal_naming_a_path_is_refused_and_nothing_moves(store,
 
 
 def test_record_regen_prints_how_to_adopt_it_and_that_command_works(capsys, monkeypatch, store, backend, small_config):
-    from harness.pipeline import commands, record
+    from harness.pipeline import commands
 
     goldens, old_id, new_id = store
     monkeypatch.setattr(commands, "make_backend", lambda cfg, choice=None: backend)
-    monkeypatch.setattr(record, "record_golden", lambda *a, **k: (load_golden(goldens / REGEN), {"old": old_id}))
+    monkeypatch.setattr(commands, "record_golden", lambda *a, **k: (load_golden(goldens / REGEN), {"old": old_id}))
     lines = commands.record(small_config, None, goldens, NAME, True, "in-process", False)
     [hint] = [ln for ln in lines if ln.startswith("adopt it with: ")]
     assert f"harness golden adopt {goldens / REGEN} (it becomes {goldens / NAME};" in hint
