@@ -25,7 +25,7 @@ OP, kind) (:meth:`ArrangementScorer.warnings`). Promotion re-derives every check
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,11 +41,10 @@ from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.arrangement_slots import BlockFigures, SlotMap, slot_figures, worst_slot
-from harness.evidence.kind import with_evidence
+from harness.evidence.kind import CheckOp, Floors, with_evidence
 from harness.evidence.rule import evidence_limits, evidence_warning
 from harness.judging.lane_scoring import LaneScorer, op_key
 
-Floors = Mapping[int, Mapping[str, Any]]
 SPREAD_METRICS = {
     Op.SEGMENTATION: ("max_abs", "max_ulp", "flips"),
     Op.VOICEPRINT: ("max_abs", "min_cosine"),
@@ -299,9 +298,6 @@ def with_arrangements(
         refused=not evidence.passed,
         warnings=warnings,
     )
-
-
-CheckOp = Callable[[OpVerdictModel, dict[str, Any] | None, str], None]
 
 
 def arrangements_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors, check: CheckOp, where: str) -> bool:

@@ -15,14 +15,13 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.evidence.arrangement_evidence import (
     ArrangementScorer,
-    Floors,
     arrangement_plans,
     arrangements_hold,
     slot_map,
     with_arrangements,
 )
 from harness.evidence.arrangement_slots import SlotMap
-from harness.evidence.kind import JudgedPair, KindDefaults, Recheck, ShapeEvidence, ShapeFinish, ShapeSetting
+from harness.evidence.kind import Floors, JudgedPair, KindDefaults, Recheck, ShapeEvidence, ShapeFinish, ShapeSetting
 from harness.evidence.rule import warns
 
 

@@ -27,7 +27,7 @@ typed keys (``requests``, ``repeats``, ``arrangements``, the score's ``load``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -39,6 +39,8 @@ from harness.data.schemas.results import OpVerdictModel, Score, ShapeScore
 from harness.data.tolerances import Tolerances
 
 Floors = Mapping[int, Mapping[str, Any]]
+# the score check's check of one verdict against its limits (None: its own): check(verdict, limits, where)
+CheckOp = Callable[[OpVerdictModel, dict[str, Any] | None, str], None]
 Limits = Mapping[Op, dict[str, Any]]
 # What a judged pair shows when it fails (refusal.py's categories, most fundamental first): the plain lane's
 # numerics, a lane that differs from itself ("repeats"), a block whose answer depends on where it sits ("slots",
@@ -86,7 +88,7 @@ class Recheck:
 
     tolerances: Tolerances
     floors: Floors
-    check: Any  # Callable[[OpVerdictModel, dict[str, Any] | None, str], None]
+    check: CheckOp
     where: str
     blocks: int  # the blocks the score judged
 

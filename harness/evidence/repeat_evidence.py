@@ -38,6 +38,7 @@ from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import (
+    Floors,
     JudgedPair,
     KindDefaults,
     Recheck,
@@ -52,7 +53,6 @@ from harness.judging.lane_scoring import LaneScorer, op_key
 from harness.judging.reproduction import noise_floor
 
 REPEAT_KIND = "repeat"  # a run manifest's evidence.variants[lane].kind for a repeat lane
-Floors = Mapping[int, Mapping[str, Any]]
 HINT = (
     "the lane answers the same request differently from run to run (a nondeterministic kernel, a race, "
     "autotuning): make it deterministic, or widen the limits it is judged with (--tolerance tolerance, or "

@@ -30,11 +30,11 @@ from harness.data.schemas.files import Floor
 from harness.data.schemas.refusals import EvidenceKind, EvidenceWarning
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
+from harness.evidence.kind import Floors
 from harness.judging.judges import floor_figures, judge_for
 from harness.judging.lane_scoring import op_limits
 from harness.judging.reproduction import noise_floor, worst_of_ops
 
-Floors = Mapping[int, Mapping[str, Any]]
 WHAT = {
     "slots": "answer differently in another slot or beside other neighbours",
     "duplicates": "give two answers when sent twice in one request",
