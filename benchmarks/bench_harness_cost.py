@@ -125,7 +125,7 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         golden, _ = record_golden(goldens, RELEASE, CorpusReader(corpus, backend.geometry).rows(), backend, cfg)
         wall = time.perf_counter() - start
         calls = golden.calls()
-        result.update(blocks=golden.blocks, bitwise=golden.manifest["reproducibility"]["bitwise"])
+        result.update(blocks=golden.blocks, bitwise=golden.manifest.reproducibility.bitwise)
     elif step == "run":
         from harness.pipeline.run import plan_for, run_shapes
 

@@ -31,7 +31,7 @@ from lanes.model_api import load_model
 
 def lane_files(out: Path) -> dict[str, str]:
     run = next(p for p in (out / "runs").iterdir() if not p.name.startswith("."))
-    return {n: e["sha256"] for n, e in load_run(run).manifest["files"].items() if n != "calls.parquet"}
+    return {n: e.sha256 for n, e in load_run(run).manifest.files.items() if n != "calls.parquet"}
 
 
 def main() -> None:

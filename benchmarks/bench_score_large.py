@@ -192,7 +192,7 @@ def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[
             lane_writers[f"k{k}"].write(nudged(out, rng))
         calls.extend(call_rows(ids, shapes, g, rng))
         golden_calls.extend(call_rows(ids, (), g, rng))
-    files = {CORPUS: dict(small_golden.manifest["files"][CORPUS])}
+    files = {CORPUS: small_golden.manifest.files[CORPUS].model_dump(mode="json")}
     shutil.copy(small_golden.path / CORPUS, gdir / CORPUS)
     files.update(golden_writer.close())
     files["calls.parquet"] = golden_calls.close()

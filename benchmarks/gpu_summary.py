@@ -292,7 +292,7 @@ def golden_lines(out: Path, summary: dict) -> list[str]:
         lines.append(f"| {op} | {fmt(v.get('bitwise'))} | {fmt(v.get('max_abs'))} | {json.dumps(other)} |")
     release = load_golden(goldens["release"])
     fp = release.fingerprint
-    spec = release.manifest["model"].get("config")
+    spec = release.manifest.model.model_dump(mode="json").get("config")
     if spec in ("full", "small"):
         pinned = DiarNNG(spec).fingerprint
         summary["fingerprint_matches_cpu_build"] = fp == pinned

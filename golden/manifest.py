@@ -12,19 +12,20 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import overload
+from typing import TypeVar, overload
 
 from pydantic import BaseModel
 
 from harness.data.errors import GoldenError, clean_up
 from harness.data.fsio import is_temporary
 from harness.data.jsonio import read_json, seal_ok
-from harness.data.schemas import validate
+from harness.data.schemas import FileEntry, validate
 from harness.data.workers import SettlingPool, Worker
 
 MANIFEST = "manifest.json"
+SealedModel = TypeVar("SealedModel", bound=BaseModel)
 
 
 @overload
@@ -52,8 +53,16 @@ def refuse_mismatch(path: Path, digest: str, expected: str) -> None:
         )
 
 
-def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
-    """The validated, unedited manifest of a ``kind`` ('golden' or 'run') directory."""
+def read_manifest(
+    directory: Path,
+    kind: str,
+    model: type[SealedModel],
+    derived: Callable[[Path, dict], None] | None = None,
+) -> SealedModel:
+    """The validated, unedited manifest of a ``kind`` ('golden' or 'run') directory, as its model.
+
+    ``derived`` checks what the manifest derives from its own JSON as written (a golden's id), before
+    that JSON is dropped: the model dumps to the same JSON, but a digest is taken of the bytes' meaning."""
     directory = Path(directory)
     path = directory / MANIFEST
     if directory.exists() and not directory.is_dir():
@@ -69,14 +78,16 @@ def read_manifest(directory: Path, kind: str, model: type[BaseModel]) -> dict:
         raise GoldenError(f"{path}: not a {kind} manifest (a JSON {type(data).__name__}, expected an object)")
     if data.get("kind") != f"harness.{kind}":
         raise GoldenError(f"{path}: not a {kind} manifest (kind={data.get('kind')!r})")
-    validate(model, data, str(path), GoldenError)
+    parsed: SealedModel = validate(model, data, str(path), GoldenError)
     field = "manifest_sha256"
     if not seal_ok(data, field):
         raise GoldenError(
             f"{path}: edited after it was written ({field} does not match its content); a golden or "
             "run is never edited by hand: record or run it again"
         )
-    return data
+    if derived is not None:
+        derived(path, data)
+    return parsed
 
 
 def sha256_files(paths: list[Path]) -> list[str]:
@@ -94,9 +105,9 @@ class PendingHashes:
     whatever is made from it must not be kept before :meth:`wait` returns. :meth:`cancel` stops the
     hashing (a failed run)."""
 
-    def __init__(self, directory: Path, manifest: dict, names: list[str]) -> None:
+    def __init__(self, directory: Path, files: Mapping[str, FileEntry], names: list[str]) -> None:
         self.directory, self.names = Path(directory), list(names)
-        self._expected = {n: manifest["files"][n]["sha256"] for n in self.names}
+        self._expected = {n: files[n].sha256 for n in self.names}
         self._digests: dict[str, str] = {}
         self._error: BaseException | None = None
         self._stop = threading.Event()
@@ -157,12 +168,12 @@ class BackgroundHash:
             self._worker.join(hold=True)
 
 
-def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> None:
-    """Every listed file present, a plain file inside ``directory``, of its recorded size; the files
-    named in ``hashed`` also of their recorded sha256 (hashed in parallel); no unlisted data file."""
+def check_files(directory: Path, listed: Mapping[str, FileEntry], hashed: Iterable[str] = ()) -> None:
+    """Every listed file (a manifest's ``files``) present, a plain file inside ``directory``, of its
+    recorded size; the files named in ``hashed`` also of their recorded sha256 (hashed in parallel);
+    no unlisted data file."""
     directory = Path(directory)
     root = directory.resolve()
-    listed: dict = manifest["files"]
     hashed = set(hashed)
     to_hash = [name for name in sorted(listed) if name in hashed]
     for name, entry in sorted(listed.items()):
@@ -172,10 +183,10 @@ def check_files(directory: Path, manifest: dict, hashed: Iterable[str] = ()) -> 
         if not path.is_file():
             raise GoldenError(f"{path}: listed in the manifest but missing")
         size = path.stat().st_size
-        if size != entry["bytes"]:
-            raise GoldenError(f"{path}: size {size} bytes, manifest says {entry['bytes']} (truncated or replaced)")
+        if size != entry.bytes:
+            raise GoldenError(f"{path}: size {size} bytes, manifest says {entry.bytes} (truncated or replaced)")
     for name, digest in zip(to_hash, sha256_files([directory / n for n in to_hash]), strict=True):
-        refuse_mismatch(directory / name, digest, listed[name]["sha256"])
+        refuse_mismatch(directory / name, digest, listed[name].sha256)
     unknown = [name for name in hashed if name not in listed]
     if unknown:
         raise GoldenError(f"{directory / unknown[0]}: not listed in {directory / MANIFEST}")

@@ -154,34 +154,34 @@ class RunWriter:
 @dataclass(eq=False)
 class Run:
     path: Path
-    manifest: dict
+    manifest: RunManifest
     geometry: Geometry
     trusted: bool = False  # written by this process just now: its files need no second hash
     _lanes: dict[str, LaneReader] = field(default_factory=dict, repr=False)
 
     @property
     def run_id(self) -> str:
-        return self.manifest["run_id"]
+        return self.manifest.run_id
 
     @property
     def fingerprint(self) -> str:
-        return self.manifest["model"]["fingerprint"]
+        return self.manifest.model.fingerprint
 
     @property
     def shapes(self) -> list[int]:
-        return [int(k) for k in self.manifest["shapes"]]
+        return list(self.manifest.shapes)
 
     @property
     def golden_id(self) -> str:
-        return self.manifest["golden_id"]
+        return self.manifest.golden_id
 
     @property
     def device_kind(self) -> str:
-        return device_kind(self.manifest["environment"])
+        return device_kind(self.manifest.environment.model_dump(mode="json"))
 
     @property
     def ops(self) -> list[Op]:
-        return [Op(o) for o in self.manifest["ops"]]
+        return [Op(o) for o in self.manifest.ops]
 
     def lane(self, name: str) -> LaneReader:
         if name not in self._lanes:
@@ -191,13 +191,13 @@ class Run:
     def open_lanes(self, names: Sequence[str]) -> None:
         """Check (hash, unless trusted) and open these lanes, their files hashed all at once."""
         for name in names:
-            if name not in self.manifest["lanes"]:
-                raise GoldenError(f"{self.path}: run has no lane {name!r} (lanes {self.manifest['lanes']})")
+            if name not in self.manifest.lanes:
+                raise GoldenError(f"{self.path}: run has no lane {name!r} (lanes {self.manifest.lanes})")
         todo = [n for n in dict.fromkeys(names) if n not in self._lanes]
         if not todo:
             return
-        files = [] if self.trusted else [f for f in self.manifest["files"] if f.split("/")[0] in todo]
-        check_files(self.path, self.manifest, hashed=files)
+        files = [] if self.trusted else [f for f in self.manifest.files if f.split("/")[0] in todo]
+        check_files(self.path, self.manifest.files, hashed=files)
         for name in todo:
             self._lanes[name] = LaneReader(
                 self.path / name, self.geometry, self.ops, decisions=False, where=f"run {self.path} lane {name}"
@@ -205,7 +205,7 @@ class Run:
 
     def block_ids(self) -> list[str]:
         ids = self.lane(EXACT).block_ids()
-        if blocks_digest(ids) != self.manifest["blocks_sha256"] or len(ids) != self.manifest["blocks"]:
+        if blocks_digest(ids) != self.manifest.blocks_sha256 or len(ids) != self.manifest.blocks:
             raise GoldenError(f"{self.path}/exact: its blocks are not the ones the manifest lists")
         return ids
 
@@ -214,32 +214,33 @@ class Run:
 
     def iter_calls(self) -> Iterator[dict]:
         """Every call, row group by row group (the log of a large corpus is never held whole)."""
-        check_files(self.path, self.manifest, hashed=[] if self.trusted else [CALLS])
+        check_files(self.path, self.manifest.files, hashed=[] if self.trusted else [CALLS])
         return iter_calls(self.path / CALLS, str(self.path))
 
 
 def load_run(path: str | Path, trusted: bool = False) -> Run:
     path = Path(path)
     manifest = read_manifest(path, "run", RunManifest)
-    check_files(path, manifest)
-    for lane in manifest["lanes"]:
-        for op in manifest["ops"]:
-            if f"{lane}/op{op}.parquet" not in manifest["files"]:
+    check_files(path, manifest.files)
+    for lane in manifest.lanes:
+        for op in manifest.ops:
+            if f"{lane}/op{op}.parquet" not in manifest.files:
                 raise GoldenError(f"{path}/{MANIFEST}: lane {lane!r} lists no op{op}.parquet")
-    if CALLS not in manifest["files"]:
+    if CALLS not in manifest.files:
         raise GoldenError(f"{path}/{MANIFEST}: lists no {CALLS}")
-    return Run(path, manifest, Geometry(**manifest["geometry"]), trusted)
+    return Run(path, manifest, Geometry(**manifest.geometry.model_dump(mode="json")), trusted)
 
 
 def merge_conflict(a: Run, b: Run) -> str | None:
     """Why two shard runs cannot be one run (None when they can): everything that could change the
     outputs must be the same, and so must the golden they ran against."""
+    first, second = a.manifest.model_dump(mode="json"), b.manifest.model_dump(mode="json")
     for key in MERGE_KEYS:
-        if a.manifest.get(key) != b.manifest.get(key):
-            return f"{key} differs ({a.manifest.get(key)!r} vs {b.manifest.get(key)!r})"
+        if first.get(key) != second.get(key):
+            return f"{key} differs ({first.get(key)!r} vs {second.get(key)!r})"
     if a.fingerprint != b.fingerprint:
         return f"model fingerprints differ ({a.fingerprint[:16]}... vs {b.fingerprint[:16]}...)"
-    return shard_conflict(a.device_kind, a.manifest, b.device_kind, b.manifest)
+    return shard_conflict(a.device_kind, first, b.device_kind, second)
 
 
 def block_owners(shards: Sequence) -> dict:
@@ -269,7 +270,7 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
             f"shards do not cover the corpus: {len(missing)} block(s) missing, first {missing[0]!r} "
             "(did every shard i/n run?)"
         )
-    lanes = list(first.manifest["lanes"])
+    lanes = list(first.manifest.lanes)
     writer = RunWriter(Path(root), run_id or f"merged-{new_run_id(first.shapes)}", first.geometry, first.ops, lanes)
     with writer:
         step = 32
@@ -288,7 +289,7 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
             writer.calls.extend(r.iter_calls())
         fields = {
             k: v
-            for k, v in first.manifest.items()
+            for k, v in first.manifest.model_dump(mode="json").items()
             if k
             not in (
                 "kind",

@@ -82,49 +82,47 @@ class Golden:
     """A loaded golden: its manifest now, its files when asked (each hashed on first use)."""
 
     path: Path
-    manifest: dict
+    manifest: GoldenManifest
     geometry: Geometry
     _outputs: LaneReader | None = field(default=None, repr=False)
 
     @property
     def golden_id(self) -> str:
-        return self.manifest["golden_id"]
+        return self.manifest.golden_id
 
     @property
     def manifest_sha256(self) -> str:
-        return self.manifest["manifest_sha256"]
+        return self.manifest.manifest_sha256
 
     @property
     def fingerprint(self) -> str:
-        return self.manifest["model"]["fingerprint"]
+        return self.manifest.model.fingerprint
 
     @property
     def release(self) -> str:
-        return self.manifest["release"]
+        return self.manifest.release
 
     @property
     def device_kind(self) -> str:
-        return device_kind(self.manifest["environment"])
+        return device_kind(self.manifest.environment.model_dump(mode="json"))
 
     @property
     def ops(self) -> list[Op]:
-        return [Op(o) for o in self.manifest["ops"]]
+        return [Op(o) for o in self.manifest.ops]
 
     @property
     def blocks(self) -> int:
-        return int(self.manifest["corpus"]["blocks"])
-
-    def noise_floor(self, op: Op) -> dict | None:
-        return self.manifest["reproducibility"]["ops"].get(str(int(op)))
+        return self.manifest.corpus.blocks
 
     def floors(self) -> dict[int, dict]:
-        return {int(k): v for k, v in self.manifest["reproducibility"]["ops"].items()}
+        """Each OP's noise floor, as the JSON the judges' limits take."""
+        return {int(k): v.model_dump(mode="json") for k, v in self.manifest.reproducibility.ops.items()}
 
     def outputs(self) -> LaneReader:
         """The exact lane's outputs (files hashed and checked the first time)."""
         if self._outputs is None:
-            names = [n for n in self.manifest["files"] if n in OUTPUT_FILES]
-            check_files(self.path, self.manifest, hashed=names)
+            names = [n for n in self.manifest.files if n in OUTPUT_FILES]
+            check_files(self.path, self.manifest.files, hashed=names)
             self._outputs = LaneReader(self.path, self.geometry, self.ops, decisions=True, where=f"golden {self.path}")
             ids = self._outputs.block_ids()
             if len(ids) != self.blocks:
@@ -138,7 +136,7 @@ class Golden:
 
     def corpus(self) -> CorpusReader:
         """The corpus the golden was recorded on (hashed first; only lanes that run need it)."""
-        check_files(self.path, self.manifest, hashed=[CORPUS])
+        check_files(self.path, self.manifest.files, hashed=[CORPUS])
         return self._corpus_reader()
 
     def corpus_hashed_meanwhile(self, verified: bool = False) -> tuple[CorpusReader, PendingHashes]:
@@ -146,8 +144,8 @@ class Golden:
         largest: hashing it first would add a pass): call ``wait()`` on the second value before
         keeping anything made from it. ``verified``: the caller hashed it already (a Ray driver,
         once for all its shards), so it is not hashed again."""
-        check_files(self.path, self.manifest)
-        return self._corpus_reader(), PendingHashes(self.path, self.manifest, [] if verified else [CORPUS])
+        check_files(self.path, self.manifest.files)
+        return self._corpus_reader(), PendingHashes(self.path, self.manifest.files, [] if verified else [CORPUS])
 
     def _corpus_reader(self) -> CorpusReader:
         reader = CorpusReader(self.path / CORPUS, self.geometry)
@@ -160,7 +158,7 @@ class Golden:
 
     def iter_calls(self) -> Iterator[dict]:
         """Every call, row group by row group."""
-        check_files(self.path, self.manifest, hashed=[CALLS])
+        check_files(self.path, self.manifest.files, hashed=[CALLS])
         return iter_calls(self.path / CALLS, str(self.path))
 
     def voiceprint_inputs(self, block_ids: list[str]) -> dict[Op, dict[str, VoiceprintRows]]:
@@ -172,26 +170,28 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
     """Load a golden's manifest (schema, seal, golden id, file sizes, model fingerprint)."""
     path = Path(path)
     refuse_folder_of_goldens(path)  # `goldens`, the folder of goldens: named as such, listing them
-    manifest = read_manifest(path, "golden", GoldenManifest)
-    refuse_mid_adoption(path, manifest["golden_id"])  # the old golden, left at a regen's name by a killed adopt
-    if golden_id_of(manifest) != manifest["golden_id"]:
-        raise GoldenError(
-            f"{path}/{MANIFEST}: golden_id {manifest['golden_id']!r} is not the one its content "
-            f"derives ({golden_id_of(manifest)!r}): the manifest was edited"
-        )
+    manifest = read_manifest(path, "golden", GoldenManifest, derived=_refuse_edited_id)
+    refuse_mid_adoption(path, manifest.golden_id)  # the old golden, left at a regen's name by a killed adopt
     missing = [
-        n
-        for n in ("op0.parquet", CORPUS, CALLS, *(f"op{o}.parquet" for o in manifest["ops"]))
-        if n not in manifest["files"]
+        n for n in ("op0.parquet", CORPUS, CALLS, *(f"op{o}.parquet" for o in manifest.ops)) if n not in manifest.files
     ]
     if missing:
         raise GoldenError(f"{path}/{MANIFEST}: lists no {missing[0]}")
-    check_files(path, manifest)
-    if expect_fingerprint is not None and manifest["model"]["fingerprint"] != expect_fingerprint:
+    check_files(path, manifest.files)
+    if expect_fingerprint is not None and manifest.model.fingerprint != expect_fingerprint:
         raise GoldenError(
-            f"{path}: golden of another model: recorded with fingerprint {manifest['model']['fingerprint'][:16]}... "
-            f"({manifest['model'].get('name', '?')}), this model is {expect_fingerprint[:16]}...: give the command "
+            f"{path}: golden of another model: recorded with fingerprint {manifest.model.fingerprint[:16]}... "
+            f"({manifest.model.name}), this model is {expect_fingerprint[:16]}...: give the command "
             "the model it was recorded with (--model/--seed or the config's [model]; `harness golden show` names it), "
             "or record a golden of this model"
         )
-    return Golden(path, manifest, Geometry(**manifest["geometry"]))
+    return Golden(path, manifest, Geometry(**manifest.geometry.model_dump(mode="json")))
+
+
+def _refuse_edited_id(path: Path, data: dict) -> None:
+    """A golden id is its content's: one that is not was edited (and the manifest re-sealed)."""
+    if golden_id_of(data) != data["golden_id"]:
+        raise GoldenError(
+            f"{path}: golden_id {data['golden_id']!r} is not the one its content "
+            f"derives ({golden_id_of(data)!r}): the manifest was edited"
+        )

@@ -85,7 +85,7 @@ def test_nnpack_is_a_real_non_bitwise_case_within_the_default_tolerance(corpus16
     """oneDNN off: CPU convolutions go through NNPACK, which switches algorithm from batch 16 on."""
     no_mkldnn = NumericSettings(mkldnn=False)
     _, golden, run, default = evaluate("small", corpus16, tmp_path, (2,), numerics=no_mkldnn)
-    assert golden.manifest["numerics"]["in_force"]["mkldnn"] is False
+    assert golden.manifest.numerics.in_force["mkldnn"] is False
     op0 = default.shapes["2"].ops["0"]
     assert default.shapes["2"].verdict == "pass", default.shapes["2"].reasons
     assert 0 < op0.metrics["max_abs"] < 1e-4 and op0.metrics["fraction_differing"] > 0.5

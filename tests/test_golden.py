@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from typing import get_args
 
 import numpy as np
 import pytest
+from pydantic import BaseModel
 
 from golden.manifest import MANIFEST
 from golden.store import load_golden
 from harness.data.errors import GoldenError, HarnessError
+from harness.data.jsonio import canonical
+from harness.data.schemas.base import Strict
+from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.pipeline.record import record_golden, verify_golden
 from tests.tamper import edit_manifest, flip_byte, rehash_files
 
 
 def test_recorded_golden_holds_everything_that_produced_it(recorded_golden, small_model, small_config):
-    m = recorded_golden.manifest
+    m = recorded_golden.manifest.model_dump(mode="json")  # the JSON it was read from
     assert m["model"]["fingerprint"] == small_model.fingerprint
     assert set(m["files"]) == {"corpus.parquet", "op0.parquet", "op1.parquet", "op2.parquet", "calls.parquet"}
     for entry in m["files"].values():
@@ -79,7 +86,7 @@ def test_parquet_files_open_with_pandas_and_duckdb(recorded_golden, geometry):
     con = duckdb.connect()
     path = str(recorded_golden.path / "op1.parquet")
     rows, dim = con.execute(f"select count(*), max(len(embedding)) from read_parquet('{path}')").fetchone()
-    assert rows == recorded_golden.manifest["files"]["op1.parquet"]["rows"] and dim == geometry.embedding_dim
+    assert rows == recorded_golden.manifest.files["op1.parquet"].rows and dim == geometry.embedding_dim
     per_block = con.execute(
         f"select block_id, count(*) from read_parquet('{recorded_golden.path / 'op0.parquet'}') group by 1"
     ).fetchall()
@@ -157,6 +164,18 @@ def test_an_edited_noise_floor_breaks_the_seal(golden_copy):
     edit_manifest(golden_copy, lambda m: m["reproducibility"]["ops"]["0"].update(max_abs=1.0))
     with pytest.raises(GoldenError, match="edited after it was written"):
         load_golden(golden_copy)
+
+
+def test_the_manifest_in_memory_is_the_json_on_disk(golden_copy):
+    """A golden's manifest is a model in memory; dumped, it is the very JSON it was read from (what a merge,
+    a score or `golden show` copies from it), with its optional module floors and without them."""
+    on_disk = json.loads((golden_copy / MANIFEST).read_text())
+    assert "module_floors" in on_disk
+    assert canonical(load_golden(golden_copy).manifest.model_dump(mode="json")) == canonical(on_disk)
+    without = edit_manifest(golden_copy, lambda m: m.pop("module_floors"), reseal=True)
+    dumped = load_golden(golden_copy).manifest.model_dump(mode="json")
+    assert "module_floors" not in dumped, "an absent optional key came back as null"
+    assert canonical(dumped) == canonical(without)
 
 
 def test_a_forged_golden_id_is_refused(golden_copy):
@@ -263,3 +282,39 @@ def test_stored_decisions_match_the_log_probabilities(recorded_golden):
         np.testing.assert_array_equal(argmax, flat.argmax(axis=1))
         top = np.sort(flat, axis=1)
         np.testing.assert_array_equal(margin, top[:, -1] - top[:, -2])
+
+
+def _models_in(annotation: object) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in get_args(annotation):
+        yield from _models_in(arg)
+
+
+def _defaults_not_optional(model: type[BaseModel], seen: set[type]) -> Iterator[str]:
+    """Every field of ``model`` and the models inside it that has a default but is not one of its model's
+    ``optional_keys``: dumped, such a field adds a key the file did not hold (and changes its digest)."""
+    if model in seen:
+        return
+    seen.add(model)
+    optional = getattr(model, "optional_keys", frozenset())
+    for name, info in model.model_fields.items():
+        if not info.is_required() and name not in optional:
+            yield f"{model.__name__}.{name}"
+        for inner in _models_in(info.annotation):
+            yield from _defaults_not_optional(inner, seen)
+
+
+def test_every_defaulted_key_of_a_manifest_is_left_out_when_absent():
+    """The law behind the round trip above, for every key: a field of a manifest's model (or of a model inside
+    it) with a default is an optional key, so a file without it dumps without it."""
+    for model in (GoldenManifest, RunManifest):
+        assert list(_defaults_not_optional(model, set())) == [], model.__name__
+
+    class Careless(Strict):  # the negative control: a default that is not an optional key is found
+        kept: int = 0
+
+    class Holder(Strict):
+        inner: dict[str, Careless]
+
+    assert list(_defaults_not_optional(Holder, set())) == ["Careless.kept"]

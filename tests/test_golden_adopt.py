@@ -98,7 +98,7 @@ def test_adopt_makes_the_regen_the_golden_and_keeps_the_old_one_as_history(capsy
     assert load_golden(goldens / NAME).golden_id == new_id
     [history] = history_of(goldens)
     assert load_golden(history).golden_id == old_id
-    created = load_golden(history).manifest["created"]
+    created = load_golden(history).manifest.created
     assert history.name == f"{NAME}.history-" + re.sub(r"[-:]", "", created)[:15] + "Z"
     assert not (goldens / REGEN).exists() and not (goldens / f".{NAME}.adopt.json").exists()
     assert (goldens / "ledger.json").read_text() == "{}"

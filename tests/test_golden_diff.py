@@ -35,8 +35,8 @@ def pair(tmp_path_factory, small_model):
     root = tmp_path_factory.mktemp("golden-diff")
     _, _, a = record(small_model, root / "a", corpus=corpus)
     _, _, b = record(small_model, root / "b", corpus=corpus, numerics=NumericSettings(mkldnn=False))
-    assert a.manifest["numerics"]["in_force"]["mkldnn"] is True
-    assert b.manifest["numerics"]["in_force"]["mkldnn"] is False
+    assert a.manifest.numerics.in_force["mkldnn"] is True
+    assert b.manifest.numerics.in_force["mkldnn"] is False
     return a, b
 
 
@@ -128,7 +128,7 @@ def test_the_worst_blocks_lead_with_the_row_each_voiceprint_verdict_names(pair, 
 def test_noise_floor_mode_reads_a_floor(pair):
     """A reproduced bitwise when recorded: its noise floor is 0, so noise-floor mode is bitwise here."""
     a, b = pair
-    assert a.manifest["reproducibility"]["bitwise"] is True
+    assert a.manifest.reproducibility.bitwise is True
     d = diff(a, b, Tolerances().with_mode("noise-floor"))
     assert d.ops["0"].status == "differs" and d.ops["0"].verdict.limits["max_abs"] == 0.0
 

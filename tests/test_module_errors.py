@@ -63,7 +63,7 @@ def control(tmp_path_factory):
 
 def test_the_golden_records_each_modules_noise_floor(control):
     p, _ = control
-    floors = p.golden.manifest["module_floors"]
+    floors = p.golden.manifest.model_dump(mode="json")["module_floors"]
     assert floors["passes"] == 2 and len(floors["blocks"]) == 1 and floors.get("skipped") is None
     assert set(floors["ops"]) == {"0", "1", "2"}
     seg = floors["ops"]["0"]

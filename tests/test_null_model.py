@@ -80,7 +80,7 @@ def test_the_pipeline_promotes_every_shape_of_the_null_network(tmp_path, small_c
     model = load_model("lanes.null_model:small")
     result = pipeline(model, tmp_path, shapes=(2, 3), corpus=small_corpus, numerics=NumericSettings(threads=1))
     assert result.score.verdict == "pass"
-    assert result.golden.manifest["reproducibility"]["bitwise"]
+    assert result.golden.manifest.reproducibility.bitwise
     for shape in result.score.shapes.values():
         assert all(op.metrics["bitwise"] for op in shape.ops.values())
     assert isinstance(result.backend, InProcessBackend)

@@ -123,7 +123,7 @@ def test_shapes_may_answers_no_under_another_cublas_workspace_config(world, pass
 
 
 def test_on_cpu_the_profile_is_stable_and_every_field_is_recorded(world, passing):  # noqa: F811
-    golden = world["golden"].manifest
+    golden = world["golden"].manifest.model_dump(mode="json")  # the JSON it was read from
     second = Score.model_validate(json.loads(world["scored"]((2,)).read_text()))
     first = passing[1]
     assert first.numerics_profile == second.numerics_profile == golden["numerics_profile"]

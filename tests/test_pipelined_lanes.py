@@ -93,9 +93,9 @@ def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null
             golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config, RunOptions(laws_examples=0)
         )
         files[name] = {
-            f"{kind}/{k}": v["sha256"]
-            for kind, m in (("golden", golden.manifest), ("run", run.manifest))
-            for k, v in m["files"].items()
+            f"{kind}/{k}": v.sha256
+            for kind, files_of in (("golden", golden.manifest.files), ("run", run.manifest.files))
+            for k, v in files_of.items()
             if k != "calls.parquet"
         }
         calls[name] = [calls_digest(golden.iter_calls()), calls_digest(run.iter_calls())]

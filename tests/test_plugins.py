@@ -15,7 +15,7 @@ from tests.pipeline import pipeline
 
 def _end_to_end(model, tmp_path):
     p = pipeline(model, tmp_path, shapes=(2, 5), blocks=10)
-    assert p.golden.manifest["model"]["fingerprint"] == model.fingerprint
+    assert p.golden.manifest.model.fingerprint == model.fingerprint
     return p.score
 
 
@@ -57,7 +57,7 @@ def test_a_dict_geometry_is_left_as_the_model_declared_it(tmp_path, monkeypatch)
     assert geometry_of(model) == model.inner.geometry
     p = pipeline(model, tmp_path, shapes=(2,), blocks=4)
     assert model.geometry is declared
-    assert p.golden.manifest["model"]["fingerprint"] == model.fingerprint
+    assert p.golden.manifest.model.fingerprint == model.fingerprint
     assert set(p.score.shapes) == {"2"} and p.score.shapes["2"].ops["0"].metrics["max_abs"] < 1e-4
 
 

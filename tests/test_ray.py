@@ -77,7 +77,7 @@ def night(
 def lane_files(run_path: Path) -> dict[str, str]:
     """sha256 of every lane file of a run (the call log holds timings: it differs by nature)."""
     manifest = load_run(run_path).manifest
-    return {name: entry["sha256"] for name, entry in manifest["files"].items() if name != "calls.parquet"}
+    return {name: entry.sha256 for name, entry in manifest.files.items() if name != "calls.parquet"}
 
 
 def verdicts(score_path: Path) -> dict:
@@ -169,7 +169,7 @@ def test_cli_ray_local_with_two_workers_is_bitwise_the_one_process_nightly(tmp_p
     assert all(len(s["attempts"]) == 1 for s in facts["shards"])
     assert len({s["pid"] for s in facts["shards"]}) == 2  # both workers took shards
     merged = Path(facts["run"])
-    assert load_run(merged).manifest["merged_from"] and not (out / "shards").exists()
+    assert load_run(merged).manifest.merged_from and not (out / "shards").exists()
     one_run = next((tmp_path / "one" / "runs").iterdir())
     assert lane_files(merged) == lane_files(one_run) == baseline["files"]
     assert verdicts(out / "score.json") == verdicts(tmp_path / "one" / "score.json") == baseline["verdicts"]
@@ -310,10 +310,10 @@ def test_golden_record_on_ray_is_the_one_process_golden(tmp_path, cluster, golde
         show_progress=False,
     )
     assert changes is None and gold.blocks == one.blocks == 12
-    files = {n: e["sha256"] for n, e in gold.manifest["files"].items() if n != "calls.parquet"}
-    assert files == {n: e["sha256"] for n, e in one.manifest["files"].items() if n != "calls.parquet"}
-    assert gold.manifest["reproducibility"] == one.manifest["reproducibility"]
-    assert gold.manifest["corpus"] == one.manifest["corpus"]
+    files = {n: e.sha256 for n, e in gold.manifest.files.items() if n != "calls.parquet"}
+    assert files == {n: e.sha256 for n, e in one.manifest.files.items() if n != "calls.parquet"}
+    assert gold.manifest.reproducibility == one.manifest.reproducibility
+    assert gold.manifest.corpus == one.manifest.corpus
     facts = json.loads((tmp_path / "goldens" / "ray-rel.ray.json").read_text())
     assert [(s["shard"], s["blocks"]) for s in facts["shards"]] == [("1/2", 6), ("2/2", 6)]
     assert len({s["pid"] for s in facts["shards"]}) == 2

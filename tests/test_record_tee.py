@@ -64,7 +64,7 @@ def test_the_corpus_is_copied_while_the_lanes_run_and_the_golden_is_the_serial_c
     assert backend.copy_in_place[0] is False, "the corpus copy was complete before the first call"
     assert len(backend.calls) >= 2 * 3 * 2  # 2 blocks, 3 OPs, two passes (+ the module floors' sample)
     assert _sha(golden.path / CORPUS) == _sha(serial_copy)
-    assert set(golden.manifest["module_floors"]["ops"]) == {"0", "1", "2"}  # sampled after the lanes, every OP
+    assert set(golden.manifest.module_floors.ops) == {"0", "1", "2"}  # sampled after the lanes, every OP
     assert not [t.name for t in threading.enumerate() if t.name in ("corpus-writer", "lanes-reader")]
 
 

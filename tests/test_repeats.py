@@ -22,6 +22,7 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import EvidenceSection
+from harness.data.schemas.files import RunEvidence
 from harness.data.tolerances import Tolerances
 from harness.evidence.repeat_evidence import RepeatScorer, repeat_lanes
 from harness.ledger.score_check import check_self_consistent
@@ -138,17 +139,20 @@ def test_a_deterministic_lane_is_as_reproducible_as_the_release():
 
 
 def test_the_run_manifest_names_the_repeat_lanes():
-    manifest = {
-        "evidence": {
+    evidence = RunEvidence.model_validate(
+        {
+            "arrangements": 2,
+            "repeats": 3,
+            "seed": 0,
             "variants": {
                 "k4.r3": {"k": 4, "kind": "repeat", "index": 3},
                 "k4.a1": {"k": 4, "kind": "arrangement", "index": 1},
                 "k4.r2": {"k": 4, "kind": "repeat", "index": 2},
-            }
+            },
         }
-    }
-    assert repeat_lanes(manifest) == {4: ["k4.r2", "k4.r3"]}
-    assert repeat_lanes({}) == {}  # a run before --repeats
+    )
+    assert repeat_lanes(evidence) == {4: ["k4.r2", "k4.r3"]}
+    assert repeat_lanes(None) == {}  # a run before evidence.repeats
 
 
 def test_the_old_evidence_promotes_a_lane_that_is_not_reproducible(noisy):

@@ -10,17 +10,20 @@ no ``vs_exact``) would add ``null`` keys, change the bytes and break the digest 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from pydantic import ValidationError
 
-from harness.data.jsonio import digest, seal_ok
+from golden.runs import load_run
+from harness.data.jsonio import canonical, digest, seal_ok
 from harness.data.schemas.base import Strict
 from harness.data.schemas.files import Floor
 from harness.data.schemas.results import CheckModel, OpVerdictModel, RequestEvidence, Score, ShapeScore
 from harness.ledger.score_check import check_self_consistent, read_score
 from harness.pipeline.score import write_score
 from tests.pipeline import pipeline
+from tests.tamper import edit_manifest
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +32,20 @@ def scored(tmp_path_factory):
     p = pipeline("small", tmp, shapes=(2,), blocks=6)
     path = write_score(tmp / "score.json", p.score)
     return p, path
+
+
+def test_the_run_manifest_in_memory_is_the_json_on_disk(scored, tmp_path):
+    """A run's manifest is a model in memory that dumps to the very JSON it was read from; its optional keys
+    (``evidence``, ``lanes_wall_s``) stay absent where the file has none."""
+    p, _ = scored
+    on_disk = json.loads((p.run.path / "manifest.json").read_text())
+    assert canonical(load_run(p.run.path).manifest.model_dump(mode="json")) == canonical(on_disk)
+    copy = tmp_path / "run"
+    shutil.copytree(p.run.path, copy)
+    without = edit_manifest(copy, lambda m: m.pop("lanes_wall_s"), reseal=True)
+    dumped = load_run(copy).manifest.model_dump(mode="json")
+    assert "lanes_wall_s" not in dumped and "evidence" not in dumped, "an absent optional key came back as null"
+    assert canonical(dumped) == canonical(without)
 
 
 def test_score_run_returns_a_frozen_score_whose_file_is_its_dump(scored):
@@ -50,7 +67,7 @@ def test_the_parts_copied_from_the_manifests_are_written_as_they_were_read(score
     """The dict-built score copied these from the manifests verbatim: the model must not add keys."""
     p, path = scored
     on_disk = json.loads(path.read_text())
-    golden, run = p.golden.manifest, p.run.manifest
+    golden, run = p.golden.manifest.model_dump(mode="json"), p.run.manifest.model_dump(mode="json")  # as on disk
     assert on_disk["reproducibility"] == golden["reproducibility"]
     assert "min_cosine" not in on_disk["reproducibility"]["ops"]["0"]  # OP 0's floor has no cosine
     assert on_disk["model"] == golden["model"] and on_disk["corpus"] == golden["corpus"]

@@ -36,6 +36,7 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import ArrangementLane, ShapeArrangements, Spread, slot_label
+from harness.data.schemas.files import RunEvidence
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
@@ -75,24 +76,23 @@ class ShapePlan:
         return dict((name, j) for j, name in self.shuffled).get(lane, self.arrangements - 1)
 
 
-def arrangement_plans(manifest: Mapping[str, Any]) -> dict[int, ShapePlan]:
-    """Per shape k, its arrangement lanes from the run manifest (``{}``: an old run, or ``--arrangements 1``)."""
-    evidence = manifest.get("evidence") or {}
-    n = int(evidence.get("arrangements", 1))
-    if n < 2:
+def arrangement_plans(evidence: RunEvidence | None) -> dict[int, ShapePlan]:
+    """Per shape k, its arrangement lanes from the run manifest's ``evidence`` (``{}``: an old run, or
+    ``evidence.arrangements = 1``)."""
+    if evidence is None or evidence.arrangements < 2:
         return {}
     shuffled: dict[int, list[tuple[int, str]]] = {}
     copies: dict[int, dict[int, str]] = {}
-    for lane, v in (evidence.get("variants") or {}).items():
-        if v["kind"] == "arrangement":
-            shuffled.setdefault(int(v["k"]), []).append((int(v["index"]), str(lane)))
-        elif v["kind"] == "duplicate":
-            copies.setdefault(int(v["k"]), {})[int(v["index"])] = str(lane)
+    for lane, v in evidence.variants.items():
+        if v.kind == "arrangement":
+            shuffled.setdefault(v.k, []).append((v.index, lane))
+        elif v.kind == "duplicate":
+            copies.setdefault(v.k, {})[v.index] = lane
     plans = {}
     for k in sorted(set(shuffled) | set(copies)):
         pair = copies.get(k, {})
         dup = (pair[0], pair[1]) if 0 in pair and 1 in pair else None
-        plans[k] = ShapePlan(k, n, int(evidence.get("seed", 0)), tuple(sorted(shuffled.get(k, []))), dup)
+        plans[k] = ShapePlan(k, evidence.arrangements, evidence.seed, tuple(sorted(shuffled.get(k, []))), dup)
     return plans
 
 

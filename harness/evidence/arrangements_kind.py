@@ -8,10 +8,10 @@ the arrangements are and how they are judged: :mod:`harness.evidence.arrangement
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.evidence.arrangement_evidence import (
     ArrangementScorer,
@@ -46,15 +46,15 @@ class ArrangementsKind(KindDefaults):
 
     name = "arrangements"
 
-    def lanes(self, fields: Mapping[str, Any], k: int) -> list[str]:
-        plan = arrangement_plans(fields).get(k)
+    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+        plan = arrangement_plans(layout.evidence).get(k)
         return [] if plan is None else plan.lanes
 
-    def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> SlotMap:
-        return slot_map(arrangement_plans(fields), blocks)  # where each block sat in its requests
+    def counter(self, layout: RunLayout, blocks: Sequence[str]) -> SlotMap:
+        return slot_map(arrangement_plans(layout.evidence), blocks)  # where each block sat in its requests
 
     def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:
-        plan = arrangement_plans(setting.fields).get(setting.k)
+        plan = arrangement_plans(setting.layout.evidence).get(setting.k)
         if plan is None:
             return None
         return _ArrangementsOfShape(

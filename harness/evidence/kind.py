@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.files import RunLayout
 from harness.data.schemas.refusals import Cause
 from harness.data.schemas.results import OpVerdictModel, Score, ShapeScore
 from harness.data.tolerances import Tolerances
@@ -59,7 +60,7 @@ class ShapeSetting:
     floors: Floors  # the golden's own noise floors, per OP
     limits: Limits  # every pair's limits: the mode's (harness.evidence.rule.evidence_limits)
     voiceprint_inputs: str  # isolated | chained
-    fields: Mapping[str, Any]  # the run manifest's scoring fields (shapes, ops, mode, evidence)
+    layout: RunLayout  # the run manifest's scoring fields (shapes, ops, mode, evidence)
 
 
 @dataclass(frozen=True)
@@ -125,11 +126,11 @@ class EvidenceKind(Protocol):
 
     name: str
 
-    def lanes(self, fields: Mapping[str, Any], k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: int) -> list[str]:
         """The run's lanes it reads at shape k, beyond the plain and exact lanes."""
         ...
 
-    def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> CallCounter | None:
+    def counter(self, layout: RunLayout, blocks: Sequence[str]) -> CallCounter | None:
         """What it counts in the call log (None: nothing); its result reaches ``apply`` as
         ``finish.counted[name]``."""
         ...
@@ -170,10 +171,10 @@ class KindDefaults:
 
     name = ""
 
-    def lanes(self, fields: Mapping[str, Any], k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: int) -> list[str]:
         return []
 
-    def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> CallCounter | None:
+    def counter(self, layout: RunLayout, blocks: Sequence[str]) -> CallCounter | None:
         return None
 
     def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:

@@ -31,7 +31,7 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.schemas.base import OpKey
-from harness.data.schemas.files import Floor
+from harness.data.schemas.files import Floor, RunEvidence, RunLayout
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.repeats import RepeatEvidence, RepeatOp
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
@@ -60,14 +60,14 @@ HINT = (
 )
 
 
-def repeat_lanes(manifest: Mapping[str, Any]) -> dict[int, list[str]]:
+def repeat_lanes(evidence: RunEvidence | None) -> dict[int, list[str]]:
     """Per shape k, its repeat lanes in run order (``k4.r2``, ``k4.r3``, ...) from the run manifest's
-    ``evidence.variants``; {} for a run without repeats (an old run, or ``--repeats 1``)."""
-    variants = (manifest.get("evidence") or {}).get("variants") or {}
+    ``evidence.variants``; {} for a run without repeats (an old run, or ``evidence.repeats = 1``)."""
+    variants = evidence.variants if evidence is not None else {}
     found: dict[int, list[tuple[int, str]]] = {}
     for lane, v in variants.items():
-        if v.get("kind") == REPEAT_KIND:
-            found.setdefault(int(v["k"]), []).append((int(v["index"]), str(lane)))
+        if v.kind == REPEAT_KIND:
+            found.setdefault(v.k, []).append((v.index, lane))
     return {k: [lane for _, lane in sorted(items)] for k, items in sorted(found.items())}
 
 
@@ -338,11 +338,11 @@ class RepeatsKind(KindDefaults):
 
     name = "repeats"
 
-    def lanes(self, fields: Mapping[str, Any], k: int) -> list[str]:
-        return repeat_lanes(fields).get(k, [])
+    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+        return repeat_lanes(layout.evidence).get(k, [])
 
     def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:
-        again = repeat_lanes(setting.fields).get(setting.k)
+        again = repeat_lanes(setting.layout.evidence).get(setting.k)
         if not again:
             return None
         return _RepeatsOfShape(

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from harness.data.errors import LedgerError
+from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import OpVerdictModel, RequestEvidence, ShapeScore
 from harness.evidence.kind import KindDefaults, Recheck
 from harness.judging.binomial import needed_at_zero
@@ -158,7 +159,7 @@ class RequestsKind(KindDefaults):
 
     name = "requests"
 
-    def counter(self, fields: Mapping[str, Any], blocks: Sequence[str]) -> RequestCounter:
+    def counter(self, layout: RunLayout, blocks: Sequence[str]) -> RequestCounter:
         return RequestCounter()
 
     def entry(

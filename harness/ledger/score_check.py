@@ -25,6 +25,7 @@ from harness.data.figures import holds
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.ops import Op
 from harness.data.schemas import Score, validate
+from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import Recheck
@@ -115,30 +116,30 @@ def _check_op(verdict: OpVerdictModel, limits: dict[str, Any] | None, where: str
 
 
 def check_binding(
-    score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any], tolerances: Tolerances, where: str
+    score: Score, golden_manifest: GoldenManifest, run_manifest: RunManifest, tolerances: Tolerances, where: str
 ) -> None:
     """The score judged this run against this golden, with this release's tolerances."""
-    if score.golden.manifest_sha256 != golden_manifest["manifest_sha256"]:
+    if score.golden.manifest_sha256 != golden_manifest.manifest_sha256:
         raise LedgerError(
             f"{where}: judged golden {score.golden.id} with manifest "
             f"{score.golden.manifest_sha256[:12]}..., but {score.golden.path} now has "
-            f"{golden_manifest['manifest_sha256'][:12]}... ({golden_manifest['golden_id']})"
+            f"{golden_manifest.manifest_sha256[:12]}... ({golden_manifest.golden_id})"
         )
-    if score.run.manifest_sha256 != run_manifest["manifest_sha256"]:
+    if score.run.manifest_sha256 != run_manifest.manifest_sha256:
         raise LedgerError(
             f"{where}: judged run {score.run.id} with manifest "
             f"{score.run.manifest_sha256[:12]}..., but {score.run.path} now has "
-            f"{run_manifest['manifest_sha256'][:12]}..."
+            f"{run_manifest.manifest_sha256[:12]}..."
         )
-    if run_manifest["golden_id"] != golden_manifest["golden_id"]:
+    if run_manifest.golden_id != golden_manifest.golden_id:
         raise LedgerError(
-            f"{where}: run {run_manifest['run_id']} ran against golden {run_manifest['golden_id']}, not "
-            f"{golden_manifest['golden_id']}"
+            f"{where}: run {run_manifest.run_id} ran against golden {run_manifest.golden_id}, not "
+            f"{golden_manifest.golden_id}"
         )
     facts = {
-        "fingerprint": (score.fingerprint, run_manifest["model"]["fingerprint"]),
-        "device_kind": (score.device_kind, device_kind(run_manifest["environment"])),
-        "numerics_profile": (score.numerics_profile, run_manifest["numerics_profile"]),
+        "fingerprint": (score.fingerprint, run_manifest.model.fingerprint),
+        "device_kind": (score.device_kind, device_kind(run_manifest.environment.model_dump(mode="json"))),
+        "numerics_profile": (score.numerics_profile, run_manifest.numerics_profile),
     }
     for key, (recorded, value) in facts.items():
         if recorded != value:
@@ -151,7 +152,7 @@ def check_binding(
 
 
 def check_score(
-    score: Score, golden_manifest: dict[str, Any], run_manifest: dict[str, Any], tolerances: Tolerances, where: str
+    score: Score, golden_manifest: GoldenManifest, run_manifest: RunManifest, tolerances: Tolerances, where: str
 ) -> None:
     check_self_consistent(score, where)
     check_binding(score, golden_manifest, run_manifest, tolerances, where)

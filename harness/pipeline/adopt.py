@@ -27,6 +27,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from golden.adoption import adoptable, history_name, journal_path, read_journal
 from golden.manifest import MANIFEST, check_files
@@ -80,7 +81,7 @@ def adopt_golden(source: Path) -> list[str]:
         if lines and not source.exists():  # this very adoption, interrupted after its swap: now finished
             return lines
         new = load_golden(source)
-        check_files(new.path, new.manifest, hashed=list(new.manifest["files"]))  # whole, before it is the golden
+        check_files(new.path, new.manifest.files, hashed=list(new.manifest.files))  # whole, before it is the golden
         old = replaced(target, new)
         return lines + (swap(source, target, new, old) if old is not None else first(source, target, new))
 
@@ -101,7 +102,7 @@ def replaced(target: Path, new: Golden) -> Golden | None:
             f"({exc}); nothing moved"
         ) from None
     for what, key in SAME:
-        a, b = _get(old.manifest, key), _get(new.manifest, key)
+        a, b = _get(old.manifest.model_dump(mode="json"), key), _get(new.manifest.model_dump(mode="json"), key)
         if a != b:
             raise GoldenError(
                 f"{new.path}: not a regeneration of {target}: its {what} differs ({_show(b)} vs "
@@ -113,7 +114,7 @@ def replaced(target: Path, new: Golden) -> Golden | None:
 
 def swap(source: Path, target: Path, new: Golden, old: Golden) -> list[str]:
     """Steps 3 and 4: journal, one-step swap, old golden renamed to its history name, journal removed."""
-    history = history_name(target, old.manifest["created"], old.golden_id)
+    history = history_name(target, old.manifest.created, old.golden_id)
     journal = journal_path(target)
     atomic_write(
         journal,
@@ -168,7 +169,7 @@ def first(source: Path, target: Path, new: Golden) -> list[str]:
 
 def said(source: Path, target: Path, new: Golden, kept: str, old: Golden | None, history: Path | None) -> list[str]:
     ledger, _ = beside_golden(target)
-    lines = [f"adopted {source} as {target}: golden {new.golden_id} (recorded {new.manifest['created']})", kept]
+    lines = [f"adopted {source} as {target}: golden {new.golden_id} (recorded {new.manifest.created})", kept]
     after = f"the next nightly with --golden {target} judges every shape against {new.golden_id}"
     if old is not None and history is not None:
         after += (
@@ -217,7 +218,7 @@ def _golden_id(directory: Path) -> str | None:
     return data.get("golden_id") if isinstance(data, dict) and isinstance(data.get("golden_id"), str) else None
 
 
-def _get(manifest: dict[str, object], key: str) -> object:
+def _get(manifest: dict[str, Any], key: str) -> object:
     value: object = manifest
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None

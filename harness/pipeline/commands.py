@@ -93,16 +93,17 @@ def record(
             announce=f"writing to {goldens}/ (the golden at {goldens / name}/ when done)",
         ) as tick:
             gold, changes = record_golden(goldens, name, rows, be, cfg, regen=regen, progress=tick)
-    repro = gold.manifest["reproducibility"]
+    repro = gold.manifest.reproducibility
     floor = (
         "bitwise"
-        if repro["bitwise"]
+        if repro.bitwise
         else "NOT bitwise, noise floor "
-        + ", ".join(f"OP {op} max_abs {v['max_abs']:.3g} ({v['max_ulp']} ULP)" for op, v in repro["ops"].items())
+        + ", ".join(f"OP {op} max_abs {v.max_abs:.3g} ({v.max_ulp} ULP)" for op, v in repro.ops.items())
     )
     lines = [f"recorded golden {gold.golden_id} at {gold.path} ({gold.blocks} blocks; exact lane reproduced {floor})"]
     lines += recorded_lines(gold, cfg)
-    if skipped := (gold.manifest.get("module_floors") or {}).get("skipped"):  # harness.localisation.module_floors
+    module_floors = gold.manifest.module_floors  # harness.localisation.module_floors
+    if skipped := module_floors.skipped if module_floors is not None else None:
         lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
     if changes is not None:
         lines.append("changes against the previous golden: " + json.dumps(changes))
@@ -114,10 +115,11 @@ def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
     """What the golden recorded to judge, per OP, and a warning for an OP with fewer units than the sample-size
     bound of this configuration's tolerances needs (no packed shape could pass it on this corpus)."""
 
-    m = gold.manifest
-    lines = [f"recorded per OP: {counts_line(m['files'], m['corpus'], gold.ops)}"]
+    files = {name: entry.model_dump(mode="json") for name, entry in gold.manifest.files.items()}
+    corpus = gold.manifest.corpus.model_dump(mode="json")
+    lines = [f"recorded per OP: {counts_line(files, corpus, gold.ops)}"]
     frames = gold.geometry.frames_per_window
-    for op, (n, unit) in recorded_counts(m["files"], m["corpus"], gold.ops).items():
+    for op, (n, unit) in recorded_counts(files, corpus, gold.ops).items():
         if op is Op.SEGMENTATION:
             rate, key = cfg.tolerances.op0.max_flip_rate, "max_flip_rate"
             have, what = n * frames, "audio frames (at most)"
@@ -288,7 +290,7 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
         )
     lines.append(
         f"golden {gold.golden_id}: exact lane "
-        f"{'reproduced bitwise' if gold.manifest['reproducibility']['bitwise'] else 'NOT bitwise'}"
+        f"{'reproduced bitwise' if gold.manifest.reproducibility.bitwise else 'NOT bitwise'}"
     )
     # the demo's nightly: the harness's packer (laws judged at the default count), the whole corpus, the ledger
     # beside its golden: the configuration's [packer] and [nightly] are the real nightly's, not the demo's

@@ -50,7 +50,7 @@ WORST_SHOWN = 5  # worst blocks shown per OP in the text (the JSON holds the jud
 def check_same_corpus(a: Golden, b: Golden) -> list[str]:
     """The block ids both goldens hold (A's order), or one line naming both goldens and what differs.
     The manifests are compared first (no file read); the outputs' files are hashed only once they agree."""
-    sha_a, sha_b = (g.manifest["files"][CORPUS]["sha256"] for g in (a, b))
+    sha_a, sha_b = (g.manifest.files[CORPUS].sha256 for g in (a, b))
     if sha_a != sha_b:
         raise GoldenError(
             f"{b.path}: recorded on another corpus than {a.path} ({CORPUS} sha256 {sha_b[:12]}... vs "
@@ -80,15 +80,16 @@ def check_same_corpus(a: Golden, b: Golden) -> list[str]:
 def environment_differences(a: Golden, b: Golden) -> list[str]:
     """What differs from A to B, the likely cause first: the model, then the machine and software
     (``harness.data.environment.differences``), then every numeric setting in force, then the profile."""
+    ma, mb = a.manifest, b.manifest
     out = [
-        f"model.{k}: {a.manifest['model'].get(k)!r} -> {b.manifest['model'].get(k)!r}"
+        f"model.{k}: {getattr(ma.model, k)!r} -> {getattr(mb.model, k)!r}"
         for k in ("fingerprint", "name")
-        if a.manifest["model"].get(k) != b.manifest["model"].get(k)
+        if getattr(ma.model, k) != getattr(mb.model, k)
     ]
-    out += differences(a.manifest["environment"], b.manifest["environment"])
-    out += numerics_differences(a.manifest["numerics"]["in_force"], b.manifest["numerics"]["in_force"])
-    if a.manifest["numerics_profile"] != b.manifest["numerics_profile"]:
-        out.append(f"numerics_profile: {a.manifest['numerics_profile']!r} -> {b.manifest['numerics_profile']!r}")
+    out += differences(ma.environment.model_dump(mode="json"), mb.environment.model_dump(mode="json"))
+    out += numerics_differences(dict(ma.numerics.in_force), dict(mb.numerics.in_force))
+    if ma.numerics_profile != mb.numerics_profile:
+        out.append(f"numerics_profile: {ma.numerics_profile!r} -> {mb.numerics_profile!r}")
     return out
 
 
@@ -120,7 +121,7 @@ def diff(a: Golden, b: Golden, tolerances: Tolerances) -> GoldenDiff:
             "format": FORMAT,
             "a": side(a),
             "b": side(b),
-            "corpus": {"sha256": a.manifest["files"][CORPUS]["sha256"], "blocks": len(ids)},
+            "corpus": {"sha256": a.manifest.files[CORPUS].sha256, "blocks": len(ids)},
             "voiceprint_inputs": "chained",
             "tolerances": tolerances,
             "environment_differences": environment_differences(a, b),
@@ -143,11 +144,11 @@ def side(g: Golden) -> GoldenSide:
         id=g.golden_id,
         path=str(g.path),
         manifest_sha256=g.manifest_sha256,
-        created=m["created"],
+        created=m.created,
         fingerprint=g.fingerprint,
-        model_name=str(m["model"].get("name", "?")),
+        model_name=m.model.name,
         device_kind=g.device_kind,
-        numerics_profile=m["numerics_profile"],
+        numerics_profile=m.numerics_profile,
     )
 
 

@@ -12,6 +12,7 @@ naming the difference, as shard runs are (:func:`golden.runs.merge_conflict`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from golden.calls import write_calls
 from golden.runs import block_owners
@@ -45,12 +46,18 @@ OWN_KEYS = (
 STEP = 32
 
 
+def _module_floors(golden: Golden) -> dict[str, Any] | None:
+    floors = golden.manifest.module_floors
+    return floors.model_dump(mode="json") if floors is not None else None
+
+
 def golden_conflict(a: Golden, b: Golden) -> str | None:
     """Why two shard goldens cannot be one golden (None when they can)."""
+    first, second = a.manifest.model_dump(mode="json"), b.manifest.model_dump(mode="json")
     for key in SAME_KEYS:
-        if a.manifest.get(key) != b.manifest.get(key):
-            return f"{key} differs ({short(a.manifest.get(key), 120)} vs {short(b.manifest.get(key), 120)})"
-    return shard_conflict(a.device_kind, a.manifest, b.device_kind, b.manifest)
+        if first.get(key) != second.get(key):
+            return f"{key} differs ({short(first.get(key), 120)} vs {short(second.get(key), 120)})"
+    return shard_conflict(a.device_kind, first, b.device_kind, second)
 
 
 def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
@@ -94,11 +101,12 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
             raise
         files.update(outputs.close())
         files[CALLS] = write_calls(tmp / CALLS, (c for g in parts for c in g.iter_calls()))
-        fields = {k: v for k, v in first.manifest.items() if k not in OWN_KEYS}
-        masks = MaskPolicy.model_validate((first.manifest.get("config") or {}).get("masks") or {})
+        fields = {k: v for k, v in first.manifest.model_dump(mode="json").items() if k not in OWN_KEYS}
+        masks = MaskPolicy.model_validate(first.manifest.config.get("masks") or {})
         refuse_unjudgeable(files, summary, first.ops, masks, first.geometry)
         fields["corpus"] = summary
-        fields["reproducibility"] = merge_noise_floors([g.manifest["reproducibility"] for g in parts])
-        fields.update(merge_module_floors([g.manifest.get("module_floors") for g in parts]))
+        floors = [g.manifest.reproducibility.model_dump(mode="json") for g in parts]
+        fields["reproducibility"] = merge_noise_floors(floors)
+        fields.update(merge_module_floors([_module_floors(g) for g in parts]))
         write_manifest(tmp, seal_golden_manifest(fields, files))
     return load_golden(final)

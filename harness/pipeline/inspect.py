@@ -36,40 +36,47 @@ def check_golden_content(gold: Golden) -> int:
 
     Why by default: a golden whose bytes changed must not be shown as fine when ``score`` would
     refuse it; hashing costs about one read of the golden's files (README, "Measured")."""
-    check_files(gold.path, gold.manifest, hashed=list(gold.manifest["files"]))
-    return sum(e["bytes"] for e in gold.manifest["files"].values())
+    check_files(gold.path, gold.manifest.files, hashed=list(gold.manifest.files))
+    return sum(e.bytes for e in gold.manifest.files.values())
 
 
 def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
     """``hashed``: the bytes whose sha256 was checked (None: content not checked, said in words)."""
     m = gold.manifest
-    model, env, corpus, repro = m["model"], m["environment"], m["corpus"], m["reproducibility"]
+    env, in_force, repro = m.environment.model_dump(mode="json"), m.numerics.in_force, m.reproducibility
+    corpus = m.corpus.model_dump(mode="json")
     lines = [
-        f"golden {gold.golden_id} (release {gold.release}), recorded {m['created']}, format {m['format']}",
-        f"  model: {model.get('name', '?')}, fingerprint {gold.fingerprint}",
-        f"  device: {gold.device_kind}; numerics profile {m['numerics_profile']} "
-        f"(threads {m['numerics']['in_force'].get('threads')}, mkldnn {m['numerics']['in_force'].get('mkldnn')}, "
-        f"tf32 {m['numerics']['in_force'].get('matmul_allow_tf32')})",
+        f"golden {gold.golden_id} (release {gold.release}), recorded {m.created}, format {m.format}",
+        f"  model: {m.model.name}, fingerprint {gold.fingerprint}",
+        f"  device: {gold.device_kind}; numerics profile {m.numerics_profile} "
+        f"(threads {in_force.get('threads')}, mkldnn {in_force.get('mkldnn')}, "
+        f"tf32 {in_force.get('matmul_allow_tf32')})",
         f"  environment: torch {env.get('torch')}, numpy {env.get('numpy')}, CUDA {env.get('cuda')}, "
         f"cuDNN {env.get('cudnn')}, CPU {env.get('cpu')}",
         f"  corpus: {corpus['blocks']} blocks, {corpus['audio_windows']} audio windows ({corpus['short_windows']} "
         f"short, {corpus['padding_windows']} padding), {corpus['span_seconds']} s of audio, sources "
         f"{', '.join(corpus['sources'])}",
-        f"  voiceprint inputs: {m['mode']}; OPs {', '.join(str(o) for o in m['ops'])}",
-        f"  recorded to judge: {counts_line(m['files'], corpus, gold.ops)}",
-        f"  reproduction when recorded: {'bitwise' if repro['bitwise'] else 'NOT bitwise'} "
-        f"({repro['repeats']} interleaved exact-lane runs)",
+        f"  voiceprint inputs: {m.mode}; OPs {', '.join(str(o) for o in m.ops)}",
+        f"  recorded to judge: {counts_line(_file_entries(gold), corpus, gold.ops)}",
+        f"  reproduction when recorded: {'bitwise' if repro.bitwise else 'NOT bitwise'} "
+        f"({repro.repeats} interleaved exact-lane runs)",
     ]
-    for op, f in sorted(repro["ops"].items()):
-        said = floor_figures.words(judge_for(Op(int(op))).floor_figures, f)  # the OP's judge's figures
-        floor = said if f["bitwise"] else f"noise floor {said}"
+    for op, f in sorted(repro.ops.items()):
+        figures = f.model_dump(mode="json")
+        said = floor_figures.words(judge_for(Op(int(op))).floor_figures, figures)  # the OP's judge's figures
+        floor = said if f.bitwise else f"noise floor {said}"
         lines.append(f"    OP {op}: {floor}")
-    size = sum(e["bytes"] for e in m["files"].values())
+    size = sum(e.bytes for e in m.files.values())
     content = (
         "content checked: the sha256 of every file matches the manifest" if hashed is not None else CONTENT_NOT_CHECKED
     )
-    lines.append(f"  files: {len(m['files'])}, {size / 2**20:.1f} MiB; {content}")
+    lines.append(f"  files: {len(m.files)}, {size / 2**20:.1f} MiB; {content}")
     return lines
+
+
+def _file_entries(gold: Golden) -> dict[str, dict[str, Any]]:
+    """The manifest's file entries as the counts read them."""
+    return {name: entry.model_dump(mode="json") for name, entry in gold.manifest.files.items()}
 
 
 def describe_shapes(manifest: PromotedShapes, checked: bool = True) -> list[str]:

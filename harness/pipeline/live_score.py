@@ -27,9 +27,8 @@ any exit the thread is stopped after the batch in hand and joined (:func:`live_s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from golden.lane_reader import LaneReader
 from golden.runs import Run
@@ -39,6 +38,7 @@ from harness.data.fsio import fault
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.overlap import WriteBehind
+from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import Score
 from harness.data.shape import EXACT
 from harness.data.tolerances import Tolerances
@@ -61,15 +61,15 @@ class LiveScore:
     def __init__(
         self,
         golden: Golden,
-        fields: Mapping[str, Any],
+        layout: RunLayout,
         lanes: Sequence[str],
         tolerances: Tolerances,
         depth: int = DEPTH,
     ) -> None:
-        """``fields``: the run manifest's fields scoring reads, as the run will be written
+        """``layout``: the run manifest's fields scoring reads, as the run will be written
         (:func:`harness.pipeline.run.scoring_fields`); ``lanes``: every lane a group holds (``RunPlan.lanes``)."""
         self.golden, self.tolerances = golden, tolerances
-        self.scoring = scoring.Scoring(golden, fields, tolerances)
+        self.scoring = scoring.Scoring(golden, layout, tolerances)
         self.lanes = list(lanes)
         missing = [n for n in self.scoring.names if n not in self.lanes]
         if missing:
@@ -215,12 +215,10 @@ def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
 
 
 @contextmanager
-def live_score(
-    golden: Golden, fields: Mapping[str, Any], lanes: Sequence[str], tolerances: Tolerances
-) -> Iterator[LiveScore]:
+def live_score(golden: Golden, layout: RunLayout, lanes: Sequence[str], tolerances: Tolerances) -> Iterator[LiveScore]:
     """A :class:`LiveScore` whose thread never outlives the block: stopped and joined on any exit (a failure,
     Ctrl-C), after :meth:`LiveScore.result` or without it."""
-    live = LiveScore(golden, fields, lanes, tolerances)
+    live = LiveScore(golden, layout, lanes, tolerances)
     try:
         yield live
     finally:

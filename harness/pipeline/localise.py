@@ -22,6 +22,7 @@ from golden.store import Golden
 from harness.data.errors import one_line, step
 from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
+from harness.judging.lane_scoring import op_key
 from harness.localisation.first_divergence import Inferring, localise
 from harness.localisation.module_errors import DEFAULT_MULTIPLE
 from harness.progress import progress_bar
@@ -119,12 +120,14 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, 
         blocks = [b.with_voiceprint(op, rows[b.id].weights, rows[b.id].idx, rows[b.id].speakers, g) for b in blocks]
         if sum(b.rows for b in blocks) == 0:
             return {"available": False, "reason": "the failing pack has no voiceprint rows"}
-    floors = (golden.manifest.get("module_floors") or {}).get("ops", {}).get(str(int(op)))
+    recorded = golden.manifest.module_floors
+    mine = recorded.ops.get(op_key(op)) if recorded is not None else None
+    floors = {name: f.model_dump(mode="json") for name, f in mine.items()} if mine is not None else None
     return localise(
         replay.model,
         blocks,
         target=target,
-        pad_to=k if run.manifest["pad_to_fixed"] else None,
+        pad_to=k if run.manifest.pad_to_fixed else None,
         floors=floors,
         multiple=replay.multiple,
         spill=replay.spill,

@@ -38,7 +38,7 @@ def check_geometry(golden: Golden, geometry: Geometry, model: str) -> None:
 
 def check_fingerprint(golden: Golden, fingerprint: str, model: str) -> None:
     if golden.fingerprint != fingerprint:
-        name = golden.manifest["model"].get("name", "?")
+        name = golden.manifest.model.name
         raise GoldenError(
             f"{golden.path}: golden of another model: recorded with fingerprint {golden.fingerprint} "
             f"({name}), {model} has fingerprint {fingerprint}; {TO_DO}"

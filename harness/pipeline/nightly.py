@@ -327,6 +327,7 @@ def _model_loader(config: ReleaseConfig, backend: Backend | None, run: Run) -> C
 
     def load() -> Inferring:
 
-        return load_model(config, run.manifest["environment"].get("device", config.device))
+        recorded = run.manifest.environment.model_dump(mode="json")
+        return load_model(config, recorded.get("device", config.device))
 
     return load

@@ -5,13 +5,13 @@ score (:func:`engine_manifest`, for the report)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from golden.runs import load_run
 from golden.store import load_golden
 from harness.data.engine_allows import EngineManifest
 from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.data.schemas.results import Score
 from harness.ledger.history_store import Figures, rows_of
 from harness.ledger.ledger_store import commit, load_manifest
@@ -23,7 +23,7 @@ from harness.release_config import ReleaseConfig
 
 def load_score_evidence(
     score_path: Path, golden_path: Path | None = None, run_path: Path | None = None
-) -> tuple[Score, dict[str, Any], dict[str, Any]]:
+) -> tuple[Score, GoldenManifest, RunManifest]:
     """The score and the manifests of the golden and run it judged (which must still be there)."""
     score = read_score(score_path)
     golden_at = Path(golden_path or score.golden.path)
@@ -41,8 +41,8 @@ def load_score_evidence(
 
 def promote(
     score: Score,
-    golden_manifest: dict[str, Any],
-    run_manifest: dict[str, Any],
+    golden_manifest: GoldenManifest,
+    run_manifest: RunManifest,
     config: ReleaseConfig,
     ledger_path: Path,
     manifest_path: Path,
@@ -58,7 +58,7 @@ def promote(
             ledger_path,
             manifest_path,
             release_shapes,
-            lambda book: apply_score(book, score, run_manifest["created"], release_shapes),
+            lambda book: apply_score(book, score, run_manifest.created, release_shapes),
             # the figures beside the ledger, same transaction, bound to the score the events name
             history=lambda seq: Figures(rows_of(score, seq, skip=release), score.digest),
         )

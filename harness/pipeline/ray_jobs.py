@@ -98,7 +98,7 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
     )
     ids, group = golden.block_ids(), plan_for(config).group_size()
     with step("hash the golden's corpus"):  # once here, not once per shard on the workers
-        check_files(golden.path, golden.manifest, hashed=[CORPUS])
+        check_files(golden.path, golden.manifest.files, hashed=[CORPUS])
     job_root = new_job_root(Path(out) / "shards", "nightly")
     shard_job = ShardJob(
         "nightly", nightly_shard, {"golden_path": str(Path(golden_path).resolve()), "laws_examples": spec.laws_examples}

@@ -243,12 +243,12 @@ def verify_golden(
 def judge_reproduction(
     golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict[str, Any], numerics_now: dict[str, Any]
 ) -> Reproduction:
-    diffs = differences(golden.manifest["environment"], env_now)
-    diffs += numerics_differences(golden.manifest["numerics"]["in_force"], numerics_now)
+    diffs = differences(golden.manifest.environment.model_dump(mode="json"), env_now)
+    diffs += numerics_differences(dict(golden.manifest.numerics.in_force), numerics_now)
     return reproduction(
         golden.golden_id,
         scorer.verdicts(),
-        golden.manifest["reproducibility"]["bitwise"],
+        golden.manifest.reproducibility.bitwise,
         fingerprint == golden.fingerprint,
         diffs,
     )
@@ -260,7 +260,9 @@ def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
         "old": old.golden_id,
         "new": new.golden_id,
         "fingerprint_changed": old.fingerprint != new.fingerprint,
-        "environment": differences(old.manifest["environment"], new.manifest["environment"]),
+        "environment": differences(
+            old.manifest.environment.model_dump(mode="json"), new.manifest.environment.model_dump(mode="json")
+        ),
         "ops": {},
     }
     if old.block_ids() != new.block_ids():

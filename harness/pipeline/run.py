@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from golden.manifest import PendingHashes
 from golden.runs import Run, RunWriter, load_run, new_run_id
@@ -16,6 +16,7 @@ from harness.corpus.shards import BlockRange, Shard
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.files import RunLayout
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
@@ -73,20 +74,20 @@ def packed_warm_up(config: ReleaseConfig) -> bool:
     return config.backend.url not in IN_PROCESS or not config.device.startswith("cpu")
 
 
-def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> dict[str, Any]:
+def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> RunLayout:
     """The run manifest's fields that scoring reads (shapes, ops, mode, evidence), as :func:`run_shapes` will
-    write them: a scorer built before the run (the nightly's live score) is built from the same fields."""
-    fields: dict[str, Any] = {
-        "shapes": list(plan.shapes),
-        "ops": [int(op) for op in plan.ops],
-        "mode": plan.voiceprint_inputs,
-    }  # file key "mode" (the contract): the voiceprint inputs
+    write them: a scorer built before the run (the nightly's live score) is built from the same layout."""
     evidence = manifest_evidence(
         plan.variants, config.evidence.arrangements, config.evidence.repeats, config.evidence.seed
-    )  # the variant lanes (lanes.arrangers)
-    if evidence is not None:  # a run without variants keeps today's manifest, key absent
-        fields["evidence"] = evidence
-    return fields
+    )  # the variant lanes (lanes.arrangers); None: a run without variants keeps today's manifest, key absent
+    return RunLayout.model_validate(
+        {
+            "shapes": list(plan.shapes),
+            "ops": [int(op) for op in plan.ops],
+            "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
+            "evidence": evidence,
+        }
+    )
 
 
 def _teed(first: Sink, also: Sink | None) -> Sink:
@@ -139,7 +140,7 @@ def run_shapes(
     wanted = shard_ids(golden, shard)
     keep = set(wanted) if wanted is not None else None
     check_request_sizes(
-        int(golden.manifest["corpus"]["max_span_samples"]),
+        golden.manifest.corpus.max_span_samples,
         len(wanted) if wanted is not None else golden.blocks,
         backend,
         plan,
@@ -176,16 +177,16 @@ def run_shapes(
                 "golden_manifest_sha256": golden.manifest_sha256,
                 **provenance(backend.environment()),
                 "config": config.to_dict(),
-                "mode": scored["mode"],  # file key "mode" (the contract): the voiceprint inputs
+                "mode": scored.mode,  # file key "mode" (the contract): the voiceprint inputs
                 "pad_to_fixed": plan.pad_to_fixed,
                 "packer": describe() if describe else {"name": packer.name},
-                "shapes": scored["shapes"],
+                "shapes": list(scored.shapes),
                 "shard": str(shard) if shard else None,
                 "laws": laws.result(),
                 "lanes_wall_s": lanes_wall_s,
             }
-            if "evidence" in scored:  # a run without variants keeps today's manifest, key absent
-                fields["evidence"] = scored["evidence"]
+            if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
+                fields["evidence"] = scored.evidence.model_dump(mode="json")
             with step("write run"):
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
                 path = writer.finish(fields)

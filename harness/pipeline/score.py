@@ -25,6 +25,7 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
 from harness.data.schemas.backend_facts import BackendFacts
+from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
@@ -43,7 +44,7 @@ BATCH_BLOCKS = 32
 def check_comparable(golden: Golden, run: Run, lanes: Sequence[str]) -> list[str]:
     """The run's blocks (in golden order), or one error naming both sides of what differs; ``lanes`` are
     opened (their files hashed at once, the exact lane's with them) once the manifests agree."""
-    if run.golden_id != golden.golden_id or run.manifest["golden_manifest_sha256"] != golden.manifest_sha256:
+    if run.golden_id != golden.golden_id or run.manifest.golden_manifest_sha256 != golden.manifest_sha256:
         raise ScoringError(
             f"run {run.run_id} was made against golden {run.golden_id}, not {golden.golden_id} "
             f"({golden.path}): score it against the golden it ran against"
@@ -71,20 +72,19 @@ class Scoring:
     from a finished run's files; :mod:`harness.pipeline.live_score` from the run's sink while the lanes
     run (the nightly): one body, built in one place, whichever fed it.
 
-    ``fields``: what scoring reads of the run manifest (``shapes``, ``ops``, ``mode``, ``evidence``): the
-    run's, or, before the run exists, the fields it will be written with (:func:`scoring_key` compares)."""
+    ``layout``: what scoring reads of the run manifest (:class:`RunLayout`): the run's, or, before the run
+    exists, the one it will be written with (:meth:`finish` compares them)."""
 
-    def __init__(self, golden: Golden, fields: Mapping[str, Any], tolerances: Tolerances) -> None:
-        self.key = scoring_key(fields)
-        self.tolerances, self.fields = tolerances, fields
-        self.shapes = shapes = [int(k) for k in fields["shapes"]]
+    def __init__(self, golden: Golden, layout: RunLayout, tolerances: Tolerances) -> None:
+        self.layout, self.tolerances = layout, tolerances
+        self.shapes = shapes = list(layout.shapes)
         self.kinds = kinds()  # every kind of evidence, in order (harness.evidence.kind_registry)
         names = [EXACT, *(lane_name(k) for k in shapes)]
-        names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(fields, k)]
+        names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(layout, k)]
         self.names = names
         # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
-        self.ops = ops = [Op(o) for o in fields["ops"]]
-        g, self.voiceprint_inputs, floors = golden.geometry, str(fields["mode"]), golden.floors()
+        self.ops = ops = [Op(o) for o in layout.ops]
+        g, self.voiceprint_inputs, floors = golden.geometry, str(layout.mode), golden.floors()
         voiceprint_inputs = self.voiceprint_inputs
         limits = op_limits(tolerances, ops, floors)
         self.verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
@@ -94,7 +94,7 @@ class Scoring:
         self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
         self.evidence: dict[int, list[ShapeEvidence]] = {}
         for k in shapes:
-            setting = ShapeSetting(k, tuple(ops), g, tolerances, floors, limits, voiceprint_inputs, fields)
+            setting = ShapeSetting(k, tuple(ops), g, tolerances, floors, limits, voiceprint_inputs, layout)
             self.evidence[k] = [s for kind in self.kinds if (s := kind.scorer(setting)) is not None]
 
     def add(self, gold: LaneOutputs, lanes: Mapping[str, LaneOutputs]) -> None:
@@ -111,30 +111,32 @@ class Scoring:
     def finish(self, golden: Golden, run: Run, ids: list[str]) -> Score:
         """The sealed score (frozen) of ``run``, whose blocks ``ids`` (golden order, as
         :func:`check_comparable` gave them) were every one added; reads the run's call log once."""
-        if scoring_key(run.manifest) != self.key:
+        if run.manifest.layout() != self.layout:
             raise ScoringError(
                 f"run {run.run_id}: its lanes are not the ones this score was accumulated for "
-                f"({self.key} vs {scoring_key(run.manifest)}): score it again with `harness score`"
+                f"({self.layout.model_dump(mode='json')} vs {run.manifest.layout().model_dump(mode='json')}): "
+                "score it again with `harness score`"
             )
         shapes, voiceprint_inputs, tolerances = self.shapes, self.voiceprint_inputs, self.tolerances
-        env_diff = differences(golden.manifest["environment"], run.manifest["environment"])
-        env_diff += numerics_differences(golden.manifest["numerics"]["in_force"], run.manifest["numerics"]["in_force"])
+        gm, rm = golden.manifest, run.manifest
+        env_diff = differences(gm.environment.model_dump(mode="json"), rm.environment.model_dump(mode="json"))
+        env_diff += numerics_differences(dict(gm.numerics.in_force), dict(rm.numerics.in_force))
         verification = reproduction(
             golden.golden_id,
             self.exact_scorer.verdicts(),
-            golden.manifest["reproducibility"]["bitwise"],
+            gm.reproducibility.bitwise,
             golden.fingerprint == run.fingerprint,
             env_diff,
         )
         # what every kind counts in the call log (full k-block requests, where each block sat), and every logged
         # call's time (the host share, harness.throughput.host_share): one pass over the call log
-        counted = {kind.name: c for kind in self.kinds if (c := kind.counter(self.fields, ids)) is not None}
+        counted = {kind.name: c for kind in self.kinds if (c := kind.counter(self.layout, ids)) is not None}
         device = DeviceTime()
         calls: Iterable[Mapping[str, Any]] = device.observe(run.iter_calls())
         for counter in counted.values():
             calls = counter.observe(calls)
         throughput = summarize_calls(calls)
-        laws = run.manifest["laws"]
+        laws = rm.laws.model_dump(mode="json")
         shape_results: dict[str, ShapeScore] = {}
         for k in shapes:
             verdicts = self.verdict_scorers[k].verdicts()
@@ -154,23 +156,21 @@ class Scoring:
             "run": {
                 "id": run.run_id,
                 "path": str(run.path),
-                "manifest_sha256": run.manifest["manifest_sha256"],
-                "created": run.manifest["created"],
+                "manifest_sha256": rm.manifest_sha256,
+                "created": rm.created,
             },
             "fingerprint": golden.fingerprint,
-            "model": golden.manifest["model"],
+            "model": gm.model.model_dump(mode="json"),
             "device_kind": run.device_kind,
-            "numerics_profile": run.manifest["numerics_profile"],
-            "numerics": run.manifest["numerics"],
-            "environment": run.manifest["environment"],
+            "numerics_profile": rm.numerics_profile,
+            "numerics": rm.numerics.model_dump(mode="json"),
+            "environment": rm.environment.model_dump(mode="json"),
             "mode": voiceprint_inputs,
-            "pad_to_fixed": run.manifest["pad_to_fixed"],
-            "packer": run.manifest["packer"],
+            "pad_to_fixed": rm.pad_to_fixed,
+            "packer": rm.packer,
             "laws": laws,
-            "corpus": {**golden.manifest["corpus"], "blocks": len(ids)}
-            if len(ids) != golden.blocks
-            else golden.manifest["corpus"],
-            "reproducibility": golden.manifest["reproducibility"],
+            "corpus": {**gm.corpus.model_dump(mode="json"), "blocks": len(ids)},
+            "reproducibility": gm.reproducibility.model_dump(mode="json"),
             "tolerances": tolerances.model_dump(),
             "shapes": {k: s.model_dump(mode="json") for k, s in shape_results.items()},
             "verification": verification.model_dump(mode="json"),
@@ -178,32 +178,21 @@ class Scoring:
             "exact_timing_source": "this run (interleaved)",
             "verdict": verdict,
         }
-        if run.manifest.get("evidence"):  # absent from a run before --arrangements/--repeats: so from its score
-            body["evidence"] = {key: run.manifest["evidence"][key] for key in ("arrangements", "repeats", "seed")}
-        body["backend"] = BackendFacts.of(run.manifest["backend"]).model_dump(mode="json")
-        host = host_entry(run.manifest.get("lanes_wall_s"), device.seconds, len(ids))
+        if rm.evidence is not None:  # absent from a run before --arrangements/--repeats: so from its score
+            body["evidence"] = rm.evidence.model_dump(mode="json", include={"arrangements", "repeats", "seed"})
+        body["backend"] = BackendFacts.of(rm.backend).model_dump(mode="json")
+        host = host_entry(rm.lanes_wall_s, device.seconds, len(ids))
         if host is not None:  # absent from a run before it (or merged shards): so from its score
             body["host"] = host
         # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
         return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
 
 
-def scoring_key(fields: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What a score's scorers are built from, of a run manifest (or of the fields a run will be written with):
-    two equal keys score the same lanes the same way."""
-    return (
-        [int(k) for k in fields["shapes"]],
-        [int(o) for o in fields["ops"]],
-        str(fields["mode"]),
-        plain(fields.get("evidence")),
-    )
-
-
 def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:
     """Judge every lane of ``run`` against ``golden`` from the run's files (see module doc); the sealed score
     (frozen). ``harness score`` and the sharded or merged nightly score this way; the one-process nightly
     accumulates the same :class:`Scoring` while its lanes run (:mod:`harness.pipeline.live_score`)."""
-    scoring = Scoring(golden, run.manifest, tolerances)
+    scoring = Scoring(golden, run.manifest.layout(), tolerances)
     names = scoring.names
     with step("check run"):
         ids = check_comparable(golden, run, names)

@@ -132,10 +132,10 @@ def test_record_run_and_score_through_a_model_without_model_info(user_backend, g
     """Same pipeline as the CLI: golden record, run shapes, score; answers equal the in-process golden."""
     recorded, _ = record_golden(tmp_path / "goldens", "team", golden.corpus().rows(), user_backend, CONFIG)
     assert recorded.fingerprint == user_backend.fingerprint
-    model = recorded.manifest["model"]
+    model = recorded.manifest.model.model_dump(mode="json")  # ModelInfo keeps the model's own keys
     assert model["weights_verified"] is False and model["label"] == LABEL
-    assert recorded.manifest["backend"]["weights_verified"] is False
-    assert recorded.manifest["reproducibility"]["bitwise"]
+    assert recorded.manifest.backend["weights_verified"] is False
+    assert recorded.manifest.reproducibility.bitwise
     # it really is the served model: the in-process golden's outputs, bit for bit
     ids = golden.block_ids()
     ours, theirs = recorded.outputs().select(ids), golden.outputs().select(ids)
@@ -148,7 +148,7 @@ def test_record_run_and_score_through_a_model_without_model_info(user_backend, g
             load_golden(recorded.path, expect_fingerprint=other.fingerprint)
 
     run = run_shapes(recorded, user_backend, tmp_path / "runs", (2, 4))
-    assert load_run(run.path).manifest["model"]["weights_verified"] is False
+    assert load_run(run.path).manifest.model.model_dump(mode="json")["weights_verified"] is False
     report = score_run(recorded, run, Tolerances())
     assert report.verdict == "pass", {k: s.reasons for k, s in report.shapes.items()}
     assert sorted(report.shapes) == ["2", "4"]

@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # what the names are, for the type checker; at run time __get
         OutputsMeta,
         Provenance,
         Reproducibility,
+        RunEvidence,
+        RunLayout,
         RunManifest,
     )
     from harness.data.schemas.golden_diff import GoldenDiff
@@ -69,6 +71,8 @@ _MODULE_OF = {
             "OutputsMeta",
             "Provenance",
             "Reproducibility",
+            "RunEvidence",
+            "RunLayout",
             "RunManifest",
         ),
         "files",
@@ -158,6 +162,8 @@ __all__ = [
     "Provenance",
     "Reproducibility",
     "Reproduction",
+    "RunEvidence",
+    "RunLayout",
     "RunManifest",
     "Score",
     "ShapeScore",

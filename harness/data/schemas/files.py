@@ -43,7 +43,9 @@ class FileEntry(Strict):
     rows: Count | None = Field(description="Parquet rows (None for other files)")
 
 
-class ModelInfo(Open):
+class ModelInfo(OptionalKeys, Open):
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"name"})
+
     fingerprint: Annotated[str, Field(min_length=1)] = Field(description="changes whenever the outputs could")
     name: str = Field("?", description="human name of the model")
 
@@ -181,8 +183,10 @@ class LawsVerdict(Strict):
         return self
 
 
-class GoldenManifest(Strict):
+class GoldenManifest(OptionalKeys, Strict):
     """``<golden>/manifest.json``: what the exact lane produced and everything that produced it."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"module_floors"})
 
     kind: Literal["harness.golden"]
     format: Literal[2] = Field(description="layout version; others are refused")
@@ -237,10 +241,24 @@ class RunEvidence(Strict):
         return self
 
 
+class RunLayout(Strict):
+    """What decides which lanes of a run are scored and how: the run manifest's ``shapes``, ``ops``, ``mode``
+    (the voiceprint inputs) and ``evidence``, as written, or, before the run exists, as it will be written
+    (the nightly's live score is built from the same). Two equal layouts score the same lanes the same way."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    shapes: list[Positive]
+    ops: OpsList
+    mode: Literal["isolated", "chained"]  # the voiceprint inputs; the manifest's key is the files' contract
+    evidence: RunEvidence | None = None
+
+
 class RunManifest(OptionalKeys, Strict):
     """``<run>/manifest.json``: the lanes of one run (always the exact lane, interleaved)."""
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"evidence", "lanes_wall_s"})
+    # a merged run has no shard and names what it merged; a run before them has no evidence or wall
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"evidence", "lanes_wall_s", "shard", "merged_from"})
 
     kind: Literal["harness.run"]
     format: Literal[2]
@@ -276,6 +294,10 @@ class RunManifest(OptionalKeys, Strict):
     )
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256
+
+    def layout(self) -> RunLayout:
+        """The fields scoring reads (:class:`RunLayout`)."""
+        return RunLayout(shapes=list(self.shapes), ops=list(self.ops), mode=self.mode, evidence=self.evidence)
 
     @model_validator(mode="after")
     def _lanes(self) -> RunManifest:

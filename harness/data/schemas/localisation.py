@@ -3,11 +3,11 @@ what localisation writes per module (``harness.localisation.module_floors``, ``h
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from harness.data.schemas.base import Count, NonNeg, Open, OpKey, Strict
+from harness.data.schemas.base import Count, NonNeg, Open, OpKey, OptionalKeys, Strict
 
 
 class ModuleFloor(Strict):
@@ -24,8 +24,10 @@ class ModuleFloor(Strict):
     )
 
 
-class ModuleFloors(Strict):
+class ModuleFloors(OptionalKeys, Strict):
     """The golden manifest's ``module_floors``: per OP and module, the noise floor (sealed with the manifest)."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"skipped"})
 
     format: Literal[1]
     passes: Literal[2] = Field(
