@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from harness.data.errors import ConfigError
 from harness.data.keyhints import did_you_mean
 from harness.data.masks import MaskPolicy
+from harness.data.modes import VoiceprintInputs
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS, Op
 from harness.data.schemas import describe_error
@@ -62,7 +63,7 @@ class ReleaseConfig:
     release_shapes: dict[Op, tuple[int, ...]] = field(default_factory=lambda: {op: (1,) for op in ALL_OPS})
     candidates: tuple[int, ...] = (2, 4)
     pad_to_fixed: bool = False
-    voiceprint_inputs: str = "isolated"  # one of VOICEPRINT_INPUTS; runs' and scores' file key is "mode"
+    voiceprint_inputs: VoiceprintInputs = VoiceprintInputs.ISOLATED  # [lanes] voiceprint_inputs
     warm_up: str = "auto"  # [lanes] warm_up: how the job runs, kept out of to_dict
     masks: MaskPolicy = field(default_factory=MaskPolicy)
     numerics: NumericSettings = field(default_factory=NumericSettings)

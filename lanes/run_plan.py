@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from harness.data.errors import LaneError
 from harness.data.masks import MaskPolicy
+from harness.data.modes import VOICEPRINT_INPUTS, VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
-from harness.data.schemas.config_file import VOICEPRINT_INPUTS
 from harness.data.shape import EXACT, Shape, ShapeError, lane_name
 from lanes.variants import FastVariant, check_variants
 
@@ -26,7 +26,7 @@ _MAX_GROUP = 256
 class RunPlan:
     shapes: tuple[int, ...] = ()
     release_shapes: Mapping[Op, tuple[int, ...]] = field(default_factory=lambda: {op: (1,) for op in ALL_OPS})
-    voiceprint_inputs: str = "isolated"  # one of VOICEPRINT_INPUTS; the run manifest's "mode" (file key)
+    voiceprint_inputs: VoiceprintInputs = VoiceprintInputs.ISOLATED
     pad_to_fixed: bool = False
     include_exact: bool = True
     exact_repeats: int = 1
@@ -42,6 +42,7 @@ class RunPlan:
             raise LaneError(
                 f"unknown voiceprint inputs {self.voiceprint_inputs!r}: expected one of {VOICEPRINT_INPUTS}"
             )
+        object.__setattr__(self, "voiceprint_inputs", VoiceprintInputs(self.voiceprint_inputs))  # a word given
         try:
             for k in self.shapes:
                 Shape(k, "packed shape")  # the range is Shape's (harness.data.shape); the plan keeps the ints

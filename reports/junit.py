@@ -58,7 +58,7 @@ def write_junit(
             "fingerprint": score.fingerprint,
             "device_kind": score.device_kind,
             "numerics_profile": score.numerics_profile,
-            "mode": score.mode,
+            "mode": score.voiceprint_inputs,
             "verdict": score.verdict,
             "packing_laws": _laws_phrase(score.laws),
             **_backend_properties(score),

@@ -131,7 +131,7 @@ def build_facts(
             "environment": _by_name(score.environment.model_dump(mode="json")),
             "backend": score.backend.rows() if score.backend is not None else None,  # what ran the requests
             "numerics": score.numerics.in_force,
-            "mode": score.mode,
+            "mode": score.voiceprint_inputs,
             "pad_to_fixed": score.pad_to_fixed,
             "packer": score.packer.get("name", "harness"),
             "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start

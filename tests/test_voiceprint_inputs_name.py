@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from harness.data.schemas.config_file import VOICEPRINT_INPUTS
-from harness.judging.judges.judge_base import TOLERANCE_MODES
+import pytest
+from pydantic import ValidationError
+
+from harness.data.errors import LaneError
+from harness.data.modes import TOLERANCE_MODES, VOICEPRINT_INPUTS, ToleranceMode, VoiceprintInputs
+from harness.data.schemas.files import RunLayout
+from harness.data.tolerances import Tolerances
 from harness.pipeline.record import exact_plan
 from harness.pipeline.run import plan_for
 from harness.release_config import ReleaseConfig, config_from_dict
+from lanes.run_plan import RunPlan
 
 
 @pytest.mark.parametrize("inputs", VOICEPRINT_INPUTS)
@@ -27,3 +33,27 @@ def test_no_mode_attribute_is_left_to_confuse_with_the_tolerance_mode() -> None:
     assert not hasattr(cfg, "mode") and not hasattr(plan_for(cfg), "mode")
     assert not set(VOICEPRINT_INPUTS) & set(TOLERANCE_MODES)
     assert cfg.tolerances.op0.mode in TOLERANCE_MODES  # the tolerance mode keeps its file key, "mode"
+
+
+@pytest.mark.parametrize("inputs", VOICEPRINT_INPUTS)
+def test_both_switches_are_enum_members_in_code_and_words_in_files(inputs: str) -> None:
+    """From harness.toml to the plan, the run's layout and a score's field, the voiceprint inputs are a
+    :class:`VoiceprintInputs` member named ``voiceprint_inputs``; the files keep the word under ``mode``."""
+    cfg = config_from_dict({"lanes": {"voiceprint_inputs": inputs}, "tolerances": {"op1": {"mode": "noise-floor"}}})
+    member = VoiceprintInputs(inputs)
+    assert cfg.voiceprint_inputs is member and plan_for(cfg).voiceprint_inputs is member
+    assert cfg.tolerances.op1.mode is ToleranceMode.NOISE_FLOOR and cfg.tolerances.op0.mode is ToleranceMode.TOLERANCE
+    layout = RunLayout.model_validate({"shapes": [2], "ops": [0, 1, 2], "mode": inputs})  # as a run manifest holds it
+    assert layout.voiceprint_inputs is member
+    assert layout.model_dump(mode="json")["mode"] == inputs and "voiceprint_inputs" not in layout.model_dump()
+    assert json.loads(json.dumps(cfg.to_dict()))["lanes"] == {"voiceprint_inputs": inputs}
+
+
+def test_a_word_that_is_no_member_is_refused() -> None:
+    """The negative control: the enums hold exactly the files' words."""
+    with pytest.raises(ValidationError, match="'isolated' or 'chained'"):
+        RunLayout.model_validate({"shapes": [2], "ops": [0], "mode": "both"})
+    with pytest.raises(ValidationError, match="'bitwise', 'tolerance' or 'noise-floor'"):
+        Tolerances.model_validate({"op0": {"mode": "close-enough"}})
+    with pytest.raises(LaneError, match="unknown voiceprint inputs 'both'"):
+        RunPlan(voiceprint_inputs="both")  # type: ignore[arg-type]

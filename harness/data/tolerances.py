@@ -14,13 +14,13 @@ every file that records a verdict holds them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.data.modes import ToleranceMode, ToleranceModeField
 from harness.data.ops import Op
 
-TOLERANCE_MODES = ("bitwise", "tolerance", "noise-floor")  # per OP: how close a lane must be to the golden
 Finite = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 Rate = Annotated[float, Field(allow_inf_nan=False, ge=0, le=1)]
 
@@ -30,9 +30,9 @@ class SegmentationTolerance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    # the tolerance mode (TOLERANCE_MODES): named "mode" as in harness.toml and score.json, the files' contract
-    mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)"
+    mode: ToleranceModeField = Field(
+        default=ToleranceMode.TOLERANCE,
+        description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)",
     )
     max_abs: Finite = Field(default=1e-4, description="largest absolute difference of a log-probability")
     max_ulp: Annotated[int, Field(ge=0)] | None = Field(
@@ -57,9 +57,9 @@ class VoiceprintTolerance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    # the tolerance mode (TOLERANCE_MODES): named "mode" as in harness.toml and score.json, the files' contract
-    mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
-        default="tolerance", description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)"
+    mode: ToleranceModeField = Field(
+        default=ToleranceMode.TOLERANCE,
+        description="bitwise | tolerance | noise-floor (limits = the golden's own noise x factor)",
     )
     min_cosine: Annotated[float, Field(allow_inf_nan=False, ge=-1, le=1)] = Field(
         default=0.99999, description="smallest cosine similarity of a row's embedding with the golden's"
@@ -108,4 +108,4 @@ class Tolerances(BaseModel):
         return cls.model_validate(data)
 
 
-__all__ = ["TOLERANCE_MODES", "SegmentationTolerance", "Tolerances", "VoiceprintTolerance"]
+__all__ = ["SegmentationTolerance", "Tolerances", "VoiceprintTolerance"]

@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.data.errors import LedgerError
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import ArrangementLane, ShapeArrangements, Spread, slot_label
@@ -115,7 +116,7 @@ class ArrangementScorer:
         ops: Sequence[Op],
         geometry: Geometry,
         limits: Mapping[Op, dict[str, Any]],
-        voiceprint_inputs: str,
+        voiceprint_inputs: VoiceprintInputs,
         floors: Floors,
     ) -> None:
         """``limits``: every pair's (the mode's, :func:`harness.evidence.rule.evidence_limits`); ``floors``: the

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.files import RunLayout
@@ -59,7 +60,7 @@ class ShapeSetting:
     tolerances: Tolerances
     floors: Floors  # the golden's own noise floors, per OP
     limits: Limits  # every pair's limits: the mode's (harness.evidence.rule.evidence_limits)
-    voiceprint_inputs: str  # isolated | chained
+    voiceprint_inputs: VoiceprintInputs  # isolated | chained
     layout: RunLayout  # the run manifest's scoring fields (shapes, ops, mode, evidence)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from harness.data.errors import LedgerError, ScoringError
 from harness.data.figures import holds
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.schemas.base import OpKey
@@ -102,7 +103,7 @@ class RepeatScorer:
         lanes: Sequence[str],
         ops: Sequence[Op],
         geometry: Geometry,
-        voiceprint_inputs: str,
+        voiceprint_inputs: VoiceprintInputs,
         tolerances: Tolerances,
         floors: Floors,
     ) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.base import OpKey
@@ -40,7 +41,7 @@ class LaneScorer:
         ops: Sequence[Op],
         geometry: Geometry,
         limits: Mapping[Op, dict[str, Any]],
-        voiceprint_inputs: str,
+        voiceprint_inputs: VoiceprintInputs,
     ) -> None:
         """``voiceprint_inputs``: isolated | chained, the run's (its file key is "mode")."""
         self.shape = shape

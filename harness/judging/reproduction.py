@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.schemas.base import OpKey
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
@@ -29,7 +30,7 @@ REPORT_ONLY = Tolerances().with_mode("tolerance")
 Status = Literal["bitwise", "within-noise-floor", "failed", "drift"]
 
 
-def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: str) -> LaneScorer:
+def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: VoiceprintInputs) -> LaneScorer:
     """Evidence of the second exact run against the first (nothing gated: it measures the floor)."""
     limits = op_limits(REPORT_ONLY, ops, None, sample_bound=False)
     return LaneScorer("exact#2", ops, geometry, limits, voiceprint_inputs)
@@ -65,7 +66,7 @@ def reproduction_scorer(
     geometry: Geometry,
     floors: dict[int, dict[str, Any]],
     tolerances: Tolerances,
-    voiceprint_inputs: str,
+    voiceprint_inputs: VoiceprintInputs,
 ) -> LaneScorer:
     """Evidence of a rerun of the exact lane against the golden, judged against its floor."""
     at_floor = Tolerances(

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from harness.data.errors import LedgerError
 from harness.data.jsonio import digest
+from harness.data.modes import VoiceprintInputs
 from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
@@ -99,7 +100,7 @@ def tolerance_mode(tolerances: Tolerances) -> str:
     return str(values.pop()) if len(values) == 1 else ",".join(f"{op}={m}" for op, m in modes.items())
 
 
-def overrides_of(tolerances: Tolerances, voiceprint_inputs: str) -> list[Override]:
+def overrides_of(tolerances: Tolerances, voiceprint_inputs: VoiceprintInputs) -> list[Override]:
     """Every judging setting that differs from the harness's built-in default
     (``harness.data.tolerances.Tolerances()``, ``[lanes] voiceprint_inputs = "isolated"``), key by key:
     ``tolerances.op0.mode = bitwise (default tolerance)``, ...
@@ -121,7 +122,7 @@ def overrides_of(tolerances: Tolerances, voiceprint_inputs: str) -> list[Overrid
 
 def judging_overrides(score: Score) -> list[Override]:
     """The overrides the score was judged under (:func:`overrides_of` its tolerances and voiceprint inputs)."""
-    return overrides_of(score.tolerances, score.mode)
+    return overrides_of(score.tolerances, score.voiceprint_inputs)
 
 
 def describe_overrides(overrides: list[Override]) -> str:
@@ -139,7 +140,7 @@ def judged_under(score: Score) -> JudgedUnder:
     """What a ledger event records of how its score was judged (schema: ``LedgerEvent.judged_under``)."""
     return JudgedUnder(
         tolerance_mode=tolerance_mode(score.tolerances),
-        voiceprint_inputs=score.mode,
+        voiceprint_inputs=score.voiceprint_inputs,
         overrides=judging_overrides(score),
     )
 
@@ -253,7 +254,7 @@ def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
     throughput = score.throughput.get(k)
     return {
         "golden_id": score.golden.id,
-        "mode": score.mode,
+        "mode": score.voiceprint_inputs,
         "tolerance_mode": tolerance_mode(score.tolerances),
         "tolerances": score.tolerances.model_dump(mode="json"),
         "corpus_blocks": score.corpus.blocks,

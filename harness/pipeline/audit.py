@@ -43,6 +43,7 @@ from harness.capture.schema import CaptureError
 from harness.data.destinations import check_output_dir
 from harness.data.errors import ScoringError, committed, step
 from harness.data.jsonio import plain, seal, write_json_atomic
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputset import output_set
 from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
@@ -174,7 +175,7 @@ def _score(
     g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
     limits = op_limits(cfg.tolerances, ops, None)
-    batches = {op: Batches(op, judge_for(op).evidence(op, g, limits[op], "isolated")) for op in ops}
+    batches = {op: Batches(op, judge_for(op).evidence(op, g, limits[op], VoiceprintInputs.ISOLATED)) for op in ops}
     requests = reader.requests(ahead=True)
     items = ((request, blocks_of(request, g)) for request in requests)
     stream = getattr(rerun, "stream", None)  # pipelined (InProcessRerun); else one request at a time

@@ -34,6 +34,7 @@ from harness.data.environment import differences, numerics_differences
 from harness.data.errors import GoldenError, check_interrupted, step
 from harness.data.figures import fmt
 from harness.data.jsonio import write_json_atomic
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
@@ -99,7 +100,11 @@ def diff(a: Golden, b: Golden, tolerances: Tolerances) -> GoldenDiff:
         ids = check_same_corpus(a, b)
     ops = a.ops
     scorer = LaneScorer(
-        "golden-b", ops, a.geometry, op_limits(tolerances, ops, a.floors(), sample_bound=False), "chained"
+        "golden-b",
+        ops,
+        a.geometry,
+        op_limits(tolerances, ops, a.floors(), sample_bound=False),
+        VoiceprintInputs.CHAINED,
     )
     reader_a, reader_b = a.outputs(), b.outputs()
 

@@ -56,7 +56,7 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
         f"  corpus: {corpus['blocks']} blocks, {corpus['audio_windows']} audio windows ({corpus['short_windows']} "
         f"short, {corpus['padding_windows']} padding), {corpus['span_seconds']} s of audio, sources "
         f"{', '.join(corpus['sources'])}",
-        f"  voiceprint inputs: {m.mode}; OPs {', '.join(str(o) for o in m.ops)}",
+        f"  voiceprint inputs: {m.voiceprint_inputs}; OPs {', '.join(str(o) for o in m.ops)}",
         f"  recorded to judge: {counts_line(_file_entries(gold), corpus, gold.ops)}",
         f"  reproduction when recorded: {'bitwise' if repro.bitwise else 'NOT bitwise'} "
         f"({repro.repeats} interleaved exact-lane runs)",

@@ -32,6 +32,7 @@ from harness.data.blocks import Block
 from harness.data.errors import HarnessError, check_interrupted, step
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import OutputCollector
 from harness.data.schemas.load import ServerStats, ShapeLoad
@@ -153,7 +154,7 @@ def _send_point(
     """One point: its requests sent group by group with ``c`` in flight, every answer scored against the golden;
     the latencies, the sending time, the requests sent and answers checked, and the OPs' verdicts."""
     golden, packer, tick = traffic.golden, traffic.packer, traffic.tick
-    scorer = LaneScorer(k, golden.ops, golden.geometry, traffic.limits, "isolated")
+    scorer = LaneScorer(k, golden.ops, golden.geometry, traffic.limits, VoiceprintInputs.ISOLATED)
     latencies: list[float] = []
     wall = 0.0
     requests = checked = 0

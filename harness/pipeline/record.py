@@ -34,6 +34,7 @@ from harness.data.environment import differences, machine_environment, numerics_
 from harness.data.errors import GoldenError, step
 from harness.data.fsio import atomic_directory
 from harness.data.metrics import start_warming
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
 from harness.data.shape import EXACT, lane_name
@@ -91,7 +92,7 @@ def record_golden(
         with step("exact lane x2"), writer:
             calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
             outputs = BackgroundWriter(new_lane_writer(tmp, geometry, list(plan.ops)))
-            floor = floor_scorer(plan.ops, geometry, "isolated")
+            floor = floor_scorer(plan.ops, geometry, VoiceprintInputs.ISOLATED)
             first: dict[str, LaneOutputs] = {}
 
             def sink(lane: str, batch: LaneOutputs) -> None:
@@ -219,7 +220,9 @@ def verify_golden(
 ) -> Reproduction:
     """Re-run the exact lane over the golden's corpus and judge it against the golden's noise floor."""
     plan = exact_plan(config, repeats=1, ops=golden.ops)
-    scorer = reproduction_scorer(golden.ops, golden.geometry, golden.floors(), config.tolerances, "isolated")
+    scorer = reproduction_scorer(
+        golden.ops, golden.geometry, golden.floors(), config.tolerances, VoiceprintInputs.ISOLATED
+    )
     reader = golden.outputs()
 
     def sink(lane: str, batch: LaneOutputs) -> None:
@@ -269,7 +272,9 @@ def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
         out["corpus_changed"] = True
         return out
     ops = [op for op in new.ops if op in old.ops]
-    scorer = LaneScorer("regen", ops, new.geometry, op_limits(Tolerances(), ops, None, sample_bound=False), "isolated")
+    scorer = LaneScorer(
+        "regen", ops, new.geometry, op_limits(Tolerances(), ops, None, sample_bound=False), VoiceprintInputs.ISOLATED
+    )
     ids = new.block_ids()
     for start in range(0, len(ids), 32):
         chunk = ids[start : start + 32]

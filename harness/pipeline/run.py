@@ -177,7 +177,7 @@ def run_shapes(
                 "golden_manifest_sha256": golden.manifest_sha256,
                 **provenance(backend.environment()),
                 "config": config.to_dict(),
-                "mode": scored.mode,  # file key "mode" (the contract): the voiceprint inputs
+                "mode": scored.voiceprint_inputs,  # the voiceprint inputs (the file key is "mode")
                 "pad_to_fixed": plan.pad_to_fixed,
                 "packer": describe() if describe else {"name": packer.name},
                 "shapes": list(scored.shapes),

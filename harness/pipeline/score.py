@@ -21,6 +21,7 @@ from harness.data.destinations import check_output_file
 from harness.data.environment import differences, numerics_differences
 from harness.data.errors import ScoringError, check_interrupted, step
 from harness.data.jsonio import plain, seal, write_json_atomic
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.overlap import prefetch
@@ -82,16 +83,15 @@ class Scoring:
         names = [EXACT, *(lane_name(k) for k in shapes)]
         names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(layout, k)]
         self.names = names
-        # the run's voiceprint inputs (isolated | chained): the file key is "mode", in the run and in the score
         self.ops = ops = [Op(o) for o in layout.ops]
-        g, self.voiceprint_inputs, floors = golden.geometry, str(layout.mode), golden.floors()
+        g, self.voiceprint_inputs, floors = golden.geometry, layout.voiceprint_inputs, golden.floors()
         voiceprint_inputs = self.voiceprint_inputs
         limits = op_limits(tolerances, ops, floors)
         self.verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
         self.effect_scorers = {
-            k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), "chained") for k in shapes
+            k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), VoiceprintInputs.CHAINED) for k in shapes
         }
-        self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, "isolated")
+        self.exact_scorer = reproduction_scorer(ops, g, floors, tolerances, VoiceprintInputs.ISOLATED)
         self.evidence: dict[int, list[ShapeEvidence]] = {}
         for k in shapes:
             setting = ShapeSetting(k, tuple(ops), g, tolerances, floors, limits, voiceprint_inputs, layout)

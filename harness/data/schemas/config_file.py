@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.data import limits  # the upper bound of every count a user can set
 from harness.data.masks import MaskPolicy
+from harness.data.modes import VoiceprintInputs, VoiceprintInputsField
 from harness.data.numeric_settings import NumericSettings
 from harness.data.shape import ShapeInt
 from harness.data.tolerances import Tolerances
 
-VOICEPRINT_INPUTS = ("isolated", "chained")  # [lanes] voiceprint_inputs: whose segmentation voiceprints use
 SEED_MAX = 2**32 - 1  # numpy's RandomState takes seeds in 0..2**32-1
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 Shape = ShapeInt  # k's range lives in one place: harness.data.shape (MIN_K, MAX_K)
@@ -81,8 +81,8 @@ class ShapesSection(_Section):
 
 
 class LanesSection(_Section):
-    voiceprint_inputs: Literal["isolated", "chained"] = Field(
-        default="isolated",
+    voiceprint_inputs: VoiceprintInputsField = Field(
+        default=VoiceprintInputs.ISOLATED,
         description="where each lane's voiceprint WEIGHTS/IDX come from: isolated = the "
         "golden's (the voiceprint network judged alone); chained = the lane's own segmentation, as production would",
     )

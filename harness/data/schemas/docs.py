@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import sys
 import types
@@ -63,7 +64,8 @@ def _table(title: str, model: type[BaseModel], seen: set[type]) -> list[str]:
             required += f" (default `{json.dumps(field.default)}`)"
         kind = _type_name(annotation, nested, field.metadata).replace("|", "\\|")  # a pipe would end the cell
         meaning = (field.description or "").replace("|", "\\|")
-        lines.append(f"| `{name}` | {kind} | {required} | {meaning} |")
+        key = field.alias or name  # the file's key (a field named otherwise in code reads and writes its alias)
+        lines.append(f"| `{key}` | {kind} | {required} | {meaning} |")
     if extra == "allow":
         lines.append("| (other keys) | any | no | kept as written |")
     lines.append("")
@@ -99,6 +101,8 @@ def _type_name(annotation: Any, nested: list[type[BaseModel]], metadata: list[An
         return _type_name(base, nested) + _constraints(list(meta)) + suffix
     if origin is Literal:
         return " / ".join(f"`{a!r}`".replace("'", '"') for a in args) + suffix
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):  # a file holds its members' words
+        return " / ".join(f'`"{m.value}"`' for m in annotation) + suffix
     if origin is list:
         return f"list[{_type_name(args[0], nested)}]" + suffix
     if origin is dict:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
+from harness.data.modes import BY_ALIAS, VOICEPRINT_INPUTS_KEY, VoiceprintInputsField
 from harness.data.schemas.base import (
     Count,
     GoldenId,
@@ -186,6 +187,7 @@ class LawsVerdict(Strict):
 class GoldenManifest(OptionalKeys, Strict):
     """``<golden>/manifest.json``: what the exact lane produced and everything that produced it."""
 
+    model_config = BY_ALIAS
     optional_keys: ClassVar[frozenset[str]] = frozenset({"module_floors"})
 
     kind: Literal["harness.golden"]
@@ -201,7 +203,7 @@ class GoldenManifest(OptionalKeys, Strict):
     numerics_profile: str
     config: dict[str, Any]
     ops: OpsList
-    mode: Literal["isolated", "chained"]  # the voiceprint inputs (voiceprint_inputs in code); file key "mode"
+    voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     corpus: CorpusSummary
     reproducibility: Reproducibility
     module_floors: ModuleFloors | None = Field(
@@ -246,17 +248,18 @@ class RunLayout(Strict):
     (the voiceprint inputs) and ``evidence``, as written, or, before the run exists, as it will be written
     (the nightly's live score is built from the same). Two equal layouts score the same lanes the same way."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, **BY_ALIAS)
 
     shapes: list[Positive]
     ops: OpsList
-    mode: Literal["isolated", "chained"]  # the voiceprint inputs; the manifest's key is the files' contract
+    voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     evidence: RunEvidence | None = None
 
 
 class RunManifest(OptionalKeys, Strict):
     """``<run>/manifest.json``: the lanes of one run (always the exact lane, interleaved)."""
 
+    model_config = BY_ALIAS
     # a merged run has no shard and names what it merged; a run before them has no evidence or wall
     optional_keys: ClassVar[frozenset[str]] = frozenset({"evidence", "lanes_wall_s", "shard", "merged_from"})
 
@@ -274,7 +277,7 @@ class RunManifest(OptionalKeys, Strict):
     numerics_profile: str
     config: dict[str, Any]
     ops: OpsList
-    mode: Literal["isolated", "chained"]  # the voiceprint inputs (voiceprint_inputs in code); file key "mode"
+    voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
     packer: dict[str, Any]
     laws: LawsVerdict = Field(description="the packing-laws verdict of that packer, judged at the start of the run")
@@ -297,7 +300,9 @@ class RunManifest(OptionalKeys, Strict):
 
     def layout(self) -> RunLayout:
         """The fields scoring reads (:class:`RunLayout`)."""
-        return RunLayout(shapes=list(self.shapes), ops=list(self.ops), mode=self.mode, evidence=self.evidence)
+        return RunLayout(
+            shapes=list(self.shapes), ops=list(self.ops), mode=self.voiceprint_inputs, evidence=self.evidence
+        )
 
     @model_validator(mode="after")
     def _lanes(self) -> RunManifest:

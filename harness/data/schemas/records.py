@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from harness.data.modes import VoiceprintInputs, VoiceprintInputsField
 from harness.data.schemas.base import (
     Count,
     Frozen,
@@ -44,7 +45,7 @@ class JudgedUnder(Frozen):
     """How an event's score was judged: its tolerance mode and every override in force."""
 
     tolerance_mode: Annotated[str, Field(min_length=1)] = Field(description="one mode, or op0=...,op1=...,op2=...")
-    voiceprint_inputs: Literal["isolated", "chained"] = Field(description="the score's voiceprint inputs ([lanes])")
+    voiceprint_inputs: VoiceprintInputsField = Field(description="the score's voiceprint inputs ([lanes])")
     overrides: list[Override] = Field(description="empty: judged under the built-in defaults")
 
     @model_validator(mode="after")
@@ -52,7 +53,7 @@ class JudgedUnder(Frozen):
         keys = [o.key for o in self.overrides]
         if len(set(keys)) != len(keys):
             raise ValueError(f"an override is listed twice in {keys}")
-        if (self.voiceprint_inputs != "isolated") != ("lanes.voiceprint_inputs" in keys):
+        if (self.voiceprint_inputs != VoiceprintInputs.ISOLATED) != ("lanes.voiceprint_inputs" in keys):
             raise ValueError(f"voiceprint_inputs {self.voiceprint_inputs!r} disagrees with the overrides {keys}")
         return self
 

@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from harness.data.modes import ToleranceModeField
 from harness.data.schemas.base import Count, Frozen, NonNeg
 
 LAWS: Final = "packer broke the laws"
@@ -69,7 +70,7 @@ class EvidenceWarning(Frozen):
         "block's two copies in one request), repeats (a run against the first)"
     )
     op: Literal[0, 1, 2]
-    tolerance_mode: Literal["bitwise", "tolerance", "noise-floor"]
+    tolerance_mode: ToleranceModeField
     unit: Literal["windows", "rows"]
     blocks: Count = Field(description="blocks compared")
     blocks_differing: Count = Field(description="blocks whose answers differ in any bit")

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from harness.data.modes import ToleranceModeField
 from harness.data.schemas.base import Count, Frozen, OpKey
 from harness.data.schemas.files import Floor
 from harness.data.schemas.verdicts import OpVerdictModel
@@ -29,7 +30,7 @@ class RepeatOp(Frozen):
     """One OP of one shape: how often and how much its packed lane disagrees with itself."""
 
     op: Literal[0, 1, 2]
-    tolerance_mode: Literal["bitwise", "tolerance", "noise-floor"] = Field(
+    tolerance_mode: ToleranceModeField = Field(
         description="the OP's tolerance mode, whose limits every repeat is judged with"
     )
     gated: bool = Field(description="a repeat that fails its checks (pairs) refuses the shape: true in every mode")

@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from harness.data.modes import BY_ALIAS, VOICEPRINT_INPUTS_KEY, VoiceprintInputsField
 from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements
 from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.base import (
@@ -142,7 +143,7 @@ class Score(OptionalKeys, Frozen):
     numerics_profile: str
     numerics: NumericsRecord
     environment: EnvironmentModel
-    mode: Literal["isolated", "chained"]  # the run's voiceprint inputs (voiceprint_inputs in code); file key "mode"
+    voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
     packer: dict[str, Any]
     laws: LawsVerdict = Field(description="the run's packing-laws verdict of its packer (copied from the run)")
@@ -172,6 +173,7 @@ class Score(OptionalKeys, Frozen):
     )
     digest: Sha256 = Field(description="sha256 of this file's canonical JSON without this key")
 
+    model_config = BY_ALIAS
     optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host", "backend"})
 
 

@@ -23,11 +23,11 @@ from pydantic import BaseModel
 from harness.data.errors import ScoringError
 from harness.data.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
 from harness.data.geometry import Geometry
+from harness.data.modes import TOLERANCE_MODES, ToleranceMode, VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.schemas.results import CheckModel as Check
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
 from harness.data.schemas.verdicts import NO_DETAILS, CheckDetails
-from harness.data.tolerances import TOLERANCE_MODES
 from harness.judging.judges.floor_figures import FloorFigure
 
 # ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges build
@@ -131,11 +131,13 @@ class Judge(Protocol):
 
     def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> dict[str, Any]: ...
 
-    def evidence(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str) -> Evidence: ...
+    def evidence(
+        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs
+    ) -> Evidence: ...
 
 
 def limits_for_mode(
-    tolerance_mode: str,
+    tolerance_mode: ToleranceMode,
     floor: dict[str, Any] | None,
     *,
     bitwise: Callable[[], dict[str, Any]],
@@ -146,13 +148,14 @@ def limits_for_mode(
 
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
     makes it bitwise."""
-    if tolerance_mode == "bitwise" or (tolerance_mode == "noise-floor" and floor is not None and floor.get("bitwise")):
+    noise_floor_mode = tolerance_mode == ToleranceMode.NOISE_FLOOR
+    if tolerance_mode == ToleranceMode.BITWISE or (noise_floor_mode and floor is not None and floor.get("bitwise")):
         limits = bitwise()
-    elif tolerance_mode == "noise-floor":
+    elif noise_floor_mode:
         if floor is None:
             raise ScoringError("tolerance mode 'noise-floor' needs a golden recorded with its noise floor")
         limits = noise_floor(floor)
-    elif tolerance_mode == "tolerance":
+    elif tolerance_mode == ToleranceMode.TOLERANCE:
         limits = tolerance()
     else:
         raise ScoringError(f"unknown tolerance mode {tolerance_mode!r} (expected one of {TOLERANCE_MODES})")
@@ -181,7 +184,6 @@ def cosine_text(value: float | None, identical: bool) -> str:
 __all__ = [
     "NOT_GATED",
     "RELATIONS",
-    "TOLERANCE_MODES",
     "Check",
     "CheckDetails",
     "Evidence",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.tolerances import SegmentationTolerance
 from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, flips_words
@@ -53,6 +54,6 @@ class SegmentationJudge:
         )
 
     def evidence(
-        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str
+        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs
     ) -> SegmentationEvidence:
         return SegmentationEvidence(geometry, limits)

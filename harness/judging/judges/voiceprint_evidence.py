@@ -30,6 +30,7 @@ import numpy as np
 from harness.data.errors import ScoringError
 from harness.data.geometry import Geometry
 from harness.data.metrics import cosine_and_rel_l2, row_diff
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
 from harness.judging.judges import rowkeys
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 class VoiceprintEvidence:
     """One voiceprint OP of one lane against the golden, accumulated batch by batch."""
 
-    def __init__(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str) -> None:
+    def __init__(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs) -> None:
         self.op, self.g, self.limits = op, geometry, limits
         self.chained = voiceprint_inputs == "chained"  # else isolated: every lane had the golden's WEIGHTS/IDX
         self.golden_rows = self.matched = self.judged = 0

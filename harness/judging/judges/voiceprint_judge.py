@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.geometry import Geometry
+from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.tolerances import VoiceprintTolerance
 from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, cosine_words, unsaid
@@ -77,6 +78,6 @@ class VoiceprintJudge:
         )
 
     def evidence(
-        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: str
+        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs
     ) -> VoiceprintEvidence:
         return VoiceprintEvidence(op, geometry, limits, voiceprint_inputs)
