@@ -198,7 +198,7 @@ def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[
     files["calls.parquet"] = golden_calls.close()
     fields = {
         k: v
-        for k, v in small_golden.manifest.items()
+        for k, v in small_golden.manifest.model_dump(mode="json").items()
         if k not in ("kind", "format", "created", "files", "golden_id", "manifest_sha256")
     }
     fields["corpus"] = {**fields["corpus"], "blocks": blocks}
@@ -206,7 +206,7 @@ def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[
     golden = load_golden(gdir)
     run_files = {f"{lane}/{name}": entry for lane, w in lane_writers.items() for name, entry in w.close().items()}
     run_files["calls.parquet"] = calls.close()
-    manifest = {k: v for k, v in small_run.manifest.items() if k != "manifest_sha256"}
+    manifest = {k: v for k, v in small_run.manifest.model_dump(mode="json").items() if k != "manifest_sha256"}
     manifest.update(
         run_id="large-run",
         golden_id=golden.golden_id,

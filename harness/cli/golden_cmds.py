@@ -125,7 +125,7 @@ def golden_show(
     if as_json:
         if hashed is None:
             print(f"harness: note: {golden}: {CONTENT_NOT_CHECKED}", file=sys.stderr, flush=True)
-        say(json.dumps(gold.manifest, indent=1, sort_keys=True))
+        say(json.dumps(gold.manifest.model_dump(mode="json"), indent=1, sort_keys=True))
         return
     for line in describe_golden(gold, hashed):
         say(line)
