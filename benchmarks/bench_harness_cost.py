@@ -80,12 +80,12 @@ def _config(model: str, shapes: tuple[int, ...]):
     from harness.data.numeric_settings import NumericSettings
 
     # the cost of each plain lane (one arrangement): --arrangements N adds lanes, not cost per lane
-    from harness.data.schemas.config_file import EvidenceSection
-    from harness.release_config import ModelSpec, ReleaseConfig
+    from harness.data.schemas.config_file import EvidenceSection, ModelSection
+    from harness.release_config import release_config
 
-    return ReleaseConfig(
+    return release_config(
         name=RELEASE,
-        model=ModelSpec(model),
+        model=ModelSection(spec=model),
         candidates=shapes,
         numerics=NumericSettings(threads=1),
         evidence=EvidenceSection(arrangements=1),

@@ -23,8 +23,9 @@ from pathlib import Path
 from golden.runs import load_run
 from harness.corpus.synth import synth_corpus
 from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.record import record_golden
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -44,9 +45,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     numerics = NumericSettings(threads=args.threads)
-    cfg = ReleaseConfig(
+    cfg = release_config(
         name="bench",
-        model=ModelSpec(args.model),
+        model=ModelSection(spec=args.model),
         numerics=numerics,
         candidates=tuple(int(k) for k in args.shapes.split(",")),
     )

@@ -54,10 +54,13 @@ from harness.data.numeric_settings import NumericSettings  # noqa: E402
 from harness.data.ops import ALL_OPS, Op  # noqa: E402
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs  # noqa: E402
 from harness.data.parquet import RUN_COMPRESSION  # noqa: E402
-from harness.data.schemas.config_file import EvidenceSection  # noqa: E402
+from harness.data.schemas.config_file import (  # noqa: E402
+    EvidenceSection,  # noqa: E402
+    ModelSection,
+)
 from harness.pipeline.record import record_golden  # noqa: E402
 from harness.pipeline.run import plan_for, run_shapes  # noqa: E402
-from harness.release_config import ModelSpec, ReleaseConfig  # noqa: E402
+from harness.release_config import release_config  # noqa: E402
 from lanes.backend import InProcessBackend  # noqa: E402
 from lanes.model_api import load_model  # noqa: E402
 
@@ -74,9 +77,9 @@ def template(work: Path, spec: str, shapes: tuple[int, ...]):
     """A real 4-block golden and run of the null network: manifests to rewrite, a corpus stand-in."""
     model = load_model(spec)
     shutil.rmtree(work / "template", ignore_errors=True)
-    cfg = ReleaseConfig(
+    cfg = release_config(
         name=RELEASE,
-        model=ModelSpec(spec),
+        model=ModelSection(spec=spec),
         candidates=shapes,
         numerics=NumericSettings(threads=1),
         evidence=EvidenceSection(arrangements=1),

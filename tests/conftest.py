@@ -43,9 +43,10 @@ def backend(small_model):
 
 @pytest.fixture(scope="session")
 def small_config():
-    from harness.release_config import ModelSpec, ReleaseConfig
+    from harness.data.schemas.config_file import ModelSection
+    from harness.release_config import release_config
 
-    return ReleaseConfig(name="small-rel", model=ModelSpec("small"), candidates=(2, 4))
+    return release_config(name="small-rel", model=ModelSection(spec="small"), candidates=(2, 4))
 
 
 @pytest.fixture(scope="session")

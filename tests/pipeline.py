@@ -11,14 +11,14 @@ from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import Corpus
 from harness.data.geometry import geometry_of
 from harness.data.numeric_settings import NumericSettings
-from harness.data.schemas.config_file import EvidenceSection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection
 from harness.data.schemas.results import Score
 from harness.data.tolerances import Tolerances
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for
 from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -33,11 +33,11 @@ class Pipeline:
     golden: Golden
     run: Run
     score: Score
-    config: ReleaseConfig
+    config: ConfigFile
 
 
-def config_for(spec: str = "small", **kw) -> ReleaseConfig:
-    return ReleaseConfig(name=kw.pop("name", "rel"), model=ModelSpec(spec), **kw)
+def config_for(spec: str = "small", **kw) -> ConfigFile:
+    return release_config(name=kw.pop("name", "rel"), model=ModelSection(spec=spec), **kw)
 
 
 def record(
@@ -47,24 +47,24 @@ def record(
     numerics: NumericSettings = NumericSettings(),
     corpus: Corpus | None = None,
     release: str = "rel",
-    config: ReleaseConfig | None = None,
+    config: ConfigFile | None = None,
 ) -> tuple[InProcessBackend, Corpus, Golden]:
     """A golden of ``model`` (a spec or a model object) over a synthetic corpus."""
     model = load_model(model) if isinstance(model, str) else model
     backend = InProcessBackend(model, numerics)
     corpus = corpus if corpus is not None else synth_corpus(geometry_of(model), blocks)
     golden, _ = record_golden(
-        tmp / "goldens", release, corpus.rows(), backend, config or ReleaseConfig(numerics=numerics)
+        tmp / "goldens", release, corpus.rows(), backend, config or release_config(numerics=numerics)
     )
     return backend, corpus, golden
 
 
 def run_shapes(
-    backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...], config: ReleaseConfig | None = None
+    backend: InProcessBackend, golden: Golden, tmp: Path, shapes: tuple[int, ...], config: ConfigFile | None = None
 ) -> Run:
     """Every shape over the golden's corpus, interleaved with the exact lane; without ``config``, one
     arrangement per shape (CI time: the tests that are about the arrangements pass a config that asks for them)."""
-    cfg = (config or ReleaseConfig(evidence=ONE_ARRANGEMENT)).with_overrides(candidates=shapes)
+    cfg = (config or release_config(evidence=ONE_ARRANGEMENT)).with_overrides(candidates=shapes)
     return run_plan(golden, backend, plan_for(cfg), tmp / "runs", cfg)
 
 
@@ -80,7 +80,7 @@ def pipeline(
     arrangements: int = 1,
 ) -> Pipeline:
     """Record, run and score ``model``; ``arrangements`` per shape: 1 unless a test is about them (CI time)."""
-    cfg = ReleaseConfig(
+    cfg = release_config(
         numerics=numerics,
         tolerances=tolerances,
         voiceprint_inputs=voiceprint_inputs,

@@ -29,14 +29,15 @@ from harness.data.errors import SchemaError
 from harness.data.jsonio import write_json_atomic
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
+from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
 NUMERICS = NumericSettings(threads=1)
-CFG = ReleaseConfig(model=ModelSpec("small"), numerics=NUMERICS)
+CFG = release_config(model=ModelSection(spec="small"), numerics=NUMERICS)
 
 
 class Counting:

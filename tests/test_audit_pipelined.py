@@ -23,13 +23,14 @@ from harness.capture import CaptureReader
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
+from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 
 NUMERICS = NumericSettings(threads=1)
-CFG = ReleaseConfig(model=ModelSpec("small"), numerics=NUMERICS)
+CFG = release_config(model=ModelSection(spec="small"), numerics=NUMERICS)
 OURS = ("device-queue", "capture-reader", "sha256")  # the threads the audit starts
 
 

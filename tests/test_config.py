@@ -11,7 +11,7 @@ from harness.release_config import config_from_dict, load_config, parse_set
 
 def test_embedded_default():
     cfg = load_config(None)
-    assert cfg.model.spec == "full" and cfg.device == "cpu" and cfg.voiceprint_inputs == "isolated"
+    assert cfg.model.spec == "full" and cfg.release.device == "cpu" and cfg.lanes.voiceprint_inputs == "isolated"
     assert cfg.release_shapes == {op: (1,) for op in Op}
     assert cfg.tolerances.op0.max_abs == 1e-4 and cfg.tolerances.op1.min_cosine == 0.99999
 
@@ -47,8 +47,12 @@ min_active_frames = 20
 blocks = 32
 """)
     cfg = load_config(path)
-    assert cfg.name == "diar-2026.12" and cfg.model.seed == 3 and cfg.release_shapes[Op.VOICEPRINT] == (1, 2)
-    assert cfg.candidates == (2, 4, 8, 16, 32) and cfg.pad_to_fixed and cfg.voiceprint_inputs == "chained"
+    assert cfg.release.name == "diar-2026.12" and cfg.model.seed == 3 and cfg.release_shapes[Op.VOICEPRINT] == (1, 2)
+    assert (
+        cfg.shapes.candidates == [2, 4, 8, 16, 32]
+        and cfg.shapes.pad_to_fixed
+        and cfg.lanes.voiceprint_inputs == "chained"
+    )
     assert not cfg.numerics.mkldnn and cfg.numerics.threads == 2 and cfg.numerics.allow_tf32
     assert cfg.tolerances.op0.mode == "noise-floor" and cfg.tolerances.op1.min_cosine == 0.9999
     assert cfg.tolerances.op2.min_cosine == 0.99999 and cfg.masks.min_active_frames == 20
@@ -193,7 +197,11 @@ def test_set_parses_toml_values_and_refuses_by_name():
         ],
     )
     assert cfg.backend.concurrency == 4 and cfg.ray.workers == 2 and cfg.backend.shm
-    assert cfg.backend.url == "http://127.0.0.1:8000" and cfg.candidates == (2, 8) and cfg.packer.cmd == "python p.py"
+    assert (
+        cfg.backend.url == "http://127.0.0.1:8000"
+        and cfg.shapes.candidates == [2, 8]
+        and cfg.packer.cmd == "python p.py"
+    )
     for text, says in (
         ("ray.workers=0", "--set 'ray.workers=0': ray.workers: Input should be greater than or equal to 1 (got 0)"),
         (

@@ -21,7 +21,7 @@ from harness.data.schemas.config_file import EvidenceSection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
-from harness.release_config import ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from reports import summary_line, write_junit
@@ -31,7 +31,7 @@ SHAPES = (2, 4)
 NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a shared 2-core runner
 # one arrangement: these tests read the JUnit layout of the per-OP verdicts; the arrangements' own failure
 # case ("evidence") is asserted in tests/test_repeats.py and tests/test_load_sweep.py
-CONFIG = ReleaseConfig(numerics=NUMERICS, evidence=EvidenceSection(arrangements=1))
+CONFIG = release_config(numerics=NUMERICS, evidence=EvidenceSection(arrangements=1))
 
 
 @pytest.fixture(scope="module")

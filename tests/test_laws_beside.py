@@ -97,14 +97,15 @@ def test_a_foreign_packer_is_judged_now_and_its_error_raised_now(monkeypatch):
 def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monkeypatch, error):
     from harness.corpus.synth import synth_corpus
     from harness.data.numeric_settings import NumericSettings
+    from harness.data.schemas.config_file import ModelSection
     from harness.pipeline.record import record_golden
     from harness.pipeline.run import RunOptions, plan_for, run_shapes
-    from harness.release_config import ModelSpec, ReleaseConfig
+    from harness.release_config import release_config
     from lanes.backend import InProcessBackend
     from lanes.model_api import load_model
 
     backend = InProcessBackend(load_model("lanes.null_model:small"), NumericSettings())
-    config = ReleaseConfig(name="rel", model=ModelSpec("lanes.null_model:small"), candidates=(2,))
+    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2,))
     golden, _ = record_golden(
         tmp_path / "goldens", "rel", synth_corpus(backend.geometry, 4, seed=1).rows(), backend, config
     )

@@ -20,7 +20,7 @@ from golden.runs import load_run
 from harness.corpus.synth import synth_corpus
 from harness.data.errors import ScoringError
 from harness.data.numeric_settings import NumericSettings
-from harness.data.schemas.config_file import EvidenceSection, PackerSection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, PackerSection
 from harness.data.shape import EXACT
 from harness.pipeline import nightly as nightly_module
 from harness.pipeline import score as score_module
@@ -30,7 +30,7 @@ from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for, scoring_fields
 from harness.pipeline.score import score_run, write_score
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -39,10 +39,10 @@ BLOCKS = 8
 SHAPES = (2, 3)  # the lanes' group is lcm = 6 blocks; the tests cut score batches of 4: batches cross groups
 
 
-def config_for(mode: str) -> ReleaseConfig:
-    return ReleaseConfig(
+def config_for(mode: str) -> ConfigFile:
+    return release_config(
         name="live",
-        model=ModelSpec(NOISY),
+        model=ModelSection(spec=NOISY),
         candidates=SHAPES,
         voiceprint_inputs=mode,
         evidence=EvidenceSection(arrangements=3, repeats=2),
@@ -52,7 +52,7 @@ def config_for(mode: str) -> ReleaseConfig:
 _WORLDS: dict[str, dict] = {}
 
 
-def quiet_job(cfg: ReleaseConfig, golden: Path, out: Path) -> NightlyJob:
+def quiet_job(cfg: ConfigFile, golden: Path, out: Path) -> NightlyJob:
     """A nightly of ``cfg`` without progress, localisation, promotion nor packing laws (not what is compared)."""
     return NightlyJob(
         cfg.with_overrides(packer=PackerSection(laws_examples=0)),
@@ -236,7 +236,7 @@ def test_a_live_score_of_other_blocks_than_the_run_holds_is_refused(world):
         live.abort()
 
 
-def light(world) -> ReleaseConfig:
+def light(world) -> ConfigFile:
     """The world's release at one shape, one arrangement, one run: a quick nightly for the failure tests."""
     return world["cfg"].with_overrides(candidates=(2,), evidence=EvidenceSection(arrangements=1, repeats=1))
 

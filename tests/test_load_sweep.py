@@ -21,7 +21,7 @@ from harness.evidence.load_score import with_load
 from harness.judging.judges.judge_base import OpVerdict
 from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.load_sweep import check_sweep
-from harness.release_config import Override, ReleaseConfig, load_config
+from harness.release_config import Override, load_config, release_config
 from lanes.triton.stats import difference, parse_stats
 from tests.pipeline import pipeline
 
@@ -186,7 +186,7 @@ def test_sweep_refused_before_any_work_off_triton_or_sharded(scored: Score):
         check_sweep(cfg, InProcess())
     with pytest.raises(HarnessError, match=r"with a shard \(nightly.shard\)"):
         check_sweep(cfg, None, shard="1/2")
-    check_sweep(ReleaseConfig(), InProcess())  # no [load] concurrency: nothing to refuse
+    check_sweep(release_config(), InProcess())  # no [load] concurrency: nothing to refuse
     with pytest.raises(ConfigError, match="a concurrency is listed twice"):
         load_config(None, [Override("--set", "load.concurrency", [2, 2], "'load.concurrency=[2,2]'")])
 

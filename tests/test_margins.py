@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
-from harness.data.schemas.config_file import EvidenceSection, HistorySection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection, HistorySection, ModelSection
 from harness.data.schemas.history import HistoryRow
 from harness.ledger.history_store import Figures, margin_of
 from harness.ledger.ledger_history import read_history
@@ -30,7 +30,7 @@ from harness.ledger.margins import margins_view, trend
 from harness.ledger.promotion import sealed_ledger
 from harness.pipeline.nightly import nightly, with_warnings
 from harness.pipeline.nightly_job import NightlyJob
-from harness.release_config import ModelSpec, ReleaseConfig, load_config, parse_set
+from harness.release_config import load_config, parse_set, release_config
 from reports.junit import write_junit
 from reports.plots import MarginLine, margins_svg
 from reports.signoff import ReportContext, write_report
@@ -207,11 +207,11 @@ def test_the_summary_lists_warnings_before_it_and_fails_only_with_fail_on_warnin
 # Ten nights through the nightly
 
 
-def _config(**history) -> ReleaseConfig:
+def _config(**history) -> ConfigFile:
     # one arrangement (CI time): the margins' history is the subject, not the arrangements' evidence
-    return ReleaseConfig(
+    return release_config(
         name="small-rel",
-        model=ModelSpec("small"),
+        model=ModelSection(spec="small"),
         candidates=(2, 4),
         history=HistorySection(**history),
         evidence=EvidenceSection(arrangements=1),

@@ -33,7 +33,7 @@ from harness.localisation.module_errors import ULP, ulp_of
 from harness.localisation.module_floors import NO_MODULES, FloorSampler, floor_sampler
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.score import score_run
-from harness.release_config import ReleaseConfig, config_from_dict
+from harness.release_config import config_from_dict, release_config
 from lanes.module_control import perturbed
 from tests.pipeline import record, run_shapes
 
@@ -54,7 +54,7 @@ def control(tmp_path_factory):
     """The control recorded (2 blocks, 1 sampled for floors), run at k=2 (one arrangement: lean) and scored;
     its failing OPs localised."""
     tmp = tmp_path_factory.mktemp("module-control")
-    cfg = ReleaseConfig(evidence=EvidenceSection(arrangements=1))
+    cfg = release_config(evidence=EvidenceSection(arrangements=1))
     backend, _, golden = record(CONTROL, tmp, blocks=2, config=cfg)
     run = run_shapes(backend, golden, tmp, (2,), cfg)
     p = Control(backend.model, golden, run, score_run(golden, run, Tolerances()))

@@ -17,13 +17,13 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from harness.corpus.shards import Shard
 from harness.data.errors import EXIT_FAIL, EXIT_PASS, GoldenError
 from harness.data.numeric_settings import NumericSettings
-from harness.data.schemas.config_file import EvidenceSection, NightlySection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, NightlySection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.ledger.ledger_store import read_consistent
 from harness.pipeline.nightly import merge, nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
@@ -36,14 +36,14 @@ def junit_cases(path) -> list:
     return [case for suite in suites for case in suite]
 
 
-def small_config(spec: str = "small", **kw) -> ReleaseConfig:
+def small_config(spec: str = "small", **kw) -> ConfigFile:
     # one arrangement (CI time): these tests are about the nightly's flow, exits, shards and ledger; the
     # arrangements' own evidence is tested in tests/test_arrangement_score.py and tests/test_arrangements.py
     kw.setdefault("evidence", EvidenceSection(arrangements=1))
-    return ReleaseConfig(name="night", model=ModelSpec(spec), candidates=(2, 4), **kw)
+    return release_config(name="night", model=ModelSection(spec=spec), candidates=(2, 4), **kw)
 
 
-def night(config: ReleaseConfig, golden: Path, out: Path, shard: Shard | None = None, **switches) -> NightlyJob:
+def night(config: ConfigFile, golden: Path, out: Path, shard: Shard | None = None, **switches) -> NightlyJob:
     """The nightly job of ``config`` without progress; ``shard``: its [nightly] shard."""
     if shard is not None:
         config = config.with_overrides(nightly=NightlySection(shard=str(shard)))

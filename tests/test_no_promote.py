@@ -19,20 +19,20 @@ import pytest
 from harness.data.errors import EXIT_PASS, HarnessError
 from harness.data.jsonio import seal
 from harness.data.schemas import Ledger, validate
-from harness.data.schemas.config_file import EvidenceSection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection
 from harness.data.schemas.records import JudgedUnder, Override
 from harness.data.tolerances import Tolerances
 from harness.ledger.ledger_store import read_consistent
 from harness.ledger.promotion import overrides_of
 from harness.pipeline.nightly import NOT_PROMOTED, nightly
 from harness.pipeline.nightly_job import NightlyJob, refuse_previous_output
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from tests.cli_run import harness_cli
 
 
-def config(**kw) -> ReleaseConfig:
+def config(**kw) -> ConfigFile:
     kw.setdefault("evidence", EvidenceSection(arrangements=1))  # CI time: the subject is the ledger, not evidence
-    return ReleaseConfig(name="night", model=ModelSpec("small"), candidates=(2,), **kw)
+    return release_config(name="night", model=ModelSection(spec="small"), candidates=(2,), **kw)
 
 
 def loose() -> Tolerances:

@@ -215,9 +215,10 @@ def world(tmp_path_factory, recorded_golden, backend):
 
 
 def _cfg():
-    from harness.release_config import ModelSpec, ReleaseConfig
+    from harness.data.schemas.config_file import ModelSection
+    from harness.release_config import release_config
 
-    return ReleaseConfig(model=ModelSpec("small"))
+    return release_config(model=ModelSection(spec="small"))
 
 
 def merge_cli(world, out: Path, fault: str | None = None) -> subprocess.CompletedProcess:

@@ -79,12 +79,13 @@ def test_pipelined_and_serial_runs_give_the_same_outputs_and_the_same_call_order
 
 def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null, tmp_path):
     from harness.corpus.synth import synth_corpus
+    from harness.data.schemas.config_file import ModelSection
     from harness.pipeline.record import record_golden
     from harness.pipeline.run import RunOptions, plan_for, run_shapes
-    from harness.release_config import ModelSpec, ReleaseConfig
+    from harness.release_config import release_config
 
     backend, _ = null
-    config = ReleaseConfig(name="rel", model=ModelSpec("lanes.null_model:small"), candidates=(2, 4))
+    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2, 4))
     corpus = synth_corpus(backend.geometry, 8, seed=1)
     files, calls = {}, {}
     for name, b in (("piped", backend), ("serial", Serial(backend))):

@@ -24,13 +24,13 @@ from harness.ledger.promoted_manifest import allowed_shapes, derive_manifest
 from harness.ledger.promotion import apply_score, empty_ledger
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
-from harness.release_config import ReleaseConfig
+from harness.release_config import release_config
 from tests.pipeline import record, run_shapes
 from tests.tamper import edit_json
 
 RELEASE = {"0": [1], "1": [1], "2": [1]}
 # tolerances: LOOSE below; one arrangement (CI time: the subject is the ledger and manifest, not the evidence)
-CONFIG = ReleaseConfig(numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
+CONFIG = release_config(numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
 # The release's tolerances here: the defaults, with sample-size gates a 6-block corpus can meet ...
 LOOSE = Tolerances(
     op0=SegmentationTolerance(max_flip_rate=0.01),

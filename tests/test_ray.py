@@ -31,7 +31,7 @@ from harness.corpus.shards import block_ranges
 from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.data.numeric_settings import NumericSettings
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
-from harness.data.schemas.config_file import EvidenceSection, NightlySection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, NightlySection
 from harness.judging.reproduction import floor_scorer, merge_noise_floors, noise_floor
 from harness.pipeline import commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions
@@ -41,7 +41,7 @@ from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.ray_jobs import RecordTarget, nightly_ray, record_ray
 from harness.pipeline.record import record_golden
 from harness.pipeline.shard_worker import WorkerSpec, check_shared, describe_bug
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 
 # The 'ray' extra: without it (pip install -e '.[test]'), this module skips whole, saying why.
@@ -50,9 +50,9 @@ ray = pytest.importorskip("ray", reason="the --ray tests need the 'ray' extra (p
 REPO = Path(__file__).resolve().parents[1]
 NUMERICS = NumericSettings(threads=1)  # two workers on two cores: no spin-waiting threads
 # one arrangement (CI time): the subject is Ray's fan-out, bitwise the one-process nightly's
-CONFIG = ReleaseConfig(
+CONFIG = release_config(
     name="ray-rel",
-    model=ModelSpec("small"),
+    model=ModelSection(spec="small"),
     candidates=(2, 4),
     numerics=NumericSettings(threads=1),
     evidence=EvidenceSection(arrangements=1),
@@ -60,7 +60,7 @@ CONFIG = ReleaseConfig(
 
 
 def night(
-    config: ReleaseConfig,
+    config: ConfigFile,
     golden: Path,
     out: Path,
     ray: RayOptions | None = None,
@@ -346,7 +346,7 @@ def test_a_golden_whose_corpus_was_modified_is_refused_before_any_shard_starts(t
 def test_a_golden_of_another_reference_geometry_is_refused_before_ray_starts(tmp_path, golden):
     """--model full against a small golden: the driver knows the full model's geometry from its spec, so the
     refusal comes before Ray starts and any worker builds a model, with nothing written."""
-    full = CONFIG.with_overrides(model=ModelSpec("full"))
+    full = CONFIG.with_overrides(model=ModelSection(spec="full"))
     with pytest.raises(GoldenError, match=r"golden of another model geometry: .*frames_per_window 56 vs 589"):
         nightly_ray(
             night(
@@ -364,14 +364,14 @@ def test_a_golden_of_another_reference_geometry_is_refused_before_ray_starts(tmp
 
 def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_path, cluster):
     """A plug-in left at the default release name records under the model's own name, with or without Ray."""
-    cfg = ReleaseConfig(model=ModelSpec("lanes.null_model:small"), numerics=NUMERICS)
-    assert cfg.name == "diar_nn_g-reference"
+    cfg = release_config(model=ModelSection(spec="lanes.null_model:small"), numerics=NUMERICS)
+    assert cfg.release.name == "diar_nn_g-reference"
     one = commands.record(cfg, None, tmp_path / "one", None, False, "in-process", False)
     on_ray = commands.record(
         cfg, None, tmp_path / "ray", None, False, "in-process", False, ray=RayOptions("local", workers=2, shards=2)
     )
     named = {p.name for p in (tmp_path / "one").iterdir() if p.is_dir()}
-    assert named == {p.name for p in (tmp_path / "ray").iterdir() if p.is_dir()} != {cfg.name}
+    assert named == {p.name for p in (tmp_path / "ray").iterdir() if p.is_dir()} != {cfg.release.name}
     assert one[0].split(" at ")[0].split("@")[0] == on_ray[0].split(" at ")[0].split("@")[0]
 
 
@@ -380,7 +380,7 @@ def test_shard_goldens_of_different_numerics_are_not_merged(tmp_path, small_mode
     halves = []
     for i, threads in enumerate((1, 2)):
         numerics = NumericSettings(threads=threads)
-        cfg = ReleaseConfig(name="r", model=ModelSpec("small"), numerics=numerics)
+        cfg = release_config(name="r", model=ModelSection(spec="small"), numerics=numerics)
         gold, _ = record_golden(
             tmp_path / f"s{i}", "r", rows[6 * i : 6 * i + 6], InProcessBackend(small_model, numerics), cfg
         )

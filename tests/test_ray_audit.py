@@ -31,13 +31,14 @@ from harness.corpus.synth import synth_corpus
 from harness.data.errors import HarnessError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.audit import AuditFile, GoldenModel
+from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.backends import make_backend
 from harness.pipeline.capture import serve_and_capture
 from harness.pipeline.distributed import RayOptions
 from harness.pipeline.ray_audit import RayRerun, audit_on_ray, write_exact
 from harness.pipeline.shard_worker import WorkerSpec
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from tests.test_audit import rewrite
@@ -47,7 +48,7 @@ pytest.importorskip("ray", reason="the audit --ray tests need the 'ray' extra (p
 from tests.test_ray import REPO, kill_the_held_worker, local_cluster  # noqa: E402
 
 NUMERICS = NumericSettings(threads=1)  # two workers on two cores
-CFG = ReleaseConfig(model=ModelSpec("small"), numerics=NUMERICS)
+CFG = release_config(model=ModelSection(spec="small"), numerics=NUMERICS)
 TIMESTAMPED = ("created", "digest")  # the digest seals the creation time too
 
 
@@ -201,7 +202,7 @@ def test_a_broken_law_stops_the_audit_before_any_worker_starts(tmp_path, cluster
 
 
 def test_a_capture_cut_for_another_geometry_is_refused_before_any_worker_starts(tmp_path, cluster, captures):
-    full = CFG.with_overrides(model=ModelSpec("full"))
+    full = CFG.with_overrides(model=ModelSection(spec="full"))
     with pytest.raises(
         HarnessError,
         match=r"cut for another geometry than the golden model 'full' declares: "
@@ -212,7 +213,7 @@ def test_a_capture_cut_for_another_geometry_is_refused_before_any_worker_starts(
 
 
 def test_a_worker_killed_mid_shard_is_retried_and_the_audit_is_the_same(tmp_path, cluster, captures):
-    held = CFG.with_overrides(model=ModelSpec("tests.ray_hold:small"))
+    held = CFG.with_overrides(model=ModelSection(spec="tests.ray_hold:small"))
     one = audit_capture(captures["good"], tmp_path / "one", held, lambda: make_backend(held))  # before arming
     killed: list[int] = []
     watcher = kill_the_held_worker(cluster, killed)
@@ -230,7 +231,7 @@ def test_a_worker_killed_mid_shard_is_retried_and_the_audit_is_the_same(tmp_path
 
 
 def test_a_shard_whose_model_refuses_its_input_fails_the_audit_once_in_one_line(tmp_path, cluster, captures):
-    refusing = CFG.with_overrides(model=ModelSpec("tests.ray_hold:refusing_small"))
+    refusing = CFG.with_overrides(model=ModelSection(spec="tests.ray_hold:refusing_small"))
     out = tmp_path / "out"
     with pytest.raises(HarnessError) as failure:
         audit_on_ray(

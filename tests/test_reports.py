@@ -34,14 +34,14 @@ from markupsafe import escape
 
 from golden.store import Golden
 from harness.data.numeric_settings import NumericSettings
-from harness.data.schemas.config_file import EvidenceSection
+from harness.data.schemas.config_file import ConfigFile, EvidenceSection
 from harness.data.schemas.results import Score
 from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.ledger.promotion import apply_score, empty_ledger
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.record import record_golden, verify_golden
 from harness.pipeline.score import score_run
-from harness.release_config import ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from reports import ReportContext, write_report
@@ -53,13 +53,13 @@ SHAPES = (2, 4)
 # One thread: these tests are about reports, not numerics, and a 2-core CI runner shared with other
 # jobs makes torch's default (one thread per core) spin-wait: 40x slower under load.
 NUMERICS = NumericSettings(threads=1)
-CONFIG = ReleaseConfig(numerics=NUMERICS)
+CONFIG = release_config(numerics=NUMERICS)
 LEAN = CONFIG.with_overrides(evidence=EvidenceSection(arrangements=1))  # CI time: the passing run alone has them
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RELEASE = {"0": [1], "1": [1], "2": [1]}
 
 
-def _run(backend, golden: Golden, tmp: Path, config: ReleaseConfig = LEAN):
+def _run(backend, golden: Golden, tmp: Path, config: ConfigFile = LEAN):
     return run_shapes(backend, golden, tmp, SHAPES, config)
 
 

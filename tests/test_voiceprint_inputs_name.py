@@ -14,14 +14,14 @@ from harness.data.schemas.files import RunLayout
 from harness.data.tolerances import Tolerances
 from harness.pipeline.record import exact_plan
 from harness.pipeline.run import plan_for
-from harness.release_config import ReleaseConfig, config_from_dict
+from harness.release_config import config_from_dict, release_config
 from lanes.run_plan import RunPlan
 
 
 @pytest.mark.parametrize("inputs", VOICEPRINT_INPUTS)
 def test_the_setting_reaches_both_plans_under_its_own_name(inputs: str) -> None:
     cfg = config_from_dict({"lanes": {"voiceprint_inputs": inputs}})
-    assert cfg.voiceprint_inputs == inputs
+    assert cfg.lanes.voiceprint_inputs == inputs
     assert plan_for(cfg).voiceprint_inputs == inputs and exact_plan(cfg, 2).voiceprint_inputs == inputs
     assert cfg.to_dict()["lanes"] == {"voiceprint_inputs": inputs}  # what a run's manifest records as its config
 
@@ -29,7 +29,7 @@ def test_the_setting_reaches_both_plans_under_its_own_name(inputs: str) -> None:
 def test_no_mode_attribute_is_left_to_confuse_with_the_tolerance_mode() -> None:
     """``cfg.mode`` and ``plan.mode`` were the voiceprint inputs while ``tolerances.op0.mode`` was the
     tolerance mode: the two now have distinct names and distinct value sets."""
-    cfg = ReleaseConfig(voiceprint_inputs="chained")
+    cfg = release_config(voiceprint_inputs="chained")
     assert not hasattr(cfg, "mode") and not hasattr(plan_for(cfg), "mode")
     assert not set(VOICEPRINT_INPUTS) & set(TOLERANCE_MODES)
     assert cfg.tolerances.op0.mode in TOLERANCE_MODES  # the tolerance mode keeps its file key, "mode"
@@ -41,7 +41,7 @@ def test_both_switches_are_enum_members_in_code_and_words_in_files(inputs: str) 
     :class:`VoiceprintInputs` member named ``voiceprint_inputs``; the files keep the word under ``mode``."""
     cfg = config_from_dict({"lanes": {"voiceprint_inputs": inputs}, "tolerances": {"op1": {"mode": "noise-floor"}}})
     member = VoiceprintInputs(inputs)
-    assert cfg.voiceprint_inputs is member and plan_for(cfg).voiceprint_inputs is member
+    assert cfg.lanes.voiceprint_inputs is member and plan_for(cfg).voiceprint_inputs is member
     assert cfg.tolerances.op1.mode is ToleranceMode.NOISE_FLOOR and cfg.tolerances.op0.mode is ToleranceMode.TOLERANCE
     layout = RunLayout.model_validate({"shapes": [2], "ops": [0, 1, 2], "mode": inputs})  # as a run manifest holds it
     assert layout.voiceprint_inputs is member

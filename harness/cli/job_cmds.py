@@ -194,7 +194,7 @@ def serve_cmd(
     options = ServerOptions(
         model_spec=cfg.model.spec,
         seed=cfg.model.seed,
-        device=cfg.device,
+        device=cfg.release.device,
         numerics=cfg.numerics,
         instances=instances,
         repository=model_repository,

@@ -47,13 +47,13 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputset import output_set
 from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
+from harness.data.schemas.config_file import ConfigFile
 from harness.judging.judges import judge_for
 from harness.judging.lane_scoring import op_limits
 from harness.packers.packing import unpack
 from harness.pipeline.audit_batches import Batches
 from harness.pipeline.audit_rerun import InProcessRerun, Rerun
 from harness.progress import progress_bar
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
@@ -76,7 +76,7 @@ class AuditOutcome:
 def audit_capture(
     capture: Path,
     out: Path,
-    cfg: ReleaseConfig,
+    cfg: ConfigFile,
     make_backend: Callable[[], Backend],
     progress: bool = False,
     pipeline: bool = True,
@@ -86,7 +86,7 @@ def audit_capture(
     return judge_capture(capture, out, cfg, InProcessRerun(cfg, make_backend, pipeline), progress)
 
 
-def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, progress: bool = False) -> AuditOutcome:
+def judge_capture(capture: Path, out: Path, cfg: ConfigFile, rerun: Rerun, progress: bool = False) -> AuditOutcome:
     """The laws on every request (here, before ``rerun`` starts), then the served outputs scored against
     what ``rerun`` gives for each block alone, then the files."""
     _refuse_noise_floor(cfg)
@@ -100,7 +100,7 @@ def judge_capture(capture: Path, out: Path, cfg: ReleaseConfig, rerun: Rerun, pr
 
 
 def _judge(
-    reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: ReleaseConfig, rerun: Rerun, progress: bool
+    reader: CaptureReader, digest: BackgroundHash, out: Path, cfg: ConfigFile, rerun: Rerun, progress: bool
 ) -> AuditOutcome:
     survey = Survey(reader.geometry)
     with (
@@ -170,7 +170,7 @@ def _judge(
 
 
 def _score(
-    reader: CaptureReader, rerun: Rerun, cfg: ReleaseConfig, survey: Survey, tick: Callable[[int], None]
+    reader: CaptureReader, rerun: Rerun, cfg: ConfigFile, survey: Survey, tick: Callable[[int], None]
 ) -> dict[str, Any]:
     g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
@@ -217,7 +217,7 @@ def _not_scored(survey: Survey, op: int, why: str) -> dict[str, Any]:
     }
 
 
-def _refuse_noise_floor(cfg: ReleaseConfig) -> None:
+def _refuse_noise_floor(cfg: ConfigFile) -> None:
     for op in ALL_OPS:
         if cfg.tolerances.for_op(op).mode == "noise-floor":
             raise ScoringError(

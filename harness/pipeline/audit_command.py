@@ -9,17 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.data.destinations import check_output_dir
+from harness.data.schemas.config_file import ConfigFile
 from harness.pipeline.audit import AuditOutcome, audit_capture
 from harness.pipeline.backends import make_backend
 from harness.pipeline.distributed import RayOptions
 from harness.pipeline.ray_audit import audit_on_ray
-from harness.release_config import ReleaseConfig
 from lanes.model_api import check_spec
 
 
-def run_audit(
-    cfg: ReleaseConfig, capture: Path, out: Path, progress: bool, ray: RayOptions | None = None
-) -> AuditOutcome:
+def run_audit(cfg: ConfigFile, capture: Path, out: Path, progress: bool, ray: RayOptions | None = None) -> AuditOutcome:
     """The ``harness audit`` command: the golden model is the configuration's ``[model]`` (``--golden-model``);
     with ``ray`` (:class:`harness.pipeline.distributed.RayOptions`) the exact lane runs on Ray workers."""
     check_spec(cfg.model.spec)  # a typo is refused now, not after the laws have read the whole capture

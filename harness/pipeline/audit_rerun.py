@@ -23,7 +23,7 @@ from harness.data.geometry import Geometry
 from harness.data.jsonio import plain
 from harness.data.metrics import start_warming
 from harness.data.schemas.audit import GoldenModel
-from harness.release_config import ReleaseConfig
+from harness.data.schemas.config_file import ConfigFile
 from lanes.device_queue import ordered
 from lanes.lanes import ExactLane
 
@@ -58,7 +58,7 @@ class InProcessRerun:
 
     label = "re-run alone"
 
-    def __init__(self, cfg: ReleaseConfig, make_backend: Callable[[], Backend], pipeline: bool = True) -> None:
+    def __init__(self, cfg: ConfigFile, make_backend: Callable[[], Backend], pipeline: bool = True) -> None:
         self.cfg, self.make_backend, self.pipeline = cfg, make_backend, pipeline
         self.backend: Backend | None = None
         self.lane: ExactLane | None = None
@@ -119,7 +119,7 @@ def rerun_blocks(lane: ExactLane, blocks: list[Block]) -> dict[str, np.ndarray]:
     return dict(zip([b.id for b in blocks], lane.run(blocks), strict=True))
 
 
-def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ReleaseConfig) -> None:
+def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ConfigFile) -> None:
     """The captured requests must have been cut for the golden model's geometry (else exit 2)."""
     if geometry != reader.geometry:
         diff = [
@@ -134,7 +134,7 @@ def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ReleaseConfig
         )
 
 
-def golden_model(cfg: ReleaseConfig, backend: Backend) -> GoldenModel:
+def golden_model(cfg: ConfigFile, backend: Backend) -> GoldenModel:
     """The golden model as the audit file names it (what re-ran the blocks, where, with which numerics)."""
     env = backend.environment()
     model = env.get("model") or {}

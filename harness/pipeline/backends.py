@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from harness.data.errors import HarnessError
 from harness.data.geometry import Geometry, geometry_of
+from harness.data.schemas.config_file import ConfigFile
 from harness.packers import packer_from_options
 from harness.packers.packing import HARNESS_PACKER, Packer
-from harness.release_config import ReleaseConfig
 from lanes.backend import InProcessBackend
 from lanes.diar_nn_g.config import CONFIGS
 from lanes.model_api import load_model as load
@@ -23,10 +23,10 @@ if TYPE_CHECKING:
 IN_PROCESS = ("in-process", "inprocess", "local")
 
 
-def load_model(config: ReleaseConfig, device: str | None = None) -> Model:
+def load_model(config: ConfigFile, device: str | None = None) -> Model:
     """The configured model on ``device`` (default: the configured device)."""
 
-    return load(config.model.spec, seed=config.model.seed, device=device or config.device)
+    return load(config.model.spec, seed=config.model.seed, device=device or config.release.device)
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,14 @@ class BackendChoice:
     model_label: str | None = None
 
     @classmethod
-    def of(cls, config: ReleaseConfig) -> BackendChoice:
+    def of(cls, config: ConfigFile) -> BackendChoice:
         """The configuration's ``[backend]`` (``--backend`` and the hidden Triton flags merged in)."""
         b = config.backend
         return cls(b.url, b.concurrency, b.shm, b.model_label)
 
 
 def make_backend(
-    config: ReleaseConfig,
+    config: ConfigFile,
     choice: BackendChoice | str = "in-process",
     device: str | None = None,
     triton_timeout_s: float = 120.0,
@@ -57,7 +57,7 @@ def make_backend(
 ) -> Backend:
     choice = BackendChoice(choice) if isinstance(choice, str) else choice
     backend = choice.url
-    device = device or config.device
+    device = device or config.release.device
     if backend in IN_PROCESS:
         for option, given in (
             ("backend.concurrency", choice.concurrency not in (None, 1)),
@@ -113,7 +113,7 @@ def make_packer(packer_cmd: str | None, packer: str | None, geometry: Geometry, 
     return packer_from_options(packer_cmd, packer, geometry, digest=digest)
 
 
-def model_geometry(config: ReleaseConfig) -> Geometry:
+def model_geometry(config: ConfigFile) -> Geometry:
     """The configured model's geometry; the reference model's is known without building it."""
 
     if config.model.spec in CONFIGS:

@@ -24,6 +24,7 @@ from harness.data.errors import HarnessError, step
 from harness.data.fsio import safe_name
 from harness.data.ops import Op
 from harness.data.schemas.config_file import (
+    ConfigFile,
     NightlySection,
     PackerSection,
     ReleaseSection,
@@ -40,7 +41,6 @@ from harness.pipeline.record import adopt_hint, model_release_name, record_golde
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import WorkerSpec
 from harness.progress import progress_bar
-from harness.release_config import ReleaseConfig
 from lanes.diar_nn_g.config import CONFIGS
 from lanes.model_api import describe
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 Rows = Iterator[tuple["Block", str, dict[str, Any]]]
 
 
-def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) -> tuple[Rows, int]:
+def _corpus_rows(corpus: Path | None, cfg: ConfigFile, geometry: Geometry) -> tuple[Rows, int]:
 
     if corpus is not None:
         reader = CorpusReader(corpus, geometry)
@@ -64,7 +64,7 @@ def _corpus_rows(corpus: Path | None, cfg: ReleaseConfig, geometry: Geometry) ->
 
 
 def record(
-    cfg: ReleaseConfig,
+    cfg: ConfigFile,
     corpus: Path | None,
     goldens: Path,
     release: str | None,
@@ -111,7 +111,7 @@ def record(
     return lines
 
 
-def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
+def recorded_lines(gold: Golden, cfg: ConfigFile) -> list[str]:
     """What the golden recorded to judge, per OP, and a warning for an OP with fewer units than the sample-size
     bound of this configuration's tolerances needs (no packed shape could pass it on this corpus)."""
 
@@ -139,21 +139,21 @@ def recorded_lines(gold: Golden, cfg: ReleaseConfig) -> list[str]:
     return lines
 
 
-def release_name(cfg: ReleaseConfig, model: Callable[[], dict[str, Any]]) -> str:
+def release_name(cfg: ConfigFile, model: Callable[[], dict[str, Any]]) -> str:
     """The configured release name; for a plug-in left at the default name, the model's own name
     (a plug-in's golden is not the reference model's), from ``model()`` (its description), called
     only then."""
     import re
 
-    if cfg.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
-        return cfg.name
+    if cfg.release.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
+        return cfg.release.name
 
     name = model_release_name(model())  # a TorchScript file's stem: goldens/tiny, not goldens/tiny.pt
     return safe_name(re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "model", "release name")
 
 
 def record_on_ray(
-    cfg: ReleaseConfig,
+    cfg: ConfigFile,
     corpus: Path | None,
     goldens: Path,
     name: str,
@@ -170,7 +170,7 @@ def record_on_ray(
     return record_ray(cfg, rows, RecordTarget(goldens, name, regen), ray, WorkerSpec(cfg, choice), geometry, progress)
 
 
-def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
+def verify(cfg: ConfigFile, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
 
     gold = load_golden(golden_path)  # instant: a folder of goldens, a tampered manifest, before the model is built
     url = backend if isinstance(backend, str) else backend.url
@@ -185,9 +185,7 @@ def verify(cfg: ReleaseConfig, golden_path: Path, backend: BackendChoice | str, 
     return result.summary, result.passed
 
 
-def run(
-    cfg: ReleaseConfig, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None
-) -> list[str]:
+def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> list[str]:
     """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
     overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
 
@@ -213,7 +211,7 @@ def run(
     return [f"wrote run {result.run_id} at {result.path}"]
 
 
-def check_golden_before_building(cfg: ReleaseConfig, golden_path: Path) -> None:
+def check_golden_before_building(cfg: ConfigFile, golden_path: Path) -> None:
     """What ``run`` and ``nightly`` can refuse before the model is built: a folder of goldens, a golden whose
     manifest or files do not hold, a golden of another reference model's geometry. The fingerprint is compared
     as soon as the model is built."""
@@ -261,7 +259,7 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     return nightly_ray(job, spec)
 
 
-def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], object]:
+def demo(cfg: ConfigFile, out: Path, progress: bool) -> tuple[list[str], object]:
     """The main job: synthetic corpus, golden, nightly, sign-off report."""
     import time
 
@@ -269,8 +267,8 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
     check_output_dir(out, "demo output folder", [("--config", cfg.source)])
     be = make_backend(cfg)
     lines = [
-        f"main job: model {cfg.model.spec} on {cfg.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
-        f"shapes {list(cfg.candidates)}, output in {out}"
+        f"main job: model {cfg.model.spec} on {cfg.release.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
+        f"shapes {list(cfg.shapes.candidates)}, output in {out}"
     ]
     with step("corpus"):
         write_corpus(
@@ -286,7 +284,12 @@ def demo(cfg: ReleaseConfig, out: Path, progress: bool) -> tuple[list[str], obje
         announce=f"writing to {out}/ (report at {out / 'nightly/report/report.html'} when done)",
     ) as tick:
         gold, _ = record_golden(
-            out / "goldens", cfg.name, CorpusReader(out / "corpus.parquet", be.geometry).rows(), be, cfg, progress=tick
+            out / "goldens",
+            cfg.release.name,
+            CorpusReader(out / "corpus.parquet", be.geometry).rows(),
+            be,
+            cfg,
+            progress=tick,
         )
     lines.append(
         f"golden {gold.golden_id}: exact lane "

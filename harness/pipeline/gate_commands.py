@@ -14,14 +14,14 @@ from harness.data.destinations import check_output_dir, check_output_file, same_
 from harness.data.errors import HarnessError, committed
 from harness.data.jsonio import read_json
 from harness.data.outputset import output_set, pin
+from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.score_check import check_self_consistent, read_score
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
 
 
-def score(cfg: ReleaseConfig, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
+def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
     from golden.runs import load_run  # deferred: imports pyarrow (start-up)
     from golden.store import load_golden  # deferred: imports pyarrow (start-up)
     from harness.pipeline.score import score_run, write_score  # deferred: imports pyarrow (start-up)
@@ -57,7 +57,7 @@ def score_lines(result: Score) -> list[str]:
 
 
 def promote(
-    cfg: ReleaseConfig, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
+    cfg: ConfigFile, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
 ) -> list[str]:
     from harness.ledger.ledger_store import check_paths  # deferred: imports pyarrow (start-up)
     from harness.pipeline.promote import describe_transition, promote_file  # deferred: imports pyarrow (start-up)

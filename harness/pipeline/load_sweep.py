@@ -35,6 +35,7 @@ from harness.data.masks import VoiceprintRows
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import OutputCollector
+from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import OpVerdictModel, Score
 from harness.evidence.load_evidence import PointTraffic, load_point
@@ -42,7 +43,6 @@ from harness.evidence.load_score import with_load
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from harness.progress import progress_bar
-from harness.release_config import ReleaseConfig
 from lanes.backend_api import Call
 from lanes.triton.stats import StatsReader, difference
 
@@ -79,7 +79,7 @@ class _Traffic:
     tick: Tick | None
 
 
-def check_sweep(config: ReleaseConfig, backend: Backend | None, shard: object = None) -> None:
+def check_sweep(config: ConfigFile, backend: Backend | None, shard: object = None) -> None:
     """Refuse, before any work, a sweep that cannot run: it needs a Triton backend and the whole corpus."""
     if not config.load.concurrency:
         return
@@ -96,7 +96,7 @@ def check_sweep(config: ReleaseConfig, backend: Backend | None, shard: object = 
 
 
 def sweep(
-    config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, tick: Tick | None = None
+    config: ConfigFile, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, tick: Tick | None = None
 ) -> Sweep:
     """Every candidate shape at every ``[load] concurrency`` (module doc); ``backend`` is the lanes' Triton
     backend, whose server, model and settings each point reuses at its own concurrency."""
@@ -107,10 +107,10 @@ def sweep(
     ids = ids[: config.load.blocks] if config.load.blocks else ids
     limits = op_limits(config.tolerances, golden.ops, golden.floors(), sample_bound=False)
     corpus = golden.corpus()  # hashed once: every point reads it again
-    traffic = _Traffic(golden, corpus, len(ids), limits, packer, config.pad_to_fixed, tick)
+    traffic = _Traffic(golden, corpus, len(ids), limits, packer, config.shapes.pad_to_fixed, tick)
     shapes: dict[str, ShapeLoad] = {}
     with StatsReader(triton.url, triton.model_name, triton.timeout_s) as stats:
-        for k in config.candidates:
+        for k in config.shapes.candidates:
             points = []
             for c in config.load.concurrency:
                 with _backend_at(triton, c) as at_c:
@@ -129,7 +129,7 @@ def sweep(
     return Sweep(triton.url, triton.model_name, len(ids), tuple(config.load.concurrency), shapes)
 
 
-def attach(score: Score, measured: Sweep, config: ReleaseConfig) -> Score:
+def attach(score: Score, measured: Sweep, config: ConfigFile) -> Score:
     """The score with the sweep's evidence (shapes refused by it, verdict and digest re-derived)."""
     return with_load(
         score,
@@ -267,18 +267,18 @@ def _no_rows(geometry: Geometry) -> VoiceprintRows:
 
 
 def nightly_sweep(
-    config: ReleaseConfig, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, show_progress: bool = True
+    config: ConfigFile, golden: Golden, backend: Backend, packer: Packer = HARNESS_PACKER, show_progress: bool = True
 ) -> Sweep | None:
     """The nightly's step after the lanes: the sweep with a progress bar, or None when ``[load]`` asks none."""
 
     if not config.load.concurrency:
         return None
     blocks = min(golden.blocks, config.load.blocks or golden.blocks)
-    total = sum(requests_at(golden, k, blocks) for k in config.candidates) * len(config.load.concurrency)
+    total = sum(requests_at(golden, k, blocks) for k in config.shapes.candidates) * len(config.load.concurrency)
     with (
         step("load sweep"),
         progress_bar(
-            f"load sweep {blocks} blocks, shapes {list(config.candidates)}, concurrency "
+            f"load sweep {blocks} blocks, shapes {list(config.shapes.candidates)}, concurrency "
             f"{list(config.load.concurrency)}",
             total,
             show_progress,

@@ -26,6 +26,7 @@ from harness.data.jsonio import write_json_atomic
 from harness.data.metrics import start_warming
 from harness.data.outputset import output_set
 from harness.data.overlap import import_meanwhile
+from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.ledger_history import read_history
 from harness.ledger.ledger_store import beside_golden, read_consistent
 from harness.ledger.margins import margins_view
@@ -40,7 +41,6 @@ from harness.pipeline.promote import engine_manifest, promote
 from harness.pipeline.run import RunOptions, plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
@@ -149,7 +149,7 @@ def nightly(
 
 
 def merge(
-    config: ReleaseConfig,
+    config: ConfigFile,
     golden_path: Path,
     shard_dirs: list[Path],
     out: Path,
@@ -195,7 +195,7 @@ def merge(
 
 
 def finalize(
-    config: ReleaseConfig,
+    config: ConfigFile,
     golden: Golden,
     run: Run,
     outputs: NightOutputs,
@@ -288,7 +288,7 @@ def _meanwhile() -> None:
     import_meanwhile("reports")
 
 
-def _margins(config: ReleaseConfig, score: Score, ledger_path: Path) -> MarginsView:
+def _margins(config: ConfigFile, score: Score, ledger_path: Path) -> MarginsView:
     """The margin trends of this score's key (device kind, numerics profile, packer) over the ledger's history,
     read after the ledger commit, so tonight is the last night of every series."""
 
@@ -318,7 +318,7 @@ def with_warnings(summary: str, code: int, warnings: list[str], fail_on_warning:
     return "\n".join([*(f"warning: {w}" for w in warnings), summary]), code
 
 
-def _model_loader(config: ReleaseConfig, backend: Backend | None, run: Run) -> Callable[[], Inferring]:
+def _model_loader(config: ConfigFile, backend: Backend | None, run: Run) -> Callable[[], Inferring]:
     """The model to localise with: the in-process backend's own, else the configured model on the
     run's device (localisation must see the kernels the run saw)."""
     model = getattr(backend, "model", None)
@@ -328,6 +328,6 @@ def _model_loader(config: ReleaseConfig, backend: Backend | None, run: Run) -> C
     def load() -> Inferring:
 
         recorded = run.manifest.environment.model_dump(mode="json")
-        return load_model(config, recorded.get("device", config.device))
+        return load_model(config, recorded.get("device", config.release.device))
 
     return load

@@ -17,10 +17,10 @@ from harness.data.destinations import Input, check_output_dir
 from harness.data.errors import HarnessError
 from harness.data.jsonio import read_json
 from harness.data.outputset import current_link
+from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.ledger_history import check_history
 from harness.ledger.ledger_store import beside_golden, check_paths
 from harness.pipeline.backends import BackendChoice
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
@@ -47,7 +47,7 @@ class NightlyJob:
     ``[backend]``, ``[packer]``, ``[nightly]``), the paths, the Ray options built from its ``[ray]``
     (None: no Ray) and the switches that are no configuration. Frozen: every hop reads the same job."""
 
-    config: ReleaseConfig
+    config: ConfigFile
     golden: Path
     out: Path
     ray: RayOptions | None = None
@@ -110,7 +110,7 @@ def refuse_previous_output(out: Path, force: bool) -> None:
 
 
 def check_outputs(
-    config: ReleaseConfig,
+    config: ConfigFile,
     golden_path: Path,
     out: Path,
     ledger_path: Path | None = None,

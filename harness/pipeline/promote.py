@@ -10,6 +10,7 @@ from golden.runs import load_run
 from golden.store import load_golden
 from harness.data.engine_allows import EngineManifest
 from harness.data.errors import HarnessError, LedgerError, step
+from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.data.schemas.results import Score
@@ -18,7 +19,6 @@ from harness.ledger.ledger_store import commit, load_manifest
 from harness.ledger.promoted_manifest import allowed_for
 from harness.ledger.promotion import Transition, apply_score, release_shapes_of
 from harness.ledger.score_check import check_score, read_score
-from harness.release_config import ReleaseConfig
 
 
 def load_score_evidence(
@@ -43,7 +43,7 @@ def promote(
     score: Score,
     golden_manifest: GoldenManifest,
     run_manifest: RunManifest,
-    config: ReleaseConfig,
+    config: ConfigFile,
     ledger_path: Path,
     manifest_path: Path,
     where: str,
@@ -66,7 +66,7 @@ def promote(
 
 def promote_file(
     score_path: Path,
-    config: ReleaseConfig,
+    config: ConfigFile,
     ledger_path: Path,
     manifest_path: Path,
     golden_path: Path | None = None,

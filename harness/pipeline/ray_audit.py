@@ -41,6 +41,7 @@ from harness.data.errors import HarnessError, step
 from harness.data.fsio import atomic_file
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.audit import GoldenModel
+from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer
 from harness.pipeline.audit import AuditOutcome, judge_capture
 from harness.pipeline.audit_rerun import InProcessRerun, check_geometry
@@ -53,7 +54,6 @@ from harness.pipeline.distributed import (
     run_shards,
 )
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from numpy.lib.npyio import NpzFile
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 
 def audit_on_ray(
-    cfg: ReleaseConfig,
+    cfg: ConfigFile,
     capture: Path,
     out: Path,
     options: RayOptions,
@@ -84,7 +84,7 @@ def audit_on_ray(
 
 
 def audit_shard(
-    backend: Backend, packer: Packer, config: ReleaseConfig, shard: RequestRange, shard_dir: Path, capture: str
+    backend: Backend, packer: Packer, config: ConfigFile, shard: RequestRange, shard_dir: Path, capture: str
 ) -> Path:
     """On a worker: every block of the shard's requests re-run alone (the exact lane, as in one process:
     :class:`InProcessRerun` on the worker's model, which the worker keeps), written in order."""
@@ -136,7 +136,7 @@ class RayRerun:
 
     label = "scored against their re-run on Ray"
 
-    def __init__(self, cfg: ReleaseConfig, out: Path, options: RayOptions, spec: WorkerSpec, progress: bool) -> None:
+    def __init__(self, cfg: ConfigFile, out: Path, options: RayOptions, spec: WorkerSpec, progress: bool) -> None:
         self.cfg, self.out, self.options, self.spec, self.progress = cfg, out, options, spec, progress
         self.facts: dict[str, Any] | None = None
         self.job_root: Path | None = None

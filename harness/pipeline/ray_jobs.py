@@ -34,6 +34,7 @@ from harness.data.errors import step
 from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
+from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.distributed import RayOptions, new_job_root, remove_job_root, run_shards
@@ -44,7 +45,6 @@ from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome, check_outpu
 from harness.pipeline.record import golden_target, record_golden, summarize_changes
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
@@ -58,7 +58,7 @@ CORPUS = "corpus.parquet"
 def nightly_shard(
     backend: Backend,
     packer: Packer,
-    config: ReleaseConfig,
+    config: ConfigFile,
     shard: BlockRange,
     shard_dir: Path,
     golden_path: str,
@@ -125,7 +125,7 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
 def record_shard(
     backend: Backend,
     packer: Packer,
-    config: ReleaseConfig,
+    config: ConfigFile,
     shard: BlockRange,
     shard_dir: Path,
     corpus: str,
@@ -152,7 +152,7 @@ class RecordTarget:
 
 
 def record_ray(
-    config: ReleaseConfig,
+    config: ConfigFile,
     corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
     target: RecordTarget,
     options: RayOptions,

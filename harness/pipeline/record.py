@@ -37,13 +37,13 @@ from harness.data.metrics import start_warming
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.config_file import ConfigFile
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.judging.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.localisation.module_floors import floor_sampler
 from harness.pipeline.golden_counts import refuse_unjudgeable
-from harness.release_config import ReleaseConfig
 from lanes.run_plan import RunPlan
 from lanes.runner import LaneHooks, run_lanes
 
@@ -55,11 +55,11 @@ if TYPE_CHECKING:
 Progress = Callable[[int], None]
 
 
-def exact_plan(config: ReleaseConfig, repeats: int, ops: Iterable[Op] | None = None) -> RunPlan:
+def exact_plan(config: ConfigFile, repeats: int, ops: Iterable[Op] | None = None) -> RunPlan:
     return RunPlan(
         shapes=(),
         release_shapes=config.release_shapes,
-        voiceprint_inputs=config.voiceprint_inputs,
+        voiceprint_inputs=config.lanes.voiceprint_inputs,
         include_exact=True,
         exact_repeats=repeats,
         mask_policy=config.masks,
@@ -72,7 +72,7 @@ def record_golden(
     release: str,
     corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
     backend: Backend,
-    config: ReleaseConfig,
+    config: ConfigFile,
     regen: bool = False,
     progress: Progress | None = None,
     whole: bool = True,
@@ -216,7 +216,7 @@ def refuse_non_finite(outputs: LaneOutputs) -> None:
 
 
 def verify_golden(
-    golden: Golden, backend: Backend, config: ReleaseConfig, progress: Progress | None = None
+    golden: Golden, backend: Backend, config: ConfigFile, progress: Progress | None = None
 ) -> Reproduction:
     """Re-run the exact lane over the golden's corpus and judge it against the golden's noise floor."""
     plan = exact_plan(config, repeats=1, ops=golden.ops)

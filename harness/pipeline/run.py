@@ -16,11 +16,11 @@ from harness.corpus.shards import BlockRange, Shard
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
 from harness.data.outputs import LaneOutputs
+from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.files import RunLayout
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
-from harness.release_config import ReleaseConfig
 from lanes.arrangers import manifest_evidence, variants_for
 from lanes.run_plan import RunPlan
 from lanes.runner import LaneHooks, check_request_sizes, run_lanes
@@ -51,13 +51,13 @@ class RunOptions:
     on_first_queued: Callable[[], object] | None = None
 
 
-def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None) -> RunPlan:
-    ks, ev = tuple(shapes if shapes is not None else config.candidates), config.evidence
+def plan_for(config: ConfigFile, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None) -> RunPlan:
+    ks, ev = tuple(shapes if shapes is not None else config.shapes.candidates), config.evidence
     return RunPlan(
         shapes=ks,
         release_shapes=config.release_shapes,
-        voiceprint_inputs=config.voiceprint_inputs,
-        pad_to_fixed=config.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
+        voiceprint_inputs=config.lanes.voiceprint_inputs,
+        pad_to_fixed=config.shapes.pad_to_fixed if pad_to_fixed is None else pad_to_fixed,
         include_exact=True,
         mask_policy=config.masks,
         warmup_packed=packed_warm_up(config),
@@ -65,16 +65,16 @@ def plan_for(config: ReleaseConfig, shapes: tuple[int, ...] | None = None, pad_t
     )  # [evidence] (lanes.arrangers)
 
 
-def packed_warm_up(config: ReleaseConfig) -> bool:
+def packed_warm_up(config: ConfigFile) -> bool:
     """Whether the packed shapes warm up too (``[lanes] warm_up``): ``auto`` says yes where a first call pays
     one-off costs worth leaving out of its timing (a GPU: lazy initialisation, cuDNN's autotuning; a server:
     its model's first run), no on an in-process CPU (milliseconds against seconds of network per call)."""
-    if config.warm_up != "auto":
-        return config.warm_up == "every-lane"
-    return config.backend.url not in IN_PROCESS or not config.device.startswith("cpu")
+    if config.lanes.warm_up != "auto":
+        return config.lanes.warm_up == "every-lane"
+    return config.backend.url not in IN_PROCESS or not config.release.device.startswith("cpu")
 
 
-def scoring_fields(plan: RunPlan, config: ReleaseConfig) -> RunLayout:
+def scoring_fields(plan: RunPlan, config: ConfigFile) -> RunLayout:
     """The run manifest's fields that scoring reads (shapes, ops, mode, evidence), as :func:`run_shapes` will
     write them: a scorer built before the run (the nightly's live score) is built from the same layout."""
     evidence = manifest_evidence(
@@ -126,7 +126,7 @@ def run_shapes(
     backend: Backend,
     plan: RunPlan,
     runs_root: Path,
-    config: ReleaseConfig,
+    config: ConfigFile,
     options: RunOptions = RunOptions(),
 ) -> Run:
     """The exact lane and every packed shape of ``plan`` over the golden's corpus (or ``options.shard`` of it),

@@ -22,9 +22,9 @@ from harness.corpus.shards import BlockRange, RequestRange
 from harness.data.errors import HarnessError, failed_step, one_line, step
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.base import Strict
+from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
-from harness.release_config import ReleaseConfig
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
@@ -36,7 +36,7 @@ JOB_FILE = "job.json"
 class WorkerSpec:
     """What every worker builds once: the configured model on its device (or a Triton client), the packer."""
 
-    config: ReleaseConfig
+    config: ConfigFile
     backend: BackendChoice = BackendChoice()
     packer_cmd: str | None = None
     packer: str | None = None
@@ -45,7 +45,7 @@ class WorkerSpec:
 
     @property
     def on_gpu(self) -> bool:
-        return self.backend.url in IN_PROCESS and self.config.device.startswith("cuda")
+        return self.backend.url in IN_PROCESS and self.config.release.device.startswith("cuda")
 
     def resources(self) -> dict[str, int]:
         """One GPU per worker; on CPU as many CPUs as its torch threads (1 when --threads 0: set it)."""
@@ -152,9 +152,9 @@ class ShardWorker:
                 pass
 
 
-def worker_config(config: ReleaseConfig) -> ReleaseConfig:
+def worker_config(config: ConfigFile) -> ConfigFile:
     """Ray shows a GPU worker only the GPU it holds (CUDA_VISIBLE_DEVICES), as cuda:0."""
-    if config.device.startswith("cuda"):
+    if config.release.device.startswith("cuda"):
         return config.with_overrides(device="cuda:0")
     return config
 

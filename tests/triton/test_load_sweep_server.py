@@ -18,13 +18,13 @@ from triton_support import CONFIG, NUMERICS, serving
 
 from golden.store import Golden
 from harness.corpus.synth import synth_corpus
-from harness.data.schemas.config_file import LoadSection, PackerSection
+from harness.data.schemas.config_file import ConfigFile, LoadSection, ModelSection, PackerSection
 from harness.evidence.load_evidence import load_refusals
 from harness.pipeline.load_sweep import sweep
 from harness.pipeline.nightly import nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 from lanes.triton.server import ServerOptions, TritonServer
@@ -35,8 +35,8 @@ RACING = "lanes.load_control:racing"
 
 
 def _with_load(
-    config: ReleaseConfig, shapes: tuple[int, ...], concurrency: list[int], blocks: int, budget: float | None = None
-) -> ReleaseConfig:
+    config: ConfigFile, shapes: tuple[int, ...], concurrency: list[int], blocks: int, budget: float | None = None
+) -> ConfigFile:
     load = LoadSection(concurrency=concurrency, blocks=blocks, p99_budget_ms=budget)
     return config.with_overrides(candidates=shapes, load=load)
 
@@ -95,7 +95,7 @@ def racing_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSe
 def racing_golden(tmp_path_factory: pytest.TempPathFactory) -> Golden:
     """Recorded in-process, where no request ever meets another: the control's answers alone."""
     model = load_model(RACING)
-    cfg = ReleaseConfig(name="r-race", model=ModelSpec(RACING), numerics=NUMERICS)
+    cfg = release_config(name="r-race", model=ModelSection(spec=RACING), numerics=NUMERICS)
     corpus = synth_corpus(model.geometry, blocks=4)
     recorded, _ = record_golden(
         tmp_path_factory.mktemp("goldens"), "r-race", corpus.rows(), InProcessBackend(model, NUMERICS), cfg
@@ -104,7 +104,9 @@ def racing_golden(tmp_path_factory: pytest.TempPathFactory) -> Golden:
 
 
 def test_racing_control_passes_at_concurrency_1_and_is_refused_at_2(racing_server, racing_golden: Golden):
-    cfg = _with_load(ReleaseConfig(name="r-race", model=ModelSpec(RACING), numerics=NUMERICS), (2,), [1, 2], blocks=4)
+    cfg = _with_load(
+        release_config(name="r-race", model=ModelSection(spec=RACING), numerics=NUMERICS), (2,), [1, 2], blocks=4
+    )
     with TritonBackend(racing_server.url, concurrency=1, policy=CallPolicy(timeout_s=60.0)) as backend:
         measured = sweep(cfg, racing_golden, backend)
     alone, loaded = measured.shapes["2"].points

@@ -22,8 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.data.errors import BackendError, HarnessError
+from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.backends import BackendChoice, make_backend, model_geometry
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.triton import shm
 from lanes.triton.model_identity import canonical_config, unverified_fingerprint
 from lanes.triton.server import copy_verbatim
@@ -113,12 +114,12 @@ def test_copy_verbatim_refuses_a_missing_or_empty_repository(tmp_path: Path):
 )
 def test_triton_options_are_refused_in_process(kwargs, option):
     with pytest.raises(HarnessError, match=f"^{option}: applies to a Triton backend"):
-        make_backend(ReleaseConfig(), BackendChoice("in-process", **kwargs))
+        make_backend(release_config(), BackendChoice("in-process", **kwargs))
 
 
 def test_reference_geometry_without_weights():
     from lanes.diar_nn_g.config import CONFIGS
 
     for spec in ("small", "full"):
-        config = ReleaseConfig(model=ModelSpec(spec))
+        config = release_config(model=ModelSection(spec=spec))
         assert model_geometry(config) == CONFIGS[spec].geometry()

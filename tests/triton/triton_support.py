@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS, Op
+from harness.data.schemas.config_file import ModelSection
 from harness.packers.packing import pack
-from harness.release_config import ModelSpec, ReleaseConfig
+from harness.release_config import release_config
 from lanes.triton.server import ServerOptions, TritonServer
 
 MODEL = "small"
@@ -16,7 +17,7 @@ BLOCKS = 12
 # One torch thread on both sides: the lanes stay comparable (same settings), and on a small shared
 # machine two OpenMP threads per process wait on each other's barriers (calls 10x slower, measured).
 NUMERICS = NumericSettings(threads=1)
-CONFIG = ReleaseConfig(name="r-test", model=ModelSpec(MODEL), numerics=NUMERICS)
+CONFIG = release_config(name="r-test", model=ModelSection(spec=MODEL), numerics=NUMERICS)
 
 
 def blocks_of(golden) -> list:

@@ -2,8 +2,8 @@
 
 Each file kind is one model: golden and run manifests, the score, the ledger, the
 promoted-shapes manifest, localisation results, the corpus's Parquet metadata and provenance, and
-the output files' metadata (the configuration's models live in :mod:`harness.release_config`, the
-tolerance models with their judges). Unknown keys, unknown format versions, unknown states and
+the output files' metadata (the configuration's models live in :mod:`harness.data.schemas.config_file`,
+the tolerance models in :mod:`harness.data.tolerances`). Unknown keys, unknown format versions, unknown states and
 values of the wrong type or range are refused with one line naming the file, the key and the
 value: nothing is guessed. ``python -m harness.data.schemas`` prints the tables of docs/schemas.md.
 

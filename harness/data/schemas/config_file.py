@@ -1,19 +1,22 @@
-"""The release configuration file (``harness.toml``) as the harness validates it: every section and key.
+"""The release configuration (``harness.toml``) as the harness validates it and every command runs with it.
 
-Declared in the data layer because the configuration is a file like the others (its table is generated into
-the file schemas' page); :mod:`harness.release_config` reads it and applies ``--set`` overrides.
+:class:`ConfigFile` is the one configuration type: the file's tables, with the command line's ``--set`` merged
+in, validated once (:mod:`harness.release_config` reads the file and merges the flags). Declared in the data
+layer because the configuration is a file like the others (its table is generated into the file schemas' page).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from harness.data import limits  # the upper bound of every count a user can set
 from harness.data.masks import MaskPolicy
 from harness.data.modes import VoiceprintInputs, VoiceprintInputsField
 from harness.data.numeric_settings import NumericSettings
+from harness.data.ops import ALL_OPS, Op
 from harness.data.shape import ShapeInt
 from harness.data.tolerances import Tolerances
 
@@ -77,7 +80,16 @@ class ShapesSection(_Section):
     @field_validator("release")
     @classmethod
     def _release(cls, v: list[int] | PerOpShapes) -> list[int] | PerOpShapes:
+        per_op = [v] if isinstance(v, list) else [v.op0, v.op1, v.op2]
+        if any(1 not in ks for ks in per_op):
+            raise ValueError("every OP's release shapes must include 1 (the exact lane runs one block per call)")
         return _distinct(v) if isinstance(v, list) else v
+
+    def per_op(self) -> dict[Op, tuple[int, ...]]:
+        """The release's shapes of each OP (one list given: every OP's)."""
+        if isinstance(self.release, list):
+            return {op: tuple(self.release) for op in ALL_OPS}
+        return {op: tuple(getattr(self.release, f"op{int(op)}")) for op in ALL_OPS}
 
 
 class LanesSection(_Section):
@@ -237,8 +249,22 @@ class LocaliseSection(_Section):
     floor_seed: Seed = Field(default=0, description="seed of that sample")
 
 
+# the tables a golden or run records of its configuration (what decides the answers); the others say how a job
+# runs ([lanes] warm_up included), and a run's manifest records what they changed where it matters (evidence)
+RECORDED = ("release", "model", "shapes", "lanes", "masks", "numerics", "tolerances", "corpus")
+# the settings code may change by name (with_overrides): a section's key, by the section it lives in
+SETTING_SECTIONS = {
+    "name": "release",
+    "device": "release",
+    "candidates": "shapes",
+    "pad_to_fixed": "shapes",
+    "voiceprint_inputs": "lanes",
+    "warm_up": "lanes",
+}
+
+
 class ConfigFile(_Section):
-    """``harness.toml``: every section optional."""
+    """``harness.toml``: every section optional; the configuration a command runs with."""
 
     release: ReleaseSection = Field(default_factory=ReleaseSection)
     model: ModelSection = Field(default_factory=ModelSection)
@@ -256,3 +282,50 @@ class ConfigFile(_Section):
     evidence: EvidenceSection = Field(default_factory=EvidenceSection)
     localise: LocaliseSection = Field(default_factory=LocaliseSection)
     load: LoadSection = Field(default_factory=LoadSection)
+    _source: Path | None = PrivateAttr(default=None)  # the file read (None: embedded): an input of a command
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    def read_from(self, path: Path) -> ConfigFile:
+        """This configuration, as read from the file ``path`` (a command checks no output lands on it)."""
+        copy = self.model_copy()
+        copy._source = Path(path)
+        return copy
+
+    @property
+    def release_shapes(self) -> dict[Op, tuple[int, ...]]:
+        return self.shapes.per_op()
+
+    def release_shapes_json(self) -> dict[str, list[int]]:
+        return {str(int(op)): list(ks) for op, ks in self.release_shapes.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a golden or run records as its ``config`` (the :data:`RECORDED` tables; the release's shapes
+        per OP; of ``[lanes]``, the voiceprint inputs)."""
+        tables = {name: getattr(self, name).model_dump(mode="json", exclude_none=True) for name in RECORDED}
+        tables["shapes"]["release"] = {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()}
+        tables["lanes"] = {"voiceprint_inputs": self.lanes.voiceprint_inputs.value}
+        return tables
+
+    def with_overrides(self, **changes: Any) -> ConfigFile:
+        """This configuration with sections (``tolerances=Tolerances(...)``) or settings (``candidates=(2, 4)``,
+        :data:`SETTING_SECTIONS`) replaced; None leaves one as it is. Code's changes, already typed: a user's
+        go through ``--set`` and the validator."""
+        sections: dict[str, Any] = {}
+        for key, value in changes.items():
+            if value is None:
+                continue
+            if key in SETTING_SECTIONS:
+                name = SETTING_SECTIONS[key]
+                table = sections.get(name, getattr(self, name))
+                value = list(value) if key == "candidates" else value
+                sections[name] = table.model_copy(update={key: value})
+            elif key in type(self).model_fields:
+                sections[key] = value
+            else:
+                raise TypeError(f"with_overrides: no section or setting {key!r}")
+        copy = self.model_copy(update=sections)
+        copy._source = self._source
+        return copy
