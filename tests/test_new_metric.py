@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import harness.judging.judges as judges
+from harness.data.judge_limits import SegmentationLimits
 from harness.data.numeric_settings import NumericSettings
 from harness.data.tolerances import Tolerances
 from harness.judging.judges import SegmentationJudge, VoiceprintJudge
@@ -22,12 +23,19 @@ from tests.pipeline import config_for, record, run_shapes
 TOY_LIMIT = 1e-3
 
 
+class ToyLimits(SegmentationLimits):
+    """The judge's limits with the new one (the judge's typed limits, one field more)."""
+
+    toy_max_mean_abs_per_mille: float
+
+
 class ToySegmentationJudge(SegmentationJudge):
     """The whole change a new OP 0 metric needs: its limit among the judge's limits, its value computed
     from the evidence, and its check handed to the verdict."""
 
     def limits(self, tol, floor, sample_bound=True):
-        return {**super().limits(tol, floor, sample_bound), "toy_max_mean_abs_per_mille": TOY_LIMIT}
+        plain = super().limits(tol, floor, sample_bound)
+        return ToyLimits(**plain.model_dump(), toy_max_mean_abs_per_mille=TOY_LIMIT)
 
     def evidence(self, op, geometry, limits, mode):
         evidence = super().evidence(op, geometry, limits, mode)
@@ -36,7 +44,7 @@ class ToySegmentationJudge(SegmentationJudge):
         def verdict(shape):
             v = plain(shape)
             observed = v.metrics["mean_abs"] * 1000.0
-            allowed = limits["toy_max_mean_abs_per_mille"]
+            allowed = limits.toy_max_mean_abs_per_mille
             toy_check = Check.gate(
                 0,
                 "toy_mean_abs_per_mille",

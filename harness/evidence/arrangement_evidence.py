@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.data.errors import LedgerError
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -115,7 +116,7 @@ class ArrangementScorer:
         plan: ShapePlan,
         ops: Sequence[Op],
         geometry: Geometry,
-        limits: Mapping[Op, dict[str, Any]],
+        limits: Mapping[Op, OpLimits],
         voiceprint_inputs: VoiceprintInputs,
         floors: Floors,
     ) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -42,8 +43,8 @@ from harness.data.tolerances import Tolerances
 
 Floors = Mapping[int, Mapping[str, Any]]
 # the score check's check of one verdict against its limits (None: its own): check(verdict, limits, where)
-CheckOp = Callable[[OpVerdictModel, dict[str, Any] | None, str], None]
-Limits = Mapping[Op, dict[str, Any]]
+CheckOp = Callable[[OpVerdictModel, OpLimits | None, str], None]
+Limits = Mapping[Op, OpLimits]
 # What a judged pair shows when it fails (refusal.py's categories, most fundamental first): the plain lane's
 # numerics, a lane that differs from itself ("repeats"), a block whose answer depends on where it sits ("slots",
 # "duplicates", "arranged": an arrangement against the golden where the plain lane holds).

@@ -21,13 +21,14 @@ much every repeat differs from the first run:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import numpy as np
 
 from harness.data.errors import LedgerError, ScoringError
 from harness.data.figures import holds
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
@@ -72,7 +73,7 @@ def repeat_lanes(evidence: RunEvidence | None) -> dict[int, list[str]]:
     return {k: [lane for _, lane in sorted(items)] for k, items in sorted(found.items())}
 
 
-def repeat_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors) -> dict[Op, dict[str, Any]]:
+def repeat_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors) -> dict[Op, OpLimits]:
     """The limits a repeat is judged with against the first run: the OP's own mode's, as against the golden
     (:func:`harness.evidence.rule.evidence_limits`)."""
     return evidence_limits(tolerances, ops, floors)
@@ -304,8 +305,9 @@ def repeats_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors, wher
     return not any(not p.passed for o in ev.ops.values() for p in o.pairs)
 
 
-def _verify(pair: OpVerdictModel, limits: Mapping[str, Any], where: str) -> None:
-    if pair.limits != dict(limits):
+def _verify(pair: OpVerdictModel, derived: OpLimits, where: str) -> None:
+    limits = derived.document()  # as the verdict stores them
+    if pair.limits != limits:
         raise LedgerError(f"{where}: {pair.shape}'s limits are not the ones the score's tolerances give")
     for c in pair.checks:
         if c.relation == "report":

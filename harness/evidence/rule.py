@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from harness.data.figures import fmt
+from harness.data.judge_limits import OpLimits
 from harness.data.ops import Op
 from harness.data.schemas.files import Floor
 from harness.data.schemas.refusals import EvidenceKind, EvidenceWarning
@@ -42,7 +43,7 @@ WHAT = {
 }
 
 
-def evidence_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors | None) -> dict[Op, dict[str, Any]]:
+def evidence_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors | None) -> dict[Op, OpLimits]:
     """Every OP's limits for any pair of lanes: exactly those a packed lane gets against the golden (see module
     doc). ``floors``: the golden's noise floors (what ``noise-floor`` mode is held to)."""
     return op_limits(tolerances, ops, {int(k): dict(v) for k, v in (floors or {}).items()})

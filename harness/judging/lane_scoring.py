@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -26,7 +27,7 @@ from harness.judging.judges.judge_base import OpVerdict
 
 def op_limits(
     tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None, sample_bound: bool = True
-) -> dict[Op, dict[str, Any]]:
+) -> dict[Op, OpLimits]:
     """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor)."""
     floors = floors or {}
     return {op: judge_for(op).limits(tolerances.for_op(op), floors.get(int(op)), sample_bound) for op in ops}
@@ -40,7 +41,7 @@ class LaneScorer:
         shape: int | str,
         ops: Sequence[Op],
         geometry: Geometry,
-        limits: Mapping[Op, dict[str, Any]],
+        limits: Mapping[Op, OpLimits],
         voiceprint_inputs: VoiceprintInputs,
     ) -> None:
         """``voiceprint_inputs``: isolated | chained, the run's (its file key is "mode")."""

@@ -23,7 +23,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from golden.store import Golden
 from harness.data.blocks import Block
 from harness.data.errors import HarnessError, check_interrupted, step
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits
 from harness.data.masks import VoiceprintRows
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
@@ -73,7 +74,7 @@ class _Traffic:
     golden: Golden
     corpus: Iterable[Block]
     blocks: int
-    limits: Mapping[Op, dict[str, Any]]
+    limits: Mapping[Op, OpLimits]
     packer: Packer
     pad_to_fixed: bool
     tick: Tick | None

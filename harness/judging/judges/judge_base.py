@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from harness.data.errors import ScoringError
 from harness.data.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits
 from harness.data.modes import TOLERANCE_MODES, ToleranceMode, VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.schemas.results import CheckModel as Check
@@ -129,10 +130,10 @@ class Judge(Protocol):
 
     def applies_to(self, op: Op) -> bool: ...
 
-    def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> dict[str, Any]: ...
+    def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> OpLimits: ...
 
     def evidence(
-        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs
+        self, op: Op, geometry: Geometry, limits: OpLimits, voiceprint_inputs: VoiceprintInputs
     ) -> Evidence: ...
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from harness.data.errors import ScoringError
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import SegmentationLimits
 from harness.data.masks import audio_frames
 from harness.data.metrics import row_diff
 from harness.data.outputs import SegmentationOutputs
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 class SegmentationEvidence:
     """OP 0 of one lane against the golden, accumulated batch by batch (memory: one batch)."""
 
-    def __init__(self, geometry: Geometry, limits: dict[str, Any]) -> None:
+    def __init__(self, geometry: Geometry, limits: SegmentationLimits) -> None:
         self.g = geometry
         self.limits = limits
         self.blocks = self.windows = self.elements = self.audio_frames = 0
@@ -99,7 +100,7 @@ class SegmentationEvidence:
         r = int(np.argmax(diff.max_ulp))
         if diff.max_ulp[r] > self.max_ulp:
             self.max_ulp, self.max_ulp_at = int(diff.max_ulp[r]), where(r)
-        lim_abs = self.limits.get("max_abs")
+        lim_abs = self.limits.max_abs
         if lim_abs is not None:
             over = np.flatnonzero(finite_max > lim_abs)
             self.windows_over_abs += int(over.size)
@@ -107,8 +108,8 @@ class SegmentationEvidence:
                 x, y = a.reshape(rows, -1)[w], b.reshape(rows, -1)[w]
                 with np.errstate(invalid="ignore", over="ignore"):
                     self.elements_over_abs += int(np.count_nonzero(np.abs(x - y) > lim_abs))
-        if self.limits.get("max_ulp") is not None:
-            self.windows_over_ulp += int(np.count_nonzero(diff.max_ulp > self.limits["max_ulp"]))
+        if self.limits.max_ulp is not None:
+            self.windows_over_ulp += int(np.count_nonzero(diff.max_ulp > self.limits.max_ulp))
         per_block = finite_max.reshape(n_blocks, n_windows).max(axis=1)
         for i in np.flatnonzero(per_block > 0):
             item = (float(per_block[i]), ids[i])
@@ -151,7 +152,7 @@ class SegmentationEvidence:
         margins = margin_g[flipped]
         # the check's rule, for every flip: near tie when the golden's top-two margin is below the
         # limit; a non-finite frame of the lane is a flip too, classed by that same margin
-        near = margins < self.limits["near_tie_margin"]
+        near = margins < self.limits.near_tie_margin
         power = self.g.powerset
         speaker_changes = np.abs(power[argmax_g[flipped]] - power[ra]).sum(axis=1).astype(np.int64)
         speaker_changes[~finite] = self.g.speakers
@@ -226,7 +227,7 @@ class SegmentationEvidence:
                 ),
             )
         ]
-        if lim["bitwise"]:
+        if lim.bitwise:
             checks.append(
                 gate(
                     0,
@@ -254,7 +255,7 @@ class SegmentationEvidence:
                     "max_abs",
                     t["max_abs_finite"],
                     "<=",
-                    lim["max_abs"],
+                    lim.max_abs,
                     replace(
                         figure,
                         limit="max_abs",
@@ -276,7 +277,7 @@ class SegmentationEvidence:
                     "max_ulp",
                     t["max_ulp_finite"],
                     "<=",
-                    lim.get("max_ulp"),
+                    lim.max_ulp,
                     replace(
                         figure,
                         limit="max_ulp",
@@ -298,14 +299,14 @@ class SegmentationEvidence:
                 "confident_flips",
                 t["argmax_flips_confident"],
                 "<=",
-                lim["max_confident_flips"],
+                lim.max_confident_flips,
                 CheckDetails(
                     limit="max_confident_flips",
                     unit="audio frames",
                     offending=t["argmax_flips_confident"],
                     total=t["audio_frames"],
                     where=_at("first", self.confident_at),
-                    note=f"class changed although the golden's top-two margin >= {lim['near_tie_margin']} nats",
+                    note=f"class changed although the golden's top-two margin >= {lim.near_tie_margin} nats",
                     hint=HINT_CHANGE,
                 ),
             )
@@ -333,14 +334,14 @@ class SegmentationEvidence:
                 ),
             )
         )
-        if lim.get("max_flip_rate") is not None:
+        if lim.max_flip_rate is not None:
             checks.append(
                 rate_check(
                     0,
                     "flip_rate_upper95",
                     t["flips"],
                     t["audio_frames"],
-                    lim["max_flip_rate"],
+                    lim.max_flip_rate,
                     "audio frames",
                     "max_flip_rate",
                 )
@@ -350,4 +351,4 @@ class SegmentationEvidence:
             {"block": b, "metric": "flips", "value": n}
             for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
         ]
-        return op_verdict(0, shape, checks, t, lim, failing, self.sample.values())
+        return op_verdict(0, shape, checks, t, lim.document(), failing, self.sample.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits, SegmentationLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.tolerances import SegmentationTolerance
@@ -34,26 +35,29 @@ class SegmentationJudge:
 
     def limits(
         self, tol: SegmentationTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
-    ) -> dict[str, Any]:
+    ) -> SegmentationLimits:
         shared = {
             "max_confident_flips": tol.max_confident_flips,
             "near_tie_margin": tol.near_tie_margin,
             "max_flip_rate": tol.max_flip_rate if sample_bound else None,
         }
-        return limits_for_mode(
-            tol.mode,
-            floor,
-            bitwise=lambda: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, **shared, "max_confident_flips": 0},
-            noise_floor=lambda f: {
-                "bitwise": False,
-                "max_abs": float(f["max_abs"]) * tol.noise_floor_factor,
-                "max_ulp": tol.max_ulp,
-                **shared,
-            },
-            tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp, **shared},
+        return SegmentationLimits.model_validate(
+            limits_for_mode(
+                tol.mode,
+                floor,
+                bitwise=lambda: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, **shared, "max_confident_flips": 0},
+                noise_floor=lambda f: {
+                    "bitwise": False,
+                    "max_abs": float(f["max_abs"]) * tol.noise_floor_factor,
+                    "max_ulp": tol.max_ulp,
+                    **shared,
+                },
+                tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp, **shared},
+            )
         )
 
     def evidence(
-        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs
+        self, op: Op, geometry: Geometry, limits: OpLimits, voiceprint_inputs: VoiceprintInputs
     ) -> SegmentationEvidence:
+        assert isinstance(limits, SegmentationLimits), type(limits)  # a judge is given its own limits
         return SegmentationEvidence(geometry, limits)

@@ -29,6 +29,7 @@ import numpy as np
 
 from harness.data.errors import ScoringError
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import VoiceprintLimits
 from harness.data.metrics import cosine_and_rel_l2, row_diff
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
@@ -54,7 +55,9 @@ if TYPE_CHECKING:
 class VoiceprintEvidence:
     """One voiceprint OP of one lane against the golden, accumulated batch by batch."""
 
-    def __init__(self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs) -> None:
+    def __init__(
+        self, op: Op, geometry: Geometry, limits: VoiceprintLimits, voiceprint_inputs: VoiceprintInputs
+    ) -> None:
         self.op, self.g, self.limits = op, geometry, limits
         self.chained = voiceprint_inputs == "chained"  # else isolated: every lane had the golden's WEIGHTS/IDX
         self.golden_rows = self.matched = self.judged = 0
@@ -135,7 +138,7 @@ class VoiceprintEvidence:
         lim = self.limits
         finite = ~bad
         failed = bad.copy()
-        if lim["bitwise"]:
+        if lim.bitwise:
             failed |= diff.differs
         # name -> (per-row values, rows worse than the limit)
         metrics: dict[str, tuple[np.ndarray, Callable[[np.ndarray, float], np.ndarray]]] = {
@@ -145,11 +148,9 @@ class VoiceprintEvidence:
             "max_ulp": (diff.max_ulp.astype(np.float64), lambda v, x: v > x),
         }
         for name, (values, worse) in metrics.items():
-            limit = lim.get(name)
+            limit = getattr(lim, name)
             over = (
-                np.zeros(values.shape, dtype=bool)
-                if limit is None or lim["bitwise"]
-                else (worse(values, limit) & finite)
+                np.zeros(values.shape, dtype=bool) if limit is None or lim.bitwise else (worse(values, limit) & finite)
             )
             self.worst[name].add(np.where(finite, values, np.nan), over, label)
             failed |= over
@@ -232,7 +233,7 @@ class VoiceprintEvidence:
                 ),
             )
         ]
-        if lim["bitwise"]:
+        if lim.bitwise:
             checks.append(
                 gate(
                     op,
@@ -260,7 +261,7 @@ class VoiceprintEvidence:
                         name,
                         t[f"{name}_finite"],
                         rel,
-                        lim.get(name),
+                        getattr(lim, name),
                         CheckDetails(
                             limit=name,
                             total=t["judged_rows"],
@@ -327,7 +328,7 @@ class VoiceprintEvidence:
                     "mask_changed_near_tie_rate_upper95",
                     changed_near,
                     max(1, t["rows"]),
-                    lim["max_mask_changed_row_rate"],
+                    lim.max_mask_changed_row_rate,
                     "rows",
                     "max_mask_changed_row_rate",
                 )
@@ -347,7 +348,7 @@ class VoiceprintEvidence:
                     ),
                 )
             )
-        if lim.get("max_failed_row_rate") is not None:
+        if lim.max_failed_row_rate is not None:
             n = t["judged_rows"] + sum(self.missing.values()) + sum(self.extra.values())
             if self.chained:
                 n -= self.missing["near_tie"] + self.extra["near_tie"]
@@ -364,7 +365,7 @@ class VoiceprintEvidence:
                     "failed_row_rate_upper95",
                     failures,
                     n,
-                    lim["max_failed_row_rate"],
+                    lim.max_failed_row_rate,
                     "rows",
                     "max_failed_row_rate",
                 )
@@ -373,4 +374,4 @@ class VoiceprintEvidence:
             {"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
             for v, b, w, s in sorted(self.worst_rows, reverse=True)
         ]
-        return op_verdict(op, shape, checks, t, lim, failing, self.sample.values())
+        return op_verdict(op, shape, checks, t, lim.document(), failing, self.sample.values())

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.geometry import Geometry
+from harness.data.judge_limits import OpLimits, VoiceprintLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.tolerances import VoiceprintTolerance
@@ -37,7 +38,7 @@ class VoiceprintJudge:
 
     def limits(
         self, tol: VoiceprintTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
-    ) -> dict[str, Any]:
+    ) -> VoiceprintLimits:
         shared = {
             "max_failed_row_rate": tol.max_failed_row_rate if sample_bound else None,
             "max_mask_changed_row_rate": tol.max_mask_changed_row_rate,
@@ -55,29 +56,32 @@ class VoiceprintJudge:
                 **shared,
             }
 
-        return limits_for_mode(
-            tol.mode,
-            floor,
-            bitwise=lambda: {
-                "bitwise": True,
-                "max_abs": 0.0,
-                "max_ulp": 0,
-                "min_cosine": 1.0,
-                "max_rel_l2": 0.0,
-                **shared,
-            },
-            noise_floor=from_floor,
-            tolerance=lambda: {
-                "bitwise": False,
-                "max_abs": tol.max_abs,
-                "max_ulp": tol.max_ulp,
-                "min_cosine": tol.min_cosine,
-                "max_rel_l2": tol.max_rel_l2,
-                **shared,
-            },
+        return VoiceprintLimits.model_validate(
+            limits_for_mode(
+                tol.mode,
+                floor,
+                bitwise=lambda: {
+                    "bitwise": True,
+                    "max_abs": 0.0,
+                    "max_ulp": 0,
+                    "min_cosine": 1.0,
+                    "max_rel_l2": 0.0,
+                    **shared,
+                },
+                noise_floor=from_floor,
+                tolerance=lambda: {
+                    "bitwise": False,
+                    "max_abs": tol.max_abs,
+                    "max_ulp": tol.max_ulp,
+                    "min_cosine": tol.min_cosine,
+                    "max_rel_l2": tol.max_rel_l2,
+                    **shared,
+                },
+            )
         )
 
     def evidence(
-        self, op: Op, geometry: Geometry, limits: dict[str, Any], voiceprint_inputs: VoiceprintInputs
+        self, op: Op, geometry: Geometry, limits: OpLimits, voiceprint_inputs: VoiceprintInputs
     ) -> VoiceprintEvidence:
+        assert isinstance(limits, VoiceprintLimits), type(limits)  # a judge is given its own limits
         return VoiceprintEvidence(op, geometry, limits, voiceprint_inputs)
