@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from harness.cli.init_cmd import EXAMPLE, example_text
+from harness.pipeline.input_commands import EXAMPLE, example_text
 from harness.release_config import load_config
 from tests.cli_run import harness_cli
 

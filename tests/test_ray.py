@@ -372,7 +372,7 @@ def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_
     )
     named = {p.name for p in (tmp_path / "one").iterdir() if p.is_dir()}
     assert named == {p.name for p in (tmp_path / "ray").iterdir() if p.is_dir()} != {cfg.release.name}
-    assert one[0].split(" at ")[0].split("@")[0] == on_ray[0].split(" at ")[0].split("@")[0]
+    assert one.lines[0].split(" at ")[0].split("@")[0] == on_ray.lines[0].split(" at ")[0].split("@")[0]
 
 
 def test_shard_goldens_of_different_numerics_are_not_merged(tmp_path, small_model, small_corpus):

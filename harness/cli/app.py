@@ -6,13 +6,17 @@ so ``--help``, ``report``, ``shapes`` and ``promote`` start in well under a seco
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli.version import version_line
 from harness.data.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.pipeline.answer import Answer
 
 HELP = (
     "Exact/fast lane accuracy harness: prove that a packed batch shape (k blocks per call) gives the release's "
@@ -305,6 +309,16 @@ def backend_of(cfg):
 def say(text: str) -> None:
     """Results go to stdout, one line each (progress and errors go to stderr)."""
     print(text, flush=True)
+
+
+def answer(result: Answer) -> None:
+    """A command's answer printed (its notes on stderr first, then its lines) and its exit status given."""
+    for note in result.notes:
+        print(f"harness: note: {note}", file=sys.stderr, flush=True)
+    for line in result.lines:
+        say(line)
+    if result.status:
+        raise typer.Exit(result.status)
 
 
 def app_command():

@@ -14,10 +14,10 @@ from harness.cli.app import (
     RayOpt,
     SetOpt,
     ToleranceOpt,
+    answer,
     app,
     ray_of,
     resolve_config,
-    say,
 )
 
 
@@ -61,13 +61,7 @@ def audit_cmd(
     Ray workers (one per GPU) that read the capture themselves (a file every node mounts, like --out), and
     scored here: the same audit as one process.
     """
-    from harness.pipeline.audit_command import (  # deferred: imports hypothesis, numpy, pyarrow, pydantic (start-up)
-        run_audit,
-    )
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, device=device, tolerance=tolerance, sets=sets, golden_model=golden_model, ray=ray)
-    outcome = run_audit(cfg, capture, out, progress, ray_of(cfg))
-    for line in outcome.lines:
-        say(line)
-    if not outcome.passed:
-        raise typer.Exit(1)
+    answer(commands.audit(cfg, capture, out, progress, ray_of(cfg)))

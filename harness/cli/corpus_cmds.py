@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from harness.cli.app import ConfigOpt, ModelOpt, corpus_app, resolve_config, say
-from harness.data.destinations import check_output_file
+from harness.cli.app import ConfigOpt, ModelOpt, answer, corpus_app, resolve_config
 from harness.data.limits import MAX_BLOCKS, MAX_STEP_SAMPLES
 
 OverwriteOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output file.")]
 StepOpt = Annotated[
     int, typer.Option(min=0, max=MAX_STEP_SAMPLES, help="Window step in samples (0: a quarter window).")
 ]
-
-
-def _geometry(config, model):
-    from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
-    return model_geometry(resolve_config(config, model))
 
 
 @corpus_app.command("synth")
@@ -38,13 +30,9 @@ def corpus_synth(
 
     The corpus is cut for the model's geometry: the config's [model] spec (default 'full'), or --model.
     """
-    from harness.corpus.synth import iter_synth_blocks  # deferred: imports numpy, pyarrow (start-up)
-    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline import input_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force, inputs=[("--config", config)])
-    summary = write_corpus(out, iter_synth_blocks(geometry, blocks, seed=seed, step=step or None), geometry)
-    say(f"wrote {out}: {json.dumps(summary)}")
+    answer(input_commands.corpus_synth(resolve_config(config, model), out, blocks, seed, step, force))
 
 
 @corpus_app.command("wav")
@@ -57,13 +45,9 @@ def corpus_wav(
     config: ConfigOpt = None,
 ) -> None:
     """Cut WAV files into blocks of 8 windows; the last block is padded with VALID = 0 windows."""
-    from harness.corpus.wav import iter_wav_blocks  # deferred: imports numpy, pyarrow (start-up)
-    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline import input_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force, inputs=[*(("WAV", w) for w in wavs), ("--config", config)])
-    summary = write_corpus(out, iter_wav_blocks(list(wavs), geometry, step=step or None), geometry)
-    say(f"wrote {out}: {json.dumps(summary)}")
+    answer(input_commands.corpus_wav(resolve_config(config, model), out, wavs, step, force))
 
 
 @corpus_app.command("capture")
@@ -77,13 +61,9 @@ def corpus_capture(
     config: ConfigOpt = None,
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
-    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
-    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline import input_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    geometry = _geometry(config, model)
-    check_output_file(out, "corpus", overwrite=force, inputs=[("CAPTURED", captured), ("--config", config)])
-    summary = write_corpus(out, CorpusReader(captured, geometry, require_meta=False).rows(), geometry)
-    say(f"wrote {out}: {json.dumps(summary)}")
+    answer(input_commands.corpus_capture(resolve_config(config, model), out, captured, force))
 
 
 @corpus_app.command("show")
@@ -93,6 +73,6 @@ def corpus_show(
     config: ConfigOpt = None,
 ) -> None:
     """Validate a corpus (every block) and print its summary."""
-    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    say(json.dumps(CorpusReader(corpus, _geometry(config, model)).validate()))
+    answer(view_commands.corpus_show(resolve_config(config, model), corpus))

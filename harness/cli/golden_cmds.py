@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -19,11 +17,11 @@ from harness.cli.app import (
     RayOpt,
     SetOpt,
     ToleranceOpt,
+    answer,
     backend_of,
     golden_app,
     ray_of,
     resolve_config,
-    say,
 )
 
 
@@ -60,11 +58,10 @@ def golden_record(
     With --ray the corpus is staged in the golden folder (which every Ray node must mount), each
     shard is recorded by a Ray worker and the shard goldens are merged into one.
     """
-    from harness.pipeline.commands import record  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, ray=ray)
-    for line in record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)):
-        say(line)
+    answer(commands.record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)))
 
 
 @golden_app.command("verify")
@@ -84,14 +81,11 @@ def golden_verify(
     recorded bitwise); otherwise the line names what differs: the environment (torch, CUDA,
     cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
     """
-    from harness.pipeline.commands import verify  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
     cfg = resolve_config(config, model, device=device, sets=sets, backend=backend)
-    line, passed = verify(cfg, golden, backend_of(cfg), progress)
-    say(line)
-    if not passed:
-        raise typer.Exit(1)
+    answer(commands.verify(cfg, golden, backend_of(cfg), progress))
 
 
 @golden_app.command("show")
@@ -112,23 +106,9 @@ def golden_show(
     file's sha256 against it before anything is shown: a golden whose bytes changed is refused
     (exit 2, one line naming the file), as `score` would refuse it.
     """
-    from golden.store import load_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
-    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        CONTENT_NOT_CHECKED,
-        check_golden_content,
-        describe_golden,
-    )
+    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    refuse_folder_of_goldens(golden, "GOLDEN")
-    gold = load_golden(golden)
-    hashed = None if no_hash else check_golden_content(gold)
-    if as_json:
-        if hashed is None:
-            print(f"harness: note: {golden}: {CONTENT_NOT_CHECKED}", file=sys.stderr, flush=True)
-        say(json.dumps(gold.manifest.model_dump(mode="json"), indent=1, sort_keys=True))
-        return
-    for line in describe_golden(gold, hashed):
-        say(line)
+    answer(view_commands.golden_show(golden, as_json, no_hash))
 
 
 @golden_app.command("adopt")
@@ -158,10 +138,9 @@ def golden_adopt(
       `--golden GOLDENS/NAME.history-<time>`.
     - No model is built and no block runs: it takes the time of hashing the regen's files.
     """
-    from harness.pipeline.adopt import adopt_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline import gate_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    for line in adopt_golden(regen):
-        say(line)
+    answer(gate_commands.adopt(regen))
 
 
 @golden_app.command("diff")
@@ -193,17 +172,7 @@ def golden_diff(
       of different corpora, geometries or OPs, a missing or corrupt golden), one line naming both.
     - No model is built and no block runs: both goldens' outputs are read once, batch by batch.
     """
-    from harness.pipeline.golden_diff import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        as_json as diff_json,
-    )
-    from harness.pipeline.golden_diff import run_diff  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
-    result, lines = run_diff(a, b, cfg.tolerances, out)
-    if as_json:
-        say(json.dumps(diff_json(result), indent=1, sort_keys=True))
-    else:
-        for line in lines:
-            say(line)
-    if result.differing_ops:
-        raise typer.Exit(1)
+    answer(view_commands.golden_diff(cfg, a, b, as_json, out))

@@ -13,19 +13,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.app import app, say
-from harness.data.destinations import check_output_file
-from harness.data.errors import OutputError
-from harness.data.fsio import atomic_write
-
-EXAMPLE = ("defaults", "harness.toml.example")  # inside the harness package (package data)
-
-
-def example_text() -> str:
-    """The annotated configuration as shipped: it loads to exactly the embedded default."""
-    from importlib.resources import files
-
-    return files("harness").joinpath(*EXAMPLE).read_text(encoding="utf-8")
+from harness.cli.app import answer, app
 
 
 @app.command("init")
@@ -37,11 +25,6 @@ def init_cmd(
     (default harness.toml); pass it to every command with --config PATH. An existing file is refused
     (exit 2) unless --force."""
 
-    if (path.exists() or path.is_symlink()) and not path.is_dir() and not force:
-        raise OutputError(f"{path}: the file exists; nothing was written (harness init --force {path} replaces it)")
-    check_output_file(path, "configuration")
-    atomic_write(path, example_text())
-    say(
-        f"wrote {path}: the annotated configuration (every key at its default); change what your release needs "
-        f"and pass it to every command with --config {path}"
-    )
+    from harness.pipeline import input_commands  # deferred: imports pyarrow, pydantic (start-up)
+
+    answer(input_commands.init(path, force))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from harness.cli.app import app, say
-from harness.data.errors import HarnessError
+from harness.cli.app import answer, app
 
 LOCATION = (
     "Without --ledger and --manifest: --golden GOLDEN reads the files beside it (GOLDEN/../ledger.json "
@@ -89,65 +88,11 @@ def shapes_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.ledger_store import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        load_manifest,
-        read_consistent,
-    )
-    from harness.ledger.promoted_manifest import (  # deferred: imports numpy, pydantic (start-up)
-        derive_manifest,
-        may_use,
-    )
-    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        describe_shapes,
-        locate_ledger,
-        shapes_document,
-    )
+    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    if may:
-        missing = [f"--{n}" for n, v in (("packer", packer), ("k", k), ("op", op), ("device", device)) if v is None]
-        if missing:
-            raise HarnessError(
-                f"shapes --may: needs {', '.join(missing)} (the answer comes from the ledger, for "
-                "one packer, shape, OP and device)"
-            )
-    files = locate_ledger(ledger, manifest, golden, "shapes")
-    if files["ledger"] is not None:
-        book, checked = read_consistent(files["ledger"], files["manifest"])  # refuses a manifest not the ledger's own
-        if files["manifest"] is not None and checked is None:
-            raise HarnessError(
-                f"{files['manifest']}: promoted-shapes manifest not found (the ledger {files['ledger']} "
-                "exists: `harness promote` writes it)"
-            )
-        shown = checked if checked is not None else derive_manifest(book)
-    elif may:
-        raise HarnessError(
-            "shapes --may: needs a ledger (--ledger, or --golden for the one beside it), not a manifest alone"
-        )
-    else:
-        shown = load_manifest(files["manifest"])
-    answer: dict[str, Any] | None = None
-    if may:
-        assert packer is not None and k is not None and op is not None and device is not None
-        yes, why = may_use(shown, packer, k, str(op), device, fingerprint, profile)
-        answer = {
-            "packer": packer,
-            "k": k,
-            "op": str(op),
-            "device": device,
-            "fingerprint": fingerprint,
-            "profile": profile,
-            "allowed": yes,
-            "why": why,
-        }
-    if as_json:
-        say(shapes_document(shown, files, checked=files["ledger"] is not None, may=answer))
-    elif answer is not None:
-        say(answer["why"])
-    else:
-        for line in describe_shapes(shown, checked=files["ledger"] is not None):
-            say(line)
-    if answer is not None and not answer["allowed"]:
-        raise typer.Exit(1)
+    where = view_commands.Where(ledger, manifest, golden)
+    question = view_commands.MayQuestion(packer, k, op, device, fingerprint, profile) if may else None
+    answer(view_commands.shapes(where, question, as_json))
 
 
 @app.command("ledger", help=LEDGER_HELP)
@@ -162,21 +107,10 @@ def ledger_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.ledger_store import read_consistent  # deferred: imports numpy, pyarrow, pydantic (start-up)
-    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        describe_history,
-        history_document,
-        locate_ledger,
-    )
+    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    files = locate_ledger(ledger, None, golden, "ledger")
-    files["manifest"] = None  # the history is the ledger's alone
-    book, _ = read_consistent(files["ledger"])  # an interrupted promotion finished first (or reported, read-only)
-    if as_json:
-        say(history_document(book, files, shape, model, device, packer))
-        return
-    for line in describe_history(book, shape, model, device, packer):
-        say(line)
+    only = view_commands.LedgerFilter(shape, model, device, packer)
+    answer(view_commands.ledger(view_commands.Where(ledger, None, golden), only, as_json))
 
 
 HISTORY_HELP = (
@@ -204,25 +138,7 @@ def history_cmd(
     packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.ledger.history_store import series  # deferred: imports numpy, pyarrow, pydantic (start-up)
-    from harness.ledger.ledger_history import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        ledger_and_history,
-    )
-    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        describe_series,
-        locate_ledger,
-        series_document,
-    )
+    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    files = locate_ledger(ledger, None, golden, "history")
-    files["manifest"] = None  # the history is the ledger's alone
-    book, rows = ledger_and_history(files["ledger"])  # an interrupted promotion finished first
-    picked = series(
-        rows, shape=shape, op=op, metric=metric, device_kind=device, numerics_profile=profile, packer_identity=packer
-    )
-    if as_json:
-        filters = {"shape": shape, "op": op, "metric": metric, "device": device, "profile": profile, "packer": packer}
-        say(series_document(picked, book.seq, files, filters))
-        return
-    for line in describe_series(picked, book.seq, shape, op):
-        say(line)
+    only = view_commands.SeriesFilter(shape, op, metric, device, profile, packer)
+    answer(view_commands.history(view_commands.Where(ledger, None, golden), only, as_json))

@@ -20,6 +20,7 @@ from harness.cli.app import (
     SetOpt,
     ShapesOpt,
     ToleranceOpt,
+    answer,
     app,
     ray_of,
     resolve_config,
@@ -101,13 +102,10 @@ def nightly_cmd(
         raise HarnessError(
             "[load] concurrency with --ray: the load sweep runs in a one-process nightly on a Triton backend"
         )
-    _finish(
-        commands.nightly(
-            NightlyJob(
-                cfg, golden, out, ray_of(cfg), localise=localise, progress=progress, no_promote=no_promote, force=force
-            )
-        )
+    job = NightlyJob(
+        cfg, golden, out, ray_of(cfg), localise=localise, progress=progress, no_promote=no_promote, force=force
     )
+    answer(commands.nightly(job))
 
 
 @app.command("merge")
@@ -130,35 +128,11 @@ def merge_cmd(
     Shards must share everything that could change the outputs (golden, shapes, model, device kind,
     library versions, numeric settings, padding, voiceprint inputs, packer): a mismatch is named.
     """
-    from harness.pipeline.nightly import merge  # deferred: imports numpy, pyarrow, pydantic (start-up)
-    from harness.pipeline.nightly_job import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        refuse_previous_output,
-    )
+    from harness.pipeline import gate_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets)
-    refuse_previous_output(out, force)
-    _finish(
-        merge(
-            cfg, golden, list(shards), out, _path(cfg.nightly.ledger), _path(cfg.nightly.manifest), localise, no_promote
-        )
-    )
-
-
-def _path(text: str | None) -> Path | None:
-    return None if text is None else Path(text)
-
-
-def _finish(outcome) -> None:
-    from harness.ledger.promotion import overrides_line  # deferred: imports numpy, pydantic (start-up)
-
-    for name in ("html", "junit", "score", "promoted"):
-        if name in outcome.paths:
-            say(f"{name}: {outcome.paths[name]}")
-    if outcome.score and (line := overrides_line(outcome.score)):  # trying an option is said, not only in the report
-        say(line)
-    say(outcome.summary)
-    if outcome.exit_code:
-        raise typer.Exit(outcome.exit_code)
+    job = gate_commands.MergeJob(golden, list(shards), out, force, localise, no_promote)
+    answer(gate_commands.merge(cfg, job))
 
 
 @app.command("serve")
@@ -188,25 +162,11 @@ def serve_cmd(
     Uses the tritonserver binary of the nvidia-pytriton wheel (Python backend; install the 'triton'
     extra) and prints the URL to give other commands as --backend.
     """
-    from lanes.triton.server import ServerOptions, serve_forever  # deferred: imports pydantic (start-up)
+    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, model, device=device, sets=sets)
-    options = ServerOptions(
-        model_spec=cfg.model.spec,
-        seed=cfg.model.seed,
-        device=cfg.release.device,
-        numerics=cfg.numerics,
-        instances=instances,
-        repository=model_repository,
-        verbatim=model_repository is not None,
-    )
-    what = f"model repository {model_repository}" if model_repository is not None else "diar_nn_g"
     # Ctrl-C / SIGTERM is how serving ends: one line saying so, exit 0 (README, "Exit status")
-    serve_forever(
-        options,
-        on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"),
-        on_stop=lambda name: say(f"{what}: stopped by {name} (the server is stopped and cleaned up)"),
-    )
+    answer(commands.serve(cfg, instances, model_repository, say))
 
 
 @app.command("demo")
@@ -225,13 +185,7 @@ def demo_cmd(
     interleaved with the exact lane, score, promote), then the report. Prints where the report is.
     """
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-    from harness.pipeline.nightly_job import NightlyOutcome  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks)
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    lines, outcome = commands.demo(cfg, out, progress)
-    assert isinstance(outcome, NightlyOutcome)  # the main job ends in the nightly
-    for line in lines:
-        say(line)
-    say(f"sign-off report: {outcome.paths.get('html')}")
-    _finish(outcome)
+    answer(commands.demo(cfg, out, progress))

@@ -18,9 +18,9 @@ from harness.cli.app import (
     SetOpt,
     ShapesOpt,
     ToleranceOpt,
+    answer,
     app,
     resolve_config,
-    say,
 )
 from harness.data.limits import MAX_LAWS_EXAMPLES
 
@@ -61,8 +61,7 @@ def run_cmd(
         config, model, device, shapes=shapes, sets=sets, backend=backend, arrangements=arrangements, repeats=repeats
     )
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
-    for line in commands.run(cfg, golden, runs, progress, pad_to_fixed):
-        say(line)
+    answer(commands.run(cfg, golden, runs, progress, pad_to_fixed))
 
 
 @app.command("score")
@@ -82,11 +81,7 @@ def score_cmd(
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
-    lines, passed = gate_commands.score(cfg, golden, run, out)
-    for line in lines:
-        say(line)
-    if not passed:
-        raise typer.Exit(1)
+    answer(gate_commands.score(cfg, golden, run, out))
 
 
 @app.command("promote")
@@ -116,8 +111,7 @@ def promote_cmd(
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
-    for line in gate_commands.promote(cfg, score, ledger, manifest, golden, run):
-        say(line)
+    answer(gate_commands.promote(cfg, score, ledger, manifest, golden, run))
 
 
 @app.command("report")
@@ -134,8 +128,7 @@ def report_cmd(
     """Write the release sign-off report (self-contained HTML, Markdown, JSON) from a score."""
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
-    for line in gate_commands.report(score, out, ledger, manifest, junit, localisation):
-        say(line)
+    answer(gate_commands.report(score, out, ledger, manifest, junit, localisation))
 
 
 @app.command("laws")
@@ -194,8 +187,4 @@ def laws_cmd(
     """
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
-    lines, ok = gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors)
-    for line in lines:
-        say(line)
-    if not ok:
-        raise typer.Exit(1)
+    answer(gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors))

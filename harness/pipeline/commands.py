@@ -1,6 +1,9 @@
 """One function per command that builds the model or runs the lanes (``golden record``, ``golden verify``,
-``run``, ``nightly``, ``demo``): what the CLI calls, returning the lines it prints. The commands that only
-judge, promote and render files live in :mod:`harness.pipeline.gate_commands`.
+``run``, ``nightly``, ``demo``, ``audit``, ``serve``): what the CLI calls, answering with an
+:class:`~harness.pipeline.answer.Answer` (harness.pipeline.answer: how every command enters the pipeline). The
+commands that only judge, promote and render files live in :mod:`harness.pipeline.gate_commands`, those that
+show in :mod:`harness.pipeline.view_commands`, those that write a command's inputs in
+:mod:`harness.pipeline.input_commands`.
 
 The CLI only parses options and prints; everything a command does (in which order, what it
 checks before long work) is here, so it is testable without a shell and used the same way by
@@ -30,12 +33,13 @@ from harness.data.schemas.config_file import (
     ReleaseSection,
 )
 from harness.judging.binomial import needed_at_zero
+from harness.pipeline.answer import Answer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, load_model, make_backend, make_packer, model_geometry
 from harness.pipeline.distributed import import_ray
 from harness.pipeline.golden_counts import counts_line, recorded_counts
 from harness.pipeline.model_match import check_before_building, check_fingerprint, check_geometry
 from harness.pipeline.nightly import nightly as run_nightly
-from harness.pipeline.nightly_job import NightlyJob, check_outputs, refuse_previous_output
+from harness.pipeline.nightly_job import NightlyJob, check_outputs, outcome_answer, refuse_previous_output
 from harness.pipeline.ray_jobs import RecordTarget, nightly_ray, record_ray
 from harness.pipeline.record import adopt_hint, model_release_name, record_golden, verify_golden
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
@@ -72,7 +76,7 @@ def record(
     backend: BackendChoice | str,
     progress: bool,
     ray: RayOptions | None = None,
-) -> list[str]:
+) -> Answer:
 
     if release is not None:
         safe_name(release, "--release")
@@ -108,7 +112,7 @@ def record(
     if changes is not None:
         lines.append("changes against the previous golden: " + json.dumps(changes))
         lines.append(adopt_hint(gold.path))
-    return lines
+    return Answer.of(lines)
 
 
 def recorded_lines(gold: Golden, cfg: ConfigFile) -> list[str]:
@@ -170,7 +174,7 @@ def record_on_ray(
     return record_ray(cfg, rows, RecordTarget(goldens, name, regen), ray, WorkerSpec(cfg, choice), geometry, progress)
 
 
-def verify(cfg: ConfigFile, golden_path: Path, backend: BackendChoice | str, progress: bool) -> tuple[str, bool]:
+def verify(cfg: ConfigFile, golden_path: Path, backend: BackendChoice | str, progress: bool) -> Answer:
 
     gold = load_golden(golden_path)  # instant: a folder of goldens, a tampered manifest, before the model is built
     url = backend if isinstance(backend, str) else backend.url
@@ -182,10 +186,10 @@ def verify(cfg: ConfigFile, golden_path: Path, backend: BackendChoice | str, pro
     check_fingerprint(gold, be.fingerprint, model)
     with progress_bar("golden verify", 3 * gold.blocks, progress) as tick:
         result = verify_golden(gold, be, cfg, progress=tick)
-    return result.summary, result.passed
+    return Answer.of([result.summary], held=result.passed)
 
 
-def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> list[str]:
+def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> Answer:
     """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
     overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
 
@@ -208,7 +212,7 @@ def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_f
             )
     finally:
         packing.close()
-    return [f"wrote run {result.run_id} at {result.path}"]
+    return Answer.of([f"wrote run {result.run_id} at {result.path}"])
 
 
 def check_golden_before_building(cfg: ConfigFile, golden_path: Path) -> None:
@@ -220,9 +224,14 @@ def check_golden_before_building(cfg: ConfigFile, golden_path: Path) -> None:
     check_before_building(load_golden(golden_path), cfg.model.spec, cfg.backend.url in IN_PROCESS)
 
 
-def nightly(job: NightlyJob) -> NightlyOutcome:
+def nightly(job: NightlyJob) -> Answer:
     """``harness nightly``: ``job.force`` replaces a previous nightly's output in ``job.out`` (refused otherwise,
     before any work); ``job.no_promote`` leaves the ledger and manifest untouched."""
+    return outcome_answer(nightly_outcome(job))
+
+
+def nightly_outcome(job: NightlyJob) -> NightlyOutcome:
+    """The nightly of ``job``, as the job's outcome (:func:`nightly` answers with it)."""
 
     cfg, knobs = job.config, job.config.packer
     part = job.part
@@ -259,7 +268,7 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
     return nightly_ray(job, spec)
 
 
-def demo(cfg: ConfigFile, out: Path, progress: bool) -> tuple[list[str], object]:
+def demo(cfg: ConfigFile, out: Path, progress: bool) -> Answer:
     """The main job: synthetic corpus, golden, nightly, sign-off report."""
     import time
 
@@ -305,4 +314,38 @@ def demo(cfg: ConfigFile, out: Path, progress: bool) -> tuple[list[str], object]
     )
     outcome = run_nightly(job, be)
     lines.append(f"main job took {time.perf_counter() - start:.0f} s")
-    return lines, outcome
+    lines.append(f"sign-off report: {outcome.paths.get('html')}")
+    night = outcome_answer(outcome)
+    return Answer([*lines, *night.lines], night.status)
+
+
+def audit(cfg: ConfigFile, capture: Path, out: Path, progress: bool, ray: RayOptions | None = None) -> Answer:
+    """``harness audit``: the packing laws on every captured request, then every captured block re-run alone and
+    the served outputs judged against it (fails when a law is broken or an OP fails)."""
+    from harness.pipeline.audit_command import run_audit  # deferred: imports hypothesis (start-up)
+
+    outcome = run_audit(cfg, capture, out, progress, ray)
+    return Answer.of(outcome.lines, held=outcome.passed)
+
+
+def serve(cfg: ConfigFile, instances: int, repository: Path | None, say: Callable[[str], None]) -> Answer:
+    """``harness serve``: the model served on a real Triton server on loopback until a signal stops it (serving's
+    normal end: ``say`` tells when it is ready and what stopped it)."""
+    from lanes.triton.server import ServerOptions, serve_forever  # deferred: imports pydantic (start-up)
+
+    options = ServerOptions(
+        model_spec=cfg.model.spec,
+        seed=cfg.model.seed,
+        device=cfg.release.device,
+        numerics=cfg.numerics,
+        instances=instances,
+        repository=repository,
+        verbatim=repository is not None,
+    )
+    what = f"model repository {repository}" if repository is not None else "diar_nn_g"
+    serve_forever(
+        options,
+        on_ready=lambda url: say(f"{what} served at {url} (Ctrl-C to stop)"),
+        on_stop=lambda name: say(f"{what}: stopped by {name} (the server is stopped and cleaned up)"),
+    )
+    return Answer.of([])

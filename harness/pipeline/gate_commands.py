@@ -1,12 +1,16 @@
-"""The gate's commands on files, one function per command: ``score``, ``promote``, ``report`` and ``laws``,
-returning the lines the CLI prints. None of them builds a model or runs a lane: they judge a run against its
-golden, move the ledger, render the sign-off pages, or judge a packer on the packing laws, so they sit apart
-from :mod:`harness.pipeline.commands`, whose commands build the model and run the lanes.
+"""The gate's commands on files, one function per command: ``score``, ``promote``, ``report``, ``laws``,
+``golden adopt`` and ``merge``, each answering with an :class:`~harness.pipeline.answer.Answer`
+(harness.pipeline.answer: how every command enters the pipeline). None of them builds a model or runs a lane:
+they judge a run against its golden, move the ledger, render the sign-off pages, judge a packer on the packing
+laws, adopt a regenerated golden or merge shards, so they sit apart from :mod:`harness.pipeline.commands`, whose
+commands build the model and run the lanes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,12 +20,13 @@ from harness.data.jsonio import read_json
 from harness.data.outputset import output_set, pin
 from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.score_check import check_self_consistent, read_score
+from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
 
 
-def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> tuple[list[str], bool]:
+def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> Answer:
     from golden.runs import load_run  # deferred: imports pyarrow (start-up)
     from golden.store import load_golden  # deferred: imports pyarrow (start-up)
     from harness.pipeline.score import score_run, write_score  # deferred: imports pyarrow (start-up)
@@ -32,7 +37,7 @@ def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> tupl
     gold, r = load_golden(golden_path), load_run(run_path)
     result = score_run(gold, r, cfg.tolerances)
     write_score(out, result)
-    return score_lines(result) + [f"wrote {out}"], result.verdict == "pass"
+    return Answer.of(score_lines(result) + [f"wrote {out}"], held=result.verdict == "pass")
 
 
 def score_lines(result: Score) -> list[str]:
@@ -58,7 +63,7 @@ def score_lines(result: Score) -> list[str]:
 
 def promote(
     cfg: ConfigFile, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
-) -> list[str]:
+) -> Answer:
     from harness.ledger.ledger_store import check_paths  # deferred: imports pyarrow (start-up)
     from harness.pipeline.promote import describe_transition, promote_file  # deferred: imports pyarrow (start-up)
 
@@ -68,7 +73,7 @@ def promote(
     result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
     lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
     lines += [describe_transition(t) for t in transitions]
-    return lines + [f"wrote {ledger} and {manifest}"]
+    return Answer.of(lines + [f"wrote {ledger} and {manifest}"])
 
 
 def report(
@@ -78,7 +83,7 @@ def report(
     manifest: Path | None,
     junit: Path | None,
     localisation: Path | None,
-) -> list[str]:
+) -> Answer:
     from harness.data.schemas import (  # deferred: imports a lazy attribute of harness.data.schemas (start-up)
         LocalisationFile,
         validate,
@@ -126,7 +131,7 @@ def report(
     if junit is not None and beside is None:  # elsewhere: its own file, after the pages
         write_junit(junit, result, None)
         committed(junit, "the JUnit file")
-    return [f"report: {out / 'report.html'}"]
+    return Answer.of([f"report: {out / 'report.html'}"])
 
 
 REPORT_PAGES = ("report.json", "report.md", "report.html")
@@ -140,7 +145,7 @@ def laws(
     timeout: float,
     packer_digest: str | None = None,
     export_vectors: Path | None = None,
-) -> tuple[list[str], bool]:
+) -> Answer:
     """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
     vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
     from harness.laws import LAW_GEOMETRY, check_packer  # deferred: imports hypothesis, pyarrow (start-up)
@@ -154,7 +159,7 @@ def laws(
                 "--export-vectors: the vectors are the harness's own packer's answers; give no "
                 "--packer-cmd, --packer or --packer-digest with it"
             )
-        return export(export_vectors, LAW_GEOMETRY), True
+        return Answer.of(export(export_vectors, LAW_GEOMETRY))
     with closing(
         packer_from_options(
             packer_cmd,
@@ -165,4 +170,37 @@ def laws(
         )
     ) as judged:
         report = check_packer(judged, examples=examples, seed=seed)
-    return [report.render()], report.ok
+    return Answer.of([report.render()], held=report.ok)
+
+
+def adopt(regen: Path) -> Answer:
+    """``harness golden adopt``: a regenerated golden becomes the golden of its release, in one step."""
+    from harness.pipeline.adopt import adopt_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
+
+    return Answer.of(adopt_golden(regen))
+
+
+@dataclass(frozen=True)
+class MergeJob:
+    """``harness merge``: the shards' runs (or their folders) and where the merged nightly writes."""
+
+    golden: Path
+    shards: Sequence[Path]
+    out: Path
+    force: bool = False
+    localise: bool = True
+    no_promote: bool = False
+
+
+def merge(cfg: ConfigFile, job: MergeJob) -> Answer:
+    """The shards of one nightly merged into one run, then scored, promoted and reported as one nightly."""
+    from harness.pipeline.nightly import merge as merge_shards  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline.nightly_job import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        outcome_answer,
+        refuse_previous_output,
+    )
+
+    refuse_previous_output(job.out, job.force)
+    ledger, manifest = (None if p is None else Path(p) for p in (cfg.nightly.ledger, cfg.nightly.manifest))
+    outcome = merge_shards(cfg, job.golden, list(job.shards), job.out, ledger, manifest, job.localise, job.no_promote)
+    return outcome_answer(outcome)

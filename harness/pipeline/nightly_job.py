@@ -20,6 +20,8 @@ from harness.data.outputset import current_link
 from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.ledger_history import check_history
 from harness.ledger.ledger_store import beside_golden, check_paths
+from harness.ledger.promotion import overrides_line
+from harness.pipeline.answer import Answer
 from harness.pipeline.backends import BackendChoice
 
 if TYPE_CHECKING:
@@ -38,6 +40,19 @@ class NightlyOutcome:
     paths: dict[str, Path] = field(default_factory=dict)
     score: Score | None = None
     transitions: list[Transition] | None = None
+
+
+def outcome_answer(outcome: NightlyOutcome) -> Answer:
+    """What a nightly (or a merge, or the demo's nightly) answers: where its files are, the options it was
+    judged under when they are not the defaults (said here, not only in the report), its one-line summary last,
+    and its exit status."""
+    lines = [
+        f"{name}: {outcome.paths[name]}" for name in ("html", "junit", "score", "promoted") if name in outcome.paths
+    ]
+    if outcome.score and (line := overrides_line(outcome.score)):
+        lines.append(line)
+    lines.append(outcome.summary)
+    return Answer(lines, outcome.exit_code)
 
 
 @dataclass(frozen=True)

@@ -310,14 +310,19 @@ class ConfigFile(_Section):
         return tables
 
     def with_overrides(self, **changes: Any) -> ConfigFile:
-        """This configuration with sections (``tolerances=Tolerances(...)``) or settings (``candidates=(2, 4)``,
-        :data:`SETTING_SECTIONS`) replaced; None leaves one as it is. Code's changes, already typed: a user's
+        """This configuration with sections (``tolerances=Tolerances(...)``), settings (``candidates=(2, 4)``,
+        :data:`SETTING_SECTIONS`) or the release's shapes per OP (``release_shapes``) replaced; None leaves one as
+        it is. Code's changes, already typed: a user's
         go through ``--set`` and the validator."""
         sections: dict[str, Any] = {}
         for key, value in changes.items():
             if value is None:
                 continue
-            if key in SETTING_SECTIONS:
+            if key == "release_shapes":  # per OP, as release_shapes gives them
+                table = sections.get("shapes", self.shapes)
+                per_op = PerOpShapes(**{f"op{int(op)}": list(ks) for op, ks in value.items()})
+                sections["shapes"] = table.model_copy(update={"release": per_op})
+            elif key in SETTING_SECTIONS:
                 name = SETTING_SECTIONS[key]
                 table = sections.get(name, getattr(self, name))
                 value = list(value) if key == "candidates" else value

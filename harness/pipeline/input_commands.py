@@ -1,0 +1,87 @@
+"""The commands that write a command's inputs, one function each: a corpus (``corpus synth``, ``corpus wav``,
+``corpus capture``) and the annotated configuration (``init``). Each checks where it writes before any work and
+answers with an :class:`~harness.pipeline.answer.Answer` (harness.pipeline.answer: how every command enters the
+pipeline)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.data.destinations import check_output_file
+from harness.data.errors import OutputError
+from harness.data.fsio import atomic_write
+from harness.pipeline.answer import Answer
+
+if TYPE_CHECKING:
+    from harness.data.blocks import Block
+    from harness.data.geometry import Geometry
+    from harness.data.schemas.config_file import ConfigFile
+
+EXAMPLE = ("defaults", "harness.toml.example")  # inside the harness package (package data)
+Rows = Iterable[tuple["Block", str, dict[str, Any]]]
+
+
+def _write_corpus(
+    cfg: ConfigFile,
+    out: Path,
+    force: bool,
+    inputs: Sequence[tuple[str, Path | None]],
+    rows: Callable[[Geometry], Rows],
+) -> Answer:
+    """The corpus cut for the configuration's model, written to ``out`` (checked first: ``inputs`` are
+    never overwritten)."""
+    from harness.data.corpus_schema import write_corpus  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
+
+    geometry = model_geometry(cfg)
+    check_output_file(out, "corpus", overwrite=force, inputs=[*inputs, ("--config", cfg.source)])
+    summary = write_corpus(out, rows(geometry), geometry)
+    return Answer.of([f"wrote {out}: {json.dumps(summary)}"])
+
+
+def corpus_synth(cfg: ConfigFile, out: Path, blocks: int, seed: int, step: int, force: bool) -> Answer:
+    """Deterministic multi-speaker audio (``step`` 0: a quarter window)."""
+    from harness.corpus.synth import iter_synth_blocks  # deferred: imports numpy, pyarrow (start-up)
+
+    return _write_corpus(cfg, out, force, [], lambda g: iter_synth_blocks(g, blocks, seed=seed, step=step or None))
+
+
+def corpus_wav(cfg: ConfigFile, out: Path, wavs: Sequence[Path], step: int, force: bool) -> Answer:
+    """WAV files cut into blocks; the last block padded with VALID = 0 windows."""
+    from harness.corpus.wav import iter_wav_blocks  # deferred: imports numpy, pyarrow (start-up)
+
+    inputs = [("WAV", w) for w in wavs]
+    return _write_corpus(cfg, out, force, inputs, lambda g: iter_wav_blocks(list(wavs), g, step=step or None))
+
+
+def corpus_capture(cfg: ConfigFile, out: Path, captured: Path, force: bool) -> Answer:
+    """Blocks captured from the engine, validated whole (refused at the first bad block)."""
+    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
+
+    rows = lambda g: CorpusReader(captured, g, require_meta=False).rows()  # noqa: E731
+    return _write_corpus(cfg, out, force, [("CAPTURED", captured)], rows)
+
+
+def example_text() -> str:
+    """The annotated configuration as shipped: it loads to exactly the embedded default."""
+    from importlib.resources import files  # deferred: only init reads the package's data
+
+    return files("harness").joinpath(*EXAMPLE).read_text(encoding="utf-8")
+
+
+def init(path: Path, force: bool) -> Answer:
+    """The annotated configuration written to ``path``; an existing file is a user's configuration: never
+    replaced unless ``force``."""
+    if (path.exists() or path.is_symlink()) and not path.is_dir() and not force:
+        raise OutputError(f"{path}: the file exists; nothing was written (harness init --force {path} replaces it)")
+    check_output_file(path, "configuration")
+    atomic_write(path, example_text())
+    return Answer.of(
+        [
+            f"wrote {path}: the annotated configuration (every key at its default); change what your release needs "
+            f"and pass it to every command with --config {path}"
+        ]
+    )

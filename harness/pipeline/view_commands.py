@@ -1,0 +1,217 @@
+"""The commands that read and show, one function each: ``golden show``, ``golden diff``, ``shapes``, ``ledger``,
+``history`` and ``corpus show``. None builds a model or writes anything but ``golden diff --out``; each answers
+with an :class:`~harness.pipeline.answer.Answer` (harness.pipeline.answer: how every command enters the pipeline).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.data.errors import HarnessError
+from harness.pipeline.answer import Answer
+
+if TYPE_CHECKING:
+    from harness.data.schemas.config_file import ConfigFile
+
+
+def golden_show(golden: Path, as_json: bool, no_hash: bool) -> Answer:
+    """The golden described (or its manifest's JSON), its files' content checked unless ``no_hash``."""
+    from golden.locate import refuse_folder_of_goldens  # deferred: imports pydantic (start-up)
+    from golden.store import load_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        CONTENT_NOT_CHECKED,
+        check_golden_content,
+        describe_golden,
+    )
+
+    refuse_folder_of_goldens(golden, "GOLDEN")
+    gold = load_golden(golden)
+    hashed = None if no_hash else check_golden_content(gold)
+    if as_json:
+        notes = [f"{golden}: {CONTENT_NOT_CHECKED}"] if hashed is None else []
+        return Answer.of([json.dumps(gold.manifest.model_dump(mode="json"), indent=1, sort_keys=True)], notes=notes)
+    return Answer.of(describe_golden(gold, hashed))
+
+
+def golden_diff(cfg: ConfigFile, a: Path, b: Path, as_json: bool, out: Path | None) -> Answer:
+    """B's exact lane judged against A's; fails when some OP differs beyond the tolerances."""
+    from harness.pipeline.golden_diff import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        as_json as diff_json,
+    )
+    from harness.pipeline.golden_diff import run_diff  # deferred: imports numpy, pyarrow, pydantic (start-up)
+
+    result, lines = run_diff(a, b, cfg.tolerances, out)
+    shown = [json.dumps(diff_json(result), indent=1, sort_keys=True)] if as_json else lines
+    return Answer.of(shown, held=not result.differing_ops)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the ledger is: given, beside a golden, or found (harness.pipeline.inspect.locate_ledger)."""
+
+    ledger: Path | None = None
+    manifest: Path | None = None
+    golden: Path | None = None
+
+
+@dataclass(frozen=True)
+class MayQuestion:
+    """``shapes --may``: may this packer use shape k for this OP on this device (and model, profile)?"""
+
+    packer: str | None = None
+    k: int | None = None
+    op: int | None = None
+    device: str | None = None
+    fingerprint: str | None = None
+    profile: str | None = None
+
+
+def shapes(where: Where, may: MayQuestion | None, as_json: bool) -> Answer:
+    """The promoted shapes, or the answer to one ``--may`` question (fails when the answer is no)."""
+    from harness.ledger.ledger_store import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        load_manifest,
+        read_consistent,
+    )
+    from harness.ledger.promoted_manifest import (  # deferred: imports numpy, pydantic (start-up)
+        derive_manifest,
+        may_use,
+    )
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        describe_shapes,
+        locate_ledger,
+        shapes_document,
+    )
+
+    if may is not None:
+        given = (("packer", may.packer), ("k", may.k), ("op", may.op), ("device", may.device))
+        missing = [f"--{n}" for n, v in given if v is None]
+        if missing:
+            raise HarnessError(
+                f"shapes --may: needs {', '.join(missing)} (the answer comes from the ledger, for "
+                "one packer, shape, OP and device)"
+            )
+    files = locate_ledger(where.ledger, where.manifest, where.golden, "shapes")
+    if files["ledger"] is not None:
+        book, checked = read_consistent(files["ledger"], files["manifest"])  # refuses a manifest not the ledger's own
+        if files["manifest"] is not None and checked is None:
+            raise HarnessError(
+                f"{files['manifest']}: promoted-shapes manifest not found (the ledger {files['ledger']} "
+                "exists: `harness promote` writes it)"
+            )
+        shown = checked if checked is not None else derive_manifest(book)
+    elif may is not None:
+        raise HarnessError(
+            "shapes --may: needs a ledger (--ledger, or --golden for the one beside it), not a manifest alone"
+        )
+    else:
+        shown = load_manifest(files["manifest"])
+    answer: dict[str, Any] | None = None
+    if may is not None:
+        assert may.packer is not None and may.k is not None and may.op is not None and may.device is not None
+        yes, why = may_use(shown, may.packer, may.k, str(may.op), may.device, may.fingerprint, may.profile)
+        answer = {
+            "packer": may.packer,
+            "k": may.k,
+            "op": str(may.op),
+            "device": may.device,
+            "fingerprint": may.fingerprint,
+            "profile": may.profile,
+            "allowed": yes,
+            "why": why,
+        }
+    checked_by_ledger = files["ledger"] is not None
+    if as_json:
+        lines = [shapes_document(shown, files, checked=checked_by_ledger, may=answer)]
+    elif answer is not None:
+        lines = [answer["why"]]
+    else:
+        lines = describe_shapes(shown, checked=checked_by_ledger)
+    return Answer.of(lines, held=answer is None or bool(answer["allowed"]))
+
+
+@dataclass(frozen=True)
+class LedgerFilter:
+    """Which of the ledger's entries to show (None: every one)."""
+
+    shape: int | None = None
+    model: str | None = None
+    device: str | None = None
+    packer: str | None = None
+
+
+def ledger(where: Where, only: LedgerFilter, as_json: bool) -> Answer:
+    """A shape's history per packer: every run that judged it, its verdict, and the state it left."""
+    from harness.ledger.ledger_store import read_consistent  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        describe_history,
+        history_document,
+        locate_ledger,
+    )
+
+    files = locate_ledger(where.ledger, None, where.golden, "ledger")
+    files["manifest"] = None  # the history is the ledger's alone
+    book, _ = read_consistent(files["ledger"])  # an interrupted promotion finished first (or reported, read-only)
+    if as_json:
+        return Answer.of([history_document(book, files, only.shape, only.model, only.device, only.packer)])
+    return Answer.of(describe_history(book, only.shape, only.model, only.device, only.packer))
+
+
+@dataclass(frozen=True)
+class SeriesFilter:
+    """Which figures of the ledger's history: one shape and OP, and optionally one metric, device kind,
+    numerics profile and packer."""
+
+    shape: int
+    op: int = 0
+    metric: str | None = None
+    device: str | None = None
+    profile: str | None = None
+    packer: str | None = None
+
+
+def history(where: Where, only: SeriesFilter, as_json: bool) -> Answer:
+    """The figures behind a shape's verdicts, night after night."""
+    from harness.ledger.history_store import series  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.ledger.ledger_history import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        ledger_and_history,
+    )
+    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
+        describe_series,
+        locate_ledger,
+        series_document,
+    )
+
+    files = locate_ledger(where.ledger, None, where.golden, "history")
+    files["manifest"] = None  # the history is the ledger's alone
+    book, rows = ledger_and_history(files["ledger"])  # an interrupted promotion finished first
+    picked = series(
+        rows,
+        shape=only.shape,
+        op=only.op,
+        metric=only.metric,
+        device_kind=only.device,
+        numerics_profile=only.profile,
+        packer_identity=only.packer,
+    )
+    if as_json:
+        filters = {
+            "shape": only.shape,
+            "op": only.op,
+            "metric": only.metric,
+            "device": only.device,
+            "profile": only.profile,
+            "packer": only.packer,
+        }
+        return Answer.of([series_document(picked, book.seq, files, filters)])
+    return Answer.of(describe_series(picked, book.seq, only.shape, only.op))
+
+
+def corpus_show(cfg: ConfigFile, corpus: Path) -> Answer:
+    """Every block of a corpus validated for the configuration's model; its summary."""
+    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
+
+    return Answer.of([json.dumps(CorpusReader(corpus, model_geometry(cfg)).validate())])
