@@ -9,6 +9,7 @@ import typer
 
 from harness.cli.app import ConfigOpt, ModelOpt, answer, corpus_app, resolve_config
 from harness.data.limits import MAX_BLOCKS, MAX_STEP_SAMPLES
+from harness.pipeline import input_commands, view_commands  # light: each command's function defers its heavy imports
 
 OverwriteOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output file.")]
 StepOpt = Annotated[
@@ -30,8 +31,6 @@ def corpus_synth(
 
     The corpus is cut for the model's geometry: the config's [model] spec (default 'full'), or --model.
     """
-    from harness.pipeline import input_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     answer(input_commands.corpus_synth(resolve_config(config, model), out, blocks, seed, step, force))
 
 
@@ -45,8 +44,6 @@ def corpus_wav(
     config: ConfigOpt = None,
 ) -> None:
     """Cut WAV files into blocks of 8 windows; the last block is padded with VALID = 0 windows."""
-    from harness.pipeline import input_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     answer(input_commands.corpus_wav(resolve_config(config, model), out, wavs, step, force))
 
 
@@ -61,8 +58,6 @@ def corpus_capture(
     config: ConfigOpt = None,
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
-    from harness.pipeline import input_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     answer(input_commands.corpus_capture(resolve_config(config, model), out, captured, force))
 
 
@@ -73,6 +68,4 @@ def corpus_show(
     config: ConfigOpt = None,
 ) -> None:
     """Validate a corpus (every block) and print its summary."""
-    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     answer(view_commands.corpus_show(resolve_config(config, model), corpus))

@@ -23,6 +23,7 @@ from harness.cli.app import (
     ray_of,
     resolve_config,
 )
+from harness.pipeline import view_commands  # light: each command's function defers its heavy imports
 
 
 @golden_app.command("record")
@@ -106,8 +107,6 @@ def golden_show(
     file's sha256 against it before anything is shown: a golden whose bytes changed is refused
     (exit 2, one line naming the file), as `score` would refuse it.
     """
-    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     answer(view_commands.golden_show(golden, as_json, no_hash))
 
 
@@ -172,7 +171,5 @@ def golden_diff(
       of different corpora, geometries or OPs, a missing or corrupt golden), one line naming both.
     - No model is built and no block runs: both goldens' outputs are read once, batch by batch.
     """
-    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     cfg = resolve_config(config, tolerance=tolerance, sets=sets)
     answer(view_commands.golden_diff(cfg, a, b, as_json, out))

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import answer, app
+from harness.pipeline import view_commands  # light: each command's function defers its heavy imports
 
 LOCATION = (
     "Without --ledger and --manifest: --golden GOLDEN reads the files beside it (GOLDEN/../ledger.json "
@@ -88,8 +89,6 @@ def shapes_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     where = view_commands.Where(ledger, manifest, golden)
     question = view_commands.MayQuestion(packer, k, op, device, fingerprint, profile) if may else None
     answer(view_commands.shapes(where, question, as_json))
@@ -107,8 +106,6 @@ def ledger_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     only = view_commands.LedgerFilter(shape, model, device, packer)
     answer(view_commands.ledger(view_commands.Where(ledger, None, golden), only, as_json))
 
@@ -138,7 +135,5 @@ def history_cmd(
     packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from harness.pipeline import view_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
     only = view_commands.SeriesFilter(shape, op, metric, device, profile, packer)
     answer(view_commands.history(view_commands.Where(ledger, None, golden), only, as_json))
