@@ -35,7 +35,7 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.parquet import RUN_COMPRESSION
 from harness.data.schemas import RunManifest
-from harness.data.shape import EXACT
+from harness.data.shape import EXACT, Shape
 from harness.data.workers import SettlingPool
 
 FORMAT = 2
@@ -168,7 +168,7 @@ class Run:
         return self.manifest.model.fingerprint
 
     @property
-    def shapes(self) -> list[int]:
+    def shapes(self) -> list[Shape]:
         return list(self.manifest.shapes)
 
     @property

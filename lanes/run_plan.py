@@ -24,7 +24,7 @@ _MAX_GROUP = 256
 
 @dataclass(frozen=True)
 class RunPlan:
-    shapes: tuple[int, ...] = ()
+    shapes: tuple[Shape, ...] = ()  # every one a Shape (a number given is made one)
     release_shapes: Mapping[Op, tuple[int, ...]] = field(default_factory=lambda: {op: (1,) for op in ALL_OPS})
     voiceprint_inputs: VoiceprintInputs = VoiceprintInputs.ISOLATED
     pad_to_fixed: bool = False
@@ -44,10 +44,10 @@ class RunPlan:
             )
         object.__setattr__(self, "voiceprint_inputs", VoiceprintInputs(self.voiceprint_inputs))  # a word given
         try:
-            for k in self.shapes:
-                Shape(k, "packed shape")  # the range is Shape's (harness.data.shape); the plan keeps the ints
+            shapes = tuple(Shape(k, "packed shape") for k in self.shapes)  # the range is Shape's (harness.data.shape)
         except ShapeError as exc:
             raise LaneError(f"{exc} (the plan's shapes: {list(self.shapes)})") from None
+        object.__setattr__(self, "shapes", shapes)
         if not self.include_exact and not self.shapes:
             raise LaneError("nothing to run: no exact lane and no packed shapes")
         if self.exact_repeats < 1:

@@ -188,3 +188,30 @@ def test_score_and_ledger_keys_take_the_shape_range() -> None:
     for bad in (too_big, "04", "k4", "0"):
         with pytest.raises(ValidationError):
             Keys(shapes={bad: 1})
+
+
+def test_a_shape_is_one_type_from_parsing_to_the_ledger() -> None:
+    """--shapes, the configuration, the plan, the run manifest's layout, a score's shape, a ledger entry: every
+    one holds a Shape, and every file still holds the number."""
+    from harness.data.schemas.files import RunLayout, RunManifest, VariantEntry
+    from harness.data.schemas.history import HistoryRow
+    from harness.data.schemas.records import LedgerEntry
+    from harness.data.schemas.results import ShapeScore
+    from harness.pipeline.run import plan_for
+    from harness.release_config import Override, load_config
+
+    given = parse_shapes("2,4")
+    cfg = load_config(None, [Override("--shapes", "shapes.candidates", list(given), "'2,4'")])
+    plan = plan_for(cfg)
+    layout = RunLayout.model_validate({"shapes": [2, 4], "ops": [0, 1, 2], "mode": "isolated"})
+    held = [*given, *cfg.shapes.candidates, *cfg.release_shapes[0], *plan.shapes, *layout.shapes]
+    assert held and all(type(k) is Shape for k in held)
+    assert json.dumps(layout.model_dump()["shapes"]) == "[2, 4]" and cfg.to_dict()["shapes"]["candidates"] == [2, 4]
+    for model, name in ((RunManifest, "shapes"), (VariantEntry, "k"), (ShapeScore, "shape"), (HistoryRow, "shape")):
+        annotation = model.model_fields[name].annotation
+        assert annotation in (Shape, list[Shape]), f"{model.__name__}.{name} is {annotation}"
+    assert LedgerEntry.model_fields["shape"].annotation is Shape
+    assert LedgerEntry.model_json_schema()["properties"]["shape"]["minimum"] == 2  # k = 1 is never promoted
+    for bad in (0, MAX_K + 1, True, 2.0, "4"):  # the negative control: what is no shape in a file is refused
+        with pytest.raises(ValidationError):
+            RunLayout.model_validate({"shapes": [bad], "ops": [0], "mode": "isolated"})

@@ -231,7 +231,7 @@ def flag_overrides(
     if shapes is not None:
         from harness.data.shape import parse_shapes  # deferred: imports pydantic (start-up)
 
-        out.append(Override("--shapes", "shapes.candidates", [int(k) for k in parse_shapes(shapes)], repr(shapes)))
+        out.append(Override("--shapes", "shapes.candidates", list(parse_shapes(shapes)), repr(shapes)))
     return out
 
 

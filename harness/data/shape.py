@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Annotated, Final
+from typing import Final
 
-from pydantic import Field
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
 
 from harness.data.errors import HarnessError
 
@@ -27,8 +28,6 @@ MIN_K: Final = 1
 # (--shapes 20000000) is refused at once instead of after minutes of corpus reading.
 MAX_K: Final = 100_000
 EXACT: Final = "exact"  # the exact lane: the release's own shape, never a k
-# k as pydantic validates it in a file (``[shapes]`` in harness.toml): the same range as Shape.
-ShapeInt = Annotated[int, Field(ge=MIN_K, le=MAX_K)]
 
 _SPELLING = re.compile(r"(k?)(0|[1-9][0-9]*)")  # one form per spelling: no "04", "+4", " 4", "K4", "4.0"
 _RANGE = f"a whole number of blocks per call from {MIN_K} to {MAX_K}"
@@ -108,6 +107,21 @@ class Shape(int):
 
     def __reduce__(self) -> tuple[type[Shape], tuple[int]]:  # pickles (Ray workers) as Shape(k)
         return Shape, (int(self),)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """In a file's model: a whole number in MIN_K..MAX_K (the JSON Schema's integer and range), made a Shape;
+        written as the number."""
+        return core_schema.no_info_after_validator_function(
+            cls,
+            core_schema.int_schema(ge=MIN_K, le=MAX_K),
+            serialization=core_schema.plain_serializer_function_ser_schema(int, return_schema=core_schema.int_schema()),
+        )
+
+
+# k as pydantic validates it in a file (``[shapes]`` in harness.toml, a run manifest's ``shapes``, a ledger entry's
+# ``shape``): Shape itself, so a shape is one type from parsing to the ledger
+ShapeInt = Shape
 
 
 def parse_shapes(text: str, where: str = "--shapes") -> tuple[Shape, ...]:

@@ -19,6 +19,7 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.base import OpKey
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.results import RequestEvidence, ShapeScore
+from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 from harness.evidence.request_evidence import refusal
 from harness.judging.judges import judge_for
@@ -72,7 +73,7 @@ def shape_result(
     passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
     effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured
     return ShapeScore(
-        shape=shape,
+        shape=Shape(shape),
         verdict="pass" if passed else "fail",
         reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
         ops={op_key(v.op): v for v in verdicts},

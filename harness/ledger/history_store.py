@@ -45,6 +45,7 @@ from harness.data.schemas.base import validate
 from harness.data.schemas.history import HISTORY_FORMAT, HISTORY_KIND, HistoryRow
 from harness.data.schemas.records import Ledger, entry_key
 from harness.data.schemas.results import Score
+from harness.data.shape import Shape
 from harness.ledger.promotion import packer_of
 
 WHAT = "history part"
@@ -116,7 +117,7 @@ def rows_of(score: Score, seq: int, skip: Collection[int] = ()) -> list[HistoryR
                         device_kind=score.device_kind,
                         numerics_profile=score.numerics_profile,
                         packer_identity=identity,
-                        shape=int(key),
+                        shape=Shape(key),
                         op=check.op,
                         metric=check.metric,
                         limit=check.limit,

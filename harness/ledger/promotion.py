@@ -25,6 +25,7 @@ from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.records import JudgedUnder, Ledger, LedgerEntry, LedgerEvent, Override, as_written
 from harness.data.schemas.results import Score
+from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 
 FORMAT: Literal[3] = 3
@@ -171,8 +172,8 @@ def apply_score(
     transitions: list[Transition] = []
     at = now()
     judging = judged_under(score)
-    for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
-        k_int = int(k)
+    for k, shape in sorted(score.shapes.items(), key=lambda kv: Shape(kv[0])):
+        k_int = Shape(k)
         if k_int in release:
             continue
         key = entry_key(score.fingerprint, score.device_kind, score.numerics_profile, identity, k_int)
@@ -279,7 +280,7 @@ def ledger_states(
     packer: str | None = None,
 ) -> dict[int, LedgerEntry]:
     """Current entry per shape (filtered to one model/device/profile/packer if given)."""
-    out = {}
+    out: dict[int, LedgerEntry] = {}  # by shape (a Shape is its number)
     for entry in ledger.entries.values():
         if fingerprint and entry.fingerprint != fingerprint:
             continue

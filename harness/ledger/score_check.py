@@ -27,6 +27,7 @@ from harness.data.ops import Op
 from harness.data.schemas import Score, validate
 from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.data.schemas.results import OpVerdictModel
+from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import Recheck
 from harness.evidence.kind_registry import kinds, warning_keys
@@ -62,7 +63,7 @@ def check_self_consistent(score: Score, where: str) -> None:
         ops_passed = all(v.passed for v in shape.ops.values())
         recheck = Recheck(score.tolerances, floors, _check_op, f"{where}: shape k={k}", blocks)
         held = [kind.holds(shape, recheck) for kind in kinds()]  # every kind re-derived (harness.evidence.kind)
-        passed, reasons = shape_gates(int(k), ops_passed and all(held), shape.requests, score.laws)
+        passed, reasons = shape_gates(Shape(k), ops_passed and all(held), shape.requests, score.laws)
         refused = [line for _, line in facts.refusals.get(k, ())]  # the score-level ones: the load sweep's
         passed, reasons = passed and not refused, reasons + refused
         want = "pass" if passed else "fail"
@@ -72,7 +73,7 @@ def check_self_consistent(score: Score, where: str) -> None:
                 f"{where}: shape k={k}: verdict {shape.verdict!r} disagrees with its OPs, its "
                 f"full k-block requests, its evidence and its packer's packing laws ({want}{why})"
             )
-        check_cause(int(k), shape, facts, where)
+        check_cause(Shape(k), shape, facts, where)
         warned = {(w.kind, w.op) for w in shape.warnings}
         if warned != warning_keys(shape, floors):
             raise LedgerError(

@@ -22,6 +22,7 @@ from golden.store import Golden
 from harness.data.errors import one_line, step
 from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
+from harness.data.shape import Shape
 from harness.judging.lane_scoring import op_key
 from harness.localisation.first_divergence import Inferring, localise
 from harness.localisation.module_errors import DEFAULT_MULTIPLE
@@ -81,7 +82,7 @@ def localise_failures(
                 tick.phase(f"k={k} OP {op_key}: the packed and the alone call, hooked, module by module")
                 try:
                     with step(f"localise k={k} OP {op_key}"):
-                        out[k][op_key] = _one(score.shapes[k].ops[op_key], int(k), Op(int(op_key)), replay)
+                        out[k][op_key] = _one(score.shapes[k].ops[op_key], Shape(k), Op(int(op_key)), replay)
                 except Exception as exc:  # best effort: say why, never fail the verdict
                     out[k][op_key] = {"available": False, "reason": f"{type(exc).__name__}: {one_line(exc)}"}
                 tick.phase(None)

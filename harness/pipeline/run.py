@@ -18,6 +18,7 @@ from harness.data.errors import HarnessError, step
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.files import RunLayout
+from harness.data.shape import Shape
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
@@ -52,7 +53,7 @@ class RunOptions:
 
 
 def plan_for(config: ConfigFile, shapes: tuple[int, ...] | None = None, pad_to_fixed: bool | None = None) -> RunPlan:
-    ks, ev = tuple(shapes if shapes is not None else config.shapes.candidates), config.evidence
+    ks, ev = tuple(Shape(k) for k in (shapes if shapes is not None else config.shapes.candidates)), config.evidence
     return RunPlan(
         shapes=ks,
         release_shapes=config.release_shapes,

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
 
+from harness.data.shape import MAX_K, MIN_K, Shape
+
 
 def markdown(models: dict[str, type[BaseModel]] | None = None) -> str:
     """The schema tables of docs/schemas.md, generated from the models (and the configuration's,
@@ -101,6 +103,8 @@ def _type_name(annotation: Any, nested: list[type[BaseModel]], metadata: list[An
         return _type_name(base, nested) + _constraints(list(meta)) + suffix
     if origin is Literal:
         return " / ".join(f"`{a!r}`".replace("'", '"') for a in args) + suffix
+    if annotation is Shape:  # a file holds the number
+        return f"int >= {MIN_K} <= {MAX_K}" + suffix
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):  # a file holds its members' words
         return " / ".join(f'`"{m.value}"`' for m in annotation) + suffix
     if origin is list:

@@ -24,7 +24,7 @@ from harness.data.schemas.base import (
     Timestamp,
 )
 from harness.data.schemas.localisation import ModuleFloors
-from harness.data.shape import EXACT, lane_name
+from harness.data.shape import EXACT, ShapeInt, lane_name
 
 
 class GeometryModel(Strict):
@@ -219,7 +219,7 @@ class GoldenManifest(OptionalKeys, Strict):
 class VariantEntry(Strict):
     """One variant lane of a run (``lanes.arrangers``): what it is, so that scoring knows how to judge it."""
 
-    k: Positive = Field(description="the plain shape it re-runs")
+    k: ShapeInt = Field(description="the plain shape it re-runs")
     kind: Literal["arrangement", "duplicate", "repeat"] = Field(
         description="arrangement: shuffled (k4.a1 ..); duplicate: every block twice in one request (k4.d, k4.d2); "
         "repeat: the plain lane again (k4.r2 ..)"
@@ -250,7 +250,7 @@ class RunLayout(Strict):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, **BY_ALIAS)
 
-    shapes: list[Positive]
+    shapes: list[ShapeInt]
     ops: OpsList
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     evidence: RunEvidence | None = None
@@ -281,7 +281,7 @@ class RunManifest(OptionalKeys, Strict):
     pad_to_fixed: bool
     packer: dict[str, Any]
     laws: LawsVerdict = Field(description="the packing-laws verdict of that packer, judged at the start of the run")
-    shapes: list[Positive]
+    shapes: list[ShapeInt]
     lanes: list[str]
     blocks: Positive
     blocks_sha256: Sha256 = Field(description="digest of the run's block ids, in order")

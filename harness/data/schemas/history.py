@@ -27,6 +27,7 @@ from harness.data.schemas.base import (
     Timestamp,
     Verdict,
 )
+from harness.data.shape import ShapeInt
 
 HISTORY_KIND = "harness.history-part"  # the part's Parquet key-value metadata "harness.kind"
 HISTORY_FORMAT = 1
@@ -44,7 +45,7 @@ class HistoryRow(Frozen):
     device_kind: str
     numerics_profile: str
     packer_identity: PackerIdentity = Field(description="score.packer.identity")
-    shape: Positive
+    shape: ShapeInt
     op: Literal[0, 1, 2]
     metric: Annotated[str, Field(min_length=1)]
     limit: str = Field(description="the limits key `allowed` came from; empty: a fixed 0")

@@ -53,6 +53,7 @@ VALUE_CHECKS = {
     "timestamp": "times in ISO 8601 (Python's datetime.fromisoformat)",
     "relative": "file names plain relative paths inside the directory (no '..', no '/' first)",
     "ops_list": "OP lists with OP 0 first, each OP once, ascending",
+    "as_shape": "shapes as whole numbers of blocks per call (harness.data.shape)",
     "<lambda>": "other value checks (harness/data/schemas/base.py)",
 }
 # The key holding a sealed file's own digest (harness.data.jsonio.seal), which every reader re-derives.

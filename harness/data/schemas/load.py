@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from harness.data.schemas.base import Count, Frozen, NonNeg, OpKey, Positive, ShapeKey
+from harness.data.shape import ShapeInt
 
 
 class ServerStats(Frozen):
@@ -59,19 +60,19 @@ class LoadPoint(Frozen):
 
 
 class ShapeLoad(Frozen):
-    shape: Positive
+    shape: ShapeInt
     points: list[LoadPoint] = Field(description="one per concurrency, in the sweep's order")
 
 
 class PointRef(Frozen):
-    shape: Positive
+    shape: ShapeInt
     concurrency: Positive
 
 
 class BudgetPick(Frozen):
     """The fastest point (blocks per second) that is accurate, meets the p99 budget and whose shape passed."""
 
-    shape: Positive
+    shape: ShapeInt
     concurrency: Positive
     p99_ms: NonNeg
     blocks_per_s: NonNeg

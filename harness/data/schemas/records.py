@@ -23,6 +23,7 @@ from harness.data.schemas.base import (
     Verdict,
 )
 from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.shape import ShapeInt
 
 
 class Override(Frozen):
@@ -89,13 +90,17 @@ class LedgerEntry(Frozen):
     release: SafeName = Field(description="the release of this entry's last event (never the ledger's)")
     release_ops: ReleaseOps = Field(description="the release's own shapes per OP when last judged")
     numerics: dict[str, Any]
-    shape: Annotated[int, Field(ge=2)]
+    shape: ShapeInt = Field(
+        description="k >= 2: the release's own shape (k = 1) is never promoted", json_schema_extra={"minimum": 2}
+    )
     state: State
     revoked_by: SafeName | None = None
     history: Annotated[list[LedgerEvent], Field(min_length=1)]
 
     @model_validator(mode="after")
     def _consistent(self) -> LedgerEntry:
+        if self.shape < 2:
+            raise ValueError(f"shape {self.shape}: a release shape (k = 1) is never promoted")
         last = self.history[-1]
         if last.state != self.state:
             raise ValueError(f"state {self.state!r} is not its last event's {last.state!r}")

@@ -15,7 +15,6 @@ from harness.data.schemas.base import (
     GoldenId,
     OpKey,
     OptionalKeys,
-    Positive,
     SafeName,
     Sha256,
     ShapeKey,
@@ -37,6 +36,7 @@ from harness.data.schemas.refusals import EvidenceWarning, RefusalCause
 from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
+from harness.data.shape import ShapeInt
 from harness.data.tolerances import Tolerances
 
 STALL_FACTOR = 5.0  # throughput's "stalls": calls over this many times their lane's median time for the same OP
@@ -57,7 +57,7 @@ class RequestEvidence(Frozen):
 
 
 class ShapeScore(OptionalKeys, Frozen):
-    shape: Positive
+    shape: ShapeInt
     verdict: Verdict
     reasons: list[str]
     ops: dict[OpKey, OpVerdictModel]
