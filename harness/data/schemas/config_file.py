@@ -67,11 +67,9 @@ class PerOpShapes(_Section):
 
 class ShapesSection(_Section):
     release: list[Shape] | PerOpShapes = Field(
-        default_factory=lambda: [ShapeInt(1)], description="blocks per call the release uses, or {op0, op1, op2}"
+        default_factory=lambda: [Shape(1)], description="blocks per call the release uses, or {op0, op1, op2}"
     )
-    candidates: list[Shape] = Field(
-        default_factory=lambda: [ShapeInt(2), ShapeInt(4)], description="packed shapes to judge"
-    )
+    candidates: list[Shape] = Field(default_factory=lambda: [Shape(2), Shape(4)], description="packed shapes to judge")
     pad_to_fixed: bool = Field(default=False, description="pad every pack to exactly k with empty blocks")
 
     @field_validator("candidates")
