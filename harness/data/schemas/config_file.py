@@ -322,11 +322,11 @@ class ConfigFile(_Section):
                 table = sections.get("shapes", self.shapes)
                 per_op = PerOpShapes(**{f"op{int(op)}": list(ks) for op, ks in value.items()})
                 sections["shapes"] = table.model_copy(update={"release": per_op})
-            elif key in SETTING_SECTIONS:
+            elif key in SETTING_SECTIONS:  # validated with its section: a word becomes its member, a number a Shape
                 name = SETTING_SECTIONS[key]
                 table = sections.get(name, getattr(self, name))
                 value = list(value) if key == "candidates" else value
-                sections[name] = table.model_copy(update={key: value})
+                sections[name] = type(table).model_validate({**dict(table), key: value})
             elif key in type(self).model_fields:
                 sections[key] = value
             else:
