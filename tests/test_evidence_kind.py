@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from harness.data.errors import HarnessError, LedgerError
+from harness.data.judge_limits import LimitSet
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.refusals import NUMERICS
@@ -54,7 +55,13 @@ def _verdict(k: int, moved: int, windows: int, limit: int) -> OpVerdictModel:
         limit,
         CheckDetails(unit="windows", offending=moved, total=windows, limit="toy_max_windows"),
     )
-    return OpVerdictModel.of(0, f"k{k}.toy", [check], {NAME: moved}, {"toy_max_windows": limit})
+    return OpVerdictModel.of(0, f"k{k}.toy", [check], {NAME: moved}, ToyLimits(toy_max_windows=limit).document())
+
+
+class ToyLimits(LimitSet):
+    """The toy's own limits, typed as a judge's are: promotion re-derives them and compares their document."""
+
+    toy_max_windows: int
 
 
 class _Counter:
@@ -99,7 +106,7 @@ class ToyKind(KindDefaults):
         if stored is None:
             return True
         result, verdict = stored
-        recheck.check(verdict, {"toy_max_windows": self.limit}, f"{recheck.where}: toy")
+        recheck.check(verdict, ToyLimits(toy_max_windows=self.limit), f"{recheck.where}: toy")
         if verdict.checks[0].observed != result["moved"]:
             raise LedgerError(
                 f"{recheck.where}: toy: {result['moved']} windows moved, its check says "

@@ -15,20 +15,26 @@ from pydantic import BaseModel, ConfigDict
 from harness.data.modes import ToleranceModeField
 
 
-class OpLimits(BaseModel):
-    """What every judge's limits hold: the tolerance mode, whether it asks for every bit, and the
-    element-wise bounds (``max_ulp`` None: reported, not gated)."""
+class LimitSet(BaseModel):
+    """Limits a verdict is judged with, as a typed model: a judge's (:class:`OpLimits`), or those of a kind of
+    evidence with checks of its own (harness.evidence.kind). Promotion re-derives them and compares their
+    :meth:`document` with what the verdict stores."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def document(self) -> dict[str, object]:
+        """The limits as a verdict stores them."""
+        return self.model_dump(mode="json")
+
+
+class OpLimits(LimitSet):
+    """What every judge's limits hold: the tolerance mode, whether it asks for every bit, and the
+    element-wise bounds (``max_ulp`` None: reported, not gated)."""
 
     mode: ToleranceModeField
     bitwise: bool
     max_abs: float
     max_ulp: int | None
-
-    def document(self) -> dict[str, object]:
-        """The limits as a verdict stores them."""
-        return self.model_dump(mode="json")
 
 
 class SegmentationLimits(OpLimits):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from harness.data.geometry import Geometry
-from harness.data.judge_limits import OpLimits
+from harness.data.judge_limits import LimitSet, OpLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -43,7 +43,7 @@ from harness.data.tolerances import Tolerances
 
 Floors = Mapping[int, Mapping[str, Any]]
 # the score check's check of one verdict against its limits (None: its own): check(verdict, limits, where)
-CheckOp = Callable[[OpVerdictModel, OpLimits | None, str], None]
+CheckOp = Callable[[OpVerdictModel, LimitSet | None, str], None]  # a verdict, the limits it must hold, where
 Limits = Mapping[Op, OpLimits]
 # What a judged pair shows when it fails (refusal.py's categories, most fundamental first): the plain lane's
 # numerics, a lane that differs from itself ("repeats"), a block whose answer depends on where it sits ("slots",

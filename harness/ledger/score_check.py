@@ -22,7 +22,7 @@ from harness.data.environment import device_kind
 from harness.data.errors import LedgerError
 from harness.data.figures import holds
 from harness.data.jsonio import read_json, seal_ok
-from harness.data.judge_limits import OpLimits
+from harness.data.judge_limits import LimitSet
 from harness.data.ops import Op
 from harness.data.schemas import Score, validate
 from harness.data.schemas.files import GoldenManifest, RunManifest
@@ -90,7 +90,7 @@ def check_self_consistent(score: Score, where: str) -> None:
         raise LedgerError(f"{where}: overall verdict {score.verdict!r} disagrees with its shapes ({want})")
 
 
-def _check_op(verdict: OpVerdictModel, derived: OpLimits | None, where: str) -> None:
+def _check_op(verdict: OpVerdictModel, derived: LimitSet | None, where: str) -> None:
     limits = None if derived is None else derived.document()  # as the verdict stores them
     if limits is not None and verdict.limits != limits:
         diff = sorted(k for k in set(limits) | set(verdict.limits) if limits.get(k) != verdict.limits.get(k))
