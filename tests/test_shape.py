@@ -215,3 +215,9 @@ def test_a_shape_is_one_type_from_parsing_to_the_ledger() -> None:
     for bad in (0, MAX_K + 1, True, 2.0, "4"):  # the negative control: what is no shape in a file is refused
         with pytest.raises(ValidationError):
             RunLayout.model_validate({"shapes": [bad], "ops": [0], "mode": "isolated"})
+
+
+def test_a_shape_reads_as_its_number_in_every_line() -> None:
+    """A progress line or a message listing the plan's shapes must read [2, 4], as before shapes were one type."""
+    shapes = parse_shapes("2,4")
+    assert f"{list(shapes)}" == "[2, 4]" == str(list(shapes)) and repr(shapes[0]) == "2" and f"k={shapes[1]}" == "k=4"

@@ -99,8 +99,8 @@ class Shape(int):
         """The shape's key in score.json's and the ledger's dicts: ``"4"``."""
         return str(int(self))
 
-    def __repr__(self) -> str:
-        return f"Shape({int(self)})"
+    def __repr__(self) -> str:  # the number, in a list too: a line listing shapes reads [2, 4]
+        return str(int(self))
 
     def __str__(self) -> str:  # str() and f-strings print the number, as for an int
         return str(int(self))
