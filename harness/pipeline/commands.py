@@ -36,7 +36,7 @@ from harness.judging.binomial import needed_at_zero
 from harness.pipeline.answer import Answer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, load_model, make_backend, make_packer, model_geometry
 from harness.pipeline.distributed import import_ray
-from harness.pipeline.golden_counts import counts_line, recorded_counts
+from harness.pipeline.golden_counts import counts_line, golden_counts
 from harness.pipeline.model_match import check_before_building, check_fingerprint, check_geometry
 from harness.pipeline.nightly import nightly as run_nightly
 from harness.pipeline.nightly_job import NightlyJob, check_outputs, outcome_answer, refuse_previous_output
@@ -119,11 +119,10 @@ def recorded_lines(gold: Golden, cfg: ConfigFile) -> list[str]:
     """What the golden recorded to judge, per OP, and a warning for an OP with fewer units than the sample-size
     bound of this configuration's tolerances needs (no packed shape could pass it on this corpus)."""
 
-    files = {name: entry.model_dump(mode="json") for name, entry in gold.manifest.files.items()}
-    corpus = gold.manifest.corpus.model_dump(mode="json")
-    lines = [f"recorded per OP: {counts_line(files, corpus, gold.ops)}"]
+    counts = golden_counts(gold)
+    lines = [f"recorded per OP: {counts_line(counts)}"]
     frames = gold.geometry.frames_per_window
-    for op, (n, unit) in recorded_counts(files, corpus, gold.ops).items():
+    for op, (n, unit) in counts.items():
         if op is Op.SEGMENTATION:
             rate, key = cfg.tolerances.op0.max_flip_rate, "max_flip_rate"
             have, what = n * frames, "audio frames (at most)"

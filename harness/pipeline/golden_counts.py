@@ -9,12 +9,17 @@ the manifest (its files' Parquet row counts and its corpus summary): nothing is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.data.errors import GoldenError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy
 from harness.data.ops import Op
+
+if TYPE_CHECKING:
+    from golden.store import Golden
+
+Counts = Mapping[Op, tuple[int, str]]  # per OP: how many units it recorded to judge, and what they are
 
 
 def recorded_counts(
@@ -30,9 +35,15 @@ def recorded_counts(
     return out
 
 
-def counts_line(files: Mapping[str, Mapping[str, Any]], corpus: Mapping[str, Any], ops: Iterable[Op]) -> str:
+def golden_counts(gold: Golden) -> dict[Op, tuple[int, str]]:
+    """What a loaded golden recorded to judge, per OP (:func:`recorded_counts` of its manifest)."""
+    files = {name: entry.model_dump(mode="json") for name, entry in gold.manifest.files.items()}
+    return recorded_counts(files, gold.manifest.corpus.model_dump(mode="json"), gold.ops)
+
+
+def counts_line(counts: Counts) -> str:
     """'OP 0: 32 windows holding audio; OP 1: 57 voiceprint rows; ...' (golden record and golden show)."""
-    return "; ".join(f"OP {int(op)}: {n:,} {unit}" for op, (n, unit) in recorded_counts(files, corpus, ops).items())
+    return "; ".join(f"OP {int(op)}: {n:,} {unit}" for op, (n, unit) in counts.items())
 
 
 def refuse_unjudgeable(

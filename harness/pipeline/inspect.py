@@ -22,7 +22,7 @@ from harness.data.schemas.records import Ledger, LedgerEntry, as_written
 from harness.judging.judges import floor_figures, judge_for
 from harness.ledger.ledger_store import LEDGER, MANIFEST, beside_golden
 from harness.ledger.promotion import describe_overrides
-from harness.pipeline.golden_counts import counts_line
+from harness.pipeline.golden_counts import counts_line, golden_counts
 
 CONTENT_NOT_CHECKED = (
     "the data files' content was NOT checked (--no-hash: sizes only); check it with "
@@ -57,7 +57,7 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
         f"short, {corpus['padding_windows']} padding), {corpus['span_seconds']} s of audio, sources "
         f"{', '.join(corpus['sources'])}",
         f"  voiceprint inputs: {m.voiceprint_inputs}; OPs {', '.join(str(o) for o in m.ops)}",
-        f"  recorded to judge: {counts_line(_file_entries(gold), corpus, gold.ops)}",
+        f"  recorded to judge: {counts_line(golden_counts(gold))}",
         f"  reproduction when recorded: {'bitwise' if repro.bitwise else 'NOT bitwise'} "
         f"({repro.repeats} interleaved exact-lane runs)",
     ]
@@ -72,11 +72,6 @@ def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
     )
     lines.append(f"  files: {len(m.files)}, {size / 2**20:.1f} MiB; {content}")
     return lines
-
-
-def _file_entries(gold: Golden) -> dict[str, dict[str, Any]]:
-    """The manifest's file entries as the counts read them."""
-    return {name: entry.model_dump(mode="json") for name, entry in gold.manifest.files.items()}
 
 
 def describe_shapes(manifest: PromotedShapes, checked: bool = True) -> list[str]:

@@ -6,7 +6,7 @@ with an :class:`~harness.pipeline.answer.Answer` (harness.pipeline.answer: how e
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -142,17 +142,25 @@ class LedgerFilter:
     packer: str | None = None
 
 
+def _ledger_alone(where: Where, command: str) -> dict[str, Any]:
+    """The ledger ``command`` reads (given, beside a golden, or found), without its manifest: a history is the
+    ledger's alone."""
+    from harness.pipeline.inspect import locate_ledger  # deferred: imports numpy, pyarrow, pydantic (start-up)
+
+    files = locate_ledger(where.ledger, None, where.golden, command)
+    files["manifest"] = None
+    return files
+
+
 def ledger(where: Where, only: LedgerFilter, as_json: bool) -> Answer:
     """A shape's history per packer: every run that judged it, its verdict, and the state it left."""
     from harness.ledger.ledger_store import read_consistent  # deferred: imports numpy, pyarrow, pydantic (start-up)
     from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
         describe_history,
         history_document,
-        locate_ledger,
     )
 
-    files = locate_ledger(where.ledger, None, where.golden, "ledger")
-    files["manifest"] = None  # the history is the ledger's alone
+    files = _ledger_alone(where, "ledger")
     book, _ = read_consistent(files["ledger"])  # an interrupted promotion finished first (or reported, read-only)
     if as_json:
         return Answer.of([history_document(book, files, only.shape, only.model, only.device, only.packer)])
@@ -180,12 +188,10 @@ def history(where: Where, only: SeriesFilter, as_json: bool) -> Answer:
     )
     from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
         describe_series,
-        locate_ledger,
         series_document,
     )
 
-    files = locate_ledger(where.ledger, None, where.golden, "history")
-    files["manifest"] = None  # the history is the ledger's alone
+    files = _ledger_alone(where, "history")
     book, rows = ledger_and_history(files["ledger"])  # an interrupted promotion finished first
     picked = series(
         rows,
@@ -197,15 +203,7 @@ def history(where: Where, only: SeriesFilter, as_json: bool) -> Answer:
         packer_identity=only.packer,
     )
     if as_json:
-        filters = {
-            "shape": only.shape,
-            "op": only.op,
-            "metric": only.metric,
-            "device": only.device,
-            "profile": only.profile,
-            "packer": only.packer,
-        }
-        return Answer.of([series_document(picked, book.seq, files, filters)])
+        return Answer.of([series_document(picked, book.seq, files, asdict(only))])  # the filters, as given
     return Answer.of(describe_series(picked, book.seq, only.shape, only.op))
 
 
