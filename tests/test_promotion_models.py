@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 import harness.ledger.ledger_store
+from harness.data.errors import LedgerError
 from harness.data.jsonio import seal, write_json_atomic
 from harness.data.schemas import Score
 from harness.data.schemas.records import as_written
@@ -89,3 +90,21 @@ def test_a_new_event_keeps_the_older_events_as_they_were_written(world, tmp_path
     assert after[k2]["state"] == "candidate" and after[k2]["history"][-1]["verdict"] == "fail"
     assert after[k2]["history"][:-1] == before[k2]["history"]
     assert "judged_under" in after[k2]["history"][-1] and after[k2]["history"][-1]["run_id"] == data["run"]["id"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [(1, "a release shape \\(k = 1\\) is never promoted"), (100_001, "less than or equal to 100000"), (2.0, "integer")],
+)
+def test_a_ledger_entry_of_no_packed_shape_is_refused_though_resealed(tmp_path, shape, message):
+    """A ledger entry's shape is a Shape of at least 2: one edited to the release's k = 1, past the largest shape,
+    or to a float is refused with the key named, its seal redone or not."""
+    ledger = tmp_path / "ledger.json"
+    old_ledger(ledger, FAKE_SCORE, [2, 3])
+    assert {e.shape for e in load_ledger(ledger).entries.values()} == {2, 3}  # the control: the written ledger loads
+    book = json.loads(ledger.read_text())
+    next(iter(book["entries"].values()))["shape"] = shape
+    write_json_atomic(ledger, seal({k: v for k, v in book.items() if k != "ledger_sha256"}, "ledger_sha256"))
+    with pytest.raises(LedgerError, match=message) as refused:
+        load_ledger(ledger)
+    assert "shape" in str(refused.value) and "\n" not in str(refused.value)
