@@ -35,6 +35,7 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.parquet import RUN_COMPRESSION
 from harness.data.schemas import RunManifest
+from harness.data.schemas.neighbours import ControlFigures
 from harness.data.shape import EXACT, Shape
 from harness.data.workers import SettlingPool
 
@@ -306,8 +307,25 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
                 "shard",
                 "merged_from",
                 "lanes_wall_s",
+                "neighbour_controls",
             )
         }  # one shard's wall is not the merged run's: absent
         fields["merged_from"] = [r.run_id for r in runs]
+        controls = merged_controls(runs)
+        if controls:  # every shard's control repeats, counted together
+            fields["neighbour_controls"] = controls
         path = writer.finish(fields)
     return load_run(path, trusted=True)
+
+
+def merged_controls(runs: Sequence[Run]) -> dict[str, dict[str, dict]]:
+    """The shards' neighbour control repeats as one run's: per shape and OP, counts summed, figures the worst."""
+    parts: dict[tuple[str, str], list[ControlFigures]] = {}
+    for r in runs:
+        for k, per_op in (r.manifest.neighbour_controls or {}).items():
+            for op, figures in per_op.items():
+                parts.setdefault((k, op), []).append(figures)
+    out: dict[str, dict[str, dict]] = {}
+    for (k, op), found in sorted(parts.items()):
+        out.setdefault(k, {})[op] = ControlFigures.merged(found).model_dump(mode="json")
+    return out

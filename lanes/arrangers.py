@@ -24,7 +24,9 @@ group, never across, so memory stays bounded by a group):
 A shuffle is a sort by ``sha256(seed | arrangement | block id)``: deterministic from the seed, the
 arrangement and the group's members, the same under numpy 1.x and 2.x, in every process of a sharded
 or Ray job (a Ray shard is whole lane groups). k = 1 gets no arrangement: one slot, no neighbours.
-``--repeats N`` adds lanes ``k4.r2`` .. ``k4.rN``: the plain arrangement again (helper E2's evidence).
+``--repeats N`` adds lanes ``k4.r2`` .. ``k4.rN``: the plain arrangement again. ``[evidence] neighbours``
+(default on) adds lane ``k4.n`` per shape k >= 2: every block at its own slot, beside neighbours of other
+audio (:mod:`lanes.neighbours`).
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ import re
 from collections.abc import Sequence
 from typing import Final, Literal, Protocol, TypeVar
 
+from lanes import neighbours
 from lanes.variants import Arranger, FastVariant, consecutive
 
-VariantKind = Literal["arrangement", "duplicate", "repeat"]
-_LANE = re.compile(r"k([1-9][0-9]*)\.(a[1-9][0-9]*|d|d2|r[2-9]|r[1-9][0-9]+)")
+VariantKind = Literal["arrangement", "duplicate", "repeat", "neighbours"]
+_LANE = re.compile(r"k([1-9][0-9]*)\.(a[1-9][0-9]*|d|d2|r[2-9]|r[1-9][0-9]+|n)")
 DUPLICATE_TAGS: Final = ("d", "d2")
 
 
@@ -95,12 +98,21 @@ def duplicated(seed: int, index: int) -> Arranger:
     return lambda members, k: duplicate_chunks(members, k, seed, index)
 
 
-def variants_for(shapes: Sequence[int], arrangements: int, repeats: int, seed: int) -> tuple[FastVariant, ...]:
-    """Every variant lane of a run: per shape k >= 2, arrangements 1 .. N-2 shuffled and N-1 the duplicates
-    (none when N == 1), then per shape its repeats 2 .. R (the plain arrangement again)."""
+def variants_for(
+    shapes: Sequence[int], arrangements: int, repeats: int, seed: int, with_neighbours: bool = False
+) -> tuple[FastVariant, ...]:
+    """Every variant lane of a run: per shape k >= 2 its neighbour lane (``with_neighbours``), arrangements 1 ..
+    N-2 shuffled and N-1 the duplicates (none when N == 1), then per shape its repeats 2 .. R (the plain
+    arrangement again)."""
     if arrangements < 1 or repeats < 1:
         raise ValueError("arrangements and repeats count today's lane: each is at least 1")
     out: list[FastVariant] = []
+    if with_neighbours:
+        out += [
+            FastVariant(k, (f"k{k}.{neighbours.NEIGHBOUR_TAG}",), neighbours.arranger(), neighbours.fill(seed))
+            for k in shapes
+            if k >= 2
+        ]
     for k in shapes:
         if k < 2 or arrangements < 2:
             continue
@@ -112,11 +124,13 @@ def variants_for(shapes: Sequence[int], arrangements: int, repeats: int, seed: i
 
 def lane_kind(name: str) -> tuple[int, VariantKind, int] | None:
     """``k4.a2`` -> (4, "arrangement", 2); ``k4.d`` / ``k4.d2`` -> (4, "duplicate", copy 0 / 1); ``k4.r3`` ->
-    (4, "repeat", 3); anything else (a plain lane, the exact lane) -> None."""
+    (4, "repeat", 3); ``k4.n`` -> (4, "neighbours", 0); anything else (a plain lane, the exact lane) -> None."""
     found = _LANE.fullmatch(name)
     if found is None:
         return None
     k, tag = int(found.group(1)), found.group(2)
+    if tag == neighbours.NEIGHBOUR_TAG:
+        return k, "neighbours", 0
     if tag in DUPLICATE_TAGS:
         return k, "duplicate", DUPLICATE_TAGS.index(tag)
     return k, "arrangement" if tag[0] == "a" else "repeat", int(tag[1:])
@@ -129,7 +143,7 @@ def variant_table(variants: Sequence[FastVariant]) -> dict[str, dict[str, int | 
         for name in v.lanes:
             parsed = lane_kind(name)
             if parsed is None:
-                raise ValueError(f"variant lane {name!r} is none of k<k>.a<j>, k<k>.d, k<k>.d2, k<k>.r<j>")
+                raise ValueError(f"variant lane {name!r} is none of k<k>.a<j>, k<k>.d, k<k>.d2, k<k>.r<j>, k<k>.n")
             k, kind, index = parsed
             table[name] = {"k": k, "kind": kind, "index": index}
     return table

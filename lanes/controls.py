@@ -9,6 +9,10 @@ importable model specs, so they also run inside Triton: ``--model lanes.controls
   window sees zeros past its block's span; packed, it reads the next block's audio.
 - ``cross_window_norm``: scales every window by the RMS of the *whole request*, so a window's
   output depends on the other blocks packed with it.
+- ``reads_past_end``: every window also reads the 64 samples just past its VALID end, faintly (an off-by-64
+  read mixed in at 1e-6): alone, a block's last windows read zeros past the request's end; packed, the next
+  block's first samples, moving its answers by about 1e-6, far inside every tolerance. A leak all the same,
+  refused by the neighbour evidence in every mode.
 - ``count_dependent``: adds 1e-6 x (windows in the call) to every output.
 - ``nan_window``: answers NaN for window 8 of a request (the first window of a second block:
   only a packed call has one).
@@ -60,6 +64,24 @@ class CrossWindowNormModel(DiarNNG):
         x = super().windows(fields)
         rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64)))) or 1.0
         return (x / np.float32(rms) * np.float32(0.05)).astype(np.float32)  # BUG: request-wide statistic
+
+
+class ReadsPastEndModel(DiarNNG):
+    TAIL = 64
+    MIX = np.float32(1e-6)
+
+    def windows(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        x = super().windows(fields)
+        span, offsets, valid = fields[ops.SPAN], fields[ops.OFFSETS], fields[ops.VALID]
+        for i, (start, n) in enumerate(zip(offsets.tolist(), valid.tolist(), strict=True)):
+            if n <= 0:
+                continue
+            tail = np.zeros(self.TAIL, np.float32)
+            past = span[start + n : start + n + self.TAIL]  # BUG: past VALID (past the block, when packed)
+            tail[: past.shape[0]] = past
+            m = min(n, self.TAIL)
+            x[i, n - m : n] += self.MIX * tail[:m]
+        return x
 
 
 class CountDependentModel(DiarNNG):
@@ -155,6 +177,10 @@ def leaky(seed: int = 0, device: str = "cpu") -> DiarNNG:
 
 def cross_window_norm(seed: int = 0, device: str = "cpu") -> DiarNNG:
     return _named(CrossWindowNormModel(CONFIG, seed, device), "cross_window_norm")
+
+
+def reads_past_end(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(ReadsPastEndModel(CONFIG, seed, device), "reads_past_end")
 
 
 def count_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:

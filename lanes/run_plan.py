@@ -17,6 +17,7 @@ from harness.data.masks import MaskPolicy
 from harness.data.modes import VOICEPRINT_INPUTS, VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.shape import EXACT, Shape, ShapeError, lane_name
+from lanes.backend_api import Backend
 from lanes.variants import FastVariant, check_variants
 
 _MAX_GROUP = 256
@@ -75,3 +76,22 @@ class RunPlan:
             per_op += sum(math.ceil(n * len(v.lanes) / v.k) for v in self.variants)  # a packed arrangement's
             total += per_op * len(self.ops)
         return total
+
+
+def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, plan: RunPlan) -> None:
+    """Refuse, before any call, a shape whose largest pack exceeds the backend's request limit."""
+    limit = getattr(backend, "max_request_bytes", None)
+    if not limit:
+        return
+    g = backend.geometry
+    for k in sorted(plan.shapes, reverse=True):
+        real = k if plan.pad_to_fixed else min(k, blocks)
+        per_window = 8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4)
+        per_block = max_span_samples * 4 + g.windows_per_block * per_window
+        estimate = real * per_block
+        if estimate > limit:
+            raise LaneError(
+                f"shape k={k} needs requests of about {estimate / 2**20:.1f} MiB, over the backend's limit of "
+                f"{limit / 2**20:.1f} MiB (max_request_bytes; Triton's --http-max-input-size): at most about "
+                f"{max(1, limit // per_block)} blocks per call fit"
+            )

@@ -34,7 +34,7 @@ import contextlib
 import functools
 import itertools
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +52,12 @@ from harness.packers.packing import HARNESS_PACKER, Packer
 from lanes.backend_api import Backend, Call
 from lanes.device_queue import Ordered, ordered
 from lanes.lanes import CallLog, ExactLane, FastLane, Take
+from lanes.neighbour_controls import CONTROL_SUFFIX, NeighbourControls
 from lanes.run_plan import RunPlan
-from lanes.variants import Arranger, Entry, FastVariant, arrangement, consecutive, sent_as
+from lanes.variants import FILLER, Arranger, Entry, FastVariant, arrangement, consecutive, sent_as
 from lanes.warm_up import warm_up
 
-__all__ = ["Arranger", "FastVariant", "GoldenInputs", "LaneHooks", "check_request_sizes", "run_lanes"]
+__all__ = ["Arranger", "FastVariant", "GoldenInputs", "LaneHooks", "run_lanes"]
 
 Progress = Callable[[int], None]
 Sink = Callable[[str, LaneOutputs], None]
@@ -75,6 +76,7 @@ class LaneHooks:
     progress: Progress | None = None
     log: CallLog | None = None
     on_first_queued: Callable[[], object] | None = None
+    controls: NeighbourControls | None = None  # the neighbour lanes' control repeats, sent after the last group
 
 
 def run_lanes(
@@ -120,7 +122,7 @@ def run_lanes(
         contextlib.closing(_groups(blocks, plan.group_size(), line.pipelined)) as groups,
     ):
         ends: deque[int] = deque()  # the marks of the groups whose outputs are not yet given to the sink
-        run = _Group(line, exact, fast, plan, geometry, sink, tick)
+        run = _Group(line, exact, fast, plan, geometry, sink, tick, hooks.controls)
         for members in groups:
             while len(ends) >= 2:  # at most two groups in memory
                 line.wait(ends.popleft())
@@ -132,6 +134,14 @@ def run_lanes(
             given = _given(golden_inputs, [b.id for b in members], reader if line.pipelined else None)
             ends.append(_run_group(members, given, run))
         line.drain()
+        if hooks.controls is not None:  # the neighbour lanes' moved requests, sent once more (lanes.neighbour_controls)
+            control_lanes = {
+                v.k: FastLane(backend, v.k, log, plan.pad_to_fixed, packer, variant=v.lanes[0] + CONTROL_SUFFIX)
+                for v in plan.variants
+                if v.fill is not None
+            }
+            line.stage(hooks.controls.requests(control_lanes))
+            line.drain()
     return log
 
 
@@ -178,6 +188,7 @@ class _Group:
     geometry: Geometry
     sink: Sink
     tick: Progress
+    controls: NeighbourControls | None = None
 
 
 def _run_group(
@@ -200,17 +211,22 @@ def _run_group(
         exact_mark = exact_mark or mark
         line.then(functools.partial(tick, len(members)))
     op0_marks = []
-    for lane, entries, outs in placed:
-        sent = [[sent_as(b, c) for b, c in chunk] for chunk in entries]
+    for (lane, entries, outs), (_, _, variant) in zip(placed, fast, strict=True):
+        fill = variant.fill if variant is not None else None
+        sent = [[sent_as(b, c, fill) for b, c in chunk] for chunk in entries]
         op0_marks.append(line.stage(lane.requests(sent, functools.partial(_fast_segmentation, entries, outs))))
         line.then(functools.partial(tick, len(entries)))
+    # the plain lane of each shape: a neighbour lane's rows are its (every block at its slot, the same geometry)
+    plain_of = {lane.k: i for i, (lane, _, variant) in enumerate(fast) if variant is None}
+    chained = plan.voiceprint_inputs == "chained"
     given = golden_given()
+    shared_by_op: dict[Op, dict[str, VoiceprintRows]] = {}
     for op in plan.ops:
         if op is Op.SEGMENTATION:
             continue
         if given is None:
             line.wait(exact_mark)  # the shared rows are the exact lane's segmentation's
-        shared = _shared_rows(members, op, given, exact_out, geometry, plan.mask_policy)
+        shared = shared_by_op[op] = _shared_rows(members, op, given, exact_out, geometry, plan.mask_policy)
         for r, collector in enumerate(exact_out):
             requests = [
                 b.with_voiceprint(op, shared[b.id].weights, shared[b.id].idx, shared[b.id].speakers, geometry)
@@ -220,14 +236,21 @@ def _run_group(
                 exact.requests(requests, r, functools.partial(_exact_voiceprint, op, requests, shared, collector))
             )
             line.then(functools.partial(tick, len(members)))
-        for (lane, entries, outs), mark in zip(placed, op0_marks, strict=True):
-            chained = plan.voiceprint_inputs == "chained"
+        for (lane, entries, outs), mark, (_, _, variant) in zip(placed, op0_marks, fast, strict=True):
+            fill = variant.fill if variant is not None else None
+            source = outs if fill is None else [placed[plain_of[lane.k]][2][0]]  # whose segmentation gives the rows
             if chained:
-                line.wait(mark)  # each lane's rows from its own segmentation
-            line.stage(
-                _fast_voiceprint(lane, entries, outs, op, None if chained else shared, geometry, plan.mask_policy)
-            )
+                line.wait(mark if fill is None else op0_marks[plain_of[lane.k]])  # the rows' own segmentation
+            feed = _Feed(entries, outs, source, None if chained else shared, fill)
+            line.stage(_fast_voiceprint(lane, feed, op, geometry, plan.mask_policy))
             line.then(functools.partial(tick, len(entries)))
+
+    def rows_of(plain: OutputCollector, op: Op, block_id: str) -> VoiceprintRows | None:
+        """A block's WEIGHTS/IDX as its plain request carried them (for the neighbour lane's control repeats)."""
+        if not chained:
+            return shared_by_op.get(op, {}).get(block_id)
+        valid = next(b.valid for b in members if b.id == block_id)
+        return voiceprint_rows(plain.segmentation_of(block_id), valid, op, geometry, plan.mask_policy)
 
     def finish() -> None:
         for r, collector in enumerate(exact_out):
@@ -235,6 +258,11 @@ def _run_group(
         for (_, names, _), (_, _, outs) in zip(fast, placed, strict=True):
             for name, collector in zip(names, outs, strict=True):
                 sink(name, collector.finish(order))
+        if run.controls is not None:  # which neighbour requests moved: kept for a second send (bounded)
+            for (lane, _, variant), (_, _, outs) in zip(fast, placed, strict=True):
+                if variant is not None and variant.fill is not None:
+                    plain = placed[plain_of[lane.k]][2][0]
+                    run.controls.observe(lane.k, members, plain, outs[0], functools.partial(rows_of, plain), plan.ops)
 
     return line.then(finish)
 
@@ -257,46 +285,67 @@ def _exact_voiceprint(
 def _fast_segmentation(
     entries: list[list[Entry]], outs: list[OutputCollector], i: int, answers: list[np.ndarray]
 ) -> None:
-    """A chunk's answers, each under its block's own id, into its copy's lane (a plain lane's: copy 0)."""
+    """A chunk's answers, each under its block's own id, into its copy's lane (a plain lane's: copy 0); a filled
+    block's answer is dropped (lanes.neighbours)."""
     for (block, copy), out in zip(entries[i], answers, strict=True):
-        outs[copy].add_segmentation(block.id, block.valid, out)
+        if copy != FILLER:
+            outs[copy].add_segmentation(block.id, block.valid, out)
+
+
+@dataclass(frozen=True)
+class _Feed:
+    """What one packed lane's voiceprint calls of a group are made from: its entries and collectors, the
+    collectors whose segmentation gives chained rows (its own; a neighbour lane's: its plain lane's), the
+    shared rows (isolated inputs; None: chained) and the fill of its filled entries."""
+
+    entries: list[list[Entry]]
+    outs: list[OutputCollector]
+    source: list[OutputCollector]
+    shared: dict[str, VoiceprintRows] | None
+    fill: Callable[[Block], Block] | None
 
 
 def _fast_voiceprint(
-    lane: FastLane,
-    entries: list[list[Entry]],
-    outs: list[OutputCollector],
-    op: Op,
-    shared: dict[str, VoiceprintRows] | None,
-    geometry: Geometry,
-    policy: MaskPolicy,
+    lane: FastLane, feed: _Feed, op: Op, geometry: Geometry, policy: MaskPolicy
 ) -> Iterator[tuple[Call, Take]]:
-    """One call per chunk with any rows, made as it is asked for (``shared``: isolated inputs; None: each
-    block's rows from its own lane's segmentation); a chunk without rows is not sent: no rows, at once."""
-    for chunk in entries:
+    """One call per chunk with any rows, made as it is asked for (``feed.shared``: isolated inputs; None: each
+    block's rows from its source lane's segmentation); a chunk without rows is not sent: no rows, at once."""
+    for chunk in feed.entries:
         rows = [
-            shared[b.id]
-            if shared is not None
-            else voiceprint_rows(outs[c].segmentation_of(b.id), b.valid, op, geometry, policy)
+            feed.shared[b.id]
+            if feed.shared is not None
+            else voiceprint_rows(
+                feed.source[0 if c == FILLER else c].segmentation_of(b.id),
+                b.valid,
+                op,
+                geometry,
+                policy,
+            )
             for b, c in chunk
         ]
-        targets = [(outs[c], b.id) for b, c in chunk]
+        targets = [(feed.outs[c] if c != FILLER else None, b.id) for b, c in chunk]
         if not sum(int(r.idx.shape[0]) for r in rows):
             for (collector, block_id), row_set in zip(targets, rows, strict=True):
-                collector.add_voiceprint(op, block_id, row_set, _empty(geometry))
+                if collector is not None:
+                    collector.add_voiceprint(op, block_id, row_set, _empty(geometry))
             continue
         requests = [
-            sent_as(b, c).with_voiceprint(op, r.weights, r.idx, r.speakers, geometry)
+            sent_as(b, c, feed.fill).with_voiceprint(op, r.weights, r.idx, r.speakers, geometry)
             for (b, c), r in zip(chunk, rows, strict=True)
         ]
         yield from lane.requests([requests], functools.partial(_fast_answers, op, targets, rows))
 
 
 def _fast_answers(
-    op: Op, targets: list[tuple[OutputCollector, str]], rows: list[VoiceprintRows], _: int, answers: list[np.ndarray]
+    op: Op,
+    targets: list[tuple[OutputCollector | None, str]],
+    rows: list[VoiceprintRows],
+    _: int,
+    answers: list[np.ndarray],
 ) -> None:
     for (collector, block_id), row_set, out in zip(targets, rows, answers, strict=True):
-        collector.add_voiceprint(op, block_id, row_set, out)
+        if collector is not None:  # None: a filled block, its answer dropped
+            collector.add_voiceprint(op, block_id, row_set, out)
 
 
 def _shared_rows(
@@ -323,25 +372,6 @@ def _shared_rows(
     return shared
 
 
-def check_request_sizes(max_span_samples: int, blocks: int, backend: Backend, plan: RunPlan) -> None:
-    """Refuse, before any call, a shape whose largest pack exceeds the backend's request limit."""
-    limit = getattr(backend, "max_request_bytes", None)
-    if not limit:
-        return
-    g = backend.geometry
-    for k in sorted(plan.shapes, reverse=True):
-        real = k if plan.pad_to_fixed else min(k, blocks)
-        per_window = 8 + 4 + 4 + g.speakers * (g.frames_per_window * 4 + 4)
-        per_block = max_span_samples * 4 + g.windows_per_block * per_window
-        estimate = real * per_block
-        if estimate > limit:
-            raise LaneError(
-                f"shape k={k} needs requests of about {estimate / 2**20:.1f} MiB, over the backend's limit of "
-                f"{limit / 2**20:.1f} MiB (max_request_bytes; Triton's --http-max-input-size): at most about "
-                f"{max(1, limit // per_block)} blocks per call fit"
-            )
-
-
 def no_rows(geometry: Geometry) -> VoiceprintRows:
     return VoiceprintRows(
         np.zeros((0, geometry.frames_per_window), np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32)
@@ -350,10 +380,6 @@ def no_rows(geometry: Geometry) -> VoiceprintRows:
 
 def _empty(geometry: Geometry) -> np.ndarray:
     return np.zeros((0, geometry.embedding_dim), dtype=np.float32)
-
-
-def _chunks(items: Sequence[Block], k: int) -> list[list[Block]]:
-    return [list(items[i : i + k]) for i in range(0, len(items), k)]
 
 
 def _check_group(blocks: list[Block]) -> None:

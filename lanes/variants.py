@@ -9,7 +9,10 @@ every member exactly once, and a chunk holds at most k entries. Otherwise a lane
 partial or overwritten, and a verdict on them would stand for blocks it never saw.
 
 A block of copy index >= 1 is sent under another id (:func:`sent_as`, ``id~copy``), so any packer
-accepts a request holding the same block twice; its output is collected under the original id.
+accepts a request holding the same block twice; its output is collected under the original id. A variant
+with a ``fill`` (the neighbour arrangement, :mod:`lanes.neighbours`) may also place entries of copy index
+``FILLER``: the block sent with its audio replaced by ``fill``, its answer dropped; they are not counted
+by the law (a filled block is not answered in any lane).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from harness.data.shape import lane_name
 
 # (group members in corpus order, k) -> the chunks of one arrangement: each entry a block and a copy index
 Arranger = Callable[[Sequence[Block], int], list[list[tuple[Block, int]]]]
+Fill = Callable[[Block], Block]  # a neighbour's stand-in: the block with other audio (lanes.neighbours.filler)
+FILLER = -1  # an entry's copy index: sent through the variant's fill, answered in no lane
 
 _TAG = re.compile(r"[a-z][a-z0-9]*")
 COPY_MARK = "~"  # a copy's id on the wire: f"{id}~{copy}" (copy >= 1)
@@ -40,6 +45,7 @@ class FastVariant:
     k: int
     lanes: tuple[str, ...]  # one lane name per copy index: ("k4.a1",) or ("k4.d", "k4.d2")
     arrange: Arranger
+    fill: Fill | None = None  # entries of copy FILLER are sent through it (None: the arranger may place none)
 
     def __post_init__(self) -> None:
         if not self.lanes:
@@ -90,7 +96,8 @@ def arrangement(variant: FastVariant, members: Sequence[Block]) -> list[list[Ent
             raise LaneError(f"{where}: chunk {i} holds {len(chunk)} entries, allowed 1..{variant.k}")
         for j, (block, copy) in enumerate(chunk):
             block_id = getattr(block, "id", None)
-            if not isinstance(copy, int) or not 0 <= copy < len(variant.lanes):
+            filled = copy == FILLER and variant.fill is not None
+            if not isinstance(copy, int) or not (filled or 0 <= copy < len(variant.lanes)):
                 raise LaneError(
                     f"{where}: chunk {i} gives block {block_id!r} copy index {copy!r}, allowed "
                     f"0..{len(variant.lanes) - 1} (one per lane)"
@@ -101,7 +108,8 @@ def arrangement(variant: FastVariant, members: Sequence[Block]) -> list[list[Ent
                     f"(members {ids[0]!r}..{ids[-1]!r})"
                 )
             chunk[j] = (known[block_id], copy)  # the member itself: what the plain lanes send
-            seen[copy][block_id] += 1
+            if not filled:
+                seen[copy][block_id] += 1
     for copy, counts in enumerate(seen):
         wrong = [(b, counts[b]) for b in ids if counts[b] != 1]
         if wrong:
@@ -114,8 +122,13 @@ def arrangement(variant: FastVariant, members: Sequence[Block]) -> list[list[Ent
     return chunks
 
 
-def sent_as(block: Block, copy: int) -> Block:
-    """The block as a request carries it: copy 0 itself, copy c >= 1 renamed ``id~c``."""
+def sent_as(block: Block, copy: int, fill: Fill | None = None) -> Block:
+    """The block as a request carries it: copy 0 itself, copy c >= 1 renamed ``id~c``, a ``FILLER`` entry
+    through the variant's ``fill``."""
+    if copy == FILLER:
+        if fill is None:
+            raise LaneError(f"block {block.id!r}: a filled entry in a variant without a fill")
+        return fill(block)
     return block if copy == 0 else dataclasses.replace(block, id=f"{block.id}{COPY_MARK}{copy}")
 
 

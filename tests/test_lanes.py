@@ -11,8 +11,8 @@ from harness.data.errors import LaneError
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from lanes.lanes import ExactLane, FastLane
-from lanes.run_plan import RunPlan
-from lanes.runner import check_request_sizes, run_lanes
+from lanes.run_plan import RunPlan, check_request_sizes
+from lanes.runner import run_lanes
 
 
 def collect(blocks, backend, plan, **kw):

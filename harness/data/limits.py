@@ -13,6 +13,7 @@ from typing import Final
 MAX_BLOCKS: Final = 10_000_000  # blocks of a corpus, of a load sweep's points: a synthetic block takes ~7 ms
 MAX_LAWS_EXAMPLES: Final = 1_000_000  # examples per packing law: 100 take seconds; a million, hours
 MAX_EVIDENCE_RUNS: Final = 64  # arrangements, repeats: each multiplies the packed lanes' device time
+MAX_NEIGHBOUR_CONTROLS: Final = 64  # plain requests per shape and OP sent again to tell a leak from noise
 MAX_CONCURRENCY: Final = 1024  # requests in flight to one server (the lanes', the load sweep's)
 MAX_RAY_WORKERS: Final = 4096  # one per GPU of a cluster
 MAX_RAY_SHARDS: Final = 100_000  # shards a corpus or capture is cut in

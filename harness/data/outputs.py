@@ -202,6 +202,15 @@ class OutputCollector:
     def segmentation_of(self, block_id: str) -> np.ndarray:
         return self._seg[block_id][1]
 
+    def answer(self, op: Op, block_id: str) -> np.ndarray | None:
+        """One block's answer to one OP as collected (OP 0: its log-probabilities; OP 1/2: its embeddings; None:
+        not collected)."""
+        if op is Op.SEGMENTATION:
+            found = self._seg.get(block_id)
+            return None if found is None else found[1]
+        rows = self._vp.get(op, {}).get(block_id)
+        return None if rows is None else rows[1]
+
     def finish(self, order: list[str]) -> LaneOutputs:
         g = self.geometry
         seg = SegmentationOutputs(

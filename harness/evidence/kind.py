@@ -36,7 +36,7 @@ from harness.data.judge_limits import LimitSet, OpLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
-from harness.data.schemas.files import RunLayout
+from harness.data.schemas.files import RunLayout, RunManifest
 from harness.data.schemas.refusals import Cause
 from harness.data.schemas.results import OpVerdictModel, Score, ShapeScore
 from harness.data.tolerances import Tolerances
@@ -46,9 +46,10 @@ Floors = Mapping[int, Mapping[str, Any]]
 CheckOp = Callable[[OpVerdictModel, LimitSet | None, str], None]  # a verdict, the limits it must hold, where
 Limits = Mapping[Op, OpLimits]
 # What a judged pair shows when it fails (refusal.py's categories, most fundamental first): the plain lane's
-# numerics, a lane that differs from itself ("repeats"), a block whose answer depends on where it sits ("slots",
-# "duplicates", "arranged": an arrangement against the golden where the plain lane holds).
-PairGroup = Literal["plain", "repeats", "slots", "duplicates", "arranged"]
+# numerics, an answer that moves with the neighbours' audio ("leak"), a lane that differs from itself ("repeats"),
+# a block whose answer depends on where it sits ("slots", "duplicates", "arranged": an arrangement against the
+# golden where the plain lane holds).
+PairGroup = Literal["plain", "leak", "repeats", "slots", "duplicates", "arranged"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class ShapeFinish:
 
     plain: Sequence[OpVerdictModel]
     counted: Mapping[str, Any] = field(default_factory=dict)
+    run: RunManifest | None = None  # the run's manifest (its neighbour_controls, ...); None: a score without a run
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,18 @@ one cause (:data:`harness.data.schemas.refusals.CAUSES`, in this order of preced
 
 1. the packer broke the packing laws (or they were not judged): nothing it packs may be promoted;
 2. the golden was not reproduced: every comparison against it is suspect;
-3. a non-finite value, anywhere (plain lane, arrangements, duplicates, repeats);
-4. not reproducible: a repeat differs from the first run beyond the mode's limits, or the shape is not
+3. reads another block's audio: a block's answer at its own slot moved when its neighbours' audio changed, on a
+   backend that repeats itself (or beyond its run-to-run difference): a leak, refused in every mode at any size;
+4. a non-finite value, anywhere (plain lane, arrangements, duplicates, repeats);
+5. not reproducible: a repeat differs from the first run beyond the mode's limits, or the shape is not
    accurate under load (the same request answered otherwise beside other traffic); the slot and
    numerics differences are then the lane's own noise;
-5. depends on slot / neighbours / duplicates: a shuffled arrangement differs from the plain lane, the two
+6. depends on slot / neighbours / duplicates: a shuffled arrangement differs from the plain lane, the two
    copies of a block in one request differ, or an arrangement fails against the golden where the plain
-   lane holds, beyond the mode's limits (without ``--repeats`` the line says this could be noise);
-6. numerics at this batch shape beyond the tolerances: the plain lane against the golden;
-7. not judged at its size: an OP with no windows or rows to judge, too few full k-block requests, or too
+   lane holds, beyond the mode's limits (without ``--repeats`` the line says this could be noise, unless the
+   neighbour evidence showed the backend answering alike twice);
+7. numerics at this batch shape beyond the tolerances: the plain lane against the golden;
+8. not judged at its size: an OP with no windows or rows to judge, too few full k-block requests, or too
    few frames or rows for the sample-size bound.
 
 A failed check is *non-finite* when its figure is (or it counts non-finite values), *of size* when it is a
@@ -35,6 +38,7 @@ from harness.data.schemas.refusals import (
     DEPENDS,
     GOLDEN,
     LAWS,
+    LEAK,
     NON_FINITE,
     NOT_REPRODUCIBLE,
     NUMERICS,
@@ -115,6 +119,9 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
     if not facts.verification.passed:
         return RefusalCause(kind=GOLDEN, evidence=facts.verification.summary)
     groups = list(_groups(k, shape))
+    for group, head, v in groups:  # an answer that moves with its neighbours' audio, whatever the mode
+        if group == "leak" and (c := _first(v, "real")) is not None:
+            return _found(LEAK, head, c)
     for _, head, v in groups:
         if (c := _first(v, "non-finite")) is not None:
             return _found(NON_FINITE, head, c)
@@ -128,9 +135,8 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
             )
     if (line := _line(facts, k, NOT_REPRODUCIBLE)) is not None:  # the load sweep's
         return line
-    repeated = shape.repeats is not None
     plain_holds = all(_first(v, "real") is None for g, _, v in groups if g == "plain")
-    tail = f"; {RULE}" + ("" if repeated else f"; {NOISE_HINT}")
+    tail = f"; {RULE}" + ("" if shape.repeats is not None or repeats_itself(shape) else f"; {NOISE_HINT}")
     for wanted in ("slots", "duplicates", "arranged"):  # the pair that shows it most directly first
         for group, head, v in groups:
             if group != wanted or (group == "arranged" and not plain_holds):
@@ -146,6 +152,19 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
     if (line := _line(facts, k, NUMERICS)) is not None:
         return line
     return _size(k, shape, groups, _line(facts, k, SIZE))
+
+
+def repeats_itself(shape: ShapeScore) -> bool:
+    """The shape's own evidence shows its backend answering alike twice: its neighbour lane answered every block
+    bitwise as the plain lane did (two different requests, the same answers), or its control repeats did. A
+    difference between slots is then no run-to-run noise, and the line does not suggest it."""
+    ev = shape.neighbours
+    if ev is None:
+        return False
+    return all(
+        v.outcome == "bitwise" or (v.controls is not None and v.controls.sent > 0 and v.controls.reproduced)
+        for v in ev.ops.values()
+    )
 
 
 def _line(facts: ScoreFacts, k: int, cause: Cause) -> RefusalCause | None:

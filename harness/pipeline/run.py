@@ -15,6 +15,7 @@ from golden.store import Golden
 from harness.corpus.shards import BlockRange, Shard
 from harness.data.environment import provenance
 from harness.data.errors import HarnessError, step
+from harness.data.geometry import Geometry
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.files import RunLayout
@@ -23,8 +24,9 @@ from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from lanes.arrangers import manifest_evidence, variants_for
-from lanes.run_plan import RunPlan
-from lanes.runner import LaneHooks, check_request_sizes, run_lanes
+from lanes.neighbour_controls import NeighbourControls
+from lanes.run_plan import RunPlan, check_request_sizes
+from lanes.runner import LaneHooks, run_lanes
 
 if TYPE_CHECKING:
     from lanes.backend_api import Backend
@@ -62,8 +64,16 @@ def plan_for(config: ConfigFile, shapes: tuple[int, ...] | None = None, pad_to_f
         include_exact=True,
         mask_policy=config.masks,
         warmup_packed=packed_warm_up(config),
-        variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed),
+        variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed, ev.neighbours),
     )  # [evidence] (lanes.arrangers)
+
+
+def neighbour_controls(plan: RunPlan, config: ConfigFile, geometry: Geometry) -> NeighbourControls | None:
+    """The control repeats of the plan's neighbour lanes (None: no neighbour lane)."""
+    fills = {v.k: v.fill for v in plan.variants if v.fill is not None}
+    if not fills:
+        return None
+    return NeighbourControls(config.evidence.neighbour_controls, fills, geometry)
 
 
 def packed_warm_up(config: ConfigFile) -> bool:
@@ -152,6 +162,7 @@ def run_shapes(
     writer = RunWriter(
         Path(runs_root), options.run_id or new_run_id(plan.shapes), golden.geometry, list(plan.ops), plan.lanes()
     )
+    controls = neighbour_controls(plan, config, golden.geometry)
     with writer:
         corpus, corpus_hash = golden.corpus_hashed_meanwhile(verified=options.corpus_verified)
         with _cancelled_on_failure(corpus_hash):
@@ -166,7 +177,10 @@ def run_shapes(
                     golden_inputs=golden.voiceprint_inputs,
                     packer=packer,
                     hooks=LaneHooks(
-                        progress=options.progress, log=writer.calls, on_first_queued=options.on_first_queued
+                        progress=options.progress,
+                        log=writer.calls,
+                        on_first_queued=options.on_first_queued,
+                        controls=controls,
                     ),
                 )
                 # beside the calls' device time (harness.throughput.host_share)
@@ -188,6 +202,11 @@ def run_shapes(
             }
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored.evidence.model_dump(mode="json")
+            sent = controls.figures() if controls is not None else {}
+            if sent:  # absent when no neighbour request moved (or none ran)
+                fields["neighbour_controls"] = {
+                    k: {op: f.model_dump(mode="json") for op, f in per_op.items()} for k, per_op in sent.items()
+                }
             with step("write run"):
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
                 path = writer.finish(fields)

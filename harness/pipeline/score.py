@@ -142,7 +142,7 @@ class Scoring:
             verdicts = self.verdict_scorers[k].verdicts()
             requests = REQUESTS.entry(counted, k, verdicts, len(ids))
             result = shape_result(k, verdicts, requests, laws, packing_effect(self.effect_scorers[k].verdicts()))
-            finish = ShapeFinish(verdicts, counted)
+            finish = ShapeFinish(verdicts, counted, rm)
             for scorer in self.evidence[k]:
                 result = scorer.apply(result, finish)
             shape_results[str(k)] = with_cause(k, result, ScoreFacts(laws, verification))

@@ -209,7 +209,22 @@ class EvidenceSection(_Section):
     repeats: Annotated[int, Field(ge=1, le=limits.MAX_EVIDENCE_RUNS)] = Field(
         default=1, description="runs of every packed lane (its plain arrangement); 1 = once, as today (--repeats)"
     )
-    seed: Seed = Field(default=0, description="seed of the arrangements' shuffles")
+    seed: Seed = Field(default=0, description="seed of the arrangements' shuffles and of the neighbours' audio")
+    neighbours: bool = Field(
+        default=True,
+        description="every block also answered at its own slot beside neighbours of other audio (lane k<k>.n, two "
+        "requests per plain request): an answer that moves with them is a leak, refused at any size",
+    )
+    neighbour_controls: Annotated[int, Field(ge=0, le=limits.MAX_NEIGHBOUR_CONTROLS)] = Field(
+        default=4,
+        description="plain requests per shape and OP whose blocks moved beside other neighbours, sent once more "
+        "(with their neighbour requests) to tell a leak from a backend that does not repeat itself",
+    )
+    canaries: bool = Field(
+        default=True,
+        description="every nightly plants known defects (a faint leak, a rebasing fault, two answers exchanged, a "
+        "shift beyond the tolerance) through the model and backend, and fails when one is not refused",
+    )
 
 
 class LoadSection(_Section):

@@ -20,10 +20,12 @@ from harness.data.schemas.base import (
     RelPath,
     SafeName,
     Sha256,
+    ShapeKey,
     Strict,
     Timestamp,
 )
 from harness.data.schemas.localisation import ModuleFloors
+from harness.data.schemas.neighbours import ControlFigures
 from harness.data.shape import EXACT, ShapeInt, lane_name
 
 
@@ -220,9 +222,9 @@ class VariantEntry(Strict):
     """One variant lane of a run (``lanes.arrangers``): what it is, so that scoring knows how to judge it."""
 
     k: ShapeInt = Field(description="the plain shape it re-runs")
-    kind: Literal["arrangement", "duplicate", "repeat"] = Field(
+    kind: Literal["arrangement", "duplicate", "repeat", "neighbours"] = Field(
         description="arrangement: shuffled (k4.a1 ..); duplicate: every block twice in one request (k4.d, k4.d2); "
-        "repeat: the plain lane again (k4.r2 ..)"
+        "repeat: the plain lane again (k4.r2 ..); neighbours: every block at its slot beside other audio (k4.n)"
     )
     index: Count = Field(description="arrangement number, copy index (duplicate: 0, 1) or repeat number")
 
@@ -261,7 +263,9 @@ class RunManifest(OptionalKeys, Strict):
 
     model_config = BY_ALIAS
     # a merged run has no shard and names what it merged; a run before them has no evidence or wall
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"evidence", "lanes_wall_s", "shard", "merged_from"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {"evidence", "lanes_wall_s", "shard", "merged_from", "neighbour_controls"}
+    )
 
     kind: Literal["harness.run"]
     format: Literal[2]
@@ -294,6 +298,11 @@ class RunManifest(OptionalKeys, Strict):
         None,
         description="the lanes' wall in this process, first group's start to "
         "the last answer taken (absent: a run before it, or merged shards)",
+    )
+    neighbour_controls: dict[ShapeKey, dict[OpKey, ControlFigures]] | None = Field(
+        None,
+        description="per shape and OP, the neighbour lane's control repeats: requests whose blocks moved beside "
+        "other neighbours, sent once more (absent: none sent)",
     )
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256

@@ -21,23 +21,25 @@ from harness.data.schemas.base import Count, Frozen, NonNeg
 
 LAWS: Final = "packer broke the laws"
 GOLDEN: Final = "golden not reproduced"
+LEAK: Final = "reads another block's audio"
 NON_FINITE: Final = "non-finite"
 NOT_REPRODUCIBLE: Final = "not reproducible"
 DEPENDS: Final = "depends on slot / neighbours / duplicates"
 NUMERICS: Final = "numerics at this batch shape beyond the tolerances"
 SIZE: Final = "not judged at its size"
 # most fundamental first: when several checks fail, the first of these that applies is the cause
-CAUSES: Final = (LAWS, GOLDEN, NON_FINITE, NOT_REPRODUCIBLE, DEPENDS, NUMERICS, SIZE)
+CAUSES: Final = (LAWS, GOLDEN, LEAK, NON_FINITE, NOT_REPRODUCIBLE, DEPENDS, NUMERICS, SIZE)
 Cause = Literal[
     "packer broke the laws",
     "golden not reproduced",
+    "reads another block's audio",
     "non-finite",
     "not reproducible",
     "depends on slot / neighbours / duplicates",
     "numerics at this batch shape beyond the tolerances",
     "not judged at its size",
 ]
-EvidenceKind = Literal["slots", "duplicates", "repeats"]
+EvidenceKind = Literal["slots", "duplicates", "repeats", "neighbours", "golden"]
 
 
 class RefusalCause(Frozen):
@@ -67,7 +69,9 @@ class EvidenceWarning(Frozen):
 
     kind: EvidenceKind = Field(
         description="slots (a shuffled arrangement against the plain lane), duplicates (a "
-        "block's two copies in one request), repeats (a run against the first)"
+        "block's two copies in one request), repeats (a run against the first), neighbours (a block at its slot "
+        "beside other audio: the leak test inconclusive within the backend's run-to-run difference), golden (the "
+        "plain lane against the golden)"
     )
     op: Literal[0, 1, 2]
     tolerance_mode: ToleranceModeField

@@ -32,6 +32,7 @@ from harness.data.schemas.files import (
 from harness.data.schemas.host import HostShare
 from harness.data.schemas.load import LoadEvidence
 from harness.data.schemas.localisation import LocalisedOp
+from harness.data.schemas.neighbours import ShapeNeighbours
 from harness.data.schemas.refusals import EvidenceWarning, RefusalCause
 from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
@@ -73,6 +74,11 @@ class ShapeScore(OptionalKeys, Frozen):
         description="the shape in other arrangements (--arrangements N; harness.data.schemas.arrangements; "
         "absent: its plain arrangement only)",
     )
+    neighbours: ShapeNeighbours | None = Field(
+        None,
+        description="every block at its own slot beside neighbours of other audio (lane k<k>.n; "
+        "harness.data.schemas.neighbours; absent: [evidence] neighbours = false)",
+    )
     cause: RefusalCause | None = Field(
         None,
         description="a refused shape's one cause and the evidence that decided "
@@ -90,7 +96,7 @@ class ShapeScore(OptionalKeys, Frozen):
     )
 
     optional_keys: ClassVar[frozenset[str]] = frozenset(
-        {"vs_exact", "repeats", "arrangements", "cause", "warnings", "more_evidence"}
+        {"vs_exact", "repeats", "arrangements", "neighbours", "cause", "warnings", "more_evidence"}
     )
 
     @model_validator(mode="after")
