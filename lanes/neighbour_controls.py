@@ -26,10 +26,10 @@ import numpy as np
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
-from harness.data.metrics import row_diff
 from harness.data.ops import Op
 from harness.data.outputs import OutputCollector
 from harness.data.schemas.neighbours import ControlFigures
+from harness.evidence.control_tally import ControlTally
 from lanes.backend_api import Call
 from lanes.lanes import FastLane, Take
 from lanes.neighbours import split_chunks
@@ -52,49 +52,6 @@ class _Kept:
 
 
 @dataclass
-class _Tally:
-    plain_sent: int = 0
-    plain_reproduced: int = 0
-    neighbour_sent: int = 0
-    neighbour_reproduced: int = 0
-    units: int = 0
-    units_differing: int = 0
-    max_abs: float | None = 0.0
-    max_ulp: int = 0
-
-    def compare(self, first: np.ndarray, again: np.ndarray) -> bool:
-        """One block's two answers (units on the first axis); True when bitwise equal."""
-        if first.shape != again.shape:  # a server answering another shape the second time: every unit differs
-            self.units += int(first.shape[0]) if first.ndim else 1
-            self.units_differing += int(first.shape[0]) if first.ndim else 1
-            self.max_abs = None
-            return False
-        if first.size == 0:
-            return True
-        d = row_diff(first.reshape(first.shape[0], -1), again.reshape(again.shape[0], -1))
-        self.units += int(d.differs.shape[0])
-        self.units_differing += int(d.differs.sum())
-        if (d.non_finite > 0).any():
-            self.max_abs = None
-        elif self.max_abs is not None:
-            self.max_abs = max(self.max_abs, float(d.max_abs.max(initial=0.0)))
-        self.max_ulp = max(self.max_ulp, int(d.max_ulp.max(initial=0)))
-        return not bool(d.differs.any())
-
-    def figures(self) -> ControlFigures:
-        return ControlFigures(
-            plain_sent=self.plain_sent,
-            plain_reproduced=self.plain_reproduced,
-            neighbour_sent=self.neighbour_sent,
-            neighbour_reproduced=self.neighbour_reproduced,
-            units=self.units,
-            units_differing=self.units_differing,
-            max_abs=None if self.max_abs is None else float(self.max_abs),
-            max_ulp=self.max_ulp,
-        )
-
-
-@dataclass
 class NeighbourControls:
     """The control repeats of a run's neighbour lanes (module doc). ``cap``: plain requests kept per shape and
     OP (0: none sent); ``fills``: each shape's neighbour fill (the lane's, so a neighbour request is sent again
@@ -104,7 +61,7 @@ class NeighbourControls:
     fills: Mapping[int, Fill]
     geometry: Geometry
     kept: list[_Kept] = field(default_factory=list)
-    tallies: dict[tuple[int, Op], _Tally] = field(default_factory=dict)
+    tallies: dict[tuple[int, Op], ControlTally] = field(default_factory=dict)
     _bytes: int = 0
 
     def observe(
@@ -164,7 +121,7 @@ class NeighbourControls:
         lane logging as the control variant); each answer compared with the first as it is taken."""
         for kept in self.kept:
             lane = lanes[kept.k]
-            tally = self.tallies.setdefault((kept.k, kept.op), _Tally())
+            tally = self.tallies.setdefault((kept.k, kept.op), ControlTally())
             yield from lane.requests([kept.chunk], functools.partial(self._plain_again, kept, tally))
             split = split_chunks(kept.chunk, kept.k)
             sent = [[sent_as(b, c, self.fills[kept.k]) for b, c in entries] for entries in split]
@@ -172,14 +129,14 @@ class NeighbourControls:
         self.kept = []  # sent: their blocks are not held past the run
 
     @staticmethod
-    def _plain_again(kept: _Kept, tally: _Tally, _: int, answers: list[np.ndarray]) -> None:
+    def _plain_again(kept: _Kept, tally: ControlTally, _: int, answers: list[np.ndarray]) -> None:
         tally.plain_sent += 1
         same = [tally.compare(kept.plain[b.id], a) for b, a in zip(kept.chunk, answers, strict=True)]
         tally.plain_reproduced += int(all(same))
 
     @staticmethod
     def _neighbour_again(
-        kept: _Kept, tally: _Tally, split: list[list[tuple[Block, int]]], i: int, answers: list[np.ndarray]
+        kept: _Kept, tally: ControlTally, split: list[list[tuple[Block, int]]], i: int, answers: list[np.ndarray]
     ) -> None:
         tally.neighbour_sent += 1
         same = [

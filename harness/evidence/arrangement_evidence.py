@@ -39,13 +39,14 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import ArrangementLane, ShapeArrangements, Spread, slot_label
 from harness.data.schemas.files import RunEvidence
+from harness.data.schemas.neighbours import ShapeNeighbours
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.arrangement_slots import BlockFigures, SlotMap, slot_figures, worst_slot
 from harness.evidence.kind import CheckOp, Floors, with_evidence
-from harness.evidence.rule import evidence_limits, evidence_warning
+from harness.evidence.rule import NEIGHBOURS_CLEAN, WHERE_ONLY, evidence_limits, evidence_warning
 from harness.judging.lane_scoring import LaneScorer, op_key
 
 SPREAD_METRICS = {
@@ -152,14 +153,19 @@ class ArrangementScorer:
         counts = (len(blocks), int((differing > 0).sum()), int(units.sum()), int(differing.sum()))
         return counts, self.moves.worst_block(name, op)
 
-    def warnings(self, evidence: ShapeArrangements, slots: SlotMap) -> list[EvidenceWarning]:
+    def warnings(
+        self, evidence: ShapeArrangements, slots: SlotMap, neighbours: ShapeNeighbours | None = None
+    ) -> list[EvidenceWarning]:
         """One warning per (OP, kind) whose pairs all held the mode's limits but differ beyond the release's
         floor: the shuffled lanes against the plain lane (slots: the lane that differs most), the duplicates'
-        copies against each other."""
+        copies against each other. Where the neighbour evidence answered the OP bitwise at fixed slots, the
+        difference is the slot's (or the copy's position), and the line says so."""
         k, plan = self.plan.k, self.plan
         out: list[EvidenceWarning] = []
         for op in self.ops:
             key = op_key(op)
+            clean = neighbours is not None and key in neighbours.ops and neighbours.ops[key].outcome == "bitwise"
+            more = NEIGHBOURS_CLEAN if clean else ""
             pairs = [
                 (name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items() if key in lane.same_as_plain
             ]
@@ -174,7 +180,10 @@ class ArrangementScorer:
                     if block
                     else None
                 )
-                out += _some(evidence_warning(k, op, "slots", [v for _, v in pairs], self.floors, counts, where))
+                what = WHERE_ONLY["slots"] if clean else None
+                out += _some(
+                    evidence_warning(k, op, "slots", [v for _, v in pairs], self.floors, counts, where, more, what)
+                )
             if evidence.duplicates and key in evidence.duplicates and plan.duplicates:
                 first, second = plan.duplicates
                 counts, block = self._counts("duplicates", op)
@@ -183,9 +192,9 @@ class ArrangementScorer:
                     if block
                     else None
                 )
-                out += _some(
-                    evidence_warning(k, op, "duplicates", [evidence.duplicates[key]], self.floors, counts, where)
-                )
+                what = WHERE_ONLY["duplicates"] if clean else None
+                pair = [evidence.duplicates[key]]
+                out += _some(evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, more, what))
         return out
 
     def _moved(self, name: str, op: Op) -> tuple[str | None, int, int]:

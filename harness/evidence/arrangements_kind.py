@@ -37,7 +37,7 @@ class _ArrangementsOfShape:
     def apply(self, score: ShapeScore, finish: ShapeFinish) -> ShapeScore:
         slots = finish.counted["arrangements"]
         evidence = self.scorer.evidence(finish.plain, slots)
-        return with_arrangements(score, evidence, self.scorer.warnings(evidence, slots))
+        return with_arrangements(score, evidence, self.scorer.warnings(evidence, slots, score.neighbours))
 
 
 class ArrangementsKind(KindDefaults):

@@ -1,8 +1,9 @@
 """The registered kinds of evidence, in the order every generic path asks them.
 
-The harness's own kinds first, in the order a shape's score is built (request sizes, repeats, neighbours,
-arrangements, the load sweep); a kind defined elsewhere joins with :func:`register` (after them) and is scored,
-re-derived at promotion, reported and in JUnit through the same paths (:mod:`harness.evidence.kind`).
+The harness's own kinds first, in the order a shape's score is built (request sizes, the plain lane's drift
+from the golden, repeats, neighbours, arrangements, the load sweep); a kind defined elsewhere joins with
+:func:`register` (after them) and is scored, re-derived at promotion, reported and in JUnit through the same
+paths (:mod:`harness.evidence.kind`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from harness.data.errors import HarnessError
 from harness.data.schemas.results import ShapeScore
 from harness.evidence.arrangements_kind import ArrangementsKind
+from harness.evidence.golden_drift import GoldenDriftKind
 from harness.evidence.kind import EvidenceKind, Floors
 from harness.evidence.load_evidence import LoadKind
 from harness.evidence.neighbours_kind import NeighboursKind
@@ -19,7 +21,14 @@ from harness.evidence.request_evidence import RequestsKind
 REQUESTS = RequestsKind()
 # the neighbours after the repeats (a moved answer is judged against the shape's own run-to-run difference) and
 # before the arrangements (whose slot warnings say what the neighbours found)
-BUILT_IN: tuple[EvidenceKind, ...] = (REQUESTS, RepeatsKind(), NeighboursKind(), ArrangementsKind(), LoadKind())
+BUILT_IN: tuple[EvidenceKind, ...] = (
+    REQUESTS,
+    GoldenDriftKind(),
+    RepeatsKind(),
+    NeighboursKind(),
+    ArrangementsKind(),
+    LoadKind(),
+)
 _registered: list[EvidenceKind] = []
 
 

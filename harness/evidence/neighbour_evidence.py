@@ -148,6 +148,7 @@ class Figures:
     controls: ControlFigures | None
     repeats_bitwise: bool | None
     repeats_max_abs: float | None
+    reference_noise: float | None = None  # the run-to-run difference measured elsewhere (a canary's: its shape's)
 
     @classmethod
     def of(cls, stored: NeighbourOp, repeats_max_abs: float | None) -> Figures:
@@ -161,6 +162,7 @@ class Figures:
             stored.controls,
             stored.repeats_bitwise,
             repeats_max_abs,
+            stored.reference_noise,
         )
 
 
@@ -178,21 +180,20 @@ def decide(f: Figures) -> Decision:
     """The rule of the module doc, from the figures alone."""
     if f.blocks_moved == 0:
         return Decision("bitwise", None, False)
-    controls = f.controls if f.controls is not None and f.controls.sent else None
-    measured = controls is not None or f.repeats_bitwise is not None
-    if not measured:
+    parts: list[float | None] = []  # the run-to-run differences of the same request, wherever measured
+    if f.controls is not None and f.controls.sent:
+        parts.append(0.0 if f.controls.reproduced else f.controls.max_abs)
+    if f.repeats_bitwise is not None:
+        parts.append(0.0 if f.repeats_bitwise else f.repeats_max_abs)
+    if f.reference_noise is not None:
+        parts.append(f.reference_noise)
+    if not parts:
         return Decision("inconclusive", None, False)
-    reproduced = (controls is None or controls.reproduced) and f.repeats_bitwise is not False
-    if reproduced:
-        return Decision("leak", 0.0, True)
-    parts: list[float | None] = []
-    if controls is not None and not controls.reproduced:
-        parts.append(controls.max_abs)
-    if f.repeats_bitwise is False:
-        parts.append(f.repeats_max_abs)
-    noise = None if any(p is None for p in parts) else max(p for p in parts if p is not None)
-    if noise is None:
+    if any(p is None for p in parts):
         return Decision("inconclusive", None, True)
+    noise = max(p for p in parts if p is not None)
+    if noise == 0.0:
+        return Decision("leak", 0.0, True)
     beyond = f.max_abs is None or f.max_abs > NOISE_MULTIPLE * noise
     return Decision("leak" if beyond else "inconclusive", noise, True)
 
@@ -274,6 +275,7 @@ def build_op(
         first=first,
         controls=f.controls,
         repeats_bitwise=f.repeats_bitwise,
+        reference_noise=f.reference_noise,
         noise_max_abs=d.noise,
         beyond_noise=beyond,
         outcome=d.outcome,

@@ -40,7 +40,14 @@ WHAT = {
     "slots": "answer differently in another slot or beside other neighbours",
     "duplicates": "give two answers when sent twice in one request",
     "repeats": "answer differently from run to run",
+    "golden": "answer differently from the golden",
 }
+# with the neighbours told apart (their own evidence bitwise at fixed slots), what a slot or a copy differs by
+WHERE_ONLY = {
+    "slots": "answer differently in another slot",
+    "duplicates": "answer differently at the position of their copy in one request",
+}
+NEIGHBOURS_CLEAN = " (the neighbours' audio moved nothing: bitwise at fixed slots)"
 
 
 def evidence_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors | None) -> dict[Op, OpLimits]:
@@ -111,6 +118,7 @@ def evidence_warning(
     counts: tuple[int, int, int, int],
     where: str | None,
     more: str = "",
+    what: str | None = None,
 ) -> EvidenceWarning | None:
     """The warning of one kind of evidence of one OP (:func:`warns`), or None. ``verdicts``: its pairs (the
     worst is named); ``counts``: blocks, blocks differing, units, units differing (of the worst pair)."""
@@ -124,7 +132,7 @@ def evidence_warning(
     at = f", {where}" if where else ""
     line = (
         f"k={k} OP {int(op)} {kind}: {blocks_differing:,} of {blocks:,} blocks ({units_differing:,} of "
-        f"{units:,} {unit}) {WHAT[kind]}{more}, beyond the release's own floor ({noise_text(op, floor)}): "
+        f"{units:,} {unit}) {what or WHAT[kind]}{more}, beyond the release's own floor ({noise_text(op, floor)}): "
         f"{noise_text(op, noise)}{at}; within the limits of {mode} mode ({limits_text(worst.limits)}): "
         "reported, not refused"
     )

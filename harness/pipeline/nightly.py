@@ -34,6 +34,7 @@ from harness.ledger.promotion import packer_of
 from harness.ledger.score_check import check_score
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import load_model
+from harness.pipeline.canaries import blind_line, not_planted, plant, with_canaries
 from harness.pipeline.live_score import LiveScore, live_score
 from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
 from harness.pipeline.nightly_job import MEMBERS, SET, NightlyJob, NightlyOutcome, NightOutputs, check_outputs
@@ -43,7 +44,7 @@ from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
 
 if TYPE_CHECKING:
-    from harness.data.schemas.results import Score
+    from harness.data.schemas.results import CanaryRun, Score
     from harness.ledger.margins import MarginsView
     from harness.localisation.first_divergence import Inferring  # imports torch
     from lanes.backend_api import Backend
@@ -57,6 +58,7 @@ FINAL = {
     "summary": "summary.txt",
 }
 NOT_PROMOTED = "not promoted (--no-promote): the ledger was not changed"
+NO_BACKEND = "a nightly of merged shards or Ray workers: canaries are planted where a model and backend run"
 
 
 def nightly(
@@ -145,6 +147,7 @@ def nightly(
             load,
             live,
             show_progress,
+            lambda score: plant(config, golden, run, score, backend, packer),
         )
 
 
@@ -203,6 +206,7 @@ def finalize(
     load: Sweep | None = None,
     live: LiveScore | None = None,
     progress: bool = False,
+    canaries: Callable[[Score], CanaryRun] | None = None,
 ) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit, written where ``outputs`` says.
 
@@ -213,7 +217,9 @@ def finalize(
     manifest are neither written, created nor locked (the report reads the manifest, lock-free, as the engine
     does: what it still allows). ``live``: the score accumulated while the
     lanes ran (:mod:`harness.pipeline.live_score`), checked against the run here; None: scored from the run's
-    files (a merge, a Ray nightly)."""
+    files (a merge, a Ray nightly). ``canaries``: plants the night's canaries (:mod:`harness.pipeline.canaries`)
+    given the real lanes' score (None: no model and backend here, a merge or a Ray nightly: recorded as not
+    planted); a canary the gate did not refuse fails the night, which then promotes nothing."""
     from reports import (  # deferred: imports jinja2, markupsafe (start-up)
         ReportContext,
         evidence_warnings,
@@ -228,8 +234,12 @@ def finalize(
         with step("score"):
             score = live.result(run) if live is not None else score_run(golden, run, config.tolerances)
             score = score if load is None else attach(score, load, config)  # the sweep can refuse a shape
+        with step("canaries"):
+            planted = canaries(score) if canaries is not None else not_planted(NO_BACKEND)
+            score = with_canaries(score, planted)
             write_score(stage / "score.json", score)
-        if no_promote:
+        blind = not planted.seen  # the gate did not refuse a planted defect: it may promote nothing tonight
+        if no_promote or blind:
             with step("verify score"):
                 check_score(score, golden.manifest, run.manifest, config.tolerances, str(paths["score"]))
             transitions = None
@@ -253,8 +263,9 @@ def finalize(
                 )
                 paths["localisation"] = out / "localisation.json"
         with step("report"):
-            ledger, promoted = read_consistent(ledger_path, manifest_path) if not no_promote else (None, None)
-            margins = None if no_promote else _margins(config, score, ledger_path)  # the history as committed
+            committed_now = not (no_promote or blind)
+            ledger, promoted = read_consistent(ledger_path, manifest_path) if committed_now else (None, None)
+            margins = None if not committed_now else _margins(config, score, ledger_path)  # as committed
             # the file the engine reads: as committed; a night that did not promote reads it as the engine does
             engine = engine_manifest(score, manifest_path, promoted)
             write_report(
@@ -264,7 +275,7 @@ def finalize(
                     ledger=ledger,
                     transitions=transitions,
                     localisation=localisation,
-                    promoted=not no_promote,
+                    promoted=committed_now,
                     margins=margins,
                     engine=engine,
                 ),
@@ -274,6 +285,8 @@ def finalize(
             if no_promote:  # "PASS: 2 shapes promoted" would be untrue: they passed, nothing was promoted
                 summary = summary.replace(" promoted (k=", " passed (k=", 1) + f"; {NOT_PROMOTED}"
             code = EXIT_PASS if score.verdict == "pass" else EXIT_FAIL
+            if blind:
+                summary, code = blind_line(planted), EXIT_FAIL
             warnings = evidence_warnings(score) + (margins.warnings if margins is not None else [])
             summary, code = with_warnings(summary, code, warnings, config.history.fail_on_warning)
             atomic_write(stage / "summary.txt", summary + "\n")

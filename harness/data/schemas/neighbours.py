@@ -94,6 +94,11 @@ class NeighbourOp(Frozen):
     repeats_bitwise: bool | None = Field(
         description="the shape's repeats (--repeats) reproduced bitwise at this OP (None: no repeats)"
     )
+    reference_noise: NonNeg | None = Field(
+        None,
+        description="the run-to-run difference measured by the shape's own evidence, for a canary judged on it "
+        "(None: none given)",
+    )
     noise_max_abs: NonNeg | None = Field(
         description="the run-to-run difference of the same request: the largest of the controls' and the repeats' "
         "(0: reproduced bitwise; None: not measured, or non-finite)"

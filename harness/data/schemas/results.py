@@ -13,6 +13,7 @@ from harness.data.schemas.base import (
     Count,
     Frozen,
     GoldenId,
+    NonNeg,
     OpKey,
     OptionalKeys,
     SafeName,
@@ -33,7 +34,7 @@ from harness.data.schemas.host import HostShare
 from harness.data.schemas.load import LoadEvidence
 from harness.data.schemas.localisation import LocalisedOp
 from harness.data.schemas.neighbours import ShapeNeighbours
-from harness.data.schemas.refusals import EvidenceWarning, RefusalCause
+from harness.data.schemas.refusals import Cause, EvidenceWarning, RefusalCause
 from harness.data.schemas.repeats import RepeatEvidence
 from harness.data.schemas.verdicts import CheckModel as CheckModel  # the score's, re-exported
 from harness.data.schemas.verdicts import OpVerdictModel as OpVerdictModel
@@ -103,6 +104,45 @@ class ShapeScore(OptionalKeys, Frozen):
     def _op0(self) -> ShapeScore:
         if "0" not in self.ops:
             raise ValueError("ops must hold OP '0'")
+        return self
+
+
+class Canary(Frozen):
+    """One defect planted through the model and backend, and what the gate made of it: it must be refused with
+    its expected cause, or the night fails (the gate did not see it)."""
+
+    name: Literal["leak", "rebasing", "exchange", "shift"]
+    planted: str = Field(description="what was planted, where, in words")
+    ops: list[Literal[0, 1, 2]] = Field(description="the OPs it was sent and judged at")
+    blocks: list[str] = Field(description="the blocks of its request, in slot order")
+    expected: Cause = Field(description="the cause the gate must refuse it with")
+    shape: ShapeScore = Field(description="its judged request as a shape's score: verdicts, evidence, its cause")
+    seen: bool = Field(description="refused with the expected cause")
+
+    @model_validator(mode="after")
+    def _seen(self) -> Canary:
+        cause = self.shape.cause
+        if self.seen != (cause is not None and cause.kind == self.expected):
+            raise ValueError("seen disagrees with its cause")
+        return self
+
+
+class CanaryRun(Frozen):
+    """``score.canaries``: the defects planted tonight ([evidence] canaries) and whether each was refused."""
+
+    planted: bool = Field(description="canaries were planted ([evidence] canaries, and a model and backend to send)")
+    why: str | None = Field(description="why none were planted (None: they were)")
+    k: ShapeInt | None = Field(description="the smallest packed shape, where they were planted")
+    calls: Count = Field(description="network calls the canaries made")
+    seconds: NonNeg = Field(description="those calls' time on the device")
+    network_seconds: NonNeg | None = Field(description="the run's own network time, for the ratio")
+    canaries: list[Canary]
+    seen: bool = Field(description="every canary refused with its expected cause")
+
+    @model_validator(mode="after")
+    def _all_seen(self) -> CanaryRun:
+        if self.seen != all(c.seen for c in self.canaries):
+            raise ValueError("seen disagrees with its canaries")
         return self
 
 
@@ -177,10 +217,14 @@ class Score(OptionalKeys, Frozen):
         description="what ran the requests: in-process, or a Triton server "
         "with its URL and transport (absent: a score before it)",
     )
+    canaries: CanaryRun | None = Field(
+        None,
+        description="defects planted through the model and backend, each to be refused (absent: a score before it)",
+    )
     digest: Sha256 = Field(description="sha256 of this file's canonical JSON without this key")
 
     model_config = BY_ALIAS
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host", "backend"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host", "backend", "canaries"})
 
 
 class LocalisationFile(Frozen):
