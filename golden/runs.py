@@ -321,6 +321,7 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
 def merged_controls(runs: Sequence[Run]) -> dict[str, dict[str, dict]]:
     """The shards' neighbour control repeats as one run's: per shape and OP, counts summed, figures the worst."""
     parts: dict[tuple[str, str], list[ControlFigures]] = {}
+    op: str
     for r in runs:
         for k, per_op in (r.manifest.neighbour_controls or {}).items():
             for op, figures in per_op.items():

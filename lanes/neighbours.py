@@ -51,7 +51,7 @@ def filler(block: Block, seed: int) -> Block:
     level = rms if rms > 0.0 else SILENT_LEVEL
     digest = hashlib.sha256(f"neighbour-filler|{seed}|{block.id}".encode()).digest()
     rng = np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
-    noise = (rng.standard_normal(span.shape[0]) * level).astype(np.float32)
+    noise = np.asarray(rng.standard_normal(span.shape[0]) * level, dtype=np.float32)
     return dataclasses.replace(block, id=f"{block.id}{FILLER_MARK}", span=noise)
 
 

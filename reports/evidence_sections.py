@@ -71,6 +71,77 @@ def evidence_facts(score: Score) -> EvidenceFacts:
                     "lines": list(section.lines),
                 }
             )
+    generic += [section for section in (_canaries(score), _could_see(score)) if section is not None]
     if generic:  # only then: a report of the harness's own kinds is the same file it was
         out.facts["evidence_sections"] = generic
     return out
+
+
+def _canaries(score: Score) -> dict[str, Any] | None:
+    """The night's canaries: what was planted, what it was expected to be refused as, what refused it."""
+    run = score.canaries
+    if run is None:
+        return None
+    if not run.planted:
+        return {
+            "kind": "canaries",
+            "title": "Canaries",
+            "columns": [],
+            "rows": [],
+            "lines": [f"none planted: {run.why}"],
+        }
+    rows = [
+        [
+            c.name,
+            c.planted,
+            c.expected,
+            "passed (not refused)" if c.shape.cause is None else c.shape.cause.kind,
+            "seen" if c.seen else "NOT SEEN",
+        ]
+        for c in run.canaries
+    ]
+    share = (
+        f" ({100 * run.seconds / run.network_seconds:.2g} % of the run's {run.network_seconds:.1f} s of network time)"
+        if run.network_seconds
+        else ""
+    )
+    head = (
+        "every planted defect was refused with its expected cause: the gate can see on this model and backend"
+        if run.seen
+        else "a planted defect was NOT refused with its expected cause: the gate is blind to it; nothing was promoted"
+    )
+    lines = [f"k={run.k}: {head}; {run.calls} calls, {run.seconds:.2f} s on the device{share}"]
+    lines += [f"{c.name}: {c.shape.cause.line(run.k or 0)}" for c in run.canaries if c.shape.cause is not None]
+    return {
+        "kind": "canaries",
+        "title": "Canaries: defects planted tonight, each to be refused",
+        "columns": ["canary", "planted", "expected cause", "refused as", "gate"],
+        "rows": rows,
+        "lines": lines,
+    }
+
+
+def _could_see(score: Score) -> dict[str, Any] | None:
+    """What the night could see: per shape and OP, the smallest effects its evidence refuses."""
+    rows, lines = [], []
+    for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
+        for op, found in sorted((shape.sensitivity or {}).items()):
+            rate = "-" if found.rate_refused is None else f"{100 * found.rate_refused:.2g} %"
+            floor = (
+                "-"
+                if found.neighbour_floor is None
+                else "any bit"
+                if found.neighbour_floor == 0
+                else f"{found.neighbour_floor:.3g}"
+            )
+            rows.append([f"k={k}", f"OP {op}", f"{found.units:,} {found.unit}", rate, found.element, floor])
+            lines.append(found.line)
+    if not rows:
+        return None
+    return {
+        "kind": "sensitivity",
+        "title": "What this night could see",
+        "columns": ["shape", "OP", "judged", "rate refused (95 % power)", "one unit refused at", "leak refused at"],
+        "rows": rows,
+        "lines": lines,
+    }

@@ -105,6 +105,19 @@ def write_junit(
             tests += 1
             failures += 1
 
+    for c in score.canaries.canaries if score.canaries is not None else []:
+        case = ET.SubElement(suite, "testcase", classname="canaries", name=c.name, time="0")
+        props = ET.SubElement(case, "properties")
+        said = "passed" if c.shape.cause is None else c.shape.cause.kind
+        for name, value in (("planted", c.planted), ("expected_cause", c.expected), ("refused_as", said)):
+            ET.SubElement(props, "property", name=name, value=value)
+        if c.shape.cause is not None:
+            ET.SubElement(props, "property", name="evidence", value=c.shape.cause.evidence)
+        if not c.seen:
+            message = f"the gate did not see a planted defect: {c.name} ({c.planted}): expected {c.expected!r}, {said}"
+            ET.SubElement(case, "failure", message=message, type="canary not seen").text = message
+            failures += 1
+        tests += 1
     case = ET.SubElement(suite, "testcase", classname="golden", name="reproduction", time="0")
     tests += 1
     if verification is None:

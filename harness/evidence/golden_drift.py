@@ -12,6 +12,7 @@ fail the night). Promotion re-derives which OPs must carry it from the stored ve
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -22,7 +23,7 @@ from harness.evidence.arrangement_slots import BlockFigures
 from harness.evidence.kind import Floors, KindDefaults, ShapeEvidence, ShapeFinish, ShapeSetting, with_evidence
 from harness.evidence.rule import evidence_warning, warns
 
-GOLDEN = "golden"
+GOLDEN: Final = "golden"
 
 
 class _DriftOfShape:

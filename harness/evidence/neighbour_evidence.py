@@ -332,7 +332,7 @@ def neighbours_hold(
     shows a leak (a LedgerError where the score disagrees with itself)."""
     for key, stored in evidence.ops.items():
         op = Op(int(key))
-        repeat = repeats.ops.get(key) if repeats is not None else None  # type: ignore[call-overload]
+        repeat = repeats.ops.get(key) if repeats is not None else None
         want_bitwise = None if repeat is None else repeat.units_differing == 0
         if stored.repeats_bitwise != want_bitwise:
             raise LedgerError(f"{where}: neighbours OP {key}: repeats_bitwise is not the shape's repeats'")

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.files import RunEvidence, RunLayout
-from harness.data.schemas.neighbours import NeighbourOp
+from harness.data.schemas.neighbours import ControlFigures, NeighbourOp
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import lane_name
@@ -50,9 +50,9 @@ class _NeighboursOfShape:
 
     def apply(self, score: ShapeScore, finish: ShapeFinish) -> ShapeScore:
         k = self.scorer.k
-        controls = {}
+        controls: dict[str, ControlFigures] = {}
         if finish.run is not None and finish.run.neighbour_controls:
-            controls = dict(finish.run.neighbour_controls.get(str(k), {}))
+            controls = {op: f for op, f in finish.run.neighbour_controls.get(str(k), {}).items()}
         evidence = self.scorer.evidence(finish.counted[NEIGHBOURS], controls, score.repeats)
         leaks = [v.line for v in evidence.ops.values() if v.outcome == "leak"]
         noisy = [

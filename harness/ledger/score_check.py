@@ -29,6 +29,7 @@ from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
+from harness.evidence.canary_verdicts import canaries_hold
 from harness.evidence.kind import Recheck
 from harness.evidence.kind_registry import kinds, warning_keys
 from harness.evidence.refusal import ScoreFacts, check_cause
@@ -80,6 +81,7 @@ def check_self_consistent(score: Score, where: str) -> None:
                 f"{where}: shape k={k}: its warnings {sorted(warned)} are not the ones its own evidence "
                 f"gives {sorted(warning_keys(shape, floors))}: the score disagrees with itself"
             )
+    canaries_hold(score, where)  # each canary's cause re-derived from its own figures
     verification = score.verification
     for op_key, verdict in verification.ops.items():
         _check_op(verdict, None, f"{where}: golden reproduction OP {op_key}")

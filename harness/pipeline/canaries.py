@@ -26,14 +26,14 @@ import numpy as np
 from golden.runs import Run
 from golden.store import Golden
 from harness.data.blocks import Block
-from harness.data.jsonio import plain, seal
+from harness.data.jsonio import plain_dict, seal
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.neighbours import ControlFigures
 from harness.data.schemas.results import Canary, CanaryRun, Score
-from harness.data.shape import lane_name
+from harness.data.shape import Shape, lane_name
 from harness.evidence.canary_verdicts import judge, lane_of
 from harness.evidence.control_tally import ControlTally
 from harness.evidence.rule import evidence_limits
@@ -91,20 +91,18 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
         )
         planted = PLANTED[name].format(**names)
         canaries.append(judge(name, planted, k, [op], lanes, limits, reference, score.verification, golden.geometry))
-    shift_ops = [op for op in (Op.SEGMENTATION, Op.VOICEPRINT) if op in ops]
+    shift_ops: list[Op] = [op for op in (Op.SEGMENTATION, Op.VOICEPRINT) if op in ops]
+    # the night's own plain answers, shifted: a defect of numerics, not of neighbours (the night's own neighbour
+    # evidence is not asked again here: on a leaking model it would name the real leak, not this canary)
     plain = _shifted(run.lane(lane_name(k)).select(ids), sample, shift_ops, score)
-    beside = None
-    if with_neighbours:
-        beside = _shifted(run.lane(f"{lane_name(k)}.n").select(ids), sample, shift_ops, score)
-    reference = {op: _reference_noise(score, k, op) for op in shift_ops}
     shift = judge(
         "shift",
         PLANTED["shift"].format(**names),
         k,
         shift_ops,
-        (gold, plain, beside, None),
+        (gold, plain, None, None),
         limits,
-        reference,
+        {},
         score.verification,
         golden.geometry,
     )
@@ -113,7 +111,7 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
     return CanaryRun(
         planted=True,
         why=None,
-        k=k,
+        k=Shape(k),
         calls=calls,
         seconds=seconds,
         network_seconds=network,
@@ -152,7 +150,8 @@ def _reference_noise(score: Score, k: int, op: Op) -> float | None:
         return None
     if found.outcome == "bitwise":
         return 0.0
-    return found.noise_max_abs
+    noise: float | None = found.noise_max_abs
+    return noise
 
 
 def _again(first: Mapping[str, np.ndarray], again: Mapping[str, np.ndarray]) -> ControlFigures:
@@ -199,7 +198,7 @@ def with_canaries(score: Score, canaries: CanaryRun) -> Score:
     body = score.model_dump(mode="json")
     body.pop("digest", None)
     body["canaries"] = canaries.model_dump(mode="json")
-    return Score.model_validate(seal(plain(body), "digest"))
+    return Score.model_validate(seal(plain_dict(body), "digest"))
 
 
 def blind_line(run: CanaryRun) -> str:

@@ -51,6 +51,13 @@ def promote(
     """Verify ``score`` and commit it; the state changes made (one per scored shape)."""
     with step("verify score"):
         check_score(score, golden_manifest, run_manifest, config.tolerances, where)
+        if score.canaries is not None and not score.canaries.seen:
+            missed = next(c for c in score.canaries.canaries if not c.seen)
+            raise LedgerError(
+                f"{where}: the gate did not see a planted defect ({missed.name}: {missed.planted}; expected "
+                f"{missed.expected!r}): a score whose gate is blind may promote nothing; find why in its report's "
+                "Canaries section, then run the nightly again"
+            )
     release_shapes = config.release_shapes_json()
     release = release_shapes_of(release_shapes)  # no ledger event for these (apply_score), so no figures either
     with step("commit ledger and manifest"):

@@ -30,11 +30,12 @@ from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import Score, ShapeScore
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
-from harness.evidence.kind import ShapeEvidence, ShapeFinish, ShapeSetting
+from harness.evidence.kind import ShapeEvidence, ShapeFinish, ShapeSetting, with_evidence
 from harness.evidence.kind_registry import REQUESTS, kinds
 from harness.evidence.refusal import ScoreFacts, with_cause
 from harness.judging.lane_scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.judging.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
+from harness.judging.sensitivity import sensitivity
 from harness.throughput.host_share import DeviceTime, host_entry
 from harness.throughput.timing import summarize_calls
 
@@ -86,7 +87,7 @@ class Scoring:
         self.ops = ops = [Op(o) for o in layout.ops]
         g, self.voiceprint_inputs, floors = golden.geometry, layout.voiceprint_inputs, golden.floors()
         voiceprint_inputs = self.voiceprint_inputs
-        limits = op_limits(tolerances, ops, floors)
+        self.limits = limits = op_limits(tolerances, ops, floors)
         self.verdict_scorers = {k: LaneScorer(k, ops, g, limits, voiceprint_inputs) for k in shapes}
         self.effect_scorers = {
             k: LaneScorer(k, ops, g, op_limits(REPORT_ONLY, ops, None, False), VoiceprintInputs.CHAINED) for k in shapes
@@ -145,6 +146,7 @@ class Scoring:
             finish = ShapeFinish(verdicts, counted, rm)
             for scorer in self.evidence[k]:
                 result = scorer.apply(result, finish)
+            result = with_evidence(result, {"sensitivity": sensitivity(result, self.limits)})
             shape_results[str(k)] = with_cause(k, result, ScoreFacts(laws, verification))
         verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
         body = {

@@ -58,6 +58,25 @@ class RequestEvidence(Frozen):
     )
 
 
+class OpSensitivity(Frozen):
+    """What one OP of one shape's night could see: the smallest effects its evidence refuses
+    (``harness.judging.sensitivity``)."""
+
+    unit: Literal["audio frames", "rows"]
+    units: Count = Field(description="audio frames (OP 0) or voiceprint rows (OP 1/2) judged")
+    rate_allowed: NonNeg | None = Field(description="the allowed flip / failed-row rate (None: none in this mode)")
+    rate_refused: NonNeg | None = Field(
+        description="the smallest true flip / failed-row rate refused with 95 % power at this corpus size (None: "
+        "none: not gated, or the corpus too small to bound any)"
+    )
+    element: str = Field(description="what one unit must differ by to be refused: 'any bit', or the tolerances")
+    neighbour_floor: NonNeg | None = Field(
+        description="the smallest move beside other neighbours refused as a leak: 0 on a backend that repeated "
+        "itself (any bit), else a multiple of its run-to-run difference (None: no neighbour evidence, or unknown)"
+    )
+    line: str
+
+
 class ShapeScore(OptionalKeys, Frozen):
     shape: ShapeInt
     verdict: Verdict
@@ -80,6 +99,9 @@ class ShapeScore(OptionalKeys, Frozen):
         description="every block at its own slot beside neighbours of other audio (lane k<k>.n; "
         "harness.data.schemas.neighbours; absent: [evidence] neighbours = false)",
     )
+    sensitivity: dict[OpKey, OpSensitivity] | None = Field(
+        None, description="per OP, the smallest effects this night's evidence refuses (harness.judging.sensitivity)"
+    )
     cause: RefusalCause | None = Field(
         None,
         description="a refused shape's one cause and the evidence that decided "
@@ -97,7 +119,7 @@ class ShapeScore(OptionalKeys, Frozen):
     )
 
     optional_keys: ClassVar[frozenset[str]] = frozenset(
-        {"vs_exact", "repeats", "arrangements", "neighbours", "cause", "warnings", "more_evidence"}
+        {"vs_exact", "repeats", "arrangements", "neighbours", "sensitivity", "cause", "warnings", "more_evidence"}
     )
 
     @model_validator(mode="after")
