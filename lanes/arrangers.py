@@ -26,7 +26,7 @@ arrangement and the group's members, the same under numpy 1.x and 2.x, in every 
 or Ray job (a Ray shard is whole lane groups). k = 1 gets no arrangement: one slot, no neighbours.
 ``--repeats N`` adds lanes ``k4.r2`` .. ``k4.rN``: the plain arrangement again. ``[evidence] neighbours``
 (default on) adds lane ``k4.n`` per shape k >= 2: every block at its own slot, beside neighbours of other
-audio (:mod:`lanes.neighbours`).
+audio (:mod:`lanes.neighbour_lane`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import re
 from collections.abc import Sequence
 from typing import Final, Literal, Protocol, TypeVar
 
-from lanes import neighbours
+from lanes import neighbour_lane as neighbours
 from lanes.variants import Arranger, FastVariant, consecutive
 
 VariantKind = Literal["arrangement", "duplicate", "repeat", "neighbours"]

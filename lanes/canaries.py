@@ -12,7 +12,7 @@ judges the answers with the night's own rules):
 - ``exchange``: the answers of the first two blocks are exchanged on unpacking.
 
 Each is sent as the plain lane would send the request and as the neighbour lane would (the block next to
-the first filled with other audio, :mod:`lanes.neighbours`): the defect, planted the same way in both, makes
+the first filled with other audio, :mod:`lanes.neighbour_lane`): the defect, planted the same way in both, makes
 the first block's answer follow its neighbour's audio. The fourth canary (``shift``: an answer moved by twice
 its tolerance) needs no call: it moves the night's own answers.
 """
@@ -32,7 +32,7 @@ from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.packers.packing import Packer
 from lanes.backend_api import Backend, Call
-from lanes.neighbours import split_chunks
+from lanes.neighbour_lane import split_chunks
 from lanes.variants import FILLER, Fill, sent_as
 
 Sent = Literal["leak", "rebasing", "exchange"]

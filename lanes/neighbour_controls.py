@@ -1,6 +1,6 @@
 """Control repeats of the neighbour lane: is a moved answer a leak, or a backend that does not repeat itself?
 
-A block whose answer in ``k4.n`` (its slot, other neighbours' audio: :mod:`lanes.neighbours`) differs from
+A block whose answer in ``k4.n`` (its slot, other neighbours' audio: :mod:`lanes.neighbour_lane`) differs from
 its plain lane's answer has one of two explanations: the answer depends on the neighbours' audio (a leak,
 at any size), or the backend does not give the same answer to the same request twice (an atomic add, an
 autotuned kernel, a reduction split by timing). One more send tells them apart: the requests concerned
@@ -32,7 +32,7 @@ from harness.data.schemas.neighbours import ControlFigures
 from harness.evidence.control_tally import ControlTally
 from lanes.backend_api import Call
 from lanes.lanes import FastLane, Take
-from lanes.neighbours import split_chunks
+from lanes.neighbour_lane import split_chunks
 from lanes.variants import FILLER, Fill, sent_as
 
 RowsOf = Callable[[Op, str], VoiceprintRows | None]  # a block's WEIGHTS/IDX as the plain lane sent them

@@ -286,7 +286,7 @@ def _fast_segmentation(
     entries: list[list[Entry]], outs: list[OutputCollector], i: int, answers: list[np.ndarray]
 ) -> None:
     """A chunk's answers, each under its block's own id, into its copy's lane (a plain lane's: copy 0); a filled
-    block's answer is dropped (lanes.neighbours)."""
+    block's answer is dropped (lanes.neighbour_lane)."""
     for (block, copy), out in zip(entries[i], answers, strict=True):
         if copy != FILLER:
             outs[copy].add_segmentation(block.id, block.valid, out)

@@ -10,7 +10,7 @@ partial or overwritten, and a verdict on them would stand for blocks it never sa
 
 A block of copy index >= 1 is sent under another id (:func:`sent_as`, ``id~copy``), so any packer
 accepts a request holding the same block twice; its output is collected under the original id. A variant
-with a ``fill`` (the neighbour arrangement, :mod:`lanes.neighbours`) may also place entries of copy index
+with a ``fill`` (the neighbour arrangement, :mod:`lanes.neighbour_lane`) may also place entries of copy index
 ``FILLER``: the block sent with its audio replaced by ``fill``, its answer dropped; they are not counted
 by the law (a filled block is not answered in any lane).
 """
@@ -29,7 +29,7 @@ from harness.data.shape import lane_name
 
 # (group members in corpus order, k) -> the chunks of one arrangement: each entry a block and a copy index
 Arranger = Callable[[Sequence[Block], int], list[list[tuple[Block, int]]]]
-Fill = Callable[[Block], Block]  # a neighbour's stand-in: the block with other audio (lanes.neighbours.filler)
+Fill = Callable[[Block], Block]  # a neighbour's stand-in: the block with other audio (lanes.neighbour_lane.filler)
 FILLER = -1  # an entry's copy index: sent through the variant's fill, answered in no lane
 
 _TAG = re.compile(r"[a-z][a-z0-9]*")

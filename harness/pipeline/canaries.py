@@ -40,7 +40,7 @@ from harness.evidence.rule import evidence_limits
 from harness.packers.packing import Packer
 from lanes.backend_api import Backend
 from lanes.canaries import OP_OF, SENT, CanarySample, leak_window, send
-from lanes.neighbours import fill
+from lanes.neighbour_lane import fill
 
 CANDIDATES = 64  # sample starts tried (seeded order) before the canaries are given up
 PLANTED: Mapping[str, str] = {

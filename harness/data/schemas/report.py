@@ -113,3 +113,9 @@ class SignoffReport(Strict):
         description="per failing (shape, OP): error / noise floor per "
         "module (reports.module_error_section; only when localised)",
     )
+    evidence_sections: list[dict[str, Any]] | None = Field(
+        None,
+        description="sections rendered by the generic template, each {kind, title, columns, rows, lines}: every "
+        "kind of evidence without a section of its own (the neighbours, a registered kind), the canaries and "
+        "what this night could see (reports.evidence_sections)",
+    )
