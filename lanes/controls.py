@@ -13,6 +13,10 @@ importable model specs, so they also run inside Triton: ``--model lanes.controls
   read mixed in at 1e-6): alone, a block's last windows read zeros past the request's end; packed, the next
   block's first samples, moving its answers by about 1e-6, far inside every tolerance. A leak all the same,
   refused by the neighbour evidence in every mode.
+- ``cut_late_when_packed``: in a request of more than one block, every window is cut one sample late (from
+  OFFSETS + 1, VALID - 1: still inside its own block): its answers move with where it sits, not with its
+  neighbours' audio, and localisation finds the difference at the network's input: a window-cutting bug,
+  never numerics.
 - ``count_dependent``: adds 1e-6 x (windows in the call) to every output.
 - ``nan_window``: answers NaN for window 8 of a request (the first window of a second block:
   only a packed call has one).
@@ -82,6 +86,17 @@ class ReadsPastEndModel(DiarNNG):
             m = min(n, self.TAIL)
             x[i, n - m : n] += self.MIX * tail[:m]
         return x
+
+
+class CutLateWhenPackedModel(DiarNNG):
+    def windows(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        if fields[ops.OFFSETS].shape[0] <= self.geometry.windows_per_block:
+            return super().windows(fields)
+        late = dict(fields)
+        valid = fields[ops.VALID]
+        late[ops.OFFSETS] = fields[ops.OFFSETS] + (valid > 1)  # BUG: one sample late when packed
+        late[ops.VALID] = np.where(valid > 1, valid - 1, valid).astype(valid.dtype)
+        return super().windows(late)
 
 
 class CountDependentModel(DiarNNG):
@@ -181,6 +196,10 @@ def cross_window_norm(seed: int = 0, device: str = "cpu") -> DiarNNG:
 
 def reads_past_end(seed: int = 0, device: str = "cpu") -> DiarNNG:
     return _named(ReadsPastEndModel(CONFIG, seed, device), "reads_past_end")
+
+
+def cut_late_when_packed(seed: int = 0, device: str = "cpu") -> DiarNNG:
+    return _named(CutLateWhenPackedModel(CONFIG, seed, device), "cut_late_when_packed")
 
 
 def count_dependent(seed: int = 0, device: str = "cpu") -> DiarNNG:

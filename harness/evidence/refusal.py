@@ -146,6 +146,14 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
                 return _found(DEPENDS, lead, c, tail)
     if (line := _line(facts, k, DEPENDS)) is not None:
         return line
+    if shape.input_differs:  # localisation: the windows differ before any layer runs, so no kernel numerics
+        op, where = sorted(shape.input_differs.items())[0]
+        return RefusalCause(
+            kind=DEPENDS,
+            evidence=f"k={k} OP {op}: the network's input already differs packed vs alone ({where}): the "
+            "block's windows depend on where it sits in the request, before any layer runs (a packing or "
+            "window-cutting bug, not numerics)",
+        )
     for group, head, v in groups:
         if group in ("plain", "arranged") and (c := _first(v, "real")) is not None:
             return _found(NUMERICS, head, c)

@@ -2,8 +2,9 @@
 
 run every candidate shape, interleaved with the exact lane (the golden's reproduction) -> score
 (once, while the lanes run: :mod:`harness.pipeline.live_score`; a shard's after them) -> ledger and
-promoted-shapes manifest, one transaction (revoke what fails) -> localise failures (best effort, after
-the verdict is safe) -> sign-off report + JUnit -> exit 0 only when everything holds.
+promoted-shapes manifest, one transaction (revoke what fails), after the canaries and the localisation of
+failures (best effort; a difference at the network's input is no numerics, and the cause says so) ->
+sign-off report + JUnit -> exit 0 only when everything holds.
 
 Every output location (the folder, the ledger, the manifest, the ledger's history) is checked before the
 first network call (:func:`harness.pipeline.nightly_job.check_outputs`). With ``shard`` it runs a
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
@@ -35,6 +36,7 @@ from harness.ledger.score_check import check_score
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import load_model
 from harness.pipeline.canaries import blind_line, not_planted, plant, with_canaries
+from harness.pipeline.input_findings import with_input_findings
 from harness.pipeline.live_score import LiveScore, live_score
 from harness.pipeline.load_sweep import Sweep, attach, check_sweep, nightly_sweep
 from harness.pipeline.nightly_job import MEMBERS, SET, NightlyJob, NightlyOutcome, NightOutputs, check_outputs
@@ -237,7 +239,23 @@ def finalize(
         with step("canaries"):
             planted = canaries(score) if canaries is not None else not_planted(NO_BACKEND)
             score = with_canaries(score, planted)
-            write_score(stage / "score.json", score)
+        localisation: dict[str, Any] = {}
+        if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
+            with step("localise"):  # only failing shapes are localised: torch is imported only then
+                from harness.pipeline.localise import localise_failures  # deferred: imports torch (start-up)
+
+                localisation = localise_failures(
+                    score, golden, run, load_model, config.localise.floor_multiple, spill=stage, progress=progress
+                )
+            # a difference already at the network's input is no kernel numerics: the cause says so (re-derived)
+            score = with_input_findings(score, localisation)
+        write_score(stage / "score.json", score)
+        if localisation:
+            write_json_atomic(
+                stage / "localisation.json",
+                {"kind": "harness.localisation", "format": 1, "score_digest": score.digest, "shapes": localisation},
+            )
+            paths["localisation"] = out / "localisation.json"
         blind = not planted.seen  # the gate did not refuse a planted defect: it may promote nothing tonight
         if no_promote or blind:
             with step("verify score"):
@@ -248,20 +266,6 @@ def finalize(
                 score, golden.manifest, run.manifest, config, ledger_path, manifest_path, str(paths["score"])
             )
             paths["ledger"], paths["promoted"] = ledger_path, manifest_path
-        localisation = {}
-        if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
-            with step("localise"):  # only failing shapes are localised: torch is imported only then
-                from harness.pipeline.localise import localise_failures  # deferred: imports torch (start-up)
-
-                localisation = localise_failures(
-                    score, golden, run, load_model, config.localise.floor_multiple, spill=stage, progress=progress
-                )
-            if localisation:
-                write_json_atomic(
-                    stage / "localisation.json",
-                    {"kind": "harness.localisation", "format": 1, "score_digest": score.digest, "shapes": localisation},
-                )
-                paths["localisation"] = out / "localisation.json"
         with step("report"):
             committed_now = not (no_promote or blind)
             ledger, promoted = read_consistent(ledger_path, manifest_path) if committed_now else (None, None)

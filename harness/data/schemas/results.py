@@ -99,6 +99,11 @@ class ShapeScore(OptionalKeys, Frozen):
         description="every block at its own slot beside neighbours of other audio (lane k<k>.n; "
         "harness.data.schemas.neighbours; absent: [evidence] neighbours = false)",
     )
+    input_differs: dict[OpKey, str] | None = Field(
+        None,
+        description="per OP, localisation's finding that the failing block's network input already differs packed "
+        "vs alone (the layer and block): no numerics (absent: not localised, or not at the input)",
+    )
     sensitivity: dict[OpKey, OpSensitivity] | None = Field(
         None, description="per OP, the smallest effects this night's evidence refuses (harness.judging.sensitivity)"
     )
@@ -119,7 +124,17 @@ class ShapeScore(OptionalKeys, Frozen):
     )
 
     optional_keys: ClassVar[frozenset[str]] = frozenset(
-        {"vs_exact", "repeats", "arrangements", "neighbours", "sensitivity", "cause", "warnings", "more_evidence"}
+        {
+            "vs_exact",
+            "repeats",
+            "arrangements",
+            "neighbours",
+            "input_differs",
+            "sensitivity",
+            "cause",
+            "warnings",
+            "more_evidence",
+        }
     )
 
     @model_validator(mode="after")
