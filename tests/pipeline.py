@@ -22,7 +22,7 @@ from harness.release_config import release_config
 from lanes.backend import InProcessBackend
 from lanes.model_api import load_model
 
-ONE_ARRANGEMENT = EvidenceSection(arrangements=1)
+ONE_ARRANGEMENT = EvidenceSection(arrangements=1, neighbours=False, canaries=False)
 
 
 @dataclass

@@ -31,7 +31,7 @@ SHAPES = (2, 4)
 NUMERICS = NumericSettings(threads=1)  # reports, not numerics: stay fast on a shared 2-core runner
 # one arrangement: these tests read the JUnit layout of the per-OP verdicts; the arrangements' own failure
 # case ("evidence") is asserted in tests/test_repeats.py and tests/test_load_sweep.py
-CONFIG = release_config(numerics=NUMERICS, evidence=EvidenceSection(arrangements=1))
+CONFIG = release_config(numerics=NUMERICS, evidence=EvidenceSection(arrangements=1, neighbours=False, canaries=False))
 
 
 @pytest.fixture(scope="module")

@@ -238,7 +238,9 @@ def test_a_live_score_of_other_blocks_than_the_run_holds_is_refused(world):
 
 def light(world) -> ConfigFile:
     """The world's release at one shape, one arrangement, one run: a quick nightly for the failure tests."""
-    return world["cfg"].with_overrides(candidates=(2,), evidence=EvidenceSection(arrangements=1, repeats=1))
+    return world["cfg"].with_overrides(
+        candidates=(2,), evidence=EvidenceSection(arrangements=1, repeats=1, neighbours=False, canaries=False)
+    )
 
 
 def test_the_run_is_checked_against_the_golden_before_the_live_score_is_used(world, tmp_path, monkeypatch):

@@ -214,7 +214,7 @@ def _config(**history) -> ConfigFile:
         model=ModelSection(spec="small"),
         candidates=(2, 4),
         history=HistorySection(**history),
-        evidence=EvidenceSection(arrangements=1),
+        evidence=EvidenceSection(arrangements=1, neighbours=False, canaries=False),
     )
 
 

@@ -54,7 +54,7 @@ def control(tmp_path_factory):
     """The control recorded (2 blocks, 1 sampled for floors), run at k=2 (one arrangement: lean) and scored;
     its failing OPs localised."""
     tmp = tmp_path_factory.mktemp("module-control")
-    cfg = release_config(evidence=EvidenceSection(arrangements=1))
+    cfg = release_config(evidence=EvidenceSection(arrangements=1, neighbours=False, canaries=False))
     backend, _, golden = record(CONTROL, tmp, blocks=2, config=cfg)
     run = run_shapes(backend, golden, tmp, (2,), cfg)
     p = Control(backend.model, golden, run, score_run(golden, run, Tolerances()))

@@ -39,7 +39,7 @@ def junit_cases(path) -> list:
 def small_config(spec: str = "small", **kw) -> ConfigFile:
     # one arrangement (CI time): these tests are about the nightly's flow, exits, shards and ledger; the
     # arrangements' own evidence is tested in tests/test_arrangement_score.py and tests/test_arrangements.py
-    kw.setdefault("evidence", EvidenceSection(arrangements=1))
+    kw.setdefault("evidence", EvidenceSection(arrangements=1, neighbours=False, canaries=False))
     return release_config(name="night", model=ModelSection(spec=spec), candidates=(2, 4), **kw)
 
 
@@ -91,7 +91,9 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
     # one arrangement: the leak reads its neighbours' audio, which other arrangements refuse whatever the tolerances
     first = nightly(
         night(
-            cfg.with_overrides(tolerances=lenient, evidence=EvidenceSection(arrangements=1)),
+            cfg.with_overrides(
+                tolerances=lenient, evidence=EvidenceSection(arrangements=1, neighbours=False, canaries=False)
+            ),
             golden.path,
             tmp_path / "first",
             localise=False,

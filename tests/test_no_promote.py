@@ -31,7 +31,9 @@ from tests.cli_run import harness_cli
 
 
 def config(**kw) -> ConfigFile:
-    kw.setdefault("evidence", EvidenceSection(arrangements=1))  # CI time: the subject is the ledger, not evidence
+    kw.setdefault(
+        "evidence", EvidenceSection(arrangements=1, neighbours=False, canaries=False)
+    )  # CI time: the subject is the ledger, not evidence
     return release_config(name="night", model=ModelSection(spec="small"), candidates=(2,), **kw)
 
 

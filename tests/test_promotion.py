@@ -30,7 +30,9 @@ from tests.tamper import edit_json
 
 RELEASE = {"0": [1], "1": [1], "2": [1]}
 # tolerances: LOOSE below; one arrangement (CI time: the subject is the ledger and manifest, not the evidence)
-CONFIG = release_config(numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1))
+CONFIG = release_config(
+    numerics=NumericSettings(threads=1), evidence=EvidenceSection(arrangements=1, neighbours=False, canaries=False)
+)
 # The release's tolerances here: the defaults, with sample-size gates a 6-block corpus can meet ...
 LOOSE = Tolerances(
     op0=SegmentationTolerance(max_flip_rate=0.01),

@@ -55,7 +55,7 @@ CONFIG = release_config(
     model=ModelSection(spec="small"),
     candidates=(2, 4),
     numerics=NumericSettings(threads=1),
-    evidence=EvidenceSection(arrangements=1),
+    evidence=EvidenceSection(arrangements=1, neighbours=False, canaries=False),
 )
 
 

@@ -45,7 +45,11 @@ BITWISE_FLOORS = {
 
 
 def _config(repeats: int):
-    return config_for(NULL, evidence=EvidenceSection(arrangements=1, repeats=repeats), candidates=(4,))
+    return config_for(
+        NULL,
+        evidence=EvidenceSection(arrangements=1, repeats=repeats, neighbours=False, canaries=False),
+        candidates=(4,),
+    )
 
 
 @pytest.fixture(scope="module")

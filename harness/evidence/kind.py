@@ -96,6 +96,7 @@ class Recheck:
     check: CheckOp
     where: str
     blocks: int  # the blocks the score judged
+    shapes: Mapping[str, ShapeScore] = field(default_factory=dict)  # every shape of the score (run-wide evidence)
 
 
 @dataclass(frozen=True)

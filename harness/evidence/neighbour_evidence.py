@@ -89,8 +89,15 @@ class NeighbourScorer:
         self.moves.add(self.lane, lanes[self.plain], lanes[self.lane])
 
     def evidence(
-        self, placed: NeighbourMap, controls: Mapping[str, ControlFigures], repeats: RepeatEvidence | None
+        self,
+        placed: NeighbourMap,
+        run_controls: Mapping[str, Mapping[str, ControlFigures]],
+        repeats: RepeatEvidence | None,
     ) -> ShapeNeighbours:
+        """``run_controls``: every shape's control repeats, per OP (the run manifest's): the backend is one, so a
+        request it answered otherwise anywhere in the run makes its answers here suspect too."""
+        controls = run_controls.get(str(self.k), {})
+        reproduced, noise_at = run_facts(run_controls)
         out: dict[str, NeighbourOp] = {}
         for op in self.ops:
             key = str(int(op))
@@ -121,6 +128,8 @@ class NeighbourScorer:
                 controls=controls.get(key),
                 repeats_bitwise=None if repeat is None else repeat.units_differing == 0,
                 repeats_max_abs=None if repeat is None else float(repeat.noise.max_abs),
+                reference_noise=noise_at.get(key),
+                run_reproduced=reproduced,
             )
             decision = decide(figures)
             per_block = np.where(np.isnan(max_abs[hits]), np.inf, max_abs[hits])
@@ -133,6 +142,19 @@ class NeighbourScorer:
             )
             out[key] = build_op(self.k, op, figures, first, decision, beyond, self.limits[op])
         return ShapeNeighbours(lane=self.lane, ops=out, leak=any(v.outcome == "leak" for v in out.values()))  # type: ignore[arg-type]
+
+
+def run_facts(run_controls: Mapping[str, Mapping[str, ControlFigures]]) -> tuple[bool | None, dict[str, float]]:
+    """Over every shape's control repeats of a run: whether every request sent again answered alike (None: none
+    was sent), and per OP the largest run-to-run difference of the requests that did not (an OP absent: none)."""
+    found = [(op, c) for per_op in run_controls.values() for op, c in per_op.items() if c.sent]
+    if not found:
+        return None, {}
+    noise: dict[str, float] = {}
+    for op, c in found:
+        if not c.reproduced and c.max_abs is not None:
+            noise[op] = max(noise.get(op, 0.0), c.max_abs)
+    return all(c.reproduced for _, c in found), noise
 
 
 @dataclass(frozen=True)
@@ -148,7 +170,8 @@ class Figures:
     controls: ControlFigures | None
     repeats_bitwise: bool | None
     repeats_max_abs: float | None
-    reference_noise: float | None = None  # the run-to-run difference measured elsewhere (a canary's: its shape's)
+    reference_noise: float | None = None  # the run-to-run difference at this OP measured elsewhere in the run
+    run_reproduced: bool | None = None  # every control repeat of the run answered alike (None: none was sent)
 
     @classmethod
     def of(cls, stored: NeighbourOp, repeats_max_abs: float | None) -> Figures:
@@ -163,6 +186,7 @@ class Figures:
             stored.repeats_bitwise,
             repeats_max_abs,
             stored.reference_noise,
+            stored.run_reproduced,
         )
 
 
@@ -192,6 +216,8 @@ def decide(f: Figures) -> Decision:
     if any(p is None for p in parts):
         return Decision("inconclusive", None, True)
     noise = max(p for p in parts if p is not None)
+    if noise == 0.0 and f.run_reproduced is False:  # alike here, but the backend did not repeat itself elsewhere
+        return Decision("inconclusive", None, True)
     if noise == 0.0:
         return Decision("leak", 0.0, True)
     beyond = f.max_abs is None or f.max_abs > NOISE_MULTIPLE * noise
@@ -276,6 +302,7 @@ def build_op(
         controls=f.controls,
         repeats_bitwise=f.repeats_bitwise,
         reference_noise=f.reference_noise,
+        run_reproduced=f.run_reproduced,
         noise_max_abs=d.noise,
         beyond_noise=beyond,
         outcome=d.outcome,
@@ -326,11 +353,23 @@ def _controls_text(c: ControlFigures | None) -> str:
 
 
 def neighbours_hold(
-    k: str, evidence: ShapeNeighbours, repeats: RepeatEvidence | None, limits: Mapping[Op, OpLimits], where: str
+    k: str,
+    evidence: ShapeNeighbours,
+    repeats: RepeatEvidence | None,
+    limits: Mapping[Op, OpLimits],
+    run_controls: Mapping[str, Mapping[str, ControlFigures]],
+    where: str,
 ) -> bool:
-    """Promotion's re-derivation: every OP's outcome, checks and limits from its stored figures; True when no OP
-    shows a leak (a LedgerError where the score disagrees with itself)."""
+    """Promotion's re-derivation: every OP's outcome, checks and limits from its stored figures and the run's
+    control repeats (every shape's, as stored); True when no OP shows a leak (a LedgerError where the score
+    disagrees with itself)."""
+    reproduced, noise_at = run_facts(run_controls)
     for key, stored in evidence.ops.items():
+        if stored.run_reproduced != reproduced or stored.reference_noise != noise_at.get(key):
+            raise LedgerError(
+                f"{where}: neighbours OP {key}: its run-wide figures are not the ones the score's control repeats "
+                "give: the score disagrees with itself"
+            )
         op = Op(int(key))
         repeat = repeats.ops.get(key) if repeats is not None else None
         want_bitwise = None if repeat is None else repeat.units_differing == 0

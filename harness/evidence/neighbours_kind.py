@@ -49,11 +49,7 @@ class _NeighboursOfShape:
         self.scorer.add(lanes)
 
     def apply(self, score: ShapeScore, finish: ShapeFinish) -> ShapeScore:
-        k = self.scorer.k
-        controls: dict[str, ControlFigures] = {}
-        if finish.run is not None and finish.run.neighbour_controls:
-            controls = {op: f for op, f in finish.run.neighbour_controls.get(str(k), {}).items()}
-        evidence = self.scorer.evidence(finish.counted[NEIGHBOURS], controls, score.repeats)
+        evidence = self.scorer.evidence(finish.counted[NEIGHBOURS], run_controls(finish), score.repeats)
         leaks = [v.line for v in evidence.ops.values() if v.outcome == "leak"]
         noisy = [
             f"{v.line}; {v.run_to_run.reasons[0]}"
@@ -89,6 +85,24 @@ class _NeighboursOfShape:
                 "line": v.line,
             }
         )
+
+
+def run_controls(finish: ShapeFinish) -> dict[str, dict[str, ControlFigures]]:
+    """The run's control repeats, every shape's, per OP (none: an empty mapping)."""
+    found = finish.run.neighbour_controls if finish.run is not None else None
+    return {k: {op: f for op, f in per_op.items()} for k, per_op in (found or {}).items()}
+
+
+def stored_controls(shapes: Mapping[str, ShapeScore]) -> dict[str, dict[str, ControlFigures]]:
+    """The run's control repeats as a score stores them (each shape's neighbour evidence): promotion's view."""
+    out: dict[str, dict[str, ControlFigures]] = {}
+    for k, shape in shapes.items():
+        if shape.neighbours is None:
+            continue
+        for op, v in shape.neighbours.ops.items():
+            if v.controls is not None:
+                out.setdefault(k, {})[op] = v.controls
+    return out
 
 
 def _warns(v: NeighbourOp) -> bool:
@@ -136,7 +150,8 @@ class NeighboursKind(KindDefaults):
             recheck.check(v.verdict, None, f"{recheck.where}: neighbours OP {key}")
             if v.run_to_run is not None:
                 recheck.check(v.run_to_run, None, f"{recheck.where}: neighbours OP {key}, the same request again")
-        no_leak = neighbours_hold(str(shape.shape), ev, shape.repeats, limits, recheck.where)
+        run = stored_controls(recheck.shapes)
+        no_leak = neighbours_hold(str(shape.shape), ev, shape.repeats, limits, run, recheck.where)
         return no_leak and all(v.run_to_run is None or v.run_to_run.passed for v in ev.ops.values())
 
     def warning_keys(self, shape: ShapeScore, floors: Floors | None) -> set[tuple[str, int]]:

@@ -62,7 +62,7 @@ def check_self_consistent(score: Score, where: str) -> None:
         for op_key, verdict in shape.ops.items():
             _check_op(verdict, limits[Op(int(op_key))], f"{where}: shape k={k} OP {op_key}")
         ops_passed = all(v.passed for v in shape.ops.values())
-        recheck = Recheck(score.tolerances, floors, _check_op, f"{where}: shape k={k}", blocks)
+        recheck = Recheck(score.tolerances, floors, _check_op, f"{where}: shape k={k}", blocks, score.shapes)
         held = [kind.holds(shape, recheck) for kind in kinds()]  # every kind re-derived (harness.evidence.kind)
         passed, reasons = shape_gates(Shape(k), ops_passed and all(held), shape.requests, score.laws)
         refused = [line for _, line in facts.refusals.get(k, ())]  # the score-level ones: the load sweep's

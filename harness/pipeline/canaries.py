@@ -141,16 +141,18 @@ def _shifted(lane: LaneOutputs, sample: CanarySample, ops: list[Op], score: Scor
 
 
 def _reference_noise(score: Score, k: int, op: Op) -> float | None:
-    """The shape's own run-to-run difference at ``op``: 0 where its neighbour lane answered every block bitwise as
-    the plain lane did (two requests, the same answers) or its controls repeated; None: not known (the canary
-    then sends its plain request once more)."""
+    """The backend's run-to-run difference at ``op`` as the shape's own evidence measured it: 0 where it repeated
+    itself (its neighbour lane answered every block bitwise as the plain lane did, or its controls repeated, and no
+    request of the run was answered otherwise), else the difference measured at this OP (the shape's, or the run's
+    elsewhere); None: not known (the canary then sends its plain request once more)."""
     ev = score.shapes[str(k)].neighbours
     found = ev.ops.get(str(int(op))) if ev is not None else None  # type: ignore[call-overload]
     if found is None:
         return None
-    if found.outcome == "bitwise":
+    alike = found.outcome == "bitwise" or found.noise_max_abs == 0.0
+    if alike and found.run_reproduced is not False:
         return 0.0
-    noise: float | None = found.noise_max_abs
+    noise: float | None = found.noise_max_abs or found.reference_noise
     return noise
 
 

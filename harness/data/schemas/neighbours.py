@@ -96,8 +96,12 @@ class NeighbourOp(Frozen):
     )
     reference_noise: NonNeg | None = Field(
         None,
-        description="the run-to-run difference measured by the shape's own evidence, for a canary judged on it "
-        "(None: none given)",
+        description="the run-to-run difference at this OP measured elsewhere: by any shape's control repeats of "
+        "the run (a canary: by its shape's evidence); None: none measured",
+    )
+    run_reproduced: bool | None = Field(
+        None,
+        description="every control repeat of the run answered bitwise alike (a canary: its shape's); None: none sent",
     )
     noise_max_abs: NonNeg | None = Field(
         description="the run-to-run difference of the same request: the largest of the controls' and the repeats' "
