@@ -31,7 +31,8 @@ from harness.data.blocks import Block
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.packers.packing import Packer
-from lanes.backend_api import Backend, Call
+from lanes.backend_api import Call, CallResult
+from lanes.device_queue import Ordered
 from lanes.neighbour_lane import split_chunks
 from lanes.variants import FILLER, Fill, sent_as
 
@@ -81,17 +82,17 @@ def leak_window(first: Block, second: Block) -> int | None:
     return found
 
 
-def send(name: Sent, sample: CanarySample, backend: Backend, packer: Packer, again: bool) -> Answers:
+def send(name: Sent, sample: CanarySample, line: Ordered, packer: Packer, again: bool) -> Answers:
     """Canary ``name`` sent as the plain lane would and as the neighbour lane would (and the plain request once more
-    when ``again``), through ``backend`` and ``packer``."""
+    when ``again``), through the device ``line`` (the backend's own queue, as the lanes' calls) and ``packer``."""
     op = OP_OF[name]
     plain_entries = [(b, 0) for b in sample.blocks]
     beside_entries = split_chunks(sample.blocks, sample.k)[0]  # the first block answered, the next one filled
     out = Answers({}, {})
-    out.plain = _request(name, op, plain_entries, sample, backend, packer, out)
-    out.beside = _request(name, op, beside_entries, sample, backend, packer, out)
+    out.plain = _request(name, op, plain_entries, sample, line, packer, out)
+    out.beside = _request(name, op, beside_entries, sample, line, packer, out)
     if again:
-        out.again = _request(name, op, plain_entries, sample, backend, packer, out)
+        out.again = _request(name, op, plain_entries, sample, line, packer, out)
     return out
 
 
@@ -100,7 +101,7 @@ def _request(
     op: Op,
     entries: Sequence[tuple[Block, int]],
     sample: CanarySample,
-    backend: Backend,
+    line: Ordered,
     packer: Packer,
     tally: Answers,
 ) -> dict[str, np.ndarray]:
@@ -109,7 +110,7 @@ def _request(
         sent[0] = _mixed(sent[0], sent[1], sample.window)
     if op is not Op.SEGMENTATION:
         sent = [
-            b.with_voiceprint(op, r.weights, r.idx, r.speakers, backend.geometry)
+            b.with_voiceprint(op, r.weights, r.idx, r.speakers, line.backend.geometry)
             for b, r in ((b, sample.rows[original.id]) for b, (original, _) in zip(sent, entries, strict=True))
         ]
     packed = packer.pack(sent)
@@ -119,7 +120,10 @@ def _request(
         idx[heaviest_row(sent[0])] = sent[0].windows
         tensors[ops.IDX] = idx
     call = Call(op, tensors, packed.windows, packed.rows, f"canary {name} k={sample.k} OP {int(op)}")
-    result = backend.call_many([call])[0]
+    results: list[CallResult] = []
+    line.stage([(call, results.append)])
+    line.drain()
+    result = results[0]
     tally.calls += 1
     tally.seconds += float(result.wall_s)
     answers = list(packer.unpack(packed, {op.output_name: result.output}))

@@ -40,6 +40,7 @@ from harness.evidence.rule import evidence_limits
 from harness.packers.packing import Packer
 from lanes.backend_api import Backend
 from lanes.canaries import OP_OF, SENT, CanarySample, leak_window, send
+from lanes.device_queue import ordered
 from lanes.neighbour_lane import fill
 
 CANDIDATES = 64  # sample starts tried (seeded order) before the canaries are given up
@@ -76,12 +77,15 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
     with_neighbours = score.shapes[str(k)].neighbours is not None
     canaries: list[Canary] = []
     calls, seconds = 0, 0.0
-    for name in SENT:
+    with ordered(backend) as line:  # the backend's own device queue, as the lanes' calls went
+        sent = {
+            name: send(name, sample, line, packer, again=_reference_noise(score, k, OP_OF[name]) is None)
+            for name in SENT
+            if OP_OF[name] in ops
+        }
+    for name, answers in sent.items():
         op = OP_OF[name]
-        if op not in ops:
-            continue
         reference = {op: _reference_noise(score, k, op)}
-        answers = send(name, sample, backend, packer, again=reference[op] is None)
         calls, seconds = calls + answers.calls, seconds + answers.seconds
         lanes = (
             gold,

@@ -55,7 +55,8 @@ def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, golde
 
 def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(triton_backend, golden, tmp_path):
     """The sign-off of a night run through Triton says so: backend, URL, transport, shared memory and requests in
-    flight in its table, the same in JUnit's suite properties; at concurrency 2 no share of the wall is claimed."""
+    flight in its table, the same in JUnit's suite properties; at concurrency 2 no share of the wall is claimed.
+    Its canaries are sent through the server like its lanes, and each is refused."""
     import json
     import xml.etree.ElementTree as ET
 
@@ -69,6 +70,10 @@ def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(trito
     )
     score = outcome.score
     assert score is not None and score.backend is not None
+    # the night's canaries, planted through the server: each refused with its expected cause
+    assert score.canaries is not None and score.canaries.planted and score.canaries.seen, score.canaries
+    assert [c.name for c in score.canaries.canaries] == ["leak", "rebasing", "exchange", "shift"]
+    assert all(c.shape.cause is not None and c.shape.cause.kind == c.expected for c in score.canaries.canaries)
     assert (score.backend.name, score.backend.url, score.backend.transport, score.backend.concurrency) == (
         "triton",
         triton_backend.url,
