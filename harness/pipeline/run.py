@@ -23,6 +23,7 @@ from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from lanes.arrangers import manifest_evidence, variants_for
+from lanes.backend_numerics import under_backend_numerics
 from lanes.run_plan import RunPlan
 from lanes.runner import LaneHooks, check_request_sizes, run_lanes
 
@@ -122,6 +123,7 @@ def _cancelled_on_failure(pending: PendingHashes) -> Iterator[None]:
         raise
 
 
+@under_backend_numerics
 def run_shapes(
     golden: Golden,
     backend: Backend,
