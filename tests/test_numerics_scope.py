@@ -130,6 +130,33 @@ def test_two_threads_scopes_that_overlap_hand_over_what_they_found():
         assert start.unrestored(TorchState.read()) == [] and open_scopes() == 0
 
 
+def test_a_scope_of_the_same_settings_inside_takes_the_place_of_one_that_ends_first():
+    """A scope inside one of the same settings only sets them again (a call inside a recording); when the outer
+    one ends first (its thread did not wait for the other), the inner one gives the state back when it ends."""
+    entered, leave = threading.Event(), threading.Event()
+
+    def inside() -> None:
+        with ODD.applied():
+            entered.set()
+            leave.wait(60)
+
+    with kept() as start:
+        with ODD.applied():
+            with ODD.applied():
+                assert open_scopes() == 1, "a scope of the same settings inside holds nothing of its own"
+            assert observed(TorchState.read(), ODD) == in_force_of(ODD)
+            worker = threading.Thread(target=inside)
+            worker.start()
+            assert entered.wait(60)
+        during = TorchState.read()
+        assert (during.mkldnn, during.matmul_precision, open_scopes()) == (False, "medium", 1), during
+        assert during.threads == start.threads, "this thread's count is back when its own scope ends"
+        leave.set()
+        worker.join(60)
+        assert not worker.is_alive()
+        assert start.unrestored(TorchState.read()) == [] and open_scopes() == 0
+
+
 class _Watching:
     """The small model, reading torch's state in every call (what the settings are while it runs)."""
 

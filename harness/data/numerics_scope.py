@@ -6,11 +6,13 @@ flags: a context manager that takes torch's state (:class:`harness.data.torch_st
 however it ends (an error, a KeyboardInterrupt). Inside, :meth:`NumericsScope.apply` sets the settings
 again (a backend does before every call: a flag changed meanwhile by a plug-in does not survive).
 
-Scopes nest: each one gives back the state it found, so nested scopes restore last in, first out. Scopes
-of two threads can overlap (a backend's calls run in its device queue's thread): one that ends while a
-scope entered after it is still open changes nothing then, and hands what it found to that scope, which
-restores it when it ends; torch's thread count, which is per thread (OpenMP's), is handed over the same
-way among the scopes of one thread only.
+Scopes nest: each one gives back the state it found, so nested scopes restore last in, first out. A scope
+entered inside an open scope of the same settings (a backend's call inside a recording) only sets them again:
+the outer one took the state and gives it back (a call pays no reading of torch's state). Scopes of two
+threads can overlap (a backend's calls run in its device queue's thread): one that ends while a scope
+entered after it is still open changes nothing then, and hands what it found to that scope, which restores
+it when it ends (a scope of the same settings inside it takes its place); torch's thread count, which is per
+thread (OpenMP's), is handed over the same way among the scopes of one thread only.
 
 torch's flags are read and set only once torch is imported (``torch_loaded``): a scope entered before a
 model's factory imports torch takes torch's state at the first apply that finds torch there, before
@@ -61,19 +63,27 @@ class NumericsScope:
         self._found: _Found | None = None
         self._ended = False
         self._within: NumericsScope | None = None  # an open scope of the same settings this one is inside
+        self._inside: list[NumericsScope] = []  # the open scopes of the same settings inside this one
+        self._entered_in = 0  # the thread that entered it
 
     def __enter__(self) -> NumericsScope:
         with _LOCK:
             if self._found is not None or self._ended or self._within is not None:
                 raise NumericsScopeError("numeric settings: a scope is entered once (settings.applied() again)")
+            self._entered_in = threading.get_ident()
             innermost = _OPEN[-1] if _OPEN else None
             if innermost is not None and innermost.settings == self.settings:
                 # inside a scope of the same settings (a backend's call inside a recording): the outer scope
                 # took the state and gives it back; this one only sets the settings again
                 self._within = innermost
-                self.apply()
+                innermost._inside.append(self)
+                try:
+                    self.apply()
+                except BaseException:
+                    self._end()
+                    raise
                 return self
-            self._found = _Found(os.environ.get(CUBLAS_VARIABLE), None, threading.get_ident())
+            self._found = _Found(os.environ.get(CUBLAS_VARIABLE), None, self._entered_in)
             _OPEN.append(self)
             try:
                 self.apply()
@@ -97,8 +107,6 @@ class NumericsScope:
         seconds. Whoever loads a model applies again once it is built (its factory may be what imports torch)."""
         with _LOCK:
             if self._within is not None and not self._ended:
-                if self._within._ended:  # the outer scope ended first (another thread's): nothing holds the state
-                    raise NumericsScopeError("numeric settings applied after the scope they were inside ended")
                 self._within.apply()
                 return
             if self._found is None or self._ended:
@@ -125,11 +133,17 @@ class NumericsScope:
             if self._ended:
                 return
             self._ended = True
-            found = self._found  # None inside a scope of the same settings: that one gives the state back
+            if self._within is not None:  # inside a scope of the same settings: that one gives the state back
+                self._within._inside.remove(self)
+                return
+            found = self._found
             if self not in _OPEN or found is None:
                 return
             at = _OPEN.index(self)
             _OPEN.pop(at)
+            if self._inside:  # one inside it is still open (another thread's): it takes this one's place
+                self._hand_to_inside(at, found)
+                return
             later = _OPEN[at:]
             if not later:
                 _restore_cublas(found.cublas)
@@ -148,6 +162,22 @@ class NumericsScope:
                 _restore_threads(found.torch)
             elif mine._found is not None and mine._found.torch is not None:
                 mine._found = replace(mine._found, torch=replace(mine._found.torch, threads=found.torch.threads))
+
+    def _hand_to_inside(self, at: int, found: _Found) -> None:
+        """This scope ends while scopes of the same settings inside it are still open (in other threads): the
+        first takes its place, and gives back what it found when it ends; this thread's count is back now."""
+        heir, *rest = self._inside
+        self._inside = []
+        heir._within, heir._inside = None, rest
+        for scope in rest:
+            scope._within = heir
+        torch = found.torch
+        if torch is not None and heir._entered_in != found.thread:
+            if threading.get_ident() == found.thread:
+                _restore_threads(torch)
+            torch = replace(torch, threads=self.settings.resolved_threads())  # what the heir's thread was set to
+        heir._found = _Found(found.cublas, torch, heir._entered_in)
+        _OPEN.insert(at, heir)
 
 
 def _flags_of(found: TorchState | None, heir: TorchState | None) -> TorchState | None:
