@@ -3,8 +3,9 @@
 A backend takes a wire request and returns the contract's output, timed. The in-process
 backend runs the model object in this process (CPU or a CUDA device); the Triton backend
 (:mod:`lanes.triton.triton_backend`) sends the same request over HTTP. Numeric settings are applied
-by the backend, before every call, from the release configuration: a run never inherits a
-flag by accident.
+by the backend around every call, from the release configuration, and given back after it: a run never
+inherits a flag by accident, and the process keeps its own (:meth:`InProcessBackend.numerics_applied` holds them
+around a whole recording or run).
 
 Optional: ``pipelined()``, a context giving ``submit(call) -> ticket`` whose calls run in submission
 order while the caller prepares the next (:mod:`lanes.device_queue`; the in-process backend has it).
@@ -38,6 +39,8 @@ from lanes.staging import Staged, Stager
 
 if TYPE_CHECKING:
     import torch
+
+    from harness.data.numerics_scope import NumericsScope
 else:  # imported on first use (a CUDA device): a model that is not a torch network never pays its start-up
     torch = LazyModule("torch")
 
@@ -79,7 +82,12 @@ class InProcessBackend:
         # requests staged at submission and not yet run, by identity, in submission order (one request object
         # may be sent twice): only inside pipelined(), whose calls run in that order
         self._staged_calls: dict[int, deque[tuple[Staged, Callable[[], dict]]]] = {}
-        numerics.apply()  # torch's flags only if building the model imported torch (harness.numerics)
+
+    def numerics_applied(self) -> NumericsScope:
+        """This backend's numeric settings in force for a ``with`` block, the process's own back after it: what
+        a recording, a run or a nightly holds around its work (:func:`lanes.backend_numerics.backend_numerics`),
+        so the model's modules hooked between calls (module floors, localisation) run under them too."""
+        return self.numerics.applied()
 
     @property
     def device_kind(self) -> str:
@@ -114,8 +122,14 @@ class InProcessBackend:
         submitted: ``wall`` is the wait for its inputs' copy, the compute and the answer's copy back, and
         CUDA is synchronized on this thread's stream only (the copy stream meanwhile carries the next
         requests' inputs); the peak leaves out the inputs already staged for the calls behind this one
-        (those staged while it runs are counted: the peak is an upper bound of its own)."""
-        self.numerics.apply()
+        (those staged while it runs are counted: the peak is an upper bound of its own). The numeric settings
+        are in force for the call alone (and for whatever holds :meth:`numerics_applied` around it)."""
+        with self.numerics.applied():
+            return self._timed_applied(run, where, staged)
+
+    def _timed_applied(
+        self, run: Callable[[], dict], where: str, staged: Staged | None = None
+    ) -> tuple[dict, float, int | None]:
         behind = 0
         if self._cuda:
             self._synchronize(staged)
@@ -188,7 +202,8 @@ class InProcessBackend:
         issued, :mod:`lanes.staging`); the job runs the device's part. A failure while staging is raised
         by the job, in its turn: the calls before it run, and it is raised where its answer is taken."""
         try:
-            staged, compute = stager.stage(lambda to_device: stage(request, to_device))
+            with self.numerics.applied():  # the model's host part runs here: under the settings, as its compute
+                staged, compute = stager.stage(lambda to_device: stage(request, to_device))
         except HarnessError as exc:
             failure: BaseException = exc
         except Exception as exc:  # a model may raise anything; name the request
@@ -212,15 +227,15 @@ class InProcessBackend:
         # read back in this thread what every call applies before it runs (_execute): torch's thread count is
         # OpenMP's, per thread, and the calls may have run in the device queue's worker while this thread last
         # applied another backend's settings (two backends in one process)
-        self.numerics.apply()
-        return {
-            "backend": self.name,
-            "device": self.device,
-            "device_kind": self.device_kind,
-            "model": describe(self.model),
-            "numerics_requested": self.numerics.to_dict(),
-            "numerics_in_force": in_force(self.device, self.model),
-        }
+        with self.numerics.applied():
+            return {
+                "backend": self.name,
+                "device": self.device,
+                "device_kind": self.device_kind,
+                "model": describe(self.model),
+                "numerics_requested": self.numerics.to_dict(),
+                "numerics_in_force": in_force(self.device, self.model),
+            }
 
     def close(self) -> None:
         pass

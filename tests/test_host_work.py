@@ -91,7 +91,7 @@ def _check_host_share(tmp: Path) -> None:
 
 
 def test_a_model_without_torch_records_and_runs_without_importing_torch_or_pandas(tmp_path):
-    """Fails where lanes/backend.py imports torch at its top, numerics.apply() or in_force() imports it
+    """Fails where lanes/backend.py imports torch at its top, numerics.applied() or in_force() imports it
     (and the inductor), or a pa.array call imports pandas."""
     imported = _commands(tmp_path, "lanes.null_model:small")
     assert imported == {"torch": False, "pandas": False}, (
@@ -121,20 +121,21 @@ def test_a_plugin_that_imports_torch_gets_torchs_flags_applied_and_recorded(tmp_
 
 
 def test_settings_and_environment_without_torch(tmp_path):
-    """In a fresh interpreter: apply() and in_force() leave torch unimported, and environment() reads the same
+    """In a fresh interpreter: applied() and in_force() leave torch unimported, and environment() reads the same
     torch version and CUDA build from torch's files as torch itself reports once imported."""
     script = textwrap.dedent("""
         import json, sys
         from harness.data.environment import environment
         from harness.numerics import in_force
         from harness.data.numeric_settings import NumericSettings
-        NumericSettings(threads=1).apply()
-        before, flags = environment(), in_force()
+        with NumericSettings(threads=1).applied():
+            before, flags = environment(), in_force()
         loaded = "torch" in sys.modules
         import torch
-        NumericSettings(threads=1).apply()
-        print(json.dumps({"loaded": loaded, "before": before, "after": environment(), "flags": flags,
-                          "flags_after": in_force()}))
+        with NumericSettings(threads=1).applied():
+            after, flags_after = environment(), in_force()
+        print(json.dumps({"loaded": loaded, "before": before, "after": after, "flags": flags,
+                          "flags_after": flags_after}))
     """)
     done = subprocess.run(
         [sys.executable, "-c", script],

@@ -1,6 +1,6 @@
-"""Numeric settings are in force for a torch model whatever the order of apply() and torch's import.
+"""Numeric settings are in force for a torch model whatever the order of applying them and torch's import.
 
-``NumericSettings.apply()`` sets torch's flags only once torch is imported (a model that is not a
+``NumericSettings.applied()`` sets torch's flags only once torch is imported (a model that is not a
 torch network never pays torch's start-up), so a caller that applies them before the model's factory
 imports torch must apply them again after it. The Triton Python backend's ``model.py`` did not: its
 ``initialize`` applied the settings, then loaded the model (importing torch), then recorded
@@ -61,6 +61,6 @@ def test_settings_applied_before_torch_is_imported_are_in_force_for_a_torch_mode
         assert got.get("torch_loaded", True), f"{where}: torch not loaded by the small model: {got}"
         assert got["threads"] == REQUESTED, (
             f"{where}: numerics_in_force threads {got['threads']}, requested {REQUESTED}: the settings "
-            "were applied before the model imported torch and not again after (harness.numerics.apply)"
+            "were applied before the model imported torch and not again after (NumericsScope.apply)"
         )
         assert got["deterministic_algorithms"] is True, f"{where}: {got}"

@@ -1,16 +1,17 @@
 """``[numerics]``: the process-wide torch flags that change a network's output bits, as the configuration and
-every manifest hold them, and how they are set (:meth:`NumericSettings.apply`; torch's only once torch is
-imported, :func:`torch_loaded`). What was in force is read by :mod:`harness.numerics`."""
+every manifest hold them, and how they are set for a scope and given back after it (:meth:`NumericSettings.applied`;
+torch's only once torch is imported, :func:`torch_loaded`). What was in force is read by :mod:`harness.numerics`."""
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.data.errors import ConfigError
+from harness.data.numerics_scope import NumericsScope
+from harness.data.torch_state import torch_loaded
 
 
 class NumericSettings(BaseModel):
@@ -40,32 +41,21 @@ class NumericSettings(BaseModel):
         except AttributeError:  # not Linux
             return os.cpu_count() or 1
 
-    def apply(self) -> None:
-        """Set every flag, whatever the process had before; torch's only when torch is imported.
+    def applied(self) -> NumericsScope:
+        """``with settings.applied() as scope:`` every setting in force until the block ends, then the
+        process's own flags back, however the block ends (:mod:`harness.data.numerics_scope`); ``scope.apply()``
+        sets them again inside it. The only way the harness sets torch's flags: nothing it runs in process
+        leaves them changed.
 
-        A process without torch runs no torch network, and importing torch to set flags nothing
-        reads costs seconds. The backend applies these before every call, so a plug-in that
-        imports torch inside its first ``infer`` has them from the next call on (the lanes' first
-        call of every lane is an untimed warm-up whose answer is not kept: ``RunPlan.warmup``).
-        Whoever loads a model applies them again once it is built (its factory may be what imports
-        torch): the in-process backend's ``__init__`` and the Triton backend's ``model.py`` do, so the
-        first call and the recorded ``in_force`` have them (tests/test_numerics_order.py)."""
-        if self.deterministic_algorithms:
-            # cuBLAS needs this before its first handle is created to be deterministic (any cuBLAS user).
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        if not torch_loaded():
-            return
-        import torch
-
-        torch.set_num_threads(self.resolved_threads())
-        # torch swaps this module's class at import: ``enabled`` is a ContextProp descriptor taking a bool
-        torch.backends.mkldnn.enabled = self.mkldnn  # type: ignore[assignment]
-        torch.backends.cudnn.benchmark = self.cudnn_benchmark
-        torch.backends.cudnn.deterministic = self.cudnn_deterministic
-        torch.use_deterministic_algorithms(self.deterministic_algorithms)
-        torch.backends.cuda.matmul.allow_tf32 = self.allow_tf32
-        torch.backends.cudnn.allow_tf32 = self.allow_tf32
-        torch.set_float32_matmul_precision(self.matmul_precision)
+        torch's flags are set only once torch is imported: a process without torch runs no torch network, and
+        importing torch to set flags nothing reads costs seconds. A backend applies them around every call, so
+        a plug-in that imports torch inside its first ``infer`` has them from the next call on (the lanes'
+        first call of every lane is an untimed warm-up whose answer is not kept: ``RunPlan.warmup``).
+        Whoever loads a model applies them again once it is built (its factory may be what imports torch):
+        the Triton backend's ``model.py`` does, and the in-process backend applies them around every call and
+        every reading of what is in force, so the first call and the recorded ``in_force`` have them
+        (tests/test_numerics_order.py)."""
+        return NumericsScope(self)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
@@ -84,6 +74,4 @@ class NumericSettings(BaseModel):
             raise ConfigError(f"numerics: {describe_error(exc)}") from None
 
 
-def torch_loaded() -> bool:
-    """Whether this process has imported torch (a torch model is built, or a plug-in imported it)."""
-    return "torch" in sys.modules
+__all__ = ["NumericSettings", "torch_loaded"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -24,6 +25,7 @@ from harness.data.jsonio import plain
 from harness.data.metrics import start_warming
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
+from lanes.backend_numerics import backend_numerics
 from lanes.device_queue import ordered
 from lanes.lanes import ExactLane
 
@@ -64,11 +66,15 @@ class InProcessRerun:
         self.lane: ExactLane | None = None
         # the lane's call records: not kept (memory stays one row group, whatever the capture)
         self.log: list[CallRecord] = []
+        self._held = ExitStack()
 
     def start(self, reader: CaptureReader, survey: Survey | None) -> GoldenModel:
         """``survey`` is not needed here (a Ray worker passes None)."""
 
         self.backend = backend = self.make_backend()
+        # its settings held until close(), as a recording holds them (lanes.backend_numerics): every call of the
+        # re-run under them, the process's own flags back when the audit ends
+        self._held.enter_context(backend_numerics(backend))
         check_geometry(reader, backend.geometry, self.cfg)
         self.lane = ExactLane(backend, self.cfg.release_shapes, self.log)
         return golden_model(self.cfg, backend)
@@ -109,8 +115,11 @@ class InProcessRerun:
             yield done.popleft()
 
     def close(self) -> None:
-        if self.backend is not None:
-            self.backend.close()
+        try:
+            if self.backend is not None:
+                self.backend.close()
+        finally:
+            self._held.close()
 
 
 def rerun_blocks(lane: ExactLane, blocks: list[Block]) -> dict[str, np.ndarray]:

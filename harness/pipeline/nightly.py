@@ -44,6 +44,7 @@ from harness.pipeline.promote import engine_manifest, promote
 from harness.pipeline.run import RunOptions, plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
+from lanes.backend_numerics import under_backend_numerics
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import CanaryRun, Score
@@ -63,6 +64,7 @@ NOT_PROMOTED = "not promoted (--no-promote): the ledger was not changed"
 NO_BACKEND = "a nightly of merged shards or Ray workers: canaries are planted where a model and backend run"
 
 
+@under_backend_numerics
 def nightly(
     job: NightlyJob,
     backend: Backend,

@@ -54,6 +54,7 @@ from harness.pipeline.distributed import (
     run_shards,
 )
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
+from lanes.backend_numerics import under_backend_numerics
 
 if TYPE_CHECKING:
     from numpy.lib.npyio import NpzFile
@@ -83,6 +84,7 @@ def audit_on_ray(
     return outcome
 
 
+@under_backend_numerics  # the worker's settings for the shard, given back after it (the rerun's own scope is inside)
 def audit_shard(
     backend: Backend, packer: Packer, config: ConfigFile, shard: RequestRange, shard_dir: Path, capture: str
 ) -> Path:

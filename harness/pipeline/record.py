@@ -44,6 +44,7 @@ from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.judging.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.localisation.module_floors import floor_sampler
 from harness.pipeline.golden_counts import refuse_unjudgeable
+from lanes.backend_numerics import under_backend_numerics
 from lanes.run_plan import RunPlan
 from lanes.runner import LaneHooks, run_lanes
 
@@ -67,6 +68,7 @@ def exact_plan(config: ConfigFile, repeats: int, ops: Iterable[Op] | None = None
     )
 
 
+@under_backend_numerics
 def record_golden(
     root: Path,
     release: str,
@@ -215,6 +217,7 @@ def refuse_non_finite(outputs: LaneOutputs) -> None:
             )
 
 
+@under_backend_numerics
 def verify_golden(
     golden: Golden, backend: Backend, config: ConfigFile, progress: Progress | None = None
 ) -> Reproduction:

@@ -24,6 +24,7 @@ from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
 from lanes.arrangers import manifest_evidence, variants_for
+from lanes.backend_numerics import under_backend_numerics
 from lanes.neighbour_controls import NeighbourControls
 from lanes.run_plan import RunPlan, check_request_sizes
 from lanes.runner import LaneHooks, run_lanes
@@ -132,6 +133,7 @@ def _cancelled_on_failure(pending: PendingHashes) -> Iterator[None]:
         raise
 
 
+@under_backend_numerics
 def run_shapes(
     golden: Golden,
     backend: Backend,

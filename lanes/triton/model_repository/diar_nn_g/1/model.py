@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import ExitStack
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -37,12 +38,14 @@ class TritonPythonModel:
         from lanes.model_api import load_model
 
         self.numerics = NumericSettings.from_dict(json.loads(params.get("NUMERICS") or "{}"))
-        self.numerics.apply()
+        # In force for the model's life in this stub process (its only job), given back at finalize.
+        self.held = ExitStack()
+        self.scope = self.held.enter_context(self.numerics.applied())
         spec = params.get("MODEL_SPEC") or "full"
         self.model = load_model(spec, seed=int(params.get("SEED") or 0), device=params.get("DEVICE") or "cpu")
-        # Again: apply() sets torch's flags only once torch is imported (harness.numerics), and a torch
+        # Again: torch's flags are set only once torch is imported (harness.numerics), and a torch
         # model's factory is what imports it. Without this the info below records torch's defaults.
-        self.numerics.apply()
+        self.scope.apply()
         self.device = params.get("DEVICE") or "cpu"
         self.spec = spec
         # Built once: a client that names no outputs gets every output, MODEL_INFO included.
@@ -58,7 +61,7 @@ class TritonPythonModel:
         return responses
 
     def _answer(self, request) -> object:
-        self.numerics.apply()  # as the in-process backend does: no flag changed since (by a plugin) survives
+        self.scope.apply()  # as the in-process backend does: no flag changed since (by a plugin) survives
         tensors = {}
         for name in INPUTS:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
@@ -97,6 +100,7 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         del self.model  # the networks' memory goes with the instance, before Triton unloads the stub
+        self.held.close()
 
 
 def _error(exc: Exception) -> object:

@@ -16,7 +16,6 @@ class TritonPythonModel:
         from lanes.model_api import load_model
 
         self.numerics = NumericSettings(threads=1)  # as the tests' in-process backend
-        self.numerics.apply()
         self.model = load_model("small")
 
     def execute(self, requests):
@@ -28,9 +27,9 @@ class TritonPythonModel:
                     tensor = pb_utils.get_input_tensor_by_name(request, name)
                     if tensor is not None:
                         tensors[name] = tensor.as_numpy()
-                self.numerics.apply()
                 wanted = set(request.requested_output_names())
-                outputs = self.model.infer(tensors)
+                with self.numerics.applied():
+                    outputs = self.model.infer(tensors)
                 responses.append(
                     pb_utils.InferenceResponse(
                         output_tensors=[
