@@ -1,9 +1,9 @@
 """What ``harness laws --json PATH --junit PATH`` writes for the engine's CI: checked before the packer starts,
 written together after the laws were judged.
 
-Both files are renamed into place together (:func:`harness.data.fsio.atomic_write_many`): a CI never reads a
-JSON verdict of one run beside a JUnit file of another. The line saying what was written, and the exit status,
-are re-derived from the JSON as it lies on disk.
+Each file is written atomically, and neither is renamed into place before both were written
+(:func:`harness.data.fsio.atomic_write_many`): a failure while writing leaves the previous files as they were.
+The line saying what was written, and the exit status, are re-derived from the JSON as it lies on disk.
 """
 
 from __future__ import annotations
