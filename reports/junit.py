@@ -179,6 +179,11 @@ def new_suite(name: str, facts: Mapping[str, Any], created: str) -> ET.Element:
 
 def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skipped: int, seconds: float) -> Path:
     """``suite`` with its counts, alone in a ``testsuites`` root, written atomically to ``path``."""
+    return atomic_write(Path(path), suite_bytes(suite, tests, failures, skipped, seconds))
+
+
+def suite_bytes(suite: ET.Element, tests: int, failures: int, skipped: int, seconds: float) -> bytes:
+    """``suite`` with its counts, alone in a ``testsuites`` root: the file's bytes (UTF-8, declared)."""
     counts = {
         "tests": str(tests),
         "failures": str(failures),
@@ -193,7 +198,7 @@ def write_suite(path: Path, suite: ET.Element, tests: int, failures: int, skippe
     ET.indent(root)
     buffer = io.BytesIO()
     ET.ElementTree(root).write(buffer, encoding="utf-8", xml_declaration=True)
-    return atomic_write(Path(path), buffer.getvalue())
+    return buffer.getvalue()
 
 
 def op_case(case: ET.Element, op: int, verdict: OpVerdictModel, cause: str | None = None) -> None:

@@ -177,6 +177,19 @@ case(
     ("laws", "--export-vectors", "v", "--packer-cmd", "cat"),
     "the vectors are the harness's own packer's answers",
 )
+case(
+    K,
+    "laws-replace-a-folder-of-other-files",
+    ("laws", "--export-vectors", "vectors", "--replace"),
+    "not replaced: it has no index.json, so it is not a folder of exported vectors",
+    text_file("vectors/keep.txt", "mine"),
+)
+case(
+    K,
+    "laws-json-and-junit-one-file",
+    ("laws", "--json", "laws.xml", "--junit", "laws.xml"),
+    "--json and --junit name the same file",
+)
 case(K, "serve-without-triton", ("serve", "--model", "small"), "triton")
 case(K, "backend-ftp", ("golden", "verify", "goldens/r", "--backend", "ftp:nope", *CFG), "--backend 'ftp:nope'")
 case(

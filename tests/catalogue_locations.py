@@ -111,6 +111,7 @@ case(
     K, "audit-out-the-golden", ("audit", "missing.parquet", "--golden-model", "small", "--out", GM, *QUIET), THE_GOLDEN
 )
 case(K, "laws-vectors-inside-the-golden", ("laws", "--export-vectors", f"{GM}/vectors"), SEALED)
+case(K, "laws-json-inside-the-golden", ("laws", "--json", f"{GM}/laws.json", "--examples", "1"), SEALED)
 case(
     K,
     "corpus-synth-over-the-config",

@@ -144,7 +144,8 @@ def fresh_folder(folder: Path) -> Path:
     for name in CHECKOUT_FILES:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+            # (a Cargo example's build folder, where one was built in place, is no file a block uses)
+            shutil.copytree(source, folder / name, ignore=shutil.ignore_patterns("__pycache__", "target"))
         else:
             shutil.copy2(source, folder / name)
     return folder

@@ -95,11 +95,15 @@ MISBEHAVING = f"{PY} {ROOT / 'tests' / 'misbehaving_packer.py'} --mode"
 def test_a_packer_that_truncates_requests_is_broken_at_default_settings(capsys, monkeypatch, name, blocks):
     code, out, err = run(capsys, monkeypatch, "--packer", f"harness.laws.law_controls:{name}")
     assert code == 1, out + err
-    summary = out.split("\n\n")[0].splitlines()[1:]
+    summary = out.split("\n\n")[0].splitlines()[2:]
     assert len(summary) == 8 and all("BROKEN" in line for line in summary), out
     assert "not judged" not in out.split("\n\n")[0] and "laws hold" not in out
     assert f"minimal counterexample of {blocks} block(s)" in out
     assert out.rstrip().splitlines()[-1].startswith("8 of 8 laws broken or not judged")
+    # one bug, one finding per request it broke: shown once each, never once per law
+    sections = out.split("\n\n")[1:-1]
+    assert len(sections) == 2 and all(s.startswith("laws ") and "BROKEN by one finding" in s for s in sections), out
+    assert sum(s.count("what differed:") for s in sections) == 2
 
 
 @pytest.mark.parametrize("name", ["padded_index_packer", "padding_length_packer"])

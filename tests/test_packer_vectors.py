@@ -2,14 +2,17 @@
 
 The vectors are the harness packer's answers; this test re-derives every one from its request (and checks
 the example external packer, standing in for the engine, against them over the wire), and shows the export
-refuses a non-empty folder and leaves nothing behind when it fails.
+refuses a non-empty folder (naming --replace) and leaves nothing behind when it fails. --replace swaps a
+vectors folder in one step: a kill at any step leaves the old vectors or the new ones, whole; a folder that is
+not exported vectors, or holds anything more, is never replaced. The engine's side, `cargo test` of the Cargo
+example, is tests/test_packer_cargo.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +140,7 @@ def test_export_refuses_a_non_empty_folder_and_accepts_an_empty_one(tmp_path, ca
     full.mkdir()
     (full / "keep.txt").write_text("mine")
     _one_line_exit_2(*_laws_cli(capsys, monkeypatch, "--export-vectors", str(full)), "the folder is not empty")
+    _one_line_exit_2(*_laws_cli(capsys, monkeypatch, "--export-vectors", str(full)), "or --replace to replace")
     assert [p.name for p in full.iterdir()] == ["keep.txt"]
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -159,50 +163,105 @@ def test_a_failed_export_leaves_nothing(tmp_path, capsys, monkeypatch, fault):
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary one, not even the parent it would have made
 
 
-@pytest.fixture(scope="module")
-def rust_check(tmp_path_factory) -> Path:
-    """examples/packer_vectors_check.rs built with rustc alone (std only, no warning)."""
-    if shutil.which("rustc") is None:
-        pytest.skip("rustc is not installed")
-    binary = tmp_path_factory.mktemp("rust") / "packer_vectors_check"
-    built = subprocess.run(
-        ["rustc", "--edition", "2021", str(ROOT / "examples" / "packer_vectors_check.rs"), "-o", str(binary)],
-        capture_output=True,
-        text=True,
-        timeout=600,
+# ------------------------------------------------------------------ --replace: one step, never half written
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def _stale_vectors(folder: Path) -> dict[str, bytes]:
+    """An earlier export, told apart from this harness's by one vector that is not its answer (a packer change)."""
+    vectors.export(folder, LAW_GEOMETRY)
+    data = json.loads((folder / "op1-many-blocks.json").read_text())
+    data["packed"]["IDX"][-1] += 1
+    text = json.dumps(data, indent=1) + "\n"
+    (folder / "op1-many-blocks.json").write_text(text)
+    index = json.loads((folder / "index.json").read_text())
+    for entry in index["vectors"]:
+        if entry["file"] == "op1-many-blocks.json":
+            entry["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (folder / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+    return _files(folder)
+
+
+def test_replace_swaps_an_exported_folder_for_the_new_vectors(tmp_path, capsys, monkeypatch, exported):
+    folder = tmp_path / "engine" / "vectors"
+    old = _stale_vectors(folder)
+    code, out, err = _laws_cli(capsys, monkeypatch, "--export-vectors", str(folder), "--replace")
+    assert code == 0, out + err
+    assert out.splitlines()[-1].startswith(f"replaced, in one step, the vectors {folder} held: 14 files"), out
+    assert _files(folder) == _files(exported) != old  # the new export, byte for byte; the old one gone
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["vectors"]  # nothing beside it
+
+
+def test_replace_through_a_link_replaces_the_folder_it_points_at(tmp_path, capsys, monkeypatch, exported):
+    real = tmp_path / "real"
+    _stale_vectors(real)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    code, out, err = _laws_cli(capsys, monkeypatch, "--export-vectors", str(link), "--replace")
+    assert code == 0, out + err
+    assert link.is_symlink() and _files(real) == _files(exported)
+
+
+@pytest.mark.parametrize(
+    "extra,words",
+    [
+        ("README.md", "1 of its 15 entries are not vectors of its index.json (README.md) and would be lost"),
+        (None, "it has no index.json, so it is not a folder of exported vectors"),
+    ],
+)
+def test_replace_refuses_a_folder_that_holds_more_than_exported_vectors(tmp_path, capsys, monkeypatch, extra, words):
+    """A mistyped path loses nothing: a folder of other files, or exported vectors beside a file of the user's."""
+    folder = tmp_path / "vectors"
+    if extra is None:
+        folder.mkdir()
+        (folder / "main.rs").write_text("fn main() {}\n")
+    else:
+        _stale_vectors(folder)
+        (folder / extra).write_text("mine\n")
+    before = _files(folder)
+    _one_line_exit_2(*_laws_cli(capsys, monkeypatch, "--export-vectors", str(folder), "--replace"), words)
+    assert _files(folder) == before and sorted(p.name for p in tmp_path.iterdir()) == ["vectors"]
+
+
+@pytest.mark.parametrize("point,kept", [("swap:vectors", "old"), ("swapped:vectors", "new")])
+def test_a_kill_during_replace_leaves_the_old_or_the_new_vectors_whole(tmp_path, exported, point, kept):
+    """SIGKILL just before the swap and just after it (before the old content is removed): the folder holds one
+    export, whole; the next --replace removes the hidden sibling the kill left."""
+    folder = tmp_path / "vectors"
+    old = _stale_vectors(folder)
+    env = {**os.environ, "HARNESS_FAULT": f"kill:{point}", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "harness.cli", "laws", "--export-vectors", str(folder), "--replace"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr
+    assert _files(folder) == (old if kept == "old" else _files(exported))
+    litter = [p.name for p in tmp_path.iterdir() if p.name != "vectors"]
+    assert len(litter) == 1 and litter[0].startswith(".vectors.tmp-"), litter
+    env.pop("HARNESS_FAULT")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _files(folder) == _files(exported) and [p.name for p in tmp_path.iterdir()] == ["vectors"]
+
+
+def test_replace_where_the_file_system_cannot_swap_changes_nothing(tmp_path, capsys, monkeypatch):
+    from harness.data import folder_swap
+
+    folder = tmp_path / "vectors"
+    old = _stale_vectors(folder)
+    monkeypatch.setattr(folder_swap, "swap_paths", lambda a, b: False)  # no renameat2 (another OS, an old kernel)
+    _one_line_exit_2(
+        *_laws_cli(capsys, monkeypatch, "--export-vectors", str(folder), "--replace"),
+        "cannot replace the test vectors in one step: this file system has no renameat2 RENAME_EXCHANGE",
     )
-    assert built.returncode == 0 and "warning" not in built.stderr, built.stderr
-    return binary
+    assert _files(folder) == old and [p.name for p in tmp_path.iterdir()] == ["vectors"]
 
 
-def test_the_std_only_rust_check_passes_the_vectors_and_catches_a_wrong_answer(exported, rust_check, tmp_path):
-    """examples/packer_vectors_check.rs: what an engine's `cargo test` does with the vectors, std only."""
-    binary = rust_check
-    done = subprocess.run([str(binary), str(exported)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "12 of 12 vectors pass" in done.stdout, done.stdout + done.stderr
-    assert "6 of 6 sessions pass" in done.stdout, done.stdout
-    wrong = tmp_path / "wrong"
-    shutil.copytree(exported, wrong)
-    data = json.loads((wrong / "op1-many-blocks.json").read_text())
-    data["packed"]["IDX"][-1] += 1  # the answer a rebase bug would give
-    (wrong / "op1-many-blocks.json").write_text(json.dumps(data))
-    done = subprocess.run([str(binary), str(wrong)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and "FAIL op1-many-blocks.json: packed IDX differs" in done.stdout, done.stdout
-
-
-def test_the_std_only_rust_check_catches_a_session_answered_out_of_the_rules(exported, rust_check, tmp_path):
-    """The Rust check's message loop against sessions.json: a vector that expects a pack before hello to be
-    served (what a loop without the rule does) fails it, naming the session and step."""
-    binary = rust_check
-    wrong = tmp_path / "wrong"
-    shutil.copytree(exported, wrong)
-    data = json.loads((wrong / "sessions.json").read_text())
-    (case,) = [c for c in data["sessions"] if c["name"] == "request-before-hello"]
-    assert case["steps"][0]["answer"] == "error"
-    case["steps"][0]["answer"] = "packed"
-    (wrong / "sessions.json").write_text(json.dumps(data))
-    done = subprocess.run([str(binary), str(wrong)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and "12 of 12 vectors pass" in done.stdout, done.stdout
-    assert 'FAIL session request-before-hello: step 0 ("pack"): answered error, expected packed' in done.stdout, (
-        done.stdout
+def test_replace_without_export_and_outputs_with_export_are_refused(tmp_path, capsys, monkeypatch):
+    _one_line_exit_2(*_laws_cli(capsys, monkeypatch, "--replace"), "--replace: replaces an existing vectors folder")
+    _one_line_exit_2(
+        *_laws_cli(capsys, monkeypatch, "--export-vectors", str(tmp_path / "v"), "--json", str(tmp_path / "l.json")),
+        "--export-vectors judges no packer, so there is no verdict for --json or --junit",
     )
+    assert list(tmp_path.iterdir()) == []

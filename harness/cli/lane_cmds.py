@@ -163,10 +163,21 @@ def laws_cmd(
         str | None,
         typer.Option(
             "--packer-digest",
-            help="sha256 of the --packer-cmd program (e.g. its release binary), in its identity in "
-            "place of hashing the program.",
-            hidden=True,
+            help="sha256 of the --packer-cmd program (e.g. its release binary): its identity takes it in "
+            "place of hashing the program's file (docs/packer-protocol.md, Identity).",
         ),
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Also write the verdict as JSON here, for a CI: every law's status, counts and minimal "
+            "counterexample, the findings, the packer's identity (docs/schemas.md, LawsReportFile).",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(help="Also write JUnit XML here: one test case per law, a broken one failed with its finding."),
     ] = None,
     export_vectors: Annotated[
         Path | None,
@@ -178,13 +189,24 @@ def laws_cmd(
             "empty folder, for an engine's own tests.",
         ),
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="With --export-vectors: replace an existing vectors folder (one that holds exported vectors "
+            "and nothing else) in one step; it is never left half written.",
+        ),
+    ] = False,
 ) -> None:
     """Judge a packer (the engine's, over the wire) on the packing laws.
 
-    Exit 0 when every law holds; 1 when one is broken (printed with the minimal block set, the request the packer
-    produced and what differed); 2 when the packer cannot be run (it does not start, fails the hello handshake, ...).
+    Prints the packer's identity (the key of its promotions in the ledger), one line per law (broken: on how many of
+    how many examples, and its minimal counterexample), then each finding once: the minimal block set, the request
+    the packer produced and what differed. Exit 0 when every law holds; 1 when one is broken (or not judged on
+    every example); 2 when the packer cannot be run (it does not start, fails the hello handshake, ...).
     With --export-vectors: write the test vectors (docs/packer-protocol.md, "Test vectors") and exit 0.
     """
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
-    answer(gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, export_vectors))
+    outputs = gate_commands.LawsOutputs(json_out, junit, export_vectors, replace)
+    answer(gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, outputs))

@@ -13,6 +13,7 @@ stalls, raises) is not a broken law: the packer's one-line error propagates (the
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import time
 import warnings
@@ -56,8 +57,14 @@ def check_packer(
         raise ValueError(f"max_blocks must be >= 1, got {max_blocks}")
     start = time.perf_counter()
     smoke_test(packer)
-    outcomes = tuple(run_law(packer, law, examples, seed, max_blocks) for law in laws)
-    return LawsReport(packer.describe(), examples, seed, outcomes, time.perf_counter() - start, max_blocks=max_blocks)
+    outcomes = []
+    for law in laws:
+        began = time.perf_counter()
+        outcome = run_law(packer, law, examples, seed, max_blocks)
+        outcomes.append(dataclasses.replace(outcome, seconds=time.perf_counter() - began))
+    return LawsReport(
+        packer.describe(), examples, seed, tuple(outcomes), time.perf_counter() - start, max_blocks=max_blocks
+    )
 
 
 def smoke_test(packer: Packer) -> None:
@@ -87,6 +94,7 @@ class _Tally:
     skipped: int = 0
     found_after: int | None = None
     shrinking_from: int = 0
+    broken_on: int = 0  # examples of the boundary phase and the search that broke the law (shrinking not counted)
 
 
 def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int = DEFAULT_MAX_BLOCKS) -> LawOutcome:
@@ -134,13 +142,14 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
 
     fixed = law.boundary(max_blocks) if law.boundary is not None else []
     broken_fixed, boundary = None, 0
-    for example in fixed:  # every one until the law breaks in its own kind (a malformed answer is kept if none)
+    # every one (so the report can say on how many of them the law broke); the one shown is the first broken in
+    # the law's own kind, else the first broken by a malformed answer
+    for example in fixed:
         boundary += 1
         if breaks(example):
-            broken_fixed = broken_fixed or example
-            if not kinds[id(example)]:
+            state.broken_on += 1
+            if broken_fixed is None or (kinds[id(broken_fixed)] and not kinds[id(example)]):
                 broken_fixed = example
-                break
     up_front = law.note(packer)
     base_notes = (up_front,) if up_front else ()
     if broken_fixed is not None:  # no search: the boundary example cut down by deleting blocks (cheap, deterministic)
@@ -159,6 +168,8 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
                 "boundary",
             ),
             boundary,
+            broken_on=state.broken_on,
+            tried=boundary,
         )
     config = settings(
         max_examples=examples,
@@ -182,7 +193,7 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
         minimal = shrink(law, packer, last[0])
     if fatal:
         raise fatal[0] from None
-    if minimal is not None:
+    if minimal is not None:  # the search stops at its first counterexample: broken on 1 of the examples up to it
         return LawOutcome(
             law.name,
             law.statement,
@@ -192,10 +203,20 @@ def run_law(packer: Packer, law: Law, examples: int, seed: int, max_blocks: int 
             base_notes,
             replay(packer, law, minimal, state.found_after or state.calls),
             boundary,
+            broken_on=1,
+            tried=state.found_after or state.calls,
         )
     status = HELD if state.judged and not state.skipped else NOT_JUDGED
     return LawOutcome(
-        law.name, law.statement, status, state.judged, state.skipped, base_notes + tuple(sorted(notes)), None, boundary
+        law.name,
+        law.statement,
+        status,
+        state.judged,
+        state.skipped,
+        base_notes + tuple(sorted(notes)),
+        None,
+        boundary,
+        tried=state.calls,
     )
 
 
@@ -262,7 +283,9 @@ def replay(packer: Packer, law: Law, example: Example, found_after: int, source:
     try:
         law(packer, blocks, **params)
     except LawBroken as exc:
-        return Counterexample(tuple(blocks), dict(params), exc.what, exc.packed, found_after, source=source)
+        return Counterexample(
+            tuple(blocks), dict(params), exc.what, exc.packed, found_after, source=source, answer_error=exc.answer_error
+        )
     except NotJudged as exc:
         return Counterexample(
             tuple(blocks),

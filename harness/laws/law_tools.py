@@ -30,10 +30,21 @@ class LawBroken(Exception):
     """A law does not hold for these blocks: ``what`` says what differed, ``packed`` is the request.
 
     ``malformed``: broken because the answer was malformed (not a failure of the law's own kind).
+    ``answer_error``: where the packer's answer was off the contract or a refusal (for any law, well-formed
+    too), what was wrong with it, without the packer's name and the request (the same finding, however many
+    laws and requests it broke, reads the same: the report groups by it).
     """
 
-    def __init__(self, law: str, what: str, packed: PackedRequest | None = None, malformed: bool = False) -> None:
+    def __init__(
+        self,
+        law: str,
+        what: str,
+        packed: PackedRequest | None = None,
+        malformed: bool = False,
+        answer_error: str | None = None,
+    ) -> None:
         self.law, self.what, self.packed, self.malformed = law, what, packed, malformed
+        self.answer_error = answer_error
         super().__init__(f"law {law} broken: {what}")
 
 
@@ -63,8 +74,25 @@ def packed_by(packer: Packer, blocks: Sequence[Block], law: str, pad_to: int | N
     except PackerError as exc:  # it answered, off the contract, or refused: this example breaks the law
         kept = getattr(exc, "packed", None)
         raise LawBroken(
-            law, f"{prefix}{exc}", kept if isinstance(kept, PackedRequest) else None, malformed=bool(prefix)
+            law,
+            f"{prefix}{exc}",
+            kept if isinstance(kept, PackedRequest) else None,
+            malformed=bool(prefix),
+            answer_error=answer_error(str(exc), blocks),
         ) from exc
+
+
+def answer_error(message: str, blocks: Sequence[Block]) -> str:
+    """What was wrong with an answer, from the packer's error ``message``: the text after the request it
+    names (``packer 'P': answer to a pack request of 3 OP 0 block(s) ['a', 'b', 'c'] padded to k=4: <what>``);
+    the whole message where it names none."""
+    described = describe_items(blocks)
+    at = message.find(described)
+    if at < 0:
+        return message
+    rest = message[at + len(described) :]
+    cut = rest.find(": ")
+    return rest[cut + 2 :] if cut >= 0 else message
 
 
 def unpacked_by(packer: Packer, packed: PackedRequest, output: np.ndarray, law: str) -> list[np.ndarray]:

@@ -1,23 +1,29 @@
-"""What judging a packer found, as data (for tests and JSON) and as text (for people).
+"""What judging a packer found, as data (for tests and JSON) and as text (for people and CI logs).
 
-A broken law is shown the way a packer's author needs to fix it: the law, the *minimal* block
-set hypothesis shrank to (ids, span lengths and audio, OFFSETS, VALID, rows), the request the
-packer produced for it (tensors and layout), and what differed.
+The text is one line per law, then one section per *finding*. A law's line says its status and, when it
+is broken, on how many of how many examples, and its minimal counterexample in one line. A finding is a
+difference that reads the same, numbers aside, in every law it broke: a packer with one bug breaks
+several laws with it (an answer off the contract is a counterexample of every law that asked for it, so
+a packer that drops every block after the 16th breaks all 8), and the same counterexample printed under
+each law buried the one difference worth reading. Each finding is shown once, on its smallest
+counterexample, the way a packer's author needs to fix it: the *minimal* block set (ids, span lengths and
+audio, OFFSETS, VALID, rows), the request the packer produced for it (tensors and layout), and what
+differed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from harness.data.blocks import Block
-from harness.packers.packing import PackedRequest, Segment
+from harness.laws.law_display import block_dict, describe_block, describe_params, describe_request, request_dict
+from harness.packers.packing import PackedRequest
 
 HELD, BROKEN, NOT_JUDGED = "held", "broken", "not judged"
-LAYOUT_SHOWN = 10  # segments of a request's layout shown in full
+LINE_DIFFERENCE = 240  # characters of a counterexample's difference on its law's line (its section has it whole)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,29 @@ class Counterexample:
     found_after: int  # examples tried before the first failure (shrinking not counted)
     reproducible: bool = True
     source: str = "search"  # "search": hypothesis's, shrunk; "boundary": a fixed example, blocks deleted
+    answer_error: str | None = None  # the answer was malformed or a refusal: what was wrong with it (LawBroken)
+
+    @property
+    def difference(self) -> str:
+        """What differed, the packer's name and the request left out where the answer itself was malformed."""
+        return f"malformed answer: {self.answer_error}" if self.answer_error is not None else self.what
+
+    @property
+    def finding(self) -> str:
+        """The difference, numbers aside: counterexamples of one finding read the same (``OFFSETS[8]=132: offset
+        is past the end of SPAN (length 131)`` on one law, ``... =194 ... 193`` on another)."""
+        return _NUMBER.sub("#", self.difference)
+
+    def line(self) -> str:
+        """The counterexample in one line: its size, OP, padding or cut, where it came from, what differed."""
+        kind = ", a boundary example cut down" if self.source == "boundary" else ""
+        text = self.difference if self.reproducible else f"not reproducible: {self.difference}"
+        if len(text) > LINE_DIFFERENCE:
+            text = text[: LINE_DIFFERENCE - 3] + "..."
+        return (
+            f"minimal counterexample of {len(self.blocks)} block(s), OP {int(self.blocks[0].op)}"
+            f"{describe_params(self.params, self.blocks)}{kind}: {text}"
+        )
 
 
 @dataclass(frozen=True)
@@ -45,11 +74,40 @@ class LawOutcome:
     notes: tuple[str, ...] = ()
     counterexample: Counterexample | None = None
     boundary: int = 0  # of all examples, the fixed boundary ones (harness.laws.boundary) run first
+    broken_on: int = 0  # examples that broke the law: every boundary one that did, or the search's first
+    tried: int = 0  # examples the law was judged on: every boundary one, then the search's up to its first break
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
         """Held, on at least one example, none of them skipped."""
         return self.status == HELD and self.judged > 0 and not self.skipped
+
+    def line(self, width: int = 0) -> str:
+        """The law's line of the report (names padded to ``width``): its status, and the count and
+        counterexample that decided it."""
+        status = self.status if self.status == HELD else self.status.upper()
+        return f"  {self.law:<{width}}  {status:<10} {self.detail()}"
+
+    def brief(self) -> str:
+        """The same line without the table's padding: ``round-trip BROKEN on 9 of 12 examples; ...``."""
+        return f"{self.law} {self.status if self.status == HELD else self.status.upper()} {self.detail()}"
+
+    def detail(self) -> str:
+        note = "".join(f"; {n}" for n in self.notes)
+        if self.status == HELD:
+            return f"({self.judged} examples, {self.boundary} of them boundary{note})"
+        if self.status == BROKEN:
+            c = self.counterexample
+            assert c is not None, "the runner records a counterexample with every broken law"
+            search = "" if c.source == "boundary" else " (the search stops at its first)"
+            return f"on {self.broken_on} of {self.tried} examples{search}; {c.line()}" + (
+                f" [{note[2:]}]" if note else ""
+            )
+        return (
+            f"(judged on {self.judged} example(s), {self.skipped} could not be judged: counted as a failure, "
+            f"never as held{note})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -59,6 +117,8 @@ class LawOutcome:
             "judged": self.judged,
             "skipped": self.skipped,
             "boundary": self.boundary,
+            "broken_on": self.broken_on,
+            "tried": self.tried,
             "notes": list(self.notes),
         }
         if self.counterexample is not None:
@@ -67,12 +127,49 @@ class LawOutcome:
                 "blocks": [block_dict(b) for b in c.blocks],
                 "params": c.params,
                 "what": c.what,
+                "answer_error": c.answer_error,
                 "found_after": c.found_after,
                 "reproducible": c.reproducible,
                 "source": c.source,
                 "packed": None if c.packed is None else request_dict(c.packed),
             }
         return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Broken laws whose counterexamples show one difference (numbers aside), and the one shown: the smallest."""
+
+    laws: tuple[str, ...]
+    shown: LawOutcome
+
+    @property
+    def counterexample(self) -> Counterexample:
+        assert self.shown.counterexample is not None
+        return self.shown.counterexample
+
+    def render(self) -> list[str]:
+        if len(self.laws) == 1:
+            head = f"law {self.shown.law} BROKEN: {self.shown.statement}"
+        else:
+            head = (
+                f"laws {', '.join(self.laws)} BROKEN by one finding ({len(self.laws)} laws; shown once, on the "
+                f"smallest counterexample, {self.shown.law}'s)"
+            )
+        return [head, *counterexample_lines(self.counterexample)]
+
+
+def findings(outcomes: tuple[LawOutcome, ...] | list[LawOutcome]) -> list[Finding]:
+    """The broken laws grouped by finding, in the laws' order; each shown on its fewest blocks (the first law's
+    of those)."""
+    groups: dict[str, list[LawOutcome]] = {}
+    for o in outcomes:
+        if o.status == BROKEN and o.counterexample is not None:
+            groups.setdefault(o.counterexample.finding, []).append(o)
+    return [
+        Finding(tuple(o.law for o in group), min(group, key=lambda o: len(o.counterexample.blocks)))  # type: ignore[union-attr]
+        for group in groups.values()
+    ]
 
 
 @dataclass(frozen=True)
@@ -96,61 +193,70 @@ class LawsReport:
     def broken(self) -> list[LawOutcome]:
         return [o for o in self.outcomes if not o.ok]
 
+    @property
+    def identity(self) -> str | None:
+        """The packer's identity, the key of its promotions in the ledger (None: its describe() names none)."""
+        value = self.packer.get("identity")
+        return str(value) if value else None
+
+    @property
+    def verdict(self) -> str:
+        """``hold``, ``broken`` (a law broken) or ``not-judged`` (none broken, one not judged on every example)."""
+        if self.ok:
+            return "hold"
+        return "broken" if any(o.status == BROKEN for o in self.outcomes) else "not-judged"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "packer": self.packer,
+            "identity": self.identity,
             "examples": self.examples,
             "seed": self.seed,
             "max_blocks": self.max_blocks,
             "ok": self.ok,
             "seconds": round(self.seconds, 3),
             "laws": [o.to_dict() for o in self.outcomes],
+            "findings": [list(f.laws) for f in findings(self.outcomes)],
         }
 
-    def render(self) -> str:
-        lines = [
+    def head(self) -> list[str]:
+        """What was judged, and the identity the ledger keys the packer's promotions by."""
+        identity = self.identity or "none (its describe() names no identity)"
+        return [
             f"packing laws for packer {self.packer.get('name', '?')!r}: boundary examples up to "
-            f"{self.max_blocks} blocks, then up to {self.examples} examples per law, seed {self.seed}"
+            f"{self.max_blocks} blocks, then up to {self.examples} examples per law, seed {self.seed}",
+            f"packer identity: {identity} (the ledger and promoted-shapes.json key its promotions by it)",
         ]
-        width = max((len(o.law) for o in self.outcomes), default=0)
-        for o in self.outcomes:
-            if o.status == HELD:
-                count = f"{o.judged} examples, {o.boundary} of them boundary"
-            elif o.status == BROKEN:
-                c = o.counterexample
-                assert c is not None, "the runner records a counterexample with every broken law"
-                kind = ", a boundary example cut down" if c.source == "boundary" else ""
-                count = (
-                    f"minimal counterexample of {len(c.blocks)} block(s){kind}, found after "
-                    f"{c.found_after} example{'s' if c.found_after != 1 else ''}"
-                )
-            else:
-                count = (
-                    f"judged on {o.judged} example(s), {o.skipped} could not be judged: "
-                    "counted as a failure, never as held"
-                )
-            note = "".join(f"; {n}" for n in o.notes)
-            status = o.status if o.status == HELD else o.status.upper()
-            lines.append(f"  {o.law:<{width}}  {status:<10} ({count}{note})")
-        for o in self.outcomes:
-            if o.status == BROKEN:
-                lines.append("")
-                lines.extend(render_broken(o))
+
+    def summary(self) -> str:
+        """The last line: every law held, or which did not."""
         failed = self.broken
-        lines.append("")
-        lines.append(
-            f"all {len(self.outcomes)} laws hold ({self.seconds:.1f} s)"
-            if self.ok
-            else f"{len(failed)} of {len(self.outcomes)} laws broken or not judged: "
+        if self.ok:
+            return f"all {len(self.outcomes)} laws hold ({self.seconds:.1f} s)"
+        return (
+            f"{len(failed)} of {len(self.outcomes)} laws broken or not judged: "
             f"{', '.join(o.law for o in failed)} ({self.seconds:.1f} s)"
         )
+
+    def render(self) -> str:
+        width = max((len(o.law) for o in self.outcomes), default=0)
+        lines = [*self.head(), *(o.line(width) for o in self.outcomes)]
+        for finding in findings(self.outcomes):
+            lines += ["", *finding.render()]
+        lines += ["", self.summary()]
         return "\n".join(lines)
 
 
 def render_broken(outcome: LawOutcome) -> list[str]:
+    """One broken law's section: its statement, then its counterexample (:func:`counterexample_lines`)."""
     c = outcome.counterexample
     assert c is not None
-    lines = [f"law {outcome.law} BROKEN: {outcome.statement}"]
+    return [f"law {outcome.law} BROKEN: {outcome.statement}", *counterexample_lines(c)]
+
+
+def counterexample_lines(c: Counterexample) -> list[str]:
+    """The minimal block set, the request the packer produced for it, and what differed."""
+    lines = []
     if not c.reproducible:
         lines.append("  (not reproducible: the packer answered the same blocks differently on a second call)")
     params = describe_params(c.params, c.blocks)
@@ -163,101 +269,3 @@ def render_broken(outcome: LawOutcome) -> list[str]:
         lines.extend(f"    {line}" for line in describe_request(c.packed))
     lines.append(f"  what differed: {c.what}")
     return lines
-
-
-def describe_params(params: dict[str, Any], blocks: Sequence[Block]) -> str:
-    parts = []
-    if params.get("pad_to") is not None:
-        parts.append(f"padded to k={params['pad_to']}")
-    if "extra" in params:
-        parts.append(f"padded to k={len(blocks) + params['extra']}")
-    if "cut" in params:
-        parts.append(f"split after {blocks[params['cut'] - 1].id!r}")
-    return "".join(f", {p}" for p in parts)
-
-
-def _arr(values: np.ndarray, limit: int = 24) -> str:
-    flat = np.asarray(values).reshape(-1)
-    if flat.dtype.kind == "f":
-        text = " ".join(f"{v:.4g}" for v in flat[:limit])
-    else:
-        text = " ".join(str(int(v)) for v in flat[:limit])
-    return f"[{text}{' ...' if flat.size > limit else ''}]"
-
-
-def describe_block(block: Block) -> str:
-    text = (
-        f"{block.id}: SPAN {block.span.shape[0]} samples {_arr(block.span, 8)}, OFFSETS {_arr(block.offsets)}, "
-        f"VALID {_arr(block.valid)}"
-    )
-    if block.op.is_voiceprint and block.idx is not None:  # (Block.create: OP 1/2 blocks have IDX)
-        text += f", rows {block.rows}: IDX {_arr(block.idx)}"
-        if block.speakers is not None:
-            text += f", speakers {_arr(block.speakers)}"
-    return text
-
-
-def describe_request(packed: PackedRequest) -> list[str]:
-    lines = [
-        f"OP {int(packed.op)}, k={packed.k}, SPAN {packed.span.shape[0]} samples {_arr(packed.span, 8)}",
-        f"OFFSETS {_arr(packed.offsets, 48)}",
-        f"VALID   {_arr(packed.valid, 48)}",
-    ]
-    if packed.idx is not None:
-        weights = None if packed.weights is None else list(packed.weights.shape)
-        lines.append(
-            f"IDX {_arr(packed.idx, 48)}, WEIGHTS {weights}"
-            + (f", speakers {_arr(packed.speakers, 48)}" if packed.speakers is not None else "")
-        )
-    shown = packed.segments if len(packed.segments) <= LAYOUT_SHOWN else packed.segments[: LAYOUT_SHOWN - 2]
-    layout = "; ".join(_segment(s) for s in shown)
-    if len(shown) < len(packed.segments):  # a request padded to 64: the first segments and the last one
-        pads = sum(s.padding for s in packed.segments[len(shown) : -1])
-        layout += (
-            f"; ... {len(packed.segments) - len(shown) - 1} more ({pads} of them padding) ...; "
-            f"{_segment(packed.segments[-1])}"
-        )
-    lines.append(f"layout: {layout}")
-    if packed.batch_inputs:
-        lines.append(
-            "index tensors: "
-            + ", ".join(
-                f"{k} {_arr(v)}"
-                for k, v in sorted(packed.batch_inputs.items())
-                if k != "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"
-            )
-        )
-    return lines
-
-
-def _segment(s: Segment) -> str:
-    return (
-        f"{s.block_id}{' (padding)' if s.padding else ''} SPAN[{s.span_start}:{s.span_start + s.span_length}] "
-        f"windows[{s.window_start}:{s.window_start + s.windows}] rows[{s.row_start}:{s.row_start + s.rows}]"
-    )
-
-
-def block_dict(block: Block) -> dict[str, Any]:
-    out = {
-        "id": block.id,
-        "op": int(block.op),
-        "span_length": int(block.span.shape[0]),
-        "offsets": block.offsets.tolist(),
-        "valid": block.valid.tolist(),
-        "rows": block.rows,
-    }
-    if block.idx is not None:
-        out["idx"] = block.idx.tolist()
-    return out
-
-
-def request_dict(packed: PackedRequest) -> dict[str, Any]:
-    return {
-        "op": int(packed.op),
-        "k": packed.k,
-        "span_length": int(packed.span.shape[0]),
-        "offsets": packed.offsets.tolist(),
-        "valid": packed.valid.tolist(),
-        "idx": None if packed.idx is None else packed.idx.tolist(),
-        "segments": [asdict(s) for s in packed.segments],
-    }

@@ -28,8 +28,19 @@ import numpy as np
 from harness import __version__
 from harness.data.blocks import NO_ROWS, Block, BlockRows
 from harness.data.destinations import check_output_dir
-from harness.data.errors import OutputError
-from harness.data.fsio import fault, file_mode, make_dirs, missing_dirs, os_failure, remove_empty, temp_sibling
+from harness.data.errors import OutputError, check_interrupted, committed
+from harness.data.folder_swap import remove_stale_stages, swap_in
+from harness.data.fsio import (
+    dir_mode,
+    fault,
+    file_mode,
+    fsync_path,
+    make_dirs,
+    missing_dirs,
+    os_failure,
+    remove_empty,
+    temp_sibling,
+)
 from harness.data.geometry import Geometry
 from harness.data.schemas.base import validate
 from harness.data.schemas.vectors import FORMAT, SessionVectors, Vector, VectorIndex
@@ -229,26 +240,34 @@ def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
         )
 
 
-def export(directory: Path, geometry: Geometry) -> list[str]:
-    """Write every vector and index.json into ``directory`` (new or empty), all at once or not at all.
+def export(directory: Path, geometry: Geometry, replace: bool = False) -> list[str]:
+    """Write every vector, sessions.json and index.json into ``directory``, all at once or not at all.
 
-    The files are written in a temporary folder beside it, renamed in one step (over an empty
-    folder); on any failure nothing is left. Returns the lines to print.
+    ``directory`` is new or empty, or (``replace``) a folder of exported vectors and nothing else. The files
+    are written in a temporary folder beside it, then renamed in one step (over an empty folder) or swapped
+    with the old vectors in one step (:mod:`harness.data.folder_swap`); on any failure nothing changes and
+    nothing is left. Returns the lines to print.
     """
     final = Path(directory)
     if final.exists() and not final.is_dir():
         raise OutputError(f"{final}: cannot write test vectors: it is a file, not a folder")
-    if final.is_dir() and any(final.iterdir()):
-        raise OutputError(
-            f"{final}: cannot write test vectors: the folder is not empty "
-            f"({len(list(final.iterdir()))} entries); give a new or empty folder, nothing is overwritten"
-        )
-    check_output_dir(final, "test vectors folder")  # not inside a golden or run, writable: before any work
-    tmp = temp_sibling(final)
-    created = missing_dirs(final.parent)
+    target = final.resolve() if final.is_symlink() else final  # a link to the folder keeps pointing at the new one
+    previous = None
+    if target.is_dir() and any(target.iterdir()):
+        if not replace:
+            raise OutputError(
+                f"{final}: cannot write test vectors: the folder is not empty "
+                f"({len(list(target.iterdir()))} entries); give a new or empty folder, or --replace to replace "
+                "the vectors it holds in one step"
+            )
+        previous = replaceable(final, target)
+    check_output_dir(target, "test vectors folder")  # not inside a golden or run, writable: before any work
+    remove_stale_stages(target)
+    tmp = temp_sibling(target)
+    created = missing_dirs(target.parent)
     index = []
     try:
-        make_dirs(final.parent)
+        make_dirs(target.parent)
         tmp.mkdir()
         for name, what, blocks, pad_to in cases(geometry):
             data = vector(name, what, blocks, pad_to, geometry)
@@ -281,8 +300,14 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
         }
         validate(VectorIndex, table, "test vectors index.json")
         _write(tmp / "index.json", json.dumps(table, indent=1) + "\n")
-        fault("rename:vectors")
-        os.rename(tmp, final)  # replaces an empty folder in one step
+        os.chmod(tmp, dir_mode())
+        if previous is not None:
+            swap_in(tmp, target, "test vectors")
+        else:
+            check_interrupted()
+            fault("rename:vectors")
+            os.rename(tmp, target)  # replaces an empty folder in one step
+            fsync_path(target.parent)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_empty(created)
@@ -291,14 +316,50 @@ def export(directory: Path, geometry: Geometry) -> list[str]:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_empty(created)
         raise
-    return [
+    committed(final, "the packing test vectors")
+    lines = [
         f"wrote {len(index)} packing test vectors, {len(sessions['sessions'])} session vectors "
         f"({session_vectors.FILE}) and index.json to {final} (wire version {VERSION}, answers of "
         f"{harness_identity()})"
     ]
+    if previous is not None:
+        lines.append(f"replaced, in one step, the vectors {final} held: {previous}")
+    return lines
+
+
+def replaceable(final: Path, target: Path) -> str:
+    """What an existing vectors folder holds, in words; refused (one line, nothing changes) unless it is a
+    folder of exported vectors and nothing else: its index.json lists every other file in it. --replace is
+    not a way to empty a folder: a mistyped path loses nothing."""
+    index = target / "index.json"
+    entries = sorted(p.name for p in target.iterdir())
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+        listed = {str(v["file"]) for v in data["vectors"]}
+        sessions = data.get("sessions") or {}
+        listed |= {"index.json", str(sessions.get("file", session_vectors.FILE))}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        why = "it has no index.json" if not index.is_file() else f"its index.json is not a vectors index ({exc!r})"
+        raise OutputError(
+            f"{final}: not replaced: {why}, so it is not a folder of exported vectors ({len(entries)} entries: "
+            f"{', '.join(entries[:5])}{', ...' if len(entries) > 5 else ''}); --replace replaces only what "
+            "`harness laws --export-vectors` wrote; nothing changed"
+        ) from None
+    other = [name for name in entries if name not in listed]
+    if other:
+        raise OutputError(
+            f"{final}: not replaced: {len(other)} of its {len(entries)} entries are not vectors of its index.json "
+            f"({', '.join(other[:5])}{', ...' if len(other) > 5 else ''}) and would be lost; move them out of "
+            "the folder first; nothing changed"
+        )
+    return (
+        f"{len(entries)} files of vector format {data.get('vector_format')!r}, answers of {data.get('derived_by', '?')}"
+    )
 
 
 def _write(path: Path, text: str) -> None:
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode())
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -137,6 +137,17 @@ def report(
 REPORT_PAGES = ("report.json", "report.md", "report.html")
 
 
+@dataclass(frozen=True)
+class LawsOutputs:
+    """What ``harness laws`` writes beside its text: the report as JSON, as JUnit XML, or (``export_vectors``,
+    judging no packer) the packing test vectors, replacing an existing vectors folder with ``replace``."""
+
+    json: Path | None = None
+    junit: Path | None = None
+    export_vectors: Path | None = None
+    replace: bool = False
+
+
 def laws(
     packer_cmd: str | None,
     packer: str | None,
@@ -144,14 +155,14 @@ def laws(
     seed: int,
     timeout: float,
     packer_digest: str | None = None,
-    export_vectors: Path | None = None,
+    outputs: LawsOutputs = LawsOutputs(),
 ) -> Answer:
     """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
     vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
     from harness.laws import LAW_GEOMETRY, check_packer  # deferred: imports hypothesis, pyarrow (start-up)
     from harness.packers import packer_from_options  # deferred: imports pyarrow (start-up)
 
-    if export_vectors is not None:
+    if outputs.export_vectors is not None:
         from harness.packers.vector_files import export  # deferred: imports pyarrow (start-up)
 
         if packer_cmd is not None or packer is not None or packer_digest is not None:
@@ -159,7 +170,19 @@ def laws(
                 "--export-vectors: the vectors are the harness's own packer's answers; give no "
                 "--packer-cmd, --packer or --packer-digest with it"
             )
-        return Answer.of(export(export_vectors, LAW_GEOMETRY))
+        if outputs.json is not None or outputs.junit is not None:
+            raise HarnessError(
+                "--export-vectors judges no packer, so there is no verdict for --json or --junit: "
+                "run `harness laws` with them apart"
+            )
+        return Answer.of(export(outputs.export_vectors, LAW_GEOMETRY, replace=outputs.replace))
+    if outputs.replace:
+        raise HarnessError("--replace: replaces an existing vectors folder; give it with --export-vectors DIR")
+    from harness.pipeline.laws_outputs import check_laws_outputs, write_laws_outputs  # deferred: imports pydantic
+
+    check_laws_outputs(
+        outputs.json, outputs.junit, packer_cmd
+    )  # before the packer is started: nothing is judged for nothing
     with closing(
         packer_from_options(
             packer_cmd,
@@ -170,7 +193,11 @@ def laws(
         )
     ) as judged:
         report = check_packer(judged, examples=examples, seed=seed)
-    return Answer.of([report.render()], held=report.ok)
+    text = report.render()
+    if outputs.json is None and outputs.junit is None:
+        return Answer.of([text], held=report.ok)
+    line, held = write_laws_outputs(report, outputs.json, outputs.junit)
+    return Answer.of([text, line], held=held)
 
 
 def adopt(regen: Path) -> Answer:

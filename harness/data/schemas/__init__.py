@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # what the names are, for the type checker; at run time __get
     )
     from harness.data.schemas.golden_diff import GoldenDiff
     from harness.data.schemas.history import HistoryRow, SeriesAnswer
+    from harness.data.schemas.laws_file import LawsReportFile
     from harness.data.schemas.records import AdoptionJournal, Journal, Ledger, LedgerEntry, LedgerEvent, entry_key
     from harness.data.schemas.report import SignoffReport
     from harness.data.schemas.results import (
@@ -79,6 +80,7 @@ _MODULE_OF = {
     ),
     "GoldenDiff": "golden_diff",
     "HistoryRow": "history",
+    "LawsReportFile": "laws_file",
     "SeriesAnswer": "history",
     **dict.fromkeys(("AdoptionJournal", "Journal", "Ledger", "LedgerEntry", "LedgerEvent", "entry_key"), "records"),
     "PromotedShapes": "engine_manifest",
@@ -107,6 +109,7 @@ _FILE_KINDS = {
     "packing test vectors index (index.json)": "VectorIndex",
     "packing test vector": "Vector",
     "packing session vectors (sessions.json)": "SessionVectors",
+    "packing laws report (`harness laws --json PATH`)": "LawsReportFile",
     "`harness shapes --json` (stdout)": "ShapesAnswer",
     "`harness ledger --json` (stdout)": "HistoryAnswer",
     "ledger history part (each row; `<ledger>.history/<seq>.parquet`)": "HistoryRow",
@@ -172,6 +175,7 @@ __all__ = [
     "validate",
     "GoldenDiff",
     "HistoryRow",
+    "LawsReportFile",
     "SeriesAnswer",
     "SessionVectors",
     "Vector",

@@ -40,6 +40,7 @@ STEMS = (
     ("VectorIndex", "packing-vectors-index"),
     ("Vector", "packing-vector"),
     ("SessionVectors", "packing-sessions"),
+    ("LawsReportFile", "laws-report"),
     ("AdoptionJournal", "adoption-journal"),
     ("Journal", "ledger-journal"),
     ("ShapesAnswer", "shapes-answer"),
