@@ -44,8 +44,12 @@ corpus_app = typer.Typer(
 golden_app = typer.Typer(
     help="Record, verify and inspect goldens (the exact lane's outputs).", no_args_is_help=True, rich_markup_mode=None
 )
+model_app = typer.Typer(
+    help="Check a model against the contract (docs/models.md).", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(golden_app, name="golden")
+app.add_typer(model_app, name="model")
 
 
 def _show_version(value: bool) -> None:
@@ -331,6 +335,7 @@ def app_command():
         inspect_cmds,
         job_cmds,
         lane_cmds,
+        model_cmds,
     )
 
     return typer.main.get_command(app)
