@@ -73,16 +73,19 @@ class ModelCheckReport:
         return next((line for line in self.lines if line.check == check), None)
 
     def verdict(self) -> str:
-        """The last line: what the lines make together."""
-        judged = [line for line in self.lines if line.status is not Status.NOTE]
+        """The last line: what the lines make together (the time per block is a figure, not a check)."""
+        checks = [line for line in self.lines if line.check != TIME]
         if self.passed:
-            notes = [line.check for line in self.lines if line.status is Status.NOTE and line.check != TIME]
-            said = f" (note: {', '.join(notes)})" if notes else ""
-            return f"PASS: model {self.spec!r} meets the contract: {len(judged)} of {len(judged)} checks held{said}"
-        names = ", ".join(line.check for line in self.failed if line.status is Status.FAIL)
+            notes = [line.check for line in checks if line.status is Status.NOTE]
+            said = f", {len(notes)} with a note ({', '.join(notes)})" if notes else ""
+            held = sum(line.status is Status.OK for line in checks)
+            return f"PASS: model {self.spec!r} meets the contract: {len(checks)} checks, {held} held{said}"
+        failed = [line.check for line in checks if line.status is Status.FAIL]
+        unjudged = [line.check for line in checks if line.status is Status.SKIP]
         return (
-            f"FAIL: model {self.spec!r}: {sum(line.status is Status.FAIL for line in self.lines)} of {len(judged)} "
-            f"checks failed ({names}); docs/models.md says what each part of the contract asks"
+            f"FAIL: model {self.spec!r}: {len(failed)} of {len(checks)} checks failed ({', '.join(failed)})"
+            + (f", {len(unjudged)} not judged because of them" if unjudged else "")
+            + "; docs/models.md says what each part of the contract asks"
         )
 
     def render(self) -> list[str]:
