@@ -117,7 +117,8 @@ def _hashed(path: Path, label: str) -> str:
         return file_sha256(path)
     except OSError as exc:
         raise PackerUnavailable(
-            f"{label}: cannot hash {str(path)!r} for its identity: {exc.strerror or exc}; give its digest (harness laws --packer-digest SHA256; --set packer.digest=SHA256 for run and nightly)"
+            f"{label}: cannot hash {str(path)!r} for its identity: {exc.strerror or exc}; give its digest "
+            "(harness laws --packer-digest SHA256; --set packer.digest=SHA256 for run and nightly)"
         ) from None
 
 
