@@ -52,9 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     for spec in config.getoption("harness_model") or ():
         for check in CHECKS:
-            items.append(
-                ModelCheckItem.from_parent(session, name=f"harness-model[{spec}]::{check}", spec=spec, check=check)
-            )
+            name = f"harness-model[{spec}]::{check}"
+            items.append(ModelCheckItem.from_parent(session, name=name, nodeid=name, spec=spec, check=check))
 
 
 class ModelCheckFailed(Exception):
