@@ -9,6 +9,8 @@ one line naming the model, with nothing written.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -245,3 +247,20 @@ def test_difference_counts_exactly_the_elements_whose_bits_differ(values, data):
 def test_difference_of_two_shapes_is_every_value():
     diff = difference(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32))
     assert diff is not None and diff.differing == 6
+
+
+# ---------------------------------------------------------------------------- the blank model file
+
+
+def test_the_blank_model_file_of_the_docs_is_the_example_and_passes_as_it_is(capsys, monkeypatch, tmp_path):
+    """docs/models.md shows examples/template_model.py whole; copied as the docs say, it passes every check."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    source = (root / "examples" / "template_model.py").read_text()
+    docs = (root / "docs" / "models.md").read_text()
+    assert f"```python\n{source}```" in docs, "docs/models.md's blank model file is not examples/template_model.py"
+    shutil.copy(root / "examples" / "template_model.py", tmp_path / "mymodel.py")
+    monkeypatch.chdir(tmp_path)
+    code, found, lines, _ = check(capsys, monkeypatch, "mymodel:make_model")
+    assert code == 0 and lines[-1].endswith("11 checks, 11 held"), lines
