@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.data.errors import ModelError
-from lanes.model_check.calls import difference
-from lanes.model_check.report import CHECKS
+from lanes.model_check.check_calls import difference
+from lanes.model_check.check_report import CHECKS
 from lanes.model_contract import description
 from tests.cli_run import harness_cli
 

@@ -15,7 +15,7 @@ import textwrap
 import tomllib
 from pathlib import Path
 
-from lanes.model_check.report import CHECKS
+from lanes.model_check.check_report import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,17 @@ def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
     (tmp_path / "test_theirs.py").write_text(THEIR_TESTS)
     specs = ("lanes.null_model:small", "lanes.controls:leaky", "tests.contract_models:no_fingerprint", "nope:nope")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "lanes.model_check.pytest_plugin"]
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "lanes.model_check.contract_plugin",
+        ]
         + [f"--harness-model={spec}" for spec in specs]
         + [str(tmp_path)],
         cwd=tmp_path,
@@ -86,7 +96,7 @@ def test_without_the_option_the_plugin_adds_no_test(tmp_path):
             "-p",
             "no:cacheprovider",
             "-p",
-            "lanes.model_check.pytest_plugin",
+            "lanes.model_check.contract_plugin",
             str(tmp_path),
         ],
         cwd=tmp_path,
@@ -99,4 +109,4 @@ def test_without_the_option_the_plugin_adds_no_test(tmp_path):
 
 def test_the_plugin_is_registered_for_every_pytest_where_the_harness_is_installed():
     entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
-    assert entry_points["harness_model"] == "lanes.model_check.pytest_plugin"
+    assert entry_points["harness_model"] == "lanes.model_check.contract_plugin"

@@ -14,7 +14,7 @@ from harness.pipeline.answer import Answer
 def model_check(cfg: ConfigFile, progress: bool, wait_s: float | None = None) -> Answer:
     from harness.progress import progress_bar  # deferred: imports rich (start-up)
     from lanes.model_api import load_model  # deferred: the model's own imports (torch, for a network)
-    from lanes.model_check.check import CheckOptions, run_model_check, total_calls
+    from lanes.model_check.check import CheckOptions, run_model_check, total_calls  # deferred: numpy, the lanes
 
     spec = cfg.model.spec
     model = load_model(spec, seed=cfg.model.seed, device=cfg.release.device)

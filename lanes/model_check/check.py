@@ -6,7 +6,7 @@ finite answers; the same answer twice; ``stage()`` answering as ``infer()``; a c
 once (:mod:`harness.data.concurrent_entry`: a model that cannot be is noted, the harness serialises it); the
 isolation of two blocks packed at k = 2 (block A's answer at a fixed slot must be the same bits whatever audio its
 neighbour holds: ``[A, B]`` against ``[A, B']``, and ``[B, A]`` against ``[B', A]``); and the time per block.
-One line per check (:mod:`lanes.model_check.report`); the lines are built in :mod:`lanes.model_check.lines`.
+One line per check (:mod:`lanes.model_check.check_report`); the lines are built in :mod:`lanes.model_check.lines`.
 """
 
 from __future__ import annotations
@@ -29,14 +29,12 @@ from lanes.backend import InProcessBackend
 from lanes.backend_api import Call
 from lanes.model_api import Model, staged_entry
 from lanes.model_check import lines
-from lanes.model_check.calls import Sent, difference, send_alone, send_packed
+from lanes.model_check.check_calls import PAIRS, SLOTS, Sent, difference, send_alone, send_packed
+from lanes.model_check.check_report import DESCRIBE, GEOMETRY, ModelCheckReport, Status
 from lanes.model_check.probe_blocks import ProbeBlocks, probe_blocks, rows_of, with_rows
-from lanes.model_check.report import DESCRIBE, GEOMETRY, ModelCheckReport, Status
 from lanes.model_contract import description, geometry_problems
 
-PAIRS = ("[A, B]", "[A, B']", "[B, A]", "[B', A]")  # the packed calls of each OP, in the order sent
 AGAIN = 2  # times each of two packed calls is sent again where block A's answer moved with its neighbour
-SLOTS = ((0, "[A, B]", "[A, B']"), (1, "[B, A]", "[B', A]"))  # block A's slot, and the two calls compared there
 CALLS_PER_OP = 3 + len(PAIRS) + 1  # A alone twice, B alone, the pairs, A staged
 
 

@@ -14,8 +14,8 @@ from harness.data.concurrent_entry import EntryProbe
 from harness.data.geometry import Geometry
 from harness.data.ops import ALL_OPS, Op
 from harness.data.tolerances import Tolerances
-from lanes.model_check.calls import Difference, Sent, difference
-from lanes.model_check.report import (
+from lanes.model_check.check_calls import SLOTS, Difference, Sent, difference
+from lanes.model_check.check_report import (
     ANSWER,
     FINITE,
     ISOLATION,
@@ -180,8 +180,6 @@ def isolation(report: ModelCheckReport, calls: dict[Op, OpCalls], tolerances: To
     """Block A's answer at slot 0 of [A, B] and [A, B'], and at slot 1 of [B, A] and [B', A]: the same bits. Where
     they differ, both calls were sent again: packed calls that repeat bitwise and still differ are a leak; calls
     that do not repeat are judged as run-to-run noise, within the OP's max_abs tolerance."""
-    from lanes.model_check.check import SLOTS
-
     found: list[tuple[Status, str]] = []
     judged_ops = []
     for op in ALL_OPS:

@@ -20,6 +20,9 @@ from harness.data.ops import Op
 from harness.packers.packing import PackedRequest, pack, unpack
 from lanes.backend import InProcessBackend
 
+PAIRS = ("[A, B]", "[A, B']", "[B, A]", "[B', A]")  # the packed calls of each OP, in the order sent
+SLOTS = ((0, "[A, B]", "[A, B']"), (1, "[B, A]", "[B', A]"))  # block A's slot, and the two calls compared there
+
 
 @dataclass(frozen=True)
 class Sent:

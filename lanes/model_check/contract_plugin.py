@@ -2,7 +2,7 @@
 checks as tests, one test per check.
 
 Installed with the harness, this plugin (entry point ``harness_model`` in the ``pytest11`` group; without it:
-``pytest -p lanes.model_check.pytest_plugin``, or ``pytest_plugins = ["lanes.model_check.pytest_plugin"]`` in
+``pytest -p lanes.model_check.contract_plugin``, or ``pytest_plugins = ["lanes.model_check.contract_plugin"]`` in
 the top conftest.py) adds to a session:
 
 - ``--harness-model SPEC`` (repeatable): one test per check of each model, named
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lanes.model_check.report import CHECKS
+from lanes.model_check.check_report import CHECKS, Status
 
 if TYPE_CHECKING:
-    from lanes.model_check.report import ModelCheckReport
+    from lanes.model_check.check_report import ModelCheckReport
 
 _REPORTS: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 
@@ -74,8 +74,6 @@ class ModelCheckItem(pytest.Item):
         line = report.line(self.check)
         if line is None:
             pytest.skip(f"{self.check}: not part of this model's check")
-        from lanes.model_check.report import Status
-
         if line.status in (Status.FAIL, Status.SKIP):
             raise ModelCheckFailed(line.render())
 
@@ -99,10 +97,11 @@ def model_report(config: pytest.Config, spec: str) -> ModelCheckReport | str:
 
 def run_check(spec: str, config_path: str | None, device: str | None) -> ModelCheckReport | str:
     """``harness model check`` of ``spec`` (its report), or ``harness: error: ...`` when it cannot run."""
-    from harness.data.errors import HarnessError
-    from harness.release_config import Override, load_config
-    from lanes.model_api import load_model
-    from lanes.model_check.check import CheckOptions, run_model_check
+    # deferred, each: a pytest session without --harness-model imports nothing of the harness but this plugin
+    from harness.data.errors import HarnessError  # deferred: see above
+    from harness.release_config import Override, load_config  # deferred: see above
+    from lanes.model_api import load_model  # deferred: see above
+    from lanes.model_check.check import CheckOptions, run_model_check  # deferred: see above
 
     overrides = [Override("--harness-model", "model.spec", spec, repr(spec))]
     if device is not None:
