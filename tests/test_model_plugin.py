@@ -1,9 +1,10 @@
 """``pytest --harness-model SPEC`` in another project's pytest: the model check's lines as tests, one per check.
 
 A separate pytest run in another folder (the plugin named with ``-p``, as the ``pytest11`` entry point names it
-once the harness is installed): an honest model passes every check's test, a leaky one fails its isolation test
-alone, a model without fingerprint its describe() test, a spec naming no model every test with one line; the
-team's own tests run beside them, and the fixture judges a model inside a test of theirs.
+once the harness is installed): an honest model passes every check's test, one whose answer drifts run to run
+fails that check's test (and the isolation one it leaves unjudged), a model without fingerprint its describe()
+test, a spec naming no model every test with one line; the team's own tests run beside them, and the fixture
+judges a model inside a test of theirs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from lanes.model_check.check_report import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
+MODELS = "tests.contract_models"
 
 THEIR_TESTS = textwrap.dedent("""
     def test_their_own_test_still_runs():
@@ -46,7 +48,7 @@ def outcomes(out: str) -> dict[str, str]:
 
 def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
     (tmp_path / "test_theirs.py").write_text(THEIR_TESTS)
-    specs = ("lanes.null_model:small", "lanes.controls:leaky", "tests.contract_models:no_fingerprint", "nope:nope")
+    specs = ("lanes.null_model:small", f"{MODELS}:drifting", f"{MODELS}:no_fingerprint", "nope:nope")
     result = subprocess.run(
         [
             sys.executable,
@@ -73,7 +75,8 @@ def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
     honest = {f"harness-model[lanes.null_model:small]::{check}" for check in CHECKS}
     assert {found.get(test) for test in honest} == {"PASSED"}, out
     failed = {test for test, outcome in found.items() if outcome == "FAILED"}
-    assert {t for t in failed if "leaky" in t} == {"harness-model[lanes.controls:leaky]::isolation at k=2"}, failed
+    drifting = "harness-model[tests.contract_models:drifting]::"
+    assert {t for t in failed if "drifting" in t} == {f"{drifting}same answer twice", f"{drifting}isolation at k=2"}
     assert {t for t in failed if "fingerprint" in t} == {
         "harness-model[tests.contract_models:no_fingerprint]::describe()",
         "test_theirs.py::test_the_fixture_fails_a_model_without_fingerprint",
@@ -82,7 +85,8 @@ def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
     assert found["test_theirs.py::test_their_own_test_still_runs"] == "PASSED"
     assert found["test_theirs.py::test_the_fixture_passes_an_honest_model"] == "PASSED"
     assert "harness: error: model spec 'nope:nope': cannot import 'nope'" in out
-    assert "block A at slot 0 of [A, B] and of [A, B']" in out  # the failing check's own line
+    assert "FAIL  same answer twice: block A alone, twice: OP 0: " in out  # the failing check's own line
+    assert "skip  isolation at k=2: " in out and "not judged: the same packed call does not repeat bitwise" in out
 
 
 def test_without_the_option_the_plugin_adds_no_test(tmp_path):
