@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 HELP = (
     "Exact/fast lane accuracy harness: prove that a packed batch shape (k blocks per call) gives the release's "
     "answers before the engine uses it.\n\n"
-    "Typical flow: corpus synth -> golden record (the exact lane, twice) -> nightly (run the candidate shapes "
+    "Typical flow: model check (a model against the contract, in seconds) -> corpus synth -> golden record (the "
+    "exact lane, twice) -> nightly (run the candidate shapes "
     "interleaved with the exact lane, score, promote or revoke, report). The steps also exist alone: run, score, "
     "promote, report. Questions: `harness shapes` (which k may the engine use), `harness ledger` (a shape's "
     "history), `harness golden show`.\n\n"

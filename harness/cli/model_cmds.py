@@ -27,7 +27,8 @@ def model_check(
     Exit 0: every check held (notes allowed); 1: a check failed (the last line names which);
     2: the model cannot be built (a spec naming no model, a factory that raises, a bad geometry).
     golden record, nightly, run and golden verify refuse a model whose describe() breaks the contract before
-    any work; the lanes check every answer's name, dtype and shape as it comes.
+    any work; the lanes check every answer's name, dtype and shape as it comes. The model runs in this process
+    ([backend] is not read); the configuration gives [model] seed, [corpus] seed and step, [masks], [tolerances].
     """
     cfg = resolve_config(config, model, device=device, sets=sets)
     answer(model_commands.model_check(cfg, progress))
