@@ -182,7 +182,8 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
         raise GoldenError(
             f"{path}: golden of another model: recorded with fingerprint {manifest.model.fingerprint[:16]}... "
             f"({manifest.model.name}), this model is {expect_fingerprint[:16]}...: give the command "
-            "the model it was recorded with (--model/--seed or the config's [model]; `harness golden show` names it), "
+            "the model it was recorded with (--model and --set model.seed=N, or the config's [model]; "
+            "`harness golden show` names it), "
             "or record a golden of this model"
         )
     return Golden(path, manifest, Geometry(**manifest.geometry.model_dump(mode="json")))

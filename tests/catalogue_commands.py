@@ -131,6 +131,30 @@ case(
     "window_samples",
     plugin("geo_zero", {**SMALL_GEOMETRY, "window_samples": 0}),
 )
+NO_FINGERPRINT = text_file(
+    "nofp.py",
+    """
+from lanes.null_model import small
+
+def make(seed=0, device="cpu"):
+    model = small(seed=seed, device=device)
+    model.describe = lambda: {"name": "nofp"}  # the fingerprint left out of its description
+    return model
+""",
+)
+for command, argv in (
+    ("golden-record", ("golden", "record", "--release", "nofp")),
+    ("nightly", ("nightly", "--golden", "goldens/r", "--out", "n")),
+    ("run", ("run", "--golden", "goldens/r")),
+    ("golden-verify", ("golden", "verify", "goldens/r")),
+):
+    case(
+        K,
+        f"plugin-describe-without-fingerprint-{command}",
+        (*argv, "--model", "nofp:make", *CFG, *QUIET),
+        "model 'nofp:make': describe() has no 'fingerprint'",
+        NO_FINGERPRINT,
+    )
 case(
     K,
     "plugin-autocast-dtype-unknown",

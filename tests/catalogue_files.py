@@ -148,12 +148,18 @@ def _regen(change=None):
 
 case(K, "adopt-not-a-regen", ("golden", "adopt", GM), "not a regenerated golden")
 case(K, "adopt-incomplete-regen", ADOPT, "not a complete golden", lambda ws: (ws / REGEN).mkdir(parents=True))
-case(
+case(  # a regen of a changed model (another fingerprint) is adopted: tests/test_golden_adopt.py
     K,
-    "adopt-regen-of-another-model",
+    "adopt-regen-of-another-release",
     ADOPT,
-    "its model fingerprint differs",
-    _regen(set_key("model", "fingerprint", "f" * 64)),
+    "records release 'other', not 'r'",
+    _regen(set_key("release", "other")),
+)
+case(  # what adopt would refuse is not recorded at all
+    K,
+    "record-regen-of-another-geometry",
+    ("golden", "record", "--release", "r", "--regen", "--model", "lanes.null_model:full", *CFG, *QUIET),
+    "--regen records a golden that replaces this one, but this model's geometry differs",
 )
 case(
     K,

@@ -152,7 +152,7 @@ WRITERS = {
     "corpus capture": "corpus-capture-over-its-capture",
     "init": "init-inside-the-golden",
 }
-READERS = {"golden verify", "golden show", "corpus show", "shapes", "ledger", "history", "serve"}
+READERS = {"golden verify", "golden show", "corpus show", "shapes", "ledger", "history", "serve", "model check"}
 
 # ---------------------------------------------------------------------------- counts out of bounds
 K = "usage"

@@ -19,6 +19,7 @@ ENTRY = {  # the command modules: one function per command, each answering with 
     "harness.pipeline.gate_commands",
     "harness.pipeline.view_commands",
     "harness.pipeline.input_commands",
+    "harness.pipeline.model_commands",
 }
 ALLOWED = {  # what else the CLI may import of the project, and why
     "harness": "the version line",

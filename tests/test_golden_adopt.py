@@ -141,11 +141,6 @@ def _tamper_a_file(regen: Path) -> None:
         ("no-manifest", lambda r: (r / "manifest.json").unlink(), "not a complete golden"),
         ("a-file-changed", _tamper_a_file, "does not match the manifest's"),
         (
-            "another-model",
-            lambda r: edit_manifest(r, lambda d: d["model"].update(fingerprint="f" * 64), reseal=True),
-            "its model fingerprint differs (" + "f" * 64,
-        ),
-        (
             "another-geometry",
             lambda r: edit_manifest(r, lambda d: d["geometry"].update(embedding_dim=64), reseal=True),
             "its geometry differs (",
@@ -166,6 +161,35 @@ def test_adopt_refuses_in_one_line_and_moves_nothing(capsys, monkeypatch, store,
     line = one_error_line(err)
     assert says in line and str(goldens / REGEN) in line, line
     assert state(goldens) == before and load_golden(goldens / NAME).golden_id == old_id
+
+
+def test_a_regen_of_a_changed_model_is_adopted_saying_what_follows_in_the_ledger(capsys, monkeypatch, store):
+    """Before: `golden record --regen` of a changed model printed "adopt it with: harness golden adopt ...", and that
+    command refused it as another model. The old model's promotions stay keyed by its fingerprint."""
+    goldens, old_id, _ = store
+    new_id = edit_manifest(goldens / REGEN, lambda d: d["model"].update(fingerprint="f" * 64), reseal=True)["golden_id"]
+    (goldens / "ledger.json").write_text("{}")
+    code, out, err = harness_cli(capsys, monkeypatch, "golden", "adopt", str(goldens / REGEN))
+    assert code == 0, err
+    assert load_golden(goldens / NAME).golden_id == new_id and load_golden(history_of(goldens)[0]).golden_id == old_id
+    assert "the model changed: fingerprint " in out and "-> ffffffffffffffff..." in out, out
+    assert "the new model starts unpromoted" in out and "the old model's promotions stay with it in the ledger" in out
+    assert (goldens / "ledger.json").read_text() == "{}"
+
+
+def test_record_regen_of_another_geometry_is_refused_at_once_with_the_command_that_works(capsys, monkeypatch, store):
+    """A regen `golden adopt` would refuse is not recorded at all: one line, nothing written, the advice accepted."""
+    goldens, old_id, _ = store
+    shutil.rmtree(goldens / REGEN)
+    before = state(goldens)
+    args = ("golden", "record", "--goldens", str(goldens), "--release", NAME, "--regen", "--no-progress")
+    code, _, err = harness_cli(capsys, monkeypatch, *args, "--model", "lanes.null_model:full")
+    line = one_error_line(err)
+    assert code == 2 and "--regen records a golden that replaces this one, but this model's geometry differs" in line
+    assert "record it as another release (harness golden record --release NAME" in line, line
+    assert state(goldens) == before
+    code, out, err = harness_cli(capsys, monkeypatch, "golden", "record", "--help")
+    assert code == 0 and "--release" in out  # the advice names an option the command takes
 
 
 def test_adopt_refuses_a_name_that_is_not_a_regen(capsys, monkeypatch, store):

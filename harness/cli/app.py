@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 HELP = (
     "Exact/fast lane accuracy harness: prove that a packed batch shape (k blocks per call) gives the release's "
     "answers before the engine uses it.\n\n"
-    "Typical flow: corpus synth -> golden record (the exact lane, twice) -> nightly (run the candidate shapes "
+    "Typical flow: model check (a model against the contract, in seconds) -> corpus synth -> golden record (the "
+    "exact lane, twice) -> nightly (run the candidate shapes "
     "interleaved with the exact lane, score, promote or revoke, report). The steps also exist alone: run, score, "
     "promote, report. Questions: `harness shapes` (which k may the engine use), `harness ledger` (a shape's "
     "history), `harness golden show`.\n\n"
@@ -44,8 +45,12 @@ corpus_app = typer.Typer(
 golden_app = typer.Typer(
     help="Record, verify and inspect goldens (the exact lane's outputs).", no_args_is_help=True, rich_markup_mode=None
 )
+model_app = typer.Typer(
+    help="Check a model against the contract (docs/models.md).", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(golden_app, name="golden")
+app.add_typer(model_app, name="model")
 
 
 def _show_version(value: bool) -> None:
@@ -331,6 +336,7 @@ def app_command():
         inspect_cmds,
         job_cmds,
         lane_cmds,
+        model_cmds,
     )
 
     return typer.main.get_command(app)

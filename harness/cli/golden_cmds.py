@@ -129,8 +129,11 @@ def golden_adopt(
       new one at GOLDENS/NAME, never none and never a half; run the same command again after a
       kill to finish it.
     - Refused (exit 2, nothing moved) when the regen is not a complete golden (every file's sha256
-      is checked), is of another release, model fingerprint, geometry or OPs than the golden it
-      replaces (naming what differs), or another adopt of NAME is running.
+      is checked), is of another release, geometry or OPs than the golden it replaces (naming what
+      differs), or another adopt of NAME is running.
+    - A regen of a changed model (another fingerprint: `golden record --regen` after the model's code
+      or weights changed) is adopted: the new model starts unpromoted, the old model's promotions stay
+      with it in the ledger (shapes are promoted per model fingerprint).
     - The ledger beside it (GOLDENS/ledger.json) is not changed: promotions earned on the old golden
       stay in force and in its history until the next nightly judges every shape against the new
       one (`nightly --golden GOLDENS/NAME`). A score of the old golden promotes only with

@@ -94,7 +94,7 @@ def command_digest(command: Command, label: str, stated: str | None = None) -> C
         if program is None:
             raise PackerUnavailable(
                 f"{label}: cannot hash the packer: {command.argv[0]!r} resolves to no file; "
-                "give its digest with --packer-digest SHA256"
+                "give its digest (harness laws --packer-digest SHA256; --set packer.digest=SHA256 for run and nightly)"
             )
         one = _hashed(program, label)
         lines.append(f"{one}\n")
@@ -117,7 +117,8 @@ def _hashed(path: Path, label: str) -> str:
         return file_sha256(path)
     except OSError as exc:
         raise PackerUnavailable(
-            f"{label}: cannot hash {str(path)!r} for its identity: {exc.strerror or exc}; give --packer-digest SHA256"
+            f"{label}: cannot hash {str(path)!r} for its identity: {exc.strerror or exc}; give its digest "
+            "(harness laws --packer-digest SHA256; --set packer.digest=SHA256 for run and nightly)"
         ) from None
 
 

@@ -9,7 +9,8 @@ The steps, each kill-safe (``HARNESS_FAULT=kill:adopt:<step>`` in the tests):
 1. under ``goldens/.NAME.lock`` (taken without waiting: a second adopter is refused, not queued),
    finish an earlier adoption of NAME that a kill interrupted (its journal);
 2. check the regen whole (schema, seal, every file's sha256) and against the golden it replaces
-   (release, model fingerprint, geometry, OPs: a regeneration is of the same model);
+   (release, geometry, OPs: a regeneration is of the same release; another model fingerprint is the model
+   changed, ``golden record --regen`` after an edit of its code or weights, and is adopted);
 3. write the journal ``goldens/.NAME.adopt.json`` (``journal``), then swap the two folders in one
    ``renameat2(RENAME_EXCHANGE)`` (``swapped``): NAME is the old golden before, the new one after;
 4. rename the old one, now at the regen's name, to ``NAME.history-<its created time>`` (``kept``)
@@ -17,7 +18,10 @@ The steps, each kill-safe (``HARNESS_FAULT=kill:adopt:<step>`` in the tests):
    loader refuses it while the journal exists, and running the same adopt again finishes step 4.
 
 The ledger is not touched: promotions earned on the old golden stay in force and in its history
-until the next nightly judges every shape against the new golden (docs/nightly.md).
+until the next nightly judges every shape against the new golden (docs/nightly.md). Promotions are keyed by
+the model's fingerprint, so when the regen is of another model the old model's promotions stay with it (the
+engine running the old model may still use them) and the new model starts with none: its first nightly
+judges it.
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ from golden.store import Golden, load_golden
 from harness.data.destinations import check_output_dir
 from harness.data.errors import GoldenError, HarnessError, check_interrupted, committed
 from harness.data.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
+from harness.data.geometry import Geometry
 from harness.data.jsonio import dumps, read_json, seal
+from harness.data.ops import ALL_OPS
 from harness.data.outputset import swap_paths as exchange
 from harness.ledger.ledger_store import beside_golden
 
-SAME = (("release", "release"), ("model fingerprint", "model.fingerprint"), ("geometry", "geometry"), ("OPs", "ops"))
+# what a regeneration shares with the golden it replaces (the model's fingerprint may change: the model changed)
+SAME = (("release", "release"), ("geometry", "geometry"), ("OPs", "ops"))
 
 
 @contextlib.contextmanager
@@ -86,6 +93,31 @@ def adopt_golden(source: Path) -> list[str]:
         return lines + (swap(source, target, new, old) if old is not None else first(source, target, new))
 
 
+def check_regeneration(target: Path, geometry: Geometry) -> None:
+    """Before ``golden record --regen`` records anything: refuse at once (one line, nothing written) a recording
+    that ``golden adopt`` would then refuse, with the command that works. Another model fingerprint is no reason:
+    a changed model is adopted (:func:`said`)."""
+    if not (target / MANIFEST).is_file():
+        return  # nothing to regenerate: the recording is the release's first golden
+    old = load_golden(target)
+    differs = [
+        (what, mine, theirs)
+        for what, mine, theirs in (
+            ("geometry", geometry.to_dict(), old.geometry.to_dict()),
+            ("OPs", [int(op) for op in ALL_OPS], [int(op) for op in old.ops]),
+        )
+        if mine != theirs
+    ]
+    if differs:
+        what, mine, theirs = differs[0]
+        raise GoldenError(
+            f"{target}: --regen records a golden that replaces this one, but this model's {what} differs "
+            f"({_show(mine)} vs {_show(theirs)} in {target}), so `harness golden adopt` would refuse it; nothing was "
+            "written: record it as another release (harness golden record --release NAME, with this command's "
+            "other options)"
+        )
+
+
 def replaced(target: Path, new: Golden) -> Golden | None:
     """The golden at ``target`` (None: there is none), refused when ``new`` is not a regeneration of it."""
     if new.release != target.name:
@@ -106,8 +138,8 @@ def replaced(target: Path, new: Golden) -> Golden | None:
         if a != b:
             raise GoldenError(
                 f"{new.path}: not a regeneration of {target}: its {what} differs ({_show(b)} vs "
-                f"{_show(a)} in {target}); nothing moved: a golden of another model or geometry is "
-                "another release (golden record --release NAME)"
+                f"{_show(a)} in {target}); nothing moved: a golden of another geometry is another release "
+                "(harness golden record --release NAME)"
             )
     return old
 
@@ -171,7 +203,16 @@ def said(source: Path, target: Path, new: Golden, kept: str, old: Golden | None,
     ledger, _ = beside_golden(target)
     lines = [f"adopted {source} as {target}: golden {new.golden_id} (recorded {new.manifest.created})", kept]
     after = f"the next nightly with --golden {target} judges every shape against {new.golden_id}"
-    if old is not None and history is not None:
+    if old is not None and history is not None and old.fingerprint != new.fingerprint:
+        lines.append(
+            f"the model changed: fingerprint {old.fingerprint[:16]}... ({old.manifest.model.name}) -> "
+            f"{new.fingerprint[:16]}... ({new.manifest.model.name})"
+        )
+        after += (
+            ": the new model starts unpromoted (shapes are promoted per model fingerprint), and the old model's "
+            "promotions stay with it in the ledger (an engine still running it may keep using them)"
+        )
+    elif old is not None and history is not None:
         after += (
             f"; promotions earned on {old.golden_id} stay in force and in the ledger's history until then "
             f"(a score of the old golden promotes only with --golden {history})"

@@ -14,6 +14,7 @@ from harness.packers.packing import HARNESS_PACKER, Packer
 from lanes.backend import InProcessBackend
 from lanes.diar_nn_g.config import CONFIGS
 from lanes.model_api import load_model as load
+from lanes.model_contract import refuse_broken_model
 from lanes.triton.url import parse_triton_url
 
 if TYPE_CHECKING:
@@ -24,9 +25,13 @@ IN_PROCESS = ("in-process", "inprocess", "local")
 
 
 def load_model(config: ConfigFile, device: str | None = None) -> Model:
-    """The configured model on ``device`` (default: the configured device)."""
+    """The configured model on ``device`` (default: the configured device), refused (one line naming the spec and
+    the part it breaks: :func:`lanes.model_contract.refuse_broken_model`) when its description breaks the
+    contract, before any work: every command that builds the model in this process builds it here."""
 
-    return load(config.model.spec, seed=config.model.seed, device=device or config.release.device)
+    model = load(config.model.spec, seed=config.model.seed, device=device or config.release.device)
+    refuse_broken_model(model, config.model.spec)
+    return model
 
 
 @dataclass(frozen=True)

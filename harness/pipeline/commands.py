@@ -33,6 +33,7 @@ from harness.data.schemas.config_file import (
     ReleaseSection,
 )
 from harness.judging.binomial import needed_at_zero
+from harness.pipeline.adopt import check_regeneration
 from harness.pipeline.answer import Answer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, load_model, make_backend, make_packer, model_geometry
 from harness.pipeline.distributed import import_ray
@@ -85,10 +86,14 @@ def record(
     check_output_dir(goldens, "golden folder", [("--corpus", corpus), ("--config", cfg.source)])
     if ray is not None:  # the driver builds no backend; a plug-in's name is read from the model on CPU
         name = release if release is not None else release_name(cfg, lambda: describe(load_model(cfg, "cpu")))
+        if regen:
+            check_regeneration(goldens / name, model_geometry(cfg))  # before any work: what adopt would refuse
         gold, changes = record_on_ray(cfg, corpus, goldens, name, regen, backend, progress, ray)
     else:
         be = make_backend(cfg, backend)
         name = release if release is not None else release_name(cfg, lambda: be.environment()["model"])
+        if regen:
+            check_regeneration(goldens / name, be.geometry)  # before any work: what adopt would refuse
         rows, n = _corpus_rows(corpus, cfg, be.geometry)
         with progress_bar(
             f"golden record ({n} blocks, exact lane x2)",
@@ -111,6 +116,11 @@ def record(
         lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
     if changes is not None:
         lines.append("changes against the previous golden: " + json.dumps(changes))
+        if changes.get("fingerprint_changed"):
+            lines.append(
+                f"the model changed ({gold.manifest.model.name}, fingerprint {gold.fingerprint[:16]}...): once "
+                "adopted, the new model starts unpromoted and the old model's promotions stay with it in the ledger"
+            )
         lines.append(adopt_hint(gold.path))
     return Answer.of(lines)
 

@@ -140,8 +140,8 @@ def run_shards(
         workers = min(workers, len(shards))
         if spec.backend.url in IN_PROCESS and not spec.on_gpu and spec.config.numerics.threads == 0:
             note = ((note + "; ") if note else "") + (
-                "--threads 0 with --ray: each CPU worker runs one torch thread "
-                "per CPU of its node, and they compete; set --threads (it is "
+                "numerics.threads = 0 with --ray: each CPU worker runs one torch thread "
+                "per CPU of its node, and they compete; set --set numerics.threads=N (it is "
                 "part of the numerics profile shapes are promoted under)"
             )
         if note:

@@ -153,7 +153,7 @@ def unverified_model(
     lacks = f"{where}: the model at {url} has no {INFO_OUTPUT} output, so its weights cannot be verified remotely"
     if not label:
         raise BackendError(
-            f"{lacks}; give a label naming the model you serve (--model-label, e.g. the release or "
+            f"{lacks}; give a label naming the model you serve (--set backend.model_label=NAME, e.g. the release or "
             "checkpoint) to run it unverified"
         )
     if geometry is None:

@@ -77,7 +77,9 @@ def test_the_repository_is_served_verbatim(user_server, user_backend):
 def test_without_a_label_it_is_one_clear_error(user_server):
     with pytest.raises(BackendError) as err:
         TritonBackend(user_server.url, geometry=SMALL)
-    one_line(err, user_server.url, "no MODEL_INFO output", "cannot be verified remotely", "--model-label")
+    one_line(
+        err, user_server.url, "no MODEL_INFO output", "cannot be verified remotely", "--set backend.model_label=NAME"
+    )
 
 
 def test_without_a_geometry_it_is_one_clear_error(user_server):
@@ -184,7 +186,9 @@ def test_cli_serves_the_repository_and_records_through_it_with_a_warning(tmp_pat
             timeout=300,
         )
         assert refused.returncode == 2
-        assert refused.stderr.strip().startswith("harness: error: ") and "--model-label" in refused.stderr
+        assert (
+            refused.stderr.strip().startswith("harness: error: ") and "--set backend.model_label=NAME" in refused.stderr
+        )
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         done = subprocess.run(
             [

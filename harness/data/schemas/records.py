@@ -32,7 +32,9 @@ class Override(Frozen):
     key: Annotated[str, Field(pattern=r"^(tolerances\.op[012]\.[a-z][a-z0-9_]{0,63}|lanes\.voiceprint_inputs)$")] = (
         Field(description="the setting, named as in harness.toml: tolerances.op<N>.<key> or lanes.voiceprint_inputs")
     )
-    value: Any = Field(description="the value in force (from --tolerance, --voiceprint-inputs or harness.toml)")
+    value: Any = Field(
+        description="the value in force (from --tolerance, --set lanes.voiceprint_inputs=... or harness.toml)"
+    )
     default: Any = Field(description="the harness's built-in default for it")
 
     @model_validator(mode="after")
