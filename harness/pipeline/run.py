@@ -189,6 +189,9 @@ def run_shapes(
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored.evidence.model_dump(mode="json")
             with step("write run"):
+                from harness.packers import check_unchanged  # deferred: imports pyarrow (start-up)
+
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
+                check_unchanged(packer)  # nor one whose packer's files changed while it ran (its identity)
                 path = writer.finish(fields)
     return load_run(path, trusted=True)
