@@ -7,6 +7,8 @@ one cause (:data:`harness.data.schemas.refusals.CAUSES`, in this order of preced
 
 1. the packer broke the packing laws (or they were not judged): nothing it packs may be promoted;
 2. the golden was not reproduced: every comparison against it is suspect;
+   (then, for a shape of which the corpus sent not one request of k blocks: not judged at its size, 7 below,
+   with the full-request counts: whatever its partial packs showed was not this batch shape);
 3. a non-finite value, anywhere (plain lane, arrangements, duplicates, repeats);
 4. not reproducible: a repeat differs from the first run beyond the mode's limits, or the shape is not
    accurate under load (the same request answered otherwise beside other traffic); the slot and
@@ -114,6 +116,9 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
         return RefusalCause(kind=LAWS, evidence=laws)
     if not facts.verification.passed:
         return RefusalCause(kind=GOLDEN, evidence=facts.verification.summary)
+    if shape.requests is not None and shape.requests.full == 0 and (unsized := refusal(k, shape.requests)):
+        # not one request of k blocks was sent: whatever its partial packs showed, it was not judged at its size
+        return RefusalCause(kind=SIZE, evidence=unsized)
     groups = list(_groups(k, shape))
     for _, head, v in groups:
         if (c := _first(v, "non-finite")) is not None:

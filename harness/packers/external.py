@@ -93,7 +93,7 @@ class ExternalPacker:
         self._command = command.parse(cmd)
         self._argv = list(self._command.argv)
         if self.timeout_s <= 0:
-            raise PackerUnavailable(f"packer {cmd!r}: timeout must be > 0 s, got {timeout_s}")
+            raise PackerUnavailable(f"packer {clip(cmd)}: timeout must be > 0 s, got {timeout_s}")
         self._stated = None if digest is None else identity.given_digest(digest, self._label)
         # hashed before anything starts; the process runs the program file hashed (identity module doc)
         self._hashed = identity.command_digest(self._command, self._label, self._stated, program)

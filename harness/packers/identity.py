@@ -107,7 +107,7 @@ def command_digest(
         found = Path(program) if program is not None else program_file(command.argv[0], dict(command.env).get("PATH"))
         if found is None:  # nothing to hash, and nothing exec could start either
             argv0 = command.argv[0]
-            why = "not executable" if os.sep in argv0 and Path(argv0).is_file() else "No such file or directory"
+            why = "not executable" if os.sep in argv0 and _names_a_file(argv0) else "No such file or directory"
             raise PackerUnavailable(
                 f"{label}: cannot start {clip(argv0)}: {why} (a program is looked up as exec does it, on the "
                 "PATH the command line sets, else the harness's own)"
@@ -117,7 +117,7 @@ def command_digest(
         parts.append({"kind": "program", "path": str(found), "sha256": one})
         program = str(found)
     for arg in command.argv[1:]:
-        if Path(arg).is_file():
+        if _names_a_file(arg):
             path = Path(os.path.realpath(arg))
             one = _hashed(
                 path,
@@ -133,6 +133,15 @@ def command_digest(
             parts.append({"kind": "arg", "text": arg})
     total = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
     return CommandDigest(total, tuple(parts), program)
+
+
+def _names_a_file(arg: str) -> bool:
+    """Whether an argument is the path of an existing file (a word too long to be a path, or holding a NUL, is
+    text: ``is_file`` raises on those)."""
+    try:
+        return Path(arg).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _hashed(path: Path, label: str, what: str, fix: str) -> str:
