@@ -35,6 +35,7 @@ import pytest
 
 import tests.catalogue_commands  # noqa: F401  (registers its cases)
 import tests.catalogue_files  # noqa: F401  (registers its cases)
+import tests.catalogue_truth  # noqa: F401  (registers its cases)
 from tests.catalogue_locations import READERS, WRITERS
 from tests.catalogue_run import Base, build_base, cli_status, harness_env, run_case, snapshot
 from tests.catalogue_setups import CASES, CFG, CONFIG, QUIET, Case
@@ -74,6 +75,8 @@ def test_the_catalogue_covers_every_kind_and_command():
             "internal",
             "signal",
             "memory",
+            "packer",
+            "wait",
         }
         <= kinds
     )

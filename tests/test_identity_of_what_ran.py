@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,36 +26,15 @@ import pytest
 from harness.data.errors import SCREEN
 from harness.laws import LAW_GEOMETRY
 from tests.catalogue_setups import CFG, CONFIG, QUIET
+from tests.workspace_cli import PY, ROOT, harness, make_workspace, one_error_line
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
 SCRIPT = ROOT / "tests" / "protocol_packer.py"
-
-
-def harness(ws: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_DEBUG", "HARNESS_FAULT")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", HARNESS_LAWS_CACHE="off")
-    return subprocess.run(
-        [PY, "-m", "harness.cli", *args], cwd=ws, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def one_error_line(done: subprocess.CompletedProcess) -> str:
-    lines = done.stderr.splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("harness: error: "), done.stderr
-    assert "Traceback" not in done.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory) -> Path:
     """A workspace with the catalogue's configuration and a 4-block golden of the small model."""
-    root = tmp_path_factory.mktemp("what-ran")
-    (root / "harness.toml").write_text(CONFIG)
-    assert harness(root, "corpus", "synth", "c.parquet", "--blocks", "4", *CFG).returncode == 0
-    done = harness(root, "golden", "record", "--corpus", "c.parquet", *CFG, *QUIET)
-    assert done.returncode == 0, done.stderr
-    return root
+    return make_workspace(tmp_path_factory.mktemp("what-ran"))
 
 
 def snapshot(root: Path) -> dict[str, str]:

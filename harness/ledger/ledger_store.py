@@ -313,7 +313,8 @@ def _history_and_journal(
                 check_bound(Path(f"history part {new.seq}"), new.seq, figures.rows, figures.score_digest, new, shown)
             except LedgerError as exc:  # a bug (exit 3): figures the reader would refuse are never written
                 raise RuntimeError(f"{exc}; nothing was written") from None
-            at = part = part_path(folder, new.seq)  # (written under a temporary name, then renamed)
+            at = part_path(folder, new.seq)  # (written under a temporary name, then renamed)
+            part = None if at.exists() else at  # an orphan of this seq is replaced, and stays an orphan
             write_part(folder, new.seq, figures.rows, figures.score_digest)
         elif new.seq != old_seq:  # (a commit that changes nothing keeps its seq and that seq's part)
             remove_orphan(folder, new.seq)
