@@ -67,7 +67,7 @@ def promote(
 ) -> Answer:
     from harness.ledger.committed import held_to_ledger, read_committed  # deferred: imports pyarrow (start-up)
     from harness.ledger.ledger_store import check_paths  # deferred: imports pyarrow (start-up)
-    from harness.ledger.promotion import release_shapes_of
+    from harness.ledger.promotion import release_shapes_of  # deferred: imports pydantic models (start-up)
     from harness.pipeline.promote import describe_transition, promote_file  # deferred: imports pyarrow (start-up)
 
     check_paths(
