@@ -4,8 +4,10 @@ written, a lock another process holds. Each is one line, exit 2, nothing left or
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +17,7 @@ from tests.catalogue_setups import CFG, PROMOTE, QUIET, SCORE, case, remove
 PY = sys.executable
 SCRIPT = Path(__file__).resolve().parent / "protocol_packer.py"
 OUTSIDE = Path(tempfile.mkdtemp(prefix="catalogue-packer-"))  # a packer's own file, outside the workspace
+atexit.register(shutil.rmtree, OUTSIDE, True)
 LAWS = ("laws", "--examples", "1", "--packer-cmd")
 RUN = ("run", "--golden", "goldens/r", *CFG, *QUIET)
 

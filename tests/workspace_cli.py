@@ -3,9 +3,12 @@ golden of the small model (what the identity, committed-truth and wait tests run
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.catalogue_setups import CFG, CONFIG, QUIET
@@ -31,9 +34,19 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+_PRISTINE: list[Path] = []  # the workspace built once per test process, copied for every module that asks
+
+
 def make_workspace(root: Path) -> Path:
-    (root / "harness.toml").write_text(CONFIG)
-    assert harness(root, "corpus", "synth", "c.parquet", "--blocks", "4", *CFG).returncode == 0
-    done = harness(root, "golden", "record", "--corpus", "c.parquet", *CFG, *QUIET)
-    assert done.returncode == 0, done.stderr
+    """``root`` holding ``harness.toml``, ``c.parquet`` and ``goldens/r`` (built once per process, then copied:
+    every path in it is relative to the workspace)."""
+    if not _PRISTINE:
+        pristine = Path(tempfile.mkdtemp(prefix="harness-workspace-"))
+        atexit.register(shutil.rmtree, pristine, True)
+        (pristine / "harness.toml").write_text(CONFIG)
+        assert harness(pristine, "corpus", "synth", "c.parquet", "--blocks", "4", *CFG).returncode == 0
+        done = harness(pristine, "golden", "record", "--corpus", "c.parquet", *CFG, *QUIET)
+        assert done.returncode == 0, done.stderr
+        _PRISTINE.append(pristine)
+    shutil.copytree(_PRISTINE[0], root, dirs_exist_ok=True)
     return root
