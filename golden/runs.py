@@ -62,9 +62,23 @@ MERGE_KEYS = (
 )
 
 
+RUN_ID_SHAPES = 40  # characters of a run id that list its shapes; past them, the first ones and a count
+
+
 def new_run_id(shapes: Sequence[int]) -> str:
+    """``<UTC time>-k2-4-8-<6 hex>``: when, which shapes, unique. A run id is a folder name (at most 100
+    characters), never a limit on the shapes: a long list is cut to its first shapes and how many it holds
+    (``k2-3-4-5-6-and-25-more``); the run's manifest lists them all."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-k{'-'.join(str(k) for k in shapes) or 'exact'}-{secrets.token_hex(3)}"
+    ks = "-".join(str(k) for k in shapes) or "exact"
+    if len(ks) > RUN_ID_SHAPES:
+        shown: list[str] = []
+        for k in shapes:
+            if len("-".join([*shown, str(k)])) > RUN_ID_SHAPES - 16:
+                break
+            shown.append(str(k))
+        ks = f"{'-'.join(shown)}-and-{len(shapes) - len(shown)}-more"
+    return f"{stamp}-k{ks}-{secrets.token_hex(3)}"
 
 
 def blocks_digest(block_ids: Sequence[str]) -> str:

@@ -37,6 +37,9 @@ class Ticks:
     def phase(self, label: str | None) -> None:
         """Enter an uncounted phase (``label``) or leave it (None)."""
 
+    def note(self, text: str) -> None:
+        """Say one thing the job decided on its own as it went (one line now, not a label that the next replaces)."""
+
 
 @contextlib.contextmanager
 def progress_bar(
@@ -138,6 +141,9 @@ class PlainLines(Ticks):
     def emit(self, final: bool = False) -> None:
         print(self.line(final), file=self.out or sys.stderr, flush=True)
 
+    def note(self, text: str) -> None:
+        print(f"{self.description}: {text}", file=self.out or sys.stderr, flush=True)
+
     @contextlib.contextmanager
     def ticker(self, interval: float) -> Iterator[None]:
         """A daemon thread printing :meth:`line` every ``interval`` seconds until the block ends: lines keep
@@ -191,3 +197,6 @@ class _RichTicks(Ticks):
 
     def phase(self, label: str | None) -> None:
         self.bar.update(self.task, description=self.description + (f" ({label})" if label else ""))
+
+    def note(self, text: str) -> None:
+        self.bar.console.print(f"{self.description}: {text}", markup=False, highlight=False)

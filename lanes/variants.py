@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.data.blocks import Block
-from harness.data.errors import LaneError
+from harness.data.errors import LaneError, clip_list
 from harness.data.shape import lane_name
 
 # (group members in corpus order, k) -> the chunks of one arrangement: each entry a block and a copy index
@@ -71,7 +71,7 @@ def check_variants(variants: Sequence[FastVariant], shapes: Sequence[int]) -> No
         if v.k not in shapes:
             raise LaneError(
                 f"variant lanes {list(v.lanes)}: k={v.k} is not a shape of the plan "
-                f"(shapes {list(shapes)}); a variant re-arranges a shape that runs"
+                f"(shapes {clip_list(shapes)}); a variant re-arranges a shape that runs"
             )
         names += v.lanes
     twice = sorted(n for n, c in Counter(names).items() if c > 1)

@@ -201,7 +201,7 @@ case(
     K,
     "shard-count-over-bound",
     (*NIGHTLY, "--set", "nightly.shard=1/100000000000000000000"),
-    "shard '1/100000000000000000000': at most 10,000,000 shards",
+    "shard '1/100000000000000000000': at most 10000000 shards",
 )
 case(
     K,

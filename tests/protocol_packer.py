@@ -17,6 +17,14 @@ set, the pid is appended to it at start. Modes:
   check-geometry answers correctly, but a request whose geometry is not the hello's with 'error'
   extra-meta     answers correctly, every answer's metadata holding keys the protocol does not list
   batch-hello    answers correctly, its hello answer holding one empty record batch (not zero)
+  close-stdin    answers hello, then closes its stdin and stays alive (it stops reading, not answering)
+  version-by-window  answers correctly, but names itself protocol-test/0.1-w<the hello's window_samples>: each
+                 session of another geometry (the fast lane's, the packing laws') is another packer
+
+Options that change what the packer does to its own files (the identity tests): ``--touch FILE`` appends a line
+to FILE (one of its own file arguments) as the hello comes, before answering it; ``--touch-window N`` only in a
+session whose hello has window_samples N. With $REPOINT set to ``LINK=TARGET``, the symlink LINK (the program
+the command names) is re-pointed to TARGET as the packer starts.
 """
 
 from __future__ import annotations
@@ -49,7 +57,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", required=True)
     parser.add_argument("--variant", default=None)
-    mode = parser.parse_args().mode
+    parser.add_argument("--touch", default=None)
+    parser.add_argument("--touch-window", default=None)
+    options = parser.parse_args()
+    mode = options.mode
+    if os.environ.get("REPOINT"):
+        link, _, target = os.environ["REPOINT"].partition("=")
+        os.symlink(target, link + ".new")
+        os.replace(link + ".new", link)
     if os.environ.get("START_LOG"):
         with open(os.environ["START_LOG"], "a") as out:
             out.write(f"{os.getpid()}\n")
@@ -82,6 +97,9 @@ def main() -> int:
             continue
         if meta["verb"] == "hello":
             hello = {k: meta.get(k, "") for k in GEOMETRY_KEYS}
+            if options.touch and options.touch_window in (None, hello["window_samples"]):
+                with open(options.touch, "a") as touched:
+                    touched.write(f"touched by {os.getpid()}\n")
             if mode == "no-hello":
                 write(stdout, "error", message="unknown verb 'hello'")
             elif mode == "batch-hello":
@@ -92,14 +110,18 @@ def main() -> int:
                     writer.write_batch(pa.RecordBatch.from_arrays([], schema=schema))
                 stdout.flush()
             else:
+                version = f"0.1-w{hello['window_samples']}" if mode == "version-by-window" else "0.1"
                 write(
                     stdout,
                     "hello",
                     packer_name="protocol-test",
-                    **({} if mode == "nameless" else {"packer_version": "0.1"}),
+                    **({} if mode == "nameless" else {"packer_version": version}),
                     **extra,
                 )
             if mode == "hang-after":
+                time.sleep(300)
+            if mode == "close-stdin":
+                os.close(0)
                 time.sleep(300)
             continue
         if mode == "crash-after" and answered == 1:

@@ -35,6 +35,7 @@ import pytest
 
 import tests.catalogue_commands  # noqa: F401  (registers its cases)
 import tests.catalogue_files  # noqa: F401  (registers its cases)
+import tests.catalogue_truth  # noqa: F401  (registers its cases)
 from tests.catalogue_locations import READERS, WRITERS
 from tests.catalogue_run import Base, build_base, cli_status, harness_env, run_case, snapshot
 from tests.catalogue_setups import CASES, CFG, CONFIG, QUIET, Case
@@ -74,6 +75,8 @@ def test_the_catalogue_covers_every_kind_and_command():
             "internal",
             "signal",
             "memory",
+            "packer",
+            "wait",
         }
         <= kinds
     )
@@ -241,8 +244,10 @@ def test_promote_says_first_that_the_golden_did_not_reproduce(base: Base, tmp_pa
     (run,) = (ws / "runs2").iterdir()
     assert cli_status("score", "--golden", "goldens/r", "--run", f"runs2/{run.name}", "--out", "s.json", *loose) == 1
     capsys.readouterr()
-    assert cli_status("promote", "--score", "s.json", "--ledger", "l.json", "--manifest", "m.json", *loose) == 0
+    # exit 1: the commit's one event failed (nothing promoted), as its last line says
+    assert cli_status("promote", "--score", "s.json", "--ledger", "l.json", "--manifest", "m.json", *loose) == 1
     lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("FAIL: 1 of 1 shapes not promoted by the ledger l.json") and "did not" in lines[-1]
     assert lines[0].startswith("GOLDEN NOT REPRODUCED: golden r@"), lines
     assert lines[1].startswith("shape k=2: PASS"), lines
     assert "stays candidate" in lines[2] and "did not reproduce golden r@" in lines[2], lines

@@ -58,4 +58,6 @@ def test_a_nan_lane_reads_non_finite_everywhere(capsys, monkeypatch, tmp_path):
     assert any(expected in (f.get("message", "") + (f.text or "")) for f in junit.iter("failure"))
 
     code, out, err = run(capsys, monkeypatch, "promote", "--score", "score.json")
-    assert code == 0 and "disagrees" not in err, err  # the re-derivation agrees: the shape just stays out
+    # the re-derivation agrees: the shape just stays out, and the last line (exit 1) says the ledger refused it
+    assert code == 1 and "disagrees" not in err, err
+    assert out.splitlines()[-1].startswith("FAIL: 1 of 1 shapes not promoted by the ledger"), out

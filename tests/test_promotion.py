@@ -194,7 +194,7 @@ def test_replay_of_an_older_passing_score_is_refused(world, tmp_path):
     new_fail = world["scored"]((2,), STRICT)
     ledger, manifest = tmp_path / "ledger.json", tmp_path / "promoted-shapes.json"
     assert promote_cli(old_pass, ledger, manifest, world["default"]).returncode == 0
-    assert promote_cli(new_fail, ledger, manifest, world["strict"]).returncode == 0
+    assert promote_cli(new_fail, ledger, manifest, world["strict"]).returncode == 1  # committed: k refused
     assert state(ledger, 2) == "revoked" and not allowed(manifest, 2)
     before = (ledger.read_bytes(), manifest.read_bytes())
     replay = promote_cli(old_pass, ledger, manifest, world["default"])
@@ -207,7 +207,7 @@ def test_replay_of_an_older_passing_score_is_refused(world, tmp_path):
     data = json.loads(old_pass.read_text())
     write_score(rescored, score_run(world["golden"], load_run(data["run"]["path"]), LOOSE))
     l2, m2 = tmp_path / "l2.json", tmp_path / "m2.json"
-    assert promote_cli(new_fail, l2, m2, world["strict"]).returncode == 0
+    assert promote_cli(new_fail, l2, m2, world["strict"]).returncode == 1
     one_line_error(promote_cli(rescored, l2, m2, world["default"]), "is older than the shape's last event")
 
 
@@ -413,7 +413,7 @@ def test_a_revocation_racing_a_promotion_is_never_lost(world, tmp_path):
             for s, c in ((passing, world["default"]), (failing, world["strict"]))
         ]
         codes = [p.wait(timeout=600) for p in procs]
-        assert codes[1] == 0 and codes[0] in (0, 2)
+        assert codes[1] == 1 and codes[0] in (0, 2)  # the failing score's commit: the ledger refused its shape
         if codes[0] == 2:  # the failing run committed first: the older passing score is a replay
             assert "older than the shape's last event" in procs[0].stderr.read()
             assert state(ledger, 2) == "candidate"

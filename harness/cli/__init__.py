@@ -32,6 +32,7 @@ from harness.data.errors import (
     Interrupted,
     cleaning_up,
     clear_interrupt,
+    clip_line,
     command_record,
     debugging,
     failed_step,
@@ -175,9 +176,11 @@ def _run(args: list[str], debug: bool) -> int | None:
             if debug:
                 traceback.print_exc()
             print(
-                f"harness: internal error in '{_command(args)}' at step '{failed_step(exc)}': "
-                f"{type(exc).__name__}: {one_line(exc)} (a bug in the harness; rerun with --debug for the "
-                "traceback)",
+                clip_line(
+                    f"harness: internal error in '{_command(args)}' at step '{failed_step(exc)}': "
+                    f"{type(exc).__name__}: {one_line(exc)} (a bug in the harness; rerun with --debug for the "
+                    "traceback)"
+                ),
                 file=sys.stderr,
             )
             code = EXIT_INTERNAL
@@ -195,9 +198,11 @@ def _dependency_failure(exc: BaseException) -> str | None:
 
 
 def _fail(message: str, debug: bool) -> None:
+    """The one error line, never longer than a screen: a message that echoes what the user gave (a 200 KB
+    packer argument, ten thousand shapes) is cut in its middle, with the count of what was cut."""
     if debug:
         traceback.print_exc()
-    print(f"harness: error: {message}", file=sys.stderr)
+    print(clip_line(f"harness: error: {' '.join(message.splitlines())}"), file=sys.stderr)
 
 
 def threading_main() -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from harness.cli.set_keys import check_sets
 from harness.cli.version import version_line
 from harness.data.errors import HarnessError
 
@@ -247,13 +248,18 @@ def resolve_config(
     tolerance: str | None = None,
     shapes: str | None = None,
     sets: list[str] | None = None,
+    command: str = "",
     **flags: object,
 ):
     """The release configuration with the command line's overrides, validated once, with the file
-    (:func:`harness.release_config.load_config`); a refused value names the flag it came from."""
+    (:func:`harness.release_config.load_config`); a refused value names the flag it came from. ``command``: the
+    command asking ('golden record'): a ``--set`` key it would not read is refused (:mod:`harness.cli.set_keys`)."""
     from harness.release_config import load_config  # deferred: imports numpy, pydantic (start-up)
 
-    return load_config(config, flag_overrides(sets, tolerance, shapes, model=model, device=device, **flags))
+    overrides = flag_overrides(sets, tolerance, shapes, model=model, device=device, **flags)
+    cfg = load_config(config, overrides)  # every value validated first, by the one validator
+    check_sets(command, overrides)  # then: a key this command would not read is refused by name
+    return cfg
 
 
 def removed_flag(command, args: list[str]) -> str | None:

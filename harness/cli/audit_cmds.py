@@ -63,5 +63,7 @@ def audit_cmd(
     """
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    cfg = resolve_config(config, device=device, tolerance=tolerance, sets=sets, golden_model=golden_model, ray=ray)
+    cfg = resolve_config(
+        config, device=device, tolerance=tolerance, sets=sets, golden_model=golden_model, ray=ray, command="audit"
+    )
     answer(commands.audit(cfg, capture, out, progress, ray_of(cfg)))

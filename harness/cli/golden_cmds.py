@@ -61,7 +61,7 @@ def golden_record(
     """
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, ray=ray)
+    cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, ray=ray, command="golden record")
     answer(commands.record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)))
 
 
@@ -85,7 +85,7 @@ def golden_verify(
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
-    cfg = resolve_config(config, model, device=device, sets=sets, backend=backend)
+    cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, command="golden verify")
     answer(commands.verify(cfg, golden, backend_of(cfg), progress))
 
 
@@ -174,5 +174,5 @@ def golden_diff(
       of different corpora, geometries or OPs, a missing or corrupt golden), one line naming both.
     - No model is built and no block runs: both goldens' outputs are read once, batch by batch.
     """
-    cfg = resolve_config(config, tolerance=tolerance, sets=sets)
+    cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="golden diff")
     answer(view_commands.golden_diff(cfg, a, b, as_json, out))

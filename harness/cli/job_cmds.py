@@ -97,6 +97,7 @@ def nightly_cmd(
         ray=ray,
         arrangements=arrangements,
         repeats=repeats,
+        command="nightly",
     )
     if cfg.load.concurrency and cfg.ray.address is not None:
         raise HarnessError(
@@ -130,7 +131,7 @@ def merge_cmd(
     """
     from harness.pipeline import gate_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    cfg = resolve_config(config, model, tolerance=tolerance, sets=sets)
+    cfg = resolve_config(config, model, tolerance=tolerance, sets=sets, command="merge")
     job = gate_commands.MergeJob(golden, list(shards), out, force, localise, no_promote)
     answer(gate_commands.merge(cfg, job))
 
@@ -164,7 +165,7 @@ def serve_cmd(
     """
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    cfg = resolve_config(config, model, device=device, sets=sets)
+    cfg = resolve_config(config, model, device=device, sets=sets, command="serve")
     # Ctrl-C / SIGTERM is how serving ends: one line saying so, exit 0 (README, "Exit status")
     answer(commands.serve(cfg, instances, model_repository, say))
 
@@ -186,6 +187,6 @@ def demo_cmd(
     """
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks)
+    cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks, command="demo")
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     answer(commands.demo(cfg, out, progress))

@@ -58,7 +58,15 @@ def run_cmd(
     from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(
-        config, model, device, shapes=shapes, sets=sets, backend=backend, arrangements=arrangements, repeats=repeats
+        config,
+        model,
+        device,
+        shapes=shapes,
+        sets=sets,
+        backend=backend,
+        arrangements=arrangements,
+        repeats=repeats,
+        command="run",
     )
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
     answer(commands.run(cfg, golden, runs, progress, pad_to_fixed))
@@ -80,7 +88,7 @@ def score_cmd(
     """
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
-    cfg = resolve_config(config, tolerance=tolerance, sets=sets)
+    cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="score")
     answer(gate_commands.score(cfg, golden, run, out))
 
 
@@ -110,7 +118,7 @@ def promote_cmd(
     """
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
-    cfg = resolve_config(config, tolerance=tolerance, sets=sets)
+    cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="promote")
     answer(gate_commands.promote(cfg, score, ledger, manifest, golden, run))
 
 

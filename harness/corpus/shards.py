@@ -10,13 +10,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from harness.data.errors import HarnessError, short
-from harness.data.limits import MAX_SHARDS
+from harness.data.errors import HarnessError
+from harness.data.shard_text import parse_shard, shard_refusal
 
 
 @dataclass(frozen=True)
@@ -26,18 +25,11 @@ class Shard:
 
     @classmethod
     def parse(cls, text: str) -> Shard:
-        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
-        if not match:
-            raise HarnessError(f"shard {text!r}: expected i/n, e.g. 1/4 (1-based)")
-        if max(len(match.group(1)), len(match.group(2))) > len(str(MAX_SHARDS)) or int(match.group(2)) > MAX_SHARDS:
-            raise HarnessError(
-                f"shard {short(text.strip(), 40)}: at most {MAX_SHARDS:,} shards (a corpus holds at "
-                "most that many blocks)"
-            )  # the digits' length first: never int() a thousand digits
-        i, n = int(match.group(1)), int(match.group(2))
-        if n < 1 or not 1 <= i <= n:
-            raise HarnessError(f"shard {text!r}: need 1 <= i <= n")
-        return cls(i, n)
+        """``i/n`` (the one rule of :mod:`harness.data.shard_text`, which the configuration's validator applies)."""
+        why = shard_refusal(text)
+        if why is not None:
+            raise HarnessError(why)
+        return cls(*parse_shard(text))
 
     def owns(self, block_id: str) -> bool:
         digest = hashlib.sha256(block_id.encode()).digest()

@@ -277,6 +277,39 @@ def short(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+SCREEN: int = 1000  # the longest line the harness prints: about a screen; past it, cut with a count (clip_line)
+ECHO: int = 120  # the longest echo of one value a user gave (a command, a path, a list) inside a line
+
+
+def clip(value: object, limit: int = ECHO, quote: bool = True) -> str:
+    """A value the user gave, as a message quotes it (``repr`` for text), cut past ``limit`` characters with a
+    count of what was cut: ``'python packer.py --huge aaaa...' [+199880 characters]``. A value of any length
+    then keeps its line on a screen, and the reader still sees how long it was."""
+    text = repr(value) if isinstance(value, str) and quote else str(value)
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 24, 8)
+    return f"{text[:keep]}... [+{len(text) - keep} characters]"
+
+
+def clip_list(values: object, keep: int = 8) -> str:
+    """A list a user gave (shapes, concurrencies) as a line shows it: ``[2, 3, 4, ... +9993 more]`` past ``keep``
+    items, so ten thousand shapes stay one short line."""
+    items = list(values)  # type: ignore[call-overload]
+    if len(items) <= keep:
+        return str(items)
+    return "[" + ", ".join(str(v) for v in items[:keep]) + f", ... +{len(items) - keep} more]"
+
+
+def clip_line(line: str, limit: int = SCREEN) -> str:
+    """A whole line cut to about ``limit`` characters: its start and its end kept (where and what; the end often
+    says what to do), the middle replaced by a count of the characters cut."""
+    if len(line) <= limit:
+        return line
+    head, tail = (limit * 2) // 3, limit // 4
+    return f"{line[:head]} ... [{len(line) - head - tail} characters cut] ... {line[-tail:]}"
+
+
 def one_line(text: object, limit: int = 300) -> str:
     """A message (another library's, often multi-line) as one line of at most ``limit`` characters."""
     text = " ".join(str(text).split())

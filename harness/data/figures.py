@@ -45,13 +45,15 @@ def non_finite_text(count: int, total: int, unit: str) -> str:
 
 
 def fmt(value: Any) -> str:
-    """A number as a person reads it in a one-line message."""
+    """A number as a person reads it in a one-line message, and as the configuration takes it back: a figure or
+    a limit is what a user pastes into ``--set`` (``would pass at 3222``), so no thousands separator (a count of
+    units, ``3 of 4,096 windows``, is not one of these and keeps its separators where it is written)."""
     if value is None:
         return "non-finite"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int):
-        return f"{value:,}"
+        return str(value)
     if isinstance(value, float):
         if value == 0:
             return "0"

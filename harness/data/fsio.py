@@ -107,12 +107,16 @@ def fault(point: str) -> None:
 
 
 def os_failure(path: Path | str, exc: OSError, doing: str = "cannot write") -> OutputError:
-    reason = exc.strerror or str(exc)
+    """One line for an OS error on ``path``: what could not be done, and why in the system's words; a full file
+    system (or quota) is said to be the environment's, with what to do."""
+    reason, then = exc.strerror or str(exc), ""
     if isinstance(exc, IsADirectoryError):
         reason = "it is a directory"
     elif isinstance(exc, NotADirectoryError):
         reason = "a parent is a file, not a directory"
-    return OutputError(f"{path}: {doing} ({reason})")
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        then = ": its file system is full (the environment's doing, not the harness's): free space there, run again"
+    return OutputError(f"{path}: {doing} ({reason}){then}")
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -277,6 +281,46 @@ def remove_path(path: Path) -> None:
 
 # ---------------------------------------------------------------------------------- locks
 
+LOCK_WAIT_S = 300.0  # a lock is held for the seconds of a commit or a publish; waiting longer, its holder hangs
+
+
+def lock_wait_s() -> float:
+    """How long a command waits for a lock another process holds: ``HARNESS_LOCK_WAIT_S`` (default 300 s)."""
+    text = os.environ.get("HARNESS_LOCK_WAIT_S")
+    if text is None:
+        return LOCK_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise HarnessError(f"HARNESS_LOCK_WAIT_S={text!r}: expected seconds to wait for a lock, a number > 0")
+    return value
+
+
+def _take(fd: int, shared: bool, lock: Path) -> None:
+    """Take the lock on ``fd``, waiting at most :func:`lock_wait_s` (a Ctrl-C ends the wait at once): another
+    harness command holds it for the seconds of its commit; one holding it longer is stopped or hangs, and
+    this command says so instead of waiting for ever."""
+    operation = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    bound = lock_wait_s()
+    deadline, pause = time.monotonic() + bound, 0.005
+    while True:
+        try:
+            fcntl.flock(fd, operation)
+            return
+        except BlockingIOError:
+            pass
+        check_interrupted()
+        if time.monotonic() >= deadline:
+            raise OutputError(
+                f"{lock}: waited {bound:g} s for the lock another process holds (a harness command writing "
+                f"{lock.name.removeprefix('.').removesuffix('.lock')}, stopped or hung: `fuser -v {lock}` names "
+                "it); run again once it has ended (HARNESS_LOCK_WAIT_S sets the wait)"
+            )
+        time.sleep(pause)
+        pause = min(2 * pause, 0.25)
+
 
 def lock_path(path: Path) -> Path:
     path = Path(path)
@@ -316,7 +360,7 @@ def locked(path: Path, shared: bool = False) -> Iterator[bool]:
         yield False
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        _take(fd, shared, lock)
         yield True
     finally:
         with contextlib.suppress(OSError):

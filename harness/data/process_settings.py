@@ -22,13 +22,17 @@ imports torch or starts a thread, unless the user set them (their value wins):
 
 Both go into the environment, so the processes the harness starts (``harness serve``'s Triton server,
 a Ray worker) inherit them. :func:`in_force` says what holds, for the environment each golden and run
-records (``process``).
+records (``process``). The mark (``HARNESS_PROCESS_SET``) names each variable the harness set *with a digest
+of the value it set*: a process that inherits the mark (a harness started by a harness, a packer's script that
+runs one) and finds another value there (the user's ``OMP_WAIT_POLICY=ACTIVE``) records that value as the
+environment's, never as set by the harness.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -58,13 +62,33 @@ def tune_process() -> None:
     if restart:
         os.environ[TUNABLES] = ALLOCATOR
         ours.append(TUNABLES)
-    os.environ[MARK] = ",".join(ours)
+    os.environ[MARK] = _mark(ours)
     if restart:
         try:
             os.execv(sys.executable, list(sys.orig_argv))
         except OSError:  # no exec here (a frozen or embedded interpreter): run on with glibc's defaults
             os.environ.pop(TUNABLES)
-            os.environ[MARK] = ",".join(name for name in ours if name != TUNABLES)
+            os.environ[MARK] = _mark([name for name in ours if name != TUNABLES])
+
+
+def _value_digest(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def _mark(names: list[str]) -> str:
+    """``NAME=<digest of the value set>,...``: what the harness set, and to what."""
+    return ",".join(f"{name}={_value_digest(os.environ[name])}" for name in names)
+
+
+def set_by_harness() -> set[str]:
+    """The variables whose value is the one the harness set (the mark's digest matches the value there now)."""
+    ours = set()
+    for item in filter(None, os.environ.get(MARK, "").split(",")):
+        name, _, digest = item.partition("=")
+        value = os.environ.get(name)
+        if digest and value is not None and _value_digest(value) == digest:
+            ours.add(name)
+    return ours
 
 
 def _huge_pages_on_request() -> bool:
@@ -98,7 +122,7 @@ def _glibc_version() -> tuple[int, int] | None:
 def in_force() -> dict[str, str]:
     """What holds in this process, for the environment a golden or run records: each variable's value and who
     set it (the harness, the user, or nobody)."""
-    ours = set(filter(None, os.environ.get(MARK, "").split(",")))
+    ours = set_by_harness()
 
     def said(name: str) -> str:
         value = os.environ.get(name)

@@ -21,7 +21,7 @@ from typing import Final
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
-from harness.data.errors import HarnessError
+from harness.data.errors import HarnessError, clip, clip_list
 
 MIN_K: Final = 1
 # The largest k: far above any batch the engine could send, small enough that a typo
@@ -130,20 +130,21 @@ def parse_shapes(text: str, where: str = "--shapes") -> tuple[Shape, ...]:
     parts = [p.strip() for p in text.split(",")]
     if any(not p for p in parts):
         raise ShapeError(
-            f"{where} {text!r}: expected comma-separated blocks per call, e.g. 2,4,8 (an empty entry is not a shape)"
+            f"{where} {clip(text)}: expected comma-separated blocks per call, e.g. 2,4,8 "
+            "(an empty entry is not a shape)"
         )
     try:
         numbers = [int(p) for p in parts]  # int()'s spellings, as the flag always took them ("04", "+4")
     except ValueError:
-        raise ShapeError(f"{where} {text!r}: expected comma-separated blocks per call, e.g. 2,4,8") from None
+        raise ShapeError(f"{where} {clip(text)}: expected comma-separated blocks per call, e.g. 2,4,8") from None
     for n in numbers:
         if (why := _refusal(n)) is not None:
-            raise ShapeError(f"{where} {text!r}: {why} (expected distinct whole numbers from {MIN_K} to {MAX_K})")
+            raise ShapeError(f"{where} {clip(text)}: {why} (expected distinct whole numbers from {MIN_K} to {MAX_K})")
     shapes = tuple(Shape(n) for n in numbers)
     if len(set(shapes)) != len(shapes):
         twice = sorted({int(k) for k in shapes if shapes.count(k) > 1})
         raise ShapeError(
-            f"{where} {text!r}: {', '.join(map(str, twice))} listed twice; expected distinct "
+            f"{where} {clip(text)}: {clip_list(twice).strip('[]')} listed twice; expected distinct "
             f"whole numbers from {MIN_K} to {MAX_K}"
         )
     return shapes

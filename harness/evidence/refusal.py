@@ -7,6 +7,8 @@ one cause (:data:`harness.data.schemas.refusals.CAUSES`, in this order of preced
 
 1. the packer broke the packing laws (or they were not judged): nothing it packs may be promoted;
 2. the golden was not reproduced: every comparison against it is suspect;
+   (then, for a shape of which the corpus sent not one request of k blocks: not judged at its size, 8 below,
+   with the full-request counts: whatever its partial packs showed was not this batch shape);
 3. reads another block's audio: a block's answer at its own slot moved when its neighbours' audio changed, on a
    backend that repeats itself (or beyond its run-to-run difference): a leak, refused in every mode at any size;
 4. a non-finite value, anywhere (plain lane, arrangements, duplicates, repeats);
@@ -118,6 +120,9 @@ def refusal_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> RefusalCause 
         return RefusalCause(kind=LAWS, evidence=laws)
     if not facts.verification.passed:
         return RefusalCause(kind=GOLDEN, evidence=facts.verification.summary)
+    if shape.requests is not None and shape.requests.full == 0 and (unsized := refusal(k, shape.requests)):
+        # not one request of k blocks was sent: whatever its partial packs showed, it was not judged at its size
+        return RefusalCause(kind=SIZE, evidence=unsized)
     groups = list(_groups(k, shape))
     for group, head, v in groups:  # an answer that moves with its neighbours' audio, whatever the mode
         if group == "leak" and (c := _first(v, "real")) is not None:

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.data.destinations import Input, check_output_file, same_file
-from harness.data.errors import LedgerError, OutputError, SchemaError, committed, uncommitted
-from harness.data.fsio import fault, locked
+from harness.data.errors import LedgerError, OutputError, SchemaError, clean_up, committed, uncommitted
+from harness.data.fsio import fault, locked, os_failure
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
 from harness.data.schemas.records import as_written
-from harness.ledger.history_store import Figures, check_bound, history_folder, remove_orphan, write_part
+from harness.ledger.history_store import Figures, check_bound, history_folder, part_path, remove_orphan, write_part
 from harness.ledger.promoted_manifest import derive_manifest, manifest_differences, removed_shapes
 from harness.ledger.promotion import FORMAT, empty_ledger
 
@@ -257,15 +257,6 @@ def commit(
                 before = load_manifest(manifest_path)
         manifest_first = removed_shapes(before, manifest)
         folder = history_folder(ledger_path)
-        if history is not None:
-            figures = history(new.seq)
-            try:
-                check_bound(Path(f"history part {new.seq}"), new.seq, figures.rows, figures.score_digest, new, shown)
-            except LedgerError as exc:  # a bug (exit 3): figures the reader would refuse are never written
-                raise RuntimeError(f"{exc}; nothing was written") from None
-            write_part(folder, new.seq, figures.rows, figures.score_digest)
-        elif new.seq != old.seq:  # (a commit that changes nothing keeps its seq and that seq's part)
-            remove_orphan(folder, new.seq)
         journal = seal(
             {
                 "kind": "harness.ledger-journal",
@@ -278,20 +269,69 @@ def commit(
             },
             "journal_sha256",
         )
-        fault("promote:before-journal")
-        write_json_atomic(journal_path(ledger_path), journal)
+        _history_and_journal(ledger_path, folder, new, old.seq, history, shown, journal)
         committed(
             journal_path(ledger_path),
             "the journal of the ledger commit (the new ledger and manifest)",
             "the next command that opens the ledger finishes the journaled commit",
         )
-        fault("promote:journal-written")
-        _write_both(ledger_path, manifest_path, new, manifest, manifest_first)
-        fault("promote:both-written")
-        journal_path(ledger_path).unlink()
+        try:
+            fault("promote:journal-written")
+            _write_both(ledger_path, manifest_path, new, manifest, manifest_first)
+            fault("promote:both-written")
+            journal_path(ledger_path).unlink()
+        except OSError as exc:  # the environment's (a full disk, a file system gone read-only): exit 2, in words
+            raise OutputError(
+                f"{os_failure(ledger_path, exc)}; the commit is journaled in {journal_path(ledger_path)}: the next "
+                "command that opens the ledger finishes it once the file system takes it"
+            ) from None
         uncommitted(journal_path(ledger_path))
         committed(ledger_path, f"the ledger and the promoted-shapes manifest {manifest_path}")
     return result
+
+
+def _history_and_journal(
+    ledger_path: Path,
+    folder: Path,
+    new: Ledger,
+    old_seq: int,
+    history: Callable[[int], Figures] | None,
+    shown: Path,
+    journal: dict[str, object],
+) -> None:
+    """The commit's history part, then its journal (the commit point). A failure before the journal is written
+    (a full disk, an fsync the file system refuses) leaves the ledger's files as they were: the part this
+    commit wrote is removed, and an OS error is one line naming the file, exit 2 (the environment's, not a
+    bug)."""
+    part: Path | None = None
+    at: Path = folder
+    new_folder = not folder.exists()
+    try:
+        if history is not None:
+            figures = history(new.seq)
+            try:
+                check_bound(Path(f"history part {new.seq}"), new.seq, figures.rows, figures.score_digest, new, shown)
+            except LedgerError as exc:  # a bug (exit 3): figures the reader would refuse are never written
+                raise RuntimeError(f"{exc}; nothing was written") from None
+            at = part_path(folder, new.seq)  # (written under a temporary name, then renamed)
+            part = None if at.exists() else at  # an orphan of this seq is replaced, and stays an orphan
+            write_part(folder, new.seq, figures.rows, figures.score_digest)
+        elif new.seq != old_seq:  # (a commit that changes nothing keeps its seq and that seq's part)
+            remove_orphan(folder, new.seq)
+        at = journal_path(ledger_path)
+        fault("promote:before-journal")
+        write_json_atomic(journal_path(ledger_path), journal)
+    except BaseException as exc:
+        if part is not None:  # nothing of this commit stays: the ledger's files are as they were
+            with clean_up(), contextlib.suppress(OSError):
+                part.unlink()
+                if new_folder:
+                    folder.rmdir()
+        if isinstance(exc, OSError):
+            raise OutputError(
+                f"{os_failure(at, exc)}; nothing was committed: the ledger and its history are as they were"
+            ) from None
+        raise
 
 
 def _write_both(

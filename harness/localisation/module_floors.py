@@ -84,6 +84,8 @@ class FloorSampler:
             None  # where the passes' module outputs are written (harness.localisation.activations)
         )
         self.progress: Callable[[str | None], None] | None = None  # told each pass and module (None: done)
+        self.note: Callable[[str], None] | None = None  # told, in one line, that the passes ran one after another
+        self.serial: str | None = None  # why the passes ran one after another (None: side by side)
         self.geometry = geometry
         self.ids = ids
         self.seed = seed
@@ -135,7 +137,8 @@ class FloorSampler:
                 request = self._request(block, op)
                 if request is not None:
                     self._measure(op, request, floors.setdefault(str(int(op)), {}))
-        return {"format": FORMAT, "passes": PASSES, "seed": self.seed, "blocks": list(self.ids), "ops": floors}
+        how = {} if self.serial is None else {"serial": self.serial}
+        return {"format": FORMAT, "passes": PASSES, "seed": self.seed, "blocks": list(self.ids), "ops": floors, **how}
 
     def _measure(self, op: Op, request: Block, table: dict[str, dict[str, float]]) -> None:
         """Two plain passes and one under :func:`harness.localisation.first_divergence.one_ulp_jitter`, alone,
@@ -146,9 +149,19 @@ class FloorSampler:
         (harness.localisation.activations)."""
         from harness.localisation import lockstep  # imports torch
 
-        try:
-            figures = self._side_by_side(op, request)
-        except lockstep.OutOfStep:
+        figures = None
+        if self.serial is None:  # a model found not to be entered twice is not tried side by side again
+            try:
+                figures = self._side_by_side(op, request)
+            except lockstep.PassStuck as exc:
+                raise HarnessError(
+                    f"module noise floors, OP {int(op)}: {exc}; record without them: --set localise.floor_blocks=0"
+                ) from None
+            except lockstep.OutOfStep as exc:  # NotReentrant among them: a model three threads cannot enter
+                self.serial = str(exc)
+                if self.note is not None:
+                    self.note(f"module noise floors: {exc}: measuring one pass after another (the same figures)")
+        if figures is None:
             figures = self._one_after_another(op, request)
         for name, figure in figures.result().items():
             old = table.get(name, dict.fromkeys(KEYS, 0.0))
@@ -292,4 +305,6 @@ def merge_module_floors(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any
                 old = merged.get(name, dict.fromkeys(KEYS, 0.0))
                 merged[name] = {key: max(float(old[key]), float(figures[key])) for key in KEYS}
     blocks = [b for p in given for b in p["blocks"]]
-    return {"module_floors": {**given[0], "blocks": blocks, "ops": ops}}
+    merged = {key: value for key, value in given[0].items() if key != "serial"}
+    serial = next((p["serial"] for p in given if p.get("serial")), None)  # any shard's: how its floors were taken
+    return {"module_floors": {**merged, "blocks": blocks, "ops": ops, **({"serial": serial} if serial else {})}}

@@ -37,6 +37,7 @@ __all__ = [
     "PackerRefused",
     "PackerTimeout",
     "PackerUnavailable",
+    "check_unchanged",
     "packer_from_options",
 ]
 
@@ -67,3 +68,12 @@ def packer_from_options(
     if packer is not None and packer != "harness":
         return CallablePacker(packer, geometry)
     return HarnessPacker()
+
+
+def check_unchanged(packer: object) -> None:
+    """Refuse (one line naming the file) a packer whose files changed since its identity was hashed: called
+    before what its session did is kept (a run, a laws verdict). A packer without files to watch (the
+    harness's own, a Python one: its code is what was imported) has nothing to check."""
+    check = getattr(packer, "check_unchanged", None)
+    if check is not None:  # (``callable`` is this package's module of that name here)
+        check()

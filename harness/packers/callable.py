@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError, PackingError
+from harness.data.errors import HarnessError, PackingError, clip
 from harness.data.geometry import Geometry
-from harness.packers.identity import callable_identity
+from harness.packers.identity import callable_identity, module_file_digest
 from harness.packers.inputs import check_items, check_output, describe_items
 from harness.packers.packer_errors import PackerFailed, PackerUnavailable
 from harness.packers.packing import PackedRequest, unpack
@@ -52,6 +52,7 @@ class CallablePacker:
         self.spec = spec
         self.geometry = geometry
         self.name = f"callable: {spec}"
+        before = module_file_digest(spec) if target is None else None  # the identity is of what is imported
         obj = load_object(spec) if target is None else target
         if inspect.isclass(obj):
             try:
@@ -71,6 +72,12 @@ class CallablePacker:
             )
         self._target = obj
         self.identity, self.digest, self.source = callable_identity(spec, obj)
+        if before is not None and before != (self.source, self.digest):
+            raise PackerUnavailable(
+                f"packer {clip(spec)}: its module file {clip(before[0])} changed while it was imported (sha256 "
+                f"{before[1][:16]}... before, {self.digest[:16]}... after): refusing, its identity would not be "
+                "of the code that runs; run again once the file stays as it is"
+            )
         self.accepts_packs = bool(getattr(obj, "accepts_packs", False))
 
     def pack(self, items: Sequence[Block | PackedRequest], pad_to: int | None = None) -> PackedRequest:

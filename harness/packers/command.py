@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from harness.data.errors import clip
 from harness.packers.packer_errors import PackerUnavailable
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
@@ -37,7 +38,7 @@ def parse(cmd: str) -> Command:
     try:
         words = shlex.split(cmd)
     except ValueError as exc:
-        raise PackerUnavailable(f"packer command {cmd!r}: cannot be parsed ({exc})") from None
+        raise PackerUnavailable(f"packer command {clip(cmd)}: cannot be parsed ({exc})") from None
     if not words:
         raise PackerUnavailable("packer command is empty")
     env: dict[str, str] = {}
@@ -47,7 +48,7 @@ def parse(cmd: str) -> Command:
         at += 1
     if at == len(words):
         raise PackerUnavailable(
-            f"packer command {cmd!r}: sets {', '.join(env)} but names no program to run "
+            f"packer command {clip(cmd)}: sets {', '.join(env)} but names no program to run "
             "(NAME=value words come before the program: 'FOO=1 engine-packer --wire')"
         )
     return Command(tuple(sorted(env.items())), tuple(words[at:]))

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from harness import __version__
 from harness.data.blocks import Block
+from harness.data.errors import clip
 from harness.data.geometry import Geometry
 from harness.packers import command, identity, process, wire
 from harness.packers.inputs import check_items, check_output, describe_items
@@ -41,6 +42,7 @@ from harness.packers.packing import PackedRequest
 from harness.packers.validate import check_packed, check_unpacked
 
 START_S = 20.0  # the handshake may take this long at least: a packer's start-up is not a request's budget
+EXIT_WAIT_S = 1.0  # after a broken pipe: how long the packer is given to exit, to say how it ended
 HANDSHAKE = (
     f"wire protocol {wire.VERSION} starts with a handshake: the packer must answer the harness's "
     f"'hello' message with a 'hello' message whose schema metadata has version={wire.VERSION}, "
@@ -67,13 +69,20 @@ class ExternalPacker:
     accepts_packs = False
 
     def __init__(
-        self, cmd: str, geometry: Geometry, timeout_s: float = 30.0, restart: bool = False, digest: str | None = None
+        self,
+        cmd: str,
+        geometry: Geometry,
+        timeout_s: float = 30.0,
+        restart: bool = False,
+        digest: str | None = None,
+        *,
+        program: str | None = None,
     ) -> None:
         self.cmd = cmd
         self._geometry = geometry
         self.timeout_s = float(timeout_s)
         self.restart = restart
-        self.name = f"external: {cmd}"
+        self.name = f"external: {clip(cmd, quote=False)}"
         self.starts = 0
         self.declared: tuple[str, str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -84,16 +93,14 @@ class ExternalPacker:
         self._command = command.parse(cmd)
         self._argv = list(self._command.argv)
         if self.timeout_s <= 0:
-            raise PackerUnavailable(f"packer {cmd!r}: timeout must be > 0 s, got {timeout_s}")
+            raise PackerUnavailable(f"packer {clip(cmd)}: timeout must be > 0 s, got {timeout_s}")
         self._stated = None if digest is None else identity.given_digest(digest, self._label)
-        self._start()
-        try:
-            found = identity.command_digest(self._command, self._label, self._stated)
-        except PackerUnavailable:
-            self.close()
-            raise
+        # hashed before anything starts; the process runs the program file hashed (identity module doc)
+        self._hashed = identity.command_digest(self._command, self._label, self._stated, program)
+        found = self._hashed
         self.digest, self.digest_parts, self.digest_files = found.digest, found.parts, found.files
         self.digest_source = "given" if self._stated is not None else "command"
+        self._start()
         self.identity = identity.external_identity(*self._names(), self.digest)
 
     @property
@@ -104,8 +111,36 @@ class ExternalPacker:
     def with_geometry(self, geometry: Geometry) -> ExternalPacker:
         """The same command, digest and timeout in a process of its own at ``geometry`` (its own ``hello``).
 
-        The laws use it: their examples have a geometry of their own, and a session's never changes."""
-        return ExternalPacker(self.cmd, geometry, timeout_s=self.timeout_s, restart=self.restart, digest=self._stated)
+        The laws use it: their examples have a geometry of their own, and a session's never changes. The new
+        session runs this one's program file (a link re-pointed since changes nothing) and is held to this
+        one's content: a command whose files changed since this one was hashed is refused, naming the file,
+        before the other session judges it."""
+        self.check_unchanged()
+        sibling = ExternalPacker(  # the program file this session runs, not what the command finds now
+            self.cmd, geometry, self.timeout_s, self.restart, self._stated, program=self._hashed.program
+        )
+        changed = identity.differs(self._hashed, sibling._hashed)
+        if changed is not None:
+            sibling.close()
+            raise PackerUnavailable(
+                f"{self._label}: {changed} between two of its sessions (the fast lane's and the packing laws'): "
+                "refusing, so that nothing judged for one content is recorded under another; run again once "
+                "the packer's files stay as they are"
+            )
+        return sibling
+
+    def check_unchanged(self) -> None:
+        """Refuse (PackerUnavailable, one line naming the file) a packer whose program or file argument changed
+        since it was hashed for its identity: what ran is then not what the identity names. Called after the
+        ``hello`` (a packer that rewrites its own file as it starts), when another session of the same command
+        starts, and before what a session did is kept (a run's manifest, a laws verdict)."""
+        changed = identity.changed_since(self._hashed, self._command, self._label, self._stated)
+        if changed is not None:
+            raise PackerUnavailable(
+                f"{self._label}: {changed} while the packer ran: its identity names the content hashed before "
+                "it started, not what ran; refusing, nothing it did is kept; run again once the packer's files "
+                "stay as they are"
+            )
 
     # -------------------------------------------------------------- Packer
 
@@ -180,7 +215,7 @@ class ExternalPacker:
 
     @property
     def _label(self) -> str:
-        return f"packer {self.cmd!r}"
+        return f"packer {clip(self.cmd)}"
 
     def _names(self) -> tuple[str, str]:
         """The (packer_name, packer_version) the handshake declared (it ran before the constructor returned)."""
@@ -190,14 +225,21 @@ class ExternalPacker:
     def _start(self) -> None:
         self._stderr = stderr = tempfile.TemporaryFile()
         try:
-            self._proc = process.start(self._argv, stderr, dict(self._command.env))
+            self._proc = process.start(self._argv, stderr, dict(self._command.env), executable=self._hashed.program)
         except OSError as exc:
             stderr.close()
-            raise PackerUnavailable(f"{self._label}: cannot start {self._argv[0]!r}: {exc.strerror or exc}") from None
+            raise PackerUnavailable(
+                f"{self._label}: cannot start {clip(self._argv[0])}: {exc.strerror or exc}"
+            ) from None
         self._finalizer = weakref.finalize(self, process.kill_group, self._proc)
         self._failure, self._last = None, None
         self.starts += 1
         self._handshake()
+        try:
+            self.check_unchanged()  # a packer that rewrote its own file as it started
+        except PackerUnavailable:
+            self.close()
+            raise
 
     def _handshake(self) -> None:
         """``hello`` both ways: the packer's name and version, or one line saying what the protocol requires."""
@@ -277,11 +319,13 @@ class ExternalPacker:
         lines = [ln for ln in lines if ln]
         return repr(lines[-1][:300]) if lines else ""
 
-    def _exited(self, proc: subprocess.Popen[bytes]) -> str:
+    def _exited(self, proc: subprocess.Popen[bytes], pipe: str = "stdout") -> str:
+        """'exited with status N', or, if it has not exited within a second, that it closed ``pipe`` (its stdin:
+        it stopped reading; its stdout: it stopped answering)."""
         try:
-            code = proc.wait(timeout=1.0)
+            code = proc.wait(timeout=EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
-            return "closed its stdout"
+            return f"closed its {pipe}"
         return f"exited with status {code}"
 
     def _exchange(
@@ -296,7 +340,7 @@ class ExternalPacker:
         except process.Timeout:
             raise self._fail(PackerTimeout, f"did not read {what} within {limit:g} s; killed") from None
         except (BrokenPipeError, ConnectionResetError):
-            raise self._fail(PackerFailed, f"{self._exited(proc)} before reading {what}") from None
+            raise self._fail(PackerFailed, f"{self._exited(proc, 'stdin')} before reading {what}") from None
         try:
             reader = process.DeadlineReader(stdout.fileno(), deadline)
             message = wire.read_message(reader, expect)

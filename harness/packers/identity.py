@@ -12,6 +12,12 @@ rebuilt) earns its own. So an identity binds a name to the code:
 - a Python callable: ``callable:<spec>@sha256:<16 hex of its module's source file>``.
 
 Identities are printable ASCII without spaces or ``|`` (the ledger's key separator).
+
+An identity is of what ran: the command is hashed *before* its process starts, the process runs the very
+program file that was hashed (its path resolved then, so a link re-pointed afterwards changes nothing), and
+the files are hashed again when a session ends (:func:`changed_since`): a packer whose program or file
+argument changed while it ran is refused, naming the file, so nothing judged for one content is recorded
+under another.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.data.errors import clip
 from harness.packers.command import Command
 from harness.packers.packer_errors import PackerUnavailable
 
@@ -56,10 +63,13 @@ def _text_line(kind: str, text: str) -> str:
 
 @dataclass(frozen=True)
 class CommandDigest:
-    """The digest of a packer command and what went into it, in order (``parts``: one dict per line hashed)."""
+    """The digest of a packer command and what went into it, in order (``parts``: one dict per line hashed);
+    ``program``: the file the program was found to be and hashed (None: its digest was stated), which is
+    the file the packer's process runs."""
 
     digest: str
     parts: tuple[dict[str, str], ...]
+    program: str | None = None
 
     @property
     def files(self) -> list[dict[str, str]]:
@@ -67,7 +77,9 @@ class CommandDigest:
         return [{"path": p["path"], "sha256": p["sha256"]} for p in self.parts if "path" in p]
 
 
-def command_digest(command: Command, label: str, stated: str | None = None) -> CommandDigest:
+def command_digest(
+    command: Command, label: str, stated: str | None = None, program: str | None = None
+) -> CommandDigest:
     """sha256 over the whole command, one line per part, in this order:
 
     - each variable the command line sets, by name: ``env <n> NAME=value``;
@@ -77,6 +89,8 @@ def command_digest(command: Command, label: str, stated: str | None = None) -> C
       else ``arg <n> <its text>``;
 
     ``<n>`` being the byte length of the UTF-8 text that follows, and every line ending in ``\\n``.
+    ``program``: the program's file as found before (a session's end hashes again what its process ran,
+    not what the command would find now).
     A file counts by its content, never its path (the same build elsewhere is the same packer); any
     other word counts by its text, so two commands that differ in one flag are two packers. A
     command of files only (``python packer.py``) is the sha256 over its files' digests alone.
@@ -90,36 +104,85 @@ def command_digest(command: Command, label: str, stated: str | None = None) -> C
         lines.append(f"{stated}\n")
         parts.append({"kind": "program", "stated": stated})
     else:
-        program = program_file(command.argv[0], dict(command.env).get("PATH"))
-        if program is None:
+        found = Path(program) if program is not None else program_file(command.argv[0], dict(command.env).get("PATH"))
+        if found is None:  # nothing to hash, and nothing exec could start either
+            argv0 = command.argv[0]
+            why = "not executable" if os.sep in argv0 and _names_a_file(argv0) else "No such file or directory"
             raise PackerUnavailable(
-                f"{label}: cannot hash the packer: {command.argv[0]!r} resolves to no file; "
-                "give its digest (harness laws --packer-digest SHA256; --set packer.digest=SHA256 for run and nightly)"
+                f"{label}: cannot start {clip(argv0)}: {why} (a program is looked up as exec does it, on the "
+                "PATH the command line sets, else the harness's own)"
             )
-        one = _hashed(program, label)
+        one = _hashed(found, label, "its program", "; give its digest with --packer-digest SHA256")
         lines.append(f"{one}\n")
-        parts.append({"kind": "program", "path": str(program), "sha256": one})
+        parts.append({"kind": "program", "path": str(found), "sha256": one})
+        program = str(found)
     for arg in command.argv[1:]:
-        if Path(arg).is_file():
+        if _names_a_file(arg):
             path = Path(os.path.realpath(arg))
-            one = _hashed(path, label)
+            one = _hashed(
+                path,
+                label,
+                "its file argument",
+                " (a file argument counts by its content; --packer-digest stands in for the program only): "
+                "make it readable to the harness",
+            )
             lines.append(f"{one}\n")
             parts.append({"kind": "file", "path": str(path), "sha256": one})
         else:
             lines.append(_text_line("arg", arg))
             parts.append({"kind": "arg", "text": arg})
     total = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
-    return CommandDigest(total, tuple(parts))
+    return CommandDigest(total, tuple(parts), program)
 
 
-def _hashed(path: Path, label: str) -> str:
+def _names_a_file(arg: str) -> bool:
+    """Whether an argument is the path of an existing file (a word too long to be a path, or holding a NUL, is
+    text: ``is_file`` raises on those)."""
+    try:
+        return Path(arg).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _hashed(path: Path, label: str, what: str, fix: str) -> str:
     try:
         return file_sha256(path)
     except OSError as exc:
         raise PackerUnavailable(
-            f"{label}: cannot hash {str(path)!r} for its identity: {exc.strerror or exc}; give its digest "
-            "(harness laws --packer-digest SHA256; --set packer.digest=SHA256 for run and nightly)"
+            f"{label}: cannot read {what} {clip(str(path))} to hash it for the packer's identity: "
+            f"{exc.strerror or exc}{fix}"
         ) from None
+
+
+def changed_since(hashed: CommandDigest, command: Command, label: str, stated: str | None = None) -> str | None:
+    """Why the command is no longer what ``hashed`` was (None: every file it hashed holds the same bytes, and
+    every argument that was a file still is): the program file its process runs, hashed again, and every file
+    argument, resolved and hashed again; the first difference, naming the file."""
+    try:
+        now = command_digest(command, label, stated, hashed.program)
+    except PackerUnavailable as exc:
+        return f"a file of its command can no longer be read ({exc})"
+    return differs(hashed, now)
+
+
+def differs(before: CommandDigest, after: CommandDigest) -> str | None:
+    """The first part of two digests of one command that differs, in words (None: they are the same)."""
+    if before.digest == after.digest and before.parts == after.parts:
+        return None
+    for old, new in zip(before.parts, after.parts, strict=False):
+        if old == new:
+            continue
+        what = "program" if old.get("kind") == "program" else "file argument" if "path" in old else "argument"
+        if "path" in old and "path" in new and old["path"] == new["path"]:
+            return (
+                f"its {what} {clip(old['path'])} changed (sha256 {old['sha256'][:16]}... when it was hashed "
+                f"for the packer's identity, {new['sha256'][:16]}... now)"
+            )
+        if "path" in old:
+            now = new.get("path") or f"the text {clip(new.get('text', ''))}"
+            return f"its {what} {clip(old['path'])} now resolves to {clip(now) if 'path' in new else now}"
+        return f"its {what} {clip(old.get('text', ''))} is now the file {clip(new.get('path', '?'))}"
+    return "its command hashes otherwise than when it was hashed for the packer's identity"
 
 
 def given_digest(value: str, label: str) -> str:
@@ -159,3 +222,26 @@ def callable_identity(spec: str, target: object) -> tuple[str, str, str]:
         )
     digest = file_sha256(Path(source))
     return f"callable:{spec}@sha256:{digest[:16]}", digest, str(source)
+
+
+def module_file_digest(spec: str) -> tuple[str, str] | None:
+    """(source file, sha256) of a ``module:attr`` packer's module, hashed *before* it is imported (None: already
+    imported, or no source file to find: :func:`callable_identity` then says so). Compared with the digest
+    taken after the import, so a module rewritten while it was imported is refused, not recorded under the
+    content hashed after it ran."""
+    import importlib.util
+
+    name = spec.partition(":")[0]
+    if not name or name in sys.modules:
+        return None
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # the import itself names what is wrong
+        return None
+    origin = getattr(found, "origin", None)
+    if not origin or not Path(origin).is_file():
+        return None
+    try:
+        return str(origin), file_sha256(Path(origin))
+    except OSError:
+        return None

@@ -110,14 +110,20 @@ GRACE_S = 2.0  # between SIGTERM and SIGKILL: time for a packer (and its childre
 
 
 def start(
-    argv: list[str], stderr: int | IO[Any] | None, env: Mapping[str, str] | None = None
+    argv: list[str],
+    stderr: int | IO[Any] | None,
+    env: Mapping[str, str] | None = None,
+    executable: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session (so its pgid is its pid), pipes widened, stdin non-blocking.
 
     ``env``: variables to set on top of the harness's environment (the command line's ``NAME=value``
-    words); the program is looked up with the ``PATH`` they set, if they set one."""
+    words); the program is looked up with the ``PATH`` they set, if they set one. ``executable``: the file
+    to run in place of looking ``argv[0]`` up (the one hashed for the packer's identity); ``argv[0]`` is
+    still what the program is told it was started as (a venv's Python finds its venv by it)."""
     proc = subprocess.Popen(
         argv,
+        executable=executable,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,

@@ -23,7 +23,7 @@ from harness.corpus.synth import iter_synth_blocks
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import write_corpus
 from harness.data.destinations import check_output_dir
-from harness.data.errors import HarnessError, step
+from harness.data.errors import HarnessError, clip_list, step
 from harness.data.fsio import safe_name
 from harness.data.ops import Op
 from harness.data.schemas.config_file import (
@@ -114,6 +114,8 @@ def record(
     module_floors = gold.manifest.module_floors  # harness.localisation.module_floors
     if skipped := module_floors.skipped if module_floors is not None else None:
         lines.append(f"module noise floors not recorded: {skipped}; localisation will use one ulp of each scale")
+    if serial := module_floors.serial if module_floors is not None else None:
+        lines.append(f"module noise floors measured one pass after another (the same figures, slower): {serial}")
     if changes is not None:
         lines.append("changes against the previous golden: " + json.dumps(changes))
         if changes.get("fingerprint_changed"):
@@ -211,7 +213,7 @@ def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_f
     packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
     try:
         with progress_bar(
-            f"run shapes {list(plan.shapes)}",
+            f"run shapes {clip_list(plan.shapes)}",
             plan.calls(gold.blocks),
             progress,
             announce=f"writing to {runs}/ (a new run folder inside when done)",
@@ -286,7 +288,7 @@ def demo(cfg: ConfigFile, out: Path, progress: bool) -> Answer:
     be = make_backend(cfg)
     lines = [
         f"main job: model {cfg.model.spec} on {cfg.release.device}, {cfg.corpus.blocks} synthetic blocks, candidate "
-        f"shapes {list(cfg.shapes.candidates)}, output in {out}"
+        f"shapes {clip_list(cfg.shapes.candidates)}, output in {out}"
     ]
     with step("corpus"):
         write_corpus(

@@ -245,6 +245,10 @@ def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tupl
     return options.workers, None
 
 
+SHARD_WAIT_S = 3600.0  # no shard ended for an hour (the least bound), or ...
+SHARD_GAP_FACTOR = 8.0  # ... this many times the longest wait for one so far: the job stops, naming the shards
+
+
 def dispatch(
     ray: ModuleType,
     actors: list[Any],
@@ -268,8 +272,19 @@ def dispatch(
         if pending:
             hand(actor)
     with progress_bar(label, len(shards), show_progress, unit="shards") as tick:
+        last, longest = time.monotonic(), 0.0
         while running:
-            ready, _ = ray.wait(list(running), num_returns=1)
+            bound = max(SHARD_WAIT_S, SHARD_GAP_FACTOR * longest)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=bound)
+            if not ready:  # no shard ended for far longer than any took: a worker hangs, or no node has room
+                names = ", ".join(str(s) for _, s in list(running.values())[:4])
+                raise HarnessError(
+                    f"{label}: no shard ended within {bound:.0f} s (running: {names}"
+                    f"{'...' if len(running) > 4 else ''}): a worker hangs or the cluster has no room for one; see "
+                    "the Ray logs (/tmp/ray/session_latest/logs on the workers' nodes)"
+                )
+            now = time.monotonic()
+            last, longest = now, max(longest, now - last)
             actor, shard = running.pop(ready[0])
             done[shard.index] = result_of(ray, ready[0], shard, retries)
             tick(1)

@@ -24,6 +24,7 @@ from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
+    from harness.ledger.committed import Committed
 
 
 def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> Answer:
@@ -64,16 +65,39 @@ def score_lines(result: Score) -> list[str]:
 def promote(
     cfg: ConfigFile, score_path: Path, ledger: Path, manifest: Path, golden: Path | None, run_path: Path | None
 ) -> Answer:
+    from harness.ledger.committed import held_to_ledger, read_committed  # deferred: imports pyarrow (start-up)
     from harness.ledger.ledger_store import check_paths  # deferred: imports pyarrow (start-up)
+    from harness.ledger.promotion import release_shapes_of  # deferred: imports pydantic models (start-up)
     from harness.pipeline.promote import describe_transition, promote_file  # deferred: imports pyarrow (start-up)
 
     check_paths(
         ledger, manifest, [("--score", score_path), ("--golden", golden), ("--run", run_path), ("--config", cfg.source)]
     )
-    result, transitions = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
+    result, _ = promote_file(score_path, cfg, ledger, manifest, golden, run_path)
+    # what the ledger holds now, read back: the lines and the exit status say what was committed, not what was meant
+    done = read_committed(ledger, manifest, result.run.id, result.digest)
     lines = score_lines(result)  # a golden that did not reproduce is said first: it is why nothing was promoted
-    lines += [describe_transition(t) for t in transitions]
-    return Answer.of(lines + [f"wrote {ledger} and {manifest}"])
+    lines += [describe_transition(s.transition()) for s in done.shapes]
+    release = release_shapes_of(cfg.release_shapes_json())
+    wanted = [int(k) for k in result.shapes if int(k) not in release]
+    last, code = held_to_ledger(committed_line(done, wanted), 0, done, wanted, result.verification)
+    return Answer.of([*lines, f"{last}; wrote {ledger} and {manifest}"], held=code == 0)
+
+
+def committed_line(done: Committed, wanted: Sequence[int]) -> str:
+    """``harness promote``'s last line before the ledger holds it to itself: what the commit promoted."""
+    if not wanted:
+        return f"PASS: the score judged only the release's own shapes: nothing to promote ({done.where()})"
+    if done.refused:
+        named = ", ".join(f"k={s.shape}" for s in done.refused)
+        first = done.refused[0]
+        reason = first.event.reasons[0] if first.event.reasons else "its event failed"
+        return (
+            f"FAIL: {len(done.refused)} of {len(done.shapes)} shapes not promoted by the {done.where()} ({named}): "
+            f"shape k={first.shape}: {reason}"
+        )
+    n, ks = len(done.promoted), ",".join(str(k) for k in done.promoted)
+    return f"PASS: {n} shape{'s' if n != 1 else ''} promoted (k={ks}) by the {done.where()}"
 
 
 def report(
@@ -160,7 +184,7 @@ def laws(
     """Judge a packer on the packing laws (harness.laws), or (``export_vectors``) write the packing test
     vectors of the harness's own packer, at the law geometry, for an engine's own tests."""
     from harness.laws import LAW_GEOMETRY, check_packer  # deferred: imports hypothesis, pyarrow (start-up)
-    from harness.packers import packer_from_options  # deferred: imports pyarrow (start-up)
+    from harness.packers import check_unchanged, packer_from_options  # deferred: imports pyarrow (start-up)
 
     if outputs.export_vectors is not None:
         from harness.packers.vector_files import export  # deferred: imports pyarrow (start-up)
@@ -193,6 +217,7 @@ def laws(
         )
     ) as judged:
         report = check_packer(judged, examples=examples, seed=seed)
+        check_unchanged(judged)  # the verdict is of what its identity names: its files held while it ran
     text = report.render()
     if outputs.json is None and outputs.junit is None:
         return Answer.of([text], held=report.ok)

@@ -185,6 +185,9 @@ def _judge(packer: Packer, examples: int, max_blocks: int | None) -> dict[str, A
         report = check_packer(judged, examples=int(examples), seed=SEED, max_blocks=max_blocks)
         # the verdict is the judged process's: if it named itself otherwise, the verdict is not the lanes' packer's
         base["packer_identity"] = packer_identity(judged)
+        from harness.packers import check_unchanged  # deferred: imports pyarrow (start-up)
+
+        check_unchanged(judged)  # judged what its identity names: its files did not change while it ran
     result = {
         **base,
         "verdict": "hold" if report.ok else "broken",

@@ -29,7 +29,7 @@ import numpy as np
 
 from golden.store import Golden
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError, check_interrupted, step
+from harness.data.errors import HarnessError, check_interrupted, clip_list, step
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits
 from harness.data.masks import VoiceprintRows
@@ -279,7 +279,7 @@ def nightly_sweep(
     with (
         step("load sweep"),
         progress_bar(
-            f"load sweep {blocks} blocks, shapes {list(config.shapes.candidates)}, concurrency "
+            f"load sweep {blocks} blocks, shapes {clip_list(config.shapes.candidates)}, concurrency "
             f"{list(config.load.concurrency)}",
             total,
             show_progress,

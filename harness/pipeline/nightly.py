@@ -21,17 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
-from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, committed, step
+from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, clip_list, committed, step
 from harness.data.fsio import atomic_write, is_temporary
 from harness.data.jsonio import write_json_atomic
 from harness.data.metrics import start_warming
 from harness.data.outputset import output_set
 from harness.data.overlap import import_meanwhile
 from harness.data.schemas.config_file import ConfigFile
+from harness.ledger.committed import committed_by, held_to_ledger
 from harness.ledger.ledger_history import read_history
 from harness.ledger.ledger_store import beside_golden, read_consistent
 from harness.ledger.margins import margins_view
-from harness.ledger.promotion import packer_of
+from harness.ledger.promotion import packer_of, release_shapes_of
 from harness.ledger.score_check import check_score
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import load_model
@@ -103,7 +104,7 @@ def nightly(
             else stack.enter_context(live_score(golden, scoring_fields(plan, config), plan.lanes(), config.tolerances))
         )
         with progress_bar(
-            f"nightly {blocks} blocks, shapes {list(plan.shapes)}",
+            f"nightly {blocks} blocks, shapes {clip_list(plan.shapes)}",
             plan.calls(blocks),
             show_progress,
             announce=f"writing to {out}/ ({where} when done)",
@@ -293,11 +294,25 @@ def finalize(
             code = EXIT_PASS if score.verdict == "pass" else EXIT_FAIL
             if blind:
                 summary, code = blind_line(planted), EXIT_FAIL
+            if ledger is not None:  # the ledger as committed, not the score, has the last word
+                summary, code = held_to_ledger(
+                    summary,
+                    code,
+                    committed_by(ledger, score.run.id, score.digest, str(ledger_path)),
+                    needing_events(score, config),
+                    score.verification,
+                )
             warnings = evidence_warnings(score) + (margins.warnings if margins is not None else [])
             summary, code = with_warnings(summary, code, warnings, config.history.fail_on_warning)
             atomic_write(stage / "summary.txt", summary + "\n")
     committed(out, "the nightly's score, report, JUnit and summary")
     return NightlyOutcome(code, summary, paths, score, transitions)
+
+
+def needing_events(score: Score, config: ConfigFile) -> list[int]:
+    """The shapes of ``score`` that a commit gives a ledger event (all but the release's own shapes)."""
+    release = release_shapes_of(config.release_shapes_json())
+    return [int(k) for k in score.shapes if int(k) not in release]
 
 
 def _meanwhile() -> None:

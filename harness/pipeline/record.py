@@ -138,6 +138,7 @@ def record_golden(
             modules = floor_sampler(getattr(backend, "model", None), corpus, config.localise, plan.ops)
             modules.spill = tmp  # beside the golden being written (not a tmpfs), gone with it
             modules.progress = getattr(progress, "phase", None)  # "module noise floors: OP 1, module 14 of 115"
+            modules.note = getattr(progress, "note", None)  # what it decided on its own: one line
             modules.add_inputs(LaneReader(tmp, geometry, plan.ops, decisions=True, where=f"golden {tmp}"))
             fields.update(modules.fields(corpus))
             if modules.progress is not None:

@@ -210,6 +210,9 @@ def run_shapes(
                     k: {op: f.model_dump(mode="json") for op, f in per_op.items()} for k, per_op in sent.items()
                 }
             with step("write run"):
+                from harness.packers import check_unchanged  # deferred: imports pyarrow (start-up)
+
                 corpus_hash.wait()  # a run of a corpus that is not the golden's is never kept
+                check_unchanged(packer)  # nor one whose packer's files changed while it ran (its identity)
                 path = writer.finish(fields)
     return load_run(path, trusted=True)

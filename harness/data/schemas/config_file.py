@@ -7,6 +7,7 @@ layer because the configuration is a file like the others (its table is generate
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,6 +19,7 @@ from harness.data.modes import VoiceprintInputs, VoiceprintInputsField
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS, Op
 from harness.data.shape import ShapeInt
+from harness.data.shard_text import shard_refusal
 from harness.data.tolerances import Tolerances
 
 SEED_MAX = 2**32 - 1  # numpy's RandomState takes seeds in 0..2**32-1
@@ -163,6 +165,14 @@ class PackerSection(_Section):
         "binary), in its identity in place of hashing the program; the rest of the command "
         "still counts",
     )
+
+    @field_validator("digest")
+    @classmethod
+    def _digest(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", v):  # as --packer-digest is checked
+            raise ValueError(f"{v[:80]!r}: expected a sha256, 64 hex digits")
+        return v
+
     laws_examples: Annotated[int, Field(ge=0, le=limits.MAX_LAWS_EXAMPLES)] = Field(
         default=100,
         description="examples per packing law judged at the start of a run; 0: not judged (no shape can be promoted)",
@@ -175,6 +185,14 @@ class NightlySection(_Section):
     shard: str | None = Field(default=None, description="run shard i/n of the corpus only (combine with merge)")
     ledger: str | None = Field(default=None, description="ledger path (default: ledger.json beside the golden)")
     manifest: str | None = Field(default=None, description="promoted-shapes manifest path (default: beside the golden)")
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, v: str | None) -> str | None:
+        why = None if v is None else shard_refusal(v)
+        if why is not None:  # the one rule (harness.data.shard_text), wherever the value is given
+            raise ValueError(why)
+        return v
 
 
 class HistorySection(_Section):

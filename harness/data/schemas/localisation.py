@@ -27,7 +27,7 @@ class ModuleFloor(Strict):
 class ModuleFloors(OptionalKeys, Strict):
     """The golden manifest's ``module_floors``: per OP and module, the noise floor (sealed with the manifest)."""
 
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"skipped"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"skipped", "serial"})
 
     format: Literal[1]
     passes: Literal[2] = Field(
@@ -44,6 +44,11 @@ class ModuleFloors(OptionalKeys, Strict):
         None,
         description="why no floor was recorded (a model without torch modules, "
         "modules that refuse hooks, a server's model); ops is then empty",
+    )
+    serial: str | None = Field(
+        None,
+        description="why the passes ran one after another instead of side by side (a model that three threads "
+        "cannot enter at once: the same figures, measured slower); absent: side by side where the model allowed",
     )
 
 

@@ -79,7 +79,7 @@ def max_abs_words(value: Any, report: bool) -> str:
 
 
 def max_ulp_words(value: Any, report: bool) -> str:
-    return f"max_ulp {value:,}"
+    return f"max_ulp {value}"  # as tolerances.opN.max_ulp takes it back
 
 
 def flips_words(value: Any, report: bool) -> str | None:
