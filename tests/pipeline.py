@@ -78,13 +78,15 @@ def pipeline(
     corpus: Corpus | None = None,
     voiceprint_inputs: str = "isolated",
     arrangements: int = 1,
+    neighbours: bool = False,
 ) -> Pipeline:
-    """Record, run and score ``model``; ``arrangements`` per shape: 1 unless a test is about them (CI time)."""
+    """Record, run and score ``model``; ``arrangements`` per shape: 1, and no neighbour lane, unless a test is about
+    them (CI time)."""
     cfg = release_config(
         numerics=numerics,
         tolerances=tolerances,
         voiceprint_inputs=voiceprint_inputs,
-        evidence=EvidenceSection(arrangements=arrangements),
+        evidence=EvidenceSection(arrangements=arrangements, neighbours=neighbours, canaries=False),
     )
     backend, corpus, golden = record(model, tmp, blocks, numerics, corpus, config=cfg)
     run = run_shapes(backend, golden, tmp, shapes, cfg)

@@ -30,7 +30,8 @@ def judge(tmp_path_factory):
         if (spec, arrangements, mode) not in scores:
             if (spec, arrangements) not in runs:
                 tmp = tmp_path_factory.mktemp("arrangements")
-                cfg = config_for(spec, evidence=EvidenceSection(arrangements=arrangements))
+                evidence = EvidenceSection(arrangements=arrangements, neighbours=False, canaries=False)
+                cfg = config_for(spec, evidence=evidence)
                 if spec not in goldens:
                     goldens[spec] = record(spec, tmp, BLOCKS, config=cfg)
                 backend, _, golden = goldens[spec]
@@ -135,7 +136,7 @@ def test_the_report_shows_the_spread_and_the_worst_slot_only_with_arrangements(j
 @pytest.mark.parametrize(
     "spec, kinds",
     [
-        ("lanes.controls:slot_dependent", {"slots", "duplicates"}),
+        ("lanes.controls:slot_dependent", {"golden", "slots", "duplicates"}),  # the last slot drifts from the golden
         ("lanes.controls:duplicate_dependent", {"duplicates"}),
     ],
 )
@@ -146,7 +147,7 @@ def test_tolerance_mode_promotes_the_one_ulp_controls_with_a_warning_naming_the_
     shape = score.shapes["4"]
     assert shape.verdict == "pass" and shape.cause is None, shape.reasons
     assert {w.kind for w in shape.warnings if w.op == 0} == kinds
-    w = next(w for w in shape.warnings if w.op == 0 and w.kind == min(kinds))
+    w = next(w for w in shape.warnings if w.op == 0 and w.kind == min(kinds - {"golden"}))
     assert w.tolerance_mode == "tolerance" and w.max_ulp >= 1 and w.blocks_differing > 0 and "slot" in (w.where or "")
     assert w.line.startswith(f"k=4 OP 0 {w.kind}: ") and "reported, not refused" in w.line
     assert judge(spec, 3, "noise-floor").shapes["4"].cause.kind == "depends on slot / neighbours / duplicates"

@@ -135,9 +135,12 @@ def test_the_flags_and_the_file_set_the_evidence_section_and_the_plan_follows(tm
     assert load_config(None).evidence.arrangements == 3 and load_config(None).evidence.repeats == 1
     cfg = resolve_config(None, shapes="2,4", arrangements=1, repeats=2)
     assert (cfg.evidence.arrangements, cfg.evidence.repeats) == (1, 2)
-    assert [n for v in plan_for(cfg).variants for n in v.lanes] == ["k2.r2", "k4.r2"]
+    assert [n for v in plan_for(cfg).variants for n in v.lanes] == ["k2.n", "k4.n", "k2.r2", "k4.r2"]
     path = tmp_path / "harness.toml"
     path.write_text("[evidence]\narrangements = 2\nseed = 7\n")
+    cfg = load_config(path)
+    assert [n for v in plan_for(cfg).variants for n in v.lanes] == ["k2.n", "k4.n", "k2.d", "k2.d2", "k4.d", "k4.d2"]
+    path.write_text("[evidence]\narrangements = 2\nneighbours = false\n")  # the neighbour lane is its own switch
     cfg = load_config(path)
     assert [n for v in plan_for(cfg).variants for n in v.lanes] == ["k2.d", "k2.d2", "k4.d", "k4.d2"]
     with pytest.raises(ConfigError, match=r"--arrangements 0: evidence.arrangements: Input should be greater"):

@@ -9,6 +9,7 @@ judges a model inside a test of theirs.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -20,6 +21,9 @@ from lanes.model_check.check_report import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "tests.contract_models"
+# the entry point loads the plugin where the harness is installed (pip, tox); named with -p where it is not
+INSTALLED = any(e.name == "harness_model" for e in importlib.metadata.entry_points(group="pytest11"))
+PLUGIN = [] if INSTALLED else ["-p", "lanes.model_check.contract_plugin"]
 
 THEIR_TESTS = textwrap.dedent("""
     def test_their_own_test_still_runs():
@@ -58,8 +62,7 @@ def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
             "-rA",
             "-p",
             "no:cacheprovider",
-            "-p",
-            "lanes.model_check.contract_plugin",
+            *PLUGIN,
         ]
         + [f"--harness-model={spec}" for spec in specs]
         + [str(tmp_path)],
@@ -99,8 +102,7 @@ def test_without_the_option_the_plugin_adds_no_test(tmp_path):
             "-q",
             "-p",
             "no:cacheprovider",
-            "-p",
-            "lanes.model_check.contract_plugin",
+            *PLUGIN,
             str(tmp_path),
         ],
         cwd=tmp_path,

@@ -15,7 +15,7 @@ def test_every_exported_name_resolves_to_its_modules_object():
     assert set(schemas.__all__) == {*schemas._MODULE_OF, "FILE_KINDS"}
     for name, module in schemas._MODULE_OF.items():
         assert getattr(schemas, name) is getattr(importlib.import_module(f"harness.data.schemas.{module}"), name)
-    assert len(schemas.FILE_KINDS) == 21 and schemas.FILE_KINDS["score"] is schemas.Score
+    assert len(schemas.FILE_KINDS) == 22 and schemas.FILE_KINDS["score"] is schemas.Score
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -165,7 +165,7 @@ class ArrangementScorer:
         for op in self.ops:
             key = op_key(op)
             clean = neighbours is not None and key in neighbours.ops and neighbours.ops[key].outcome == "bitwise"
-            more = NEIGHBOURS_CLEAN if clean else ""
+            said = {kind: f"{WHERE_ONLY[kind]}{NEIGHBOURS_CLEAN}" if clean else None for kind in WHERE_ONLY}
             pairs = [
                 (name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items() if key in lane.same_as_plain
             ]
@@ -180,10 +180,8 @@ class ArrangementScorer:
                     if block
                     else None
                 )
-                what = WHERE_ONLY["slots"] if clean else None
-                out += _some(
-                    evidence_warning(k, op, "slots", [v for _, v in pairs], self.floors, counts, where, more, what)
-                )
+                judged = [v for _, v in pairs]
+                out += _some(evidence_warning(k, op, "slots", judged, self.floors, counts, where, said["slots"]))
             if evidence.duplicates and key in evidence.duplicates and plan.duplicates:
                 first, second = plan.duplicates
                 counts, block = self._counts("duplicates", op)
@@ -192,9 +190,10 @@ class ArrangementScorer:
                     if block
                     else None
                 )
-                what = WHERE_ONLY["duplicates"] if clean else None
                 pair = [evidence.duplicates[key]]
-                out += _some(evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, more, what))
+                out += _some(
+                    evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, said["duplicates"])
+                )
         return out
 
     def _moved(self, name: str, op: Op) -> tuple[str | None, int, int]:

@@ -12,6 +12,7 @@ cause; promotion re-derives each cause from the stored figures (:func:`canaries_
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,21 +60,30 @@ def lane_of(
     return out.finish(order)
 
 
+@dataclass(frozen=True)
+class Judging:
+    """What every canary of a night is judged with: the night's limits (its mode's), the golden's reproduction
+    (for the cause's facts) and the geometry."""
+
+    limits: Mapping[Op, OpLimits]
+    verification: Reproduction
+    geometry: Geometry
+
+
 def judge(
     name: str,
     planted: str,
     k: int,
     ops: list[Op],
     lanes: tuple[LaneOutputs, LaneOutputs, LaneOutputs | None, ControlFigures | None],
-    limits: Mapping[Op, OpLimits],
     reference_noise: Mapping[Op, float | None],
-    verification: Reproduction,
-    g: Geometry,
+    judging: Judging,
 ) -> Canary:
     """One canary judged (module doc). ``lanes``: the golden's outputs of its blocks, its plain answers, its answers
     beside other neighbours (the answered blocks only; None: no neighbour evidence) and the plain request's
     second send (None: not sent)."""
     gold, plain, beside, again = lanes
+    limits, verification, g = judging.limits, judging.verification, judging.geometry
     judged = [Op.SEGMENTATION, *(op for op in ops if op is not Op.SEGMENTATION)]  # OP 0 first: every judge reads it
     scorer = LaneScorer(k, judged, g, limits, VoiceprintInputs.ISOLATED)
     scorer.add(gold, plain)

@@ -49,7 +49,15 @@ from harness.evidence.kind import (
     ShapeSetting,
     with_evidence,
 )
-from harness.evidence.rule import evidence_limits, evidence_warning, release_floor, warns, within_floor, worst_noise
+from harness.evidence.rule import (
+    WHAT,
+    evidence_limits,
+    evidence_warning,
+    release_floor,
+    warns,
+    within_floor,
+    worst_noise,
+)
 from harness.judging.judges import rowkeys
 from harness.judging.lane_scoring import LaneScorer, op_key
 from harness.judging.reproduction import noise_floor
@@ -201,7 +209,7 @@ def repeat_warnings(
             floors,
             (o.blocks, o.blocks_differing, o.units, o.units_differing),
             first,
-            more=f" ({len(lanes)} runs)",
+            what=f"{WHAT['repeats']} ({len(lanes)} runs)",
         )
         if found is not None:
             out.append(found)

@@ -117,11 +117,11 @@ def evidence_warning(
     floors: Floors | None,
     counts: tuple[int, int, int, int],
     where: str | None,
-    more: str = "",
     what: str | None = None,
 ) -> EvidenceWarning | None:
     """The warning of one kind of evidence of one OP (:func:`warns`), or None. ``verdicts``: its pairs (the
-    worst is named); ``counts``: blocks, blocks differing, units, units differing (of the worst pair)."""
+    worst is named); ``counts``: blocks, blocks differing, units, units differing (of the worst pair); ``what``: what
+    the pairs do, in words (default: the kind's, ``WHAT``)."""
     if not warns(op, verdicts, floors):
         return None
     floor, noise = release_floor(floors, op), noise_of(op, verdicts)
@@ -132,7 +132,7 @@ def evidence_warning(
     at = f", {where}" if where else ""
     line = (
         f"k={k} OP {int(op)} {kind}: {blocks_differing:,} of {blocks:,} blocks ({units_differing:,} of "
-        f"{units:,} {unit}) {what or WHAT[kind]}{more}, beyond the release's own floor ({noise_text(op, floor)}): "
+        f"{units:,} {unit}) {what or WHAT[kind]}, beyond the release's own floor ({noise_text(op, floor)}): "
         f"{noise_text(op, noise)}{at}; within the limits of {mode} mode ({limits_text(worst.limits)}): "
         "reported, not refused"
     )

@@ -34,7 +34,7 @@ from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.neighbours import ControlFigures
 from harness.data.schemas.results import Canary, CanaryRun, Score
 from harness.data.shape import Shape, lane_name
-from harness.evidence.canary_verdicts import judge, lane_of
+from harness.evidence.canary_verdicts import Judging, judge, lane_of
 from harness.evidence.control_tally import ControlTally
 from harness.evidence.rule import evidence_limits
 from harness.packers.packing import Packer
@@ -71,6 +71,7 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
     ops = [Op(int(o)) for o in score.shapes[str(k)].ops]
     floors = {int(o): f.model_dump() for o, f in score.reproducibility.ops.items()}
     limits = evidence_limits(score.tolerances, ops, floors)
+    judging = Judging(limits, score.verification, golden.geometry)
     ids = [b.id for b in sample.blocks]
     gold = golden.outputs().select(ids)
     names = {"a": repr(ids[0]), "b": repr(ids[1]), "w": f"window {sample.window}"}
@@ -94,7 +95,7 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
             None if answers.again is None else _again(answers.plain, answers.again),
         )
         planted = PLANTED[name].format(**names)
-        canaries.append(judge(name, planted, k, [op], lanes, limits, reference, score.verification, golden.geometry))
+        canaries.append(judge(name, planted, k, [op], lanes, reference, judging))
     shift_ops: list[Op] = [op for op in (Op.SEGMENTATION, Op.VOICEPRINT) if op in ops]
     # the night's own plain answers, shifted: a defect of numerics, not of neighbours (the night's own neighbour
     # evidence is not asked again here: on a leaking model it would name the real leak, not this canary)
@@ -105,10 +106,8 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
         k,
         shift_ops,
         (gold, plain, None, None),
-        limits,
         {},
-        score.verification,
-        golden.geometry,
+        judging,
     )
     canaries.append(shift)
     network = float(score.host.device_s) if score.host is not None else None

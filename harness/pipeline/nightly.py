@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,10 +150,7 @@ def nightly(
             run,
             NightOutputs(out, ledger_path, manifest_path, no_promote),
             loader,
-            load,
-            live,
-            show_progress,
-            lambda score: plant(config, golden, run, score, backend, packer),
+            NightExtras(load, live, show_progress, lambda score: plant(config, golden, run, score, backend, packer)),
         )
 
 
@@ -202,16 +200,25 @@ def merge(
     return finalize(config, golden, merged, NightOutputs(out, ledger_path, manifest_path, no_promote), loader)
 
 
+@dataclass(frozen=True)
+class NightExtras:
+    """What a one-process nightly brings to :func:`finalize` beside its run: the load sweep (None: none), the score
+    accumulated while the lanes ran (None: scored from the run's files), progress, and the planting of the
+    night's canaries given the real lanes' score (None: no model and backend here, a merge or a Ray nightly)."""
+
+    load: Sweep | None = None
+    live: LiveScore | None = None
+    progress: bool = False
+    canaries: Callable[[Score], CanaryRun] | None = None
+
+
 def finalize(
     config: ConfigFile,
     golden: Golden,
     run: Run,
     outputs: NightOutputs,
     load_model: Callable[[], Inferring] | None,
-    load: Sweep | None = None,
-    live: LiveScore | None = None,
-    progress: bool = False,
-    canaries: Callable[[Score], CanaryRun] | None = None,
+    extras: NightExtras = NightExtras(),
 ) -> NightlyOutcome:
     """Score (once), promote/revoke, localise (best effort), report and JUnit, written where ``outputs`` says.
 
@@ -225,6 +232,7 @@ def finalize(
     files (a merge, a Ray nightly). ``canaries``: plants the night's canaries (:mod:`harness.pipeline.canaries`)
     given the real lanes' score (None: no model and backend here, a merge or a Ray nightly: recorded as not
     planted); a canary the gate did not refuse fails the night, which then promotes nothing."""
+    load, live, progress, canaries = extras.load, extras.live, extras.progress, extras.canaries
     from reports import (  # deferred: imports jinja2, markupsafe (start-up)
         ReportContext,
         evidence_warnings,
