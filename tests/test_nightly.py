@@ -65,7 +65,8 @@ def promoted(manifest: Path, k: int) -> bool:
 def test_a_passing_nightly_exits_0_and_promotes(tmp_path, golden_copy, backend):
     outcome = nightly(night(small_config(), golden_copy, tmp_path / "out"), backend)
     assert outcome.exit_code == EXIT_PASS, outcome.summary
-    assert outcome.summary.startswith("PASS") and "k=2,4" in outcome.summary
+    last = outcome.summary.splitlines()[-1]  # after any warning line (the small networks drift from the golden)
+    assert last.startswith("PASS") and "k=2,4" in last
     cases = {(c.classname, c.name): c for c in junit_cases(outcome.paths["junit"])}
     assert {(f"shape_k{k}", f"op{op}") for k in (2, 4) for op in (0, 1, 2)} | {("golden", "reproduction")} == set(cases)
     assert all(not c.result for c in cases.values())
@@ -105,7 +106,13 @@ def test_promote_then_fail_lands_the_revocation_in_the_ledger(tmp_path, small_co
     assert promoted(manifest, 2) and promoted(manifest, 4)
     second = nightly(night(cfg, golden.path, tmp_path / "second"), leaky)
     assert second.exit_code == EXIT_FAIL
-    assert second.summary.startswith("FAIL") and "OP 0 max_abs" in second.summary and "\n" not in second.summary
+    # localised before the ledger commit: the leak's windows differ before any layer runs, so the cause is not
+    # numerics (and the report's localisation, the summary and the ledger say the same)
+    assert second.summary.startswith("FAIL") and "\n" not in second.summary
+    assert "the network's input already differs packed vs alone" in second.summary, second.summary
+    assert {s.cause.kind for s in second.score.shapes.values() if s.cause} == {
+        "depends on slot / neighbours / duplicates"
+    }
     ledger, m = read_consistent(second.paths["ledger"], manifest)
     run_id = second.score.run.id
     for entry in ledger.entries.values():
@@ -292,7 +299,9 @@ def test_gpu_lease_script_runs_end_to_end_on_cpu(tmp_path):
     release = data["profiles"]["release"]
     assert release["golden_record_reproduction"]["bitwise"] is True and release["golden_reproduction_bitwise"] is True
     assert release["numerics"]["deterministic_algorithms"] is True and "compute_capability" in release["numerics"]
-    assert release["host"]["host_ms_per_block_lane"] > 0 and release["host"]["lane_units_per_block"] == 6
+    assert (
+        release["host"]["host_ms_per_block_lane"] > 0 and release["host"]["lane_units_per_block"] == 8
+    )  # the neighbour lane: two requests per plain one
     rows = {(r["shape"], r["op"]): r for r in release["rows"]}
     assert sorted(rows) == [(2, 0), (2, 1), (2, 2)]
     for r in rows.values():
