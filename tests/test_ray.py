@@ -126,6 +126,10 @@ def test_cli_ray_local_with_two_workers_is_bitwise_the_one_process_nightly(tmp_p
         "2,4",
         "--arrangements",
         "1",
+        "--set",
+        "evidence.neighbours=false",
+        "--set",
+        "evidence.canaries=false",
         "--no-localise",
     ]
     env = {**os.environ, "HARNESS_PROGRESS_SECONDS": "3600"}
