@@ -14,7 +14,8 @@ CUDA, the model, the corpus; ``process``). The long part's time is estimated as
                               + (1 + shapes x units) x SCORE)
 
 (golden record: the exact lane twice; the nightly: the exact lane once and per shape `units` blocks through
-the network: the plain lane, the arrangement lanes, the duplicate lane's second copy and the repeats; each
+the network: the plain lane, the arrangement lanes, the duplicate lane's second copy, the repeats and the
+neighbour lane's two requests per plain one; each
 block-lane scored once more in bitwise mode), twice (release, speed: speed is costed like release, which
 its TF32 only makes faster), plus the golden diff, the copy-overlap check and the real-device busy
 benchmark, each with its own small budget. ``blocks`` is the largest multiple of 32 (every shape then
@@ -77,10 +78,11 @@ def calibration_figures(golden: Path) -> tuple[float, int, float, int]:
     return statistics.median(per[k] for k in keys), len(keys), network, blocks
 
 
-def units_per_shape(arrangements: int, repeats: int) -> int:
+def units_per_shape(arrangements: int, repeats: int, neighbours: bool = True) -> int:
     """Blocks through the network per corpus block and packed shape: the plain lane, arrangements - 1 more
-    lanes (the duplicate lane, from 3 arrangements on, holds each block twice) and repeats - 1 repeats."""
-    return 1 + (arrangements - 1) + (1 if arrangements >= 3 else 0) + (repeats - 1)
+    lanes (the duplicate lane, from 3 arrangements on, holds each block twice), repeats - 1 repeats and the
+    neighbour lane (``[evidence] neighbours``, on by default: two requests per plain request)."""
+    return 1 + (arrangements - 1) + (1 if arrangements >= 3 else 0) + (repeats - 1) + (2 if neighbours else 0)
 
 
 def plan(

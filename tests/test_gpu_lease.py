@@ -25,9 +25,11 @@ def gpu_lease_plan():
 
 def test_lanes_per_shape_count_the_duplicate_lanes_second_copy_and_the_repeats(gpu_lease_plan):
     # a run's lanes at 3 arrangements and 2 repeats: k, k.a1, k.d (each block twice), k.r2
-    assert gpu_lease_plan.units_per_shape(3, 2) == 5
-    assert gpu_lease_plan.units_per_shape(1, 1) == 1
-    assert gpu_lease_plan.units_per_shape(2, 1) == 2
+    assert gpu_lease_plan.units_per_shape(3, 2) == 7  # the neighbour lane (default on): two requests per plain one
+    assert gpu_lease_plan.units_per_shape(1, 1) == 3
+    assert gpu_lease_plan.units_per_shape(3, 2, neighbours=False) == 5
+    assert gpu_lease_plan.units_per_shape(1, 1, neighbours=False) == 1
+    assert gpu_lease_plan.units_per_shape(2, 1, neighbours=False) == 2
 
 
 def test_blocks_are_the_largest_multiple_of_32_that_fits_and_shrink_as_the_device_slows(gpu_lease_plan):
@@ -43,7 +45,7 @@ def test_blocks_are_the_largest_multiple_of_32_that_fits_and_shrink_as_the_devic
             est["diff"] * gpu_lease_plan.SLACK_OTHER
         )
     # the informative phases give way first: busy, then overlap; cost only in time left over
-    assert "cost" in plans[1]["dropped"] and "busy" in plans[-1]["dropped"] and "overlap" in plans[-1]["dropped"]
+    assert "cost" in plans[0]["dropped"] and "busy" in plans[-1]["dropped"] and "overlap" in plans[-1]["dropped"]
     assert "cost" not in gpu_lease_plan.plan(0.05, 3000, 5, 3, 2, 192)["dropped"]
     assert gpu_lease_plan.plan(0.05, 3000, 5, 3, 2, 192)["blocks"] == 192
 
