@@ -31,9 +31,12 @@ from tests.test_pipelined_lanes import Serial, our_threads
 HOLD_S = 30.0  # the most a call waits inside the model for a second one (never reached where two are in flight)
 
 
+HOLD_AT = 5  # the call held: after the exact lane's warm-up (its three calls are sent one by one, lanes.warm_up)
+
+
 class Meeting(NullModel):
-    """The null model that notes how many calls are inside it at once; with ``hold``, its second call waits inside
-    (at most ``HOLD_S``) until a third has come in, so two in flight are seen whatever the machine's speed."""
+    """The null model that notes how many calls are inside it at once; with ``hold``, its ``HOLD_AT``-th call waits
+    inside (at most ``HOLD_S``) until the next has come in, so two in flight are seen whatever the machine's speed."""
 
     def __init__(self, hold: bool = True) -> None:
         super().__init__(_config_geometry("small"), "small")
@@ -50,9 +53,9 @@ class Meeting(NullModel):
             mine = self.entered
             self.changed.notify_all()
         try:
-            if mine == 2 and self.hold:
+            if mine == HOLD_AT and self.hold:
                 with self.changed:
-                    self.met = self.changed.wait_for(lambda: self.entered >= 3, timeout=HOLD_S)
+                    self.met = self.changed.wait_for(lambda: self.entered > HOLD_AT, timeout=HOLD_S)
             return super().infer(request)
         finally:
             with self.changed:
