@@ -1,12 +1,16 @@
 """Does the harness keep an accelerator busy? Each command, as a user runs it, on the simulated device.
 
     python benchmarks/bench_device_busy.py [--commands run,record,nightly,audit] [--blocks 256,1024]
-        [--c0 2] [--c1 0.05,0.2,1.0] [--shapes 2,4,8,16,32] [--repeats 3] [--quick]
+        [--c0 2] [--c1 0.05,0.2,1.0] [--flight two,serial] [--shapes 2,4,8,16,32] [--repeats 3] [--quick]
         [--model SPEC] [--device cuda:0] [--extra '--arrangements 1'] [--workdir DIR] [--json OUT.json]
 
-The model is ``lanes.simulated_device:full`` (the null network's answers at the full reference geometry,
-then ``C0 + C1 x windows`` ms of ``time.sleep`` per call, the GIL released as a device call releases it)
-with ``timeline=`` set, so every call's (start, end) is written when the command exits. Each command is a
+The model is ``lanes.simulated_device:full`` (a model without ``stage``, as a team's own: the null network's
+answers at the full reference geometry, its host part, then ``C0 + C1 x windows`` ms of ``time.sleep`` per call
+under the one device's lock, the GIL released as a device call releases it) with ``timeline=`` set, so every
+call's device part (start, end) is written when the command exits. ``--flight``: ``two``, the model as it is
+(it declares ``concurrent_calls``: the lanes keep two calls in flight, lanes/calls_in_flight.py), and
+``serial``, the same model declaring one call at a time (``concurrent=false``): its host part in series with
+the device's, as before two calls in flight; each row names its mode. Each command is a
 fresh ``harness ...`` process spawned by this script (what a user or CI pays: start-up, imports, model
 load, every write), and the script prints, per command, N and C1:
 
@@ -107,10 +111,12 @@ def untimed(model: str) -> str:
     return f"{MODEL}?c0_ms=0&c1_ms=0" if model == MODEL else model
 
 
-def timed(model: str, c0: float, c1: float | None, timeline: Path) -> str:
-    """The spec of one measurement: the model with its timeline (and the simulated device's cost)."""
+def timed(model: str, c0: float, c1: float | None, timeline: Path, flight: str = "two") -> str:
+    """The spec of one measurement: the model with its timeline (and the simulated device's cost; ``serial``:
+    declaring one call at a time)."""
     if model == MODEL:
-        return f"{MODEL}?c0_ms={c0}&c1_ms={c1}&timeline='{timeline}'"
+        serial = "&concurrent=false" if flight == "serial" else ""
+        return f"{MODEL}?c0_ms={c0}&c1_ms={c1}&timeline='{timeline}'{serial}"
     return f"{model}{'&' if '?' in model else '?'}timeline='{timeline}'"
 
 
@@ -235,12 +241,13 @@ def measure(
     env: dict[str, str],
     rep: int,
     device: tuple[str, ...],
+    flight: str = "two",
 ) -> dict[str, float]:
-    out = work / f"out-{command}-c1_{c1}-{rep}"
+    out = work / f"out-{command}-c1_{c1}-{flight}-{rep}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     timeline = out / "timeline.bin"
-    spec = timed(model, c0, c1, timeline)
+    spec = timed(model, c0, c1, timeline, flight)
     wall, rss, code, spawned = spawn(
         command_argv(command, spec, out, shapes, device), work, env, (0, 1) if command == "nightly" else (0,)
     )
@@ -263,14 +270,14 @@ def measure(
 
 def table(rows: list[dict]) -> str:
     head = (
-        f"{'command':>8} {'N':>5} {'C1 ms':>6} {'busy':>6} {'share':>6} {'harness':>8} {'wall s':>8} "
+        f"{'command':>8} {'N':>5} {'C1 ms':>6} {'flight':>6} {'busy':>6} {'share':>6} {'harness':>8} {'wall s':>8} "
         f"{'device s':>9} {'span s':>7} {'before':>7} {'after':>6} {'calls':>6} {'rss MB':>7} {'exit':>4}"
     )
     lines = [head]
     for r in rows:
         c1 = "-" if r["c1_ms"] is None else format(r["c1_ms"], "g")
         lines.append(
-            f"{r['command']:>8} {r['blocks']:>5} {c1:>6} {r['busy']:>6.3f} {r['share']:>6.3f} "
+            f"{r['command']:>8} {r['blocks']:>5} {c1:>6} {r['flight']:>6} {r['busy']:>6.3f} {r['share']:>6.3f} "
             f"{r['harness']:>8.3f} {r['wall_s']:>8.2f} {r['device_s']:>9.2f} {r['span_s']:>7.2f} "
             f"{r['before_s']:>7.2f} {r['after_s']:>6.2f} "
             f"{r['calls']:>6.0f} {r['rss_mb']:>7.0f} {r['exit']:>4.0f}"
@@ -284,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", default="256,1024")
     parser.add_argument("--c0", type=float, default=2.0, help="device ms per call")
     parser.add_argument("--c1", default="0.05,0.2,1.0", help="device ms per window, comma-separated")
+    parser.add_argument(
+        "--flight", default="two,serial", help="two (the model as it is) and/or serial (one call at a time)"
+    )
     parser.add_argument("--shapes", default="2,4,8,16,32")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="run only, 32 blocks, C1 = 0.2, one repeat")
@@ -313,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         command_argv(c, MODEL, Path("."), args.shapes)  # an unknown command is refused before any setup
     blocks = [int(b) for b in args.blocks.split(",")]
     c1s: list[float | None] = [float(c) for c in args.c1.split(",")] if args.model == MODEL else [None]
+    flights = [f.strip() for f in args.flight.split(",") if f.strip()] if args.model == MODEL else ["two"]
+    if not flights or set(flights) - {"two", "serial"}:
+        raise SystemExit(f"--flight {args.flight!r}: expected two, serial or both")
     device = ("--device", args.device) if args.device else ()
     extra = tuple(shlex.split(args.extra))
     env = dict(os.environ)
@@ -326,41 +339,46 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(os.sched_getaffinity(0))}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
-    samples: dict[tuple[str, int, float | None], list[dict[str, float]]] = {}
+    samples: dict[tuple[str, int, float | None, str], list[dict[str, float]]] = {}
     for n in blocks:
         setup(root / f"N{n}", n, commands, env, Path(where).parents[1], args.model, device)
         for rep in range(args.repeats):
             for command in commands:
                 for c1 in c1s:
-                    more = (*device, *extra) if command in ("run", "nightly") else device
-                    m = measure(command, root / f"N{n}", args.model, args.c0, c1, args.shapes, env, rep, more)
-                    samples.setdefault((command, n, c1), []).append(m)
-                    print(
-                        f"  [{rep + 1}/{args.repeats}] {command} N={n} C1={c1}: busy {m['busy']:.3f}, "
-                        f"wall {m['wall_s']:.1f} s",
-                        flush=True,
-                    )
+                    for flight in flights:
+                        more = (*device, *extra) if command in ("run", "nightly") else device
+                        m = measure(
+                            command, root / f"N{n}", args.model, args.c0, c1, args.shapes, env, rep, more, flight
+                        )
+                        samples.setdefault((command, n, c1, flight), []).append(m)
+                        print(
+                            f"  [{rep + 1}/{args.repeats}] {command} N={n} C1={c1} {flight}: busy {m['busy']:.3f}, "
+                            f"share {m['share']:.3f}, wall {m['wall_s']:.1f} s, load {os.getloadavg()[0]:.2f}",
+                            flush=True,
+                        )
     rows = [
         {
             "command": c,
             "blocks": n,
             "c0_ms": args.c0,
             "c1_ms": c1,
+            "flight": flight,
             "repeats": len(ms),
             **{k: statistics.median(m[k] for m in ms) for k in ms[0]},
         }
-        for (c, n, c1), ms in samples.items()
+        for (c, n, c1, flight), ms in samples.items()
     ]
-    rows.sort(key=lambda r: (COMMANDS.index(r["command"]), r["blocks"], r["c1_ms"] or 0.0))
+    rows.sort(key=lambda r: (COMMANDS.index(r["command"]), r["blocks"], r["c1_ms"] or 0.0, r["flight"]))
     print(f"\nmedians of {args.repeats}; load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(table(rows))
     growth = {}
     for c in commands:
         for c1 in c1s:
-            pair = [samples.get((c, n, c1)) for n in (min(blocks), max(blocks))]
-            if len(blocks) > 1 and all(pair):
-                small, large = (statistics.median(m["rss_mb"] for m in p) for p in pair if p)
-                growth[f"{c} C1={c1}"] = large / small
+            for flight in flights:
+                pair = [samples.get((c, n, c1, flight)) for n in (min(blocks), max(blocks))]
+                if len(blocks) > 1 and all(pair):
+                    small, large = (statistics.median(m["rss_mb"] for m in p) for p in pair if p)
+                    growth[f"{c} C1={c1} {flight}"] = large / small
     for name, ratio in growth.items():
         print(
             f"peak RSS {name}: N={max(blocks)} / N={min(blocks)} = {ratio:.2f} "

@@ -6,7 +6,9 @@
 device call's (start, end), in the order the device ran them. ``RUN_DIR`` is the run that made them
 (``runs/<id>``: its ``calls.parquet`` lists the timed calls in the same order). The timeline holds more
 calls than the log: the first ``len(timeline) - len(calls)`` are the untimed warm-up (one per lane, shape
-and OP: :func:`lanes.runner._warm_up`), which the log leaves out.
+and OP: :func:`lanes.runner._warm_up`), which the log leaves out. With two calls in flight (a model without
+``stage`` that two threads may enter, lanes/calls_in_flight.py) two neighbouring calls may reach the device
+in either order, so a gap may be named by the call beside the one it preceded; the totals are the same.
 
 A gap is the time between one call's end and the next call's start: the device idle because the host
 had not yet handed it the next request. The busy fraction that ``benchmarks/bench_device_busy.py``

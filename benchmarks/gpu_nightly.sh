@@ -204,8 +204,8 @@ if [[ -n $BUSY_BLOCKS ]] && starting busy "${T_BUSY:-}"; then
   rm -rf "$OUT/device_busy"
   rc=0
   if [[ $BUSY_SIMULATED == 1 ]]; then
-    # the simulated device: C0 = 2 ms, C1 in {0.05, 0.2, 1.0} ms per window, on this host's CPUs
-    timed "$PHASE_END" "$PY" "$REPO/benchmarks/bench_device_busy.py" --commands "$BUSY_COMMANDS" \
+    # the simulated device: C0 = 2 ms, C1 in {0.05, 0.2, 1.0} ms per window, on this host's CPUs, two calls in flight
+    timed "$PHASE_END" "$PY" "$REPO/benchmarks/bench_device_busy.py" --commands "$BUSY_COMMANDS" --flight two \
       --blocks "$BUSY_BLOCKS" --shapes "$SHAPES" --extra "$BUSY_EXTRA" --repeats "$BUSY_REPEATS" \
       --workdir "$OUT/device_busy/simulated" \
       --json "$OUT/device_busy_simulated.json" | tee "$OUT/device_busy_simulated.txt" || rc=$?

@@ -38,7 +38,17 @@ from lanes.simulated_device import IntervalLog
 
 
 class DeviceTimeline:
-    """``inner``'s answers; each call's device time (CUDA events, or wall on the CPU) kept for a timeline."""
+    """``inner``'s answers; each call's device time (CUDA events, or wall on the CPU) kept for a timeline.
+
+    It stages exactly when ``inner`` does (:class:`StagedTimeline`, chosen on construction): a wrapper with a
+    ``stage`` of its own would send a model that does not stage through the one-worker staged path, never the
+    two calls in flight it gets unwrapped (lanes/calls_in_flight.py; its ``concurrent_calls`` is the inner
+    model's)."""
+
+    def __new__(cls, inner: Model, device: str, timeline: str | None) -> DeviceTimeline:
+        if cls is DeviceTimeline and staged_entry(inner) is not None:
+            cls = StagedTimeline
+        return super().__new__(cls)
 
     def __init__(self, inner: Model, device: str, timeline: str | None) -> None:
         self._log = IntervalLog("device timeline", timeline)
@@ -56,17 +66,6 @@ class DeviceTimeline:
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._logged(lambda: self._inner.infer(request))
 
-    def stage(
-        self, request: Mapping[str, np.ndarray], to_device: Callable[[np.ndarray], Any]
-    ) -> Callable[[], dict[str, np.ndarray]]:
-        """The inner model's host part now, if it stages (lanes/model_api.py); the device's part timed as
-        ``infer`` is. A model that does not stage is called through its ``infer`` when the call runs."""
-        inner = staged_entry(self._inner)
-        if inner is None:
-            return lambda: self.infer(request)
-        compute = inner(request, to_device)
-        return lambda: self._logged(compute)
-
     def _logged(self, call: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """``call``'s answer; its device time appended to the timeline."""
         start = time.perf_counter()
@@ -80,6 +79,20 @@ class DeviceTimeline:
 
     def write_timeline(self) -> None:
         self._log.write()
+
+
+class StagedTimeline(DeviceTimeline):
+    """The wrapper of a model that stages: its host part at submission, its device part timed as ``infer`` is."""
+
+    def stage(
+        self, request: Mapping[str, np.ndarray], to_device: Callable[[np.ndarray], Any]
+    ) -> Callable[[], dict[str, np.ndarray]]:
+        """The inner model's host part now (lanes/model_api.py); the device's part timed as ``infer`` is."""
+        inner = staged_entry(self._inner)
+        if inner is None:  # the inner model lost its stage since (a patched instance): called whole
+            return lambda: self.infer(request)
+        compute = inner(request, to_device)
+        return lambda: self._logged(compute)
 
 
 Timer = Callable[[Callable[[], dict[str, np.ndarray]]], tuple[dict[str, np.ndarray], float]]

@@ -14,7 +14,9 @@ from outside and which is part of the numerics profile (:func:`harness.numerics.
 ``autocast_dtype`` ("float16", "bfloat16", "float32" or a torch.dtype; None, the default: not under
 torch.autocast), ``torch_compile`` and ``cuda_graphs`` (bools, default False).
 
-Optional too: ``stage(request, to_device) -> compute``, the same answer in two parts, so that a pipelined
+Optional too: ``concurrent_calls`` (a bool: may two threads be inside ``infer`` at once, each call answered as
+it would be alone? :mod:`lanes.calls_in_flight`; undeclared, the harness asks the model itself) and
+``stage(request, to_device) -> compute``, the same answer in two parts, so that a pipelined
 backend overlaps them with the calls around it: the host's part now (check the request, cut the windows,
 hand each input array to ``to_device``, which returns the device's tensor: on CUDA, copied from pinned
 memory on a stream of its own, :mod:`lanes.staging`), and ``compute()``, the device's part, later, in the
@@ -42,7 +44,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from harness.data.errors import ModelError
+from harness.data.errors import ModelError, one_line
 from harness.data.geometry import Geometry
 from harness.numerics import declared_execution
 from lanes.diar_nn_g import CONFIGS
@@ -62,6 +64,7 @@ class Model(Protocol):
 
 
 Compute = Callable[[], dict[str, np.ndarray]]
+DECLARATION = "concurrent_calls"  # the model's own answer: may two threads be inside infer() at once?
 Stage = Callable[[Mapping[str, np.ndarray], Callable[[np.ndarray], Any]], Compute]
 
 
@@ -77,6 +80,24 @@ def staged_entry(model: object) -> Stage | None:
         return None
     stage = getattr(model, "stage", None)
     return stage if callable(stage) else None
+
+
+def declared_concurrency(model: object, where: str = "model") -> bool | None:
+    """The model's ``concurrent_calls`` (None: not declared); a declaration that is not a bool is refused."""
+    try:
+        value = getattr(model, DECLARATION)
+    except AttributeError:
+        return None
+    except Exception as exc:  # a property that raises: refused, named
+        raise ModelError(f"{where}: {DECLARATION} raised {type(exc).__name__}: {one_line(exc, 160)}") from exc
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise ModelError(
+            f"{where}: {DECLARATION} must be True (two calls may be inside infer() at once) or False (one at a "
+            f"time), got {value!r}"
+        )
+    return value
 
 
 def spec_kind(spec: str) -> str:
@@ -215,6 +236,7 @@ def check_model(model: object, where: str) -> Model:
     if not callable(model.infer):
         raise ModelError(f"model {where!r}: infer is not callable")
     declared_execution(model, f"model {where!r}")  # a bad declaration is refused before any work
+    declared_concurrency(model, f"model {where!r}")
     return model
 
 

@@ -34,6 +34,9 @@ DEFAULTS = ("segmentation.lstm", "voiceprint.trunk.stages.2")
 class PerturbedModel(DiarNNG):
     """``small`` with ``size`` x max|output| added to ``modules``' outputs in packed calls (module doc)."""
 
+    # whether a call is packed is held on the model for its hooks: a second call inside would read the first's
+    concurrent_calls = False
+
     def __init__(
         self, modules: tuple[str, ...], size: float, noise: tuple[str, ...] = (), seed: int = 0, device: str = "cpu"
     ) -> None:

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
 
@@ -76,9 +79,34 @@ def arranger() -> Arranger:
     return split_chunks
 
 
+FILLS_KEPT: Final = 32  # fillers kept for reuse: a group's (the lanes' groups hold at most 32 blocks)
+_KEPT: OrderedDict[tuple[int, str], tuple[weakref.ref[np.ndarray], np.ndarray]] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
 def fill(seed: int) -> Fill:
-    """The neighbour lane's fill: :func:`filler` with the run's seed."""
-    return lambda block: filler(block, seed)
+    """The neighbour lane's fill: :func:`filler` with the run's seed. A block's noise is drawn once per group, not
+    once per shape and OP (drawing a full-geometry block's noise costs milliseconds of the host's time, which the
+    device waits for): the last ``FILLS_KEPT`` drawn in this process are kept, each with a weak reference to the
+    audio it replaced, and given again for the same seed, block id and span object: the same bits :func:`filler`
+    draws. The block around it is the one given (its OP, its rows)."""
+
+    def filled(block: Block) -> Block:
+        key = (int(seed), block.id)
+        with _KEPT_LOCK:
+            found = _KEPT.get(key)
+            if found is not None and found[0]() is block.span:
+                _KEPT.move_to_end(key)
+                return dataclasses.replace(block, id=f"{block.id}{FILLER_MARK}", span=found[1])
+        made = filler(block, seed)
+        with _KEPT_LOCK:
+            _KEPT[key] = (weakref.ref(block.span), made.span)
+            _KEPT.move_to_end(key)
+            while len(_KEPT) > FILLS_KEPT:
+                _KEPT.popitem(last=False)
+        return made
+
+    return filled
 
 
 def neighbours_of(entries: Sequence[tuple[Block, int]]) -> list[tuple[str, int]]:

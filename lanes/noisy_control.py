@@ -34,6 +34,8 @@ from lanes.null_model import NullModel, _config_geometry
 class NoisyPackedModel(NullModel):
     """The null model whose packed answers carry fresh noise from the ``exact + 1``-th time a request is seen."""
 
+    concurrent_calls = False  # which call of a request is its n-th depends on the calls' order: one at a time
+
     def __init__(self, label: str, seed: int, exact: int, scale: float) -> None:
         super().__init__(_config_geometry(label), label, seed)
         self.exact, self.scale = int(exact), float(scale)
@@ -75,6 +77,8 @@ def full(seed: int = 0, device: str = "cpu", exact: int = 2, scale: float = 1e-6
 class RandomNudgeModel(NullModel):
     """The null model whose packed calls get ``+offset`` on every output with probability ``rate`` (a seeded
     draw per call)."""
+
+    concurrent_calls = False  # which call gets which draw depends on the calls' order: one at a time
 
     def __init__(self, label: str, seed: int, rate: float, offset: float) -> None:
         super().__init__(_config_geometry(label), label, seed)

@@ -40,6 +40,10 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 class NullModel:
     """The model contract (geometry, fingerprint, infer) with table look-ups for networks."""
 
+    # two threads may be inside infer() at once, each answered as alone: it reads only its request and fixed
+    # tables (lanes.calls_in_flight; a subclass with state shared between calls declares False)
+    concurrent_calls: bool = True
+
     def __init__(self, geometry: Geometry, label: str, seed: int = 0) -> None:
         self.geometry = geometry
         self.seed = int(seed)

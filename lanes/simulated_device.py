@@ -3,23 +3,34 @@
 On a GPU the question is not what the harness costs but whether the device ever waits for it: a
 CUDA call returns to the host while the device computes, so host work (packing, masks, Parquet,
 hashing) is free exactly when it overlaps a call in flight. This model measures that without a
-GPU. It answers as :mod:`lanes.null_model` does (the same table look-ups, bitwise: its outputs and
-fingerprint are the null model's of the same geometry and seed), then sleeps ``C0 + C1 x windows``
-per call in ``time.sleep``, which releases the GIL as a device call does: another thread of the
-harness runs meanwhile.
+GPU. A call has the two parts a team's model has, and no ``stage`` (as a team's model has none):
+
+- the host part: the request checked and answered as :mod:`lanes.null_model` answers it (the same
+  table look-ups, bitwise: its outputs and fingerprint are the null model's of the same geometry and
+  seed), holding the GIL as a model's Python around its kernels does;
+- the device part: ``C0 + C1 x windows`` of ``time.sleep``, which releases the GIL as a device call
+  does: another thread of the harness runs meanwhile.
+
+A simulated device is one device: the device parts of the calls on one device (``--device``, per
+process) never overlap, one lock held around the sleep, the host part outside it. Two calls in flight
+(:mod:`lanes.calls_in_flight`: it declares ``concurrent_calls``, True unless ``concurrent=false``)
+overlap one call's host part with the other's device part, never two device parts, so the busy
+fraction cannot pass 1 by construction.
 
     --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.2'
     --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.05&timeline=/tmp/busy.bin'
+    --model 'lanes.simulated_device:full?c0_ms=2&c1_ms=0.05&concurrent=false'   # one call at a time
 
-``timeline``: where to append, when the process exits, every call's (start, end) as two float64
-``time.perf_counter`` values (CLOCK_MONOTONIC on Linux, so another process's clock reads alike):
-the device's busy intervals, from which ``benchmarks/bench_device_busy.py`` computes the busy
-fraction (busy time / the span from the first call's start to the last call's end) and the lanes'
-share of the command's wall. A call's interval includes the table look-up (the device's compute,
-in this simulation) and the sleep. The file is appended to, one write per model at exit, so every
-model a command builds (a Ray worker, a second model in the same process) adds its calls instead
-of replacing another's: give each measurement a fresh path. Its folder must exist when the model
-is built (refused at once, not at exit after the work). A process killed by a signal writes nothing.
+``timeline``: where to append, when the process exits, every call's device part as (start, end), two
+float64 ``time.perf_counter`` values (CLOCK_MONOTONIC on Linux, so another process's clock reads
+alike), in the order the device ran them: the device's busy intervals, from which
+``benchmarks/bench_device_busy.py`` computes the busy fraction (busy time / the span from the first
+call's start to the last call's end) and the lanes' share of the command's wall. The host part is not
+in the interval: it is time the device waits unless another call's device part covers it. The file is
+appended to, one write per model at exit, so every model a command builds (a Ray worker, a second
+model in the same process) adds its calls instead of replacing another's: give each measurement a
+fresh path. Its folder must exist when the model is built (refused at once, not at exit after the
+work). A process killed by a signal writes nothing.
 """
 
 from __future__ import annotations
@@ -37,9 +48,19 @@ from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from lanes.null_model import NullModel, _config_geometry
 
+_DEVICES: dict[str, threading.Lock] = {}  # one lock per simulated device (its name) in this process
+_DEVICES_LOCK = threading.Lock()
+
+
+def device_lock(device: str) -> threading.Lock:
+    """The one lock of simulated device ``device`` in this process: whoever holds it is the device's call."""
+    with _DEVICES_LOCK:
+        return _DEVICES.setdefault(str(device), threading.Lock())
+
 
 class SimulatedDevice(NullModel):
-    """The null model plus a device's time per call: ``c0_s + c1_s * windows`` seconds, GIL released."""
+    """The null model's answer (the host part) plus a device's time per call: ``c0_s + c1_s * windows`` seconds of
+    ``time.sleep`` (the device part), the GIL released, one device part at a time (the module doc)."""
 
     def __init__(
         self,
@@ -49,6 +70,8 @@ class SimulatedDevice(NullModel):
         c0_ms: float = 2.0,
         c1_ms: float = 0.2,
         timeline: str | None = None,
+        device: str = "cpu",
+        concurrent: bool = True,
     ) -> None:
         super().__init__(geometry, label, seed)
         for name, value in (("c0_ms", c0_ms), ("c1_ms", c1_ms)):
@@ -56,8 +79,12 @@ class SimulatedDevice(NullModel):
                 raise ModelError(
                     f"simulated device: {name} must be a number of milliseconds in [0, 60000], got {value!r}"
                 )
+        if not isinstance(concurrent, bool):
+            raise ModelError(f"simulated device: concurrent must be true or false, got {concurrent!r}")
         self.c0_s, self.c1_s = float(c0_ms) / 1e3, float(c1_ms) / 1e3
         self.name = f"simulated-device-{label}-seed{self.seed}"
+        self.concurrent_calls = concurrent  # lanes.calls_in_flight: two calls may be inside infer() at once
+        self._device = device_lock(device)
         self._log = IntervalLog("simulated device", timeline)
 
     def describe(self) -> dict:
@@ -71,14 +98,14 @@ class SimulatedDevice(NullModel):
         }
 
     def infer(self, request: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        start = time.perf_counter()
-        out = super().infer(request)
-        windows = int(np.asarray(request[ops.OFFSETS]).shape[0])
-        left = self.c0_s + self.c1_s * windows - (time.perf_counter() - start)
-        if left > 0:
-            time.sleep(left)  # the device computes; the host (another thread) is free
-        end = time.perf_counter()
-        self._log.add(start, end)
+        out = super().infer(request)  # the host part: checks and look-ups, holding the GIL
+        cost = self.c0_s + self.c1_s * int(np.asarray(request[ops.OFFSETS]).shape[0])
+        with self._device:  # the device part: one call's at a time
+            start = time.perf_counter()
+            if cost > 0:
+                time.sleep(cost)  # the device computes; the host (another thread) is free
+            end = time.perf_counter()
+            self._log.add(start, end)
         return out
 
     def intervals(self) -> np.ndarray:
@@ -152,14 +179,24 @@ def read_timeline(path: str | Path) -> np.ndarray:
 
 
 def full(
-    seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2, timeline: str | None = None
+    seed: int = 0,
+    device: str = "cpu",
+    c0_ms: float = 2.0,
+    c1_ms: float = 0.2,
+    timeline: str | None = None,
+    concurrent: bool = True,
 ) -> SimulatedDevice:
     """The simulated device at the reference model's full geometry (the release's)."""
-    return SimulatedDevice(_config_geometry("full"), "full", seed, c0_ms, c1_ms, timeline)
+    return SimulatedDevice(_config_geometry("full"), "full", seed, c0_ms, c1_ms, timeline, device, concurrent)
 
 
 def small(
-    seed: int = 0, device: str = "cpu", c0_ms: float = 2.0, c1_ms: float = 0.2, timeline: str | None = None
+    seed: int = 0,
+    device: str = "cpu",
+    c0_ms: float = 2.0,
+    c1_ms: float = 0.2,
+    timeline: str | None = None,
+    concurrent: bool = True,
 ) -> SimulatedDevice:
     """The simulated device at the small test geometry."""
-    return SimulatedDevice(_config_geometry("small"), "small", seed, c0_ms, c1_ms, timeline)
+    return SimulatedDevice(_config_geometry("small"), "small", seed, c0_ms, c1_ms, timeline, device, concurrent)

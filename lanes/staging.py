@@ -54,8 +54,10 @@ def host_tensors(device: Any) -> ToDevice:
 
 
 class InferOnly:
-    """A model behind its ``infer`` alone (no ``stage``: called whole, in the device queue): the unstaged
-    twin a staged run is compared with (tests/test_staging.py, benchmarks/gpu_copy_overlap.py)."""
+    """A model behind its ``infer`` alone (no ``stage``: called whole, in the device queue, one call at a time):
+    the unstaged twin a staged run is compared with (tests/test_staging.py, benchmarks/gpu_copy_overlap.py)."""
+
+    concurrent_calls = False  # lanes.calls_in_flight: the serial path, as before staging
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.geometry, self.fingerprint = inner, geometry_of(inner), inner.fingerprint

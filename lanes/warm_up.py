@@ -69,14 +69,17 @@ def warm_up(
     measured = plan.include_exact and bool(plan.shapes) and in_process_device(backend) is not None
     steps, done = len(lanes) * len(ops), 0
 
-    def run(group: list[_Lane]) -> None:
-        """The lanes' warm-up in the group's order: every lane's OP 0, then every lane's OP 1, ..."""
+    def run(group: list[_Lane], alone: bool = False) -> None:
+        """The lanes' warm-up in the group's order: every lane's OP 0, then every lane's OP 1, ...; ``alone``:
+        each call taken before the next is sent (its peak memory is its own, even with two calls in flight)."""
         nonlocal done
         answers, marks = [], []
         for j, lane in enumerate(group):
             segs, items = _op0(lane, first[: lane.k])  # packed while the device runs the call before
             line.then(functools.partial(say, _label(Op.SEGMENTATION, lane, done + j + 1, steps)))
             marks.append(line.stage(items))
+            if alone:
+                line.drain()
             answers.append(segs)
         done += len(group)
         for op in ops:
@@ -97,6 +100,8 @@ def warm_up(
                             [],
                         )
                     )
+                    if alone:
+                        line.drain()
             done += len(group)
 
     if measured:  # the exact lane alone first, finished before any packed call: its peak is its own
@@ -105,7 +110,7 @@ def warm_up(
         def again() -> list[int | None]:
             nonlocal done
             begin, done = len(scratch), 0
-            run(lanes[:1])
+            run(lanes[:1], alone=True)
             line.drain()
             return [c.peak_device_bytes for c in scratch[begin:]]
 

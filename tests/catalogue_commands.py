@@ -96,7 +96,7 @@ case(
     K,
     "model-argument-unknown",
     ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?speed=9"),
-    "takes no argument 'speed' (it takes: c0_ms, c1_ms, timeline)",
+    "takes no argument 'speed' (it takes: c0_ms, c1_ms, timeline, concurrent)",
 )
 case(
     K,

@@ -180,7 +180,9 @@ def test_the_in_process_backend_applies_around_each_call_and_gives_the_state_bac
             piped = submit((block.op, block.tensors(), 8, 8, "block 0")).result()
         env = backend.environment()
         assert start.unrestored(TorchState.read()) == []
-    assert [observed(s, ODD) for s in model.seen] == [in_force_of(ODD)] * 2
+    # the call, the three of the check of two calls at once (two of them in two threads together) and the piped one
+    assert [observed(s, ODD) for s in model.seen] == [in_force_of(ODD)] * 5
+    assert env["calls_in_flight"] == 2
     assert env["numerics_in_force"]["mkldnn"] is False and env["numerics_in_force"]["threads"] == 1
     np.testing.assert_array_equal(piped.output, result.output)
 

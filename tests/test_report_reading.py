@@ -74,7 +74,15 @@ def pages(tmp_path: Path, score: Score) -> tuple[dict[str, Any], str, str, dict[
 def test_an_in_process_night_says_so(tmp_path, score):
     assert score.backend is not None and score.backend.name == "in-process" and score.backend.url is None
     facts, html, md, props = pages(tmp_path, score)
-    assert facts["backend"] == {"backend": "in-process (the model in the harness's own process, one call at a time)"}
+    # the null model may be entered by two threads at once: the lanes kept two calls in flight, and the report says so
+    assert score.backend.calls_in_flight == 2
+    assert facts["backend"] == {"backend": "in-process (the model in the harness's own process, 2 calls in flight)"}
+    serial = Score.model_validate(
+        {**score.model_dump(mode="json"), "backend": {**score.backend.model_dump(mode="json"), "calls_in_flight": 1}}
+    )
+    assert pages(tmp_path / "serial", serial)[0]["backend"] == {
+        "backend": "in-process (the model in the harness's own process, one call at a time)"
+    }
     assert 'id="backend"' in html and "in-process (the model" in html and "| backend | in-process" in md
     assert props["backend"] == "in-process" and "backend_url" not in props
 

@@ -93,7 +93,11 @@ def test_the_timeline_is_written_at_exit_and_appended_to(tmp_path):
         ("lanes.simulated_device:small?c1_ms=nan", "c1_ms must be"),
         ("lanes.simulated_device:small?timeline=3", "timeline must be a file path (a string), got 3"),
         ("lanes.simulated_device:small?timeline='/no/such/folder/t.bin'", "folder '/no/such/folder' does not exist"),
-        ("lanes.simulated_device:small?c2_ms=1", "takes no argument 'c2_ms' (it takes: c0_ms, c1_ms, timeline)"),
+        (
+            "lanes.simulated_device:small?c2_ms=1",
+            "takes no argument 'c2_ms' (it takes: c0_ms, c1_ms, timeline, concurrent)",
+        ),
+        ("lanes.simulated_device:small?concurrent=2", "concurrent must be true or false, got 2"),
     ],
 )
 def test_bad_arguments_are_one_line_model_errors(spec, says):

@@ -3,7 +3,8 @@ host to derive, pack and validate the next request: at C1 = 0.05 ms per window t
 idle time (benchmarks/device_gaps.py). No timing here: what is checked is that the calls
 are queued ahead (a call finds the next ones already submitted), that the pipelined and the serial warm-up send
 the same requests in the same order, and that a lane's voiceprint rows are shared only with a bitwise-equal
-answer."""
+answer. The models here record the order they are entered in, so they get one call at a time (two calls in
+flight may enter in either order: tests/test_two_in_flight.py)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_a_warm_up_call_finds_the_next_ones_already_queued(null):
         return backend.submitted >= 5  # the exact lane's 3, k=2's OP 0 and k=4's OP 0
 
     model = Recording(inner.model, hold=4, ready=ready)
-    backend = Counting(model, NumericSettings())
+    backend = Counting(model, NumericSettings(), calls_in_flight=1)
     run_collect(blocks, backend, RunPlan(shapes=(2, 4)))
     assert model.held is True, (
         "k=2's OP 0 warm-up call (the 4th) waited 30 s for k=4's OP 0 warm-up to be "
@@ -90,7 +91,11 @@ def test_the_pipelined_warm_up_sends_what_the_serial_one_sends_in_the_same_order
     sent = {}
     for name, piped in (("piped", True), ("serial", False)):
         model = Recording(inner.model)
-        run_collect(blocks, InProcessBackend(model, NumericSettings()), RunPlan(shapes=(2, 4), pipeline=piped))
+        run_collect(
+            blocks,
+            InProcessBackend(model, NumericSettings(), calls_in_flight=1),
+            RunPlan(shapes=(2, 4), pipeline=piped),
+        )
         sent[name] = model.sent
     assert sent["piped"] == sent["serial"]
     assert len(sent["piped"]) > 9 * 3  # the warm-up's 3 lanes x 3 OPs, then the timed calls
@@ -126,7 +131,9 @@ def test_an_error_in_a_warm_up_call_stops_the_queue_there_with_its_one_line_erro
     model = Failing(inner.model, fail_at)
     log = []
     with pytest.raises(BackendError) as caught:
-        run_collect(blocks, InProcessBackend(model, NumericSettings()), RunPlan(shapes=(2, 4)), log=log)
+        run_collect(
+            blocks, InProcessBackend(model, NumericSettings(), calls_in_flight=1), RunPlan(shapes=(2, 4)), log=log
+        )
     message = str(caught.value)
     assert "\n" not in message and message.endswith("model raised RuntimeError: the device fell over"), message
     assert model.calls == fail_at and log == [] and our_threads() == []

@@ -27,7 +27,7 @@ from harness.data.schemas.config_file import ConfigFile
 from harness.data.tolerances import Tolerances
 from lanes.backend import InProcessBackend
 from lanes.backend_api import Call
-from lanes.model_api import Model, staged_entry
+from lanes.model_api import Model, declared_concurrency, staged_entry
 from lanes.model_check import lines
 from lanes.model_check.check_calls import PAIRS, SLOTS, Sent, difference, send_alone, send_packed
 from lanes.model_check.check_report import DESCRIBE, GEOMETRY, ModelCheckReport, Status
@@ -108,7 +108,13 @@ def run_model_check(
         calls[op] = op_calls(backend, op, blocks, calls.get(Op.SEGMENTATION), options, done)
     lines.answers(report, calls, geometry)
     lines.judged(report, calls, options.tolerances)
-    lines.threads(report, threads(backend, blocks, calls[Op.SEGMENTATION], options.wait_s, done))
+    declared = declared_concurrency(model, f"model {spec!r}")
+    probe = None
+    if declared is False:  # never given two calls at once: nothing to ask
+        done(3)
+    else:
+        probe = threads(backend, blocks, calls[Op.SEGMENTATION], options.wait_s, done)
+    lines.threads(report, probe, declared)
     lines.isolation(report, calls, options.tolerances, blocks)
     lines.timing(report, calls, options.device)
     return report

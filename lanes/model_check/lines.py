@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.data.concurrent_entry import EntryProbe
+from harness.data.concurrent_entry import Entry, EntryProbe
 from harness.data.geometry import Geometry
 from harness.data.ops import ALL_OPS, Op
 from harness.data.tolerances import Tolerances
+from lanes.model_api import DECLARATION
 from lanes.model_check.check_calls import SLOTS, Difference, Sent, difference
 from lanes.model_check.check_report import (
     ANSWER,
@@ -167,11 +168,27 @@ def _per_op(found: list[tuple[Op, Status, str]]) -> tuple[Status, str]:
     return worst, f"OP {int(op)}: {words}" + (f" (also not bitwise: OP {', '.join(also)})" if also else "")
 
 
-def threads(report: ModelCheckReport, probe: EntryProbe | None) -> None:
-    if probe is None:
+def threads(report: ModelCheckReport, probe: EntryProbe | None, declared: bool | None = None) -> None:
+    """The two-threads probe's finding, against the model's ``concurrent_calls`` where it declares one: a model
+    that declares True is given two calls at once without being asked, so answers that differ, a call that raises
+    or calls that never end with two inside fail it; one that declares False is never given two."""
+    said = f"declares {DECLARATION} = {declared}"
+    if declared is False:
+        report.add(THREADS, Status.OK, f"{said}: the lanes send it one call at a time (not probed)")
+    elif probe is None:
         report.add(THREADS, Status.SKIP, "not judged: OP 0 broke the contract (above)")
     elif probe.concurrent:
-        report.add(THREADS, Status.OK, f"{probe.detail}: the lanes may keep two calls in flight")
+        flight = "the lanes keep two calls in flight" if declared else "the lanes may keep two calls in flight"
+        report.add(THREADS, Status.OK, f"{probe.detail}: {flight}" + (f" ({said})" if declared else ""))
+    elif declared and probe.entry is Entry.SERIALISED:
+        report.add(THREADS, Status.NOTE, f"{said}, but {probe.detail.split(':')[0]}: the two calls wait for each other")
+    elif declared:
+        report.add(
+            THREADS,
+            Status.FAIL,
+            f"{said}, but {probe.detail.split(': the harness')[0]}: the lanes would send it two calls at once; declare "
+            f"{DECLARATION} = False, or make infer() answer each call as alone",
+        )
     else:
         report.add(THREADS, Status.NOTE, f"{probe.detail} (not a failure)")
 

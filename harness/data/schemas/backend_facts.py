@@ -27,6 +27,11 @@ class BackendFacts(Frozen):
         "None in-process"
     )
     concurrency: Positive = Field(description="requests in flight at once (1 in-process: one call at a time)")
+    calls_in_flight: Positive = Field(
+        default=1,
+        description="in-process: calls inside the model at once (2: a model without stage that two threads may "
+        "enter, its host part beside the device's part of the call before; 1 otherwise)",
+    )
     server_version: str | None = Field(description="the Triton server's version (None in-process)")
     model_name: str | None = Field(description="the model's name on the server (None in-process)")
     weights_verified: bool | None = Field(
@@ -41,6 +46,7 @@ class BackendFacts(Frozen):
             url=backend.get("url"),
             transport=backend.get("transport"),
             concurrency=int(backend.get("concurrency") or 1),
+            calls_in_flight=int(backend.get("calls_in_flight") or 1),
             server_version=backend.get("server_version") or None,
             model_name=backend.get("model_name"),
             weights_verified=backend.get("weights_verified"),
@@ -53,7 +59,8 @@ class BackendFacts(Frozen):
     def rows(self) -> dict[str, str]:
         """The report's rows, in order: what a reader needs to know the lanes' numbers are the server's."""
         if not self.remote:
-            return {"backend": f"{self.name} (the model in the harness's own process, one call at a time)"}
+            at_once = "one call at a time" if self.calls_in_flight == 1 else f"{self.calls_in_flight} calls in flight"
+            return {"backend": f"{self.name} (the model in the harness's own process, {at_once})"}
         rows = {
             "backend": f"{self.name} server {self.url}",
             "transport": self.transport or "http",
