@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 from harness.data.fsio import atomic_write
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.refusals import NUMERICS
-from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.data.schemas.results import (
+    CheckModel,
+    OpVerdictModel,
+    Reproduction,
+    Score,
+    ShapeScore,
+    reproduction_phrase,
+)
 from harness.evidence.kind_registry import kinds
 from reports.margin_section import junit_properties
 
@@ -265,7 +272,7 @@ def summary_line(
     shapes = sorted(score.shapes.items(), key=lambda kv: int(kv[0]))
     failed = [(k, s) for k, s in shapes if s.verdict != "pass"]
     golden_ok = verification is None or verification.passed
-    golden = _golden_phrase(verification)
+    golden = reproduction_phrase(verification)
     if not failed and golden_ok:
         if not shapes:
             return f"PASS: no packed shape scored, {golden}"
@@ -322,13 +329,3 @@ def _laws_phrase(laws: LawsVerdict | None) -> str:
         return "not recorded"
     broken = f" ({', '.join(laws.broken)})" if laws.broken else ""
     return f"{laws.verdict}{broken}: packer {laws.packer_identity}, {laws.examples} examples, seed {laws.seed}"
-
-
-def _golden_phrase(v: Reproduction | None) -> str:
-    if v is None:
-        return "golden reproduction not checked"
-    if v.status == "bitwise":
-        return "golden reproduced bitwise"
-    if v.status == "within-noise-floor":
-        return "golden reproduced within its noise floor"
-    return v.summary

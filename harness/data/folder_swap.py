@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.data.errors import OutputError, check_interrupted
 from harness.data.fsio import fault, fsync_path, remove_path
-from harness.data.outputset import swap_paths
+from harness.data.outputset import process_alive, swap_paths
 
 
 def swap_in(stage: Path, target: Path, what: str) -> None:
@@ -52,17 +52,7 @@ def remove_stale_stages(target: Path) -> list[Path]:
         return []
     for p in siblings:
         match = pattern.fullmatch(p.name)
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if match and int(match.group(1)) != os.getpid() and not process_alive(int(match.group(1))):
             remove_path(p)
             removed.append(p)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True

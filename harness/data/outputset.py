@@ -245,11 +245,12 @@ def _collect(folder: Path, name: str, keep: set[str | None]) -> None:
     stale = re.compile(rf"\.{re.escape(name)}(?:\.current)?\.tmp-(?:adopt-)?(\d+)-[0-9a-f]+")
     for p in folder.glob(f".{name}.*tmp-*"):
         match = stale.fullmatch(p.name)
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if match and int(match.group(1)) != os.getpid() and not process_alive(int(match.group(1))):
             remove_path(p)  # a killed publisher's stage: its process is gone, nobody will finish it
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid runs (another user's counts: it may still be writing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

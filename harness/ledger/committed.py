@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.data.errors import EXIT_FAIL
 from harness.data.schemas.base import State
 from harness.data.schemas.records import Ledger, LedgerEvent
-from harness.data.schemas.results import Reproduction
+from harness.data.schemas.results import Reproduction, reproduction_phrase
 from harness.ledger.ledger_store import read_consistent
 from harness.ledger.promotion import CANDIDATE, Transition
 
@@ -126,17 +126,6 @@ def held_to_ledger(
         parts.append(f"... {len(refused) + len(missing) - named} more shape(s) not promoted")
     parts.append(
         f"{len(refused) + len(missing)} of {len(wanted)} shapes not promoted though the score passed them "
-        f"({golden_phrase(verification)})"
+        f"({reproduction_phrase(verification)})"
     )
     return "FAIL: " + "; ".join(parts), code
-
-
-def golden_phrase(verification: Reproduction | None) -> str:
-    """How the golden's reproduction reads in a last line."""
-    if verification is None:
-        return "golden reproduction not checked"
-    if verification.status == "bitwise":
-        return "golden reproduced bitwise"
-    if verification.status == "within-noise-floor":
-        return "golden reproduced within its noise floor"
-    return verification.summary

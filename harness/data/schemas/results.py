@@ -198,6 +198,17 @@ class Reproduction(Frozen):
     summary: str
 
 
+def reproduction_phrase(verification: Reproduction | None) -> str:
+    """How the golden's reproduction reads in a last line and a JUnit case."""
+    if verification is None:
+        return "golden reproduction not checked"
+    if verification.status == "bitwise":
+        return "golden reproduced bitwise"
+    if verification.status == "within-noise-floor":
+        return "golden reproduced within its noise floor"
+    return verification.summary
+
+
 class RunRef(Frozen):
     id: SafeName
     path: str
