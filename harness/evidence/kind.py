@@ -22,7 +22,10 @@ the generic paths ask every registered kind, in order, the same questions:
 
 A kind defined outside the harness stores its result under ``shapes[k].more_evidence[<name>]`` (absent when
 no such kind is registered, so a score of today's kinds is the same file): built-in kinds keep their own
-typed keys (``requests``, ``repeats``, ``arrangements``, the score's ``load``).
+typed keys (``requests``, ``repeats``, ``arrangements``, the score's ``load``). A team names its kinds in the
+release configuration (``[evidence] kinds``, :func:`harness.evidence.kind_registry.loaded`); the score records
+them, and promotion refuses a ``more_evidence`` entry that no kind it could load re-derives
+(``examples/evidence_kind_example.py`` is one such kind, whole).
 """
 
 from __future__ import annotations
