@@ -39,6 +39,7 @@ from harness.data.schemas.results import (
     ShapeScore,
     reproduction_phrase,
 )
+from harness.data.shape import Shape
 from harness.evidence.kind_registry import kinds
 from reports.margin_section import junit_properties
 
@@ -91,7 +92,7 @@ def write_junit(
             props = case.find("properties")
             assert props is not None  # op_case always adds it
             for kind in kinds():  # every kind of evidence's properties (the full k-block requests behind it, ...)
-                for name, value in kind.junit(k, shape):
+                for name, value in kind.junit(Shape(k), shape):
                     ET.SubElement(props, "property", name=name, value=value)
             if shape.cause is not None:
                 ET.SubElement(props, "property", name="cause", value=shape.cause.kind)

@@ -25,7 +25,7 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.refusals import NUMERICS
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Score, ShapeScore
 from harness.data.schemas.verdicts import CheckDetails
-from harness.data.shape import lane_name
+from harness.data.shape import Shape, lane_name
 from harness.evidence import kind_registry as registry
 from harness.evidence.kind import (
     JudgedPair,
@@ -97,7 +97,7 @@ class ToyKind(KindDefaults):
         found = shape.more_evidence.get(NAME)
         return None if found is None else (found, OpVerdictModel.model_validate(found["verdict"]))
 
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+    def pairs(self, k: Shape, shape: ShapeScore) -> Iterator[JudgedPair]:
         if (stored := self._stored(shape)) is not None:
             yield JudgedPair("plain", f"k={k} toy:", stored[1])
 
@@ -131,7 +131,7 @@ class ToyKind(KindDefaults):
             else None
         )
 
-    def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
+    def junit(self, k: Shape, shape: ShapeScore) -> list[tuple[str, str]]:
         found = shape.more_evidence.get(NAME)
         return [] if found is None else [("toy_moved", str(found["moved"]))]
 

@@ -17,6 +17,7 @@ import pytest
 from harness.data.errors import LedgerError
 from harness.data.jsonio import seal
 from harness.data.schemas.results import RequestEvidence, Score
+from harness.data.shape import Shape
 from harness.evidence.request_evidence import (
     MIN_FULL_REQUESTS,
     RequestCounter,
@@ -25,8 +26,8 @@ from harness.evidence.request_evidence import (
     needed_blocks,
     refusal,
 )
+from harness.evidence.shape_gates import laws_refusal, shape_gates
 from harness.judging.judges.judge_base import Check, CheckDetails, OpVerdict
-from harness.judging.lane_scoring import laws_refusal, shape_gates
 from harness.ledger.score_check import check_self_consistent
 from harness.throughput.timing import summarize_calls
 from tests.cli_run import harness_cli
@@ -122,11 +123,13 @@ def test_a_packer_that_broke_the_laws_or_was_not_judged_fails_every_shape():
     broken = {"packer_identity": "callable:m:f@sha256:00", "verdict": "broken", "broken": ["own-samples"]}
     unjudged = {"packer_identity": "harness/x", "verdict": "not-judged", "broken": []}
     requests = req(3, 12, 0, 4)
-    assert shape_gates(4, True, requests, held) == (True, [])
-    ok, reasons = shape_gates(4, True, requests, broken)
+    assert shape_gates(Shape(4), True, requests, held) == (True, [])
+    ok, reasons = shape_gates(Shape(4), True, requests, broken)
     assert not ok and reasons == [laws_refusal(broken)]
     assert "packer callable:m:f@sha256:00 broke the packing laws (own-samples): no shape may be promoted" in reasons[0]
-    assert not shape_gates(4, True, requests, unjudged)[0] and "packer.laws_examples = 0" in laws_refusal(unjudged)
+    assert not shape_gates(Shape(4), True, requests, unjudged)[0] and "packer.laws_examples = 0" in laws_refusal(
+        unjudged
+    )
 
 
 # ----------------------------------------------------------------------------- through the CLI

@@ -6,7 +6,9 @@ so ``--help``, ``report``, ``shapes`` and ``promote`` start in well under a seco
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -315,6 +317,16 @@ def backend_of(cfg):
     from harness.pipeline.backends import BackendChoice  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     return BackendChoice.of(cfg)
+
+
+@contextlib.contextmanager
+def team_kinds(cfg) -> Iterator[None]:
+    """The configuration's ``[evidence] kinds`` registered while a command that scores runs (and only then: the
+    registry is restored after it, :func:`harness.evidence.kind_registry.loaded`)."""
+    from harness.evidence.kind_registry import loaded  # deferred: imports numpy, pydantic (start-up)
+
+    with loaded(cfg.evidence.kinds):
+        yield
 
 
 def say(text: str) -> None:

@@ -25,6 +25,7 @@ from harness.cli.app import (
     ray_of,
     resolve_config,
     say,
+    team_kinds,
 )
 from harness.data.errors import HarnessError
 from harness.data.limits import MAX_SERVE_INSTANCES
@@ -106,7 +107,8 @@ def nightly_cmd(
     job = NightlyJob(
         cfg, golden, out, ray_of(cfg), localise=localise, progress=progress, no_promote=no_promote, force=force
     )
-    answer(commands.nightly(job))
+    with team_kinds(cfg):
+        answer(commands.nightly(job))
 
 
 @app.command("merge")
@@ -133,7 +135,8 @@ def merge_cmd(
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets, command="merge")
     job = gate_commands.MergeJob(golden, list(shards), out, force, localise, no_promote)
-    answer(gate_commands.merge(cfg, job))
+    with team_kinds(cfg):
+        answer(gate_commands.merge(cfg, job))
 
 
 @app.command("serve")
@@ -189,4 +192,5 @@ def demo_cmd(
 
     cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks, command="demo")
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    answer(commands.demo(cfg, out, progress))
+    with team_kinds(cfg):
+        answer(commands.demo(cfg, out, progress))

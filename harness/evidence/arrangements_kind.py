@@ -13,6 +13,7 @@ from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.data.shape import Shape
 from harness.evidence.arrangement_evidence import (
     ArrangementScorer,
     arrangement_plans,
@@ -46,7 +47,7 @@ class ArrangementsKind(KindDefaults):
 
     name = "arrangements"
 
-    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: Shape) -> list[str]:
         plan = arrangement_plans(layout.evidence).get(k)
         return [] if plan is None else plan.lanes
 
@@ -63,7 +64,7 @@ class ArrangementsKind(KindDefaults):
             )
         )
 
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+    def pairs(self, k: Shape, shape: ShapeScore) -> Iterator[JudgedPair]:
         ev = shape.arrangements
         if ev is None:
             return

@@ -22,7 +22,10 @@ the generic paths ask every registered kind, in order, the same questions:
 
 A kind defined outside the harness stores its result under ``shapes[k].more_evidence[<name>]`` (absent when
 no such kind is registered, so a score of today's kinds is the same file): built-in kinds keep their own
-typed keys (``requests``, ``repeats``, ``arrangements``, the score's ``load``).
+typed keys (``requests``, ``repeats``, ``arrangements``, the score's ``load``). A team names its kinds in the
+release configuration (``[evidence] kinds``, :func:`harness.evidence.kind_registry.loaded`); the score records
+them, and promotion refuses a ``more_evidence`` entry that no kind it could load re-derives
+(``examples/evidence_kind_example.py`` is one such kind, whole).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.files import RunLayout, RunManifest
 from harness.data.schemas.refusals import Cause
 from harness.data.schemas.results import OpVerdictModel, Score, ShapeScore
+from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 
 Floors = Mapping[int, Mapping[str, Any]]
@@ -131,7 +135,7 @@ class EvidenceKind(Protocol):
 
     name: str
 
-    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: Shape) -> list[str]:
         """The run's lanes it reads at shape k, beyond the plain and exact lanes."""
         ...
 
@@ -144,11 +148,11 @@ class EvidenceKind(Protocol):
         """Its scorer of one shape (None: this run holds no such evidence for the shape)."""
         ...
 
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+    def pairs(self, k: Shape, shape: ShapeScore) -> Iterator[JudgedPair]:
         """Its judged pairs of a scored shape, in the order a cause looks at them."""
         ...
 
-    def refusals(self, score: Score, k: str) -> list[tuple[Cause, str]]:
+    def refusals(self, score: Score, k: Shape) -> list[tuple[Cause, str]]:
         """Refusal lines it gives a shape from the score as a whole (the load sweep's), with their cause."""
         ...
 
@@ -165,7 +169,7 @@ class EvidenceKind(Protocol):
         section renders it)."""
         ...
 
-    def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
+    def junit(self, k: Shape, shape: ShapeScore) -> list[tuple[str, str]]:
         """JUnit properties of each of the shape's OP cases (name, value)."""
         ...
 
@@ -176,7 +180,7 @@ class KindDefaults:
 
     name = ""
 
-    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: Shape) -> list[str]:
         return []
 
     def counter(self, layout: RunLayout, blocks: Sequence[str]) -> CallCounter | None:
@@ -185,10 +189,10 @@ class KindDefaults:
     def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:
         return None
 
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+    def pairs(self, k: Shape, shape: ShapeScore) -> Iterator[JudgedPair]:
         return iter(())
 
-    def refusals(self, score: Score, k: str) -> list[tuple[Cause, str]]:
+    def refusals(self, score: Score, k: Shape) -> list[tuple[Cause, str]]:
         return []
 
     def holds(self, shape: ShapeScore, recheck: Recheck) -> bool:
@@ -200,7 +204,7 @@ class KindDefaults:
     def report(self, score: Score) -> ReportSection | None:
         return None
 
-    def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
+    def junit(self, k: Shape, shape: ShapeScore) -> list[tuple[str, str]]:
         return []
 
 

@@ -4,9 +4,21 @@ The harness's own kinds first, in the order a shape's score is built (request si
 from the golden, repeats, neighbours, arrangements, the load sweep); a kind defined elsewhere joins with
 :func:`register` (after them) and is scored, re-derived at promotion, reported and in JUnit through the same
 paths (:mod:`harness.evidence.kind`).
+
+A team's kind is named in the release configuration (``[evidence] kinds = ["package.module:Attr"]``) and joins
+for one command only (:func:`loaded`): the registry is the process's, and a kind left behind by one command (or
+one test) would score, refuse or render in the next. What scored a file is recorded with it by spec
+(:func:`loaded_specs`), so promotion loads the same kinds from the score alone.
 """
 
 from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Iterator, Sequence
 
 from harness.data.errors import HarnessError
 from harness.data.schemas.results import ShapeScore
@@ -29,7 +41,10 @@ BUILT_IN: tuple[EvidenceKind, ...] = (
     ArrangementsKind(),
     LoadKind(),
 )
+# what a kind must answer (harness.evidence.kind.EvidenceKind): an object lacking one would fail mid-score
+METHODS = ("lanes", "counter", "scorer", "pairs", "refusals", "holds", "warning_keys", "report", "junit")
 _registered: list[EvidenceKind] = []
+_specs: dict[str, EvidenceKind] = {}  # the kinds loaded from a spec (loaded), by spec, in the order they joined
 
 
 def kinds() -> tuple[EvidenceKind, ...]:
@@ -49,6 +64,72 @@ def register(kind: EvidenceKind) -> EvidenceKind:
 def unregister(name: str) -> None:
     """Remove a registered kind (built-in kinds stay)."""
     _registered[:] = [k for k in _registered if k.name != name]
+
+
+def loaded_specs() -> tuple[str, ...]:
+    """The specs of the kinds :func:`loaded` holds now, in order: what a run or score made now records."""
+    return tuple(_specs)
+
+
+def load_kind(spec: str, where: str = "[evidence] kinds", error: type[HarnessError] = HarnessError) -> EvidenceKind:
+    """The kind ``package.module:Attr`` names (a class is instantiated with no arguments), imported as a model or
+    packer spec is (the working directory importable, like ``python -m``); anything else is one ``error`` line
+    naming ``where`` and the spec."""
+    head = f"{where}: {spec!r}"
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise error(f"{head}: expected 'package.module:Attr' (an evidence kind, or its class)")
+    if os.getcwd() not in sys.path:  # like `python -m`: a kind in the working directory is importable
+        sys.path.append(os.getcwd())
+    try:
+        target: object = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure of a team's code is theirs to fix, named
+        raise error(f"{head}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise error(f"{head}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if inspect.isclass(target):
+        try:
+            target = target()
+        except Exception as exc:
+            raise error(f"{head}: cannot instantiate {attr}: {type(exc).__name__}: {exc}") from None
+    missing = [m for m in METHODS if not callable(getattr(target, m, None))]
+    name = getattr(target, "name", None)
+    if missing or not isinstance(name, str) or not name:
+        lacks = f"lacks {', '.join(missing)}" if missing else "has no non-empty str name"
+        raise error(
+            f"{head}: a {type(target).__name__} is not an evidence kind ({lacks}; subclass "
+            "harness.evidence.kind.KindDefaults)"
+        )
+    return target  # type: ignore[return-value]  # checked above: the protocol's methods and a name
+
+
+@contextlib.contextmanager
+def loaded(
+    specs: Sequence[str], where: str = "[evidence] kinds", error: type[HarnessError] = HarnessError
+) -> Iterator[tuple[EvidenceKind, ...]]:
+    """The kinds ``specs`` name registered while the block runs, and the registry as it was afterwards. A spec
+    already loaded (the nightly's own promotion of the score it just made) is not loaded twice; a name taken by a
+    built-in kind or by another kind is one ``error`` line."""
+    before, before_specs = list(_registered), dict(_specs)
+    try:
+        for spec in specs:
+            if spec in _specs:
+                continue
+            kind = load_kind(spec, where, error)
+            owner = next((k for k in kinds() if k.name == kind.name), None)
+            if owner is not None:
+                by = next((s for s, k in _specs.items() if k is owner), None)
+                what = "a built-in kind" if owner in BUILT_IN else f"{by!r}" if by else "a registered kind"
+                raise error(f"{where}: {spec!r}: its name {kind.name!r} is taken by {what}")
+            _registered.append(kind)
+            _specs[spec] = kind
+        yield tuple(_specs[s] for s in specs)
+    finally:
+        _registered[:] = before
+        _specs.clear()
+        _specs.update(before_specs)
 
 
 def warning_keys(shape: ShapeScore, floors: Floors | None) -> set[tuple[str, int]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from harness.data.schemas.load import BudgetPick, LoadEvidence, LoadPoint, PointRef, ServerStats, ShapeLoad
 from harness.data.schemas.refusals import NOT_REPRODUCIBLE, Cause
 from harness.data.schemas.results import OpVerdictModel, Score
+from harness.data.shape import Shape
 from harness.evidence.kind import KindDefaults
 from harness.judging.lane_scoring import op_key
 
@@ -125,5 +126,5 @@ class LoadKind(KindDefaults):
 
     name = "load"
 
-    def refusals(self, score: Score, k: str) -> list[tuple[Cause, str]]:
+    def refusals(self, score: Score, k: Shape) -> list[tuple[Cause, str]]:
         return [(NOT_REPRODUCIBLE, line) for line in load_refusals(score.load, k)]

@@ -16,7 +16,7 @@ from harness.data.schemas.files import RunEvidence, RunLayout
 from harness.data.schemas.neighbours import ControlFigures, NeighbourOp
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.results import Score, ShapeScore
-from harness.data.shape import lane_name
+from harness.data.shape import Shape, lane_name
 from harness.evidence.kind import (
     Floors,
     JudgedPair,
@@ -115,7 +115,7 @@ class NeighboursKind(KindDefaults):
 
     name = NEIGHBOURS
 
-    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: Shape) -> list[str]:
         lane = neighbour_lanes(layout.evidence).get(k)
         return [] if lane is None else [lane]
 
@@ -129,7 +129,7 @@ class NeighboursKind(KindDefaults):
         scorer = NeighbourScorer(setting.k, lane_name(setting.k), lane, setting.ops, setting.limits)
         return _NeighboursOfShape(scorer, setting.floors)
 
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+    def pairs(self, k: Shape, shape: ShapeScore) -> Iterator[JudgedPair]:
         ev = shape.neighbours
         if ev is None:
             return
@@ -193,7 +193,7 @@ class NeighboursKind(KindDefaults):
             lines=lines,
         )
 
-    def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
+    def junit(self, k: Shape, shape: ShapeScore) -> list[tuple[str, str]]:
         ev = shape.neighbours
         if ev is None:
             return []

@@ -49,9 +49,10 @@ from harness.data.schemas.refusals import (
     RefusalCause,
 )
 from harness.data.schemas.results import CheckModel, OpVerdictModel, Reproduction, Score, ShapeScore
+from harness.data.shape import Shape
 from harness.evidence.kind_registry import kinds
 from harness.evidence.request_evidence import RATE_SUFFIX, refusal
-from harness.judging.lane_scoring import laws_refusal
+from harness.evidence.shape_gates import laws_refusal
 
 NON_FINITE_METRICS = frozenset({"non_finite", "non_finite_rows"})
 RULE = "a block's answer must not depend on its slot, its neighbours or its copies"
@@ -78,7 +79,7 @@ class ScoreFacts:
 
 def score_refusals(score: Score) -> dict[str, list[tuple[Cause, str]]]:
     """Per shape, the refusal lines every kind gives from the score as a whole."""
-    return {k: [found for kind in kinds() for found in kind.refusals(score, k)] for k in score.shapes}
+    return {k: [found for kind in kinds() for found in kind.refusals(score, Shape(k))] for k in score.shapes}
 
 
 def kind_of(check: CheckModel) -> str:
@@ -100,7 +101,7 @@ def _groups(k: int, shape: ShapeScore) -> Iterator[tuple[str, str, OpVerdictMode
     for _, v in sorted(shape.ops.items()):
         yield "plain", f"k={k}", v
     for kind in kinds():
-        for pair in kind.pairs(k, shape):
+        for pair in kind.pairs(Shape(k), shape):
             yield pair.group, pair.head, pair.verdict
 
 

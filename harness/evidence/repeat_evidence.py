@@ -37,7 +37,7 @@ from harness.data.schemas.files import Floor, RunEvidence, RunLayout
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.repeats import RepeatEvidence, RepeatOp
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
-from harness.data.shape import lane_name
+from harness.data.shape import Shape, lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import (
     Floors,
@@ -349,7 +349,7 @@ class RepeatsKind(KindDefaults):
 
     name = "repeats"
 
-    def lanes(self, layout: RunLayout, k: int) -> list[str]:
+    def lanes(self, layout: RunLayout, k: Shape) -> list[str]:
         return repeat_lanes(layout.evidence).get(k, [])
 
     def scorer(self, setting: ShapeSetting) -> ShapeEvidence | None:
@@ -368,7 +368,7 @@ class RepeatsKind(KindDefaults):
             )
         )
 
-    def pairs(self, k: int, shape: ShapeScore) -> Iterator[JudgedPair]:
+    def pairs(self, k: Shape, shape: ShapeScore) -> Iterator[JudgedPair]:
         rep = shape.repeats
         if rep is None:
             return

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from harness.data.errors import LedgerError
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import OpVerdictModel, RequestEvidence, ShapeScore
+from harness.data.shape import Shape
 from harness.evidence.kind import KindDefaults, Recheck
 from harness.judging.binomial import needed_at_zero
 
@@ -188,5 +189,5 @@ class RequestsKind(KindDefaults):
             )
         return True
 
-    def junit(self, k: str, shape: ShapeScore) -> list[tuple[str, str]]:
+    def junit(self, k: Shape, shape: ShapeScore) -> list[tuple[str, str]]:
         return [(f"requests_{key}", str(value)) for key, value in shape.requests.model_dump(mode="json").items()]

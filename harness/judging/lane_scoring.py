@@ -21,7 +21,7 @@ from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.results import RequestEvidence, ShapeScore
 from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
-from harness.evidence.request_evidence import refusal
+from harness.evidence.shape_gates import shape_gates
 from harness.judging.judges import judge_for
 from harness.judging.judges.judge_base import OpVerdict
 
@@ -70,7 +70,7 @@ def shape_result(
     """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
     passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
     exact lane (:func:`packing_effect`), absent from the file when None."""
-    passed, gate_reasons = shape_gates(shape, all(v.passed for v in verdicts), requests, laws)
+    passed, gate_reasons = shape_gates(Shape(shape), all(v.passed for v in verdicts), requests, laws)
     effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured
     return ShapeScore(
         shape=Shape(shape),
@@ -87,44 +87,6 @@ def op_key(op: int) -> OpKey:
     key = str(int(op))
     assert key in ("0", "1", "2"), key
     return cast(OpKey, key)
-
-
-def shape_gates(
-    shape: int, ops_passed: bool, requests: RequestEvidence | None, laws: Mapping[str, Any] | LawsVerdict | None
-) -> tuple[bool, list[str]]:
-    """A shape passes only if every OP does, its evidence holds enough full k-block requests
-    (:mod:`harness.evidence.request_evidence`), and the packer the run used held the packing laws. The
-    reasons of the gates that refuse it, first. ``None``: that gate is not applied (a lane judged
-    for reproduction, not for promotion)."""
-    reasons: list[str] = []
-    if requests is not None:
-        line = refusal(int(shape), requests)
-        if line:
-            reasons.append(line)
-    if laws is not None:
-        line = laws_refusal(laws)
-        if line:
-            reasons.append(line)
-    return ops_passed and not reasons, reasons
-
-
-def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
-    """The reason line when the run's packer did not hold the packing laws (None: it held them); ``laws``
-    as the run manifest holds it, or the score's model of it."""
-    verdict = laws.verdict if isinstance(laws, LawsVerdict) else laws["verdict"]
-    if verdict == "hold":
-        return None
-    who = laws.packer_identity if isinstance(laws, LawsVerdict) else laws["packer_identity"]
-    if verdict == "not-judged":
-        return (
-            f"the packing laws were not judged for packer {who} (packer.laws_examples = 0): no shape may be "
-            "promoted with a packer nobody judged; run again with --set packer.laws_examples=N (default 100)"
-        )
-    names = ", ".join(laws.broken if isinstance(laws, LawsVerdict) else laws["broken"]) or "?"
-    return (
-        f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
-        "`harness laws` for the minimal counterexamples"
-    )
 
 
 def packing_effect(verdicts: list[OpVerdict]) -> dict[str, Any]:

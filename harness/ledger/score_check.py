@@ -31,9 +31,10 @@ from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 from harness.evidence.canary_verdicts import canaries_hold
 from harness.evidence.kind import Recheck
-from harness.evidence.kind_registry import kinds, warning_keys
+from harness.evidence.kind_registry import kinds, loaded, warning_keys
 from harness.evidence.refusal import ScoreFacts, check_cause
-from harness.judging.lane_scoring import op_limits, shape_gates
+from harness.evidence.shape_gates import shape_gates
+from harness.judging.lane_scoring import op_limits
 
 
 def read_score(path: Path) -> Score:
@@ -52,7 +53,13 @@ def read_score(path: Path) -> Score:
 
 
 def check_self_consistent(score: Score, where: str) -> None:
-    """Every verdict in the score re-derived from its checks and limits (see module doc)."""
+    """Every verdict in the score re-derived from its checks and limits (see module doc), with the kinds of
+    evidence it names loaded: a kind that cannot be loaded here cannot re-derive what it stored."""
+    with loaded(score.evidence_kinds or (), f"{where}: evidence_kinds", LedgerError):
+        _check_self_consistent(score, where)
+
+
+def _check_self_consistent(score: Score, where: str) -> None:
     floors = {int(k): v.model_dump() for k, v in score.reproducibility.ops.items()}
     facts = ScoreFacts.of(score)
     blocks = int(score.corpus.blocks)
@@ -62,6 +69,12 @@ def check_self_consistent(score: Score, where: str) -> None:
         for op_key, verdict in shape.ops.items():
             _check_op(verdict, limits[Op(int(op_key))], f"{where}: shape k={k} OP {op_key}")
         ops_passed = all(v.passed for v in shape.ops.values())
+        unchecked = sorted(set(shape.more_evidence) - {kind.name for kind in kinds()})
+        if unchecked:  # a result nothing here re-derives would be promoted on its own word
+            raise LedgerError(
+                f"{where}: shape k={k}: more_evidence {unchecked[0]!r} is re-derived by no evidence kind loaded "
+                f"here (the score names {list(score.evidence_kinds or ()) or 'none'}): it cannot be promoted unchecked"
+            )
         recheck = Recheck(score.tolerances, floors, _check_op, f"{where}: shape k={k}", blocks, score.shapes)
         held = [kind.holds(shape, recheck) for kind in kinds()]  # every kind re-derived (harness.evidence.kind)
         passed, reasons = shape_gates(Shape(k), ops_passed and all(held), shape.requests, score.laws)

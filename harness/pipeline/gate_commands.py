@@ -19,6 +19,7 @@ from harness.data.errors import HarnessError, committed
 from harness.data.jsonio import read_json
 from harness.data.outputset import output_set, pin
 from harness.data.schemas.config_file import ConfigFile
+from harness.evidence.kind_registry import loaded
 from harness.ledger.score_check import check_self_consistent, read_score
 from harness.pipeline.answer import Answer
 
@@ -108,6 +109,27 @@ def report(
     junit: Path | None,
     localisation: Path | None,
 ) -> Answer:
+    inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
+    check_output_dir(out, "report folder", inputs)
+    if junit is not None:
+        check_output_file(junit, "JUnit file", inputs=inputs)
+    # a nightly's score and localisation are read from one generation of its outputs, whatever is published meanwhile
+    score_file, loc_file = pin([score_path, localisation or score_path])
+    result = read_score(score_file)
+    with loaded(result.evidence_kinds or (), f"{score_path}: evidence_kinds"):  # their sections and properties
+        return _report(result, score_path, out, ledger, manifest, junit, localisation, loc_file)
+
+
+def _report(
+    result: Score,
+    score_path: Path,
+    out: Path,
+    ledger: Path | None,
+    manifest: Path | None,
+    junit: Path | None,
+    localisation: Path | None,
+    loc_file: Path,
+) -> Answer:
     from harness.data.schemas import (  # deferred: imports a lazy attribute of harness.data.schemas (start-up)
         LocalisationFile,
         validate,
@@ -116,13 +138,6 @@ def report(
     from harness.pipeline.promote import engine_manifest  # deferred: imports pyarrow (start-up)
     from reports import ReportContext, write_junit, write_report  # deferred: imports jinja2, markupsafe (start-up)
 
-    inputs = [("--score", score_path), ("--ledger", ledger), ("--manifest", manifest), ("--localisation", localisation)]
-    check_output_dir(out, "report folder", inputs)
-    if junit is not None:
-        check_output_file(junit, "JUnit file", inputs=inputs)
-    # a nightly's score and localisation are read from one generation of its outputs, whatever is published meanwhile
-    score_file, loc_file = pin([score_path, localisation or score_path])
-    result = read_score(score_file)
     check_self_consistent(result, str(score_path))
     book, engine_reads = read_consistent(ledger, manifest) if ledger is not None else (None, None)
     loc = None

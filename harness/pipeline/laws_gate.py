@@ -6,7 +6,7 @@ shard and Ray worker too: :func:`harness.pipeline.run.run_shapes` calls this) ju
 with :func:`harness.laws.check_packer` (default examples, a fixed seed, the largest candidate k as
 the largest list where the kit takes one) and records the verdict in the run manifest's ``laws``;
 the score copies it, and a packer that did not hold them fails every shape
-(:func:`harness.judging.lane_scoring.laws_refusal`). ``--laws-examples 0`` records ``not-judged``: the run
+(:func:`harness.evidence.shape_gates.laws_refusal`). ``--laws-examples 0`` records ``not-judged``: the run
 runs, nothing can be promoted from it.
 
 The harness's own packer is the same code for every run: its verdict is a function of the

@@ -204,6 +204,8 @@ def run_shapes(
             }
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored.evidence.model_dump(mode="json")
+            if config.evidence.kinds:  # a team's kinds ([evidence] kinds); absent without, as before them
+                fields["evidence_kinds"] = list(config.evidence.kinds)
             sent = controls.figures() if controls is not None else {}
             if sent:  # absent when no neighbour request moved (or none ran)
                 fields["neighbour_controls"] = {

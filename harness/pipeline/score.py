@@ -28,10 +28,10 @@ from harness.data.overlap import prefetch
 from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import Score, ShapeScore
-from harness.data.shape import EXACT, lane_name
+from harness.data.shape import EXACT, Shape, lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.kind import ShapeEvidence, ShapeFinish, ShapeSetting, with_evidence
-from harness.evidence.kind_registry import REQUESTS, kinds
+from harness.evidence.kind_registry import REQUESTS, kinds, loaded_specs
 from harness.evidence.refusal import ScoreFacts, with_cause
 from harness.judging.lane_scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.judging.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
@@ -82,7 +82,7 @@ class Scoring:
         self.shapes = shapes = list(layout.shapes)
         self.kinds = kinds()  # every kind of evidence, in order (harness.evidence.kind_registry)
         names = [EXACT, *(lane_name(k) for k in shapes)]
-        names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(layout, k)]
+        names += [lane for kind in self.kinds for k in shapes for lane in kind.lanes(layout, Shape(k))]
         self.names = names
         self.ops = ops = [Op(o) for o in layout.ops]
         g, self.voiceprint_inputs, floors = golden.geometry, layout.voiceprint_inputs, golden.floors()
@@ -186,6 +186,8 @@ class Scoring:
         host = host_entry(rm.lanes_wall_s, device.seconds, len(ids))
         if host is not None:  # absent from a run before it (or merged shards): so from its score
             body["host"] = host
+        if loaded_specs():  # the team's kinds that scored it ([evidence] kinds): promotion loads the same
+            body["evidence_kinds"] = list(loaded_specs())
         # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
         return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
 

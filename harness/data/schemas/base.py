@@ -45,6 +45,12 @@ Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(ge=1)]
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Number = Annotated[float, Field(allow_inf_nan=False)]
+# a team's kind of evidence by import path (harness.evidence.kind_registry.load_kind): 'package.module:Attr'
+KindSpec = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$", max_length=300)]
+KIND_SPECS = (
+    "the evidence kinds, by spec ('package.module:Attr'), beside the harness's own that made it ([evidence] kinds; "
+    "absent: none)"
+)
 OpKey = Literal["0", "1", "2"]
 # a shape's key ("4"): its form by the pattern, its range by Shape (harness.data.shape, the one place it lives)
 ShapeKey = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}$"), AfterValidator(lambda v: Shape(v, "shape key").key)]

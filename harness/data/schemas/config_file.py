@@ -18,6 +18,7 @@ from harness.data.masks import MaskPolicy
 from harness.data.modes import VoiceprintInputs, VoiceprintInputsField
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS, Op
+from harness.data.schemas.base import KindSpec
 from harness.data.shape import ShapeInt
 from harness.data.shard_text import shard_refusal
 from harness.data.tolerances import Tolerances
@@ -243,6 +244,20 @@ class EvidenceSection(_Section):
         description="every nightly plants known defects (a faint leak, a rebasing fault, two answers exchanged, a "
         "shift beyond the tolerance) through the model and backend, and fails when one is not refused",
     )
+    kinds: list[KindSpec] = Field(
+        default_factory=list,
+        description="a team's kinds of evidence beside the harness's own, each 'package.module:Attr' (an "
+        "EvidenceKind instance or class; docs/design.md): scored, refused, reported and re-derived at promotion "
+        "like the built-in ones, and recorded by spec in the run manifest and score; empty: none",
+    )
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        twice = sorted({s for s in v if v.count(s) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]!r} is listed twice")
+        return v
 
 
 class LoadSection(_Section):

@@ -9,8 +9,10 @@ from typing_extensions import TypedDict
 
 from harness.data.modes import BY_ALIAS, VOICEPRINT_INPUTS_KEY, VoiceprintInputsField
 from harness.data.schemas.base import (
+    KIND_SPECS,
     Count,
     GoldenId,
+    KindSpec,
     NonNeg,
     Number,
     Open,
@@ -264,7 +266,7 @@ class RunManifest(OptionalKeys, Strict):
     model_config = BY_ALIAS
     # a merged run has no shard and names what it merged; a run before them has no evidence or wall
     optional_keys: ClassVar[frozenset[str]] = frozenset(
-        {"evidence", "lanes_wall_s", "shard", "merged_from", "neighbour_controls"}
+        {"evidence", "lanes_wall_s", "shard", "merged_from", "neighbour_controls", "evidence_kinds"}
     )
 
     kind: Literal["harness.run"]
@@ -304,6 +306,7 @@ class RunManifest(OptionalKeys, Strict):
         description="per shape and OP, the neighbour lane's control repeats: requests whose blocks moved beside "
         "other neighbours, sent once more (absent: none sent)",
     )
+    evidence_kinds: list[KindSpec] | None = Field(None, description=KIND_SPECS)
     files: dict[RelPath, FileEntry]
     manifest_sha256: Sha256
 

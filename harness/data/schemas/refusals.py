@@ -12,7 +12,7 @@ user chose (a few ULPs between two slots in ``tolerance`` mode) is not a refusal
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
@@ -39,7 +39,10 @@ Cause = Literal[
     "numerics at this batch shape beyond the tolerances",
     "not judged at its size",
 ]
-EvidenceKind = Literal["slots", "duplicates", "repeats", "neighbours", "golden"]
+# the harness's own words; a kind registered beside them (harness.evidence.kind_registry) warns under its own name,
+# so the key is open here and closed where warnings are re-derived: promotion refuses a warning no kind gives
+BUILT_IN_WARNINGS: Final = ("slots", "duplicates", "repeats", "neighbours", "golden")
+EvidenceKind = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")]
 
 
 class RefusalCause(Frozen):
@@ -71,7 +74,7 @@ class EvidenceWarning(Frozen):
         description="slots (a shuffled arrangement against the plain lane), duplicates (a "
         "block's two copies in one request), repeats (a run against the first), neighbours (a block at its slot "
         "beside other audio: the leak test inconclusive within the backend's run-to-run difference), golden (the "
-        "plain lane against the golden)"
+        "plain lane against the golden), or a registered kind's own name (harness.evidence.kind_registry)"
     )
     op: Literal[0, 1, 2]
     tolerance_mode: ToleranceModeField

@@ -10,9 +10,11 @@ from harness.data.modes import BY_ALIAS, VOICEPRINT_INPUTS_KEY, VoiceprintInputs
 from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements
 from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.base import (
+    KIND_SPECS,
     Count,
     Frozen,
     GoldenId,
+    KindSpec,
     NonNeg,
     OpKey,
     OptionalKeys,
@@ -269,10 +271,15 @@ class Score(OptionalKeys, Frozen):
         None,
         description="defects planted through the model and backend, each to be refused (absent: a score before it)",
     )
+    evidence_kinds: list[KindSpec] | None = Field(
+        None, description=KIND_SPECS + "; promotion loads them to re-derive their evidence"
+    )
     digest: Sha256 = Field(description="sha256 of this file's canonical JSON without this key")
 
     model_config = BY_ALIAS
-    optional_keys: ClassVar[frozenset[str]] = frozenset({"load", "evidence", "host", "backend", "canaries"})
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {"load", "evidence", "host", "backend", "canaries", "evidence_kinds"}
+    )
 
 
 class LocalisationFile(Frozen):
