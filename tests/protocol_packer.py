@@ -17,7 +17,7 @@ set, the pid is appended to it at start. Modes:
   check-geometry answers correctly, but a request whose geometry is not the hello's with 'error'
   extra-meta     answers correctly, every answer's metadata holding keys the protocol does not list
   batch-hello    answers correctly, its hello answer holding one empty record batch (not zero)
-  close-stdin    answers hello, then closes its stdin and stays alive (it stops reading, not answering)
+  close-stdin    closes its stdin as it answers hello, and stays alive (it stops reading, not answering)
   version-by-window  answers correctly, but names itself protocol-test/0.1-w<the hello's window_samples>: each
                  session of another geometry (the fast lane's, the packing laws') is another packer
 
@@ -100,6 +100,8 @@ def main() -> int:
             if options.touch and options.touch_window in (None, hello["window_samples"]):
                 with open(options.touch, "a") as touched:
                     touched.write(f"touched by {os.getpid()}\n")
+            if mode == "close-stdin":  # before its answer: the next request, however soon, finds no reader
+                os.close(0)
             if mode == "no-hello":
                 write(stdout, "error", message="unknown verb 'hello'")
             elif mode == "batch-hello":
@@ -121,7 +123,6 @@ def main() -> int:
             if mode == "hang-after":
                 time.sleep(300)
             if mode == "close-stdin":
-                os.close(0)
                 time.sleep(300)
             continue
         if mode == "crash-after" and answered == 1:
