@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli.app import app, app_command
+from harness.cli.app import app
+from harness.cli.command_tree import app_command
 from tests.doc_blocks import ROOT, page_blocks
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

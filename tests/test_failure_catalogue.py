@@ -117,7 +117,7 @@ def test_the_catalogue_covers_every_kind_and_command():
 def test_every_command_that_writes_refuses_an_output_location_inside_a_golden_a_run_or_an_input():
     """Every command of the command line is a reader or a writer; each writer has its output-location case (the
     list is checked against the command tree, so a new command must say which it is)."""
-    from harness.cli.app import app_command
+    from harness.cli.command_tree import app_command
 
     def names(group, prefix=()):
         for name, sub in getattr(group, "commands", {}).items():

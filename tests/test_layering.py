@@ -11,7 +11,7 @@ Every rule is a prefix rule over folders (``LAYER_FOLDERS``): a module's layer i
 No package imports upward; golden only stores and loads (data layer only); reports render what
 the gate produced (data layer, plus the ledger's and the checks' vocabulary); lanes run requests
 (core, never golden or reports); the core never reaches lanes, golden or reports. No import cycle
-joins modules of different folders (a type living in the wrong file shows as one).
+at all, within a folder or across (a type living in the wrong file shows as one).
 """
 
 from __future__ import annotations
@@ -80,12 +80,19 @@ def imports(path: Path, name: str) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
+            named = {f"{node.module}.{a.name}" for a in node.names}
+            found |= named
+            if not all(_is_module(m) for m in named):  # `from pkg import submodule` names the submodule only
+                found.add(node.module)
         elif isinstance(node, ast.ImportFrom) and node.level:
             base = name.split(".")[: -node.level] if not path.name == "__init__.py" else name.split(".")
             found.add(".".join([*base, node.module or ""]).rstrip("."))
     return {m for m in found if m.split(".")[0] in PACKAGES}
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT / name.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def within(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -259,6 +266,27 @@ def folder_cycles(graph: dict[str, set[str]]) -> list[str]:
 
 def test_no_cycle_joins_files_of_different_folders():
     assert folder_cycles(module_graph()) == []
+
+
+def test_no_cycle_at_all():
+    """No two modules import each other, directly or around a circle, within a folder either (a type-only import
+    counts: a type both sides need lives where both can import it; the command tree imports the command modules,
+    which import the app, never back)."""
+    found = cycles(module_graph())
+    assert found == [], "\n".join(
+        f"{', '.join(c)} import each other: move what both need where both can import it" for c in found
+    )
+
+
+def test_the_cycle_check_sees_a_cycle_within_a_folder_and_a_package_import():
+    """Negative controls: a cycle within one folder, and one through a package's ``__init__``, are cycles; a
+    ``from package import submodule`` names the submodule, not the package."""
+    assert cycles({"lanes.a": {"lanes.b"}, "lanes.b": {"lanes.a"}}) == [["lanes.a", "lanes.b"]]
+    assert cycles({"harness.packers": {"harness.packers.x"}, "harness.packers.x": {"harness.packers"}}) != []
+    graph = module_graph()
+    assert "harness.judging.judges.rowkeys" in graph["harness.judging.judges.voiceprint_evidence"]
+    assert "harness.judging.judges" not in graph["harness.judging.judges.voiceprint_evidence"]
+    assert "harness.judging.judges.voiceprint_judge" in graph["harness.judging.judges"]
 
 
 def test_the_cycle_check_sees_a_cycle_across_folders():

@@ -95,7 +95,7 @@ def printed_texts() -> Iterator[Text]:
 
 
 def command_tree():
-    from harness.cli.app import app_command
+    from harness.cli.command_tree import app_command
 
     return app_command()
 

@@ -63,7 +63,7 @@ def _interrupted() -> str:
 def _command(argv: list[str]) -> str:
     """The command named on the line ('golden record'), not the values of its options."""
     try:
-        from harness.cli.app import app_command  # deferred: imports typer (start-up)
+        from harness.cli.command_tree import app_command  # deferred: imports typer (start-up)
 
         group, words = app_command(), []
         for arg in argv:
@@ -139,7 +139,8 @@ def _run(args: list[str], debug: bool) -> int | None:
 
     try:
         fault("cli:start")
-        from harness.cli.app import app_command, removed_flag  # deferred: imports typer (start-up)
+        from harness.cli.app import removed_flag  # deferred: imports typer (start-up)
+        from harness.cli.command_tree import app_command  # deferred: imports typer and every command module
 
         fault("cli:imported")
         command = app_command()

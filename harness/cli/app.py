@@ -6,9 +6,7 @@ so ``--help``, ``report``, ``shapes`` and ``promote`` start in well under a seco
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -319,16 +317,6 @@ def backend_of(cfg):
     return BackendChoice.of(cfg)
 
 
-@contextlib.contextmanager
-def team_kinds(cfg) -> Iterator[None]:
-    """The configuration's ``[evidence] kinds`` registered while a command that scores runs (and only then: the
-    registry is restored after it, :func:`harness.evidence.kind_registry.loaded`)."""
-    from harness.evidence.kind_registry import loaded  # deferred: imports numpy, pydantic (start-up)
-
-    with loaded(cfg.evidence.kinds):
-        yield
-
-
 def say(text: str) -> None:
     """Results go to stdout, one line each (progress and errors go to stderr)."""
     print(text, flush=True)
@@ -342,19 +330,3 @@ def answer(result: Answer) -> None:
         say(line)
     if result.status:
         raise typer.Exit(result.status)
-
-
-def app_command():
-    """The click command of the whole tree (every command module registered)."""
-    from harness.cli import (  # noqa: F401  (deferred: each command module registers itself on this app)
-        audit_cmds,
-        corpus_cmds,
-        golden_cmds,
-        init_cmd,
-        inspect_cmds,
-        job_cmds,
-        lane_cmds,
-        model_cmds,
-    )
-
-    return typer.main.get_command(app)

@@ -25,7 +25,6 @@ from harness.cli.app import (
     ray_of,
     resolve_config,
     say,
-    team_kinds,
 )
 from harness.data.errors import HarnessError
 from harness.data.limits import MAX_SERVE_INSTANCES
@@ -107,8 +106,7 @@ def nightly_cmd(
     job = NightlyJob(
         cfg, golden, out, ray_of(cfg), localise=localise, progress=progress, no_promote=no_promote, force=force
     )
-    with team_kinds(cfg):
-        answer(commands.nightly(job))
+    answer(commands.nightly(job))
 
 
 @app.command("merge")
@@ -135,8 +133,7 @@ def merge_cmd(
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets, command="merge")
     job = gate_commands.MergeJob(golden, list(shards), out, force, localise, no_promote)
-    with team_kinds(cfg):
-        answer(gate_commands.merge(cfg, job))
+    answer(gate_commands.merge(cfg, job))
 
 
 @app.command("serve")
@@ -192,5 +189,4 @@ def demo_cmd(
 
     cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks, command="demo")
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    with team_kinds(cfg):
-        answer(commands.demo(cfg, out, progress))
+    answer(commands.demo(cfg, out, progress))

@@ -21,7 +21,6 @@ from harness.cli.app import (
     answer,
     app,
     resolve_config,
-    team_kinds,
 )
 from harness.data.limits import MAX_LAWS_EXAMPLES
 
@@ -70,8 +69,7 @@ def run_cmd(
         command="run",
     )
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
-    with team_kinds(cfg):
-        answer(commands.run(cfg, golden, runs, progress, pad_to_fixed))
+    answer(commands.run(cfg, golden, runs, progress, pad_to_fixed))
 
 
 @app.command("score")
@@ -91,8 +89,7 @@ def score_cmd(
     from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="score")
-    with team_kinds(cfg):
-        answer(gate_commands.score(cfg, golden, run, out))
+    answer(gate_commands.score(cfg, golden, run, out))
 
 
 @app.command("promote")

@@ -26,15 +26,32 @@ import os
 import threading
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from harness.data.torch_state import TorchState, reset_fp32_tree, torch_loaded
 
-if TYPE_CHECKING:
-    from harness.data.numeric_settings import NumericSettings
-
 CUBLAS_VARIABLE: Final = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_DETERMINISTIC: Final = ":4096:8"
+
+
+class ScopedSettings(Protocol):
+    """What a scope sets (:class:`harness.data.numeric_settings.NumericSettings` has it; that module makes the
+    scopes, so this one names only what it reads)."""
+
+    @property
+    def mkldnn(self) -> bool: ...
+    @property
+    def cudnn_benchmark(self) -> bool: ...
+    @property
+    def cudnn_deterministic(self) -> bool: ...
+    @property
+    def deterministic_algorithms(self) -> bool: ...
+    @property
+    def allow_tf32(self) -> bool: ...
+    @property
+    def matmul_precision(self) -> str: ...
+    def resolved_threads(self) -> int: ...
+
 
 _LOCK = threading.RLock()  # the open scopes and torch's flags change together
 _OPEN: list[NumericsScope] = []  # the open scopes, oldest first
@@ -58,7 +75,7 @@ class NumericsScopeError(RuntimeError):
 class NumericsScope:
     """``with settings.applied() as scope:`` the settings in force until the block ends (module doc)."""
 
-    def __init__(self, settings: NumericSettings) -> None:
+    def __init__(self, settings: ScopedSettings) -> None:
         self.settings = settings
         self._found: _Found | None = None
         self._ended = False
@@ -202,7 +219,7 @@ def _restore_cublas(value: str | None) -> None:
         os.environ[CUBLAS_VARIABLE] = value
 
 
-def _set_torch_flags(settings: NumericSettings) -> None:
+def _set_torch_flags(settings: ScopedSettings) -> None:
     import torch
 
     torch.set_num_threads(settings.resolved_threads())

@@ -32,6 +32,7 @@ from harness.data.schemas.config_file import (
     PackerSection,
     ReleaseSection,
 )
+from harness.evidence.kind_registry import loaded
 from harness.judging.binomial import needed_at_zero
 from harness.pipeline.adopt import check_regeneration
 from harness.pipeline.answer import Answer
@@ -203,7 +204,11 @@ def verify(cfg: ConfigFile, golden_path: Path, backend: BackendChoice | str, pro
 def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> Answer:
     """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
     overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
+    with loaded(cfg.evidence.kinds):  # a team's kinds of evidence, for this command only
+        return _run(cfg, golden_path, runs, progress, pad_to_fixed)
 
+
+def _run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> Answer:
     knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
     check_output_dir(runs, "runs folder", [("--golden", golden_path), ("--config", cfg.source)])
     check_golden_before_building(cfg, golden_path)
@@ -243,7 +248,11 @@ def nightly(job: NightlyJob) -> Answer:
 
 def nightly_outcome(job: NightlyJob) -> NightlyOutcome:
     """The nightly of ``job``, as the job's outcome (:func:`nightly` answers with it)."""
+    with loaded(job.config.evidence.kinds):  # a team's kinds of evidence, for this command only
+        return _nightly_outcome(job)
 
+
+def _nightly_outcome(job: NightlyJob) -> NightlyOutcome:
     cfg, knobs = job.config, job.config.packer
     part = job.part
     if job.ray is not None and part is not None:  # the options first, then where they would write
@@ -281,6 +290,11 @@ def nightly_on_ray(job: NightlyJob) -> NightlyOutcome:
 
 def demo(cfg: ConfigFile, out: Path, progress: bool) -> Answer:
     """The main job: synthetic corpus, golden, nightly, sign-off report."""
+    with loaded(cfg.evidence.kinds):  # a team's kinds of evidence, for this command only
+        return _demo(cfg, out, progress)
+
+
+def _demo(cfg: ConfigFile, out: Path, progress: bool) -> Answer:
     import time
 
     start = time.perf_counter()

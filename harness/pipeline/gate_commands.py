@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 
 
 def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> Answer:
+    """``harness score``: a run judged against its golden, with the configuration's kinds of evidence."""
+    with loaded(cfg.evidence.kinds):  # a team's kinds of evidence, for this command only
+        return _score(cfg, golden_path, run_path, out)
+
+
+def _score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> Answer:
     from golden.runs import load_run  # deferred: imports pyarrow (start-up)
     from golden.store import load_golden  # deferred: imports pyarrow (start-up)
     from harness.pipeline.score import score_run, write_score  # deferred: imports pyarrow (start-up)
@@ -261,6 +267,11 @@ class MergeJob:
 
 def merge(cfg: ConfigFile, job: MergeJob) -> Answer:
     """The shards of one nightly merged into one run, then scored, promoted and reported as one nightly."""
+    with loaded(cfg.evidence.kinds):  # a team's kinds of evidence, for this command only
+        return _merge(cfg, job)
+
+
+def _merge(cfg: ConfigFile, job: MergeJob) -> Answer:
     from harness.pipeline.nightly import merge as merge_shards  # deferred: imports numpy, pyarrow (start-up)
     from harness.pipeline.nightly_job import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
         outcome_answer,

@@ -29,7 +29,7 @@ from lanes.backend import InProcessBackend
 from lanes.backend_api import Call
 from lanes.model_api import Model, declared_concurrency, staged_entry
 from lanes.model_check import lines
-from lanes.model_check.check_calls import PAIRS, SLOTS, Sent, difference, send_alone, send_packed
+from lanes.model_check.check_calls import PAIRS, SLOTS, OpCalls, Sent, difference, send_alone, send_packed
 from lanes.model_check.check_report import DESCRIBE, GEOMETRY, ModelCheckReport, Status
 from lanes.model_check.probe_blocks import ProbeBlocks, probe_blocks, rows_of, with_rows
 from lanes.model_contract import description, geometry_problems
@@ -63,23 +63,6 @@ class CheckOptions:
             config.tolerances,
             wait_s,
         )
-
-
-@dataclass
-class OpCalls:
-    """One OP's calls: block A alone twice, block B alone, the four packed calls, A staged (None: no stage())."""
-
-    op: Op
-    alone: list[Sent]
-    pairs: dict[str, Sent]
-    derived_rows: bool  # OP 1/2: the rows came from the model's own OP 0 answers (else stand-in rows)
-    staged: Sent | None = None
-    again: dict[str, list[Sent]] = field(default_factory=dict)  # pairs sent again: A's slot moved with its neighbour
-
-    @property
-    def sent(self) -> list[Sent]:
-        staged = [self.staged] if self.staged is not None else []
-        return [*self.alone, *self.pairs.values(), *staged, *(s for again in self.again.values() for s in again)]
 
 
 def total_calls() -> int:

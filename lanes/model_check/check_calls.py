@@ -10,7 +10,7 @@ afterwards: a model that writes into its request would change what the lanes sen
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -129,3 +129,20 @@ def difference(a: np.ndarray, b: np.ndarray) -> Difference | None:
 
 def _axes(unit: str) -> tuple[str, ...]:
     return ("window", "frame", "class") if unit == "segmentation" else ("row", "element")
+
+
+@dataclass
+class OpCalls:
+    """One OP's calls: block A alone twice, block B alone, the four packed calls, A staged (None: no stage())."""
+
+    op: Op
+    alone: list[Sent]
+    pairs: dict[str, Sent]
+    derived_rows: bool  # OP 1/2: the rows came from the model's own OP 0 answers (else stand-in rows)
+    staged: Sent | None = None
+    again: dict[str, list[Sent]] = field(default_factory=dict)  # pairs sent again: A's slot moved with its neighbour
+
+    @property
+    def sent(self) -> list[Sent]:
+        staged = [self.staged] if self.staged is not None else []
+        return [*self.alone, *self.pairs.values(), *staged, *(s for again in self.again.values() for s in again)]

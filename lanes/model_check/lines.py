@@ -15,7 +15,7 @@ from harness.data.geometry import Geometry
 from harness.data.ops import ALL_OPS, Op
 from harness.data.tolerances import Tolerances
 from lanes.model_api import DECLARATION
-from lanes.model_check.check_calls import SLOTS, Difference, Sent, difference
+from lanes.model_check.check_calls import SLOTS, Difference, OpCalls, Sent, difference
 from lanes.model_check.check_report import (
     ANSWER,
     FINITE,
@@ -30,7 +30,6 @@ from lanes.model_check.check_report import (
 )
 
 if TYPE_CHECKING:
-    from lanes.model_check.check import OpCalls
     from lanes.model_check.probe_blocks import ProbeBlocks
 
 ISOLATION_ADVICE = (

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from harness.data.errors import BackendError
 
 if TYPE_CHECKING:
-    from lanes.triton.server import ServerOptions
+    from lanes.triton.server_options import ServerOptions
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.data.errors import BackendError
-from harness.data.numeric_settings import NumericSettings
 from lanes.triton.process_group import _comm, _die_with_parent, _main_thread, _stop_group, group_members
 from lanes.triton.reaper import Reaper, start_reaper
 from lanes.triton.repository import (  # noqa: F401 (re-exported: the server's tests and tools use them)
@@ -51,8 +50,8 @@ from lanes.triton.repository import (  # noqa: F401 (re-exported: the server's t
     fill_config,
     server_env,
 )
+from lanes.triton.server_options import MODEL_NAME, ServerOptions  # noqa: F401 (re-exported: tests and tools use them)
 
-MODEL_NAME = "diar_nn_g"
 REPOSITORY = Path(__file__).parent / "model_repository"
 SHM_DIR = Path("/dev/shm")
 _LOG_TAIL = 8
@@ -63,34 +62,6 @@ _HARMLESS = ("CudaDriverHelper", "NVML", "GPU metrics")
 
 class _PortTaken(Exception):
     """The server could not bind a port we found free a moment earlier (a race): try others."""
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """How to serve. ``repository`` replaces the project's model repository (tests use it to
-    serve a deliberately broken one); its ``config.pbtxt`` files get the same parameters, unless
-    ``verbatim``: then the repository is served as it is (a user's own repository, probe models),
-    copied unchanged, and ``model_spec``/``seed``/``device``/``numerics``/``instances`` do not apply."""
-
-    model_spec: str = "full"
-    seed: int = 0
-    device: str = "cpu"
-    # mypy's dataclass_transform reads pydantic's positional Field(default, ...) as no default
-    numerics: NumericSettings = field(default_factory=NumericSettings)  # type: ignore[arg-type]
-    instances: int = 1
-    startup_timeout_s: float = 180.0
-    stop_grace_s: float = 15.0
-    extra_pythonpath: tuple[str, ...] = ()
-    repository: Path | None = None
-    model_name: str = MODEL_NAME
-    log_verbose: int = 0
-    log_path: Path | None = None  # kept after stop when given; otherwise inside the temp folder
-    http_port: int = 0  # 0: a free port
-    verbatim: bool = False
-
-    def __post_init__(self) -> None:
-        if self.instances < 1:
-            raise BackendError(f"Triton server: instances must be >= 1, got {self.instances}")
 
 
 @dataclass

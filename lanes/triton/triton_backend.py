@@ -40,6 +40,7 @@ from lanes.backend_api import Call, CallResult
 from lanes.triton.failures import CallPolicy
 from lanes.triton.failures import Retryable as _Retryable
 from lanes.triton.model_identity import INFO_OUTPUT, WEIGHTS_NOTE, ServerAnswers, ServerModel, unverified_model
+from lanes.triton.server_options import MODEL_NAME
 from lanes.triton.shm import ShmPool, infer_through_shm
 from lanes.triton.triton_connection import TritonConnection
 from lanes.triton.url import parse_triton_url
@@ -56,7 +57,6 @@ else:
 
 __all__ = ["DEFAULT_CONCURRENCY", "INFO_OUTPUT", "MODEL_NAME", "CallPolicy", "ServerModel", "TritonBackend"]
 
-MODEL_NAME = "diar_nn_g"
 DEFAULT_CONCURRENCY = 2  # the engine keeps about two requests in flight per GPU
 WIRE_DTYPES: dict[str, tuple[type, str]] = {
     ops.SPAN: (np.float32, "FP32"),
