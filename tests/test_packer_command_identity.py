@@ -312,3 +312,25 @@ def test_a_ledger_keyed_by_the_files_only_digest_loads_and_its_evidence_does_not
     assert code == 0 and why.startswith(f"yes: packer {old} may use k=2"), why
     code, why = _may(capsys, monkeypatch, promoted, promoted["good"], ledger, manifest)
     assert code == 1 and why.startswith(f"no: packer {promoted['good']} has no evidence"), why
+
+
+# ------------------------------------------------------------------ the harness's own packer, pinned
+
+# The reference packer's identity is the sha256 of its source file (harness.packers.packing.harness_identity): any
+# edit of that file, an import moved by a refactor included, is another packer whose shapes every ledger must
+# promote again. Change the pin only on purpose, and say so in the release notes.
+REFERENCE_PACKER_SHA256 = "450c0d0ffdecd10bf390d77b683462f8e3ebafcf66f2a743cae582f3c9879ba0"
+
+
+def test_the_reference_packer_is_the_one_every_ledger_promoted():
+    from harness import __version__
+    from harness.packers import packing
+
+    source = Path(packing.__file__).read_bytes()
+    assert hashlib.sha256(source).hexdigest() == REFERENCE_PACKER_SHA256, (
+        "harness/packers/packing.py changed: the harness's own packer gets another identity and every shape "
+        "promoted for it must be judged again; keep the file as it was, or update REFERENCE_PACKER_SHA256 on purpose"
+    )
+    assert packing.harness_identity() == f"harness/{__version__}+{REFERENCE_PACKER_SHA256[:12]}"
+    # negative control: one byte more is another packer
+    assert hashlib.sha256(source + b"\n").hexdigest() != REFERENCE_PACKER_SHA256
