@@ -109,7 +109,13 @@ def variants_for(
     out: list[FastVariant] = []
     if with_neighbours:
         out += [
-            FastVariant(k, (f"k{k}.{neighbours.NEIGHBOUR_TAG}",), neighbours.arranger(), neighbours.fill(seed))
+            FastVariant(
+                k,
+                (f"k{k}.{neighbours.NEIGHBOUR_TAG}",),
+                neighbours.arranger(),
+                neighbours.fill(seed),
+                neighbours.request_count,
+            )
             for k in shapes
             if k >= 2
         ]

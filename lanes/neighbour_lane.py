@@ -74,6 +74,13 @@ def split_chunks(members: Sequence[Block], k: int) -> list[list[tuple[Block, int
     return out
 
 
+def request_count(n: int, k: int) -> int:
+    """The requests :func:`split_chunks` makes of a group of ``n`` blocks at ``k``: two per plain chunk of more
+    than one block, one for a chunk of one."""
+    full, rest = divmod(n, k)
+    return 2 * full + min(rest, 2)
+
+
 def arranger() -> Arranger:
     """The runner's arranger of the neighbour lane."""
     return split_chunks

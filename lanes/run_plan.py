@@ -73,7 +73,7 @@ class RunPlan:
         for start in range(0, blocks, g):
             n = min(g, blocks - start)
             per_op = (n * self.exact_repeats if self.include_exact else 0) + sum(math.ceil(n / k) for k in self.shapes)
-            per_op += sum(math.ceil(n * len(v.lanes) / v.k) for v in self.variants)  # a packed arrangement's
+            per_op += sum(v.request_count(n) for v in self.variants)  # a packed arrangement's, the neighbours' two
             total += per_op * len(self.ops)
         return total
 

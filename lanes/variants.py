@@ -46,6 +46,12 @@ class FastVariant:
     lanes: tuple[str, ...]  # one lane name per copy index: ("k4.a1",) or ("k4.d", "k4.d2")
     arrange: Arranger
     fill: Fill | None = None  # entries of copy FILLER are sent through it (None: the arranger may place none)
+    # requests it sends for a group of n blocks at k, for progress bars (None: every copy once, k to a request)
+    requests: Callable[[int, int], int] | None = None
+
+    def request_count(self, n: int) -> int:
+        """The requests this variant sends for a group of ``n`` blocks."""
+        return self.requests(n, self.k) if self.requests is not None else -(-n * len(self.lanes) // self.k)
 
     def __post_init__(self) -> None:
         if not self.lanes:

@@ -209,3 +209,27 @@ def test_a_hand_edited_outcome_is_refused_by_promotion(judged):
     edited = type(score).model_validate(body)
     with pytest.raises(LedgerError, match="neighbours OP 0"):
         check_self_consistent(edited, "score")
+
+
+# ------------------------------------------------------------------ what a progress bar counts
+
+
+@given(n=st.integers(1, 64), k=st.integers(2, 16))
+def test_the_neighbour_lane_is_counted_as_the_requests_it_sends(n, k):
+    """A plan's call count (the progress bar's total) holds the neighbour lane's two requests per plain chunk of
+    more than one block, as the arrangement makes them."""
+    from lanes.neighbour_lane import request_count
+
+    assert request_count(n, k) == len(split_chunks(list(range(n)), k))  # type: ignore[arg-type]
+
+
+def test_a_plan_with_the_neighbour_lane_counts_its_calls():
+    from lanes.arrangers import variants_for
+    from lanes.run_plan import RunPlan
+
+    plain = RunPlan(shapes=(2, 4))
+    plan = RunPlan(shapes=(2, 4), variants=variants_for((2, 4), 1, 1, 0, with_neighbours=True))
+    # 8 blocks: the neighbour lane sends every plain request twice (4 + 2 at k = 2 and 4), per OP
+    assert plan.calls(8) - plain.calls(8) == 2 * (4 + 2) * len(plan.ops)
+    # negative control: counted as one copy k to a request, the lane would be half of it
+    assert plan.calls(8) - plain.calls(8) != (4 + 2) * len(plan.ops)
