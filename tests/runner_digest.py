@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -55,6 +56,28 @@ def calls_digest(calls) -> str:
         row = c if isinstance(c, dict) else c.to_dict()
         h.update(repr([row[k] if k != "block_ids" else list(row[k]) for k in CALL_KEYS]).encode() + b"\n")
     return h.hexdigest()
+
+
+def recorded_and_run(backend, folder: Path) -> tuple[dict[str, str], list[str]]:
+    """A golden recorded and a run of shapes 2 and 4 (null network, 8 synthetic blocks) through ``backend`` in
+    ``folder``: every file's sha256 but the call log's (its walls differ), and the two call logs' digests."""
+    from harness.corpus.synth import synth_corpus
+    from harness.data.schemas.config_file import ModelSection
+    from harness.pipeline.record import record_golden
+    from harness.pipeline.run import RunOptions, plan_for, run_shapes
+    from harness.release_config import release_config
+
+    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2, 4))
+    corpus = synth_corpus(backend.geometry, 8, seed=1)
+    golden, _ = record_golden(folder / "goldens", "rel", corpus.rows(), backend, config)
+    run = run_shapes(golden, backend, plan_for(config, (2, 4)), folder / "runs", config, RunOptions(laws_examples=0))
+    files = {
+        f"{kind}/{k}": v.sha256
+        for kind, files_of in (("golden", golden.manifest.files), ("run", run.manifest.files))
+        for k, v in files_of.items()
+        if k != "calls.parquet"
+    }
+    return files, [calls_digest(golden.iter_calls()), calls_digest(run.iter_calls())]
 
 
 def plans():

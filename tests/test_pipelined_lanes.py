@@ -19,7 +19,7 @@ from lanes.backend_api import CallResult
 from lanes.device_queue import DeviceQueue, Ordered, QueueStopped
 from lanes.run_plan import RunPlan
 from lanes.runner import FastVariant
-from tests.runner_digest import calls_digest, null_setup, outputs_digest, run_collect
+from tests.runner_digest import calls_digest, null_setup, outputs_digest, recorded_and_run, run_collect
 
 OURS = ("device-queue", "lanes-reader", "golden-inputs")
 
@@ -78,28 +78,10 @@ def test_pipelined_and_serial_runs_give_the_same_outputs_and_the_same_call_order
 
 
 def test_a_recorded_golden_and_a_run_are_the_same_files_pipelined_or_serial(null, tmp_path):
-    from harness.corpus.synth import synth_corpus
-    from harness.data.schemas.config_file import ModelSection
-    from harness.pipeline.record import record_golden
-    from harness.pipeline.run import RunOptions, plan_for, run_shapes
-    from harness.release_config import release_config
-
     backend, _ = null
-    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2, 4))
-    corpus = synth_corpus(backend.geometry, 8, seed=1)
     files, calls = {}, {}
     for name, b in (("piped", backend), ("serial", Serial(backend))):
-        golden, _ = record_golden(tmp_path / name / "goldens", "rel", corpus.rows(), b, config)
-        run = run_shapes(
-            golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config, RunOptions(laws_examples=0)
-        )
-        files[name] = {
-            f"{kind}/{k}": v.sha256
-            for kind, files_of in (("golden", golden.manifest.files), ("run", run.manifest.files))
-            for k, v in files_of.items()
-            if k != "calls.parquet"
-        }
-        calls[name] = [calls_digest(golden.iter_calls()), calls_digest(run.iter_calls())]
+        files[name], calls[name] = recorded_and_run(b, tmp_path / name)
     assert files["piped"] == files["serial"] and len(files["piped"]) > 8
     assert calls["piped"] == calls["serial"]
 

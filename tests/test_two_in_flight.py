@@ -25,7 +25,7 @@ from lanes.runner import FastVariant
 from lanes.simulated_device import SimulatedDevice, busy_fraction
 from tests.cli_run import harness_cli
 from tests.contract_models import Locked, OneWorker, Wrapped
-from tests.runner_digest import calls_digest, null_setup, outputs_digest, run_collect
+from tests.runner_digest import calls_digest, null_setup, outputs_digest, recorded_and_run, run_collect
 from tests.test_pipelined_lanes import Serial, our_threads
 
 HOLD_S = 30.0  # the most a call waits inside the model for a second one (never reached where two are in flight)
@@ -151,29 +151,10 @@ def test_with_two_in_flight_the_calls_times_add_up_to_no_more_than_the_lanes(nul
 
 
 def test_a_recorded_golden_and_a_run_are_the_same_files_with_two_in_flight_or_one(null, tmp_path):
-    from harness.corpus.synth import synth_corpus
-    from harness.data.schemas.config_file import ModelSection
-    from harness.pipeline.record import record_golden
-    from harness.pipeline.run import RunOptions, plan_for, run_shapes
-    from harness.release_config import release_config
-
-    backend, _ = null
-    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2, 4))
-    corpus = synth_corpus(backend.geometry, 8, seed=1)
     files, calls, flights = {}, {}, {}
     for name, n in (("two", 2), ("one", 1)):
         b = InProcessBackend(Meeting(hold=n == 2), NumericSettings(), calls_in_flight=n)
-        golden, _ = record_golden(tmp_path / name / "goldens", "rel", corpus.rows(), b, config)
-        run = run_shapes(
-            golden, b, plan_for(config, (2, 4)), tmp_path / name / "runs", config, RunOptions(laws_examples=0)
-        )
-        files[name] = {
-            f"{kind}/{k}": v.sha256
-            for kind, files_of in (("golden", golden.manifest.files), ("run", run.manifest.files))
-            for k, v in files_of.items()
-            if k != "calls.parquet"
-        }
-        calls[name] = [calls_digest(golden.iter_calls()), calls_digest(run.iter_calls())]
+        files[name], calls[name] = recorded_and_run(b, tmp_path / name)
         flights[name] = b.model.most
     assert files["two"] == files["one"] and len(files["two"]) > 8
     assert calls["two"] == calls["one"]
