@@ -14,7 +14,6 @@ one test) would score, refuse or render in the next. What scored a file is recor
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import os
 import sys
@@ -29,6 +28,7 @@ from harness.evidence.load_evidence import LoadKind
 from harness.evidence.neighbours_kind import NeighboursKind
 from harness.evidence.repeat_evidence import RepeatsKind
 from harness.evidence.request_evidence import RequestsKind
+from harness.packers.callable import load_object
 
 REQUESTS = RequestsKind()
 # the neighbours after the repeats (a moved answer is judged against the shape's own run-to-run difference) and
@@ -76,19 +76,10 @@ def load_kind(spec: str, where: str = "[evidence] kinds", error: type[HarnessErr
     packer spec is (the working directory importable, like ``python -m``); anything else is one ``error`` line
     naming ``where`` and the spec."""
     head = f"{where}: {spec!r}"
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise error(f"{head}: expected 'package.module:Attr' (an evidence kind, or its class)")
     if os.getcwd() not in sys.path:  # like `python -m`: a kind in the working directory is importable
         sys.path.append(os.getcwd())
-    try:
-        target: object = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time failure of a team's code is theirs to fix, named
-        raise error(f"{head}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise error(f"{head}: module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
+    target = load_object(spec, f"{where}:", error, "'package.module:Attr' (an evidence kind, or its class)")
+    attr = spec.partition(":")[2]
     if inspect.isclass(target):
         try:
             target = target()

@@ -27,20 +27,24 @@ from harness.packers.packing import PackedRequest, unpack
 from harness.packers.validate import check_packed, check_unpacked
 
 
-def load_object(spec: str, what: str = "--packer") -> object:
-    """Import ``package.module:attr`` (attr may be dotted); raise PackerUnavailable naming what failed."""
+def load_object(
+    spec: str,
+    what: str = "--packer",
+    error: type[HarnessError] = PackerUnavailable,
+    expected: str = "'package.module:function'",
+) -> object:
+    """Import ``package.module:attr`` (attr may be dotted); raise ``error`` naming ``what`` named it and what failed
+    (a packer's spec, a team's kind of evidence: harness.evidence.kind_registry)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise PackerUnavailable(f"{what} {spec!r}: expected 'package.module:function'")
+        raise error(f"{what} {spec!r}: expected {expected}")
     try:
         target: object = importlib.import_module(module_name)
     except Exception as exc:  # any import-time failure of foreign code is the user's to fix, named
-        raise PackerUnavailable(
-            f"{what} {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from None
+        raise error(f"{what} {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     for part in attr.split("."):
         if not hasattr(target, part):
-            raise PackerUnavailable(f"{what} {spec!r}: module {module_name!r} has no attribute {attr!r}")
+            raise error(f"{what} {spec!r}: module {module_name!r} has no attribute {attr!r}")
         target = getattr(target, part)
     return target
 
