@@ -4,7 +4,7 @@
 
 Runs ``harness demo`` (a fresh process, the embedded default: the full reference networks on 4 synthetic
 blocks) with ``HARNESS_PHASES`` set, so every pipeline step reports its wall, user and system CPU and
-peak resident memory (``harness.data.phases``), and prints one row per step and the whole job's. The
+peak resident memory (``harness.base.phases``), and prints one row per step and the whole job's. The
 network's own time is the calls' ``wall_s`` in the golden's and the run's call logs (every lane, the
 warm-ups excluded); what is left of the job's wall is the harness's own work (module floors, warm-ups,
 localisation, reading, writing, scoring, reports), printed as a share.

@@ -68,7 +68,7 @@ def busy_of(path: Path) -> tuple[float, float, int, float, float]:
     (lanes.simulated_device), an empty timeline refused. The times are CLOCK_MONOTONIC, as this process's
     ``time.perf_counter``: the command's start-up before the lanes, and its finish after them, are read
     against this process's spawn and exit times."""
-    from harness.data.errors import ModelError
+    from harness.base.errors import ModelError
     from lanes.simulated_device import busy_fraction, read_timeline
 
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.data.process_settings import tune_process  # noqa: E402
+from harness.base.process_settings import tune_process  # noqa: E402
 
 tune_process()  # as every harness command: idle OpenMP threads sleep (before torch is imported)
 

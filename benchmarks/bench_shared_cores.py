@@ -4,7 +4,7 @@
 
 A shared CI runner or a laptop runs other work; torch's OpenMP threads that spin while they wait take the
 cores from it and from themselves. The harness sets ``OMP_WAIT_POLICY=PASSIVE`` for its own processes
-unless the user set it (harness.data.process_settings), so a user who knows nothing of it must get the
+unless the user set it (harness.base.process_settings), so a user who knows nothing of it must get the
 speed of one who set it. With N CPU-bound neighbours running, this times ``harness golden record`` of a
 synthetic corpus (a fresh process each, interleaved, ``--repeats`` of each) three ways:
 

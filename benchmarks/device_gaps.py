@@ -49,7 +49,7 @@ SIZES_MS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 20.0, 100.0)
 
 def load(timeline: Path, run_dir: Path) -> tuple[np.ndarray, dict[str, list]]:
     """The [calls, 2] intervals and the call log's columns (warm-up calls first, as the device ran them)."""
-    from harness.data.errors import ModelError
+    from harness.base.errors import ModelError
     from lanes.simulated_device import read_timeline  # the simulated device's own reading (refuses a cut file)
 
     try:

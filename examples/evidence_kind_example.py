@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.judge_limits import LimitSet
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs

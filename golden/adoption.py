@@ -18,7 +18,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from harness.data.errors import GoldenError
+from harness.base.errors import GoldenError
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.schemas import AdoptionJournal, validate
 

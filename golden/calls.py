@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from harness.base.errors import GoldenError
 from harness.data import arrow_build
-from harness.data.errors import GoldenError
 from harness.data.parquet import ParquetSink, check_schema, open_file, read_row_group
 
 CALL_GROUP = 8192

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from golden.tables import META_KEY, _schema, op_file
-from harness.data.errors import GoldenError
+from harness.base.errors import GoldenError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data.errors import GoldenError
-from harness.data.fsio import is_temporary
+from harness.base.errors import GoldenError
+from harness.base.fsio import is_temporary
 
 MANIFEST = "manifest.json"
 SHOWN = 8

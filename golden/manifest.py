@@ -18,11 +18,11 @@ from typing import TypeVar, overload
 
 from pydantic import BaseModel
 
-from harness.data.errors import GoldenError, clean_up
-from harness.data.fsio import is_temporary
+from harness.base.errors import GoldenError, clean_up
+from harness.base.fsio import is_temporary
+from harness.base.workers import SettlingPool, Worker
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.schemas import FileEntry, validate
-from harness.data.workers import SettlingPool, Worker
 
 MANIFEST = "manifest.json"
 SealedModel = TypeVar("SealedModel", bound=BaseModel)

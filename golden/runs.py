@@ -26,9 +26,10 @@ from golden.calls import CallLog, iter_calls
 from golden.lane_reader import LaneReader
 from golden.manifest import MANIFEST, check_files, read_manifest
 from golden.tables import BackgroundWriter, LaneWriter
+from harness.base.errors import GoldenError
+from harness.base.fsio import atomic_directory, safe_name
+from harness.base.workers import SettlingPool
 from harness.data.environment import device_kind, shard_conflict
-from harness.data.errors import GoldenError
-from harness.data.fsio import atomic_directory, safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import digest, dumps, seal
 from harness.data.ops import Op
@@ -37,7 +38,6 @@ from harness.data.parquet import RUN_COMPRESSION
 from harness.data.schemas import RunManifest
 from harness.data.schemas.neighbours import ControlFigures
 from harness.data.shape import EXACT, Shape
-from harness.data.workers import SettlingPool
 
 FORMAT = 2
 CALLS = "calls.parquet"

@@ -29,10 +29,10 @@ from golden.lane_reader import LaneReader
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
 from golden.tables import LaneWriter
+from harness.base.errors import GoldenError
+from harness.base.fsio import safe_name
 from harness.data.corpus_reader import CorpusReader
 from harness.data.environment import device_kind
-from harness.data.errors import GoldenError
-from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import digest, dumps, seal
 from harness.data.masks import VoiceprintRows

@@ -33,11 +33,11 @@ from typing import Final, Literal, cast
 import numpy as np
 import pyarrow as pa
 
+from harness.base.overlap import WriteBehind
 from harness.data.arrow_build import fixed_lists, numeric, strings
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
-from harness.data.overlap import WriteBehind
 from harness.data.parquet import COMPRESSION, ParquetSink, items
 from harness.data.schemas import OutputsMeta
 
@@ -193,7 +193,7 @@ class LaneWriter:
 
 
 class BackgroundWriter:
-    """``LaneWriter.write`` behind a bounded queue (:class:`harness.data.overlap.WriteBehind`), so
+    """``LaneWriter.write`` behind a bounded queue (:class:`harness.base.overlap.WriteBehind`), so
     compression and disk I/O overlap the next network call (pyarrow releases the GIL while it
     compresses and writes). A failure in the thread is raised by the next :meth:`write` or by
     :meth:`close`, and drops the lane's files."""

@@ -18,8 +18,8 @@ import importlib
 import os
 from typing import Any
 
+from harness.base.errors import ModelError
 from harness.data.environment import device_numerics
-from harness.data.errors import ModelError
 from harness.data.numeric_settings import torch_loaded
 
 # What a model may declare about how it runs (lanes/model_api.py), and the values when it does not.

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from harness.data.errors import HarnessError, clean_up
-from harness.data.workers import Worker
+from harness.base.errors import HarnessError, clean_up
+from harness.base.workers import Worker
 
 
 class Ticks:

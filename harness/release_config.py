@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.data.errors import ConfigError
-from harness.data.keyhints import did_you_mean
+from harness.base.errors import ConfigError
+from harness.base.keyhints import did_you_mean
 from harness.data.schemas import describe_error
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.tomlio import read_toml

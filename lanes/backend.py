@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.base.errors import BackendError, HarnessError, check_interrupted
 from harness.data.concurrent_entry import DEFAULT_WAIT_S
-from harness.data.errors import BackendError, HarnessError, check_interrupted
 from harness.data.geometry import Geometry, geometry_of
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op

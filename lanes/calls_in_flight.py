@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.base.errors import HarnessError, ModelError, one_line
 from harness.data.concurrent_entry import DEFAULT_WAIT_S, Entry, probe_concurrent_entry
-from harness.data.errors import HarnessError, ModelError, one_line
 from harness.data.geometry import Geometry
 from lanes.model_api import DECLARATION, declared_concurrency, staged_entry
 

@@ -38,8 +38,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from harness.data.errors import HarnessError, check_interrupted, clean_up, interrupt_requested
-from harness.data.workers import Worker
+from harness.base.errors import HarnessError, check_interrupted, clean_up, interrupt_requested
+from harness.base.workers import Worker
 from lanes.backend_api import Backend, Call, CallResult
 
 T = TypeVar("T")
@@ -157,7 +157,7 @@ class DeviceQueue:
 
     def close(self) -> None:
         """Drop the queued jobs (their futures fail) and join the workers, each ending its current job first."""
-        with clean_up():  # through a second Ctrl-C (harness.data.workers): no call outlives the run
+        with clean_up():  # through a second Ctrl-C (harness.base.workers): no call outlives the run
             with self._turn:
                 self._closed = True
                 self._turn.notify_all()

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.errors import ModelError
+from harness.base.errors import ModelError
 from harness.data.geometry import geometry_of
 from lanes.model_api import Model, load_model, staged_entry
 from lanes.simulated_device import IntervalLog

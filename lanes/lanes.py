@@ -23,8 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
+from harness.base.errors import LaneError, check_interrupted
 from harness.data.blocks import Block
-from harness.data.errors import LaneError, check_interrupted
 from harness.data.ops import Op
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from lanes.backend_api import Backend, Call, CallResult

@@ -30,7 +30,7 @@ import ctypes
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.data.errors import LaneError
+from harness.base.errors import LaneError
 
 _MIB, _GIB = 2**20, 2**30
 

@@ -44,7 +44,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from harness.data.errors import ModelError, one_line
+from harness.base.errors import ModelError, one_line
 from harness.data.geometry import Geometry
 from harness.numerics import declared_execution
 from lanes.diar_nn_g import CONFIGS

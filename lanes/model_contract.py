@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from harness.data.errors import ModelError, one_line
+from harness.base.errors import ModelError, one_line
 from harness.data.geometry import Geometry
 from harness.data.jsonio import dumps
 from harness.data.schemas.base import validate

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from harness.base.errors import ModelError
 from harness.data import ops
-from harness.data.errors import ModelError
 from lanes.diar_nn_g.model import DiarNNG
 
 CONFIG = "small"

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from harness.base.errors import ModelError
 from harness.data import ops
 from harness.data.blocks import check_request
-from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from lanes.diar_nn_g.config import CONFIGS

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.data.errors import LaneError
+from harness.base.errors import LaneError
 from harness.data.masks import MaskPolicy
 from harness.data.modes import VOICEPRINT_INPUTS, VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op

@@ -39,15 +39,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.base.errors import LaneError
+from harness.base.overlap import prefetch
+from harness.base.workers import SettlingPool
 from harness.data.blocks import Block
-from harness.data.errors import LaneError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy, VoiceprintRows, voiceprint_rows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, OutputCollector
-from harness.data.overlap import prefetch
 from harness.data.shape import EXACT, lane_name
-from harness.data.workers import SettlingPool
 from harness.packers.packing import HARNESS_PACKER, Packer
 from lanes.backend_api import Backend, Call
 from lanes.device_queue import Ordered, ordered
@@ -147,7 +147,7 @@ def run_lanes(
 
 def _groups(blocks: Iterable[Block], size: int, ahead: bool) -> Generator[list[Block], None, None]:
     """The corpus in groups of ``size`` blocks, checked; pipelined, the next group is read (decoded,
-    validated) in a thread while this one runs (:func:`harness.data.overlap.prefetch`, one group ahead)."""
+    validated) in a thread while this one runs (:func:`harness.base.overlap.prefetch`, one group ahead)."""
 
     def read() -> Iterator[list[Block]]:
         iterator = iter(blocks)

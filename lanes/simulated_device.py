@@ -43,8 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.base.errors import ModelError
 from harness.data import ops
-from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from lanes.null_model import NullModel, _config_geometry
 

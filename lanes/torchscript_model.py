@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness.base.errors import ModelError
 from harness.data import ops
 from harness.data.blocks import check_request
-from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from lanes.staging import ToDevice, host_tensors

@@ -23,8 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from harness.base.errors import LaneError, clip_list
 from harness.data.blocks import Block
-from harness.data.errors import LaneError, clip_list
 from harness.data.shape import lane_name
 
 # (group members in corpus order, k) -> the chunks of one arrangement: each entry a block and a copy index

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.data.fsio import atomic_write_many, make_dirs
+from harness.base.fsio import atomic_write_many, make_dirs
 from harness.data.jsonio import plain_dict
 from harness.data.schemas.results import OpVerdictModel
 from reports.junit import new_suite, op_case, write_suite

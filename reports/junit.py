@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.data.fsio import atomic_write
+from harness.base.fsio import atomic_write
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.refusals import NUMERICS
 from harness.data.schemas.results import (

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from markupsafe import Markup
 
-from harness.data.fsio import atomic_write_many
+from harness.base.fsio import atomic_write_many
 from harness.data.jsonio import plain_dict
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry

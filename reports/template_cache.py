@@ -23,7 +23,7 @@ from pathlib import Path
 import jinja2
 from jinja2.bccache import Bucket
 
-from harness.data.fsio import user_cache_dir
+from harness.base.fsio import user_cache_dir
 
 ENV_VAR = "HARNESS_TEMPLATE_CACHE"
 

@@ -2,7 +2,7 @@
 
 - **Output locations**: every command that writes refuses, before any work, an output inside (or equal
   to) a golden or run directory (sealed by its manifest) and an output over one of its inputs
-  (:mod:`harness.data.destinations`): the workspace is unchanged (no run inside the golden, no lock file).
+  (:mod:`harness.base.destinations`): the workspace is unchanged (no run inside the golden, no lock file).
 - **Counts out of bounds**: every count a user can set is refused past its bound, naming it.
 - **A history part of another ledger**, a history folder that is a file, an adoption journal edited by hand,
   a disk full in the live scorer.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.results import Score
 from harness.data.tolerances import Tolerances

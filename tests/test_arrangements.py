@@ -127,8 +127,8 @@ def test_variants_for_names_the_lanes_and_their_kinds():
 
 
 def test_the_flags_and_the_file_set_the_evidence_section_and_the_plan_follows(tmp_path):
+    from harness.base.errors import ConfigError
     from harness.cli.app import resolve_config
-    from harness.data.errors import ConfigError
     from harness.pipeline.run import plan_for
     from harness.release_config import load_config
 

@@ -19,9 +19,9 @@ import pytest
 
 import harness.capture.schema as capture_schema
 import harness.pipeline.audit as audit_mod
+from harness.base.errors import BackendError
 from harness.capture import CaptureReader
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.audit import audit_capture

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from lanes.triton.url import parse_triton_url
 from tests.test_cli import run
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.base.errors import BlockError
 from harness.data.blocks import Block, BlockRows, check_request
-from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
 
 G = Geometry(window_samples=100, frames_per_window=5, frame_step=20, windows_per_block=8, embedding_dim=4)

@@ -187,7 +187,7 @@ FLOORS = """
 """
 
 
-# glibc's mmap threshold fixed where the harness's own processes fix it (harness.data.process_settings): by default
+# glibc's mmap threshold fixed where the harness's own processes fix it (harness.base.process_settings): by default
 # glibc raises it as large blocks are freed, after which freed 16 MiB outputs stay resident in the threads' arenas
 # by the threads' timing (under a loaded machine, 130 MiB more at 40 layers than at 8): a figure of the allocator,
 # not of what the floors keep alive
@@ -285,7 +285,7 @@ def test_the_harness_sets_omp_and_the_allocator_unless_the_user_did_and_no_bit_c
         assert os.waitstatus_to_exitcode(status) == 0
         (golden,) = (tmp_path / name).iterdir()
         runs[name] = json.loads((golden / "manifest.json").read_text())
-    from harness.data.process_settings import _huge_pages_on_request
+    from harness.base.process_settings import _huge_pages_on_request
 
     ours, theirs = runs["ours"]["environment"]["process"], runs["theirs"]["environment"]["process"]
     assert ours["omp_wait_policy"] == "PASSIVE (set by the harness)"

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.data.errors import HarnessError
-from harness.data.fsio import lock_path, locked
+from harness.base.errors import HarnessError
+from harness.base.fsio import lock_path, locked
 from harness.localisation import lockstep
 from harness.localisation.first_divergence import INPUT
 from tests.catalogue_setups import CFG

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.data.errors import EXIT_FAIL, EXIT_PASS, LedgerError
+from harness.base.errors import EXIT_FAIL, EXIT_PASS, LedgerError
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection
 from harness.data.schemas.refusals import LEAK, NUMERICS
 from harness.data.schemas.results import Score

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.errors import EXIT_FAIL, EXIT_PASS
+from harness.base.errors import EXIT_FAIL, EXIT_PASS
 from harness.data.schemas.records import LedgerEvent
 from harness.ledger.committed import Committed, CommittedShape, held_to_ledger
 from tests.catalogue_setups import CFG, QUIET

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from harness.data.errors import ModelError
+from harness.base.errors import ModelError
 from lanes.calls_in_flight import decide
 from tests.contract_models import Locked, Wrapped
 from tests.test_two_in_flight import LockedButDeclared

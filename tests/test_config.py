@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.data.errors import ConfigError
+from harness.base.errors import ConfigError
 from harness.data.ops import Op
 from harness.release_config import config_from_dict, load_config, parse_set
 

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from harness.base.errors import BlockError, CorpusError, HarnessError
 from harness.corpus import read_corpus, write_corpus
 from harness.corpus.cutting import cut_blocks, window_starts
 from harness.corpus.synth import synth_corpus
 from harness.corpus.wav import read_wav, wav_corpus, write_wav
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import SCHEMA, Corpus
-from harness.data.errors import BlockError, CorpusError, HarnessError
 
 
 def to_table(corpus, geometry, tmp=None):

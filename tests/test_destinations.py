@@ -1,4 +1,4 @@
-"""Where a command may write (harness.data.destinations): one rule for every output location of every command.
+"""Where a command may write (harness.base.destinations): one rule for every output location of every command.
 
 Every check that can refuse is shown to refuse (a golden, inside one, a run, a link into a golden, an input)
 and to accept the honest location beside it (the negative controls: inside an input folder that is no golden
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.destinations import check_output_dir, check_output_file, sealed_directory
-from harness.data.errors import OutputError
+from harness.base.destinations import check_output_dir, check_output_file, sealed_directory
+from harness.base.errors import OutputError
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.data.errors import HarnessError, LedgerError
+from harness.base.errors import HarnessError, LedgerError
 from harness.data.judge_limits import LimitSet
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.figures import holds, passing_limit
 from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.refusals import (

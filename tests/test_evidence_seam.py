@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.data.errors import HarnessError, LedgerError
+from harness.base.errors import HarnessError, LedgerError
 from harness.evidence import kind_registry as registry
 from tests.cli_run import harness_cli
 from tests.pipeline import config_for, record

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from golden.manifest import MANIFEST
 from golden.store import load_golden
-from harness.data.errors import GoldenError, HarnessError
+from harness.base.errors import GoldenError, HarnessError
 from harness.data.jsonio import canonical
 from harness.data.schemas.base import Strict
 from harness.data.schemas.files import GoldenManifest, RunManifest

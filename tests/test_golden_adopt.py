@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from golden.store import load_golden
-from harness.data.errors import GoldenError
+from harness.base.errors import GoldenError
 from tests.cli_run import harness_cli
 from tests.tamper import edit_manifest
 

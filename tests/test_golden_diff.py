@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 
 from golden.store import Golden
+from harness.base.errors import GoldenError
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import GoldenError
 from harness.data.figures import fmt
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import FILE_KINDS

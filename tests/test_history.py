@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.schemas import Score
 from harness.data.schemas.history import SeriesAnswer
 from harness.ledger.history_store import history_folder, margin_of, part_path, read_part, rows_of, series, write_part

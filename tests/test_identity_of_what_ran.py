@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import SCREEN
+from harness.base.errors import SCREEN
 from harness.laws import LAW_GEOMETRY
 from tests.catalogue_setups import CFG, CONFIG, QUIET
 from tests.workspace_cli import PY, ROOT, harness, make_workspace, one_error_line

@@ -193,5 +193,5 @@ def test_the_nightly_warms_the_kernels_its_score_uses_and_a_plain_run_none(tmp_p
     _warmed_in_the_warmer(night, "harness.pipeline.nightly's _meanwhile, run_shapes' on_first_queued, starts it")
     assert night["reports_importer"] == "import-meanwhile", (
         f"the nightly imported its report's modules in thread {night['reports_importer']!r}: expected them "
-        "imported while the lanes run (harness.data.overlap.import_meanwhile, from the nightly's _meanwhile)"
+        "imported while the lanes run (harness.base.overlap.import_meanwhile, from the nightly's _meanwhile)"
     )

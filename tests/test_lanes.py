@@ -7,7 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from harness.data.errors import LaneError
+from harness.base.errors import LaneError
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from lanes.lanes import ExactLane, FastLane

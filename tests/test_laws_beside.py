@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.packers.packing import HarnessPacker
 from harness.pipeline import laws_gate
 

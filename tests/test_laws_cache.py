@@ -106,7 +106,7 @@ BAD_ENTRIES = {
 
 @pytest.mark.parametrize("name", list(BAD_ENTRIES))
 def test_an_entry_that_disagrees_with_its_key_or_its_schema_is_judged_afresh(counted, monkeypatch, capsys, name):
-    from harness.data.errors import debugging
+    from harness.base.errors import debugging
 
     calls, cache = counted
     first = laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4)
@@ -130,7 +130,7 @@ def test_an_entry_that_disagrees_with_its_key_or_its_schema_is_judged_afresh(cou
 def test_the_forger_of_the_bad_entries_makes_a_genuine_entry_when_it_changes_nothing(counted, monkeypatch, capsys):
     """Negative control of the cases above: an entry re-sealed unchanged is used (no judging, no note), so each
     refusal there is its change's, not the re-sealing's."""
-    from harness.data.errors import debugging
+    from harness.base.errors import debugging
 
     calls, cache = counted
     first = laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4)

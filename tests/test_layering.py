@@ -26,6 +26,7 @@ PACKAGES = ("harness", "lanes", "golden", "reports")
 # Each layer is a set of folders (prefix rules): a module's layer is the first folder that holds it.
 LAYER_FOLDERS = (
     ("composition", ("harness.pipeline", "harness.cli")),  # the only code that wires the packages together
+    ("base", ("harness.base",)),  # the ground floor: errors, file writes, output sets, workers; no data type
     ("data", ("harness.data",)),  # data types and the files that hold them
     ("lanes", ("lanes",)),
     ("golden", ("golden",)),
@@ -34,11 +35,12 @@ LAYER_FOLDERS = (
 )
 # What each layer may import, besides itself (composition may import anything).
 MAY_USE = {
-    "data": (),
-    "core": ("data",),
-    "lanes": ("data", "core"),
-    "golden": ("data",),  # golden only stores and loads
-    "reports": ("data",),  # reports render; they never judge or run
+    "base": (),
+    "data": ("base",),
+    "core": ("data", "base"),
+    "lanes": ("data", "core", "base"),
+    "golden": ("data", "base"),  # golden only stores and loads
+    "reports": ("data", "base"),  # reports render; they never judge or run
 }
 # Where a layer reaches into a module of another on purpose: each with why.
 REACHES = {
@@ -49,7 +51,8 @@ REACHES = {
     "JUnit properties",
 }
 WHY = {
-    "data": "the data layer sits at the bottom",
+    "base": "the ground floor knows no data type",
+    "data": "the data layer sits on the ground floor only",
     "golden": "golden only stores and loads",
     "reports": "reports render; they never judge or run",
 }
@@ -141,6 +144,16 @@ def test_the_check_sees_the_data_layer_reach_up():
         assert any(
             "data layer harness.data._layering_probe_data imports harness.packers.packing" in v for v in violations()
         )
+    finally:
+        fake.unlink()
+
+
+def test_the_check_sees_the_ground_floor_reach_up():
+    """Negative control: a ground-floor module that imports a data type is caught."""
+    fake = ROOT / "harness" / "base" / "_layering_probe_base.py"
+    fake.write_text("from harness.data.blocks import Block\n")
+    try:
+        assert any("base harness.base._layering_probe_base imports harness.data.blocks" in v for v in violations())
     finally:
         fake.unlink()
 

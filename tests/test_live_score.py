@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from golden.runs import load_run
+from harness.base.errors import ScoringError
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import ScoringError
 from harness.data.jsonio import dumps
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, PackerSection

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import ConfigError, HarnessError, LedgerError
+from harness.base.errors import ConfigError, HarnessError, LedgerError
 from harness.data.jsonio import seal, seal_ok
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import Score

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.errors import EXIT_FAIL, EXIT_PASS, ConfigError
+from harness.base.errors import EXIT_FAIL, EXIT_PASS, ConfigError
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, HistorySection, ModelSection
 from harness.data.schemas.history import HistoryRow

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.data.errors import LaneError
+from harness.base.errors import LaneError
 from lanes import memory
 
 MIB = 2**20

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from harness.base.errors import BlockError, ModelError
 from harness.data import ops
-from harness.data.errors import BlockError, ModelError
 from harness.data.masks import voiceprint_rows
 from harness.data.ops import Op
 from harness.packers.packing import pack, unpack

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.errors import ModelError
+from harness.base.errors import ModelError
 from lanes.model_check.check_calls import difference
 from lanes.model_check.check_report import CHECKS
 from lanes.model_contract import description

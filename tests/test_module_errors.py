@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
+from harness.base.errors import ConfigError
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import ConfigError
 from harness.data.geometry import Geometry
 from harness.data.isolation import cut_windows
 from harness.data.masks import voiceprint_rows

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.base.errors import LedgerError
 from harness.data.blocks import Block
-from harness.data.errors import LedgerError
 from harness.data.ops import Op
 from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.neighbours import ControlFigures

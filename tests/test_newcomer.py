@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import ConfigError
+from harness.base.errors import ConfigError
 from harness.release_config import config_from_dict
 from tests.cli_run import harness_cli
 
@@ -241,7 +241,7 @@ def test_a_golden_of_other_weights_is_refused_before_the_laws_and_the_warm_up(
 ):
     """Same geometry, other weights: the model must be built to know its fingerprint; it is compared then, before
     the packing laws are judged and before the warm-up. Negative control: the recording model reaches the laws."""
-    from harness.data.errors import HarnessError
+    from harness.base.errors import HarnessError
     from harness.pipeline import run as run_module
     from lanes import runner
 

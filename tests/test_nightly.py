@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
+from harness.base.errors import EXIT_FAIL, EXIT_PASS, GoldenError
 from harness.corpus.shards import Shard
-from harness.data.errors import EXIT_FAIL, EXIT_PASS, GoldenError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, NightlySection
 from harness.data.tolerances import SegmentationTolerance, Tolerances
@@ -327,7 +327,7 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
     parameters through four hops; its shard, ledger, manifest and backend are the configuration's keys."""
     import dataclasses
 
-    from harness.data.errors import HarnessError
+    from harness.base.errors import HarnessError
     from harness.pipeline import commands
     from harness.pipeline.nightly_job import NightlyJob
     from harness.release_config import load_config, parse_set

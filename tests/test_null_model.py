@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.base.errors import BlockError
 from harness.data.blocks import Block
-from harness.data.errors import BlockError
 from harness.data.masks import voiceprint_rows
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import torch
 
+from harness.base.errors import ModelError
 from harness.data import environment as env_mod
 from harness.data.environment import DEVICE_NUMERIC_KEYS, PROFILE_KEYS, device_numerics, numerics_profile
-from harness.data.errors import ModelError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import Score
 from harness.ledger.promoted_manifest import derive_manifest, may_use
@@ -225,7 +225,7 @@ def test_a_bad_declaration_is_refused_when_the_model_loads(declared, needle):
 def test_a_golden_whose_kind_comes_late_in_its_manifest_is_still_sealed(tmp_path):
     """The numerics recorded here made a golden manifest's "kind" (keys are sorted) move past the first
     4096 bytes, where sealed_directory (then fsio's) looked: a score could then overwrite the golden manifest."""
-    from harness.data.destinations import sealed_directory
+    from harness.base.destinations import sealed_directory
 
     golden = tmp_path / "golden"
     golden.mkdir()

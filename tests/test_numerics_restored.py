@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.base.errors import EXIT_FAIL, EXIT_PASS
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import EXIT_FAIL, EXIT_PASS
 from harness.data.numeric_settings import NumericSettings
 from harness.data.numerics_scope import CUBLAS_VARIABLE, open_scopes
 from harness.data.schemas.config_file import EvidenceSection, LocaliseSection, ModelSection, PackerSection

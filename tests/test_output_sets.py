@@ -2,7 +2,7 @@
 committed, and a signal is never lost.
 
 The first is tested by killing (SIGKILL: no clean-up runs) or interrupting each command at every step of its writing
-(``HARNESS_FAULT``, harness.data.fsio.fault) over a previous set, then reading every member: all must be the old set's
+(``HARNESS_FAULT``, harness.base.fsio.fault) over a previous set, then reading every member: all must be the old set's
 or all the new one's. The previous set is made of marker files ("OLD <member>") so that every member of the old set
 is told from the new one, whatever the two runs' contents.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import OutputError, command_record, committed, interrupted_message, request_interrupt
-from harness.data.errors import clear_interrupt as _clear
-from harness.data.outputset import output_set, pin
+from harness.base.errors import OutputError, command_record, committed, interrupted_message, request_interrupt
+from harness.base.errors import clear_interrupt as _clear
+from harness.base.outputset import output_set, pin
 from harness.pipeline.score import score_run, write_score
 from tests.pipeline import run_shapes
 
@@ -164,8 +164,8 @@ def test_pin_reads_every_member_through_one_generation(tmp_path):
 SCRIPT = """
 import sys
 from pathlib import Path
-from harness.data.fsio import atomic_write
-from harness.data.outputset import output_set
+from harness.base.fsio import atomic_write
+from harness.base.outputset import output_set
 with output_set(Path(sys.argv[1]), "s", ("a.txt", "sub", "b.txt")) as stage:
     atomic_write(stage / "a.txt", "new a")
     atomic_write(stage / "sub" / "x", "new x")

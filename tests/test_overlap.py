@@ -1,4 +1,4 @@
-"""Reading ahead and writing behind (harness.data.overlap): order kept, failures raised in order, bounded."""
+"""Reading ahead and writing behind (harness.base.overlap): order kept, failures raised in order, bounded."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness.data.overlap import WriteBehind, prefetch
+from harness.base.overlap import WriteBehind, prefetch
 
 
 def numbers(n, fail_at=None, produced=None):

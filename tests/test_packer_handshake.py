@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from harness import __version__
+from harness.base.errors import HarnessError
 from harness.data.blocks import NO_ROWS, Block, BlockRows
-from harness.data.errors import HarnessError
 from harness.laws import LAW_GEOMETRY
 from harness.packers import CallablePacker, ExternalPacker, HarnessPacker, PackerUnavailable, packer_from_options, wire
 from harness.packers.packing import pack

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 
+from harness.base.errors import HarnessError, PackingError
 from harness.data.blocks import NO_ROWS, Block, BlockRows
-from harness.data.errors import HarnessError, PackingError
 from harness.laws import LAW_GEOMETRY, block_lists
 from harness.packers import (
     CallablePacker,

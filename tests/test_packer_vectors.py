@@ -246,7 +246,7 @@ def test_a_kill_during_replace_leaves_the_old_or_the_new_vectors_whole(tmp_path,
 
 
 def test_replace_where_the_file_system_cannot_swap_changes_nothing(tmp_path, capsys, monkeypatch):
-    from harness.data import folder_swap
+    from harness.base import folder_swap
 
     folder = tmp_path / "vectors"
     old = _stale_vectors(folder)

@@ -8,11 +8,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from harness.base.errors import PackingError
 from harness.capture import CapturedRequest
 from harness.capture.capture_laws import check_captured
 from harness.data import ops
 from harness.data.blocks import Block, BlockRows
-from harness.data.errors import PackingError
 from harness.data.ops import Op
 from harness.laws import LAW_GEOMETRY
 from harness.packers import serve

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.data.errors import BackendError, Interrupted, clear_interrupt, request_interrupt
+from harness.base.errors import BackendError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from lanes.backend import InProcessBackend

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from examples import byo_torchscript
+from harness.base.errors import ModelError
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import ModelError
 from harness.data.geometry import geometry_of
 from lanes.model_api import load_model
 from tests.pipeline import pipeline

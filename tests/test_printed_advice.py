@@ -141,7 +141,7 @@ def _sentences(text: str, owned: set[tuple[int, int]]) -> list[str]:
 
 def set_key_problem(key: str, value: str | None) -> str | None:
     """Why ``--set key=value`` would be refused (None: accepted); a placeholder value checks the key alone."""
-    from harness.data.errors import HarnessError
+    from harness.base.errors import HarnessError
     from harness.data.schemas.config_file import ConfigFile
     from harness.release_config import load_config, parse_set
 

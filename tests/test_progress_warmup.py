@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.progress import PlainLines, progress_bar
 from lanes.run_plan import RunPlan
 from lanes.runner import LaneHooks, run_lanes

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.jsonio import seal
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import PromotedShapes, Score

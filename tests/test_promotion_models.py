@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 import harness.ledger.ledger_store
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.jsonio import seal, write_json_atomic
 from harness.data.schemas import Score
 from harness.data.schemas.records import as_written

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import LedgerError, SchemaError
+from harness.base.errors import LedgerError, SchemaError
 from harness.data.jsonio import seal
 from harness.data.schemas import PromotedShapes, Score, validate
 from harness.data.schemas.engine_manifest import PackerShapes

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.errors import PackingError
+from harness.base.errors import PackingError
 from harness.data.isolation import cut_windows, request_window, window_view
 from harness.laws.strategies import block_lists
 from harness.packers.packing import pack, ragged_batch_inputs

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 from golden.runs import load_run
 from golden.store import load_golden
+from harness.base.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.cli.app import ray_options
 from harness.corpus.shards import block_ranges
-from harness.data.errors import EXIT_PASS, GoldenError, HarnessError, step
 from harness.data.numeric_settings import NumericSettings
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, NightlySection

@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 import harness.capture.schema as capture_schema
 from examples.capture_simulated_engine import one_short_packer
+from harness.base.errors import HarnessError
 from harness.capture import CapturedRequest, CaptureReader
 from harness.capture.capture_laws import Survey
 from harness.corpus.shards import request_ranges
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import HarnessError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.audit import AuditFile, GoldenModel
 from harness.data.schemas.config_file import ModelSection

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from golden.store import CORPUS
+from harness.base.errors import BackendError, CorpusError
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import CorpusWriter, write_corpus
-from harness.data.errors import BackendError, CorpusError
 from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.record import copied, record_golden
 from lanes.backend import InProcessBackend

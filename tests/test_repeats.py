@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS
 from harness.data.outputs import LaneOutputs

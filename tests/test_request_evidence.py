@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.jsonio import seal
 from harness.data.schemas.results import RequestEvidence, Score
 from harness.data.shape import Shape

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from harness.data.errors import LaneError
+from harness.base.errors import LaneError
 from lanes.run_plan import RunPlan
 from lanes.runner import FastVariant
 from lanes.variants import consecutive

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.base.errors import ConfigError, HarnessError
 from harness.cli.set_keys import EVERY, RECORDED, REFUSED_KEYS, USES
 from harness.corpus.shards import Shard
-from harness.data.errors import ConfigError, HarnessError
 from harness.data.schemas import config_file
 from harness.data.shard_text import shard_refusal
 from harness.release_config import load_config, parse_set

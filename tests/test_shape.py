@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.shape import EXACT, MAX_K, MIN_K, Shape, ShapeError, ShapeInt, lane_name, parse_shapes
 
 valid_k = st.integers(MIN_K, MAX_K)
@@ -164,7 +164,7 @@ def test_shape_lists_keep_the_flags_spellings_and_order() -> None:
 
 
 def test_the_plan_refuses_shapes_out_of_range() -> None:
-    from harness.data.errors import LaneError
+    from harness.base.errors import LaneError
     from lanes.run_plan import RunPlan
 
     for bad in (0, MAX_K + 1):

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.errors import ModelError
+from harness.base.errors import ModelError
 from lanes.device_timeline import DeviceTimeline
 from lanes.model_api import factory_arguments, load_model, spec_kind
 from lanes.simulated_device import SimulatedDevice, busy_fraction, read_timeline

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from examples import byo_torchscript
+from harness.base.errors import BackendError
 from harness.corpus.synth import synth_corpus
-from harness.data.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
 from lanes import controls, staging
 from lanes.backend import InProcessBackend

@@ -38,10 +38,10 @@ def test_the_configuration_imports_no_result_model():
 
 
 def test_writeback_is_started_on_a_file_and_harmless_on_a_pipe(tmp_path):
-    """harness.data.writeback.start_writeback: the run's files are handed to the disk as they are written."""
+    """harness.base.writeback.start_writeback: the run's files are handed to the disk as they are written."""
     import os
 
-    from harness.data.writeback import start_writeback
+    from harness.base.writeback import start_writeback
 
     with open(tmp_path / "f.bin", "wb") as f:
         f.write(b"x" * 65536)
@@ -70,10 +70,10 @@ def test_every_schema_module_imports_first_in_a_fresh_process():
 
 
 def test_every_cache_lives_in_one_folder_and_none_without_a_home(tmp_path, monkeypatch):
-    """harness.data.fsio.user_cache_dir: the laws' verdicts, the report templates and hypothesis's cache."""
+    """harness.base.fsio.user_cache_dir: the laws' verdicts, the report templates and hypothesis's cache."""
     from pathlib import Path
 
-    from harness.data.fsio import user_cache_dir
+    from harness.base.fsio import user_cache_dir
     from harness.pipeline import laws_gate
     from reports.template_cache import bytecode_cache
 

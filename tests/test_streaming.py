@@ -18,8 +18,8 @@ from golden.calls import CallLog, iter_calls, read_calls
 from golden.lane_reader import LaneReader
 from golden.store import load_golden
 from golden.tables import LaneWriter, _schema
+from harness.base.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.blocks import concat_spans
-from harness.data.errors import GoldenError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.ops import ALL_OPS, Op
 from harness.data.parquet import check_schema
 from harness.data.tolerances import Tolerances

@@ -114,8 +114,8 @@ def test_each_recordings_last_window_is_short_and_ends_its_span(geometry, seed):
 def test_negative_controls_the_checks_above_can_fail(geometry=SMALL):
     """An exactly tiled recording has a full final window (why the generator trims one sample),
     and a block with a NaN sample fails the contract."""
+    from harness.base.errors import BlockError
     from harness.corpus.cutting import cut_blocks
-    from harness.data.errors import BlockError
 
     step = geometry.window_samples // 4
     tiled = np.zeros(geometry.window_samples + 5 * step, np.float32)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.data.errors import ModelError
+from harness.base.errors import ModelError
 from harness.data.numeric_settings import NumericSettings
 from lanes.backend import InProcessBackend
 from lanes.calls_in_flight import decide

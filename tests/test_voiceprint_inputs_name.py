@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from harness.data.errors import LaneError
+from harness.base.errors import LaneError
 from harness.data.modes import TOLERANCE_MODES, VOICEPRINT_INPUTS, ToleranceMode, VoiceprintInputs
 from harness.data.schemas.files import RunLayout
 from harness.data.tolerances import Tolerances

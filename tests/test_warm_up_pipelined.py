@@ -124,7 +124,7 @@ def test_voiceprint_rows_are_shared_only_with_a_bitwise_equal_answer(null):
 def test_an_error_in_a_warm_up_call_stops_the_queue_there_with_its_one_line_error(null, fail_at):
     """Queued ahead, a failing warm-up call still ends the run at that call: nothing after it runs on the
     device, no call is logged, no thread is left (the exact lane's 3 calls, then k=2's and k=4's OP 0, ...)."""
-    from harness.data.errors import BackendError
+    from harness.base.errors import BackendError
     from tests.test_pipelined_lanes import Failing, our_threads
 
     inner, blocks = null

@@ -1,4 +1,4 @@
-"""A second Ctrl-C never leaves a worker thread writing into a file its clean-up closes (harness.data.workers).
+"""A second Ctrl-C never leaves a worker thread writing into a file its clean-up closes (harness.base.workers).
 
 CI crashed (a segmentation fault) on ``corpus synth`` given SIGTERM at every row group: the second signal,
 raised by the command line's handler inside the writer's join, made CPython 3.11 mark the still running
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.base.errors import Interrupted, clean_up, clear_interrupt, interrupt_requested
+from harness.base.overlap import WriteBehind, prefetch
+from harness.base.workers import SettlingPool, Worker, outlast
 from harness.cli import _on_signal
 from harness.data.corpus_schema import CorpusWriter
-from harness.data.errors import Interrupted, clean_up, clear_interrupt, interrupt_requested
-from harness.data.overlap import WriteBehind, prefetch
 from harness.data.parquet import ParquetSink
-from harness.data.workers import SettlingPool, Worker, outlast
 from lanes.device_queue import DeviceQueue
 
 MAIN = threading.main_thread()

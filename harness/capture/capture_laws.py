@@ -27,9 +27,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.base.errors import BlockError
 from harness.capture.schema import CapturedRequest
 from harness.data.blocks import Block, BlockRows, check_request
-from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
 from harness.data.schemas.audit import MAX_VIOLATIONS
 from harness.laws.law_tools import LawBroken

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from harness.base.overlap import prefetch
 from harness.capture.schema import (
     COLUMNS,
     LISTS,
@@ -28,7 +29,6 @@ from harness.capture.schema import (
 )
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
-from harness.data.overlap import prefetch
 from harness.data.parquet import open_file, read_row_group, schema_metadata
 from harness.data.schemas import validate
 from harness.packers.packing import PackedRequest, Segment
@@ -79,7 +79,7 @@ class CaptureReader:
         not even read); refuses the first unreadable row (one line naming it).
 
         ``ahead``: the next row group is read and decoded in a thread while the caller works on this one
-        (:func:`harness.data.overlap.prefetch`, one group ahead: a capture's row group is mostly SPAN audio,
+        (:func:`harness.base.overlap.prefetch`, one group ahead: a capture's row group is mostly SPAN audio,
         whose decoding releases the GIL). The requests, their order and the first refusal are the same."""
         if not ahead:
             seen: set[str] = set()  # a request id twice in one pass is refused

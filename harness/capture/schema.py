@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.parquet import ParquetSink

@@ -13,7 +13,7 @@ Exit status of every command:
 Nothing else: Ctrl-C and SIGTERM are status 2 ("interrupted ...; nothing partial was written as
 complete", naming what the command had committed before the signal and what the next command
 finishes), usage errors too. The first signal stops the command at its next check point (within
-one network call; see harness.data.errors); a second one stops it at once; one that reaches no check
+one network call; see harness.base.errors); a second one stops it at once; one that reaches no check
 point (a short command) still ends it with status 2 once the command returns: a signal is never lost.
 """
 
@@ -25,7 +25,7 @@ import signal
 import sys
 import traceback
 
-from harness.data.errors import (
+from harness.base.errors import (
     EXIT_ERROR,
     EXIT_INTERNAL,
     HarnessError,
@@ -41,14 +41,14 @@ from harness.data.errors import (
     one_line,
     request_interrupt,
 )
-from harness.data.fsio import fault, user_cache_dir
-from harness.data.process_settings import tune_process
+from harness.base.fsio import fault, user_cache_dir
+from harness.base.process_settings import tune_process
 
 
 def _on_signal(signum, frame) -> None:
     """The first signal is recorded and raised at the harness's next check point; a second one
     (the user insists, or the command is stuck in a call) is raised here and now, unless a clean-up is
-    under way (:func:`harness.data.errors.clean_up`: it finishes, and the command ends interrupted)."""
+    under way (:func:`harness.base.errors.clean_up`: it finishes, and the command ends interrupted)."""
     name = signal.Signals(signum).name
     first = interrupt_requested() is None
     request_interrupt(name)
@@ -79,7 +79,7 @@ def _command(argv: list[str]) -> str:
 
 def program() -> None:
     """The ``harness`` program (the console script, ``python -m harness.cli``): the process's own settings first
-    (before torch is imported and any thread starts; it may start the process again: harness.data.process_settings),
+    (before torch is imported and any thread starts; it may start the process again: harness.base.process_settings),
     then :func:`main`. A test calling :func:`main` in its own process changes nothing of that process."""
 
     tune_process()

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from harness.base.errors import HarnessError
 from harness.cli.set_keys import check_sets
 from harness.cli.version import version_line
-from harness.data.errors import HarnessError
 
 if TYPE_CHECKING:
     from harness.pipeline.answer import Answer

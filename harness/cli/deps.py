@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 
+from harness.base.errors import one_line
 from harness.cli.version import installed
-from harness.data.errors import one_line
 
 OWN = frozenset({"harness", "lanes", "golden", "reports"})
 # Named in every such line: the usual suspects of a set that does not fit together.

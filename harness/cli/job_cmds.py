@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from harness.base.errors import HarnessError
 from harness.cli.app import (
     ArrangementsOpt,
     BackendOpt,
@@ -26,7 +27,6 @@ from harness.cli.app import (
     resolve_config,
     say,
 )
-from harness.data.errors import HarnessError
 from harness.data.limits import MAX_SERVE_INSTANCES
 
 LocaliseOpt = Annotated[

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.data.errors import ConfigError
+from harness.base.errors import ConfigError
 
 # the tables a golden or a run records of its configuration (harness.data.schemas.config_file.RECORDED; kept
 # here as words so that --help does not import pydantic: tests/test_set_keys.py pins them equal)

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.base.errors import CorpusError
 from harness.data.blocks import Block
-from harness.data.errors import CorpusError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 

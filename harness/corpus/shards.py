@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.shard_text import parse_shard, shard_refusal
 
 

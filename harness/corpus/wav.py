@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.base.errors import CorpusError
 from harness.corpus.cutting import cut_blocks
 from harness.data.blocks import Block
 from harness.data.corpus_schema import Corpus, geometry_meta
-from harness.data.errors import CorpusError
 from harness.data.geometry import Geometry
 
 _PCM, _FLOAT, _EXTENSIBLE = 1, 3, 0xFFFE

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.base.errors import BlockError
 from harness.data import ops
-from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 

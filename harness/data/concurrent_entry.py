@@ -31,7 +31,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from harness.data.errors import check_interrupted, one_line
+from harness.base.errors import check_interrupted, one_line
 
 DEFAULT_WAIT_S = 5.0  # how long the first call waits inside the model for the second to come in
 MIN_END_S = 60.0  # the least time both calls get to end once they have met (or the wait is over)

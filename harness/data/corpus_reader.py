@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from harness.base.errors import BlockError, CorpusError, HarnessError
+from harness.base.overlap import prefetch
 from harness.data.blocks import Block
 from harness.data.corpus_schema import GEOMETRY_KEYS, META_KEY, SCHEMA, Corpus, Summary
-from harness.data.errors import BlockError, CorpusError, HarnessError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
-from harness.data.overlap import prefetch
 from harness.data.parquet import one_chunk, open_file, read_row_group, schema_metadata, to_numpy
 from harness.data.schemas import CorpusMeta, Provenance, validate
 

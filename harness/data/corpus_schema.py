@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from harness.base.errors import BlockError, CorpusError, check_interrupted
+from harness.base.overlap import WriteBehind
 from harness.data.arrow_build import numeric, strings
 from harness.data.blocks import Block, concat_spans
-from harness.data.errors import BlockError, CorpusError, check_interrupted
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
-from harness.data.overlap import WriteBehind
 from harness.data.parquet import ParquetSink, items
 
 SCHEMA_VERSION = 1
@@ -148,7 +148,7 @@ class Corpus:
 class CorpusWriter:
     """Validates and writes blocks one at a time; the file appears (renamed) only on :meth:`close`.
 
-    Row groups are encoded and written in a thread (:class:`harness.data.overlap.WriteBehind`) while the
+    Row groups are encoded and written in a thread (:class:`harness.base.overlap.WriteBehind`) while the
     next blocks are read and validated."""
 
     def __init__(self, path: Path, geometry: Geometry, group_blocks: int = GROUP_BLOCKS) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.errors import SchemaError
-from harness.data.fsio import atomic_write
+from harness.base.errors import SchemaError
+from harness.base.fsio import atomic_write
 
 
 def json_default(value: object) -> object:

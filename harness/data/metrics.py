@@ -19,7 +19,7 @@ from types import ModuleType
 
 import numpy as np
 
-from harness.data.overlap import meanwhile
+from harness.base.overlap import meanwhile
 
 CHUNK_ELEMENTS = 1 << 18  # numpy fallback: 1 MiB per float32 temporary, stays in L2
 

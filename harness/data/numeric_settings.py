@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.data.errors import ConfigError
+from harness.base.errors import ConfigError
 from harness.data.numerics_scope import NumericsScope
 from harness.data.torch_state import torch_loaded
 

@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.data.errors import HarnessError, check_interrupted, clean_up, one_line
-from harness.data.fsio import atomic_file, fault, os_failure
-from harness.data.writeback import start_writeback
+from harness.base.errors import HarnessError, check_interrupted, clean_up, one_line
+from harness.base.fsio import atomic_file, fault, os_failure
+from harness.base.writeback import start_writeback
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
@@ -63,7 +63,7 @@ class HashingFile(io.RawIOBase):
 
     def start_writeback(self) -> None:
         """Hand what is written so far to the disk now, without waiting (Linux ``sync_file_range``): the
-        fsync of :func:`harness.data.fsio.atomic_files` at close then finds little left to write. A run's
+        fsync of :func:`harness.base.fsio.atomic_files` at close then finds little left to write. A run's
         18 files were fsynced at its end with every byte still dirty, 0.76 s after the last network call
         at N = 256; elsewhere, or where the file system refuses, nothing is done."""
         start_writeback(self._f)

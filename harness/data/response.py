@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 

@@ -21,7 +21,7 @@ from typing import Final
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
-from harness.data.errors import HarnessError, clip, clip_list
+from harness.base.errors import HarnessError, clip, clip_list
 
 MIN_K: Final = 1
 # The largest k: far above any batch the engine could send, small enough that a typo

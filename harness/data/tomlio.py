@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harness.data.errors import ConfigError
+from harness.base.errors import ConfigError
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits
 from harness.data.modes import VoiceprintInputs

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits
 from harness.data.masks import VoiceprintRows

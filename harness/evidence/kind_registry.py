@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.schemas.results import ShapeScore
 from harness.evidence.arrangements_kind import ArrangementsKind
 from harness.evidence.golden_drift import GoldenDriftKind

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.refusals import (
     DEPENDS,

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import OpVerdictModel, RequestEvidence, ShapeScore
 from harness.data.shape import Shape

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data.errors import EXIT_FAIL
+from harness.base.errors import EXIT_FAIL
 from harness.data.schemas.base import State
 from harness.data.schemas.records import Ledger, LedgerEvent
 from harness.data.schemas.results import Reproduction, reproduction_phrase

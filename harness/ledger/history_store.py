@@ -36,9 +36,9 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from harness.base.errors import LedgerError
+from harness.base.fsio import fault, fsync_path, is_temporary
 from harness.data import arrow_build
-from harness.data.errors import LedgerError
-from harness.data.fsio import fault, fsync_path, is_temporary
 from harness.data.jsonio import digest
 from harness.data.parquet import check_schema, open_file, read_row_group, schema_metadata, write_table
 from harness.data.schemas.base import validate

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from harness.data.destinations import Input, check_output_file, same_file
-from harness.data.errors import LedgerError, OutputError, SchemaError, clean_up, committed, uncommitted
-from harness.data.fsio import fault, locked, os_failure
+from harness.base.destinations import Input, check_output_file, same_file
+from harness.base.errors import LedgerError, OutputError, SchemaError, clean_up, committed, uncommitted
+from harness.base.fsio import fault, locked, os_failure
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
 from harness.data.schemas.records import as_written
@@ -103,7 +103,7 @@ def load_manifest(path: Path) -> PromotedShapes:
 
 def check_paths(ledger_path: Path, manifest_path: Path, inputs: Iterable[Input] = ()) -> None:
     """Refuse, before any work, a ledger and manifest that are one file or cannot be written (inside a golden
-    or run, over one of the command's ``inputs``: :mod:`harness.data.destinations`), a history folder beside
+    or run, over one of the command's ``inputs``: :mod:`harness.base.destinations`), a history folder beside
     the ledger that is not a folder, and a ledger that cannot be read (a nightly must not run for minutes to
     find that out). The manifest is derived from the ledger and rewritten whole, so a broken one is no reason
     to stop."""

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.jsonio import seal
 from harness.data.schemas import validate
 from harness.data.schemas.engine_manifest import PromotedShapes

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal, TypedDict, cast
 
-from harness.data.errors import LedgerError
+from harness.base.errors import LedgerError
 from harness.data.jsonio import digest
 from harness.data.modes import VoiceprintInputs
 from harness.data.schemas import entry_key

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.base.errors import LedgerError
 from harness.data.environment import device_kind
-from harness.data.errors import LedgerError
 from harness.data.figures import holds
 from harness.data.jsonio import read_json, seal_ok
 from harness.data.judge_limits import LimitSet

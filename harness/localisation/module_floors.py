@@ -31,14 +31,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from harness.base.errors import HarnessError, one_line
+from harness.base.process_settings import release_free_memory
 from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
-from harness.data.errors import HarnessError, one_line
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
-from harness.data.process_settings import release_free_memory
 from harness.data.schemas.config_file import LocaliseSection
 
 FORMAT = 1

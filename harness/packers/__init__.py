@@ -12,7 +12,7 @@ into one of these. Answers of foreign packers are validated before use
 
 from __future__ import annotations
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.geometry import Geometry
 from harness.packers.callable import CallablePacker
 from harness.packers.external import ExternalPacker

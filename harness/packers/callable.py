@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.base.errors import HarnessError, PackingError, clip
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError, PackingError, clip
 from harness.data.geometry import Geometry
 from harness.packers.identity import callable_identity, module_file_digest
 from harness.packers.inputs import check_items, check_output, describe_items

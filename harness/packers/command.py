@@ -15,7 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from harness.data.errors import clip
+from harness.base.errors import clip
 from harness.packers.packer_errors import PackerUnavailable
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)

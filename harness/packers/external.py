@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from harness import __version__
+from harness.base.errors import clip
 from harness.data.blocks import Block
-from harness.data.errors import clip
 from harness.data.geometry import Geometry
 from harness.packers import command, identity, process, wire
 from harness.packers.inputs import check_items, check_output, describe_items

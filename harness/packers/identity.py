@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data.errors import clip
+from harness.base.errors import clip
 from harness.packers.command import Command
 from harness.packers.packer_errors import PackerUnavailable
 

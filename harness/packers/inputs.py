@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from harness.base.errors import PackingError
 from harness.data.blocks import Block
-from harness.data.errors import PackingError
 from harness.data.ops import Op
 from harness.packers.packing import PackedRequest
 

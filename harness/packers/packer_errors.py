@@ -1,6 +1,6 @@
 """How a foreign packer can fail, so callers can tell a packing bug from a packer that cannot run.
 
-All are :class:`harness.data.errors.PackingError` (so the CLI prints them as one line, exit 2), and
+All are :class:`harness.base.errors.PackingError` (so the CLI prints them as one line, exit 2), and
 every message names the packer (its command or import path):
 
 - :class:`PackerAnswerError`: the packer answered, but its answer breaks the request contract,
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.data.errors import PackingError
+from harness.base.errors import PackingError
 
 if TYPE_CHECKING:
     from harness.packers.packing import PackedRequest

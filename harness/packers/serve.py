@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from harness import __version__
+from harness.base.errors import HarnessError
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError
 from harness.data.ops import Op
 from harness.packers import wire
 from harness.packers.callable import load_object

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from harness.base.errors import BlockError
 from harness.data.blocks import Block, check_request
-from harness.data.errors import BlockError
 from harness.data.geometry import Geometry
 from harness.packers.packer_errors import PackerAnswerError
 from harness.packers.packing import PackedRequest, Segment

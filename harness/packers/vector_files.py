@@ -26,11 +26,10 @@ from typing import Any
 import numpy as np
 
 from harness import __version__
-from harness.data.blocks import NO_ROWS, Block, BlockRows
-from harness.data.destinations import check_output_dir
-from harness.data.errors import OutputError, check_interrupted, committed
-from harness.data.folder_swap import remove_stale_stages, swap_in
-from harness.data.fsio import (
+from harness.base.destinations import check_output_dir
+from harness.base.errors import OutputError, check_interrupted, committed
+from harness.base.folder_swap import remove_stale_stages, swap_in
+from harness.base.fsio import (
     dir_mode,
     fault,
     file_mode,
@@ -41,6 +40,7 @@ from harness.data.fsio import (
     remove_empty,
     temp_sibling,
 )
+from harness.data.blocks import NO_ROWS, Block, BlockRows
 from harness.data.geometry import Geometry
 from harness.data.schemas.base import validate
 from harness.data.schemas.vectors import FORMAT, SessionVectors, Vector, VectorIndex
@@ -245,7 +245,7 @@ def export(directory: Path, geometry: Geometry, replace: bool = False) -> list[s
 
     ``directory`` is new or empty, or (``replace``) a folder of exported vectors and nothing else. The files
     are written in a temporary folder beside it, then renamed in one step (over an empty folder) or swapped
-    with the old vectors in one step (:mod:`harness.data.folder_swap`); on any failure nothing changes and
+    with the old vectors in one step (:mod:`harness.base.folder_swap`); on any failure nothing changes and
     nothing is left. Returns the lines to print.
     """
     final = Path(directory)

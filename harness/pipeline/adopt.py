@@ -36,13 +36,13 @@ from typing import Any
 from golden.adoption import adoptable, history_name, journal_path, read_journal
 from golden.manifest import MANIFEST, check_files
 from golden.store import Golden, load_golden
-from harness.data.destinations import check_output_dir
-from harness.data.errors import GoldenError, HarnessError, check_interrupted, committed
-from harness.data.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
+from harness.base.destinations import check_output_dir
+from harness.base.errors import GoldenError, HarnessError, check_interrupted, committed
+from harness.base.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
+from harness.base.outputset import swap_paths as exchange
 from harness.data.geometry import Geometry
 from harness.data.jsonio import dumps, read_json, seal
 from harness.data.ops import ALL_OPS
-from harness.data.outputset import swap_paths as exchange
 from harness.ledger.ledger_store import beside_golden
 
 # what a regeneration shares with the golden it replaces (the model's fingerprint may change: the model changed)

@@ -16,7 +16,7 @@ Two passes over the capture (:mod:`harness.capture`), each row group by row grou
 
 Writes ``audit.json`` (sealed; :class:`harness.capture.result.AuditFile`, the outcome's ``result``),
 ``junit.xml`` and the report's "production audit" section (``report.html``, ``report.md``), as one set
-published in one step (:mod:`harness.data.outputset`): an audit over a previous one never leaves their files mixed. The
+published in one step (:mod:`harness.base.outputset`): an audit over a previous one never leaves their files mixed. The
 audit judges traffic, not a candidate shape: it never touches the ledger or the promoted-shapes
 manifest.
 
@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from golden.manifest import BackgroundHash
+from harness.base.destinations import check_output_dir
+from harness.base.errors import ScoringError, committed, step
+from harness.base.outputset import output_set
 from harness.capture.capture_laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import headline
 from harness.capture.schema import CaptureError
-from harness.data.destinations import check_output_dir
-from harness.data.errors import ScoringError, committed, step
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
-from harness.data.outputset import output_set
 from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
 from harness.data.schemas.config_file import ConfigFile
 from harness.judging.judges import judge_for
@@ -287,7 +287,7 @@ def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
 
     document = result.model_dump(mode="json")  # the file's JSON, as it was sealed (_finish)
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
-        # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.data.outputset)
+        # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.base.outputset)
         write_json_atomic(stage / AUDIT, document)
         write_audit_junit(stage / JUNIT, document)
         pages = write_audit_report(stage, document)

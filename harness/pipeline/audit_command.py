@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data.destinations import check_output_dir
+from harness.base.destinations import check_output_dir
 from harness.data.schemas.config_file import ConfigFile
 from harness.pipeline.audit import AuditOutcome, audit_capture
 from harness.pipeline.backends import make_backend

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.geometry import Geometry, geometry_of
 from harness.data.schemas.config_file import ConfigFile
 from harness.packers import packer_from_options

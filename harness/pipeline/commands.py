@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from golden.locate import refuse_folder_of_goldens
 from golden.store import load_golden
+from harness.base.destinations import check_output_dir
+from harness.base.errors import HarnessError, clip_list, step
+from harness.base.fsio import safe_name
 from harness.corpus.synth import iter_synth_blocks
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import write_corpus
-from harness.data.destinations import check_output_dir
-from harness.data.errors import HarnessError, clip_list, step
-from harness.data.fsio import safe_name
 from harness.data.ops import Op
 from harness.data.schemas.config_file import (
     ConfigFile,

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.data.errors import HarnessError, one_line
+from harness.base.errors import HarnessError, one_line
 from harness.data.jsonio import read_json, write_json_atomic
 from harness.data.schemas import validate
 from harness.pipeline.backends import IN_PROCESS

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.data.destinations import check_output_dir, check_output_file, same_file
-from harness.data.errors import HarnessError, committed
+from harness.base.destinations import check_output_dir, check_output_file, same_file
+from harness.base.errors import HarnessError, committed
+from harness.base.outputset import output_set, pin
 from harness.data.jsonio import read_json
-from harness.data.outputset import output_set, pin
 from harness.data.schemas.config_file import ConfigFile
 from harness.evidence.kind_registry import loaded
 from harness.ledger.score_check import check_self_consistent, read_score
@@ -157,7 +157,7 @@ def _report(
             k: {op: v.model_dump(mode="json", exclude_unset=True) for op, v in ops.items()}  # as written
             for k, ops in data.shapes.items()
         }
-    # the pages (and a JUnit file beside them) are one set, published in one step (harness.data.outputset)
+    # the pages (and a JUnit file beside them) are one set, published in one step (harness.base.outputset)
     beside = junit if junit is not None and same_file(junit.parent, out) else None
     members = [*REPORT_PAGES, *([beside.name] if beside is not None else [])]
     with output_set(out, "report", members) as stage:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from harness.data.errors import GoldenError
+from harness.base.errors import GoldenError
 from harness.data.geometry import Geometry
 from harness.data.masks import MaskPolicy
 from harness.data.ops import Op

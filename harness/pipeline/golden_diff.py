@@ -29,15 +29,15 @@ from typing import Any
 
 from golden.locate import refuse_folder_of_goldens
 from golden.store import CORPUS, Golden, load_golden
-from harness.data.destinations import check_output_file
+from harness.base.destinations import check_output_file
+from harness.base.errors import GoldenError, check_interrupted, step
+from harness.base.overlap import prefetch
 from harness.data.environment import differences, numerics_differences
-from harness.data.errors import GoldenError, check_interrupted, step
 from harness.data.figures import fmt
 from harness.data.jsonio import write_json_atomic
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
-from harness.data.overlap import prefetch
 from harness.data.schemas.golden_diff import DiffStatus, GoldenDiff, GoldenSide, OpDiff
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances

@@ -18,11 +18,11 @@ from golden.calls import write_calls
 from golden.runs import block_owners
 from golden.store import CALLS, CORPUS, Golden, load_golden, new_lane_writer, seal_golden_manifest, write_manifest
 from golden.tables import BackgroundWriter
+from harness.base.errors import GoldenError, short
+from harness.base.fsio import atomic_directory
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import CorpusWriter
 from harness.data.environment import shard_conflict
-from harness.data.errors import GoldenError, short
-from harness.data.fsio import atomic_directory
 from harness.data.masks import MaskPolicy
 from harness.data.outputs import LaneOutputs
 from harness.judging.reproduction import merge_noise_floors

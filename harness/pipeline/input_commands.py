@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.data.destinations import check_output_file
-from harness.data.errors import OutputError
-from harness.data.fsio import atomic_write
+from harness.base.destinations import check_output_file
+from harness.base.errors import OutputError
+from harness.base.fsio import atomic_write
 from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:

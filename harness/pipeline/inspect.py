@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
 from golden.store import Golden
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.figures import fmt
 from harness.data.ops import Op
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer

@@ -51,8 +51,8 @@ from typing import Any, Literal, overload
 from pydantic import ValidationError
 
 from harness import __version__
-from harness.data.errors import HarnessError, debug_note, short, step
-from harness.data.fsio import user_cache_dir
+from harness.base.errors import HarnessError, debug_note, short, step
+from harness.base.fsio import user_cache_dir
 from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas.base import describe_error
 from harness.data.schemas.files import LawsVerdict

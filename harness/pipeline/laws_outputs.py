@@ -2,7 +2,7 @@
 written together after the laws were judged.
 
 Each file is written atomically, and neither is renamed into place before both were written
-(:func:`harness.data.fsio.atomic_write_many`): a failure while writing leaves the previous files as they were.
+(:func:`harness.base.fsio.atomic_write_many`): a failure while writing leaves the previous files as they were.
 The line saying what was written, and the exit status, are re-derived from the JSON as it lies on disk.
 """
 
@@ -13,9 +13,9 @@ import shlex
 import shutil
 from pathlib import Path
 
-from harness.data.destinations import Input, check_output_file, same_file
-from harness.data.errors import HarnessError, committed
-from harness.data.fsio import atomic_write_many
+from harness.base.destinations import Input, check_output_file, same_file
+from harness.base.errors import HarnessError, committed
+from harness.base.fsio import atomic_write_many
 from harness.data.jsonio import dumps, read_json
 from harness.data.schemas.base import validate
 from harness.data.schemas.laws_file import LawsReportFile

@@ -33,11 +33,11 @@ from contextlib import contextmanager
 from golden.lane_reader import LaneReader
 from golden.runs import Run
 from golden.store import Golden
-from harness.data.errors import ScoringError, step
-from harness.data.fsio import fault
+from harness.base.errors import ScoringError, step
+from harness.base.fsio import fault
+from harness.base.overlap import WriteBehind
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
-from harness.data.overlap import WriteBehind
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import Score
 from harness.data.shape import EXACT

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from golden.store import Golden
+from harness.base.errors import HarnessError, check_interrupted, clip_list, step
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError, check_interrupted, clip_list, step
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits
 from harness.data.masks import VoiceprintRows

@@ -19,7 +19,7 @@ from typing import Any
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.data.errors import one_line, step
+from harness.base.errors import one_line, step
 from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
 from harness.data.shape import Shape

@@ -14,7 +14,7 @@ report, used by the reports.)
 from __future__ import annotations
 
 from golden.store import Golden
-from harness.data.errors import GoldenError
+from harness.base.errors import GoldenError
 from harness.data.geometry import Geometry
 from lanes.diar_nn_g.config import CONFIGS
 

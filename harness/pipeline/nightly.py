@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
-from harness.data.errors import EXIT_FAIL, EXIT_PASS, HarnessError, clip_list, committed, step
-from harness.data.fsio import atomic_write, is_temporary
+from harness.base.errors import EXIT_FAIL, EXIT_PASS, HarnessError, clip_list, committed, step
+from harness.base.fsio import atomic_write, is_temporary
+from harness.base.outputset import output_set
+from harness.base.overlap import import_meanwhile
 from harness.data.jsonio import write_json_atomic
 from harness.data.metrics import start_warming
-from harness.data.outputset import output_set
-from harness.data.overlap import import_meanwhile
 from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.committed import committed_by, held_to_ledger
 from harness.ledger.ledger_history import read_history
@@ -223,7 +223,7 @@ def finalize(
     """Score (once), promote/revoke, localise (best effort), report and JUnit, written where ``outputs`` says.
 
     The ledger and manifest are their own transaction (:mod:`harness.ledger.ledger_store`); the nightly's own outputs
-    (score, localisation, report, JUnit, summary) are one set (:mod:`harness.data.outputset`), written into a fresh
+    (score, localisation, report, JUnit, summary) are one set (:mod:`harness.base.outputset`), written into a fresh
     folder and published in one step after the ledger commit: a reader of ``out`` sees this nightly's set or the
     previous one, never a mix. ``no_promote``: the score is verified as promotion would, but the ledger and
     manifest are neither written, created nor locked (the report reads the manifest, lock-free, as the engine

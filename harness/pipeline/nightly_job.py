@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.base.destinations import Input, check_output_dir
+from harness.base.errors import HarnessError
+from harness.base.outputset import current_link
 from harness.corpus.shards import Shard
-from harness.data.destinations import Input, check_output_dir
-from harness.data.errors import HarnessError
 from harness.data.jsonio import read_json
-from harness.data.outputset import current_link
 from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.ledger_history import check_history
 from harness.ledger.ledger_store import beside_golden, check_paths
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from harness.ledger.promotion import Transition
     from harness.pipeline.distributed import RayOptions
 
-SET = "nightly"  # the nightly's own outputs: one set (harness.data.outputset), published in one step
+SET = "nightly"  # the nightly's own outputs: one set (harness.base.outputset), published in one step
 MEMBERS = ("score.json", "localisation.json", "report", "junit.xml", "summary.txt")
 
 
@@ -107,7 +107,7 @@ class NightOutputs:
 def refuse_previous_output(out: Path, force: bool) -> None:
     """Refuse (before any work) an ``--out`` that already holds a nightly's, a shard's or a merge's output,
     unless ``force``: replacing last night's score, report and JUnit must be asked for, not a side effect of
-    reusing a folder name. With ``force`` the set is replaced as one unit (:mod:`harness.data.outputset`); an empty
+    reusing a folder name. With ``force`` the set is replaced as one unit (:mod:`harness.base.outputset`); an empty
     folder, or one holding only runs, is no previous output."""
     out = Path(out)
     score = out / "score.json"
@@ -135,7 +135,7 @@ def check_outputs(
     what: str = "nightly output folder",
 ) -> tuple[Path, Path]:
     """Every output of a nightly (a merge, a Ray nightly), checked before any work
-    (:mod:`harness.data.destinations`): ``out`` (not inside a golden or run, not an input: the golden, the
+    (:mod:`harness.base.destinations`): ``out`` (not inside a golden or run, not an input: the golden, the
     configuration, ``inputs``), and when it ``promotes`` (no shard, no ``--no-promote``) the ledger and manifest
     (writable, readable, their history folder a folder) and the ledger's history, read as this ledger's (the
     margins read it after the commit and may decide the exit status). Returns the ledger and manifest paths."""

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from golden.runs import load_run
 from golden.store import load_golden
+from harness.base.errors import HarnessError, LedgerError, step
 from harness.data.engine_allows import EngineManifest
-from harness.data.errors import HarnessError, LedgerError, step
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.files import GoldenManifest, RunManifest

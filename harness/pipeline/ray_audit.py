@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.base.errors import HarnessError, step
+from harness.base.fsio import atomic_file
 from harness.capture.capture_laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest
 from harness.corpus.shards import RequestRange, request_ranges
 from harness.data.blocks import Block
 from harness.data.environment import machine_environment, shard_conflict
-from harness.data.errors import HarnessError, step
-from harness.data.fsio import atomic_file
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from golden.manifest import check_files
 from golden.store import Golden, load_golden
+from harness.base.destinations import check_output_dir
+from harness.base.errors import step
+from harness.base.fsio import safe_name
 from harness.corpus.shards import BlockRange, block_ranges
 from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import write_corpus
-from harness.data.destinations import check_output_dir
-from harness.data.errors import step
-from harness.data.fsio import safe_name
 from harness.data.geometry import Geometry
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.config_file import ConfigFile

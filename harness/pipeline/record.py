@@ -26,13 +26,13 @@ from golden.store import (
     write_manifest,
 )
 from golden.tables import BackgroundWriter
+from harness.base.destinations import check_output_dir
+from harness.base.errors import GoldenError, step
+from harness.base.fsio import atomic_directory
 from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import CorpusWriter
-from harness.data.destinations import check_output_dir
 from harness.data.environment import differences, machine_environment, numerics_differences, provenance
-from harness.data.errors import GoldenError, step
-from harness.data.fsio import atomic_directory
 from harness.data.metrics import start_warming
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from golden.manifest import PendingHashes
 from golden.runs import Run, RunWriter, load_run, new_run_id
 from golden.store import Golden
+from harness.base.errors import HarnessError, step
 from harness.corpus.shards import BlockRange, Shard
 from harness.data.environment import provenance
-from harness.data.errors import HarnessError, step
 from harness.data.geometry import Geometry
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile

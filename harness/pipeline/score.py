@@ -17,14 +17,14 @@ from typing import Any, cast
 
 from golden.runs import Run
 from golden.store import Golden
-from harness.data.destinations import check_output_file
+from harness.base.destinations import check_output_file
+from harness.base.errors import ScoringError, check_interrupted, step
+from harness.base.overlap import prefetch
 from harness.data.environment import differences, numerics_differences
-from harness.data.errors import ScoringError, check_interrupted, step
 from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
-from harness.data.overlap import prefetch
 from harness.data.schemas.backend_facts import BackendFacts
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import Score, ShapeScore

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.base.errors import HarnessError, failed_step, one_line, step
 from harness.corpus.shards import BlockRange, RequestRange
-from harness.data.errors import HarnessError, failed_step, one_line, step
 from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.base import Strict
 from harness.data.schemas.config_file import ConfigFile
@@ -168,5 +168,5 @@ def check_shared(job_root: Path, host: str) -> None:
 
 
 def describe_bug(exc: BaseException) -> str:
-    """A bug on a worker, located as the command line locates one (:func:`harness.data.errors.failed_step`)."""
+    """A bug on a worker, located as the command line locates one (:func:`harness.base.errors.failed_step`)."""
     return f"at step '{failed_step(exc)}': {type(exc).__name__}: {one_line(exc)}"

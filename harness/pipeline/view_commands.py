@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
+from harness.base.errors import ModelError
 from harness.data import ops
 from harness.data.blocks import check_request
-from harness.data.errors import ModelError
 from harness.data.geometry import Geometry
 from harness.data.isolation import cut_windows
 from harness.data.ops import Op

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.base.errors import HarnessError, ModelError
 from harness.data.blocks import Block
 from harness.data.concurrent_entry import DEFAULT_WAIT_S, EntryProbe, probe_concurrent_entry
-from harness.data.errors import HarnessError, ModelError
 from harness.data.geometry import geometry_of
 from harness.data.masks import MaskPolicy
 from harness.data.numeric_settings import NumericSettings

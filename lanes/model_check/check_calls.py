@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.base.errors import HarnessError
 from harness.data.blocks import Block
-from harness.data.errors import HarnessError
 from harness.data.ops import Op
 from harness.packers.packing import PackedRequest, pack, unpack
 from lanes.backend import InProcessBackend

@@ -98,7 +98,7 @@ def model_report(config: pytest.Config, spec: str) -> ModelCheckReport | str:
 def run_check(spec: str, config_path: str | None, device: str | None) -> ModelCheckReport | str:
     """``harness model check`` of ``spec`` (its report), or ``harness: error: ...`` when it cannot run."""
     # deferred, each: a pytest session without --harness-model imports nothing of the harness but this plugin
-    from harness.data.errors import HarnessError  # deferred: see above
+    from harness.base.errors import HarnessError  # deferred: see above
     from harness.release_config import Override, load_config  # deferred: see above
     from lanes.model_api import load_model  # deferred: see above
     from lanes.model_check.check import CheckOptions, run_model_check  # deferred: see above

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.data.errors import BackendError, one_line
+from harness.base.errors import BackendError, one_line
 
 MODEL_ERROR_TAG = "diar_nn_g model error"  # set by model.py on errors the model itself answered
 CONNECTION_WORDS = ("connection", "httpparse", "protocol", "remote", "incomplete", "badstatus")

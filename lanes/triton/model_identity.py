@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.response import expected_shape

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 
 if TYPE_CHECKING:
     from lanes.triton.server_options import ServerOptions

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from lanes.triton.process_group import _comm, _die_with_parent, _main_thread, _stop_group, group_members
 from lanes.triton.reaper import Reaper, start_reaper
 from lanes.triton.repository import (  # noqa: F401 (re-exported: the server's tests and tools use them)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
 
 MODEL_NAME: Final = "diar_nn_g"

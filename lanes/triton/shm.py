@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 
 SHM_DIR = Path("/dev/shm")
 PREFIX = "diar_shm_"

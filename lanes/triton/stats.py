@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from harness.data.schemas.load import ServerStats
 from lanes.triton.url import build_client, parse_triton_url
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.base.errors import BackendError
 from harness.data import ops
-from harness.data.errors import BackendError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.response import check_response, expected_shape

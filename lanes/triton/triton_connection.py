@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.data.errors import BackendError, one_line
+from harness.base.errors import BackendError, one_line
 from lanes.triton.failures import Retryable as _Retryable
 from lanes.triton.failures import describe_os_error as _describe_os_error
 from lanes.triton.failures import is_connection_failure as _is_connection_failure

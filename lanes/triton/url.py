@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 
 EXAMPLE = "http://127.0.0.1:8000"
 DEFAULT_PORTS = {"http": 80, "https": 443}

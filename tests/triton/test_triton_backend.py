@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from triton_support import blocks_of  # noqa: I001
 
+from harness.base.errors import BackendError
 from harness.data import ops
-from harness.data.errors import BackendError
 from harness.data.ops import Op
 from harness.packers.packing import pack
 from lanes.triton import triton_backend as triton_backend_module

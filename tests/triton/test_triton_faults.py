@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from triton_support import MODEL, NUMERICS, run_shapes, serving
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from lanes.triton.server import ServerOptions, free_port
 from lanes.triton.triton_backend import CallPolicy, TritonBackend
 

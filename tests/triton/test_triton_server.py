@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from triton_support import NUMERICS
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from lanes.triton import server as server_module

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from triton_support import CONFIG, packed_calls, run_shapes
 
-from harness.data.errors import BackendError
+from harness.base.errors import BackendError
 from harness.data.ops import ALL_OPS, Op
 from harness.data.tolerances import Tolerances
 from harness.pipeline.record import verify_golden

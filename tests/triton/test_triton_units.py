@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.errors import BackendError, HarnessError
+from harness.base.errors import BackendError, HarnessError
 from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.backends import BackendChoice, make_backend, model_geometry
 from harness.release_config import release_config

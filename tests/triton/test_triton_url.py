@@ -41,7 +41,7 @@ def test_a_bad_port_through_the_cli_is_one_line_with_status_2(tmp_path):
 def test_the_backend_refuses_a_bad_port_before_building_a_client(tmp_path):
     pytest.importorskip("tritonclient.http", reason="needs the 'triton' extra")
     done = _python(
-        "from harness.data.errors import BackendError\n"
+        "from harness.base.errors import BackendError\n"
         "from lanes.triton.triton_backend import TritonBackend\n"
         "try:\n    TritonBackend('http://127.0.0.1:notaport')\n"
         "except BackendError as exc:\n    print(exc)\n",

@@ -25,7 +25,7 @@ from triton_support import CONFIG, packed_calls, run_shapes, serving
 
 from golden.runs import load_run
 from golden.store import load_golden
-from harness.data.errors import BackendError, GoldenError
+from harness.base.errors import BackendError, GoldenError
 from harness.data.ops import Op
 from harness.data.tolerances import Tolerances
 from harness.pipeline.record import record_golden

@@ -3,7 +3,7 @@
 
 import sys
 
-from harness.data.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.data.schemas.docs import markdown
 from harness.data.schemas.json_schema import (
     write_schemas,

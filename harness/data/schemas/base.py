@@ -17,7 +17,7 @@ from pydantic import (
     model_serializer,
 )
 
-from harness.data.errors import HarnessError, SchemaError
+from harness.base.errors import HarnessError, SchemaError
 from harness.data.shape import Shape
 
 

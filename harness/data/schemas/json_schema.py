@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
 
-from harness.data.destinations import check_output_dir
-from harness.data.fsio import atomic_write_many
+from harness.base.destinations import check_output_dir
+from harness.base.fsio import atomic_write_many
 from harness.data.schemas import FILE_KINDS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel
 
-from harness.data.errors import ScoringError
+from harness.base.errors import ScoringError
 from harness.data.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.data.errors import ScoringError
+from harness.base.errors import ScoringError
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import SegmentationLimits
 from harness.data.masks import audio_frames

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.data.errors import ScoringError
+from harness.base.errors import ScoringError
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import VoiceprintLimits
 from harness.data.metrics import cosine_and_rel_l2, row_diff

@@ -105,7 +105,7 @@ class TritonPythonModel:
 
 def _error(exc: Exception) -> object:
     """One line naming the error; a bad request (BlockError) is the caller's fault: HTTP 400."""
-    from harness.data.errors import BlockError
+    from harness.base.errors import BlockError
 
     message = " ".join(f"{MODEL_ERROR_TAG}: {type(exc).__name__}: {exc}".split())
     code = pb_utils.TritonError.INVALID_ARG if isinstance(exc, BlockError) else pb_utils.TritonError.INTERNAL

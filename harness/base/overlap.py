@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from queue import Empty, Full, Queue
 from typing import Generic, TypeVar
 
-from harness.data.errors import clean_up
-from harness.data.workers import Worker
+from harness.base.errors import clean_up
+from harness.base.workers import Worker
 
 T = TypeVar("T")
 
@@ -122,7 +122,7 @@ class WriteBehind(Generic[T]):
 
     def abort(self) -> None:
         """Stop after the item being written; drop the rest; raise nothing. Returns only once the thread has
-        ended, even through a second Ctrl-C (:mod:`harness.data.workers`): the caller then removes the file
+        ended, even through a second Ctrl-C (:mod:`harness.base.workers`): the caller then removes the file
         the thread was writing."""
         with clean_up():
             self._error = self._error or RuntimeError("aborted")

@@ -25,14 +25,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import Any, TypeVar
 
-from harness.data.errors import clean_up
+from harness.base.errors import clean_up
 
 T = TypeVar("T")
 
 
 def outlast(wait: Callable[[], object], hold: bool = False) -> None:
     """Call ``wait`` until it returns without being interrupted (a ``KeyboardInterrupt``, which the command
-    line's :class:`~harness.data.errors.Interrupted` is); then raise the first interruption, or drop it
+    line's :class:`~harness.base.errors.Interrupted` is); then raise the first interruption, or drop it
     (``hold``: a clean-up that must still remove what it started, the signal being recorded already)."""
     held: KeyboardInterrupt | None = None
     while True:

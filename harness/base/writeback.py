@@ -12,7 +12,7 @@ def start_writeback(file: BinaryIO) -> None:
     """Flush ``file`` and start the disk writing its dirty pages, without waiting for them (Linux's
     ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, through libc: the os module has no such call); best
     effort, a no-op elsewhere or where the call fails. The fsync that ends the file's write
-    (:func:`harness.data.fsio.atomic_files`) then finds little left: a run of 308 MB (N = 256) was written
+    (:func:`harness.base.fsio.atomic_files`) then finds little left: a run of 308 MB (N = 256) was written
     whole at that fsync, 0.6 s after the last network call, the kernel having started none of it."""
     file.flush()
     sync = _sync_file_range()

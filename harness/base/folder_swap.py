@@ -17,9 +17,9 @@ import re
 import shutil
 from pathlib import Path
 
-from harness.data.errors import OutputError, check_interrupted
-from harness.data.fsio import fault, fsync_path, remove_path
-from harness.data.outputset import process_alive, swap_paths
+from harness.base.errors import OutputError, check_interrupted
+from harness.base.fsio import fault, fsync_path, remove_path
+from harness.base.outputset import process_alive, swap_paths
 
 
 def swap_in(stage: Path, target: Path, what: str) -> None:

@@ -25,8 +25,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.data.errors import OutputError
-from harness.data.fsio import file_mode, os_failure, temp_sibling
+from harness.base.errors import OutputError
+from harness.base.fsio import file_mode, os_failure, temp_sibling
 
 Input = tuple[str, Path | str | None]  # how the command named an input (``--golden``) and where it is (None: not given)
 

@@ -11,7 +11,7 @@
 - **One line per failure**: an ``OSError`` becomes an :class:`OutputError` naming the path and
   the reason (not writable, a directory, disk full).
 - **Checked before long work**: every output location of every command is checked before any work
-  (creating nothing) by :mod:`harness.data.destinations`: writable, outside goldens and runs, no input.
+  (creating nothing) by :mod:`harness.base.destinations`: writable, outside goldens and runs, no input.
 - **Locks** (:func:`locked`) serialise read-modify-write of shared files (ledger, manifest).
 - **Faults** (tests only): ``HARNESS_FAULT=kill:<point>`` SIGKILLs the process at a named point,
   ``HARNESS_FAULT=enospc:<point>`` fails there with "No space left on device",
@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.data.errors import HarnessError, OutputError, check_interrupted
+from harness.base.errors import HarnessError, OutputError, check_interrupted
 
 _TEMP = re.compile(r"^\..+\.tmp-")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")

@@ -1,6 +1,6 @@
 """Where a command's time and memory go, step by step: what the benchmarks of a whole job read.
 
-With ``HARNESS_PHASES=<file>`` set, every pipeline step (:func:`harness.data.errors.step`: "exact lane
+With ``HARNESS_PHASES=<file>`` set, every pipeline step (:func:`harness.base.errors.step`: "exact lane
 x2", "module floors", "lanes", "score", "report", ...) appends one JSON line to that file when it ends:
 its name (the enclosing steps' too), wall seconds, this process's user and system CPU seconds over it,
 and its peak resident memory (Linux: the kernel's high-water mark, reset as the step starts through

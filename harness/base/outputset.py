@@ -39,8 +39,8 @@ import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.data.errors import OutputError, check_interrupted
-from harness.data.fsio import (
+from harness.base.errors import OutputError, check_interrupted
+from harness.base.fsio import (
     dir_mode,
     fault,
     fsync_path,

@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from harness.data import phases
+from harness.base import phases
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -30,7 +30,7 @@ _STEP: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("harness
 @contextlib.contextmanager
 def step(name: str) -> Iterator[None]:
     """Name the pipeline step in progress, so an internal error can say where it happened (and, with
-    ``HARNESS_PHASES`` set, what it cost: :mod:`harness.data.phases`).
+    ``HARNESS_PHASES`` set, what it cost: :mod:`harness.base.phases`).
 
     The step is attached to an exception that leaves it (``harness_step``, innermost first): by the
     time the command line reports the exception, every step has been left."""
@@ -105,7 +105,7 @@ def clear_interrupt() -> None:
 # A clean-up that must finish (join a writer thread, then remove the file it wrote) is not interrupted by a
 # second signal: the handler raises where it lands, and between the join and the removal, or between the
 # request to stop and the join, a raise would leave a thread writing into a file about to be closed under it
-# (harness.data.workers). Inside ``clean_up()`` the handler only records the signal; the command still ends
+# (harness.base.workers). Inside ``clean_up()`` the handler only records the signal; the command still ends
 # as interrupted, at its next check point or at the command line's end.
 # Per thread: the handler runs in the main thread and asks about the main thread's clean-up, not a writer's.
 _CLEANING = threading.local()
