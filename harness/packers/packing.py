@@ -28,9 +28,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from harness import __version__
-from harness.base.errors import PackingError
 from harness.data import ops
 from harness.data.blocks import Block, concat_spans
+from harness.data.errors import PackingError
 from harness.data.ops import Op
 
 PADDING_PREFIX = "<pad>"
