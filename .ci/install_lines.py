@@ -58,7 +58,8 @@ class Venv:
 
 
 TRITON_IMPORTS = (
-    "import numpy, pyarrow, tritonclient.http, pytriton; import lanes.triton.triton_backend, lanes.triton.server"
+    "import numpy, pyarrow, tritonclient.http, pytriton; "
+    "import lanes.backends.triton.triton_backend, lanes.backends.triton.server"
 )
 RAY_IMPORTS = "import ray, numpy, pyarrow; from harness.pipeline.distributed import import_ray; import_ray()"
 

@@ -4,11 +4,11 @@
         [--c0 2] [--c1 0.05,0.2,1.0] [--flight two,serial] [--shapes 2,4,8,16,32] [--repeats 3] [--quick]
         [--model SPEC] [--device cuda:0] [--extra '--arrangements 1'] [--workdir DIR] [--json OUT.json]
 
-The model is ``lanes.simulated_device:full`` (a model without ``stage``, as a team's own: the null network's
+The model is ``lanes.simulation.simulated_device:full`` (a model without ``stage``, as a team's own: the null network's
 answers at the full reference geometry, its host part, then ``C0 + C1 x windows`` ms of ``time.sleep`` per call
 under the one device's lock, the GIL released as a device call releases it) with ``timeline=`` set, so every
 call's device part (start, end) is written when the command exits. ``--flight``: ``two``, the model as it is
-(it declares ``concurrent_calls``: the lanes keep two calls in flight, lanes/calls_in_flight.py), and
+(it declares ``concurrent_calls``: the lanes keep two calls in flight, lanes/running/calls_in_flight.py), and
 ``serial``, the same model declaring one call at a time (``concurrent=false``): its host part in series with
 the device's, as before two calls in flight; each row names its mode. Each command is a
 fresh ``harness ...`` process spawned by this script (what a user or CI pays: start-up, imports, model
@@ -34,8 +34,8 @@ golden's model spec differs from the timed one only in its arguments: the finger
 the run is judged against it as usual. A nightly writes its ledger and manifest into its own folder
 (``--set nightly.ledger=...``), so every repetition starts from an empty ledger.
 
-On a GPU, ``--model 'lanes.device_timeline:wrap?inner=full' --device cuda:0`` measures the real device
-the same way (lanes/device_timeline.py: each call's time between two CUDA events; ``--c0``/``--c1`` do not
+On a GPU, ``--model 'lanes.running.device_timeline:wrap?inner=full' --device cuda:0`` measures the real device
+the same way (lanes/running/device_timeline.py: each call's time between two CUDA events; ``--c0``/``--c1`` do not
 apply, the C1 column reads ``-``). ``audit`` is then left out: its capture is served on the CPU
 (examples/capture_simulated_engine.py has no device option), which for the real network takes hours.
 
@@ -59,17 +59,17 @@ import time
 from pathlib import Path
 
 COMMANDS = ("run", "record", "nightly", "audit")
-MODEL = "lanes.simulated_device:full"
+MODEL = "lanes.simulation.simulated_device:full"
 
 
 def busy_of(path: Path) -> tuple[float, float, int, float, float]:
     """(busy s, span s, calls, first call's start, last call's end) of a timeline file; overlapping calls
     count once (as the device is busy once): the simulated device's own reading and measure
-    (lanes.simulated_device), an empty timeline refused. The times are CLOCK_MONOTONIC, as this process's
+    (lanes.simulation.simulated_device), an empty timeline refused. The times are CLOCK_MONOTONIC, as this process's
     ``time.perf_counter``: the command's start-up before the lanes, and its finish after them, are read
     against this process's spawn and exit times."""
     from harness.base.errors import ModelError
-    from lanes.simulated_device import busy_fraction, read_timeline
+    from lanes.simulation.simulated_device import busy_fraction, read_timeline
 
     try:
         iv = read_timeline(path)
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         default=MODEL,
-        help="another model (lanes.device_timeline:wrap?inner=full on a "
+        help="another model (lanes.running.device_timeline:wrap?inner=full on a "
         "GPU) that writes a timeline= file: C0/C1 then do not apply",
     )
     parser.add_argument("--device", default=None, help="--device of every command (cuda:0 on a GPU)")

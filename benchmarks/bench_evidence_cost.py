@@ -37,8 +37,8 @@ from harness.pipeline.nightly import nightly  # noqa: E402
 from harness.pipeline.nightly_job import NightlyJob  # noqa: E402
 from harness.pipeline.record import record_golden  # noqa: E402
 from harness.release_config import release_config  # noqa: E402
-from lanes.backend import InProcessBackend  # noqa: E402
-from lanes.model_api import load_model  # noqa: E402
+from lanes.backends.backend import InProcessBackend  # noqa: E402
+from lanes.models.model_api import load_model  # noqa: E402
 
 KINDS = (
     ("neighbour controls", re.compile(r"k\d+\.nc$")),

@@ -1,11 +1,11 @@
 """What the harness itself costs per block, with a network that costs nothing: does it keep a GPU busy?
 
     python benchmarks/bench_harness_cost.py [--blocks 64,256,1024] [--shapes 1,2,4,8,16,32]
-        [--model lanes.null_model:full] [--seg-ms 0.5] [--vp-ms 1.0] [--network-from RUN_OR_GOLDEN]
+        [--model lanes.models.null_model:full] [--seg-ms 0.5] [--vp-ms 1.0] [--network-from RUN_OR_GOLDEN]
         [--repeat 1] [--workdir DIR] [--json OUT.json]
 
 On a GPU the networks are 50-200x faster than on this CPU, so the harness's own cost decides how
-long the GPU waits. This benchmark plugs a zero-cost network (``lanes.null_model:full``: table
+long the GPU waits. This benchmark plugs a zero-cost network (``lanes.models.null_model:full``: table
 look-ups at the full reference geometry, 160,000-sample windows, 589 frames, 7 classes, 256-dim
 embeddings; it still validates every request as a model adapter does) into the real pipeline and
 runs, for each corpus size N, the five steps of a nightly, each in a fresh process (so each has
@@ -190,7 +190,7 @@ def prepare_corpora(workdir: Path, model: str, sizes: list[int]) -> dict[int, Pa
     from harness.corpus.synth import synth_corpus
     from harness.data.corpus_reader import CorpusReader
     from harness.data.corpus_schema import write_corpus
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     geometry = load_model(model).geometry
     tag = model.replace(":", "-").replace("/", "-")
@@ -325,7 +325,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", default="64,256,1024", help="corpus sizes N, comma-separated")
     parser.add_argument("--shapes", default="1,2,4,8,16,32", help="packed shapes of the run step")
-    parser.add_argument("--model", default="lanes.null_model:full", help="model spec (the null network by default)")
+    parser.add_argument(
+        "--model", default="lanes.models.null_model:full", help="model spec (the null network by default)"
+    )
     parser.add_argument("--steps", default=",".join(STEPS), help="steps to time (each needs the ones before it)")
     parser.add_argument("--seg-ms", type=float, default=0.5, help="ASSUMED GPU ms per segmentation window")
     parser.add_argument("--vp-ms", type=float, default=1.0, help="ASSUMED GPU ms per voiceprint window and OP")
@@ -347,7 +349,7 @@ def main() -> None:
         print(MARK + json.dumps(child(args.child, args.work, args.corpus, args.model, shapes)), flush=True)
         return
 
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     g = load_model(args.model).geometry
     sizes = [int(s) for s in args.blocks.split(",")]

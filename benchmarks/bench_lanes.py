@@ -17,10 +17,10 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from harness.progress import progress_bar
 from harness.throughput.timing import summarize_calls
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
-from lanes.run_plan import RunPlan
-from lanes.runner import LaneHooks, run_lanes
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import LaneHooks, run_lanes
 
 
 def main() -> None:

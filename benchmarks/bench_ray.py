@@ -26,8 +26,8 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.record import record_golden
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
 
 def lane_files(out: Path) -> dict[str, str]:

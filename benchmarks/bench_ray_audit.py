@@ -24,8 +24,8 @@ from pathlib import Path
 from harness.corpus.synth import synth_corpus
 from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.capture import serve_and_capture
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
 
 def audit_content(out: Path) -> str:

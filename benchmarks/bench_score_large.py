@@ -1,6 +1,6 @@
 """Peak memory of `harness score` on a very large golden: bounded by a batch, not by the corpus.
 
-    python benchmarks/bench_score_large.py [--blocks 100000] [--model lanes.null_model:small]
+    python benchmarks/bench_score_large.py [--blocks 100000] [--model lanes.models.null_model:small]
         [--shapes 2] [--workdir DIR] [--keep]
 
 Builds a synthetic golden of N blocks and a run against it (the exact lane and each packed shape)
@@ -9,7 +9,7 @@ directly with the golden store's writers (golden.tables.LaneWriter, golden.calls
 (and those of the generation, for scale). Running the lanes for 100,000 blocks would take hours and
 store 176 GB of audio; scoring never opens the corpus, so:
 
-- the outputs are the null network's (lanes.null_model): each window's log-probabilities a row of its
+- the outputs are the null network's (lanes.models.null_model): each window's log-probabilities a row of its
   table chosen by a hash of (block, window), the voiceprint rows those masks give (harness.data.masks), the
   embeddings its table rows; the run's exact lane equals the golden, each packed shape differs from it
   by up to 1e-6 in some windows and rows (within tolerance: every shape passes, not bitwise);
@@ -19,7 +19,7 @@ store 176 GB of audio; scoring never opens the corpus, so:
   for N blocks and re-sealed; the golden's corpus.parquet is that 4-block corpus, a stand-in the
   score does not open (the manifest's corpus summary says N blocks).
 
-At the full geometry (``--model lanes.null_model:full``) a golden holds about 0.24 MB and each run
+At the full geometry (``--model lanes.models.null_model:full``) a golden holds about 0.24 MB and each run
 lane about 0.22 MB per block: 100,000 blocks need about 70 GB of disk; the small geometry
 (the default here) about 30 times less. Memory per batch is geometry-bound, not corpus-bound.
 """
@@ -61,8 +61,8 @@ from harness.data.schemas.config_file import (  # noqa: E402
 from harness.pipeline.record import record_golden  # noqa: E402
 from harness.pipeline.run import plan_for, run_shapes  # noqa: E402
 from harness.release_config import release_config  # noqa: E402
-from lanes.backend import InProcessBackend  # noqa: E402
-from lanes.model_api import load_model  # noqa: E402
+from lanes.backends.backend import InProcessBackend  # noqa: E402
+from lanes.models.model_api import load_model  # noqa: E402
 
 RELEASE = "large"
 PEAK_REPORTING_CLI = """
@@ -226,7 +226,7 @@ def build(work: Path, spec: str, blocks: int, shapes: tuple[int, ...]) -> tuple[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, default=100_000)
-    parser.add_argument("--model", default="lanes.null_model:small")
+    parser.add_argument("--model", default="lanes.models.null_model:small")
     parser.add_argument("--shapes", default="2")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the golden and run")

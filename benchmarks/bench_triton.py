@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a 
 from harness.corpus.synth import synth_corpus  # noqa: E402
 from harness.data.numeric_settings import NumericSettings  # noqa: E402
 from harness.data.ops import Op  # noqa: E402
-from lanes.backend import InProcessBackend  # noqa: E402
-from lanes.model_api import load_model  # noqa: E402
-from lanes.run_plan import RunPlan  # noqa: E402
-from lanes.runner import run_lanes  # noqa: E402
-from lanes.triton.server import ServerOptions, TritonServer  # noqa: E402
-from lanes.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
+from lanes.backends.backend import InProcessBackend  # noqa: E402
+from lanes.backends.triton.server import ServerOptions, TritonServer  # noqa: E402
+from lanes.backends.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
+from lanes.models.model_api import load_model  # noqa: E402
+from lanes.running.run_plan import RunPlan  # noqa: E402
+from lanes.running.runner import run_lanes  # noqa: E402
 
 
 @dataclass

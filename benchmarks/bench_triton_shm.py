@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a 
 from triton_bench_support import TRANSPORT_SPEC, op0_calls, percentile, request_mb, same_bits, server_options  # noqa: E402
 
 from harness.corpus.synth import synth_corpus  # noqa: E402
-from lanes.triton import shm  # noqa: E402
-from lanes.triton.server import TritonServer  # noqa: E402
-from lanes.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
+from lanes.backends.triton import shm  # noqa: E402
+from lanes.backends.triton.server import TritonServer  # noqa: E402
+from lanes.backends.triton.triton_backend import CallPolicy, TritonBackend  # noqa: E402
 
 SPECS = {"transport": TRANSPORT_SPEC, "small": "small", "full": "full"}
 

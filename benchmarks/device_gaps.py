@@ -2,12 +2,13 @@
 
     python benchmarks/device_gaps.py TIMELINE RUN_DIR [--c0 2 --c1 0.05] [--top 12] [--json OUT.json]
 
-``TIMELINE`` is the ``timeline=`` file of ``lanes.simulated_device`` (or ``lanes.device_timeline``): every
+``TIMELINE`` is the ``timeline=`` file of ``lanes.simulation.simulated_device`` (or
+``lanes.running.device_timeline``): every
 device call's (start, end), in the order the device ran them. ``RUN_DIR`` is the run that made them
 (``runs/<id>``: its ``calls.parquet`` lists the timed calls in the same order). The timeline holds more
 calls than the log: the first ``len(timeline) - len(calls)`` are the untimed warm-up (one per lane, shape
-and OP: :func:`lanes.runner._warm_up`), which the log leaves out. With two calls in flight (a model without
-``stage`` that two threads may enter, lanes/calls_in_flight.py) two neighbouring calls may reach the device
+and OP: :func:`lanes.running.runner._warm_up`), which the log leaves out. With two calls in flight (a model without
+``stage`` that two threads may enter, lanes/running/calls_in_flight.py) two neighbouring calls may reach the device
 in either order, so a gap may be named by the call beside the one it preceded; the totals are the same.
 
 A gap is the time between one call's end and the next call's start: the device idle because the host
@@ -50,7 +51,9 @@ SIZES_MS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 20.0, 100.0)
 def load(timeline: Path, run_dir: Path) -> tuple[np.ndarray, dict[str, list]]:
     """The [calls, 2] intervals and the call log's columns (warm-up calls first, as the device ran them)."""
     from harness.base.errors import ModelError
-    from lanes.simulated_device import read_timeline  # the simulated device's own reading (refuses a cut file)
+    from lanes.simulation.simulated_device import (
+        read_timeline,  # the simulated device's own reading (refuses a cut file)
+    )
 
     try:
         iv = read_timeline(timeline)

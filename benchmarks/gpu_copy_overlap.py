@@ -1,4 +1,4 @@
-"""Does the copy of request n+1 overlap the compute of request n? (lanes/staging.py)
+"""Does the copy of request n+1 overlap the compute of request n? (lanes/running/staging.py)
 
     python benchmarks/gpu_copy_overlap.py --device cuda:0 [--model full] [--blocks 32] [--shape 8] [--json X]
 
@@ -74,8 +74,8 @@ def trace_figures(trace: Path) -> dict[str, float]:
 
 
 def run_once(model, blocks, shape: int, device: str, numerics, workdir: Path, label: str) -> tuple[dict, dict]:
-    from lanes.backend import InProcessBackend
-    from lanes.run_plan import RunPlan
+    from lanes.backends.backend import InProcessBackend
+    from lanes.running.run_plan import RunPlan
     from tests.runner_digest import outputs_digest, run_collect
 
     backend = InProcessBackend(model, numerics, device)
@@ -115,13 +115,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.corpus.synth import synth_corpus
     from harness.data.numeric_settings import NumericSettings
-    from lanes.model_api import load_model, staged_entry
-    from lanes.staging import InferOnly
+    from lanes.models.model_api import load_model, staged_entry
+    from lanes.running.staging import InferOnly
 
     model = load_model(args.model, device=args.device)
     if staged_entry(model) is None:
         print(
-            f"gpu_copy_overlap: model {args.model!r} does not stage (no stage(); lanes/model_api.py): "
+            f"gpu_copy_overlap: model {args.model!r} does not stage (no stage(); lanes/models/model_api.py): "
             "nothing to measure"
         )
         return 1

@@ -28,7 +28,7 @@
 # - busy: whether the harness keeps the device busy (benchmarks/bench_device_busy.py, BUSY_BLOCKS blocks,
 #   BUSY_COMMANDS; BUSY_EXTRA: more options of run and nightly, e.g. '--arrangements 1'): with the simulated
 #   device (BUSY_SIMULATED=1: the null network that sleeps C0 + C1 x windows per call, this host's CPUs
-#   against an assumed device) and with the real device (lanes/device_timeline.py wraps MODEL and times each
+#   against an assumed device) and with the real device (lanes/running/device_timeline.py wraps MODEL and times each
 #   call with CUDA events): busy fraction, command share, harness share, peak RSS in
 #   OUT_DIR/device_busy_{simulated,device}.{txt,json}.
 # - cost: the harness's own cost (benchmarks/bench_harness_cost.py: the null network at full geometry,
@@ -193,7 +193,7 @@ if [[ -f ${goldens[0]}/manifest.json && -f ${goldens[1]}/manifest.json ]] && sta
 fi
 
 if [[ $COPY_OVERLAP == 1 ]] && starting overlap "${T_OVERLAP:-}"; then
-  # does the copy of request n+1 overlap the compute of request n (lanes/staging.py)? from a profiler trace
+  # does the copy of request n+1 overlap the compute of request n (lanes/running/staging.py)? from a profiler trace
   rc=0
   timed "$PHASE_END" "$PY" "$REPO/benchmarks/gpu_copy_overlap.py" --device "$DEVICE" --model "$MODEL" \
     --blocks "$COPY_BLOCKS" --json "$OUT/copy_overlap.json" | tee "$OUT/copy_overlap.txt" || rc=$?
@@ -212,7 +212,7 @@ if [[ -n $BUSY_BLOCKS ]] && starting busy "${T_BUSY:-}"; then
     rm -rf "$OUT/device_busy/simulated"
   fi
   # the real device: MODEL on DEVICE, each call timed between two CUDA events (wall on a CPU)
-  timed "$PHASE_END" "$PY" "$REPO/benchmarks/bench_device_busy.py" --model "lanes.device_timeline:wrap?inner='$MODEL'" \
+  timed "$PHASE_END" "$PY" "$REPO/benchmarks/bench_device_busy.py" --model "lanes.running.device_timeline:wrap?inner='$MODEL'" \
     --device "$DEVICE" --commands "$BUSY_COMMANDS" --blocks "$BUSY_BLOCKS" --shapes "$SHAPES" --extra "$BUSY_EXTRA" \
     --repeats "$BUSY_REPEATS" --workdir "$OUT/device_busy/device" --json "$OUT/device_busy_device.json" \
     | tee "$OUT/device_busy_device.txt" || rc=$?

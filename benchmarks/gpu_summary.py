@@ -20,7 +20,7 @@ from typing import Any
 
 from golden.store import load_golden
 from harness.pipeline.record import summarize_changes
-from lanes.diar_nn_g import DiarNNG
+from lanes.models.diar_nn_g import DiarNNG
 
 PROFILES = ("release", "speed")
 

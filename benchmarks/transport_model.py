@@ -40,6 +40,6 @@ class TransportModel:
 
 
 def full(seed: int = 0, device: str = "cpu") -> TransportModel:
-    from lanes.diar_nn_g.config import CONFIGS
+    from lanes.models.diar_nn_g.config import CONFIGS
 
     return TransportModel(CONFIGS["full"].geometry(), "transport-only-full")

@@ -10,7 +10,7 @@ import numpy as np
 from harness.data.blocks import Block
 from harness.data.numeric_settings import NumericSettings
 from harness.packers.packing import pack
-from lanes.triton.server import ServerOptions
+from lanes.backends.triton.server import ServerOptions
 
 HERE = Path(__file__).resolve().parent
 TRANSPORT_SPEC = "transport_model:full"  # benchmarks/transport_model.py: no compute, full geometry

@@ -1,7 +1,7 @@
 """Bring your own model, as a TorchScript file: ``harness ... --model my_model.pt``.
 
 Run ``python examples/byo_torchscript.py out.pt`` to write a minimal scripted model that
-follows the contract (lanes/torchscript_model.py): ``forward(span, offsets, valid, op,
+follows the contract (lanes/models/torchscript_model.py): ``forward(span, offsets, valid, op,
 weights, idx)`` on the raw wire tensors, and an exported ``geometry()``. Isolation is the
 module's own job here: it reads VALID samples from each offset and zeros after them.
 """

@@ -31,8 +31,8 @@ from harness.data.blocks import Block
 from harness.data.numeric_settings import NumericSettings
 from harness.packers.packing import PackedRequest, pack
 from harness.pipeline.capture import serve_and_capture
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
 
 def one_short_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:

@@ -2,7 +2,7 @@
 
 One row per call: lane, shape, OP, blocks/windows/rows, request bytes, wall time, peak device
 memory, replica, which blocks it carried (the ids as sent: a variant's second copy of a block is
-``id~1``), and ``variant``: the lane of a variant (:mod:`lanes.variants`) whose call it was, "" for
+``id~1``), and ``variant``: the lane of a variant (:mod:`lanes.running.variants`) whose call it was, "" for
 a plain lane and the exact lane (a log written before variants reads as "" throughout). A corpus
 of 100,000 blocks makes about a million calls: the log is written in row groups of ``CALL_GROUP``
 calls as they happen and read back row group by row group, so neither side holds it whole.
@@ -35,7 +35,9 @@ CALL_SCHEMA = pa.schema(
         pa.field("peak_device_bytes", pa.int64()),
         pa.field("replica", pa.int64(), nullable=False),
         pa.field("block_ids", pa.list_(pa.string()), nullable=False),
-        pa.field("variant", pa.string(), nullable=False),  # a variant's lane (lanes.variants), "" for a plain lane
+        pa.field(
+            "variant", pa.string(), nullable=False
+        ),  # a variant's lane (lanes.running.variants), "" for a plain lane
     ]
 )
 _SCALARS = [f.name for f in CALL_SCHEMA if f.name != "block_ids"]
@@ -44,7 +46,7 @@ _BEFORE_VARIANTS = pa.schema([f for f in CALL_SCHEMA if f.name != "variant"])
 
 
 class CallLog:
-    """Appends calls (``lanes.lanes.CallRecord`` objects or their dicts) to a call log file, a row
+    """Appends calls (``lanes.running.lanes.CallRecord`` objects or their dicts) to a call log file, a row
     group every ``group`` calls; the file appears (renamed) only on :meth:`close`."""
 
     def __init__(self, path: Path, group: int = CALL_GROUP) -> None:

@@ -22,7 +22,7 @@ from harness.base.errors import ModelError
 from harness.data.environment import device_numerics
 from harness.data.numeric_settings import torch_loaded
 
-# What a model may declare about how it runs (lanes/model_api.py), and the values when it does not.
+# What a model may declare about how it runs (lanes/models/model_api.py), and the values when it does not.
 EXECUTION_DEFAULTS: dict[str, Any] = {"autocast_dtype": None, "torch_compile": False, "cuda_graphs": False}
 AUTOCAST_DTYPES = ("float16", "bfloat16", "float32")
 

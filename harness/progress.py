@@ -6,7 +6,7 @@ the time left, and a last line when done, so a 12-minute job shows it is alive. 
 a ticker thread, so they keep coming while one long call (a warm-up of a large shape, minutes on a
 CPU) holds the main thread.
 
-The warm-up (every lane's first call, run once untimed: :func:`lanes.runner._warm_up`) is its own
+The warm-up (every lane's first call, run once untimed: :func:`lanes.running.runner._warm_up`) is its own
 phase: ``warm-up: OP 0 k=4 (3 of 12)``. It is not per-block work, so the estimate of the time left
 is measured from the end of the warm-up over the calls counted since (counting the warm-up's
 minutes as if they were per-call work made the nightly's first estimate 3.5x too long).

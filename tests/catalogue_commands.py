@@ -95,19 +95,19 @@ case(
 case(
     K,
     "model-argument-unknown",
-    ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?speed=9"),
+    ("corpus", "synth", "x.parquet", "--model", "lanes.simulation.simulated_device:small?speed=9"),
     "takes no argument 'speed' (it takes: c0_ms, c1_ms, timeline, concurrent)",
 )
 case(
     K,
     "model-argument-malformed",
-    ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?c0_ms"),
+    ("corpus", "synth", "x.parquet", "--model", "lanes.simulation.simulated_device:small?c0_ms"),
     "factory argument 'c0_ms' is not key=value",
 )
 case(
     K,
     "model-argument-out-of-range",
-    ("corpus", "synth", "x.parquet", "--model", "lanes.simulated_device:small?c1_ms=-1"),
+    ("corpus", "synth", "x.parquet", "--model", "lanes.simulation.simulated_device:small?c1_ms=-1"),
     "c1_ms must be a number of",
 )
 case(
@@ -134,7 +134,7 @@ case(
 NO_FINGERPRINT = text_file(
     "nofp.py",
     """
-from lanes.null_model import small
+from lanes.models.null_model import small
 
 def make(seed=0, device="cpu"):
     model = small(seed=seed, device=device)
@@ -162,7 +162,7 @@ case(
     "autocast_dtype 'fp8' is not one of",
     text_file(
         "ac_bad.py",
-        "from lanes.diar_nn_g import DiarNNG\n\n"
+        "from lanes.models.diar_nn_g import DiarNNG\n\n"
         "def make(seed=0, device='cpu'):\n"
         "    model = DiarNNG('small', seed=seed, device=device)\n"
         "    model.autocast_dtype = 'fp8'\n    return model\n",

@@ -158,7 +158,7 @@ case(  # a regen of a changed model (another fingerprint) is adopted: tests/test
 case(  # what adopt would refuse is not recorded at all
     K,
     "record-regen-of-another-geometry",
-    ("golden", "record", "--release", "r", "--regen", "--model", "lanes.null_model:full", *CFG, *QUIET),
+    ("golden", "record", "--release", "r", "--regen", "--model", "lanes.models.null_model:full", *CFG, *QUIET),
     "--regen records a golden that replaces this one, but this model's geometry differs",
 )
 case(

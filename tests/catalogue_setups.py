@@ -251,7 +251,7 @@ def truncate(rel: str, keep: int = 100):
 def plugin(module: str, geometry: dict):
     """A bring-your-own-model factory module in the workspace, declaring ``geometry``."""
     text = f"""
-from lanes.diar_nn_g import DiarNNG
+from lanes.models.diar_nn_g import DiarNNG
 
 def make(seed=0, device="cpu"):
     model = DiarNNG("small", seed=seed, device=device)

@@ -16,7 +16,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(scope="session")
 def small_model():
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     return load_model("small")
 
@@ -36,7 +36,7 @@ def small_corpus(geometry):
 @pytest.fixture(scope="session")
 def backend(small_model):
     from harness.data.numeric_settings import NumericSettings
-    from lanes.backend import InProcessBackend
+    from lanes.backends.backend import InProcessBackend
 
     return InProcessBackend(small_model, NumericSettings())
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.data import ops
 from harness.data.geometry import Geometry
-from lanes.null_model import NullModel, _config_geometry
+from lanes.models.null_model import NullModel, _config_geometry
 
 
 class Wrapped:

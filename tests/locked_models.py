@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from lanes.diar_nn_g.model import DiarNNG
+from lanes.models.diar_nn_g.model import DiarNNG
 
 
 class LockedModel(DiarNNG):

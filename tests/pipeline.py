@@ -19,8 +19,8 @@ from harness.pipeline.run import plan_for
 from harness.pipeline.run import run_shapes as run_plan
 from harness.pipeline.score import score_run
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
 ONE_ARRANGEMENT = EvidenceSection(arrangements=1, neighbours=False, canaries=False)
 

@@ -66,12 +66,12 @@ class SmallModel:
 
 
 def small(seed: int = 0, device: str = "cpu") -> SmallModel:
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     return SmallModel(load_model("small", seed=seed, device=device))
 
 
 def refusing_small(seed: int = 0, device: str = "cpu") -> SmallModel:
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     return SmallModel(load_model("small", seed=seed, device=device), refuse_op=2)

@@ -19,16 +19,16 @@ def null_setup(blocks: int = 10):
     """The null model at the small geometry, its in-process backend and ``blocks`` synthetic blocks."""
     from harness.corpus.synth import synth_corpus
     from harness.data.numeric_settings import NumericSettings
-    from lanes.backend import InProcessBackend
-    from lanes.model_api import load_model
+    from lanes.backends.backend import InProcessBackend
+    from lanes.models.model_api import load_model
 
-    model = load_model("lanes.null_model:small")
+    model = load_model("lanes.models.null_model:small")
     return InProcessBackend(model, NumericSettings()), synth_corpus(model.geometry, blocks, seed=0).blocks
 
 
 def run_collect(blocks, backend, plan, **hooks):
-    """``hooks``: the fields of :class:`lanes.runner.LaneHooks` (``log=...``)."""
-    from lanes.runner import LaneHooks, run_lanes
+    """``hooks``: the fields of :class:`lanes.running.runner.LaneHooks` (``log=...``)."""
+    from lanes.running.runner import LaneHooks, run_lanes
 
     parts = defaultdict(list)
     calls = run_lanes(blocks, backend, plan, lambda lane, batch: parts[lane].append(batch), hooks=LaneHooks(**hooks))
@@ -67,7 +67,7 @@ def recorded_and_run(backend, folder: Path) -> tuple[dict[str, str], list[str]]:
     from harness.pipeline.run import RunOptions, plan_for, run_shapes
     from harness.release_config import release_config
 
-    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2, 4))
+    config = release_config(name="rel", model=ModelSection(spec="lanes.models.null_model:small"), candidates=(2, 4))
     corpus = synth_corpus(backend.geometry, 8, seed=1)
     golden, _ = record_golden(folder / "goldens", "rel", corpus.rows(), backend, config)
     run = run_shapes(golden, backend, plan_for(config, (2, 4)), folder / "runs", config, RunOptions(laws_examples=0))
@@ -82,7 +82,7 @@ def recorded_and_run(backend, folder: Path) -> tuple[dict[str, str], list[str]]:
 
 def plans():
     """The plans whose digests are pinned: shapes, both voiceprint modes, padding, exact repeats."""
-    from lanes.run_plan import RunPlan
+    from lanes.running.run_plan import RunPlan
 
     return {
         "isolated-2-4": RunPlan(shapes=(2, 4)),

@@ -1,4 +1,4 @@
-"""The arrangers of ``--arrangements N`` (lanes.arrangers): the laws they keep, as properties."""
+"""The arrangers of ``--arrangements N`` (lanes.running.arrangers): the laws they keep, as properties."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanes.arrangers import (
+from lanes.running.arrangers import (
     duplicate_chunks,
     lane_kind,
     shuffle_chunks,
@@ -17,7 +17,7 @@ from lanes.arrangers import (
     variant_table,
     variants_for,
 )
-from lanes.variants import arrangement, consecutive
+from lanes.running.variants import arrangement, consecutive
 
 
 @dataclass(frozen=True)

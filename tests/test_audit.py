@@ -33,8 +33,8 @@ from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.audit import audit_capture
 from harness.pipeline.capture import serve_and_capture
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
 NUMERICS = NumericSettings(threads=1)
 CFG = release_config(model=ModelSection(spec="small"), numerics=NUMERICS)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from harness.base.errors import BackendError
-from lanes.triton.url import parse_triton_url
+from lanes.backends.triton.url import parse_triton_url
 from tests.test_cli import run
 
 
@@ -56,7 +56,7 @@ def test_a_malformed_backend_url_is_one_line_with_status_2(capsys, monkeypatch, 
 def test_the_url_check_does_not_import_tritonclient(capsys, monkeypatch, tmp_path):
     """The refusal comes before the Triton lane is imported (it must answer where the extra is missing)."""
     monkeypatch.chdir(tmp_path)
-    for name in [m for m in sys.modules if m == "lanes.triton.triton_backend" or m.startswith("tritonclient")]:
+    for name in [m for m in sys.modules if m == "lanes.backends.triton.triton_backend" or m.startswith("tritonclient")]:
         monkeypatch.delitem(sys.modules, name)
     code, _, err = run(
         capsys,
@@ -72,7 +72,7 @@ def test_the_url_check_does_not_import_tritonclient(capsys, monkeypatch, tmp_pat
         "--no-progress",
     )
     assert code == 2 and "notaport" in err
-    assert "lanes.triton.triton_backend" not in sys.modules and "tritonclient" not in sys.modules
+    assert "lanes.backends.triton.triton_backend" not in sys.modules and "tritonclient" not in sys.modules
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_build_client_leaves_no_finaliser_that_raises():
     """Negative control included: the plain constructor leaves an object whose ``__del__`` raises."""
     import gc
 
-    from lanes.triton.url import build_client
+    from lanes.backends.triton.url import build_client
 
     unraisable: list = []
     hook, sys.unraisablehook = sys.unraisablehook, unraisable.append

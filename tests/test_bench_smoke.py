@@ -22,7 +22,7 @@ def test_the_cost_benchmark_runs_every_step_and_reports_each(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     data = json.loads(out.read_text())
-    assert data["model"] == "lanes.null_model:full" and data["shapes"] == [1, 2, 4, 8, 16, 32]
+    assert data["model"] == "lanes.models.null_model:full" and data["shapes"] == [1, 2, 4, 8, 16, 32]
     assert data["gpu"]["source"] == "assumed" and data["gpu"]["block_ms"] == 8 * (0.25 + 2 * 1.0)
     rows = {r["step"]: r for r in data["rows"]}
     assert list(rows) == STEPS

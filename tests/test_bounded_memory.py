@@ -270,7 +270,7 @@ RECORD_SMALL = """
 def test_the_harness_sets_omp_and_the_allocator_unless_the_user_did_and_no_bit_changes(tmp_path):
     from harness.corpus.synth import synth_corpus
     from harness.data.corpus_schema import write_corpus
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     corpus = tmp_path / "c.parquet"
     geometry = load_model("small").geometry
@@ -322,7 +322,7 @@ def test_the_module_floors_name_themselves_and_their_progress(tmp_path):
     from harness.corpus.synth import synth_corpus
     from harness.data.ops import Op
     from harness.localisation.module_floors import FloorSampler
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     model = load_model("small")
     blocks = list(synth_corpus(model.geometry, 1).blocks)

@@ -1,4 +1,5 @@
-"""A model's ``concurrent_calls`` (lanes/model_api.py, lanes/calls_in_flight.py): trusted by the lanes, refused
+"""A model's ``concurrent_calls`` (lanes/models/model_api.py, lanes/running/calls_in_flight.py): trusted by the lanes,
+refused
 when it is not a bool, and judged by ``harness model check`` against the two-threads probe (a declaration of two
 calls that answer differently fails; a lock behind it is a note; False is not asked)."""
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.base.errors import ModelError
-from lanes.calls_in_flight import decide
+from lanes.running.calls_in_flight import decide
 from tests.contract_models import Locked, Wrapped
 from tests.test_two_in_flight import LockedButDeclared
 
@@ -65,7 +66,7 @@ def test_a_declaration_is_trusted_and_one_that_is_not_a_bool_is_refused():
     assert never == [], "a declared model is not called"
     with pytest.raises(ModelError, match=r"concurrent_calls must be True .* got 'yes'"):
         decide(Declares("yes"), Wrapped().geometry, never.append, "m")
-    from lanes.model_api import check_model
+    from lanes.models.model_api import check_model
 
     with pytest.raises(ModelError, match="concurrent_calls must be"):
         check_model(Declares(1), "spec")

@@ -194,7 +194,7 @@ def test_not_parquet_and_wrong_geometry(tmp_path, geometry, small_corpus):
         read_corpus(tmp_path / "x.parquet", geometry)
     path = tmp_path / "c.parquet"
     write_corpus(path, small_corpus, geometry)
-    from lanes.diar_nn_g import CONFIGS
+    from lanes.models.diar_nn_g import CONFIGS
 
     with pytest.raises(CorpusError, match="cut for window_samples=16000"):
         read_corpus(path, CONFIGS["full"].geometry())

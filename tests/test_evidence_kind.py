@@ -5,7 +5,7 @@ any bit from the golden's, and allows ``limit`` of them. Registered in this file
 changes), it is scored beside the plain lane, stored in the score, re-derived at promotion (an edited and
 re-sealed figure is refused), shown in the report and in JUnit; it refuses a shape with its cause and its
 line, and passes honest numerics when its limit allows them. The model moves later slots by one ULP
-(``lanes.ulp_controls:small``): within every tolerance, never bitwise.
+(``lanes.controls.ulp_controls:small``): within every tolerance, never bitwise.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from tests.cli_run import harness_cli
 from tests.pipeline import config_for, record
 from tests.tamper import edit_json
 
-ULP = "lanes.ulp_controls:small"
+ULP = "lanes.controls.ulp_controls:small"
 NAME = "toy_windows_moved"
 
 

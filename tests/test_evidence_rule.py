@@ -44,8 +44,8 @@ from reports.junit import summary_line
 from tests.cli_run import harness_cli
 from tests.pipeline import config_for, record, run_shapes
 
-ULP = "lanes.ulp_controls:small"
-RANDOM = "lanes.noisy_control:one_in_three"
+ULP = "lanes.controls.ulp_controls:small"
+RANDOM = "lanes.controls.noisy_control:one_in_three"
 MODES = ("tolerance", "bitwise", "noise-floor")
 BLOCKS = 8
 FAST_LAWS = "3"
@@ -191,8 +191,8 @@ def test_without_repeats_the_neighbour_controls_show_the_lane_differs_from_itsel
 def evidence_score(tmp_path_factory) -> Score:
     """A null-model score with every kind of evidence (3 arrangements, 2 repeats), every check passing."""
     tmp = tmp_path_factory.mktemp("rich")
-    cfg = config_for("lanes.null_model:small", evidence=EvidenceSection(arrangements=3, repeats=2))
-    backend, _, golden = record("lanes.null_model:small", tmp, BLOCKS, config=cfg)
+    cfg = config_for("lanes.models.null_model:small", evidence=EvidenceSection(arrangements=3, repeats=2))
+    backend, _, golden = record("lanes.models.null_model:small", tmp, BLOCKS, config=cfg)
     score = score_run(golden, run_shapes(backend, golden, tmp, (4,), cfg), Tolerances().with_mode("bitwise"))
     assert score.shapes["4"].verdict == "pass"
     return score
@@ -399,7 +399,7 @@ def test_golden_record_refuses_an_op_without_voiceprint_rows_and_says_what_it_re
         "golden",
         "record",
         "--model",
-        "lanes.silent_control:small",
+        "lanes.controls.silent_control:small",
         "--corpus",
         "c.parquet",
         "--no-progress",
@@ -414,7 +414,7 @@ def test_golden_record_refuses_an_op_without_voiceprint_rows_and_says_what_it_re
         "golden",
         "record",
         "--model",
-        "lanes.null_model:small",
+        "lanes.models.null_model:small",
         "--corpus",
         "c.parquet",
         "--no-progress",

@@ -60,8 +60,8 @@ def test_verify_reproduces_bitwise(recorded_golden, backend, small_config):
 
 def test_verify_against_another_model_names_the_fingerprint_first(recorded_golden, small_config):
     from harness.data.numeric_settings import NumericSettings
-    from lanes.backend import InProcessBackend
-    from lanes.diar_nn_g import DiarNNG
+    from lanes.backends.backend import InProcessBackend
+    from lanes.models.diar_nn_g import DiarNNG
 
     other = InProcessBackend(DiarNNG("small", seed=1), NumericSettings(threads=1))
     result = verify_golden(recorded_golden, other, small_config)
@@ -138,7 +138,7 @@ def test_a_consistent_but_wrong_schema_is_refused(golden_copy):
 
 
 def test_a_golden_of_another_model_is_refused(golden_copy):
-    from lanes.diar_nn_g import DiarNNG
+    from lanes.models.diar_nn_g import DiarNNG
 
     other = DiarNNG("small", seed=1)
     with pytest.raises(GoldenError, match="golden of another model"):
@@ -213,8 +213,8 @@ def test_nothing_is_overwritten_and_regen_lands_beside(tmp_path, small_corpus, b
 
 def test_recording_refuses_non_finite_outputs(tmp_path, small_corpus, small_config):
     from harness.data.numeric_settings import NumericSettings
-    from lanes.backend import InProcessBackend
-    from lanes.controls import NanWindowModel
+    from lanes.backends.backend import InProcessBackend
+    from lanes.controls.defects import NanWindowModel
 
     class NanAlways(NanWindowModel):
         WINDOW = 3

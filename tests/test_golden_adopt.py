@@ -183,7 +183,7 @@ def test_record_regen_of_another_geometry_is_refused_at_once_with_the_command_th
     shutil.rmtree(goldens / REGEN)
     before = state(goldens)
     args = ("golden", "record", "--goldens", str(goldens), "--release", NAME, "--regen", "--no-progress")
-    code, _, err = harness_cli(capsys, monkeypatch, *args, "--model", "lanes.null_model:full")
+    code, _, err = harness_cli(capsys, monkeypatch, *args, "--model", "lanes.models.null_model:full")
     line = one_error_line(err)
     assert code == 2 and "--regen records a golden that replaces this one, but this model's geometry differs" in line
     assert "record it as another release (harness golden record --release NAME" in line, line

@@ -91,9 +91,9 @@ def _check_host_share(tmp: Path) -> None:
 
 
 def test_a_model_without_torch_records_and_runs_without_importing_torch_or_pandas(tmp_path):
-    """Fails where lanes/backend.py imports torch at its top, numerics.applied() or in_force() imports it
+    """Fails where lanes/backends/backend.py imports torch at its top, numerics.applied() or in_force() imports it
     (and the inductor), or a pa.array call imports pandas."""
-    imported = _commands(tmp_path, "lanes.null_model:small")
+    imported = _commands(tmp_path, "lanes.models.null_model:small")
     assert imported == {"torch": False, "pandas": False}, (
         f"a golden record and a run of the null model imported {[m for m, yes in imported.items() if yes]}: "
         "a model that is not a torch network must not pay torch's start-up (harness.numerics.torch_loaded) "
@@ -111,7 +111,7 @@ def test_a_model_without_torch_records_and_runs_without_importing_torch_or_panda
 def test_a_plugin_that_imports_torch_gets_torchs_flags_applied_and_recorded(tmp_path):
     """The negative control of the test above (the driver does see an import) and the other half of the rule:
     a plug-in whose module imports torch is a torch model, so its flags are set and recorded as before."""
-    (tmp_path / "torchy.py").write_text("import torch  # noqa: F401\nfrom lanes.null_model import small\n")
+    (tmp_path / "torchy.py").write_text("import torch  # noqa: F401\nfrom lanes.models.null_model import small\n")
     imported = _commands(tmp_path, "torchy:small")
     assert imported["torch"] is True
     for manifest in _manifests(tmp_path):

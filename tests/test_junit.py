@@ -22,8 +22,8 @@ from harness.data.tolerances import SegmentationTolerance, Tolerances
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 from reports import summary_line, write_junit
 from tests.pipeline import record, run_shapes
 

@@ -151,7 +151,7 @@ def _warmed_in_the_warmer(seen: dict[str, object], where: str) -> None:
 # every lane warms up (the default leaves the packed shapes' out on a CPU): the null model's calls take microseconds,
 # and the warm-up's are what the device is busy with while the imports this test watches happen beside it
 CONFIG = (
-    "[model]\nspec = 'lanes.null_model:small'\n[shapes]\ncandidates = [2]\n[evidence]\narrangements = 1\n"
+    "[model]\nspec = 'lanes.models.null_model:small'\n[shapes]\ncandidates = [2]\n[evidence]\narrangements = 1\n"
     "[lanes]\nwarm_up = 'every-lane'\n"
 )
 RECORD = [

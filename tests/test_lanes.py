@@ -10,9 +10,9 @@ import pytest
 from harness.base.errors import LaneError
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
-from lanes.lanes import ExactLane, FastLane
-from lanes.run_plan import RunPlan, check_request_sizes
-from lanes.runner import run_lanes
+from lanes.running.lanes import ExactLane, FastLane
+from lanes.running.run_plan import RunPlan, check_request_sizes
+from lanes.running.runner import run_lanes
 
 
 def collect(blocks, backend, plan, **kw):
@@ -85,8 +85,8 @@ def test_isolated_mode_gives_every_lane_the_same_voiceprint_inputs(backend, smal
 
 def test_chained_mode_derives_inputs_from_each_lanes_own_segmentation(small_corpus):
     from harness.data.numeric_settings import NumericSettings
-    from lanes.backend import InProcessBackend
-    from lanes.model_api import load_model
+    from lanes.backends.backend import InProcessBackend
+    from lanes.models.model_api import load_model
 
     leaky = InProcessBackend(load_model("lanes.controls:leaky"), NumericSettings())
     blocks = small_corpus.blocks[:6]

@@ -101,11 +101,11 @@ def test_an_error_beside_the_lanes_ends_the_run_and_keeps_no_run(tmp_path, monke
     from harness.pipeline.record import record_golden
     from harness.pipeline.run import RunOptions, plan_for, run_shapes
     from harness.release_config import release_config
-    from lanes.backend import InProcessBackend
-    from lanes.model_api import load_model
+    from lanes.backends.backend import InProcessBackend
+    from lanes.models.model_api import load_model
 
-    backend = InProcessBackend(load_model("lanes.null_model:small"), NumericSettings())
-    config = release_config(name="rel", model=ModelSection(spec="lanes.null_model:small"), candidates=(2,))
+    backend = InProcessBackend(load_model("lanes.models.null_model:small"), NumericSettings())
+    config = release_config(name="rel", model=ModelSection(spec="lanes.models.null_model:small"), candidates=(2,))
     golden, _ = record_golden(
         tmp_path / "goldens", "rel", synth_corpus(backend.geometry, 4, seed=1).rows(), backend, config
     )

@@ -161,9 +161,9 @@ def test_the_check_sees_the_ground_floor_reach_up():
 def test_the_check_sees_a_violation(tmp_path, monkeypatch):
     """Negative control: a golden module that runs the lanes is caught."""
     fake = ROOT / "golden" / "_layering_probe.py"
-    fake.write_text("from lanes.runner import run_lanes\n")
+    fake.write_text("from lanes.running.runner import run_lanes\n")
     try:
-        assert any("golden golden._layering_probe imports lanes.runner" in v for v in violations())
+        assert any("golden golden._layering_probe imports lanes.running.runner" in v for v in violations())
     finally:
         fake.unlink()
 

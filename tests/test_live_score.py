@@ -32,10 +32,10 @@ from harness.pipeline.record import record_golden
 from harness.pipeline.run import plan_for, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
-NOISY = "lanes.noisy_control:small?exact=0&scale=1e-5"
+NOISY = "lanes.controls.noisy_control:small?exact=0&scale=1e-5"
 BLOCKS = 8
 SHAPES = (2, 3)  # the lanes' group is lcm = 6 blocks; the tests cut score batches of 4: batches cross groups
 

@@ -22,7 +22,7 @@ from harness.judging.judges.judge_base import OpVerdict
 from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.load_sweep import check_sweep
 from harness.release_config import Override, load_config, release_config
-from lanes.triton.stats import difference, parse_stats
+from lanes.backends.triton.stats import difference, parse_stats
 from tests.pipeline import pipeline
 
 
@@ -124,7 +124,7 @@ def test_stats_parse_and_difference():
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory) -> Score:
     """A real score (null model, 8 blocks: enough to bound the rates; k=2) that passes."""
-    score = pipeline("lanes.null_model:small", tmp_path_factory.mktemp("load"), shapes=(2,), blocks=8).score
+    score = pipeline("lanes.models.null_model:small", tmp_path_factory.mktemp("load"), shapes=(2,), blocks=8).score
     assert score.verdict == "pass"
     return score
 

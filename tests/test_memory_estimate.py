@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.base.errors import LaneError
-from lanes import memory
+from lanes.running import memory
 
 MIB = 2**20
 

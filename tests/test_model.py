@@ -11,8 +11,8 @@ from harness.data import ops
 from harness.data.masks import voiceprint_rows
 from harness.data.ops import Op
 from harness.packers.packing import pack, unpack
-from lanes.diar_nn_g import CONFIGS, DiarNNG
-from lanes.model_api import load_model
+from lanes.models.diar_nn_g import CONFIGS, DiarNNG
+from lanes.models.model_api import load_model
 
 # Pinned: the same seed gives the same weights on every machine and numpy/torch version
 # (numpy's frozen RandomState stream, drawn in float64 on the CPU). Checked here under numpy

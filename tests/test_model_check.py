@@ -1,6 +1,6 @@
 """``harness model check``: every part of the model contract in seconds, one line per check, exit 0 / 1 / 2.
 
-Each check is shown to fail on a model that breaks it (tests/contract_models.py, lanes/controls.py) and to
+Each check is shown to fail on a model that breaks it (tests/contract_models.py, lanes/controls/defects.py) and to
 hold on honest models, honest numerics included (the null model, the small reference network, one ULP per
 slot, a packed path whose noise stays within the tolerances). And the part of the contract the commands need
 before any work (describe()'s fingerprint) is refused by golden record, nightly, run and golden verify in
@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.base.errors import ModelError
-from lanes.model_check.check_calls import difference
-from lanes.model_check.check_report import CHECKS
-from lanes.model_contract import description
+from lanes.models.model_check.check_calls import difference
+from lanes.models.model_check.check_report import CHECKS
+from lanes.models.model_contract import description
 from tests.cli_run import harness_cli
 
 MODELS = "tests.contract_models"
@@ -44,7 +44,7 @@ def statuses(found: dict[str, tuple[str, str]]) -> dict[str, str]:
 # ---------------------------------------------------------------------------- honest models: every check holds
 
 
-@pytest.mark.parametrize("spec", [f"{MODELS}:wrapped", "small", "lanes.ulp_controls:small"])
+@pytest.mark.parametrize("spec", [f"{MODELS}:wrapped", "small", "lanes.controls.ulp_controls:small"])
 def test_an_honest_model_passes_every_check_one_line_each(capsys, monkeypatch, spec):
     code, found, lines, err = check(capsys, monkeypatch, spec)
     assert code == 0, (lines, err)
@@ -61,7 +61,7 @@ def test_an_honest_model_passes_every_check_one_line_each(capsys, monkeypatch, s
 def test_packed_noise_within_the_tolerances_is_a_note_not_a_leak(capsys, monkeypatch):
     """Honest numerics that do not repeat bitwise (a nondeterministic kernel): the same packed call sent again
     moves too, so the neighbour is not the cause."""
-    code, found, lines, _ = check(capsys, monkeypatch, "lanes.noisy_control:one_in_three")
+    code, found, lines, _ = check(capsys, monkeypatch, "lanes.controls.noisy_control:one_in_three")
     assert code == 0, lines
     status, text = found["isolation at k=2"]
     assert status == "note" and "does not repeat bitwise" in text and "noise, not a leak" in text, text

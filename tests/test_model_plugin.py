@@ -17,13 +17,13 @@ import textwrap
 import tomllib
 from pathlib import Path
 
-from lanes.model_check.check_report import CHECKS
+from lanes.models.model_check.check_report import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "tests.contract_models"
 # the entry point loads the plugin where the harness is installed (pip, tox); named with -p where it is not
 INSTALLED = any(e.name == "harness_model" for e in importlib.metadata.entry_points(group="pytest11"))
-PLUGIN = [] if INSTALLED else ["-p", "lanes.model_check.contract_plugin"]
+PLUGIN = [] if INSTALLED else ["-p", "lanes.models.model_check.contract_plugin"]
 
 THEIR_TESTS = textwrap.dedent("""
     def test_their_own_test_still_runs():
@@ -31,7 +31,7 @@ THEIR_TESTS = textwrap.dedent("""
 
 
     def test_the_fixture_passes_an_honest_model(check_harness_model):
-        report = check_harness_model("lanes.null_model:small")
+        report = check_harness_model("lanes.models.null_model:small")
         assert report.passed and report.line("isolation at k=2").status == "ok"
 
 
@@ -52,7 +52,7 @@ def outcomes(out: str) -> dict[str, str]:
 
 def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
     (tmp_path / "test_theirs.py").write_text(THEIR_TESTS)
-    specs = ("lanes.null_model:small", f"{MODELS}:drifting", f"{MODELS}:no_fingerprint", "nope:nope")
+    specs = ("lanes.models.null_model:small", f"{MODELS}:drifting", f"{MODELS}:no_fingerprint", "nope:nope")
     result = subprocess.run(
         [
             sys.executable,
@@ -75,7 +75,7 @@ def test_a_teams_pytest_runs_every_check_as_a_test(tmp_path):
     out = result.stdout
     assert result.returncode == 1, out + result.stderr  # tests failed (not 2-4: a usage or plugin error)
     found = outcomes(out)
-    honest = {f"harness-model[lanes.null_model:small]::{check}" for check in CHECKS}
+    honest = {f"harness-model[lanes.models.null_model:small]::{check}" for check in CHECKS}
     assert {found.get(test) for test in honest} == {"PASSED"}, out
     failed = {test for test, outcome in found.items() if outcome == "FAILED"}
     drifting = "harness-model[tests.contract_models:drifting]::"
@@ -115,4 +115,4 @@ def test_without_the_option_the_plugin_adds_no_test(tmp_path):
 
 def test_the_plugin_is_registered_for_every_pytest_where_the_harness_is_installed():
     entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
-    assert entry_points["harness_model"] == "lanes.model_check.contract_plugin"
+    assert entry_points["harness_model"] == "lanes.models.model_check.contract_plugin"

@@ -2,7 +2,7 @@
 noise floor recorded with the golden, and the first module over ``[localise] floor_multiple`` x its floor.
 
 - the golden records module floors (the exact lane's two passes of a few sampled blocks, every OP);
-- the negative control (``lanes.module_control``): an error injected in a middle module of each network, and
+- the negative control (``lanes.controls.module_control``): an error injected in a middle module of each network, and
   one ulp of noise in an earlier module: the old evidence (first *diverging* module) names the harmless early
   one, the new (first *exceeding*) names the injected one; without the injection it names none;
 - a golden without floors still localises (ulp floors, said so); a plug-in with ``torch_modules()`` works;
@@ -34,10 +34,10 @@ from harness.localisation.module_floors import NO_MODULES, FloorSampler, floor_s
 from harness.pipeline.localise import localise_failures
 from harness.pipeline.score import score_run
 from harness.release_config import config_from_dict, release_config
-from lanes.module_control import perturbed
+from lanes.controls.module_control import perturbed
 from tests.pipeline import record, run_shapes
 
-CONTROL = "lanes.module_control:perturbed?noise='segmentation.sincnet'"
+CONTROL = "lanes.controls.module_control:perturbed?noise='segmentation.sincnet'"
 INJECTED = {"0": "segmentation.lstm", "1": "voiceprint.trunk.stages.2", "2": "voiceprint.trunk.stages.2"}
 
 
@@ -279,7 +279,7 @@ def test_golden_record_says_in_one_line_when_a_model_has_no_modules_to_hook(caps
         "golden",
         "record",
         "--model",
-        "lanes.null_model:small",
+        "lanes.models.null_model:small",
         "--release",
         "null",
         "--set",

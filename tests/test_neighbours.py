@@ -29,9 +29,9 @@ from harness.evidence.neighbour_evidence import NOISE_MULTIPLE, Figures, decide
 from harness.ledger.score_check import check_self_consistent
 from harness.packers.packing import HARNESS_PACKER
 from harness.pipeline.score import score_run
-from lanes.diar_nn_g.model import DiarNNG
-from lanes.neighbour_lane import FILLER_MARK, filler, split_chunks
-from lanes.variants import FILLER
+from lanes.models.diar_nn_g.model import DiarNNG
+from lanes.running.neighbour_lane import FILLER_MARK, filler, split_chunks
+from lanes.running.variants import FILLER
 from tests.pipeline import config_for, record, run_shapes
 
 SHAPES = (2, 4)
@@ -168,7 +168,7 @@ def test_a_leak_is_refused_in_every_mode_whatever_its_size(judged, spec, mode):
 
 
 def test_ulp_controls_are_promoted_in_tolerance_mode_with_slot_warnings_that_say_slot(judged):
-    score = judged("lanes.ulp_controls:small", arrangements=3)  # a shuffled arrangement: other slots
+    score = judged("lanes.controls.ulp_controls:small", arrangements=3)  # a shuffled arrangement: other slots
     for shape in score.shapes.values():
         assert shape.verdict == "pass", shape.reasons
         assert shape.neighbours is not None and {v.outcome for v in shape.neighbours.ops.values()} == {"bitwise"}
@@ -181,11 +181,11 @@ def test_ulp_controls_are_promoted_in_tolerance_mode_with_slot_warnings_that_say
 
 def test_the_noisy_backend_is_not_reproducible_never_a_leak(judged):
     for mode in ("bitwise", "noise-floor"):
-        score = judged("lanes.noisy_control:one_in_three", mode)
+        score = judged("lanes.controls.noisy_control:one_in_three", mode)
         for shape in score.shapes.values():
             assert shape.cause is not None and shape.cause.kind == NOT_REPRODUCIBLE, shape.cause
             assert not shape.neighbours.leak  # type: ignore[union-attr]
-    tolerant = judged("lanes.noisy_control:one_in_three")
+    tolerant = judged("lanes.controls.noisy_control:one_in_three")
     warned = {w.kind for s in tolerant.shapes.values() for w in s.warnings}
     assert "neighbours" in warned and all(s.verdict == "pass" for s in tolerant.shapes.values())
     line = next(w.line for s in tolerant.shapes.values() for w in s.warnings if w.kind == "neighbours")
@@ -218,14 +218,14 @@ def test_a_hand_edited_outcome_is_refused_by_promotion(judged):
 def test_the_neighbour_lane_is_counted_as_the_requests_it_sends(n, k):
     """A plan's call count (the progress bar's total) holds the neighbour lane's two requests per plain chunk of
     more than one block, as the arrangement makes them."""
-    from lanes.neighbour_lane import request_count
+    from lanes.running.neighbour_lane import request_count
 
     assert request_count(n, k) == len(split_chunks(list(range(n)), k))  # type: ignore[arg-type]
 
 
 def test_a_plan_with_the_neighbour_lane_counts_its_calls():
-    from lanes.arrangers import variants_for
-    from lanes.run_plan import RunPlan
+    from lanes.running.arrangers import variants_for
+    from lanes.running.run_plan import RunPlan
 
     plain = RunPlan(shapes=(2, 4))
     plan = RunPlan(shapes=(2, 4), variants=variants_for((2, 4), 1, 1, 0, with_neighbours=True))

@@ -191,7 +191,7 @@ def test_verify_with_other_weights_is_refused_before_any_block_runs_naming_both_
 ):
     """Before: the exact lane ran over the whole corpus, then exit 1 ("drift")."""
     from harness.pipeline import record
-    from lanes.model_api import load_model
+    from lanes.models.model_api import load_model
 
     def refuse(*_a, **_k):
         raise AssertionError("a lane ran before the refusal")
@@ -243,7 +243,7 @@ def test_a_golden_of_other_weights_is_refused_before_the_laws_and_the_warm_up(
     the packing laws are judged and before the warm-up. Negative control: the recording model reaches the laws."""
     from harness.base.errors import HarnessError
     from harness.pipeline import run as run_module
-    from lanes import runner
+    from lanes.running import runner
 
     reached = []
 
@@ -351,7 +351,7 @@ class _FakeServer:
 
 def test_serve_stopped_by_sigterm_says_so_and_exits_0(capsys, monkeypatch):
     """Before: exit 0 and not a word. A signal is serving's normal end (README, Exit status)."""
-    import lanes.triton.server as server
+    import lanes.backends.triton.server as server
 
     monkeypatch.setattr(server, "TritonServer", _FakeServer)
     before = signal.getsignal(signal.SIGTERM)

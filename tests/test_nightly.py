@@ -24,8 +24,8 @@ from harness.pipeline.nightly import merge, nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The null network (lanes.null_model): the model contract at near-zero cost, for the cost benchmark."""
+"""The null network (lanes.models.null_model): the model contract at near-zero cost, for the cost benchmark."""
 
 from __future__ import annotations
 
@@ -11,22 +11,28 @@ from harness.data.masks import voiceprint_rows
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from harness.packers.packing import pack, unpack
-from lanes.backend import InProcessBackend
-from lanes.diar_nn_g.config import CONFIGS
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.diar_nn_g.config import CONFIGS
+from lanes.models.model_api import load_model
 from tests.pipeline import pipeline
 
 
 @pytest.fixture(scope="module")
 def null_small():
-    return load_model("lanes.null_model:small")
+    return load_model("lanes.models.null_model:small")
 
 
 def test_it_declares_the_reference_geometries():
-    assert load_model("lanes.null_model:full").geometry == CONFIGS["full"].geometry()
-    assert load_model("lanes.null_model:small").geometry == CONFIGS["small"].geometry()
-    assert load_model("lanes.null_model:full").fingerprint != load_model("lanes.null_model:small").fingerprint
-    assert load_model("lanes.null_model:small", seed=1).fingerprint != load_model("lanes.null_model:small").fingerprint
+    assert load_model("lanes.models.null_model:full").geometry == CONFIGS["full"].geometry()
+    assert load_model("lanes.models.null_model:small").geometry == CONFIGS["small"].geometry()
+    assert (
+        load_model("lanes.models.null_model:full").fingerprint
+        != load_model("lanes.models.null_model:small").fingerprint
+    )
+    assert (
+        load_model("lanes.models.null_model:small", seed=1).fingerprint
+        != load_model("lanes.models.null_model:small").fingerprint
+    )
 
 
 def test_answers_have_the_contract_shapes_and_depend_on_the_audio(null_small, small_corpus):
@@ -77,7 +83,7 @@ def test_it_validates_requests_as_a_model_adapter_does(null_small, small_corpus)
 
 
 def test_the_pipeline_promotes_every_shape_of_the_null_network(tmp_path, small_corpus):
-    model = load_model("lanes.null_model:small")
+    model = load_model("lanes.models.null_model:small")
     result = pipeline(model, tmp_path, shapes=(2, 3), corpus=small_corpus, numerics=NumericSettings(threads=1))
     assert result.score.verdict == "pass"
     assert result.golden.manifest.reproducibility.bitwise

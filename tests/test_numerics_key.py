@@ -21,8 +21,8 @@ from harness.data.schemas import Score
 from harness.ledger.promoted_manifest import derive_manifest, may_use
 from harness.ledger.promotion import apply_score, empty_ledger
 from harness.numerics import declared_execution, in_force
-from lanes.backend import InProcessBackend
-from lanes.model_api import check_model, load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import check_model, load_model
 from tests.test_promotion import RELEASE, world  # noqa: F401 (fixture)
 from tests.test_promotion_truth import changed, cli, promote
 

@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent(f"""
     sys.modules["triton_python_backend_utils"] = types.ModuleType("triton_python_backend_utils")
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "diar_nn_g_model", "lanes/triton/model_repository/diar_nn_g/1/model.py")
+        "diar_nn_g_model", "lanes/backends/triton/model_repository/diar_nn_g/1/model.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     numerics = {{"threads": {REQUESTED}}}
@@ -41,8 +41,8 @@ SCRIPT = textwrap.dedent(f"""
     import torch
     torch.set_num_threads(1)  # a flag changed behind the backend's back: the backend must set it again
     from harness.data.numeric_settings import NumericSettings
-    from lanes.backend import InProcessBackend
-    from lanes.model_api import load_model
+    from lanes.backends.backend import InProcessBackend
+    from lanes.models.model_api import load_model
     backend = InProcessBackend(load_model("small"), NumericSettings(threads={REQUESTED}))
     in_process = backend.environment()["numerics_in_force"]
     print(json.dumps({{"triton": triton, "in_process": in_process}}))

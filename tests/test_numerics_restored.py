@@ -29,13 +29,13 @@ from harness.pipeline.nightly import nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden, verify_golden
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 from tests import torch_moves
 from tests.pipeline import run_shapes
 from tests.torch_moves import in_force_of, kept, moved, observed
 
-NULL = "lanes.null_model:small"
+NULL = "lanes.models.null_model:small"
 FAILURES = (None, "corpus", "interrupt", "model")
 
 

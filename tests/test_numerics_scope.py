@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from harness.data.numeric_settings import NumericSettings
 from harness.data.numerics_scope import CUBLAS_VARIABLE, NumericsScopeError, open_scopes
 from harness.data.torch_state import FP32_AT_IMPORT, TorchState
-from lanes.backend import InProcessBackend
+from lanes.backends.backend import InProcessBackend
 from tests import torch_moves
 from tests.torch_moves import in_force_of, kept, moved, observed
 

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from harness.base.errors import BackendError, Interrupted, clear_interrupt, request_interrupt
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from lanes.backend import InProcessBackend
-from lanes.backend_api import CallResult
-from lanes.device_queue import DeviceQueue, Ordered, QueueStopped
-from lanes.run_plan import RunPlan
-from lanes.runner import FastVariant
+from lanes.backends.backend import InProcessBackend
+from lanes.backends.backend_api import CallResult
+from lanes.running.device_queue import DeviceQueue, Ordered, QueueStopped
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import FastVariant
 from tests.runner_digest import calls_digest, null_setup, outputs_digest, recorded_and_run, run_collect
 
 OURS = ("device-queue", "lanes-reader", "golden-inputs")

@@ -9,7 +9,7 @@ from examples import byo_torchscript
 from harness.base.errors import ModelError
 from harness.corpus.synth import synth_corpus
 from harness.data.geometry import geometry_of
-from lanes.model_api import load_model
+from lanes.models.model_api import load_model
 from tests.pipeline import pipeline
 
 
@@ -28,7 +28,7 @@ def test_factory_by_import_path(tmp_path):
 
 
 DICT_GEOMETRY_FACTORY = """
-from lanes.diar_nn_g import DiarNNG
+from lanes.models.diar_nn_g import DiarNNG
 
 class DictGeometry:
     # a model that declares its geometry as a dict, and reads it as one in infer

@@ -236,7 +236,7 @@ def test_the_scan_reads_the_products_messages():
 def test_a_changed_model_is_one_printed_command_from_its_first_verdict(capsys, monkeypatch, tmp_path):
     """record -> record --regen with another model (seed 1) -> the printed adopt command, verbatim -> nightly."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "h.toml").write_text('[corpus]\nblocks = 8\n[model]\nspec = "lanes.null_model:small"\n')
+    (tmp_path / "h.toml").write_text('[corpus]\nblocks = 8\n[model]\nspec = "lanes.models.null_model:small"\n')
     base = ("--config", "h.toml", "--no-progress")
     assert harness_cli(capsys, monkeypatch, "golden", "record", "--release", "rel", *base)[0] == 0
     code, out, err = harness_cli(

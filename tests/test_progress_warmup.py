@@ -13,8 +13,8 @@ import pytest
 
 from harness.base.errors import HarnessError
 from harness.progress import PlainLines, progress_bar
-from lanes.run_plan import RunPlan
-from lanes.runner import LaneHooks, run_lanes
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import LaneHooks, run_lanes
 
 
 class Wrapped:

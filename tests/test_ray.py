@@ -42,7 +42,7 @@ from harness.pipeline.ray_jobs import RecordTarget, nightly_ray, record_ray
 from harness.pipeline.record import record_golden
 from harness.pipeline.shard_worker import WorkerSpec, check_shared, describe_bug
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
+from lanes.backends.backend import InProcessBackend
 
 # The 'ray' extra: without it (pip install -e '.[test]'), this module skips whole, saying why.
 ray = pytest.importorskip("ray", reason="the --ray tests need the 'ray' extra (pip install -e '.[ray]')")
@@ -368,7 +368,7 @@ def test_a_golden_of_another_reference_geometry_is_refused_before_ray_starts(tmp
 
 def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_path, cluster):
     """A plug-in left at the default release name records under the model's own name, with or without Ray."""
-    cfg = release_config(model=ModelSection(spec="lanes.null_model:small"), numerics=NUMERICS)
+    cfg = release_config(model=ModelSection(spec="lanes.models.null_model:small"), numerics=NUMERICS)
     assert cfg.release.name == "diar_nn_g-reference"
     one = commands.record(cfg, None, tmp_path / "one", None, False, "in-process", False)
     on_ray = commands.record(

@@ -39,8 +39,8 @@ from harness.pipeline.distributed import RayOptions
 from harness.pipeline.ray_audit import RayRerun, audit_on_ray, write_exact
 from harness.pipeline.shard_worker import WorkerSpec
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 from tests.test_audit import rewrite
 
 # The 'ray' extra: without it this module skips whole, saying why (tests.test_ray imports ray).

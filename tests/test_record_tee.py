@@ -24,7 +24,7 @@ from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import CorpusWriter, write_corpus
 from harness.data.numeric_settings import NumericSettings
 from harness.pipeline.record import copied, record_golden
-from lanes.backend import InProcessBackend
+from lanes.backends.backend import InProcessBackend
 
 
 class Watching(InProcessBackend):

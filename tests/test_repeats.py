@@ -1,6 +1,6 @@
 """``--repeats N``: a packed lane's own noise, measured like the release's floor, refused or flagged by mode.
 
-The negative control is ``lanes.noisy_control:small`` (the null model, batch-invariant, whose packed
+The negative control is ``lanes.controls.noisy_control:small`` (the null model, batch-invariant, whose packed
 answers carry fresh seeded noise from the third time a request is seen): one run per shape (the old
 evidence) promotes it even in bitwise mode; three runs refuse it in bitwise and noise-floor mode (cause
 "not reproducible") and flag it in tolerance mode, where its 1e-6 noise is within the limits. The null
@@ -27,17 +27,17 @@ from harness.data.tolerances import Tolerances
 from harness.evidence.repeat_evidence import RepeatScorer, repeat_lanes
 from harness.ledger.score_check import check_self_consistent
 from harness.pipeline.score import score_run
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
-from lanes.run_plan import RunPlan
-from lanes.runner import run_lanes
-from lanes.variants import FastVariant, consecutive
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import run_lanes
+from lanes.running.variants import FastVariant, consecutive
 from reports.junit import write_junit
 from reports.signoff import write_report
 from tests.pipeline import config_for, record, run_shapes
 
-NOISY = "lanes.noisy_control:small"
-NULL = "lanes.null_model:small"
+NOISY = "lanes.controls.noisy_control:small"
+NULL = "lanes.models.null_model:small"
 BITWISE_FLOORS = {
     0: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "argmax_flips": 0},
     **{op: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, "min_cosine": 1.0, "max_rel_l2": 0.0} for op in (1, 2)},

@@ -31,7 +31,7 @@ URL = "http://triton.example:8000"
 
 
 def triton_backend(concurrency: int, transport: str = "http") -> dict[str, Any]:
-    """A run manifest's ``backend`` as lanes.triton.triton_backend.TritonBackend.environment() writes it."""
+    """A run manifest's ``backend`` as lanes.backends.triton.triton_backend.TritonBackend.environment() writes it."""
     return {
         "backend": "triton",
         "url": URL,
@@ -49,7 +49,7 @@ def triton_backend(concurrency: int, transport: str = "http") -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def score(tmp_path_factory) -> Score:
-    return pipeline("lanes.null_model:small", tmp_path_factory.mktemp("backend"), shapes=(2,), blocks=4).score
+    return pipeline("lanes.models.null_model:small", tmp_path_factory.mktemp("backend"), shapes=(2,), blocks=4).score
 
 
 def as_triton(score: Score, concurrency: int, transport: str = "http") -> Score:

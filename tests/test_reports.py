@@ -42,8 +42,8 @@ from harness.pipeline.localise import localise_failures
 from harness.pipeline.record import record_golden, verify_golden
 from harness.pipeline.score import score_run
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
+from lanes.backends.backend import InProcessBackend
+from lanes.models.model_api import load_model
 from reports import ReportContext, write_report
 from reports.plots import SpeedPoint, error_distribution_svg, speedup_svg
 from reports.signoff import build_facts

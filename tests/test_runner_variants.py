@@ -1,4 +1,4 @@
-"""The runner's variants hook (lanes.variants): more packed lanes at a plain shape,
+"""The runner's variants hook (lanes.running.variants): more packed lanes at a plain shape,
 the same blocks in another arrangement or twice, run after the plain shapes and checked for the
 exactly-once law before any call. The null model is batch-invariant, so every variant lane must give
 the plain lane's outputs bitwise."""
@@ -11,9 +11,9 @@ import random
 import pytest
 
 from harness.base.errors import LaneError
-from lanes.run_plan import RunPlan
-from lanes.runner import FastVariant
-from lanes.variants import consecutive
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import FastVariant
+from lanes.running.variants import consecutive
 from tests.runner_digest import calls_digest, null_setup, outputs_digest, plans, run_collect
 
 # computed by tests/runner_digest.py over the runner before variants (PYTHONPATH=/tmp/base, this session)

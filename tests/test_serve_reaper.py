@@ -1,6 +1,6 @@
 """`harness serve` leaves nothing behind even when the harness is SIGKILLed.
 
-The reaper (lanes.triton.reaper) needs no Triton: a process named ``tritonserver`` in its own
+The reaper (lanes.backends.triton.reaper) needs no Triton: a process named ``tritonserver`` in its own
 process group, a temporary folder and a shared-memory file stand in for a server start.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 HARNESS = r"""
 import os, subprocess, sys, time
 from pathlib import Path
-from lanes.triton.reaper import start_reaper
+from lanes.backends.triton.reaper import start_reaper
 binary, folder, shm, release = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4] == "release"
 server = subprocess.Popen([binary, "1000"], start_new_session=True)
 folder.mkdir()
@@ -104,7 +104,7 @@ def test_a_released_reaper_touches_nothing(tmp_path):
 
 def test_the_reaper_spares_processes_of_other_names(tmp_path):
     """A process group id can be reused: only processes named like Triton's are stopped."""
-    from lanes.triton.reaper import Reaper
+    from lanes.backends.triton.reaper import Reaper
 
     other = subprocess.Popen(["sleep", "1000"], start_new_session=True)
     folder = tmp_path / "gone"

@@ -99,9 +99,9 @@ def _lane_spellings(path: Path) -> list[str]:
 
 
 def test_there_is_one_lane_name_function() -> None:
-    """golden/runs.py's lane_dir and lanes/runner.py's lane_name were two copies of one rule; the
+    """golden/runs.py's lane_dir and lanes/running/runner.py's lane_name were two copies of one rule; the
     runner, the run folders, scoring and the run manifest's schema now all call harness.data.shape's."""
-    import lanes.runner
+    import lanes.running.runner
 
     root = Path(__file__).resolve().parents[1]
     ours = root / "harness" / "data" / "shape.py"
@@ -114,7 +114,7 @@ def test_there_is_one_lane_name_function() -> None:
     ]
     assert others == [], f"lane names spelt outside harness.data.shape: {others}; use harness.data.shape.lane_name"
     assert any(hit.endswith(" def lane_name") for hit in _lane_spellings(ours))
-    assert lanes.runner.lane_name is lane_name
+    assert lanes.running.runner.lane_name is lane_name
 
 
 def test_the_lane_spelling_check_finds_a_copy(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_shape_lists_keep_the_flags_spellings_and_order() -> None:
 
 def test_the_plan_refuses_shapes_out_of_range() -> None:
     from harness.base.errors import LaneError
-    from lanes.run_plan import RunPlan
+    from lanes.running.run_plan import RunPlan
 
     for bad in (0, MAX_K + 1):
         with pytest.raises(LaneError, match=f"{bad} blocks per call is"):

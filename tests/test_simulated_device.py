@@ -1,5 +1,6 @@
-"""The simulated device (lanes.simulated_device), the device-time wrapper (lanes.device_timeline) and a
-factory's keyword arguments in a model spec (lanes.model_api.factory_arguments).
+"""The simulated device (lanes.simulation.simulated_device), the device-time wrapper (lanes.running.device_timeline)
+and a
+factory's keyword arguments in a model spec (lanes.models.model_api.factory_arguments).
 
 The simulated device answers as the null model does and sleeps C0 + C1 x windows per call; the
 benchmark that reads its timeline (benchmarks/bench_device_busy.py) is only as right as the facts
@@ -20,13 +21,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.base.errors import ModelError
-from lanes.device_timeline import DeviceTimeline
-from lanes.model_api import factory_arguments, load_model, spec_kind
-from lanes.simulated_device import SimulatedDevice, busy_fraction, read_timeline
+from lanes.models.model_api import factory_arguments, load_model, spec_kind
+from lanes.running.device_timeline import DeviceTimeline
+from lanes.simulation.simulated_device import SimulatedDevice, busy_fraction, read_timeline
 from tests.cli_run import harness_cli
 
 REPO = Path(__file__).resolve().parents[1]
-FREE = "lanes.simulated_device:small?c0_ms=0&c1_ms=0"
+FREE = "lanes.simulation.simulated_device:small?c0_ms=0&c1_ms=0"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def small_corpus():
     """3 synthetic blocks at the small geometry (the null model's: no reference network is built)."""
     from harness.corpus.synth import synth_corpus
 
-    return synth_corpus(load_model("lanes.null_model:small").geometry, 3)
+    return synth_corpus(load_model("lanes.models.null_model:small").geometry, 3)
 
 
 def _requests(model, corpus, n: int = 3):
@@ -45,7 +46,7 @@ def _requests(model, corpus, n: int = 3):
 
 
 def test_outputs_and_fingerprint_are_the_null_models_bitwise(small_corpus):
-    null = load_model("lanes.null_model:small", seed=3)
+    null = load_model("lanes.models.null_model:small", seed=3)
     sim = load_model(FREE, seed=3)
     assert isinstance(sim, SimulatedDevice)
     assert sim.fingerprint == null.fingerprint and sim.geometry == null.geometry
@@ -59,7 +60,7 @@ def test_outputs_and_fingerprint_are_the_null_models_bitwise(small_corpus):
 
 def test_each_call_is_one_interval_at_least_its_cost(small_corpus, tmp_path):
     path = tmp_path / "t.bin"
-    sim = load_model(f"lanes.simulated_device:small?c0_ms=3&c1_ms=0.5&timeline='{path}'")
+    sim = load_model(f"lanes.simulation.simulated_device:small?c0_ms=3&c1_ms=0.5&timeline='{path}'")
     requests = _requests(sim, small_corpus)
     for request in requests:
         sim.infer(request)
@@ -76,8 +77,8 @@ def test_each_call_is_one_interval_at_least_its_cost(small_corpus, tmp_path):
 def test_the_timeline_is_written_at_exit_and_appended_to(tmp_path):
     path = tmp_path / "t.bin"
     script = (
-        "from lanes.model_api import load_model\nfrom harness.corpus.synth import synth_corpus\n"
-        f"m = load_model(\"lanes.simulated_device:small?c0_ms=0&c1_ms=0&timeline='{path}'\")\n"
+        "from lanes.models.model_api import load_model\nfrom harness.corpus.synth import synth_corpus\n"
+        f"m = load_model(\"lanes.simulation.simulated_device:small?c0_ms=0&c1_ms=0&timeline='{path}'\")\n"
         "for b in synth_corpus(m.geometry, 2).blocks:\n    m.infer(b.tensors())\n"
     )
     for _ in range(2):  # two processes (two Ray workers, two runs) on one path: both kept
@@ -88,16 +89,25 @@ def test_the_timeline_is_written_at_exit_and_appended_to(tmp_path):
 @pytest.mark.parametrize(
     "spec, says",
     [
-        ("lanes.simulated_device:small?c0_ms=-1", "c0_ms must be a number of milliseconds in [0, 60000], got -1"),
-        ("lanes.simulated_device:small?c1_ms=fast", "c1_ms must be a number of milliseconds in [0, 60000], got 'fast'"),
-        ("lanes.simulated_device:small?c1_ms=nan", "c1_ms must be"),
-        ("lanes.simulated_device:small?timeline=3", "timeline must be a file path (a string), got 3"),
-        ("lanes.simulated_device:small?timeline='/no/such/folder/t.bin'", "folder '/no/such/folder' does not exist"),
         (
-            "lanes.simulated_device:small?c2_ms=1",
+            "lanes.simulation.simulated_device:small?c0_ms=-1",
+            "c0_ms must be a number of milliseconds in [0, 60000], got -1",
+        ),
+        (
+            "lanes.simulation.simulated_device:small?c1_ms=fast",
+            "c1_ms must be a number of milliseconds in [0, 60000], got 'fast'",
+        ),
+        ("lanes.simulation.simulated_device:small?c1_ms=nan", "c1_ms must be"),
+        ("lanes.simulation.simulated_device:small?timeline=3", "timeline must be a file path (a string), got 3"),
+        (
+            "lanes.simulation.simulated_device:small?timeline='/no/such/folder/t.bin'",
+            "folder '/no/such/folder' does not exist",
+        ),
+        (
+            "lanes.simulation.simulated_device:small?c2_ms=1",
             "takes no argument 'c2_ms' (it takes: c0_ms, c1_ms, timeline, concurrent)",
         ),
-        ("lanes.simulated_device:small?concurrent=2", "concurrent must be true or false, got 2"),
+        ("lanes.simulation.simulated_device:small?concurrent=2", "concurrent must be true or false, got 2"),
     ],
 )
 def test_bad_arguments_are_one_line_model_errors(spec, says):
@@ -171,7 +181,7 @@ def test_malformed_factory_arguments_are_refused(spec, says):
 
 
 def test_an_argument_ending_like_a_torchscript_file_keeps_the_spec_a_factory():
-    assert spec_kind("lanes.simulated_device:full?timeline=/tmp/x.pt") == "factory"
+    assert spec_kind("lanes.simulation.simulated_device:full?timeline=/tmp/x.pt") == "factory"
     assert spec_kind("model.pt") == "torchscript"
 
 
@@ -180,7 +190,7 @@ def test_an_argument_ending_like_a_torchscript_file_keeps_the_spec_a_factory():
 
 def test_the_wrapper_answers_as_its_inner_model_and_times_each_call_on_the_cpu(small_corpus, tmp_path):
     path = tmp_path / "d.bin"
-    wrapped = load_model(f"lanes.device_timeline:wrap?inner='{FREE.split('?')[0]}'&timeline='{path}'")
+    wrapped = load_model(f"lanes.running.device_timeline:wrap?inner='{FREE.split('?')[0]}'&timeline='{path}'")
     inner = load_model(FREE.split("?")[0])
     assert isinstance(wrapped, DeviceTimeline) and wrapped.clock == "perf_counter"
     assert wrapped.fingerprint == inner.fingerprint and wrapped.describe() == inner.describe()
@@ -195,7 +205,7 @@ def test_the_wrapper_answers_as_its_inner_model_and_times_each_call_on_the_cpu(s
 
 def test_the_wrapper_refuses_an_inner_spec_with_arguments():
     with pytest.raises(ModelError, match="inner must be a model spec without"):
-        load_model("lanes.device_timeline:wrap?inner='x:y?a=1'")
+        load_model("lanes.running.device_timeline:wrap?inner='x:y?a=1'")
 
 
 # ------------------------------------------------------------------------------------------ the CLI
@@ -224,7 +234,7 @@ def test_a_bad_factory_argument_through_the_cli_is_one_line_exit_2(capsys, monke
         "synth",
         "c.parquet",
         "--model",
-        "lanes.simulated_device:small?c0_ms=2&speed=9",
+        "lanes.simulation.simulated_device:small?c0_ms=2&speed=9",
         "--blocks",
         "4",
     )
@@ -236,7 +246,7 @@ def test_a_bad_factory_argument_through_the_cli_is_one_line_exit_2(capsys, monke
 
 # ------------------------------------------------------------------------------------------ where a spec travels
 
-SPEC = "lanes.simulated_device:full?c0_ms=2&c1_ms=0.2&timeline='/tmp/a b.bin'&note=\"x\\\\y\""
+SPEC = "lanes.simulation.simulated_device:full?c0_ms=2&c1_ms=0.2&timeline='/tmp/a b.bin'&note=\"x\\\\y\""
 
 
 def test_a_spec_with_arguments_survives_the_config_file(tmp_path):
@@ -250,7 +260,7 @@ def test_a_spec_with_arguments_survives_the_config_file(tmp_path):
 def test_a_spec_with_arguments_survives_a_triton_model_repository():
     """The server reads MODEL_SPEC back from config.pbtxt: quotes and backslashes must be escaped there."""
     text_format = pytest.importorskip("google.protobuf.text_format")
-    from lanes.triton.repository import fill_config
+    from lanes.backends.triton.repository import fill_config
 
     line = next(x for x in fill_config('name: "m"\n', {"MODEL_SPEC": SPEC}, 1).splitlines() if "MODEL_SPEC" in x)
     tokens, strings = text_format.Tokenizer([line]), []
@@ -287,7 +297,7 @@ def test_the_benchmark_reads_timelines_and_builds_specs_as_the_models_do(tmp_pat
         "c1_ms": 0.05,
         "timeline": str(timeline),
     }
-    wrapped = bench.timed("lanes.device_timeline:wrap?inner='full'", 2.0, None, timeline)
+    wrapped = bench.timed("lanes.running.device_timeline:wrap?inner='full'", 2.0, None, timeline)
     assert factory_arguments(wrapped)[1] == {"inner": "full", "timeline": str(timeline)}
     with pytest.raises(SystemExit, match="unknown command 'score'"):
         bench.main(["--commands", "run,score"])

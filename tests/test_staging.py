@@ -1,4 +1,4 @@
-"""Staged calls (lanes.staging): the host's part of call n+1 runs in the submitting thread while n
+"""Staged calls (lanes.running.staging): the host's part of call n+1 runs in the submitting thread while n
 computes, and the answers, files and call log are the unstaged ones, bitwise. On CUDA the inputs are also
 copied from pinned buffers on a stream of their own; the ring of pinned buffers is checked here with
 stand-ins for pinned memory and CUDA events (this machine has no GPU: benchmarks/gpu_copy_overlap.py
@@ -15,13 +15,14 @@ from examples import byo_torchscript
 from harness.base.errors import BackendError
 from harness.corpus.synth import synth_corpus
 from harness.data.numeric_settings import NumericSettings
-from lanes import controls, staging
-from lanes.backend import InProcessBackend
-from lanes.device_timeline import DeviceTimeline
-from lanes.diar_nn_g.model import DiarNNG
-from lanes.model_api import load_model, staged_entry
-from lanes.run_plan import RunPlan
-from lanes.staging import InferOnly
+from lanes import controls
+from lanes.backends.backend import InProcessBackend
+from lanes.models.diar_nn_g.model import DiarNNG
+from lanes.models.model_api import load_model, staged_entry
+from lanes.running import staging
+from lanes.running.device_timeline import DeviceTimeline
+from lanes.running.run_plan import RunPlan
+from lanes.running.staging import InferOnly
 from tests.runner_digest import calls_digest, outputs_digest, run_collect
 from tests.test_pipelined_lanes import Serial, our_threads
 
@@ -77,7 +78,7 @@ def test_which_models_stage(small_model, tmp_path):
     assert staged_entry(controls.leaky()) is not None  # a hook changed: stage is still its answer
     assert staged_entry(controls.invariant()) is None  # infer overridden below stage: infer is its answer
     assert staged_entry(controls.slow()) is None
-    assert staged_entry(load_model("lanes.null_model:small")) is None  # no stage at all
+    assert staged_entry(load_model("lanes.models.null_model:small")) is None  # no stage at all
 
     class Both(DiarNNG):
         def infer(self, request):
@@ -252,7 +253,7 @@ class FakeStream:
 
 
 class FakeCuda:
-    """torch.cuda's calls that lanes.staging makes, recorded: streams, events, the current stream."""
+    """torch.cuda's calls that lanes.running.staging makes, recorded: streams, events, the current stream."""
 
     def __init__(self) -> None:
         import contextlib

@@ -1,5 +1,5 @@
-"""Two calls in flight for a model without ``stage`` that two threads may enter (lanes/calls_in_flight.py,
-lanes/device_queue.py): the outputs, written files and call log are the serial path's, bitwise; a model that
+"""Two calls in flight for a model without ``stage`` that two threads may enter (lanes/running/calls_in_flight.py,
+lanes/running/device_queue.py): the outputs, written files and call log are the serial path's, bitwise; a model that
 cannot be entered twice (a Lock, an RLock, a worker of its own) is serialised with one note, never deadlocked;
 the simulated device is one device (its device parts never overlap). No timing assertions: what is checked is
 which calls were inside the model together, the order answers are taken in, and what the files hold."""
@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from harness.base.errors import ModelError
 from harness.data.numeric_settings import NumericSettings
-from lanes.backend import InProcessBackend
-from lanes.calls_in_flight import decide
-from lanes.device_queue import DeviceQueue, QueueStopped
-from lanes.null_model import NullModel, _config_geometry
-from lanes.run_plan import RunPlan
-from lanes.runner import FastVariant
-from lanes.simulated_device import SimulatedDevice, busy_fraction
+from lanes.backends.backend import InProcessBackend
+from lanes.models.null_model import NullModel, _config_geometry
+from lanes.running.calls_in_flight import decide
+from lanes.running.device_queue import DeviceQueue, QueueStopped
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import FastVariant
+from lanes.simulation.simulated_device import SimulatedDevice, busy_fraction
 from tests.cli_run import harness_cli
 from tests.contract_models import Locked, OneWorker, Wrapped
 from tests.runner_digest import calls_digest, null_setup, outputs_digest, recorded_and_run, run_collect
@@ -31,7 +31,9 @@ from tests.test_pipelined_lanes import Serial, our_threads
 HOLD_S = 30.0  # the most a call waits inside the model for a second one (never reached where two are in flight)
 
 
-HOLD_AT = 5  # the call held: after the exact lane's warm-up (its three calls are sent one by one, lanes.warm_up)
+HOLD_AT = (
+    5  # the call held: after the exact lane's warm-up (its three calls are sent one by one, lanes.running.warm_up)
+)
 
 
 class Meeting(NullModel):

@@ -15,7 +15,7 @@ from harness.data.tolerances import Tolerances
 from harness.pipeline.record import exact_plan
 from harness.pipeline.run import plan_for
 from harness.release_config import config_from_dict, release_config
-from lanes.run_plan import RunPlan
+from lanes.running.run_plan import RunPlan
 
 
 @pytest.mark.parametrize("inputs", VOICEPRINT_INPUTS)

@@ -1,4 +1,4 @@
-"""The warm-up is prepared ahead of the device (lanes/warm_up.py). Run serially, each call would wait for the
+"""The warm-up is prepared ahead of the device (lanes/running/warm_up.py). Run serially, each call would wait for the
 host to derive, pack and validate the next request: at C1 = 0.05 ms per window that was 46 % of the lanes'
 idle time (benchmarks/device_gaps.py). No timing here: what is checked is that the calls
 are queued ahead (a call finds the next ones already submitted), that the pipelined and the serial warm-up send
@@ -18,8 +18,8 @@ import pytest
 from harness.data.masks import MaskPolicy, voiceprint_rows
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from lanes.backend import InProcessBackend
-from lanes.run_plan import RunPlan
+from lanes.backends.backend import InProcessBackend
+from lanes.running.run_plan import RunPlan
 from tests.runner_digest import null_setup, run_collect
 
 
@@ -102,7 +102,7 @@ def test_the_pipelined_warm_up_sends_what_the_serial_one_sends_in_the_same_order
 
 
 def test_voiceprint_rows_are_shared_only_with_a_bitwise_equal_answer(null):
-    from lanes.warm_up import _RowsCache
+    from lanes.running.warm_up import _RowsCache
 
     inner, blocks = null
     g, block = inner.geometry, blocks[0]

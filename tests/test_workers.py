@@ -26,7 +26,7 @@ from harness.base.workers import SettlingPool, Worker, outlast
 from harness.cli import _on_signal
 from harness.data.corpus_schema import CorpusWriter
 from harness.data.parquet import ParquetSink
-from lanes.device_queue import DeviceQueue
+from lanes.running.device_queue import DeviceQueue
 
 MAIN = threading.main_thread()
 GIVE_A_WRONG_JOIN_TIME = 0.5  # s the held thread waits once the main thread was interrupted

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     # The interpreter's exit collects every object the command made, torch's module graph first: 0.9 s of
     # an exit of 1.1 s after `import torch` alone, 0.85 s after a run (after the lanes, in series with
     # nothing). Frozen into the permanent generation they are skipped; nothing of the command runs after
-    # this point but the exit handlers (which still run: the timeline of lanes.simulated_device, say).
+    # this point but the exit handlers (which still run: the timeline of lanes.simulation.simulated_device, say).
     gc.freeze()
     sys.exit(int(code or 0))
 

@@ -73,7 +73,7 @@ class Geometry:
 def geometry_of(model: object) -> Geometry:
     """A model's geometry as the harness reads it: a :class:`Geometry`, parsed from a dict where the model
     declares one. The model's attribute is never replaced: its own code may index the dict it declared.
-    ``lanes.model_api.check_model`` has refused a dict that does not parse, so this cannot fail for a loaded
+    ``lanes.models.model_api.check_model`` has refused a dict that does not parse, so this cannot fail for a loaded
     model."""
     geometry = getattr(model, "geometry")  # noqa: B009 (any object a model plug-in gives)
     return geometry if isinstance(geometry, Geometry) else Geometry.from_dict(dict(geometry))

@@ -1,7 +1,7 @@
 """Judging a shape's arrangements: other neighbours, other slots, the same block twice.
 
 A run made with ``--arrangements N`` holds, per shape k >= 2, arrangement lanes beside the plain lane
-(``lanes.arrangers``: shuffled ``k4.a1`` .., the duplicates ``k4.d`` + ``k4.d2``; the run manifest's
+(``lanes.running.arrangers``: shuffled ``k4.a1`` .., the duplicates ``k4.d`` + ``k4.d2``; the run manifest's
 ``evidence.variants`` names them). Scoring judges each of them three ways, in the same pass over the
 golden as the plain lane, every way with the limits of the mode the user chose
 (:func:`harness.evidence.rule.evidence_limits`: the one rule for every kind of evidence):

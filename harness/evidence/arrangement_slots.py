@@ -1,6 +1,6 @@
 """Where each block sat, and how far each block is from the golden: the per-slot half of the arrangements.
 
-A shape's arrangement lanes (``lanes.arrangers``) put every block in other slots. To say *which* slot
+A shape's arrangement lanes (``lanes.running.arrangers``) put every block in other slots. To say *which* slot
 is worse, two facts are joined after the score's pass: per (lane, block), its slot, read from the run's
 call log (``block_ids`` of each OP 0 call, in request order, and ``variant``, the lane of a variant's
 call: the slot is the position there, honest whatever the arranger did; the duplicates' second copy
@@ -24,7 +24,7 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import PAD
 from harness.judging.judges.rowkeys import match
 
-COPY_MARK = "~"  # a variant's copy c >= 1 of a block is sent as f"{id}~{c}" (lanes.variants.sent_as)
+COPY_MARK = "~"  # a variant's copy c >= 1 of a block is sent as f"{id}~{c}" (lanes.running.variants.sent_as)
 
 
 class SlotMap:

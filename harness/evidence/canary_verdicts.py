@@ -1,6 +1,6 @@
 """Judging the canaries: each planted defect must be refused, with the cause that names it.
 
-A canary's answers (``lanes.canaries``) are judged exactly as a shape's: its plain request against the golden
+A canary's answers (``lanes.running.canaries``) are judged exactly as a shape's: its plain request against the golden
 with the limits of the OP's mode (:class:`harness.judging.lane_scoring.LaneScorer`), and its first block's answer
 beside its neighbour's other audio against its plain answer (:mod:`harness.evidence.neighbour_evidence`: the
 same rule, the run-to-run difference taken from the shape's own neighbour evidence, or from the plain request

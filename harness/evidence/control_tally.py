@@ -1,6 +1,7 @@
 """Counting how the same requests answered the second time they were sent: the control repeats' figures.
 
-The neighbour lane's control repeats (``lanes.neighbour_controls``) and a canary's (``harness.pipeline.canaries``)
+The neighbour lane's control repeats (``lanes.running.neighbour_controls``) and a canary's
+(``harness.pipeline.canaries``)
 send a request once more exactly as before and compare the answers with the first ones, block by block,
 bit for bit; :class:`ControlTally` counts what they find as :class:`harness.data.schemas.neighbours.ControlFigures`.
 """

@@ -1,12 +1,12 @@
 """Judging the neighbour lane: does a block's answer at its own slot move with its neighbours' audio?
 
-The run's lane ``k4.n`` (``lanes.neighbour_lane``) answers every block at its slot of its plain request, in a
+The run's lane ``k4.n`` (``lanes.running.neighbour_lane``) answers every block at its slot of its plain request, in a
 request of that request's geometry whose other blocks carry other audio. At a fixed request and slot an
 honest network on a deterministic backend answers bitwise the same whatever its neighbours hold (the
 kernel is chosen by the shapes, never by the contents), so, per OP and block, the two answers are
 compared bit for bit (:class:`NeighbourScorer`, in the same pass over the golden as the plain lane), and a
 moved answer is judged against what the backend does with the *same* request twice: the run's control
-repeats (``lanes.neighbour_controls``: the plain and neighbour requests concerned sent once more) and the
+repeats (``lanes.running.neighbour_controls``: the plain and neighbour requests concerned sent once more) and the
 shape's repeats (``--repeats``). :func:`decide` is the rule:
 
 - nothing moved: ``bitwise``, the neighbours' audio moved nothing;
@@ -40,7 +40,7 @@ from harness.data.schemas.verdicts import CheckDetails, CheckModel, OpVerdictMod
 from harness.evidence.arrangement_slots import BlockFigures
 
 NOISE_MULTIPLE = 4.0  # a move this many times the run-to-run difference of the same request is no noise
-FILLER_MARK = "~n"  # a filled neighbour's id on the wire (lanes.neighbour_lane)
+FILLER_MARK = "~n"  # a filled neighbour's id on the wire (lanes.running.neighbour_lane)
 LEAK_RULE = (
     "at a fixed request and slot an honest network answers bitwise alike whatever its neighbours hold: one "
     "block's audio reaches another block's answer (a window reading past its end, a normalisation over the "

@@ -40,7 +40,7 @@ OUTPUT = "<output: the model's answer>"
 
 
 class Inferring(Protocol):
-    """What localisation needs of a model: ``lanes.model_api.Model``'s call (harness does not import lanes).
+    """What localisation needs of a model: ``lanes.models.model_api.Model``'s call (harness does not import lanes).
     Its torch modules (``torch_modules()``, ``row_modules()``) are optional and looked up by name."""
 
     def infer(self, request: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]: ...

@@ -8,7 +8,7 @@ Two passes over the capture (:mod:`harness.capture`), each row group by row grou
    that breaks one is the engine's packing being wrong: the audit stops there, *before any model
    is loaded or called*, and fails (exit 1) naming the request, the block and the law.
 2. **The exact lane and the gate**: every captured block, split out by the request's layout, is
-   re-run alone at the release shape (one block per call: :class:`lanes.lanes.ExactLane`) on the
+   re-run alone at the release shape (one block per call: :class:`lanes.running.lanes.ExactLane`) on the
    golden model, and the served outputs of that block (the capture's output, unpacked by the
    same layout) are scored against it per OP, batch by batch, by the same judges and tolerances
    as a packed shape (:mod:`harness.judging.judges`): the served side is the "lane", the re-run the
@@ -56,7 +56,7 @@ from harness.pipeline.audit_rerun import InProcessRerun, Rerun
 from harness.progress import progress_bar
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 AUDIT, JUNIT = "audit.json", "junit.xml"
 NOT_CAPTURED = "no request of this OP was captured"

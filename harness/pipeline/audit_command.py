@@ -14,7 +14,7 @@ from harness.pipeline.audit import AuditOutcome, audit_capture
 from harness.pipeline.backends import make_backend
 from harness.pipeline.distributed import RayOptions
 from harness.pipeline.ray_audit import audit_on_ray
-from lanes.model_api import check_spec
+from lanes.models.model_api import check_spec
 
 
 def run_audit(cfg: ConfigFile, capture: Path, out: Path, progress: bool, ray: RayOptions | None = None) -> AuditOutcome:

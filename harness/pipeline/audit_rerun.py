@@ -25,13 +25,13 @@ from harness.data.jsonio import plain
 from harness.data.metrics import start_warming
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
-from lanes.backend_numerics import backend_numerics
-from lanes.device_queue import ordered
-from lanes.lanes import ExactLane
+from lanes.backends.backend_numerics import backend_numerics
+from lanes.running.device_queue import ordered
+from lanes.running.lanes import ExactLane
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
-    from lanes.lanes import CallRecord
+    from lanes.backends.backend_api import Backend
+    from lanes.running.lanes import CallRecord
 
 AHEAD_CALLS = 16  # re-run calls sent and not yet taken, at most (InProcessRerun.stream): about 4 requests
 Item = tuple[CapturedRequest, list[Block]]  # a captured request and its blocks, split out by its layout
@@ -72,8 +72,8 @@ class InProcessRerun:
         """``survey`` is not needed here (a Ray worker passes None)."""
 
         self.backend = backend = self.make_backend()
-        # its settings held until close(), as a recording holds them (lanes.backend_numerics): every call of the
-        # re-run under them, the process's own flags back when the audit ends
+        # its settings held until close(), as a recording holds them (lanes.backends.backend_numerics): every call
+        # of the re-run under them, the process's own flags back when the audit ends
         self._held.enter_context(backend_numerics(backend))
         check_geometry(reader, backend.geometry, self.cfg)
         self.lane = ExactLane(backend, self.cfg.release_shapes, self.log)
@@ -86,7 +86,7 @@ class InProcessRerun:
 
     def stream(self, items: Iterable[Item]) -> Iterator[tuple[Item, dict[str, np.ndarray]]]:
         """Each ``(request, blocks)`` with its blocks' exact outputs, in order, the calls in exactly
-        :meth:`exact`'s order. With a backend that offers ``pipelined()`` (:mod:`lanes.device_queue`), the
+        :meth:`exact`'s order. With a backend that offers ``pipelined()`` (:mod:`lanes.running.device_queue`), the
         calls run in a worker thread while this thread decodes, splits and judges the requests around
         them: at most ``AHEAD_CALLS`` calls are sent and not yet taken (a few requests in memory). An error
         in a call is raised here, as that call's one line, and nothing after it runs; leaving (normally,

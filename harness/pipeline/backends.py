@@ -11,22 +11,22 @@ from harness.data.geometry import Geometry, geometry_of
 from harness.data.schemas.config_file import ConfigFile
 from harness.packers import packer_from_options
 from harness.packers.packing import HARNESS_PACKER, Packer
-from lanes.backend import InProcessBackend
-from lanes.diar_nn_g.config import CONFIGS
-from lanes.model_api import load_model as load
-from lanes.model_contract import refuse_broken_model
-from lanes.triton.url import parse_triton_url
+from lanes.backends.backend import InProcessBackend
+from lanes.backends.triton.url import parse_triton_url
+from lanes.models.diar_nn_g.config import CONFIGS
+from lanes.models.model_api import load_model as load
+from lanes.models.model_contract import refuse_broken_model
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
-    from lanes.model_api import Model
+    from lanes.backends.backend_api import Backend
+    from lanes.models.model_api import Model
 
 IN_PROCESS = ("in-process", "inprocess", "local")
 
 
 def load_model(config: ConfigFile, device: str | None = None) -> Model:
     """The configured model on ``device`` (default: the configured device), refused (one line naming the spec and
-    the part it breaks: :func:`lanes.model_contract.refuse_broken_model`) when its description breaks the
+    the part it breaks: :func:`lanes.models.model_contract.refuse_broken_model`) when its description breaks the
     contract, before any work: every command that builds the model in this process builds it here."""
 
     model = load(config.model.spec, seed=config.model.seed, device=device or config.release.device)
@@ -75,9 +75,9 @@ def make_backend(
                 )
         return InProcessBackend(load_model(config, device), config.numerics, device)
     if backend.startswith(("http://", "https://")):
-        parse_triton_url(backend)  # bad input in words, before tritonclient is imported (lanes.triton.url)
+        parse_triton_url(backend)  # bad input in words, before tritonclient is imported (lanes.backends.triton.url)
         try:
-            from lanes.triton.triton_backend import (  # deferred: imports gevent, tritonclient (start-up)
+            from lanes.backends.triton.triton_backend import (  # deferred: imports gevent, tritonclient (start-up)
                 DEFAULT_CONCURRENCY,
                 CallPolicy,
                 TritonBackend,

@@ -1,7 +1,7 @@
 """The night's canaries: known defects planted through the model and backend, each of which must be refused.
 
 After the lanes, at the smallest packed shape, on one request of a seeded sample of the run's blocks
-(``lanes.canaries`` sends; ``harness.evidence.canary_verdicts`` judges with the night's own rules):
+(``lanes.running.canaries`` sends; ``harness.evidence.canary_verdicts`` judges with the night's own rules):
 
 - ``leak``: one window of the first block mixed with 1e-6 of the same window of the next one: expected cause
   ``reads another block's audio``;
@@ -38,10 +38,10 @@ from harness.evidence.canary_verdicts import Judging, judge, lane_of
 from harness.evidence.control_tally import ControlTally
 from harness.evidence.rule import evidence_limits
 from harness.packers.packing import Packer
-from lanes.backend_api import Backend
-from lanes.canaries import OP_OF, SENT, CanarySample, leak_window, send
-from lanes.device_queue import ordered
-from lanes.neighbour_lane import fill
+from lanes.backends.backend_api import Backend
+from lanes.running.canaries import OP_OF, SENT, CanarySample, leak_window, send
+from lanes.running.device_queue import ordered
+from lanes.running.neighbour_lane import fill
 
 CANDIDATES = 64  # sample starts tried (seeded order) before the canaries are given up
 PLANTED: Mapping[str, str] = {

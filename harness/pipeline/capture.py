@@ -29,7 +29,7 @@ from harness.data.ops import ALL_OPS, Op
 from harness.packers.packing import PackedRequest, pack, unpack
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 ENGINE = "harness-simulated-engine"
 PackFn = Callable[[Sequence[Block]], PackedRequest]

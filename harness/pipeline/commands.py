@@ -47,8 +47,8 @@ from harness.pipeline.record import adopt_hint, model_release_name, record_golde
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import WorkerSpec
 from harness.progress import progress_bar
-from lanes.diar_nn_g.config import CONFIGS
-from lanes.model_api import describe
+from lanes.models.diar_nn_g.config import CONFIGS
+from lanes.models.model_api import describe
 
 if TYPE_CHECKING:
     from golden.store import Golden
@@ -356,7 +356,7 @@ def audit(cfg: ConfigFile, capture: Path, out: Path, progress: bool, ray: RayOpt
 def serve(cfg: ConfigFile, instances: int, repository: Path | None, say: Callable[[str], None]) -> Answer:
     """``harness serve``: the model served on a real Triton server on loopback until a signal stops it (serving's
     normal end: ``say`` tells when it is ready and what stopped it)."""
-    from lanes.triton.server import ServerOptions, serve_forever  # deferred: imports pydantic (start-up)
+    from lanes.backends.triton.server import ServerOptions, serve_forever  # deferred: imports pydantic (start-up)
 
     options = ServerOptions(
         model_spec=cfg.model.spec,

@@ -10,7 +10,7 @@ corpus (or its first ``[load] blocks``) are sent again through a Triton backend 
   tolerances (isolated voiceprint inputs: the golden's WEIGHTS/IDX; the sample-size gate is the
   lanes' verdict's, not the point's): a point whose answers fail refuses its shape;
 - each request's latency (send to answer) gives p50/p99, the point's sending time its throughput;
-- Triton's statistics (``lanes.triton.stats``) before and after give the server's queue and compute time.
+- Triton's statistics (``lanes.backends.triton.stats``) before and after give the server's queue and compute time.
 
 Memory is bounded by a group of ``k * max(8, 4c)`` blocks (and their answers), never the corpus: the
 requests of a group are sent together with c in flight, then scored and dropped. Judging lives in the
@@ -44,12 +44,12 @@ from harness.evidence.load_score import with_load
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from harness.progress import progress_bar
-from lanes.backend_api import Call
-from lanes.triton.stats import StatsReader, difference
+from lanes.backends.backend_api import Call
+from lanes.backends.triton.stats import StatsReader, difference
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
-    from lanes.triton.triton_backend import TritonBackend
+    from lanes.backends.backend_api import Backend
+    from lanes.backends.triton.triton_backend import TritonBackend
 
 Tick = Callable[[int], None]
 
@@ -197,7 +197,7 @@ def _stats_delta(stats: StatsReader, before: ServerStats) -> ServerStats:
 
 def _backend_at(backend: TritonBackend, concurrency: int) -> TritonBackend:
     """A backend on the same server, model and settings as the lanes', at ``concurrency``."""
-    from lanes.triton.triton_backend import TritonBackend  # deferred: imports gevent, tritonclient (start-up)
+    from lanes.backends.triton.triton_backend import TritonBackend  # deferred: imports gevent, tritonclient (start-up)
 
     return TritonBackend(
         backend.url,

@@ -27,7 +27,7 @@ from harness.judging.lane_scoring import op_key
 from harness.localisation.first_divergence import Inferring, localise
 from harness.localisation.module_errors import DEFAULT_MULTIPLE
 from harness.progress import progress_bar
-from lanes.runner import no_rows
+from lanes.running.runner import no_rows
 
 FORMAT = 1
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from golden.store import Golden
 from harness.base.errors import GoldenError
 from harness.data.geometry import Geometry
-from lanes.diar_nn_g.config import CONFIGS
+from lanes.models.diar_nn_g.config import CONFIGS
 
 TO_DO = (
     "give the command the model it was recorded with (--model and --set model.seed=N, or the config's [model]; "

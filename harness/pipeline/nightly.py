@@ -46,13 +46,13 @@ from harness.pipeline.promote import engine_manifest, promote
 from harness.pipeline.run import RunOptions, plan_for, run_shapes, scoring_fields
 from harness.pipeline.score import score_run, write_score
 from harness.progress import progress_bar
-from lanes.backend_numerics import under_backend_numerics
+from lanes.backends.backend_numerics import under_backend_numerics
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import CanaryRun, Score
     from harness.ledger.margins import MarginsView
     from harness.localisation.first_divergence import Inferring  # imports torch
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 FINAL = {
     "score": "score.json",

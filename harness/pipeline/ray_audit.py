@@ -54,12 +54,12 @@ from harness.pipeline.distributed import (
     run_shards,
 )
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
-from lanes.backend_numerics import under_backend_numerics
+from lanes.backends.backend_numerics import under_backend_numerics
 
 if TYPE_CHECKING:
     from numpy.lib.npyio import NpzFile
 
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 
 def audit_on_ray(

@@ -47,7 +47,7 @@ from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 CORPUS = "corpus.parquet"
 

@@ -44,14 +44,14 @@ from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.judging.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.localisation.module_floors import floor_sampler
 from harness.pipeline.golden_counts import refuse_unjudgeable
-from lanes.backend_numerics import under_backend_numerics
-from lanes.run_plan import RunPlan
-from lanes.runner import LaneHooks, run_lanes
+from lanes.backends.backend_numerics import under_backend_numerics
+from lanes.running.run_plan import RunPlan
+from lanes.running.runner import LaneHooks, run_lanes
 
 if TYPE_CHECKING:
     from harness.data.geometry import Geometry
     from harness.data.schemas.results import Reproduction
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 Progress = Callable[[int], None]
 

@@ -23,17 +23,17 @@ from harness.data.shape import Shape
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws
-from lanes.arrangers import manifest_evidence, variants_for
-from lanes.backend_numerics import under_backend_numerics
-from lanes.neighbour_controls import NeighbourControls
-from lanes.run_plan import RunPlan, check_request_sizes
-from lanes.runner import LaneHooks, run_lanes
+from lanes.backends.backend_numerics import under_backend_numerics
+from lanes.running.arrangers import manifest_evidence, variants_for
+from lanes.running.neighbour_controls import NeighbourControls
+from lanes.running.run_plan import RunPlan, check_request_sizes
+from lanes.running.runner import LaneHooks, run_lanes
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 Progress = Callable[[int], None]
-Sink = Callable[[str, LaneOutputs], None]  # one lane's outputs of one group (lanes.runner's sink)
+Sink = Callable[[str, LaneOutputs], None]  # one lane's outputs of one group (lanes.running.runner's sink)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class RunOptions:
     ``packer``; one ``shard`` of the corpus (None: all of it); the ``progress`` tick; the ``run_id`` (None: a
     new one); ``corpus_verified``: the caller checked the corpus's sha256 (a Ray driver, once for every shard);
     ``laws_examples`` per packing law (0: not judged); the ``observer`` given every lane's outputs of every group
-    after the run's writer (the nightly's live score); ``on_first_queued``: :func:`lanes.runner.run_lanes`' hook
+    after the run's writer (the nightly's live score); ``on_first_queued``: :func:`lanes.running.runner.run_lanes`' hook
     (a scoring caller warms its kernels there)."""
 
     packer: Packer = HARNESS_PACKER
@@ -66,7 +66,7 @@ def plan_for(config: ConfigFile, shapes: tuple[int, ...] | None = None, pad_to_f
         mask_policy=config.masks,
         warmup_packed=packed_warm_up(config),
         variants=variants_for(ks, ev.arrangements, ev.repeats, ev.seed, ev.neighbours),
-    )  # [evidence] (lanes.arrangers)
+    )  # [evidence] (lanes.running.arrangers)
 
 
 def neighbour_controls(plan: RunPlan, config: ConfigFile, geometry: Geometry) -> NeighbourControls | None:
@@ -91,7 +91,7 @@ def scoring_fields(plan: RunPlan, config: ConfigFile) -> RunLayout:
     write them: a scorer built before the run (the nightly's live score) is built from the same layout."""
     evidence = manifest_evidence(
         plan.variants, config.evidence.arrangements, config.evidence.repeats, config.evidence.seed
-    )  # the variant lanes (lanes.arrangers); None: a run without variants keeps today's manifest, key absent
+    )  # the variant lanes (lanes.running.arrangers); None: a run without variants keeps today's manifest, key absent
     return RunLayout.model_validate(
         {
             "shapes": list(plan.shapes),

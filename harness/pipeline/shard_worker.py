@@ -27,7 +27,7 @@ from harness.packers.packing import Packer
 from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
 
 if TYPE_CHECKING:
-    from lanes.backend_api import Backend
+    from lanes.backends.backend_api import Backend
 
 JOB_FILE = "job.json"
 

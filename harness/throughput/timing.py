@@ -34,7 +34,9 @@ def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, A
     exact_time: dict[str, float] = defaultdict(float)  # block id -> exact wall time summed over its OPs
     units: dict[str, dict[frozenset[str], float]] = defaultdict(lambda: defaultdict(float))
     for c in calls:
-        if c.get("replica", 0) != 0 or c.get("variant"):  # a variant's calls (lanes.variants) are not the shape's
+        if c.get("replica", 0) != 0 or c.get(
+            "variant"
+        ):  # a variant's calls (lanes.running.variants) are not the shape's
             continue
         key = "exact" if c["lane"] == "exact" else str(int(c["shape"]))
         op = int(c["op"])

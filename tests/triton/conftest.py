@@ -19,13 +19,13 @@ from golden.store import Golden
 from harness.corpus.synth import synth_corpus
 from harness.data.corpus_schema import Corpus
 from harness.pipeline.record import record_golden
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
-from lanes.triton.server import ServerOptions, TritonServer
-from lanes.triton.triton_backend import (  # imports without tritonclient: the main suite collects this
+from lanes.backends.backend import InProcessBackend
+from lanes.backends.triton.server import ServerOptions, TritonServer
+from lanes.backends.triton.triton_backend import (  # imports without tritonclient: the main suite collects this
     CallPolicy,
     TritonBackend,
 )
+from lanes.models.model_api import load_model
 
 
 def need_triton_extra() -> None:

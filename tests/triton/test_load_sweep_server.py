@@ -2,7 +2,7 @@
 
 The reference ``small`` model on the session server must stay accurate at every concurrency, with every
 response checked and the server's statistics counting exactly the requests sent; the racing control
-(``lanes.load_control``: two instances, an answer perturbed when another request is in flight) must pass at
+(``lanes.controls.load_control``: two instances, an answer perturbed when another request is in flight) must pass at
 concurrency 1 and be refused at 2. One server of this module's own (the control's), started once.
 """
 
@@ -25,13 +25,13 @@ from harness.pipeline.nightly import nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden
 from harness.release_config import release_config
-from lanes.backend import InProcessBackend
-from lanes.model_api import load_model
-from lanes.triton.server import ServerOptions, TritonServer
-from lanes.triton.triton_backend import CallPolicy, TritonBackend
+from lanes.backends.backend import InProcessBackend
+from lanes.backends.triton.server import ServerOptions, TritonServer
+from lanes.backends.triton.triton_backend import CallPolicy, TritonBackend
+from lanes.models.model_api import load_model
 
 pytestmark = pytest.mark.triton
-RACING = "lanes.load_control:racing"
+RACING = "lanes.controls.load_control:racing"
 
 
 def _with_load(

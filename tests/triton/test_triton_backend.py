@@ -12,8 +12,8 @@ from harness.base.errors import BackendError
 from harness.data import ops
 from harness.data.ops import Op
 from harness.packers.packing import pack
-from lanes.triton import triton_backend as triton_backend_module
-from lanes.triton.triton_backend import CallPolicy, TritonBackend
+from lanes.backends.triton import triton_backend as triton_backend_module
+from lanes.backends.triton.triton_backend import CallPolicy, TritonBackend
 
 pytestmark = pytest.mark.triton
 

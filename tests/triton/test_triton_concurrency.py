@@ -16,8 +16,8 @@ from triton_support import packed_calls
 from harness.base.errors import BackendError
 from harness.data import ops
 from harness.data.ops import ALL_OPS
-from lanes.triton import triton_backend as triton_backend_module
-from lanes.triton.triton_backend import DEFAULT_CONCURRENCY, TritonBackend
+from lanes.backends.triton import triton_backend as triton_backend_module
+from lanes.backends.triton.triton_backend import DEFAULT_CONCURRENCY, TritonBackend
 
 pytestmark = pytest.mark.triton
 

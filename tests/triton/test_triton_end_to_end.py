@@ -37,7 +37,7 @@ def test_exact_lane_through_triton_reproduces_the_in_process_golden_bitwise(trit
 
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, golden, runs_root, concurrency):
-    from lanes.triton.triton_backend import TritonBackend
+    from lanes.backends.triton.triton_backend import TritonBackend
 
     backend = TritonBackend(triton_server.url, concurrency=concurrency)
     run = run_shapes(golden, backend, runs_root, (2, 4, 8))
@@ -100,7 +100,7 @@ def test_a_nightly_through_triton_names_the_server_in_the_report_and_junit(trito
 
 def test_call_many_keeps_order_and_matches_call(triton_server, golden):
     from harness.packers.packing import pack
-    from lanes.triton.triton_backend import TritonBackend
+    from lanes.backends.triton.triton_backend import TritonBackend
 
     blocks = blocks_of(golden)
     packs = [pack(blocks[i : i + 2]) for i in range(0, 8, 2)]

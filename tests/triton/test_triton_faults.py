@@ -12,8 +12,8 @@ import pytest
 from triton_support import MODEL, NUMERICS, run_shapes, serving
 
 from harness.base.errors import BackendError
-from lanes.triton.server import ServerOptions, free_port
-from lanes.triton.triton_backend import CallPolicy, TritonBackend
+from lanes.backends.triton.server import ServerOptions, free_port
+from lanes.backends.triton.triton_backend import CallPolicy, TritonBackend
 
 pytestmark = pytest.mark.triton
 
@@ -105,7 +105,7 @@ def test_broken_repository_fails_startup_with_the_log(tmp_path):
         'output [ { name: "SEGMENTATION", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
     )
     (repo / "1" / "model.py").write_text("raise RuntimeError('deliberately broken model')\n")
-    from lanes.triton.server import TritonServer
+    from lanes.backends.triton.server import TritonServer
 
     server = TritonServer(ServerOptions(model_spec=MODEL, repository=tmp_path / "repo", startup_timeout_s=60))
     with pytest.raises(BackendError) as err:
@@ -124,8 +124,8 @@ def test_a_killed_serve_leaves_no_server_no_folder_and_no_shared_memory(tmp_path
     import sys
     import time
 
-    from lanes.triton.process_group import group_members
-    from lanes.triton.server import SHM_DIR
+    from lanes.backends.triton.process_group import group_members
+    from lanes.backends.triton.server import SHM_DIR
 
     before_tmp = set(Path("/tmp").glob("diar-triton-*"))
     before_shm = set(SHM_DIR.glob("diar_triton_*"))

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from triton_support import serving
 
-from lanes.triton.server import Bundle, ServerOptions, TritonServer, server_env
+from lanes.backends.triton.server import Bundle, ServerOptions, TritonServer, server_env
 
 pytestmark = pytest.mark.triton
 

@@ -18,9 +18,9 @@ from triton_support import NUMERICS
 from harness.base.errors import BackendError
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
-from lanes.triton import server as server_module
-from lanes.triton.process_group import group_members
-from lanes.triton.server import (
+from lanes.backends.triton import server as server_module
+from lanes.backends.triton.process_group import group_members
+from lanes.backends.triton.server import (
     REPOSITORY,
     ServerOptions,
     TritonServer,
@@ -76,7 +76,7 @@ def test_serve_forever_stops_on_sigterm_and_leaves_nothing(tmp_path: Path, monke
     monkeypatch.setattr(server_module, "free_port", lambda: next(ports, None) or real_free_port())
     (tmp_path / "my_factories.py").write_text(
         "import numpy as np\n"
-        "from lanes.controls import InvariantModel, _named\n\n"
+        "from lanes.controls.defects import InvariantModel, _named\n\n"
         "class Raising(InvariantModel):\n"
         "    def infer(self, request):\n"
         "        if np.asarray(request['SPAN']).shape[0] == 3:  # the test's sentinel request\n"
@@ -94,7 +94,7 @@ def test_serve_forever_stops_on_sigterm_and_leaves_nothing(tmp_path: Path, monke
         with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=5) as answer:
             seen["ready"] = answer.status
         seen["stubs"] = [p for p in group_members(_server_pid(url)) if _comm(p).startswith("triton_python")]
-        from lanes.triton.triton_backend import CallPolicy, TritonBackend
+        from lanes.backends.triton.triton_backend import CallPolicy, TritonBackend
 
         with TritonBackend(url, policy=CallPolicy(retries=3, backoff_s=2.0)) as backend:
             seen["model"] = backend.environment()["model"]["name"]

@@ -25,8 +25,8 @@ from harness.data.ops import ALL_OPS, Op
 from harness.data.tolerances import Tolerances
 from harness.pipeline.record import verify_golden
 from harness.pipeline.score import score_run
-from lanes.triton import shm
-from lanes.triton.triton_backend import TritonBackend
+from lanes.backends.triton import shm
+from lanes.backends.triton.triton_backend import TritonBackend
 
 pytestmark = pytest.mark.triton
 
@@ -103,8 +103,8 @@ def test_an_exception_mid_run_leaves_nothing(triton_server, golden, tmp_path):
 CLIENT = textwrap.dedent("""
     import sys, time
     from multiprocessing import shared_memory
-    from lanes.triton.triton_backend import TritonBackend
-    from lanes.triton import shm
+    from lanes.backends.triton.triton_backend import TritonBackend
+    from lanes.backends.triton import shm
     import numpy as np
 
     url = sys.argv[1]

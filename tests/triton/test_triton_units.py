@@ -25,9 +25,9 @@ from harness.base.errors import BackendError, HarnessError
 from harness.data.schemas.config_file import ModelSection
 from harness.pipeline.backends import BackendChoice, make_backend, model_geometry
 from harness.release_config import release_config
-from lanes.triton import shm
-from lanes.triton.model_identity import canonical_config, unverified_fingerprint
-from lanes.triton.server import copy_verbatim
+from lanes.backends.triton import shm
+from lanes.backends.triton.model_identity import canonical_config, unverified_fingerprint
+from lanes.backends.triton.server import copy_verbatim
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(max_size=8))
 configs = st.recursive(
@@ -118,7 +118,7 @@ def test_triton_options_are_refused_in_process(kwargs, option):
 
 
 def test_reference_geometry_without_weights():
-    from lanes.diar_nn_g.config import CONFIGS
+    from lanes.models.diar_nn_g.config import CONFIGS
 
     for spec in ("small", "full"):
         config = release_config(model=ModelSection(spec=spec))

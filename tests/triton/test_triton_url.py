@@ -42,7 +42,7 @@ def test_the_backend_refuses_a_bad_port_before_building_a_client(tmp_path):
     pytest.importorskip("tritonclient.http", reason="needs the 'triton' extra")
     done = _python(
         "from harness.base.errors import BackendError\n"
-        "from lanes.triton.triton_backend import TritonBackend\n"
+        "from lanes.backends.triton.triton_backend import TritonBackend\n"
         "try:\n    TritonBackend('http://127.0.0.1:notaport')\n"
         "except BackendError as exc:\n    print(exc)\n",
         tmp_path,
@@ -56,7 +56,7 @@ def test_a_client_whose_init_fails_prints_no_finaliser_traceback(tmp_path):
     Negative control: the plain constructor prints 'Exception ignored in ... __del__'."""
     pytest.importorskip("tritonclient.http", reason="needs the 'triton' extra")
     template = (
-        "import gc, tritonclient.http as h\nfrom lanes.triton.url import build_client\n"
+        "import gc, tritonclient.http as h\nfrom lanes.backends.triton.url import build_client\n"
         "try:\n    {call}\nexcept ValueError:\n    pass\ngc.collect()\nprint('done')\n"
     )
     plain = _python(template.format(call="h.InferenceServerClient('127.0.0.1:notaport')"), tmp_path)

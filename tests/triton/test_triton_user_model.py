@@ -30,10 +30,10 @@ from harness.data.ops import Op
 from harness.data.tolerances import Tolerances
 from harness.pipeline.record import record_golden
 from harness.pipeline.score import score_run
-from lanes.diar_nn_g.config import CONFIGS
-from lanes.triton.model_identity import WEIGHTS_NOTE, unverified_fingerprint
-from lanes.triton.server import ServerOptions, TritonServer
-from lanes.triton.triton_backend import TritonBackend
+from lanes.backends.triton.model_identity import WEIGHTS_NOTE, unverified_fingerprint
+from lanes.backends.triton.server import ServerOptions, TritonServer
+from lanes.backends.triton.triton_backend import TritonBackend
+from lanes.models.diar_nn_g.config import CONFIGS
 
 pytestmark = pytest.mark.triton
 

@@ -10,7 +10,7 @@ from harness.data.ops import ALL_OPS, Op
 from harness.data.schemas.config_file import ModelSection
 from harness.packers.packing import pack
 from harness.release_config import release_config
-from lanes.triton.server import ServerOptions, TritonServer
+from lanes.backends.triton.server import ServerOptions, TritonServer
 
 MODEL = "small"
 BLOCKS = 12

@@ -1,7 +1,7 @@
 """Schema of a shape's arrangements (``--arrangements N``): ``ShapeScore.arrangements`` in score.json.
 
 Besides its plain lane (``k4``: consecutive chunks), a shape k >= 2 is run in N - 1 more arrangements of
-the same blocks (``lanes.arrangers``): shuffled ones (``k4.a1`` ..: other neighbours, other slots) and
+the same blocks (``lanes.running.arrangers``): shuffled ones (``k4.a1`` ..: other neighbours, other slots) and
 the duplicates (``k4.d`` + ``k4.d2``: every block twice in one request). Each arrangement lane is
 judged against the golden exactly like the plain lane (``ops``), and against the plain lane itself
 (``same_as_plain``: a block's answer must not depend on its slot or neighbours, judged on OP 0); the

@@ -104,7 +104,7 @@ class LanesSection(_Section):
     warm_up: Literal["auto", "every-lane", "exact-lane"] = Field(
         default="auto",
         description="untimed first calls: every lane's, or the exact lane's only; auto = every lane's "
-        "on a GPU or a server (autotuning, lazy start), the exact lane's on an in-process CPU (lanes.warm_up)",
+        "on a GPU or a server (autotuning, lazy start), the exact lane's on an in-process CPU (lanes.running.warm_up)",
     )
 
 

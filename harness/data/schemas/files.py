@@ -221,7 +221,7 @@ class GoldenManifest(OptionalKeys, Strict):
 
 
 class VariantEntry(Strict):
-    """One variant lane of a run (``lanes.arrangers``): what it is, so that scoring knows how to judge it."""
+    """One variant lane of a run (``lanes.running.arrangers``): what it is, so that scoring knows how to judge it."""
 
     k: ShapeInt = Field(description="the plain shape it re-runs")
     kind: Literal["arrangement", "duplicate", "repeat", "neighbours"] = Field(

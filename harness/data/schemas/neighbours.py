@@ -1,6 +1,6 @@
 """Schema of the neighbour evidence: a block's answer at its own slot beside neighbours of other audio.
 
-The run's lane ``k4.n`` (``lanes.neighbour_lane``) answers every block at its slot of its plain request, in a
+The run's lane ``k4.n`` (``lanes.running.neighbour_lane``) answers every block at its slot of its plain request, in a
 request of the plain request's geometry whose other blocks carry other audio. Per OP, scoring compares
 each block's answer there with its plain lane's, bit for bit (:class:`NeighbourOp`): an honest network on a
 deterministic backend answers it identically, so a moved answer is a leak whatever its size, unless the

@@ -1,6 +1,6 @@
 """A user's own diar_nn_g (test stand-in): the small reference model, served without MODEL_INFO.
 
-It wraps :func:`lanes.model_api.load_model` so the tests can check its answers bitwise against
+It wraps :func:`lanes.models.model_api.load_model` so the tests can check its answers bitwise against
 the in-process model; what matters is what it lacks: no MODEL_INFO output, no parameters.
 """
 
@@ -13,7 +13,7 @@ INPUTS = ("SPAN", "OFFSETS", "VALID", "OP", "WEIGHTS", "IDX")
 class TritonPythonModel:
     def initialize(self, args):
         from harness.data.numeric_settings import NumericSettings
-        from lanes.model_api import load_model
+        from lanes.models.model_api import load_model
 
         self.numerics = NumericSettings(threads=1)  # as the tests' in-process backend
         self.model = load_model("small")

@@ -1,0 +1,1 @@
+"""Running lanes: the plan, arrangements and variants, the runner, the device queue, neighbours, canaries."""

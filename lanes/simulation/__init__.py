@@ -1,0 +1,1 @@
+"""Simulation: models that behave like an accelerator (device time apart from host time)."""
