@@ -15,7 +15,7 @@ its own peak RSS):
     run      harness.pipeline.run.run_shapes          (exact lane + every packed shape, run written)
     score    harness.pipeline.score.score_run + write_score
     promote  harness.pipeline.promote.promote_file
-    report   harness.pipeline.gate_commands.report (what `harness report` runs)
+    report   harness.pipeline.commands.lane.report (what `harness report` runs)
 
 and prints per step: wall time, the null network's time (request validation and look-ups, from
 the call log), the harness's time (the rest) in ms per block, per block and lane, and per window
@@ -160,7 +160,7 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         calls = []
         result.update(promoted=sorted(t["shape"] for t in transitions if t["to"] == "promoted"))
     elif step == "report":
-        from harness.pipeline.gate_commands import report
+        from harness.pipeline.commands.lane import report
 
         base, cpu = _memory()["VmRSS"], _cpu()
         start = time.perf_counter()

@@ -69,10 +69,12 @@ def golden_copy(recorded_golden, tmp_path) -> Path:
 @pytest.fixture
 def no_model_building(monkeypatch):
     """Building the model (or running a lane) is the work a refusal must come before."""
-    from harness.pipeline import commands, record
+    from harness.pipeline import record
+    from harness.pipeline.commands import audit, golden, job, lane
 
     def refuse(*_a, **_k):
         raise AssertionError("the model was built / a lane ran before the refusal")
 
-    monkeypatch.setattr(commands, "make_backend", refuse)
+    for commands in (audit, golden, job, lane):  # every command module that builds a backend
+        monkeypatch.setattr(commands, "make_backend", refuse)
     monkeypatch.setattr(record, "run_lanes", refuse)

@@ -14,13 +14,18 @@ from harness.pipeline.answer import FAILED, HOLDS, Answer
 
 CLI = Path(__file__).resolve().parents[1] / "harness" / "cli"
 PROJECT = ("harness", "golden", "lanes", "reports")
-ENTRY = {  # the command modules: one function per command, each answering with an Answer
-    "harness.pipeline.commands",
-    "harness.pipeline.gate_commands",
-    "harness.pipeline.view_commands",
-    "harness.pipeline.input_commands",
-    "harness.pipeline.model_commands",
+# the command modules, one per CLI module, named after it: one function per command, each answering with an Answer
+MIRROR = {
+    "audit_cmds.py": "audit",
+    "corpus_cmds.py": "corpus",
+    "golden_cmds.py": "golden",
+    "init_cmd.py": "init",
+    "inspect_cmds.py": "inspect",
+    "job_cmds.py": "job",
+    "lane_cmds.py": "lane",
+    "model_cmds.py": "model",
 }
+ENTRY = {f"harness.pipeline.commands.{group}" for group in MIRROR.values()}
 ALLOWED = {  # what else the CLI may import of the project, and why
     "harness": "the version line",
     "harness.release_config": "the options and --set merged into the one configuration",
@@ -40,8 +45,8 @@ ALLOWED = {  # what else the CLI may import of the project, and why
 def _imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "harness.pipeline":  # `from harness.pipeline import commands`
-                yield from ((node.lineno, f"harness.pipeline.{a.name}") for a in node.names)
+            if node.module in ("harness.pipeline", "harness.pipeline.commands"):  # `from ... import golden`
+                yield from ((node.lineno, f"{node.module}.{a.name}") for a in node.names)
             else:
                 yield node.lineno, node.module
         elif isinstance(node, ast.Import):
@@ -66,9 +71,16 @@ def _is_command(fn: ast.FunctionDef) -> bool:
     )
 
 
+def entered_module(alias: str) -> str:
+    """The command module a CLI function calls through ``<group>_commands`` (``from harness.pipeline.commands import
+    golden as golden_commands``)."""
+    return f"harness.pipeline.commands.{alias.removesuffix('_commands')}"
+
+
 def entry_faults(source: str, where: str) -> list[str]:
-    """Every command function that does not end in exactly one ``answer(<module>.<function>(...))`` of a command
-    module, or that prints or exits itself."""
+    """Every command function that does not end in exactly one ``answer(<group>_commands.<function>(...))`` of its
+    own command module (the one named after the CLI module ``where``), or that prints or exits itself."""
+    own = MIRROR.get(where)
     faults = []
     for fn in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and _is_command(n)):
         calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
@@ -80,8 +92,11 @@ def entry_faults(source: str, where: str) -> list[str]:
             and isinstance(c.args[0], ast.Call)
             and isinstance(c.args[0].func, ast.Attribute)
             and isinstance(c.args[0].func.value, ast.Name)
-            and f"harness.pipeline.{c.args[0].func.value.id}" in ENTRY
+            and entered_module(c.args[0].func.value.id) in ENTRY
         ]
+        strangers = [c for c in entered if own and entered_module(c.args[0].func.value.id) != entered_module(own)]
+        if strangers:
+            faults.append(f"{where}: {fn.name} answers with another group's command module (its own: commands.{own})")
         if len(answers) != 1 or len(entered) != 1:
             faults.append(f"{where}: {fn.name} does not answer with one command module's function")
         printed = [c for c in calls if c.func.id in ("say", "print")]
@@ -117,22 +132,34 @@ def test_the_checks_name_a_command_that_takes_another_door():
     command module without answering."""
     stray = "from harness.pipeline.inspect import describe_golden\nfrom harness.ledger.ledger_store import x\n"
     assert stray_imports(stray, "x.py") == ["x.py:1: harness.pipeline.inspect", "x.py:2: harness.ledger.ledger_store"]
-    assert stray_imports("from harness.pipeline import commands, inspect\n", "y.py") == [
-        "y.py:1: harness.pipeline.inspect"
-    ]
+    assert stray_imports(
+        "from harness.pipeline.commands import golden\nfrom harness.pipeline import inspect\n", "y.py"
+    ) == ["y.py:2: harness.pipeline.inspect"]
     printing = (
-        "@app.command('x')\ndef x():\n    from harness.pipeline import view_commands\n"
-        "    for line in view_commands.golden_show(a, b, c).lines:\n        say(line)\n"
+        "@app.command('x')\ndef x():\n    from harness.pipeline.commands import golden as golden_commands\n"
+        "    for line in golden_commands.golden_show(a, b, c).lines:\n        say(line)\n"
     )
     assert entry_faults(printing, "z.py") == [
         "z.py: x does not answer with one command module's function",
         "z.py: x prints or exits itself",
     ]
     honest = (
-        "@app.command('x')\ndef x():\n    from harness.pipeline import view_commands\n"
-        "    answer(view_commands.golden_show(a, b, c))\n"
+        "@app.command('x')\ndef x():\n    from harness.pipeline.commands import golden as golden_commands\n"
+        "    answer(golden_commands.golden_show(a, b, c))\n"
     )
     assert entry_faults(honest, "z.py") == []
+    assert entry_faults(honest, "golden_cmds.py") == []
+    assert entry_faults(honest, "lane_cmds.py") == [
+        "lane_cmds.py: x answers with another group's command module (its own: commands.lane)"
+    ]
+
+
+def test_every_cli_module_has_its_command_module_and_no_other_exists():
+    """The command line mirrored: a CLI module per group, a pipeline module of the same name per CLI module."""
+    cli = {p.name for p in CLI.glob("*_cmd*.py")}
+    assert cli == set(MIRROR), f"CLI modules without a declared command module: {sorted(cli ^ set(MIRROR))}"
+    pipeline = CLI.parent / "pipeline" / "commands"
+    assert {p.stem for p in pipeline.glob("*.py")} - {"__init__"} == set(MIRROR.values())
 
 
 def test_an_answer_holds_or_fails_and_nothing_else():

@@ -279,12 +279,14 @@ def test_a_hand_edited_journal_naming_a_path_is_refused_and_nothing_moves(store,
 
 
 def test_record_regen_prints_how_to_adopt_it_and_that_command_works(capsys, monkeypatch, store, backend, small_config):
-    from harness.pipeline import commands
+    from harness.pipeline.commands import golden as golden_commands
 
     goldens, old_id, new_id = store
-    monkeypatch.setattr(commands, "make_backend", lambda cfg, choice=None: backend)
-    monkeypatch.setattr(commands, "record_golden", lambda *a, **k: (load_golden(goldens / REGEN), {"old": old_id}))
-    lines = commands.record(small_config, None, goldens, NAME, True, "in-process", False).lines
+    monkeypatch.setattr(golden_commands, "make_backend", lambda cfg, choice=None: backend)
+    monkeypatch.setattr(
+        golden_commands, "record_golden", lambda *a, **k: (load_golden(goldens / REGEN), {"old": old_id})
+    )
+    lines = golden_commands.record(small_config, None, goldens, NAME, True, "in-process", False).lines
     [hint] = [ln for ln in lines if ln.startswith("adopt it with: ")]
     assert f"harness golden adopt {goldens / REGEN} (it becomes {goldens / NAME};" in hint
     argv = hint.removeprefix("adopt it with: harness ").split(" (")[0].split()
@@ -338,7 +340,7 @@ def test_every_command_taking_a_golden_lists_the_goldens_of_the_folder_it_was_gi
 def test_a_torchscript_golden_is_named_after_the_files_stem():
     """Before: goldens/tiny.pt (the release name was the model's name, the file's name)."""
     from harness.data.schemas.config_file import ModelSection, ReleaseSection
-    from harness.pipeline.commands import release_name
+    from harness.pipeline.commands.golden import release_name
     from harness.release_config import release_config
 
     cfg = release_config(model=ModelSection(spec="models/tiny.pt"))
@@ -351,7 +353,7 @@ def test_a_factory_models_dotted_name_is_kept():
     """Negative control: only a file's suffix is dropped (a factory's 'v1.2' is its name)."""
 
     from harness.data.schemas.config_file import ModelSection, ReleaseSection
-    from harness.pipeline.commands import release_name
+    from harness.pipeline.commands.golden import release_name
     from harness.release_config import release_config
 
     cfg = release_config(model=ModelSection(spec="my_pkg.diar:make"))

@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from harness.pipeline.input_commands import EXAMPLE, example_text
+from harness.pipeline.commands.init import EXAMPLE, example_text
 from harness.release_config import load_config
 from tests.cli_run import harness_cli
 

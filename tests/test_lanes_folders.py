@@ -35,8 +35,9 @@ def test_an_old_path_is_the_moved_module_itself(old):
 
 
 def test_below_an_old_package_path_is_one_module_too():
-    import lanes.backends.triton.server_options as new
     import lanes.triton.server_options as old
+
+    import lanes.backends.triton.server_options as new
 
     assert old is new and old.__name__ == "lanes.backends.triton.server_options"
     assert old.__spec__ is not None and old.__spec__.name == old.__name__

@@ -363,8 +363,8 @@ KEPT_IMPORT_PATHS = {
 
 
 def stem_collisions(table: dict[str, Path]) -> list[str]:
-    """Modules of the same stem in different places, unless one is the other's pipeline or CLI face and says so
-    (its docstring names the other)."""
+    """Modules of the same stem in different places, unless one is the others' face and says so (its docstring
+    names them): a command group's module (``harness.pipeline.commands``) first, else the pipeline's or the CLI's."""
     by_stem: dict[str, list[str]] = {}
     for name, path in table.items():
         if path.name not in ("__init__.py", "__main__.py") and "model_repository" not in path.parts:
@@ -376,7 +376,8 @@ def stem_collisions(table: dict[str, Path]) -> list[str]:
         names = [n for n in names if n not in KEPT_IMPORT_PATHS]
         if len(names) < 2:
             continue
-        faces = [n for n in names if within(n, ("harness.pipeline", "harness.cli"))]
+        faces = [n for n in names if within(n, ("harness.pipeline.commands",))]  # a command group's module first
+        faces = faces or [n for n in names if within(n, ("harness.pipeline", "harness.cli"))]
         others = [n for n in names if n not in faces]
         said = len(faces) == 1 and all(
             o in (ast.get_docstring(ast.parse(table[faces[0]].read_text())) or "") for o in others

@@ -256,7 +256,7 @@ def test_the_report_command_reads_a_localisation_file_with_module_errors(tmp_pat
     """``harness report --localisation``: the file validates (typed per-module entries) and is rendered as
     written, so the pages carry the same section the nightly's do."""
     from harness.data.jsonio import dumps
-    from harness.pipeline.gate_commands import report
+    from harness.pipeline.commands.lane import report
     from harness.pipeline.score import write_score
 
     p, loc = control

@@ -328,7 +328,7 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
     import dataclasses
 
     from harness.base.errors import HarnessError
-    from harness.pipeline import commands
+    from harness.pipeline.commands import job as job_commands
     from harness.pipeline.nightly_job import NightlyJob
     from harness.release_config import load_config, parse_set
 
@@ -349,6 +349,6 @@ def test_a_nightly_is_one_frozen_job_built_from_the_configuration(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "score.json").write_text('{"created": "yesterday"}')
     with pytest.raises(HarnessError, match="already holds a nightly's output .*pass --force"):
-        commands.nightly(job)  # refused before any work: no golden, no backend was needed
+        job_commands.nightly(job)  # refused before any work: no golden, no backend was needed
     with pytest.raises(HarnessError, match="shard '5/4'"):  # the configuration's one rule, before any job exists
         load_config(None, [parse_set("nightly.shard='5/4'")])

@@ -33,7 +33,8 @@ from harness.data.numeric_settings import NumericSettings
 from harness.data.outputs import LaneOutputs, SegmentationOutputs, VoiceprintOutputs
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, NightlySection
 from harness.judging.reproduction import floor_scorer, merge_noise_floors, noise_floor
-from harness.pipeline import commands
+from harness.pipeline.commands import golden as golden_commands
+from harness.pipeline.commands import job as job_commands
 from harness.pipeline.distributed import RAY_INSTALL, RayOptions
 from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.nightly import nightly
@@ -370,8 +371,8 @@ def test_a_plug_in_golden_is_named_after_its_model_on_ray_as_in_one_process(tmp_
     """A plug-in left at the default release name records under the model's own name, with or without Ray."""
     cfg = release_config(model=ModelSection(spec="lanes.models.null_model:small"), numerics=NUMERICS)
     assert cfg.release.name == "diar_nn_g-reference"
-    one = commands.record(cfg, None, tmp_path / "one", None, False, "in-process", False)
-    on_ray = commands.record(
+    one = golden_commands.record(cfg, None, tmp_path / "one", None, False, "in-process", False)
+    on_ray = golden_commands.record(
         cfg, None, tmp_path / "ray", None, False, "in-process", False, ray=RayOptions("local", workers=2, shards=2)
     )
     named = {p.name for p in (tmp_path / "one").iterdir() if p.is_dir()}
@@ -447,7 +448,7 @@ def test_ray_options_are_checked_before_any_work():
         ray_options(None, 2, None, 3)
     with pytest.raises(HarnessError, match="nightly.shard with --ray: Ray cuts the corpus in shards itself"):
         sharded = CONFIG.with_overrides(nightly=NightlySection(shard="1/2"))
-        commands.nightly(
+        job_commands.nightly(
             NightlyJob(sharded, Path("nowhere"), Path("nowhere"), RayOptions("local"), localise=False, progress=False)
         )
 

@@ -15,7 +15,7 @@ naming it and what to do, when
   that folder is a golden or a run (the rule above): a shard folder or the goldens folder may hold more.
 
 Nothing is created by a check (a missing folder is judged by its nearest existing ancestor), so a command
-refused here leaves nothing behind. The checks are the commands' (``harness.pipeline.commands`` and the
+refused here leaves nothing behind. The checks are the commands' (``harness.pipeline.commands.*`` and the
 pipeline functions they call): a library caller that writes into a run of its own is not stopped.
 """
 

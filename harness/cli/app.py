@@ -208,7 +208,7 @@ FLAG_KEYS = {
     "model": ("--model", "model.spec"),
     "golden_model": ("--golden-model", "model.spec"),
     "device": ("--device", "release.device"),
-    "blocks": ("--blocks", "corpus.blocks"),  # --pad-to-fixed is the run plan's (commands.run), not the file's
+    "blocks": ("--blocks", "corpus.blocks"),  # --pad-to-fixed is the run plan's (lane_commands.run), not the file's
     "backend": ("--backend", "backend.url"),
     "ray": ("--ray", "ray.address"),
     "arrangements": ("--arrangements", "evidence.arrangements"),

@@ -61,9 +61,9 @@ def audit_cmd(
     Ray workers (one per GPU) that read the capture themselves (a file every node mounts, like --out), and
     scored here: the same audit as one process.
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import audit as audit_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(
         config, device=device, tolerance=tolerance, sets=sets, golden_model=golden_model, ray=ray, command="audit"
     )
-    answer(commands.audit(cfg, capture, out, progress, ray_of(cfg)))
+    answer(audit_commands.audit(cfg, capture, out, progress, ray_of(cfg)))

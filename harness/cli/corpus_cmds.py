@@ -9,7 +9,6 @@ import typer
 
 from harness.cli.app import ConfigOpt, ModelOpt, answer, corpus_app, resolve_config
 from harness.data.limits import MAX_BLOCKS, MAX_STEP_SAMPLES
-from harness.pipeline import input_commands, view_commands  # light: each command's function defers its heavy imports
 
 OverwriteOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output file.")]
 StepOpt = Annotated[
@@ -31,7 +30,9 @@ def corpus_synth(
 
     The corpus is cut for the model's geometry: the config's [model] spec (default 'full'), or --model.
     """
-    answer(input_commands.corpus_synth(resolve_config(config, model), out, blocks, seed, step, force))
+    from harness.pipeline.commands import corpus as corpus_commands  # deferred: its imports are heavy (start-up)
+
+    answer(corpus_commands.corpus_synth(resolve_config(config, model), out, blocks, seed, step, force))
 
 
 @corpus_app.command("wav")
@@ -44,7 +45,9 @@ def corpus_wav(
     config: ConfigOpt = None,
 ) -> None:
     """Cut WAV files into blocks of 8 windows; the last block is padded with VALID = 0 windows."""
-    answer(input_commands.corpus_wav(resolve_config(config, model), out, wavs, step, force))
+    from harness.pipeline.commands import corpus as corpus_commands  # deferred: its imports are heavy (start-up)
+
+    answer(corpus_commands.corpus_wav(resolve_config(config, model), out, wavs, step, force))
 
 
 @corpus_app.command("capture")
@@ -58,7 +61,9 @@ def corpus_capture(
     config: ConfigOpt = None,
 ) -> None:
     """Import blocks captured from the engine: validated whole (refused at the first bad block)."""
-    answer(input_commands.corpus_capture(resolve_config(config, model), out, captured, force))
+    from harness.pipeline.commands import corpus as corpus_commands  # deferred: its imports are heavy (start-up)
+
+    answer(corpus_commands.corpus_capture(resolve_config(config, model), out, captured, force))
 
 
 @corpus_app.command("show")
@@ -68,4 +73,6 @@ def corpus_show(
     config: ConfigOpt = None,
 ) -> None:
     """Validate a corpus (every block) and print its summary."""
-    answer(view_commands.corpus_show(resolve_config(config, model), corpus))
+    from harness.pipeline.commands import corpus as corpus_commands  # deferred: its imports are heavy (start-up)
+
+    answer(corpus_commands.corpus_show(resolve_config(config, model), corpus))

@@ -23,7 +23,6 @@ from harness.cli.app import (
     ray_of,
     resolve_config,
 )
-from harness.pipeline import view_commands  # light: each command's function defers its heavy imports
 
 
 @golden_app.command("record")
@@ -59,10 +58,10 @@ def golden_record(
     With --ray the corpus is staged in the golden folder (which every Ray node must mount), each
     shard is recorded by a Ray worker and the shard goldens are merged into one.
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import golden as golden_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, ray=ray, command="golden record")
-    answer(commands.record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)))
+    answer(golden_commands.record(cfg, corpus, goldens, release, regen, backend_of(cfg), progress, ray_of(cfg)))
 
 
 @golden_app.command("verify")
@@ -82,11 +81,11 @@ def golden_verify(
     recorded bitwise); otherwise the line names what differs: the environment (torch, CUDA,
     cuDNN, device, driver, CPU) and every numeric setting. Exit 1 when not reproduced.
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import golden as golden_commands  # deferred: its imports are heavy (start-up)
 
     refuse_folder_of_goldens(golden, "GOLDEN")  # at once, before the configuration and the model
     cfg = resolve_config(config, model, device=device, sets=sets, backend=backend, command="golden verify")
-    answer(commands.verify(cfg, golden, backend_of(cfg), progress))
+    answer(golden_commands.verify(cfg, golden, backend_of(cfg), progress))
 
 
 @golden_app.command("show")
@@ -107,7 +106,9 @@ def golden_show(
     file's sha256 against it before anything is shown: a golden whose bytes changed is refused
     (exit 2, one line naming the file), as `score` would refuse it.
     """
-    answer(view_commands.golden_show(golden, as_json, no_hash))
+    from harness.pipeline.commands import golden as golden_commands  # deferred: its imports are heavy (start-up)
+
+    answer(golden_commands.golden_show(golden, as_json, no_hash))
 
 
 @golden_app.command("adopt")
@@ -140,9 +141,9 @@ def golden_adopt(
       `--golden GOLDENS/NAME.history-<time>`.
     - No model is built and no block runs: it takes the time of hashing the regen's files.
     """
-    from harness.pipeline import gate_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import golden as golden_commands  # deferred: its imports are heavy (start-up)
 
-    answer(gate_commands.adopt(regen))
+    answer(golden_commands.adopt(regen))
 
 
 @golden_app.command("diff")
@@ -174,5 +175,7 @@ def golden_diff(
       of different corpora, geometries or OPs, a missing or corrupt golden), one line naming both.
     - No model is built and no block runs: both goldens' outputs are read once, batch by batch.
     """
+    from harness.pipeline.commands import golden as golden_commands  # deferred: its imports are heavy (start-up)
+
     cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="golden diff")
-    answer(view_commands.golden_diff(cfg, a, b, as_json, out))
+    answer(golden_commands.golden_diff(cfg, a, b, as_json, out))

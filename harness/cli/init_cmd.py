@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import answer, app
-from harness.pipeline import input_commands  # light: each command's function defers its heavy imports
 
 
 @app.command("init")
@@ -25,5 +24,6 @@ def init_cmd(
     """Write the annotated release configuration (every key, its default, its meaning) to PATH
     (default harness.toml); pass it to every command with --config PATH. An existing file is refused
     (exit 2) unless --force."""
+    from harness.pipeline.commands import init as init_commands  # deferred: its imports are heavy (start-up)
 
-    answer(input_commands.init(path, force))
+    answer(init_commands.init(path, force))

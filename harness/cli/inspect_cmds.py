@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import answer, app
-from harness.pipeline import view_commands  # light: each command's function defers its heavy imports
 
 LOCATION = (
     "Without --ledger and --manifest: --golden GOLDEN reads the files beside it (GOLDEN/../ledger.json "
@@ -89,9 +88,11 @@ def shapes_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    where = view_commands.Where(ledger, manifest, golden)
-    question = view_commands.MayQuestion(packer, k, op, device, fingerprint, profile) if may else None
-    answer(view_commands.shapes(where, question, as_json))
+    from harness.pipeline.commands import inspect as inspect_commands  # deferred: its imports are heavy (start-up)
+
+    where = inspect_commands.Where(ledger, manifest, golden)
+    question = inspect_commands.MayQuestion(packer, k, op, device, fingerprint, profile) if may else None
+    answer(inspect_commands.shapes(where, question, as_json))
 
 
 @app.command("ledger", help=LEDGER_HELP)
@@ -106,8 +107,10 @@ def ledger_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    only = view_commands.LedgerFilter(shape, model, device, packer)
-    answer(view_commands.ledger(view_commands.Where(ledger, None, golden), only, as_json))
+    from harness.pipeline.commands import inspect as inspect_commands  # deferred: its imports are heavy (start-up)
+
+    only = inspect_commands.LedgerFilter(shape, model, device, packer)
+    answer(inspect_commands.ledger(inspect_commands.Where(ledger, None, golden), only, as_json))
 
 
 HISTORY_HELP = (
@@ -135,5 +138,7 @@ def history_cmd(
     packer: Annotated[str | None, typer.Option(help="Only this packer identity.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    only = view_commands.SeriesFilter(shape, op, metric, device, profile, packer)
-    answer(view_commands.history(view_commands.Where(ledger, None, golden), only, as_json))
+    from harness.pipeline.commands import inspect as inspect_commands  # deferred: its imports are heavy (start-up)
+
+    only = inspect_commands.SeriesFilter(shape, op, metric, device, profile, packer)
+    answer(inspect_commands.history(inspect_commands.Where(ledger, None, golden), only, as_json))

@@ -83,7 +83,7 @@ def nightly_cmd(
     settings (a shard, the ledger's path, the packer, Triton and Ray details) are configuration keys:
     --set TABLE.KEY=VALUE (docs/configuration.md).
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import job as job_commands  # deferred: its imports are heavy (start-up)
     from harness.pipeline.nightly_job import NightlyJob  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     cfg = resolve_config(
@@ -106,7 +106,7 @@ def nightly_cmd(
     job = NightlyJob(
         cfg, golden, out, ray_of(cfg), localise=localise, progress=progress, no_promote=no_promote, force=force
     )
-    answer(commands.nightly(job))
+    answer(job_commands.nightly(job))
 
 
 @app.command("merge")
@@ -129,11 +129,11 @@ def merge_cmd(
     Shards must share everything that could change the outputs (golden, shapes, model, device kind,
     library versions, numeric settings, padding, voiceprint inputs, packer): a mismatch is named.
     """
-    from harness.pipeline import gate_commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import job as job_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(config, model, tolerance=tolerance, sets=sets, command="merge")
-    job = gate_commands.MergeJob(golden, list(shards), out, force, localise, no_promote)
-    answer(gate_commands.merge(cfg, job))
+    job = job_commands.MergeJob(golden, list(shards), out, force, localise, no_promote)
+    answer(job_commands.merge(cfg, job))
 
 
 @app.command("serve")
@@ -163,11 +163,11 @@ def serve_cmd(
     Uses the tritonserver binary of the nvidia-pytriton wheel (Python backend; install the 'triton'
     extra) and prints the URL to give other commands as --backend.
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import job as job_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(config, model, device=device, sets=sets, command="serve")
     # Ctrl-C / SIGTERM is how serving ends: one line saying so, exit 0 (README, "Exit status")
-    answer(commands.serve(cfg, instances, model_repository, say))
+    answer(job_commands.serve(cfg, instances, model_repository, say))
 
 
 @app.command("demo")
@@ -185,8 +185,8 @@ def demo_cmd(
     Synthetic corpus, reference model on the CPU: golden record, then the nightly (candidate shapes
     interleaved with the exact lane, score, promote), then the report. Prints where the report is.
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import job as job_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(config, model, shapes=shapes, sets=sets, blocks=blocks, command="demo")
     out = out or Path("harness-out") / f"demo-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    answer(commands.demo(cfg, out, progress))
+    answer(job_commands.demo(cfg, out, progress))

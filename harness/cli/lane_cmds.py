@@ -55,7 +55,7 @@ def run_cmd(
     Writes a run directory: the exact lane (the golden's reproduction, fair timing) and every shape.
     The packer and Triton details are configuration keys: --set packer.cmd=... (docs/configuration.md).
     """
-    from harness.pipeline import commands  # deferred: imports numpy, pyarrow, pydantic (start-up)
+    from harness.pipeline.commands import lane as lane_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(
         config,
@@ -69,7 +69,7 @@ def run_cmd(
         command="run",
     )
     # --pad-to-fixed is the plan's, not the file's: the run's manifest records the configuration as it was
-    answer(commands.run(cfg, golden, runs, progress, pad_to_fixed))
+    answer(lane_commands.run(cfg, golden, runs, progress, pad_to_fixed))
 
 
 @app.command("score")
@@ -86,10 +86,10 @@ def score_cmd(
     Exit 1 when a shape fails or the run's exact lane did not reproduce the golden. Localise a
     failure with `harness nightly` (it names the first diverging layer).
     """
-    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
+    from harness.pipeline.commands import lane as lane_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="score")
-    answer(gate_commands.score(cfg, golden, run, out))
+    answer(lane_commands.score(cfg, golden, run, out))
 
 
 @app.command("promote")
@@ -116,10 +116,10 @@ def promote_cmd(
     the configuration's, its run and golden the ones on disk, its run not already (or more recently)
     in the ledger. Ledger and manifest are written as one locked, journaled transaction.
     """
-    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
+    from harness.pipeline.commands import lane as lane_commands  # deferred: its imports are heavy (start-up)
 
     cfg = resolve_config(config, tolerance=tolerance, sets=sets, command="promote")
-    answer(gate_commands.promote(cfg, score, ledger, manifest, golden, run))
+    answer(lane_commands.promote(cfg, score, ledger, manifest, golden, run))
 
 
 @app.command("report")
@@ -134,9 +134,9 @@ def report_cmd(
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
 ) -> None:
     """Write the release sign-off report (self-contained HTML, Markdown, JSON) from a score."""
-    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
+    from harness.pipeline.commands import lane as lane_commands  # deferred: its imports are heavy (start-up)
 
-    answer(gate_commands.report(score, out, ledger, manifest, junit, localisation))
+    answer(lane_commands.report(score, out, ledger, manifest, junit, localisation))
 
 
 @app.command("laws")
@@ -214,7 +214,7 @@ def laws_cmd(
     every example); 2 when the packer cannot be run (it does not start, fails the hello handshake, ...).
     With --export-vectors: write the test vectors (docs/packer-protocol.md, "Test vectors") and exit 0.
     """
-    from harness.pipeline import gate_commands  # deferred: imports numpy, pydantic (start-up)
+    from harness.pipeline.commands import lane as lane_commands  # deferred: its imports are heavy (start-up)
 
-    outputs = gate_commands.LawsOutputs(json_out, junit, export_vectors, replace)
-    answer(gate_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, outputs))
+    outputs = lane_commands.LawsOutputs(json_out, junit, export_vectors, replace)
+    answer(lane_commands.laws(packer_cmd, packer, examples, seed, timeout, packer_digest, outputs))

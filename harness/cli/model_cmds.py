@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from harness.cli.app import ConfigOpt, DeviceOpt, ModelOpt, ProgressOpt, SetOpt, answer, model_app, resolve_config
-from harness.pipeline import model_commands  # light: the command's function defers its heavy imports
 
 
 @model_app.command("check")
@@ -30,5 +29,7 @@ def model_check(
     any work; the lanes check every answer's name, dtype and shape as it comes. The model runs in this process
     ([backend] is not read); the configuration gives [model] seed, [corpus] seed and step, [masks], [tolerances].
     """
+    from harness.pipeline.commands import model as model_commands  # deferred: its imports are heavy (start-up)
+
     cfg = resolve_config(config, model, device=device, sets=sets)
     answer(model_commands.model_check(cfg, progress))

@@ -1,7 +1,6 @@
 """What a command answers: every command the CLI offers enters the pipeline the same way, one function of
-a command module (:mod:`harness.pipeline.commands`, :mod:`harness.pipeline.gate_commands`,
-:mod:`harness.pipeline.view_commands`, :mod:`harness.pipeline.input_commands`,
-:mod:`harness.pipeline.model_commands`) given its typed inputs, and
+its group's command module (:mod:`harness.pipeline.commands`: ``golden``, ``corpus``, ``model``, ``lane``,
+``job``, ``inspect``, ``init``, ``audit``, each named after its CLI module) given its typed inputs, and
 answers with an :class:`Answer`, which the CLI prints and exits with.
 
 Bad input and internal errors are not answers: they are raised (one line, exit 2 or 3, ``harness.cli``)."""

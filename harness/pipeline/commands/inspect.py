@@ -1,11 +1,10 @@
-"""The commands that read and show, one function each: ``golden show``, ``golden diff``, ``shapes``, ``ledger``,
-``history`` and ``corpus show``. None builds a model or writes anything but ``golden diff --out``; each answers
-with an :class:`~harness.pipeline.answer.Answer` (harness.pipeline.answer: how every command enters the pipeline).
+"""The questions a user asks of a ledger: ``shapes``, ``ledger`` and ``history`` (:mod:`harness.cli.inspect_cmds`),
+one function each, answering with an :class:`~harness.pipeline.answer.Answer`; the answers in lines for people
+are :mod:`harness.pipeline.inspect`'s. Nothing here writes.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,38 +13,7 @@ from harness.base.errors import HarnessError
 from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:
-    from harness.data.schemas.config_file import ConfigFile
-
-
-def golden_show(golden: Path, as_json: bool, no_hash: bool) -> Answer:
-    """The golden described (or its manifest's JSON), its files' content checked unless ``no_hash``."""
-    from golden.locate import refuse_folder_of_goldens  # deferred: imports pydantic (start-up)
-    from golden.store import load_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
-    from harness.pipeline.inspect import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        CONTENT_NOT_CHECKED,
-        check_golden_content,
-        describe_golden,
-    )
-
-    refuse_folder_of_goldens(golden, "GOLDEN")
-    gold = load_golden(golden)
-    hashed = None if no_hash else check_golden_content(gold)
-    if as_json:
-        notes = [f"{golden}: {CONTENT_NOT_CHECKED}"] if hashed is None else []
-        return Answer.of([json.dumps(gold.manifest.model_dump(mode="json"), indent=1, sort_keys=True)], notes=notes)
-    return Answer.of(describe_golden(gold, hashed))
-
-
-def golden_diff(cfg: ConfigFile, a: Path, b: Path, as_json: bool, out: Path | None) -> Answer:
-    """B's exact lane judged against A's; fails when some OP differs beyond the tolerances."""
-    from harness.pipeline.golden_diff import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        as_json as diff_json,
-    )
-    from harness.pipeline.golden_diff import run_diff  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
-    result, lines = run_diff(a, b, cfg.tolerances, out)
-    shown = [json.dumps(diff_json(result), indent=1, sort_keys=True)] if as_json else lines
-    return Answer.of(shown, held=not result.differing_ops)
+    pass
 
 
 @dataclass(frozen=True)
@@ -205,11 +173,3 @@ def history(where: Where, only: SeriesFilter, as_json: bool) -> Answer:
     if as_json:
         return Answer.of([series_document(picked, book.seq, files, asdict(only))])  # the filters, as given
     return Answer.of(describe_series(picked, book.seq, only.shape, only.op))
-
-
-def corpus_show(cfg: ConfigFile, corpus: Path) -> Answer:
-    """Every block of a corpus validated for the configuration's model; its summary."""
-    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
-    from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
-    return Answer.of([json.dumps(CorpusReader(corpus, model_geometry(cfg)).validate())])

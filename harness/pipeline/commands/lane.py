@@ -1,9 +1,6 @@
-"""The gate's commands on files, one function per command: ``score``, ``promote``, ``report``, ``laws``,
-``golden adopt`` and ``merge``, each answering with an :class:`~harness.pipeline.answer.Answer`
-(harness.pipeline.answer: how every command enters the pipeline). None of them builds a model or runs a lane:
-they judge a run against its golden, move the ledger, render the sign-off pages, judge a packer on the packing
-laws, adopt a regenerated golden or merge shards, so they sit apart from :mod:`harness.pipeline.commands`, whose
-commands build the model and run the lanes.
+"""The lane commands: ``run``, ``score``, ``promote``, ``report`` and ``laws`` (:mod:`harness.cli.lane_cmds`),
+one function each, answering with an :class:`~harness.pipeline.answer.Answer`: run the fast lanes against a
+golden, judge the run, move the ledger, render the sign-off pages, judge a packer on the packing laws.
 """
 
 from __future__ import annotations
@@ -14,18 +11,65 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from golden.locate import refuse_folder_of_goldens
+from golden.store import load_golden
 from harness.base.destinations import check_output_dir, check_output_file, same_file
-from harness.base.errors import HarnessError, committed
+from harness.base.errors import HarnessError, clip_list, committed
 from harness.base.outputset import output_set, pin
 from harness.data.jsonio import read_json
-from harness.data.schemas.config_file import ConfigFile
+from harness.data.schemas.config_file import (
+    ConfigFile,
+)
 from harness.evidence.kind_registry import loaded
 from harness.ledger.score_check import check_self_consistent, read_score
 from harness.pipeline.answer import Answer
+from harness.pipeline.backends import IN_PROCESS, BackendChoice, make_backend, make_packer
+from harness.pipeline.model_match import check_before_building
+from harness.pipeline.run import RunOptions, plan_for, run_shapes
+from harness.progress import progress_bar
 
 if TYPE_CHECKING:
     from harness.data.schemas.results import Score
     from harness.ledger.committed import Committed
+
+
+def run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> Answer:
+    """``harness run``: the backend and packer are the configuration's (``[backend]``, ``[packer]``, command-line
+    overrides merged in and validated with the file); ``pad_to_fixed`` overrides the plan's padding only."""
+    with loaded(cfg.evidence.kinds):  # a team's kinds of evidence, for this command only
+        return _run(cfg, golden_path, runs, progress, pad_to_fixed)
+
+
+def _run(cfg: ConfigFile, golden_path: Path, runs: Path, progress: bool, pad_to_fixed: bool | None = None) -> Answer:
+    knobs, laws_examples = cfg.packer, cfg.packer.laws_examples
+    check_output_dir(runs, "runs folder", [("--golden", golden_path), ("--config", cfg.source)])
+    check_golden_before_building(cfg, golden_path)
+    be = make_backend(cfg, BackendChoice.of(cfg))
+    gold = load_golden(golden_path, expect_fingerprint=be.fingerprint)  # before the laws, the warm-up, any block
+    plan = plan_for(cfg, pad_to_fixed=pad_to_fixed)
+    packing = make_packer(knobs.cmd, knobs.spec, be.geometry, knobs.digest)
+    try:
+        with progress_bar(
+            f"run shapes {clip_list(plan.shapes)}",
+            plan.calls(gold.blocks),
+            progress,
+            announce=f"writing to {runs}/ (a new run folder inside when done)",
+        ) as tick:
+            result = run_shapes(
+                gold, be, plan, runs, cfg, RunOptions(packer=packing, progress=tick, laws_examples=laws_examples)
+            )
+    finally:
+        packing.close()
+    return Answer.of([f"wrote run {result.run_id} at {result.path}"])
+
+
+def check_golden_before_building(cfg: ConfigFile, golden_path: Path) -> None:
+    """What ``run`` and ``nightly`` can refuse before the model is built: a folder of goldens, a golden whose
+    manifest or files do not hold, a golden of another reference model's geometry. The fingerprint is compared
+    as soon as the model is built."""
+
+    refuse_folder_of_goldens(golden_path)  # at once, listing the goldens inside
+    check_before_building(load_golden(golden_path), cfg.model.spec, cfg.backend.url in IN_PROCESS)
 
 
 def score(cfg: ConfigFile, golden_path: Path, run_path: Path, out: Path) -> Answer:
@@ -244,41 +288,3 @@ def laws(
         return Answer.of([text], held=report.ok)
     line, held = write_laws_outputs(report, outputs.json, outputs.junit)
     return Answer.of([text, line], held=held)
-
-
-def adopt(regen: Path) -> Answer:
-    """``harness golden adopt``: a regenerated golden becomes the golden of its release, in one step."""
-    from harness.pipeline.adopt import adopt_golden  # deferred: imports numpy, pyarrow, pydantic (start-up)
-
-    return Answer.of(adopt_golden(regen))
-
-
-@dataclass(frozen=True)
-class MergeJob:
-    """``harness merge``: the shards' runs (or their folders) and where the merged nightly writes."""
-
-    golden: Path
-    shards: Sequence[Path]
-    out: Path
-    force: bool = False
-    localise: bool = True
-    no_promote: bool = False
-
-
-def merge(cfg: ConfigFile, job: MergeJob) -> Answer:
-    """The shards of one nightly merged into one run, then scored, promoted and reported as one nightly."""
-    with loaded(cfg.evidence.kinds):  # a team's kinds of evidence, for this command only
-        return _merge(cfg, job)
-
-
-def _merge(cfg: ConfigFile, job: MergeJob) -> Answer:
-    from harness.pipeline.nightly import merge as merge_shards  # deferred: imports numpy, pyarrow (start-up)
-    from harness.pipeline.nightly_job import (  # deferred: imports numpy, pyarrow, pydantic (start-up)
-        outcome_answer,
-        refuse_previous_output,
-    )
-
-    refuse_previous_output(job.out, job.force)
-    ledger, manifest = (None if p is None else Path(p) for p in (cfg.nightly.ledger, cfg.nightly.manifest))
-    outcome = merge_shards(cfg, job.golden, list(job.shards), job.out, ledger, manifest, job.localise, job.no_promote)
-    return outcome_answer(outcome)

@@ -1,4 +1,5 @@
-"""``harness model check``: the configured model against the whole contract, before any corpus or golden.
+"""``harness model check`` (:mod:`harness.cli.model_cmds`): the configured model against the whole contract,
+before any corpus or golden (the reference network itself is :mod:`lanes.models.diar_nn_g.model`).
 
 The model is built as every command builds it (the spec, ``[model] seed``, the device), but not refused for a
 broken description here: that is one of the lines (``lanes.models.model_check``). A spec that names no model, a

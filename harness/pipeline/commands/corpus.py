@@ -1,7 +1,7 @@
-"""The commands that write a command's inputs, one function each: a corpus (``corpus synth``, ``corpus wav``,
-``corpus capture``) and the annotated configuration (``init``). Each checks where it writes before any work and
-answers with an :class:`~harness.pipeline.answer.Answer` (harness.pipeline.answer: how every command enters the
-pipeline)."""
+"""``harness corpus``: ``synth``, ``wav``, ``capture`` and ``show`` (:mod:`harness.cli.corpus_cmds`), one function
+each, answering with an :class:`~harness.pipeline.answer.Answer`. A command that writes checks where before any
+work.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.base.destinations import check_output_file
-from harness.base.errors import OutputError
-from harness.base.fsio import atomic_write
 from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
     from harness.data.geometry import Geometry
     from harness.data.schemas.config_file import ConfigFile
 
-EXAMPLE = ("defaults", "harness.toml.example")  # inside the harness package (package data)
+
 Rows = Iterable[tuple["Block", str, dict[str, Any]]]
 
 
@@ -65,23 +63,9 @@ def corpus_capture(cfg: ConfigFile, out: Path, captured: Path, force: bool) -> A
     return _write_corpus(cfg, out, force, [("CAPTURED", captured)], rows)
 
 
-def example_text() -> str:
-    """The annotated configuration as shipped: it loads to exactly the embedded default."""
-    from importlib.resources import files  # deferred: only init reads the package's data
+def corpus_show(cfg: ConfigFile, corpus: Path) -> Answer:
+    """Every block of a corpus validated for the configuration's model; its summary."""
+    from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
+    from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    return files("harness").joinpath(*EXAMPLE).read_text(encoding="utf-8")
-
-
-def init(path: Path, force: bool) -> Answer:
-    """The annotated configuration written to ``path``; an existing file is a user's configuration: never
-    replaced unless ``force``."""
-    if (path.exists() or path.is_symlink()) and not path.is_dir() and not force:
-        raise OutputError(f"{path}: the file exists; nothing was written (harness init --force {path} replaces it)")
-    check_output_file(path, "configuration")
-    atomic_write(path, example_text())
-    return Answer.of(
-        [
-            f"wrote {path}: the annotated configuration (every key at its default); change what your release needs "
-            f"and pass it to every command with --config {path}"
-        ]
-    )
+    return Answer.of([json.dumps(CorpusReader(corpus, model_geometry(cfg)).validate())])
