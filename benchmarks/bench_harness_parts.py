@@ -8,7 +8,7 @@ on a few row groups, each part the steps are made of, in this thread alone (the 
 run writing, reading and hashing in threads beside the lanes): the model adapter's request
 validation, packing, masks, output collection, Parquet encoding and decoding of a lane's outputs,
 sha256 of their bytes, the corpus's decoding and hashing (shared by every lane), and scoring
-(harness.data.metrics' kernels apart from the judges' own work). Prints ms per block and lane.
+(harness.compute.metrics' kernels apart from the judges' own work). Prints ms per block and lane.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from golden.lane_reader import LaneReader  # noqa: E402
 from golden.runs import load_run  # noqa: E402
 from golden.store import CORPUS, load_golden  # noqa: E402
 from golden.tables import LaneWriter  # noqa: E402
-from harness.data import metrics  # noqa: E402
+from harness.compute import metrics  # noqa: E402
 from harness.data.blocks import check_request  # noqa: E402
 from harness.data.corpus_reader import CorpusReader  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
@@ -139,7 +139,7 @@ def main() -> None:
         lane_data = np.random.default_rng(0).bytes(lane_bytes)
         clock.time("read: sha256 (a standalone score verifies)", hashlib.sha256, lane_data)
 
-    # scoring one lane against the golden: harness.data.metrics' kernels and the judges' own work
+    # scoring one lane against the golden: harness.compute.metrics' kernels and the judges' own work
     limits = op_limits(Tolerances(), ALL_OPS, golden.floors())
     scorer = LaneScorer(k, ALL_OPS, g, limits, "isolated")
     kernels = {"row_diff": metrics.row_diff, "cosine_and_rel_l2": metrics.cosine_and_rel_l2}
@@ -169,7 +169,7 @@ def main() -> None:
             clock.time("score: judges (all)", scorer.add, gold, batch.select(chunk))
     finally:
         seg_judge.row_diff, vp_judge.row_diff, vp_judge.cosine_and_rel_l2 = saved
-    clock.parts["score: of which harness.data.metrics kernels"] = spent["kernels"]
+    clock.parts["score: of which harness.compute.metrics kernels"] = spent["kernels"]
 
     print(
         f"{n} blocks, full geometry, lane k={k}; CPU ms per block and lane, no overlap "

@@ -47,8 +47,8 @@ from golden.manifest import MANIFEST  # noqa: E402
 from golden.runs import blocks_digest, load_run  # noqa: E402
 from golden.store import CORPUS, load_golden, seal_golden_manifest, write_manifest  # noqa: E402
 from golden.tables import GROUP_BLOCKS, LaneWriter  # noqa: E402
+from harness.base.jsonio import dumps, seal  # noqa: E402
 from harness.corpus.synth import synth_corpus  # noqa: E402
-from harness.data.jsonio import dumps, seal  # noqa: E402
 from harness.data.masks import voiceprint_rows  # noqa: E402
 from harness.data.numeric_settings import NumericSettings  # noqa: E402
 from harness.data.ops import ALL_OPS, Op  # noqa: E402

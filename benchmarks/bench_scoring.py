@@ -30,8 +30,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from harness.compute.metrics import RowDiff, row_diff, row_diff_numpy, top_two, top_two_numpy, ulp_distance
 from harness.data.geometry import Geometry
-from harness.data.metrics import RowDiff, row_diff, row_diff_numpy, top_two, top_two_numpy, ulp_distance
 from harness.data.ops import Op
 from harness.data.outputs import SegmentationOutputs
 from harness.judging.judges.segmentation_judge import SegmentationJudge, SegmentationTolerance

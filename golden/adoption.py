@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from harness.base.errors import GoldenError
-from harness.data.jsonio import read_json, seal_ok
+from harness.base.jsonio import read_json, seal_ok
 from harness.data.schemas import AdoptionJournal, validate
 
 _KEPT = re.compile(r"^(?P<name>.+)\.(?P<kind>regen|history)-(?P<stamp>[0-9T]+Z)(?:-[0-9a-f]{12})?$")

@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from harness.base.errors import GoldenError, clean_up
 from harness.base.fsio import is_temporary
+from harness.base.jsonio import read_json, seal_ok
 from harness.base.workers import SettlingPool, Worker
-from harness.data.jsonio import read_json, seal_ok
 from harness.data.schemas import FileEntry, validate
 
 MANIFEST = "manifest.json"

@@ -28,16 +28,16 @@ from golden.manifest import MANIFEST, check_files, read_manifest
 from golden.tables import BackgroundWriter, LaneWriter
 from harness.base.errors import GoldenError
 from harness.base.fsio import atomic_directory, safe_name
+from harness.base.jsonio import digest, dumps, seal
 from harness.base.workers import SettlingPool
-from harness.data.environment import device_kind, shard_conflict
 from harness.data.geometry import Geometry
-from harness.data.jsonio import digest, dumps, seal
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.parquet import RUN_COMPRESSION
 from harness.data.schemas import RunManifest
 from harness.data.schemas.neighbours import ControlFigures
 from harness.data.shape import EXACT, Shape
+from harness.host.environment import device_kind, shard_conflict
 
 FORMAT = 2
 CALLS = "calls.parquet"

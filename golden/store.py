@@ -31,13 +31,13 @@ from golden.manifest import MANIFEST, PendingHashes, check_files, read_manifest
 from golden.tables import LaneWriter
 from harness.base.errors import GoldenError
 from harness.base.fsio import safe_name
+from harness.base.jsonio import digest, dumps, seal
 from harness.data.corpus_reader import CorpusReader
-from harness.data.environment import device_kind
 from harness.data.geometry import Geometry
-from harness.data.jsonio import digest, dumps, seal
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.schemas import GoldenManifest
+from harness.host.environment import device_kind
 
 FORMAT = 2
 CORPUS = "corpus.parquet"

@@ -19,8 +19,8 @@ import os
 from typing import Any
 
 from harness.base.errors import ModelError
-from harness.data.environment import device_numerics
 from harness.data.numeric_settings import torch_loaded
+from harness.host.environment import device_numerics
 
 # What a model may declare about how it runs (lanes/models/model_api.py), and the values when it does not.
 EXECUTION_DEFAULTS: dict[str, Any] = {"autocast_dtype": None, "torch_compile": False, "cuda_graphs": False}
@@ -68,7 +68,7 @@ class LazyModule:
 def in_force(device: str = "cpu", model: object | None = None) -> dict[str, Any]:
     """What torch actually has now (recorded in manifests next to the requested settings): its
     flags, how ``model`` declares it runs (:func:`declared_execution`) and, on a CUDA ``device``,
-    the GPU's libraries and compute capability (``harness.data.environment.device_numerics``; None
+    the GPU's libraries and compute capability (``harness.host.environment.device_numerics``; None
     on CPU). Every key here that is in PROFILE_KEYS is part of the numerics profile.
 
     In a process that has not imported torch (a model that is not a torch network) torch's flags

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.base.fsio import atomic_write_many, make_dirs
-from harness.data.jsonio import plain_dict
+from harness.base.jsonio import plain_dict
 from harness.data.schemas.results import OpVerdictModel
 from reports.junit import new_suite, op_case, write_suite
 from reports.shape_facts import op_facts

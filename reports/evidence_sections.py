@@ -13,7 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from harness.data.jsonio import plain_dict
+from harness.base.jsonio import plain_dict
 from harness.data.schemas.results import Score
 from harness.evidence.kind_registry import kinds
 from reports.arrangement_section import arrangement_facts, arrangement_images

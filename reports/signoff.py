@@ -31,7 +31,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.base.fsio import atomic_write_many
-from harness.data.jsonio import plain_dict
+from harness.base.jsonio import plain_dict
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
 from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score

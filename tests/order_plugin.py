@@ -3,7 +3,7 @@ numeric settings' restore (the negative control). Loaded with ``-p tests.order_p
 
 ``HARNESS_TEST_ORDER``: ``random:<seed>`` shuffles the modules, then the tests inside each module (as
 pytest-randomly does: a module's fixtures are built once), ``reversed`` reverses both. ``HARNESS_TEST_NO_RESTORE=1``:
-the scopes of :mod:`harness.data.numerics_scope` give nothing back (what the harness did before they did).
+the scopes of :mod:`harness.host.numerics_scope` give nothing back (what the harness did before they did).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _arranged(order: str, things: list[T], within: str) -> list[T]:
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(NO_RESTORE) == "1":
-        from harness.data import numerics_scope, torch_state
+        from harness.host import numerics_scope, torch_state
 
         torch_state.TorchState.restore = lambda self: None  # type: ignore[method-assign]
         numerics_scope._restore_threads = lambda state: None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from golden.manifest import MANIFEST, sha256_file
 from golden.store import golden_id_of
-from harness.data.jsonio import seal
+from harness.base.jsonio import seal
 
 
 def edit_manifest(directory: Path, change: Callable[[dict], None], reseal: bool = False) -> dict:

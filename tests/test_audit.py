@@ -23,10 +23,10 @@ from pydantic import ValidationError
 from examples.capture_simulated_engine import idx_not_rebased_packer, one_short_packer
 from harness import cli
 from harness.base.errors import SchemaError
+from harness.base.jsonio import write_json_atomic
 from harness.capture import CapturedRequest, CaptureReader, CaptureWriter
 from harness.capture.result import read_audit
 from harness.corpus.synth import synth_corpus
-from harness.data.jsonio import write_json_atomic
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from harness.data.schemas.config_file import ModelSection

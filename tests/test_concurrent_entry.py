@@ -1,4 +1,4 @@
-"""The two-calls-in-flight probe (harness.data.concurrent_entry): it answers for every kind of model, and it never
+"""The two-calls-in-flight probe (harness.host.concurrent_entry): it answers for every kind of model, and it never
 waits longer than its bound, whatever the model does.
 
 Each kind: re-entrant (two calls meet inside); a Lock, an RLock, one worker thread (the second call never comes
@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 
-from harness.data.concurrent_entry import Entry, probe_concurrent_entry
+from harness.host.concurrent_entry import Entry, probe_concurrent_entry
 
 REQUEST = {"SPAN": np.arange(64, dtype=np.float32), "OP": np.array([0], dtype=np.int32)}
 WAIT = 0.5  # the tests' bound: every model here meets at once, or never

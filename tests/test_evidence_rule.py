@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.base.errors import LedgerError
-from harness.data.figures import holds, passing_limit
+from harness.base.figures import holds, passing_limit
 from harness.data.schemas.config_file import EvidenceSection
 from harness.data.schemas.refusals import (
     CAUSES,

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from golden.manifest import MANIFEST
 from golden.store import load_golden
 from harness.base.errors import GoldenError, HarnessError
-from harness.data.jsonio import canonical
+from harness.base.jsonio import canonical
 from harness.data.schemas.base import Strict
 from harness.data.schemas.files import GoldenManifest, RunManifest
 from harness.pipeline.record import record_golden, verify_golden
@@ -184,7 +184,7 @@ def test_a_forged_golden_id_is_refused(golden_copy):
 
     data = edit_manifest(golden_copy, forge)
     data.pop("manifest_sha256")
-    from harness.data.jsonio import seal
+    from harness.base.jsonio import seal
 
     (golden_copy / MANIFEST).write_text(__import__("json").dumps(seal(data, "manifest_sha256")))
     with pytest.raises(GoldenError, match="is not the one its content derives"):

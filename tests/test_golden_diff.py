@@ -15,8 +15,8 @@ import pytest
 
 from golden.store import Golden
 from harness.base.errors import GoldenError
+from harness.base.figures import fmt
 from harness.corpus.synth import synth_corpus
-from harness.data.figures import fmt
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import FILE_KINDS
 from harness.data.schemas.golden_diff import GoldenDiff

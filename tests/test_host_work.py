@@ -125,7 +125,7 @@ def test_settings_and_environment_without_torch(tmp_path):
     torch version and CUDA build from torch's files as torch itself reports once imported."""
     script = textwrap.dedent("""
         import json, sys
-        from harness.data.environment import environment
+        from harness.host.environment import environment
         from harness.numerics import in_force
         from harness.data.numeric_settings import NumericSettings
         with NumericSettings(threads=1).applied():

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.jsonio import json_default, plain
+from harness.base.jsonio import json_default, plain
 
 
 class Colour(enum.IntEnum):

@@ -1,6 +1,6 @@
 """The metrics kernels are warmed behind the command's serial start, not in its first sink.
 
-The first sink of ``golden record`` computes the golden's decisions (``harness.data.metrics.top_two``), the
+The first sink of ``golden record`` computes the golden's decisions (``harness.compute.metrics.top_two``), the
 nightly's live score compares rows (``row_stats``); the first call imported numba, scipy and llvmlite and
 loaded or compiled the kernels, 2-12 s in the main thread while the device waited. ``start_warming`` does
 that in a background thread (record: at its start; the nightly: once the first calls are queued); the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import metrics
+from harness.compute import metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def test_first_use_waits_for_the_warmer_and_never_warms_twice(monkeypatch: pytes
     user.join(0.5)  # correct code blocks here until released; only a defect can finish early
     assert user.is_alive() and not got, (
         "the first use of the kernels returned while the warmer was still compiling them: "
-        f"got {got}; it must wait for the warmer (harness.data.metrics._LOCK)"
+        f"got {got}; it must wait for the warmer (harness.compute.metrics._LOCK)"
     )
     release.set()
     warmer.join(60)
@@ -97,7 +97,7 @@ DRIVER = textwrap.dedent("""
             return None
 
     sys.meta_path.insert(0, Spy())
-    from harness.data import metrics
+    from harness.compute import metrics
     after_warm = {}
     real_call_each = metrics._call_each
 
@@ -115,8 +115,8 @@ DRIVER = textwrap.dedent("""
                 print(json.dumps({"failed": argv, "code": exc.code}))
                 raise SystemExit(1)
     at_end = {"top_two": 0, "row_stats": 0}
-    if "harness.data.metrics_kernels" in sys.modules:  # never imported: no kernel was called
-        k = sys.modules["harness.data.metrics_kernels"]
+    if "harness.compute.metrics_kernels" in sys.modules:  # never imported: no kernel was called
+        k = sys.modules["harness.compute.metrics_kernels"]
         at_end = {n: len(getattr(k, n).signatures) for n in ("top_two", "row_stats")}
     print(json.dumps({"importer": importer.get("numba"), "reports_importer": importer.get("reports"),
                       "after_warm": after_warm, "at_end": at_end}))
@@ -176,7 +176,7 @@ NIGHTLY = [
 
 def test_golden_record_imports_and_compiles_the_kernels_in_the_warmer(tmp_path: Path) -> None:
     (tmp_path / "h.toml").write_text(CONFIG)
-    _warmed_in_the_warmer(_drive(tmp_path, RECORD), "harness.data.metrics.start_warming at record_golden's start")
+    _warmed_in_the_warmer(_drive(tmp_path, RECORD), "harness.compute.metrics.start_warming at record_golden's start")
 
 
 def test_the_nightly_warms_the_kernels_its_score_uses_and_a_plain_run_none(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_off_judges_every_time(counted, monkeypatch):
 
 def forge(path, change) -> None:
     """Edit the cache entry at ``path`` and re-seal it, as a careful forger (or a buggy writer) would."""
-    from harness.data.jsonio import seal
+    from harness.base.jsonio import seal
 
     data = json.loads(path.read_text())
     change(data)

@@ -27,6 +27,8 @@ PACKAGES = ("harness", "lanes", "golden", "reports")
 LAYER_FOLDERS = (
     ("composition", ("harness.pipeline", "harness.cli")),  # the only code that wires the packages together
     ("base", ("harness.base",)),  # the ground floor: errors, file writes, output sets, workers; no data type
+    ("host", ("harness.host",)),  # the machine and the process as they are: environment, torch's state, probes
+    ("compute", ("harness.compute",)),  # the arithmetic of two answers: row differences, ULPs, top two
     ("data", ("harness.data",)),  # data types and the files that hold them
     ("lanes", ("lanes",)),
     ("golden", ("golden",)),
@@ -34,13 +36,16 @@ LAYER_FOLDERS = (
     ("core", ("harness",)),  # the rest of harness/: judges, scoring, promotion, packing, ...
 )
 # What each layer may import, besides itself (composition may import anything).
+FLOORS = ("base", "host", "compute")  # below the data layer; every layer above may stand on them
 MAY_USE = {
     "base": (),
-    "data": ("base",),
-    "core": ("data", "base"),
-    "lanes": ("data", "core", "base"),
-    "golden": ("data", "base"),  # golden only stores and loads
-    "reports": ("data", "base"),  # reports render; they never judge or run
+    "host": ("base",),
+    "compute": ("base",),
+    "data": FLOORS,
+    "core": ("data", *FLOORS),
+    "lanes": ("data", "core", *FLOORS),
+    "golden": ("data", *FLOORS),  # golden only stores and loads
+    "reports": ("data", *FLOORS),  # reports render; they never judge or run
 }
 # Where a layer reaches into a module of another on purpose: each with why.
 REACHES = {
@@ -52,6 +57,8 @@ REACHES = {
 }
 WHY = {
     "base": "the ground floor knows no data type",
+    "host": "the host floor probes the machine and knows no data type",
+    "compute": "the compute floor is arithmetic on arrays and knows no data type",
     "data": "the data layer sits on the ground floor only",
     "golden": "golden only stores and loads",
     "reports": "reports render; they never judge or run",
@@ -154,6 +161,19 @@ def test_the_check_sees_the_ground_floor_reach_up():
     fake.write_text("from harness.data.blocks import Block\n")
     try:
         assert any("base harness.base._layering_probe_base imports harness.data.blocks" in v for v in violations())
+    finally:
+        fake.unlink()
+
+
+@pytest.mark.parametrize("floor", ["host", "compute"])
+def test_the_check_sees_a_floor_reach_up(floor):
+    """Negative control: a module of the host or compute floor that imports a data type is caught."""
+    fake = ROOT / "harness" / floor / "_layering_probe_floor.py"
+    fake.write_text("from harness.data.blocks import Block\n")
+    try:
+        assert any(
+            f"{floor} harness.{floor}._layering_probe_floor imports harness.data.blocks" in v for v in violations()
+        )
     finally:
         fake.unlink()
 

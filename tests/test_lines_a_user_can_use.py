@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from golden.runs import new_run_id
 from harness.base import process_settings
+from harness.base.figures import fmt, passing_limit
 from harness.base.fsio import safe_name
-from harness.data.figures import fmt, passing_limit
 from harness.release_config import load_config, parse_set
 from tests.catalogue_setups import CFG, QUIET
 from tests.workspace_cli import harness, make_workspace

@@ -18,8 +18,8 @@ import pytest
 
 from golden.runs import load_run
 from harness.base.errors import ScoringError
+from harness.base.jsonio import dumps
 from harness.corpus.synth import synth_corpus
-from harness.data.jsonio import dumps
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection, PackerSection
 from harness.data.shape import EXACT

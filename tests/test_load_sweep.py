@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import ConfigError, HarnessError, LedgerError
-from harness.data.jsonio import seal, seal_ok
+from harness.base.jsonio import seal, seal_ok
 from harness.data.schemas.load import ServerStats, ShapeLoad
 from harness.data.schemas.results import Score
 from harness.evidence.load_evidence import PointTraffic, budget_pick, load_point, load_refusals, nearest_rank

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness.data import metrics
-from harness.data.metrics import cosine_and_rel_l2, ulp_distance
+from harness.compute import metrics
+from harness.compute.metrics import cosine_and_rel_l2, ulp_distance
 from harness.judging.binomial import upper_bound
 
 finite32 = st.floats(width=32, allow_nan=False, allow_infinity=False)

@@ -255,7 +255,7 @@ def test_the_report_plots_error_over_floor_only_when_measured(tmp_path, control)
 def test_the_report_command_reads_a_localisation_file_with_module_errors(tmp_path, control):
     """``harness report --localisation``: the file validates (typed per-module entries) and is rendered as
     written, so the pages carry the same section the nightly's do."""
-    from harness.data.jsonio import dumps
+    from harness.base.jsonio import dumps
     from harness.pipeline.commands.lane import report
     from harness.pipeline.score import write_score
 

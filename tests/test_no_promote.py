@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import EXIT_PASS, HarnessError
-from harness.data.jsonio import seal
+from harness.base.jsonio import seal
 from harness.data.schemas import Ledger, validate
 from harness.data.schemas.config_file import ConfigFile, EvidenceSection, ModelSection
 from harness.data.schemas.records import JudgedUnder, Override

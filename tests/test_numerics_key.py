@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from harness.base.errors import ModelError
-from harness.data import environment as env_mod
-from harness.data.environment import DEVICE_NUMERIC_KEYS, PROFILE_KEYS, device_numerics, numerics_profile
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import Score
+from harness.host import environment as env_mod
+from harness.host.environment import DEVICE_NUMERIC_KEYS, PROFILE_KEYS, device_numerics, numerics_profile
 from harness.ledger.promoted_manifest import derive_manifest, may_use
 from harness.ledger.promotion import apply_score, empty_ledger
 from harness.numerics import declared_execution, in_force
@@ -49,7 +49,7 @@ def test_a_profile_differing_in_one_gpu_field_is_another_profile(key):
     assert key in base, f"in_force() does not record {key!r}: it cannot be part of a profile"
     assert numerics_profile(_with(base, key, OTHER_VALUE[key])) != numerics_profile(base), (
         f"numerics_profile ignores {key!r}: a promotion made under {key}={base[key]!r} would be used under "
-        f"{key}={OTHER_VALUE[key]!r}; add it to harness.data.environment.PROFILE_KEYS"
+        f"{key}={OTHER_VALUE[key]!r}; add it to harness.host.environment.PROFILE_KEYS"
     )
 
 

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from harness.base.errors import EXIT_FAIL, EXIT_PASS
 from harness.corpus.synth import synth_corpus
 from harness.data.numeric_settings import NumericSettings
-from harness.data.numerics_scope import CUBLAS_VARIABLE, open_scopes
 from harness.data.schemas.config_file import EvidenceSection, LocaliseSection, ModelSection, PackerSection
-from harness.data.torch_state import TorchState
+from harness.host.numerics_scope import CUBLAS_VARIABLE, open_scopes
+from harness.host.torch_state import TorchState
 from harness.pipeline.nightly import nightly
 from harness.pipeline.nightly_job import NightlyJob
 from harness.pipeline.record import record_golden, verify_golden

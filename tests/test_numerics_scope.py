@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.data.numeric_settings import NumericSettings
-from harness.data.numerics_scope import CUBLAS_VARIABLE, NumericsScopeError, open_scopes
-from harness.data.torch_state import FP32_AT_IMPORT, TorchState
+from harness.host.numerics_scope import CUBLAS_VARIABLE, NumericsScopeError, open_scopes
+from harness.host.torch_state import FP32_AT_IMPORT, TorchState
 from lanes.backends.backend import InProcessBackend
 from tests import torch_moves
 from tests.torch_moves import in_force_of, kept, moved, observed
@@ -190,11 +190,11 @@ def test_the_in_process_backend_applies_around_each_call_and_gives_the_state_bac
 def test_settings_applied_before_torch_is_imported_give_back_torch_as_it_was_imported():
     """In a fresh interpreter: a scope entered before torch is imported takes torch's state at its first
     apply after the import, before it sets anything, and gives that back (and unsets CUBLAS_WORKSPACE_CONFIG);
-    torch's fp32_precision tree at import is the one the settings start from (harness.data.torch_state)."""
+    torch's fp32_precision tree at import is the one the settings start from (harness.host.torch_state)."""
     script = textwrap.dedent(f"""
         import json, os, sys
         from harness.data.numeric_settings import NumericSettings
-        from harness.data.torch_state import FP32_AT_IMPORT, TorchState
+        from harness.host.torch_state import FP32_AT_IMPORT, TorchState
         os.environ.pop("{CUBLAS_VARIABLE}", None)
         with NumericSettings(threads=1, mkldnn=False).applied() as outer, NumericSettings(threads=3).applied() as inner:
             assert "torch" not in sys.modules

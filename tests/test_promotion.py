@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import LedgerError
-from harness.data.jsonio import seal
+from harness.base.jsonio import seal
 from harness.data.numeric_settings import NumericSettings
 from harness.data.schemas import PromotedShapes, Score
 from harness.data.schemas.config_file import EvidenceSection

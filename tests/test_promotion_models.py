@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 import harness.ledger.ledger_store
 from harness.base.errors import LedgerError
-from harness.data.jsonio import seal, write_json_atomic
+from harness.base.jsonio import seal, write_json_atomic
 from harness.data.schemas import Score
 from harness.data.schemas.records import as_written
 from harness.ledger.ledger_store import commit, load_ledger, load_manifest

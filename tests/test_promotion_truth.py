@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import LedgerError, SchemaError
-from harness.data.jsonio import seal
+from harness.base.jsonio import seal
 from harness.data.schemas import PromotedShapes, Score, validate
 from harness.data.schemas.engine_manifest import PackerShapes
 from harness.ledger.ledger_store import journal_path, load_ledger, read_consistent

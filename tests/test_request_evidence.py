@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import LedgerError
-from harness.data.jsonio import seal
+from harness.base.jsonio import seal
 from harness.data.schemas.results import RequestEvidence, Score
 from harness.data.shape import Shape
 from harness.evidence.request_evidence import (

@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from golden.runs import load_run
-from harness.data.jsonio import canonical, digest, seal_ok
+from harness.base.jsonio import canonical, digest, seal_ok
 from harness.data.schemas.base import Strict
 from harness.data.schemas.files import Floor
 from harness.data.schemas.results import CheckModel, OpVerdictModel, RequestEvidence, Score, ShapeScore

@@ -337,7 +337,7 @@ def test_a_rerun_within_the_floor_reproduces_but_nan_or_a_missing_row_never_does
 
 # ---------------------------------------------------------------- figures over non-finite values
 def _strict_json(verdict) -> dict:
-    """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.data.jsonio writes)."""
+    """The verdict as the score file holds it: JSON with no bare NaN/Infinity (as harness.base.jsonio writes)."""
     import json
 
     return json.loads(json.dumps(verdict.model_dump(mode="json"), allow_nan=False))

@@ -15,7 +15,7 @@ import torch
 from hypothesis import strategies as st
 
 from harness.data.numeric_settings import NumericSettings
-from harness.data.torch_state import FP32_NODES, TorchState
+from harness.host.torch_state import FP32_NODES, TorchState
 
 Move = tuple[Any, ...]
 

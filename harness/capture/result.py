@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.base.errors import SchemaError
-from harness.data.jsonio import read_json, seal_ok
+from harness.base.jsonio import read_json, seal_ok
 from harness.data.schemas import validate
 from harness.data.schemas.audit import AuditFile
 from harness.data.schemas.docs import (

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.base.errors import ConfigError
-from harness.data.numerics_scope import NumericsScope
-from harness.data.torch_state import torch_loaded
+from harness.host.numerics_scope import NumericsScope
+from harness.host.torch_state import torch_loaded
 
 
 class NumericSettings(BaseModel):
@@ -43,7 +43,7 @@ class NumericSettings(BaseModel):
 
     def applied(self) -> NumericsScope:
         """``with settings.applied() as scope:`` every setting in force until the block ends, then the
-        process's own flags back, however the block ends (:mod:`harness.data.numerics_scope`); ``scope.apply()``
+        process's own flags back, however the block ends (:mod:`harness.host.numerics_scope`); ``scope.apply()``
         sets them again inside it. The only way the harness sets torch's flags: nothing it runs in process
         leaves them changed.
 

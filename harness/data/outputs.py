@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.compute.metrics import top_two
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
-from harness.data.metrics import top_two
 from harness.data.ops import ALL_OPS, Op
 
 

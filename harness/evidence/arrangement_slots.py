@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.metrics import row_diff
+from harness.compute.metrics import row_diff
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import PAD

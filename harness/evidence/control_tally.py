@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.data.metrics import row_diff
+from harness.compute.metrics import row_diff
 from harness.data.schemas.neighbours import ControlFigures
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from harness.data.jsonio import plain, seal
+from harness.base.jsonio import plain, seal
 from harness.data.schemas.load import LoadEvidence, ShapeLoad
 from harness.data.schemas.results import Score, ShapeScore
 from harness.evidence.load_evidence import budget_pick, load_refusals

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from harness.base.errors import LedgerError
-from harness.data.figures import fmt
+from harness.base.figures import fmt
 from harness.data.judge_limits import OpLimits
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs

@@ -26,7 +26,7 @@ from typing import Literal, cast
 import numpy as np
 
 from harness.base.errors import LedgerError, ScoringError
-from harness.data.figures import holds
+from harness.base.figures import holds
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits
 from harness.data.modes import VoiceprintInputs

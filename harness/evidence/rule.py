@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from harness.data.figures import fmt
+from harness.base.figures import fmt
 from harness.data.judge_limits import OpLimits
 from harness.data.ops import Op
 from harness.data.schemas.files import Floor

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from harness.data.figures import fmt
+from harness.base.figures import fmt
 from harness.data.judge_limits import OpLimits, SegmentationLimits, VoiceprintLimits
 from harness.data.ops import Op
 from harness.data.schemas.results import OpSensitivity, ShapeScore

@@ -38,8 +38,8 @@ import pyarrow as pa
 
 from harness.base.errors import LedgerError
 from harness.base.fsio import fault, fsync_path, is_temporary
+from harness.base.jsonio import digest
 from harness.data import arrow_build
-from harness.data.jsonio import digest
 from harness.data.parquet import check_schema, open_file, read_row_group, schema_metadata, write_table
 from harness.data.schemas.base import validate
 from harness.data.schemas.history import HISTORY_FORMAT, HISTORY_KIND, HistoryRow

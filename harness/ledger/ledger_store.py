@@ -31,7 +31,7 @@ from typing import TypeVar
 from harness.base.destinations import Input, check_output_file, same_file
 from harness.base.errors import LedgerError, OutputError, SchemaError, clean_up, committed, uncommitted
 from harness.base.fsio import fault, locked, os_failure
-from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
+from harness.base.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
 from harness.data.schemas.records import as_written
 from harness.ledger.history_store import Figures, check_bound, history_folder, part_path, remove_orphan, write_part

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.base.errors import LedgerError
-from harness.data.jsonio import seal
+from harness.base.jsonio import seal
 from harness.data.schemas import validate
 from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.records import Ledger, as_written

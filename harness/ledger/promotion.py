@@ -18,7 +18,7 @@ import datetime as dt
 from typing import Any, Literal, TypedDict, cast
 
 from harness.base.errors import LedgerError
-from harness.data.jsonio import digest
+from harness.base.jsonio import digest
 from harness.data.modes import VoiceprintInputs
 from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State

@@ -19,9 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.base.errors import LedgerError
-from harness.data.environment import device_kind
-from harness.data.figures import holds
-from harness.data.jsonio import read_json, seal_ok
+from harness.base.figures import holds
+from harness.base.jsonio import read_json, seal_ok
 from harness.data.judge_limits import LimitSet
 from harness.data.ops import Op
 from harness.data.schemas import Score, validate
@@ -34,6 +33,7 @@ from harness.evidence.kind import Recheck
 from harness.evidence.kind_registry import kinds, loaded, warning_keys
 from harness.evidence.refusal import ScoreFacts, check_cause
 from harness.evidence.shape_gates import shape_gates
+from harness.host.environment import device_kind
 from harness.judging.lane_scoring import op_limits
 
 

@@ -39,9 +39,9 @@ from golden.store import Golden, load_golden
 from harness.base.destinations import check_output_dir
 from harness.base.errors import GoldenError, HarnessError, check_interrupted, committed
 from harness.base.fsio import atomic_write, fault, file_mode, fsync_path, lock_path, os_failure
+from harness.base.jsonio import dumps, read_json, seal
 from harness.base.outputset import swap_paths as exchange
 from harness.data.geometry import Geometry
-from harness.data.jsonio import dumps, read_json, seal
 from harness.data.ops import ALL_OPS
 from harness.ledger.ledger_store import beside_golden
 

@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any
 from golden.manifest import BackgroundHash
 from harness.base.destinations import check_output_dir
 from harness.base.errors import ScoringError, committed, step
+from harness.base.jsonio import plain, seal, write_json_atomic
 from harness.base.outputset import output_set
 from harness.capture.capture_laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.result import headline
 from harness.capture.schema import CaptureError
-from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from harness.base.jsonio import plain
 from harness.capture.capture_laws import Survey
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest, CaptureError
+from harness.compute.metrics import start_warming
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
-from harness.data.jsonio import plain
-from harness.data.metrics import start_warming
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
 from lanes.backends.backend_numerics import backend_numerics

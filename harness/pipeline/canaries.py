@@ -25,8 +25,8 @@ import numpy as np
 
 from golden.runs import Run
 from golden.store import Golden
+from harness.base.jsonio import plain_dict, seal
 from harness.data.blocks import Block
-from harness.data.jsonio import plain_dict, seal
 from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs

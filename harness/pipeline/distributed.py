@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from harness.base.errors import HarnessError, one_line
-from harness.data.jsonio import read_json, write_json_atomic
+from harness.base.jsonio import read_json, write_json_atomic
 from harness.data.schemas import validate
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.shard_worker import (

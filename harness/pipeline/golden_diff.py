@@ -31,16 +31,16 @@ from golden.locate import refuse_folder_of_goldens
 from golden.store import CORPUS, Golden, load_golden
 from harness.base.destinations import check_output_file
 from harness.base.errors import GoldenError, check_interrupted, step
+from harness.base.figures import fmt
+from harness.base.jsonio import write_json_atomic
 from harness.base.overlap import prefetch
-from harness.data.environment import differences, numerics_differences
-from harness.data.figures import fmt
-from harness.data.jsonio import write_json_atomic
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.golden_diff import DiffStatus, GoldenDiff, GoldenSide, OpDiff
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
+from harness.host.environment import differences, numerics_differences
 from harness.judging.lane_scoring import LaneScorer, op_key, op_limits
 from harness.pipeline.score import BATCH_BLOCKS
 
@@ -80,7 +80,7 @@ def check_same_corpus(a: Golden, b: Golden) -> list[str]:
 
 def environment_differences(a: Golden, b: Golden) -> list[str]:
     """What differs from A to B, the likely cause first: the model, then the machine and software
-    (``harness.data.environment.differences``), then every numeric setting in force, then the profile."""
+    (``harness.host.environment.differences``), then every numeric setting in force, then the profile."""
     ma, mb = a.manifest, b.manifest
     out = [
         f"model.{k}: {getattr(ma.model, k)!r} -> {getattr(mb.model, k)!r}"

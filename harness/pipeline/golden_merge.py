@@ -22,9 +22,9 @@ from harness.base.errors import GoldenError, short
 from harness.base.fsio import atomic_directory
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import CorpusWriter
-from harness.data.environment import shard_conflict
 from harness.data.masks import MaskPolicy
 from harness.data.outputs import LaneOutputs
+from harness.host.environment import shard_conflict
 from harness.judging.reproduction import merge_noise_floors
 from harness.localisation.module_floors import merge_module_floors
 from harness.pipeline.golden_counts import refuse_unjudgeable

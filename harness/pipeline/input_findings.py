@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.data.jsonio import plain_dict, seal
+from harness.base.jsonio import plain_dict, seal
 from harness.data.schemas.results import Score, ShapeScore
 from harness.evidence.refusal import ScoreFacts, with_cause
 

@@ -13,7 +13,7 @@ from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
 from golden.store import Golden
 from harness.base.errors import HarnessError
-from harness.data.figures import fmt
+from harness.base.figures import fmt
 from harness.data.ops import Op
 from harness.data.schemas.answers import HistoryAnswer, ShapesAnswer
 from harness.data.schemas.engine_manifest import PromotedShapes

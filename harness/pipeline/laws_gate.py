@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from harness import __version__
 from harness.base.errors import HarnessError, debug_note, short, step
 from harness.base.fsio import user_cache_dir
-from harness.data.jsonio import read_json, seal, seal_ok, write_json_atomic
+from harness.base.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas.base import describe_error
 from harness.data.schemas.files import LawsVerdict
 from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer

@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.base.destinations import Input, check_output_file, same_file
 from harness.base.errors import HarnessError, committed
 from harness.base.fsio import atomic_write_many
-from harness.data.jsonio import dumps, read_json
+from harness.base.jsonio import dumps, read_json
 from harness.data.schemas.base import validate
 from harness.data.schemas.laws_file import LawsReportFile
 from harness.laws.laws_document import report_document

@@ -24,10 +24,10 @@ from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
 from harness.base.errors import EXIT_FAIL, EXIT_PASS, HarnessError, clip_list, committed, step
 from harness.base.fsio import atomic_write, is_temporary
+from harness.base.jsonio import write_json_atomic
 from harness.base.outputset import output_set
 from harness.base.overlap import import_meanwhile
-from harness.data.jsonio import write_json_atomic
-from harness.data.metrics import start_warming
+from harness.compute.metrics import start_warming
 from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.committed import committed_by, held_to_ledger
 from harness.ledger.ledger_history import read_history

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from harness.base.destinations import Input, check_output_dir
 from harness.base.errors import HarnessError
+from harness.base.jsonio import read_json
 from harness.base.outputset import current_link
 from harness.corpus.shards import Shard
-from harness.data.jsonio import read_json
 from harness.data.schemas.config_file import ConfigFile
 from harness.ledger.ledger_history import check_history
 from harness.ledger.ledger_store import beside_golden, check_paths

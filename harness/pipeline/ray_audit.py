@@ -33,15 +33,15 @@ import numpy as np
 
 from harness.base.errors import HarnessError, step
 from harness.base.fsio import atomic_file
+from harness.base.jsonio import write_json_atomic
 from harness.capture.capture_laws import Survey, blocks_of
 from harness.capture.reader import CaptureReader
 from harness.capture.schema import CapturedRequest
 from harness.corpus.shards import RequestRange, request_ranges
 from harness.data.blocks import Block
-from harness.data.environment import machine_environment, shard_conflict
-from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
+from harness.host.environment import machine_environment, shard_conflict
 from harness.packers.packing import Packer
 from harness.pipeline.audit import AuditOutcome, judge_capture
 from harness.pipeline.audit_rerun import InProcessRerun, check_geometry
@@ -234,5 +234,5 @@ class RayRerun:
 
 
 def _as_manifest(model: GoldenModel, environment: dict[str, Any]) -> dict[str, Any]:
-    """A shard's golden model and environment in the shape :func:`harness.data.environment.shard_conflict` reads."""
+    """A shard's golden model and environment in the shape :func:`harness.host.environment.shard_conflict` reads."""
     return {"environment": environment, "numerics": {"in_force": model.numerics_in_force}}

@@ -28,12 +28,12 @@ from golden.store import Golden, load_golden
 from harness.base.destinations import check_output_dir
 from harness.base.errors import step
 from harness.base.fsio import safe_name
+from harness.base.jsonio import write_json_atomic
 from harness.corpus.shards import BlockRange, block_ranges
 from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import write_corpus
 from harness.data.geometry import Geometry
-from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer
 from harness.pipeline.backends import IN_PROCESS

@@ -29,17 +29,17 @@ from golden.tables import BackgroundWriter
 from harness.base.destinations import check_output_dir
 from harness.base.errors import GoldenError, step
 from harness.base.fsio import atomic_directory
+from harness.compute.metrics import start_warming
 from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
 from harness.data.corpus_schema import CorpusWriter
-from harness.data.environment import differences, machine_environment, numerics_differences, provenance
-from harness.data.metrics import start_warming
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
+from harness.host.environment import differences, machine_environment, numerics_differences, provenance
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.judging.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
 from harness.localisation.module_floors import floor_sampler

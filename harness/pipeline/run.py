@@ -14,12 +14,12 @@ from golden.runs import Run, RunWriter, load_run, new_run_id
 from golden.store import Golden
 from harness.base.errors import HarnessError, step
 from harness.corpus.shards import BlockRange, Shard
-from harness.data.environment import provenance
 from harness.data.geometry import Geometry
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.files import RunLayout
 from harness.data.shape import Shape
+from harness.host.environment import provenance
 from harness.packers.packing import HARNESS_PACKER, Packer
 from harness.pipeline.backends import IN_PROCESS
 from harness.pipeline.laws_gate import DEFAULT_EXAMPLES, judge_laws

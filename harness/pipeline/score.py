@@ -19,9 +19,8 @@ from golden.runs import Run
 from golden.store import Golden
 from harness.base.destinations import check_output_file
 from harness.base.errors import ScoringError, check_interrupted, step
+from harness.base.jsonio import plain, seal, write_json_atomic
 from harness.base.overlap import prefetch
-from harness.data.environment import differences, numerics_differences
-from harness.data.jsonio import plain, seal, write_json_atomic
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -33,6 +32,7 @@ from harness.data.tolerances import Tolerances
 from harness.evidence.kind import ShapeEvidence, ShapeFinish, ShapeSetting, with_evidence
 from harness.evidence.kind_registry import REQUESTS, kinds, loaded_specs
 from harness.evidence.refusal import ScoreFacts, with_cause
+from harness.host.environment import differences, numerics_differences
 from harness.judging.lane_scoring import LaneScorer, op_limits, packing_effect, shape_result
 from harness.judging.reproduction import REPORT_ONLY, reproduction, reproduction_scorer
 from harness.judging.sensitivity import sensitivity

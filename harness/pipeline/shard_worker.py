@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.base.errors import HarnessError, failed_step, one_line, step
+from harness.base.jsonio import write_json_atomic
 from harness.corpus.shards import BlockRange, RequestRange
-from harness.data.jsonio import write_json_atomic
 from harness.data.schemas.base import Strict
 from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.base.errors import BackendError, HarnessError, check_interrupted
-from harness.data.concurrent_entry import DEFAULT_WAIT_S
 from harness.data.geometry import Geometry, geometry_of
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import Op
 from harness.data.response import check_response
+from harness.host.concurrent_entry import DEFAULT_WAIT_S
 from harness.numerics import LazyModule, in_force
 from lanes.backends.backend_api import Call, CallResult
 from lanes.models.model_api import Model, Stage, describe, staged_entry
@@ -49,7 +49,7 @@ from lanes.running.staging import Staged, Stager
 if TYPE_CHECKING:
     import torch
 
-    from harness.data.numerics_scope import NumericsScope
+    from harness.host.numerics_scope import NumericsScope
 else:  # imported on first use (a CUDA device): a model that is not a torch network never pays its start-up
     torch = LazyModule("torch")
 

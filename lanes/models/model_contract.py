@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.base.errors import ModelError, one_line
+from harness.base.jsonio import dumps
 from harness.data.geometry import Geometry
-from harness.data.jsonio import dumps
 from harness.data.schemas.base import validate
 from harness.data.schemas.files import ModelInfo
 

@@ -17,7 +17,7 @@ models are is known before the lanes start:
   at a time: a lock around the call, state shared between calls, a defect whose place depends on call order),
   an attribute or a property of the model (:func:`lanes.models.model_api.declared_concurrency`; anything but a bool is
   refused when the model is loaded);
-- otherwise the harness asks it (:func:`harness.data.concurrent_entry.probe_concurrent_entry`: one synthetic
+- otherwise the harness asks it (:func:`harness.host.concurrent_entry.probe_concurrent_entry`: one synthetic
   block's OP 0 request alone, then from two threads at once, within a bounded wait): two calls that meet inside
   the model and answer as the call alone, bitwise, give two in flight; anything else (a ``Lock`` or ``RLock``
   around the call, calls queued to a worker of the model's own, answers that differ when two overlap, a call
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.base.errors import HarnessError, ModelError, one_line
-from harness.data.concurrent_entry import DEFAULT_WAIT_S, Entry, probe_concurrent_entry
 from harness.data.geometry import Geometry
+from harness.host.concurrent_entry import DEFAULT_WAIT_S, Entry, probe_concurrent_entry
 from lanes.models.model_api import DECLARATION, declared_concurrency, staged_entry
 
 MAX_IN_FLIGHT = (

@@ -93,7 +93,7 @@ def run_lanes(
     default; a writer of the call log file keeps memory flat) and the log is returned.
     ``hooks.on_first_queued``: called once, the first group read and its warm-up queued, just before its calls are
     (the group may wait on its own calls, so not after them); a caller's background start-up (the nightly's
-    scoring kernels, :func:`harness.data.metrics.start_warming`) then runs while the device has work, not
+    scoring kernels, :func:`harness.compute.metrics.start_warming`) then runs while the device has work, not
     beside the start-up it would slow.
 
     Pipelined (``plan.pipeline`` and a backend with ``pipelined()``, :mod:`lanes.running.device_queue`): the

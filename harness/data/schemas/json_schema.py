@@ -57,7 +57,7 @@ VALUE_CHECKS = {
     "as_shape": "shapes as whole numbers of blocks per call (harness.data.shape)",
     "<lambda>": "other value checks (harness/data/schemas/base.py)",
 }
-# The key holding a sealed file's own digest (harness.data.jsonio.seal), which every reader re-derives.
+# The key holding a sealed file's own digest (harness.base.jsonio.seal), which every reader re-derives.
 SEALS = {
     "PromotedShapes": "manifest_sha256",
     "Ledger": "ledger_sha256",

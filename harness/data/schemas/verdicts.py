@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.data.figures import (
+from harness.base.figures import (
     NEGATION,
     NOT_GATED,
     fmt,
@@ -19,7 +19,7 @@ from harness.data.figures import (
     percent,
     plain_number,
 )
-from harness.data.jsonio import plain
+from harness.base.jsonio import plain
 from harness.data.schemas.base import (
     Count,
     Frozen,
@@ -105,7 +105,7 @@ class CheckModel(Frozen):
 
     @property
     def would_pass_at(self) -> str | None:
-        """A failed check's least passing limit (:func:`harness.data.figures.passing_limit`); None when it passed,
+        """A failed check's least passing limit (:func:`harness.base.figures.passing_limit`); None when it passed,
         is not gated, or no limit passes it."""
         return passing_limit(self.observed, self.relation) if self.failed else None
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeAlias
 from pydantic import BaseModel
 
 from harness.base.errors import ScoringError
-from harness.data.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
+from harness.base.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits
 from harness.data.modes import TOLERANCE_MODES, ToleranceMode, VoiceprintInputs

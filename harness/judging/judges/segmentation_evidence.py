@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.base.errors import ScoringError
+from harness.compute.metrics import row_diff
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import SegmentationLimits
 from harness.data.masks import audio_frames
-from harness.data.metrics import row_diff
 from harness.data.outputs import SegmentationOutputs
 from harness.judging.binomial import upper_bound
 from harness.judging.judges.judge_base import CheckDetails, FlipNotes, figure_check, fmt, gate, op_verdict

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.base.errors import ScoringError
+from harness.compute.metrics import cosine_and_rel_l2, row_diff
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import VoiceprintLimits
-from harness.data.metrics import cosine_and_rel_l2, row_diff
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs

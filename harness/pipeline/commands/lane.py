@@ -15,8 +15,8 @@ from golden.locate import refuse_folder_of_goldens
 from golden.store import load_golden
 from harness.base.destinations import check_output_dir, check_output_file, same_file
 from harness.base.errors import HarnessError, clip_list, committed
+from harness.base.jsonio import read_json
 from harness.base.outputset import output_set, pin
-from harness.data.jsonio import read_json
 from harness.data.schemas.config_file import (
     ConfigFile,
 )

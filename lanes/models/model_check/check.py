@@ -3,7 +3,7 @@
 On three synthetic blocks (:mod:`lanes.models.model_check.probe_blocks`), with no corpus, golden or ledger: the model's
 description and geometry; for each OP its answer's name, dtype and shape, alone and packed two blocks to a call;
 finite answers; the same answer twice; ``stage()`` answering as ``infer()``; a call entered from two threads at
-once (:mod:`harness.data.concurrent_entry`: a model that cannot be is noted, the harness serialises it); the
+once (:mod:`harness.host.concurrent_entry`: a model that cannot be is noted, the harness serialises it); the
 isolation of two blocks packed at k = 2 (block A's answer at a fixed slot must be the same bits whatever audio its
 neighbour holds: ``[A, B]`` against ``[A, B']``, and ``[B, A]`` against ``[B', A]``); and the time per block.
 One line per check (:mod:`lanes.models.model_check.check_report`); the lines are built in
@@ -19,13 +19,13 @@ import numpy as np
 
 from harness.base.errors import HarnessError, ModelError
 from harness.data.blocks import Block
-from harness.data.concurrent_entry import DEFAULT_WAIT_S, EntryProbe, probe_concurrent_entry
 from harness.data.geometry import geometry_of
 from harness.data.masks import MaskPolicy
 from harness.data.numeric_settings import NumericSettings
 from harness.data.ops import ALL_OPS, Op
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.tolerances import Tolerances
+from harness.host.concurrent_entry import DEFAULT_WAIT_S, EntryProbe, probe_concurrent_entry
 from lanes.backends.backend import InProcessBackend
 from lanes.backends.backend_api import Call
 from lanes.models.model_api import Model, declared_concurrency, staged_entry

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.data.concurrent_entry import Entry, EntryProbe
 from harness.data.geometry import Geometry
 from harness.data.ops import ALL_OPS, Op
 from harness.data.tolerances import Tolerances
+from harness.host.concurrent_entry import Entry, EntryProbe
 from lanes.models.model_api import DECLARATION
 from lanes.models.model_check.check_calls import SLOTS, Difference, OpCalls, Sent, difference
 from lanes.models.model_check.check_report import (

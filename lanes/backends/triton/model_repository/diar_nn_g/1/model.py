@@ -115,7 +115,7 @@ def _error(exc: Exception) -> object:
 def _environment(device: str) -> dict | None:
     """The server's machine and libraries (the client may run elsewhere, with other versions)."""
     try:
-        from harness.data.environment import environment
+        from harness.host.environment import environment
 
         return environment(device)
     except Exception:  # informative only; never fail a probe over it

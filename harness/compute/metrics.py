@@ -1,7 +1,7 @@
 """Elementwise difference metrics for float32 arrays, at about the speed of reading them.
 
 ``row_diff`` reduces |a - b| per row in one compiled pass over both arrays
-(``harness.data.metrics_kernels``, numba); where numba cannot be imported it falls back to numpy
+(``harness.compute.metrics_kernels``, numba); where numba cannot be imported it falls back to numpy
 passes over cache-sized chunks (``row_diff_numpy``), exact as well, 1.5x slower on equal
 arrays and 4x slower on arrays a few ULP apart (benchmarks/bench_scoring.py measures both
 against a plain numpy read of the two arrays).
@@ -88,7 +88,7 @@ def _kernels() -> ModuleType | None:
 
 def _import_kernels() -> ModuleType | None:
     try:
-        from harness.data import metrics_kernels  # deferred: imports numba (start-up)
+        from harness.compute import metrics_kernels  # deferred: imports numba (start-up)
     except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install scoring
         return None
     return metrics_kernels
@@ -100,7 +100,7 @@ def _publish(kernels: ModuleType | None) -> None:
     _KERNELS_TRIED = True
 
 
-_KERNELS: ModuleType | None = None  # harness.data.metrics_kernels once imported
+_KERNELS: ModuleType | None = None  # harness.compute.metrics_kernels once imported
 _KERNELS_TRIED = False
 _LOCK = threading.Lock()  # held by whoever imports (and warms) the kernels: one compiler at a time
 

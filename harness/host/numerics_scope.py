@@ -1,7 +1,7 @@
 """The numeric settings applied for a scope, and the process given back as it was when the scope ends.
 
 :meth:`harness.data.numeric_settings.NumericSettings.applied` is the one way the harness sets torch's
-flags: a context manager that takes torch's state (:class:`harness.data.torch_state.TorchState`) and
+flags: a context manager that takes torch's state (:class:`harness.host.torch_state.TorchState`) and
 ``CUBLAS_WORKSPACE_CONFIG`` before it changes them, and puts back what it changed when the block ends,
 however it ends (an error, a KeyboardInterrupt). Inside, :meth:`NumericsScope.apply` sets the settings
 again (a backend does before every call: a flag changed meanwhile by a plug-in does not survive).
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Final, Protocol
 
-from harness.data.torch_state import TorchState, reset_fp32_tree, torch_loaded
+from harness.host.torch_state import TorchState, reset_fp32_tree, torch_loaded
 
 CUBLAS_VARIABLE: Final = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_DETERMINISTIC: Final = ":4096:8"

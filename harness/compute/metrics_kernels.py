@@ -1,4 +1,4 @@
-"""Compiled (numba) loops behind ``harness.data.metrics``: one pass over both arrays per row.
+"""Compiled (numba) loops behind ``harness.compute.metrics``: one pass over both arrays per row.
 
 Why compiled: a row difference needs about ten reductions per element (float difference, its
 max and sum, bit difference, its max, a count, sign and finiteness checks). As numpy passes,
@@ -13,7 +13,7 @@ by an exact loop (int64 ordered bits, non-finite elements counted and left out).
 floats do and vectorises without NaN-aware compares.
 
 Compiled on first use and cached beside this file (``cache=True``); importing this module
-imports numba, so ``harness.data.metrics`` imports it only when a difference is computed.
+imports numba, so ``harness.compute.metrics`` imports it only when a difference is computed.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def top_two(frames: F32, argmax: I64, margin: F32) -> None:
     """Per row of float32 ``frames`` [n, C]: first index of the max (strict ``>``) and top1 - top2.
 
     The same recurrence as the numpy version it replaces, NaN included (what NaN gives is that
-    recurrence's result, see :func:`harness.data.metrics.top_two`; goldens hold no NaN). Column by column over
+    recurrence's result, see :func:`harness.compute.metrics.top_two`; goldens hold no NaN). Column by column over
     chunks of frames (each column gathered into a contiguous buffer first), branch-free, so
     the inner loop vectorises: argmax is data-dependent, and branches on it would be
     mispredicted about half the time.

@@ -1,7 +1,7 @@
 """torch's process-wide numeric state, as it can be read back, and put back as it was.
 
 The numeric settings (:mod:`harness.data.numeric_settings`) change torch's flags for the whole process;
-:mod:`harness.data.numerics_scope` takes a :class:`TorchState` before it changes them and restores it when
+:mod:`harness.host.numerics_scope` takes a :class:`TorchState` before it changes them and restores it when
 its scope ends, so a process that runs the harness (a team's pytest session, a notebook) gets its own flags
 back. Read only once torch is imported (the caller checks ``torch_loaded``): reading imports nothing.
 

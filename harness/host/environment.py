@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.base.jsonio import digest
 from harness.base.process_settings import in_force
-from harness.data.jsonio import digest
 
 # Environment keys whose difference can legitimately change output bits (named on drift).
 NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver")

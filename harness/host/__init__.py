@@ -1,0 +1,2 @@
+"""The machine and the process as they are: the environment probed (torch, CUDA, CPU, /proc), torch's numeric
+state read and restored, settings applied for a scope, the two-threads entry probe."""
