@@ -58,7 +58,7 @@ class NullModel:
             np.float32
         )
         self.fingerprint = hashlib.sha256(
-            f"lanes.models.null_model/1|{label}|{self.seed}|{sorted(geometry.to_dict().items())}".encode()
+            f"lanes.null_model/1|{label}|{self.seed}|{sorted(geometry.to_dict().items())}".encode()
         ).hexdigest()
 
     def describe(self) -> dict:

@@ -51,7 +51,7 @@ class DiarNNG:
         self.voiceprint = VoiceprintNet(config.voiceprint, config.sample_rate)
         net = torch.nn.ModuleDict({"segmentation": self.segmentation, "voiceprint": self.voiceprint})
         seeded_init(net, self.seed, INIT_GAINS)
-        self.fingerprint = fingerprint("lanes.models.diar_nn_g.DiarNNG/1", {**config.to_dict(), "seed": self.seed}, net)
+        self.fingerprint = fingerprint("lanes.diar_nn_g.DiarNNG/1", {**config.to_dict(), "seed": self.seed}, net)
         self.device = _device(device)
         net.to(self.device).eval()
         self._net = net
