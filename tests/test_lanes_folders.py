@@ -67,3 +67,15 @@ def test_a_fresh_process_imports_an_old_path_first():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_models_fingerprint_is_not_where_its_module_lives():
+    """A golden is of a model's fingerprint: moving a module must not change it (the architecture's name in the
+    hash is a name, not a path). Pinned: the reference network's small configuration and the null network's."""
+    from lanes.models.model_api import load_model
+
+    assert load_model("small").fingerprint == "f05df3fe9efed040d4dad6e627ed68e2c2cd8a90d73d7ae4918946ddb43ddab8"
+    assert (
+        load_model("lanes.null_model:small").fingerprint
+        == "2e955632f14e98ba8b06897df23cc1a762f475357ec83c13de0d7467eb023438"
+    )
