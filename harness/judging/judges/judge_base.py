@@ -15,7 +15,7 @@ editing that judge's modules (and its tolerance key, if it is gated).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel
@@ -58,6 +58,16 @@ RELATIONS = ("<=", ">=", "==")
 # OP 0's flipped windows of one batch, (block, window) -> (near-tie flips, confident flips): what the
 # segmentation evidence hands the voiceprint evidence of chained mode
 FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class NonFiniteFigures:
+    """How many units (windows, rows) of an OP held non-finite values, out of how many: the figures over them
+    are None, and the report says so (the score file's ``metrics.figures_non_finite``)."""
+
+    count: int
+    of: int
+    unit: str
 
 
 def figure_check(
@@ -190,6 +200,7 @@ __all__ = [
     "Evidence",
     "FlipNotes",
     "Judge",
+    "NonFiniteFigures",
     "OpVerdict",
     "cosine_text",
     "figure_check",

@@ -19,7 +19,7 @@ only: its value and its check here, its limit in the judge.
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,12 +31,65 @@ from harness.data.masks import audio_frames
 from harness.data.metrics import row_diff
 from harness.data.outputs import SegmentationOutputs
 from harness.judging.binomial import upper_bound
-from harness.judging.judges.judge_base import CheckDetails, FlipNotes, figure_check, fmt, gate, op_verdict
+from harness.judging.judges.judge_base import (
+    CheckDetails,
+    FlipNotes,
+    NonFiniteFigures,
+    figure_check,
+    fmt,
+    gate,
+    op_verdict,
+)
 from harness.judging.judges.sample import Sample
 from harness.judging.judges.shared_checks import HINT_CHANGE, MAX_FAILING, _at, rate_check
 
 if TYPE_CHECKING:
     from harness.judging.judges.judge_base import OpVerdict
+
+
+@dataclass
+class FlipCounts:
+    """OP 0's flipped audio frames so far, by the golden's margin (near-tie or confident), and the speaker
+    activity changes those flips make (mask flips)."""
+
+    near: int = 0
+    confident: int = 0
+    mask_near: int = 0
+    mask_confident: int = 0
+
+
+@dataclass(frozen=True)
+class SegmentationTotals:
+    """OP 0's figures over the corpus: the checks read them by name, and the score file holds them as the
+    verdict's ``metrics`` (:meth:`as_dict`, fields in the file's key order)."""
+
+    blocks: int
+    windows: int
+    elements: int
+    audio_frames: int
+    max_abs: float | None
+    max_abs_finite: float
+    mean_abs: float | None
+    mean_abs_finite: float
+    max_ulp: int | None
+    max_ulp_finite: int
+    fraction_differing: float
+    differing_elements: int
+    non_finite: int
+    non_finite_windows: int
+    figures_non_finite: NonFiniteFigures
+    argmax_flips_near_tie: int
+    argmax_flips_confident: int
+    mask_flips_near_tie: int
+    mask_flips_confident: int
+    worst_flip_margin: float
+    flips: int
+    flip_rate_upper95: float
+    bitwise: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """The score file's ``metrics`` of OP 0: every field, in order."""
+        return asdict(self)
 
 
 class SegmentationEvidence:
@@ -56,7 +109,7 @@ class SegmentationEvidence:
         self.non_finite = 0
         self.non_finite_at: str | None = None
         self.non_finite_windows = 0
-        self.flips = {"near": 0, "confident": 0, "mask_near": 0, "mask_confident": 0}
+        self.flips = FlipCounts()
         self.confident_at: str | None = None
         self.worst_flip_margin = 0.0
         self.worst_blocks: list[tuple[float, str]] = []  # min-heap of (max_abs, block)
@@ -156,10 +209,10 @@ class SegmentationEvidence:
         power = self.g.powerset
         speaker_changes = np.abs(power[argmax_g[flipped]] - power[ra]).sum(axis=1).astype(np.int64)
         speaker_changes[~finite] = self.g.speakers
-        self.flips["near"] += int(near.sum())
-        self.flips["confident"] += int((~near).sum())
-        self.flips["mask_near"] += int(speaker_changes[near].sum())
-        self.flips["mask_confident"] += int(speaker_changes[~near].sum())
+        self.flips.near += int(near.sum())
+        self.flips.confident += int((~near).sum())
+        self.flips.mask_near += int(speaker_changes[near].sum())
+        self.flips.mask_confident += int(speaker_changes[~near].sum())
         known = np.isfinite(margins)
         if known.any():
             self.worst_flip_margin = max(self.worst_flip_margin, float(margins[known].max()))
@@ -179,35 +232,35 @@ class SegmentationEvidence:
         return notes
 
     # -- judging ----------------------------------------------------------------------------
-    def totals(self) -> dict[str, Any]:
-        flips = self.flips["near"] + self.flips["confident"]
+    def totals(self) -> SegmentationTotals:
+        flips = self.flips.near + self.flips.confident
         nf = self.non_finite > 0  # figures over non-finite values are None (never a perfect-looking number)
         mean_finite = self.sum_abs / (self.elements - self.non_finite) if self.elements > self.non_finite else 0.0
-        return {
-            "blocks": self.blocks,
-            "windows": self.windows,
-            "elements": self.elements,
-            "audio_frames": self.audio_frames,
-            "max_abs": None if nf else self.max_abs,
-            "max_abs_finite": self.max_abs,
-            "mean_abs": None if nf else mean_finite,
-            "mean_abs_finite": mean_finite,
-            "max_ulp": None if nf else self.max_ulp,
-            "max_ulp_finite": self.max_ulp,
-            "fraction_differing": self.differing / self.elements if self.elements else 0.0,
-            "differing_elements": self.differing,
-            "non_finite": self.non_finite,
-            "non_finite_windows": self.non_finite_windows,
-            "figures_non_finite": {"count": self.non_finite_windows, "of": self.windows, "unit": "windows"},
-            "argmax_flips_near_tie": self.flips["near"],
-            "argmax_flips_confident": self.flips["confident"],
-            "mask_flips_near_tie": self.flips["mask_near"],
-            "mask_flips_confident": self.flips["mask_confident"],
-            "worst_flip_margin": self.worst_flip_margin,
-            "flips": flips,
-            "flip_rate_upper95": upper_bound(flips, self.audio_frames),
-            "bitwise": self.differing == 0 and self.non_finite == 0,
-        }
+        return SegmentationTotals(
+            blocks=self.blocks,
+            windows=self.windows,
+            elements=self.elements,
+            audio_frames=self.audio_frames,
+            max_abs=None if nf else self.max_abs,
+            max_abs_finite=self.max_abs,
+            mean_abs=None if nf else mean_finite,
+            mean_abs_finite=mean_finite,
+            max_ulp=None if nf else self.max_ulp,
+            max_ulp_finite=self.max_ulp,
+            fraction_differing=self.differing / self.elements if self.elements else 0.0,
+            differing_elements=self.differing,
+            non_finite=self.non_finite,
+            non_finite_windows=self.non_finite_windows,
+            figures_non_finite=NonFiniteFigures(count=self.non_finite_windows, of=self.windows, unit="windows"),
+            argmax_flips_near_tie=self.flips.near,
+            argmax_flips_confident=self.flips.confident,
+            mask_flips_near_tie=self.flips.mask_near,
+            mask_flips_confident=self.flips.mask_confident,
+            worst_flip_margin=self.worst_flip_margin,
+            flips=flips,
+            flip_rate_upper95=upper_bound(flips, self.audio_frames),
+            bitwise=self.differing == 0 and self.non_finite == 0,
+        )
 
     def verdict(self, shape: int | str) -> OpVerdict:
         t, lim = self.totals(), self.limits
@@ -215,13 +268,13 @@ class SegmentationEvidence:
             gate(
                 0,
                 "non_finite",
-                t["non_finite"],
+                t.non_finite,
                 "==",
                 0,
                 CheckDetails(
                     unit="elements",
-                    offending=t["non_finite"],
-                    total=t["elements"],
+                    offending=t.non_finite,
+                    total=t.elements,
                     where=_at("first", self.non_finite_at),
                     hint="a NaN/Inf appeared where the golden has none: a packing or model bug",
                 ),
@@ -232,28 +285,28 @@ class SegmentationEvidence:
                 gate(
                     0,
                     "differing_elements",
-                    t["differing_elements"],
+                    t.differing_elements,
                     "==",
                     0,
                     CheckDetails(
                         unit="elements",
-                        offending=t["differing_elements"],
-                        total=t["elements"],
+                        offending=t.differing_elements,
+                        total=t.elements,
                         where=_at("most ULP at", self.max_ulp_at),
-                        note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
+                        note=f"max_abs {fmt(t.max_abs)}, max_ulp {fmt(t.max_ulp)}",
                         hint="the shape changes output bits: judge it with --tolerance tolerance, or "
                         "localise the first diverging layer",
                     ),
                 )
             )
         else:
-            figure = CheckDetails(total=t["windows"], unit="windows", hint=HINT_CHANGE)
+            figure = CheckDetails(total=t.windows, unit="windows", hint=HINT_CHANGE)
             non_finite, first = self.non_finite_windows, _at("first non-finite at", self.non_finite_at)
             checks.append(
                 figure_check(
                     0,
                     "max_abs",
-                    t["max_abs_finite"],
+                    t.max_abs_finite,
                     "<=",
                     lim.max_abs,
                     replace(
@@ -262,7 +315,7 @@ class SegmentationEvidence:
                         offending=self.windows_over_abs,
                         where=_at("worst", self.max_abs_at),
                         note=(
-                            f"{self.elements_over_abs:,} of {t['elements']:,} elements over the limit"
+                            f"{self.elements_over_abs:,} of {t.elements:,} elements over the limit"
                             if self.elements_over_abs
                             else ""
                         ),
@@ -275,7 +328,7 @@ class SegmentationEvidence:
                 figure_check(
                     0,
                     "max_ulp",
-                    t["max_ulp_finite"],
+                    t.max_ulp_finite,
                     "<=",
                     lim.max_ulp,
                     replace(
@@ -289,22 +342,20 @@ class SegmentationEvidence:
                 )
             )
             checks.append(
-                figure_check(
-                    0, "mean_abs", t["mean_abs_finite"], "<=", None, replace(figure, hint=""), non_finite, first
-                )
+                figure_check(0, "mean_abs", t.mean_abs_finite, "<=", None, replace(figure, hint=""), non_finite, first)
             )
         checks.append(
             gate(
                 0,
                 "confident_flips",
-                t["argmax_flips_confident"],
+                t.argmax_flips_confident,
                 "<=",
                 lim.max_confident_flips,
                 CheckDetails(
                     limit="max_confident_flips",
                     unit="audio frames",
-                    offending=t["argmax_flips_confident"],
-                    total=t["audio_frames"],
+                    offending=t.argmax_flips_confident,
+                    total=t.audio_frames,
                     where=_at("first", self.confident_at),
                     note=f"class changed although the golden's top-two margin >= {lim.near_tie_margin} nats",
                     hint=HINT_CHANGE,
@@ -315,22 +366,22 @@ class SegmentationEvidence:
             gate(
                 0,
                 "near_tie_flips",
-                t["argmax_flips_near_tie"],
+                t.argmax_flips_near_tie,
                 "<=",
                 None,
-                CheckDetails(unit="audio frames", total=t["audio_frames"], note="counted in the flip rate"),
+                CheckDetails(unit="audio frames", total=t.audio_frames, note="counted in the flip rate"),
             )
         )
         checks.append(
             gate(
                 0,
                 "mask_flips",
-                t["mask_flips_near_tie"] + t["mask_flips_confident"],
+                t.mask_flips_near_tie + t.mask_flips_confident,
                 "<=",
                 None,
                 CheckDetails(
-                    note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
-                    f"{t['mask_flips_confident']} confident"
+                    note=f"speaker activity changes: {t.mask_flips_near_tie} near-tie, "
+                    f"{t.mask_flips_confident} confident"
                 ),
             )
         )
@@ -339,8 +390,8 @@ class SegmentationEvidence:
                 rate_check(
                     0,
                     "flip_rate_upper95",
-                    t["flips"],
-                    t["audio_frames"],
+                    t.flips,
+                    t.audio_frames,
                     lim.max_flip_rate,
                     "audio frames",
                     "max_flip_rate",
@@ -351,4 +402,4 @@ class SegmentationEvidence:
             {"block": b, "metric": "flips", "value": n}
             for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
         ]
-        return op_verdict(0, shape, checks, t, lim.document(), failing, self.sample.values())
+        return op_verdict(0, shape, checks, t.as_dict(), lim.document(), failing, self.sample.values())
