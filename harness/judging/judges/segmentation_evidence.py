@@ -19,8 +19,8 @@ only: its value and its check here, its limit in the judge.
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from harness.data.masks import audio_frames
 from harness.data.metrics import row_diff
 from harness.data.outputs import SegmentationOutputs
 from harness.judging.binomial import upper_bound
+from harness.judging.judges.evidence_figures import FlipCounts, SegmentationTotals, WorstBlock
 from harness.judging.judges.judge_base import (
     CheckDetails,
     FlipNotes,
@@ -45,51 +46,6 @@ from harness.judging.judges.shared_checks import HINT_CHANGE, MAX_FAILING, _at, 
 
 if TYPE_CHECKING:
     from harness.judging.judges.judge_base import OpVerdict
-
-
-@dataclass
-class FlipCounts:
-    """OP 0's flipped audio frames so far, by the golden's margin (near-tie or confident), and the speaker
-    activity changes those flips make (mask flips)."""
-
-    near: int = 0
-    confident: int = 0
-    mask_near: int = 0
-    mask_confident: int = 0
-
-
-@dataclass(frozen=True)
-class SegmentationTotals:
-    """OP 0's figures over the corpus: the checks read them by name, and the score file holds them as the
-    verdict's ``metrics`` (:meth:`as_dict`, fields in the file's key order)."""
-
-    blocks: int
-    windows: int
-    elements: int
-    audio_frames: int
-    max_abs: float | None
-    max_abs_finite: float
-    mean_abs: float | None
-    mean_abs_finite: float
-    max_ulp: int | None
-    max_ulp_finite: int
-    fraction_differing: float
-    differing_elements: int
-    non_finite: int
-    non_finite_windows: int
-    figures_non_finite: NonFiniteFigures
-    argmax_flips_near_tie: int
-    argmax_flips_confident: int
-    mask_flips_near_tie: int
-    mask_flips_confident: int
-    worst_flip_margin: float
-    flips: int
-    flip_rate_upper95: float
-    bitwise: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        """The score file's ``metrics`` of OP 0: every field, in order."""
-        return asdict(self)
 
 
 class SegmentationEvidence:
@@ -397,9 +353,8 @@ class SegmentationEvidence:
                     "max_flip_rate",
                 )
             )
-        failing = [{"block": b, "metric": "max_abs", "value": v} for v, b in sorted(self.worst_blocks, reverse=True)]
+        failing = [WorstBlock(b, "max_abs", v) for v, b in sorted(self.worst_blocks, reverse=True)]
         failing += [
-            {"block": b, "metric": "flips", "value": n}
-            for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
+            WorstBlock(b, "flips", n) for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
         ]
-        return op_verdict(0, shape, checks, t.as_dict(), lim.document(), failing, self.sample.values())
+        return op_verdict(0, shape, checks, t, lim, failing, self.sample.values())

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +35,7 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
 from harness.judging.judges import rowkeys
+from harness.judging.judges.evidence_figures import RowCauses, VoiceprintTotals, WorstRow, WorstRows
 from harness.judging.judges.judge_base import (
     CheckDetails,
     FlipNotes,
@@ -52,81 +52,6 @@ from harness.judging.judges.voiceprint_rows import _empty, _label, _Worst
 
 if TYPE_CHECKING:
     from harness.judging.judges.judge_base import OpVerdict
-
-
-@dataclass
-class RowCauses:
-    """Rows of one kind (missing, extra, changed) left out of the metric comparison, by what explains them:
-    nothing, a confident OP 0 flip of their window, or near-tie flips only."""
-
-    unexplained: int = 0
-    confident: int = 0
-    near_tie: int = 0
-
-    def count(self, near: int, confident: int, chained: bool) -> str:
-        """Count one row whose window had ``near`` near-tie and ``confident`` confident flips; returns its
-        cause. Only chained mode explains rows by flips."""
-        if not chained or (not near and not confident):
-            self.unexplained += 1
-            return "unexplained"
-        if confident:
-            self.confident += 1
-            return "confident"
-        self.near_tie += 1
-        return "near_tie"
-
-    def total(self) -> int:
-        return self.unexplained + self.confident + self.near_tie
-
-
-@dataclass
-class WorstRows:
-    """The worst value of each embedding metric, where it was, and the rows over its limit."""
-
-    min_cosine: _Worst
-    max_abs: _Worst
-    max_rel_l2: _Worst
-    max_ulp: _Worst
-
-
-@dataclass(frozen=True)
-class VoiceprintTotals:
-    """A voiceprint OP's figures over the corpus: the checks read them by name, and the score file holds them
-    as the verdict's ``metrics`` (:meth:`as_dict`, fields in the file's key order)."""
-
-    rows: int
-    golden_rows: int
-    judged_rows: int
-    missing_rows: int
-    extra_rows: int
-    inputs_differ: int
-    missing_unexplained: int
-    missing_confident: int
-    missing_near_tie: int
-    extra_unexplained: int
-    extra_confident: int
-    extra_near_tie: int
-    changed_unexplained: int
-    changed_confident: int
-    changed_near_tie: int
-    max_abs: float | None
-    max_ulp: int | None
-    min_cosine: float | None
-    max_rel_l2: float | None
-    max_abs_finite: float
-    max_ulp_finite: int
-    min_cosine_finite: float
-    max_rel_l2_finite: float
-    fraction_differing: float
-    differing_rows: int
-    non_finite: int
-    figures_non_finite: NonFiniteFigures
-    failed_rows: int
-    bitwise: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        """The score file's ``metrics`` of this OP: every field, in order."""
-        return asdict(self)
 
 
 class VoiceprintEvidence:
@@ -451,7 +376,7 @@ class VoiceprintEvidence:
                 )
             )
         failing = [
-            {"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
+            WorstRow(b, w, s, "max_abs", None if v == np.inf else v)
             for v, b, w, s in sorted(self.worst_rows, reverse=True)
         ]
-        return op_verdict(op, shape, checks, t.as_dict(), lim.document(), failing, self.sample.values())
+        return op_verdict(op, shape, checks, t, lim, failing, self.sample.values())
