@@ -171,9 +171,9 @@ def limits_for_mode(
 
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
     makes it bitwise."""
-    recorded = None if floor is None else Floor.model_validate(floor)
     noise_floor_mode = tolerance_mode == ToleranceMode.NOISE_FLOOR
-    if tolerance_mode == ToleranceMode.BITWISE or (noise_floor_mode and recorded is not None and recorded.bitwise):
+    recorded = Floor.model_validate(floor) if noise_floor_mode and floor is not None else None  # read only here
+    if tolerance_mode == ToleranceMode.BITWISE or (recorded is not None and recorded.bitwise):
         return bitwise()
     if noise_floor_mode:
         if recorded is None:
