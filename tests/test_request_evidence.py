@@ -21,6 +21,7 @@ from harness.data.shape import Shape
 from harness.evidence.request_evidence import (
     MIN_FULL_REQUESTS,
     RequestCounter,
+    RequestCounts,
     enough,
     gate_blocks,
     needed_blocks,
@@ -66,10 +67,10 @@ def test_only_requests_of_exactly_k_real_blocks_count_and_the_minimum_over_ops_i
         call("fast", 4, 2, list("ef")),
     ]  # OP 2: the full pack had no voiceprint rows, so was not sent
     assert list(counter.observe(calls)) == calls  # a pass-through: the call log is read once
-    assert counter.counts(4, [0]) == {"full": 1, "full_blocks": 4, "partial": 1, "partial_blocks": 2}
-    assert counter.counts(4, [0, 1, 2])["full"] == 0  # OP 2 has no full request: the evidence is OP 2's
-    assert counter.counts(4, [0, 1, 2])["partial"] == 1
-    assert counter.counts(32, [0])["full"] == 0
+    assert counter.counts(4, [0]) == RequestCounts(full=1, full_blocks=4, partial=1, partial_blocks=2)
+    assert counter.counts(4, [0, 1, 2]).full == 0  # OP 2 has no full request: the evidence is OP 2's
+    assert counter.counts(4, [0, 1, 2]).partial == 1
+    assert counter.counts(32, [0]).full == 0
 
 
 def req(

@@ -56,6 +56,7 @@ class Violation:
         return f"law {self.law} broken by request {self.request_id!r} (row {self.row}){block}: {self.what}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The audit file's violation object (``ViolationModel``): the fields in order."""
         return asdict(self)
 
 
@@ -193,7 +194,7 @@ class Survey:
         return not self.broken
 
     def laws(self) -> dict[str, Any]:
-        """The audit file's ``laws`` (:class:`harness.capture.result.Laws`)."""
+        """The audit file's ``laws`` object (:class:`harness.data.schemas.audit.Laws`, checked when the file is)."""
         return {
             "passed": self.passed,
             "judged": list(CAPTURE_LAWS),
@@ -205,7 +206,8 @@ class Survey:
         }
 
     def served(self) -> dict[str, Any]:
-        """The audit file's ``served`` (:class:`harness.capture.result.Served`)."""
+        """The audit file's ``served`` object (:class:`harness.data.schemas.audit.Served`, checked when the file
+        is)."""
         return {
             "fingerprints": dict(self.fingerprints),
             "devices": dict(self.devices),

@@ -120,7 +120,7 @@ class CaptureReader:
         """The real (non-padding) blocks of every request, in file order, from the layout column alone:
         what cutting a capture in shards of even cost needs, without reading its tensors."""
         counts = []
-        for i in range(self.file.metadata.num_row_groups):
+        for i in range(self.file.metadata.num_row_groups):  # the capture file's "segments" column
             column = (
                 read_row_group(self.file, i, self.path, "capture", CaptureError, columns=["segments"])
                 .column("segments")
@@ -173,6 +173,8 @@ def _expected(name: str, frames: int) -> str:
 
 
 def _rows(table: pa.Table, g: Geometry, where: str, first: int, seen: set[str]) -> Iterator[CapturedRequest]:
+    """The capture file's rows as requests: its columns and its segments' struct fields are read by their names
+    here, at the file's boundary (harness.capture.schema), and typed at once."""
     ids = _plain(table, "request_id", where, first)
     names = [f"row {first + j} (request {ids[j]!r})" for j in range(len(ids))]
     stamps = table.column("captured_at").cast(pa.timestamp("us", tz="UTC"), safe=False)

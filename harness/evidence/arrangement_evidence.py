@@ -170,6 +170,7 @@ class ArrangementScorer:
                 (name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items() if key in lane.same_as_plain
             ]
             if pairs:
+                # a verdict's metrics, keyed as in the score file
                 name, _ = max(pairs, key=lambda nv: nv[1].metrics.get("max_abs_finite") or 0.0)
                 counts, block = self._counts(name, op)
                 where = (

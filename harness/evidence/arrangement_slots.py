@@ -21,7 +21,7 @@ import numpy as np
 from harness.compute.metrics import row_diff
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
-from harness.data.schemas.arrangements import PAD
+from harness.data.schemas.arrangements import PAD, SlotFigures
 from harness.judging.judges.rowkeys import match
 
 COPY_MARK = "~"  # a variant's copy c >= 1 of a block is sent as f"{id}~{c}" (lanes.running.variants.sent_as)
@@ -40,13 +40,15 @@ class SlotMap:
         self.slots: dict[str, dict[str, str]] = {}
 
     def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-        """Pass the calls through (the score's other readers of the log), noting the slots on the way."""
+        """Pass the calls through (the score's other readers of the log), noting the slots on the way. A call is
+        a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)."""
         for call in calls:
             if int(call["op"]) == int(Op.SEGMENTATION) and call["lane"] != "exact":
                 self._note(call)
             yield call
 
     def _note(self, call: Mapping[str, Any]) -> None:
+        # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
         variant, k = str(call.get("variant") or ""), int(call["shape"])
         ids = list(call["block_ids"])
         if variant:
@@ -170,11 +172,45 @@ class BlockFigures:
         return blocks[int(np.argmax(key))]
 
 
-def slot_figures(figures: BlockFigures, lanes: Sequence[str], slots: SlotMap, op: Op) -> dict[str, dict[str, Any]]:
+@dataclass
+class _SlotTally:
+    """One slot's figures while they are summed over lanes and blocks (the file's :class:`SlotFigures` once
+    done)."""
+
+    placements: int = 0
+    units: int = 0
+    differing: int = 0
+    max_abs: float | None = 0.0  # None: a non-finite value sat in the slot
+    max_ulp: int = 0
+    worst_block: str | None = None
+    worst_rank: float = -1.0  # the worst block's |diff| (inf: non-finite)
+
+    def add(self, block: str, units: int, differing: int, max_abs: float, max_ulp: int) -> None:
+        self.placements += 1
+        self.units += units
+        self.differing += differing
+        self.max_ulp = max(self.max_ulp, max_ulp)
+        if self.max_abs is not None:
+            self.max_abs = None if np.isnan(max_abs) else max(self.max_abs, max_abs)
+        rank = np.inf if np.isnan(max_abs) else max_abs
+        if differing and rank > self.worst_rank:
+            self.worst_rank, self.worst_block = rank, block
+
+    def figures(self) -> SlotFigures:
+        return SlotFigures(
+            placements=self.placements,
+            units=self.units,
+            differing=self.differing,
+            max_abs=self.max_abs,
+            max_ulp=self.max_ulp,
+            worst_block=self.worst_block,
+        )
+
+
+def slot_figures(figures: BlockFigures, lanes: Sequence[str], slots: SlotMap, op: Op) -> dict[str, SlotFigures]:
     """Per slot key, over every lane: placements, units, differing, max_abs (None: non-finite), max_ulp, worst
     block. A block the call log does not place (a voiceprint-only gap) is left out."""
-    out: dict[str, dict[str, Any]] = {}
-    rank: dict[str, float] = {}
+    out: dict[str, _SlotTally] = {}
     for name in lanes:
         where = slots.of(name)
         blocks, units, differing, max_abs, max_ulp = figures.of(name, op)
@@ -182,31 +218,21 @@ def slot_figures(figures: BlockFigures, lanes: Sequence[str], slots: SlotMap, op
             slot = where.get(block)
             if slot is None:
                 continue
-            s = out.setdefault(
-                slot, {"placements": 0, "units": 0, "differing": 0, "max_abs": 0.0, "max_ulp": 0, "worst_block": None}
-            )
-            s["placements"] += 1
-            s["units"] += int(units[i])
-            s["differing"] += int(differing[i])
-            s["max_ulp"] = max(s["max_ulp"], int(max_ulp[i]))
-            value = float(max_abs[i])
-            if s["max_abs"] is not None:
-                s["max_abs"] = None if np.isnan(value) else max(s["max_abs"], value)
-            key = np.inf if np.isnan(value) else value
-            if differing[i] and key > rank.get(slot, -1.0):
-                rank[slot], s["worst_block"] = key, block
-    return dict(sorted(out.items(), key=lambda kv: (kv[0] == PAD, int(kv[0]) if kv[0] != PAD else 0)))
+            tally = out.setdefault(slot, _SlotTally())
+            tally.add(block, int(units[i]), int(differing[i]), float(max_abs[i]), int(max_ulp[i]))
+    ordered = sorted(out.items(), key=lambda kv: (kv[0] == PAD, int(kv[0]) if kv[0] != PAD else 0))
+    return {slot: tally.figures() for slot, tally in ordered}
 
 
-def worst_slot(slots: Mapping[str, Mapping[str, Any]]) -> str | None:
+def worst_slot(slots: Mapping[str, SlotFigures]) -> str | None:
     """The slot of the largest max_abs among slots holding a differing unit (non-finite first; ties: more
     differing units, then the lower slot); None when no slot differs from the golden."""
     best: tuple[float, int] | None = None
     found = None
     for key, s in slots.items():
-        if not s["differing"]:
+        if not s.differing:
             continue
-        rank = (np.inf if s["max_abs"] is None else float(s["max_abs"]), int(s["differing"]))
+        rank = (np.inf if s.max_abs is None else float(s.max_abs), int(s.differing))
         if best is None or rank > best:
             best, found = rank, key
     return found

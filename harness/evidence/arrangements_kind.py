@@ -36,7 +36,7 @@ class _ArrangementsOfShape:
         self.scorer.add(gold, lanes[self.scorer.plan.plain], lanes)
 
     def apply(self, score: ShapeScore, finish: ShapeFinish) -> ShapeScore:
-        slots = finish.counted["arrangements"]
+        slots = finish.counted["arrangements"]  # what each kind counted, by the kind's registered name
         evidence = self.scorer.evidence(finish.plain, slots)
         return with_arrangements(score, evidence, self.scorer.warnings(evidence, slots, score.neighbours))
 

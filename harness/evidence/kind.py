@@ -232,5 +232,6 @@ def with_evidence(
 
 
 def more_evidence(score: ShapeScore, name: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``update`` that stores a registered kind's result under ``shapes[k].more_evidence[name]``."""
+    """The ``update`` that stores a registered kind's result under ``shapes[k].more_evidence[name]`` (a
+    ``model_copy`` update: the model's fields by name; a registered kind's result is its own JSON object)."""
     return {"more_evidence": {**score.more_evidence, name: dict(result)}}

@@ -8,9 +8,8 @@ like the others) because a refused shape's cause is decided among every kind's e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
 
-from harness.base.jsonio import plain, seal
+from harness.base.jsonio import seal
 from harness.data.schemas.load import LoadEvidence, ShapeLoad
 from harness.data.schemas.results import Score, ShapeScore
 from harness.evidence.load_evidence import budget_pick, load_refusals
@@ -29,8 +28,6 @@ def with_load(
     """``score`` with its ``load`` key: each swept shape refused when a point is not accurate (its reason
     first), the overall verdict re-derived, the budget pick made among the shapes that pass, and the
     score sealed again (its digest covers the sweep)."""
-    body: dict[str, Any] = score.model_dump(mode="json")
-    body.pop("digest")
     probe = LoadEvidence(
         url=url,
         model_name=model_name,
@@ -42,16 +39,23 @@ def with_load(
         budget=None,
     )
     facts = ScoreFacts.of(score.model_copy(update={"load": probe}))  # every kind's refusals, the sweep's with them
-    for key, entry in body["shapes"].items():
+    judged: dict[str, ShapeScore] = {}
+    for key, shape in score.shapes.items():
         refusals = load_refusals(probe, key)
         if refusals:  # first, with the gates' reasons, before the OPs' own
-            entry["verdict"] = "fail"
-            entry["reasons"] = [*refusals, *entry["reasons"]]
-            shape = with_cause(int(key), ShapeScore.model_validate(entry), facts)
-            body["shapes"][key] = shape.model_dump(mode="json")
-    passed = [key for key, entry in body["shapes"].items() if entry["verdict"] == "pass"]
+            refused = shape.model_copy(update={"verdict": "fail", "reasons": [*refusals, *shape.reasons]})
+            shape = with_cause(int(key), refused, facts)
+        judged[key] = shape
+    passed = [key for key, shape in judged.items() if shape.verdict == "pass"]
     meets, best = budget_pick(shapes, budget_ms, passed)
-    body["load"] = probe.model_copy(update={"meets_budget": meets, "budget": best}).model_dump(mode="json")
-    all_pass = score.verification.passed and all(e["verdict"] == "pass" for e in body["shapes"].values())
-    body["verdict"] = "pass" if all_pass else "fail"
-    return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
+    all_pass = score.verification.passed and all(shape.verdict == "pass" for shape in judged.values())
+    swept = score.model_copy(
+        update={
+            "shapes": judged,
+            "load": probe.model_copy(update={"meets_budget": meets, "budget": best}),
+            "verdict": "pass" if all_pass else "fail",
+        }
+    )
+    body = swept.model_dump(mode="json")  # the digest is taken over the file's JSON (sorted keys)
+    body.pop("digest")
+    return Score.model_validate(seal(body, "digest"))

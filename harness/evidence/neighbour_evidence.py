@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.base.errors import LedgerError
 from harness.base.figures import fmt
-from harness.data.judge_limits import OpLimits
+from harness.data.judge_limits import LimitSet, OpLimits
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import PAD, slot_label
@@ -57,7 +57,7 @@ class NeighbourMap:
         self.placed: dict[str, dict[str, tuple[str, list[str]]]] = {}
 
     def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-        for call in calls:
+        for call in calls:  # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
             lane = str(call.get("variant") or "")
             if lane in self.lanes and int(call["op"]) == int(Op.SEGMENTATION):
                 self._note(lane, self.lanes[lane], list(call["block_ids"]), int(call["blocks"]))
@@ -312,9 +312,16 @@ def build_op(
     )
 
 
-def run_to_run_limits(limits: OpLimits) -> dict[str, Any]:
+class RunToRunLimits(LimitSet):
     """What the run-to-run difference of an inconclusive OP is held to: its mode's bits or max abs."""
-    return {"mode": str(limits.mode), "bitwise": limits.bitwise, "max_abs": limits.max_abs}
+
+    mode: str
+    bitwise: bool
+    max_abs: float
+
+
+def run_to_run_limits(limits: OpLimits) -> RunToRunLimits:
+    return RunToRunLimits(mode=str(limits.mode), bitwise=limits.bitwise, max_abs=limits.max_abs)
 
 
 def _run_to_run(k: int, op: Op, f: Figures, d: Decision, limits: OpLimits) -> OpVerdictModel:
@@ -340,7 +347,7 @@ def _run_to_run(k: int, op: Op, f: Figures, d: Decision, limits: OpLimits) -> Op
             limits.max_abs,
             CheckDetails(note=note, limit="max_abs"),
         )
-    return OpVerdictModel.of(int(op), f"{k}", [check], {"noise": d.noise}, run_to_run_limits(limits))
+    return OpVerdictModel.of(int(op), f"{k}", [check], {"noise": d.noise}, run_to_run_limits(limits).document())
 
 
 def _controls_text(c: ControlFigures | None) -> str:

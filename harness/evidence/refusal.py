@@ -215,6 +215,7 @@ def _size(
 def with_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> ShapeScore:
     """The shape's score with its cause (set for a refused shape, left out for one that passed)."""
     cause = refusal_cause(k, shape, facts)
+    # the fields given, by name: an optional key left unset stays out of the file (OptionalKeys)
     given: dict[str, Any] = {name: getattr(shape, name) for name in shape.model_fields_set if name != "cause"}
     if cause is not None:
         given["cause"] = cause

@@ -160,7 +160,7 @@ class RepeatScorer:
             d, mode = self.differing[op], self.tolerances.for_op(op).mode
             floor = release_floor(self.floors, op)
             own = Floor.model_validate(noise[key])
-            non_finite = any(v[i].metrics.get("non_finite") for v in per_pair)
+            non_finite = any(v[i].metrics.get("non_finite") for v in per_pair)  # metrics: keyed as in the score file
             as_release = not non_finite and within_floor(op, own, floor)
             pairs = [v[i].model_copy(update={"distribution": []}) for v in per_pair]
             ops[key] = RepeatOp(

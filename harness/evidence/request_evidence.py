@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harness.base.errors import LedgerError
@@ -42,6 +43,17 @@ RATE_SUFFIX = (
 )
 
 
+@dataclass(frozen=True)
+class RequestCounts:
+    """A shape's requests in the call log: full ones (exactly k real blocks) and the blocks in them, partial
+    ones and theirs."""
+
+    full: int = 0
+    full_blocks: int = 0
+    partial: int = 0
+    partial_blocks: int = 0
+
+
 class RequestCounter:
     """Counts the fast lanes' calls by (shape, OP): full (exactly k real blocks) or partial.
 
@@ -53,6 +65,7 @@ class RequestCounter:
         self._counts: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
 
     def add(self, call: Mapping[str, Any]) -> None:
+        # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
         if call["lane"] == "exact" or call.get("replica", 0) != 0 or call.get("variant"):  # plain lanes only
             return
         k, op = int(call["shape"]), int(call["op"])
@@ -70,16 +83,16 @@ class RequestCounter:
             self.add(call)
             yield call
 
-    def counts(self, k: int, ops: Sequence[int]) -> dict[str, int]:
+    def counts(self, k: int, ops: Sequence[int]) -> RequestCounts:
         """``full``, ``full_blocks``, ``partial``, ``partial_blocks`` of shape k: full requests the minimum
         over ``ops`` (an OP whose calls carried fewer full requests limits the evidence), partial ones
         the maximum (a voiceprint OP sends no pack without rows, so its count can only be lower)."""
         per_op = [self._counts.get((int(k), int(op)), [0, 0, 0, 0]) for op in ops]
         if not per_op:
-            return {"full": 0, "full_blocks": 0, "partial": 0, "partial_blocks": 0}
+            return RequestCounts()
         full = min(per_op, key=lambda e: (e[0], e[1]))
         partial = max(per_op, key=lambda e: (e[2], e[3]))
-        return {"full": full[0], "full_blocks": full[1], "partial": partial[2], "partial_blocks": partial[3]}
+        return RequestCounts(full=full[0], full_blocks=full[1], partial=partial[2], partial_blocks=partial[3])
 
 
 def gate_blocks(op_verdicts: Mapping[Any, OpVerdictModel], blocks: int) -> int | None:
@@ -109,14 +122,14 @@ def needed_blocks(k: int, op_verdicts: Mapping[Any, OpVerdictModel], blocks: int
 
 
 def requests_entry(
-    counts: Mapping[str, int], k: int, op_verdicts: Mapping[Any, OpVerdictModel], blocks: int
+    counts: RequestCounts, k: int, op_verdicts: Mapping[Any, OpVerdictModel], blocks: int
 ) -> RequestEvidence:
     """The score's ``shapes[k].requests``."""
     return RequestEvidence(
-        full=int(counts["full"]),
-        full_blocks=int(counts["full_blocks"]),
-        partial=int(counts["partial"]),
-        partial_blocks=int(counts["partial_blocks"]),
+        full=counts.full,
+        full_blocks=counts.full_blocks,
+        partial=counts.partial,
+        partial_blocks=counts.partial_blocks,
         needed_blocks=needed_blocks(k, op_verdicts, blocks),
     )
 

@@ -75,7 +75,8 @@ def warns(op: Op, verdicts: Sequence[OpVerdictModel], floors: Floors | None) -> 
 
 def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The noise of several pairs over the same blocks (each :func:`harness.judging.reproduction.noise_floor` of one
-    pair) as one floor: per OP the worst figure of any pair (flips too: every pair covers the same blocks)."""
+    pair) as one floor: per OP the worst figure of any pair (flips too: every pair covers the same blocks). Floors
+    in the manifest's JSON form, as the judges' floor figures take and give them."""
     return worst_of_ops(parts, flips=max)
 
 
@@ -98,7 +99,8 @@ def noise_text(op: Op, f: Floor | None) -> str:
 
 
 def limits_text(limits: Mapping[str, Any]) -> str:
-    """The limits a pair held, in words: 'max_abs 0.0001, min_cosine 0.99999'."""
+    """The limits a pair held, in words: 'max_abs 0.0001, min_cosine 0.99999'. ``limits``: a verdict's, as the
+    score file holds them (any judge's or kind's keys)."""
     if limits.get("bitwise"):
         return "bitwise"
     parts = [
@@ -125,6 +127,7 @@ def evidence_warning(
     if not warns(op, verdicts, floors):
         return None
     floor, noise = release_floor(floors, op), noise_of(op, verdicts)
+    # the verdicts' metrics and limits, keyed as in the score file
     worst = max(verdicts, key=lambda v: v.metrics.get("max_abs_finite") or 0.0)
     unit: Literal["windows", "rows"] = "windows" if op is Op.SEGMENTATION else "rows"
     blocks, blocks_differing, units, units_differing = counts

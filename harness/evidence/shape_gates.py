@@ -38,7 +38,7 @@ def shape_gates(
 
 def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
     """The reason line when the run's packer did not hold the packing laws (None: it held them); ``laws``
-    as the run manifest holds it, or the score's model of it."""
+    as the run manifest holds it (its JSON object, read by key), or the score's model of it."""
     verdict = laws.verdict if isinstance(laws, LawsVerdict) else laws["verdict"]
     if verdict == "hold":
         return None

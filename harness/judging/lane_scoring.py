@@ -9,6 +9,7 @@ judge attributes changed voiceprint rows to the OP 0 flips of their window.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from harness.data.geometry import Geometry
@@ -23,13 +24,14 @@ from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 from harness.evidence.shape_gates import shape_gates
 from harness.judging.judges import judge_for
-from harness.judging.judges.judge_base import OpVerdict
+from harness.judging.judges.judge_base import NonFiniteFigures, OpVerdict
 
 
 def op_limits(
     tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None, sample_bound: bool = True
 ) -> dict[Op, OpLimits]:
-    """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor)."""
+    """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor: each OP's as
+    the manifest holds it, ``golden.floors()``, parsed by the judges)."""
     floors = floors or {}
     return {op: judge_for(op).limits(tolerances.for_op(op), floors.get(int(op)), sample_bound) for op in ops}
 
@@ -65,13 +67,14 @@ def shape_result(
     verdicts: list[OpVerdict],
     requests: RequestEvidence,
     laws: Mapping[str, Any] | LawsVerdict | None = None,
-    vs_exact: dict[str, Any] | None = None,
+    vs_exact: PackingEffect | None = None,
 ) -> ShapeScore:
     """The score file's entry for one packed shape: its OPs' verdicts, then the two gates every shape
     passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
     exact lane (:func:`packing_effect`), absent from the file when None."""
     passed, gate_reasons = shape_gates(Shape(shape), all(v.passed for v in verdicts), requests, laws)
-    effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": vs_exact}  # given only when measured
+    # the score file's optional key, given only when measured (an unset key is left out of the file)
+    effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": asdict(vs_exact)}
     return ShapeScore(
         shape=Shape(shape),
         verdict="pass" if passed else "fail",
@@ -89,17 +92,39 @@ def op_key(op: int) -> OpKey:
     return cast(OpKey, key)
 
 
-def packing_effect(verdicts: list[OpVerdict]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OpEffect:
+    """One OP of a shape against the run's own exact lane: bitwise, or its largest differences (None where
+    non-finite values made the figure, or where the OP has no such figure)."""
+
+    bitwise: bool
+    max_abs: float | None
+    min_cosine: float | None
+    argmax_flips: int | None
+    figures_non_finite: NonFiniteFigures | None
+
+
+@dataclass(frozen=True)
+class PackingEffect:
+    """A shape against the run's own exact lane, per OP (the score file's ``vs_exact``: fields in its key
+    order)."""
+
+    bitwise: bool
+    ops: dict[str, OpEffect]
+
+
+def packing_effect(verdicts: list[OpVerdict]) -> PackingEffect:
     """A shape against the run's own exact lane (same process, same moment): what packing alone
     changes, told apart from drift between the golden's machine and this one."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, OpEffect] = {}
     for v in verdicts:
-        m = v.metrics
-        out[str(v.op)] = {
-            "bitwise": m["bitwise"],
-            "max_abs": m.get("max_abs"),  # None: non-finite values
-            "min_cosine": m.get("min_cosine"),
-            "argmax_flips": m.get("flips"),
-            "figures_non_finite": m.get("figures_non_finite"),
-        }
-    return {"bitwise": all(o["bitwise"] for o in out.values()), "ops": out}
+        m = v.metrics  # the verdict's figures as the score file holds them (keys: the judges' totals' fields)
+        non_finite = m.get("figures_non_finite")
+        out[str(v.op)] = OpEffect(
+            bitwise=m["bitwise"],
+            max_abs=m.get("max_abs"),  # None: non-finite values
+            min_cosine=m.get("min_cosine"),
+            argmax_flips=m.get("flips"),
+            figures_non_finite=None if non_finite is None else NonFiniteFigures(**non_finite),
+        )
+    return PackingEffect(bitwise=all(o.bitwise for o in out.values()), ops=out)

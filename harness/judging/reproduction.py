@@ -37,7 +37,8 @@ def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: Voice
 
 
 def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
-    """The manifest's ``reproducibility``: bitwise per OP, else its floor (the OP's judge's figures)."""
+    """The manifest's ``reproducibility``: bitwise per OP, else its floor (the OP's judge's figures), as the
+    file's JSON object (checked by its model, ``Reproducibility``, when the manifest is written)."""
     ops = {str(v.op): floor_figures.take(judge_for(Op(v.op)).floor_figures, v.metrics) for v in verdicts}
     return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
 
@@ -86,7 +87,7 @@ def reproduction(
 ) -> Reproduction:
     """The verification record (score files, JUnit, the report)."""
     passed = all(v.passed for v in verdicts)
-    bitwise = all(v.metrics["bitwise"] for v in verdicts)
+    bitwise = all(v.metrics["bitwise"] for v in verdicts)  # the verdicts' figures, keyed as in the score file
     same_setup = fingerprint_matches and not differences
     status: Status
     if passed and bitwise:
@@ -135,6 +136,7 @@ def _worst(ops: Mapping[str, OpVerdict]) -> str:
         if failed:
             c = failed[0]
             return f"OP {op} {c.metric} {c.observed} vs allowed {c.allowed}"
+    # the verdicts' figures, keyed as in the score file (an older one has no max_abs_finite)
     maxes = {op: v.metrics.get("max_abs_finite", v.metrics.get("max_abs")) for op, v in ops.items()}
     op, value = max(maxes.items(), key=lambda kv: kv[1] or 0.0)
     return f"OP {op} max_abs {value:.3g}"

@@ -48,7 +48,8 @@ def refused_rate(n: int, allowed: float, power: float = POWER) -> float | None:
 
 
 def op_sensitivity(k: int, op: Op, metrics: Mapping[str, Any], limits: OpLimits, neighbours: Any) -> OpSensitivity:
-    """One OP's figures (module doc); ``neighbours``: the shape's neighbour evidence of this OP (None: none)."""
+    """One OP's figures (module doc); ``neighbours``: the shape's neighbour evidence of this OP (None: none).
+    ``metrics``: the OP's verdict's, as the score file holds them (keyed by the file's names)."""
     unit: Literal["audio frames", "rows"]
     if op is Op.SEGMENTATION:
         unit, n = "audio frames", int(metrics.get("audio_frames") or 0)

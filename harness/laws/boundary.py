@@ -29,7 +29,7 @@ from harness.data.ops import Op
 from harness.laws.strategies import LAW_GEOMETRY, MAX_ROWS
 from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS
 
-Example = tuple[list[Block], dict[str, Any]]
+Example = tuple[list[Block], dict[str, Any]]  # blocks, and the law's keyword arguments by name (pad_to, cut, extra)
 DEFAULT_MAX_BLOCKS = LAWS_DEFAULT_MAX_BLOCKS  # the largest list the laws pack unless the caller names its largest k
 
 

@@ -58,7 +58,7 @@ def speaker_dropping_packer(items: Sequence[Block], pad_to: int | None = None) -
 def exclusive_index_packer(items: Sequence[Block], pad_to: int | None = None) -> PackedRequest:
     """Emits BATCH_ACCUMULATED_ELEMENT_COUNT as an exclusive prefix sum (starts, not ends): off by one item."""
     good = pack(items, pad_to=pad_to)
-    index = good.ragged_index()
+    index = good.ragged_index()  # Triton's index tensors by their input names: the wire format itself
     index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"][:-1]
     return PackedRequest(
         good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
@@ -71,7 +71,7 @@ def padded_index_packer(items: Sequence[Block], pad_to: int | None = None) -> Pa
     Spans of 40/30/20/35 samples padded to 6 give [41 71 91 126 126 126], past the 125-sample SPAN.
     """
     good = pack(items, pad_to=pad_to)
-    index = good.ragged_index()
+    index = good.ragged_index()  # Triton's index tensors by their input names: the wire format itself
     if any(s.padding for s in good.segments):
         index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT"] + np.int32(1)
     return PackedRequest(
@@ -149,7 +149,7 @@ class PaddingFirstPacker:
             for s in packed.segments[:real]
         ]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:  # the Packer protocol's free-form description (harness.packers.packing)
         return {"name": self.name, "kind": "control"}
 
     def close(self) -> None:
@@ -181,7 +181,7 @@ class NoRebaseNestingPacker:
     def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return unpack(packed, outputs)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:  # the Packer protocol's free-form description (harness.packers.packing)
         return {"name": self.name, "kind": "control"}
 
     def close(self) -> None:

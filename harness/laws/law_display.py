@@ -18,6 +18,7 @@ LAYOUT_SHOWN = 10  # segments of a request's layout shown in full
 
 
 def describe_params(params: dict[str, Any], blocks: Sequence[Block]) -> str:
+    """A law's example parameters in words; ``params``: the law's keyword arguments by name (pad_to, cut, extra)."""
     parts = []
     if params.get("pad_to") is not None:
         parts.append(f"padded to k={params['pad_to']}")
@@ -90,6 +91,7 @@ def _segment(s: Segment) -> str:
 
 
 def block_dict(block: Block) -> dict[str, Any]:
+    """A block as the laws report's JSON holds it (idx only for a voiceprint block)."""
     out = {
         "id": block.id,
         "op": int(block.op),
@@ -104,6 +106,7 @@ def block_dict(block: Block) -> dict[str, Any]:
 
 
 def request_dict(packed: PackedRequest) -> dict[str, Any]:
+    """A packed request as the laws report's JSON holds it."""
     return {
         "op": int(packed.op),
         "k": packed.k,

@@ -255,6 +255,7 @@ def shrink(
 
 
 def _subset(blocks: list[Block], params: dict[str, Any], keep: list[int]) -> Example | None:
+    """The example cut to ``keep``, its parameters (the law's keyword arguments, by name) moved to match."""
     if not keep:
         return None
     sub, out = [blocks[i] for i in keep], dict(params)

@@ -304,7 +304,7 @@ def law_ragged_index(packer: Packer, blocks: Sequence[Block], pad_to: int | None
                 f"{name} ({source}) for {items}: {diff}; got {_ints(got)}, the layout gives {_ints(want[name])}",
                 packed,
             )
-    acc = np.asarray(want["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"]).astype(np.int64)
+    acc = np.asarray(want["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"]).astype(np.int64)  # by its Triton input name
     for j, seg in enumerate(packed.segments):
         if seg.padding:
             continue

@@ -30,6 +30,7 @@ def report_document(report: LawsReport, created: str) -> LawsReportFile:
         format=1,
         created=created,
         harness_version=__version__,
+        # the packer's describe(): its own free-form object, read for its name
         packer=LawsPacker(name=str(report.packer.get("name", "?")), identity=report.identity, describe=report.packer),
         examples=report.examples,
         seed=report.seed,
@@ -72,7 +73,7 @@ def _result(o: LawOutcome, finding: int | None) -> LawResult:
 def _counterexample(c: Counterexample) -> LawCounterexample:
     packed = None
     if c.packed is not None:
-        request = request_dict(c.packed)
+        request = request_dict(c.packed)  # the report's JSON form of the request, read back into its models
         packed = LawRequest(
             **{k: v for k, v in request.items() if k != "segments"},
             segments=[LawSegment(**s) for s in request["segments"]],

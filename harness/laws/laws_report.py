@@ -31,7 +31,7 @@ class Counterexample:
     """The minimal example breaking a law, and what the packer made of it."""
 
     blocks: tuple[Block, ...]
-    params: dict[str, Any]
+    params: dict[str, Any]  # the law's keyword arguments by name (pad_to, cut, extra)
     what: str
     packed: PackedRequest | None
     found_after: int  # examples tried before the first failure (shrinking not counted)
@@ -110,6 +110,7 @@ class LawOutcome:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The outcome as the laws report's JSON holds it (its counterexample only when broken)."""
         out = {
             "law": self.law,
             "statement": self.statement,
@@ -177,7 +178,7 @@ class LawsReport:
     """Every law judged on one packer: ``ok`` only when each one held, judged on every example (never
     when one is broken or not judged; nor when there is no law at all)."""
 
-    packer: dict[str, Any]
+    packer: dict[str, Any]  # the packer's describe(): the Packer protocol's free-form object
     examples: int
     seed: int
     outcomes: tuple[LawOutcome, ...]
@@ -207,6 +208,7 @@ class LawsReport:
         return "broken" if any(o.status == BROKEN for o in self.outcomes) else "not-judged"
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as ``harness laws --json`` writes it."""
         return {
             "packer": self.packer,
             "identity": self.identity,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -112,15 +113,26 @@ def record_activations(
     return store, np.asarray(answer)
 
 
-def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Divergence:
+    """The first layer whose packed output differs from the block's alone, and by how much (the localisation
+    file's ``detail``: fields in its key order)."""
+
+    layer: str
+    max_abs: float
+    non_finite: int
+    fraction_differing: float
+
+
+def _divergence(layer: str, got: torch.Tensor, want: torch.Tensor) -> Divergence:
     finite = torch.isfinite(got) & torch.isfinite(want)
     diff = (got.double() - want.double()).abs()[finite]
-    return {
-        "layer": layer,
-        "max_abs": float(diff.max()) if diff.numel() else 0.0,
-        "non_finite": int((~finite).sum()),
-        "fraction_differing": float((got != want).double().mean()),
-    }
+    return Divergence(
+        layer=layer,
+        max_abs=float(diff.max()) if diff.numel() else 0.0,
+        non_finite=int((~finite).sum()),
+        fraction_differing=float((got != want).double().mean()),
+    )
 
 
 @contextmanager
@@ -198,7 +210,8 @@ def localise(
 
     ``floors``: the golden's module floors of this OP (``module_floors.ops[op]``; None: one ulp of each
     module's scale); ``multiple``: how many floors a module's error may reach before it is named; ``spill``:
-    the folder the activations' files go in."""
+    the folder the activations' files go in. Returns the localisation file's entry for the OP (``LocalisedOp``:
+    its typed keys and the free-form ones this function writes)."""
     if not hasattr(model, "torch_modules"):
         return {"available": False, "reason": "the model exposes no torch modules to hook"}
     op = blocks[0].op
@@ -216,7 +229,7 @@ def localise(
         )
         with exact_acts:
             mine = packed_out[seg.window_slice if op is Op.SEGMENTATION else seg.row_slice]
-            first: dict[str, Any] | None = None
+            first: Divergence | None = None
             layers = len(exact_acts.names())
 
             def pairs() -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
@@ -233,8 +246,8 @@ def localise(
         "k": packed.k,
         "blocks": [b.id for b in blocks],
         "block": target,
-        "first_diverging_layer": first["layer"] if first else None,
-        "detail": first,
+        "first_diverging_layer": first.layer if first else None,
+        "detail": asdict(first) if first else None,
         "layers_compared": layers,
         **profile,
     }

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -63,33 +64,54 @@ def scale_of(t: torch.Tensor) -> float:
     return float(magnitude.max())
 
 
-def difference(got: torch.Tensor, want: torch.Tensor, scale: float | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Difference:
+    """How far one module's output is from another's: max abs, relative to ``scale`` (``want``'s largest finite
+    magnitude), and the elements finite on one side only."""
+
+    max_abs: float
+    max_rel: float
+    scale: float
+    non_finite: int
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """One module's row of the profile (the localisation file's ``modules``: fields in its key order)."""
+
+    module: str
+    max_abs: float
+    max_rel: float
+    floor: float
+    ratio: float
+    non_finite: int
+
+
+def difference(got: torch.Tensor, want: torch.Tensor, scale: float | None = None) -> Difference:
     """Max abs, relative (to ``want``'s scale; ``scale`` when known) error and the count of elements whose
     finiteness differs. Cheap on the common cases (this runs on every module of every sampled call): equal
     tensors cost one comparison, finite ones one subtraction; only a non-finite value takes the slow path."""
     scale = scale_of(want) if scale is None else scale
     tiny = float(torch.finfo(torch.float32).tiny)
     if torch.equal(got, want):  # the common case of the golden's two passes: nothing to measure
-        return {"max_abs": 0.0, "max_rel": 0.0, "scale": scale, "non_finite": 0}
+        return Difference(max_abs=0.0, max_rel=0.0, scale=scale, non_finite=0)
     if got.dtype.is_floating_point and want.dtype == got.dtype:
         max_abs = float((got - want).abs().max())  # NaN or inf when either side holds one
         if math.isfinite(max_abs):
-            return {"max_abs": max_abs, "max_rel": max_abs / max(scale, tiny), "scale": scale, "non_finite": 0}
+            return Difference(max_abs=max_abs, max_rel=max_abs / max(scale, tiny), scale=scale, non_finite=0)
     g, w = got.double(), want.double()
     gf, wf = torch.isfinite(g), torch.isfinite(w)
     diff = torch.where(gf & wf, (g - w).abs(), torch.zeros((), dtype=torch.float64))
     max_abs = float(diff.max())
-    return {
-        "max_abs": max_abs,
-        "max_rel": max_abs / max(scale, tiny),
-        "scale": scale,
-        "non_finite": int((gf != wf).sum()),
-    }
+    return Difference(
+        max_abs=max_abs, max_rel=max_abs / max(scale, tiny), scale=scale, non_finite=int((gf != wf).sum())
+    )
 
 
 def module_floor(recorded: Mapping[str, Any] | None, scale: float, dtype: torch.dtype) -> float:
     """The floor of one module (module doc): the golden's two-pass noise or one-ulp-jitter error, whichever is
-    larger, never below one ulp of the larger of the golden's recorded scale and this block's."""
+    larger, never below one ulp of the larger of the golden's recorded scale and this block's. ``recorded``: the
+    module's entry of the golden manifest's ``module_floors`` (its JSON object; older goldens lack ``jitter``)."""
     noise = max(float(recorded["max_abs"]), float(recorded.get("jitter", 0.0))) if recorded else 0.0
     recorded_scale = float(recorded.get("scale", 0.0)) if recorded else 0.0
     return max(noise, ulp_of(max(scale, recorded_scale), dtype))
@@ -107,20 +129,12 @@ def along_network(
     first = None
     for name, got, want in pairs:
         d = difference(got, want)
-        floor = module_floor((floors or {}).get(name), d["scale"], want.dtype)
-        ratio = d["max_abs"] / floor
-        modules.append(
-            {
-                "module": name,
-                "max_abs": d["max_abs"],
-                "max_rel": d["max_rel"],
-                "floor": floor,
-                "ratio": ratio,
-                "non_finite": d["non_finite"],
-            }
-        )
-        if first is None and (ratio > multiple or d["non_finite"]):
+        floor = module_floor((floors or {}).get(name), d.scale, want.dtype)
+        ratio = d.max_abs / floor
+        modules.append(asdict(ModuleRow(name, d.max_abs, d.max_rel, floor, ratio, d.non_finite)))
+        if first is None and (ratio > multiple or d.non_finite):
             first = name
+    # the profile's part of the localisation file's entry (LocalisedOp's keys): floor_note only without floors
     out: dict[str, Any] = {
         "modules": modules,
         "first_exceeding": first,

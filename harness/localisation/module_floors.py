@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,7 +56,8 @@ def sample_ids(ids: Sequence[str], blocks: int, seed: int) -> list[str]:
 
 
 def skipped(reason: str, seed: int) -> dict[str, Any]:
-    """The manifest's ``module_floors`` when none could be recorded: why, in one line."""
+    """The manifest's ``module_floors`` when none could be recorded: why, in one line (the manifest's JSON object,
+    sealed with it: ``ModuleFloors``)."""
     return {"format": FORMAT, "passes": PASSES, "seed": seed, "blocks": [], "ops": {}, "skipped": reason}
 
 
@@ -131,6 +133,7 @@ class FloorSampler:
             return {"module_floors": skipped(why, self.seed)}
 
     def _record(self, corpus: Iterable[Block]) -> dict[str, Any]:
+        """The manifest's ``module_floors`` object (``ModuleFloors``), as it is sealed with the manifest."""
         floors: dict[str, dict[str, dict[str, float]]] = {}
         for block in corpus:
             for op in self.ops:
@@ -242,29 +245,40 @@ class FloorSampler:
         return block.with_voiceprint(op, rows.weights, rows.idx, rows.speakers, self.geometry)
 
 
+@dataclass
+class _ModuleFigures:
+    """One module's largest figures so far: its first pass's magnitude (scale), the second pass's difference from
+    it (max_abs) and the jittered pass's (jitter)."""
+
+    max_abs: float = 0.0
+    scale: float = 0.0
+    jitter: float = 0.0
+
+
 class _Figures:
     """Per module, over its outputs as they come (a module may produce several): the largest magnitude of the
     first pass (its scale), the largest difference of the second pass and of the jittered one from it."""
 
     def __init__(self) -> None:
-        self.figures: dict[str, dict[str, float]] = {}
+        self.figures: dict[str, _ModuleFigures] = {}
 
     def add(self, name: str, outputs: Sequence[Any]) -> None:
         from harness.localisation.module_errors import difference, scale_of  # imports torch
 
         want, got, jit = outputs
         scale = scale_of(want)
-        f = self.figures.setdefault(name, {"max_abs": 0.0, "scale": 0.0, "jitter": 0.0})
-        f["scale"] = max(f["scale"], scale)
-        f["max_abs"] = max(f["max_abs"], float(difference(got, want, scale)["max_abs"]))
-        f["jitter"] = max(f["jitter"], float(difference(jit, want, scale)["max_abs"]))
+        f = self.figures.setdefault(name, _ModuleFigures())
+        f.scale = max(f.scale, scale)
+        f.max_abs = max(f.max_abs, float(difference(got, want, scale).max_abs))
+        f.jitter = max(f.jitter, float(difference(jit, want, scale).max_abs))
 
     def result(self) -> dict[str, dict[str, float]]:
-        """Per module: max_abs, max_rel (the largest difference over the module's scale), scale, jitter."""
+        """Per module: max_abs, max_rel (the largest difference over the module's scale), scale, jitter, as the
+        manifest's ``module_floors`` holds them."""
         import torch
 
         tiny = float(torch.finfo(torch.float32).tiny)
-        return {name: {**f, "max_rel": f["max_abs"] / max(f["scale"], tiny)} for name, f in self.figures.items()}
+        return {name: {**asdict(f), "max_rel": f.max_abs / max(f.scale, tiny)} for name, f in self.figures.items()}
 
 
 def floor_sampler(
@@ -286,7 +300,8 @@ def floor_sampler(
 def merge_module_floors(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     """The ``module_floors`` of shard goldens merged (``golden record --ray``): the worst of each module's
     figures and every shard's sampled blocks, as one recording of all of them would hold (``{}``: no shard
-    recorded floors; a shard that skipped them makes the merge skipped, saying why)."""
+    recorded floors; a shard that skipped them makes the merge skipped, saying why). Each part is a shard
+    manifest's ``module_floors`` as its JSON object, and the merge is that object again (read at that boundary)."""
     given = [p for p in parts if p is not None]
     if not given:
         return {}

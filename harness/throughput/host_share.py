@@ -20,14 +20,14 @@ class DeviceTime:
         self.seconds = 0.0
 
     def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-        for call in calls:
+        for call in calls:  # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
             self.seconds += float(call["wall_s"])
             yield call
 
 
 def host_entry(lanes_wall_s: float | None, device_s: float, blocks: int) -> dict[str, Any] | None:
-    """The score's ``host`` (:class:`harness.data.schemas.host.HostShare`); None for a run that did not
-    record its lanes' wall (a run before it, merged shards: their walls do not add up to one)."""
+    """The score's ``host`` object (:class:`harness.data.schemas.host.HostShare`, checked when the score is); None
+    for a run that did not record its lanes' wall (a run before it, merged shards: their walls do not add up to one)."""
     if lanes_wall_s is None or blocks <= 0:
         return None
     host_s = max(0.0, float(lanes_wall_s) - device_s)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from harness.data.ops import Op
 from harness.data.schemas.results import STALL_FACTOR  # what the score's "stalls" count (a report says it)
 from harness.judging.binomial import half_binomial_cdf
 
@@ -28,7 +30,9 @@ def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, A
     voiceprints): it is the rate at which the engine could finish blocks in that lane.
 
     One pass over ``calls`` (a stream: a large corpus's log is never held whole); what is kept is a
-    few numbers per call and the exact lane's time per block.
+    few numbers per call and the exact lane's time per block. ``calls``: the call log's records, keyed by its
+    columns (golden.calls.CALL_SCHEMA); the summary is the score's ``throughput`` object (the exact lane's
+    speedup is 1 by definition, with no interval).
     """
     lanes: dict[str, dict[int, _OpCalls]] = defaultdict(dict)
     exact_time: dict[str, float] = defaultdict(float)  # block id -> exact wall time summed over its OPs
@@ -47,13 +51,52 @@ def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, A
                 exact_time[b] += c["wall_s"] / max(1, len(ids))
         elif ids:
             units[key][frozenset(ids)] += c["wall_s"]
-    out = {key: _lane(per_op) for key, per_op in lanes.items()}
-    for key in out:
+    out: dict[str, dict[str, Any]] = {}
+    for key, per_op in lanes.items():
         if key == "exact":
-            out[key]["speedup"] = 1.0
-            continue
-        out[key].update(_speedup(units.get(key, {}), exact_time, int(key)))
+            out[key] = {**asdict(_lane(per_op)), "speedup": 1.0}
+        else:
+            out[key] = {**asdict(_lane(per_op)), **asdict(_speedup(units.get(key, {}), exact_time, int(key)))}
     return out
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    """One OP's calls of one lane (the score's ``throughput[lane].ops[op]``: fields in its key order)."""
+
+    calls: int
+    blocks: int
+    wall_s: float
+    blocks_per_s: float | None
+    p50_ms: float
+    p99_ms: float
+    mean_request_mb: float
+    peak_device_mb: float | None
+    stalls: int
+
+
+@dataclass(frozen=True)
+class LaneTiming:
+    """One lane over every OP (the score's ``throughput[lane]`` before its speedup: fields in its key order).
+    ``blocks``: OP 0's, a block counted once it has been through every OP."""
+
+    blocks: int
+    wall_s: float
+    blocks_per_s: float | None
+    peak_device_mb: float | None
+    ops: dict[str, OpTiming]
+    stalls: int
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A packed lane against the exact lane over the same blocks (module doc; fields in the score's key order)."""
+
+    speedup: float | None
+    speedup_interval: list[float] | None
+    repetitions: int
+    within_noise: bool | None
+    speedup_basis: str
 
 
 class _OpCalls:
@@ -65,7 +108,7 @@ class _OpCalls:
         self.request_bytes = 0
         self.peak: int | None = None
 
-    def add(self, c: Mapping[str, Any]) -> None:
+    def add(self, c: Mapping[str, Any]) -> None:  # a record of the call log, keyed by its columns
         self.wall.append(float(c["wall_s"]))
         self.blocks += int(c["blocks"])
         self.request_bytes += int(c["request_bytes"])
@@ -73,8 +116,8 @@ class _OpCalls:
             self.peak = max(self.peak or 0, int(c["peak_device_bytes"]))
 
 
-def _lane(per_op: dict[int, _OpCalls]) -> dict[str, Any]:
-    out_ops: dict[str, dict[str, Any]] = {}
+def _lane(per_op: dict[int, _OpCalls]) -> LaneTiming:
+    out_ops: dict[str, OpTiming] = {}
     stalls = 0
     for op in sorted(per_op):
         calls = per_op[op]
@@ -82,31 +125,32 @@ def _lane(per_op: dict[int, _OpCalls]) -> dict[str, Any]:
         median = float(np.median(wall))
         op_stalls = int((wall > STALL_FACTOR * median).sum()) if median > 0 and wall.size >= 4 else 0
         stalls += op_stalls
-        out_ops[str(op)] = {
-            "calls": int(wall.size),
-            "blocks": calls.blocks,
-            "wall_s": float(wall.sum()),
-            "blocks_per_s": calls.blocks / float(wall.sum()) if wall.sum() > 0 else None,
-            "p50_ms": float(np.percentile(wall, 50) * 1e3),
-            "p99_ms": float(np.percentile(wall, 99) * 1e3),
-            "mean_request_mb": float(calls.request_bytes / wall.size / 1e6),
-            "peak_device_mb": calls.peak / 2**20 if calls.peak is not None else None,
-            "stalls": op_stalls,
-        }
-    total = sum(v["wall_s"] for v in out_ops.values())
-    blocks = out_ops.get("0", {}).get("blocks", 0)
-    peaks = [v["peak_device_mb"] for v in out_ops.values() if v["peak_device_mb"] is not None]
-    return {
-        "blocks": blocks,
-        "wall_s": total,
-        "blocks_per_s": blocks / total if total > 0 else None,
-        "peak_device_mb": max(peaks) if peaks else None,
-        "ops": out_ops,
-        "stalls": stalls,
-    }
+        out_ops[str(op)] = OpTiming(
+            calls=int(wall.size),
+            blocks=calls.blocks,
+            wall_s=float(wall.sum()),
+            blocks_per_s=calls.blocks / float(wall.sum()) if wall.sum() > 0 else None,
+            p50_ms=float(np.percentile(wall, 50) * 1e3),
+            p99_ms=float(np.percentile(wall, 99) * 1e3),
+            mean_request_mb=float(calls.request_bytes / wall.size / 1e6),
+            peak_device_mb=calls.peak / 2**20 if calls.peak is not None else None,
+            stalls=op_stalls,
+        )
+    total = sum(v.wall_s for v in out_ops.values())
+    segmentation = per_op.get(int(Op.SEGMENTATION))  # every block goes through OP 0 once
+    blocks = segmentation.blocks if segmentation is not None else 0
+    peaks = [v.peak_device_mb for v in out_ops.values() if v.peak_device_mb is not None]
+    return LaneTiming(
+        blocks=blocks,
+        wall_s=total,
+        blocks_per_s=blocks / total if total > 0 else None,
+        peak_device_mb=max(peaks) if peaks else None,
+        ops=out_ops,
+        stalls=stalls,
+    )
 
 
-def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k: int) -> dict[str, Any]:
+def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k: int) -> Speedup:
     """Median over packed calls' block sets of (exact time of those blocks) / (packed time), over the
     **full** k-block requests only: a last partial pack is not a k-block request, and its time says
     nothing about one (a 16-block pack is not a 32-block speedup)."""
@@ -126,23 +170,17 @@ def _speedup(units: dict[frozenset[str], float], exact_time: dict[str, float], k
         else f"no full {k}-block request: no speedup measured at k={k}"
     )
     if ratios.size == 0:
-        return {
-            "speedup": None,
-            "speedup_interval": None,
-            "repetitions": 0,
-            "within_noise": None,
-            "speedup_basis": basis,
-        }
+        return Speedup(speedup=None, speedup_interval=None, repetitions=0, within_noise=None, speedup_basis=basis)
     lo, hi = median_interval(ratios)
     interval = None if lo is None or hi is None else [lo, hi]  # both None, or neither
     within = None if interval is None else bool(interval[0] <= 1.0 <= interval[1])
-    return {
-        "speedup": float(np.median(ratios)),
-        "speedup_interval": interval,
-        "repetitions": int(ratios.size),
-        "within_noise": within,
-        "speedup_basis": basis,
-    }
+    return Speedup(
+        speedup=float(np.median(ratios)),
+        speedup_interval=interval,
+        repetitions=int(ratios.size),
+        within_noise=within,
+        speedup_basis=basis,
+    )
 
 
 def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:

@@ -29,7 +29,9 @@ class FloorFigure:
 
 
 def take(figures: Sequence[FloorFigure], metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """One OP's floor from one pair's metrics: bitwise, then every figure."""
+    """One OP's floor from one pair's metrics: bitwise, then every figure. A floor is the manifest's JSON
+    object (``Floor``), keyed by the file's names, as are a verdict's metrics: these functions read and write
+    that form, so a judge's figure is one key in its tuple."""
     return {"bitwise": metrics["bitwise"], **{f.key: metrics[f.metric] for f in figures}}
 
 

@@ -14,22 +14,26 @@ editing that judge's modules (and its tolerance key, if it is gated).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any, Protocol, TypeAlias
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
 from harness.base.errors import ScoringError
 from harness.base.figures import NOT_GATED, fmt, holds, non_finite_text, percent, plain_number
 from harness.data.geometry import Geometry
-from harness.data.judge_limits import OpLimits
+from harness.data.judge_limits import LimitSet, OpLimits
 from harness.data.modes import TOLERANCE_MODES, ToleranceMode, VoiceprintInputs
 from harness.data.ops import Op
+from harness.data.schemas.files import Floor
 from harness.data.schemas.results import CheckModel as Check
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
 from harness.data.schemas.verdicts import NO_DETAILS, CheckDetails
 from harness.judging.judges.floor_figures import FloorFigure
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges build
 # the very objects the score holds, with gate() and op_verdict().
@@ -44,13 +48,17 @@ def op_verdict(
     op: int,
     shape: int | str,
     checks: list[Check],
-    metrics: dict[str, Any],
-    limits: dict[str, Any],
-    failing: list[dict[str, Any]],
+    totals: DataclassInstance,
+    limits: LimitSet,
+    failing: Sequence[DataclassInstance],
     distribution: list[float | None],
 ) -> OpVerdict:
-    """``OpVerdict.of``: every check of one OP at one shape; passed and reasons follow from the checks."""
-    return OpVerdict.of(op, shape, checks, metrics, limits, failing, distribution)
+    """``OpVerdict.of``: every check of one OP at one shape; passed and reasons follow from the checks. The
+    judge's typed totals, limits and worst offenders become the verdict's free-form parts here, each
+    dataclass as its fields in order (the score file's keys)."""
+    return OpVerdict.of(
+        op, shape, checks, asdict(totals), limits.document(), [asdict(o) for o in failing], distribution
+    )
 
 
 RELATIONS = ("<=", ">=", "==")
@@ -58,6 +66,16 @@ RELATIONS = ("<=", ">=", "==")
 # OP 0's flipped windows of one batch, (block, window) -> (near-tie flips, confident flips): what the
 # segmentation evidence hands the voiceprint evidence of chained mode
 FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class NonFiniteFigures:
+    """How many units (windows, rows) of an OP held non-finite values, out of how many: the figures over them
+    are None, and the report says so (the score file's ``metrics.figures_non_finite``)."""
+
+    count: int
+    of: int
+    unit: str
 
 
 def figure_check(
@@ -103,7 +121,8 @@ def figure_check(
 
 def shown_figure(metrics: dict[str, Any], name: str) -> Any:
     """A metrics figure as people should read it: the number, or 'non-finite (N of M unit)' where
-    non-finite values made it None (``metrics['figures_non_finite']``, written by the judges)."""
+    non-finite values made it None (``metrics['figures_non_finite']``, written by the judges). ``metrics``:
+    a verdict's as the score file holds it (its keys are the file's), read back by the report."""
     value = metrics.get(name)
     nf = metrics.get("figures_non_finite") or {}
     if value is None and nf.get("count"):
@@ -137,30 +156,32 @@ class Judge(Protocol):
     ) -> Evidence: ...
 
 
+Limits = TypeVar("Limits", bound=OpLimits)
+
+
 def limits_for_mode(
     tolerance_mode: ToleranceMode,
-    floor: dict[str, Any] | None,
+    floor: dict[str, Any] | None,  # the golden's noise floor of the OP, as its manifest holds it: parsed here
     *,
-    bitwise: Callable[[], dict[str, Any]],
-    noise_floor: Callable[[dict[str, Any]], dict[str, Any]],
-    tolerance: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
+    bitwise: Callable[[], Limits],
+    noise_floor: Callable[[Floor], Limits],
+    tolerance: Callable[[], Limits],
+) -> Limits:
     """The one dispatch over tolerance modes: a judge supplies the three limit sets.
 
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
     makes it bitwise."""
     noise_floor_mode = tolerance_mode == ToleranceMode.NOISE_FLOOR
-    if tolerance_mode == ToleranceMode.BITWISE or (noise_floor_mode and floor is not None and floor.get("bitwise")):
-        limits = bitwise()
-    elif noise_floor_mode:
-        if floor is None:
+    recorded = Floor.model_validate(floor) if noise_floor_mode and floor is not None else None  # read only here
+    if tolerance_mode == ToleranceMode.BITWISE or (recorded is not None and recorded.bitwise):
+        return bitwise()
+    if noise_floor_mode:
+        if recorded is None:
             raise ScoringError("tolerance mode 'noise-floor' needs a golden recorded with its noise floor")
-        limits = noise_floor(floor)
-    elif tolerance_mode == ToleranceMode.TOLERANCE:
-        limits = tolerance()
-    else:
-        raise ScoringError(f"unknown tolerance mode {tolerance_mode!r} (expected one of {TOLERANCE_MODES})")
-    return {"mode": tolerance_mode, **limits}  # file key "mode" (score.json's limits): the tolerance mode
+        return noise_floor(recorded)
+    if tolerance_mode == ToleranceMode.TOLERANCE:
+        return tolerance()
+    raise ScoringError(f"unknown tolerance mode {tolerance_mode!r} (expected one of {TOLERANCE_MODES})")
 
 
 def cosine_text(value: float | None, identical: bool) -> str:
@@ -190,6 +211,8 @@ __all__ = [
     "Evidence",
     "FlipNotes",
     "Judge",
+    "Limits",
+    "NonFiniteFigures",
     "OpVerdict",
     "cosine_text",
     "figure_check",

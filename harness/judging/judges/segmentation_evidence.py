@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,7 +31,16 @@ from harness.data.judge_limits import SegmentationLimits
 from harness.data.masks import audio_frames
 from harness.data.outputs import SegmentationOutputs
 from harness.judging.binomial import upper_bound
-from harness.judging.judges.judge_base import CheckDetails, FlipNotes, figure_check, fmt, gate, op_verdict
+from harness.judging.judges.evidence_figures import FlipCounts, SegmentationTotals, WorstBlock
+from harness.judging.judges.judge_base import (
+    CheckDetails,
+    FlipNotes,
+    NonFiniteFigures,
+    figure_check,
+    fmt,
+    gate,
+    op_verdict,
+)
 from harness.judging.judges.sample import Sample
 from harness.judging.judges.shared_checks import HINT_CHANGE, MAX_FAILING, _at, rate_check
 
@@ -56,7 +65,7 @@ class SegmentationEvidence:
         self.non_finite = 0
         self.non_finite_at: str | None = None
         self.non_finite_windows = 0
-        self.flips = {"near": 0, "confident": 0, "mask_near": 0, "mask_confident": 0}
+        self.flips = FlipCounts()
         self.confident_at: str | None = None
         self.worst_flip_margin = 0.0
         self.worst_blocks: list[tuple[float, str]] = []  # min-heap of (max_abs, block)
@@ -156,10 +165,10 @@ class SegmentationEvidence:
         power = self.g.powerset
         speaker_changes = np.abs(power[argmax_g[flipped]] - power[ra]).sum(axis=1).astype(np.int64)
         speaker_changes[~finite] = self.g.speakers
-        self.flips["near"] += int(near.sum())
-        self.flips["confident"] += int((~near).sum())
-        self.flips["mask_near"] += int(speaker_changes[near].sum())
-        self.flips["mask_confident"] += int(speaker_changes[~near].sum())
+        self.flips.near += int(near.sum())
+        self.flips.confident += int((~near).sum())
+        self.flips.mask_near += int(speaker_changes[near].sum())
+        self.flips.mask_confident += int(speaker_changes[~near].sum())
         known = np.isfinite(margins)
         if known.any():
             self.worst_flip_margin = max(self.worst_flip_margin, float(margins[known].max()))
@@ -179,35 +188,35 @@ class SegmentationEvidence:
         return notes
 
     # -- judging ----------------------------------------------------------------------------
-    def totals(self) -> dict[str, Any]:
-        flips = self.flips["near"] + self.flips["confident"]
+    def totals(self) -> SegmentationTotals:
+        flips = self.flips.near + self.flips.confident
         nf = self.non_finite > 0  # figures over non-finite values are None (never a perfect-looking number)
         mean_finite = self.sum_abs / (self.elements - self.non_finite) if self.elements > self.non_finite else 0.0
-        return {
-            "blocks": self.blocks,
-            "windows": self.windows,
-            "elements": self.elements,
-            "audio_frames": self.audio_frames,
-            "max_abs": None if nf else self.max_abs,
-            "max_abs_finite": self.max_abs,
-            "mean_abs": None if nf else mean_finite,
-            "mean_abs_finite": mean_finite,
-            "max_ulp": None if nf else self.max_ulp,
-            "max_ulp_finite": self.max_ulp,
-            "fraction_differing": self.differing / self.elements if self.elements else 0.0,
-            "differing_elements": self.differing,
-            "non_finite": self.non_finite,
-            "non_finite_windows": self.non_finite_windows,
-            "figures_non_finite": {"count": self.non_finite_windows, "of": self.windows, "unit": "windows"},
-            "argmax_flips_near_tie": self.flips["near"],
-            "argmax_flips_confident": self.flips["confident"],
-            "mask_flips_near_tie": self.flips["mask_near"],
-            "mask_flips_confident": self.flips["mask_confident"],
-            "worst_flip_margin": self.worst_flip_margin,
-            "flips": flips,
-            "flip_rate_upper95": upper_bound(flips, self.audio_frames),
-            "bitwise": self.differing == 0 and self.non_finite == 0,
-        }
+        return SegmentationTotals(
+            blocks=self.blocks,
+            windows=self.windows,
+            elements=self.elements,
+            audio_frames=self.audio_frames,
+            max_abs=None if nf else self.max_abs,
+            max_abs_finite=self.max_abs,
+            mean_abs=None if nf else mean_finite,
+            mean_abs_finite=mean_finite,
+            max_ulp=None if nf else self.max_ulp,
+            max_ulp_finite=self.max_ulp,
+            fraction_differing=self.differing / self.elements if self.elements else 0.0,
+            differing_elements=self.differing,
+            non_finite=self.non_finite,
+            non_finite_windows=self.non_finite_windows,
+            figures_non_finite=NonFiniteFigures(count=self.non_finite_windows, of=self.windows, unit="windows"),
+            argmax_flips_near_tie=self.flips.near,
+            argmax_flips_confident=self.flips.confident,
+            mask_flips_near_tie=self.flips.mask_near,
+            mask_flips_confident=self.flips.mask_confident,
+            worst_flip_margin=self.worst_flip_margin,
+            flips=flips,
+            flip_rate_upper95=upper_bound(flips, self.audio_frames),
+            bitwise=self.differing == 0 and self.non_finite == 0,
+        )
 
     def verdict(self, shape: int | str) -> OpVerdict:
         t, lim = self.totals(), self.limits
@@ -215,13 +224,13 @@ class SegmentationEvidence:
             gate(
                 0,
                 "non_finite",
-                t["non_finite"],
+                t.non_finite,
                 "==",
                 0,
                 CheckDetails(
                     unit="elements",
-                    offending=t["non_finite"],
-                    total=t["elements"],
+                    offending=t.non_finite,
+                    total=t.elements,
                     where=_at("first", self.non_finite_at),
                     hint="a NaN/Inf appeared where the golden has none: a packing or model bug",
                 ),
@@ -232,28 +241,28 @@ class SegmentationEvidence:
                 gate(
                     0,
                     "differing_elements",
-                    t["differing_elements"],
+                    t.differing_elements,
                     "==",
                     0,
                     CheckDetails(
                         unit="elements",
-                        offending=t["differing_elements"],
-                        total=t["elements"],
+                        offending=t.differing_elements,
+                        total=t.elements,
                         where=_at("most ULP at", self.max_ulp_at),
-                        note=f"max_abs {fmt(t['max_abs'])}, max_ulp {fmt(t['max_ulp'])}",
+                        note=f"max_abs {fmt(t.max_abs)}, max_ulp {fmt(t.max_ulp)}",
                         hint="the shape changes output bits: judge it with --tolerance tolerance, or "
                         "localise the first diverging layer",
                     ),
                 )
             )
         else:
-            figure = CheckDetails(total=t["windows"], unit="windows", hint=HINT_CHANGE)
+            figure = CheckDetails(total=t.windows, unit="windows", hint=HINT_CHANGE)
             non_finite, first = self.non_finite_windows, _at("first non-finite at", self.non_finite_at)
             checks.append(
                 figure_check(
                     0,
                     "max_abs",
-                    t["max_abs_finite"],
+                    t.max_abs_finite,
                     "<=",
                     lim.max_abs,
                     replace(
@@ -262,7 +271,7 @@ class SegmentationEvidence:
                         offending=self.windows_over_abs,
                         where=_at("worst", self.max_abs_at),
                         note=(
-                            f"{self.elements_over_abs:,} of {t['elements']:,} elements over the limit"
+                            f"{self.elements_over_abs:,} of {t.elements:,} elements over the limit"
                             if self.elements_over_abs
                             else ""
                         ),
@@ -275,7 +284,7 @@ class SegmentationEvidence:
                 figure_check(
                     0,
                     "max_ulp",
-                    t["max_ulp_finite"],
+                    t.max_ulp_finite,
                     "<=",
                     lim.max_ulp,
                     replace(
@@ -289,22 +298,20 @@ class SegmentationEvidence:
                 )
             )
             checks.append(
-                figure_check(
-                    0, "mean_abs", t["mean_abs_finite"], "<=", None, replace(figure, hint=""), non_finite, first
-                )
+                figure_check(0, "mean_abs", t.mean_abs_finite, "<=", None, replace(figure, hint=""), non_finite, first)
             )
         checks.append(
             gate(
                 0,
                 "confident_flips",
-                t["argmax_flips_confident"],
+                t.argmax_flips_confident,
                 "<=",
                 lim.max_confident_flips,
                 CheckDetails(
                     limit="max_confident_flips",
                     unit="audio frames",
-                    offending=t["argmax_flips_confident"],
-                    total=t["audio_frames"],
+                    offending=t.argmax_flips_confident,
+                    total=t.audio_frames,
                     where=_at("first", self.confident_at),
                     note=f"class changed although the golden's top-two margin >= {lim.near_tie_margin} nats",
                     hint=HINT_CHANGE,
@@ -315,22 +322,22 @@ class SegmentationEvidence:
             gate(
                 0,
                 "near_tie_flips",
-                t["argmax_flips_near_tie"],
+                t.argmax_flips_near_tie,
                 "<=",
                 None,
-                CheckDetails(unit="audio frames", total=t["audio_frames"], note="counted in the flip rate"),
+                CheckDetails(unit="audio frames", total=t.audio_frames, note="counted in the flip rate"),
             )
         )
         checks.append(
             gate(
                 0,
                 "mask_flips",
-                t["mask_flips_near_tie"] + t["mask_flips_confident"],
+                t.mask_flips_near_tie + t.mask_flips_confident,
                 "<=",
                 None,
                 CheckDetails(
-                    note=f"speaker activity changes: {t['mask_flips_near_tie']} near-tie, "
-                    f"{t['mask_flips_confident']} confident"
+                    note=f"speaker activity changes: {t.mask_flips_near_tie} near-tie, "
+                    f"{t.mask_flips_confident} confident"
                 ),
             )
         )
@@ -339,16 +346,15 @@ class SegmentationEvidence:
                 rate_check(
                     0,
                     "flip_rate_upper95",
-                    t["flips"],
-                    t["audio_frames"],
+                    t.flips,
+                    t.audio_frames,
                     lim.max_flip_rate,
                     "audio frames",
                     "max_flip_rate",
                 )
             )
-        failing = [{"block": b, "metric": "max_abs", "value": v} for v, b in sorted(self.worst_blocks, reverse=True)]
+        failing = [WorstBlock(b, "max_abs", v) for v, b in sorted(self.worst_blocks, reverse=True)]
         failing += [
-            {"block": b, "metric": "flips", "value": n}
-            for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
+            WorstBlock(b, "flips", n) for b, n in sorted(self.flip_blocks.items(), key=lambda kv: -kv[1])[:MAX_FAILING]
         ]
-        return op_verdict(0, shape, checks, t, lim.document(), failing, self.sample.values())
+        return op_verdict(0, shape, checks, t, lim, failing, self.sample.values())

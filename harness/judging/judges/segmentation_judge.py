@@ -36,24 +36,24 @@ class SegmentationJudge:
     def limits(
         self, tol: SegmentationTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
     ) -> SegmentationLimits:
-        shared = {
-            "max_confident_flips": tol.max_confident_flips,
-            "near_tie_margin": tol.near_tie_margin,
-            "max_flip_rate": tol.max_flip_rate if sample_bound else None,
-        }
-        return SegmentationLimits.model_validate(
-            limits_for_mode(
-                tol.mode,
-                floor,
-                bitwise=lambda: {"bitwise": True, "max_abs": 0.0, "max_ulp": 0, **shared, "max_confident_flips": 0},
-                noise_floor=lambda f: {
-                    "bitwise": False,
-                    "max_abs": float(f["max_abs"]) * tol.noise_floor_factor,
-                    "max_ulp": tol.max_ulp,
-                    **shared,
-                },
-                tolerance=lambda: {"bitwise": False, "max_abs": tol.max_abs, "max_ulp": tol.max_ulp, **shared},
+        # floor: the golden's noise floor of OP 0 as its manifest holds it (limits_for_mode parses it)
+        def made(bitwise: bool, max_abs: float, max_ulp: int | None, max_confident_flips: int) -> SegmentationLimits:
+            return SegmentationLimits(
+                mode=tol.mode,
+                bitwise=bitwise,
+                max_abs=max_abs,
+                max_ulp=max_ulp,
+                max_confident_flips=max_confident_flips,
+                near_tie_margin=tol.near_tie_margin,
+                max_flip_rate=tol.max_flip_rate if sample_bound else None,
             )
+
+        return limits_for_mode(
+            tol.mode,
+            floor,
+            bitwise=lambda: made(True, 0.0, 0, 0),
+            noise_floor=lambda f: made(False, f.max_abs * tol.noise_floor_factor, tol.max_ulp, tol.max_confident_flips),
+            tolerance=lambda: made(False, tol.max_abs, tol.max_ulp, tol.max_confident_flips),
         )
 
     def evidence(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,9 +35,11 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import VoiceprintOutputs
 from harness.judging.judges import rowkeys
+from harness.judging.judges.evidence_figures import RowCauses, VoiceprintTotals, WorstRow, WorstRows
 from harness.judging.judges.judge_base import (
     CheckDetails,
     FlipNotes,
+    NonFiniteFigures,
     cosine_text,
     figure_check,
     fmt,
@@ -66,16 +68,11 @@ class VoiceprintEvidence:
         self.non_finite_at: str | None = None  # the first row of each kind, for the failure line
         self.differing_at: str | None = None
         self.failed_rows = 0
-        self.worst = {
-            "min_cosine": _Worst(False),
-            "max_abs": _Worst(True),
-            "max_rel_l2": _Worst(True),
-            "max_ulp": _Worst(True),
-        }
+        self.worst = WorstRows(
+            min_cosine=_Worst(False), max_abs=_Worst(True), max_rel_l2=_Worst(True), max_ulp=_Worst(True)
+        )
         # rows outside the metric comparison, by cause
-        self.missing = {"unexplained": 0, "confident": 0, "near_tie": 0}
-        self.extra = {"unexplained": 0, "confident": 0, "near_tie": 0}
-        self.changed = {"unexplained": 0, "confident": 0, "near_tie": 0}
+        self.missing, self.extra, self.changed = RowCauses(), RowCauses(), RowCauses()
         self.first: dict[str, str] = {}
         self.worst_rows: list[tuple[float, str, int, int]] = []
         self.sample = Sample()
@@ -140,19 +137,18 @@ class VoiceprintEvidence:
         failed = bad.copy()
         if lim.bitwise:
             failed |= diff.differs
-        # name -> (per-row values, rows worse than the limit)
-        metrics: dict[str, tuple[np.ndarray, Callable[[np.ndarray, float], np.ndarray]]] = {
-            "min_cosine": (cosine, lambda v, x: v < x),
-            "max_abs": (diff.max_abs, lambda v, x: v > x),
-            "max_rel_l2": (rel, lambda v, x: v > x),
-            "max_ulp": (diff.max_ulp.astype(np.float64), lambda v, x: v > x),
-        }
-        for name, (values, worse) in metrics.items():
-            limit = getattr(lim, name)
+        # (its worst so far, its limit, per-row values, rows worse than the limit)
+        metrics: list[tuple[_Worst, float | None, np.ndarray, Callable[[np.ndarray, float], np.ndarray]]] = [
+            (self.worst.min_cosine, lim.min_cosine, cosine, lambda v, x: v < x),
+            (self.worst.max_abs, lim.max_abs, diff.max_abs, lambda v, x: v > x),
+            (self.worst.max_rel_l2, lim.max_rel_l2, rel, lambda v, x: v > x),
+            (self.worst.max_ulp, lim.max_ulp, diff.max_ulp.astype(np.float64), lambda v, x: v > x),
+        ]
+        for worst, limit, values, worse in metrics:
             over = (
                 np.zeros(values.shape, dtype=bool) if limit is None or lim.bitwise else (worse(values, limit) & finite)
             )
-            self.worst[name].add(np.where(finite, values, np.nan), over, label)
+            worst.add(np.where(finite, values, np.nan), over, label)
             failed |= over
         self.failed_rows += int(failed.sum())
         self.sample.add(np.where(bad, np.nan, diff.max_abs))
@@ -173,47 +169,51 @@ class VoiceprintEvidence:
     def _outside(self, kind: str, key: tuple[str, int, int], notes: FlipNotes) -> None:
         """A row not compared on its embedding: attributed to its window's OP 0 flips (chained)."""
         near, confident = notes.get((key[0], key[1]), (0, 0))
-        if not self.chained or (not near and not confident):
-            cause = "unexplained"
-        elif confident:
-            cause = "confident"
-        else:
-            cause = "near_tie"
-        getattr(self, kind)[cause] += 1
+        causes: RowCauses = getattr(self, kind)
+        cause = causes.count(near, confident, self.chained)
         self.first.setdefault(f"{kind}.{cause}", _label(key))
 
     # -- judging ----------------------------------------------------------------------------
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> VoiceprintTotals:
         w = self.worst
         nf = self.non_finite_rows > 0  # figures over non-finite rows are None (never a perfect-looking number)
-        finite = {
-            "max_abs": w["max_abs"].value or 0.0,
-            "max_ulp": int(w["max_ulp"].value or 0),
-            "min_cosine": 1.0 if w["min_cosine"].value is None else w["min_cosine"].value,
-            "max_rel_l2": w["max_rel_l2"].value or 0.0,
-        }
-        outside = {
-            f"{kind}_{cause}": getattr(self, kind)[cause]
-            for kind in ("missing", "extra", "changed")
-            for cause in ("unexplained", "confident", "near_tie")
-        }
-        return {
-            "rows": self.matched,
-            "golden_rows": self.golden_rows,
-            "judged_rows": self.judged,
-            "missing_rows": sum(self.missing.values()),
-            "extra_rows": sum(self.extra.values()),
-            "inputs_differ": sum(self.changed.values()),
-            **outside,
-            **{name: None if nf else value for name, value in finite.items()},
-            **{f"{name}_finite": value for name, value in finite.items()},
-            "fraction_differing": self.differing / self.elements if self.elements else 0.0,
-            "differing_rows": self.differing_rows,
-            "non_finite": self.non_finite_rows,
-            "figures_non_finite": {"count": self.non_finite_rows, "of": self.judged, "unit": "rows"},
-            "failed_rows": self.failed_rows,
-            "bitwise": (self.differing == 0 and self.non_finite_rows == 0 and not any(outside.values())),
-        }
+        max_abs = w.max_abs.value or 0.0
+        max_ulp = int(w.max_ulp.value or 0)
+        min_cosine = 1.0 if w.min_cosine.value is None else w.min_cosine.value
+        max_rel_l2 = w.max_rel_l2.value or 0.0
+        m, e, c = self.missing, self.extra, self.changed
+        outside = (m, e, c)
+        return VoiceprintTotals(
+            rows=self.matched,
+            golden_rows=self.golden_rows,
+            judged_rows=self.judged,
+            missing_rows=m.total(),
+            extra_rows=e.total(),
+            inputs_differ=c.total(),
+            missing_unexplained=m.unexplained,
+            missing_confident=m.confident,
+            missing_near_tie=m.near_tie,
+            extra_unexplained=e.unexplained,
+            extra_confident=e.confident,
+            extra_near_tie=e.near_tie,
+            changed_unexplained=c.unexplained,
+            changed_confident=c.confident,
+            changed_near_tie=c.near_tie,
+            max_abs=None if nf else max_abs,
+            max_ulp=None if nf else max_ulp,
+            min_cosine=None if nf else min_cosine,
+            max_rel_l2=None if nf else max_rel_l2,
+            max_abs_finite=max_abs,
+            max_ulp_finite=max_ulp,
+            min_cosine_finite=min_cosine,
+            max_rel_l2_finite=max_rel_l2,
+            fraction_differing=self.differing / self.elements if self.elements else 0.0,
+            differing_rows=self.differing_rows,
+            non_finite=self.non_finite_rows,
+            figures_non_finite=NonFiniteFigures(count=self.non_finite_rows, of=self.judged, unit="rows"),
+            failed_rows=self.failed_rows,
+            bitwise=self.differing == 0 and self.non_finite_rows == 0 and not any(x.total() for x in outside),
+        )
 
     def verdict(self, shape: int | str) -> OpVerdict:
         op, t, lim = int(self.op), self.totals(), self.limits
@@ -221,13 +221,13 @@ class VoiceprintEvidence:
             gate(
                 op,
                 "non_finite_rows",
-                t["non_finite"],
+                t.non_finite,
                 "==",
                 0,
                 CheckDetails(
                     unit="rows",
-                    offending=t["non_finite"],
-                    total=t["judged_rows"],
+                    offending=t.non_finite,
+                    total=t.judged_rows,
                     where=_at("first", self.non_finite_at),
                     hint="a NaN/Inf appeared where the golden has none: a packing or model bug",
                 ),
@@ -238,46 +238,51 @@ class VoiceprintEvidence:
                 gate(
                     op,
                     "differing_rows",
-                    t["differing_rows"],
+                    t.differing_rows,
                     "==",
                     0,
                     CheckDetails(
                         unit="rows",
-                        offending=t["differing_rows"],
-                        total=t["judged_rows"],
+                        offending=t.differing_rows,
+                        total=t.judged_rows,
                         where=_at("most ULP at", self.differing_at),
-                        note=f"max_abs {fmt(t['max_abs'])}, min cosine "  # never '1' for rows that differ
-                        f"{cosine_text(t['min_cosine'], t['differing_rows'] == 0)}",
+                        note=f"max_abs {fmt(t.max_abs)}, min cosine "  # never '1' for rows that differ
+                        f"{cosine_text(t.min_cosine, t.differing_rows == 0)}",
                         hint="the shape changes output bits: judge it with --tolerance tolerance",
                     ),
                 )
             )
         else:
-            for name, rel in (("min_cosine", ">="), ("max_abs", "<="), ("max_rel_l2", "<="), ("max_ulp", "<=")):
-                worst = self.worst[name]
+            figures = (
+                ("min_cosine", ">=", self.worst.min_cosine, t.min_cosine_finite, lim.min_cosine),
+                ("max_abs", "<=", self.worst.max_abs, t.max_abs_finite, lim.max_abs),
+                ("max_rel_l2", "<=", self.worst.max_rel_l2, t.max_rel_l2_finite, lim.max_rel_l2),
+                ("max_ulp", "<=", self.worst.max_ulp, t.max_ulp_finite, lim.max_ulp),
+            )
+            for name, rel, worst, finite_value, limit in figures:
                 checks.append(
                     figure_check(
                         op,
                         name,
-                        t[f"{name}_finite"],
+                        finite_value,
                         rel,
-                        getattr(lim, name),
+                        limit,
                         CheckDetails(
                             limit=name,
-                            total=t["judged_rows"],
+                            total=t.judged_rows,
                             unit="rows",
                             offending=worst.over or None,
                             where=_at("worst", worst.where),
                             hint=HINT_CHANGE,
                         ),
-                        t["non_finite"],
+                        t.non_finite,
                         _at("first non-finite at", self.non_finite_at),
                     )
                 )
         unexplained = {"missing": "golden only", "extra": "run only", "changed": "called with other WEIGHTS"}
         isolated_note = " (isolated mode: every lane must be called with the golden's WEIGHTS/IDX)"
         for kind, what in unexplained.items():
-            n = getattr(self, kind)["unexplained"]
+            n = getattr(self, kind).unexplained
             checks.append(
                 gate(
                     op,
@@ -288,14 +293,14 @@ class VoiceprintEvidence:
                     CheckDetails(
                         unit="rows",
                         offending=n,
-                        total=t["golden_rows"],
+                        total=t.golden_rows,
                         where=_at("first", self.first.get(f"{kind}.unexplained")),
                         note=f"rows {what}" + ("" if self.chained else isolated_note) if n else "",
                     ),
                 )
             )
         if self.chained:
-            confident = sum(getattr(self, k)["confident"] for k in ("missing", "extra", "changed"))
+            confident = self.missing.confident + self.extra.confident + self.changed.confident
             first = next(
                 (
                     self.first[f"{k}.confident"]
@@ -314,26 +319,26 @@ class VoiceprintEvidence:
                     CheckDetails(
                         unit="rows",
                         offending=confident,
-                        total=t["golden_rows"],
+                        total=t.golden_rows,
                         where=_at("first", first),
                         note="rows gained, lost or re-weighted by a confident OP 0 flip",
                         hint=HINT_CHANGE,
                     ),
                 )
             )
-            changed_near = self.changed["near_tie"]
+            changed_near = self.changed.near_tie
             checks.append(
                 rate_check(
                     op,
                     "mask_changed_near_tie_rate_upper95",
                     changed_near,
-                    max(1, t["rows"]),
+                    max(1, t.rows),
                     lim.max_mask_changed_row_rate,
                     "rows",
                     "max_mask_changed_row_rate",
                 )
             )
-            gained_lost = self.missing["near_tie"] + self.extra["near_tie"]
+            gained_lost = self.missing.near_tie + self.extra.near_tie
             checks.append(
                 gate(
                     op,
@@ -343,21 +348,21 @@ class VoiceprintEvidence:
                     None,
                     CheckDetails(
                         unit="rows",
-                        note=f"{self.missing['near_tie']} lost, {self.extra['near_tie']} gained through "
+                        note=f"{self.missing.near_tie} lost, {self.extra.near_tie} gained through "
                         "near-tie OP 0 flips (reported, not failed)",
                     ),
                 )
             )
         if lim.max_failed_row_rate is not None:
-            n = t["judged_rows"] + sum(self.missing.values()) + sum(self.extra.values())
+            n = t.judged_rows + self.missing.total() + self.extra.total()
             if self.chained:
-                n -= self.missing["near_tie"] + self.extra["near_tie"]
+                n -= self.missing.near_tie + self.extra.near_tie
             failures = (
-                t["failed_rows"]
-                + self.missing["unexplained"]
-                + self.extra["unexplained"]
-                + self.missing["confident"]
-                + self.extra["confident"]
+                t.failed_rows
+                + self.missing.unexplained
+                + self.extra.unexplained
+                + self.missing.confident
+                + self.extra.confident
             )
             checks.append(
                 rate_check(
@@ -371,7 +376,7 @@ class VoiceprintEvidence:
                 )
             )
         failing = [
-            {"block": b, "window": w, "speaker": s, "metric": "max_abs", "value": None if v == np.inf else v}
+            WorstRow(b, w, s, "max_abs", None if v == np.inf else v)
             for v, b, w, s in sorted(self.worst_rows, reverse=True)
         ]
-        return op_verdict(op, shape, checks, t, lim.document(), failing, self.sample.values())
+        return op_verdict(op, shape, checks, t, lim, failing, self.sample.values())

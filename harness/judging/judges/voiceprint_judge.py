@@ -16,6 +16,7 @@ from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits, VoiceprintLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
+from harness.data.schemas.files import Floor
 from harness.data.tolerances import VoiceprintTolerance
 from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, cosine_words, unsaid
 from harness.judging.judges.judge_base import limits_for_mode
@@ -39,45 +40,32 @@ class VoiceprintJudge:
     def limits(
         self, tol: VoiceprintTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
     ) -> VoiceprintLimits:
-        shared = {
-            "max_failed_row_rate": tol.max_failed_row_rate if sample_bound else None,
-            "max_mask_changed_row_rate": tol.max_mask_changed_row_rate,
-        }
-
-        def from_floor(f: dict[str, Any]) -> dict[str, Any]:
-            k = tol.noise_floor_factor
-            min_cos = f.get("min_cosine")
-            return {
-                "bitwise": False,
-                "max_abs": float(f["max_abs"]) * k,
-                "max_ulp": tol.max_ulp,
-                "min_cosine": 1.0 - (1.0 - (1.0 if min_cos is None else float(min_cos))) * k,
-                "max_rel_l2": float(f.get("max_rel_l2") or 0.0) * k,
-                **shared,
-            }
-
-        return VoiceprintLimits.model_validate(
-            limits_for_mode(
-                tol.mode,
-                floor,
-                bitwise=lambda: {
-                    "bitwise": True,
-                    "max_abs": 0.0,
-                    "max_ulp": 0,
-                    "min_cosine": 1.0,
-                    "max_rel_l2": 0.0,
-                    **shared,
-                },
-                noise_floor=from_floor,
-                tolerance=lambda: {
-                    "bitwise": False,
-                    "max_abs": tol.max_abs,
-                    "max_ulp": tol.max_ulp,
-                    "min_cosine": tol.min_cosine,
-                    "max_rel_l2": tol.max_rel_l2,
-                    **shared,
-                },
+        # floor: the golden's noise floor of this OP as its manifest holds it (limits_for_mode parses it)
+        def made(
+            bitwise: bool, max_abs: float, max_ulp: int | None, min_cosine: float, max_rel_l2: float
+        ) -> VoiceprintLimits:
+            return VoiceprintLimits(
+                mode=tol.mode,
+                bitwise=bitwise,
+                max_abs=max_abs,
+                max_ulp=max_ulp,
+                min_cosine=min_cosine,
+                max_rel_l2=max_rel_l2,
+                max_failed_row_rate=tol.max_failed_row_rate if sample_bound else None,
+                max_mask_changed_row_rate=tol.max_mask_changed_row_rate,
             )
+
+        def from_floor(f: Floor) -> VoiceprintLimits:
+            k = tol.noise_floor_factor
+            min_cos = 1.0 if f.min_cosine is None else f.min_cosine
+            return made(False, f.max_abs * k, tol.max_ulp, 1.0 - (1.0 - min_cos) * k, (f.max_rel_l2 or 0.0) * k)
+
+        return limits_for_mode(
+            tol.mode,
+            floor,
+            bitwise=lambda: made(True, 0.0, 0, 1.0, 0.0),
+            noise_floor=from_floor,
+            tolerance=lambda: made(False, tol.max_abs, tol.max_ulp, tol.min_cosine, tol.max_rel_l2),
         )
 
     def evidence(
