@@ -289,8 +289,8 @@ def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
         # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.data.outputset)
         write_json_atomic(stage / AUDIT, document)
-        write_audit_junit(stage / JUNIT, document)
-        pages = write_audit_report(stage, document)
+        write_audit_junit(stage / JUNIT, result)
+        pages = write_audit_report(stage, result)
     paths = {"audit": out / AUDIT, "junit": out / JUNIT, **{k: out / p.name for k, p in pages.items()}}
     committed(out, "the audit's audit.json, junit.xml and report pages")
     lines = [*lines, f"audit: {result.headline}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]
