@@ -56,7 +56,7 @@ def write_junit(
     """Write the nightly's JUnit XML. ``verification`` falls back to ``score.verification``; ``margins``: one
     suite property per margin warning (``margin_warning_k<k>_op<op>_<metric>``, the warning line its value)."""
     verification = verification if verification is not None else score.verification
-    throughput = score.throughput  # per lane timing: a dict of named figures (no model)
+    lanes = score.lane_timings()
     suite = new_suite(
         SUITE,
         {
@@ -86,7 +86,8 @@ def write_junit(
     total_time = 0.0
     for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
         for op, verdict in sorted(shape.ops.items(), key=lambda kv: int(kv[0])):
-            seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
+            timing = lanes[k].ops.get(op) if k in lanes else None
+            seconds = (timing.wall_s if timing is not None else None) or 0.0
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}", time=f"{seconds:.6f}")
             op_case(case, int(op), verdict, None if shape.cause is None else shape.cause.kind)
             props = case.find("properties")

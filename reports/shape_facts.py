@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.schemas.records import LedgerEntry
-from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.data.schemas.results import LaneTiming, OpVerdictModel, ShapeScore
 from harness.judging.judges.judge_base import shown_figure
 from harness.ledger.promotion import PROMOTED, REVOKED
 from reports.advice import op_next, slow_note, speed_measured
@@ -26,13 +26,14 @@ def shape_facts(
     k: str,
     s: ShapeScore | None,
     entry: LedgerEntry | None,
-    throughput: Mapping[str, Any],
+    timing: LaneTiming | None,
     golden_ok: bool,
     ledger_given: bool,
     localisation: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry."""
-    lane = throughput.get(k) or {}
+    """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry,
+    ``timing`` its lane's (None: no lane timed)."""
+    lane = timing or LaneTiming()
     verdict = s.verdict if s is not None else "not scored"
     state = entry.state if entry is not None else None
     passed_now = s is not None and verdict == "pass" and golden_ok
@@ -56,14 +57,14 @@ def shape_facts(
         "why": _why(s, entry, golden_ok, ledger_given, usable),
         "ledger_state": state,
         "revoked_by": entry.revoked_by if entry is not None and state == REVOKED else None,
-        "speedup": lane.get("speedup"),
-        "speedup_interval": lane.get("speedup_interval"),
-        "within_noise": lane.get("within_noise"),
-        "repetitions": lane.get("repetitions"),
-        "speedup_basis": lane.get("speedup_basis"),  # full k-block requests only
+        "speedup": lane.speedup,
+        "speedup_interval": lane.speedup_interval,
+        "within_noise": lane.within_noise,
+        "repetitions": lane.repetitions,
+        "speedup_basis": lane.speedup_basis,  # full k-block requests only
         "requests": s.requests.model_dump(mode="json") if s is not None else None,  # full k-block requests behind it
-        "stalls": lane.get("stalls"),
-        "blocks_per_s": lane.get("blocks_per_s"),
+        "stalls": lane.stalls,
+        "blocks_per_s": lane.blocks_per_s,
         "op0_max_abs": shown_figure(op0, "max_abs"),  # 'non-finite (N of M windows)', never a finite-only figure
         "min_cosine": {op: shown_figure(s.ops[op].metrics, "min_cosine") for op in ("1", "2") if op in s.ops}
         if s is not None

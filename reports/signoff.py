@@ -23,7 +23,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain_dict
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
-from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
+from harness.data.schemas.results import STALL_FACTOR, LaneTiming, OpTiming, Reproduction, Score
 from harness.judging.judges.judge_base import shown_figure
 from harness.ledger.promotion import judging_overrides, ledger_states, overrides_line
 from reports.engine import EngineManifest, engine_line
@@ -79,7 +79,7 @@ def build_facts(
     document, plain JSON (the templates and report.json read them), made plain once at the end."""
     loc = plain_dict(localisation) if localisation else {}
     golden_checks = _golden_checks(score, verification)
-    golden_ok = all(c["passed"] for c in golden_checks)
+    golden_ok = all(c.passed for c in golden_checks)
     states = (
         ledger_states(
             ledger, score.fingerprint, score.device_kind, score.numerics_profile, score.packer.get("identity")
@@ -87,22 +87,22 @@ def build_facts(
         if ledger is not None
         else {}
     )
-    throughput = plain_dict(score.throughput)  # per lane timing: a dict of named figures (no model)
+    lanes = score.lane_timings()
     shape_keys = sorted(set(score.shapes) | {str(k) for k in states}, key=int)
     shapes = {
         k: shape_facts(
-            k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None, loc.get(k)
+            k, score.shapes.get(k), states.get(int(k)), lanes.get(k), golden_ok, ledger is not None, loc.get(k)
         )
         for k in shape_keys
     }
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
-    lanes = _throughput(throughput, shapes)
+    lane_rows = _throughput(lanes, shapes)
     headline = None
     if not golden_ok:
-        bad = next(c for c in golden_checks if not c["passed"])
+        bad = next(c for c in golden_checks if not c.passed)
         headline = (
-            f"The golden is NOT reproduced in this environment: {bad['summary']}. Every shape below was judged "
+            f"The golden is NOT reproduced in this environment: {bad.summary}. Every shape below was judged "
             "against a golden this environment does not reproduce, so none may be used until it does."
         )
     return plain_dict(
@@ -138,11 +138,11 @@ def build_facts(
             "corpus": _by_name(score.corpus.model_dump(mode="json")),
             "tolerances": score.tolerances.model_dump(mode="json"),
             "reproducibility": _reproducibility(score.reproducibility),
-            "golden_checks": golden_checks,
+            "golden_checks": [asdict(c) for c in golden_checks],
             "shapes": shapes,
             "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
-            "throughput": lanes,
-            "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
+            "throughput": lane_rows,
+            "exact_lane": next((r for r in lane_rows if r["lane"] == "exact"), None),
             "exact_timing_source": score.exact_timing_source,
             "host": score.host.model_dump(mode="json")
             if score.host is not None
@@ -171,7 +171,23 @@ def _by_name(table: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sorted(table.items()))
 
 
-def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GoldenCheck:
+    """One check that the golden is reproduced here: where it comes from (this run's exact lane, or a separate
+    verification), its outcome, and per OP the figures shown (``ops``: the report's rows, as report.json holds
+    them)."""
+
+    source: str
+    status: str
+    passed: bool
+    summary: str
+    golden_id: str
+    environment_differences: list[str]
+    fingerprint_matches: bool | None
+    ops: dict[str, dict[str, Any]]
+
+
+def _golden_checks(score: Score, verification: Reproduction | None) -> list[GoldenCheck]:
     """Golden reproduction from the score's own exact lane, and a separate verification if given."""
     out = []
     for source, v in (
@@ -180,7 +196,7 @@ def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict
     ):
         if v is None:
             continue
-        ops = {
+        ops: dict[str, dict[str, Any]] = {
             op: {
                 "bitwise": o.metrics.get("bitwise"),
                 "max_abs": shown_figure(o.metrics, "max_abs"),  # never a finite-only figure that looks fine
@@ -191,16 +207,16 @@ def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict
             for op, o in sorted(v.ops.items())
         }
         out.append(
-            {
-                "source": source,
-                "status": v.status,
-                "passed": v.passed,
-                "summary": v.summary,
-                "golden_id": v.golden_id,
-                "environment_differences": list(v.environment_differences),
-                "fingerprint_matches": v.fingerprint_matches,
-                "ops": ops,
-            }
+            GoldenCheck(
+                source=source,
+                status=v.status,
+                passed=v.passed,
+                summary=v.summary,
+                golden_id=v.golden_id,
+                environment_differences=list(v.environment_differences),
+                fingerprint_matches=v.fingerprint_matches,
+                ops=ops,
+            )
         )
     return out
 
@@ -213,42 +229,42 @@ def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
     }
 
 
-def _throughput(throughput: Mapping[str, Any], shapes: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _throughput(lanes: Mapping[str, LaneTiming], shapes: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    for key in sorted(throughput, key=lambda x: 0 if x == "exact" else int(x)):
-        t = throughput[key]
-        verdict = "exact" if key == "exact" else shapes.get(key, {}).get("verdict", "not scored")
+    for key in sorted(lanes, key=lambda x: 0 if x == "exact" else int(x)):
+        t = lanes[key]
+        shape = shapes.get(key)
+        verdict = "exact" if key == "exact" else (shape.get("verdict", "not scored") if shape else "not scored")
         rows.append(
             {
                 "lane": key,
                 "k": 1 if key == "exact" else int(key),
                 "verdict": verdict,
-                "blocks": t.get("blocks"),
-                "blocks_per_s": t.get("blocks_per_s"),
-                "speedup": 1.0 if key == "exact" else t.get("speedup"),
-                "speedup_interval": t.get("speedup_interval"),
-                "within_noise": t.get("within_noise"),
-                "repetitions": t.get("repetitions"),
-                "stalls": t.get("stalls"),
-                "peak_device_mb": t.get("peak_device_mb"),
-                "ops": {
-                    op: {
-                        f: v.get(f)
-                        for f in (
-                            "calls",
-                            "p50_ms",
-                            "p99_ms",
-                            "mean_request_mb",
-                            "peak_device_mb",
-                            "blocks_per_s",
-                            "stalls",
-                        )
-                    }
-                    for op, v in sorted(t.get("ops", {}).items())
-                },
+                "blocks": t.blocks,
+                "blocks_per_s": t.blocks_per_s,
+                "speedup": 1.0 if key == "exact" else t.speedup,
+                "speedup_interval": t.speedup_interval,
+                "within_noise": t.within_noise,
+                "repetitions": t.repetitions,
+                "stalls": t.stalls,
+                "peak_device_mb": t.peak_device_mb,
+                "ops": {op: _op_timing(v) for op, v in sorted(t.ops.items())},
             }
         )
     return rows
+
+
+def _op_timing(v: OpTiming) -> dict[str, Any]:
+    """One OP's calls in a lane, as the throughput table shows them."""
+    return {
+        "calls": v.calls,
+        "p50_ms": v.p50_ms,
+        "p99_ms": v.p99_ms,
+        "mean_request_mb": v.mean_request_mb,
+        "peak_device_mb": v.peak_device_mb,
+        "blocks_per_s": v.blocks_per_s,
+        "stalls": v.stalls,
+    }
 
 
 def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
@@ -372,21 +388,17 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
     facts.update(evidence.facts)
     images.update(evidence.images)
     if (errors := module_error_facts(localisation)) is not None:  # localisation measured modules: else no section
-        facts["module_errors"] = plain_dict(errors)
+        facts["module_errors"] = plain_dict(errors.as_json())
         images.update(module_error_images(errors))
     html_env, md_env = template_environments()
     page = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
-    paths = {
-        "json": out_dir / "report.json",
-        "md": out_dir / "report.md",
-        "html": out_dir / "report.html",
-    }
+    json_path, md_path, html_path = out_dir / "report.json", out_dir / "report.md", out_dir / "report.html"
     # all three or none: a report folder never holds one page of this score beside another's
     atomic_write_many(
         {
-            paths["json"]: json.dumps(facts, indent=1, sort_keys=True) + "\n",
-            paths["md"]: md_env.get_template("report.md.j2").render(**page),
-            paths["html"]: html_env.get_template("report.html.j2").render(**page),
+            json_path: json.dumps(facts, indent=1, sort_keys=True) + "\n",
+            md_path: md_env.get_template("report.md.j2").render(**page),
+            html_path: html_env.get_template("report.html.j2").render(**page),
         }
     )
-    return paths
+    return {"json": json_path, "md": md_path, "html": html_path}

@@ -24,7 +24,7 @@ from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.records import JudgedUnder, Ledger, LedgerEntry, LedgerEvent, Override, as_written
-from harness.data.schemas.results import Score
+from harness.data.schemas.results import LaneTiming, Score
 from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 
@@ -252,7 +252,8 @@ def apply_score(
 def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
     """A ledger event's evidence: a free-form JSON object of the figures behind the verdict."""
     shape = score.shapes[k]
-    throughput = score.throughput.get(k)
+    lane = score.throughput.get(k)  # the lane's summary as written; read typed below
+    timing = LaneTiming.model_validate(lane) if isinstance(lane, dict) else None
     return {
         "golden_id": score.golden.id,
         "mode": score.voiceprint_inputs,
@@ -268,7 +269,7 @@ def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
             }
             for op, v in shape.ops.items()
         },
-        "speedup": throughput.get("speedup") if isinstance(throughput, dict) else None,
+        "speedup": timing.speedup if timing is not None else None,
     }
 
 

@@ -65,10 +65,11 @@ class ModuleError(Strict):
 
 class LocalisedOp(Open):
     """One failing (shape, OP) localised: today's first diverging layer and the per-module error. Other keys
-    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by
+    (op, k, blocks, detail, layers_compared, reason) are free-form, as written by
     ``harness.localisation.first_divergence``."""
 
     available: bool
+    block: str | None = Field(None, description="the failing block localised")
     first_diverging_layer: str | None = Field(None, description="the first module whose output differs at all")
     modules: list[ModuleError] | None = Field(None, description="every module compared, in execution order")
     first_exceeding: str | None = Field(
@@ -79,3 +80,4 @@ class LocalisedOp(Open):
         None,
         description="golden: the golden's module floors; ulp: one ulp of each module's scale (the golden records none)",
     )
+    floor_note: str | None = Field(None, description="with ulp floors: what they leave out")
