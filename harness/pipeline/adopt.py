@@ -228,26 +228,26 @@ def finish_adoption(target: Path) -> list[str]:
     journal = read_journal(target)
     if journal is None:
         return []
-    source, history = target.with_name(journal["source"]), target.with_name(journal["history"])
+    source, history = target.with_name(journal.source), target.with_name(journal.history)
     at_target, at_source = _golden_id(target), _golden_id(source)
-    if at_target == journal["old_golden_id"] and at_source == journal["new_golden_id"]:
+    if at_target == journal.old_golden_id and at_source == journal.new_golden_id:
         journal_path(target).unlink()  # killed before the swap: nothing had moved
         return []
-    if at_target != journal["new_golden_id"]:
+    if at_target != journal.new_golden_id:
         raise GoldenError(
             f"{journal_path(target)}: an interrupted adoption of {source} into {target}, but {target} "
-            f"holds {at_target or 'no golden'} (journal: {journal['old_golden_id']} -> "
-            f"{journal['new_golden_id']}); resolve it by hand (`harness golden show`), then remove the "
+            f"holds {at_target or 'no golden'} (journal: {journal.old_golden_id} -> "
+            f"{journal.new_golden_id}); resolve it by hand (`harness golden show`), then remove the "
             "journal"
         )
-    if at_source == journal["old_golden_id"] and not history.exists():
+    if at_source == journal.old_golden_id and not history.exists():
         os.rename(source, history)
         fsync_path(target.parent)
     journal_path(target).unlink()
     fsync_path(target.parent)
     return [
-        f"finished the interrupted adoption of {source}: {target} is golden {journal['new_golden_id']}; the "
-        f"previous golden {journal['old_golden_id']} is kept as {history}"
+        f"finished the interrupted adoption of {source}: {target} is golden {journal.new_golden_id}; the "
+        f"previous golden {journal.old_golden_id} is kept as {history}"
     ]
 
 
