@@ -223,7 +223,8 @@ def op_case(case: ET.Element, op: int, verdict: OpVerdictModel, cause: str | Non
             ET.SubElement(props, "property", name=f"{c.metric}_would_pass_at", value=c.would_pass_at)
         ok = "not gated" if c.ok is None else ("ok" if c.ok else "FAIL")
         lines.append(f"[{ok}] {_line(c)}")
-    ET.SubElement(props, "property", name="mode", value=str(verdict.limits.get("mode")))
+    mode = verdict.limits.get("mode")  # limits: the score's open dict of named figures
+    ET.SubElement(props, "property", name="mode", value=str(mode))
     reasons = list(verdict.reasons)
     if not verdict.passed:
         message = "; ".join(reasons) or "failed"
@@ -282,7 +283,7 @@ def summary_line(
         return f"PASS: {len(shapes)} shape{'s' if len(shapes) != 1 else ''} promoted (k={ks}), {golden}"
     parts = []
     for k, s in failed[:MAX_SHAPES_IN_SUMMARY]:
-        reasons = s.reasons or ["failed"]
+        reasons = s.reasons or ["failed"]  # a list of one reason, not a lookup
         if s.cause is not None:  # the deciding evidence first, never behind "+N more"
             first = s.cause.text(k) + _first_module(s.cause.kind, (localisation or {}).get(k))
             others = len([r for r in reasons if r != s.cause.evidence])
@@ -303,7 +304,9 @@ def summary_line(
 
 
 def _first_module(cause: str, localised: Mapping[str, Any] | None) -> str:
-    """'; first module beyond its noise floor: OP 1 voiceprint.trunk...' for a numerics refusal that was localised."""
+    """'; first module beyond its noise floor: OP 1 voiceprint.trunk...' for a numerics refusal that was localised.
+
+    Read loosely, by key: the summary line must be printed whatever a localisation holds (it runs best effort)."""
     if cause != NUMERICS or not localised:
         return ""
     for op, item in sorted(localised.items()):

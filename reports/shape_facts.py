@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.data.schemas.localisation import LocalisedOp
 from harness.data.schemas.records import LedgerEntry
 from harness.data.schemas.results import LaneTiming, OpVerdictModel, ShapeScore
 from harness.judging.judges.judge_base import shown_figure
@@ -148,16 +149,18 @@ def _distribution_summary(values: Sequence[float | None]) -> dict[str, Any]:
 
 
 def _localisation(loc: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A failing shape's localisation per OP as the pages show it; each OP's read as the file's ``LocalisedOp``."""
     if not loc:
         return None
     out = {}
-    for op, item in sorted(loc.items()):
+    for op, written in sorted(loc.items()):
+        item = LocalisedOp.model_validate(written)
         out[op] = {
-            "available": bool(item.get("available", True)),
-            "reason": item.get("reason"),
-            "first_diverging_layer": item.get("first_diverging_layer"),
-            "blocks": item.get("blocks", []),
-            "k": item.get("k"),
-            "per_block": [{"block": item["block"], **(item.get("detail") or {})}] if item.get("block") else [],
+            "available": item.available,
+            "reason": item.reason,
+            "first_diverging_layer": item.first_diverging_layer,
+            "blocks": item.blocks if item.blocks is not None else [],
+            "k": item.k,
+            "per_block": [{"block": item.block, **(item.detail or {})}] if item.block else [],
         }
     return out

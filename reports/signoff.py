@@ -80,7 +80,7 @@ def build_facts(
     loc = plain_dict(localisation) if localisation else {}
     golden_checks = _golden_checks(score, verification)
     golden_ok = all(c.passed for c in golden_checks)
-    states = (
+    states = (  # score.packer is the packer's describe() JSON (free-form): its identity read by key
         ledger_states(
             ledger, score.fingerprint, score.device_kind, score.numerics_profile, score.packer.get("identity")
         )
@@ -97,7 +97,7 @@ def build_facts(
     }
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
-    lane_rows = _throughput(lanes, shapes)
+    lane_rows = _throughput(lanes, shapes)  # shapes: the report's own rows (plain JSON), read as the pages read them
     headline = None
     if not golden_ok:
         bad = next(c for c in golden_checks if not c.passed)
@@ -133,7 +133,7 @@ def build_facts(
             "numerics": score.numerics.in_force,
             "mode": score.voiceprint_inputs,
             "pad_to_fixed": score.pad_to_fixed,
-            "packer": score.packer.get("name", "harness"),
+            "packer": score.packer.get("name", "harness"),  # score.packer: the packer's own describe() JSON
             "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start
             "corpus": _by_name(score.corpus.model_dump(mode="json")),
             "tolerances": score.tolerances.model_dump(mode="json"),
@@ -295,7 +295,9 @@ def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
 
 
 def build_images(score: Score, facts: Mapping[str, Any]) -> dict[str, Markup]:
-    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>" (none for a bitwise OP)."""
+    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>" (none for a bitwise OP). The speedup
+    points are the throughput table's rows as report.json holds them (``facts``: plain JSON, read by key);
+    an OP's ``limits`` is the score's open dict of named figures."""
     images = {}
     points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
     if any(p.speedup is not None for p in points):
@@ -333,7 +335,7 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         keep_trailing_newline=True,
         bytecode_cache=bytecode_cache("md"),
     )
-    for env in (html, md):
+    for env in (html, md):  # Jinja's registries: keyed by the names the templates use
         env.filters["fmt"] = fmt
         env.filters["fmt_check"] = fmt_check
         env.filters["packing_alone"] = packing_alone
@@ -381,6 +383,7 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted, engine)
     images = build_images(score, facts)
+    # the sections below are added to report.json's document (plain JSON: the pages' context) by their keys
     if margins is not None:  # only then: a report without a history is the same file it was
         facts["margins"] = plain_dict(margin_facts(margins))
         images.update(margin_images(margins))
