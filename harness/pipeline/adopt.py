@@ -255,11 +255,13 @@ def _golden_id(directory: Path) -> str | None:
     """The golden id a directory's manifest names (None: no manifest); the loader checks the rest."""
     if not (directory / MANIFEST).is_file():
         return None
-    data = read_json(directory / MANIFEST, "golden manifest")
+    data = read_json(directory / MANIFEST, "golden manifest")  # raw JSON, looked at only (not validated here)
     return data.get("golden_id") if isinstance(data, dict) and isinstance(data.get("golden_id"), str) else None
 
 
 def _get(manifest: dict[str, Any], key: str) -> object:
+    """The value at a dotted ``key`` of a manifest's JSON (None where a part is absent): the keys compared are
+    named as the manifest's JSON names them."""
     value: object = manifest
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
