@@ -42,10 +42,16 @@ def shape_facts(
         usable = state == PROMOTED and golden_ok and (s is None or passed_now)
     else:
         usable = passed_now
-    ops = {op: op_facts(v) for op, v in sorted(s.ops.items())} if s is not None else {}
     loc = _localisation(localisation) if s is not None and verdict == "fail" else None
-    for op, o in ops.items():  # what to do next, worded as JUnit words it; localisation's finding where it ran
-        o["next"] = [] if o["passed"] or s is None else op_next(s.ops[op].checks, (loc or {}).get(op))
+    # each OP's row, with what to do next, worded as JUnit words it (localisation's finding where it ran)
+    ops = (
+        {
+            op: {**op_facts(v), "next": [] if v.passed else op_next(v.checks, (loc or {}).get(op))}
+            for op, v in sorted(s.ops.items())
+        }
+        if s is not None
+        else {}
+    )
     op0 = s.ops["0"].metrics if s is not None else {}
     shape = {
         "shape": int(k),
@@ -77,9 +83,8 @@ def shape_facts(
         "ops": ops,
         "localisation": loc,
     }
-    shape["slow_note"] = slow_note(shape)  # usable, but slower than k=1 here: say so, with its sample and interval
-    shape["slow_note_measured"] = shape["slow_note"] is not None and speed_measured(shape)  # bold only then
-    return shape
+    note = slow_note(shape)  # usable, but slower than k=1 here: say so, with its sample and interval
+    return {**shape, "slow_note": note, "slow_note_measured": note is not None and speed_measured(shape)}  # bold then
 
 
 def _why(s: ShapeScore | None, entry: LedgerEntry | None, golden_ok: bool, ledger_given: bool, usable: bool) -> str:

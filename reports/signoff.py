@@ -34,9 +34,9 @@ from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain_dict
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
-from harness.data.schemas.results import STALL_FACTOR, LaneTiming, OpTiming, Reproduction, Score
+from harness.data.schemas.results import STALL_FACTOR, Figure, OpTiming, Reproduction, Score
 from harness.judging.judges.judge_base import shown_figure
-from harness.ledger.promotion import judging_overrides, ledger_states, overrides_line
+from harness.ledger.promotion import Transition, judging_overrides, ledger_states, overrides_line
 from reports.engine import EngineManifest, engine_line
 from reports.evidence_sections import evidence_facts
 from reports.host_line import timing_line
@@ -66,7 +66,7 @@ Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 def build_facts(
     score: Score,
     ledger: Ledger | None = None,
-    transitions: Sequence[Mapping[str, Any]] | None = None,
+    transitions: Sequence[Transition] | None = None,
     localisation: Localisation | None = None,
     verification: Reproduction | None = None,
     promoted: bool = True,
@@ -97,7 +97,7 @@ def build_facts(
     }
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
-    lane_rows = _throughput(lanes, shapes)  # shapes: the report's own rows (plain JSON), read as the pages read them
+    lane_rows = _throughput(score)
     headline = None
     if not golden_ok:
         bad = next(c for c in golden_checks if not c.passed)
@@ -141,14 +141,14 @@ def build_facts(
             "golden_checks": [asdict(c) for c in golden_checks],
             "shapes": shapes,
             "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
-            "throughput": lane_rows,
-            "exact_lane": next((r for r in lane_rows if r["lane"] == "exact"), None),
+            "throughput": [asdict(r) for r in lane_rows],
+            "exact_lane": next((asdict(r) for r in lane_rows if r.lane == "exact"), None),
             "exact_timing_source": score.exact_timing_source,
             "host": score.host.model_dump(mode="json")
             if score.host is not None
             else None,  # harness.throughput.host_share
             "timing_line": timing_line(score),
-            "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
+            "transitions": [plain_dict(t.as_json()) for t in transitions] if transitions is not None else None,
             "ledger": _ledger_rows(states) if ledger is not None else None,
             "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.ledger.promotion
             "overrides_line": overrides_line(score),
@@ -229,27 +229,48 @@ def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
     }
 
 
-def _throughput(lanes: Mapping[str, LaneTiming], shapes: Mapping[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LaneRow:
+    """One lane of the throughput table: its k (1 for the exact lane), the verdict of its shape, its timing and
+    speed-up over the exact lane, and per OP its calls (``ops``: the table's figures by name)."""
+
+    lane: str
+    k: int
+    verdict: str
+    blocks: Figure
+    blocks_per_s: Figure
+    speedup: Figure
+    speedup_interval: list[int | float] | None
+    within_noise: bool | None
+    repetitions: Figure
+    stalls: Figure
+    peak_device_mb: Figure
+    ops: dict[str, dict[str, Any]]
+
+
+def _throughput(score: Score) -> list[LaneRow]:
+    """Every timed lane, the exact lane first, then by k; a lane's verdict is its shape's in this score."""
+    lanes = score.lane_timings()
     rows = []
     for key in sorted(lanes, key=lambda x: 0 if x == "exact" else int(x)):
         t = lanes[key]
-        shape = shapes.get(key)
-        verdict = "exact" if key == "exact" else (shape.get("verdict", "not scored") if shape else "not scored")
+        shape = score.shapes.get(key)
+        verdict = "exact" if key == "exact" else (shape.verdict if shape is not None else "not scored")
         rows.append(
-            {
-                "lane": key,
-                "k": 1 if key == "exact" else int(key),
-                "verdict": verdict,
-                "blocks": t.blocks,
-                "blocks_per_s": t.blocks_per_s,
-                "speedup": 1.0 if key == "exact" else t.speedup,
-                "speedup_interval": t.speedup_interval,
-                "within_noise": t.within_noise,
-                "repetitions": t.repetitions,
-                "stalls": t.stalls,
-                "peak_device_mb": t.peak_device_mb,
-                "ops": {op: _op_timing(v) for op, v in sorted(t.ops.items())},
-            }
+            LaneRow(
+                lane=key,
+                k=1 if key == "exact" else int(key),
+                verdict=verdict,
+                blocks=t.blocks,
+                blocks_per_s=t.blocks_per_s,
+                speedup=1.0 if key == "exact" else t.speedup,
+                speedup_interval=t.speedup_interval,
+                within_noise=t.within_noise,
+                repetitions=t.repetitions,
+                stalls=t.stalls,
+                peak_device_mb=t.peak_device_mb,
+                ops={op: _op_timing(v) for op, v in sorted(t.ops.items())},
+            )
         )
     return rows
 
@@ -294,12 +315,11 @@ def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
 # Images
 
 
-def build_images(score: Score, facts: Mapping[str, Any]) -> dict[str, Markup]:
-    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>" (none for a bitwise OP). The speedup
-    points are the throughput table's rows as report.json holds them (``facts``: plain JSON, read by key);
-    an OP's ``limits`` is the score's open dict of named figures."""
+def build_images(score: Score) -> dict[str, Markup]:
+    """Inline SVG plots: "speedup" (a point per row of the throughput table) and per shape and OP
+    "dist_<k>_<op>" (none for a bitwise OP; an OP's ``limits`` is the score's open dict of named figures)."""
     images = {}
-    points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
+    points = [SpeedPoint(r.k, r.speedup, r.verdict) for r in _throughput(score)]
     if any(p.speedup is not None for p in points):
         images["speedup"] = Markup(speedup_svg(points))
     for k, shape in score.shapes.items():
@@ -367,7 +387,7 @@ class ReportContext:
     reads (see :func:`build_facts`). Every part is optional: a report of a score alone is a report."""
 
     ledger: Ledger | None = None
-    transitions: Sequence[Mapping[str, Any]] | None = None
+    transitions: Sequence[Transition] | None = None
     localisation: Localisation | None = None
     verification: Reproduction | None = None
     promoted: bool = True
@@ -382,7 +402,7 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
     promoted, margins, engine = c.promoted, c.margins, c.engine
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted, engine)
-    images = build_images(score, facts)
+    images = build_images(score)
     # the sections below are added to report.json's document (plain JSON: the pages' context) by their keys
     if margins is not None:  # only then: a report without a history is the same file it was
         facts["margins"] = plain_dict(margin_facts(margins))
