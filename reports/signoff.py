@@ -34,12 +34,12 @@ from harness.data.fsio import atomic_write_many
 from harness.data.jsonio import plain_dict
 from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
-from harness.data.schemas.results import STALL_FACTOR, Figure, OpTiming, Reproduction, Score
+from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
 from harness.judging.judges.judge_base import shown_figure
 from harness.ledger.promotion import Transition, judging_overrides, ledger_states, overrides_line
 from reports.engine import EngineManifest, engine_line
 from reports.evidence_sections import evidence_facts
-from reports.host_line import timing_line
+from reports.host_line import throughput_rows, timing_line
 from reports.margin_section import margin_facts, margin_images
 from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
@@ -97,7 +97,7 @@ def build_facts(
     }
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
-    lane_rows = _throughput(score)
+    lane_rows = throughput_rows(score)
     headline = None
     if not golden_ok:
         bad = next(c for c in golden_checks if not c.passed)
@@ -229,65 +229,6 @@ def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class LaneRow:
-    """One lane of the throughput table: its k (1 for the exact lane), the verdict of its shape, its timing and
-    speed-up over the exact lane, and per OP its calls (``ops``: the table's figures by name)."""
-
-    lane: str
-    k: int
-    verdict: str
-    blocks: Figure
-    blocks_per_s: Figure
-    speedup: Figure
-    speedup_interval: list[int | float] | None
-    within_noise: bool | None
-    repetitions: Figure
-    stalls: Figure
-    peak_device_mb: Figure
-    ops: dict[str, dict[str, Any]]
-
-
-def _throughput(score: Score) -> list[LaneRow]:
-    """Every timed lane, the exact lane first, then by k; a lane's verdict is its shape's in this score."""
-    lanes = score.lane_timings()
-    rows = []
-    for key in sorted(lanes, key=lambda x: 0 if x == "exact" else int(x)):
-        t = lanes[key]
-        shape = score.shapes.get(key)
-        verdict = "exact" if key == "exact" else (shape.verdict if shape is not None else "not scored")
-        rows.append(
-            LaneRow(
-                lane=key,
-                k=1 if key == "exact" else int(key),
-                verdict=verdict,
-                blocks=t.blocks,
-                blocks_per_s=t.blocks_per_s,
-                speedup=1.0 if key == "exact" else t.speedup,
-                speedup_interval=t.speedup_interval,
-                within_noise=t.within_noise,
-                repetitions=t.repetitions,
-                stalls=t.stalls,
-                peak_device_mb=t.peak_device_mb,
-                ops={op: _op_timing(v) for op, v in sorted(t.ops.items())},
-            )
-        )
-    return rows
-
-
-def _op_timing(v: OpTiming) -> dict[str, Any]:
-    """One OP's calls in a lane, as the throughput table shows them."""
-    return {
-        "calls": v.calls,
-        "p50_ms": v.p50_ms,
-        "p99_ms": v.p99_ms,
-        "mean_request_mb": v.mean_request_mb,
-        "peak_device_mb": v.peak_device_mb,
-        "blocks_per_s": v.blocks_per_s,
-        "stalls": v.stalls,
-    }
-
-
 def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
     rows = []
     for k in sorted(states):
@@ -319,7 +260,7 @@ def build_images(score: Score) -> dict[str, Markup]:
     """Inline SVG plots: "speedup" (a point per row of the throughput table) and per shape and OP
     "dist_<k>_<op>" (none for a bitwise OP; an OP's ``limits`` is the score's open dict of named figures)."""
     images = {}
-    points = [SpeedPoint(r.k, r.speedup, r.verdict) for r in _throughput(score)]
+    points = [SpeedPoint(r.k, r.speedup, r.verdict) for r in throughput_rows(score)]
     if any(p.speedup is not None for p in points):
         images["speedup"] = Markup(speedup_svg(points))
     for k, shape in score.shapes.items():
