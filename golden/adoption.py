@@ -28,7 +28,7 @@ _KEPT = re.compile(r"^(?P<name>.+)\.(?P<kind>regen|history)-(?P<stamp>[0-9T]+Z)(
 def adoptable(path: Path) -> tuple[str, str] | None:
     """``(NAME, kind)`` of a ``NAME.regen-<time>`` or ``NAME.history-<time>`` folder name; None otherwise."""
     m = _KEPT.match(Path(path).name)
-    return (m["name"], m["kind"]) if m else None
+    return (m["name"], m["kind"]) if m else None  # the pattern's named groups
 
 
 def journal_path(target: Path) -> Path:
@@ -49,7 +49,7 @@ def history_name(target: Path, created: str, golden_id: str) -> Path:
     return plain if not plain.exists() else plain.with_name(f"{plain.name}-{golden_id.rpartition('@')[2][:12]}")
 
 
-def read_journal(target: Path) -> dict | None:
+def read_journal(target: Path) -> AdoptionJournal | None:
     """The journal of an unfinished adoption into ``target`` (None when there is none): valid and sealed, or
     one line refusing it (a journal edited by hand could move the regen, not the old golden, to a history
     name), naming what to check before removing it by hand."""
@@ -73,7 +73,7 @@ def read_journal(target: Path) -> dict | None:
             f"{path}: edited after it was written (journal_sha256 does not match its content): "
             f"refusing to act on it; {fix}"
         )
-    return journal.model_dump()
+    return journal
 
 
 def refuse_mid_adoption(path: Path, golden_id: str) -> None:
@@ -84,7 +84,7 @@ def refuse_mid_adoption(path: Path, golden_id: str) -> None:
         return
     target = Path(path).with_name(named[0])
     journal = read_journal(target)
-    if journal is not None and journal["source"] == Path(path).name and journal["old_golden_id"] == golden_id:
+    if journal is not None and journal.source == Path(path).name and journal.old_golden_id == golden_id:
         raise GoldenError(
             f"{path}: holds the previous golden {golden_id} of an unfinished adoption into {target} "
             f"(journal {journal_path(target)}): run `harness golden adopt {path}` again to finish it"

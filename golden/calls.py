@@ -86,7 +86,7 @@ class CallLog:
         rows, self._pending = self._pending, []
         get = _item if rows and isinstance(rows[0], dict) else getattr
         data = {name: [get(r, name) for r in rows] for name in _SCALARS}
-        data["block_ids"] = [list(get(r, "block_ids") or ()) for r in rows]
+        data["block_ids"] = [list(get(r, "block_ids") or ()) for r in rows]  # the call log's Arrow column
         self._sink.write(arrow_build.table(data, CALL_SCHEMA))  # not pa.array: it imports pandas
         self._written += len(rows)
 
@@ -114,7 +114,7 @@ def iter_calls(path: Path, where: str) -> Iterator[dict]:
     for i in range(f.metadata.num_row_groups):
         rows = read_row_group(f, i, path, "call log", GoldenError).to_pylist()
         if legacy:
-            for row in rows:
+            for row in rows:  # Arrow rows as dicts of their columns: the column a legacy log lacks
                 row["variant"] = ""
         yield from rows
 

@@ -39,7 +39,7 @@ class LaneReader:
         self.decisions = decisions
         self.files: dict[Op, pq.ParquetFile] = {}
         for op in self.ops:
-            path = self.directory / op_file(op)
+            path = self.directory / op_file(op)  # read_dictionary: a list of Arrow column names
             f = open_file(path, f"{where} OP {int(op)} output file", GoldenError, read_dictionary=["block_id"])
             check_schema(f, _schema(op, geometry, decisions), path, f"{where} OP {int(op)} output file", GoldenError)
             meta = schema_metadata(f, META_KEY, path, "output", GoldenError)
@@ -63,7 +63,7 @@ class LaneReader:
             members: list[list[str]] = [[] for _ in range(self.groups)]
             n = self.g.windows_per_block
             path = self.directory / op_file(Op.SEGMENTATION)
-            for i in range(self.groups):
+            for i in range(self.groups):  # columns: the Arrow column read, by its name
                 column = read_row_group(
                     self.files[Op.SEGMENTATION], i, path, "OP 0 output file", GoldenError, columns=["block_id"]
                 ).column(0)

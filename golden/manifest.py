@@ -76,7 +76,7 @@ def read_manifest(
     data = read_json(path, f"{kind} manifest")
     if not isinstance(data, dict):
         raise GoldenError(f"{path}: not a {kind} manifest (a JSON {type(data).__name__}, expected an object)")
-    if data.get("kind") != f"harness.{kind}":
+    if data.get("kind") != f"harness.{kind}":  # the raw JSON's kind, looked at before it is validated
         raise GoldenError(f"{path}: not a {kind} manifest (kind={data.get('kind')!r})")
     parsed: SealedModel = validate(model, data, str(path), GoldenError)
     field = "manifest_sha256"

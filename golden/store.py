@@ -64,7 +64,7 @@ def seal_golden_manifest(fields: dict, files: dict[str, dict]) -> dict:
         **fields,
         "files": files,
     }
-    manifest["golden_id"] = golden_id_of(manifest)
+    manifest["golden_id"] = golden_id_of(manifest)  # the JSON being sealed: its id is its content's
     return seal(manifest, "manifest_sha256")
 
 
@@ -190,7 +190,8 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
 
 
 def _refuse_edited_id(path: Path, data: dict) -> None:
-    """A golden id is its content's: one that is not was edited (and the manifest re-sealed)."""
+    """A golden id is its content's: one that is not was edited (and the manifest re-sealed). ``data`` is the
+    manifest's JSON as read: the id is computed over that JSON, so it is read from it too."""
     if golden_id_of(data) != data["golden_id"]:
         raise GoldenError(
             f"{path}: golden_id {data['golden_id']!r} is not the one its content "

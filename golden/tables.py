@@ -173,6 +173,7 @@ class LaneWriter:
         }
         if self.decisions:
             top_class, top_margin = seg.decisions()
+            # Arrow columns by name (the lane file's schema)
             columns["top_class"] = _fixed(top_class.astype(np.int8), g.frames_per_window, pa.int8())
             columns["top_margin"] = _fixed(top_margin, g.frames_per_window, pa.float32())
         return pa.Table.from_pydict(columns, schema=self.sinks[Op.SEGMENTATION].schema)

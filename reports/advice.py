@@ -28,7 +28,7 @@ OUTPUT_MARK = "<output"
 
 def op_next(checks: Sequence[CheckModel], localisation: Mapping[str, Any] | None) -> list[str]:
     """The next-step lines of one failing OP (its score's checks), given its localisation result (None: none
-    ran; a free-form dict of :mod:`harness.localisation.first_divergence`, which has no model)."""
+    ran; the report's localisation row of that OP, plain JSON as report.json holds it: read by key)."""
     if localisation and localisation.get("available"):
         steps = next_steps(checks, localised=True)
         if INPUT_MARK in (localisation.get("first_diverging_layer") or ""):  # a packing bug: no golden to re-record
@@ -41,7 +41,8 @@ def op_next(checks: Sequence[CheckModel], localisation: Mapping[str, Any] | None
 
 
 def localisation_finding(loc: Mapping[str, Any]) -> str:
-    """What localisation found for one OP, and what it means, in one sentence."""
+    """What localisation found for one OP, and what it means, in one sentence (``loc``: the report's
+    localisation row of that OP, plain JSON as report.json holds it: read by key)."""
     layer = loc.get("first_diverging_layer")
     detail = (loc.get("per_block") or [{}])[0]
     block = f"block {detail['block']!r}" if detail.get("block") else "the failing block"
@@ -76,7 +77,7 @@ def localisation_finding(loc: Mapping[str, Any]) -> str:
 
 def speed_measured(shape: Mapping[str, Any]) -> bool:
     """Does the shape's speedup measure a speed: an interval (enough requests), not including 1, its ends within
-    ``PRECISE_RATIO`` of each other?"""
+    ``PRECISE_RATIO`` of each other? (``shape``: the report's row, plain JSON as report.json holds it: by key)"""
     interval = shape.get("speedup_interval")
     if not interval or shape.get("within_noise"):
         return False

@@ -12,6 +12,7 @@ N >= 2), so a report of a run without them is the same file as before.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from markupsafe import Markup
@@ -22,9 +23,59 @@ from reports.numbers import fmt
 from reports.plots import FAIL_COLOUR, PASS_COLOUR, _Svg
 
 
-def arrangement_facts(score: Score) -> dict[str, Any] | None:
-    """The section as plain JSON (report.json's ``arrangements``); None when no shape has arrangements."""
-    rows: list[dict[str, Any]] = []
+@dataclass(frozen=True)
+class LaneValue:
+    """One arrangement lane's figure against the golden (None: non-finite), and as the pages print it."""
+
+    lane: str
+    value: float | None
+    text: str
+
+
+@dataclass(frozen=True)
+class ArrangementRow:
+    """One shape and OP across the arrangements: the spread of the figures against the golden, whether every
+    arrangement gave each block the plain lane's answer, whether the duplicates agreed, and the worst slot."""
+
+    shape: int
+    op: int
+    arrangements: int
+    seed: int
+    lanes: list[str]
+    metric: str
+    values: list[LaneValue]
+    min: float | None
+    max: float | None
+    min_text: str
+    max_text: str
+    spread: dict[str, dict[str, float | None]]
+    within_tolerance: bool
+    same_in_every_slot: bool | None
+    duplicates_agree: bool | None
+    blocks_differing_from_plain: int
+    worst_slot: str | None
+    worst_slot_text: str
+    passed: bool
+
+
+@dataclass(frozen=True)
+class ArrangementFacts:
+    """The section: a row per shape and OP, every slot of each (the document's rows, shown as they are), and
+    the arrangements' reasons."""
+
+    rows: list[ArrangementRow]
+    slots: list[dict[str, Any]]
+    reasons: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        """report.json's ``arrangements``."""
+        return {"rows": [asdict(r) for r in self.rows], "slots": self.slots, "reasons": self.reasons}
+
+
+def arrangement_facts(score: Score) -> ArrangementFacts | None:
+    """The section (report.json's ``arrangements``: :meth:`ArrangementFacts.as_json`); None when no shape has
+    arrangements."""
+    rows: list[ArrangementRow] = []
     slots: list[dict[str, Any]] = []
     reasons: list[str] = []
     for k in sorted(score.shapes, key=int):
@@ -44,27 +95,27 @@ def arrangement_facts(score: Score) -> dict[str, Any] | None:
             golden = all(lane.ops[op].passed for lane in ev.lanes.values() if op in lane.ops)
             dup = ev.duplicates[op].passed if ev.duplicates is not None and op in ev.duplicates else None
             rows.append(
-                {
-                    "shape": int(k),
-                    "op": int(op),
-                    "arrangements": ev.arrangements,
-                    "seed": ev.seed,
-                    "lanes": list(first.values),
-                    "metric": first.metric,
-                    "values": [{"lane": lane, "value": v, "text": fmt(v)} for lane, v in first.values.items()],
-                    "min": first.min,
-                    "max": first.max,
-                    "min_text": fmt(first.min),
-                    "max_text": fmt(first.max),
-                    "spread": {m: {"min": s.min, "max": s.max} for m, s in spread.items()},
-                    "within_tolerance": golden,
-                    "same_in_every_slot": same,
-                    "duplicates_agree": dup,
-                    "blocks_differing_from_plain": moved,
-                    "worst_slot": worst,
-                    "worst_slot_text": slot_label(worst, int(k)) if worst else "none differs",
-                    "passed": golden and same is not False and dup is not False,
-                }
+                ArrangementRow(
+                    shape=int(k),
+                    op=int(op),
+                    arrangements=ev.arrangements,
+                    seed=ev.seed,
+                    lanes=list(first.values),
+                    metric=first.metric,
+                    values=[LaneValue(lane, v, fmt(v)) for lane, v in first.values.items()],
+                    min=first.min,
+                    max=first.max,
+                    min_text=fmt(first.min),
+                    max_text=fmt(first.max),
+                    spread={m: {"min": s.min, "max": s.max} for m, s in spread.items()},
+                    within_tolerance=golden,
+                    same_in_every_slot=same,
+                    duplicates_agree=dup,
+                    blocks_differing_from_plain=moved,
+                    worst_slot=worst,
+                    worst_slot_text=slot_label(worst, int(k)) if worst else "none differs",
+                    passed=golden and same is not False and dup is not False,
+                )
             )
             for key, s in ev.slots.get(op, {}).items():
                 slots.append(
@@ -85,22 +136,22 @@ def arrangement_facts(score: Score) -> dict[str, Any] | None:
                 )
     if not rows:
         return None
-    return {"rows": rows, "slots": slots, "reasons": reasons}
+    return ArrangementFacts(rows, slots, reasons)
 
 
-def arrangement_images(facts: dict[str, Any]) -> dict[str, Markup]:
+def arrangement_images(facts: ArrangementFacts) -> dict[str, Markup]:
     """One inline SVG per OP, "arrangements_<op>": per shape, the max abs of every arrangement lane against the
     golden (a dot each, log axis; exact zeros on the "= 0" line), the spread drawn from min to max."""
     images: dict[str, Markup] = {}
-    for op in sorted({r["op"] for r in facts["rows"]}):
-        rows = [r for r in facts["rows"] if r["op"] == op]
+    for op in sorted({r.op for r in facts.rows}):
+        rows = [r for r in facts.rows if r.op == op]
         images[f"arrangements_{op}"] = Markup(_spread_svg(op, rows))
     return images
 
 
-def _spread_svg(op: int, rows: list[dict[str, Any]]) -> str:
+def _spread_svg(op: int, rows: list[ArrangementRow]) -> str:
     width, height, left, bottom, top = 480, 220, 60, 190, 20
-    values = [v["value"] for r in rows for v in r["values"] if isinstance(v["value"], (int, float)) and v["value"] > 0]
+    values = [v.value for r in rows for v in r.values if isinstance(v.value, (int, float)) and v.value > 0]
     lo = math.floor(math.log10(min(values))) if values else -8
     hi = math.ceil(math.log10(max(values))) if values else -7
     hi = max(hi, lo + 1)
@@ -119,15 +170,13 @@ def _spread_svg(op: int, rows: list[dict[str, Any]]) -> str:
     step = (width - 10 - left) / max(len(rows), 1)
     for i, r in enumerate(rows):
         x = left + step * (i + 0.5)
-        colour = PASS_COLOUR if r["passed"] else FAIL_COLOUR
-        ys = [
-            y_of(v["value"]) if isinstance(v["value"], (int, float)) and v["value"] > 0 else zero_y for v in r["values"]
-        ]
+        colour = PASS_COLOUR if r.passed else FAIL_COLOUR
+        ys = [y_of(v.value) if isinstance(v.value, (int, float)) and v.value > 0 else zero_y for v in r.values]
         if ys:
             svg.line(x, min(ys), x, max(ys), colour=colour, width=2.0)
         for yy in ys:
             svg.add(f'<circle cx="{x:.1f}" cy="{yy:.1f}" r="3" fill="{colour}"/>')
-        svg.text(x, height - 6, f"k={r['shape']}")
+        svg.text(x, height - 6, f"k={r.shape}")
     svg.text(12, (top + bottom) / 2, f"OP {op} max abs vs golden", rotate=True)
     # its own class beside "plot" (the page's style): the distribution plots are counted by theirs
     return svg.done().replace('<svg class="plot"', '<svg class="plot arrangement-plot"', 1)

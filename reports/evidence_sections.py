@@ -42,7 +42,7 @@ def _repeats(score: Score, out: EvidenceFacts) -> None:
 
 def _arrangements(score: Score, out: EvidenceFacts) -> None:
     if (arranged := arrangement_facts(score)) is not None:  # only with --arrangements N >= 2: else as before
-        out.facts["arrangements"] = plain_dict(arranged)
+        out.facts["arrangements"] = plain_dict(arranged.as_json())
         out.images.update(arrangement_images(arranged))
 
 

@@ -1,4 +1,5 @@
-"""The report's sentence on what a lane's timing measures, and the harness's share beside it.
+"""The report's throughput table (a row per timed lane) and its sentence on what a lane's timing measures, and
+the harness's share beside it.
 
 A speedup compares the network calls of two lanes; on a fast device the harness's own work between
 calls can be what keeps the device idle, and the speedups would hide it. The score's ``host``
@@ -7,7 +8,10 @@ calls can be what keeps the device idle, and the speedups would hide it. The sco
 
 from __future__ import annotations
 
-from harness.data.schemas.results import Score
+from dataclasses import dataclass
+from typing import Any
+
+from harness.data.schemas.results import Figure, OpTiming, Score
 
 
 def timing_line(score: Score) -> str:
@@ -34,3 +38,62 @@ def timing_line(score: Score) -> str:
         f"{line}: here {h.host_s:.3g} s of the lanes' {h.lanes_wall_s:.3g} s wall ({share:.0f} %, "
         f"{h.host_ms_per_block:.3g} ms per block), beside {h.device_s:.3g} s of calls."
     )
+
+
+@dataclass(frozen=True)
+class LaneRow:
+    """One lane of the throughput table: its k (1 for the exact lane), the verdict of its shape, its timing and
+    speed-up over the exact lane, and per OP its calls (``ops``: the table's figures by name)."""
+
+    lane: str
+    k: int
+    verdict: str
+    blocks: Figure
+    blocks_per_s: Figure
+    speedup: Figure
+    speedup_interval: list[int | float] | None
+    within_noise: bool | None
+    repetitions: Figure
+    stalls: Figure
+    peak_device_mb: Figure
+    ops: dict[str, dict[str, Any]]
+
+
+def throughput_rows(score: Score) -> list[LaneRow]:
+    """Every timed lane, the exact lane first, then by k; a lane's verdict is its shape's in this score."""
+    lanes = score.lane_timings()
+    rows = []
+    for key in sorted(lanes, key=lambda x: 0 if x == "exact" else int(x)):
+        t = lanes[key]
+        shape = score.shapes.get(key)
+        verdict = "exact" if key == "exact" else (shape.verdict if shape is not None else "not scored")
+        rows.append(
+            LaneRow(
+                lane=key,
+                k=1 if key == "exact" else int(key),
+                verdict=verdict,
+                blocks=t.blocks,
+                blocks_per_s=t.blocks_per_s,
+                speedup=1.0 if key == "exact" else t.speedup,
+                speedup_interval=t.speedup_interval,
+                within_noise=t.within_noise,
+                repetitions=t.repetitions,
+                stalls=t.stalls,
+                peak_device_mb=t.peak_device_mb,
+                ops={op: _op_timing(v) for op, v in sorted(t.ops.items())},
+            )
+        )
+    return rows
+
+
+def _op_timing(v: OpTiming) -> dict[str, Any]:
+    """One OP's calls in a lane, as the throughput table shows them."""
+    return {
+        "calls": v.calls,
+        "p50_ms": v.p50_ms,
+        "p99_ms": v.p99_ms,
+        "mean_request_mb": v.mean_request_mb,
+        "peak_device_mb": v.peak_device_mb,
+        "blocks_per_s": v.blocks_per_s,
+        "stalls": v.stalls,
+    }

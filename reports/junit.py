@@ -56,7 +56,7 @@ def write_junit(
     """Write the nightly's JUnit XML. ``verification`` falls back to ``score.verification``; ``margins``: one
     suite property per margin warning (``margin_warning_k<k>_op<op>_<metric>``, the warning line its value)."""
     verification = verification if verification is not None else score.verification
-    throughput = score.throughput  # per lane timing: a dict of named figures (no model)
+    lanes = score.lane_timings()
     suite = new_suite(
         SUITE,
         {
@@ -86,7 +86,8 @@ def write_junit(
     total_time = 0.0
     for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
         for op, verdict in sorted(shape.ops.items(), key=lambda kv: int(kv[0])):
-            seconds = ((throughput.get(k) or {}).get("ops", {}).get(op) or {}).get("wall_s") or 0.0
+            timing = lanes[k].ops.get(op) if k in lanes else None
+            seconds = (timing.wall_s if timing is not None else None) or 0.0
             case = ET.SubElement(suite, "testcase", classname=f"shape_k{k}", name=f"op{op}", time=f"{seconds:.6f}")
             op_case(case, int(op), verdict, None if shape.cause is None else shape.cause.kind)
             props = case.find("properties")
@@ -222,7 +223,8 @@ def op_case(case: ET.Element, op: int, verdict: OpVerdictModel, cause: str | Non
             ET.SubElement(props, "property", name=f"{c.metric}_would_pass_at", value=c.would_pass_at)
         ok = "not gated" if c.ok is None else ("ok" if c.ok else "FAIL")
         lines.append(f"[{ok}] {_line(c)}")
-    ET.SubElement(props, "property", name="mode", value=str(verdict.limits.get("mode")))
+    mode = verdict.limits.get("mode")  # limits: the score's open dict of named figures
+    ET.SubElement(props, "property", name="mode", value=str(mode))
     reasons = list(verdict.reasons)
     if not verdict.passed:
         message = "; ".join(reasons) or "failed"
@@ -281,7 +283,7 @@ def summary_line(
         return f"PASS: {len(shapes)} shape{'s' if len(shapes) != 1 else ''} promoted (k={ks}), {golden}"
     parts = []
     for k, s in failed[:MAX_SHAPES_IN_SUMMARY]:
-        reasons = s.reasons or ["failed"]
+        reasons = s.reasons or ["failed"]  # a list of one reason, not a lookup
         if s.cause is not None:  # the deciding evidence first, never behind "+N more"
             first = s.cause.text(k) + _first_module(s.cause.kind, (localisation or {}).get(k))
             others = len([r for r in reasons if r != s.cause.evidence])
@@ -302,7 +304,9 @@ def summary_line(
 
 
 def _first_module(cause: str, localised: Mapping[str, Any] | None) -> str:
-    """'; first module beyond its noise floor: OP 1 voiceprint.trunk...' for a numerics refusal that was localised."""
+    """'; first module beyond its noise floor: OP 1 voiceprint.trunk...' for a numerics refusal that was localised.
+
+    Read loosely, by key: the summary line must be printed whatever a localisation holds (it runs best effort)."""
     if cause != NUMERICS or not localised:
         return ""
     for op, item in sorted(localised.items()):

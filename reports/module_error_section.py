@@ -12,54 +12,98 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
 
+from harness.data.schemas.localisation import LocalisedOp, ModuleError
 from reports.plots import _SERIES_COLOURS, FAIL_COLOUR, WIDTH, _Svg
 
 FLOOR_RATIO = 0.1  # ratios below (0 included: bitwise) are drawn on the axis's floor, labelled so
 
 
-def module_error_facts(localisation: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> dict[str, Any] | None:
-    """The section as plain JSON (None when no localisation measured modules): one line per (shape, OP)."""
+@dataclass(frozen=True)
+class ModuleErrorLine:
+    """One failing (shape, OP) localised per module: its block, the first module over ``floor_multiple`` x its
+    floor and the first that differed at all, where the floors came from, and every module's error."""
+
+    shape: int
+    op: int
+    block: str | None
+    first_diverging_layer: str | None
+    first_exceeding: str | None
+    floor_multiple: float | None
+    floor_source: str | None
+    floor_note: str | None
+    modules: list[ModuleError]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "op": self.op,
+            "block": self.block,
+            "first_diverging_layer": self.first_diverging_layer,
+            "first_exceeding": self.first_exceeding,
+            "floor_multiple": self.floor_multiple,
+            "floor_source": self.floor_source,
+            "floor_note": self.floor_note,
+            "modules": [m.model_dump(mode="json") for m in self.modules],
+        }
+
+
+@dataclass(frozen=True)
+class ModuleErrors:
+    """The section: one line per localised (shape, OP), and the OPs that have one (a plot each)."""
+
+    lines: list[ModuleErrorLine]
+    ops: list[int]
+
+    def as_json(self) -> dict[str, Any]:
+        """What report.json holds and the pages read."""
+        return {"lines": [line.as_json() for line in self.lines], "ops": self.ops}
+
+
+def module_error_facts(localisation: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> ModuleErrors | None:
+    """The section (None when no localisation measured modules): one line per (shape, OP). Each localised OP is
+    read as the localisation file's ``LocalisedOp``."""
     lines = []
     for k, ops in sorted((localisation or {}).items(), key=lambda item: int(item[0])):
-        for op, loc in sorted(ops.items()):
-            if not loc.get("available") or not loc.get("modules"):
+        for op, written in sorted(ops.items()):
+            loc = LocalisedOp.model_validate(written)
+            if not loc.available or not loc.modules:
                 continue
             lines.append(
-                {
-                    "shape": int(k),
-                    "op": int(op),
-                    "block": loc.get("block"),
-                    "first_diverging_layer": loc.get("first_diverging_layer"),
-                    "first_exceeding": loc.get("first_exceeding"),
-                    "floor_multiple": loc.get("floor_multiple"),
-                    "floor_source": loc.get("floor_source"),
-                    "floor_note": loc.get("floor_note"),
-                    "modules": [dict(m) for m in loc["modules"]],
-                }
+                ModuleErrorLine(
+                    shape=int(k),
+                    op=int(op),
+                    block=loc.block,
+                    first_diverging_layer=loc.first_diverging_layer,
+                    first_exceeding=loc.first_exceeding,
+                    floor_multiple=loc.floor_multiple,
+                    floor_source=loc.floor_source,
+                    floor_note=loc.floor_note,
+                    modules=list(loc.modules),
+                )
             )
     if not lines:
         return None
-    return {"lines": lines, "ops": sorted({line["op"] for line in lines})}
+    return ModuleErrors(lines, sorted({line.op for line in lines}))
 
 
-def module_error_images(facts: Mapping[str, Any]) -> dict[str, Markup]:
+def module_error_images(facts: ModuleErrors) -> dict[str, Markup]:
     """One inline SVG per OP: "module_errors_<op>"."""
     return {
-        f"module_errors_{op}": Markup(_svg(op, [line for line in facts["lines"] if line["op"] == op]))
-        for op in facts["ops"]
+        f"module_errors_{op}": Markup(_svg(op, [line for line in facts.lines if line.op == op])) for op in facts.ops
     }
 
 
-def _svg(op: int, lines: list[dict[str, Any]]) -> str:
+def _svg(op: int, lines: list[ModuleErrorLine]) -> str:
     names: list[str] = []
     for line in lines:  # execution order of the first line; a module only another line has goes after
-        names += [m["module"] for m in line["modules"] if m["module"] not in names]
-    multiple = float(lines[0]["floor_multiple"] or 1.0)
-    ratios = [float(m["ratio"]) for line in lines for m in line["modules"]]
+        names += [m.module for m in line.modules if m.module not in names]
+    multiple = float(lines[0].floor_multiple or 1.0)
+    ratios = [float(m.ratio) for line in lines for m in line.modules]
     top = 10 ** math.ceil(math.log10(max([multiple * 10, *ratios])))
     x0, x1, y_top, y_bottom = 56, WIDTH - 16, 28, 200
     label_height = 8 + 5 * max(len(_short(n)) for n in names)
@@ -89,25 +133,25 @@ def _svg(op: int, lines: list[dict[str, Any]]) -> str:
     index = {n: i for i, n in enumerate(names)}
     for j, line in enumerate(lines):
         colour = _SERIES_COLOURS[j % len(_SERIES_COLOURS)]
-        points = [(x(index[m["module"]]), y(float(m["ratio"]))) for m in line["modules"]]
+        points = [(x(index[m.module]), y(float(m.ratio))) for m in line.modules]
         svg.add(
             f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
             + " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
             + '"/>'
         )
-        first = line["first_exceeding"]
+        first = line.first_exceeding
         if first in index:
             svg.add(
                 f'<circle cx="{x(index[first]):.1f}" cy="{y(_ratio(line, first)):.1f}" r="4" fill="none" '
                 f'stroke="{FAIL_COLOUR}" stroke-width="1.5"/>'
             )
-        label = f"k={line['shape']}: first over {multiple:g} x floor: {first or 'none'}"
+        label = f"k={line.shape}: first over {multiple:g} x floor: {first or 'none'}"
         svg.text(x0, y_bottom + label_height + 16 + 12 * j, label, size=9, anchor="start", colour=colour)
     return svg.done()
 
 
-def _ratio(line: Mapping[str, Any], module: str) -> float:
-    return float(next(m["ratio"] for m in line["modules"] if m["module"] == module))
+def _ratio(line: ModuleErrorLine, module: str) -> float:
+    return float(next(m.ratio for m in line.modules if m.module == module))
 
 
 def _short(name: str) -> str:

@@ -92,6 +92,7 @@ def fmt(value: Any, kind: str = "") -> str:
 
 def identical(metrics: Mapping[str, Any] | None) -> bool:
     """Whether the rows a cosine was taken over are bit-identical (so an exact 1.0 is the truth)."""
+    # metrics: an OP's open dict of named figures (which it holds depends on the OP), read by name
     if not metrics:
         return False
     if "differing_rows" in metrics:
@@ -110,12 +111,14 @@ def cosine(value: Any, metrics: Mapping[str, Any] | None) -> str:
 
 def summary_cosine(shape: Mapping[str, Any], op: str) -> str:
     """The summary row's OP 1/2 minimum cosine, judged identical or not by that OP's own metrics."""
+    # a template filter: ``shape`` is the report's row as report.json holds it (plain JSON), read by key
     metrics = (shape.get("ops", {}).get(op) or {}).get("metrics")
     return cosine(shape.get("min_cosine", {}).get(op), metrics)
 
 
 def packing_alone(shape: Mapping[str, Any]) -> str:
     """The shape against the run's own exact lane, in a few words."""
+    # a template filter: ``shape`` is the report's row as report.json holds it (plain JSON), read by key
     effect = shape.get("vs_exact")
     if not effect:
         return "—"
@@ -133,6 +136,7 @@ def packing_alone(shape: Mapping[str, Any]) -> str:
 
 def fmt_check(check: Mapping[str, Any], which: str, metrics: Mapping[str, Any] | None = None) -> str:
     """A check's observed ('value') or allowed ('limit') number; ``metrics``: its OP's, for a cosine."""
+    # a template filter: ``check`` is a check row as report.json holds it (plain JSON), read by key
     if which == "value" and check["observed"] is None and check.get("offending") and check.get("total"):
         return non_finite_text(check["offending"], check["total"], check["unit"])  # a figure over non-finite values
     number = check["observed" if which == "value" else "allowed"]

@@ -100,7 +100,8 @@ def bitwise_line(op: int, metrics: Mapping[str, Any]) -> str | None:
 
     Why: a histogram of nothing but zeros is a near-empty plot; six of them fill the page of a
     bitwise night and say less than this line. It counts every unit judged (the score's metrics),
-    not the distribution sample the histogram draws."""
+    not the distribution sample the histogram draws. ``metrics``: the score's open dict of named figures (which
+    ones an OP has depends on the OP and the judge), read by name."""
     if not metrics.get("bitwise"):
         return None
     n, unit = (metrics.get("windows"), "windows") if int(op) == 0 else (metrics.get("judged_rows"), "rows")

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.data.schemas.localisation import LocalisedOp
 from harness.data.schemas.records import LedgerEntry
-from harness.data.schemas.results import OpVerdictModel, ShapeScore
+from harness.data.schemas.results import LaneTiming, OpVerdictModel, ShapeScore
 from harness.judging.judges.judge_base import shown_figure
 from harness.ledger.promotion import PROMOTED, REVOKED
 from reports.advice import op_next, slow_note, speed_measured
@@ -26,13 +27,14 @@ def shape_facts(
     k: str,
     s: ShapeScore | None,
     entry: LedgerEntry | None,
-    throughput: Mapping[str, Any],
+    timing: LaneTiming | None,
     golden_ok: bool,
     ledger_given: bool,
     localisation: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry."""
-    lane = throughput.get(k) or {}
+    """One shape's row: ``s`` its score (None: in the ledger, not scored in this run), ``entry`` its ledger entry,
+    ``timing`` its lane's (None: no lane timed)."""
+    lane = timing or LaneTiming()
     verdict = s.verdict if s is not None else "not scored"
     state = entry.state if entry is not None else None
     passed_now = s is not None and verdict == "pass" and golden_ok
@@ -40,10 +42,16 @@ def shape_facts(
         usable = state == PROMOTED and golden_ok and (s is None or passed_now)
     else:
         usable = passed_now
-    ops = {op: op_facts(v) for op, v in sorted(s.ops.items())} if s is not None else {}
     loc = _localisation(localisation) if s is not None and verdict == "fail" else None
-    for op, o in ops.items():  # what to do next, worded as JUnit words it; localisation's finding where it ran
-        o["next"] = [] if o["passed"] or s is None else op_next(s.ops[op].checks, (loc or {}).get(op))
+    # each OP's row, with what to do next, worded as JUnit words it (localisation's finding where it ran)
+    ops = (
+        {
+            op: {**op_facts(v), "next": [] if v.passed else op_next(v.checks, (loc or {}).get(op))}
+            for op, v in sorted(s.ops.items())
+        }
+        if s is not None
+        else {}
+    )
     op0 = s.ops["0"].metrics if s is not None else {}
     shape = {
         "shape": int(k),
@@ -56,14 +64,14 @@ def shape_facts(
         "why": _why(s, entry, golden_ok, ledger_given, usable),
         "ledger_state": state,
         "revoked_by": entry.revoked_by if entry is not None and state == REVOKED else None,
-        "speedup": lane.get("speedup"),
-        "speedup_interval": lane.get("speedup_interval"),
-        "within_noise": lane.get("within_noise"),
-        "repetitions": lane.get("repetitions"),
-        "speedup_basis": lane.get("speedup_basis"),  # full k-block requests only
+        "speedup": lane.speedup,
+        "speedup_interval": lane.speedup_interval,
+        "within_noise": lane.within_noise,
+        "repetitions": lane.repetitions,
+        "speedup_basis": lane.speedup_basis,  # full k-block requests only
         "requests": s.requests.model_dump(mode="json") if s is not None else None,  # full k-block requests behind it
-        "stalls": lane.get("stalls"),
-        "blocks_per_s": lane.get("blocks_per_s"),
+        "stalls": lane.stalls,
+        "blocks_per_s": lane.blocks_per_s,
         "op0_max_abs": shown_figure(op0, "max_abs"),  # 'non-finite (N of M windows)', never a finite-only figure
         "min_cosine": {op: shown_figure(s.ops[op].metrics, "min_cosine") for op in ("1", "2") if op in s.ops}
         if s is not None
@@ -75,9 +83,8 @@ def shape_facts(
         "ops": ops,
         "localisation": loc,
     }
-    shape["slow_note"] = slow_note(shape)  # usable, but slower than k=1 here: say so, with its sample and interval
-    shape["slow_note_measured"] = shape["slow_note"] is not None and speed_measured(shape)  # bold only then
-    return shape
+    note = slow_note(shape)  # usable, but slower than k=1 here: say so, with its sample and interval
+    return {**shape, "slow_note": note, "slow_note_measured": note is not None and speed_measured(shape)}  # bold then
 
 
 def _why(s: ShapeScore | None, entry: LedgerEntry | None, golden_ok: bool, ledger_given: bool, usable: bool) -> str:
@@ -147,16 +154,18 @@ def _distribution_summary(values: Sequence[float | None]) -> dict[str, Any]:
 
 
 def _localisation(loc: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A failing shape's localisation per OP as the pages show it; each OP's read as the file's ``LocalisedOp``."""
     if not loc:
         return None
     out = {}
-    for op, item in sorted(loc.items()):
+    for op, written in sorted(loc.items()):
+        item = LocalisedOp.model_validate(written)
         out[op] = {
-            "available": bool(item.get("available", True)),
-            "reason": item.get("reason"),
-            "first_diverging_layer": item.get("first_diverging_layer"),
-            "blocks": item.get("blocks", []),
-            "k": item.get("k"),
-            "per_block": [{"block": item["block"], **(item.get("detail") or {})}] if item.get("block") else [],
+            "available": item.available,
+            "reason": item.reason,
+            "first_diverging_layer": item.first_diverging_layer,
+            "blocks": item.blocks if item.blocks is not None else [],
+            "k": item.k,
+            "per_block": [{"block": item.block, **(item.detail or {})}] if item.block else [],
         }
     return out

@@ -23,7 +23,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,10 @@ from harness.data.schemas.files import Reproducibility
 from harness.data.schemas.records import Ledger, LedgerEntry
 from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
 from harness.judging.judges.judge_base import shown_figure
-from harness.ledger.promotion import judging_overrides, ledger_states, overrides_line
+from harness.ledger.promotion import Transition, judging_overrides, ledger_states, overrides_line
 from reports.engine import EngineManifest, engine_line
 from reports.evidence_sections import evidence_facts
-from reports.host_line import timing_line
+from reports.host_line import throughput_rows, timing_line
 from reports.margin_section import margin_facts, margin_images
 from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
@@ -66,7 +66,7 @@ Localisation = Mapping[str, Mapping[str, Mapping[str, Any]]]
 def build_facts(
     score: Score,
     ledger: Ledger | None = None,
-    transitions: Sequence[Mapping[str, Any]] | None = None,
+    transitions: Sequence[Transition] | None = None,
     localisation: Localisation | None = None,
     verification: Reproduction | None = None,
     promoted: bool = True,
@@ -79,30 +79,30 @@ def build_facts(
     document, plain JSON (the templates and report.json read them), made plain once at the end."""
     loc = plain_dict(localisation) if localisation else {}
     golden_checks = _golden_checks(score, verification)
-    golden_ok = all(c["passed"] for c in golden_checks)
-    states = (
+    golden_ok = all(c.passed for c in golden_checks)
+    states = (  # score.packer is the packer's describe() JSON (free-form): its identity read by key
         ledger_states(
             ledger, score.fingerprint, score.device_kind, score.numerics_profile, score.packer.get("identity")
         )
         if ledger is not None
         else {}
     )
-    throughput = plain_dict(score.throughput)  # per lane timing: a dict of named figures (no model)
+    lanes = score.lane_timings()
     shape_keys = sorted(set(score.shapes) | {str(k) for k in states}, key=int)
     shapes = {
         k: shape_facts(
-            k, score.shapes.get(k), states.get(int(k)), throughput, golden_ok, ledger is not None, loc.get(k)
+            k, score.shapes.get(k), states.get(int(k)), lanes.get(k), golden_ok, ledger is not None, loc.get(k)
         )
         for k in shape_keys
     }
     usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
     not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
-    lanes = _throughput(throughput, shapes)
+    lane_rows = throughput_rows(score)
     headline = None
     if not golden_ok:
-        bad = next(c for c in golden_checks if not c["passed"])
+        bad = next(c for c in golden_checks if not c.passed)
         headline = (
-            f"The golden is NOT reproduced in this environment: {bad['summary']}. Every shape below was judged "
+            f"The golden is NOT reproduced in this environment: {bad.summary}. Every shape below was judged "
             "against a golden this environment does not reproduce, so none may be used until it does."
         )
     return plain_dict(
@@ -133,22 +133,22 @@ def build_facts(
             "numerics": score.numerics.in_force,
             "mode": score.voiceprint_inputs,
             "pad_to_fixed": score.pad_to_fixed,
-            "packer": score.packer.get("name", "harness"),
+            "packer": score.packer.get("name", "harness"),  # score.packer: the packer's own describe() JSON
             "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start
             "corpus": _by_name(score.corpus.model_dump(mode="json")),
             "tolerances": score.tolerances.model_dump(mode="json"),
             "reproducibility": _reproducibility(score.reproducibility),
-            "golden_checks": golden_checks,
+            "golden_checks": [asdict(c) for c in golden_checks],
             "shapes": shapes,
             "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
-            "throughput": lanes,
-            "exact_lane": next((r for r in lanes if r["lane"] == "exact"), None),
+            "throughput": [asdict(r) for r in lane_rows],
+            "exact_lane": next((asdict(r) for r in lane_rows if r.lane == "exact"), None),
             "exact_timing_source": score.exact_timing_source,
             "host": score.host.model_dump(mode="json")
             if score.host is not None
             else None,  # harness.throughput.host_share
             "timing_line": timing_line(score),
-            "transitions": [plain_dict(t) for t in transitions] if transitions is not None else None,
+            "transitions": [plain_dict(t.as_json()) for t in transitions] if transitions is not None else None,
             "ledger": _ledger_rows(states) if ledger is not None else None,
             "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.ledger.promotion
             "overrides_line": overrides_line(score),
@@ -171,7 +171,23 @@ def _by_name(table: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sorted(table.items()))
 
 
-def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GoldenCheck:
+    """One check that the golden is reproduced here: where it comes from (this run's exact lane, or a separate
+    verification), its outcome, and per OP the figures shown (``ops``: the report's rows, as report.json holds
+    them)."""
+
+    source: str
+    status: str
+    passed: bool
+    summary: str
+    golden_id: str
+    environment_differences: list[str]
+    fingerprint_matches: bool | None
+    ops: dict[str, dict[str, Any]]
+
+
+def _golden_checks(score: Score, verification: Reproduction | None) -> list[GoldenCheck]:
     """Golden reproduction from the score's own exact lane, and a separate verification if given."""
     out = []
     for source, v in (
@@ -180,7 +196,7 @@ def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict
     ):
         if v is None:
             continue
-        ops = {
+        ops: dict[str, dict[str, Any]] = {
             op: {
                 "bitwise": o.metrics.get("bitwise"),
                 "max_abs": shown_figure(o.metrics, "max_abs"),  # never a finite-only figure that looks fine
@@ -191,16 +207,16 @@ def _golden_checks(score: Score, verification: Reproduction | None) -> list[dict
             for op, o in sorted(v.ops.items())
         }
         out.append(
-            {
-                "source": source,
-                "status": v.status,
-                "passed": v.passed,
-                "summary": v.summary,
-                "golden_id": v.golden_id,
-                "environment_differences": list(v.environment_differences),
-                "fingerprint_matches": v.fingerprint_matches,
-                "ops": ops,
-            }
+            GoldenCheck(
+                source=source,
+                status=v.status,
+                passed=v.passed,
+                summary=v.summary,
+                golden_id=v.golden_id,
+                environment_differences=list(v.environment_differences),
+                fingerprint_matches=v.fingerprint_matches,
+                ops=ops,
+            )
         )
     return out
 
@@ -211,44 +227,6 @@ def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
         "repeats": repro.repeats,
         "ops": {op: floor.model_dump(mode="json") for op, floor in repro.ops.items()},
     }
-
-
-def _throughput(throughput: Mapping[str, Any], shapes: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for key in sorted(throughput, key=lambda x: 0 if x == "exact" else int(x)):
-        t = throughput[key]
-        verdict = "exact" if key == "exact" else shapes.get(key, {}).get("verdict", "not scored")
-        rows.append(
-            {
-                "lane": key,
-                "k": 1 if key == "exact" else int(key),
-                "verdict": verdict,
-                "blocks": t.get("blocks"),
-                "blocks_per_s": t.get("blocks_per_s"),
-                "speedup": 1.0 if key == "exact" else t.get("speedup"),
-                "speedup_interval": t.get("speedup_interval"),
-                "within_noise": t.get("within_noise"),
-                "repetitions": t.get("repetitions"),
-                "stalls": t.get("stalls"),
-                "peak_device_mb": t.get("peak_device_mb"),
-                "ops": {
-                    op: {
-                        f: v.get(f)
-                        for f in (
-                            "calls",
-                            "p50_ms",
-                            "p99_ms",
-                            "mean_request_mb",
-                            "peak_device_mb",
-                            "blocks_per_s",
-                            "stalls",
-                        )
-                    }
-                    for op, v in sorted(t.get("ops", {}).items())
-                },
-            }
-        )
-    return rows
 
 
 def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
@@ -278,10 +256,11 @@ def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
 # Images
 
 
-def build_images(score: Score, facts: Mapping[str, Any]) -> dict[str, Markup]:
-    """Inline SVG plots: "speedup" and per shape and OP "dist_<k>_<op>" (none for a bitwise OP)."""
+def build_images(score: Score) -> dict[str, Markup]:
+    """Inline SVG plots: "speedup" (a point per row of the throughput table) and per shape and OP
+    "dist_<k>_<op>" (none for a bitwise OP; an OP's ``limits`` is the score's open dict of named figures)."""
     images = {}
-    points = [SpeedPoint(r["k"], r["speedup"], r["verdict"]) for r in facts["throughput"]]
+    points = [SpeedPoint(r.k, r.speedup, r.verdict) for r in throughput_rows(score)]
     if any(p.speedup is not None for p in points):
         images["speedup"] = Markup(speedup_svg(points))
     for k, shape in score.shapes.items():
@@ -317,7 +296,7 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         keep_trailing_newline=True,
         bytecode_cache=bytecode_cache("md"),
     )
-    for env in (html, md):
+    for env in (html, md):  # Jinja's registries: keyed by the names the templates use
         env.filters["fmt"] = fmt
         env.filters["fmt_check"] = fmt_check
         env.filters["packing_alone"] = packing_alone
@@ -349,7 +328,7 @@ class ReportContext:
     reads (see :func:`build_facts`). Every part is optional: a report of a score alone is a report."""
 
     ledger: Ledger | None = None
-    transitions: Sequence[Mapping[str, Any]] | None = None
+    transitions: Sequence[Transition] | None = None
     localisation: Localisation | None = None
     verification: Reproduction | None = None
     promoted: bool = True
@@ -364,7 +343,8 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
     promoted, margins, engine = c.promoted, c.margins, c.engine
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted, engine)
-    images = build_images(score, facts)
+    images = build_images(score)
+    # the sections below are added to report.json's document (plain JSON: the pages' context) by their keys
     if margins is not None:  # only then: a report without a history is the same file it was
         facts["margins"] = plain_dict(margin_facts(margins))
         images.update(margin_images(margins))
@@ -372,21 +352,17 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
     facts.update(evidence.facts)
     images.update(evidence.images)
     if (errors := module_error_facts(localisation)) is not None:  # localisation measured modules: else no section
-        facts["module_errors"] = plain_dict(errors)
+        facts["module_errors"] = plain_dict(errors.as_json())
         images.update(module_error_images(errors))
     html_env, md_env = template_environments()
     page = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
-    paths = {
-        "json": out_dir / "report.json",
-        "md": out_dir / "report.md",
-        "html": out_dir / "report.html",
-    }
+    json_path, md_path, html_path = out_dir / "report.json", out_dir / "report.md", out_dir / "report.html"
     # all three or none: a report folder never holds one page of this score beside another's
     atomic_write_many(
         {
-            paths["json"]: json.dumps(facts, indent=1, sort_keys=True) + "\n",
-            paths["md"]: md_env.get_template("report.md.j2").render(**page),
-            paths["html"]: html_env.get_template("report.html.j2").render(**page),
+            json_path: json.dumps(facts, indent=1, sort_keys=True) + "\n",
+            md_path: md_env.get_template("report.md.j2").render(**page),
+            html_path: html_env.get_template("report.html.j2").render(**page),
         }
     )
-    return paths
+    return {"json": json_path, "md": md_path, "html": html_path}

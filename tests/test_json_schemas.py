@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from harness.data.schemas import FILE_KINDS, Ledger, PromotedShapes
 from harness.data.schemas.json_schema import REGENERATE, beyond_schema, json_schema, kinds, schema_texts
 from harness.ledger.ledger_store import load_manifest
-from harness.pipeline.inspect import shapes_document
+from harness.pipeline.inspect import LedgerFiles, shapes_document
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
 from tests.pipeline import record, run_shapes
@@ -188,7 +188,7 @@ def test_the_manifest_validated_holds_a_promotion_and_the_shapes_answer_validate
     (profile,) = device["profiles"].values()
     (packer,) = profile["packers"].values()
     assert list(packer["evidence"]) == ["2"], packer  # the nested evidence, not only an empty map, was validated
-    located = {"ledger": str(written["ledger"]), "manifest": str(written["promoted-shapes"]), "found_by": "--ledger"}
+    located = LedgerFiles(written["ledger"], written["promoted-shapes"], "--ledger")
     answer = json.loads(shapes_document(load_manifest(written["promoted-shapes"]), located, True))
     assert not problems("shapes-answer", answer)
 

@@ -137,9 +137,9 @@ def test_promote_then_revoke_naming_the_revoking_run(world):
     s1 = load_score(world["scored"]((2,)))
     s2 = load_score(world["scored"]((2,), STRICT))
     book, t1 = apply_score(empty_ledger(), s1, s1.run.created, RELEASE)
-    assert [(t["shape"], t["from"], t["to"]) for t in t1] == [(2, "candidate", "promoted")]
+    assert [(t.shape, t.before, t.after) for t in t1] == [(2, "candidate", "promoted")]
     book, t2 = apply_score(book, s2, s2.run.created, RELEASE)
-    assert [(t["from"], t["to"]) for t in t2] == [("promoted", "revoked")]
+    assert [(t.before, t.after) for t in t2] == [("promoted", "revoked")]
     (entry,) = book.entries.values()
     assert entry.revoked_by == s2.run.id and [e.state for e in entry.history] == ["promoted", "revoked"]
     assert any(r.startswith("OP 0 flip_rate_upper95") for r in entry.history[-1].reasons)
@@ -161,7 +161,7 @@ def _lists(manifest: dict, k: int) -> bool:
 def test_the_release_shape_is_never_promoted(world):
     s = load_score(world["scored"]((1, 2)))
     book, transitions = apply_score(empty_ledger(), s, s.run.created, RELEASE)
-    assert [t["shape"] for t in transitions] == [2]
+    assert [t.shape for t in transitions] == [2]
     profile = derive_manifest(book, RELEASE).models[s.fingerprint].devices["cpu"].profiles[s.numerics_profile]
     assert profile.release_ops == {"0": [1], "1": [1], "2": [1]}
     assert profile.packers[s.packer["identity"]].ops == {"0": [1, 2], "1": [1, 2], "2": [1, 2]}
@@ -183,7 +183,7 @@ def test_a_run_whose_golden_did_not_reproduce_promotes_nothing(world):
     s = load_score(world["scored"]((2,)))
     s = s.model_copy(update={"verification": s.verification.model_copy(update={"passed": False, "status": "drift"})})
     book, (t,) = apply_score(empty_ledger(), s, s.run.created, RELEASE)
-    assert t["to"] == "candidate" and "did not reproduce golden" in t["reasons"][-1]
+    assert t.after == "candidate" and "did not reproduce golden" in t.reasons[-1]
 
 
 # ---------------------------------------------------------------------------------------------- through the CLI
@@ -501,4 +501,4 @@ def test_promote_file_api_matches_the_cli(world, tmp_path):
     score = world["scored"]((2,), where=tmp_path)
     config = CONFIG.with_overrides(tolerances=LOOSE)
     result, transitions = promote_file(score, config, tmp_path / "l.json", tmp_path / "m.json")
-    assert result.run.id in transitions[0]["run_id"] and transitions[0]["to"] == "promoted"
+    assert result.run.id in transitions[0].run_id and transitions[0].after == "promoted"

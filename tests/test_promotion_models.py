@@ -67,7 +67,7 @@ def test_apply_score_builds_a_new_ledger_and_leaves_its_argument_unchanged(world
     first, _ = apply_score(empty_ledger(), passing, passing.run.created, RELEASE)
     shown = as_written(first)
     second, (t,) = apply_score(first, failing, failing.run.created, RELEASE)
-    assert as_written(first) == shown and t["to"] == "revoked"
+    assert as_written(first) == shown and t.after == "revoked"
     assert [len(e.history) for e in first.entries.values()] == [1]
     assert [len(e.history) for e in second.entries.values()] == [2]
     with pytest.raises(ValidationError, match="frozen"):

@@ -106,11 +106,9 @@ def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
     assert good.laws.verdict == "hold" and good.laws.packer_identity == mine
     # the engine's packer leaks: its nightly is refused; then the harness's own packer passes k=2
     book, (t,) = apply_score(empty_ledger(), as_packer(good, OTHER, "broken", "-q"), good.run.created, RELEASE)
-    assert (t["packer"], t["to"], t["passed"]) == (OTHER, "candidate", False) and "breaks the packing laws" in t[
-        "reasons"
-    ][0]
+    assert (t.packer, t.after, t.passed) == (OTHER, "candidate", False) and "breaks the packing laws" in t.reasons[0]
     book, (t,) = apply_score(book, good, good.run.created, RELEASE)
-    assert (t["packer"], t["to"]) == (mine, "promoted")
+    assert (t.packer, t.after) == (mine, "promoted")
     manifest = derive_manifest(book, RELEASE)
     assert packers(manifest, good)[mine].ops["0"] == [1, 2] and packers(manifest, good)[OTHER].ops["0"] == [1]
     assert ask(manifest, good, mine, 2) and not ask(manifest, good, OTHER, 2)  # not with another packer's evidence
@@ -119,9 +117,9 @@ def test_a_ledger_shared_by_two_packers_keeps_their_evidence_apart(scores):
     assert not yes and "promoted only for packer(s) " + mine in why
     # a revocation for one packer is never undone by evidence for another
     book, (t,) = apply_score(book, bad, bad.run.created, RELEASE)
-    assert (t["packer"], t["from"], t["to"]) == (mine, "promoted", "revoked")
+    assert (t.packer, t.before, t.after) == (mine, "promoted", "revoked")
     book, (t,) = apply_score(book, as_packer(good, OTHER, "hold", "-q2"), bad.run.created, RELEASE)
-    assert (t["packer"], t["to"]) == (OTHER, "promoted")
+    assert (t.packer, t.after) == (OTHER, "promoted")
     manifest = derive_manifest(book, RELEASE)
     assert not ask(manifest, good, mine, 2) and ask(manifest, good, OTHER, 2)
     assert {e.packer_identity for e in book.entries.values()} == {mine, OTHER} and len(book.entries) == 2
@@ -143,9 +141,9 @@ def test_a_packer_without_its_own_held_laws_gets_nothing_promoted(scores, change
     s = changed(scores["p"], change)
     book, (t,) = apply_score(empty_ledger(), s, s.run.created, RELEASE)
     if reason is None:
-        assert t["to"] == "promoted" and t["passed"]
+        assert t.after == "promoted" and t.passed
     else:
-        assert t["to"] == "candidate" and not t["passed"] and reason in t["reasons"][0], t["reasons"]
+        assert t.after == "candidate" and not t.passed and reason in t.reasons[0], t.reasons
         assert not ask(derive_manifest(book), s, s.packer["identity"], 2)
 
 

@@ -232,7 +232,7 @@ def test_failing_score_shows_reasons_and_first_diverging_layer(leaky, leaky_repo
 def test_revoked_shapes_name_the_run_that_revoked_them(tmp_path, small):
     first, score = small["passing"], small["revoking"]
     ledger, transitions = small["ledger"], small["transitions"]
-    assert [(t["from"], t["to"]) for t in transitions] == [("promoted", "revoked")] * len(SHAPES)
+    assert [(t.before, t.after) for t in transitions] == [("promoted", "revoked")] * len(SHAPES)
     facts, md, page, _ = _written(tmp_path, score, ledger=ledger, transitions=transitions)
     run = score.run.id
     for k in SHAPES:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from harness.data.schemas import HistoryAnswer, ShapesAnswer
 from harness.ledger.ledger_store import load_ledger, load_manifest
-from harness.pipeline.inspect import shapes_document
+from harness.pipeline.inspect import LedgerFiles, shapes_document
 from harness.pipeline.promote import promote_file
 from harness.pipeline.score import score_run, write_score
 from tests.cli_run import harness_cli
@@ -142,4 +142,4 @@ def test_a_document_its_schema_refuses_is_never_printed(ws):
     validate) makes the document a bug, not output."""
     manifest = load_manifest(ws / "goldens" / "promoted-shapes.json").model_copy(update={"ledger_seq": -1})
     with pytest.raises(ValidationError):
-        shapes_document(manifest, {"ledger": None, "manifest": None, "found_by": "search"}, checked=False)
+        shapes_document(manifest, LedgerFiles(None, None, "search"), checked=False)

@@ -29,7 +29,8 @@ def window_starts(length: int, window: int, step: int) -> np.ndarray:
 
 
 def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) -> list[tuple[Block, dict[str, Any]]]:
-    """Blocks of one recording, each with its provenance (start sample, windows, padding)."""
+    """Blocks of one recording, each with its provenance (start sample, windows, padding): the corpus's
+    provenance JSON (corpus-provenance schema), written per block as it is."""
     if step <= 0:
         raise CorpusError(f"{prefix}: window step must be positive, got {step}")
     audio = np.asarray(audio, dtype=np.float32)

@@ -23,7 +23,7 @@ whose SIMD implementations may differ in the last bit between numpy builds and C
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -145,22 +145,30 @@ def wavetable(voice: Voice) -> Wavetable:
     return Wavetable(values, np.roll(values, -1) - values)
 
 
-_CACHE: dict[str, np.ndarray] = {}
+@dataclass
+class _SharedTables:
+    """Tables every voice reads, computed once per process (the harmonic steps grow to the most harmonics asked)."""
+
+    sine: np.ndarray | None = None
+    steps: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+
+
+_TABLES = _SharedTables()
 
 
 def _sine_table() -> np.ndarray:
     """sin(2 pi k / TABLE) for k < TABLE (computed once)."""
-    if "sine" not in _CACHE:
-        _CACHE["sine"] = stable_sin(np.arange(TABLE, dtype=np.float64) * (2 * np.pi / TABLE))
-    return _CACHE["sine"]
+    if _TABLES.sine is None:
+        _TABLES.sine = stable_sin(np.arange(TABLE, dtype=np.float64) * (2 * np.pi / TABLE))
+    return _TABLES.sine
 
 
 def _harmonic_steps(count: int) -> np.ndarray:
     """[h - 1, k] = h k mod TABLE for harmonics 1..count (cached: voices share it)."""
-    if _CACHE.get("steps", np.empty((0, 0))).shape[0] < count:
+    if _TABLES.steps.shape[0] < count:
         h = np.arange(1, max(count, int(MAX_HARMONIC_HZ // 95.0)) + 1, dtype=np.int64)  # 95 Hz: lowest pitch
-        _CACHE["steps"] = (h[:, None] * np.arange(TABLE, dtype=np.int64) % TABLE).astype(np.int32)
-    return _CACHE["steps"][:count]
+        _TABLES.steps = (h[:, None] * np.arange(TABLE, dtype=np.int64) % TABLE).astype(np.int32)
+    return _TABLES.steps[:count]
 
 
 def _inverse_power_eighths(h: int, eighths: int) -> float:

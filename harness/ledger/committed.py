@@ -42,15 +42,7 @@ class CommittedShape:
     def transition(self) -> Transition:
         """The state change as :func:`harness.ledger.promotion.apply_score` reports one (for the same lines)."""
         e = self.event
-        return {
-            "shape": self.shape,
-            "packer": self.packer,
-            "from": self.before,
-            "to": e.state,
-            "run_id": e.run_id,
-            "passed": self.promoted,
-            "reasons": list(e.reasons),
-        }
+        return Transition(self.shape, self.packer, self.before, e.state, e.run_id, self.promoted, list(e.reasons))
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,20 @@ from harness.ledger.promotion import packer_of
 
 WHAT = "history part"
 _PART = re.compile(r"^(\d{8})\.parquet$")
+# a part's Arrow schema metadata keys, in PartMeta's field order
+_META_KEYS = ("harness.kind", "harness.format", "harness.seq", "harness.rows_sha256", "harness.score_digest")
+
+
+class PartMeta(NamedTuple):
+    """A part's schema metadata as read (JSON values, None where absent): checked by :func:`read_part`."""
+
+    kind: object
+    format: object
+    seq: object
+    rows_sha256: object
+    score_digest: object
+
+
 _ARROW = {"integer": pa.int64(), "string": pa.string(), "number": pa.float64(), "boolean": pa.bool_()}
 
 
@@ -67,7 +81,7 @@ def arrow_schema() -> pa.Schema:
     """The parts' Arrow schema, derived from :class:`HistoryRow` (declared once): a field that may be
     None is a nullable column, every other is not nullable."""
     fields = []
-    for name, prop in HistoryRow.model_json_schema()["properties"].items():
+    for name, prop in HistoryRow.model_json_schema()["properties"].items():  # a JSON Schema document, by its keys
         kinds = [p.get("type") for p in prop.get("anyOf", [prop])]
         nullable = "null" in kinds
         (kind,) = [k for k in kinds if k != "null"]
@@ -151,7 +165,7 @@ def write_part(folder: Path, seq: int, rows: list[HistoryRow], score_digest: str
     if wrong:  # a bug (exit 3): rows of another commit
         raise RuntimeError(f"history part {seq}: {len(wrong)} of {len(rows)} rows carry seq {wrong[0]}")
     plain = [r.model_dump(mode="json") for r in rows]
-    meta: dict[str, object] = {
+    meta: dict[str, object] = {  # the Arrow schema metadata, by its keys (_META_KEYS)
         "harness.kind": HISTORY_KIND,
         "harness.format": HISTORY_FORMAT,
         "harness.seq": seq,
@@ -186,27 +200,23 @@ def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None
         raise LedgerError(f"{path}: not a history part name (<seq:08d>.parquet)")
     seq = int(match.group(1))
     file = open_file(path, WHAT, LedgerError)
-    meta = {
-        key: schema_metadata(file, key.encode(), path, WHAT, LedgerError)
-        for key in ("harness.kind", "harness.format", "harness.seq", "harness.rows_sha256", "harness.score_digest")
-    }
-    if meta["harness.kind"] != HISTORY_KIND:
+    meta = PartMeta(*(schema_metadata(file, key.encode(), path, WHAT, LedgerError) for key in _META_KEYS))
+    if meta.kind != HISTORY_KIND:
         raise LedgerError(
-            f"{path}: not a harness history part (kind {meta['harness.kind']!r}, expected "
+            f"{path}: not a harness history part (kind {meta.kind!r}, expected "
             f"{HISTORY_KIND!r}); move it out of the history folder"
         )
-    if meta["harness.format"] != HISTORY_FORMAT:
+    if meta.format != HISTORY_FORMAT:
         raise LedgerError(
-            f"{path}: unknown history part format {meta['harness.format']!r} (this harness reads "
-            f"format {HISTORY_FORMAT})"
+            f"{path}: unknown history part format {meta.format!r} (this harness reads format {HISTORY_FORMAT})"
         )
-    if meta["harness.seq"] != seq:
-        raise LedgerError(f"{path}: holds ledger commit {meta['harness.seq']!r}, not {seq} (renamed?); refusing it")
+    if meta.seq != seq:
+        raise LedgerError(f"{path}: holds ledger commit {meta.seq!r}, not {seq} (renamed?); refusing it")
     check_schema(file, arrow_schema(), path, WHAT, LedgerError)
     plain: list[dict[str, Any]] = []
     for i in range(file.num_row_groups):
         plain += read_row_group(file, i, path, WHAT, LedgerError).to_pylist()
-    if _rows_digest(plain) != meta["harness.rows_sha256"]:
+    if _rows_digest(plain) != meta.rows_sha256:
         raise LedgerError(
             f"{path}: edited after it was written (its rows do not match harness.rows_sha256); "
             "refusing the whole history part"
@@ -216,7 +226,7 @@ def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None
     if other:
         raise LedgerError(f"{path}: {len(other)} of {len(rows)} rows carry seq {other[0].seq}, not {seq}")
     if ledger is not None:
-        digest_named = meta["harness.score_digest"]
+        digest_named = meta.score_digest
         if digest_named is not None and not isinstance(digest_named, str):
             raise LedgerError(
                 f"{path}: history part metadata 'harness.score_digest' is {digest_named!r}, not a "

@@ -73,6 +73,7 @@ def load_ledger(path: Path, must_exist: bool = False) -> Ledger:
             raise LedgerError(f"{path}: no such ledger (check the path; `harness promote` creates one)")
         return empty_ledger()
     data = read_json(path, "ledger")
+    # the raw JSON's kind and format, looked at before it is validated (to name what it is, or to refuse it)
     if not isinstance(data, dict) or data.get("kind") != "harness.ledger":
         kind = data.get("kind") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
         raise LedgerError(f"{path}: not a harness ledger ({kind!r}); refusing to use or overwrite it")
@@ -91,6 +92,7 @@ def load_manifest(path: Path) -> PromotedShapes:
     """The validated, unedited promoted-shapes manifest (not yet compared with its ledger)."""
     path = Path(path)
     data = read_json(path, "promoted-shapes manifest")
+    # the raw JSON's kind and format, looked at before it is validated (to refuse it in one line)
     if not isinstance(data, dict) or data.get("kind") != "harness.promoted-shapes":
         raise LedgerError(f"{path}: not a promoted-shapes manifest")
     if data.get("format") == 2:
@@ -158,7 +160,7 @@ def _read_journal(ledger_path: Path) -> Journal:
         data = read_json(journal, "ledger journal")
     except SchemaError as exc:
         raise LedgerError(f"{exc}: refusing to apply it; {fix}") from None
-    if isinstance(data, dict) and data.get("kind") is None and "journal_sha256" in data:
+    if isinstance(data, dict) and data.get("kind") is None and "journal_sha256" in data:  # raw JSON, not validated
         raise LedgerError(f"{journal}: a journal of an older harness (it names no files): refusing to apply it; {fix}")
     pending: Journal = validate(Journal, data, f"{journal} (refusing to apply it; {fix})", LedgerError)
     assert isinstance(data, dict)  # validate() refused anything else

@@ -67,7 +67,8 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
             profile.release_ops = {op: sorted(ks) for op, ks in (entry.release_ops or release_shapes or {}).items()}
         packer = profile.packers.setdefault(entry.packer_identity, _Packer())
         if entry.state == PROMOTED:
-            laws = last.evidence["laws"]  # the ledger's schema: a promoted entry's evidence has them
+            # an event's evidence is free-form JSON (LedgerEvent.evidence); a promoted entry's has these keys
+            laws = last.evidence["laws"]
             packer.promoted.add(entry.shape)
             packer.evidence[str(entry.shape)] = {
                 "run_id": last.run_id,

@@ -15,7 +15,8 @@ Each entry carries its own release (a ledger may hold several models' releases).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal, TypedDict, cast
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
 from harness.base.errors import LedgerError
 from harness.base.jsonio import digest
@@ -24,7 +25,7 @@ from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
 from harness.data.schemas.records import JudgedUnder, Ledger, LedgerEntry, LedgerEvent, Override, as_written
-from harness.data.schemas.results import Score
+from harness.data.schemas.results import LaneTiming, Score
 from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 
@@ -32,11 +33,32 @@ FORMAT: Literal[3] = 3
 CANDIDATE: State = "candidate"
 PROMOTED: State = "promoted"
 REVOKED: State = "revoked"
-# A state change apply_score made: a plain dict the report writes as is ("from" is a Python keyword).
-Transition = TypedDict(
-    "Transition",
-    {"shape": int, "packer": str, "from": State, "to": State, "run_id": str, "passed": bool, "reasons": list[str]},
-)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A state change apply_score made for one shape and packer: the state before and after, the run that made
+    it, whether that run passed and its reasons."""
+
+    shape: int
+    packer: str
+    before: State
+    after: State
+    run_id: str
+    passed: bool
+    reasons: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        """As the report writes it (report.json's ``transitions``): "from" and "to" name the states."""
+        return {
+            "shape": self.shape,
+            "packer": self.packer,
+            "from": self.before,
+            "to": self.after,
+            "run_id": self.run_id,
+            "passed": self.passed,
+            "reasons": self.reasons,
+        }
 
 
 def now() -> str:
@@ -64,7 +86,7 @@ def empty_ledger() -> Ledger:
 def packer_of(score: Score) -> tuple[str, LawsVerdict]:
     """The identity of the packer the score's fast lane used, and its laws verdict (the score's schema
     requires the verdict; the identity is checked here)."""
-    identity = score.packer.get("identity")
+    identity = score.packer.get("identity")  # score.packer: the packer's own describe() JSON (free-form)
     if not isinstance(identity, str) or not identity:
         raise LedgerError(
             "the score names no packer identity (score.packer.identity): re-score the run with this "
@@ -235,24 +257,15 @@ def apply_score(
             history=[*(entry.history if entry is not None else []), event],
             **({} if keep_out else {"revoked_by": revoked_by}),
         )
-        transitions.append(
-            {
-                "shape": k_int,
-                "packer": identity,
-                "from": before,
-                "to": after,
-                "run_id": run_id,
-                "passed": passed,
-                "reasons": reasons,
-            }
-        )
+        transitions.append(Transition(k_int, identity, before, after, run_id, passed, reasons))
     return sealed_ledger(seq, at, entries), transitions
 
 
 def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
     """A ledger event's evidence: a free-form JSON object of the figures behind the verdict."""
     shape = score.shapes[k]
-    throughput = score.throughput.get(k)
+    lane = score.throughput.get(k)  # the lane's summary as written; read typed below
+    timing = LaneTiming.model_validate(lane) if isinstance(lane, dict) else None
     return {
         "golden_id": score.golden.id,
         "mode": score.voiceprint_inputs,
@@ -268,7 +281,7 @@ def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
             }
             for op, v in shape.ops.items()
         },
-        "speedup": throughput.get("speedup") if isinstance(throughput, dict) else None,
+        "speedup": timing.speedup if timing is not None else None,
     }
 
 

@@ -41,6 +41,7 @@ def read_score(path: Path) -> Score:
     """A score file: schema and digest checked; the frozen model."""
     path = Path(path)
     data = read_json(path, "score file")
+    # the raw JSON's kind, looked at before it is validated (to name what it is)
     if not isinstance(data, dict) or data.get("kind") != "harness.score":
         kind = data.get("kind") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
         raise LedgerError(f"{path}: not a score file (kind {kind!r})")

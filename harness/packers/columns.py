@@ -177,7 +177,7 @@ def read_segments(t: pa.Table) -> list[tuple[Segment, ...]]:
     for i in range(len(col)):
         if not col[i].is_valid:
             raise WireError(f"column 'segments' row {i} is null")
-        rows = col[i].values.to_pylist()
+        rows = col[i].values.to_pylist()  # Arrow struct rows: keyed by the struct's field names (the wire's)
         segs = []
         for j, row in enumerate(rows):
             if row is None or any(row.get(name) is None for name, _ in SEGMENT_FIELDS):

@@ -253,6 +253,7 @@ class ExternalPacker:
             )
         except PackerFailed as exc:
             raise PackerUnavailable(f"{exc}; {HANDSHAKE}") from None
+        # wire protocol: the hello answer's metadata string map names the packer
         problem = (
             f"refused it: {wire.error_text(answer)}"
             if answer.verb == wire.ERROR

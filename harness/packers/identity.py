@@ -74,6 +74,7 @@ class CommandDigest:
     @property
     def files(self) -> list[dict[str, str]]:
         """The files whose content was hashed (path and sha256), in command order."""
+        # parts are describe()'s JSON entries as recorded in a score (compared with a later digest's), kept as such
         return [{"path": p["path"], "sha256": p["sha256"]} for p in self.parts if "path" in p]
 
 
@@ -166,7 +167,9 @@ def changed_since(hashed: CommandDigest, command: Command, label: str, stated: s
 
 
 def differs(before: CommandDigest, after: CommandDigest) -> str | None:
-    """The first part of two digests of one command that differs, in words (None: they are the same)."""
+    """The first part of two digests of one command that differs, in words (None: they are the same).
+
+    The parts are describe()'s JSON entries (one recorded in a score): read by their keys, as written."""
     if before.digest == after.digest and before.parts == after.parts:
         return None
     for old, new in zip(before.parts, after.parts, strict=False):

@@ -92,7 +92,7 @@ def answer(
     if message.verb == wire.HELLO:
         return wire.encode_hello_answer(*name)
     try:
-        frames = wire.meta_geometry(message.meta)["weights_frames"]
+        frames = wire.meta_geometry(message.meta)["weights_frames"]  # wire protocol: the geometry metadata's key
         if message.verb == wire.PACK:
             blocks, pad_to = wire.decode_pack(message)
             return wire.encode_packed(packer.pack(blocks, pad_to=pad_to), frames)

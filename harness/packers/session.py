@@ -32,7 +32,7 @@ class Session:
         """Why this message is answered with ``error`` (None: it is served); a served ``hello`` starts the session.
 
         Unknown metadata keys are ignored; the geometry is not compared here (:meth:`geometry_refusal`)."""
-        version = meta.get("version")
+        version = meta.get("version")  # wire protocol: the message's metadata string map
         if version != VERSION:
             return f"wire version {version!r} is not supported: this packer speaks version {VERSION}"
         if verb not in ANSWERS:

@@ -120,7 +120,7 @@ def _metadata(
 
 def sessions(requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry) -> dict[str, Any]:
     """The ``sessions.json`` document: every case's steps and their answers (``requests``: the packing vectors'
-    blocks and ``pad_to`` by name)."""
+    blocks and ``pad_to`` by name). A step's metadata is the wire's string map, edited key by key as the case says."""
     out = []
     for name, what, steps in CASES:
         session, written = Session(), []
@@ -140,7 +140,8 @@ def sessions(requests: Mapping[str, tuple[list[Block], int | None]], geometry: G
 def check_sessions(
     data: dict[str, Any], requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
 ) -> None:
-    """Re-derive ``sessions.json`` from the session rules; AssertionError naming the first step that differs."""
+    """Re-derive ``sessions.json`` from the session rules; AssertionError naming the first step that differs (the
+    document is compared as written, JSON against JSON, so its keys are read as such)."""
     validate(SessionVectors, data, FILE)
     want = sessions(requests, geometry)
     for have_case, want_case in zip(data["sessions"], want["sessions"], strict=True):
@@ -152,7 +153,8 @@ def check_sessions(
 def message(
     step: Mapping[str, Any], requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
 ) -> bytes:
-    """A step's message as bytes on the wire: its vector's columns (none without one), its metadata exactly."""
+    """A step's message as bytes on the wire: its vector's columns (none without one), its metadata exactly (a step
+    is sessions.json's JSON and its metadata the wire's string map: read by key)."""
     meta, vector = step["metadata"], step["vector"]
     if vector is None:
         table = pa.table({})

@@ -210,33 +210,32 @@ def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
     """Re-derive a vector from its request with the harness's packer; AssertionError naming what differs.
 
     ``data`` is first validated against its declared schema (SchemaError: one line)."""
-    validate(Vector, data, f"test vector {data.get('name')!r}")
+    # the name is looked up in the raw JSON only to name the file in the refusal, before it is typed
+    v: Vector = validate(Vector, data, f"test vector {data.get('name')!r}")
     blocks = [
         Block.create(
-            b["block_id"],
-            b["OP"],
-            np.array(b["SPAN"], np.float32),
-            np.array(b["OFFSETS"], np.int64),
-            np.array(b["VALID"], np.int32),
+            b.block_id,
+            b.OP,
+            np.array(b.SPAN, np.float32),
+            np.array(b.OFFSETS, np.int64),
+            np.array(b.VALID, np.int32),
             geometry,
             BlockRows(
-                None
-                if b["WEIGHTS"] is None
-                else np.array(b["WEIGHTS"], np.float32).reshape(-1, geometry.frames_per_window),
-                None if b["IDX"] is None else np.array(b["IDX"], np.int32),
-                None if b["speakers"] is None else np.array(b["speakers"], np.int32),
+                None if b.WEIGHTS is None else np.array(b.WEIGHTS, np.float32).reshape(-1, geometry.frames_per_window),
+                None if b.IDX is None else np.array(b.IDX, np.int32),
+                None if b.speakers is None else np.array(b.speakers, np.int32),
             ),
         )
-        for b in data["request"]["blocks"]
+        for b in v.request.blocks
     ]
-    want = vector(data["name"], data["what"], blocks, data["request"]["pad_to"], geometry)
-    for key in ("packed", "unpack", "unpacked", "geometry", "wire_version"):
-        assert data[key] == want[key], f"vector {data['name']!r}: {key!r} is not what the harness's packer answers"
+    want = vector(v.name, v.what, blocks, v.request.pad_to, geometry)
+    for key in ("packed", "unpack", "unpacked", "geometry", "wire_version"):  # the JSON as written, key by key
+        assert data[key] == want[key], f"vector {v.name!r}: {key!r} is not what the harness's packer answers"
     # the unpacked answer is the function of each block alone: the property the laws judge
-    for block, part in zip(blocks, data["unpacked"], strict=True):
+    for block, part in zip(blocks, v.unpacked, strict=True):
         alone = window_function(pack([block]))
-        assert part["block_id"] == block.id and part["data"] == alone.reshape(-1).tolist(), (
-            f"vector {data['name']!r}: block {block.id!r} unpacked is not the function of the block alone"
+        assert part.block_id == block.id and part.data == alone.reshape(-1).tolist(), (
+            f"vector {v.name!r}: block {block.id!r} unpacked is not the function of the block alone"
         )
 
 
@@ -333,7 +332,7 @@ def replaceable(final: Path, target: Path) -> str:
     not a way to empty a folder: a mistyped path loses nothing."""
     index = target / "index.json"
     entries = sorted(p.name for p in target.iterdir())
-    try:
+    try:  # read loosely on purpose: whatever lacks these keys is "not a vectors index", refused below
         data = json.loads(index.read_text(encoding="utf-8"))
         listed = {str(v["file"]) for v in data["vectors"]}
         sessions = data.get("sessions") or {}

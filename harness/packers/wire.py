@@ -142,6 +142,7 @@ def read_any(source: Readable | bytes) -> Message:
 
     Metadata keys not in the protocol are kept and mean nothing; record batches are read whatever
     their number (a ``hello`` or ``error`` has no columns: zero batches, or empty ones)."""
+    # wire protocol: the schema metadata is the message's own string map (docs/packer-protocol.md), read as such
     reader = pa.ipc.open_stream(source)
     table = reader.read_all()
     raw = table.schema.metadata or {}
@@ -152,6 +153,7 @@ def read_any(source: Readable | bytes) -> Message:
 def read_message(source: Readable | bytes, expect: Sequence[str] = VERBS) -> Message:
     """Read one message (one IPC stream) from ``source``; raise WireError if it is not one of ``expect``."""
     message = read_any(source)
+    # wire protocol: the metadata keys are the protocol's (a string map from another process), checked here
     meta, verb = message.meta, message.meta.get("verb")
     if meta.get("version") != VERSION:
         raise WireError(
@@ -207,6 +209,7 @@ def decode_pack(message: Message) -> tuple[list[Block], int | None]:
     optional = {
         name: read_lists(t, name, dtype, depth, nullable=True) for name, dtype, depth in TENSORS if name in NULLABLE
     }
+    # wire protocol: the tensors are keyed by their column names (the model's input names), as on the wire
     blocks = []
     for i, block_id in enumerate(ids):
         try:
@@ -237,7 +240,7 @@ def encode_packed(packed: PackedRequest, frames: int | None = None) -> bytes:
     cols: dict[str, pa.Array] = {"OP": pa.array([int(packed.op)], pa.int32())}
     for name, dtype, depth in TENSORS:
         cols[name] = list_column([getattr(packed, name.lower())], dtype, depth, width=frames)
-    cols["segments"] = segments_column(packed.segments)
+    cols["segments"] = segments_column(packed.segments)  # wire protocol: an Arrow column, named as on the wire
     for name, value in (packed.batch_inputs or {}).items():
         cols[name] = list_column([np.asarray(value).reshape(-1)], np.asarray(value).dtype, 1)
     return encode(PACKED, pa.table(cols))
@@ -262,6 +265,7 @@ def decode_packed(message: Message) -> PackedRequest:
         name: read_lists(t, name, dtype, depth, nullable=True)[0] for name, dtype, depth in TENSORS if name in NULLABLE
     }
     segments = read_segments(t)[0]
+    # wire protocol: tensors keyed by their column names (the model's and Triton's input names), as on the wire
     batch: dict[str, np.ndarray] = {}
     for name in BATCH_INPUT_NAMES:
         if name in t.column_names:
@@ -311,7 +315,8 @@ def decode_unpack(message: Message) -> tuple[Op, tuple[Segment, ...], str, np.nd
     dtype = list_value_dtype(t, "data", OUTPUT_DTYPES)
     data = read_lists(t, "data", dtype, 1, nullable=False)[0]
     shape = tuple(int(v) for v in read_lists(t, "shape", np.dtype(np.int64), 1, nullable=False)[0])
-    return op, segments, message.meta.get("output", op.output_name), reshape(data, shape, "unpack")
+    output = message.meta.get("output", op.output_name)  # wire protocol: the metadata's string map
+    return op, segments, output, reshape(data, shape, "unpack")
 
 
 # ------------------------------------------------------------------ unpacked: packer -> harness
@@ -354,4 +359,4 @@ def encode_error(text: str) -> bytes:
 
 
 def error_text(message: Message) -> str:
-    return message.meta.get("message", "(no message)")
+    return message.meta.get("message", "(no message)")  # wire protocol: the error's metadata key

@@ -228,26 +228,26 @@ def finish_adoption(target: Path) -> list[str]:
     journal = read_journal(target)
     if journal is None:
         return []
-    source, history = target.with_name(journal["source"]), target.with_name(journal["history"])
+    source, history = target.with_name(journal.source), target.with_name(journal.history)
     at_target, at_source = _golden_id(target), _golden_id(source)
-    if at_target == journal["old_golden_id"] and at_source == journal["new_golden_id"]:
+    if at_target == journal.old_golden_id and at_source == journal.new_golden_id:
         journal_path(target).unlink()  # killed before the swap: nothing had moved
         return []
-    if at_target != journal["new_golden_id"]:
+    if at_target != journal.new_golden_id:
         raise GoldenError(
             f"{journal_path(target)}: an interrupted adoption of {source} into {target}, but {target} "
-            f"holds {at_target or 'no golden'} (journal: {journal['old_golden_id']} -> "
-            f"{journal['new_golden_id']}); resolve it by hand (`harness golden show`), then remove the "
+            f"holds {at_target or 'no golden'} (journal: {journal.old_golden_id} -> "
+            f"{journal.new_golden_id}); resolve it by hand (`harness golden show`), then remove the "
             "journal"
         )
-    if at_source == journal["old_golden_id"] and not history.exists():
+    if at_source == journal.old_golden_id and not history.exists():
         os.rename(source, history)
         fsync_path(target.parent)
     journal_path(target).unlink()
     fsync_path(target.parent)
     return [
-        f"finished the interrupted adoption of {source}: {target} is golden {journal['new_golden_id']}; the "
-        f"previous golden {journal['old_golden_id']} is kept as {history}"
+        f"finished the interrupted adoption of {source}: {target} is golden {journal.new_golden_id}; the "
+        f"previous golden {journal.old_golden_id} is kept as {history}"
     ]
 
 
@@ -255,11 +255,13 @@ def _golden_id(directory: Path) -> str | None:
     """The golden id a directory's manifest names (None: no manifest); the loader checks the rest."""
     if not (directory / MANIFEST).is_file():
         return None
-    data = read_json(directory / MANIFEST, "golden manifest")
+    data = read_json(directory / MANIFEST, "golden manifest")  # raw JSON, looked at only (not validated here)
     return data.get("golden_id") if isinstance(data, dict) and isinstance(data.get("golden_id"), str) else None
 
 
 def _get(manifest: dict[str, Any], key: str) -> object:
+    """The value at a dotted ``key`` of a manifest's JSON (None where a part is absent): the keys compared are
+    named as the manifest's JSON names them."""
     value: object = manifest
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None

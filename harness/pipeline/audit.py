@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from golden.manifest import BackgroundHash
 from harness.base.destinations import check_output_dir
 from harness.base.errors import ScoringError, committed, step
-from harness.base.jsonio import plain, seal, write_json_atomic
+from harness.base.jsonio import plain_dict, seal, write_json_atomic
 from harness.base.outputset import output_set
 from harness.capture.capture_laws import CAPTURE_LAWS, Survey, blocks_of
 from harness.capture.reader import CaptureReader
@@ -46,7 +46,7 @@ from harness.capture.result import headline
 from harness.capture.schema import CaptureError
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
-from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel
+from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel, OpAudit
 from harness.data.schemas.config_file import ConfigFile
 from harness.judging.judges import judge_for
 from harness.judging.lane_scoring import op_limits
@@ -129,7 +129,7 @@ def _judge(
             )
             for op in ALL_OPS
         }
-        result = _finish({**fields, "golden_model": None, "fingerprint_matches": None, "ops": ops})
+        result = _finish({**fields, "golden_model": None, "fingerprint_matches": None}, ops, survey.passed)
         lines += [f"law {law} BROKEN by {k} of {survey.requests} requests" for law, k in survey.broken.items()]
         lines += [v.line() for v in survey.violations[:5]]
         return _write(out, result, lines)
@@ -154,13 +154,14 @@ def _judge(
     finally:
         rerun.close()
     result = _finish(
-        {**fields, "golden_model": golden.model_dump(mode="json"), "fingerprint_matches": matches, "ops": ops}
+        {**fields, "golden_model": golden.model_dump(mode="json"), "fingerprint_matches": matches}, ops, survey.passed
     )
     for op, o in sorted(result.ops.items()):
         v = o.verdict
         if v is None:
             lines.append(f"OP {op}: {o.not_scored}")
         else:
+            # metrics: the OP's open dict of named figures, read by name
             first = f" ({v.reasons[0]})" if v.reasons else (" (bitwise)" if v.metrics["bitwise"] else "")
             lines.append(f"OP {op}: {'PASS' if v.passed else 'FAIL'} over {o.blocks} blocks{first}")
     return _write(out, result, lines)
@@ -171,7 +172,7 @@ def _judge(
 
 def _score(
     reader: CaptureReader, rerun: Rerun, cfg: ConfigFile, survey: Survey, tick: Callable[[int], None]
-) -> dict[str, Any]:
+) -> dict[str, OpAudit]:
     g = reader.geometry
     ops = [Op(op) for op in sorted(survey.op_requests)]
     limits = op_limits(cfg.tolerances, ops, None)
@@ -186,18 +187,19 @@ def _score(
             for block, part in zip(blocks, served, strict=True):
                 batches[request.op].add(f"{request.request_id}/{block.id}", block, rerun_out[block.id], part)
             tick(len(blocks))
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, OpAudit] = {}
     for op, b in batches.items():
         b.flush()
-        by = "block, window" if op is Op.SEGMENTATION else ("block, row" if b.unlabelled else "block, window, speaker")
-        out[str(int(op))] = {
-            "requests": survey.op_requests[int(op)],
-            "blocks": survey.op_blocks[int(op)],
-            "rows_matched_by": by,
-            "unlabelled_rows": b.unlabelled,
-            "verdict": b.evidence.verdict("audit").model_dump(mode="json"),
-            "not_scored": None,
-        }
+        out[str(int(op))] = OpAudit(
+            requests=survey.op_requests[int(op)],
+            blocks=survey.op_blocks[int(op)],
+            rows_matched_by="block, window"
+            if op is Op.SEGMENTATION
+            else ("block, row" if b.unlabelled else "block, window, speaker"),
+            unlabelled_rows=b.unlabelled,
+            verdict=b.evidence.verdict("audit"),
+            not_scored=None,
+        )
     for op in ALL_OPS:
         out.setdefault(str(int(op)), _not_scored(survey, op, NOT_CAPTURED))
     return out
@@ -206,15 +208,15 @@ def _score(
 # ------------------------------------------------------------------------------------------ pieces
 
 
-def _not_scored(survey: Survey, op: int, why: str) -> dict[str, Any]:
-    return {
-        "requests": survey.op_requests[op],
-        "blocks": survey.op_blocks[op],
-        "rows_matched_by": "block, window" if op == 0 else "block, window, speaker",
-        "unlabelled_rows": 0,
-        "verdict": None,
-        "not_scored": why,
-    }
+def _not_scored(survey: Survey, op: int, why: str) -> OpAudit:
+    return OpAudit(
+        requests=survey.op_requests[op],
+        blocks=survey.op_blocks[op],
+        rows_matched_by="block, window" if op == 0 else "block, window, speaker",
+        unlabelled_rows=0,
+        verdict=None,
+        not_scored=why,
+    )
 
 
 def _refuse_noise_floor(cfg: ConfigFile) -> None:
@@ -258,20 +260,21 @@ def _model_line(survey: Survey, golden: GoldenModel) -> str:
     )
 
 
-def _finish(fields: dict[str, Any]) -> AuditFile:
-    """The sealed audit file. Its headline is read off a draft (the same fields, no headline or digest yet):
-    the headline is part of what the digest seals."""
-    body = plain(
+def _finish(fields: dict[str, Any], ops: dict[str, OpAudit], laws_passed: bool) -> AuditFile:
+    """The sealed audit file: ``fields`` (its parts as JSON) and every OP; it passes when the laws hold and every
+    scored OP passed. Its headline is read off a draft (the same fields, no headline or digest yet): the
+    headline is part of what the digest seals."""
+    passed = laws_passed and all(o.verdict.passed for o in ops.values() if o.verdict is not None)
+    body = plain_dict(
         {
             "kind": "harness.audit",
             "format": FORMAT,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             **fields,
+            "ops": {op: o.model_dump(mode="json") for op, o in ops.items()},
+            "verdict": "pass" if passed else "fail",
         }
     )
-    assert isinstance(body, dict)  # a JSON round trip keeps a dict a dict
-    scored = [o["verdict"] for o in body["ops"].values() if o["verdict"] is not None]
-    body["verdict"] = "pass" if body["laws"]["passed"] and all(v["passed"] for v in scored) else "fail"
     draft = AuditFile.model_validate({**body, "headline": "-", "digest": "0" * 64})
     sealed = seal({**body, "headline": headline(draft)}, "digest")
     result = AuditFile.model_validate(sealed)  # what is written is what the schema declares (else: a bug, exit 3)
@@ -289,8 +292,8 @@ def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
     with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
         # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.base.outputset)
         write_json_atomic(stage / AUDIT, document)
-        write_audit_junit(stage / JUNIT, document)
-        pages = write_audit_report(stage, document)
+        write_audit_junit(stage / JUNIT, result)
+        pages = write_audit_report(stage, result)
     paths = {"audit": out / AUDIT, "junit": out / JUNIT, **{k: out / p.name for k, p in pages.items()}}
     committed(out, "the audit's audit.json, junit.xml and report pages")
     lines = [*lines, f"audit: {result.headline}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]

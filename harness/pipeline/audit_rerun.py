@@ -145,7 +145,7 @@ def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ConfigFile) -
 
 def golden_model(cfg: ConfigFile, backend: Backend) -> GoldenModel:
     """The golden model as the audit file names it (what re-ran the blocks, where, with which numerics)."""
-    env = backend.environment()
+    env = backend.environment()  # the backend's own description (free-form JSON, its keys its own)
     model = env.get("model") or {}
     numerics = plain(env.get("numerics_in_force") or {})
     assert isinstance(numerics, dict)  # a JSON round trip keeps a dict a dict

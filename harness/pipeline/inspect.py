@@ -4,6 +4,7 @@ in a golden, what happened to a shape."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +154,28 @@ def describe_history(
     return lines
 
 
+@dataclass(frozen=True)
+class LedgerFiles:
+    """Where ``shapes``, ``ledger`` and ``history`` read: the ledger and the promoted-shapes manifest (None: not
+    read) and how they were found (``harness.data.schemas.answers.Located``'s values)."""
+
+    ledger: Path | None
+    manifest: Path | None
+    found_by: str
+
+    def as_json(self) -> dict[str, str | None]:
+        """As the commands' JSON answers name them (``Located``): paths as text."""
+        return {
+            "ledger": None if self.ledger is None else str(self.ledger),
+            "manifest": None if self.manifest is None else str(self.manifest),
+            "found_by": self.found_by,
+        }
+
+
 def locate_ledger(
     ledger: Path | None, manifest: Path | None, golden: Path | None, command: str, here: Path = Path(".")
-) -> dict[str, Any]:
-    """Where ``shapes`` and ``ledger`` read, as ``{"ledger", "manifest", "found_by"}`` (paths or None).
+) -> LedgerFiles:
+    """Where ``shapes`` and ``ledger`` read: the ledger, the manifest (paths or None) and how they were found.
 
     The rule (documented in their --help and docs/nightly.md), so the plain commands meet what nightly wrote:
 
@@ -181,11 +200,11 @@ def locate_ledger(
                 f"--golden` write it there); give --ledger if it is elsewhere"
             )
         found_manifest = beside if manifest is not None or beside.exists() else None
-        return {"ledger": found_ledger, "manifest": found_manifest, "found_by": "--golden"}
+        return LedgerFiles(found_ledger, found_manifest, "--golden")
     if ledger is not None:
-        return {"ledger": Path(ledger), "manifest": manifest, "found_by": "--ledger"}
+        return LedgerFiles(Path(ledger), manifest, "--ledger")
     if manifest is not None:
-        return {"ledger": None, "manifest": Path(manifest), "found_by": "--manifest"}
+        return LedgerFiles(None, Path(manifest), "--manifest")
     here = Path(here)
     looked = [here / LEDGER, here / "goldens" / LEDGER]
     candidates = [p for p in looked if p.is_file()]
@@ -206,17 +225,17 @@ def locate_ledger(
             "--golden GOLDEN (the ledger beside it) or --ledger LEDGER"
         )
     beside = found[0].parent / MANIFEST
-    return {"ledger": found[0], "manifest": beside if beside.exists() else None, "found_by": "search"}
+    return LedgerFiles(found[0], beside if beside.exists() else None, "search")
 
 
 def shapes_document(
-    manifest: PromotedShapes, files: dict[str, Any], checked: bool, may: dict[str, Any] | None = None
+    manifest: PromotedShapes, files: LedgerFiles, checked: bool, may: dict[str, Any] | None = None
 ) -> str:
     """``harness shapes --json``: one JSON document, validated against its schema before it is printed."""
     doc = {
         "kind": "harness.shapes-answer",
         "format": 1,
-        "files": _files(files),
+        "files": files.as_json(),
         "checked": checked,
         "promoted_shapes": as_written(manifest),
         "may": may,
@@ -225,13 +244,13 @@ def shapes_document(
 
 
 def history_document(
-    ledger: Ledger, files: dict[str, Any], shape: int | None, model: str | None, device: str | None, packer: str | None
+    ledger: Ledger, files: LedgerFiles, shape: int | None, model: str | None, device: str | None, packer: str | None
 ) -> str:
     """``harness ledger --json``: the matching entries (as :func:`describe_history` lists them), validated."""
     doc = {
         "kind": "harness.ledger-answer",
         "format": 1,
-        "files": _files(files),
+        "files": files.as_json(),
         "ledger_seq": ledger.seq,
         "filters": {"shape": shape, "model": model, "device": device, "packer": packer},
         "entries": [as_written(e) for e in matching_entries(ledger, shape, model, device, packer)],
@@ -259,21 +278,17 @@ def describe_series(rows: list[HistoryRow], ledger_seq: int, shape: int, op: int
     return lines
 
 
-def series_document(rows: list[HistoryRow], ledger_seq: int, files: dict[str, Any], filters: dict[str, Any]) -> str:
+def series_document(rows: list[HistoryRow], ledger_seq: int, files: LedgerFiles, filters: dict[str, Any]) -> str:
     """``harness history --json``: the rows :func:`describe_series` lists, validated."""
     doc = {
         "kind": "harness.history-answer",
         "format": 1,
-        "files": _files(files),
+        "files": files.as_json(),
         "ledger_seq": ledger_seq,
         "filters": filters,
         "rows": [r.model_dump(mode="json") for r in rows],
     }
     return _dumps(SeriesAnswer, doc)
-
-
-def _files(files: dict[str, Any]) -> dict[str, Any]:
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in files.items()}
 
 
 def _dumps(model: type[BaseModel], doc: dict[str, Any]) -> str:

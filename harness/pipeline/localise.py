@@ -92,6 +92,7 @@ def localise_failures(
 
 def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, Any]:
     golden, run, calls = replay.golden, replay.run, replay.calls
+    # verdict.failing: the worst offenders' open rows; calls: the call log's Arrow rows (golden.calls), by column
     targets = [f["block"] for f in verdict.failing if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}

@@ -250,7 +250,7 @@ def finalize(
         with step("canaries"):
             planted = canaries(score) if canaries is not None else not_planted(NO_BACKEND)
             score = with_canaries(score, planted)
-        localisation: dict[str, Any] = {}
+        localisation: dict[str, Any] = {}  # localisation.json's shapes, written as localisation wrote them
         if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
             with step("localise"):  # only failing shapes are localised: torch is imported only then
                 from harness.pipeline.localise import localise_failures  # deferred: imports torch (start-up)
@@ -369,7 +369,7 @@ def _model_loader(config: ConfigFile, backend: Backend | None, run: Run) -> Call
 
     def load() -> Inferring:
 
-        recorded = run.manifest.environment.model_dump(mode="json")
+        recorded = run.manifest.environment.model_dump(mode="json")  # "device": an open key some runs record
         return load_model(config, recorded.get("device", config.release.device))
 
     return load

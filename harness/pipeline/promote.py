@@ -85,15 +85,15 @@ def promote_file(
 
 def describe_transition(t: Transition) -> str:
     """'shape k=2: candidate -> promoted (run R, packer P)' or 'shape k=4: stays candidate (run R failed, packer
-    P): ...'. A transition stays a plain dict (harness.ledger.promotion.apply_score): the report writes it as is."""
-    head = f"shape k={t['shape']}: "
-    packer = f", packer {t['packer']}" if t["packer"] else ""
-    if t["from"] != t["to"]:
-        text = f"{head}{t['from']} -> {t['to']} (run {t['run_id']}{packer})"
+    P): ...'."""
+    head = f"shape k={t.shape}: "
+    packer = f", packer {t.packer}" if t.packer else ""
+    if t.before != t.after:
+        text = f"{head}{t.before} -> {t.after} (run {t.run_id}{packer})"
     else:
-        text = f"{head}stays {t['to']} (run {t['run_id']} {'passed' if t['passed'] else 'failed'}{packer})"
-    if not t["passed"] and t["reasons"]:
-        text += f": {t['reasons'][0]}"
+        text = f"{head}stays {t.after} (run {t.run_id} {'passed' if t.passed else 'failed'}{packer})"
+    if not t.passed and t.reasons:
+        text += f": {t.reasons[0]}"
     return text
 
 
@@ -115,7 +115,7 @@ def engine_manifest(score: Score, path: Path, manifest: PromotedShapes | None = 
         score.fingerprint,
         score.device_kind,
         score.numerics_profile,
-        str(score.packer.get("identity", "")),
+        str(score.packer.get("identity", "")),  # score.packer: the packer's own describe() JSON (free-form)
         ops,
     )
     return EngineManifest(str(path), True, allows)

@@ -76,6 +76,7 @@ def audit_on_ray(
     rerun = RayRerun(cfg, Path(out), options, spec or WorkerSpec(cfg), progress)
     outcome = judge_capture(capture, out, cfg, rerun, progress)
     if rerun.facts is not None:  # None: a law stopped the audit before any worker started
+        # the outcome's files by name (what the CLI prints); ray.json: the shards' run facts (free-form JSON)
         outcome.paths["ray"] = write_json_atomic(
             Path(out) / "ray.json", {**rerun.facts, "audit": str(outcome.paths["audit"])}
         )
@@ -170,7 +171,7 @@ class RayRerun:
         models: list[GoldenModel] = []
         environments: list[dict[str, Any]] = []
         blocks = 0
-        for path in self.files:
+        for path in self.files:  # an npz archive's members, by the names write_exact gave them
             with np.load(path, allow_pickle=False) as npz:
                 models.append(GoldenModel.model_validate_json(str(npz["golden"])))
                 environments.append(json.loads(str(npz["environment"])))
@@ -221,7 +222,7 @@ class RayRerun:
             self.close()
             if self.shard == len(self.files):
                 raise HarnessError("audit on Ray: the shards hold fewer blocks than the capture")
-            self.npz = np.load(self.files[self.shard], allow_pickle=False)
+            self.npz = np.load(self.files[self.shard], allow_pickle=False)  # members by name (write_exact)
             self.keys, self.pos, self.shard = [str(k) for k in self.npz["keys"]], 0, self.shard + 1
         key, array = self.keys[self.pos], self.npz[f"b{self.pos:06d}"]
         self.pos += 1

@@ -3,7 +3,7 @@ what localisation writes per module (``harness.localisation.module_floors``, ``h
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -65,10 +65,16 @@ class ModuleError(Strict):
 
 class LocalisedOp(Open):
     """One failing (shape, OP) localised: today's first diverging layer and the per-module error. Other keys
-    (op, k, blocks, block, detail, layers_compared, reason) are free-form, as written by
-    ``harness.localisation.first_divergence``."""
+    (op, layers_compared) are free-form, as written by ``harness.localisation.first_divergence``."""
 
     available: bool
+    reason: str | None = Field(None, description="why it was not localised (available false)")
+    k: int | None = Field(None, description="the shape replayed")
+    blocks: list[str] | None = Field(None, description="the blocks of the failing pack")
+    block: str | None = Field(None, description="the failing block localised")
+    detail: dict[str, Any] | None = Field(
+        None, description="the first diverging layer's difference (layer, max_abs, non_finite, fraction_differing)"
+    )
     first_diverging_layer: str | None = Field(None, description="the first module whose output differs at all")
     modules: list[ModuleError] | None = Field(None, description="every module compared, in execution order")
     first_exceeding: str | None = Field(
@@ -79,3 +85,4 @@ class LocalisedOp(Open):
         None,
         description="golden: the golden's module floors; ulp: one ulp of each module's scale (the golden records none)",
     )
+    floor_note: str | None = Field(None, description="with ulp floors: what they leave out")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.data.modes import BY_ALIAS, VOICEPRINT_INPUTS_KEY, VoiceprintInputsField
 from harness.data.schemas.arrangements import ScoreEvidence, ShapeArrangements
@@ -224,6 +224,45 @@ class GoldenRef(Frozen):
     manifest_sha256: Sha256
 
 
+Figure = int | float | None  # a timing figure as the lane's summary wrote it (int stays int: the pages print it)
+
+
+class _TimingView(BaseModel):
+    """A read view of a lane's timing summary (``harness.throughput.timing``): the figures the pages and the
+    ledger show, typed; a figure the summary does not hold reads None, and keys no reader shows are ignored
+    (the score keeps the summary as it was written)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+class OpTiming(_TimingView):
+    """One OP's calls in one lane."""
+
+    calls: Figure = None
+    p50_ms: Figure = None
+    p99_ms: Figure = None
+    mean_request_mb: Figure = None
+    peak_device_mb: Figure = None
+    blocks_per_s: Figure = None
+    stalls: Figure = None
+    wall_s: Figure = None
+
+
+class LaneTiming(_TimingView):
+    """One lane's timing ("exact", or a shape's k) and its speed-up over the exact lane."""
+
+    blocks: Figure = None
+    blocks_per_s: Figure = None
+    speedup: Figure = None
+    speedup_interval: list[int | float] | None = None
+    speedup_basis: str | None = None
+    within_noise: bool | None = None
+    repetitions: Figure = None
+    stalls: Figure = None
+    peak_device_mb: Figure = None
+    ops: dict[str, OpTiming] = {}
+
+
 class Score(OptionalKeys, Frozen):
     """``score.json``: every OP of every shape judged, bound to the run and golden it judged."""
 
@@ -280,6 +319,10 @@ class Score(OptionalKeys, Frozen):
     optional_keys: ClassVar[frozenset[str]] = frozenset(
         {"load", "evidence", "host", "backend", "canaries", "evidence_kinds"}
     )
+
+    def lane_timings(self) -> dict[str, LaneTiming]:
+        """``throughput`` read as typed lanes (the file keeps each lane's summary as written)."""
+        return {lane: LaneTiming.model_validate(t) for lane, t in self.throughput.items()}
 
 
 class LocalisationFile(Frozen):

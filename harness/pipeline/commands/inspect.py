@@ -5,15 +5,15 @@ are :mod:`harness.pipeline.inspect`'s. Nothing here writes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.base.errors import HarnessError
 from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:
-    pass
+    from harness.pipeline.inspect import LedgerFiles
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,11 @@ def shapes(where: Where, may: MayQuestion | None, as_json: bool) -> Answer:
                 "one packer, shape, OP and device)"
             )
     files = locate_ledger(where.ledger, where.manifest, where.golden, "shapes")
-    if files["ledger"] is not None:
-        book, checked = read_consistent(files["ledger"], files["manifest"])  # refuses a manifest not the ledger's own
-        if files["manifest"] is not None and checked is None:
+    if files.ledger is not None:
+        book, checked = read_consistent(files.ledger, files.manifest)  # refuses a manifest not the ledger's own
+        if files.manifest is not None and checked is None:
             raise HarnessError(
-                f"{files['manifest']}: promoted-shapes manifest not found (the ledger {files['ledger']} "
+                f"{files.manifest}: promoted-shapes manifest not found (the ledger {files.ledger} "
                 "exists: `harness promote` writes it)"
             )
         shown = checked if checked is not None else derive_manifest(book)
@@ -75,29 +75,37 @@ def shapes(where: Where, may: MayQuestion | None, as_json: bool) -> Answer:
             "shapes --may: needs a ledger (--ledger, or --golden for the one beside it), not a manifest alone"
         )
     else:
-        shown = load_manifest(files["manifest"])
-    answer: dict[str, Any] | None = None
+        assert files.manifest is not None  # no ledger: the manifest given alone (locate_ledger)
+        shown = load_manifest(files.manifest)
+    answer: MayUse | None = None
     if may is not None:
         assert may.packer is not None and may.k is not None and may.op is not None and may.device is not None
         yes, why = may_use(shown, may.packer, may.k, str(may.op), may.device, may.fingerprint, may.profile)
-        answer = {
-            "packer": may.packer,
-            "k": may.k,
-            "op": str(may.op),
-            "device": may.device,
-            "fingerprint": may.fingerprint,
-            "profile": may.profile,
-            "allowed": yes,
-            "why": why,
-        }
-    checked_by_ledger = files["ledger"] is not None
+        answer = MayUse(may.packer, may.k, str(may.op), may.device, may.fingerprint, may.profile, yes, why)
+    checked_by_ledger = files.ledger is not None
     if as_json:
-        lines = [shapes_document(shown, files, checked=checked_by_ledger, may=answer)]
+        may_json = asdict(answer) if answer is not None else None  # the answer's fields, in MayAnswer's order
+        lines = [shapes_document(shown, files, checked=checked_by_ledger, may=may_json)]
     elif answer is not None:
-        lines = [answer["why"]]
+        lines = [answer.why]
     else:
         lines = describe_shapes(shown, checked=checked_by_ledger)
-    return Answer.of(lines, held=answer is None or bool(answer["allowed"]))
+    return Answer.of(lines, held=answer is None or answer.allowed)
+
+
+@dataclass(frozen=True)
+class MayUse:
+    """``shapes --may``'s question for one packer, shape, OP and device, and the ledger's answer (what
+    ``harness.data.schemas.answers.MayAnswer`` publishes)."""
+
+    packer: str
+    k: int
+    op: str
+    device: str
+    fingerprint: str | None
+    profile: str | None
+    allowed: bool
+    why: str
 
 
 @dataclass(frozen=True)
@@ -110,14 +118,14 @@ class LedgerFilter:
     packer: str | None = None
 
 
-def _ledger_alone(where: Where, command: str) -> dict[str, Any]:
-    """The ledger ``command`` reads (given, beside a golden, or found), without its manifest: a history is the
-    ledger's alone."""
+def _ledger_alone(where: Where, command: str) -> tuple[Path, LedgerFiles]:
+    """The ledger ``command`` reads (given, beside a golden, or found), and where it was found, without its
+    manifest: a history is the ledger's alone."""
     from harness.pipeline.inspect import locate_ledger  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
     files = locate_ledger(where.ledger, None, where.golden, command)
-    files["manifest"] = None
-    return files
+    assert files.ledger is not None  # no --manifest asked for: a ledger, or locate_ledger refused
+    return files.ledger, replace(files, manifest=None)
 
 
 def ledger(where: Where, only: LedgerFilter, as_json: bool) -> Answer:
@@ -128,8 +136,8 @@ def ledger(where: Where, only: LedgerFilter, as_json: bool) -> Answer:
         history_document,
     )
 
-    files = _ledger_alone(where, "ledger")
-    book, _ = read_consistent(files["ledger"])  # an interrupted promotion finished first (or reported, read-only)
+    path, files = _ledger_alone(where, "ledger")
+    book, _ = read_consistent(path)  # an interrupted promotion finished first (or reported, read-only)
     if as_json:
         return Answer.of([history_document(book, files, only.shape, only.model, only.device, only.packer)])
     return Answer.of(describe_history(book, only.shape, only.model, only.device, only.packer))
@@ -159,8 +167,8 @@ def history(where: Where, only: SeriesFilter, as_json: bool) -> Answer:
         series_document,
     )
 
-    files = _ledger_alone(where, "history")
-    book, rows = ledger_and_history(files["ledger"])  # an interrupted promotion finished first
+    path, files = _ledger_alone(where, "history")
+    book, rows = ledger_and_history(path)  # an interrupted promotion finished first
     picked = series(
         rows,
         shape=only.shape,
