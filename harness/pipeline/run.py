@@ -199,7 +199,7 @@ def run_shapes(
                 "packer": describe() if describe else {"name": packer.name},
                 "shapes": list(scored.shapes),
                 "shard": str(shard) if shard else None,
-                "laws": laws.result(),
+                "laws": laws.result().model_dump(),
                 "lanes_wall_s": lanes_wall_s,
             }
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
