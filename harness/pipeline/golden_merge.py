@@ -104,7 +104,7 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
         fields = {k: v for k, v in first.manifest.model_dump(mode="json").items() if k not in OWN_KEYS}
         masks = MaskPolicy.model_validate(first.manifest.config.get("masks") or {})
         refuse_unjudgeable(files, summary, first.ops, masks, first.geometry)
-        fields["corpus"] = summary
+        fields["corpus"] = summary.model_dump()
         floors = [g.manifest.reproducibility.model_dump(mode="json") for g in parts]
         fields["reproducibility"] = merge_noise_floors(floors)
         fields.update(merge_module_floors([_module_floors(g) for g in parts]))

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from golden.manifest import check_files
 from golden.store import Golden, load_golden
@@ -30,9 +30,8 @@ from harness.base.errors import step
 from harness.base.fsio import safe_name
 from harness.base.jsonio import write_json_atomic
 from harness.corpus.shards import BlockRange, block_ranges
-from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
-from harness.data.corpus_schema import write_corpus
+from harness.data.corpus_schema import CorpusRow, write_corpus
 from harness.data.geometry import Geometry
 from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer
@@ -42,7 +41,7 @@ from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.model_match import check_before_building
 from harness.pipeline.nightly import merge
 from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome, check_outputs
-from harness.pipeline.record import golden_target, record_golden, summarize_changes
+from harness.pipeline.record import GoldenChanges, golden_target, record_golden, summarize_changes
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 
@@ -153,13 +152,13 @@ class RecordTarget:
 
 def record_ray(
     config: ConfigFile,
-    corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+    corpus_rows: Iterable[CorpusRow],
     target: RecordTarget,
     options: RayOptions,
     spec: WorkerSpec,
     geometry: Geometry,
     show_progress: bool = True,
-) -> tuple[Golden, dict[str, Any] | None]:
+) -> tuple[Golden, GoldenChanges | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
 
