@@ -63,7 +63,7 @@ class CorpusReader:
     def ids(self) -> list[str]:
         out: list[str] = []
         for i in range(self.file.metadata.num_row_groups):
-            t = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
+            t = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])  # a column name
             out += t.column(0).to_pylist()
         return out
 

@@ -230,7 +230,7 @@ def _source_digest() -> str:
 
 
 def _cache_file(key: LawsKey) -> Path | None:
-    where = os.environ.get("HARNESS_LAWS_CACHE", "")
+    where = os.environ.get("HARNESS_LAWS_CACHE", "")  # an environment variable, by its name
     if where.lower() in ("off", "0", "no"):
         return None
     import numpy

@@ -113,6 +113,7 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
         job.localise,
         no_promote=no_promote,
     )
+    # the outcome's paths are named by the file they point at (html, junit, score, run, ray ...)
     outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})
     remove_job_root(job_root)
     return outcome

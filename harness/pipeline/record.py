@@ -192,7 +192,7 @@ def model_release_name(description: dict[str, object]) -> str:
     """A plug-in's default release name from its description: a TorchScript model is named after its
     file (``tiny.pt``), and its golden after the file's stem (``goldens/tiny``), as a factory's is after
     the model's own name."""
-    name = str(description.get("name") or "model")
+    name = str(description.get("name") or "model")  # the model's own description: a JSON object of its keys
     if description.get("kind") == "torchscript":
         return Path(name).stem or name
     return name
@@ -241,7 +241,7 @@ def verify_golden(
             golden_inputs=golden.voiceprint_inputs,
             hooks=LaneHooks(progress=progress),
         )
-    env = backend.environment()
+    env = backend.environment()  # the backend's environment record: the JSON object its manifests hold
     return judge_reproduction(
         golden, scorer, backend.fingerprint, machine_environment(env), env.get("numerics_in_force") or {}
     )
@@ -287,7 +287,7 @@ class GoldenChanges:
             "ops": self.ops,
         }
         if self.corpus_changed:
-            body["corpus_changed"] = True
+            body["corpus_changed"] = True  # the line's JSON: the key only when it did
         return json.dumps(body)
 
 

@@ -202,6 +202,7 @@ def run_shapes(
                 "laws": laws.result().model_dump(),
                 "lanes_wall_s": lanes_wall_s,
             }
+            # fields: the run manifest's JSON keys, as the run's writer (golden.runs) seals and writes them
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored.evidence.model_dump(mode="json")
             if config.evidence.kinds:  # a team's kinds ([evidence] kinds); absent without, as before them

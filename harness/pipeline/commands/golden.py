@@ -146,8 +146,8 @@ def recorded_lines(gold: Golden, cfg: ConfigFile) -> list[str]:
 
 def release_name(cfg: ConfigFile, model: Callable[[], dict[str, Any]]) -> str:
     """The configured release name; for a plug-in left at the default name, the model's own name
-    (a plug-in's golden is not the reference model's), from ``model()`` (its description), called
-    only then."""
+    (a plug-in's golden is not the reference model's), from ``model()`` (its description: the model's own
+    JSON object, as the backend's environment records it under ``model``), called only then."""
     import re
 
     if cfg.release.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
