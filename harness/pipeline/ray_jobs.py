@@ -41,7 +41,7 @@ from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.model_match import check_before_building
 from harness.pipeline.nightly import merge
 from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome, check_outputs
-from harness.pipeline.record import GoldenChanges, golden_target, record_golden, summarize_changes
+from harness.pipeline.record import GoldenChanges, golden_changes, golden_target, record_golden
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 
@@ -179,5 +179,5 @@ def record_ray(
         golden = merge_goldens(final, [load_golden(r.written) for r in results], job_root / CORPUS)
     write_json_atomic(golden.path.with_name(f"{golden.path.name}.ray.json"), {**facts, "golden": str(golden.path)})
     remove_job_root(job_root)
-    changes = summarize_changes(previous, golden) if previous is not None else None
+    changes = golden_changes(previous, golden) if previous is not None else None
     return golden, changes

@@ -147,7 +147,7 @@ def record_golden(
                 modules.progress(None)
         write_manifest(tmp, seal_golden_manifest(fields, files))
     golden = load_golden(final)
-    changes = summarize_changes(previous, golden) if previous is not None else None
+    changes = golden_changes(previous, golden) if previous is not None else None
     return golden, changes
 
 
@@ -278,8 +278,12 @@ class GoldenChanges:
     corpus_changed: bool = False
 
     def to_json(self) -> str:
-        """The --regen summary line's JSON (``corpus_changed`` only when it did)."""
-        body = {
+        """The --regen summary line's JSON."""
+        return json.dumps(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON object (``corpus_changed`` only when it did): what the line and a script's summary hold."""
+        body: dict[str, Any] = {
             "old": self.old,
             "new": self.new,
             "fingerprint_changed": self.fingerprint_changed,
@@ -287,11 +291,16 @@ class GoldenChanges:
             "ops": self.ops,
         }
         if self.corpus_changed:
-            body["corpus_changed"] = True  # the line's JSON: the key only when it did
-        return json.dumps(body)
+            body["corpus_changed"] = True  # the JSON object's key only when it did
+        return body
 
 
-def summarize_changes(old: Golden, new: Golden) -> GoldenChanges:
+def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
+    """:func:`golden_changes` as its JSON object, for a script that writes it into a summary of its own."""
+    return golden_changes(old, new).to_dict()
+
+
+def golden_changes(old: Golden, new: Golden) -> GoldenChanges:
     """What a regenerated golden changes, per OP (for the --regen summary)."""
     environment = differences(
         old.manifest.environment.model_dump(mode="json"), new.manifest.environment.model_dump(mode="json")
