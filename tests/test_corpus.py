@@ -37,7 +37,7 @@ def test_synth_is_deterministic_and_realistic(geometry):
         np.testing.assert_array_equal(x.span, y.span)
     assert synth_corpus(geometry, 9, seed=4).blocks[0].span.tobytes() != a.blocks[0].span.tobytes()
     summary = a.summary(geometry)
-    assert summary["short_windows"] >= 1 and summary["padding_windows"] >= 1
+    assert summary.short_windows >= 1 and summary.padding_windows >= 1
     prov = a.provenance[0]
     assert prov["source"] == "synth" and prov["overlapped_turns"] >= 0 and prov["turns"] >= 1
     # speech and silence: frame energy varies a lot

@@ -207,7 +207,7 @@ def test_nothing_is_overwritten_and_regen_lands_beside(tmp_path, small_corpus, b
         record_golden(tmp_path, "rel", part.rows(), backend, small_config)
     new, changes = record_golden(tmp_path, "rel", part.rows(), backend, small_config, regen=True)
     assert new.path != golden.path and new.path.name.startswith("rel.regen-")
-    assert changes["ops"]["0"]["bitwise"] is True and changes["fingerprint_changed"] is False
+    assert changes.ops["0"]["bitwise"] is True and changes.fingerprint_changed is False
     assert load_golden(golden.path).golden_id == golden.golden_id  # the old one is untouched
 
 

@@ -280,12 +280,12 @@ def test_a_hand_edited_journal_naming_a_path_is_refused_and_nothing_moves(store,
 
 def test_record_regen_prints_how_to_adopt_it_and_that_command_works(capsys, monkeypatch, store, backend, small_config):
     from harness.pipeline.commands import golden as golden_commands
+    from harness.pipeline.record import GoldenChanges
 
     goldens, old_id, new_id = store
+    changes = GoldenChanges(old_id, new_id, fingerprint_changed=False, environment=[])
     monkeypatch.setattr(golden_commands, "make_backend", lambda cfg, choice=None: backend)
-    monkeypatch.setattr(
-        golden_commands, "record_golden", lambda *a, **k: (load_golden(goldens / REGEN), {"old": old_id})
-    )
+    monkeypatch.setattr(golden_commands, "record_golden", lambda *a, **k: (load_golden(goldens / REGEN), changes))
     lines = golden_commands.record(small_config, None, goldens, NAME, True, "in-process", False).lines
     [hint] = [ln for ln in lines if ln.startswith("adopt it with: ")]
     assert f"harness golden adopt {goldens / REGEN} (it becomes {goldens / NAME};" in hint

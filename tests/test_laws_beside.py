@@ -45,14 +45,14 @@ def test_a_cached_verdict_imports_neither_hypothesis_nor_the_laws_kit(tmp_path, 
         from harness.pipeline import laws_gate
         laws_gate._source_digest = lambda: "d" * 64
         verdict = laws_gate.judge_laws(HarnessPacker(), examples=1, max_blocks=2)
-        print(json.dumps({"verdict": verdict, "imported": sorted(m for m in ("hypothesis", "harness.laws")
+        print(json.dumps({"verdict": verdict.model_dump(), "imported": sorted(m for m in ("hypothesis", "harness.laws")
                                                                   if m in sys.modules)}))
     """)
     env = {**os.environ, "HARNESS_LAWS_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["verdict"] == first
+    assert got["verdict"] == first.model_dump()
     assert got["imported"] == [], (
         f"a process that found its verdict in the cache imported {got['imported']} (about 1 s of start-up); "
         "expected none: take hypothesis's version from its metadata, DEFAULT_MAX_BLOCKS from laws_gate"

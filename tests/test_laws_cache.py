@@ -31,7 +31,7 @@ def counted(monkeypatch, tmp_path):
 def test_the_verdict_is_reused_by_a_later_process_and_equal(counted, monkeypatch):
     calls, cache = counted
     first = laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4)
-    assert first["verdict"] == "hold" and len(calls) == 1 and len(list(cache.iterdir())) == 1
+    assert first.verdict == "hold" and len(calls) == 1 and len(list(cache.iterdir())) == 1
     monkeypatch.setattr(laws_gate, "_CACHE", {})  # as a new process would start
     again = laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4)
     assert again == first and len(calls) == 1
@@ -48,7 +48,7 @@ def test_an_edited_cache_file_is_ignored_and_judged_again(counted, monkeypatch):
     path.write_text(json.dumps(data))
     monkeypatch.setattr(laws_gate, "_CACHE", {})
     verdict = laws_gate.judge_laws(HarnessPacker(), examples=2, max_blocks=4)
-    assert len(calls) == 2 and verdict["examples"] == 2
+    assert len(calls) == 2 and verdict.examples == 2
 
 
 def test_other_code_is_another_key(counted, monkeypatch):

@@ -172,8 +172,8 @@ def test_a_session_keeps_its_geometry_and_the_laws_are_judged_in_a_process_of_th
         packed = packer.pack(blocks, pad_to=3)  # the lanes' process, at the model's geometry, after the laws
         with pytest.raises(AttributeError):
             packer.geometry = LAW_GEOMETRY  # type: ignore[misc]
-    assert verdict["verdict"] == "hold", verdict  # a packer that refuses a changed geometry holds the laws
-    assert verdict["packer_identity"] == packer.identity
+    assert verdict.verdict == "hold", verdict  # a packer that refuses a changed geometry holds the laws
+    assert verdict.packer_identity == packer.identity
     assert packed.segments == pack(blocks, pad_to=3).segments
     by_process: dict[int, list[dict]] = defaultdict(list)
     for line in log.read_text().splitlines():

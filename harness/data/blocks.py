@@ -157,7 +157,8 @@ def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str 
 
 
 def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) -> dict[str, Any]:
-    """Normalise and check every contract field of one request; see Block.create.
+    """Normalise and check every contract field of one request; see Block.create. The request's tensors
+    keep their wire names (the contract's inputs, ``ops.INPUT_NAMES``): what a model and a packer exchange.
 
     Every value an array, but WEIGHTS and IDX None for OP 0: ``Any`` values, because the models read
     the fields of the OP they were asked for as ``Mapping[str, np.ndarray]``."""
@@ -344,7 +345,7 @@ def _adjacent_view(spans: Sequence[np.ndarray]) -> np.ndarray | None:
         return None
     if len(parts) == 1:
         return parts[0]  # one block (and padding, which adds no audio)
-    addresses = [a.__array_interface__["data"][0] for a in parts]
+    addresses = [a.__array_interface__["data"][0] for a in parts]  # numpy's interface: (address, read-only)
     for a, start, nxt in zip(parts, addresses, addresses[1:], strict=False):
         if start + a.nbytes != nxt:
             return None

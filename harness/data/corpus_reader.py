@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,11 +18,11 @@ import pyarrow as pa
 from harness.base.errors import BlockError, CorpusError, HarnessError
 from harness.base.overlap import prefetch
 from harness.data.blocks import Block
-from harness.data.corpus_schema import GEOMETRY_KEYS, META_KEY, SCHEMA, Corpus, Summary
+from harness.data.corpus_schema import GEOMETRY_KEYS, META_KEY, SCHEMA, Corpus, CorpusRow, Summary
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.parquet import one_chunk, open_file, read_row_group, schema_metadata, to_numpy
-from harness.data.schemas import CorpusMeta, Provenance, validate
+from harness.data.schemas import CorpusMeta, CorpusSummary, Provenance, validate
 
 
 class CorpusReader:
@@ -46,15 +45,13 @@ class CorpusReader:
                     f"{self.path}: no {META_KEY.decode()!r} metadata: the geometry the corpus was cut "
                     "for is unknown (import an engine capture with `harness corpus capture`)"
                 )
-            self.meta: dict[str, Any] = {}
+            self.meta: CorpusMeta | None = None
         else:
-            self.meta = validate(
-                CorpusMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}", CorpusError
-            ).model_dump()
+            self.meta = validate(CorpusMeta, raw, f"{self.path}: metadata {META_KEY.decode()!r}", CorpusError)
             for key in GEOMETRY_KEYS:
-                if self.meta[key] != getattr(geometry, key):
+                if getattr(self.meta, key) != getattr(geometry, key):
                     raise CorpusError(
-                        f"{self.path}: corpus was cut for {key}={self.meta[key]}, the model needs "
+                        f"{self.path}: corpus was cut for {key}={getattr(self.meta, key)}, the model needs "
                         f"{getattr(geometry, key)} (cut it for this model: corpus synth/wav --model ...)"
                     )
         if self.file.metadata.num_rows == 0:
@@ -66,11 +63,11 @@ class CorpusReader:
     def ids(self) -> list[str]:
         out: list[str] = []
         for i in range(self.file.metadata.num_row_groups):
-            t = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
+            t = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])  # a column name
             out += t.column(0).to_pylist()
         return out
 
-    def rows(self, keep: Collection[str] | None = None) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+    def rows(self, keep: Collection[str] | None = None) -> Iterator[CorpusRow]:
         """Every block (validated), its source and provenance, in file order; refuses the first bad row.
 
         ``keep``: only row groups holding one of these ids are read and decoded (a shard of
@@ -81,14 +78,12 @@ class CorpusReader:
             if error is not None:
                 raise error
 
-    def _groups(
-        self, keep: Collection[str] | None
-    ) -> Iterator[tuple[list[tuple[Block, str, dict[str, Any]]], BaseException | None]]:
+    def _groups(self, keep: Collection[str] | None) -> Iterator[tuple[list[CorpusRow], BaseException | None]]:
         """Each row group's rows, and the error that stopped it (the rows before it still count)."""
         seen: set[str] = set()
         row = 0
         for i in range(self.file.metadata.num_row_groups):
-            rows: list[tuple[Block, str, dict[str, Any]]] = []
+            rows: list[CorpusRow] = []
             try:
                 if keep is not None:
                     ids = read_row_group(self.file, i, self.path, "corpus", CorpusError, columns=["block_id"])
@@ -108,23 +103,21 @@ class CorpusReader:
         for block, _, _ in self.rows():
             yield block
 
-    def validate(self) -> dict[str, Any]:
+    def validate(self) -> CorpusSummary:
         """One pass over every row: refuse the corpus whole at its first bad row; its summary."""
         s = Summary(self.g)
         for block, source, _ in self.rows():
             s.add(block, source)
-        return s.to_dict()
+        return s.result()
 
 
 def read_corpus(path: str | Path, geometry: Geometry, require_meta: bool = True) -> Corpus:
     """The whole corpus in memory (small corpora: tests, capture imports)."""
     reader = CorpusReader(path, geometry, require_meta)
-    return Corpus.collect(reader.rows(), dict(reader.meta))
+    return Corpus.collect(reader.rows(), reader.meta)
 
 
-def _table_rows(
-    table: pa.Table, geometry: Geometry, where: str, first_row: int, seen: set[str]
-) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int, seen: set[str]) -> Iterator[CorpusRow]:
     ids = table.column("block_id").to_pylist()
     sources = table.column("source").to_pylist()
     provenance_raw = table.column("provenance").to_pylist()

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -39,8 +39,9 @@ from harness.data.blocks import Block, concat_spans
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.parquet import ParquetSink, items
+from harness.data.schemas import CorpusMeta, CorpusSummary
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 META_KEY = b"harness.corpus"
 SCHEMA = pa.schema(
     [
@@ -53,11 +54,19 @@ SCHEMA = pa.schema(
     ]
 )
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
+# One corpus row: the block, its source, its provenance. The provenance is a JSON object of free keys
+# (each source writes its own; :class:`harness.data.schemas.files.Provenance` is open), so it stays a dict.
+CorpusRow = tuple[Block, str, dict[str, Any]]
 
 
-def geometry_meta(geometry: Geometry) -> dict[str, Any]:
-    """What a corpus records of the geometry it was cut for."""
-    return {k: getattr(geometry, k) for k in GEOMETRY_KEYS}
+def geometry_meta(geometry: Geometry) -> CorpusMeta:
+    """What a corpus records of the geometry it was cut for (its schema metadata ``harness.corpus``)."""
+    return CorpusMeta(
+        version=SCHEMA_VERSION,
+        sample_rate=geometry.sample_rate,
+        window_samples=geometry.window_samples,
+        windows_per_block=geometry.windows_per_block,
+    )
 
 
 # blocks per row group: the lanes' group for shapes up to 32, so a pack of consecutive blocks is one buffer
@@ -83,16 +92,18 @@ class Summary:
         self.max_span = max(self.max_span, int(block.span.shape[0]))
         self.sources.add(source)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "blocks": self.blocks,
-            "audio_windows": self.audio_windows,
-            "short_windows": self.short_windows,
-            "padding_windows": self.padding_windows,
-            "span_seconds": round(self.samples / self.g.sample_rate, 3),
-            "max_span_samples": self.max_span,
-            "sources": sorted(self.sources),
-        }
+    def result(self) -> CorpusSummary:
+        """The summary as the golden manifest's ``corpus`` holds it (not validated here: a summary of no
+        block is refused by the writer and the reader, with their own message)."""
+        return CorpusSummary.model_construct(
+            blocks=self.blocks,
+            audio_windows=self.audio_windows,
+            short_windows=self.short_windows,
+            padding_windows=self.padding_windows,
+            span_seconds=round(self.samples / self.g.sample_rate, 3),
+            max_span_samples=self.max_span,
+            sources=sorted(self.sources),
+        )
 
 
 @dataclass
@@ -102,13 +113,13 @@ class Corpus:
     blocks: list[Block]
     sources: list[str]
     provenance: list[dict[str, Any]]
-    geometry_meta: dict[str, Any] = field(default_factory=dict)
+    geometry_meta: CorpusMeta | None = None  # None: cut for the reference geometry (a file without the metadata)
 
     def __len__(self) -> int:
         return len(self.blocks)
 
     @staticmethod
-    def collect(rows: Iterable[tuple[Block, str, dict[str, Any]]], geometry_meta: dict[str, Any]) -> Corpus:
+    def collect(rows: Iterable[CorpusRow], geometry_meta: CorpusMeta | None) -> Corpus:
         """A stream of (block, source, provenance) rows, held in memory."""
         blocks, sources, provenance = [], [], []
         for block, source, prov in rows:
@@ -126,20 +137,28 @@ class Corpus:
             [self.blocks[i] for i in indices],
             [self.sources[i] for i in indices],
             [self.provenance[i] for i in indices],
-            dict(self.geometry_meta),
+            self.geometry_meta,
         )
 
-    def rows(self) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+    def rows(self) -> Iterator[CorpusRow]:
         yield from zip(self.blocks, self.sources, self.provenance, strict=True)
 
-    def summary(self, geometry: Geometry | None = None) -> dict[str, Any]:
-        g = geometry or Geometry(
-            **{**Geometry().to_dict(), **{k: int(v) for k, v in self.geometry_meta.items() if k in GEOMETRY_KEYS}}
+    def summary(self, geometry: Geometry | None = None) -> CorpusSummary:
+        meta = self.geometry_meta
+        g = geometry or (
+            Geometry()
+            if meta is None
+            else replace(
+                Geometry(),
+                sample_rate=meta.sample_rate,
+                window_samples=meta.window_samples,
+                windows_per_block=meta.windows_per_block,
+            )
         )
         s = Summary(g)
         for block, source, _ in self.rows():
             s.add(block, source)
-        return s.to_dict()
+        return s.result()
 
 
 # ------------------------------------------------------------------------------------------ writing
@@ -155,13 +174,11 @@ class CorpusWriter:
         self.path, self.g, self.group_blocks = Path(path), geometry, group_blocks
         self.summary = Summary(geometry)
         self._ids: set[str] = set()
-        self._pending: list[tuple[Block, str, dict[str, Any]]] = []
-        meta = {"version": SCHEMA_VERSION, **geometry_meta(geometry)}
+        self._pending: list[CorpusRow] = []
+        meta = geometry_meta(geometry).model_dump()  # version first, then the geometry's keys
         self.schema = SCHEMA.with_metadata({META_KEY: json.dumps(meta).encode()})
         self._sink = ParquetSink(self.path, self.schema)
-        self._behind: WriteBehind[list[tuple[Block, str, dict[str, Any]]]] = WriteBehind(
-            self._write, name="corpus-writer"
-        )
+        self._behind: WriteBehind[list[CorpusRow]] = WriteBehind(self._write, name="corpus-writer")
 
     def __enter__(self) -> CorpusWriter:
         return self
@@ -186,7 +203,7 @@ class CorpusWriter:
         if len(self._pending) >= self.group_blocks:
             self._flush()
 
-    def close(self) -> dict[str, Any]:
+    def close(self) -> CorpusSummary:
         """Rename the file into place; returns the corpus summary."""
         if not self._ids:
             self.abort()
@@ -198,7 +215,7 @@ class CorpusWriter:
             self.abort()
             raise
         self._sink.close()
-        return self.summary.to_dict()
+        return self.summary.result()
 
     @property
     def entry(self) -> dict[str, Any] | None:
@@ -219,7 +236,7 @@ class CorpusWriter:
             self.abort()
             raise
 
-    def _write(self, rows: list[tuple[Block, str, dict[str, Any]]]) -> None:
+    def _write(self, rows: list[CorpusRow]) -> None:
         blocks = [b for b, _, _ in rows]
         self._sink.write(
             pa.Table.from_pydict(
@@ -236,9 +253,7 @@ class CorpusWriter:
         )
 
 
-def write_corpus(
-    path: str | Path, corpus: Corpus | Iterable[tuple[Block, str, dict[str, Any]]], geometry: Geometry
-) -> dict[str, Any]:
+def write_corpus(path: str | Path, corpus: Corpus | Iterable[CorpusRow], geometry: Geometry) -> CorpusSummary:
     """Validate every block and write the corpus atomically; returns its summary."""
     rows = corpus.rows() if isinstance(corpus, Corpus) else corpus
     with CorpusWriter(Path(path), geometry) as writer:

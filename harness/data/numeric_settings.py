@@ -58,10 +58,12 @@ class NumericSettings(BaseModel):
         return NumericsScope(self)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as their JSON object: what a manifest records and Triton's model is handed."""
         return self.model_dump()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NumericSettings:
+        """From their JSON object (Triton's model parameters), refused with one line naming what is wrong."""
         from pydantic import ValidationError
 
         from harness.data.schemas import (  # deferred: imports a lazy attribute of harness.data.schemas (start-up)

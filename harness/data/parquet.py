@@ -85,7 +85,7 @@ class ParquetSink:
         self.path = Path(path)
         self.schema = schema
         self.rows = 0
-        self.entry: dict[str, Any] | None = None
+        self.entry: dict[str, Any] | None = None  # the manifest's file entry, as JSON: the goldens' writers take it
         self._context = atomic_file(self.path)
         self._tmp = self._context.__enter__()
         with self._dropped_on_failure():

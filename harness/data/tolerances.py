@@ -101,10 +101,12 @@ class Tolerances(BaseModel):
         return Tolerances.model_validate({op: {**table, "mode": tolerance_mode} for op, table in tables.items()})
 
     def to_dict(self) -> dict[str, Any]:
+        """The tolerances as their JSON object (the tables of a configuration)."""
         return self.model_dump()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tolerances:
+        """From their JSON object, validated."""
         return cls.model_validate(data)
 
 

@@ -10,6 +10,7 @@ from harness.base.errors import ConfigError
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document as tomllib reads it: the file at its boundary, typed by whoever validates it."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

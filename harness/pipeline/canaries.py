@@ -44,11 +44,12 @@ from lanes.running.device_queue import ordered
 from lanes.running.neighbour_lane import fill
 
 CANDIDATES = 64  # sample starts tried (seeded order) before the canaries are given up
+SHIFT_PLANTED = "one window of {a} (OP 0, {w}) and its first voiceprint row (OP 1) moved by twice the OP's max_abs"
 PLANTED: Mapping[str, str] = {
     "leak": "one window of {a} ({w}) mixed with 1e-6 of the same window of {b}, the block next to it",
     "rebasing": "the heaviest voiceprint row of {a} (OP 1) rebased onto the first window of {b}, the block next to it",
     "exchange": "the answers of {a} and {b} exchanged on unpacking (OP 0)",
-    "shift": "one window of {a} (OP 0, {w}) and its first voiceprint row (OP 1) moved by twice the OP's max_abs",
+    "shift": SHIFT_PLANTED,
 }
 
 
@@ -102,7 +103,7 @@ def plant(config: ConfigFile, golden: Golden, run: Run, score: Score, backend: B
     plain = _shifted(run.lane(lane_name(k)).select(ids), sample, shift_ops, score)
     shift = judge(
         "shift",
-        PLANTED["shift"].format(**names),
+        SHIFT_PLANTED.format(**names),
         k,
         shift_ops,
         (gold, plain, None, None),
@@ -202,7 +203,7 @@ def with_canaries(score: Score, canaries: CanaryRun) -> Score:
     """The score with its canaries, sealed again over the whole."""
     body = score.model_dump(mode="json")
     body.pop("digest", None)
-    body["canaries"] = canaries.model_dump(mode="json")
+    body["canaries"] = canaries.model_dump(mode="json")  # the score's JSON, sealed over its canonical form
     return Score.model_validate(seal(plain_dict(body), "digest"))
 
 

@@ -189,7 +189,8 @@ def run_shards(
 
 def connect(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> bool:
     """Join (or start) a Ray instance; True when this call started it (and must shut it down). A caller
-    that already initialised Ray (a test, a notebook) keeps its own instance."""
+    that already initialised Ray (a test, a notebook) keeps its own instance. ``per`` and ``kwargs`` are the
+    keyword arguments of Ray's own calls, named by string as Ray names them."""
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
@@ -212,7 +213,9 @@ def connect(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> bool:
 
 def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tuple[int, str | None]:
     """Workers to start: ``--ray-workers`` or as many as the cluster holds now (one per GPU, or per
-    --threads CPUs). More than it holds now is allowed (an autoscaler adds nodes), with a warning."""
+    --threads CPUs). More than it holds now is allowed (an autoscaler adds nodes), with a warning.
+    Ray's resources and nodes are its JSON-like answers, and ``per`` the keyword arguments of its calls:
+    read by the key names Ray gives them."""
     per = spec.resources()
     total = ray.cluster_resources()
     if options.accelerator and "num_gpus" not in per:

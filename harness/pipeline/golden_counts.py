@@ -18,19 +18,21 @@ from harness.data.ops import Op
 
 if TYPE_CHECKING:
     from golden.store import Golden
+    from harness.data.schemas import CorpusSummary
 
 Counts = Mapping[Op, tuple[int, str]]  # per OP: how many units it recorded to judge, and what they are
 
 
 def recorded_counts(
-    files: Mapping[str, Mapping[str, Any]], corpus: Mapping[str, Any], ops: Iterable[Op]
+    files: Mapping[str, Mapping[str, Any]], corpus: CorpusSummary, ops: Iterable[Op]
 ) -> dict[Op, tuple[int, str]]:
     """Per OP, what a golden recorded to judge: OP 0 its windows holding audio, OP 1/2 their voiceprint rows."""
     out: dict[Op, tuple[int, str]] = {}
     for op in ops:
         if op is Op.SEGMENTATION:
-            out[op] = (int(corpus["audio_windows"]), "windows holding audio")
+            out[op] = (int(corpus.audio_windows), "windows holding audio")
         else:
+            # the files' manifest entries as the golden's writers return them: JSON objects of the manifest
             out[op] = (int((files.get(f"op{int(op)}.parquet") or {}).get("rows") or 0), "voiceprint rows")
     return out
 
@@ -38,7 +40,7 @@ def recorded_counts(
 def golden_counts(gold: Golden) -> dict[Op, tuple[int, str]]:
     """What a loaded golden recorded to judge, per OP (:func:`recorded_counts` of its manifest)."""
     files = {name: entry.model_dump(mode="json") for name, entry in gold.manifest.files.items()}
-    return recorded_counts(files, gold.manifest.corpus.model_dump(mode="json"), gold.ops)
+    return recorded_counts(files, gold.manifest.corpus, gold.ops)
 
 
 def counts_line(counts: Counts) -> str:
@@ -48,7 +50,7 @@ def counts_line(counts: Counts) -> str:
 
 def refuse_unjudgeable(
     files: Mapping[str, Mapping[str, Any]],
-    corpus: Mapping[str, Any],
+    corpus: CorpusSummary,
     ops: Iterable[Op],
     masks: MaskPolicy,
     geometry: Geometry,
@@ -72,7 +74,7 @@ def refuse_unjudgeable(
         )
         raise GoldenError(
             f"refusing to record a golden: OP {int(op)} recorded 0 voiceprint rows over "
-            f"{int(corpus['audio_windows']):,} windows holding audio: the masks give a speaker a row "
+            f"{int(corpus.audio_windows):,} windows holding audio: the masks give a speaker a row "
             f"only with >= {masks.threshold(geometry)} of {geometry.frames_per_window} frames active "
             f"in a window ({rule}) and the segmentation (OP 0) gave none, so no shape could ever be "
             f"judged on OP {int(op)}; record audio with speech, lower the [masks] threshold, or check "

@@ -140,7 +140,7 @@ def diff(a: Golden, b: Golden, tolerances: Tolerances) -> GoldenDiff:
 def op_status(verdict: OpVerdictModel) -> DiffStatus:
     if not verdict.passed:
         return "differs"
-    return "bitwise" if verdict.metrics.get("bitwise") else "within-tolerance"
+    return "bitwise" if verdict.metrics.get("bitwise") else "within-tolerance"  # a verdict's metrics: by name
 
 
 def side(g: Golden) -> GoldenSide:
@@ -229,4 +229,5 @@ def run_diff(a_path: Path, b_path: Path, tolerances: Tolerances, out: Path | Non
 
 
 def as_json(result: GoldenDiff) -> dict[str, Any]:
+    """The diff as the JSON ``--json`` prints: the document at its boundary."""
     return result.model_dump(mode="json")

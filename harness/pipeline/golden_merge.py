@@ -47,6 +47,7 @@ STEP = 32
 
 
 def _module_floors(golden: Golden) -> dict[str, Any] | None:
+    """The golden's module floors as their manifest JSON: what :func:`merge_module_floors` merges and writes."""
     floors = golden.manifest.module_floors
     return floors.model_dump(mode="json") if floors is not None else None
 
@@ -102,9 +103,10 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
         files.update(outputs.close())
         files[CALLS] = write_calls(tmp / CALLS, (c for g in parts for c in g.iter_calls()))
         fields = {k: v for k, v in first.manifest.model_dump(mode="json").items() if k not in OWN_KEYS}
+        # the manifest holds the configuration as its JSON; its masks table is typed here
         masks = MaskPolicy.model_validate(first.manifest.config.get("masks") or {})
         refuse_unjudgeable(files, summary, first.ops, masks, first.geometry)
-        fields["corpus"] = summary
+        fields["corpus"] = summary.model_dump()
         floors = [g.manifest.reproducibility.model_dump(mode="json") for g in parts]
         fields["reproducibility"] = merge_noise_floors(floors)
         fields.update(merge_module_floors([_module_floors(g) for g in parts]))

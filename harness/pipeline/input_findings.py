@@ -22,7 +22,10 @@ INPUT_MARK = "<input"  # harness.localisation.first_divergence.INPUT, after the 
 
 
 def input_findings(localised: Mapping[str, Any]) -> dict[str, str]:
-    """Per OP of one shape's localisation, the finding where the first diverging module is the network's input."""
+    """Per OP of one shape's localisation, the finding where the first diverging module is the network's input.
+
+    ``localised`` is the localisation's JSON as :mod:`harness.localisation` writes it (free-form keys beside
+    the typed ones, e.g. ``per_block``), read by key as the document it is, tolerating what a failed one lacks."""
     out = {}
     for op, found in localised.items():
         layer = str(found.get("first_diverging_layer") or "") if isinstance(found, Mapping) else ""
@@ -47,5 +50,5 @@ def with_input_findings(score: Score, localisation: Mapping[str, Any]) -> Score:
         shapes[k] = shape
     body = score.model_dump(mode="json")
     body.pop("digest", None)
-    body["shapes"] = {k: s.model_dump(mode="json") for k, s in shapes.items()}
+    body["shapes"] = {k: s.model_dump(mode="json") for k, s in shapes.items()}  # the JSON the seal is over
     return Score.model_validate(seal(plain_dict(body), "digest"))

@@ -65,13 +65,13 @@ SEED = 0
 MAX_JUDGED_BLOCKS = 64
 DEFAULT_MAX_BLOCKS = LAWS_DEFAULT_MAX_BLOCKS  # harness.laws's default, from where no hypothesis is imported
 LawsKey = tuple[str, int, int, int]  # (packer identity, examples, seed, largest list judged)
-_CACHE: dict[LawsKey, dict[str, Any]] = {}
+_CACHE: dict[LawsKey, LawsVerdict] = {}
 
 
 def packer_identity(packer: Packer) -> str:
-    """The packer's identity (``describe()["identity"]``), or its name where a packer has none."""
+    """The packer's identity (the ``identity`` it describes itself with), or its name where a packer has none."""
     describe = getattr(packer, "describe", None)
-    facts = describe() if describe else {}
+    facts = describe() if describe else {}  # the packer's own description: a JSON object of its keys
     return str(facts.get("identity") or facts.get("name") or getattr(packer, "name", "?"))
 
 
@@ -110,7 +110,7 @@ def _no_files_left_by_hypothesis() -> Iterator[None]:
     run must leave nothing in the user's folder, so it keeps it in a temporary folder, removed after."""
     from hypothesis import configuration
 
-    before = configuration.__dict__.get("__hypothesis_home_directory")
+    before = configuration.__dict__.get("__hypothesis_home_directory")  # hypothesis keeps no public getter
     with tempfile.TemporaryDirectory(prefix="harness-laws-") as home:
         configuration.set_hypothesis_home_dir(home)
         try:
@@ -122,26 +122,25 @@ def _no_files_left_by_hypothesis() -> Iterator[None]:
 @overload
 def judge_laws(
     packer: Packer, examples: int = ..., max_blocks: int | None = ..., beside: Literal[False] = ...
-) -> dict[str, Any]: ...
+) -> LawsVerdict: ...
 
 
 @overload
-def judge_laws(
-    packer: Packer, examples: int, max_blocks: int | None, beside: Literal[True]
-) -> Future[dict[str, Any]]: ...
+def judge_laws(packer: Packer, examples: int, max_blocks: int | None, beside: Literal[True]) -> Future[LawsVerdict]: ...
 
 
 def judge_laws(
     packer: Packer, examples: int = DEFAULT_EXAMPLES, max_blocks: int | None = None, beside: bool = False
-) -> dict[str, Any] | Future[dict[str, Any]]:
-    """The run manifest's ``laws``: {packer_identity, examples, seed, verdict, broken, laws, harness_version}.
+) -> LawsVerdict | Future[LawsVerdict]:
+    """The run manifest's ``laws``: the packer's identity, examples, seed, verdict, broken laws, each law's
+    status and the harness's version.
 
     ``beside``: a Future of it, judged in a thread for the harness's own packer (step ``packing laws``;
     ``future.result()`` raises what judging raised), at once for any other (that packer is the lanes'
     too; its error is raised here, before the lanes)."""
     if not beside:
         return _judge(packer, examples, max_blocks)
-    future: Future[dict[str, Any]] = Future()
+    future: Future[LawsVerdict] = Future()
     if not isinstance(packer, HarnessPacker) or examples <= 0:
         with step("packing laws"):  # now, and an error now: before the lanes, as without beside
             future.set_result(_judge(packer, examples, max_blocks))
@@ -153,7 +152,7 @@ def judge_laws(
     return future
 
 
-def _settle(future: Future[dict[str, Any]], packer: Packer, examples: int, max_blocks: int | None) -> None:
+def _settle(future: Future[LawsVerdict], packer: Packer, examples: int, max_blocks: int | None) -> None:
     """Judge into ``future``: its result, or the exception (any, Ctrl-C's included) for the joiner to raise."""
     try:
         with step("packing laws"):
@@ -164,40 +163,60 @@ def _settle(future: Future[dict[str, Any]], packer: Packer, examples: int, max_b
         future.set_result(verdict)
 
 
-def _judge(packer: Packer, examples: int, max_blocks: int | None) -> dict[str, Any]:
+def _judge(packer: Packer, examples: int, max_blocks: int | None) -> LawsVerdict:
     identity = packer_identity(packer)
-    base = {"packer_identity": identity, "examples": int(examples), "seed": SEED, "harness_version": __version__}
     if examples <= 0:
-        return {**base, "verdict": "not-judged", "broken": [], "laws": {}}
+        return _verdict(identity, examples, "not-judged", [], {})
     # the largest list judged, as judged: every largest k past the cap is one key, not one per k
     max_blocks = min(int(max_blocks or DEFAULT_MAX_BLOCKS), MAX_JUDGED_BLOCKS)
     key: LawsKey = (identity, int(examples), SEED, max_blocks)
     own = isinstance(packer, HarnessPacker)
     if own and key in _CACHE:
-        return dict(_CACHE[key])
+        return _CACHE[key].model_copy()
     cached = _read_cached(key) if own else None
     if cached is not None:
-        _CACHE[key] = dict(cached)
+        _CACHE[key] = cached.model_copy()
         return cached
     from harness.laws import check_packer  # hypothesis is imported only when a run judges
 
     with _judged_as_the_laws_need(packer) as judged, _no_files_left_by_hypothesis():
         report = check_packer(judged, examples=int(examples), seed=SEED, max_blocks=max_blocks)
         # the verdict is the judged process's: if it named itself otherwise, the verdict is not the lanes' packer's
-        base["packer_identity"] = packer_identity(judged)
+        identity = packer_identity(judged)
         from harness.packers import check_unchanged  # deferred: imports pyarrow (start-up)
 
         check_unchanged(judged)  # judged what its identity names: its files did not change while it ran
-    result = {
-        **base,
-        "verdict": "hold" if report.ok else "broken",
-        "broken": [o.law for o in report.broken],
-        "laws": {o.law: o.status for o in report.outcomes},
-    }
+    result = _verdict(
+        identity,
+        examples,
+        "hold" if report.ok else "broken",
+        [o.law for o in report.broken],
+        {o.law: o.status for o in report.outcomes},
+    )
     if own:
-        _CACHE[key] = dict(result)
+        _CACHE[key] = result.model_copy()
         _write_cached(key, result)
     return result
+
+
+def _verdict(
+    identity: str,
+    examples: int,
+    verdict: Literal["hold", "broken", "not-judged"],
+    broken: list[str],
+    laws: dict[str, str],
+) -> LawsVerdict:
+    """The verdict as judged, not validated here: the run manifest that records it is validated where it is read,
+    so a verdict it refuses is refused there, as every other field of the manifest."""
+    return LawsVerdict.model_construct(
+        packer_identity=identity,
+        examples=int(examples),
+        seed=SEED,
+        verdict=verdict,
+        broken=broken,
+        laws=laws,
+        harness_version=__version__,
+    )
 
 
 @functools.cache
@@ -211,7 +230,7 @@ def _source_digest() -> str:
 
 
 def _cache_file(key: LawsKey) -> Path | None:
-    where = os.environ.get("HARNESS_LAWS_CACHE", "")
+    where = os.environ.get("HARNESS_LAWS_CACHE", "")  # an environment variable, by its name
     if where.lower() in ("off", "0", "no"):
         return None
     import numpy
@@ -233,7 +252,7 @@ def _hypothesis_version() -> str:
         return "absent"
 
 
-def _read_cached(key: LawsKey) -> dict[str, Any] | None:
+def _read_cached(key: LawsKey) -> LawsVerdict | None:
     """The verdict judged before for exactly this key, or None: judged afresh (no file; under ``--debug`` a
     one-line note says why an entry was set aside).
 
@@ -252,7 +271,7 @@ def _read_cached(key: LawsKey) -> dict[str, Any] | None:
     return verdict
 
 
-def _entry(path: Path, key: LawsKey) -> tuple[dict[str, Any] | None, str]:
+def _entry(path: Path, key: LawsKey) -> tuple[LawsVerdict | None, str]:
     """The verdict of the cache entry at ``path`` if it may stand for ``key``'s, else None and why not."""
 
     try:
@@ -261,6 +280,7 @@ def _entry(path: Path, key: LawsKey) -> tuple[dict[str, Any] | None, str]:
         return None, str(exc)
     if not isinstance(data, dict) or not seal_ok(data, "sha256"):
         return None, "not a sealed entry: edited after it was written"
+    # the cache file is JSON read at its boundary; its verdict is validated into LawsVerdict below
     if data.get("key") != repr(key):
         return None, f"of another key {short(data.get('key'))}"
     try:
@@ -268,21 +288,25 @@ def _entry(path: Path, key: LawsKey) -> tuple[dict[str, Any] | None, str]:
     except ValidationError as exc:
         return None, f"its verdict does not validate: {describe_error(exc)}"
     identity, examples, seed, _ = key
-    asked = {"packer_identity": identity, "examples": examples, "seed": seed, "harness_version": __version__}
-    found = verdict.model_dump()
-    for name, value in asked.items():
-        if found[name] != value:
-            return None, f"its verdict's {name} is {short(found[name])}, its key's {short(value)}"
+    asked = (
+        ("packer_identity", verdict.packer_identity, identity),
+        ("examples", verdict.examples, examples),
+        ("seed", verdict.seed, seed),
+        ("harness_version", verdict.harness_version, __version__),
+    )
+    for name, found, value in asked:
+        if found != value:
+            return None, f"its verdict's {name} is {short(found)}, its key's {short(value)}"
     if verdict.verdict == "not-judged":  # examples > 0 here: the schema allows not-judged only with none
         return None, "its verdict is not-judged"
-    return found, ""
+    return verdict, ""
 
 
-def _write_cached(key: LawsKey, result: dict[str, Any]) -> None:
+def _write_cached(key: LawsKey, result: LawsVerdict) -> None:
     """Best effort: a cache that cannot be written costs the next run its judging, nothing else."""
     path = _cache_file(key)
     if path is None:
         return
     with contextlib.suppress(OSError, HarnessError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, seal({"key": repr(key), "verdict": result}, "sha256"))
+        write_json_atomic(path, seal({"key": repr(key), "verdict": result.model_dump()}, "sha256"))

@@ -115,6 +115,7 @@ def refuse_previous_output(out: Path, force: bool) -> None:
         return
     try:
         data = read_json(score, "score file")
+        # whatever the folder holds, named in the message: read as plain JSON, not refused as a score
         created = data.get("created", "unknown time") if isinstance(data, dict) else "unknown time"
     except HarnessError:
         created = "an unreadable score"

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from golden.manifest import check_files
 from golden.store import Golden, load_golden
@@ -30,9 +30,8 @@ from harness.base.errors import step
 from harness.base.fsio import safe_name
 from harness.base.jsonio import write_json_atomic
 from harness.corpus.shards import BlockRange, block_ranges
-from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
-from harness.data.corpus_schema import write_corpus
+from harness.data.corpus_schema import CorpusRow, write_corpus
 from harness.data.geometry import Geometry
 from harness.data.schemas.config_file import ConfigFile
 from harness.packers.packing import Packer
@@ -42,7 +41,7 @@ from harness.pipeline.golden_merge import merge_goldens
 from harness.pipeline.model_match import check_before_building
 from harness.pipeline.nightly import merge
 from harness.pipeline.nightly_job import NightlyJob, NightlyOutcome, check_outputs
-from harness.pipeline.record import golden_target, record_golden, summarize_changes
+from harness.pipeline.record import GoldenChanges, golden_changes, golden_target, record_golden
 from harness.pipeline.run import RunOptions, plan_for, run_shapes
 from harness.pipeline.shard_worker import ShardJob, WorkerSpec
 
@@ -114,6 +113,7 @@ def nightly_ray(job: NightlyJob, spec: WorkerSpec) -> NightlyOutcome:
         job.localise,
         no_promote=no_promote,
     )
+    # the outcome's paths are named by the file they point at (html, junit, score, run, ray ...)
     outcome.paths["ray"] = write_json_atomic(Path(out) / "ray.json", {**facts, "run": str(outcome.paths["run"])})
     remove_job_root(job_root)
     return outcome
@@ -153,13 +153,13 @@ class RecordTarget:
 
 def record_ray(
     config: ConfigFile,
-    corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+    corpus_rows: Iterable[CorpusRow],
     target: RecordTarget,
     options: RayOptions,
     spec: WorkerSpec,
     geometry: Geometry,
     show_progress: bool = True,
-) -> tuple[Golden, dict[str, Any] | None]:
+) -> tuple[Golden, GoldenChanges | None]:
     """``golden record --ray``: the corpus staged (validated) in the shared folder, a shard golden per
     shard on the workers, merged into one golden as a one-process recording writes it."""
 
@@ -179,5 +179,5 @@ def record_ray(
         golden = merge_goldens(final, [load_golden(r.written) for r in results], job_root / CORPUS)
     write_json_atomic(golden.path.with_name(f"{golden.path.name}.ray.json"), {**facts, "golden": str(golden.path)})
     remove_job_root(job_root)
-    changes = summarize_changes(previous, golden) if previous is not None else None
+    changes = golden_changes(previous, golden) if previous is not None else None
     return golden, changes

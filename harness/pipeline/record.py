@@ -9,7 +9,9 @@ NaN or Inf is refused: nothing is written (the golden's folder is temporary unti
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +34,7 @@ from harness.base.fsio import atomic_directory
 from harness.compute.metrics import start_warming
 from harness.data.blocks import Block
 from harness.data.corpus_reader import CorpusReader
-from harness.data.corpus_schema import CorpusWriter
+from harness.data.corpus_schema import CorpusRow, CorpusWriter
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
 from harness.data.outputs import LaneOutputs
@@ -72,13 +74,13 @@ def exact_plan(config: ConfigFile, repeats: int, ops: Iterable[Op] | None = None
 def record_golden(
     root: Path,
     release: str,
-    corpus_rows: Iterable[tuple[Block, str, dict[str, Any]]],
+    corpus_rows: Iterable[CorpusRow],
     backend: Backend,
     config: ConfigFile,
     regen: bool = False,
     progress: Progress | None = None,
     whole: bool = True,
-) -> tuple[Golden, dict[str, Any] | None]:
+) -> tuple[Golden, GoldenChanges | None]:
     """Record a golden of ``corpus_rows`` ((block, source, provenance) tuples) under ``root/release``.
 
     Returns the golden and, with ``regen``, a summary of how it differs from the previous one
@@ -95,16 +97,16 @@ def record_golden(
             calls = CallLog(tmp / CALLS)  # written as the calls happen: memory stays flat
             outputs = BackgroundWriter(new_lane_writer(tmp, geometry, list(plan.ops)))
             floor = floor_scorer(plan.ops, geometry, VoiceprintInputs.ISOLATED)
-            first: dict[str, LaneOutputs] = {}
+            exact: list[LaneOutputs] = []  # the exact lane's last group, until its second run's arrives
 
             def sink(lane: str, batch: LaneOutputs) -> None:
                 if lane == EXACT:
                     refuse_non_finite(batch)
                     batch.segmentation.decisions()  # computed once, here: the writer and the floor share them
                     outputs.write(batch)
-                    first["batch"] = batch
+                    exact[:] = [batch]
                 elif lane == lane_name(EXACT, 1):
-                    floor.add(first.pop("batch"), batch)
+                    floor.add(exact.pop(), batch)
 
             try:
                 run_lanes(
@@ -130,7 +132,7 @@ def record_golden(
             "config": config.to_dict(),
             "ops": [int(op) for op in plan.ops],
             "mode": plan.voiceprint_inputs,  # file key "mode" (the contract): the voiceprint inputs
-            "corpus": summary,
+            "corpus": summary.model_dump(),
             "reproducibility": noise_floor(floor.verdicts()),
         }
         with step("module floors"):  # per-module floors: harness.localisation.module_floors
@@ -145,13 +147,11 @@ def record_golden(
                 modules.progress(None)
         write_manifest(tmp, seal_golden_manifest(fields, files))
     golden = load_golden(final)
-    changes = summarize_changes(previous, golden) if previous is not None else None
+    changes = golden_changes(previous, golden) if previous is not None else None
     return golden, changes
 
 
-def copied(
-    rows: Iterable[tuple[Block, str, dict[str, Any]]], writer: CorpusWriter, geometry: Geometry
-) -> Iterator[Block]:
+def copied(rows: Iterable[CorpusRow], writer: CorpusWriter, geometry: Geometry) -> Iterator[Block]:
     """The blocks of ``rows`` as the lanes read them, each written to the golden's corpus copy first (a tee).
 
     The copy used to be written whole, then read back for the lanes: 365 MB for 256 full-geometry blocks,
@@ -192,7 +192,7 @@ def model_release_name(description: dict[str, object]) -> str:
     """A plug-in's default release name from its description: a TorchScript model is named after its
     file (``tiny.pt``), and its golden after the file's stem (``goldens/tiny``), as a factory's is after
     the model's own name."""
-    name = str(description.get("name") or "model")
+    name = str(description.get("name") or "model")  # the model's own description: a JSON object of its keys
     if description.get("kind") == "torchscript":
         return Path(name).stem or name
     return name
@@ -241,7 +241,7 @@ def verify_golden(
             golden_inputs=golden.voiceprint_inputs,
             hooks=LaneHooks(progress=progress),
         )
-    env = backend.environment()
+    env = backend.environment()  # the backend's environment record: the JSON object its manifests hold
     return judge_reproduction(
         golden, scorer, backend.fingerprint, machine_environment(env), env.get("numerics_in_force") or {}
     )
@@ -261,20 +261,54 @@ def judge_reproduction(
     )
 
 
+Metric = float | bool | None  # a regen metric: a flag, a count or a figure (None: not measurable)
+
+
+@dataclass(frozen=True)
+class GoldenChanges:
+    """What a regenerated golden changes against the previous one: its ids, whether the model's fingerprint
+    changed, the environment's differences, and per OP (keyed "0", "1", "2") the regen metrics; a changed
+    corpus (other blocks) ends the comparison with no OP compared."""
+
+    old: str
+    new: str
+    fingerprint_changed: bool
+    environment: list[str]
+    ops: dict[str, dict[str, Metric]] = field(default_factory=dict)  # per OP: metric name -> value
+    corpus_changed: bool = False
+
+    def to_json(self) -> str:
+        """The --regen summary line's JSON."""
+        return json.dumps(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON object (``corpus_changed`` only when it did): what the line and a script's summary hold."""
+        body: dict[str, Any] = {
+            "old": self.old,
+            "new": self.new,
+            "fingerprint_changed": self.fingerprint_changed,
+            "environment": self.environment,
+            "ops": self.ops,
+        }
+        if self.corpus_changed:
+            body["corpus_changed"] = True  # the JSON object's key only when it did
+        return body
+
+
 def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
+    """:func:`golden_changes` as its JSON object, for a script that writes it into a summary of its own."""
+    return golden_changes(old, new).to_dict()
+
+
+def golden_changes(old: Golden, new: Golden) -> GoldenChanges:
     """What a regenerated golden changes, per OP (for the --regen summary)."""
-    out: dict[str, Any] = {
-        "old": old.golden_id,
-        "new": new.golden_id,
-        "fingerprint_changed": old.fingerprint != new.fingerprint,
-        "environment": differences(
-            old.manifest.environment.model_dump(mode="json"), new.manifest.environment.model_dump(mode="json")
-        ),
-        "ops": {},
-    }
+    environment = differences(
+        old.manifest.environment.model_dump(mode="json"), new.manifest.environment.model_dump(mode="json")
+    )
     if old.block_ids() != new.block_ids():
-        out["corpus_changed"] = True
-        return out
+        return GoldenChanges(
+            old.golden_id, new.golden_id, old.fingerprint != new.fingerprint, environment, corpus_changed=True
+        )
     ops = [op for op in new.ops if op in old.ops]
     scorer = LaneScorer(
         "regen", ops, new.geometry, op_limits(Tolerances(), ops, None, sample_bound=False), VoiceprintInputs.ISOLATED
@@ -283,11 +317,12 @@ def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
     for start in range(0, len(ids), 32):
         chunk = ids[start : start + 32]
         scorer.add(old.outputs().select(chunk), new.outputs().select(chunk))
+    per_op: dict[str, dict[str, Metric]] = {}
     for v in scorer.verdicts():
         keys = (
             ("bitwise", "max_abs_finite", "max_ulp", "argmax_flips_near_tie", "argmax_flips_confident")
             if v.op == 0
             else ("bitwise", "max_abs", "min_cosine", "missing_rows", "extra_rows")
         )
-        out["ops"][str(v.op)] = {k.replace("_finite", ""): v.metrics[k] for k in keys}
-    return out
+        per_op[str(v.op)] = {k.replace("_finite", ""): v.metrics[k] for k in keys}  # a verdict's metrics: by name
+    return GoldenChanges(old.golden_id, new.golden_id, old.fingerprint != new.fingerprint, environment, per_op)

@@ -199,9 +199,10 @@ def run_shapes(
                 "packer": describe() if describe else {"name": packer.name},
                 "shapes": list(scored.shapes),
                 "shard": str(shard) if shard else None,
-                "laws": laws.result(),
+                "laws": laws.result().model_dump(),
                 "lanes_wall_s": lanes_wall_s,
             }
+            # fields: the run manifest's JSON keys, as the run's writer (golden.runs) seals and writes them
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
                 fields["evidence"] = scored.evidence.model_dump(mode="json")
             if config.evidence.kinds:  # a team's kinds ([evidence] kinds); absent without, as before them

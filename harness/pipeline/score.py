@@ -180,6 +180,7 @@ class Scoring:
             "exact_timing_source": "this run (interleaved)",
             "verdict": verdict,
         }
+        # body is the score's JSON, built to be sealed over its canonical form (below), then typed as a Score
         if rm.evidence is not None:  # absent from a run before --arrangements/--repeats: so from its score
             body["evidence"] = rm.evidence.model_dump(mode="json", include={"arrangements", "repeats", "seed"})
         body["backend"] = BackendFacts.of(rm.backend).model_dump(mode="json")

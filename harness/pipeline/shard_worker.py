@@ -66,7 +66,7 @@ class ShardJob:
 
     name: str  # for progress and messages: "nightly", "golden record"
     work: ShardFn
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)  # keyword arguments of ``work``: each job's own
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def under_backend_numerics(work: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(work)
     def held(*args: P.args, **kwargs: P.kwargs) -> R:
-        backend: Any = signature.bind_partial(*args, **kwargs).arguments.get("backend")
+        backend: Any = signature.bind_partial(*args, **kwargs).arguments.get("backend")  # the parameter's name
         with backend_numerics(backend):
             return work(*args, **kwargs)
 

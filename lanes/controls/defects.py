@@ -231,7 +231,8 @@ def wrong_shape(seed: int = 0, device: str = "cpu") -> DiarNNG:
 
 
 def slow(seed: int = 0, device: str = "cpu") -> DiarNNG:
-    return _named(SlowModel(CONFIG, seed, device, float(os.environ.get("HARNESS_SLOW_SECONDS", "2"))), "slow")
+    seconds = float(os.environ.get("HARNESS_SLOW_SECONDS", "2"))  # an environment variable, by its name
+    return _named(SlowModel(CONFIG, seed, device, seconds), "slow")
 
 
 def _named(model: DiarNNG, defect: str) -> DiarNNG:

@@ -136,7 +136,10 @@ def check_spec(spec: str) -> None:
         raise ModelError(f"TorchScript model {spec!r} not found")
 
 
-def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
+FactoryValue = bool | int | float | str  # a factory argument of a spec: one TOML scalar, or the bare text
+
+
+def factory_arguments(spec: str) -> tuple[str, dict[str, FactoryValue]]:
     """``module:factory?key=value&...`` -> (``module:factory``, {key: value}); a bare spec has none.
 
     A value is read as one TOML scalar (``2``, ``0.5``, ``true``, ``'a/b.bin'``, ``"x"``) or else kept as
@@ -149,7 +152,7 @@ def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
     base, question, query = spec.partition("?")
     if not question:
         return spec, {}
-    args: dict[str, Any] = {}
+    args: dict[str, FactoryValue] = {}
     for item in query.split("&"):
         key, equals, text = item.partition("=")
         if not equals or not key.isidentifier():
@@ -168,7 +171,7 @@ def factory_arguments(spec: str) -> tuple[str, dict[str, Any]]:
         if any(c in text for c in "\n\r"):
             raise ModelError(f"model spec {spec!r}: factory argument {key!r} holds a line break")
         try:
-            value = tomllib.loads(f"v = {text}")["v"]
+            value = tomllib.loads(f"v = {text}")["v"]  # the one key of the TOML document read here
         except tomllib.TOMLDecodeError:
             value = text  # a bare word: a string
         if not isinstance(value, (bool, int, float, str)):
@@ -192,14 +195,15 @@ def _from_factory(spec: str, seed: int, device: str) -> Model:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ModelError(f"model spec {spec!r}: {module_name} has no callable {attr!r}")
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, FactoryValue] = {}  # the factory's keyword arguments: device, seed and the spec's
     params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    for key, value in (("device", device), ("seed", seed)):
+    given: tuple[tuple[str, FactoryValue], ...] = (("device", device), ("seed", seed))
+    for key, value in given:
         if key in params or accepts_any:
             kwargs[key] = value
     for key, value in arguments.items():

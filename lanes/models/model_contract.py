@@ -56,7 +56,7 @@ def description(model: object) -> dict[str, Any]:
     for key in REQUIRED:
         if not isinstance(data[key], str) or not data[key]:
             raise ModelError(f"describe()[{key!r}] is {one_line(repr(data[key]), 60)}: a non-empty string is required")
-    if data["fingerprint"] != fingerprint:
+    if data["fingerprint"] != fingerprint:  # the model's own description: a JSON object of its keys
         raise ModelError(
             f"describe()['fingerprint'] {one_line(data['fingerprint'], 24)!r} is not the model's fingerprint "
             f"{one_line(str(fingerprint), 24)!r} (goldens are found by the one the manifest records)"

@@ -51,7 +51,7 @@ class CallRecord:
 
     def to_dict(self) -> dict:
         out = {name: getattr(self, name) for name in _CALL_FIELDS}  # (asdict deep-copies: slow per call)
-        out["block_ids"] = list(self.block_ids)
+        out["block_ids"] = list(self.block_ids)  # the call log's JSON line: a list, not a tuple
         return out
 
 

@@ -8,18 +8,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.base.destinations import check_output_file
 from harness.pipeline.answer import Answer
 
 if TYPE_CHECKING:
-    from harness.data.blocks import Block
+    from harness.data.corpus_schema import CorpusRow
     from harness.data.geometry import Geometry
     from harness.data.schemas.config_file import ConfigFile
 
 
-Rows = Iterable[tuple["Block", str, dict[str, Any]]]
+Rows = Iterable["CorpusRow"]
 
 
 def _write_corpus(
@@ -37,7 +37,7 @@ def _write_corpus(
     geometry = model_geometry(cfg)
     check_output_file(out, "corpus", overwrite=force, inputs=[*inputs, ("--config", cfg.source)])
     summary = write_corpus(out, rows(geometry), geometry)
-    return Answer.of([f"wrote {out}: {json.dumps(summary)}"])
+    return Answer.of([f"wrote {out}: {json.dumps(summary.model_dump())}"])
 
 
 def corpus_synth(cfg: ConfigFile, out: Path, blocks: int, seed: int, step: int, force: bool) -> Answer:
@@ -68,4 +68,4 @@ def corpus_show(cfg: ConfigFile, corpus: Path) -> Answer:
     from harness.data.corpus_reader import CorpusReader  # deferred: imports numpy, pyarrow (start-up)
     from harness.pipeline.backends import model_geometry  # deferred: imports numpy, pyarrow, pydantic (start-up)
 
-    return Answer.of([json.dumps(CorpusReader(corpus, model_geometry(cfg)).validate())])
+    return Answer.of([json.dumps(CorpusReader(corpus, model_geometry(cfg)).validate().model_dump())])

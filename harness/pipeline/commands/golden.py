@@ -32,7 +32,7 @@ from harness.pipeline.distributed import import_ray
 from harness.pipeline.golden_counts import counts_line, golden_counts
 from harness.pipeline.model_match import check_before_building, check_fingerprint, check_geometry
 from harness.pipeline.ray_jobs import RecordTarget, record_ray
-from harness.pipeline.record import adopt_hint, model_release_name, record_golden, verify_golden
+from harness.pipeline.record import GoldenChanges, adopt_hint, model_release_name, record_golden, verify_golden
 from harness.pipeline.shard_worker import WorkerSpec
 from harness.progress import progress_bar
 from lanes.models.diar_nn_g.config import CONFIGS
@@ -40,13 +40,13 @@ from lanes.models.model_api import describe
 
 if TYPE_CHECKING:
     from golden.store import Golden
-    from harness.data.blocks import Block
+    from harness.data.corpus_schema import CorpusRow
     from harness.data.geometry import Geometry
     from harness.data.schemas.config_file import ConfigFile
     from harness.pipeline.distributed import RayOptions
 
 
-Rows = Iterator[tuple["Block", str, dict[str, Any]]]
+Rows = Iterator["CorpusRow"]
 
 
 def _corpus_rows(corpus: Path | None, cfg: ConfigFile, geometry: Geometry) -> tuple[Rows, int]:
@@ -107,8 +107,8 @@ def record(
     if serial := module_floors.serial if module_floors is not None else None:
         lines.append(f"module noise floors measured one pass after another (the same figures, slower): {serial}")
     if changes is not None:
-        lines.append("changes against the previous golden: " + json.dumps(changes))
-        if changes.get("fingerprint_changed"):
+        lines.append("changes against the previous golden: " + changes.to_json())
+        if changes.fingerprint_changed:
             lines.append(
                 f"the model changed ({gold.manifest.model.name}, fingerprint {gold.fingerprint[:16]}...): once "
                 "adopted, the new model starts unpromoted and the old model's promotions stay with it in the ledger"
@@ -146,8 +146,8 @@ def recorded_lines(gold: Golden, cfg: ConfigFile) -> list[str]:
 
 def release_name(cfg: ConfigFile, model: Callable[[], dict[str, Any]]) -> str:
     """The configured release name; for a plug-in left at the default name, the model's own name
-    (a plug-in's golden is not the reference model's), from ``model()`` (its description), called
-    only then."""
+    (a plug-in's golden is not the reference model's), from ``model()`` (its description: the model's own
+    JSON object, as the backend's environment records it under ``model``), called only then."""
     import re
 
     if cfg.release.name != ReleaseSection().name or cfg.model.spec in CONFIGS:
@@ -166,7 +166,7 @@ def record_on_ray(
     backend: BackendChoice | str,
     progress: bool,
     ray: RayOptions,
-) -> tuple[Golden, dict[str, Any] | None]:
+) -> tuple[Golden, GoldenChanges | None]:
     """``golden record --ray``: the workers build the model; this process only needs its geometry."""
 
     choice = BackendChoice(backend) if isinstance(backend, str) else backend

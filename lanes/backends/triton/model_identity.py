@@ -50,7 +50,8 @@ class ServerModel:
 
     @classmethod
     def parse(cls, raw: Any, where: str) -> ServerModel:
-        """From the MODEL_INFO output (JSON) of this project's model repository."""
+        """From the MODEL_INFO output (JSON) of this project's model repository: the server's JSON, read at its
+        boundary by key (a missing or malformed one is named in the error as it is)."""
         try:
             value = raw.reshape(-1)[0] if isinstance(raw, np.ndarray) else raw
             info = json.loads(value.decode() if isinstance(value, bytes) else str(value))

@@ -103,6 +103,8 @@ def fill_config(text: str, params: dict[str, str], instances: int) -> str:
 
 
 def server_env(bundle: Bundle, options: ServerOptions) -> dict[str, str]:
+    """The server process's environment: this one's, with the bundle's libraries and this project first on
+    the search paths (environment variables are named by string: the OS's interface)."""
     env = dict(os.environ)
     libdir = sysconfig.get_config_var("LIBDIR") or ""
     env["LD_LIBRARY_PATH"] = _join(str(bundle.libs), libdir, env.get("LD_LIBRARY_PATH", ""))

@@ -218,7 +218,7 @@ def infer_through_shm(
         meta = result.get_output(output)
         if meta is None:
             return {}, wall
-        shape = tuple(int(d) for d in meta.get("shape", []))
+        shape = tuple(int(d) for d in meta.get("shape", []))  # meta: Triton's output JSON, by its key names
         dtype = triton_to_np_dtype(str(meta.get("datatype")))
         if dtype is None or dtype is np.object_:
             raise BackendError(f"{where}: output {output} has datatype {meta.get('datatype')}, the contract says FP32")

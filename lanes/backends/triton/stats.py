@@ -21,22 +21,25 @@ PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
 def parse_stats(answer: Mapping[str, Any], model_name: str, where: str) -> ServerStats:
-    """The counters of ``model_name`` summed over its versions (one, in this project's repository)."""
+    """The counters of ``model_name`` summed over its versions (one, in this project's repository).
+
+    ``answer`` is Triton's statistics JSON, read here at its boundary by its own key names."""
     models = [m for m in answer.get("model_stats", []) if isinstance(m, Mapping) and m.get("name") == model_name]
     if not models:
         raise BackendError(f"{where}: the server's statistics hold no model {model_name!r}")
-    totals = dict.fromkeys(("requests", *PARTS), 0)
+    requests = 0
+    totals = dict.fromkeys(PARTS, 0)
     for m in models:
         stats = m.get("inference_stats", {})
         try:
-            totals["requests"] += int(stats.get("success", {}).get("count", 0))
+            requests += int(stats.get("success", {}).get("count", 0))
             for part in PARTS:
                 totals[part] += int(stats.get(part, {}).get("ns", 0))
         except (TypeError, ValueError, AttributeError):
             raise BackendError(
                 f"{where}: the server's statistics of {model_name!r} are not numbers: {stats!r}"
             ) from None
-    return ServerStats(requests=totals["requests"], **{f"{p}_ns": totals[p] for p in PARTS})
+    return ServerStats(requests=requests, **{f"{p}_ns": totals[p] for p in PARTS})
 
 
 def difference(before: ServerStats, after: ServerStats, where: str) -> ServerStats:

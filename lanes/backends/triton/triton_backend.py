@@ -218,7 +218,7 @@ class TritonBackend(TritonConnection):
             "transport": "shm" if self.shm else "http",
         }
         if not self.weights_verified:
-            env["warning"] = WEIGHTS_NOTE
+            env["warning"] = WEIGHTS_NOTE  # the environment is the manifests' JSON object (provenance)
         return env
 
     def close(self) -> None:
@@ -237,6 +237,7 @@ class TritonBackend(TritonConnection):
     # -- connecting ------------------------------------------------------------------------
     def _connect(self) -> ServerModel:
         where = f"connecting to model {self.model_name!r}"
+        # the server's and the model's metadata are Triton's JSON answers, read here at their boundary by key
         metadata = self._with_retries(where, lambda: self._client_now().get_server_metadata())
         self.server_version = str(metadata.get("version", ""))
         ready = self._with_retries(where, lambda: self._client_now().is_model_ready(self.model_name))
@@ -262,7 +263,7 @@ class TritonBackend(TritonConnection):
         """A model without MODEL_INFO: a label and a geometry from the caller, checked by one answer."""
         source = self._geometry_source
         geometry = source() if callable(source) and self.model_label else source
-        config = versions = shape = None
+        config = versions = shape = None  # model_meta: Triton's metadata JSON, read by its key names
         if self.model_label and geometry is not None:
             config = self._with_retries(where, lambda: self._client_now().get_model_config(self.model_name))
             versions = [str(v) for v in model_meta.get("versions", [])]

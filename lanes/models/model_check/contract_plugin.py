@@ -33,7 +33,7 @@ from lanes.models.model_check.check_report import CHECKS, Status
 if TYPE_CHECKING:
     from lanes.models.model_check.check_report import ModelCheckReport
 
-_REPORTS: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+_REPORTS: pytest.StashKey[dict[str, ModelCheckReport | str]] = pytest.StashKey()  # per spec: its check
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

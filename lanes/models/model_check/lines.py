@@ -46,6 +46,7 @@ def heading(spec: str, device: str, blocks: ProbeBlocks) -> str:
 
 
 def described(data: dict[str, Any]) -> str:
+    """A model's description (its own JSON object, checked to hold a name and a fingerprint) in a few words."""
     return (
         f"name {data['name']!r}, fingerprint {data['fingerprint'][:16]}{'...' if len(data['fingerprint']) > 16 else ''}"
     )
