@@ -57,7 +57,7 @@ def test_every_documented_install_line_is_run_by_the_install_check():
 def test_every_install_hint_the_harness_prints_is_run_by_the_install_check():
     from harness.pipeline.distributed import RAY_INSTALL
 
-    sources = [ROOT / "harness" / "pipeline" / "backends.py", ROOT / "lanes" / "triton" / "repository.py"]
+    sources = [ROOT / "harness" / "pipeline" / "backends.py", ROOT / "lanes" / "backends" / "triton" / "repository.py"]
     hints = [RAY_INSTALL, *(line for src in sources for line in pip_lines(src.read_text()))]
     assert len(hints) >= 3
     mod = install_lines_module()
