@@ -27,6 +27,7 @@ from harness.base.errors import LedgerError
 from harness.base.jsonio import seal
 from harness.data.schemas import validate
 from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.files import InForce
 from harness.data.schemas.records import Ledger, as_written
 from harness.ledger.promotion import FORMAT, PROMOTED, now
 
@@ -44,7 +45,7 @@ class _Packer:
 @dataclass
 class _Profile:
     seq: int = -1  # the commit of the entry its numerics and release shapes come from
-    numerics: dict[str, Any] = field(default_factory=dict)
+    numerics: InForce = field(default_factory=InForce)
     release_ops: dict[str, list[int]] = field(default_factory=dict)
     packers: dict[str, _Packer] = field(default_factory=dict)
 

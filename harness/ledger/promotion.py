@@ -229,7 +229,7 @@ def apply_score(
             packer_identity=identity,
             release=score.release,
             release_ops=release_ops,
-            numerics=dict(score.numerics.in_force),
+            numerics=score.numerics.in_force,  # validated into the entry's own copy
             shape=k_int,
             state=after,
             history=[*(entry.history if entry is not None else []), event],

@@ -23,6 +23,7 @@ from harness.data.schemas.base import (
     Verdict,
 )
 from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.files import InForce
 from harness.data.shape import ShapeInt
 
 
@@ -91,7 +92,7 @@ class LedgerEntry(Frozen):
     packer_identity: PackerIdentity = Field(description="the packer this shape was judged with (score.packer.identity)")
     release: SafeName = Field(description="the release of this entry's last event (never the ledger's)")
     release_ops: ReleaseOps = Field(description="the release's own shapes per OP when last judged")
-    numerics: dict[str, Any]
+    numerics: InForce = Field(description="the numeric settings in force when last judged (score.numerics.in_force)")
     shape: ShapeInt = Field(
         description="k >= 2: the release's own shape (k = 1) is never promoted", json_schema_extra={"minimum": 2}
     )
