@@ -188,6 +188,43 @@ class LawsVerdict(Strict):
         return self
 
 
+class BackendRecord(OptionalKeys, Open):
+    """``backend`` of a golden or run manifest: the backend's own description (``Backend.environment()`` less its
+    model and environment). Each key is absent where the backend does not write it (in-process: no server; a
+    manifest recorded before the key existed); a plug-in backend's own keys, and the numeric settings as the
+    backend reports them (typed in ``numerics``), are kept as written."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {
+            "backend",
+            "device",
+            "device_kind",
+            "calls_in_flight",
+            "url",
+            "transport",
+            "concurrency",
+            "server_version",
+            "model_name",
+            "weights_verified",
+        }
+    )
+
+    backend: str = Field("in-process", description="'in-process' (the model in the harness's process) or 'triton'")
+    device: str | None = Field(None, description="the device the model ran on ('cpu', 'cuda:0'; a server's)")
+    device_kind: str | None = Field(None, description="the kind of that device (the ledger's device key)")
+    calls_in_flight: Positive | None = Field(None, description="in-process: calls inside the model at once")
+    url: str | None = Field(None, description="the Triton server's URL (absent in-process)")
+    transport: Literal["http", "shm"] | None = Field(
+        None, description="how tensors travel to the server: http or shm (system shared memory)"
+    )
+    concurrency: Positive | None = Field(None, description="requests in flight at once (a server's)")
+    server_version: str | None = Field(None, description="the Triton server's version")
+    model_name: str | None = Field(None, description="the model's name on the server")
+    weights_verified: bool | None = Field(
+        None, description="the server's model reports its fingerprint (False: a label only)"
+    )
+
+
 class GoldenManifest(OptionalKeys, Strict):
     """``<golden>/manifest.json``: what the exact lane produced and everything that produced it."""
 
@@ -202,7 +239,7 @@ class GoldenManifest(OptionalKeys, Strict):
     geometry: GeometryModel
     model: ModelInfo
     environment: EnvironmentModel
-    backend: dict[str, Any]
+    backend: BackendRecord
     numerics: NumericsRecord
     numerics_profile: str
     config: dict[str, Any]
@@ -278,7 +315,7 @@ class RunManifest(OptionalKeys, Strict):
     geometry: GeometryModel
     model: ModelInfo
     environment: EnvironmentModel
-    backend: dict[str, Any]
+    backend: BackendRecord
     numerics: NumericsRecord
     numerics_profile: str
     config: dict[str, Any]
