@@ -96,8 +96,34 @@ class InForce(TypedDict, total=False):
     ]
 
 
+class NumericsRequested(OptionalKeys, Open):
+    """``numerics.requested``: the release configuration's ``[numerics]`` settings as recorded
+    (``harness.data.numeric_settings.NumericSettings``). A key is absent from a manifest recorded before the
+    setting existed (and stays absent when the manifest is written again); other keys are kept."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {
+            "threads",
+            "mkldnn",
+            "cudnn_benchmark",
+            "cudnn_deterministic",
+            "deterministic_algorithms",
+            "allow_tf32",
+            "matmul_precision",
+        }
+    )
+
+    threads: Count | None = Field(None, description="torch intra-op threads; 0 = one per CPU")
+    mkldnn: bool | None = Field(None, description="false: CPU convolutions through NNPACK")
+    cudnn_benchmark: bool | None = Field(None, description="cuDNN autotuning (picks kernels per shape)")
+    cudnn_deterministic: bool | None = Field(None, description="deterministic cuDNN kernels only")
+    deterministic_algorithms: bool | None = Field(None, description="torch.use_deterministic_algorithms")
+    allow_tf32: bool | None = Field(None, description="TF32 for matmul and cuDNN")
+    matmul_precision: str | None = Field(None, description="float32 matmul precision: highest, high or medium")
+
+
 class NumericsRecord(Strict):
-    requested: dict[str, Any] | None = Field(description="the release configuration's numeric settings")
+    requested: NumericsRequested | None = Field(description="the release configuration's numeric settings")
     in_force: InForce = Field(
         description=(
             "what was in force when the model ran: torch's flags, CUBLAS_WORKSPACE_CONFIG, the model's declared "
@@ -242,7 +268,9 @@ class GoldenManifest(OptionalKeys, Strict):
     backend: BackendRecord
     numerics: NumericsRecord
     numerics_profile: str
-    config: dict[str, Any]
+    # the harness.toml tables that decide the answers, as ConfigFile.to_dict() writes them (settings that are
+    # None left out); read back through ConfigFile's own sections where needed (golden_merge: masks)
+    config: dict[str, Any] = Field(description="the configuration's recorded tables (release to corpus)")
     ops: OpsList
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     corpus: CorpusSummary
@@ -318,11 +346,16 @@ class RunManifest(OptionalKeys, Strict):
     backend: BackendRecord
     numerics: NumericsRecord
     numerics_profile: str
-    config: dict[str, Any]
+    # the harness.toml tables that decide the answers, as ConfigFile.to_dict() writes them (settings that are
+    # None left out); read back through ConfigFile's own sections where needed (golden_merge: masks)
+    config: dict[str, Any] = Field(description="the configuration's recorded tables (release to corpus)")
     ops: OpsList
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
-    packer: dict[str, Any]
+    packer: dict[str, Any] = Field(
+        description="the fast lane's packer's describe(): its own keys (name, identity; an external one's digest, "
+        "parts and version)"
+    )
     laws: LawsVerdict = Field(description="the packing-laws verdict of that packer, judged at the start of the run")
     shapes: list[ShapeInt]
     lanes: list[str]

@@ -157,9 +157,11 @@ class OpVerdictModel(Frozen):
     passed: bool
     reasons: list[str]
     checks: list[CheckModel]
-    metrics: dict[str, Any]
-    limits: dict[str, Any]
-    failing: list[dict[str, Any]] = Field(description="worst offenders, for the report")
+    # the figures and limits by name: each judge's own (a segmentation judge's flips, a voiceprint judge's
+    # cosines: harness.judging.judges), read by name by reproduction, promotion and the report
+    metrics: dict[str, Any] = Field(description="the judge's figures by name (max_abs, bitwise, flips, ...)")
+    limits: dict[str, Any] = Field(description="the limits judged against, by name (the OP's tolerances)")
+    failing: list[dict[str, Any]] = Field(description="worst offenders, for the report (each judge's own rows)")
     distribution: list[Number | None] = Field(description="a sample of per-unit max |diff| for the plot")
 
     @classmethod
