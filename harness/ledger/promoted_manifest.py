@@ -68,16 +68,22 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
             profile.release_ops = {op: sorted(ks) for op, ks in (entry.release_ops or release_shapes or {}).items()}
         packer = profile.packers.setdefault(entry.packer_identity, _Packer())
         if entry.state == PROMOTED:
-            laws = last.evidence["laws"]  # the ledger's schema: a promoted entry's evidence has them
+            laws = last.evidence.laws  # the ledger's schema: a promoted entry's evidence has them
+            assert laws is not None
             packer.promoted.add(entry.shape)
             packer.evidence[str(entry.shape)] = {
                 "run_id": last.run_id,
                 "golden_id": last.golden_id,
                 "release": last.release,
                 "promoted_at": last.at,
-                "corpus_blocks": last.evidence["corpus_blocks"],
-                "tolerance_mode": last.evidence["tolerance_mode"],
-                "laws": {key: laws.get(key) for key in ("verdict", "examples", "seed", "harness_version")},
+                "corpus_blocks": last.evidence.corpus_blocks,
+                "tolerance_mode": last.evidence.tolerance_mode,
+                "laws": {
+                    "verdict": laws.verdict,
+                    "examples": laws.examples,
+                    "seed": laws.seed,
+                    "harness_version": laws.harness_version,
+                },
             }
     tree: dict[str, dict[str, dict[str, Any]]] = {}  # fingerprint -> device -> profile -> its JSON
     for (fp, device, name), p in found.items():

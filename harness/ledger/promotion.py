@@ -15,7 +15,7 @@ Each entry carries its own release (a ledger may hold several models' releases).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal, TypedDict, cast
+from typing import Literal, TypedDict, cast
 
 from harness.base.errors import LedgerError
 from harness.base.jsonio import digest
@@ -23,7 +23,15 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
-from harness.data.schemas.records import JudgedUnder, Ledger, LedgerEntry, LedgerEvent, Override, as_written
+from harness.data.schemas.records import (
+    EventEvidence,
+    JudgedUnder,
+    Ledger,
+    LedgerEntry,
+    LedgerEvent,
+    Override,
+    as_written,
+)
 from harness.data.schemas.results import Score
 from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
@@ -249,11 +257,11 @@ def apply_score(
     return sealed_ledger(seq, at, entries), transitions
 
 
-def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
-    """A ledger event's evidence: a free-form JSON object of the figures behind the verdict."""
+def _evidence(score: Score, k: str, laws: LawsVerdict) -> EventEvidence:
+    """A ledger event's evidence: the figures behind the verdict."""
     shape = score.shapes[k]
     throughput = score.throughput.get(k)
-    return {
+    evidence = {
         "golden_id": score.golden.id,
         "mode": score.voiceprint_inputs,
         "tolerance_mode": tolerance_mode(score.tolerances),
@@ -270,6 +278,7 @@ def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
         },
         "speedup": throughput.get("speedup") if isinstance(throughput, dict) else None,
     }
+    return EventEvidence.model_validate(evidence)
 
 
 def ledger_states(
