@@ -170,8 +170,9 @@ def test_every_event_records_tolerances_requests_laws_and_its_release(scores):
     ev = entry.history[-1]
     assert ev.release == entry.release == s.release and entry.packer_identity == s.packer["identity"]
     file = json.loads(scores["pass"].read_text())  # the evidence is the score file's own JSON
-    assert ev.evidence["tolerances"] == file["tolerances"] and ev.evidence["tolerance_mode"] == "tolerance"
-    assert ev.evidence["requests"] == file["shapes"]["2"]["requests"] and ev.evidence["laws"] == file["laws"]
+    written = ev.evidence.model_dump(mode="json")
+    assert written["tolerances"] == file["tolerances"] and ev.evidence.tolerance_mode == "tolerance"
+    assert written["requests"] == file["shapes"]["2"]["requests"] and written["laws"] == file["laws"]
 
 
 def test_one_models_promotion_never_relabels_another_models_release(scores):

@@ -22,6 +22,7 @@ import pytest
 
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.backend_facts import BackendFacts
+from harness.data.schemas.files import BackendRecord
 from harness.data.schemas.results import Score
 from reports import ReportContext, write_junit, write_report
 from reports.host_line import timing_line
@@ -53,7 +54,8 @@ def score(tmp_path_factory) -> Score:
 
 
 def as_triton(score: Score, concurrency: int, transport: str = "http") -> Score:
-    facts = BackendFacts.of(triton_backend(concurrency, transport)).model_dump(mode="json")
+    record = BackendRecord.model_validate(triton_backend(concurrency, transport))
+    facts = BackendFacts.of(record).model_dump(mode="json")
     return Score.model_validate({**score.model_dump(mode="json"), "backend": facts})
 
 

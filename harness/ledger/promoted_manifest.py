@@ -27,6 +27,7 @@ from harness.base.errors import LedgerError
 from harness.base.jsonio import seal
 from harness.data.schemas import validate
 from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.files import InForce
 from harness.data.schemas.records import Ledger, as_written
 from harness.ledger.promotion import FORMAT, PROMOTED, now
 
@@ -44,7 +45,7 @@ class _Packer:
 @dataclass
 class _Profile:
     seq: int = -1  # the commit of the entry its numerics and release shapes come from
-    numerics: dict[str, Any] = field(default_factory=dict)
+    numerics: InForce = field(default_factory=InForce)
     release_ops: dict[str, list[int]] = field(default_factory=dict)
     packers: dict[str, _Packer] = field(default_factory=dict)
 
@@ -67,17 +68,22 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
             profile.release_ops = {op: sorted(ks) for op, ks in (entry.release_ops or release_shapes or {}).items()}
         packer = profile.packers.setdefault(entry.packer_identity, _Packer())
         if entry.state == PROMOTED:
-            # an event's evidence is free-form JSON (LedgerEvent.evidence); a promoted entry's has these keys
-            laws = last.evidence["laws"]
+            laws = last.evidence.laws  # the ledger's schema: a promoted entry's evidence has them
+            assert laws is not None
             packer.promoted.add(entry.shape)
             packer.evidence[str(entry.shape)] = {
                 "run_id": last.run_id,
                 "golden_id": last.golden_id,
                 "release": last.release,
                 "promoted_at": last.at,
-                "corpus_blocks": last.evidence["corpus_blocks"],
-                "tolerance_mode": last.evidence["tolerance_mode"],
-                "laws": {key: laws.get(key) for key in ("verdict", "examples", "seed", "harness_version")},
+                "corpus_blocks": last.evidence.corpus_blocks,
+                "tolerance_mode": last.evidence.tolerance_mode,
+                "laws": {
+                    "verdict": laws.verdict,
+                    "examples": laws.examples,
+                    "seed": laws.seed,
+                    "harness_version": laws.harness_version,
+                },
             }
     tree: dict[str, dict[str, dict[str, Any]]] = {}  # fingerprint -> device -> profile -> its JSON
     for (fp, device, name), p in found.items():

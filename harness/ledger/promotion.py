@@ -24,7 +24,15 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
-from harness.data.schemas.records import JudgedUnder, Ledger, LedgerEntry, LedgerEvent, Override, as_written
+from harness.data.schemas.records import (
+    EventEvidence,
+    JudgedUnder,
+    Ledger,
+    LedgerEntry,
+    LedgerEvent,
+    Override,
+    as_written,
+)
 from harness.data.schemas.results import LaneTiming, Score
 from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
@@ -251,7 +259,7 @@ def apply_score(
             packer_identity=identity,
             release=score.release,
             release_ops=release_ops,
-            numerics=dict(score.numerics.in_force),
+            numerics=score.numerics.in_force,  # validated into the entry's own copy
             shape=k_int,
             state=after,
             history=[*(entry.history if entry is not None else []), event],
@@ -261,12 +269,12 @@ def apply_score(
     return sealed_ledger(seq, at, entries), transitions
 
 
-def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
-    """A ledger event's evidence: a free-form JSON object of the figures behind the verdict."""
+def _evidence(score: Score, k: str, laws: LawsVerdict) -> EventEvidence:
+    """A ledger event's evidence: the figures behind the verdict."""
     shape = score.shapes[k]
     lane = score.throughput.get(k)  # the lane's summary as written; read typed below
     timing = LaneTiming.model_validate(lane) if isinstance(lane, dict) else None
-    return {
+    evidence = {
         "golden_id": score.golden.id,
         "mode": score.voiceprint_inputs,
         "tolerance_mode": tolerance_mode(score.tolerances),
@@ -283,6 +291,7 @@ def _evidence(score: Score, k: str, laws: LawsVerdict) -> dict[str, Any]:
         },
         "speedup": timing.speedup if timing is not None else None,
     }
+    return EventEvidence.model_validate(evidence)
 
 
 def ledger_states(

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from harness.base.jsonio import plain
 from harness.capture.capture_laws import Survey
@@ -25,6 +26,7 @@ from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
+from harness.data.schemas.files import InForce
 from lanes.backends.backend_numerics import backend_numerics
 from lanes.running.device_queue import ordered
 from lanes.running.lanes import ExactLane
@@ -154,5 +156,5 @@ def golden_model(cfg: ConfigFile, backend: Backend) -> GoldenModel:
         fingerprint=backend.fingerprint,
         name=str(model.get("name", "?")),
         device_kind=backend.device_kind,
-        numerics_in_force=numerics,
+        numerics_in_force=TypeAdapter(InForce).validate_python(numerics),
     )

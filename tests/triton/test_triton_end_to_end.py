@@ -45,7 +45,7 @@ def test_fast_lane_through_triton_passes_scoring_at_k_2_4_8(triton_server, golde
     assert {c["shape"] for c in calls} == {2, 4, 8}
     assert max(c["windows"] for c in calls) == 8 * golden.geometry.windows_per_block
     manifest = load_run(run.path).manifest
-    assert manifest.backend["backend"] == "triton" and manifest.backend["concurrency"] == concurrency
+    assert manifest.backend.backend == "triton" and manifest.backend.concurrency == concurrency
     report = score_run(golden, run, Tolerances())
     assert report.verification.status == "bitwise"  # the run's own exact lane, through Triton
     assert report.verdict == "pass", {k: s.reasons for k, s in report.shapes.items()}

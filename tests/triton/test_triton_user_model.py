@@ -136,7 +136,7 @@ def test_record_run_and_score_through_a_model_without_model_info(user_backend, g
     assert recorded.fingerprint == user_backend.fingerprint
     model = recorded.manifest.model.model_dump(mode="json")  # ModelInfo keeps the model's own keys
     assert model["weights_verified"] is False and model["label"] == LABEL
-    assert recorded.manifest.backend["weights_verified"] is False
+    assert recorded.manifest.backend.weights_verified is False
     assert recorded.manifest.reproducibility.bitwise
     # it really is the served model: the in-process golden's outputs, bit for bit
     ids = golden.block_ids()

@@ -8,13 +8,14 @@ the same check rows as a score (:class:`OpVerdictModel` per OP).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from harness.data.schemas.base import Count, OpKey, Sha256, Strict, Timestamp, Verdict
-from harness.data.schemas.files import GeometryModel
+from harness.data.schemas.files import GeometryModel, InForce
 from harness.data.schemas.results import OpVerdictModel
+from harness.data.tolerances import Tolerances
 
 # the violations an audit file keeps (the first ones found): a capture may break a law in every request
 MAX_VIOLATIONS = 20
@@ -55,7 +56,7 @@ class GoldenModel(_Frozen):
     fingerprint: Text = Field(description="its fingerprint, compared with every request's")
     name: str = Field(description="its human name")
     device_kind: Text = Field(description="where it re-ran the blocks")
-    numerics_in_force: dict[str, Any] = Field(description="the numeric settings torch had")
+    numerics_in_force: InForce = Field(description="the numeric settings torch had")
 
 
 class ViolationModel(_Frozen):
@@ -120,7 +121,7 @@ class AuditFile(_Frozen):
     fingerprint_matches: bool | None = Field(
         description="every request served by the golden model (None: not compared, a law stopped the audit)"
     )
-    tolerances: dict[str, Any] = Field(description="the tolerances judged with ([tolerances], --tolerance)")
+    tolerances: Tolerances = Field(description="the tolerances judged with ([tolerances], --tolerance)")
     laws: Laws
     ops: dict[OpKey, OpAudit] = Field(description="every OP, scored or saying why not")
     verdict: Verdict = Field(description="pass: every law holds and every scored OP passed")

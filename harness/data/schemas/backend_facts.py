@@ -9,12 +9,12 @@ this is the part of it the score carries, typed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from harness.data.schemas.base import Frozen, Positive
+from harness.data.schemas.files import BackendRecord
 
 
 class BackendFacts(Frozen):
@@ -39,17 +39,17 @@ class BackendFacts(Frozen):
     )
 
     @classmethod
-    def of(cls, backend: Mapping[str, Any]) -> BackendFacts:
+    def of(cls, backend: BackendRecord) -> BackendFacts:
         """From a run manifest's ``backend`` (``Backend.environment()`` less model and environment)."""
         return cls(
-            name=str(backend.get("backend", "in-process")),
-            url=backend.get("url"),
-            transport=backend.get("transport"),
-            concurrency=int(backend.get("concurrency") or 1),
-            calls_in_flight=int(backend.get("calls_in_flight") or 1),
-            server_version=backend.get("server_version") or None,
-            model_name=backend.get("model_name"),
-            weights_verified=backend.get("weights_verified"),
+            name=backend.backend,
+            url=backend.url,
+            transport=backend.transport,
+            concurrency=backend.concurrency or 1,
+            calls_in_flight=backend.calls_in_flight or 1,
+            server_version=backend.server_version or None,
+            model_name=backend.model_name,
+            weights_verified=backend.weights_verified,
         )
 
     @property

@@ -4,7 +4,7 @@ are :mod:`harness.data.schemas.files`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -21,6 +21,7 @@ from harness.data.schemas.base import (
     ShapeKey,
     Timestamp,
 )
+from harness.data.schemas.files import InForce
 
 
 class LawsEvidence(Frozen):
@@ -48,7 +49,7 @@ class PackerShapes(Frozen):
 
 
 class ProfileShapes(Frozen):
-    numerics: dict[str, Any]
+    numerics: InForce = Field(description="the numeric settings in force (the ledger entries' numerics)")
     release_ops: ReleaseOps = Field(description="the release's own shapes: every packer may use them")
     packers: dict[PackerIdentity, PackerShapes]
 

@@ -96,8 +96,34 @@ class InForce(TypedDict, total=False):
     ]
 
 
+class NumericsRequested(OptionalKeys, Open):
+    """``numerics.requested``: the release configuration's ``[numerics]`` settings as recorded
+    (``harness.data.numeric_settings.NumericSettings``). A key is absent from a manifest recorded before the
+    setting existed (and stays absent when the manifest is written again); other keys are kept."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {
+            "threads",
+            "mkldnn",
+            "cudnn_benchmark",
+            "cudnn_deterministic",
+            "deterministic_algorithms",
+            "allow_tf32",
+            "matmul_precision",
+        }
+    )
+
+    threads: Count | None = Field(None, description="torch intra-op threads; 0 = one per CPU")
+    mkldnn: bool | None = Field(None, description="false: CPU convolutions through NNPACK")
+    cudnn_benchmark: bool | None = Field(None, description="cuDNN autotuning (picks kernels per shape)")
+    cudnn_deterministic: bool | None = Field(None, description="deterministic cuDNN kernels only")
+    deterministic_algorithms: bool | None = Field(None, description="torch.use_deterministic_algorithms")
+    allow_tf32: bool | None = Field(None, description="TF32 for matmul and cuDNN")
+    matmul_precision: str | None = Field(None, description="float32 matmul precision: highest, high or medium")
+
+
 class NumericsRecord(Strict):
-    requested: dict[str, Any] | None = Field(description="the release configuration's numeric settings")
+    requested: NumericsRequested | None = Field(description="the release configuration's numeric settings")
     in_force: InForce = Field(
         description=(
             "what was in force when the model ran: torch's flags, CUBLAS_WORKSPACE_CONFIG, the model's declared "
@@ -188,6 +214,43 @@ class LawsVerdict(Strict):
         return self
 
 
+class BackendRecord(OptionalKeys, Open):
+    """``backend`` of a golden or run manifest: the backend's own description (``Backend.environment()`` less its
+    model and environment). Each key is absent where the backend does not write it (in-process: no server; a
+    manifest recorded before the key existed); a plug-in backend's own keys, and the numeric settings as the
+    backend reports them (typed in ``numerics``), are kept as written."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {
+            "backend",
+            "device",
+            "device_kind",
+            "calls_in_flight",
+            "url",
+            "transport",
+            "concurrency",
+            "server_version",
+            "model_name",
+            "weights_verified",
+        }
+    )
+
+    backend: str = Field("in-process", description="'in-process' (the model in the harness's process) or 'triton'")
+    device: str | None = Field(None, description="the device the model ran on ('cpu', 'cuda:0'; a server's)")
+    device_kind: str | None = Field(None, description="the kind of that device (the ledger's device key)")
+    calls_in_flight: Positive | None = Field(None, description="in-process: calls inside the model at once")
+    url: str | None = Field(None, description="the Triton server's URL (absent in-process)")
+    transport: Literal["http", "shm"] | None = Field(
+        None, description="how tensors travel to the server: http or shm (system shared memory)"
+    )
+    concurrency: Positive | None = Field(None, description="requests in flight at once (a server's)")
+    server_version: str | None = Field(None, description="the Triton server's version")
+    model_name: str | None = Field(None, description="the model's name on the server")
+    weights_verified: bool | None = Field(
+        None, description="the server's model reports its fingerprint (False: a label only)"
+    )
+
+
 class GoldenManifest(OptionalKeys, Strict):
     """``<golden>/manifest.json``: what the exact lane produced and everything that produced it."""
 
@@ -202,10 +265,12 @@ class GoldenManifest(OptionalKeys, Strict):
     geometry: GeometryModel
     model: ModelInfo
     environment: EnvironmentModel
-    backend: dict[str, Any]
+    backend: BackendRecord
     numerics: NumericsRecord
     numerics_profile: str
-    config: dict[str, Any]
+    # the harness.toml tables that decide the answers, as ConfigFile.to_dict() writes them (settings that are
+    # None left out); read back through ConfigFile's own sections where needed (golden_merge: masks)
+    config: dict[str, Any] = Field(description="the configuration's recorded tables (release to corpus)")
     ops: OpsList
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     corpus: CorpusSummary
@@ -278,14 +343,19 @@ class RunManifest(OptionalKeys, Strict):
     geometry: GeometryModel
     model: ModelInfo
     environment: EnvironmentModel
-    backend: dict[str, Any]
+    backend: BackendRecord
     numerics: NumericsRecord
     numerics_profile: str
-    config: dict[str, Any]
+    # the harness.toml tables that decide the answers, as ConfigFile.to_dict() writes them (settings that are
+    # None left out); read back through ConfigFile's own sections where needed (golden_merge: masks)
+    config: dict[str, Any] = Field(description="the configuration's recorded tables (release to corpus)")
     ops: OpsList
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
-    packer: dict[str, Any]
+    packer: dict[str, Any] = Field(
+        description="the fast lane's packer's describe(): its own keys (name, identity; an external one's digest, "
+        "parts and version)"
+    )
     laws: LawsVerdict = Field(description="the packing-laws verdict of that packer, judged at the start of the run")
     shapes: list[ShapeInt]
     lanes: list[str]

@@ -24,6 +24,7 @@ class LawsPacker(Strict):
         description="the key the ledger and promoted-shapes.json file the packer's promotions under "
         "(null: a packer object whose describe() names none)"
     )
+    # the Packer protocol's describe(): its keys are the packer's own (an external packer's digest, parts, version)
     describe: dict[str, Any] = Field(description="the packer's describe(): digest, its parts, name and version, ...")
 
 

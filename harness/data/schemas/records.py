@@ -3,7 +3,7 @@ engine's manifest (:mod:`harness.data.schemas.engine_manifest`) one step."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -12,6 +12,9 @@ from harness.data.schemas.base import (
     Count,
     Frozen,
     GoldenId,
+    Open,
+    OpKey,
+    OptionalKeys,
     PackerIdentity,
     Positive,
     ReleaseOps,
@@ -23,6 +26,7 @@ from harness.data.schemas.base import (
     Verdict,
 )
 from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.files import InForce
 from harness.data.shape import ShapeInt
 
 
@@ -61,6 +65,46 @@ class JudgedUnder(Frozen):
         return self
 
 
+class EventLaws(OptionalKeys, Open):
+    """The packing-laws verdict in an event's evidence (the score's ``laws``): what the manifest copies of it is
+    typed; an event written before a key existed lacks it; the other keys (broken, laws, packer_identity) kept."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"verdict", "examples", "seed", "harness_version"})
+
+    verdict: str | None = Field(None, description="hold, broken or not-judged")
+    examples: Count | None = Field(None, description="examples per law")
+    seed: int | None = Field(None, description="the seed the examples were drawn with")
+    harness_version: str | None = Field(None, description="the harness that judged")
+
+
+class EventOp(OptionalKeys, Open):
+    """One OP's figures behind an event's verdict."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset({"metrics", "failed_checks"})
+
+    # a figure by its name in the score (max_abs, min_cosine, flips, rows): the judge's own, int or float as written
+    metrics: dict[str, int | float | None] = Field(default_factory=dict, description="the OP's headline figures")
+    failed_checks: list[str] = Field(default_factory=list, description="the metrics whose checks failed")
+
+
+class EventEvidence(OptionalKeys, Open):
+    """The figures behind an event's verdict (``harness.ledger.promotion``). Every key is absent from an event
+    written before it was recorded, and stays absent when the ledger is written again; the tolerances and
+    request counts (the score's own objects) are kept as written."""
+
+    optional_keys: ClassVar[frozenset[str]] = frozenset(
+        {"golden_id", "mode", "tolerance_mode", "corpus_blocks", "laws", "ops", "speedup"}
+    )
+
+    golden_id: str | None = Field(None, description="the golden the score was judged against")
+    mode: str | None = Field(None, description="the lanes' voiceprint inputs")
+    tolerance_mode: str | None = Field(None, description="the tolerance mode judged under")
+    corpus_blocks: Positive | None = Field(None, description="blocks of the corpus judged")
+    laws: EventLaws | None = Field(None, description="the packing-laws verdict of the packer")
+    ops: dict[OpKey, EventOp] = Field(default_factory=dict, description="per OP: its figures and failed checks")
+    speedup: int | float | None = Field(None, description="the shape's speed-up over the exact lane (None: unknown)")
+
+
 class LedgerEvent(Frozen):
     seq: Positive
     at: Timestamp
@@ -72,7 +116,7 @@ class LedgerEvent(Frozen):
     verdict: Verdict
     state: State
     reasons: list[str]
-    evidence: dict[str, Any] = Field(
+    evidence: EventEvidence = Field(
         description="metrics, tolerance mode and tolerances, request counts per shape, "
         "the packing-laws verdict of the packer"
     )
@@ -91,7 +135,7 @@ class LedgerEntry(Frozen):
     packer_identity: PackerIdentity = Field(description="the packer this shape was judged with (score.packer.identity)")
     release: SafeName = Field(description="the release of this entry's last event (never the ledger's)")
     release_ops: ReleaseOps = Field(description="the release's own shapes per OP when last judged")
-    numerics: dict[str, Any]
+    numerics: InForce = Field(description="the numeric settings in force when last judged (score.numerics.in_force)")
     shape: ShapeInt = Field(
         description="k >= 2: the release's own shape (k = 1) is never promoted", json_schema_extra={"minimum": 2}
     )
@@ -109,8 +153,9 @@ class LedgerEntry(Frozen):
         if self.state == "promoted" and last.verdict != "pass":
             raise ValueError("promoted, but its last event did not pass")
         if self.state == "promoted":  # what the manifest is derived from: a resealed edit must not reach a KeyError
-            missing = [k for k in ("corpus_blocks", "tolerance_mode", "laws") if k not in last.evidence]
-            if missing or not isinstance(last.evidence["laws"], dict):
+            given = last.evidence.model_fields_set
+            missing = [k for k in ("corpus_blocks", "tolerance_mode", "laws") if k not in given]
+            if missing or last.evidence.laws is None:
                 raise ValueError(f"promoted, but its last event's evidence lacks {missing or ['laws as an object']}")
         if self.state == "revoked" and self.revoked_by is None:
             raise ValueError("revoked without revoked_by")

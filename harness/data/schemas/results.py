@@ -85,6 +85,7 @@ class ShapeScore(OptionalKeys, Frozen):
     reasons: list[str]
     ops: dict[OpKey, OpVerdictModel]
     requests: RequestEvidence = Field(description="the full k-block requests behind this verdict")
+    # a JSON object the sign-off report's renderer copies and reads by key (reports.shape_facts)
     vs_exact: dict[str, Any] | None = Field(
         None, description="this shape against the run's own exact lane (absent from the file when not measured)"
     )
@@ -119,6 +120,7 @@ class ShapeScore(OptionalKeys, Frozen):
         description="evidence beyond the release's own floor but within the mode's limits: "
         "reported, not refused (absent: none)",
     )
+    # each registered kind's own result: its body is the kind's (a team's own evidence), not the harness's
     more_evidence: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="the results of kinds of evidence registered beside the harness's own "
@@ -280,14 +282,15 @@ class Score(OptionalKeys, Frozen):
     environment: EnvironmentModel
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
-    packer: dict[str, Any]
+    packer: dict[str, Any] = Field(description="the packer's describe(), copied from the run (the packer's own keys)")
     laws: LawsVerdict = Field(description="the run's packing-laws verdict of its packer (copied from the run)")
     corpus: CorpusSummary
     reproducibility: Reproducibility
     tolerances: Tolerances = Field(description="the tolerances every verdict was judged with (harness.toml's)")
     shapes: dict[ShapeKey, ShapeScore]
     verification: Reproduction
-    throughput: dict[str, Any]
+    # per lane key: made by harness.throughput (LaneTiming, OpTiming, Speedup), read by key by the report's renderer
+    throughput: dict[str, Any] = Field(description="per lane ('exact', a shape's key): its timing and speed-up")
     exact_timing_source: str
     verdict: Verdict
     load: LoadEvidence | None = Field(

@@ -79,24 +79,23 @@ class CheckModel(Frozen):
     ) -> CheckModel:
         """A gated check (``allowed`` given) or a reported one (``allowed`` None), told with ``details``; numpy
         scalars become Python numbers and non-finite observations None (files hold no such numbers)."""
-        seen = plain_number(observed)
-        d = details
-        counts = {"offending": plain_number(d.offending), "total": plain_number(d.total)}
-        common: dict[str, Any] = {
-            "op": op,
-            "metric": metric,
-            "observed": seen,
-            "unit": d.unit,
-            "where": d.where,
-            "note": d.note,
-            "hint": d.hint,
-            "limit": d.limit,
-            **counts,
-        }
-        if allowed is None:
-            return cls(**common, relation=NOT_GATED, allowed=None, ok=None)
-        return cls(
-            **common, **{"relation": relation, "allowed": plain_number(allowed), "ok": holds(seen, relation, allowed)}
+        seen, d, gated = plain_number(observed), details, allowed is not None
+        return cls.model_validate(
+            {
+                "op": op,
+                "metric": metric,
+                "observed": seen,
+                "relation": relation if gated else NOT_GATED,
+                "allowed": plain_number(allowed) if gated else None,
+                "ok": holds(seen, relation, allowed) if gated else None,
+                "unit": d.unit,
+                "offending": plain_number(d.offending),
+                "total": plain_number(d.total),
+                "where": d.where,
+                "note": d.note,
+                "hint": d.hint,
+                "limit": d.limit,
+            }
         )
 
     @property
@@ -158,9 +157,11 @@ class OpVerdictModel(Frozen):
     passed: bool
     reasons: list[str]
     checks: list[CheckModel]
-    metrics: dict[str, Any]
-    limits: dict[str, Any]
-    failing: list[dict[str, Any]] = Field(description="worst offenders, for the report")
+    # the figures and limits by name: each judge's own (a segmentation judge's flips, a voiceprint judge's
+    # cosines: harness.judging.judges), read by name by reproduction, promotion and the report
+    metrics: dict[str, Any] = Field(description="the judge's figures by name (max_abs, bitwise, flips, ...)")
+    limits: dict[str, Any] = Field(description="the limits judged against, by name (the OP's tolerances)")
+    failing: list[dict[str, Any]] = Field(description="worst offenders, for the report (each judge's own rows)")
     distribution: list[Number | None] = Field(description="a sample of per-unit max |diff| for the plot")
 
     @classmethod
