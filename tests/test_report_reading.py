@@ -22,7 +22,7 @@ import pytest
 
 from harness.data.schemas import SignoffReport
 from harness.data.schemas.backend_facts import BackendFacts
-from harness.data.schemas.files import BackendRecord
+from harness.data.schemas.machine import BackendRecord
 from harness.data.schemas.results import Score
 from reports import ReportContext, write_junit, write_report
 from reports.host_line import timing_line

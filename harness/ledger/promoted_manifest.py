@@ -27,7 +27,7 @@ from harness.base.errors import LedgerError
 from harness.base.jsonio import seal
 from harness.data.schemas import validate
 from harness.data.schemas.engine_manifest import PromotedShapes
-from harness.data.schemas.files import InForce
+from harness.data.schemas.machine import InForce
 from harness.data.schemas.records import Ledger, as_written
 from harness.ledger.promotion import FORMAT, PROMOTED, now
 

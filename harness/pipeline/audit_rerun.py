@@ -26,7 +26,7 @@ from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
-from harness.data.schemas.files import InForce
+from harness.data.schemas.machine import InForce
 from lanes.backends.backend_numerics import backend_numerics
 from lanes.running.device_queue import ordered
 from lanes.running.lanes import ExactLane

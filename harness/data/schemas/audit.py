@@ -13,7 +13,8 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from harness.data.schemas.base import Count, OpKey, Sha256, Strict, Timestamp, Verdict
-from harness.data.schemas.files import GeometryModel, InForce
+from harness.data.schemas.files import GeometryModel
+from harness.data.schemas.machine import InForce
 from harness.data.schemas.results import OpVerdictModel
 from harness.data.tolerances import Tolerances
 

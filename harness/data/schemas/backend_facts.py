@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.data.schemas.base import Frozen, Positive
-from harness.data.schemas.files import BackendRecord
+from harness.data.schemas.machine import BackendRecord
 
 
 class BackendFacts(Frozen):

@@ -21,7 +21,7 @@ from harness.data.schemas.base import (
     ShapeKey,
     Timestamp,
 )
-from harness.data.schemas.files import InForce
+from harness.data.schemas.machine import InForce
 
 
 class LawsEvidence(Frozen):

@@ -26,7 +26,7 @@ from harness.data.schemas.base import (
     Verdict,
 )
 from harness.data.schemas.engine_manifest import PromotedShapes
-from harness.data.schemas.files import InForce
+from harness.data.schemas.machine import InForce
 from harness.data.shape import ShapeInt
 
 

@@ -24,17 +24,11 @@ from harness.data.schemas.base import (
     Timestamp,
     Verdict,
 )
-from harness.data.schemas.files import (
-    CorpusSummary,
-    EnvironmentModel,
-    LawsVerdict,
-    ModelInfo,
-    NumericsRecord,
-    Reproducibility,
-)
+from harness.data.schemas.files import CorpusSummary, LawsVerdict, ModelInfo, Reproducibility
 from harness.data.schemas.host import HostShare
 from harness.data.schemas.load import LoadEvidence
 from harness.data.schemas.localisation import LocalisedOp
+from harness.data.schemas.machine import EnvironmentModel, NumericsRecord
 from harness.data.schemas.neighbours import ShapeNeighbours
 from harness.data.schemas.refusals import Cause, EvidenceWarning, RefusalCause
 from harness.data.schemas.repeats import RepeatEvidence
