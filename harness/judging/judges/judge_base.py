@@ -15,8 +15,8 @@ editing that judge's modules (and its tolerance key, if it is gated).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from dataclasses import Field, asdict, dataclass, replace
+from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
@@ -32,8 +32,13 @@ from harness.data.schemas.results import OpVerdictModel as OpVerdict
 from harness.data.schemas.verdicts import NO_DETAILS, CheckDetails
 from harness.judging.judges.floor_figures import FloorFigure
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+
+class DataclassInstance(Protocol):
+    """A dataclass's instance, as ``dataclasses.asdict`` takes it (typeshed's name, declared here: its module
+    exists for the type checker only)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
 
 # ``Check`` and ``OpVerdict`` are declared once, in the data layer (the score file's models): the judges build
 # the very objects the score holds, with gate() and op_verdict().
