@@ -18,8 +18,9 @@ FORMS = {
     "string subscript": re.compile(r'\["[A-Za-z_0-9 .-]+"\]'),
     '.get("...")': re.compile(r'\.get\("'),
 }
-# lines holding each form in product code: when the code sheds keys, lower these to the new counts
-CEILING = {"dict[str, Any]": 242, "string subscript": 356, '.get("...")': 206}
+# lines holding each form in product code: when the code sheds keys, lower these to the new counts (they were
+# 265, 446 and 210 before the documents, the judges' figures and the reports' tables were typed)
+CEILING = {"dict[str, Any]": 165, "string subscript": 254, '.get("...")': 162}
 
 
 def count(form: re.Pattern[str], root: Path = ROOT) -> dict[str, int]:
