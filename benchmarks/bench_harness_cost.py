@@ -158,7 +158,7 @@ def child(step: str, work: Path, corpus: Path, model: str, shapes: tuple[int, ..
         _, transitions = promote_file(score_path, cfg, ledger, manifest)
         wall = time.perf_counter() - start
         calls = []
-        result.update(promoted=sorted(t["shape"] for t in transitions if t["to"] == "promoted"))
+        result.update(promoted=sorted(t.shape for t in transitions if t.after == "promoted"))
     elif step == "report":
         from harness.pipeline.commands.lane import report
 
