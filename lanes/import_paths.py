@@ -1,9 +1,9 @@
-"""The import paths lanes' modules had before they were grouped in folders keep resolving.
+"""A module's path without its folder (``lanes.model_api``, ``lanes.null_model``) resolves to the module in its folder.
 
 A team's model imports ``lanes.model_api``; configurations, goldens and scripts name specs such as
-``lanes.null_model:small`` or ``lanes.simulated_device:full``. Each old path is the moved module
-itself (one module object under two names), so a spec resolves to the same factory and a class
-keeps one identity."""
+``lanes.null_model:small`` or ``lanes.simulated_device:full``, and those must keep resolving. Each short
+path is the module itself (one module object under two names), so a spec resolves to the same factory
+and a class keeps one identity."""
 
 from __future__ import annotations
 

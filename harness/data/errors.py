@@ -1,7 +1,7 @@
 """The reference packer's import path for its error (``harness.packers.packing`` imports
 ``PackingError`` from here): the reference packer's identity is the sha256 of its source file, which
-every ledger records beside the shapes it promoted, so that file's text stays as it was when the
-errors moved to the ground floor. Everything else imports :mod:`harness.base.errors`."""
+every ledger records beside the shapes it promoted, so that file's text must not change when a module it
+imports moves. Everything else imports :mod:`harness.base.errors`."""
 
 from harness.base.errors import PackingError
 
