@@ -25,6 +25,7 @@ from harness.data.schemas.base import (
     Frozen,
     Number,
 )
+from harness.data.schemas.verdict_figures import VerdictFigures
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,11 @@ class OpVerdictModel(Frozen):
     limits: dict[str, Any] = Field(description="the limits judged against, by name (the OP's tolerances)")
     failing: list[dict[str, Any]] = Field(description="worst offenders, for the report (each judge's own rows)")
     distribution: list[Number | None] = Field(description="a sample of per-unit max |diff| for the plot")
+
+    @property
+    def figures(self) -> VerdictFigures:
+        """The figures every judge may give, by attribute (``metrics`` keeps each judge's own by name)."""
+        return VerdictFigures.of(self.metrics)
 
     @classmethod
     def of(
