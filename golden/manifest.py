@@ -57,7 +57,7 @@ def read_manifest(
     directory: Path,
     kind: str,
     model: type[SealedModel],
-    derived: Callable[[Path, dict], None] | None = None,
+    derived: Callable[[Path, dict, SealedModel], None] | None = None,
 ) -> SealedModel:
     """The validated, unedited manifest of a ``kind`` ('golden' or 'run') directory, as its model.
 
@@ -76,8 +76,9 @@ def read_manifest(
     data = read_json(path, f"{kind} manifest")
     if not isinstance(data, dict):
         raise GoldenError(f"{path}: not a {kind} manifest (a JSON {type(data).__name__}, expected an object)")
-    if data.get("kind") != f"harness.{kind}":  # the raw JSON's kind, looked at before it is validated
-        raise GoldenError(f"{path}: not a {kind} manifest (kind={data.get('kind')!r})")
+    found = data.get("kind")  # the raw JSON's kind, looked at before it is validated
+    if found != f"harness.{kind}":
+        raise GoldenError(f"{path}: not a {kind} manifest (kind={found!r})")
     parsed: SealedModel = validate(model, data, str(path), GoldenError)
     field = "manifest_sha256"
     if not seal_ok(data, field):
@@ -86,7 +87,7 @@ def read_manifest(
             "run is never edited by hand: record or run it again"
         )
     if derived is not None:
-        derived(path, data)
+        derived(path, data, parsed)
     return parsed
 
 

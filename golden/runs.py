@@ -324,11 +324,9 @@ def merge_runs(root: Path, runs: list[Run], order: Sequence[str], run_id: str | 
                 "neighbour_controls",
             )
         }  # one shard's wall is not the merged run's: absent
-        fields["merged_from"] = [r.run_id for r in runs]  # the merged run manifest's JSON, built key by key
-        controls = merged_controls(runs)
-        if controls:  # every shard's control repeats, counted together
-            fields["neighbour_controls"] = controls
-        path = writer.finish(fields)
+        merged = {**fields, "merged_from": [r.run_id for r in runs]}
+        controls = merged_controls(runs)  # every shard's control repeats, counted together (none: the key is absent)
+        path = writer.finish(merged | {"neighbour_controls": controls} if controls else merged)
     return load_run(path, trusted=True)
 
 

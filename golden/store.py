@@ -51,7 +51,7 @@ def golden_path(root: Path, release: str) -> Path:
 
 def golden_id_of(manifest: dict) -> str:
     body = {k: v for k, v in manifest.items() if k not in ("golden_id", "manifest_sha256")}
-    return f"{manifest['release']}@{digest(body)[:12]}"
+    return f"{manifest['release']}@{digest(body)[:12]}"  # over the JSON as written (or read), by its key names
 
 
 def seal_golden_manifest(fields: dict, files: dict[str, dict]) -> dict:
@@ -189,11 +189,11 @@ def load_golden(path: str | Path, expect_fingerprint: str | None = None) -> Gold
     return Golden(path, manifest, Geometry(**manifest.geometry.model_dump(mode="json")))
 
 
-def _refuse_edited_id(path: Path, data: dict) -> None:
+def _refuse_edited_id(path: Path, data: dict, manifest: GoldenManifest) -> None:
     """A golden id is its content's: one that is not was edited (and the manifest re-sealed). ``data`` is the
-    manifest's JSON as read: the id is computed over that JSON, so it is read from it too."""
-    if golden_id_of(data) != data["golden_id"]:
+    manifest's JSON as read: the id is computed over that JSON."""
+    if golden_id_of(data) != manifest.golden_id:
         raise GoldenError(
-            f"{path}: golden_id {data['golden_id']!r} is not the one its content "
+            f"{path}: golden_id {manifest.golden_id!r} is not the one its content "
             f"derives ({golden_id_of(data)!r}): the manifest was edited"
         )

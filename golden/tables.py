@@ -165,17 +165,20 @@ class LaneWriter:
     def _segmentation_table(self, seg: SegmentationOutputs) -> pa.Table:
         g = self.g
         b, n = seg.valid.shape
+        decided = {}
+        if self.decisions:
+            top_class, top_margin = seg.decisions()
+            decided = {
+                "top_class": _fixed(top_class.astype(np.int8), g.frames_per_window, pa.int8()),
+                "top_margin": _fixed(top_margin, g.frames_per_window, pa.float32()),
+            }
         columns = {
             "block_id": strings([i for i in seg.block_ids for _ in range(n)]),
             "window": numeric(np.tile(np.arange(n, dtype=np.int32), b), pa.int32()),
             "valid": numeric(seg.valid.reshape(-1).astype(np.int32, copy=False), pa.int32()),
             "logprobs": _fixed(seg.logprobs.reshape(-1), g.frames_per_window * g.classes, pa.float32()),
+            **decided,
         }
-        if self.decisions:
-            top_class, top_margin = seg.decisions()
-            # Arrow columns by name (the lane file's schema)
-            columns["top_class"] = _fixed(top_class.astype(np.int8), g.frames_per_window, pa.int8())
-            columns["top_margin"] = _fixed(top_margin, g.frames_per_window, pa.float32())
         return pa.Table.from_pydict(columns, schema=self.sinks[Op.SEGMENTATION].schema)
 
     def _voiceprint_table(self, vp: VoiceprintOutputs) -> pa.Table:

@@ -177,7 +177,7 @@ def test_a_model_without_describe_is_described_by_the_harness():
     class Bare:
         fingerprint = "FP"
 
-    assert description(Bare()) == {"name": "Bare", "kind": "plugin", "fingerprint": "FP"}
+    assert description(Bare()).model_dump() == {"name": "Bare", "kind": "plugin", "fingerprint": "FP"}
 
 
 def _one_error_line(err: str) -> str:

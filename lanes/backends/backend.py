@@ -114,6 +114,7 @@ class InProcessBackend:
     def in_flight(self) -> InFlight:
         """How many calls :meth:`pipelined` keeps in flight, and how that was decided (decided once, here)."""
         if self._in_flight is None:
+            # describe() is the model API's free-form mapping (a team's model may give no name)
             name = f"model {describe(self.model).get('name', '?')!r}"
             found = decide(self.model, self.geometry, self._probe_call, name, self._entry_wait_s, self._bind_thread)
             if found.note is not None:

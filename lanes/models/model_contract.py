@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any
 
 from harness.base.errors import ModelError, one_line
 from harness.base.jsonio import dumps
@@ -29,14 +28,16 @@ REQUIRED = ("name", "fingerprint")  # the keys every description must hold (docs
 DOCS = "docs/models.md, 'What a model must have'"
 
 
-def description(model: object) -> dict[str, Any]:
-    """The model's description as every manifest records it, or ModelError saying what is wrong with it.
+def description(model: object) -> ModelInfo:
+    """The model's description as every manifest records it (its JSON object: ``model_dump()``), or ModelError
+    saying what is wrong with it.
 
     A model without ``describe()`` is described by the harness (its class name and its fingerprint); one with it
     must return a JSON object holding a non-empty ``name`` and the model's own ``fingerprint``."""
     fingerprint = getattr(model, "fingerprint", None)
     if not hasattr(model, "describe"):
-        return {"name": type(model).__name__, "kind": "plugin", "fingerprint": fingerprint}
+        # as the harness describes it, unchecked (lanes.models.model_api.describe): its fingerprint is the model's
+        return ModelInfo.model_construct(name=type(model).__name__, kind="plugin", fingerprint=fingerprint)
     describe = model.describe
     if not callable(describe):
         raise ModelError(f"describe is a {type(describe).__name__}, not a method returning a dict")
@@ -56,17 +57,17 @@ def description(model: object) -> dict[str, Any]:
     for key in REQUIRED:
         if not isinstance(data[key], str) or not data[key]:
             raise ModelError(f"describe()[{key!r}] is {one_line(repr(data[key]), 60)}: a non-empty string is required")
-    if data["fingerprint"] != fingerprint:  # the model's own description: a JSON object of its keys
+    info: ModelInfo = validate(ModelInfo, data, "describe()", ModelError)  # holds the two, checked just above
+    if info.fingerprint != fingerprint:
         raise ModelError(
-            f"describe()['fingerprint'] {one_line(data['fingerprint'], 24)!r} is not the model's fingerprint "
+            f"describe()['fingerprint'] {one_line(info.fingerprint, 24)!r} is not the model's fingerprint "
             f"{one_line(str(fingerprint), 24)!r} (goldens are found by the one the manifest records)"
         )
     try:
         dumps(data)
     except (TypeError, ValueError) as exc:
         raise ModelError(f"describe() holds a value a manifest cannot record ({exc})") from None
-    validate(ModelInfo, data, "describe()", ModelError)
-    return data
+    return info
 
 
 def refuse_broken_model(model: object, spec: str) -> None:

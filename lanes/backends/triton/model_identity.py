@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.base.errors import BackendError
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.response import expected_shape
+from harness.data.schemas.base import describe_error
 
 INFO_OUTPUT = "MODEL_INFO"
 UNVERIFIED_KIND = "triton-unverified/1"
@@ -32,6 +34,23 @@ WEIGHTS_NOTE = (
     "fingerprint is derived from its Triton config, version(s) and the given label only"
 )
 UNKNOWN_DEVICE = "unknown"
+
+
+class ModelInfoAnswer(BaseModel):
+    """The MODEL_INFO output of this project's ``diar_nn_g`` (``model_repository/``): what the server's model
+    says of itself; the JSON objects in it are recorded as they are (provenance), the geometry checked by
+    :meth:`Geometry.from_dict`."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, coerce_numbers_to_str=True)
+
+    fingerprint: str
+    geometry: dict
+    model: dict
+    device: str = "cpu"
+    device_kind: str = "cpu"
+    numerics_requested: dict | None = None
+    numerics_in_force: dict | None = None
+    environment: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -50,25 +69,29 @@ class ServerModel:
 
     @classmethod
     def parse(cls, raw: Any, where: str) -> ServerModel:
-        """From the MODEL_INFO output (JSON) of this project's model repository: the server's JSON, read at its
-        boundary by key (a missing or malformed one is named in the error as it is)."""
+        """From the MODEL_INFO output (JSON) of this project's model repository, typed (:class:`ModelInfoAnswer`)
+        where it is read (a missing or malformed key is named in the error)."""
         try:
             value = raw.reshape(-1)[0] if isinstance(raw, np.ndarray) else raw
-            info = json.loads(value.decode() if isinstance(value, bytes) else str(value))
-            return cls(
-                str(info["fingerprint"]),
-                Geometry.from_dict(info["geometry"]),
-                dict(info["model"]),
-                str(info.get("device", "cpu")),
-                str(info.get("device_kind", "cpu")),
-                info.get("numerics_requested"),
-                info.get("numerics_in_force"),
-                info.get("environment"),
-            )
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            info = ModelInfoAnswer.model_validate(json.loads(text))
+            geometry = Geometry.from_dict(info.geometry)
+        except ValidationError as exc:
+            raise BackendError(f"{where}: {INFO_OUTPUT} is not the expected JSON ({describe_error(exc)})") from None
+        except (AttributeError, IndexError, TypeError, ValueError) as exc:
             raise BackendError(
                 f"{where}: {INFO_OUTPUT} is not the expected JSON ({type(exc).__name__}: {exc})"
             ) from None
+        return cls(
+            info.fingerprint,
+            geometry,
+            info.model,
+            info.device,
+            info.device_kind,
+            info.numerics_requested,
+            info.numerics_in_force,
+            info.environment,
+        )
 
     @classmethod
     def unverified(

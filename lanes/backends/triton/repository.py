@@ -105,15 +105,14 @@ def fill_config(text: str, params: dict[str, str], instances: int) -> str:
 def server_env(bundle: Bundle, options: ServerOptions) -> dict[str, str]:
     """The server process's environment: this one's, with the bundle's libraries and this project first on
     the search paths (environment variables are named by string: the OS's interface)."""
-    env = dict(os.environ)
     libdir = sysconfig.get_config_var("LIBDIR") or ""
-    env["LD_LIBRARY_PATH"] = _join(str(bundle.libs), libdir, env.get("LD_LIBRARY_PATH", ""))
-    env["PATH"] = _join(str(Path(sys.executable).parent), env.get("PATH", ""))
     project_root = str(Path(__file__).resolve().parents[3])  # works from a source checkout too
-    env["PYTHONPATH"] = _join(
-        *(str(Path(p).resolve()) for p in options.extra_pythonpath), project_root, env.get("PYTHONPATH", "")
-    )
-    return env
+    first = {  # each search path, and the folders put before what it holds here
+        "LD_LIBRARY_PATH": (str(bundle.libs), libdir),
+        "PATH": (str(Path(sys.executable).parent),),
+        "PYTHONPATH": (*(str(Path(p).resolve()) for p in options.extra_pythonpath), project_root),
+    }
+    return {**os.environ, **{name: _join(*folders, os.environ.get(name, "")) for name, folders in first.items()}}
 
 
 def assemble_backend(bundle: Bundle, folder: Path) -> None:

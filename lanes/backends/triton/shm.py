@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.base.errors import BackendError
+from lanes.backends.triton.triton_json import TensorMetadata, parsed
 
 SHM_DIR = Path("/dev/shm")
 PREFIX = "diar_shm_"
@@ -215,13 +216,14 @@ def infer_through_shm(
         start = time.perf_counter()
         result = client.infer(model_name, inputs, outputs=[wanted])
         wall = time.perf_counter() - start
-        meta = result.get_output(output)
-        if meta is None:
+        answer = result.get_output(output)
+        if answer is None:
             return {}, wall
-        shape = tuple(int(d) for d in meta.get("shape", []))  # meta: Triton's output JSON, by its key names
-        dtype = triton_to_np_dtype(str(meta.get("datatype")))
+        meta = parsed(TensorMetadata, answer, where)
+        shape = tuple(meta.shape)
+        dtype = triton_to_np_dtype(str(meta.datatype))
         if dtype is None or dtype is np.object_:
-            raise BackendError(f"{where}: output {output} has datatype {meta.get('datatype')}, the contract says FP32")
+            raise BackendError(f"{where}: output {output} has datatype {meta.datatype}, the contract says FP32")
         nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
         if nbytes > region.size - used:
             raise BackendError(

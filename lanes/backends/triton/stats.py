@@ -11,35 +11,39 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import ValidationError
 
 from harness.base.errors import BackendError
 from harness.data.schemas.load import ServerStats
+from lanes.backends.triton.triton_json import InferenceStats, StatisticsAnswer, parsed
 from lanes.backends.triton.url import build_client, parse_triton_url
 
 PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
-def parse_stats(answer: Mapping[str, Any], model_name: str, where: str) -> ServerStats:
+def parse_stats(answer: Mapping[str, object], model_name: str, where: str) -> ServerStats:
     """The counters of ``model_name`` summed over its versions (one, in this project's repository).
 
-    ``answer`` is Triton's statistics JSON, read here at its boundary by its own key names."""
-    models = [m for m in answer.get("model_stats", []) if isinstance(m, Mapping) and m.get("name") == model_name]
+    ``answer`` is Triton's statistics JSON, typed here (:class:`StatisticsAnswer`) where it is read."""
+    models = [m for m in parsed(StatisticsAnswer, answer, where).model_stats if m.name == model_name]
     if not models:
         raise BackendError(f"{where}: the server's statistics hold no model {model_name!r}")
-    requests = 0
-    totals = dict.fromkeys(PARTS, 0)
+    stats = []
     for m in models:
-        stats = m.get("inference_stats", {})
         try:
-            requests += int(stats.get("success", {}).get("count", 0))
-            for part in PARTS:
-                totals[part] += int(stats.get(part, {}).get("ns", 0))
-        except (TypeError, ValueError, AttributeError):
+            stats.append(InferenceStats.model_validate(m.inference_stats))
+        except ValidationError:
             raise BackendError(
-                f"{where}: the server's statistics of {model_name!r} are not numbers: {stats!r}"
+                f"{where}: the server's statistics of {model_name!r} are not numbers: {m.inference_stats!r}"
             ) from None
-    return ServerStats(requests=requests, **{f"{p}_ns": totals[p] for p in PARTS})
+    return ServerStats(
+        requests=sum(s.success.count for s in stats),
+        queue_ns=sum(s.queue.ns for s in stats),
+        compute_input_ns=sum(s.compute_input.ns for s in stats),
+        compute_infer_ns=sum(s.compute_infer.ns for s in stats),
+        compute_output_ns=sum(s.compute_output.ns for s in stats),
+    )
 
 
 def difference(before: ServerStats, after: ServerStats, where: str) -> ServerStats:

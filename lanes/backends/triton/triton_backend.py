@@ -43,6 +43,7 @@ from lanes.backends.triton.model_identity import INFO_OUTPUT, WEIGHTS_NOTE, Serv
 from lanes.backends.triton.server_options import MODEL_NAME
 from lanes.backends.triton.shm import ShmPool, infer_through_shm
 from lanes.backends.triton.triton_connection import TritonConnection
+from lanes.backends.triton.triton_json import ModelMetadata, ServerMetadata, parsed
 from lanes.backends.triton.url import parse_triton_url
 
 try:
@@ -237,18 +238,17 @@ class TritonBackend(TritonConnection):
     # -- connecting ------------------------------------------------------------------------
     def _connect(self) -> ServerModel:
         where = f"connecting to model {self.model_name!r}"
-        # the server's and the model's metadata are Triton's JSON answers, read here at their boundary by key
         metadata = self._with_retries(where, lambda: self._client_now().get_server_metadata())
-        self.server_version = str(metadata.get("version", ""))
+        self.server_version = parsed(ServerMetadata, metadata, where).version
         ready = self._with_retries(where, lambda: self._client_now().is_model_ready(self.model_name))
         if not ready:
             raise BackendError(
                 f"{where}: Triton at {self.url} has no ready model {self.model_name!r} "
                 f"(server models: {self._models()})"
             )
-        model_meta = self._with_retries(where, lambda: self._client_now().get_model_metadata(self.model_name))
-        outputs = {o.get("name") for o in model_meta.get("outputs", [])}
-        if INFO_OUTPUT not in outputs:
+        answer = self._with_retries(where, lambda: self._client_now().get_model_metadata(self.model_name))
+        model_meta = parsed(ModelMetadata, answer, where)
+        if INFO_OUTPUT not in model_meta.output_names:
             return self._connect_unverified(where, model_meta)
         probe_where = f"{where} (Triton {self.url}, {INFO_OUTPUT} probe)"
         result = self._with_retries(probe_where, lambda: self._probe(INFO_OUTPUT))
@@ -259,14 +259,14 @@ class TritonBackend(TritonConnection):
             )
         return ServerModel.parse(raw, probe_where)
 
-    def _connect_unverified(self, where: str, model_meta: dict) -> ServerModel:
+    def _connect_unverified(self, where: str, model_meta: ModelMetadata) -> ServerModel:
         """A model without MODEL_INFO: a label and a geometry from the caller, checked by one answer."""
         source = self._geometry_source
         geometry = source() if callable(source) and self.model_label else source
-        config = versions = shape = None  # model_meta: Triton's metadata JSON, read by its key names
+        config = versions = shape = None
         if self.model_label and geometry is not None:
             config = self._with_retries(where, lambda: self._client_now().get_model_config(self.model_name))
-            versions = [str(v) for v in model_meta.get("versions", [])]
+            versions = list(model_meta.versions)
             result = self._with_retries(where, lambda: self._probe(Op.SEGMENTATION.output_name))
             answer = result.as_numpy(Op.SEGMENTATION.output_name)
             shape = None if answer is None else tuple(answer.shape)

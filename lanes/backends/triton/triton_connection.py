@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from harness.base.errors import BackendError, one_line
 from lanes.backends.triton.failures import Retryable as _Retryable
 from lanes.backends.triton.failures import describe_os_error as _describe_os_error
 from lanes.backends.triton.failures import is_connection_failure as _is_connection_failure
 from lanes.backends.triton.failures import server_error
 from lanes.backends.triton.shm import ShmPool
+from lanes.backends.triton.triton_json import RepositoryEntry
 from lanes.backends.triton.url import build_client
 
 try:
@@ -48,10 +51,11 @@ class TritonConnection:
     # -- connecting ------------------------------------------------------------------------
     def _models(self) -> str:
         try:
-            index = self._client_now().get_model_repository_index()
+            answer = self._client_now().get_model_repository_index()
+            index = TypeAdapter(list[RepositoryEntry]).validate_python(answer)
         except Exception:  # only decorates an error message
             return "unknown"
-        return ", ".join(f"{m.get('name')} {m.get('state', '?')}" for m in index) or "none"
+        return ", ".join(f"{m.name} {m.state}" for m in index) or "none"
 
     def _client_now(self) -> Any:
         if self._client is None:

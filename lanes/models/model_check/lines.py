@@ -6,16 +6,17 @@ Each failing line says what was observed against what is allowed, how many of ho
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.data.geometry import Geometry
 from harness.data.ops import ALL_OPS, Op
+from harness.data.schemas.files import ModelInfo
 from harness.data.tolerances import Tolerances
 from harness.host.concurrent_entry import Entry, EntryProbe
 from lanes.models.model_api import DECLARATION
-from lanes.models.model_check.check_calls import SLOTS, Difference, OpCalls, Sent, difference
+from lanes.models.model_check.check_calls import PAIRS, SLOTS, Difference, OpCalls, Sent, difference
 from lanes.models.model_check.check_report import (
     ANSWER,
     FINITE,
@@ -45,11 +46,9 @@ def heading(spec: str, device: str, blocks: ProbeBlocks) -> str:
     )
 
 
-def described(data: dict[str, Any]) -> str:
-    """A model's description (its own JSON object, checked to hold a name and a fingerprint) in a few words."""
-    return (
-        f"name {data['name']!r}, fingerprint {data['fingerprint'][:16]}{'...' if len(data['fingerprint']) > 16 else ''}"
-    )
+def described(info: ModelInfo) -> str:
+    """A model's description (checked to hold a name and a fingerprint) in a few words."""
+    return f"name {info.name!r}, fingerprint {info.fingerprint[:16]}{'...' if len(info.fingerprint) > 16 else ''}"
 
 
 def geometry(g: Geometry) -> str:
@@ -70,7 +69,7 @@ def answers(report: ModelCheckReport, calls: dict[Op, OpCalls], geometry: Geomet
             report.add(ANSWER.format(op=int(op)), Status.FAIL, f"{failed[0].error}{more}")
             continue
         alone = calls[op].alone[0].output
-        packed = calls[op].pairs["[A, B]"].output
+        packed = calls[op].pairs[PAIRS[0]].output  # [A, B], the first pair sent
         assert alone is not None and packed is not None  # no call failed
         report.add(
             ANSWER.format(op=int(op)),

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass, fields
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -26,27 +27,46 @@ INFO_OUTPUT = "MODEL_INFO"
 MODEL_ERROR_TAG = "diar_nn_g model error"
 
 
+@dataclass(frozen=True)
+class Parameters:
+    """The config's parameters (config.pbtxt; each field is its parameter's name in lower case), each a string:
+    one absent or empty takes the default here."""
+
+    model_spec: str = "full"
+    seed: str = "0"
+    device: str = "cpu"
+    numerics: str = "{}"
+    pythonpath: str = ""
+
+    @classmethod
+    def of(cls, model_config: str) -> Parameters:
+        """From Triton's model config JSON, whose ``parameters`` map each NAME to ``{"string_value": ...}``."""
+        config = json.loads(model_config)
+        # Triton's model config JSON, read here at its boundary by its own key names
+        given = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
+        return cls(**{f.name: given[f.name.upper()] for f in fields(cls) if given.get(f.name.upper())})
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
-        config = json.loads(args["model_config"])
-        params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
-        for folder in reversed([p for p in params.get("PYTHONPATH", "").split(os.pathsep) if p]):
+        params = Parameters.of(args["model_config"])  # Triton's args: a dict of strings, by its key names
+        for folder in reversed([p for p in params.pythonpath.split(os.pathsep) if p]):
             if folder not in sys.path:
                 sys.path.insert(0, folder)
         # Imported only now: PYTHONPATH above may be what makes them importable.
         from harness.data.numeric_settings import NumericSettings
         from lanes.models.model_api import load_model
 
-        self.numerics = NumericSettings.from_dict(json.loads(params.get("NUMERICS") or "{}"))
+        self.numerics = NumericSettings.from_dict(json.loads(params.numerics))
         # In force for the model's life in this stub process (its only job), given back at finalize.
         self.held = ExitStack()
         self.scope = self.held.enter_context(self.numerics.applied())
-        spec = params.get("MODEL_SPEC") or "full"
-        self.model = load_model(spec, seed=int(params.get("SEED") or 0), device=params.get("DEVICE") or "cpu")
+        spec = params.model_spec
+        self.model = load_model(spec, seed=int(params.seed), device=params.device)
         # Again: torch's flags are set only once torch is imported (harness.numerics), and a torch
         # model's factory is what imports it. Without this the info below records torch's defaults.
         self.scope.apply()
-        self.device = params.get("DEVICE") or "cpu"
+        self.device = params.device
         self.spec = spec
         # Built once: a client that names no outputs gets every output, MODEL_INFO included.
         self.info_json = np.array([self.info().encode()], dtype=np.object_)
