@@ -24,14 +24,15 @@ from harness.data.shape import Shape
 from harness.data.tolerances import Tolerances
 from harness.evidence.shape_gates import shape_gates
 from harness.judging.judges import judge_for
+from harness.judging.judges.floor_figures import FloorSource
 from harness.judging.judges.judge_base import NonFiniteFigures, OpVerdict
 
 
 def op_limits(
-    tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, dict[str, Any]] | None, sample_bound: bool = True
+    tolerances: Tolerances, ops: Sequence[Op], floors: Mapping[int, FloorSource] | None, sample_bound: bool = True
 ) -> dict[Op, OpLimits]:
-    """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor: each OP's as
-    the manifest holds it, ``golden.floors()``, parsed by the judges)."""
+    """Every OP's limits for the tolerances' modes (noise-floor modes read the golden's floor: each OP's model,
+    or its JSON as the manifest holds it, ``golden.floors()``, parsed by the judges)."""
     floors = floors or {}
     return {op: judge_for(op).limits(tolerances.for_op(op), floors.get(int(op)), sample_bound) for op in ops}
 
@@ -73,15 +74,17 @@ def shape_result(
     passes on top of them (see :func:`shape_gates`); ``vs_exact``: the shape against the run's own
     exact lane (:func:`packing_effect`), absent from the file when None."""
     passed, gate_reasons = shape_gates(Shape(shape), all(v.passed for v in verdicts), requests, laws)
-    # the score file's optional key, given only when measured (an unset key is left out of the file)
-    effect: dict[str, Any] = {} if vs_exact is None else {"vs_exact": asdict(vs_exact)}
-    return ShapeScore(
-        shape=Shape(shape),
-        verdict="pass" if passed else "fail",
-        reasons=gate_reasons + [r for v in verdicts for r in v.reasons],
-        ops={op_key(v.op): v for v in verdicts},
-        requests=requests,
-        **effect,
+    # the score file's entry (its constructor's keys): ``vs_exact`` given only when measured (an unset key is
+    # left out of the file)
+    return ShapeScore.model_validate(
+        {
+            "shape": Shape(shape),
+            "verdict": "pass" if passed else "fail",
+            "reasons": gate_reasons + [r for v in verdicts for r in v.reasons],
+            "ops": {op_key(v.op): v for v in verdicts},
+            "requests": requests,
+            **({} if vs_exact is None else {"vs_exact": asdict(vs_exact)}),
+        }
     )
 
 
@@ -118,13 +121,13 @@ def packing_effect(verdicts: list[OpVerdict]) -> PackingEffect:
     changes, told apart from drift between the golden's machine and this one."""
     out: dict[str, OpEffect] = {}
     for v in verdicts:
-        m = v.metrics  # the verdict's figures as the score file holds them (keys: the judges' totals' fields)
-        non_finite = m.get("figures_non_finite")
+        f = v.figures
+        assert f.bitwise is not None, v.op  # every judge says whether its OP was bitwise
         out[str(v.op)] = OpEffect(
-            bitwise=m["bitwise"],
-            max_abs=m.get("max_abs"),  # None: non-finite values
-            min_cosine=m.get("min_cosine"),
-            argmax_flips=m.get("flips"),
-            figures_non_finite=None if non_finite is None else NonFiniteFigures(**non_finite),
+            bitwise=f.bitwise,
+            max_abs=f.max_abs,  # None: non-finite values
+            min_cosine=f.min_cosine,
+            argmax_flips=f.flips,
+            figures_non_finite=f.figures_non_finite,
         )
     return PackingEffect(bitwise=all(o.bitwise for o in out.values()), ops=out)

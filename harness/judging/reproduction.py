@@ -14,20 +14,55 @@ model fingerprint, then the environment and numeric settings).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, cast
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict, cast
+
+from pydantic import TypeAdapter
 
 from harness.data.geometry import Geometry
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.schemas.base import OpKey
+from harness.data.schemas.files import Floor
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
 from harness.data.schemas.results import Reproduction
 from harness.data.tolerances import Tolerances
 from harness.judging.judges import floor_figures, judge_for
+from harness.judging.judges.floor_figures import FloorSource, FloorValue
 from harness.judging.lane_scoring import LaneScorer, op_limits
 
 REPORT_ONLY = Tolerances().with_mode("tolerance")
 Status = Literal["bitwise", "within-noise-floor", "failed", "drift"]
+
+
+class NoiseFloorDocument(TypedDict):
+    """The manifest's ``reproducibility`` as the JSON object written into it (checked by its model,
+    ``Reproducibility``, when the manifest is written); one pair's (an evidence kind's noise) may lack OP 0."""
+
+    repeats: int
+    bitwise: bool
+    ops: dict[str, dict[str, FloorValue]]
+
+
+@dataclass(frozen=True)
+class NoiseFloors:
+    """A ``reproducibility`` read back (a manifest's, or one pair's noise): per OP its floor, parsed once."""
+
+    repeats: int
+    bitwise: bool
+    ops: dict[str, Floor]
+
+
+_NOISE_FLOORS = TypeAdapter(NoiseFloors)
+
+
+def _document(repeats: int, ops: Mapping[str, Floor]) -> NoiseFloorDocument:
+    """The JSON object of a ``reproducibility``: each OP's floor as the file holds it (its unset figures left out)."""
+    return {
+        "repeats": repeats,
+        "bitwise": all(f.bitwise for f in ops.values()),
+        "ops": {key: f.model_dump(mode="json") for key, f in ops.items()},
+    }
 
 
 def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: VoiceprintInputs) -> LaneScorer:
@@ -36,36 +71,48 @@ def floor_scorer(ops: Sequence[Op], geometry: Geometry, voiceprint_inputs: Voice
     return LaneScorer("exact#2", ops, geometry, limits, voiceprint_inputs)
 
 
-def noise_floor(verdicts: list[OpVerdict]) -> dict[str, Any]:
-    """The manifest's ``reproducibility``: bitwise per OP, else its floor (the OP's judge's figures), as the
-    file's JSON object (checked by its model, ``Reproducibility``, when the manifest is written)."""
-    ops = {str(v.op): floor_figures.take(judge_for(Op(v.op)).floor_figures, v.metrics) for v in verdicts}
-    return {"repeats": 2, "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
+def noise_floor(verdicts: list[OpVerdict]) -> NoiseFloorDocument:
+    """The manifest's ``reproducibility``: bitwise per OP, else its floor (the OP's judge's figures)."""
+    return _document(2, {str(v.op): floor_figures.take(judge_for(Op(v.op)).floor_figures, v.metrics) for v in verdicts})
 
 
-def worst_of_ops(parts: Sequence[Mapping[str, Any]], flips: Callable[[list[int]], int]) -> dict[str, dict[str, Any]]:
+def noise_floors(part: Mapping[str, Any]) -> NoiseFloors:
+    """A ``reproducibility`` JSON object (a manifest's, or :func:`noise_floor`'s) parsed, once."""
+    return _NOISE_FLOORS.validate_python(part)
+
+
+def worst_floors(parts: Sequence[NoiseFloors], flips: Callable[[list[int]], int]) -> dict[str, Floor]:
     """Per OP, the worst figure of several floors (the OP's judge's figures, :func:`floor_figures.merge`); counts
     (OP 0's flips) combined by ``flips`` (``sum`` over disjoint blocks, ``max`` over the same)."""
     return {
-        key: floor_figures.merge(judge_for(Op(int(key))).floor_figures, [p["ops"][key] for p in parts], flips)
-        for key in parts[0]["ops"]
+        key: floor_figures.merge(judge_for(Op(int(key))).floor_figures, [p.ops[key] for p in parts], flips)
+        for key in parts[0].ops
     }
 
 
-def merge_noise_floors(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def worst_of_ops(
+    parts: Sequence[Mapping[str, Any]], flips: Callable[[list[int]], int]
+) -> dict[str, dict[str, FloorValue]]:
+    """:func:`worst_floors` of several ``reproducibility`` JSON objects, as the floors' JSON objects (the
+    manifest's form)."""
+    worst = worst_floors([noise_floors(p) for p in parts], flips)
+    return {key: f.model_dump(mode="json") for key, f in worst.items()}
+
+
+def merge_noise_floors(parts: Sequence[Mapping[str, Any]]) -> NoiseFloorDocument:
     """The ``reproducibility`` of a corpus recorded in shards (``golden record --ray``): the worst of
     the shards' floors, which is what :func:`noise_floor` gives over the whole corpus (every field is
     a maximum, a minimum, a count or an all-of)."""
     if not parts:
         raise ValueError("no noise floors to merge")
-    ops = worst_of_ops(parts, flips=sum)
-    return {"repeats": parts[0]["repeats"], "bitwise": all(o["bitwise"] for o in ops.values()), "ops": ops}
+    parsed = [noise_floors(p) for p in parts]
+    return _document(parsed[0].repeats, worst_floors(parsed, flips=sum))
 
 
 def reproduction_scorer(
     ops: Sequence[Op],
     geometry: Geometry,
-    floors: dict[int, dict[str, Any]],
+    floors: Mapping[int, FloorSource],
     tolerances: Tolerances,
     voiceprint_inputs: VoiceprintInputs,
 ) -> LaneScorer:
@@ -87,7 +134,7 @@ def reproduction(
 ) -> Reproduction:
     """The verification record (score files, JUnit, the report)."""
     passed = all(v.passed for v in verdicts)
-    bitwise = all(v.metrics["bitwise"] for v in verdicts)  # the verdicts' figures, keyed as in the score file
+    bitwise = all(v.figures.bitwise for v in verdicts)
     same_setup = fingerprint_matches and not differences
     status: Status
     if passed and bitwise:
@@ -136,7 +183,13 @@ def _worst(ops: Mapping[str, OpVerdict]) -> str:
         if failed:
             c = failed[0]
             return f"OP {op} {c.metric} {c.observed} vs allowed {c.allowed}"
-    # the verdicts' figures, keyed as in the score file (an older one has no max_abs_finite)
-    maxes = {op: v.metrics.get("max_abs_finite", v.metrics.get("max_abs")) for op, v in ops.items()}
+    maxes = {op: _max_abs(v) for op, v in ops.items()}
     op, value = max(maxes.items(), key=lambda kv: kv[1] or 0.0)
     return f"OP {op} max_abs {value:.3g}"
+
+
+def _max_abs(verdict: OpVerdict) -> float | None:
+    """The verdict's largest finite difference (an older score has no ``max_abs_finite``: its ``max_abs``)."""
+    figures = verdict.figures
+    # whether the judge wrote the figure at all (a None it wrote is kept: non-finite values throughout)
+    return figures.max_abs_finite if "max_abs_finite" in verdict.metrics else figures.max_abs

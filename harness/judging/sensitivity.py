@@ -17,6 +17,7 @@ from harness.base.figures import fmt
 from harness.data.judge_limits import OpLimits, SegmentationLimits, VoiceprintLimits
 from harness.data.ops import Op
 from harness.data.schemas.results import OpSensitivity, ShapeScore
+from harness.data.schemas.verdict_figures import VerdictFigures
 from harness.judging.binomial import upper_bound
 
 POWER = 0.95
@@ -47,16 +48,16 @@ def refused_rate(n: int, allowed: float, power: float = POWER) -> float | None:
     return float(beta.ppf(power, lo + 1, n - lo))  # P(Binomial(n, p) > lo) = power
 
 
-def op_sensitivity(k: int, op: Op, metrics: Mapping[str, Any], limits: OpLimits, neighbours: Any) -> OpSensitivity:
+def op_sensitivity(k: int, op: Op, figures: VerdictFigures, limits: OpLimits, neighbours: Any) -> OpSensitivity:
     """One OP's figures (module doc); ``neighbours``: the shape's neighbour evidence of this OP (None: none).
-    ``metrics``: the OP's verdict's, as the score file holds them (keyed by the file's names)."""
+    ``figures``: the OP's verdict's (:attr:`OpVerdictModel.figures`)."""
     unit: Literal["audio frames", "rows"]
     if op is Op.SEGMENTATION:
-        unit, n = "audio frames", int(metrics.get("audio_frames") or 0)
+        unit, n = "audio frames", int(figures.audio_frames or 0)
         allowed = limits.max_flip_rate if isinstance(limits, SegmentationLimits) else None
         what = "flip"
     else:
-        unit, n = "rows", int(metrics.get("judged_rows") or metrics.get("rows") or 0)
+        unit, n = "rows", int(figures.judged_rows or figures.rows or 0)
         allowed = limits.max_failed_row_rate if isinstance(limits, VoiceprintLimits) else None
         what = "failed-row"
     rate = refused_rate(n, allowed) if allowed is not None else None
@@ -108,5 +109,5 @@ def sensitivity(shape: ShapeScore, limits: Mapping[Op, OpLimits]) -> dict[str, O
     for key, v in sorted(shape.ops.items()):
         op = Op(int(key))
         nb = shape.neighbours.ops.get(key) if shape.neighbours is not None else None
-        out[key] = op_sensitivity(int(shape.shape), op, v.metrics, limits[op], nb)
+        out[key] = op_sensitivity(int(shape.shape), op, v.figures, limits[op], nb)
     return out

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from golden.locate import refuse_folder_of_goldens
 from golden.store import CORPUS, Golden, load_golden
@@ -140,7 +139,7 @@ def diff(a: Golden, b: Golden, tolerances: Tolerances) -> GoldenDiff:
 def op_status(verdict: OpVerdictModel) -> DiffStatus:
     if not verdict.passed:
         return "differs"
-    return "bitwise" if verdict.metrics.get("bitwise") else "within-tolerance"  # a verdict's metrics: by name
+    return "bitwise" if verdict.figures.bitwise else "within-tolerance"
 
 
 def side(g: Golden) -> GoldenSide:
@@ -205,9 +204,10 @@ def op_lines(key: str, o: OpDiff) -> list[str]:
 
 def worst_blocks(key: str, o: OpDiff) -> list[str]:
     out = []
-    for item in o.verdict.failing[:WORST_SHOWN]:
-        where = f"block {item.get('block')!r}" + "".join(f" {k} {item[k]}" for k in ("window", "speaker") if k in item)
-        out.append(f"OP {key} {where}: {item.get('metric')} {fmt(item.get('value'))}")
+    for row in o.verdict.offenders[:WORST_SHOWN]:
+        place = (("window", row.window), ("speaker", row.speaker))
+        where = f"block {row.block!r}" + "".join(f" {name} {at}" for name, at in place if at is not None)
+        out.append(f"OP {key} {where}: {row.metric} {fmt(row.value)}")
     return out
 
 
@@ -228,6 +228,6 @@ def run_diff(a_path: Path, b_path: Path, tolerances: Tolerances, out: Path | Non
     return result, lines
 
 
-def as_json(result: GoldenDiff) -> dict[str, Any]:
-    """The diff as the JSON ``--json`` prints: the document at its boundary."""
+def as_json(result: GoldenDiff) -> object:
+    """The diff as the JSON ``--json`` prints: the document at its boundary (a JSON object)."""
     return result.model_dump(mode="json")

@@ -13,13 +13,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from golden.runs import Run
 from golden.store import Golden
 from harness.base.destinations import check_output_file
 from harness.base.errors import ScoringError, check_interrupted, step
-from harness.base.jsonio import plain, seal, write_json_atomic
+from harness.base.jsonio import plain_dict, seal, write_json_atomic
 from harness.base.overlap import prefetch
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
@@ -149,6 +149,7 @@ class Scoring:
             result = with_evidence(result, {"sensitivity": sensitivity(result, self.limits)})
             shape_results[str(k)] = with_cause(k, result, ScoreFacts(laws, verification))
         verdict = "pass" if verification.passed and all(s.verdict == "pass" for s in shape_results.values()) else "fail"
+        host = host_entry(rm.lanes_wall_s, device.seconds, len(ids))
         body = {
             "kind": "harness.score",
             "format": FORMAT,
@@ -179,18 +180,20 @@ class Scoring:
             "throughput": throughput,
             "exact_timing_source": "this run (interleaved)",
             "verdict": verdict,
+            # absent from a run before --arrangements/--repeats: so from its score
+            **(
+                {}
+                if rm.evidence is None
+                else {"evidence": rm.evidence.model_dump(mode="json", include={"arrangements", "repeats", "seed"})}
+            ),
+            "backend": BackendFacts.of(rm.backend).model_dump(mode="json"),
+            # absent from a run before it (or merged shards): so from its score
+            **({} if host is None else {"host": host}),
+            # the team's kinds that scored it ([evidence] kinds): promotion loads the same
+            **({"evidence_kinds": list(loaded_specs())} if loaded_specs() else {}),
         }
-        # body is the score's JSON, built to be sealed over its canonical form (below), then typed as a Score
-        if rm.evidence is not None:  # absent from a run before --arrangements/--repeats: so from its score
-            body["evidence"] = rm.evidence.model_dump(mode="json", include={"arrangements", "repeats", "seed"})
-        body["backend"] = BackendFacts.of(rm.backend).model_dump(mode="json")
-        host = host_entry(rm.lanes_wall_s, device.seconds, len(ids))
-        if host is not None:  # absent from a run before it (or merged shards): so from its score
-            body["host"] = host
-        if loaded_specs():  # the team's kinds that scored it ([evidence] kinds): promotion loads the same
-            body["evidence_kinds"] = list(loaded_specs())
         # sealed over the same canonical JSON as the file (its digest), then typed: the model dumps to it again
-        return Score.model_validate(seal(cast(dict[str, Any], plain(body)), "digest"))
+        return Score.model_validate(seal(plain_dict(body), "digest"))
 
 
 def score_run(golden: Golden, run: Run, tolerances: Tolerances) -> Score:

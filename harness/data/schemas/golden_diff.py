@@ -51,12 +51,12 @@ class OpDiff(Frozen):
 class GoldenDiff(Frozen):
     """``harness golden diff A B --json`` (stdout) / ``--out FILE``: B's exact lane judged against A's."""
 
-    kind: Literal["harness.golden-diff"]
+    kind: Literal["harness.golden-diff"]  # a type: the file's constant kind (not a key read)
     format: Literal[1]
     a: GoldenSide = Field(description="the reference (its noise floor is the one noise-floor mode reads)")
     b: GoldenSide
     corpus: CorpusRef
-    voiceprint_inputs: Literal["chained"] = Field(
+    voiceprint_inputs: Literal["chained"] = Field(  # a type: the one value it holds (not a key read)
         description="each golden called its voiceprints with WEIGHTS from its own segmentation: rows re-weighted "
         "by OP 0 flips are judged as in chained mode"
     )

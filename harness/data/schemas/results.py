@@ -262,7 +262,7 @@ class LaneTiming(_TimingView):
 class Score(OptionalKeys, Frozen):
     """``score.json``: every OP of every shape judged, bound to the run and golden it judged."""
 
-    kind: Literal["harness.score"]
+    kind: Literal["harness.score"]  # a type: the file's constant kind (not a key read)
     format: Literal[2]
     created: Timestamp
     release: SafeName
@@ -276,6 +276,7 @@ class Score(OptionalKeys, Frozen):
     environment: EnvironmentModel
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
+    # the Packer protocol's describe(): a free-form mapping, each packer's own keys
     packer: dict[str, Any] = Field(description="the packer's describe(), copied from the run (the packer's own keys)")
     laws: LawsVerdict = Field(description="the run's packing-laws verdict of its packer (copied from the run)")
     corpus: CorpusSummary
@@ -326,7 +327,7 @@ class LocalisationFile(Frozen):
     """``localisation.json``: first diverging layers of failing shapes, and where their error grows past each
     module's noise floor (best effort, after the verdict)."""
 
-    kind: Literal["harness.localisation"]
+    kind: Literal["harness.localisation"]  # a type: the file's constant kind (not a key read)
     format: Literal[1]
     score_digest: Sha256
     shapes: dict[ShapeKey, dict[OpKey, LocalisedOp]]

@@ -1,6 +1,7 @@
 """A typed read view of a verdict's figures: the judges write their figures by name (each judge its own,
 :mod:`harness.judging.judges`), and the readers (reproduction, evidence, promotion, the report) take the
-figures every judge may give through this view, by attribute, instead of reading the dict by key."""
+figures every judge may give through this view, by attribute, instead of reading the dict by key; the same for
+the rows of its worst offenders (:class:`Offender`)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ class VerdictFigures:
         values = {f.name: metrics.get(f.name) for f in fields(cls)}
         nf = values.pop(NON_FINITE_FIELD)
         return cls(**values, figures_non_finite=NonFiniteFigures(**nf) if nf else None)
+
+
+@dataclass(frozen=True)
+class Offender:
+    """One of a verdict's worst offenders (its ``failing`` rows, each judge's own): where it is and what it
+    measured, None where the judge's row does not say (OP 0's rows name no window or speaker)."""
+
+    block: str | None = None
+    window: int | None = None
+    speaker: int | None = None
+    metric: str | None = None
+    value: float | int | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Offender:
+        """The view of one ``failing`` row as the judge wrote it (a name it does not give is None)."""
+        return cls(**{f.name: row.get(f.name) for f in fields(cls)})
 
 
 NON_FINITE_FIELD = "figures_non_finite"  # keys: the score file's name of the non-finite figures

@@ -25,7 +25,7 @@ from harness.data.schemas.base import (
     Frozen,
     Number,
 )
-from harness.data.schemas.verdict_figures import VerdictFigures
+from harness.data.schemas.verdict_figures import Offender, VerdictFigures
 
 
 @dataclass(frozen=True)
@@ -158,10 +158,12 @@ class OpVerdictModel(Frozen):
     passed: bool
     reasons: list[str]
     checks: list[CheckModel]
-    # the figures and limits by name: each judge's own (a segmentation judge's flips, a voiceprint judge's
-    # cosines: harness.judging.judges), read by name by reproduction, promotion and the report
+    # the figures, limits and worst rows by name: each judge's own (a segmentation judge's flips, a voiceprint
+    # judge's cosines: harness.judging.judges); readers take them typed (figures, offenders, the limits' models)
     metrics: dict[str, Any] = Field(description="the judge's figures by name (max_abs, bitwise, flips, ...)")
+    # each judge's own limits model, dumped (harness.data.judge_limits: LimitSet.document)
     limits: dict[str, Any] = Field(description="the limits judged against, by name (the OP's tolerances)")
+    # each judge's own rows (harness.judging.judges.evidence_figures: WorstBlock, WorstRow)
     failing: list[dict[str, Any]] = Field(description="worst offenders, for the report (each judge's own rows)")
     distribution: list[Number | None] = Field(description="a sample of per-unit max |diff| for the plot")
 
@@ -170,15 +172,20 @@ class OpVerdictModel(Frozen):
         """The figures every judge may give, by attribute (``metrics`` keeps each judge's own by name)."""
         return VerdictFigures.of(self.metrics)
 
+    @property
+    def offenders(self) -> list[Offender]:
+        """The worst offenders, by attribute (``failing`` keeps each judge's own rows as it wrote them)."""
+        return [Offender.of(row) for row in self.failing]
+
     @classmethod
     def of(
         cls,
         op: int,
         shape: int | str,
         checks: list[CheckModel],
-        metrics: dict[str, Any],
-        limits: dict[str, Any],
-        failing: list[dict[str, Any]] | None = None,
+        metrics: dict[str, Any],  # the judge's totals as their fields (dataclasses.asdict): its own names
+        limits: dict[str, Any],  # the judge's limits model's document: its own names
+        failing: list[dict[str, Any]] | None = None,  # the judge's worst rows as their fields: its own names
         distribution: list[float | None] | None = None,
     ) -> OpVerdictModel:
         """A verdict from a judge's checks: passed and reasons derived; the free-form parts (metrics,

@@ -14,8 +14,8 @@ editing that judge's modules (and its tolerance key, if it is gated).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import Field, asdict, dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import Field, asdict, replace
 from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
@@ -29,8 +29,9 @@ from harness.data.ops import Op
 from harness.data.schemas.files import Floor
 from harness.data.schemas.results import CheckModel as Check
 from harness.data.schemas.results import OpVerdictModel as OpVerdict
+from harness.data.schemas.verdict_figures import NonFiniteFigures, VerdictFigures
 from harness.data.schemas.verdicts import NO_DETAILS, CheckDetails
-from harness.judging.judges.floor_figures import FloorFigure
+from harness.judging.judges.floor_figures import FloorFigure, FloorSource, floor_of
 
 
 class DataclassInstance(Protocol):
@@ -73,14 +74,8 @@ RELATIONS = ("<=", ">=", "==")
 FlipNotes: TypeAlias = dict[tuple[str, int], tuple[int, int]]
 
 
-@dataclass(frozen=True)
-class NonFiniteFigures:
-    """How many units (windows, rows) of an OP held non-finite values, out of how many: the figures over them
-    are None, and the report says so (the score file's ``metrics.figures_non_finite``)."""
-
-    count: int
-    of: int
-    unit: str
+# ``NonFiniteFigures``: how many units (windows, rows) of an OP held non-finite values, out of how many (the
+# figures over them are None, and the report says so): declared once, with the verdict's figures it is one of
 
 
 def figure_check(
@@ -124,14 +119,14 @@ def figure_check(
     )
 
 
-def shown_figure(metrics: dict[str, Any], name: str) -> Any:
+def shown_figure(metrics: Mapping[str, Any], name: str) -> Any:
     """A metrics figure as people should read it: the number, or 'non-finite (N of M unit)' where
-    non-finite values made it None (``metrics['figures_non_finite']``, written by the judges). ``metrics``:
-    a verdict's as the score file holds it (its keys are the file's), read back by the report."""
+    non-finite values made it None (the figures' ``figures_non_finite``, written by the judges). ``metrics``:
+    a verdict's as the score file holds them (each judge's own figures by name), read back by the report."""
     value = metrics.get(name)
-    nf = metrics.get("figures_non_finite") or {}
-    if value is None and nf.get("count"):
-        return non_finite_text(nf["count"], nf["of"], nf["unit"])
+    nf = VerdictFigures.of(metrics).figures_non_finite
+    if value is None and nf is not None and nf.count:
+        return non_finite_text(nf.count, nf.of, nf.unit)
     return value
 
 
@@ -154,7 +149,7 @@ class Judge(Protocol):
 
     def applies_to(self, op: Op) -> bool: ...
 
-    def limits(self, tol: Any, floor: dict[str, Any] | None, sample_bound: bool = True) -> OpLimits: ...
+    def limits(self, tol: Any, floor: FloorSource | None, sample_bound: bool = True) -> OpLimits: ...
 
     def evidence(
         self, op: Op, geometry: Geometry, limits: OpLimits, voiceprint_inputs: VoiceprintInputs
@@ -166,7 +161,7 @@ Limits = TypeVar("Limits", bound=OpLimits)
 
 def limits_for_mode(
     tolerance_mode: ToleranceMode,
-    floor: dict[str, Any] | None,  # the golden's noise floor of the OP, as its manifest holds it: parsed here
+    floor: FloorSource | None,  # the golden's noise floor of the OP (its model, or its manifest's JSON: parsed here)
     *,
     bitwise: Callable[[], Limits],
     noise_floor: Callable[[Floor], Limits],
@@ -177,7 +172,7 @@ def limits_for_mode(
     ``noise-floor`` uses the golden's own reproducibility; a golden that reproduced bitwise
     makes it bitwise."""
     noise_floor_mode = tolerance_mode == ToleranceMode.NOISE_FLOOR
-    recorded = Floor.model_validate(floor) if noise_floor_mode and floor is not None else None  # read only here
+    recorded = floor_of(floor) if noise_floor_mode and floor is not None else None  # read only here
     if tolerance_mode == ToleranceMode.BITWISE or (recorded is not None and recorded.bitwise):
         return bitwise()
     if noise_floor_mode:

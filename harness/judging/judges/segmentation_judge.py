@@ -8,14 +8,12 @@ new OP 0 metric is added in them only: its limit here, its value and its check i
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits, SegmentationLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.tolerances import SegmentationTolerance
-from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, flips_words
+from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, FloorSource, flips_words
 from harness.judging.judges.judge_base import limits_for_mode
 from harness.judging.judges.segmentation_evidence import SegmentationEvidence
 
@@ -34,9 +32,9 @@ class SegmentationJudge:
         return op is Op.SEGMENTATION
 
     def limits(
-        self, tol: SegmentationTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
+        self, tol: SegmentationTolerance, floor: FloorSource | None, sample_bound: bool = True
     ) -> SegmentationLimits:
-        # floor: the golden's noise floor of OP 0 as its manifest holds it (limits_for_mode parses it)
+        # floor: the golden's noise floor of OP 0 (its model, or its manifest's JSON: limits_for_mode parses it)
         def made(bitwise: bool, max_abs: float, max_ulp: int | None, max_confident_flips: int) -> SegmentationLimits:
             return SegmentationLimits(
                 mode=tol.mode,

@@ -10,15 +10,13 @@ voiceprint metric is added in them only: its limit here, its value and its check
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.data.geometry import Geometry
 from harness.data.judge_limits import OpLimits, VoiceprintLimits
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.schemas.files import Floor
 from harness.data.tolerances import VoiceprintTolerance
-from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, cosine_words, unsaid
+from harness.judging.judges.floor_figures import MAX_ABS, MAX_ULP, FloorFigure, FloorSource, cosine_words, unsaid
 from harness.judging.judges.judge_base import limits_for_mode
 from harness.judging.judges.voiceprint_evidence import VoiceprintEvidence
 
@@ -38,9 +36,9 @@ class VoiceprintJudge:
         return op.is_voiceprint
 
     def limits(
-        self, tol: VoiceprintTolerance, floor: dict[str, Any] | None, sample_bound: bool = True
+        self, tol: VoiceprintTolerance, floor: FloorSource | None, sample_bound: bool = True
     ) -> VoiceprintLimits:
-        # floor: the golden's noise floor of this OP as its manifest holds it (limits_for_mode parses it)
+        # floor: the golden's noise floor of this OP (its model, or its manifest's JSON: limits_for_mode parses it)
         def made(
             bitwise: bool, max_abs: float, max_ulp: int | None, min_cosine: float, max_rel_l2: float
         ) -> VoiceprintLimits:
