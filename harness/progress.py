@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from harness.base.env_vars import variables
 from harness.base.errors import HarnessError, clean_up
 from harness.base.workers import Worker
 
@@ -68,7 +68,8 @@ def progress_bar(
 def interval_seconds() -> float:
     """``HARNESS_PROGRESS_SECONDS`` (default 10): seconds between two plain lines, refused in one line unless a
     finite number > 0 (0 would print without pause)."""
-    text = os.environ.get("HARNESS_PROGRESS_SECONDS", "10")
+    set_to = variables().HARNESS_PROGRESS_SECONDS
+    text = "10" if set_to is None else set_to
     try:
         value = float(text)
     except ValueError:

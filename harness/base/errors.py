@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import sys
 import threading
 from collections.abc import Iterator
 
 from harness.base import phases
+from harness.base.env_vars import variables
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -268,7 +268,7 @@ def debugging(on: bool) -> Iterator[None]:
 
 def debug_note(text: str) -> None:
     """``harness: note: <text>`` on stderr, under ``--debug`` only (HARNESS_DEBUG=1 outside a command)."""
-    if _DEBUG[-1] if _DEBUG else os.environ.get("HARNESS_DEBUG") == "1":
+    if _DEBUG[-1] if _DEBUG else variables().debug:
         print(f"harness: note: {one_line(text)}", file=sys.stderr, flush=True)
 
 

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.base.env_vars import variables
 from harness.base.errors import HarnessError, OutputError, check_interrupted
 
 _TEMP = re.compile(r"^\..+\.tmp-")
@@ -88,7 +89,7 @@ def safe_name(text: str, what: str) -> str:
 
 def fault(point: str) -> None:
     """Tests only: act on ``HARNESS_FAULT=<action>:<point>`` when execution reaches ``point``."""
-    spec = os.environ.get("HARNESS_FAULT")
+    spec = variables().HARNESS_FAULT
     if not spec:
         return
     action, _, where = spec.partition(":")
@@ -103,7 +104,8 @@ def fault(point: str) -> None:
     elif action == "bug":
         raise RuntimeError(f"fault injected at {point}")
     elif action == "slow":  # a starved consumer: every pass through the point waits
-        time.sleep(float(os.environ.get("HARNESS_FAULT_SLEEP", "0.2")))
+        sleep = variables().HARNESS_FAULT_SLEEP
+        time.sleep(float("0.2" if sleep is None else sleep))
 
 
 def os_failure(path: Path | str, exc: OSError, doing: str = "cannot write") -> OutputError:
@@ -253,7 +255,7 @@ def user_cache_dir(name: str) -> Path | None:
     caches (the laws' verdicts, compiled report templates, hypothesis's own); None where no home folder can
     be found (``Path.home()`` raises for a user without one): then nothing is cached. Not created here."""
     try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        base = Path(variables().XDG_CACHE_HOME or Path.home() / ".cache")
     except RuntimeError:
         return None
     return base / "diar-lane-harness" / name
@@ -286,7 +288,7 @@ LOCK_WAIT_S = 300.0  # a lock is held for the seconds of a commit or a publish; 
 
 def lock_wait_s() -> float:
     """How long a command waits for a lock another process holds: ``HARNESS_LOCK_WAIT_S`` (default 300 s)."""
-    text = os.environ.get("HARNESS_LOCK_WAIT_S")
+    text = variables().HARNESS_LOCK_WAIT_S
     if text is None:
         return LOCK_WAIT_S
     try:

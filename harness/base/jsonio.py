@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from harness.base.errors import SchemaError
 from harness.base.fsio import atomic_write
+
+V = TypeVar("V")  # a sealed object's values, kept as the caller typed them
 
 
 def json_default(value: object) -> object:
@@ -78,13 +80,14 @@ def digest(data: object) -> str:
     return hashlib.sha256(canonical(data)).hexdigest()
 
 
-def seal(data: dict[str, Any], field: str) -> dict[str, Any]:
+def seal(data: dict[str, V], field: str) -> dict[str, V | str]:
     """``data`` with ``field`` set to the sha256 of its canonical form without that field."""
     body = {k: v for k, v in data.items() if k != field}
     return {**body, field: digest(body)}
 
 
-def seal_ok(data: dict[str, Any], field: str) -> bool:
+def seal_ok(data: dict[str, object], field: str) -> bool:
+    """Whether ``data`` holds, under ``field``, the sha256 of its canonical form without that field."""
     return isinstance(data.get(field), str) and digest({k: v for k, v in data.items() if k != field}) == data[field]
 
 
@@ -124,6 +127,7 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a harness file may hold")
 
 
+# JSON being built for a file: a deep JSON-plain copy, its keys whatever the copied object's were
 def plain_dict(data: object) -> dict[str, Any]:
     """``plain(data)`` (a deep JSON-plain copy) of a dict, which is a dict again: said once for the type checker."""
     out = plain(data)

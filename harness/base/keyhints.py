@@ -10,8 +10,26 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a pydantic validation error, read by attribute: what went wrong (``type``, ``msg``),
+    where (``loc``, keys and list indices, pydantic's union branch names among them) and the value found."""
+
+    type: str
+    loc: tuple[int | str, ...]
+    msg: str
+    input: object
+
+    @staticmethod
+    def all_of(exc: ValidationError) -> list[Problem]:
+        """Every problem of ``exc``, in pydantic's order."""
+        # pydantic's answer: each problem an ErrorDetails (a TypedDict), read by its keys here only
+        return [Problem(e["type"], tuple(e["loc"]), e["msg"], e["input"]) for e in exc.errors(include_url=False)]
 
 
 def _models_in(annotation: object) -> list[type[BaseModel]]:
@@ -44,10 +62,10 @@ def accepted_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[st
 def did_you_mean(model: type[BaseModel], exc: ValidationError) -> str | None:
     """The closest accepted key to the unknown one the error line names (the deepest, as
     ``harness.data.schemas.describe_error`` picks it), or None."""
-    unknown = [e for e in exc.errors(include_url=False) if e["type"] == "extra_forbidden" and e["loc"]]
+    unknown = [p for p in Problem.all_of(exc) if p.type == "extra_forbidden" and p.loc]
     if not unknown:
         return None
-    deepest = max(len(e["loc"]) for e in unknown)
-    *where, key = next(e["loc"] for e in unknown if len(e["loc"]) == deepest)
+    deepest = max(len(p.loc) for p in unknown)
+    *where, key = next(p.loc for p in unknown if len(p.loc) == deepest)
     close = difflib.get_close_matches(str(key), accepted_keys(model, tuple(where)), n=1, cutoff=0.6)
     return close[0] if close else None

@@ -25,6 +25,7 @@ import signal
 import sys
 import traceback
 
+from harness.base.env_vars import variables
 from harness.base.errors import (
     EXIT_ERROR,
     EXIT_INTERNAL,
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None:  # run as the program (console script, python -m), not called in-process by a test
         _hypothesis_storage_outside_the_working_folder()
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = os.environ.get("HARNESS_DEBUG") == "1" or "--debug" in args
+    debug = variables().debug or "--debug" in args
     args = [a for a in args if a != "--debug"]
     clear_interrupt()  # before the handlers are installed: from here on, no signal is ever dropped
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -36,6 +36,7 @@ def failing_module(exc: ImportError) -> str | None:
         return None if missing in OWN else missing
     frames, tb = [], exc.__traceback__
     while tb is not None:  # outermost (main) first
+        # a frame's globals: Python's own namespace mapping, where a module keeps its name
         name = _top(tb.tb_frame.f_globals.get("__name__"))
         if name and name != "importlib" and not name.startswith("_"):
             frames.append(name)

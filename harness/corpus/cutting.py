@@ -9,7 +9,7 @@ VALID = 0 padding windows placed at the end of its span.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from harness.base.errors import CorpusError
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 
 def window_starts(length: int, window: int, step: int) -> np.ndarray:
@@ -28,9 +31,16 @@ def window_starts(length: int, window: int, step: int) -> np.ndarray:
     return starts[starts < length]  # a step longer than a window leaves gaps, never a window past the end
 
 
-def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) -> list[tuple[Block, dict[str, Any]]]:
-    """Blocks of one recording, each with its provenance (start sample, windows, padding): the corpus's
-    provenance JSON (corpus-provenance schema), written per block as it is."""
+class Cut(NamedTuple):
+    """One block of a recording and its provenance (start sample, windows, padding): the corpus's
+    provenance JSON (corpus-provenance schema), which a source adds its own keys to."""
+
+    block: Block
+    provenance: dict[str, JsonValue]
+
+
+def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) -> list[Cut]:
+    """Blocks of one recording, each with its provenance, written per block as it is."""
     if step <= 0:
         raise CorpusError(f"{prefix}: window step must be positive, got {step}")
     audio = np.asarray(audio, dtype=np.float32)
@@ -50,7 +60,7 @@ def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) ->
         valid[: len(own)] = np.minimum(window, span.shape[0] - offsets[: len(own)])
         block_id = f"{prefix}-b{b:03d}"
         block = Block.create(block_id, Op.SEGMENTATION, span, offsets, valid, geometry)
-        provenance = {
+        provenance: dict[str, JsonValue] = {
             "recording": prefix,
             "block": b,
             "start_sample": span_start,
@@ -58,5 +68,5 @@ def cut_blocks(audio: np.ndarray, geometry: Geometry, step: int, prefix: str) ->
             "padding_windows": per_block - len(own),
             "short_windows": int((valid[: len(own)] < window).sum()),
         }
-        blocks.append((block, provenance))
+        blocks.append(Cut(block, provenance))
     return blocks

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from harness.corpus.cutting import cut_blocks
-from harness.data.blocks import Block
-from harness.data.corpus_schema import Corpus, geometry_meta
+from harness.data.corpus_schema import Corpus, CorpusRow, geometry_meta
 from harness.data.geometry import Geometry
 
 TABLE = 4096  # samples per tabulated period: linear interpolation error below -70 dB at 40 harmonics
@@ -292,7 +290,7 @@ def synth_recording(seed: int, seconds: float, speakers: int, sample_rate: int) 
 
 def iter_synth_blocks(
     geometry: Geometry, blocks: int, seed: int = 0, step: int | None = None, speakers: int = 3
-) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+) -> Iterator[CorpusRow]:
     """Exactly ``blocks`` (block, source, provenance) triples, one recording at a time.
 
     Each recording is 2-3 blocks long and ends on a short window, so the stream interleaves
@@ -325,7 +323,7 @@ def iter_synth_blocks(
                     "overlapped_turns": _overlaps(turns),
                 }
             )
-            yield block, "synth", prov
+            yield CorpusRow(block, "synth", prov)
             produced += 1
             if produced == blocks:
                 return

@@ -13,14 +13,12 @@ import hashlib
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from harness.base.errors import CorpusError
 from harness.corpus.cutting import cut_blocks
-from harness.data.blocks import Block
-from harness.data.corpus_schema import Corpus, geometry_meta
+from harness.data.corpus_schema import Corpus, CorpusRow, geometry_meta
 from harness.data.geometry import Geometry
 
 _PCM, _FLOAT, _EXTENSIBLE = 1, 3, 0xFFFE
@@ -120,9 +118,7 @@ def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
     return Path(path)
 
 
-def iter_wav_blocks(
-    paths: list[str | Path], geometry: Geometry, step: int | None = None
-) -> Iterator[tuple[Block, str, dict[str, Any]]]:
+def iter_wav_blocks(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Iterator[CorpusRow]:
     """(block, "wav", provenance) for every block of every file, one file in memory at a time.
 
     The same audio given twice (by content, whatever its name) is refused: it would be cut into two
@@ -162,7 +158,7 @@ def iter_wav_blocks(
                     "step": step,
                 }
             )
-            yield block, "wav", prov
+            yield CorpusRow(block, "wav", prov)
 
 
 def wav_corpus(paths: list[str | Path], geometry: Geometry, step: int | None = None) -> Corpus:

@@ -77,7 +77,7 @@ class Block:
             },
             geometry,
         )
-        n = fields[ops.OFFSETS].shape[0]
+        n = fields.offsets.shape[0]
         if n != geometry.windows_per_block:
             raise BlockError(
                 block_id,
@@ -85,15 +85,15 @@ class Block:
                 f"{n} windows",
                 f"a block holds exactly {geometry.windows_per_block} windows in this release",
             )
-        speaker_arr = _check_speakers(block_id, rows.speakers, fields[ops.IDX], geometry)
+        speaker_arr = _check_speakers(block_id, rows.speakers, fields.idx, geometry)
         return cls(
             id=block_id,
-            op=Op(int(fields[ops.OP][0])),
-            span=fields[ops.SPAN],
-            offsets=fields[ops.OFFSETS],
-            valid=fields[ops.VALID],
-            weights=fields[ops.WEIGHTS],
-            idx=fields[ops.IDX],
+            op=fields.op,
+            span=fields.span,
+            offsets=fields.offsets,
+            valid=fields.valid,
+            weights=fields.weights,
+            idx=fields.idx,
             speakers=speaker_arr,
         )
 
@@ -145,23 +145,43 @@ class Block:
         )
 
 
+# the wire request by its names (the model API): every value an array, but WEIGHTS and IDX None for OP 0;
+# ``Any`` values, because the models read the fields of the OP they were asked for as Mapping[str, np.ndarray]
 def check_request(tensors: Mapping[str, object], geometry: Geometry, where: str = "request") -> dict[str, Any]:
-    """Validate a wire request (one block or a packed one): every rule but the window count."""
+    """Validate a wire request (one block or a packed one): every rule but the window count; returns the
+    request normalised, by its wire names."""
     unknown = sorted(set(tensors) - set(ops.INPUT_NAMES))
     if unknown:
         raise BlockError(where, unknown[0], "given", f"not an input of the contract {list(ops.INPUT_NAMES)}")
     for name in (ops.SPAN, ops.OFFSETS, ops.VALID, ops.OP):
         if name not in tensors:
             raise BlockError(where, name, None, "required input is missing")
-    return check_fields(where, tensors, geometry)
+    fields = check_fields(where, tensors, geometry)
+    return {
+        ops.SPAN: fields.span,
+        ops.OFFSETS: fields.offsets,
+        ops.VALID: fields.valid,
+        ops.OP: np.array([int(fields.op)], dtype=np.int32),
+        ops.WEIGHTS: fields.weights,
+        ops.IDX: fields.idx,
+    }
 
 
-def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) -> dict[str, Any]:
+@dataclass(frozen=True, eq=False)
+class CheckedFields:
+    """Every contract field of one request, normalised and checked (WEIGHTS and IDX None for OP 0)."""
+
+    span: np.ndarray
+    offsets: np.ndarray
+    valid: np.ndarray
+    op: Op
+    weights: np.ndarray | None
+    idx: np.ndarray | None
+
+
+def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) -> CheckedFields:
     """Normalise and check every contract field of one request; see Block.create. The request's tensors
-    keep their wire names (the contract's inputs, ``ops.INPUT_NAMES``): what a model and a packer exchange.
-
-    Every value an array, but WEIGHTS and IDX None for OP 0: ``Any`` values, because the models read
-    the fields of the OP they were asked for as ``Mapping[str, np.ndarray]``."""
+    come by their wire names (the contract's inputs, ``ops.INPUT_NAMES``): what a model and a packer exchange."""
     span = _as_float(owner, ops.SPAN, tensors[ops.SPAN], rank=1)
     if span.shape[0] == 0:
         raise BlockError(owner, ops.SPAN, "length 0", "SPAN is empty")
@@ -183,14 +203,7 @@ def check_fields(owner: str, tensors: Mapping[str, object], geometry: Geometry) 
     _check_offsets(owner, offsets, valid, span.shape[0], geometry.window_samples)
 
     weights, idx = _check_voiceprint(owner, op, tensors.get(ops.WEIGHTS), tensors.get(ops.IDX), n, geometry)
-    return {
-        ops.SPAN: span,
-        ops.OFFSETS: offsets,
-        ops.VALID: valid,
-        ops.OP: np.array([int(op)], dtype=np.int32),
-        ops.WEIGHTS: weights,
-        ops.IDX: idx,
-    }
+    return CheckedFields(span, offsets, valid, op, weights, idx)
 
 
 def _check_voiceprint(
@@ -345,7 +358,7 @@ def _adjacent_view(spans: Sequence[np.ndarray]) -> np.ndarray | None:
         return None
     if len(parts) == 1:
         return parts[0]  # one block (and padding, which adds no audio)
-    addresses = [a.__array_interface__["data"][0] for a in parts]  # numpy's interface: (address, read-only)
+    addresses = [a.ctypes.data for a in parts]  # where each buffer starts
     for a, start, nxt in zip(parts, addresses, addresses[1:], strict=False):
         if start + a.nbytes != nxt:
             return None
@@ -355,7 +368,7 @@ def _adjacent_view(spans: Sequence[np.ndarray]) -> np.ndarray | None:
     if root.dtype != np.float32 or not root.flags.c_contiguous:
         return None
     root = root.reshape(-1)  # a view: the buffer as one line of floats
-    root_start = root.__array_interface__["data"][0]
+    root_start = root.ctypes.data
     first, end = addresses[0], addresses[-1] + parts[-1].nbytes
     if first < root_start or end > root_start + root.nbytes:
         return None

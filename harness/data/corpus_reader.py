@@ -145,7 +145,7 @@ def _table_rows(table: pa.Table, geometry: Geometry, where: str, first_row: int,
         except json.JSONDecodeError:
             raise CorpusError(f"{where}: row {i} (block {block_id!r}): provenance is not JSON") from None
         validate(Provenance, prov, f"{where}: row {i} (block {block_id!r}): provenance", CorpusError)
-        yield block, sources[j] or "", prov
+        yield CorpusRow(block, sources[j] or "", prov)
 
 
 _FIELD = {"span": "SPAN", "offsets": "OFFSETS", "valid": "VALID"}

@@ -27,10 +27,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+from pydantic import JsonValue
 
 from harness.base.errors import BlockError, CorpusError, check_interrupted
 from harness.base.overlap import WriteBehind
@@ -54,9 +55,16 @@ SCHEMA = pa.schema(
     ]
 )
 GEOMETRY_KEYS = ("sample_rate", "window_samples", "windows_per_block")
-# One corpus row: the block, its source, its provenance. The provenance is a JSON object of free keys
-# (each source writes its own; :class:`harness.data.schemas.files.Provenance` is open), so it stays a dict.
-CorpusRow = tuple[Block, str, dict[str, Any]]
+
+
+class CorpusRow(NamedTuple):
+    """One corpus row: the block, its source, its provenance. The provenance is a JSON object of free keys
+    (each source writes its own; :class:`harness.data.schemas.files.Provenance` is open), so it stays a
+    JSON object, written as it is."""
+
+    block: Block
+    source: str
+    provenance: dict[str, JsonValue]
 
 
 def geometry_meta(geometry: Geometry) -> CorpusMeta:
@@ -112,7 +120,7 @@ class Corpus:
 
     blocks: list[Block]
     sources: list[str]
-    provenance: list[dict[str, Any]]
+    provenance: list[dict[str, JsonValue]]
     geometry_meta: CorpusMeta | None = None  # None: cut for the reference geometry (a file without the metadata)
 
     def __len__(self) -> int:
@@ -121,7 +129,9 @@ class Corpus:
     @staticmethod
     def collect(rows: Iterable[CorpusRow], geometry_meta: CorpusMeta | None) -> Corpus:
         """A stream of (block, source, provenance) rows, held in memory."""
-        blocks, sources, provenance = [], [], []
+        blocks: list[Block] = []
+        sources: list[str] = []
+        provenance: list[dict[str, JsonValue]] = []
         for block, source, prov in rows:
             blocks.append(block)
             sources.append(source)
@@ -141,7 +151,8 @@ class Corpus:
         )
 
     def rows(self) -> Iterator[CorpusRow]:
-        yield from zip(self.blocks, self.sources, self.provenance, strict=True)
+        for block, source, provenance in zip(self.blocks, self.sources, self.provenance, strict=True):
+            yield CorpusRow(block, source, provenance)
 
     def summary(self, geometry: Geometry | None = None) -> CorpusSummary:
         meta = self.geometry_meta
@@ -187,7 +198,7 @@ class CorpusWriter:
         if exc is not None:
             self.abort()
 
-    def add(self, block: Block, source: str, provenance: dict[str, Any]) -> None:
+    def add(self, block: Block, source: str, provenance: dict[str, JsonValue]) -> None:
         check_interrupted()
         try:
             Block.create(block.id, block.op, block.span, block.offsets, block.valid, self.g)
@@ -199,7 +210,7 @@ class CorpusWriter:
             raise CorpusError(f"{self.path}: block id {block.id!r} appears twice")
         self._ids.add(block.id)
         self.summary.add(block, source)
-        self._pending.append((block, source, provenance))
+        self._pending.append(CorpusRow(block, source, provenance))
         if len(self._pending) >= self.group_blocks:
             self._flush()
 
@@ -218,7 +229,7 @@ class CorpusWriter:
         return self.summary.result()
 
     @property
-    def entry(self) -> dict[str, Any] | None:
+    def entry(self) -> dict[str, str | int] | None:
         """The written file's manifest entry (sha256, bytes, rows), after :meth:`close`."""
         return self._sink.entry
 

@@ -94,7 +94,8 @@ class VoiceprintOutputs:
     def keys(self) -> np.ndarray:
         """Structured [R] array of (block, window, speaker): how rows are matched across runs."""
         keys = np.empty(self.rows, dtype=[("block", object), ("window", np.int32), ("speaker", np.int32)])
-        keys["block"], keys["window"], keys["speaker"] = self.block_ids, self.window, self.speaker  # numpy fields
+        for name, column in zip(keys.dtype.names or (), (self.block_ids, self.window, self.speaker), strict=True):
+            keys[name] = column  # each field of the structured array, in its declared order
         return keys
 
     def inputs(self) -> dict[str, VoiceprintRows]:

@@ -18,7 +18,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -85,7 +85,8 @@ class ParquetSink:
         self.path = Path(path)
         self.schema = schema
         self.rows = 0
-        self.entry: dict[str, Any] | None = None  # the manifest's file entry, as JSON: the goldens' writers take it
+        # the manifest's file entry (FileEntry's keys: sha256, bytes, rows), as JSON: the goldens' writers take it
+        self.entry: dict[str, str | int] | None = None
         self._context = atomic_file(self.path)
         self._tmp = self._context.__enter__()
         with self._dropped_on_failure():
@@ -150,7 +151,7 @@ def _scalars(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if not pa.types.is_nested(f.type)]
 
 
-def write_table(path: Path, table: pa.Table, compression_level: int | None = None) -> dict[str, Any]:
+def write_table(path: Path, table: pa.Table, compression_level: int | None = None) -> dict[str, str | int]:
     """Write one table; returns its manifest entry (sha256, bytes, rows)."""
     sink = ParquetSink(path, table.schema, compression_level)
     sink.write(table)

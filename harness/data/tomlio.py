@@ -9,6 +9,7 @@ from typing import Any
 from harness.base.errors import ConfigError
 
 
+# tomllib's answer: the TOML document as free tables (the file at its boundary; its reader validates it)
 def read_toml(path: Path) -> dict[str, Any]:
     """The TOML document as tomllib reads it: the file at its boundary, typed by whoever validates it."""
     try:

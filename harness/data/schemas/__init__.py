@@ -122,9 +122,7 @@ _FILE_KINDS = {
 
 def __getattr__(name: str) -> Any:
     if name == "FILE_KINDS":
-        kinds = {title: __getattr__(model) for title, model in _FILE_KINDS.items()}
-        globals()["FILE_KINDS"] = kinds
-        return kinds
+        return {title: __getattr__(model) for title, model in _FILE_KINDS.items()}
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -49,7 +49,7 @@ class MayAnswer(Strict):
 class ShapesAnswer(Strict):
     """``harness shapes --json`` (stdout): the manifest shown, where it came from, and ``--may``'s answer."""
 
-    kind: Literal["harness.shapes-answer"]
+    kind: Literal["harness.shapes-answer"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[1]
     files: Located
     checked: bool = Field(
@@ -70,7 +70,7 @@ class HistoryFilter(Strict):
 class HistoryAnswer(Strict):
     """``harness ledger --json`` (stdout): the ledger entries the filters match, each with its whole history."""
 
-    kind: Literal["harness.ledger-answer"]
+    kind: Literal["harness.ledger-answer"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[1]
     files: Located
     ledger_seq: int = Field(description="the ledger's commit read")

@@ -113,7 +113,7 @@ class OpAudit(_Frozen):
 class AuditFile(_Frozen):
     """``audit.json``: a production capture judged: the laws, then every OP against the golden model."""
 
-    kind: Literal["harness.audit"]
+    kind: Literal["harness.audit"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[1] = Field(description="layout version; others are refused")
     created: Timestamp
     capture: CaptureRef

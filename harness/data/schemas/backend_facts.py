@@ -61,16 +61,14 @@ class BackendFacts(Frozen):
         if not self.remote:
             at_once = "one call at a time" if self.calls_in_flight == 1 else f"{self.calls_in_flight} calls in flight"
             return {"backend": f"{self.name} (the model in the harness's own process, {at_once})"}
-        rows = {
+        server = [("server version", self.server_version)] if self.server_version else []
+        if self.model_name:
+            label = "" if self.weights_verified is not False else " (weights not verified: a label only)"
+            server.append(("server model", self.model_name + label))
+        return {
             "backend": f"{self.name} server {self.url}",
             "transport": self.transport or "http",
             "shared memory": "yes" if self.transport == "shm" else "no",
             "requests in flight": str(self.concurrency),
+            **dict(server),
         }
-        if self.server_version:
-            rows["server version"] = self.server_version
-        if self.model_name:
-            rows["server model"] = self.model_name + (
-                "" if self.weights_verified is not False else " (weights not verified: a label only)"
-            )
-        return rows

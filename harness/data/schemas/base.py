@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from harness.base.errors import HarnessError, SchemaError
+from harness.base.keyhints import Problem
 from harness.data.shape import Shape
 
 
@@ -105,32 +106,32 @@ def validate(model: type[BaseModel], data: object, where: str, error: type[Harne
 
 def describe_error(exc: ValidationError) -> str:
     """The most specific problem, as '<key.path>: <what> (got <value>)'."""
-    errors = exc.errors(include_url=False)
-    deepest = max(len(e["loc"]) for e in errors)  # in a union, the branch that got furthest
+    errors = Problem.all_of(exc)
+    deepest = max(len(e.loc) for e in errors)  # in a union, the branch that got furthest
     # an unknown key before a missing one: a misspelt key is both, and its spelling is what to fix
-    first = min((e for e in errors if len(e["loc"]) == deepest), key=lambda e: e["type"] != "extra_forbidden")
-    loc = ".".join(str(p) for p in first["loc"] if not _type_tag(p))
-    msg = first["msg"]
-    if first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+    first = min((e for e in errors if len(e.loc) == deepest), key=lambda e: e.type != "extra_forbidden")
+    loc = ".".join(str(p) for p in first.loc if not _type_tag(p))
+    msg = first.msg
+    if first.type in ("model_type", "model_attributes_type", "dict_type"):
         msg = "must be a JSON object"
-    elif first["type"] == "extra_forbidden":
+    elif first.type == "extra_forbidden":
         msg = "unknown key"
-        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == first["loc"][:-1]]
-        close = difflib.get_close_matches(str(first["loc"][-1]), missing, n=1)
+        missing = [str(e.loc[-1]) for e in errors if e.type == "missing" and e.loc[:-1] == first.loc[:-1]]
+        close = difflib.get_close_matches(str(first.loc[-1]), missing, n=1)
         if close:
             msg += f" (did you mean {close[0]!r}?)"
-    elif first["type"] == "missing":
+    elif first.type == "missing":
         msg = "missing (required)"
-    elif first["type"].startswith("literal_error") and first["loc"] and first["loc"][-1] in ("format", "version"):
+    elif first.type.startswith("literal_error") and first.loc and first.loc[-1] in ("format", "version"):
         msg = f"unknown format version ({msg})"
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    shown = repr(first.get("input"))
+    shown = repr(first.input)
     if len(shown) > 80:
         shown = shown[:77] + "..."
     more = len(errors) - 1
-    whole = isinstance(first.get("input"), dict) and first["type"].startswith("value_error")  # a check of a whole
-    got = "" if first["type"] == "missing" or whole else f" (got {shown})"  # object: its message says what
+    whole = isinstance(first.input, dict) and first.type.startswith("value_error")  # a check of a whole
+    got = "" if first.type == "missing" or whole else f" (got {shown})"  # object: its message says what
     head = f"{loc}: " if loc else ""
     return f"{head}{msg}{got}" + (f" [+{more} more problem(s)]" if more else "")
 

@@ -109,6 +109,7 @@ class LanesSection(_Section):
 
 
 class CorpusSection(_Section):
+    # a Literal type: the one corpus source a configuration may name, not a key read
     source: Literal["synth"] = Field(default="synth", description="the corpus built when no --corpus is given")
     blocks: Annotated[int, Field(ge=1, le=limits.MAX_BLOCKS)] = Field(default=4, description="synthetic blocks")
     seed: Seed = Field(default=0, description="seed of the synthetic audio")
@@ -349,36 +350,40 @@ class ConfigFile(_Section):
     def release_shapes_json(self) -> dict[str, list[int]]:
         return {str(int(op)): list(ks) for op, ks in self.release_shapes.items()}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, dict[str, object]]:
         """What a golden or run records as its ``config`` (the :data:`RECORDED` tables; the release's shapes
-        per OP; of ``[lanes]``, the voiceprint inputs)."""
-        tables = {name: getattr(self, name).model_dump(mode="json", exclude_none=True) for name in RECORDED}
-        tables["shapes"]["release"] = {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()}
-        tables["lanes"] = {"voiceprint_inputs": self.lanes.voiceprint_inputs.value}
-        return tables
+        per OP; of ``[lanes]``, the voiceprint inputs), as JSON."""
+        return {name: self._recorded(name) for name in RECORDED}
+
+    def _recorded(self, name: str) -> dict[str, object]:
+        """One recorded table as JSON."""
+        if name == "lanes":
+            return {"voiceprint_inputs": self.lanes.voiceprint_inputs.value}
+        table: dict[str, object] = getattr(self, name).model_dump(mode="json", exclude_none=True)
+        if name == "shapes":  # the release's shapes per OP, in the place of the table's own
+            return {**table, "release": {f"op{int(op)}": list(ks) for op, ks in self.release_shapes.items()}}
+        return table
 
     def with_overrides(self, **changes: Any) -> ConfigFile:
         """This configuration with sections (``tolerances=Tolerances(...)``), settings (``candidates=(2, 4)``,
         :data:`SETTING_SECTIONS`) or the release's shapes per OP (``release_shapes``) replaced; None leaves one as
         it is. Code's changes, already typed: a user's
         go through ``--set`` and the validator."""
-        sections: dict[str, Any] = {}
+        copy = self.model_copy()  # each change applied to the copy in turn: a later one sees the earlier ones
         for key, value in changes.items():
             if value is None:
                 continue
             if key == "release_shapes":  # per OP, as release_shapes gives them
-                table = sections.get("shapes", self.shapes)
                 per_op = PerOpShapes(**{f"op{int(op)}": list(ks) for op, ks in value.items()})
-                sections["shapes"] = table.model_copy(update={"release": per_op})
+                copy = copy.model_copy(update={"shapes": copy.shapes.model_copy(update={"release": per_op})})
             elif key in SETTING_SECTIONS:  # validated with its section: a word becomes its member, a number a Shape
                 name = SETTING_SECTIONS[key]
-                table = sections.get(name, getattr(self, name))
+                table: BaseModel = getattr(copy, name)
                 value = list(value) if key == "candidates" else value
-                sections[name] = type(table).model_validate({**dict(table), key: value})
+                copy = copy.model_copy(update={name: type(table).model_validate({**dict(table), key: value})})
             elif key in type(self).model_fields:
-                sections[key] = value
+                copy = copy.model_copy(update={key: value})
             else:
                 raise TypeError(f"with_overrides: no section or setting {key!r}")
-        copy = self.model_copy(update=sections)
         copy._source = self._source
         return copy

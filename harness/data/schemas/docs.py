@@ -53,7 +53,7 @@ def markdown(models: dict[str, type[BaseModel]] | None = None) -> str:
 def _table(title: str, model: type[BaseModel], seen: set[type]) -> list[str]:
     seen.add(model)
     doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
-    extra = model.model_config.get("extra")
+    extra = model.model_config.get("extra")  # pydantic's ConfigDict (a TypedDict): no "extra" when left unset
     lines = [f"## {title}", ""]
     if doc:
         lines += [doc, ""]

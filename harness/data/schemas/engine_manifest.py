@@ -25,7 +25,7 @@ from harness.data.schemas.machine import InForce
 
 
 class LawsEvidence(Frozen):
-    verdict: Literal["hold"]
+    verdict: Literal["hold"]  # a Literal type: the one value the file holds here, not a key read
     examples: Count | None
     seed: int | None
     harness_version: str | None
@@ -65,7 +65,7 @@ class ModelShapes(Frozen):
 class PromotedShapes(Frozen):
     """``promoted-shapes.json``: what the engine may use, per packer, derived from the ledger, never edited."""
 
-    kind: Literal["harness.promoted-shapes"]
+    kind: Literal["harness.promoted-shapes"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[3]
     generated: Timestamp
     ledger_seq: Count

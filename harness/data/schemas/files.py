@@ -130,7 +130,7 @@ class GoldenManifest(OptionalKeys, Strict):
     model_config = BY_ALIAS
     optional_keys: ClassVar[frozenset[str]] = frozenset({"module_floors"})
 
-    kind: Literal["harness.golden"]
+    kind: Literal["harness.golden"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[2] = Field(description="layout version; others are refused")
     release: SafeName
     golden_id: GoldenId = Field(description="release@ + 12 hex of the manifest's own digest (re-derived on load)")
@@ -207,7 +207,7 @@ class RunManifest(OptionalKeys, Strict):
         {"evidence", "lanes_wall_s", "shard", "merged_from", "neighbour_controls", "evidence_kinds"}
     )
 
-    kind: Literal["harness.run"]
+    kind: Literal["harness.run"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[2]
     run_id: SafeName
     created: Timestamp
@@ -225,6 +225,7 @@ class RunManifest(OptionalKeys, Strict):
     ops: OpsList
     voiceprint_inputs: VoiceprintInputsField = Field(alias="mode", description=VOICEPRINT_INPUTS_KEY)
     pad_to_fixed: bool
+    # the Packer protocol's describe(): a free-form JSON object of the packer's own keys
     packer: dict[str, Any] = Field(
         description="the fast lane's packer's describe(): its own keys (name, identity; an external one's digest, "
         "parts and version)"

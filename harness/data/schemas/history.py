@@ -76,7 +76,7 @@ class SeriesFilter(Strict):
 class SeriesAnswer(Strict):
     """``harness history --json`` (stdout): the committed history rows the filters match, ordered by seq."""
 
-    kind: Literal["harness.history-answer"]
+    kind: Literal["harness.history-answer"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[1]
     files: Located
     ledger_seq: Count = Field(description="the ledger's commit read: parts after it are not committed and not shown")

@@ -82,6 +82,7 @@ def _slug(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
 
 
+# a JSON Schema document (pydantic's JsonSchemaValue), built byte-exactly for docs/schemas/<stem>.json
 def json_schema(stem: str, title: str, model: type[BaseModel]) -> dict[str, Any]:
     """The Draft 2020-12 schema of one file kind: pydantic's, with ``$schema``, ``$id`` and a title and
     description that name the file kind and what the harness checks beyond the schema."""
@@ -94,10 +95,13 @@ def json_schema(stem: str, title: str, model: type[BaseModel]) -> dict[str, Any]
             f"The harness validates this file with the pydantic model harness.data.schemas.{model.__name__}, "
             f"which checks more than this schema can say: {extra}."
         )
-    head: dict[str, Any] = {"$schema": DRAFT, "$id": f"{ID_BASE}{stem}", "title": f"{title}: {model.__name__}"}
-    if description:
-        head["description"] = description
-    return {**head, **{k: v for k, v in body.items() if k not in ("title", "description")}}
+    return {
+        "$schema": DRAFT,
+        "$id": f"{ID_BASE}{stem}",
+        "title": f"{title}: {model.__name__}",
+        **({"description": description} if description else {}),
+        **{k: v for k, v in body.items() if k not in ("title", "description")},
+    }
 
 
 def beyond_schema(model: type[BaseModel]) -> str:

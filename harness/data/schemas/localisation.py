@@ -72,6 +72,7 @@ class LocalisedOp(Open):
     k: int | None = Field(None, description="the shape replayed")
     blocks: list[str] | None = Field(None, description="the blocks of the failing pack")
     block: str | None = Field(None, description="the failing block localised")
+    # the localiser's own JSON object for the layer (free keys, written as it gave them)
     detail: dict[str, Any] | None = Field(
         None, description="the first diverging layer's difference (layer, max_abs, non_finite, fraction_differing)"
     )

@@ -168,7 +168,7 @@ class LedgerEntry(Frozen):
 class Ledger(Frozen):
     """``ledger.json``: every shape's history per (model, device kind, numerics profile, packer identity)."""
 
-    kind: Literal["harness.ledger"]
+    kind: Literal["harness.ledger"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[3]
     seq: Count = Field(description="commits so far; every event carries the commit it was made in")
     updated: Timestamp | None
@@ -192,6 +192,7 @@ def entry_key(fingerprint: str, device_kind: str, profile: str, packer: str, sha
     return f"{fingerprint}|{device_kind}|{profile}|{packer}|{shape}"
 
 
+# JSON being built byte-exactly for a file (and sealed over its own keys): pydantic's model_dump
 def as_written(record: BaseModel) -> dict[str, Any]:
     """The JSON object a record is written (and sealed) as: exactly the keys it was read or built with.
 
@@ -204,7 +205,7 @@ def as_written(record: BaseModel) -> dict[str, Any]:
 class Journal(Strict):
     """``.<ledger>.journal``: a commit's point of no return: both new files and the paths they are for."""
 
-    kind: Literal["harness.ledger-journal"]
+    kind: Literal["harness.ledger-journal"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[1]
     ledger_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the ledger")
     manifest_path: Annotated[str, Field(pattern=r"^/")] = Field(description="absolute, resolved path of the manifest")

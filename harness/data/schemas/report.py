@@ -179,7 +179,7 @@ class EvidenceSection(Strict):
 class SignoffReport(Strict):
     """``report.json``: the sign-off report's facts (the HTML and Markdown pages are rendered from them)."""
 
-    kind: Literal["harness.signoff"]
+    kind: Literal["harness.signoff"]  # a Literal type: the one value the file holds here, not a key read
     format: Literal[2]
     generated: Timestamp
     title: str

@@ -70,9 +70,10 @@ class VectorPacked(Strict):
 
 
 class VectorUnpack(Strict):
+    # a Literal type: the one unpacking function a vector may name, not a key read
     function: Literal["per-window-v1"] = Field(description="what computed `data` from the packed request")
     output: Literal["SEGMENTATION", "EMBEDDINGS"]
-    dtype: Literal["float32"]
+    dtype: Literal["float32"]  # a Literal type: the one value the file holds here, not a key read
     shape: list[Count]
     data: list[Number] = Field(description="the output, flattened row-major: what unpack is given")
 
@@ -105,7 +106,7 @@ class VectorEntry(Strict):
 
 
 class SessionsEntry(Strict):
-    file: Literal["sessions.json"]
+    file: Literal["sessions.json"]  # a Literal type: the one value the file holds here, not a key read
     sha256: Sha256
 
 

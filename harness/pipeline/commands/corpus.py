@@ -19,15 +19,12 @@ if TYPE_CHECKING:
     from harness.data.schemas.config_file import ConfigFile
 
 
-Rows = Iterable["CorpusRow"]
-
-
 def _write_corpus(
     cfg: ConfigFile,
     out: Path,
     force: bool,
     inputs: Sequence[tuple[str, Path | None]],
-    rows: Callable[[Geometry], Rows],
+    rows: Callable[[Geometry], Iterable[CorpusRow]],
 ) -> Answer:
     """The corpus cut for the configuration's model, written to ``out`` (checked first: ``inputs`` are
     never overwritten)."""

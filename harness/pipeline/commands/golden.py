@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from golden.locate import refuse_folder_of_goldens
 from golden.store import load_golden
@@ -46,10 +46,7 @@ if TYPE_CHECKING:
     from harness.pipeline.distributed import RayOptions
 
 
-Rows = Iterator["CorpusRow"]
-
-
-def _corpus_rows(corpus: Path | None, cfg: ConfigFile, geometry: Geometry) -> tuple[Rows, int]:
+def _corpus_rows(corpus: Path | None, cfg: ConfigFile, geometry: Geometry) -> tuple[Iterator[CorpusRow], int]:
 
     if corpus is not None:
         reader = CorpusReader(corpus, geometry)
@@ -81,6 +78,7 @@ def record(
         gold, changes = record_on_ray(cfg, corpus, goldens, name, regen, backend, progress, ray)
     else:
         be = make_backend(cfg, backend)
+        # the backend's environment answer (its own JSON object; Triton's for a server): the model under "model"
         name = release if release is not None else release_name(cfg, lambda: be.environment()["model"])
         if regen:
             check_regeneration(goldens / name, be.geometry)  # before any work: what adopt would refuse
@@ -144,7 +142,7 @@ def recorded_lines(gold: Golden, cfg: ConfigFile) -> list[str]:
     return lines
 
 
-def release_name(cfg: ConfigFile, model: Callable[[], dict[str, Any]]) -> str:
+def release_name(cfg: ConfigFile, model: Callable[[], dict[str, object]]) -> str:
     """The configured release name; for a plug-in left at the default name, the model's own name
     (a plug-in's golden is not the reference model's), from ``model()`` (its description: the model's own
     JSON object, as the backend's environment records it under ``model``), called only then."""

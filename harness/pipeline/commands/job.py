@@ -136,6 +136,7 @@ def _demo(cfg: ConfigFile, out: Path, progress: bool) -> Answer:
     )
     outcome = run_nightly(job, be)
     lines.append(f"main job took {time.perf_counter() - start:.0f} s")
+    # the nightly's written files by their name (its outcome's paths; None where no report was written)
     lines.append(f"sign-off report: {outcome.paths.get('html')}")
     night = outcome_answer(outcome)
     return Answer([*lines, *night.lines], night.status)
