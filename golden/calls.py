@@ -5,7 +5,8 @@ memory, replica, which blocks it carried (the ids as sent: a variant's second co
 ``id~1``), and ``variant``: the lane of a variant (:mod:`lanes.running.variants`) whose call it was, "" for
 a plain lane and the exact lane (a log written before variants reads as "" throughout). A corpus
 of 100,000 blocks makes about a million calls: the log is written in row groups of ``CALL_GROUP``
-calls as they happen and read back row group by row group, so neither side holds it whole.
+calls as they happen and read back row group by row group, so neither side holds it whole; each row
+is read back once as a :class:`harness.data.call_record.CallRecord`, by attribute.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow as pa
 
 from harness.base.errors import GoldenError
 from harness.data import arrow_build
+from harness.data.call_record import CALL_COLUMNS, CallRecord
 from harness.data.parquet import ParquetSink, check_schema, open_file, read_row_group
 
 CALL_GROUP = 8192
@@ -40,13 +42,15 @@ CALL_SCHEMA = pa.schema(
         ),  # a variant's lane (lanes.running.variants), "" for a plain lane
     ]
 )
+assert tuple(CALL_SCHEMA.names) == CALL_COLUMNS  # a row's columns are a CallRecord's fields, in their order
 _SCALARS = [f.name for f in CALL_SCHEMA if f.name != "block_ids"]
+_IDS_AT = CALL_COLUMNS.index("block_ids")  # the list column: a record holds it as a tuple
 # a log written before variants (no "variant" column) reads as every call of a plain lane
 _BEFORE_VARIANTS = pa.schema([f for f in CALL_SCHEMA if f.name != "variant"])
 
 
 class CallLog:
-    """Appends calls (``lanes.running.lanes.CallRecord`` objects or their dicts) to a call log file, a row
+    """Appends calls (``harness.data.call_record.CallRecord`` objects or their dicts) to a call log file, a row
     group every ``group`` calls; the file appears (renamed) only on :meth:`close`."""
 
     def __init__(self, path: Path, group: int = CALL_GROUP) -> None:
@@ -106,18 +110,20 @@ def write_calls(path: Path, calls: Iterable[object]) -> dict:
     return log.close()
 
 
-def iter_calls(path: Path, where: str) -> Iterator[dict]:
-    """Every call of a log as a dict, row group by row group."""
+def iter_calls(path: Path, where: str) -> Iterator[CallRecord]:
+    """Every call of a log as a record (a read-only mapping of its columns too), row group by row group."""
     f = open_file(path, f"{where} call log", GoldenError)
-    legacy = "variant" not in f.schema_arrow.names
+    legacy = "variant" not in f.schema_arrow.names  # a log before variants: each call's variant is ""
     check_schema(f, _BEFORE_VARIANTS if legacy else CALL_SCHEMA, path, f"{where} call log", GoldenError)
+    names = _BEFORE_VARIANTS.names if legacy else CALL_SCHEMA.names
     for i in range(f.metadata.num_row_groups):
-        rows = read_row_group(f, i, path, "call log", GoldenError).to_pylist()
-        if legacy:
-            for row in rows:  # Arrow rows as dicts of their columns: the column a legacy log lacks
-                row["variant"] = ""
-        yield from rows
+        table = read_row_group(f, i, path, "call log", GoldenError)
+        columns = [table.column(name).to_pylist() for name in names]  # the call log's Arrow columns, by name
+        for values in zip(*columns, strict=True):
+            row = list(values)
+            row[_IDS_AT] = tuple(row[_IDS_AT])
+            yield CallRecord(*row)
 
 
-def read_calls(path: Path, where: str) -> list[dict]:
+def read_calls(path: Path, where: str) -> list[CallRecord]:
     return list(iter_calls(path, where))

@@ -30,6 +30,7 @@ from harness.base.errors import GoldenError
 from harness.base.fsio import atomic_directory, safe_name
 from harness.base.jsonio import digest, dumps, seal
 from harness.base.workers import SettlingPool
+from harness.data.call_record import CallRecord
 from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -224,10 +225,10 @@ class Run:
             raise GoldenError(f"{self.path}/exact: its blocks are not the ones the manifest lists")
         return ids
 
-    def calls(self) -> list[dict]:
+    def calls(self) -> list[CallRecord]:
         return list(self.iter_calls())
 
-    def iter_calls(self) -> Iterator[dict]:
+    def iter_calls(self) -> Iterator[CallRecord]:
         """Every call, row group by row group (the log of a large corpus is never held whole)."""
         check_files(self.path, self.manifest.files, hashed=[] if self.trusted else [CALLS])
         return iter_calls(self.path / CALLS, str(self.path))

@@ -32,6 +32,7 @@ from golden.tables import LaneWriter
 from harness.base.errors import GoldenError
 from harness.base.fsio import safe_name
 from harness.base.jsonio import digest, dumps, seal
+from harness.data.call_record import CallRecord
 from harness.data.corpus_reader import CorpusReader
 from harness.data.geometry import Geometry
 from harness.data.masks import VoiceprintRows
@@ -153,10 +154,10 @@ class Golden:
             raise GoldenError(f"{self.path / CORPUS}: {len(reader)} blocks, the manifest says {self.blocks}")
         return reader
 
-    def calls(self) -> list[dict]:
+    def calls(self) -> list[CallRecord]:
         return list(self.iter_calls())
 
-    def iter_calls(self) -> Iterator[dict]:
+    def iter_calls(self) -> Iterator[CallRecord]:
         """Every call, row group by row group."""
         check_files(self.path, self.manifest.files, hashed=[CALLS])
         return iter_calls(self.path / CALLS, str(self.path))

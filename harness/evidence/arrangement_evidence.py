@@ -46,7 +46,7 @@ from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.arrangement_slots import BlockFigures, SlotMap, slot_figures, worst_slot
 from harness.evidence.kind import CheckOp, Floors, with_evidence
-from harness.evidence.rule import NEIGHBOURS_CLEAN, WHERE_ONLY, evidence_limits, evidence_warning
+from harness.evidence.rule import evidence_limits, evidence_warning
 from harness.judging.lane_scoring import LaneScorer, op_key
 
 SPREAD_METRICS = {
@@ -165,13 +165,11 @@ class ArrangementScorer:
         for op in self.ops:
             key = op_key(op)
             clean = neighbours is not None and key in neighbours.ops and neighbours.ops[key].outcome == "bitwise"
-            said = {kind: f"{WHERE_ONLY[kind]}{NEIGHBOURS_CLEAN}" if clean else None for kind in WHERE_ONLY}
             pairs = [
                 (name, lane.same_as_plain[key]) for name, lane in evidence.lanes.items() if key in lane.same_as_plain
             ]
             if pairs:
-                # a verdict's metrics, keyed as in the score file
-                name, _ = max(pairs, key=lambda nv: nv[1].metrics.get("max_abs_finite") or 0.0)
+                name, _ = max(pairs, key=lambda nv: nv[1].figures.max_abs_finite or 0.0)
                 counts, block = self._counts(name, op)
                 where = (
                     (
@@ -182,7 +180,7 @@ class ArrangementScorer:
                     else None
                 )
                 judged = [v for _, v in pairs]
-                out += _some(evidence_warning(k, op, "slots", judged, self.floors, counts, where, said["slots"]))
+                out += _some(evidence_warning(k, op, "slots", judged, self.floors, counts, where, clean=clean))
             if evidence.duplicates and key in evidence.duplicates and plan.duplicates:
                 first, second = plan.duplicates
                 counts, block = self._counts("duplicates", op)
@@ -192,9 +190,7 @@ class ArrangementScorer:
                     else None
                 )
                 pair = [evidence.duplicates[key]]
-                out += _some(
-                    evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, said["duplicates"])
-                )
+                out += _some(evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, clean=clean))
         return out
 
     def _moved(self, name: str, op: Op) -> tuple[str | None, int, int]:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from harness.compute.metrics import row_diff
+from harness.data.call_record import CallRecord
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import PAD, SlotFigures
@@ -41,23 +42,23 @@ class SlotMap:
 
     def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         """Pass the calls through (the score's other readers of the log), noting the slots on the way. A call is
-        a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)."""
-        for call in calls:
-            if int(call["op"]) == int(Op.SEGMENTATION) and call["lane"] != "exact":
+        a record of the call log (a mapping of its columns, read as a :class:`CallRecord`)."""
+        for given in calls:
+            call = CallRecord.of(given)
+            if int(call.op) == int(Op.SEGMENTATION) and call.lane != "exact":
                 self._note(call)
-            yield call
+            yield given
 
-    def _note(self, call: Mapping[str, Any]) -> None:
-        # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
-        variant, k = str(call.get("variant") or ""), int(call["shape"])
-        ids = list(call["block_ids"])
+    def _note(self, call: CallRecord) -> None:
+        variant, k = str(call.variant or ""), int(call.shape)
+        ids = list(call.block_ids)
         if variant:
             lanes = self.copies.get(variant)
         else:
             lanes = [self.plain[k]] if k in self.plain else None
         if not lanes:
             return
-        short = int(call["blocks"]) < k
+        short = int(call.blocks) < k
         for pos, sent in enumerate(ids):
             block, copy = sent, 0
             if sent not in self.known:

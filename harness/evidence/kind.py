@@ -124,7 +124,9 @@ class ShapeEvidence(Protocol):
 
 
 class CallCounter(Protocol):
-    """What a kind counts in the run's call log: every call passes through ``observe`` once."""
+    """What a kind counts in the run's call log: every call passes through ``observe`` once, as a read-only
+    mapping of the call log's columns (``call["wall_s"]``; the log's own rows are
+    :class:`harness.data.call_record.CallRecord`, readable by attribute too)."""
 
     def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]: ...
 
@@ -231,6 +233,7 @@ def with_evidence(
     )
 
 
+# a model_copy update, ShapeScore's fields by name; a team's kind's result is its own free-form JSON object
 def more_evidence(score: ShapeScore, name: str, result: Mapping[str, Any]) -> dict[str, Any]:
     """The ``update`` that stores a registered kind's result under ``shapes[k].more_evidence[name]`` (a
     ``model_copy`` update: the model's fields by name; a registered kind's result is its own JSON object)."""

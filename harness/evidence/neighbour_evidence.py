@@ -30,6 +30,7 @@ import numpy as np
 
 from harness.base.errors import LedgerError
 from harness.base.figures import fmt
+from harness.data.call_record import CallRecord
 from harness.data.judge_limits import LimitSet, OpLimits
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs
@@ -57,11 +58,12 @@ class NeighbourMap:
         self.placed: dict[str, dict[str, tuple[str, list[str]]]] = {}
 
     def observe(self, calls: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-        for call in calls:  # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
-            lane = str(call.get("variant") or "")
-            if lane in self.lanes and int(call["op"]) == int(Op.SEGMENTATION):
-                self._note(lane, self.lanes[lane], list(call["block_ids"]), int(call["blocks"]))
-            yield call
+        for given in calls:  # the call log's records (mappings of its columns), passed on as they came
+            call = CallRecord.of(given)
+            lane = str(call.variant or "")
+            if lane in self.lanes and int(call.op) == int(Op.SEGMENTATION):
+                self._note(lane, self.lanes[lane], list(call.block_ids), int(call.blocks))
+            yield given
 
     def _note(self, lane: str, k: int, ids: list[str], blocks: int) -> None:
         filled = [(i, b.removesuffix(FILLER_MARK)) for i, b in enumerate(ids) if b.endswith(FILLER_MARK)]

@@ -217,9 +217,7 @@ def with_cause(k: int, shape: ShapeScore, facts: ScoreFacts) -> ShapeScore:
     cause = refusal_cause(k, shape, facts)
     # the fields given, by name: an optional key left unset stays out of the file (OptionalKeys)
     given: dict[str, Any] = {name: getattr(shape, name) for name in shape.model_fields_set if name != "cause"}
-    if cause is not None:
-        given["cause"] = cause
-    return ShapeScore(**given)
+    return ShapeScore(**given) if cause is None else ShapeScore(**given, cause=cause)
 
 
 def check_cause(k: int, shape: ShapeScore, facts: ScoreFacts, where: str) -> None:

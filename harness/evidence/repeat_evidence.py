@@ -33,7 +33,7 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.schemas.base import OpKey
-from harness.data.schemas.files import Floor, RunEvidence, RunLayout
+from harness.data.schemas.files import RunEvidence, RunLayout
 from harness.data.schemas.refusals import EvidenceWarning
 from harness.data.schemas.repeats import RepeatEvidence, RepeatOp
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
@@ -159,8 +159,8 @@ class RepeatScorer:
             key = op_key(op)
             d, mode = self.differing[op], self.tolerances.for_op(op).mode
             floor = release_floor(self.floors, op)
-            own = Floor.model_validate(noise[key])
-            non_finite = any(v[i].metrics.get("non_finite") for v in per_pair)  # metrics: keyed as in the score file
+            own = noise[key]
+            non_finite = any(v[i].figures.non_finite for v in per_pair)
             as_release = not non_finite and within_floor(op, own, floor)
             pairs = [v[i].model_copy(update={"distribution": []}) for v in per_pair]
             ops[key] = RepeatOp(
@@ -209,7 +209,7 @@ def repeat_warnings(
             floors,
             (o.blocks, o.blocks_differing, o.units, o.units_differing),
             first,
-            what=f"{WHAT['repeats']} ({len(lanes)} runs)",
+            what=f"{WHAT['repeats']} ({len(lanes)} runs)",  # WHAT: each kind's words, by the kind's name
         )
         if found is not None:
             out.append(found)

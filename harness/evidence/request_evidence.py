@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harness.base.errors import LedgerError
+from harness.data.call_record import CallRecord
 from harness.data.schemas.files import RunLayout
 from harness.data.schemas.results import OpVerdictModel, RequestEvidence, ShapeScore
 from harness.data.shape import Shape
@@ -64,12 +65,13 @@ class RequestCounter:
         # (shape, op) -> [full requests, blocks in them, partial requests, blocks in them]
         self._counts: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
 
-    def add(self, call: Mapping[str, Any]) -> None:
-        # a record of the call log, keyed by its columns (golden.calls.CALL_SCHEMA)
-        if call["lane"] == "exact" or call.get("replica", 0) != 0 or call.get("variant"):  # plain lanes only
+    def add(self, given: Mapping[str, Any]) -> None:
+        """One record of the call log (a mapping of its columns, read as a :class:`CallRecord`)."""
+        call = CallRecord.of(given)
+        if call.lane == "exact" or call.replica != 0 or call.variant:  # plain lanes only
             return
-        k, op = int(call["shape"]), int(call["op"])
-        real = len(call.get("block_ids") or ()) or int(call["blocks"])  # padding is never among the block ids
+        k, op = int(call.shape), int(call.op)
+        real = len(call.block_ids) or int(call.blocks)  # padding is never among the block ids
         entry = self._counts[(k, op)]
         if real == k:
             entry[0] += 1

@@ -59,8 +59,7 @@ def evidence_limits(tolerances: Tolerances, ops: Sequence[Op], floors: Floors | 
 def noise_of(op: Op, verdicts: Sequence[OpVerdictModel]) -> Floor:
     """How far apart the two sides of one OP's pairs are (the worst pair), measured as the golden's floor is
     (the same figures: :func:`harness.judging.reproduction.noise_floor`)."""
-    merged = worst_noise([noise_floor([v]) for v in verdicts])
-    return Floor.model_validate(merged[str(int(op))])
+    return worst_noise([noise_floor([v]) for v in verdicts])[str(int(op))]
 
 
 def warns(op: Op, verdicts: Sequence[OpVerdictModel], floors: Floors | None) -> bool:
@@ -73,11 +72,11 @@ def warns(op: Op, verdicts: Sequence[OpVerdictModel], floors: Floors | None) -> 
     )
 
 
-def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def worst_noise(parts: Sequence[Mapping[str, Any]]) -> dict[str, Floor]:
     """The noise of several pairs over the same blocks (each :func:`harness.judging.reproduction.noise_floor` of one
-    pair) as one floor: per OP the worst figure of any pair (flips too: every pair covers the same blocks). Floors
-    in the manifest's JSON form, as the judges' floor figures take and give them."""
-    return worst_of_ops(parts, flips=max)
+    pair) as one floor: per OP the worst figure of any pair (flips too: every pair covers the same blocks). The
+    parts in the manifest's JSON form, as the judges' floor figures take them; per OP key, a floor."""
+    return {key: Floor.model_validate(floor) for key, floor in worst_of_ops(parts, flips=max).items()}
 
 
 def within_floor(op: Op, noise: Floor, floor: Floor | None) -> bool:
@@ -100,8 +99,8 @@ def noise_text(op: Op, f: Floor | None) -> str:
 
 def limits_text(limits: Mapping[str, Any]) -> str:
     """The limits a pair held, in words: 'max_abs 0.0001, min_cosine 0.99999'. ``limits``: a verdict's, as the
-    score file holds them (any judge's or kind's keys)."""
-    if limits.get("bitwise"):
+    score file holds them (any judge's or kind's keys), read by key."""
+    if limits.get("bitwise"):  # the limits by name, each judge's own
         return "bitwise"
     parts = [
         f"{key} {fmt(limits[key])}"
@@ -120,18 +119,21 @@ def evidence_warning(
     counts: tuple[int, int, int, int],
     where: str | None,
     what: str | None = None,
+    clean: bool = False,
 ) -> EvidenceWarning | None:
     """The warning of one kind of evidence of one OP (:func:`warns`), or None. ``verdicts``: its pairs (the
     worst is named); ``counts``: blocks, blocks differing, units, units differing (of the worst pair); ``what``: what
-    the pairs do, in words (default: the kind's, ``WHAT``)."""
+    the pairs do, in words (default: the kind's, ``WHAT``); ``clean``: the neighbour evidence answered the OP
+    bitwise at fixed slots, so a slot's or a copy's difference is its own (``WHERE_ONLY``, said so)."""
     if not warns(op, verdicts, floors):
         return None
+    if clean:
+        what = f"{WHERE_ONLY[kind]}{NEIGHBOURS_CLEAN}"
     floor, noise = release_floor(floors, op), noise_of(op, verdicts)
-    # the verdicts' metrics and limits, keyed as in the score file
-    worst = max(verdicts, key=lambda v: v.metrics.get("max_abs_finite") or 0.0)
+    worst = max(verdicts, key=lambda v: v.figures.max_abs_finite or 0.0)
     unit: Literal["windows", "rows"] = "windows" if op is Op.SEGMENTATION else "rows"
     blocks, blocks_differing, units, units_differing = counts
-    mode = str(worst.limits.get("mode"))
+    mode = str(worst.limits.get("mode"))  # a verdict's limits: each judge's own, by name as the score holds them
     at = f", {where}" if where else ""
     line = (
         f"k={k} OP {int(op)} {kind}: {blocks_differing:,} of {blocks:,} blocks ({units_differing:,} of "

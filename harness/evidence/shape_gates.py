@@ -9,6 +9,7 @@ against the golden (:mod:`harness.judging.lane_scoring`) asks them too, from her
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.data.schemas.files import LawsVerdict
@@ -36,19 +37,35 @@ def shape_gates(
     return ops_passed and not reasons, reasons
 
 
+@dataclass(frozen=True)
+class _Laws:
+    """What the laws gate reads of the packing-laws verdict."""
+
+    verdict: str
+    packer_identity: str
+    broken: list[str]
+
+    @classmethod
+    def of(cls, laws: Mapping[str, Any] | LawsVerdict) -> _Laws:
+        if isinstance(laws, LawsVerdict):
+            return cls(laws.verdict, laws.packer_identity, list(laws.broken))
+        # the run manifest's laws as its JSON object (a score's scoring takes it so): read by key
+        return cls(str(laws["verdict"]), str(laws["packer_identity"]), list(laws["broken"]))
+
+
 def laws_refusal(laws: Mapping[str, Any] | LawsVerdict) -> str | None:
     """The reason line when the run's packer did not hold the packing laws (None: it held them); ``laws``
-    as the run manifest holds it (its JSON object, read by key), or the score's model of it."""
-    verdict = laws.verdict if isinstance(laws, LawsVerdict) else laws["verdict"]
-    if verdict == "hold":
+    as the run manifest holds it (its JSON object), or the score's model of it."""
+    read = _Laws.of(laws)
+    if read.verdict == "hold":
         return None
-    who = laws.packer_identity if isinstance(laws, LawsVerdict) else laws["packer_identity"]
-    if verdict == "not-judged":
+    who = read.packer_identity
+    if read.verdict == "not-judged":
         return (
             f"the packing laws were not judged for packer {who} (packer.laws_examples = 0): no shape may be "
             "promoted with a packer nobody judged; run again with --set packer.laws_examples=N (default 100)"
         )
-    names = ", ".join(laws.broken if isinstance(laws, LawsVerdict) else laws["broken"]) or "?"
+    names = ", ".join(read.broken) or "?"
     return (
         f"packer {who} broke the packing laws ({names}): no shape may be promoted with it; see "
         "`harness laws` for the minimal counterexamples"

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 import torch
@@ -33,11 +33,31 @@ from torch.utils.hooks import RemovableHandle
 from harness.data.blocks import Block
 from harness.data.ops import Op
 from harness.localisation.activations import ActivationStore
-from harness.localisation.module_errors import DEFAULT_MULTIPLE, along_network
+from harness.localisation.module_errors import DEFAULT_MULTIPLE, ModuleRowJson, along_network
 from harness.packers.packing import pack
 
 INPUT = "<input: windows as the network receives them>"
 OUTPUT = "<output: the model's answer>"
+
+
+class Localised(TypedDict, total=False):
+    """One failing OP's entry of the localisation file as it is written (``LocalisedOp`` reads it): ``available``
+    and ``reason`` when it could not be localised, else what :func:`localise` found, its profile's keys last."""
+
+    available: bool
+    reason: str
+    op: int
+    k: int
+    blocks: list[str]
+    block: str
+    first_diverging_layer: str | None
+    detail: dict[str, str | float | int] | None  # a Divergence's fields
+    layers_compared: int
+    modules: list[ModuleRowJson]
+    first_exceeding: str | None
+    floor_multiple: float
+    floor_source: str
+    floor_note: str
 
 
 class Inferring(Protocol):
@@ -205,7 +225,7 @@ def localise(
     floors: Mapping[str, Mapping[str, Any]] | None = None,
     multiple: float = DEFAULT_MULTIPLE,
     spill: Path | None = None,
-) -> dict[str, Any]:
+) -> Localised:
     """Pack ``blocks``; compare ``target`` (default: the first) alone vs packed, layer by layer.
 
     ``floors``: the golden's module floors of this OP (``module_floors.ops[op]``; None: one ulp of each
@@ -240,7 +260,7 @@ def localise(
                     yield name, got, want
 
             profile = along_network(pairs(), floors, multiple)
-    return {
+    found: Localised = {
         "available": True,
         "op": int(op),
         "k": packed.k,
@@ -249,5 +269,9 @@ def localise(
         "first_diverging_layer": first.layer if first else None,
         "detail": asdict(first) if first else None,
         "layers_compared": layers,
-        **profile,
+        "modules": profile.modules,
+        "first_exceeding": profile.first_exceeding,
+        "floor_multiple": profile.floor_multiple,
+        "floor_source": profile.floor_source,
     }
+    return found if profile.floor_note is None else {**found, "floor_note": profile.floor_note}

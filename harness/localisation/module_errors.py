@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
@@ -108,12 +108,42 @@ def difference(got: torch.Tensor, want: torch.Tensor, scale: float | None = None
     )
 
 
-def module_floor(recorded: Mapping[str, Any] | None, scale: float, dtype: torch.dtype) -> float:
+ModuleRowJson = dict[str, str | float | int]  # a ModuleRow's fields, as the localisation file holds them
+
+
+@dataclass(frozen=True)
+class RecordedFloor:
+    """The figures of one module's entry of the golden's ``module_floors`` that its floor is taken from."""
+
+    max_abs: float
+    scale: float = 0.0
+    jitter: float = 0.0  # older goldens lack it
+
+    @classmethod
+    def of(cls, recorded: Mapping[str, Any]) -> RecordedFloor:
+        """``recorded``: the entry as the manifest's JSON object (``ModuleFloor``'s dump, or an older golden's)."""
+        return cls(**{f.name: float(recorded[f.name]) for f in fields(cls) if f.name in recorded})
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The profile's part of the localisation file's entry (``LocalisedOp``'s keys): every module's row (a
+    :class:`ModuleRow`'s fields), the first over its floors, the multiple and where the floors came from, with a
+    note without the golden's floors (None: there were floors)."""
+
+    modules: list[ModuleRowJson]
+    first_exceeding: str | None
+    floor_multiple: float
+    floor_source: str
+    floor_note: str | None
+
+
+def module_floor(recorded: RecordedFloor | None, scale: float, dtype: torch.dtype) -> float:
     """The floor of one module (module doc): the golden's two-pass noise or one-ulp-jitter error, whichever is
     larger, never below one ulp of the larger of the golden's recorded scale and this block's. ``recorded``: the
-    module's entry of the golden manifest's ``module_floors`` (its JSON object; older goldens lack ``jitter``)."""
-    noise = max(float(recorded["max_abs"]), float(recorded.get("jitter", 0.0))) if recorded else 0.0
-    recorded_scale = float(recorded.get("scale", 0.0)) if recorded else 0.0
+    module's entry of the golden manifest's ``module_floors`` (None: the golden records none for it)."""
+    noise = max(recorded.max_abs, recorded.jitter) if recorded else 0.0
+    recorded_scale = recorded.scale if recorded else 0.0
     return max(noise, ulp_of(max(scale, recorded_scale), dtype))
 
 
@@ -121,26 +151,19 @@ def along_network(
     pairs: Iterable[tuple[str, torch.Tensor, torch.Tensor]],
     floors: Mapping[str, Mapping[str, Any]] | None,
     multiple: float,
-) -> dict[str, Any]:
+) -> Profile:
     """``pairs``: (module, packed slice, exact output) in execution order, iterated once (each pair may be read
-    when reached and dropped after). Returns the per-module table, the first module over ``multiple`` x its
-    floor, and where the floors came from."""
+    when reached and dropped after). ``floors``: per module, its entry of the golden's ``module_floors`` as the
+    manifest's JSON object (None: the golden records none). Returns the per-module table, the first module over
+    ``multiple`` x its floor, and where the floors came from."""
     modules = []
     first = None
     for name, got, want in pairs:
         d = difference(got, want)
-        floor = module_floor((floors or {}).get(name), d.scale, want.dtype)
+        entry = (floors or {}).get(name)  # read when its module is reached, as the table is
+        floor = module_floor(RecordedFloor.of(entry) if entry else None, d.scale, want.dtype)
         ratio = d.max_abs / floor
         modules.append(asdict(ModuleRow(name, d.max_abs, d.max_rel, floor, ratio, d.non_finite)))
         if first is None and (ratio > multiple or d.non_finite):
             first = name
-    # the profile's part of the localisation file's entry (LocalisedOp's keys): floor_note only without floors
-    out: dict[str, Any] = {
-        "modules": modules,
-        "first_exceeding": first,
-        "floor_multiple": float(multiple),
-        "floor_source": GOLDEN if floors else ULP,
-    }
-    if not floors:
-        out["floor_note"] = ULP_NOTE
-    return out
+    return Profile(modules, first, float(multiple), GOLDEN if floors else ULP, None if floors else ULP_NOTE)

@@ -28,7 +28,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from harness.data.masks import VoiceprintRows
 from harness.data.ops import Op
 from harness.data.outputs import LaneOutputs, VoiceprintOutputs
 from harness.data.schemas.config_file import LocaliseSection
+from harness.data.schemas.localisation import ModuleFloors
 
 FORMAT = 1
 PASSES = 2
@@ -55,7 +56,25 @@ def sample_ids(ids: Sequence[str], blocks: int, seed: int) -> list[str]:
     return [ids[i] for i in chosen]
 
 
-def skipped(reason: str, seed: int) -> dict[str, Any]:
+class FloorsJson(TypedDict):
+    """The golden manifest's ``module_floors`` as the JSON object sealed with it (``ModuleFloors`` reads it)."""
+
+    format: int
+    passes: int
+    seed: int
+    blocks: list[str]
+    ops: dict[str, dict[str, dict[str, float]]]  # per OP, per module: KEYS
+    skipped: NotRequired[str]
+    serial: NotRequired[str]
+
+
+class FloorsField(TypedDict, total=False):
+    """The manifest's ``module_floors`` key, for its fields (absent: no floors recorded or turned off)."""
+
+    module_floors: FloorsJson
+
+
+def skipped(reason: str, seed: int) -> FloorsJson:
     """The manifest's ``module_floors`` when none could be recorded: why, in one line (the manifest's JSON object,
     sealed with it: ``ModuleFloors``)."""
     return {"format": FORMAT, "passes": PASSES, "seed": seed, "blocks": [], "ops": {}, "skipped": reason}
@@ -115,7 +134,7 @@ class FloorSampler:
             if op in self.rows:
                 self.rows[op].update(outputs.inputs())
 
-    def fields(self, corpus: CorpusReader) -> dict[str, Any]:
+    def fields(self, corpus: CorpusReader) -> FloorsField:
         """The golden manifest's ``module_floors`` key over the sampled blocks of ``corpus`` (``{}`` when floors
         are turned off). A model whose modules refuse hooks is recorded as skipped, saying why: the golden is
         recorded anyway."""
@@ -132,7 +151,7 @@ class FloorSampler:
             why = f"the model's modules could not be hooked ({type(exc).__name__}: {one_line(exc)})"
             return {"module_floors": skipped(why, self.seed)}
 
-    def _record(self, corpus: Iterable[Block]) -> dict[str, Any]:
+    def _record(self, corpus: Iterable[Block]) -> FloorsJson:
         """The manifest's ``module_floors`` object (``ModuleFloors``), as it is sealed with the manifest."""
         floors: dict[str, dict[str, dict[str, float]]] = {}
         for block in corpus:
@@ -140,8 +159,14 @@ class FloorSampler:
                 request = self._request(block, op)
                 if request is not None:
                     self._measure(op, request, floors.setdefault(str(int(op)), {}))
-        how = {} if self.serial is None else {"serial": self.serial}
-        return {"format": FORMAT, "passes": PASSES, "seed": self.seed, "blocks": list(self.ids), "ops": floors, **how}
+        record: FloorsJson = {
+            "format": FORMAT,
+            "passes": PASSES,
+            "seed": self.seed,
+            "blocks": list(self.ids),
+            "ops": floors,
+        }
+        return record if self.serial is None else {**record, "serial": self.serial}
 
     def _measure(self, op: Op, request: Block, table: dict[str, dict[str, float]]) -> None:
         """Two plain passes and one under :func:`harness.localisation.first_divergence.one_ulp_jitter`, alone,
@@ -297,29 +322,38 @@ def floor_sampler(
     return FloorSampler(model, corpus.g, ids, seed, ops, reason)
 
 
-def merge_module_floors(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+def merge_module_floors(parts: Sequence[Mapping[str, Any] | None]) -> FloorsField:
     """The ``module_floors`` of shard goldens merged (``golden record --ray``): the worst of each module's
     figures and every shard's sampled blocks, as one recording of all of them would hold (``{}``: no shard
     recorded floors; a shard that skipped them makes the merge skipped, saying why). Each part is a shard
-    manifest's ``module_floors`` as its JSON object, and the merge is that object again (read at that boundary)."""
-    given = [p for p in parts if p is not None]
+    manifest's ``module_floors`` as its JSON object, read here as a ``ModuleFloors``; the merge is that JSON
+    object again, in the model's key order."""
+    given = [ModuleFloors.model_validate(p) for p in parts if p is not None]
     if not given:
         return {}
-    skipped_parts = [p for p in given if p.get("skipped")]
+    skipped_parts = [p for p in given if p.skipped]
     if skipped_parts or len(given) != len(parts):
-        return {
-            "module_floors": skipped_parts[0]
-            if skipped_parts
-            else skipped("a shard golden records no module floors", given[0]["seed"])
-        }
+        first = skipped_parts[0] if skipped_parts else None
+        if first is None or first.skipped is None:
+            return {"module_floors": skipped("a shard golden records no module floors", given[0].seed)}
+        return {"module_floors": {**_json(first, first.blocks, _tables(first)), "skipped": first.skipped}}
     ops: dict[str, dict[str, dict[str, float]]] = {}
     for part in given:
-        for op, table in part["ops"].items():
+        for op, table in _tables(part).items():
             merged = ops.setdefault(op, {})
             for name, figures in table.items():
                 old = merged.get(name, dict.fromkeys(KEYS, 0.0))
                 merged[name] = {key: max(float(old[key]), float(figures[key])) for key in KEYS}
-    blocks = [b for p in given for b in p["blocks"]]
-    merged = {key: value for key, value in given[0].items() if key != "serial"}
-    serial = next((p["serial"] for p in given if p.get("serial")), None)  # any shard's: how its floors were taken
-    return {"module_floors": {**merged, "blocks": blocks, "ops": ops, **({"serial": serial} if serial else {})}}
+    record = _json(given[0], [b for p in given for b in p.blocks], ops)
+    serial = next((p.serial for p in given if p.serial), None)  # any shard's: how its floors were taken
+    return {"module_floors": record if serial is None else {**record, "serial": serial}}
+
+
+def _tables(floors: ModuleFloors) -> dict[str, dict[str, dict[str, float]]]:
+    """Per OP, per module, the figures (KEYS) as the manifest's JSON holds them."""
+    return {op: {name: f.model_dump(mode="json") for name, f in table.items()} for op, table in floors.ops.items()}
+
+
+def _json(floors: ModuleFloors, blocks: list[str], ops: dict[str, dict[str, dict[str, float]]]) -> FloorsJson:
+    """``module_floors``' JSON object in the model's key order, with these blocks and tables."""
+    return {"format": floors.format, "passes": floors.passes, "seed": floors.seed, "blocks": blocks, "ops": ops}

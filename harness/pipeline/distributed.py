@@ -127,7 +127,7 @@ def run_shards(
     plan: Callable[[int], Sequence[AnyShard]],
     job_root: Path,
     show_progress: bool = True,
-) -> tuple[list[ShardResult], dict[str, Any]]:
+) -> tuple[list[ShardResult], dict[str, Any]]:  # the facts: ray.json's JSON object, built to be written
     """Run every shard ``plan(workers)`` gives on Ray; returns the results in shard order and the facts of
     the job (for ``ray.json``). Raises the first failing shard's one line."""
     ray = import_ray()
@@ -189,15 +189,14 @@ def run_shards(
 
 def connect(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> bool:
     """Join (or start) a Ray instance; True when this call started it (and must shut it down). A caller
-    that already initialised Ray (a test, a notebook) keeps its own instance. ``per`` and ``kwargs`` are the
-    keyword arguments of Ray's own calls, named by string as Ray names them."""
+    that already initialised Ray (a test, a notebook) keeps its own instance. ``kwargs`` are the keyword
+    arguments of Ray's own call."""
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
     if options.address == "local":
-        per = spec.resources()
-        if options.workers is not None and "num_gpus" not in per:
-            kwargs["num_cpus"] = options.workers * per["num_cpus"]
+        if options.workers is not None and not spec.on_gpu:
+            kwargs["num_cpus"] = options.workers * spec.cpus  # Ray's keyword argument, by its name
         address = "local"
     else:
         address = options.address
@@ -214,27 +213,25 @@ def connect(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> bool:
 def worker_count(ray: ModuleType, options: RayOptions, spec: WorkerSpec) -> tuple[int, str | None]:
     """Workers to start: ``--ray-workers`` or as many as the cluster holds now (one per GPU, or per
     --threads CPUs). More than it holds now is allowed (an autoscaler adds nodes), with a warning.
-    Ray's resources and nodes are its JSON-like answers, and ``per`` the keyword arguments of its calls:
-    read by the key names Ray gives them."""
-    per = spec.resources()
+    Ray's resources and nodes are its JSON-like answers: read by the key names Ray gives them."""
     total = ray.cluster_resources()
-    if options.accelerator and "num_gpus" not in per:
+    if options.accelerator and not spec.on_gpu:
         raise HarnessError(f"ray.accelerator {options.accelerator}: applies to GPU workers (--device cuda)")
-    if "num_gpus" in per:
-        slots, what = int(total.get("GPU", 0)), "GPUs"
+    if spec.on_gpu:
+        slots, what = int(total.get("GPU", 0)), "GPUs"  # Ray's answer, by its resource names
         if options.accelerator:  # Ray counts each node's GPU kind as a resource 'accelerator_type:<kind>'
             kind = f"accelerator_type:{options.accelerator}"
-            slots = sum(
-                int(n["Resources"].get("GPU", 0))
+            slots = sum(  # Ray's nodes, as Ray answers them (their keys and resource names)
+                int(n["Resources"].get("GPU", 0))  # Ray's answer
                 for n in ray.nodes()
-                if n.get("Alive") and kind in n.get("Resources", {})
+                if n.get("Alive") and kind in n.get("Resources", {})  # Ray's answer
             )
             what = f"{options.accelerator} GPUs"
     else:
-        slots, what = int(total.get("CPU", 0) // per["num_cpus"]), f"workers of {per['num_cpus']} CPU(s)"
+        slots, what = int(total.get("CPU", 0) // spec.cpus), f"workers of {spec.cpus} CPU(s)"  # Ray's answer
     if options.workers is None:
         if slots < 1:
-            need = "a GPU per worker (--device cuda)" if "num_gpus" in per else f"{per['num_cpus']} CPU(s) per worker"
+            need = "a GPU per worker (--device cuda)" if spec.on_gpu else f"{spec.cpus} CPU(s) per worker"
             raise HarnessError(
                 f"--ray {options.address}: the cluster offers no room for a worker: it needs {need}, "
                 f"the cluster has {dict(total)}"

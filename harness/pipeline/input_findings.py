@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.base.jsonio import plain_dict, seal
+from harness.data.schemas.localisation import LocalisedOp
 from harness.data.schemas.results import Score, ShapeScore
 from harness.evidence.refusal import ScoreFacts, with_cause
 
@@ -24,13 +25,15 @@ INPUT_MARK = "<input"  # harness.localisation.first_divergence.INPUT, after the 
 def input_findings(localised: Mapping[str, Any]) -> dict[str, str]:
     """Per OP of one shape's localisation, the finding where the first diverging module is the network's input.
 
-    ``localised`` is the localisation's JSON as :mod:`harness.localisation` writes it (free-form keys beside
-    the typed ones, e.g. ``per_block``), read by key as the document it is, tolerating what a failed one lacks."""
+    ``localised`` is the localisation's JSON as :mod:`harness.localisation` writes it, each OP's entry read as the
+    localisation file's ``LocalisedOp`` (its typed keys, and the free-form ones beside them, e.g. ``per_block``)."""
     out = {}
     for op, found in localised.items():
-        layer = str(found.get("first_diverging_layer") or "") if isinstance(found, Mapping) else ""
-        if found.get("available") and INPUT_MARK in layer:
-            block = (found.get("per_block") or [{}])[0].get("block")
+        entry = LocalisedOp.model_validate(found)
+        layer = str(entry.first_diverging_layer or "")
+        if entry.available and INPUT_MARK in layer:
+            # a free-form key of the entry (LocalisedOp keeps those as they were written): read by key
+            block = ((entry.model_extra or {}).get("per_block") or [{}])[0].get("block")
             out[str(op)] = f"{layer}" + (f" for block {block!r}" if block else "")
     return out
 

@@ -15,16 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from golden.runs import Run
 from golden.store import Golden
 from harness.base.errors import one_line, step
+from harness.data.call_record import CallRecord
 from harness.data.ops import Op
 from harness.data.schemas.results import OpVerdictModel, Score
 from harness.data.shape import Shape
 from harness.judging.lane_scoring import op_key
-from harness.localisation.first_divergence import Inferring, localise
+from harness.localisation.first_divergence import Inferring, Localised, localise
 from harness.localisation.module_errors import DEFAULT_MULTIPLE
 from harness.progress import progress_bar
 from lanes.running.runner import no_rows
@@ -39,7 +39,7 @@ class _Replay:
 
     golden: Golden
     run: Run
-    calls: list[dict[str, Any]]
+    calls: list[CallRecord]
     model: Inferring
     multiple: float
     spill: Path | None
@@ -53,7 +53,7 @@ def localise_failures(
     multiple: float = DEFAULT_MULTIPLE,
     spill: Path | None = None,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, dict[str, Localised]]:
     """``{k: {op: result}}`` for every failing OP of every failing shape (see module doc); ``spill``: the folder
     the compared calls' module outputs are written to (harness.localisation.activations); ``progress``: say each one."""
     failing = {
@@ -63,7 +63,7 @@ def localise_failures(
     }
     if not any(failing.values()):
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, Localised]] = {}
     try:
         with step("load model for localisation"):
             model = load_model()
@@ -90,9 +90,9 @@ def localise_failures(
     return out
 
 
-def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, Any]:
+def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> Localised:
     golden, run, calls = replay.golden, replay.run, replay.calls
-    # verdict.failing: the worst offenders' open rows; calls: the call log's Arrow rows (golden.calls), by column
+    # verdict.failing: the worst offenders' rows, each judge's own free-form JSON object: read by key
     targets = [f["block"] for f in verdict.failing if f.get("block")]
     if not targets:
         return {"available": False, "reason": "no failing block named (rows missing, or the corpus bound failed)"}
@@ -101,17 +101,17 @@ def _one(verdict: OpVerdictModel, k: int, op: Op, replay: _Replay) -> dict[str, 
         (
             c
             for c in calls
-            if c["lane"] == "fast"
-            and int(c["shape"]) == k
-            and int(c["op"]) == int(op)
-            and not c.get("variant")
-            and target in (c["block_ids"] or ())
+            if c.lane == "fast"
+            and int(c.shape) == k
+            and int(c.op) == int(op)
+            and not c.variant
+            and target in c.block_ids
         ),
         None,
     )  # the plain lane's pack
     if call is None:
         return {"available": False, "reason": f"the run's call log has no k={k} OP {int(op)} call with {target!r}"}
-    members = list(call["block_ids"])
+    members = list(call.block_ids)
     wanted = set(members)
     found = {b.id: b for b in golden.corpus() if b.id in wanted}
     blocks = [found[b] for b in members]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from golden.runs import Run, load_run, merge_runs
 from golden.store import Golden, load_golden
@@ -51,7 +51,7 @@ from lanes.backends.backend_numerics import under_backend_numerics
 if TYPE_CHECKING:
     from harness.data.schemas.results import CanaryRun, Score
     from harness.ledger.margins import MarginsView
-    from harness.localisation.first_divergence import Inferring  # imports torch
+    from harness.localisation.first_divergence import Inferring, Localised  # imports torch
     from lanes.backends.backend_api import Backend
 
 FINAL = {
@@ -242,6 +242,7 @@ def finalize(
     )
 
     out, ledger_path, manifest_path, no_promote = outputs.out, outputs.ledger, outputs.manifest, outputs.no_promote
+    # the night's outputs by name (FINAL's, and the NightlyOutcome's paths the CLI and the Ray jobs read by name)
     paths = {"run": run.path, **{key: out / rel for key, rel in FINAL.items()}}
     with output_set(out, SET, MEMBERS) as stage:
         with step("score"):
@@ -250,7 +251,7 @@ def finalize(
         with step("canaries"):
             planted = canaries(score) if canaries is not None else not_planted(NO_BACKEND)
             score = with_canaries(score, planted)
-        localisation: dict[str, Any] = {}  # localisation.json's shapes, written as localisation wrote them
+        localisation: dict[str, dict[str, Localised]] = {}  # localisation.json's shapes, as localisation wrote them
         if load_model is not None and any(shape.verdict == "fail" for shape in score.shapes.values()):
             with step("localise"):  # only failing shapes are localised: torch is imported only then
                 from harness.pipeline.localise import localise_failures  # deferred: imports torch (start-up)
@@ -266,17 +267,16 @@ def finalize(
                 stage / "localisation.json",
                 {"kind": "harness.localisation", "format": 1, "score_digest": score.digest, "shapes": localisation},
             )
-            paths["localisation"] = out / "localisation.json"
+            paths["localisation"] = out / "localisation.json"  # an output by its name (FINAL, the outcome's paths)
+        score_path = str(paths["score"])  # an output by its name (FINAL)
         blind = not planted.seen  # the gate did not refuse a planted defect: it may promote nothing tonight
         if no_promote or blind:
             with step("verify score"):
-                check_score(score, golden.manifest, run.manifest, config.tolerances, str(paths["score"]))
+                check_score(score, golden.manifest, run.manifest, config.tolerances, score_path)
             transitions = None
         else:
-            transitions = promote(
-                score, golden.manifest, run.manifest, config, ledger_path, manifest_path, str(paths["score"])
-            )
-            paths["ledger"], paths["promoted"] = ledger_path, manifest_path
+            transitions = promote(score, golden.manifest, run.manifest, config, ledger_path, manifest_path, score_path)
+            paths["ledger"], paths["promoted"] = ledger_path, manifest_path  # the outcome's paths, by output name
         with step("report"):
             committed_now = not (no_promote or blind)
             ledger, promoted = read_consistent(ledger_path, manifest_path) if committed_now else (None, None)
@@ -370,6 +370,6 @@ def _model_loader(config: ConfigFile, backend: Backend | None, run: Run) -> Call
     def load() -> Inferring:
 
         recorded = run.manifest.environment.model_dump(mode="json")  # "device": an open key some runs record
-        return load_model(config, recorded.get("device", config.release.device))
+        return load_model(config, recorded.get("device", config.release.device))  # an open key of the environment
 
     return load

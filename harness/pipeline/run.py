@@ -204,11 +204,12 @@ def run_shapes(
             }
             # fields: the run manifest's JSON keys, as the run's writer (golden.runs) seals and writes them
             if scored.evidence is not None:  # a run without variants keeps today's manifest, key absent
-                fields["evidence"] = scored.evidence.model_dump(mode="json")
+                fields["evidence"] = scored.evidence.model_dump(mode="json")  # a run manifest key
             if config.evidence.kinds:  # a team's kinds ([evidence] kinds); absent without, as before them
-                fields["evidence_kinds"] = list(config.evidence.kinds)
+                fields["evidence_kinds"] = list(config.evidence.kinds)  # a run manifest key
             sent = controls.figures() if controls is not None else {}
             if sent:  # absent when no neighbour request moved (or none ran)
+                # the run manifest's key, built byte-exactly for the writer
                 fields["neighbour_controls"] = {
                     k: {op: f.model_dump(mode="json") for op, f in per_op.items()} for k, per_op in sent.items()
                 }

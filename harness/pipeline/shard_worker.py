@@ -47,11 +47,14 @@ class WorkerSpec:
     def on_gpu(self) -> bool:
         return self.backend.url in IN_PROCESS and self.config.release.device.startswith("cuda")
 
+    @property
+    def cpus(self) -> int:
+        """CPUs per worker: 1 beside its GPU; on CPU as many as its torch threads (1 when --threads 0: set it)."""
+        return 1 if self.on_gpu else self.config.numerics.threads or 1
+
     def resources(self) -> dict[str, int]:
-        """One GPU per worker; on CPU as many CPUs as its torch threads (1 when --threads 0: set it)."""
-        if self.on_gpu:
-            return {"num_gpus": 1, "num_cpus": 1}
-        return {"num_cpus": self.config.numerics.threads or 1}
+        """Ray's resource keyword arguments of one worker: one GPU per worker, or :attr:`cpus` CPUs."""
+        return {"num_gpus": 1, "num_cpus": self.cpus} if self.on_gpu else {"num_cpus": self.cpus}
 
 
 # What a shard is: whole groups of a corpus (nightly, golden record) or whole requests of a capture (audit).

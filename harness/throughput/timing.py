@@ -14,50 +14,65 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
+from harness.data.call_record import CallRecord
 from harness.data.ops import Op
 from harness.data.schemas.results import STALL_FACTOR  # what the score's "stalls" count (a report says it)
 from harness.judging.binomial import half_binomial_cdf
 
 
-def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarize_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, LaneSummary]:
     """Key "exact" or the shape k as a string -> summary over every OP of that lane.
 
     blocks_per_s counts a block once it has been through every OP (segmentation and the
     voiceprints): it is the rate at which the engine could finish blocks in that lane.
 
     One pass over ``calls`` (a stream: a large corpus's log is never held whole); what is kept is a
-    few numbers per call and the exact lane's time per block. ``calls``: the call log's records, keyed by its
-    columns (golden.calls.CALL_SCHEMA); the summary is the score's ``throughput`` object (the exact lane's
-    speedup is 1 by definition, with no interval).
+    few numbers per call and the exact lane's time per block. ``calls``: the call log's records (mappings of its
+    columns, as an evidence kind's ``observe`` passes them on; each read as a :class:`CallRecord`); the summary is
+    the score's ``throughput`` object (the exact lane's speedup is 1 by definition, with no interval).
     """
     lanes: dict[str, dict[int, _OpCalls]] = defaultdict(dict)
     exact_time: dict[str, float] = defaultdict(float)  # block id -> exact wall time summed over its OPs
     units: dict[str, dict[frozenset[str], float]] = defaultdict(lambda: defaultdict(float))
-    for c in calls:
-        if c.get("replica", 0) != 0 or c.get(
-            "variant"
-        ):  # a variant's calls (lanes.running.variants) are not the shape's
+    for given in calls:
+        c = CallRecord.of(given)
+        if c.replica != 0 or c.variant:  # a variant's calls (lanes.running.variants) are not the shape's
             continue
-        key = "exact" if c["lane"] == "exact" else str(int(c["shape"]))
-        op = int(c["op"])
-        lanes[key].setdefault(op, _OpCalls()).add(c)
-        ids = c.get("block_ids") or ()
+        key = "exact" if c.lane == "exact" else str(int(c.shape))
+        lanes[key].setdefault(int(c.op), _OpCalls()).add(c)
+        ids = c.block_ids
         if key == "exact":
             for b in ids:
-                exact_time[b] += c["wall_s"] / max(1, len(ids))
+                exact_time[b] += c.wall_s / max(1, len(ids))
         elif ids:
-            units[key][frozenset(ids)] += c["wall_s"]
-    out: dict[str, dict[str, Any]] = {}
+            units[key][frozenset(ids)] += c.wall_s
+    out: dict[str, LaneSummary] = {}
     for key, per_op in lanes.items():
-        if key == "exact":
-            out[key] = {**asdict(_lane(per_op)), "speedup": 1.0}
-        else:
-            out[key] = {**asdict(_lane(per_op)), **asdict(_speedup(units.get(key, {}), exact_time, int(key)))}
+        lane = asdict(_lane(per_op))
+        speedup = {"speedup": 1.0} if key == "exact" else asdict(_speedup(units.get(key, {}), exact_time, int(key)))
+        out[key] = cast(LaneSummary, {**lane, **speedup})  # the dataclasses' fields, in their order (LaneSummary)
     return out
+
+
+class LaneSummary(TypedDict):
+    """One lane of the score's ``throughput`` object, JSON built to be written: :class:`LaneTiming`'s fields (each
+    OP of ``ops`` with :class:`OpTiming`'s), then :class:`Speedup`'s (the exact lane's: ``speedup`` alone, 1)."""
+
+    blocks: int
+    wall_s: float
+    blocks_per_s: float | None
+    peak_device_mb: float | None
+    ops: dict[str, dict[str, float | int | None]]
+    stalls: int
+    speedup: float | None
+    speedup_interval: NotRequired[list[float] | None]
+    repetitions: NotRequired[int]
+    within_noise: NotRequired[bool | None]
+    speedup_basis: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -108,12 +123,12 @@ class _OpCalls:
         self.request_bytes = 0
         self.peak: int | None = None
 
-    def add(self, c: Mapping[str, Any]) -> None:  # a record of the call log, keyed by its columns
-        self.wall.append(float(c["wall_s"]))
-        self.blocks += int(c["blocks"])
-        self.request_bytes += int(c["request_bytes"])
-        if c.get("peak_device_bytes") is not None:
-            self.peak = max(self.peak or 0, int(c["peak_device_bytes"]))
+    def add(self, c: CallRecord) -> None:
+        self.wall.append(float(c.wall_s))
+        self.blocks += int(c.blocks)
+        self.request_bytes += int(c.request_bytes)
+        if c.peak_device_bytes is not None:
+            self.peak = max(self.peak or 0, int(c.peak_device_bytes))
 
 
 def _lane(per_op: dict[int, _OpCalls]) -> LaneTiming:

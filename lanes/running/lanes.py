@@ -18,44 +18,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Protocol
 
 import numpy as np
 
 from harness.base.errors import LaneError, check_interrupted
 from harness.data.blocks import Block
+from harness.data.call_record import CallRecord  # one network call, by attribute (the lanes log it)
 from harness.data.ops import Op
 from harness.packers.packing import HARNESS_PACKER, PackedRequest, Packer
 from lanes.backends.backend_api import Backend, Call, CallResult
 
 Take = Callable[[CallResult], None]  # what takes a call's answer: logs the call, unpacks, delivers
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One network call: what was sent (which blocks) and what it cost."""
-
-    lane: str  # "exact" or "fast"
-    shape: int  # the lane's blocks per call (k); padding counts
-    op: int
-    blocks: int  # real blocks in this call
-    windows: int
-    rows: int
-    request_bytes: int
-    wall_s: float
-    peak_device_bytes: int | None
-    replica: int = 0
-    block_ids: tuple[str, ...] = ()  # as sent: a variant's copy c >= 1 of a block is "id~c"
-    variant: str = ""  # the variant's lane (lanes.running.variants) that made this call; "" for plain and exact lanes
-
-    def to_dict(self) -> dict:
-        out = {name: getattr(self, name) for name in _CALL_FIELDS}  # (asdict deep-copies: slow per call)
-        out["block_ids"] = list(self.block_ids)  # the call log's JSON line: a list, not a tuple
-        return out
-
-
-_CALL_FIELDS = tuple(f.name for f in fields(CallRecord))
 
 
 class CallLog(Protocol):
