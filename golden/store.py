@@ -105,7 +105,7 @@ class Golden:
 
     @property
     def device_kind(self) -> str:
-        return device_kind(self.manifest.environment.model_dump(mode="json"))
+        return device_kind(self.manifest.environment.device_name)
 
     @property
     def ops(self) -> list[Op]:

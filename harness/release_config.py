@@ -48,6 +48,7 @@ def load_config(path: str | Path | None, overrides: Sequence[Override] = ()) -> 
     return config if path is None else config.read_from(Path(path))
 
 
+# the file's TOML tables as read, before the one validator: a raw nested JSON-like object, merged into by key path
 def merge_key(data: dict[str, Any], key: str, value: Any) -> None:
     """``data[a][b] = value`` for ``key`` "a.b" (tables created; a non-table on the way is replaced)."""
     *tables, last = key.split(".")
@@ -70,7 +71,7 @@ def parse_set(text: str) -> Override:
             f"--set {text!r}: expected TABLE.KEY=VALUE, e.g. backend.concurrency=4 (keys: docs/configuration.md)"
         )
     try:
-        parsed: Any = tomllib.loads(f"v = {value.strip()}")["v"]
+        parsed: Any = tomllib.loads(f"v = {value.strip()}")["v"]  # TOML's answer: the one-key document parsed
     except tomllib.TOMLDecodeError:
         parsed = value.strip()
     return Override("--set", key, parsed, repr(text))
@@ -90,9 +91,9 @@ def _refusal(exc: ValidationError, where: str, overrides: Sequence[Override]) ->
     return ConfigError(f"{where}: {line}")
 
 
-def config_from_dict(data: dict[str, Any], where: str = "config", overrides: Sequence[Override] = ()) -> ConfigFile:
-    """The configuration of these tables (a file's, with the command line's merged in), validated once; a refusal
-    is one line naming the flag or the file, and the key."""
+def config_from_dict(data: object, where: str = "config", overrides: Sequence[Override] = ()) -> ConfigFile:
+    """The configuration of these tables (a file's, with the command line's merged in: the validator's raw input),
+    validated once; a refusal is one line naming the flag or the file, and the key."""
     try:
         return ConfigFile.model_validate(data)
     except ValidationError as exc:

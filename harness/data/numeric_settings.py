@@ -5,13 +5,25 @@ torch's only once torch is imported, :func:`torch_loaded`). What was in force is
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.base.errors import ConfigError
 from harness.host.numerics_scope import NumericsScope
 from harness.host.torch_state import torch_loaded
+
+
+class NumericSettingsRecord(TypedDict):
+    """The settings as their JSON object (:meth:`NumericSettings.to_dict`), in the order a manifest records them."""
+
+    threads: int
+    mkldnn: bool
+    cudnn_benchmark: bool
+    cudnn_deterministic: bool
+    deterministic_algorithms: bool
+    allow_tf32: bool
+    matmul_precision: Literal["highest", "high", "medium"]
 
 
 class NumericSettings(BaseModel):
@@ -57,12 +69,20 @@ class NumericSettings(BaseModel):
         (tests/test_numerics_order.py)."""
         return NumericsScope(self)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NumericSettingsRecord:
         """The settings as their JSON object: what a manifest records and Triton's model is handed."""
-        return self.model_dump()
+        return {
+            "threads": self.threads,
+            "mkldnn": self.mkldnn,
+            "cudnn_benchmark": self.cudnn_benchmark,
+            "cudnn_deterministic": self.cudnn_deterministic,
+            "deterministic_algorithms": self.deterministic_algorithms,
+            "allow_tf32": self.allow_tf32,
+            "matmul_precision": self.matmul_precision,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NumericSettings:
+    def from_dict(cls, data: object) -> NumericSettings:
         """From their JSON object (Triton's model parameters), refused with one line naming what is wrong."""
         from pydantic import ValidationError
 
@@ -76,4 +96,4 @@ class NumericSettings(BaseModel):
             raise ConfigError(f"numerics: {describe_error(exc)}") from None
 
 
-__all__ = ["NumericSettings", "torch_loaded"]
+__all__ = ["NumericSettings", "NumericSettingsRecord", "torch_loaded"]

@@ -14,7 +14,7 @@ every file that records a verdict holds them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -99,15 +99,6 @@ class Tolerances(BaseModel):
         line's ``--tolerance`` does not come here: it is merged into the file's tables (harness.release_config)."""
         tables = self.model_dump()
         return Tolerances.model_validate({op: {**table, "mode": tolerance_mode} for op, table in tables.items()})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The tolerances as their JSON object (the tables of a configuration)."""
-        return self.model_dump()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Tolerances:
-        """From their JSON object, validated."""
-        return cls.model_validate(data)
 
 
 __all__ = ["SegmentationTolerance", "Tolerances", "VoiceprintTolerance"]

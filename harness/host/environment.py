@@ -12,12 +12,16 @@ import ctypes
 import importlib.metadata
 import platform
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import harness
 from harness.base.jsonio import digest
 from harness.base.process_settings import in_force
+
+if TYPE_CHECKING:
+    from harness.host.backend_answer import BackendAnswer
 
 # Environment keys whose difference can legitimately change output bits (named on drift).
 NUMERIC_KEYS = ("torch", "numpy", "cuda", "cudnn", "device_name", "cpu", "driver")
@@ -55,51 +59,99 @@ PROFILE_KEYS = (
 DEVICE_NUMERIC_KEYS = ("cudnn_version", "cublas_version", "driver_version", "compute_capability")
 
 
-def environment(device: str = "cpu") -> dict[str, Any]:
+class EnvironmentRecord(TypedDict):
+    """What :func:`environment` records of this machine and its software: the JSON object a manifest holds
+    under ``environment`` (in this order: a manifest's digest is taken over its JSON)."""
+
+    harness: str
+    python: str
+    platform: str
+    machine: str
+    cpu: str
+    torch: str | None
+    numpy: str
+    pyarrow: str
+    cuda: str | None
+    cudnn: int | None
+    device: str
+    device_name: str
+    driver: str | None
+    process: dict[str, str]  # what the harness set for itself (OpenMP's wait, the allocator): no result bit
+    compute_capability: NotRequired[str]  # on a CUDA device only
+
+
+class DeviceNumerics(TypedDict):
+    """The GPU's part of the numerics in force (:func:`device_numerics`), in the order a manifest records it."""
+
+    cudnn_version: int | None
+    cublas_version: str | None
+    driver_version: str | None
+    compute_capability: str | None
+
+
+class Provenance(TypedDict):
+    """The manifest fields saying what produced a result (:func:`provenance`), in the manifest's order."""
+
+    model: dict[str, object] | None
+    environment: Mapping[str, object]
+    backend: dict[str, object]
+    numerics: dict[str, object]
+    numerics_profile: str
+
+
+def environment(device: str = "cpu") -> EnvironmentRecord:
     """This machine and its software. torch's part is read from torch when a model imported it, else
     from its installed files (:func:`_torch_build`), so a model that is not a torch network never pays
     torch's start-up for a manifest; the cuDNN torch carries is known only from a loaded torch (None
     otherwise: no cuDNN was in use)."""
     import sys
 
+    cpu = _cpu_name()
+    if "torch" not in sys.modules and not device.startswith("cuda"):
+        return _environment(cpu, device, *_torch_build(), cudnn=None)
+    import torch
+
+    env = _environment(
+        cpu,
+        device,
+        torch.__version__,
+        torch.version.cuda,
+        # torch leaves these two unannotated
+        cudnn=(
+            torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+            if torch.backends.cudnn.is_available()  # type: ignore[no-untyped-call]
+            else None
+        ),
+    )
+    if device.startswith("cuda") and torch.cuda.is_available():
+        dev = torch.device(device)
+        name = torch.cuda.get_device_name(dev)
+        major, minor = torch.cuda.get_device_capability(dev)
+        return {**env, "device_name": name, "driver": _driver_version(), "compute_capability": f"{major}.{minor}"}
+    return env
+
+
+def _environment(cpu: str, device: str, torch: str | None, cuda: str | None, cudnn: int | None) -> EnvironmentRecord:
+    """The record of a CPU (the GPU's keys are added by :func:`environment`)."""
     import numpy as np
     import pyarrow
 
-    env: dict[str, Any] = {
+    return {
         "harness": harness.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),
-        "cpu": _cpu_name(),
-        "torch": None,
+        "cpu": cpu,
+        "torch": torch,
         "numpy": np.__version__,
         "pyarrow": pyarrow.__version__,
-        "cuda": None,
-        "cudnn": None,
+        "cuda": cuda,
+        "cudnn": cudnn,
         "device": device,
         "device_name": "cpu",
         "driver": None,
-        "process": in_force(),  # what the harness set for itself (OpenMP's wait, the allocator): no result bit
+        "process": in_force(),
     }
-    if "torch" not in sys.modules and not device.startswith("cuda"):
-        env["torch"], env["cuda"] = _torch_build()
-        return env
-    import torch
-
-    env["torch"], env["cuda"] = torch.__version__, torch.version.cuda
-    # torch leaves these two unannotated
-    env["cudnn"] = (
-        torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
-        if torch.backends.cudnn.is_available()  # type: ignore[no-untyped-call]
-        else None
-    )
-    if device.startswith("cuda") and torch.cuda.is_available():
-        dev = torch.device(device)
-        env["device_name"] = torch.cuda.get_device_name(dev)
-        major, minor = torch.cuda.get_device_capability(dev)
-        env["compute_capability"] = f"{major}.{minor}"
-        env["driver"] = _driver_version()
-    return env
 
 
 def _torch_build() -> tuple[str | None, str | None]:
@@ -112,68 +164,84 @@ def _torch_build() -> tuple[str | None, str | None]:
     for folder in folders:
         path = Path(folder) / "version.py"
         if path.is_file():
-            scope: dict[str, Any] = {}
+            scope: dict[str, object] = {}  # the module's globals, as exec leaves them
             exec(compile(path.read_text(), str(path), "exec"), scope)  # a file of constants torch generates
+            # its module globals by name: __version__ and cuda, as torch's build writes them
             version, cuda = scope.get("__version__"), scope.get("cuda")
             return (str(version) if version is not None else None), (str(cuda) if cuda is not None else None)
     return None, None
 
 
-def device_numerics(device: str = "cpu") -> dict[str, Any]:
+def device_numerics(device: str = "cpu") -> DeviceNumerics:
     """The GPU's part of the numerics in force (DEVICE_NUMERIC_KEYS), part of the numerics profile.
 
     All None on CPU, whatever CUDA libraries the torch build carries: a CPU run never calls them, so a
     CPU profile must not change when they do. On CUDA: cuDNN's version (when cuDNN is in use), cuBLAS's
     (torch does not expose it: :func:`_cublas_version`), the driver's, the compute capability."""
-    out: dict[str, Any] = dict.fromkeys(DEVICE_NUMERIC_KEYS)
+    none: DeviceNumerics = {
+        "cudnn_version": None,
+        "cublas_version": None,
+        "driver_version": None,
+        "compute_capability": None,
+    }
     if not device.startswith("cuda"):
-        return out
+        return none
     import torch
 
     if not torch.cuda.is_available():
-        return out
+        return none
     major, minor = torch.cuda.get_device_capability(torch.device(device))
-    out["compute_capability"] = f"{major}.{minor}"
-    if torch.backends.cudnn.is_available():  # type: ignore[no-untyped-call]
-        out["cudnn_version"] = torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
-    out["cublas_version"] = _cublas_version()
-    out["driver_version"] = _driver_version()
-    return out
+    cudnn = (
+        torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+        if torch.backends.cudnn.is_available()  # type: ignore[no-untyped-call]
+        else None
+    )
+    cublas = _cublas_version()
+    return {
+        "cudnn_version": cudnn,
+        "cublas_version": cublas,
+        "driver_version": _driver_version(),
+        "compute_capability": f"{major}.{minor}",
+    }
 
 
-def device_kind(env: dict[str, Any]) -> str:
-    """The key promotion is per: 'cpu' or the GPU's name (an H200 is not an A100)."""
-    name = env.get("device_name") or "cpu"
-    return "cpu" if name == "cpu" else str(name)
+def device_kind(device_name: str | None) -> str:
+    """The key promotion is per: 'cpu' or the GPU's name (an H200 is not an A100), from an environment's
+    ``device_name``."""
+    return device_name or "cpu"
 
 
-def numerics_profile(in_force: dict[str, Any] | None) -> str:
+# The four below compare what two manifests recorded, as their JSON holds it: an environment and the numerics
+# in force are open objects (a remote server's keys, a key a newer harness adds), compared key by key.
+def numerics_profile(in_force: dict[str, Any] | None) -> str:  # the numerics in force, as recorded (open keys)
     """A short id of the numeric settings in force: shapes are promoted per profile, because a
     shape that matches with TF32 off may not with it on (and the thread count picks kernels)."""
     settings = {k: (in_force or {}).get(k) for k in PROFILE_KEYS}
     return "np-" + digest(settings)[:10]
 
 
-def differences(a: dict[str, Any], b: dict[str, Any], keys: tuple[str, ...] = NUMERIC_KEYS) -> list[str]:
+def differences(a: dict[str, Any], b: dict[str, Any], keys: tuple[str, ...] = NUMERIC_KEYS) -> list[str]:  # as above
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
 
 
+# two manifests' JSON objects (a run's or a golden's, as dumped, or a shard's in that shape)
 def shard_conflict(kind_a: str, a: dict[str, Any], kind_b: str, b: dict[str, Any]) -> str | None:
     """Why two shards' manifests (runs or goldens) came from different numerics, None when they did
     not: device kind, the environment's numeric keys, the numeric settings in force."""
     if kind_a != kind_b:
         return f"device kind differs ({kind_a!r} vs {kind_b!r})"
-    ea, eb = a["environment"], b["environment"]
+    ea, eb = a["environment"], b["environment"]  # the manifests' recorded environments
     for key in NUMERIC_KEYS:
         if ea.get(key) != eb.get(key):
             return f"environment {key} differs ({ea.get(key)!r} vs {eb.get(key)!r})"
-    na, nb = a["numerics"]["in_force"], b["numerics"]["in_force"]
+    na, nb = a["numerics"]["in_force"], b["numerics"]["in_force"]  # and their numerics in force
     for key in sorted(set(na) | set(nb)):
         if na.get(key) != nb.get(key):
             return f"numerics.{key} differs ({na.get(key)!r} vs {nb.get(key)!r})"
     return None
 
 
+# the numerics in force then and now, as recorded (open keys: every key either side has is compared)
 def numerics_differences(then: dict[str, Any] | None, now: dict[str, Any] | None) -> list[str]:
     then, now = then or {}, now or {}
     return [
@@ -241,19 +309,22 @@ def _loaded_library(stem: str, maps: Path) -> str | None:
     return None
 
 
-def machine_environment(backend_env: dict[str, Any]) -> dict[str, Any]:
+def machine_environment(answer: BackendAnswer) -> Mapping[str, object]:
     """The environment of the machine that ran the model: a remote backend (Triton) reports its
     own; an in-process backend is this process."""
-    return backend_env.get("environment") or environment(backend_env.get("device", "cpu"))
+    return answer.environment or environment(answer.device)
 
 
-def provenance(backend_env: dict[str, Any]) -> dict[str, Any]:
-    """The manifest fields saying what produced a result, from ``Backend.environment()``."""
-    in_force = backend_env.get("numerics_in_force") or {}
+def provenance(backend_env: Mapping[str, object]) -> Provenance:
+    """The manifest fields saying what produced a result, from ``Backend.environment()``'s answer."""
+    from harness.host.backend_answer import BackendAnswer  # deferred: pydantic, only where an answer is read
+
+    answer = BackendAnswer.of(backend_env)
+    in_force = answer.numerics_in_force or {}
     return {
-        "model": backend_env["model"],
-        "environment": machine_environment(backend_env),
+        "model": answer.model,
+        "environment": machine_environment(answer),
         "backend": {k: v for k, v in backend_env.items() if k not in ("model", "environment")},
-        "numerics": {"requested": backend_env.get("numerics_requested"), "in_force": in_force},
+        "numerics": {"requested": answer.numerics_requested, "in_force": in_force},
         "numerics_profile": numerics_profile(in_force),
     }

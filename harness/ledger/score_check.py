@@ -156,7 +156,7 @@ def check_binding(
         )
     facts = {
         "fingerprint": (score.fingerprint, run_manifest.model.fingerprint),
-        "device_kind": (score.device_kind, device_kind(run_manifest.environment.model_dump(mode="json"))),
+        "device_kind": (score.device_kind, device_kind(run_manifest.environment.device_name)),
         "numerics_profile": (score.numerics_profile, run_manifest.numerics_profile),
     }
     for key, (recorded, value) in facts.items():

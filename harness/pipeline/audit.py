@@ -33,7 +33,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from golden.manifest import BackgroundHash
 from harness.base.destinations import check_output_dir
@@ -46,8 +46,9 @@ from harness.capture.result import headline
 from harness.capture.schema import CaptureError
 from harness.data.modes import VoiceprintInputs
 from harness.data.ops import ALL_OPS, Op
-from harness.data.schemas.audit import FORMAT, AuditFile, GoldenModel, OpAudit
+from harness.data.schemas.audit import FORMAT, AuditFile, CaptureRef, GoldenModel, OpAudit
 from harness.data.schemas.config_file import ConfigFile
+from harness.data.schemas.files import GeometryModel
 from harness.judging.judges import judge_for
 from harness.judging.lane_scoring import op_limits
 from harness.packers.packing import unpack
@@ -58,8 +59,18 @@ from harness.progress import progress_bar
 if TYPE_CHECKING:
     from lanes.backends.backend_api import Backend
 
-AUDIT, JUNIT = "audit.json", "junit.xml"
+AUDIT, JUNIT, HTML = "audit.json", "junit.xml", "report.html"
 NOT_CAPTURED = "no request of this OP was captured"
+
+
+class AuditParts(TypedDict):
+    """What the audit file holds before the model that re-ran the blocks (:func:`_finish`), as its JSON holds
+    them, in the file's order (each checked when the file is: :class:`AuditFile`)."""
+
+    capture: dict[str, object]  # a CaptureRef, as its JSON
+    served: object
+    tolerances: object
+    laws: object
 
 
 @dataclass
@@ -111,8 +122,8 @@ def _judge(
         for request in requests:
             survey.add(request)
             tick(1)
-    fields = {
-        "capture": _capture_ref(reader, digest),
+    fields: AuditParts = {
+        "capture": _capture_ref(reader, digest).model_dump(mode="json"),
         "served": survey.served(),
         "tolerances": cfg.tolerances.model_dump(),
         "laws": survey.laws(),
@@ -129,7 +140,7 @@ def _judge(
             )
             for op in ALL_OPS
         }
-        result = _finish({**fields, "golden_model": None, "fingerprint_matches": None}, ops, survey.passed)
+        result = _finish(fields, None, None, ops, survey.passed)
         lines += [f"law {law} BROKEN by {k} of {survey.requests} requests" for law, k in survey.broken.items()]
         lines += [v.line() for v in survey.violations[:5]]
         return _write(out, result, lines)
@@ -153,16 +164,13 @@ def _judge(
             ops = _score(reader, rerun, cfg, survey, tick)
     finally:
         rerun.close()
-    result = _finish(
-        {**fields, "golden_model": golden.model_dump(mode="json"), "fingerprint_matches": matches}, ops, survey.passed
-    )
+    result = _finish(fields, golden, matches, ops, survey.passed)
     for op, o in sorted(result.ops.items()):
         v = o.verdict
         if v is None:
             lines.append(f"OP {op}: {o.not_scored}")
         else:
-            # metrics: the OP's open dict of named figures, read by name
-            first = f" ({v.reasons[0]})" if v.reasons else (" (bitwise)" if v.metrics["bitwise"] else "")
+            first = f" ({v.reasons[0]})" if v.reasons else (" (bitwise)" if v.figures.bitwise else "")
             lines.append(f"OP {op}: {'PASS' if v.passed else 'FAIL'} over {o.blocks} blocks{first}")
     return _write(out, result, lines)
 
@@ -229,18 +237,18 @@ def _refuse_noise_floor(cfg: ConfigFile) -> None:
             )
 
 
-def _capture_ref(reader: CaptureReader, digest: BackgroundHash) -> dict[str, Any]:
+def _capture_ref(reader: CaptureReader, digest: BackgroundHash) -> CaptureRef:
     try:
         sha = digest.result()
     except OSError as exc:
         raise CaptureError(f"{reader.path}: cannot read the capture file ({exc.strerror})") from None
-    return {
-        "path": str(reader.path),
-        "sha256": sha,
-        "requests": len(reader),
-        "engine": reader.meta.engine,
-        "geometry": reader.geometry.to_dict(),
-    }
+    return CaptureRef(
+        path=str(reader.path),
+        sha256=sha,
+        requests=len(reader),
+        engine=reader.meta.engine,
+        geometry=GeometryModel(**reader.geometry.to_dict()),
+    )
 
 
 def _capture_line(reader: CaptureReader, survey: Survey) -> str:
@@ -260,9 +268,12 @@ def _model_line(survey: Survey, golden: GoldenModel) -> str:
     )
 
 
-def _finish(fields: dict[str, Any], ops: dict[str, OpAudit], laws_passed: bool) -> AuditFile:
-    """The sealed audit file: ``fields`` (its parts as JSON) and every OP; it passes when the laws hold and every
-    scored OP passed. Its headline is read off a draft (the same fields, no headline or digest yet): the
+def _finish(
+    fields: AuditParts, golden: GoldenModel | None, matches: bool | None, ops: dict[str, OpAudit], laws_passed: bool
+) -> AuditFile:
+    """The sealed audit file: ``fields`` (its parts as JSON), the model that re-ran the blocks and whether the
+    capture's was it (None, None: a law stopped the audit first), and every OP; it passes when the laws hold and
+    every scored OP passed. Its headline is read off a draft (the same fields, no headline or digest yet): the
     headline is part of what the digest seals."""
     passed = laws_passed and all(o.verdict.passed for o in ops.values() if o.verdict is not None)
     body = plain_dict(
@@ -271,6 +282,8 @@ def _finish(fields: dict[str, Any], ops: dict[str, OpAudit], laws_passed: bool) 
             "format": FORMAT,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             **fields,
+            "golden_model": golden.model_dump(mode="json") if golden is not None else None,
+            "fingerprint_matches": matches,
             "ops": {op: o.model_dump(mode="json") for op, o in ops.items()},
             "verdict": "pass" if passed else "fail",
         }
@@ -289,12 +302,12 @@ def _write(out: Path, result: AuditFile, lines: list[str]) -> AuditOutcome:
     )
 
     document = result.model_dump(mode="json")  # the file's JSON, as it was sealed (_finish)
-    with step("write"), output_set(out, "audit", (AUDIT, JUNIT, "report.html", "report.md")) as stage:
+    with step("write"), output_set(out, "audit", (AUDIT, JUNIT, HTML, "report.md")) as stage:
         # one set: a reader sees this audit's four files or the previous audit's, never a mix (harness.base.outputset)
         write_json_atomic(stage / AUDIT, document)
         write_audit_junit(stage / JUNIT, result)
         pages = write_audit_report(stage, result)
     paths = {"audit": out / AUDIT, "junit": out / JUNIT, **{k: out / p.name for k, p in pages.items()}}
     committed(out, "the audit's audit.json, junit.xml and report pages")
-    lines = [*lines, f"audit: {result.headline}", f"wrote {paths['audit']}, {paths['junit']}, {paths['html']}"]
+    lines = [*lines, f"audit: {result.headline}", f"wrote {out / AUDIT}, {out / JUNIT}, {out / HTML}"]
     return AuditOutcome(result, lines, paths)

@@ -27,6 +27,7 @@ from harness.data.geometry import Geometry
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.machine import InForce
+from harness.host.backend_answer import BackendAnswer
 from lanes.backends.backend_numerics import backend_numerics
 from lanes.running.device_queue import ordered
 from lanes.running.lanes import ExactLane
@@ -147,14 +148,14 @@ def check_geometry(reader: CaptureReader, geometry: Geometry, cfg: ConfigFile) -
 
 def golden_model(cfg: ConfigFile, backend: Backend) -> GoldenModel:
     """The golden model as the audit file names it (what re-ran the blocks, where, with which numerics)."""
-    env = backend.environment()  # the backend's own description (free-form JSON, its keys its own)
-    model = env.get("model") or {}
-    numerics = plain(env.get("numerics_in_force") or {})
+    answer = BackendAnswer.of(backend.environment())  # the backend's own description, read once
+    model = answer.model or {}
+    numerics = plain(answer.numerics_in_force or {})
     assert isinstance(numerics, dict)  # a JSON round trip keeps a dict a dict
     return GoldenModel(
         spec=cfg.model.spec,
         fingerprint=backend.fingerprint,
-        name=str(model.get("name", "?")),
+        name=str(model.get("name", "?")),  # the model's own description (describe()): its name by key
         device_kind=backend.device_kind,
         numerics_in_force=TypeAdapter(InForce).validate_python(numerics),
     )

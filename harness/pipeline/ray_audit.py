@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,10 @@ from harness.corpus.shards import RequestRange, request_ranges
 from harness.data.blocks import Block
 from harness.data.schemas.audit import GoldenModel
 from harness.data.schemas.config_file import ConfigFile
+from harness.host.backend_answer import BackendAnswer
 from harness.host.environment import machine_environment, shard_conflict
 from harness.packers.packing import Packer
-from harness.pipeline.audit import AuditOutcome, judge_capture
+from harness.pipeline.audit import AUDIT, AuditOutcome, judge_capture
 from harness.pipeline.audit_rerun import InProcessRerun, check_geometry
 from harness.pipeline.backends import model_geometry
 from harness.pipeline.distributed import (
@@ -78,7 +79,7 @@ def audit_on_ray(
     if rerun.facts is not None:  # None: a law stopped the audit before any worker started
         # the outcome's files by name (what the CLI prints); ray.json: the shards' run facts (free-form JSON)
         outcome.paths["ray"] = write_json_atomic(
-            Path(out) / "ray.json", {**rerun.facts, "audit": str(outcome.paths["audit"])}
+            Path(out) / "ray.json", {**rerun.facts, "audit": str(Path(out) / AUDIT)}
         )
         assert rerun.job_root is not None  # set before the facts
         remove_job_root(rerun.job_root)
@@ -107,11 +108,15 @@ def audit_shard(
             f"{shard.blocks} when the audit began: the capture changed while it was audited"
         )
     path = Path(shard_dir) / f"exact-{os.getpid()}-{secrets.token_hex(3)}.npz"  # one per attempt
-    return write_exact(path, keys, arrays, golden, machine_environment(backend.environment()))
+    return write_exact(path, keys, arrays, golden, machine_environment(BackendAnswer.of(backend.environment())))
 
 
 def write_exact(
-    path: Path, keys: Sequence[str], arrays: Sequence[np.ndarray], golden: GoldenModel, environment: dict[str, Any]
+    path: Path,
+    keys: Sequence[str],
+    arrays: Sequence[np.ndarray],
+    golden: GoldenModel,
+    environment: Mapping[str, object],
 ) -> Path:
     """A shard's result, atomically: its blocks' keys and exact outputs in order, what re-ran them and on
     which software (torch, CUDA, driver: shards must agree, as merged nightly shards must)."""
@@ -141,7 +146,7 @@ class RayRerun:
 
     def __init__(self, cfg: ConfigFile, out: Path, options: RayOptions, spec: WorkerSpec, progress: bool) -> None:
         self.cfg, self.out, self.options, self.spec, self.progress = cfg, out, options, spec, progress
-        self.facts: dict[str, Any] | None = None
+        self.facts: dict[str, Any] | None = None  # run_shards' facts of the job: ray.json's free-form JSON
         self.job_root: Path | None = None
         self.files: list[Path] = []
         self.shard, self.pos = 0, 0  # the next shard file to open; the next block in the open one
@@ -169,13 +174,14 @@ class RayRerun:
         cluster would mix them: refused, by the rule that refuses merging such nightly shards), and
         together they hold every block."""
         models: list[GoldenModel] = []
-        environments: list[dict[str, Any]] = []
+        environments: list[Mapping[str, object]] = []
         blocks = 0
-        for path in self.files:  # an npz archive's members, by the names write_exact gave them
+        for path in self.files:
             with np.load(path, allow_pickle=False) as npz:
+                # an npz archive's members, by the names write_exact gave them
                 models.append(GoldenModel.model_validate_json(str(npz["golden"])))
-                environments.append(json.loads(str(npz["environment"])))
-                blocks += len(npz["keys"])
+                environments.append(json.loads(str(npz["environment"])))  # the archive's member, by name
+                blocks += len(npz["keys"])  # the archive's member, by name
         for i, model in enumerate(models[1:], start=2):
             if model != models[0]:
                 differs = sorted(k for k in GoldenModel.model_fields if getattr(model, k) != getattr(models[0], k))
@@ -223,6 +229,7 @@ class RayRerun:
             if self.shard == len(self.files):
                 raise HarnessError("audit on Ray: the shards hold fewer blocks than the capture")
             self.npz = np.load(self.files[self.shard], allow_pickle=False)  # members by name (write_exact)
+            # the archive's member by the name write_exact gave it
             self.keys, self.pos, self.shard = [str(k) for k in self.npz["keys"]], 0, self.shard + 1
         key, array = self.keys[self.pos], self.npz[f"b{self.pos:06d}"]
         self.pos += 1
@@ -234,6 +241,7 @@ class RayRerun:
             self.npz = None
 
 
-def _as_manifest(model: GoldenModel, environment: dict[str, Any]) -> dict[str, Any]:
+# the JSON shape shard_conflict reads of a manifest (a run's or a golden's, as dumped)
+def _as_manifest(model: GoldenModel, environment: Mapping[str, object]) -> dict[str, Any]:
     """A shard's golden model and environment in the shape :func:`harness.host.environment.shard_conflict` reads."""
     return {"environment": environment, "numerics": {"in_force": model.numerics_in_force}}

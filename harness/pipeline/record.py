@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from golden.calls import CallLog
 from golden.lane_reader import LaneReader
@@ -41,6 +41,7 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.shape import EXACT, lane_name
 from harness.data.tolerances import Tolerances
+from harness.host.backend_answer import BackendAnswer
 from harness.host.environment import differences, machine_environment, numerics_differences, provenance
 from harness.judging.lane_scoring import LaneScorer, op_limits
 from harness.judging.reproduction import floor_scorer, noise_floor, reproduction, reproduction_scorer
@@ -193,7 +194,7 @@ def model_release_name(description: dict[str, object]) -> str:
     file (``tiny.pt``), and its golden after the file's stem (``goldens/tiny``), as a factory's is after
     the model's own name."""
     name = str(description.get("name") or "model")  # the model's own description: a JSON object of its keys
-    if description.get("kind") == "torchscript":
+    if description.get("kind") == "torchscript":  # its kind, by the same description's key
         return Path(name).stem or name
     return name
 
@@ -241,16 +242,20 @@ def verify_golden(
             golden_inputs=golden.voiceprint_inputs,
             hooks=LaneHooks(progress=progress),
         )
-    env = backend.environment()  # the backend's environment record: the JSON object its manifests hold
+    answer = BackendAnswer.of(backend.environment())  # the backend's environment record, read once
     return judge_reproduction(
-        golden, scorer, backend.fingerprint, machine_environment(env), env.get("numerics_in_force") or {}
+        golden, scorer, backend.fingerprint, machine_environment(answer), answer.numerics_in_force or {}
     )
 
 
 def judge_reproduction(
-    golden: Golden, scorer: LaneScorer, fingerprint: str, env_now: dict[str, Any], numerics_now: dict[str, Any]
+    golden: Golden,
+    scorer: LaneScorer,
+    fingerprint: str,
+    env_now: Mapping[str, object],
+    numerics_now: dict[str, object],
 ) -> Reproduction:
-    diffs = differences(golden.manifest.environment.model_dump(mode="json"), env_now)
+    diffs = differences(golden.manifest.environment.model_dump(mode="json"), dict(env_now))
     diffs += numerics_differences(dict(golden.manifest.numerics.in_force), numerics_now)
     return reproduction(
         golden.golden_id,
@@ -262,6 +267,17 @@ def judge_reproduction(
 
 
 Metric = float | bool | None  # a regen metric: a flag, a count or a figure (None: not measurable)
+
+
+class GoldenChangesRecord(TypedDict):
+    """:class:`GoldenChanges` as the JSON object the --regen line and a script's summary hold, in that order."""
+
+    old: str
+    new: str
+    fingerprint_changed: bool
+    environment: list[str]
+    ops: dict[str, dict[str, Metric]]
+    corpus_changed: NotRequired[bool]  # only when it did
 
 
 @dataclass(frozen=True)
@@ -281,21 +297,19 @@ class GoldenChanges:
         """The --regen summary line's JSON."""
         return json.dumps(self.to_dict())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GoldenChangesRecord:
         """As a JSON object (``corpus_changed`` only when it did): what the line and a script's summary hold."""
-        body: dict[str, Any] = {
+        body: GoldenChangesRecord = {
             "old": self.old,
             "new": self.new,
             "fingerprint_changed": self.fingerprint_changed,
             "environment": self.environment,
             "ops": self.ops,
         }
-        if self.corpus_changed:
-            body["corpus_changed"] = True  # the JSON object's key only when it did
-        return body
+        return {**body, "corpus_changed": True} if self.corpus_changed else body
 
 
-def summarize_changes(old: Golden, new: Golden) -> dict[str, Any]:
+def summarize_changes(old: Golden, new: Golden) -> GoldenChangesRecord:
     """:func:`golden_changes` as its JSON object, for a script that writes it into a summary of its own."""
     return golden_changes(old, new).to_dict()
 
