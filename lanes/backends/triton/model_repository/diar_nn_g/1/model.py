@@ -16,9 +16,13 @@ import os
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+if TYPE_CHECKING:
+    from harness.host.environment import EnvironmentRecord
 
 INPUTS = ("SPAN", "OFFSETS", "VALID", "OP", "WEIGHTS", "IDX")
 INFO_OUTPUT = "MODEL_INFO"
@@ -132,7 +136,7 @@ def _error(exc: Exception) -> object:
     return pb_utils.TritonError(message, code)
 
 
-def _environment(device: str) -> dict | None:
+def _environment(device: str) -> EnvironmentRecord | None:
     """The server's machine and libraries (the client may run elsewhere, with other versions)."""
     try:
         from harness.host.environment import environment
