@@ -209,7 +209,7 @@ def test_negative_control_a_digest_of_the_hashed_files_alone_cannot_tell_two_fla
 
     def files_only(cmd: str) -> str:
         with _in_an_empty_folder():
-            parts = identity.command_digest(command.parse(cmd), "test", STATED).parts
+            parts = [p.to_json() for p in identity.command_digest(command.parse(cmd), "test", STATED).parts]
         return hashlib.sha256(
             "".join(
                 f"{p.get('sha256') or p.get('stated')}\n" for p in parts if p["kind"] in ("program", "file")

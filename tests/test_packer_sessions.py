@@ -95,7 +95,7 @@ def _talk(cmd: str, messages: list[bytes]) -> list[wire.Message | str]:
 @pytest.fixture(scope="module")
 def sessions() -> tuple[dict, dict]:
     requests = {name: (blocks, pad_to) for name, _, blocks, pad_to in vectors.cases(LAW_GEOMETRY)}
-    return session_vectors.sessions(requests, LAW_GEOMETRY), requests
+    return session_vectors.sessions(requests, LAW_GEOMETRY).model_dump(mode="json"), requests
 
 
 def _replay(cmd: str, data: dict, requests: dict) -> list[str]:

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from harness.base.errors import BlockError
 from harness.capture.schema import CapturedRequest
 from harness.data.blocks import Block, BlockRows, check_request
 from harness.data.geometry import Geometry
-from harness.data.schemas.audit import MAX_VIOLATIONS
+from harness.data.schemas.audit import MAX_VIOLATIONS, Laws, Served, ViolationModel
 from harness.laws.law_tools import LawBroken
 from harness.laws.laws import rebased_inside
 from harness.packers.packer_errors import PackerAnswerError
@@ -55,9 +54,11 @@ class Violation:
         block = f" block {self.block_id!r}" if self.block_id is not None else ""
         return f"law {self.law} broken by request {self.request_id!r} (row {self.row}){block}: {self.what}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The audit file's violation object (``ViolationModel``): the fields in order."""
-        return asdict(self)
+    def model(self) -> ViolationModel:
+        """The audit file's violation object."""
+        return ViolationModel(
+            law=self.law, request_id=self.request_id, row=self.row, block_id=self.block_id, what=self.what
+        )
 
 
 def check_captured(request: CapturedRequest, geometry: Geometry) -> list[Violation]:
@@ -193,25 +194,24 @@ class Survey:
     def passed(self) -> bool:
         return not self.broken
 
-    def laws(self) -> dict[str, Any]:
-        """The audit file's ``laws`` object (:class:`harness.data.schemas.audit.Laws`, checked when the file is)."""
-        return {
-            "passed": self.passed,
-            "judged": list(CAPTURE_LAWS),
-            "requests": self.requests,
-            "blocks": self.blocks,
-            "padding_blocks": self.padding_blocks,
-            "broken": dict(self.broken),
-            "violations": [v.to_dict() for v in self.violations],
-        }
+    def laws(self) -> Laws:
+        """The audit file's ``laws`` object."""
+        return Laws(
+            passed=self.passed,
+            judged=list(CAPTURE_LAWS),
+            requests=self.requests,
+            blocks=self.blocks,
+            padding_blocks=self.padding_blocks,
+            broken=dict(self.broken),
+            violations=[v.model() for v in self.violations],
+        )
 
-    def served(self) -> dict[str, Any]:
-        """The audit file's ``served`` object (:class:`harness.data.schemas.audit.Served`, checked when the file
-        is)."""
-        return {
-            "fingerprints": dict(self.fingerprints),
-            "devices": dict(self.devices),
-            "engine_versions": dict(self.versions),
-            "first": self.first,
-            "last": self.last,
-        }
+    def served(self) -> Served:
+        """The audit file's ``served`` object."""
+        return Served(
+            fingerprints=dict(self.fingerprints),
+            devices=dict(self.devices),
+            engine_versions=dict(self.versions),
+            first=self.first,
+            last=self.last,
+        )

@@ -31,7 +31,8 @@ from harness.data.geometry import Geometry
 from harness.data.ops import Op
 from harness.data.parquet import open_file, read_row_group, schema_metadata
 from harness.data.schemas import validate
-from harness.packers.packing import PackedRequest, Segment
+from harness.packers.columns import segment_entries
+from harness.packers.packing import PackedRequest
 from harness.packers.wire import SEGMENT_FIELDS, type_name
 
 
@@ -181,52 +182,44 @@ def _rows(table: pa.Table, g: Geometry, where: str, first: int, seen: set[str]) 
     times = [
         t.astimezone(dt.UTC).isoformat(timespec="microseconds") if t is not None else None for t in stamps.to_pylist()
     ]
-    plain = {name: _plain(table, name, where, first, names) for name in (*STRINGS[1:], "OP")}
-    lists = {name: _Lists(table, name, where, names) for name in LISTS}
+    # each column read once, in the order a null is refused in (STRINGS, then OP; then LISTS)
+    versions, fingerprints, devices, ops = (_plain(table, n, where, first, names) for n in (*STRINGS[1:], "OP"))
+    lists = {name: _Lists(table, name, where, names) for name in LISTS}  # SPAN, ..., output_shape
+    span, offsets, valid, idx, speakers, output, output_shape = lists.values()  # LISTS' order
     weights = _Lists(table, "WEIGHTS", where, names, width=g.frames_per_window)
-    segments = table.column("segments").to_pylist()
+    column = table.column("segments").combine_chunks()
+    entries, starts = segment_entries(column.values), column.offsets.to_pylist()
+    no_layout = column.is_null().to_pylist()
     for j, request_id in enumerate(ids):
         name = names[j]
         if request_id in seen:
             raise CaptureError(f"{where}: {name}: request id appears twice")
         seen.add(request_id)
         stamp = times[j]
-        if stamp is None or segments[j] is None:
+        if stamp is None or no_layout[j]:
             raise CaptureError(f"{where}: {name}: null {'captured_at' if stamp is None else 'segments'}")
         try:
-            op = Op.parse(int(plain["OP"][j]))
+            op = Op.parse(int(ops[j]))
         except ValueError as exc:
             raise CaptureError(f"{where}: {name}: {exc}") from None
         segs = []
-        for s in segments[j]:
-            if s is None or any(s.get(n) is None for n, _ in SEGMENT_FIELDS):
-                raise CaptureError(f"{where}: {name}: a segments entry has nulls: {s}")
-            segs.append(
-                Segment(
-                    str(s["block_id"]),
-                    int(s["span_start"]),
-                    int(s["span_length"]),
-                    int(s["window_start"]),
-                    int(s["windows"]),
-                    int(s["row_start"]),
-                    int(s["rows"]),
-                    bool(s["padding"]),
-                )
-            )
-        span, offsets, valid = (lists[n].value(j) for n in ("SPAN", "OFFSETS", "VALID"))
-        w, idx, speakers = weights.row(j), lists["IDX"].row(j), lists["speakers"].row(j)
-        packed = PackedRequest(op, span, offsets, valid, w, idx, speakers, tuple(segs))
-        output = _output(lists["output"].value(j), lists["output_shape"].value(j), packed, g, f"{where}: {name}")
-        yield CapturedRequest(
-            request_id,
-            packed,
-            output,
-            plain["model_fingerprint"][j],
-            plain["device_kind"][j],
-            plain["engine_version"][j],
-            stamp,
-            first + j,
+        for k in range(starts[j], starts[j + 1]):
+            seg = entries[k]
+            if seg is None:
+                raise CaptureError(f"{where}: {name}: a segments entry has nulls: {column.values[k].as_py()}")
+            segs.append(seg)
+        packed = PackedRequest(
+            op,
+            span.value(j),
+            offsets.value(j),
+            valid.value(j),
+            weights.row(j),
+            idx.row(j),
+            speakers.row(j),
+            tuple(segs),
         )
+        served = _output(output.value(j), output_shape.value(j), packed, g, f"{where}: {name}")
+        yield CapturedRequest(request_id, packed, served, fingerprints[j], devices[j], versions[j], stamp, first + j)
 
 
 def _plain(table: pa.Table, name: str, where: str, first: int, names: list[str] | None = None) -> list[Any]:

@@ -58,9 +58,7 @@ def headline(result: AuditFile) -> str:
     scored = {op: o.verdict for op, o in sorted(result.ops.items()) if o.verdict is not None}
     failed = {op: v for op, v in scored.items() if not v.passed}
     if not failed:
-        how = ", ".join(
-            f"OP {op} {'bitwise' if v.metrics['bitwise'] else 'within tolerance'}" for op, v in scored.items()
-        )
+        how = ", ".join(f"OP {op} {'bitwise' if v.figures.bitwise else 'within tolerance'}" for op, v in scored.items())
         text = (
             f"{n} captured requests ({laws.blocks} blocks) obey the packing laws and match the golden model "
             f"{gm.spec!r} re-run alone: {how}"

@@ -118,6 +118,7 @@ class CallablePacker:
         parts = list(parts) if isinstance(parts, list | tuple) else parts
         return check_unpacked(parts, packed, out, f"packer {self.spec!r}: answer to {what}")
 
+    # the Packer protocol's describe(): a free-form JSON mapping a team's packer may fill as it likes
     def describe(self) -> dict[str, Any]:
         """Provenance; ``identity`` (what a promotion is keyed by) binds the spec to its module's source."""
         return {

@@ -7,6 +7,7 @@ type other than the contract's (never cast) and any null where the contract has 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Literal, overload
 
@@ -173,29 +174,33 @@ def read_segments(t: pa.Table) -> list[tuple[Segment, ...]]:
             raise WireError(f"column 'segments' lacks field {name!r} (has {names})")
         if struct_type.field(name).type != type:
             raise WireError(f"segments field {name!r} has type {struct_type.field(name).type}, expected {type}")
+    entries = segment_entries(col.values)
+    starts = col.offsets.to_pylist()
     out = []
     for i in range(len(col)):
         if not col[i].is_valid:
             raise WireError(f"column 'segments' row {i} is null")
-        rows = col[i].values.to_pylist()  # Arrow struct rows: keyed by the struct's field names (the wire's)
         segs = []
-        for j, row in enumerate(rows):
-            if row is None or any(row.get(name) is None for name, _ in SEGMENT_FIELDS):
-                raise WireError(f"segments row {i} entry {j} has nulls: {row}")
-            segs.append(
-                Segment(
-                    str(row["block_id"]),
-                    int(row["span_start"]),
-                    int(row["span_length"]),
-                    int(row["window_start"]),
-                    int(row["windows"]),
-                    int(row["row_start"]),
-                    int(row["rows"]),
-                    bool(row["padding"]),
-                )
-            )
+        for j, k in enumerate(range(starts[i], starts[i + 1])):
+            seg = entries[k]
+            if seg is None:
+                raise WireError(f"segments row {i} entry {j} has nulls: {col.values[k].as_py()}")
+            segs.append(seg)
         out.append(tuple(segs))
     return out
+
+
+def segment_entries(entries: pa.StructArray) -> list[Segment | None]:
+    """Every entry of a segments struct array as a :class:`Segment`, None where the entry or one of the
+    :data:`SEGMENT_FIELDS` is null. Read column by column, each struct field found by its wire name (fields
+    not in the contract are ignored); the field types are the caller's to have checked."""
+    children = dict(zip([f.name for f in entries.type], entries.flatten(), strict=True))
+    fields = [children[f.name].to_pylist() for f in dataclasses.fields(Segment)]  # in the dataclass's order
+    valid = entries.is_valid().to_pylist()
+    return [
+        Segment(*values) if ok and all(v is not None for v in values) else None
+        for ok, values in zip(valid, zip(*fields, strict=True), strict=True)
+    ]
 
 
 def reshape(data: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:

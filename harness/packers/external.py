@@ -175,6 +175,7 @@ class ExternalPacker:
             raise PackerAnswerError(f"{where}: answered blocks {got_ids[:4]}, expected {ids[:4]} in that order")
         return check_unpacked(parts, packed, out, where)
 
+    # the Packer protocol's describe(): a free-form JSON mapping a team's packer may fill as it likes
     def describe(self) -> dict[str, Any]:
         """Provenance: ``identity`` (what the ledger keys by), what it is made of, and how the digest was got."""
         name, version = self._names()
@@ -196,7 +197,7 @@ class ExternalPacker:
                 )
                 + "the variables the command sets and every argument's text (a file's: content)"
             ),
-            "digest_parts": [dict(part) for part in self.digest_parts],
+            "digest_parts": [part.to_json() for part in self.digest_parts],
             "digest_files": self.digest_files,
         }
 
@@ -253,13 +254,13 @@ class ExternalPacker:
             )
         except PackerFailed as exc:
             raise PackerUnavailable(f"{exc}; {HANDSHAKE}") from None
-        # wire protocol: the hello answer's metadata string map names the packer
+        head = answer.head  # the hello answer's metadata names the packer
         problem = (
             f"refused it: {wire.error_text(answer)}"
             if answer.verb == wire.ERROR
-            else identity.check_declared(answer.meta.get("packer_name"), answer.meta.get("packer_version"))
+            else identity.check_declared(head.packer_name, head.packer_version)
         )
-        declared = (answer.meta.get("packer_name", ""), answer.meta.get("packer_version", ""))
+        declared = (head.packer_name or "", head.packer_version or "")
         if problem is None and self.declared is not None and declared != self.declared:
             problem = f"restarted, it names itself {'/'.join(declared)}, not {'/'.join(self.declared)} as before"
         if problem is not None:

@@ -62,20 +62,37 @@ def _text_line(kind: str, text: str) -> str:
 
 
 @dataclass(frozen=True)
+class DigestPart:
+    """One line hashed into a command's digest: its ``kind`` (env, program, file or arg) and what was hashed:
+    the ``text`` of a variable or an argument, the digest ``stated`` in place of the program, or a file's
+    ``path`` and ``sha256``. Compared part by part with a later digest's (:func:`differs`)."""
+
+    kind: str
+    text: str | None = None
+    stated: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """describe()'s entry: ``kind`` and the fields the part has, in the order they are declared."""
+        have = {"kind": self.kind, "text": self.text, "stated": self.stated, "path": self.path, "sha256": self.sha256}
+        return {key: value for key, value in have.items() if value is not None}
+
+
+@dataclass(frozen=True)
 class CommandDigest:
-    """The digest of a packer command and what went into it, in order (``parts``: one dict per line hashed);
+    """The digest of a packer command and what went into it, in order (``parts``: one per line hashed);
     ``program``: the file the program was found to be and hashed (None: its digest was stated), which is
     the file the packer's process runs."""
 
     digest: str
-    parts: tuple[dict[str, str], ...]
+    parts: tuple[DigestPart, ...]
     program: str | None = None
 
     @property
-    def files(self) -> list[dict[str, str]]:
-        """The files whose content was hashed (path and sha256), in command order."""
-        # parts are describe()'s JSON entries as recorded in a score (compared with a later digest's), kept as such
-        return [{"path": p["path"], "sha256": p["sha256"]} for p in self.parts if "path" in p]
+    def files(self) -> list[dict[str, str | None]]:
+        """The files whose content was hashed (path and sha256), in command order: describe()'s entries."""
+        return [{"path": p.path, "sha256": p.sha256} for p in self.parts if p.path is not None]
 
 
 def command_digest(
@@ -97,14 +114,15 @@ def command_digest(
     command of files only (``python packer.py``) is the sha256 over its files' digests alone.
     """
     lines: list[str] = []
-    parts: list[dict[str, str]] = []
+    parts: list[DigestPart] = []
     for name, value in command.env:
         lines.append(_text_line("env", f"{name}={value}"))
-        parts.append({"kind": "env", "text": f"{name}={value}"})
+        parts.append(DigestPart("env", text=f"{name}={value}"))
     if stated is not None:
         lines.append(f"{stated}\n")
-        parts.append({"kind": "program", "stated": stated})
+        parts.append(DigestPart("program", stated=stated))
     else:
+        # the PATH the command line sets: an environment variable, looked up by its name
         found = Path(program) if program is not None else program_file(command.argv[0], dict(command.env).get("PATH"))
         if found is None:  # nothing to hash, and nothing exec could start either
             argv0 = command.argv[0]
@@ -115,7 +133,7 @@ def command_digest(
             )
         one = _hashed(found, label, "its program", "; give its digest with --packer-digest SHA256")
         lines.append(f"{one}\n")
-        parts.append({"kind": "program", "path": str(found), "sha256": one})
+        parts.append(DigestPart("program", path=str(found), sha256=one))
         program = str(found)
     for arg in command.argv[1:]:
         if _names_a_file(arg):
@@ -128,10 +146,10 @@ def command_digest(
                 "make it readable to the harness",
             )
             lines.append(f"{one}\n")
-            parts.append({"kind": "file", "path": str(path), "sha256": one})
+            parts.append(DigestPart("file", path=str(path), sha256=one))
         else:
             lines.append(_text_line("arg", arg))
-            parts.append({"kind": "arg", "text": arg})
+            parts.append(DigestPart("arg", text=arg))
     total = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
     return CommandDigest(total, tuple(parts), program)
 
@@ -167,24 +185,22 @@ def changed_since(hashed: CommandDigest, command: Command, label: str, stated: s
 
 
 def differs(before: CommandDigest, after: CommandDigest) -> str | None:
-    """The first part of two digests of one command that differs, in words (None: they are the same).
-
-    The parts are describe()'s JSON entries (one recorded in a score): read by their keys, as written."""
+    """The first part of two digests of one command that differs, in words (None: they are the same)."""
     if before.digest == after.digest and before.parts == after.parts:
         return None
     for old, new in zip(before.parts, after.parts, strict=False):
         if old == new:
             continue
-        what = "program" if old.get("kind") == "program" else "file argument" if "path" in old else "argument"
-        if "path" in old and "path" in new and old["path"] == new["path"]:
+        what = "program" if old.kind == "program" else "file argument" if old.path is not None else "argument"
+        if old.path is not None and new.path is not None and old.path == new.path:
             return (
-                f"its {what} {clip(old['path'])} changed (sha256 {old['sha256'][:16]}... when it was hashed "
-                f"for the packer's identity, {new['sha256'][:16]}... now)"
+                f"its {what} {clip(old.path)} changed (sha256 {(old.sha256 or '')[:16]}... when it was hashed "
+                f"for the packer's identity, {(new.sha256 or '')[:16]}... now)"
             )
-        if "path" in old:
-            now = new.get("path") or f"the text {clip(new.get('text', ''))}"
-            return f"its {what} {clip(old['path'])} now resolves to {clip(now) if 'path' in new else now}"
-        return f"its {what} {clip(old.get('text', ''))} is now the file {clip(new.get('path', '?'))}"
+        if old.path is not None:
+            now = new.path or f"the text {clip(new.text or '')}"
+            return f"its {what} {clip(old.path)} now resolves to {clip(now) if new.path is not None else now}"
+        return f"its {what} {clip(old.text or '')} is now the file {clip(new.path if new.path is not None else '?')}"
     return "its command hashes otherwise than when it was hashed for the packer's identity"
 
 

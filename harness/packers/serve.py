@@ -84,15 +84,15 @@ def answer(
     geometry than the ``hello``'s) and a request the packer declines (a HarnessError) are answered
     with ``error``: the stream stays in step and the process reads on."""
     message = wire.read_any(data)
-    refusal = session.refusal(message.verb, message.meta)
+    refusal = session.refusal(message.verb, message.head)
     if refusal is None and message.verb != wire.HELLO:
-        refusal = session.geometry_refusal(message.meta)
+        refusal = session.geometry_refusal(message.head)
     if refusal is not None:
         return wire.encode_error(refusal)
     if message.verb == wire.HELLO:
         return wire.encode_hello_answer(*name)
     try:
-        frames = wire.meta_geometry(message.meta)["weights_frames"]  # wire protocol: the geometry metadata's key
+        frames = wire.meta_geometry(message.head).weights_frames
         if message.verb == wire.PACK:
             blocks, pad_to = wire.decode_pack(message)
             return wire.encode_packed(packer.pack(blocks, pad_to=pad_to), frames)

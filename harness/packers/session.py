@@ -14,11 +14,13 @@ them, and the session test vectors (:mod:`harness.packers.session_vectors`) are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import Literal
 
-from harness.packers.wire import ERROR, GEOMETRY_KEYS, HELLO, PACK, PACKED, UNPACK, UNPACKED, VERSION
+from harness.packers.wire import ERROR, GEOMETRY_KEYS, HELLO, PACK, PACKED, UNPACK, UNPACKED, VERSION, WireMeta
 
-ANSWERS = {HELLO: HELLO, PACK: PACKED, UNPACK: UNPACKED}
+# the verb of a served request's answer
+Answer = Literal["hello", "packed", "unpacked", "error"]
+ANSWERS: dict[str, Answer] = {HELLO: HELLO, PACK: PACKED, UNPACK: UNPACKED}
 
 
 class Session:
@@ -26,13 +28,13 @@ class Session:
 
     def __init__(self) -> None:
         self.greeted = False
-        self.geometry: dict[str, str | None] = {}
+        self.geometry: tuple[str | None, ...] = (None,) * len(GEOMETRY_KEYS)
 
-    def refusal(self, verb: str | None, meta: Mapping[str, str]) -> str | None:
+    def refusal(self, verb: str | None, meta: WireMeta) -> str | None:
         """Why this message is answered with ``error`` (None: it is served); a served ``hello`` starts the session.
 
         Unknown metadata keys are ignored; the geometry is not compared here (:meth:`geometry_refusal`)."""
-        version = meta.get("version")  # wire protocol: the message's metadata string map
+        version = meta.version
         if version != VERSION:
             return f"wire version {version!r} is not supported: this packer speaks version {VERSION}"
         if verb not in ANSWERS:
@@ -41,26 +43,27 @@ class Session:
             if self.greeted:
                 return "a second hello: a session has one, its first message"
             self.greeted = True
-            self.geometry = {key: meta.get(key) for key in GEOMETRY_KEYS}
+            self.geometry = meta.geometry
             return None
         if not self.greeted:
             return f"a {verb} request before hello: the first message of a session is hello"
         return None
 
-    def geometry_refusal(self, meta: Mapping[str, str]) -> str | None:
+    def geometry_refusal(self, meta: WireMeta) -> str | None:
         """Why a request's geometry is refused: it is not the ``hello``'s (the harness never sends one such).
 
         Optional for a packer: one that reads the geometry from every request may skip the check."""
-        changed = [key for key in GEOMETRY_KEYS if meta.get(key) != self.geometry.get(key)]
+        changed = [
+            (key, now, then)
+            for key, now, then in zip(GEOMETRY_KEYS, meta.geometry, self.geometry, strict=True)
+            if now != then
+        ]
         if not changed:
             return None
-        key = changed[0]
-        return (
-            f"geometry {key}={meta.get(key)!r} differs from the hello's {self.geometry.get(key)!r}: a session's "
-            "geometry never changes"
-        )
+        key, now, then = changed[0]
+        return f"geometry {key}={now!r} differs from the hello's {then!r}: a session's geometry never changes"
 
 
-def answer_verb(verb: str | None, refusal: str | None) -> str:
+def answer_verb(verb: str | None, refusal: str | None) -> Answer:
     """The verb of the answer to a message: ``error`` when it is refused, else the request's answer verb."""
     return ERROR if refusal is not None or verb is None else ANSWERS[verb]

@@ -12,7 +12,7 @@ derived from :class:`harness.packers.session.Session` (:func:`check_sessions` re
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Final
 
 import pyarrow as pa
 
@@ -20,13 +20,13 @@ from harness import __version__
 from harness.data.blocks import Block
 from harness.data.geometry import Geometry
 from harness.data.schemas.base import validate
-from harness.data.schemas.vectors import FORMAT, SessionVectors
+from harness.data.schemas.vectors import FORMAT, SessionCase, SessionStep, SessionVectors
 from harness.packers import wire
 from harness.packers.packing import pack
 from harness.packers.session import Session, answer_verb
 from harness.packers.vector_function import window_function
 
-FILE = "sessions.json"
+FILE: Final = "sessions.json"
 RULES = (
     "The first message of a session (one packer process) is hello, and only the first. A packer answers every "
     "message with one message: hello with hello, pack with packed, unpack with unpacked; a request before "
@@ -118,7 +118,7 @@ def _metadata(
     return dict(wire.read_any(data).meta)
 
 
-def sessions(requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry) -> dict[str, Any]:
+def sessions(requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry) -> SessionVectors:
     """The ``sessions.json`` document: every case's steps and their answers (``requests``: the packing vectors'
     blocks and ``pad_to`` by name). A step's metadata is the wire's string map, edited key by key as the case says."""
     out = []
@@ -131,36 +131,41 @@ def sessions(requests: Mapping[str, tuple[list[Block], int | None]], geometry: G
                     meta.pop(key, None)
                 else:
                     meta[key] = value
-            answer = answer_verb(meta.get("verb"), session.refusal(meta.get("verb"), meta))
-            written.append({"metadata": meta, "vector": vector, "answer": answer})
-        out.append({"name": name, "what": what, "steps": written})
-    return {"vector_format": FORMAT, "wire_version": wire.VERSION, "rules": RULES, "sessions": out}
+            head = wire.WireMeta.of(meta)
+            answer = answer_verb(head.verb, session.refusal(head.verb, head))
+            written.append(SessionStep(metadata=meta, vector=vector, answer=answer))
+        out.append(SessionCase(name=name, what=what, steps=written))
+    return SessionVectors(vector_format=FORMAT, wire_version=wire.VERSION, rules=RULES, sessions=out)
 
 
-def check_sessions(
-    data: dict[str, Any], requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
-) -> None:
-    """Re-derive ``sessions.json`` from the session rules; AssertionError naming the first step that differs (the
-    document is compared as written, JSON against JSON, so its keys are read as such)."""
-    validate(SessionVectors, data, FILE)
+def check_sessions(data: object, requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry) -> None:
+    """Re-derive ``sessions.json`` (``data``: its JSON, validated first) from the session rules; AssertionError
+    naming the first step that differs, each step shown as its JSON."""
+    have: SessionVectors = validate(SessionVectors, data, FILE)
     want = sessions(requests, geometry)
-    for have_case, want_case in zip(data["sessions"], want["sessions"], strict=True):
-        for i, (have, should) in enumerate(zip(have_case["steps"], want_case["steps"], strict=True)):
-            assert have == should, f"{FILE}: session {have_case['name']!r} step {i}: {have} is not {should}"
-    assert data == want, f"{FILE}: not what the session rules derive"
+    for have_case, want_case in zip(have.sessions, want.sessions, strict=True):
+        for i, (step, should) in enumerate(zip(have_case.steps, want_case.steps, strict=True)):
+            assert step == should, (
+                f"{FILE}: session {have_case.name!r} step {i}: {step.model_dump(mode='json')} is not "
+                f"{should.model_dump(mode='json')}"
+            )
+    assert have == want, f"{FILE}: not what the session rules derive"
 
 
 def message(
-    step: Mapping[str, Any], requests: Mapping[str, tuple[list[Block], int | None]], geometry: Geometry
+    step: SessionStep | Mapping[str, object],
+    requests: Mapping[str, tuple[list[Block], int | None]],
+    geometry: Geometry,
 ) -> bytes:
-    """A step's message as bytes on the wire: its vector's columns (none without one), its metadata exactly (a step
-    is sessions.json's JSON and its metadata the wire's string map: read by key)."""
-    meta, vector = step["metadata"], step["vector"]
+    """A step's message as bytes on the wire: its vector's columns (none without one), its metadata exactly
+    (``step``: a step, or its JSON in sessions.json, validated here)."""
+    typed: SessionStep = step if isinstance(step, SessionStep) else validate(SessionStep, step, FILE)
+    meta, vector = typed.metadata, typed.vector
     if vector is None:
         table = pa.table({})
     else:
         blocks, pad_to = requests[vector]
-        if meta.get("verb") == wire.PACK:
+        if wire.WireMeta.of(meta).verb == wire.PACK:
             data = wire.encode_pack(blocks, pad_to, geometry)
         else:
             packed = pack(blocks, pad_to=pad_to)

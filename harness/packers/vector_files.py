@@ -20,8 +20,9 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -42,14 +43,26 @@ from harness.base.fsio import (
 )
 from harness.data.blocks import NO_ROWS, Block, BlockRows
 from harness.data.geometry import Geometry
+from harness.data.ops import Op
 from harness.data.schemas.base import validate
-from harness.data.schemas.vectors import FORMAT, SessionVectors, Vector, VectorIndex
+from harness.data.schemas.vectors import (
+    FORMAT,
+    SessionsEntry,
+    Vector,
+    VectorBlock,
+    VectorEntry,
+    VectorGeometry,
+    VectorIndex,
+    VectorPacked,
+    VectorPart,
+    VectorRequest,
+    VectorSegment,
+    VectorUnpack,
+)
 from harness.packers import session_vectors
 from harness.packers.packing import harness_identity, pack, unpack
-from harness.packers.vector_function import FUNCTION, window_function
+from harness.packers.vector_function import FUNCTION, FUNCTION_NAME, window_function
 from harness.packers.wire import VERSION, geometry_meta
-
-TENSORS = ("SPAN", "OFFSETS", "VALID", "WEIGHTS", "IDX", "speakers")
 
 
 def cases(geometry: Geometry) -> list[tuple[str, str, list[Block], int | None]]:
@@ -157,57 +170,79 @@ def _list(a: np.ndarray | None) -> list[Any] | None:
     return None if a is None else a.tolist()
 
 
-def _block_json(b: Block) -> dict[str, Any]:
-    return {"block_id": b.id, "OP": int(b.op), **{t: _list(getattr(b, t.lower())) for t in TENSORS}}
+def _code(op: Op) -> Literal[0, 1, 2]:
+    """An OP as the vectors' schema declares it."""
+    return 0 if op is Op.SEGMENTATION else 1 if op is Op.VOICEPRINT else 2
 
 
-def vector(name: str, what: str, blocks: list[Block], pad_to: int | None, geometry: Geometry) -> dict[str, Any]:
+def vector(name: str, what: str, blocks: list[Block], pad_to: int | None, geometry: Geometry) -> Vector:
     """The vector of one case: the request, the harness packer's answer, the unpack input and output."""
     packed = pack(blocks, pad_to=pad_to)
     output = window_function(packed)
     parts = unpack(packed, {packed.op.output_name: output})
-    return {
-        "vector_format": FORMAT,
-        "wire_version": VERSION,
-        "name": name,
-        "what": what,
-        "geometry": geometry_meta(geometry),
-        "request": {"pad_to": pad_to, "blocks": [_block_json(b) for b in blocks]},
-        "packed": {
-            "OP": int(packed.op),
-            "k": packed.k,
-            **{t: _list(getattr(packed, t.lower())) for t in TENSORS},
-            "segments": [
-                {
-                    "block_id": s.block_id,
-                    "padding": s.padding,
-                    "span_start": s.span_start,
-                    "span_length": s.span_length,
-                    "window_start": s.window_start,
-                    "windows": s.windows,
-                    "row_start": s.row_start,
-                    "rows": s.rows,
-                }
+    return Vector(
+        vector_format=FORMAT,
+        wire_version=VERSION,
+        name=name,
+        what=what,
+        geometry=VectorGeometry(**geometry_meta(geometry)),
+        request=VectorRequest(
+            pad_to=pad_to,
+            blocks=[
+                VectorBlock(
+                    block_id=b.id,
+                    OP=_code(b.op),
+                    SPAN=b.span.tolist(),
+                    OFFSETS=b.offsets.tolist(),
+                    VALID=b.valid.tolist(),
+                    WEIGHTS=_list(b.weights),
+                    IDX=_list(b.idx),
+                    speakers=_list(b.speakers),
+                )
+                for b in blocks
+            ],
+        ),
+        packed=VectorPacked(
+            OP=_code(packed.op),
+            k=packed.k,
+            SPAN=packed.span.tolist(),
+            OFFSETS=packed.offsets.tolist(),
+            VALID=packed.valid.tolist(),
+            WEIGHTS=_list(packed.weights),
+            IDX=_list(packed.idx),
+            speakers=_list(packed.speakers),
+            segments=[
+                VectorSegment(
+                    block_id=s.block_id,
+                    padding=s.padding,
+                    span_start=s.span_start,
+                    span_length=s.span_length,
+                    window_start=s.window_start,
+                    windows=s.windows,
+                    row_start=s.row_start,
+                    rows=s.rows,
+                )
                 for s in packed.segments
             ],
-            "ragged_index": {k: v.reshape(-1).tolist() for k, v in packed.ragged_index().items()},
-        },
-        "unpack": {
-            "function": FUNCTION.split(":")[0],
-            "output": packed.op.output_name,
-            "dtype": "float32",
-            "shape": list(output.shape),
-            "data": output.reshape(-1).tolist(),
-        },
-        "unpacked": [
-            {"block_id": bid, "shape": list(p.shape), "data": p.reshape(-1).tolist()}
+            ragged_index={k: v.reshape(-1).tolist() for k, v in packed.ragged_index().items()},
+        ),
+        unpack=VectorUnpack(
+            function=FUNCTION_NAME,
+            output="SEGMENTATION" if packed.op is Op.SEGMENTATION else "EMBEDDINGS",
+            dtype="float32",
+            shape=list(output.shape),
+            data=output.reshape(-1).tolist(),
+        ),
+        unpacked=[
+            VectorPart(block_id=bid, shape=list(p.shape), data=p.reshape(-1).tolist())
             for bid, p in zip(packed.block_ids, parts, strict=True)
         ],
-    }
+    )
 
 
-def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
-    """Re-derive a vector from its request with the harness's packer; AssertionError naming what differs.
+def check_vector(data: Mapping[str, object], geometry: Geometry) -> None:
+    """Re-derive a vector (``data``: its JSON) from its request with the harness's packer; AssertionError naming
+    what differs.
 
     ``data`` is first validated against its declared schema (SchemaError: one line)."""
     # the name is looked up in the raw JSON only to name the file in the refusal, before it is typed
@@ -229,8 +264,14 @@ def check_vector(data: dict[str, Any], geometry: Geometry) -> None:
         for b in v.request.blocks
     ]
     want = vector(v.name, v.what, blocks, v.request.pad_to, geometry)
-    for key in ("packed", "unpack", "unpacked", "geometry", "wire_version"):  # the JSON as written, key by key
-        assert data[key] == want[key], f"vector {v.name!r}: {key!r} is not what the harness's packer answers"
+    for key, have, should in (
+        ("packed", v.packed, want.packed),
+        ("unpack", v.unpack, want.unpack),
+        ("unpacked", v.unpacked, want.unpacked),
+        ("geometry", v.geometry, want.geometry),
+        ("wire_version", v.wire_version, want.wire_version),
+    ):
+        assert have == should, f"vector {v.name!r}: {key!r} is not what the harness's packer answers"
     # the unpacked answer is the function of each block alone: the property the laws judge
     for block, part in zip(blocks, v.unpacked, strict=True):
         alone = window_function(pack([block]))
@@ -269,36 +310,27 @@ def export(directory: Path, geometry: Geometry, replace: bool = False) -> list[s
         make_dirs(target.parent)
         tmp.mkdir()
         for name, what, blocks, pad_to in cases(geometry):
-            data = vector(name, what, blocks, pad_to, geometry)
-            validate(Vector, data, f"test vector {name!r}")  # what is written is what the schema declares
-            text = json.dumps(data, indent=1) + "\n"
+            text = json.dumps(vector(name, what, blocks, pad_to, geometry).model_dump(mode="json"), indent=1) + "\n"
             _write(tmp / f"{name}.json", text)
             index.append(
-                {
-                    "file": f"{name}.json",
-                    "name": name,
-                    "what": what,
-                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                }
+                VectorEntry(file=f"{name}.json", name=name, what=what, sha256=hashlib.sha256(text.encode()).hexdigest())
             )
             fault(f"vectors:{name}")
         requests = {name: (blocks, pad_to) for name, _, blocks, pad_to in cases(geometry)}
         sessions = session_vectors.sessions(requests, geometry)
-        validate(SessionVectors, sessions, f"test vectors {session_vectors.FILE}")
-        text = json.dumps(sessions, indent=1) + "\n"
+        text = json.dumps(sessions.model_dump(mode="json"), indent=1) + "\n"
         _write(tmp / session_vectors.FILE, text)
-        table = {
-            "vector_format": FORMAT,
-            "wire_version": VERSION,
-            "harness_version": __version__,
-            "derived_by": harness_identity(),
-            "geometry": geometry_meta(geometry),
-            "function": FUNCTION,
-            "vectors": index,
-            "sessions": {"file": session_vectors.FILE, "sha256": hashlib.sha256(text.encode()).hexdigest()},
-        }
-        validate(VectorIndex, table, "test vectors index.json")
-        _write(tmp / "index.json", json.dumps(table, indent=1) + "\n")
+        table = VectorIndex(
+            vector_format=FORMAT,
+            wire_version=VERSION,
+            harness_version=__version__,
+            derived_by=harness_identity(),
+            geometry=VectorGeometry(**geometry_meta(geometry)),
+            function=FUNCTION,
+            vectors=index,
+            sessions=SessionsEntry(file=session_vectors.FILE, sha256=hashlib.sha256(text.encode()).hexdigest()),
+        )
+        _write(tmp / "index.json", json.dumps(table.model_dump(mode="json"), indent=1) + "\n")
         os.chmod(tmp, dir_mode())
         if previous is not None:
             swap_in(tmp, target, "test vectors")
@@ -317,7 +349,7 @@ def export(directory: Path, geometry: Geometry, replace: bool = False) -> list[s
         raise
     committed(final, "the packing test vectors")
     lines = [
-        f"wrote {len(index)} packing test vectors, {len(sessions['sessions'])} session vectors "
+        f"wrote {len(index)} packing test vectors, {len(sessions.sessions)} session vectors "
         f"({session_vectors.FILE}) and index.json to {final} (wire version {VERSION}, answers of "
         f"{harness_identity()})"
     ]
@@ -332,11 +364,13 @@ def replaceable(final: Path, target: Path) -> str:
     not a way to empty a folder: a mistyped path loses nothing."""
     index = target / "index.json"
     entries = sorted(p.name for p in target.iterdir())
-    try:  # read loosely on purpose: whatever lacks these keys is "not a vectors index", refused below
+    # read loosely on purpose, by key: any index.json (of this format or another) that names its files will do,
+    # and whatever lacks these keys is "not a vectors index", refused below with the lookup that failed
+    try:
         data = json.loads(index.read_text(encoding="utf-8"))
-        listed = {str(v["file"]) for v in data["vectors"]}
-        sessions = data.get("sessions") or {}
-        listed |= {"index.json", str(sessions.get("file", session_vectors.FILE))}
+        listed = {str(v["file"]) for v in data["vectors"]}  # a loose read, as said above
+        sessions = data.get("sessions") or {}  # a loose read, as said above
+        listed |= {"index.json", str(sessions.get("file", session_vectors.FILE))}  # a loose read, as said above
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         why = "it has no index.json" if not index.is_file() else f"its index.json is not a vectors index ({exc!r})"
         raise OutputError(
@@ -352,6 +386,7 @@ def replaceable(final: Path, target: Path) -> str:
             "the folder first; nothing changed"
         )
     return (
+        # the loosely read index.json (above): whatever it says of its format, by key
         f"{len(entries)} files of vector format {data.get('vector_format')!r}, answers of {data.get('derived_by', '?')}"
     )
 

@@ -7,13 +7,16 @@ values, so an output read back from the wrong window or row shows.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from harness.data.ops import Op
 from harness.packers.packing import PackedRequest
 
+FUNCTION_NAME: Final = "per-window-v1"
 FUNCTION = (
-    "per-window-v1: OP 0, one output row per window w of the request: [VALID[w], the window's first "
+    f"{FUNCTION_NAME}: OP 0, one output row per window w of the request: [VALID[w], the window's first "
     "valid sample SPAN[OFFSETS[w]] (0 if VALID[w] == 0), its last valid sample SPAN[OFFSETS[w] + VALID[w] - 1] "
     "(0 if VALID[w] == 0)], float32, shape [windows, 3]; OP 1/2, one row per voiceprint row r, w = IDX[r]: "
     "[VALID[w], first valid sample of w (0 if none), WEIGHTS[r][0], WEIGHTS[r][F-1]], float32, "

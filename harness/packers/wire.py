@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -45,23 +45,28 @@ from harness.packers.columns import (
 from harness.packers.packer_errors import PackerAnswerError
 from harness.packers.packing import PackedRequest, Segment
 from harness.packers.validate import BATCH_INPUT_NAMES
+from harness.packers.wire_meta import GEOMETRY_KEYS, WireGeometry, WireMeta, geometry_meta, meta_geometry
 
-__all__ = ["SEGMENT_FIELDS", "SEGMENT_TYPE", "WireError", "type_name"]
+__all__ = [
+    "GEOMETRY_KEYS",
+    "SEGMENT_FIELDS",
+    "SEGMENT_TYPE",
+    "WireError",
+    "WireGeometry",
+    "WireMeta",
+    "geometry_meta",
+    "meta_geometry",
+    "type_name",
+]
 
 VERSION = "2"
-HELLO, PACK, PACKED, UNPACK, UNPACKED, ERROR = "hello", "pack", "packed", "unpack", "unpacked", "error"
+HELLO: Final = "hello"
+PACK: Final = "pack"
+PACKED: Final = "packed"
+UNPACK: Final = "unpack"
+UNPACKED: Final = "unpacked"
+ERROR: Final = "error"
 VERBS = (HELLO, PACK, PACKED, UNPACK, UNPACKED, ERROR)
-# The geometry every request (hello, pack, unpack) carries in its schema metadata, as decimal integers:
-# what a packer needs to pad (windows per block, F of WEIGHTS even for OP 0) without being told by a flag.
-GEOMETRY_KEYS = (
-    "window_samples",
-    "frames_per_window",
-    "windows_per_block",
-    "weights_frames",
-    "sample_rate",
-    "embedding_dim",
-)
-
 # Tensor columns: (name, element dtype, nesting). WEIGHTS [R, F] is list<fixed_size_list<float32, F>>.
 TENSORS: tuple[tuple[str, np.dtype, int], ...] = (
     ("SPAN", np.dtype(np.float32), 1),
@@ -73,39 +78,19 @@ TENSORS: tuple[tuple[str, np.dtype, int], ...] = (
 )
 OUTPUT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # The tensors a row may leave null (OP 0 has no WEIGHTS/IDX; speakers is optional metadata); the rest never are.
+# They are the last three of TENSORS (the decoders read the first three, then these).
 NULLABLE = ("WEIGHTS", "IDX", "speakers")
-
-
-def geometry_meta(geometry: Geometry) -> dict[str, int]:
-    """The geometry keys of a request's metadata (``weights_frames`` is F, the width of a WEIGHTS row)."""
-    return {
-        "window_samples": geometry.window_samples,
-        "frames_per_window": geometry.frames_per_window,
-        "windows_per_block": geometry.windows_per_block,
-        "weights_frames": geometry.frames_per_window,
-        "sample_rate": geometry.sample_rate,
-        "embedding_dim": geometry.embedding_dim,
-    }
-
-
-def meta_geometry(meta: dict[str, str]) -> dict[str, int]:
-    """The geometry a request's metadata carries (for packers written in Python); WireError if one is missing."""
-    out = {}
-    for key in GEOMETRY_KEYS:
-        try:
-            out[key] = int(meta[key])
-        except (KeyError, ValueError):
-            raise WireError(f"request metadata {key!r} is {meta.get(key)!r}, expected a decimal integer") from None
-    return out
 
 
 @dataclass(frozen=True)
 class Message:
-    """One decoded message: its verb, its schema metadata (str -> str) and its table."""
+    """One decoded message: its verb, its schema metadata (str -> str, as sent), the protocol's keys of it
+    (``head``, typed) and its table."""
 
     verb: str
     meta: dict[str, str]
     table: pa.Table
+    head: WireMeta
 
 
 # ------------------------------------------------------------------ framing
@@ -142,23 +127,20 @@ def read_any(source: Readable | bytes) -> Message:
 
     Metadata keys not in the protocol are kept and mean nothing; record batches are read whatever
     their number (a ``hello`` or ``error`` has no columns: zero batches, or empty ones)."""
-    # wire protocol: the schema metadata is the message's own string map (docs/packer-protocol.md), read as such
     reader = pa.ipc.open_stream(source)
     table = reader.read_all()
     raw = table.schema.metadata or {}
     meta = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
-    return Message(meta.get("verb", ""), meta, table)
+    head = WireMeta.of(meta)
+    return Message(head.verb if head.verb is not None else "", meta, table, head)
 
 
 def read_message(source: Readable | bytes, expect: Sequence[str] = VERBS) -> Message:
     """Read one message (one IPC stream) from ``source``; raise WireError if it is not one of ``expect``."""
     message = read_any(source)
-    # wire protocol: the metadata keys are the protocol's (a string map from another process), checked here
-    meta, verb = message.meta, message.meta.get("verb")
-    if meta.get("version") != VERSION:
-        raise WireError(
-            f"message has wire version {meta.get('version')!r}, expected {VERSION!r} (schema metadata 'version')"
-        )
+    version, verb = message.head.version, message.head.verb
+    if version != VERSION:
+        raise WireError(f"message has wire version {version!r}, expected {VERSION!r} (schema metadata 'version')")
     if verb is None or verb not in expect:
         raise WireError(f"message verb {verb!r}, expected {' or '.join(expect)} (schema metadata 'verb')")
     return message
@@ -201,15 +183,9 @@ def decode_pack(message: Message) -> tuple[list[Block], int | None]:
     t = message.table
     ids = strings(t, "block_id")
     ops = ints(t, "OP", np.int32)
-    columns = {
-        name: read_lists(t, name, dtype, depth, nullable=False)
-        for name, dtype, depth in TENSORS
-        if name not in NULLABLE
-    }
-    optional = {
-        name: read_lists(t, name, dtype, depth, nullable=True) for name, dtype, depth in TENSORS if name in NULLABLE
-    }
-    # wire protocol: the tensors are keyed by their column names (the model's input names), as on the wire
+    # TENSORS' order: SPAN, OFFSETS, VALID, then the nullable WEIGHTS, IDX, speakers
+    span, offsets, valid = (read_lists(t, n, dtype, depth, nullable=False) for n, dtype, depth in TENSORS[:3])
+    weights, idx, speakers = (read_lists(t, n, dtype, depth, nullable=True) for n, dtype, depth in TENSORS[3:])
     blocks = []
     for i, block_id in enumerate(ids):
         try:
@@ -220,15 +196,15 @@ def decode_pack(message: Message) -> tuple[list[Block], int | None]:
             Block(
                 id=block_id,
                 op=op,
-                span=columns["SPAN"][i],
-                offsets=columns["OFFSETS"][i],
-                valid=columns["VALID"][i],
-                weights=optional["WEIGHTS"][i],
-                idx=optional["IDX"][i],
-                speakers=optional["speakers"][i],
+                span=span[i],
+                offsets=offsets[i],
+                valid=valid[i],
+                weights=weights[i],
+                idx=idx[i],
+                speakers=speakers[i],
             )
         )
-    pad_to = message.meta.get("pad_to")
+    pad_to = message.head.pad_to
     return blocks, None if pad_to in (None, "") else int(pad_to)
 
 
@@ -256,14 +232,9 @@ def decode_packed(message: Message) -> PackedRequest:
         op = Op.parse(op_value)
     except ValueError as exc:
         raise WireError(f"packed answer: {exc}") from None
-    tensors = {
-        name: read_lists(t, name, dtype, depth, nullable=False)[0]
-        for name, dtype, depth in TENSORS
-        if name not in NULLABLE
-    }
-    optional = {
-        name: read_lists(t, name, dtype, depth, nullable=True)[0] for name, dtype, depth in TENSORS if name in NULLABLE
-    }
+    # TENSORS' order: SPAN, OFFSETS, VALID, then the nullable WEIGHTS, IDX, speakers
+    span, offsets, valid = (read_lists(t, n, dtype, depth, nullable=False)[0] for n, dtype, depth in TENSORS[:3])
+    weights, idx, speakers = (read_lists(t, n, dtype, depth, nullable=True)[0] for n, dtype, depth in TENSORS[3:])
     segments = read_segments(t)[0]
     # wire protocol: tensors keyed by their column names (the model's and Triton's input names), as on the wire
     batch: dict[str, np.ndarray] = {}
@@ -278,12 +249,12 @@ def decode_packed(message: Message) -> PackedRequest:
         raise WireError(f"packed answer has unknown column(s) {unknown}")
     return PackedRequest(
         op,
-        tensors["SPAN"],
-        tensors["OFFSETS"],
-        tensors["VALID"],
-        optional["WEIGHTS"],
-        optional["IDX"],
-        optional["speakers"],
+        span,
+        offsets,
+        valid,
+        weights,
+        idx,
+        speakers,
         segments,
         batch or None,
     )
@@ -315,7 +286,7 @@ def decode_unpack(message: Message) -> tuple[Op, tuple[Segment, ...], str, np.nd
     dtype = list_value_dtype(t, "data", OUTPUT_DTYPES)
     data = read_lists(t, "data", dtype, 1, nullable=False)[0]
     shape = tuple(int(v) for v in read_lists(t, "shape", np.dtype(np.int64), 1, nullable=False)[0])
-    output = message.meta.get("output", op.output_name)  # wire protocol: the metadata's string map
+    output = message.head.output if message.head.output is not None else op.output_name
     return op, segments, output, reshape(data, shape, "unpack")
 
 
@@ -359,4 +330,5 @@ def encode_error(text: str) -> bytes:
 
 
 def error_text(message: Message) -> str:
-    return message.meta.get("message", "(no message)")  # wire protocol: the error's metadata key
+    text = message.head.message
+    return text if text is not None else "(no message)"

@@ -124,9 +124,9 @@ def _judge(
             tick(1)
     fields: AuditParts = {
         "capture": _capture_ref(reader, digest).model_dump(mode="json"),
-        "served": survey.served(),
+        "served": survey.served().model_dump(mode="json"),
         "tolerances": cfg.tolerances.model_dump(),
-        "laws": survey.laws(),
+        "laws": survey.laws().model_dump(mode="json"),
     }
     lines = [_capture_line(reader, survey)]
     if not survey.passed:

@@ -15,7 +15,7 @@ from harness.data.schemas.base import Count, Number, Positive, Sha256, Strict
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,99}$")]
 # 2: index.json names sessions.json (the session vectors); the packing vectors are as in 1
-FORMAT = 2
+FORMAT: Literal[2] = 2
 
 
 class VectorGeometry(Strict):
