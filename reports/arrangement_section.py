@@ -12,8 +12,7 @@ N >= 2), so a report of a run without them is the same file as before.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
@@ -59,24 +58,38 @@ class ArrangementRow:
 
 
 @dataclass(frozen=True)
+class SlotRow:
+    """One slot of one shape and OP: how often blocks were placed there, how many units differed from the plain
+    lane, by how much, and whether it is the worst slot."""
+
+    shape: int
+    op: int
+    slot: str
+    label: str
+    placements: int
+    units: int
+    differing: int
+    max_abs: float | None
+    max_abs_text: str
+    max_ulp: int | None
+    worst_block: str | None
+    worst: bool
+
+
+@dataclass(frozen=True)
 class ArrangementFacts:
     """The section: a row per shape and OP, every slot of each (the document's rows, shown as they are), and
     the arrangements' reasons."""
 
     rows: list[ArrangementRow]
-    slots: list[dict[str, Any]]
+    slots: list[SlotRow]
     reasons: list[str]
-
-    def as_json(self) -> dict[str, Any]:
-        """report.json's ``arrangements``."""
-        return {"rows": [asdict(r) for r in self.rows], "slots": self.slots, "reasons": self.reasons}
 
 
 def arrangement_facts(score: Score) -> ArrangementFacts | None:
-    """The section (report.json's ``arrangements``: :meth:`ArrangementFacts.as_json`); None when no shape has
-    arrangements."""
+    """The section (report.json's ``arrangements``); None when no shape has arrangements."""
     rows: list[ArrangementRow] = []
-    slots: list[dict[str, Any]] = []
+    slots: list[SlotRow] = []
     reasons: list[str] = []
     for k in sorted(score.shapes, key=int):
         ev = score.shapes[k].arrangements
@@ -119,20 +132,20 @@ def arrangement_facts(score: Score) -> ArrangementFacts | None:
             )
             for key, s in ev.slots.get(op, {}).items():
                 slots.append(
-                    {
-                        "shape": int(k),
-                        "op": int(op),
-                        "slot": key,
-                        "label": slot_label(key, int(k)),
-                        "placements": s.placements,
-                        "units": s.units,
-                        "differing": s.differing,
-                        "max_abs": s.max_abs,
-                        "max_abs_text": fmt(s.max_abs),
-                        "max_ulp": s.max_ulp,
-                        "worst_block": s.worst_block,
-                        "worst": key == worst,
-                    }
+                    SlotRow(
+                        shape=int(k),
+                        op=int(op),
+                        slot=key,
+                        label=slot_label(key, int(k)),
+                        placements=s.placements,
+                        units=s.units,
+                        differing=s.differing,
+                        max_abs=s.max_abs,
+                        max_abs_text=fmt(s.max_abs),
+                        max_ulp=s.max_ulp,
+                        worst_block=s.worst_block,
+                        worst=key == worst,
+                    )
                 )
     if not rows:
         return None

@@ -25,6 +25,7 @@ from typing import Any
 from harness.base.fsio import atomic_write_many, make_dirs
 from harness.data.schemas.audit import AuditFile, ViolationModel
 from reports.junit import new_suite, op_case, write_suite
+from reports.row_view import json_of
 from reports.shape_facts import op_facts
 from reports.signoff import template_environments
 
@@ -33,6 +34,7 @@ CLASSNAME = "production_audit"
 TITLE = "Production audit: {capture}"
 
 
+# the templates' Jinja context: the audit file's own JSON (AuditFile's dump), each scored OP's row spliced in
 def build_audit_facts(result: AuditFile) -> dict[str, Any]:
     """What the section shows (the templates' context): the audit file's JSON, with each scored OP in the
     sign-off report's shape."""
@@ -42,7 +44,7 @@ def build_audit_facts(result: AuditFile) -> dict[str, Any]:
         ops[op] = {
             **o.model_dump(mode="json", exclude={"verdict"}),
             "scored": v is not None,
-            **(op_facts(v) if v is not None else {"verdict": "not scored"}),
+            **(json_of(op_facts(v)) if v is not None else {"verdict": "not scored"}),
         }
     golden = result.golden_model
     others = (

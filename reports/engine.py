@@ -38,6 +38,7 @@ def engine_line(score: Score, engine: EngineManifest | None, promoted: bool) -> 
         )
     key = (
         f"model {score.fingerprint[:16]}..., device {score.device_kind}, numerics profile "
+        # score.packer is the packer's describe() JSON (free-form, the Packer protocol's): its identity by key
         f"{score.numerics_profile}, packer {score.packer.get('identity', '?')}"
     )
     reads = f"The engine reads {engine.path}" + ("" if promoted else ", not changed by this night")

@@ -13,36 +13,50 @@ from typing import Any
 
 from markupsafe import Markup
 
-from harness.base.jsonio import plain_dict
 from harness.data.schemas.results import Score
 from harness.evidence.kind_registry import kinds
-from reports.arrangement_section import arrangement_facts, arrangement_images
-from reports.load_section import load_facts, load_images
-from reports.repeat_section import repeat_facts
+from reports.arrangement_section import ArrangementFacts, arrangement_facts, arrangement_images
+from reports.load_section import LoadFacts, load_facts, load_images
+from reports.repeat_section import RepeatFacts, repeat_facts
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section rendered by the generic template: a title, a table and lines (report.json's
+    ``evidence_sections``, each as ``harness.data.schemas.report.EvidenceSection`` declares it)."""
+
+    kind: str
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    lines: list[str]
 
 
 @dataclass
 class EvidenceFacts:
-    """What the kinds add to the report: facts by key, images by name (both absent while none has any)."""
+    """What the kinds add to the report: each section (None: absent, as it is while no kind has one) and the
+    images by name. Filled in by the kinds in their order."""
 
-    facts: dict[str, Any] = field(default_factory=dict)
+    load: LoadFacts | None = None
+    repeats: RepeatFacts | None = None
+    arrangements: ArrangementFacts | None = None
+    evidence_sections: list[Section] | None = None
     images: dict[str, Markup] = field(default_factory=dict)
 
 
 def _load(score: Score, out: EvidenceFacts) -> None:
     if score.load is not None:  # a concurrency sweep (harness.pipeline.load_sweep): its section, else none
-        out.facts["load"] = plain_dict(load_facts(score))
+        out.load = load_facts(score)
         out.images.update(load_images(score))
 
 
 def _repeats(score: Score, out: EvidenceFacts) -> None:
-    if (repeats := repeat_facts(score)) is not None:  # only with --repeats N: otherwise the same file as before
-        out.facts["repeats"] = repeats
+    out.repeats = repeat_facts(score)  # only with --repeats N: otherwise none, the same file as before
 
 
 def _arrangements(score: Score, out: EvidenceFacts) -> None:
     if (arranged := arrangement_facts(score)) is not None:  # only with --arrangements N >= 2: else as before
-        out.facts["arrangements"] = plain_dict(arranged.as_json())
+        out.arrangements = arranged
         out.images.update(arrangement_images(arranged))
 
 
@@ -63,33 +77,27 @@ def evidence_facts(score: Score) -> EvidenceFacts:
             own(score, out)
         elif (section := kind.report(score)) is not None:
             generic.append(
-                {
-                    "kind": kind.name,
-                    "title": section.title,
-                    "columns": list(section.columns),
-                    "rows": [list(r) for r in section.rows],
-                    "lines": list(section.lines),
-                }
+                Section(
+                    kind=kind.name,
+                    title=section.title,
+                    columns=list(section.columns),
+                    rows=[list(r) for r in section.rows],
+                    lines=list(section.lines),
+                )
             )
     generic += [section for section in (_canaries(score), _could_see(score)) if section is not None]
     if generic:  # only then: a report of the harness's own kinds is the same file it was
-        out.facts["evidence_sections"] = generic
+        out.evidence_sections = generic
     return out
 
 
-def _canaries(score: Score) -> dict[str, Any] | None:
+def _canaries(score: Score) -> Section | None:
     """The night's canaries: what was planted, what it was expected to be refused as, what refused it."""
     run = score.canaries
     if run is None:
         return None
     if not run.planted:
-        return {
-            "kind": "canaries",
-            "title": "Canaries",
-            "columns": [],
-            "rows": [],
-            "lines": [f"none planted: {run.why}"],
-        }
+        return Section(kind="canaries", title="Canaries", columns=[], rows=[], lines=[f"none planted: {run.why}"])
     rows = [
         [
             c.name,
@@ -112,16 +120,16 @@ def _canaries(score: Score) -> dict[str, Any] | None:
     )
     lines = [f"k={run.k}: {head}; {run.calls} calls, {run.seconds:.2f} s on the device{share}"]
     lines += [f"{c.name}: {c.shape.cause.line(run.k or 0)}" for c in run.canaries if c.shape.cause is not None]
-    return {
-        "kind": "canaries",
-        "title": "Canaries: defects planted tonight, each to be refused",
-        "columns": ["canary", "planted", "expected cause", "refused as", "gate"],
-        "rows": rows,
-        "lines": lines,
-    }
+    return Section(
+        kind="canaries",
+        title="Canaries: defects planted tonight, each to be refused",
+        columns=["canary", "planted", "expected cause", "refused as", "gate"],
+        rows=rows,
+        lines=lines,
+    )
 
 
-def _could_see(score: Score) -> dict[str, Any] | None:
+def _could_see(score: Score) -> Section | None:
     """What the night could see: per shape and OP, the smallest effects its evidence refuses."""
     rows, lines = [], []
     for k, shape in sorted(score.shapes.items(), key=lambda kv: int(kv[0])):
@@ -138,10 +146,10 @@ def _could_see(score: Score) -> dict[str, Any] | None:
             lines.append(found.line)
     if not rows:
         return None
-    return {
-        "kind": "sensitivity",
-        "title": "What this night could see",
-        "columns": ["shape", "OP", "judged", "rate refused (95 % power)", "one unit refused at", "leak refused at"],
-        "rows": rows,
-        "lines": lines,
-    }
+    return Section(
+        kind="sensitivity",
+        title="What this night could see",
+        columns=["shape", "OP", "judged", "rate refused (95 % power)", "one unit refused at", "leak refused at"],
+        rows=rows,
+        lines=lines,
+    )

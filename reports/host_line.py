@@ -9,7 +9,6 @@ calls can be what keeps the device idle, and the speedups would hide it. The sco
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from harness.data.schemas.results import Figure, OpTiming, Score
 
@@ -43,7 +42,7 @@ def timing_line(score: Score) -> str:
 @dataclass(frozen=True)
 class LaneRow:
     """One lane of the throughput table: its k (1 for the exact lane), the verdict of its shape, its timing and
-    speed-up over the exact lane, and per OP its calls (``ops``: the table's figures by name)."""
+    speed-up over the exact lane, and per OP its calls."""
 
     lane: str
     k: int
@@ -56,7 +55,21 @@ class LaneRow:
     repetitions: Figure
     stalls: Figure
     peak_device_mb: Figure
-    ops: dict[str, dict[str, Any]]
+    ops: dict[str, LaneOpRow]
+
+
+@dataclass(frozen=True)
+class LaneOpRow:
+    """One OP's calls in a lane, as the throughput table shows them (the figures as the lane's summary wrote
+    them: an int stays an int, so the schema's float-coercing ``LaneOpTiming`` is not used to build it)."""
+
+    calls: Figure
+    p50_ms: Figure
+    p99_ms: Figure
+    mean_request_mb: Figure
+    peak_device_mb: Figure
+    blocks_per_s: Figure
+    stalls: Figure
 
 
 def throughput_rows(score: Score) -> list[LaneRow]:
@@ -86,14 +99,14 @@ def throughput_rows(score: Score) -> list[LaneRow]:
     return rows
 
 
-def _op_timing(v: OpTiming) -> dict[str, Any]:
+def _op_timing(v: OpTiming) -> LaneOpRow:
     """One OP's calls in a lane, as the throughput table shows them."""
-    return {
-        "calls": v.calls,
-        "p50_ms": v.p50_ms,
-        "p99_ms": v.p99_ms,
-        "mean_request_mb": v.mean_request_mb,
-        "peak_device_mb": v.peak_device_mb,
-        "blocks_per_s": v.blocks_per_s,
-        "stalls": v.stalls,
-    }
+    return LaneOpRow(
+        calls=v.calls,
+        p50_ms=v.p50_ms,
+        p99_ms=v.p99_ms,
+        mean_request_mb=v.mean_request_mb,
+        peak_device_mb=v.peak_device_mb,
+        blocks_per_s=v.blocks_per_s,
+        stalls=v.stalls,
+    )

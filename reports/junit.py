@@ -25,6 +25,7 @@ import io
 import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from harness.data.schemas.results import (
 from harness.data.shape import Shape
 from harness.evidence.kind_registry import kinds
 from reports.margin_section import junit_properties
+from reports.row_view import row_view
 
 if TYPE_CHECKING:
     from harness.ledger.margins import MarginsView
@@ -303,24 +305,26 @@ def summary_line(
     return "FAIL: " + "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class _Localised:
+    """What the summary line reads of one localised OP (absent: None; nothing is validated, see below)."""
+
+    first_exceeding: str | None = None
+    first_diverging_layer: str | None = None
+
+
 def _first_module(cause: str, localised: Mapping[str, Any] | None) -> str:
     """'; first module beyond its noise floor: OP 1 voiceprint.trunk...' for a numerics refusal that was localised.
 
-    Read loosely, by key: the summary line must be printed whatever a localisation holds (it runs best effort)."""
+    Read loosely, not validated: the summary line must be printed whatever a localisation holds (it runs best
+    effort), so an OP's entry that is no mapping is passed over."""
     if cause != NUMERICS or not localised:
         return ""
-    for op, item in sorted(localised.items()):
-        found = item.get("first_exceeding") if isinstance(item, Mapping) else None
-        if found:
-            return f"; first module beyond its noise floor: OP {op} {found}"
-    first = next(
-        (
-            item.get("first_diverging_layer")
-            for _, item in sorted(localised.items())
-            if isinstance(item, Mapping) and item.get("first_diverging_layer")
-        ),
-        None,
-    )
+    found = [(op, row_view(_Localised, item)) for op, item in sorted(localised.items()) if isinstance(item, Mapping)]
+    for op, item in found:
+        if item.first_exceeding:
+            return f"; first module beyond its noise floor: OP {op} {item.first_exceeding}"
+    first = next((item.first_diverging_layer for _, item in found if item.first_diverging_layer), None)
     return f"; first diverging module: {first} (none beyond its noise floor)" if first else ""
 
 

@@ -9,19 +9,53 @@ the budget's pick ringed. A score without a sweep has no section: its report is 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from harness.data.schemas.load import LoadEvidence
+from harness.data.schemas.load import BudgetPick, LoadEvidence
 from harness.data.schemas.results import Score
 from reports.plots import FAIL_COLOUR, HEIGHT, PASS_COLOUR, WIDTH, _Svg
 
 _SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#9a6700", "#57606a")
 
 
-def load_facts(score: Score) -> dict[str, Any] | None:
-    """The section as plain JSON (report.json's ``load``), or None when the score holds no sweep."""
+@dataclass(frozen=True)
+class LoadRow:
+    """One (k, concurrency) point of the sweep as the table shows it."""
+
+    shape: int
+    concurrency: int
+    requests: int
+    checked: int
+    p50_ms: float
+    p99_ms: float
+    blocks_per_s: float
+    queue_ms: float | None
+    compute_ms: float | None
+    accurate: bool
+    within_budget: bool
+    reasons: list[str]
+    why: str
+    shape_verdict: str | None
+
+
+@dataclass(frozen=True)
+class LoadFacts:
+    """The section (report.json's ``load``): the sweep's settings, a row per point, and the budget's pick."""
+
+    url: str
+    model_name: str
+    blocks: int
+    concurrency: list[int]
+    p99_budget_ms: float | None
+    points: list[LoadRow]
+    budget: BudgetPick | None
+    budget_line: str
+
+
+def load_facts(score: Score) -> LoadFacts | None:
+    """The section, or None when the score holds no sweep."""
     load = score.load
     if load is None:
         return None
@@ -31,34 +65,33 @@ def load_facts(score: Score) -> dict[str, Any] | None:
         for p in entry.points:
             meets = load.p99_budget_ms is not None and p.accurate and p.p99_ms <= load.p99_budget_ms
             rows.append(
-                {
-                    "shape": entry.shape,
-                    "concurrency": p.concurrency,
-                    "requests": p.requests,
-                    "checked": p.checked,
-                    "p50_ms": p.p50_ms,
-                    "p99_ms": p.p99_ms,
-                    "blocks_per_s": p.blocks_per_s,
-                    "queue_ms": p.queue_ms,
-                    "compute_ms": p.compute_ms,
-                    "accurate": p.accurate,
-                    "within_budget": meets,
-                    "reasons": list(p.reasons),
-                    "why": p.reasons[0] if p.reasons else ("" if p.accurate else "not accurate"),
-                    "shape_verdict": shape.verdict if shape is not None else None,
-                }
+                LoadRow(
+                    shape=entry.shape,
+                    concurrency=p.concurrency,
+                    requests=p.requests,
+                    checked=p.checked,
+                    p50_ms=p.p50_ms,
+                    p99_ms=p.p99_ms,
+                    blocks_per_s=p.blocks_per_s,
+                    queue_ms=p.queue_ms,
+                    compute_ms=p.compute_ms,
+                    accurate=p.accurate,
+                    within_budget=meets,
+                    reasons=list(p.reasons),
+                    why=p.reasons[0] if p.reasons else ("" if p.accurate else "not accurate"),
+                    shape_verdict=shape.verdict if shape is not None else None,
+                )
             )
-    best = load.budget
-    return {
-        "url": load.url,
-        "model_name": load.model_name,
-        "blocks": load.blocks,
-        "concurrency": list(load.concurrency),
-        "p99_budget_ms": load.p99_budget_ms,
-        "points": rows,
-        "budget": None if best is None else best.model_dump(mode="json"),
-        "budget_line": budget_line(load),
-    }
+    return LoadFacts(
+        url=load.url,
+        model_name=load.model_name,
+        blocks=load.blocks,
+        concurrency=list(load.concurrency),
+        p99_budget_ms=load.p99_budget_ms,
+        points=rows,
+        budget=load.budget,
+        budget_line=budget_line(load),
+    )
 
 
 def budget_line(load: LoadEvidence) -> str:

@@ -8,16 +8,56 @@ per OP of margin against night, and one JUnit property per warning line.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from harness.ledger.margins import MarginsView, MarginTrend
+from harness.ledger.margins import MarginPoint, MarginsView, MarginTrend
 from reports.plots import MarginLine, margins_svg
 
 
-def margin_facts(view: MarginsView) -> dict[str, Any]:
-    """The section as plain JSON: the settings in force, the window, the trends and the warning lines.
+@dataclass(frozen=True)
+class MarginSettings:
+    """The [history] settings in force, as the section states them."""
+
+    nights: int
+    shrink_factor: float
+    near_limit: float
+    fail_on_warning: bool
+
+
+@dataclass(frozen=True)
+class TrendRow:
+    """One series (shape, OP, metric) over the nights: its margins, how they moved, and its warning line."""
+
+    shape: int
+    op: int
+    metric: str
+    first: float | None
+    last: float | None
+    max: float | None
+    growth: float | None
+    shrank: bool
+    near: bool
+    warning: str | None
+    points: list[MarginPoint]
+
+
+@dataclass(frozen=True)
+class MarginFacts:
+    """The section (report.json's ``margins``): the settings in force, the window, the trends and the warnings."""
+
+    nights: int
+    first_night: bool
+    settings: MarginSettings
+    warnings: list[str]
+    ops: list[int]
+    trends: list[TrendRow]
+    undefined_series: int
+
+
+def margin_facts(view: MarginsView) -> MarginFacts:
+    """The section: the settings in force, the window, the trends and the warning lines.
 
     A trend needs two nights: on the first (``first_night``) the table and plots would be a column of "—"
     per series, so the pages say so in one line instead (tonight's margins are in each shape's checks, and a
@@ -25,20 +65,20 @@ def margin_facts(view: MarginsView) -> dict[str, Any]:
     has no ratio) is counted, not listed (``undefined_series``)."""
     s = view.settings
     shown = _shown(view)
-    return {
-        "nights": view.nights,
-        "first_night": view.nights < 2,
-        "settings": {
-            "nights": s.nights,
-            "shrink_factor": s.shrink_factor,
-            "near_limit": s.near_limit,
-            "fail_on_warning": s.fail_on_warning,
-        },
-        "warnings": view.warnings,
-        "ops": sorted({t.op for t in shown}),
-        "trends": [_trend_facts(t) for t in shown],
-        "undefined_series": sum(1 for t in view.trends if t.first is None),
-    }
+    return MarginFacts(
+        nights=view.nights,
+        first_night=view.nights < 2,
+        settings=MarginSettings(
+            nights=s.nights,
+            shrink_factor=s.shrink_factor,
+            near_limit=s.near_limit,
+            fail_on_warning=s.fail_on_warning,
+        ),
+        warnings=view.warnings,
+        ops=sorted({t.op for t in shown}),
+        trends=[_trend_facts(t) for t in shown],
+        undefined_series=sum(1 for t in view.trends if t.first is None),
+    )
 
 
 def _shown(view: MarginsView) -> list[MarginTrend]:
@@ -46,20 +86,20 @@ def _shown(view: MarginsView) -> list[MarginTrend]:
     return [t for t in view.trends if t.first is not None] if view.nights >= 2 else []
 
 
-def _trend_facts(t: MarginTrend) -> dict[str, Any]:
-    return {
-        "shape": t.shape,
-        "op": t.op,
-        "metric": t.metric,
-        "first": t.first,
-        "last": t.last,
-        "max": t.max,
-        "growth": t.growth,
-        "shrank": t.shrank,
-        "near": t.near,
-        "warning": t.line,
-        "points": [{"seq": p.seq, "created": p.created, "margin": p.margin} for p in t.points],
-    }
+def _trend_facts(t: MarginTrend) -> TrendRow:
+    return TrendRow(
+        shape=t.shape,
+        op=t.op,
+        metric=t.metric,
+        first=t.first,
+        last=t.last,
+        max=t.max,
+        growth=t.growth,
+        shrank=t.shrank,
+        near=t.near,
+        warning=t.line,
+        points=list(t.points),
+    )
 
 
 def margin_images(view: MarginsView) -> dict[str, Markup]:

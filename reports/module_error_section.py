@@ -38,30 +38,14 @@ class ModuleErrorLine:
     floor_note: str | None
     modules: list[ModuleError]
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "shape": self.shape,
-            "op": self.op,
-            "block": self.block,
-            "first_diverging_layer": self.first_diverging_layer,
-            "first_exceeding": self.first_exceeding,
-            "floor_multiple": self.floor_multiple,
-            "floor_source": self.floor_source,
-            "floor_note": self.floor_note,
-            "modules": [m.model_dump(mode="json") for m in self.modules],
-        }
-
 
 @dataclass(frozen=True)
 class ModuleErrors:
-    """The section: one line per localised (shape, OP), and the OPs that have one (a plot each)."""
+    """The section (report.json's ``module_errors``): one line per localised (shape, OP), and the OPs that have
+    one (a plot each)."""
 
     lines: list[ModuleErrorLine]
     ops: list[int]
-
-    def as_json(self) -> dict[str, Any]:
-        """What report.json holds and the pages read."""
-        return {"lines": [line.as_json() for line in self.lines], "ops": self.ops}
 
 
 def module_error_facts(localisation: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> ModuleErrors | None:

@@ -10,18 +10,58 @@ read as what it is, and never look better than it is:
   outside keep it (``3.58e-06``, ``1e+30``), as torch.testing does;
 - cosines through ``harness.judging.judges.judge_base.cosine_text``: never ``1`` when the values differ.
 
-These are the templates' filters: they read the report's own facts (``reports.signoff.build_facts``,
+These are the templates' filters: they are handed the report's own facts (``reports.signoff.build_facts``,
 plain JSON, what report.json holds) and an OP's ``metrics`` (a dict of named figures in the score's
-model too), never a score model itself.
+model too), never a score model itself; each reads a row through a view naming the fields it uses
+(``reports.row_view``), and a verdict's figures through ``VerdictFigures``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from harness.data.schemas.verdict_figures import VerdictFigures
 from harness.judging.judges.judge_base import cosine_text, non_finite_text, shown_figure
+from reports.row_view import row_view
+
+
+@dataclass(frozen=True)
+class CheckView:
+    """What a check's cell reads of a check row (report.json's: the gate's check as the score holds it)."""
+
+    metric: str = ""
+    observed: Any = None
+    allowed: Any = None
+    offending: int | None = None
+    total: int | None = None
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class OpView:
+    """What the summary reads of an OP's row: the judge's figures by name."""
+
+    metrics: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SummaryView:
+    """What the summary row's cells read of a shape's row: its OPs and their shown minimum cosines."""
+
+    ops: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    min_cosine: Mapping[str, Any] = field(default_factory=dict)
+    vs_exact: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PackingView:
+    """What the "packing alone" cell reads of a shape's packing effect (the score's ``vs_exact``)."""
+
+    bitwise: bool = False
+    ops: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def significant(value: float, digits: int) -> str:
@@ -92,12 +132,12 @@ def fmt(value: Any, kind: str = "") -> str:
 
 def identical(metrics: Mapping[str, Any] | None) -> bool:
     """Whether the rows a cosine was taken over are bit-identical (so an exact 1.0 is the truth)."""
-    # metrics: an OP's open dict of named figures (which it holds depends on the OP), read by name
     if not metrics:
         return False
-    if "differing_rows" in metrics:
-        return metrics["differing_rows"] == 0 and not metrics.get("non_finite")
-    return bool(metrics.get("bitwise"))
+    figures = VerdictFigures.of(metrics)
+    if "differing_rows" in metrics:  # a judge that counts differing rows: those decide (a null among them: no)
+        return figures.differing_rows == 0 and not figures.non_finite
+    return bool(figures.bitwise)
 
 
 def cosine(value: Any, metrics: Mapping[str, Any] | None) -> str:
@@ -110,38 +150,43 @@ def cosine(value: Any, metrics: Mapping[str, Any] | None) -> str:
 
 
 def summary_cosine(shape: Mapping[str, Any], op: str) -> str:
-    """The summary row's OP 1/2 minimum cosine, judged identical or not by that OP's own metrics."""
-    # a template filter: ``shape`` is the report's row as report.json holds it (plain JSON), read by key
-    metrics = (shape.get("ops", {}).get(op) or {}).get("metrics")
-    return cosine(shape.get("min_cosine", {}).get(op), metrics)
+    """The summary row's OP 1/2 minimum cosine, judged identical or not by that OP's own metrics (``shape``: the
+    report's row as report.json holds it)."""
+    row = row_view(SummaryView, shape)
+    op_row = row.ops.get(op)
+    return cosine(row.min_cosine.get(op), row_view(OpView, op_row).metrics if op_row else None)
 
 
 def packing_alone(shape: Mapping[str, Any]) -> str:
-    """The shape against the run's own exact lane, in a few words."""
-    # a template filter: ``shape`` is the report's row as report.json holds it (plain JSON), read by key
-    effect = shape.get("vs_exact")
-    if not effect:
+    """The shape against the run's own exact lane, in a few words (``shape``: the report's row as report.json
+    holds it)."""
+    vs_exact = row_view(SummaryView, shape).vs_exact
+    if not vs_exact:
         return "—"
-    if effect["bitwise"]:
+    effect = row_view(PackingView, vs_exact)
+    if effect.bitwise:
         return "bitwise"
-    op0 = effect["ops"].get("0", {})
-    worst = [f"OP 0 max_abs {fmt(shown_figure(op0, 'max_abs'))}"] if not op0.get("bitwise") else []
-    worst += [
-        f"OP {op} cos {cosine(shown_figure(v, 'min_cosine'), v)}"
-        for op, v in sorted(effect["ops"].items())
-        if op != "0" and not v.get("bitwise")
-    ]
+    worst = []
+    # OP 0 first (an effect without one reads as not bitwise there), then the others in order
+    for op, v in sorted({"0": {}, **effect.ops}.items()):
+        if VerdictFigures.of(v).bitwise:
+            continue
+        if op == "0":
+            worst.append(f"OP 0 max_abs {fmt(shown_figure(dict(v), 'max_abs'))}")
+        else:
+            worst.append(f"OP {op} cos {cosine(shown_figure(dict(v), 'min_cosine'), v)}")
     return ", ".join(worst)
 
 
 def fmt_check(check: Mapping[str, Any], which: str, metrics: Mapping[str, Any] | None = None) -> str:
-    """A check's observed ('value') or allowed ('limit') number; ``metrics``: its OP's, for a cosine."""
-    # a template filter: ``check`` is a check row as report.json holds it (plain JSON), read by key
-    if which == "value" and check["observed"] is None and check.get("offending") and check.get("total"):
-        return non_finite_text(check["offending"], check["total"], check["unit"])  # a figure over non-finite values
-    number = check["observed" if which == "value" else "allowed"]
-    if check["metric"] == "min_cosine" and which == "value":
+    """A check's observed ('value') or allowed ('limit') number; ``metrics``: its OP's, for a cosine (``check``: a
+    check row as report.json holds it)."""
+    c = row_view(CheckView, check)
+    if which == "value" and c.observed is None and c.offending and c.total:
+        return non_finite_text(c.offending, c.total, c.unit)  # a figure over non-finite values
+    number = c.observed if which == "value" else c.allowed
+    if c.metric == "min_cosine" and which == "value":
         return cosine(number, metrics)
-    if "rate" in check["metric"] and isinstance(number, int | float) and not isinstance(number, bool):
+    if "rate" in c.metric and isinstance(number, int | float) and not isinstance(number, bool):
         return percent_text(float(number))  # a rate is a fraction (a bound of 1 is '100 %', not '1')
-    return fmt(number, "cosine" if check["metric"] == "min_cosine" else "")
+    return fmt(number, "cosine" if c.metric == "min_cosine" else "")

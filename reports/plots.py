@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.data.schemas.verdict_figures import VerdictFigures
+
 PASS_COLOUR = "#1a7f37"
 FAIL_COLOUR = "#cf222e"
 OTHER_COLOUR = "#6e7781"
@@ -101,10 +103,11 @@ def bitwise_line(op: int, metrics: Mapping[str, Any]) -> str | None:
     Why: a histogram of nothing but zeros is a near-empty plot; six of them fill the page of a
     bitwise night and say less than this line. It counts every unit judged (the score's metrics),
     not the distribution sample the histogram draws. ``metrics``: the score's open dict of named figures (which
-    ones an OP has depends on the OP and the judge), read by name."""
-    if not metrics.get("bitwise"):
+    ones an OP has depends on the OP and the judge), read through ``VerdictFigures``."""
+    figures = VerdictFigures.of(metrics)
+    if not figures.bitwise:
         return None
-    n, unit = (metrics.get("windows"), "windows") if int(op) == 0 else (metrics.get("judged_rows"), "rows")
+    n, unit = (figures.windows, "windows") if int(op) == 0 else (figures.judged_rows, "rows")
     if n is None:
         return None
     return f"bitwise: {n:,} of {n:,} {unit} identical"

@@ -10,7 +10,7 @@ some shape has repeats, so a report of a run without them is the same file as be
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from harness.data.ops import Op
 from harness.data.schemas.files import Floor
@@ -18,9 +18,44 @@ from harness.data.schemas.results import Score
 from harness.judging.judges import floor_figures, judge_for
 
 
-def repeat_facts(score: Score) -> dict[str, Any] | None:
-    """The section as plain JSON (report.json's ``repeats``); None when no shape was repeated."""
-    rows: list[dict[str, Any]] = []
+@dataclass(frozen=True)
+class RepeatRow:
+    """One shape and OP over its repeats: how many blocks and units differ between the runs, the noise beside the
+    release's floor (each as the score's ``Floor``, and in words), and what followed."""
+
+    shape: int
+    op: int
+    repeats: int
+    lanes: list[str]
+    tolerance_mode: str
+    gated: bool
+    refused: bool
+    blocks: int
+    blocks_differing: int
+    fraction_blocks_differing: float
+    unit: str
+    units: int
+    units_differing: int
+    first_differing_block: str | None
+    noise: Floor
+    noise_text: str
+    release_floor: Floor | None
+    release_floor_text: str
+    as_reproducible_as_release: bool
+    sentence: str
+
+
+@dataclass(frozen=True)
+class RepeatFacts:
+    """The section (report.json's ``repeats``): a row per shape and OP, and the repeats' warnings."""
+
+    rows: list[RepeatRow]
+    warnings: list[str]
+
+
+def repeat_facts(score: Score) -> RepeatFacts | None:
+    """The section; None when no shape was repeated."""
+    rows: list[RepeatRow] = []
     warnings: list[str] = []
     for k in sorted(score.shapes, key=int):
         ev = score.shapes[k].repeats
@@ -31,32 +66,32 @@ def repeat_facts(score: Score) -> dict[str, Any] | None:
             o = ev.ops[op]
             refused = o.gated and any(not p.passed for p in o.pairs)
             rows.append(
-                {
-                    "shape": int(k),
-                    "op": o.op,
-                    "repeats": ev.repeats,
-                    "lanes": list(ev.lanes),
-                    "tolerance_mode": o.tolerance_mode,
-                    "gated": o.gated,
-                    "refused": refused,
-                    "blocks": o.blocks,
-                    "blocks_differing": o.blocks_differing,
-                    "fraction_blocks_differing": o.blocks_differing / o.blocks if o.blocks else 0.0,
-                    "unit": o.unit,
-                    "units": o.units,
-                    "units_differing": o.units_differing,
-                    "first_differing_block": o.first_differing_block,
-                    "noise": o.noise.model_dump(mode="json"),
-                    "noise_text": floor_text(o.op, o.noise),
-                    "release_floor": o.release_floor.model_dump(mode="json") if o.release_floor is not None else None,
-                    "release_floor_text": floor_text(o.op, o.release_floor),
-                    "as_reproducible_as_release": o.as_reproducible_as_release,
-                    "sentence": sentence(int(k), o.op, o.as_reproducible_as_release, o.tolerance_mode, refused),
-                }
+                RepeatRow(
+                    shape=int(k),
+                    op=o.op,
+                    repeats=ev.repeats,
+                    lanes=list(ev.lanes),
+                    tolerance_mode=o.tolerance_mode,
+                    gated=o.gated,
+                    refused=refused,
+                    blocks=o.blocks,
+                    blocks_differing=o.blocks_differing,
+                    fraction_blocks_differing=o.blocks_differing / o.blocks if o.blocks else 0.0,
+                    unit=o.unit,
+                    units=o.units,
+                    units_differing=o.units_differing,
+                    first_differing_block=o.first_differing_block,
+                    noise=o.noise,
+                    noise_text=floor_text(o.op, o.noise),
+                    release_floor=o.release_floor,
+                    release_floor_text=floor_text(o.op, o.release_floor),
+                    as_reproducible_as_release=o.as_reproducible_as_release,
+                    sentence=sentence(int(k), o.op, o.as_reproducible_as_release, o.tolerance_mode, refused),
+                )
             )
     if not rows:
         return None
-    return {"rows": rows, "warnings": warnings}
+    return RepeatFacts(rows, warnings)
 
 
 def sentence(k: int, op: int, as_release: bool, mode: str, refused: bool) -> str:

@@ -23,19 +23,18 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
+from pydantic import BaseModel
 
 from harness.base.fsio import atomic_write_many
-from harness.base.jsonio import plain_dict
-from harness.data.schemas.files import Reproducibility
-from harness.data.schemas.records import Ledger, LedgerEntry
+from harness.base.jsonio import plain, plain_dict
+from harness.data.schemas.records import Ledger
 from harness.data.schemas.results import STALL_FACTOR, Reproduction, Score
-from harness.judging.judges.judge_base import shown_figure
 from harness.ledger.promotion import Transition, judging_overrides, ledger_states, overrides_line
 from reports.engine import EngineManifest, engine_line
 from reports.evidence_sections import evidence_facts
@@ -44,7 +43,9 @@ from reports.margin_section import margin_facts, margin_images
 from reports.module_error_section import module_error_facts, module_error_images
 from reports.numbers import cosine, fmt, fmt_check, packing_alone, summary_cosine
 from reports.plots import SpeedPoint, bitwise_line, error_distribution_svg, speedup_svg
+from reports.row_view import json_of
 from reports.shape_facts import shape_facts
+from reports.signoff_rows import golden_checks_of, ledger_rows, reproducibility_row
 from reports.template_cache import bytecode_cache
 
 FORMAT = 2
@@ -71,18 +72,24 @@ def build_facts(
     verification: Reproduction | None = None,
     promoted: bool = True,
     engine: EngineManifest | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # report.json's document, plain JSON (SignoffReport declares it; its numbers kept as they are)
     """Everything the report shows, as one JSON-able dict (what report.json holds). ``engine``: the manifest
     the engine reads and what it allows here (None: not known to this report; the line still names the file).
 
-    The documents come in as their models (read by attribute); the facts are the report's own
+    The documents come in as their models (read by attribute), the report's rows are built as typed rows
+    (``reports.shape_facts``, ``reports.host_line``, the rows below); the facts are the report's own
     document, plain JSON (the templates and report.json read them), made plain once at the end."""
     loc = plain_dict(localisation) if localisation else {}
-    golden_checks = _golden_checks(score, verification)
+    golden_checks = golden_checks_of(score, verification)
     golden_ok = all(c.passed for c in golden_checks)
-    states = (  # score.packer is the packer's describe() JSON (free-form): its identity read by key
+    states = (
         ledger_states(
-            ledger, score.fingerprint, score.device_kind, score.numerics_profile, score.packer.get("identity")
+            ledger,
+            score.fingerprint,
+            score.device_kind,
+            score.numerics_profile,
+            # score.packer is the packer's describe() JSON (free-form, the Packer protocol's): its identity by key
+            score.packer.get("identity"),
         )
         if ledger is not None
         else {}
@@ -95,8 +102,8 @@ def build_facts(
         )
         for k in shape_keys
     }
-    usable = [1] + [int(k) for k, s in shapes.items() if s["usable"]]
-    not_usable = [int(k) for k, s in shapes.items() if not s["usable"]]
+    usable = [1] + [int(k) for k, s in shapes.items() if s.usable]
+    not_usable = [int(k) for k, s in shapes.items() if not s.usable]
     lane_rows = throughput_rows(score)
     headline = None
     if not golden_ok:
@@ -112,7 +119,7 @@ def build_facts(
             "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "title": TITLE.format(release=score.release),
             "release": score.release,
-            "verdict": "pass" if golden_ok and all(s["verdict"] != "fail" for s in shapes.values()) else "fail",
+            "verdict": "pass" if golden_ok and all(s.verdict != "fail" for s in shapes.values()) else "fail",
             "headline": headline,
             "decision": {
                 "usable": sorted(set(usable)),
@@ -125,31 +132,31 @@ def build_facts(
             "score_created": score.created,
             "golden_id": score.golden.id,
             "fingerprint": score.fingerprint,
-            "model": _by_name(score.model.model_dump(mode="json")),
+            "model": _by_name(score.model),
             "device_kind": score.device_kind,
             "numerics_profile": score.numerics_profile,
-            "environment": _by_name(score.environment.model_dump(mode="json")),
+            "environment": _by_name(score.environment),
             "backend": score.backend.rows() if score.backend is not None else None,  # what ran the requests
             "numerics": score.numerics.in_force,
             "mode": score.voiceprint_inputs,
             "pad_to_fixed": score.pad_to_fixed,
             "packer": score.packer.get("name", "harness"),  # score.packer: the packer's own describe() JSON
             "laws": score.laws.model_dump(mode="json"),  # the packing-laws verdict of that packer, judged at its start
-            "corpus": _by_name(score.corpus.model_dump(mode="json")),
+            "corpus": _by_name(score.corpus),
             "tolerances": score.tolerances.model_dump(mode="json"),
-            "reproducibility": _reproducibility(score.reproducibility),
-            "golden_checks": [asdict(c) for c in golden_checks],
-            "shapes": shapes,
-            "warnings": [w for s in shapes.values() for w in s["warnings"]],  # the evidence's, every shape's
-            "throughput": [asdict(r) for r in lane_rows],
-            "exact_lane": next((asdict(r) for r in lane_rows if r.lane == "exact"), None),
+            "reproducibility": json_of(reproducibility_row(score.reproducibility)),
+            "golden_checks": [json_of(c) for c in golden_checks],
+            "shapes": {k: json_of(s) for k, s in shapes.items()},
+            "warnings": [json_of(w) for s in shapes.values() for w in s.warnings],  # the evidence's, every shape's
+            "throughput": [json_of(r) for r in lane_rows],
+            "exact_lane": next((json_of(r) for r in lane_rows if r.lane == "exact"), None),
             "exact_timing_source": score.exact_timing_source,
             "host": score.host.model_dump(mode="json")
             if score.host is not None
             else None,  # harness.throughput.host_share
             "timing_line": timing_line(score),
             "transitions": [plain_dict(t.as_json()) for t in transitions] if transitions is not None else None,
-            "ledger": _ledger_rows(states) if ledger is not None else None,
+            "ledger": [json_of(r) for r in ledger_rows(states)] if ledger is not None else None,
             "overrides": [o.model_dump(mode="json") for o in judging_overrides(score)],  # harness.ledger.promotion
             "overrides_line": overrides_line(score),
             "no_promote_line": None if promoted else "Not promoted (--no-promote): the ledger was not changed.",
@@ -165,91 +172,10 @@ def build_facts(
     )
 
 
-def _by_name(table: Mapping[str, Any]) -> dict[str, Any]:
+def _by_name(model: BaseModel) -> dict[str, object]:
     """A table of named values (model, environment, corpus) in name order: the pages list them so, whatever
     order their model declares its fields in (as the files they come from, written with sorted keys, did)."""
-    return dict(sorted(table.items()))
-
-
-@dataclass(frozen=True)
-class GoldenCheck:
-    """One check that the golden is reproduced here: where it comes from (this run's exact lane, or a separate
-    verification), its outcome, and per OP the figures shown (``ops``: the report's rows, as report.json holds
-    them)."""
-
-    source: str
-    status: str
-    passed: bool
-    summary: str
-    golden_id: str
-    environment_differences: list[str]
-    fingerprint_matches: bool | None
-    ops: dict[str, dict[str, Any]]
-
-
-def _golden_checks(score: Score, verification: Reproduction | None) -> list[GoldenCheck]:
-    """Golden reproduction from the score's own exact lane, and a separate verification if given."""
-    out = []
-    for source, v in (
-        ("golden reproduction (this run's interleaved exact lane)", score.verification),
-        ("golden verification (separate exact-lane re-run)", verification),
-    ):
-        if v is None:
-            continue
-        ops: dict[str, dict[str, Any]] = {
-            op: {
-                "bitwise": o.metrics.get("bitwise"),
-                "max_abs": shown_figure(o.metrics, "max_abs"),  # never a finite-only figure that looks fine
-                "max_ulp": shown_figure(o.metrics, "max_ulp"),
-                "min_cosine": shown_figure(o.metrics, "min_cosine"),
-                "failed": [c.model_dump(mode="json") for c in o.checks if c.ok is False],
-            }
-            for op, o in sorted(v.ops.items())
-        }
-        out.append(
-            GoldenCheck(
-                source=source,
-                status=v.status,
-                passed=v.passed,
-                summary=v.summary,
-                golden_id=v.golden_id,
-                environment_differences=list(v.environment_differences),
-                fingerprint_matches=v.fingerprint_matches,
-                ops=ops,
-            )
-        )
-    return out
-
-
-def _reproducibility(repro: Reproducibility) -> dict[str, Any]:
-    return {
-        "bitwise": repro.bitwise,
-        "repeats": repro.repeats,
-        "ops": {op: floor.model_dump(mode="json") for op, floor in repro.ops.items()},
-    }
-
-
-def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
-    rows = []
-    for k in sorted(states):
-        e = states[k]
-        passes = [h for h in e.history if h.verdict == "pass"]
-        last = e.history[-1]  # an entry has at least one event (its schema)
-        rows.append(
-            {
-                "shape": k,
-                "state": e.state,
-                "revoked_by": e.revoked_by,
-                "promoted_by": passes[-1].run_id if passes else None,
-                "promoted_at": passes[-1].at if passes else None,
-                "last_run": last.run_id,
-                "last_at": last.at,
-                "last_verdict": last.verdict,
-                "runs": len(e.history),
-                "last_reasons": list(last.reasons),
-            }
-        )
-    return rows
+    return dict(sorted(model.model_dump(mode="json").items()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,14 +185,13 @@ def _ledger_rows(states: Mapping[int, LedgerEntry]) -> list[dict[str, Any]]:
 def build_images(score: Score) -> dict[str, Markup]:
     """Inline SVG plots: "speedup" (a point per row of the throughput table) and per shape and OP
     "dist_<k>_<op>" (none for a bitwise OP; an OP's ``limits`` is the score's open dict of named figures)."""
-    images = {}
     points = [SpeedPoint(r.k, r.speedup, r.verdict) for r in throughput_rows(score)]
-    if any(p.speedup is not None for p in points):
-        images["speedup"] = Markup(speedup_svg(points))
+    images = {"speedup": Markup(speedup_svg(points))} if any(p.speedup is not None for p in points) else {}
     for k, shape in score.shapes.items():
         for op, verdict in sorted(shape.ops.items()):
             if bitwise_line(int(op), verdict.metrics):
                 continue  # every window/row identical: one line says it, an empty histogram would not
+            # the OP's limits by name (OpVerdictModel.limits: each tolerance mode its own): None where none is set
             limit = verdict.limits.get("max_abs")
             images[f"dist_{k}_{op}"] = Markup(error_distribution_svg(verdict.distribution, int(op), k, limit))
     return images
@@ -297,17 +222,25 @@ def template_environments() -> tuple[jinja2.Environment, jinja2.Environment]:
         bytecode_cache=bytecode_cache("md"),
     )
     for env in (html, md):  # Jinja's registries: keyed by the names the templates use
-        env.filters["fmt"] = fmt
-        env.filters["fmt_check"] = fmt_check
-        env.filters["packing_alone"] = packing_alone
-        env.filters["cosine"] = cosine  # a measured cosine: never '1' when the rows differ
-        env.filters["summary_cosine"] = summary_cosine
-        env.filters["ks"] = lambda ks: ", ".join(str(k) for k in ks) if ks else "none"
-        env.globals["stall_factor"] = (
-            f"{STALL_FACTOR:g}"  # what a "stalled call" is (harness.throughput.timing counts them)
+        env.filters.update(
+            {
+                "fmt": fmt,
+                "fmt_check": fmt_check,
+                "packing_alone": packing_alone,
+                "cosine": cosine,  # a measured cosine: never '1' when the rows differ
+                "summary_cosine": summary_cosine,
+                "ks": lambda ks: ", ".join(str(k) for k in ks) if ks else "none",
+            }
         )
-    md.filters["md"] = _md_cell
+        # what a "stalled call" is (harness.throughput.timing counts them)
+        env.globals.update({"stall_factor": f"{STALL_FACTOR:g}"})
+    md.filters.update({"md": _md_cell})
     return html, md
+
+
+def _section_json(section: object) -> object:
+    """A section's rows as plain JSON (a list of sections: each)."""
+    return [json_of(item) for item in section] if isinstance(section, list) else json_of(section)
 
 
 def _md_cell(value: object) -> str:
@@ -344,16 +277,22 @@ def write_report(out_dir: Path, score: Score, context: ReportContext = ReportCon
     out_dir = Path(out_dir)
     facts = build_facts(score, ledger, transitions, localisation, verification, promoted, engine)
     images = build_images(score)
-    # the sections below are added to report.json's document (plain JSON: the pages' context) by their keys
     if margins is not None:  # only then: a report without a history is the same file it was
-        facts["margins"] = plain_dict(margin_facts(margins))
         images.update(margin_images(margins))
     evidence = evidence_facts(score)  # every kind of evidence's section (reports.evidence_sections)
-    facts.update(evidence.facts)
     images.update(evidence.images)
-    if (errors := module_error_facts(localisation)) is not None:  # localisation measured modules: else no section
-        facts["module_errors"] = plain_dict(errors.as_json())
+    errors = module_error_facts(localisation)  # localisation measured modules: else no section
+    if errors is not None:
         images.update(module_error_images(errors))
+    sections = {  # report.json's optional sections (SignoffReport's names), each present only where it has rows
+        "margins": margin_facts(margins) if margins is not None else None,
+        "load": evidence.load,
+        "repeats": evidence.repeats,
+        "arrangements": evidence.arrangements,
+        "evidence_sections": evidence.evidence_sections,
+        "module_errors": errors,
+    }
+    facts.update({name: plain(_section_json(section)) for name, section in sections.items() if section is not None})
     html_env, md_env = template_environments()
     page = {"f": facts, "images": images, "ops_shown": OPS_SHOWN}
     json_path, md_path, html_path = out_dir / "report.json", out_dir / "report.md", out_dir / "report.html"
