@@ -271,7 +271,7 @@ class LawsReport:
         return "broken" if any(o.status == BROKEN for o in self.outcomes) else "not-judged"
 
     def to_dict(self) -> LawsReportJson:
-        """The report as plain data (``harness laws --json`` writes :mod:`harness.laws.laws_document`'s)."""
+        """The report as ``harness laws --json`` writes it."""
         return {
             "packer": self.packer,
             "identity": self.identity,
