@@ -137,9 +137,7 @@ def block_dict(block: Block) -> BlockJson:
         valid=block.valid.tolist(),
         rows=block.rows,
     )
-    if block.idx is not None:
-        out["idx"] = block.idx.tolist()  # JSON built to be written: the key only for a voiceprint block
-    return out
+    return out if block.idx is None else {**out, "idx": block.idx.tolist()}
 
 
 def request_dict(packed: PackedRequest) -> RequestJson:

@@ -179,10 +179,12 @@ class LawOutcome:
             "tried": self.tried,
             "notes": list(self.notes),
         }
-        if self.counterexample is not None:
-            c = self.counterexample
-            # JSON built to be written: the key only for a broken law
-            out["counterexample"] = CounterexampleJson(
+        c = self.counterexample
+        if c is None:
+            return out
+        return {
+            **out,
+            "counterexample": CounterexampleJson(
                 blocks=[block_dict(b) for b in c.blocks],
                 params=c.params,
                 what=c.what,
@@ -191,8 +193,8 @@ class LawOutcome:
                 reproducible=c.reproducible,
                 source=c.source,
                 packed=None if c.packed is None else request_dict(c.packed),
-            )
-        return out
+            ),
+        }
 
 
 @dataclass(frozen=True)
