@@ -19,6 +19,8 @@ The blocks depend only on their OP and position, so a run is reproducible to the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,30 @@ from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS
 
 Example = tuple[list[Block], dict[str, Any]]  # blocks, and the law's keyword arguments by name (pad_to, cut, extra)
 DEFAULT_MAX_BLOCKS = LAWS_DEFAULT_MAX_BLOCKS  # the largest list the laws pack unless the caller names its largest k
+
+
+@dataclass(frozen=True)
+class LawParams:
+    """The kit's own keyword arguments of an example, typed: ``pad_to`` (the request padded to k), ``cut``
+    (split after that many blocks) and ``extra`` (padding blocks added), each None where the example gives none.
+
+    An example carries its parameters as the law's keyword arguments by name (``law(packer, blocks, **params)``;
+    a custom law's examples may give others), so they stay a mapping there; what the kit itself reads of them
+    (to show them, to move them as a counterexample shrinks) is read once, here."""
+
+    pad_to: int | None = None
+    cut: int | None = None
+    extra: int | None = None
+
+    @classmethod
+    def of(cls, params: Mapping[str, object]) -> LawParams:
+        # the law's keyword arguments, by name: the kit's three are read here (a custom law's others are its own)
+        return cls(_int(params.get("pad_to")), _int(params.get("cut")), _int(params.get("extra")))
+
+
+def _int(value: object) -> int | None:
+    """An integer parameter as an int (numpy's too); None where absent, null or not an integer."""
+    return int(value) if isinstance(value, int | np.integer) else None
 
 
 KINDS = 5

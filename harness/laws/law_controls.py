@@ -23,7 +23,6 @@ examples/packer_engine_example.py reproduces the first two behind the wire (``--
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -59,6 +58,7 @@ def exclusive_index_packer(items: Sequence[Block], pad_to: int | None = None) ->
     """Emits BATCH_ACCUMULATED_ELEMENT_COUNT as an exclusive prefix sum (starts, not ends): off by one item."""
     good = pack(items, pad_to=pad_to)
     index = good.ragged_index()  # Triton's index tensors by their input names: the wire format itself
+    # the accumulated counts without and with the leading zero, by their Triton input names
     index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO"][:-1]
     return PackedRequest(
         good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
@@ -73,6 +73,7 @@ def padded_index_packer(items: Sequence[Block], pad_to: int | None = None) -> Pa
     good = pack(items, pad_to=pad_to)
     index = good.ragged_index()  # Triton's index tensors by their input names: the wire format itself
     if any(s.padding for s in good.segments):
+        # the accumulated counts, by their Triton input name
         index["BATCH_ACCUMULATED_ELEMENT_COUNT"] = index["BATCH_ACCUMULATED_ELEMENT_COUNT"] + np.int32(1)
     return PackedRequest(
         good.op, good.span, good.offsets, good.valid, good.weights, good.idx, good.speakers, good.segments, index
@@ -149,7 +150,8 @@ class PaddingFirstPacker:
             for s in packed.segments[:real]
         ]
 
-    def describe(self) -> dict[str, Any]:  # the Packer protocol's free-form description (harness.packers.packing)
+    def describe(self) -> dict[str, str]:
+        """The Packer protocol's description of a control: its name and kind, every value a string."""
         return {"name": self.name, "kind": "control"}
 
     def close(self) -> None:
@@ -181,7 +183,8 @@ class NoRebaseNestingPacker:
     def unpack(self, packed: PackedRequest, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return unpack(packed, outputs)
 
-    def describe(self) -> dict[str, Any]:  # the Packer protocol's free-form description (harness.packers.packing)
+    def describe(self) -> dict[str, str]:
+        """The Packer protocol's description of a control: its name and kind, every value a string."""
         return {"name": self.name, "kind": "control"}
 
     def close(self) -> None:

@@ -6,26 +6,26 @@ author: the block ids, span lengths, OFFSETS and VALID, the rows, and the layout
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
 from harness.data.blocks import Block
+from harness.laws.boundary import LawParams
 from harness.packers.packing import PackedRequest, Segment
 
 LAYOUT_SHOWN = 10  # segments of a request's layout shown in full
 
 
-def describe_params(params: dict[str, Any], blocks: Sequence[Block]) -> str:
-    """A law's example parameters in words; ``params``: the law's keyword arguments by name (pad_to, cut, extra)."""
+def describe_params(params: LawParams, blocks: Sequence[Block]) -> str:
+    """A law's example parameters in words (those of the kit's laws: pad_to, extra, cut)."""
     parts = []
-    if params.get("pad_to") is not None:
-        parts.append(f"padded to k={params['pad_to']}")
-    if "extra" in params:
-        parts.append(f"padded to k={len(blocks) + params['extra']}")
-    if "cut" in params:
-        parts.append(f"split after {blocks[params['cut'] - 1].id!r}")
+    if params.pad_to is not None:
+        parts.append(f"padded to k={params.pad_to}")
+    if params.extra is not None:
+        parts.append(f"padded to k={len(blocks) + params.extra}")
+    if params.cut is not None:
+        parts.append(f"split after {blocks[params.cut - 1].id!r}")
     return "".join(f", {p}" for p in parts)
 
 
@@ -90,29 +90,77 @@ def _segment(s: Segment) -> str:
     )
 
 
-def block_dict(block: Block) -> dict[str, Any]:
+class BlockJson(TypedDict):
+    """A block as the laws report's JSON holds it (``idx`` only for a voiceprint block)."""
+
+    id: str
+    op: int
+    span_length: int
+    offsets: list[int]
+    valid: list[int]
+    rows: int
+    idx: NotRequired[list[int]]
+
+
+class SegmentJson(TypedDict):
+    """One segment of a request's layout (:class:`~harness.packers.packing.Segment`'s fields, in its order)."""
+
+    block_id: str
+    span_start: int
+    span_length: int
+    window_start: int
+    windows: int
+    row_start: int
+    rows: int
+    padding: bool
+
+
+class RequestJson(TypedDict):
+    """A packed request as the laws report's JSON holds it (its audio and weights left out)."""
+
+    op: int
+    k: int
+    span_length: int
+    offsets: list[int]
+    valid: list[int]
+    idx: list[int] | None
+    segments: list[SegmentJson]
+
+
+def block_dict(block: Block) -> BlockJson:
     """A block as the laws report's JSON holds it (idx only for a voiceprint block)."""
-    out = {
-        "id": block.id,
-        "op": int(block.op),
-        "span_length": int(block.span.shape[0]),
-        "offsets": block.offsets.tolist(),
-        "valid": block.valid.tolist(),
-        "rows": block.rows,
-    }
-    if block.idx is not None:
-        out["idx"] = block.idx.tolist()
-    return out
+    out = BlockJson(
+        id=block.id,
+        op=int(block.op),
+        span_length=int(block.span.shape[0]),
+        offsets=block.offsets.tolist(),
+        valid=block.valid.tolist(),
+        rows=block.rows,
+    )
+    return out if block.idx is None else {**out, "idx": block.idx.tolist()}
 
 
-def request_dict(packed: PackedRequest) -> dict[str, Any]:
+def request_dict(packed: PackedRequest) -> RequestJson:
     """A packed request as the laws report's JSON holds it."""
-    return {
-        "op": int(packed.op),
-        "k": packed.k,
-        "span_length": int(packed.span.shape[0]),
-        "offsets": packed.offsets.tolist(),
-        "valid": packed.valid.tolist(),
-        "idx": None if packed.idx is None else packed.idx.tolist(),
-        "segments": [asdict(s) for s in packed.segments],
-    }
+    return RequestJson(
+        op=int(packed.op),
+        k=packed.k,
+        span_length=int(packed.span.shape[0]),
+        offsets=packed.offsets.tolist(),
+        valid=packed.valid.tolist(),
+        idx=None if packed.idx is None else packed.idx.tolist(),
+        segments=[_segment_json(s) for s in packed.segments],
+    )
+
+
+def _segment_json(s: Segment) -> SegmentJson:
+    return SegmentJson(
+        block_id=s.block_id,
+        span_start=s.span_start,
+        span_length=s.span_length,
+        window_start=s.window_start,
+        windows=s.windows,
+        row_start=s.row_start,
+        rows=s.rows,
+        padding=s.padding,
+    )

@@ -20,7 +20,6 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from random import Random
-from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, find, settings
@@ -28,7 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, HypothesisWarning, NoSuchExample
 
 from harness.data.blocks import Block
-from harness.laws.boundary import DEFAULT_MAX_BLOCKS, Example
+from harness.laws.boundary import DEFAULT_MAX_BLOCKS, Example, LawParams
 from harness.laws.law_tools import FATAL, LawBroken, NotJudged
 from harness.laws.laws_report import BROKEN, HELD, NOT_JUDGED, Counterexample, LawOutcome, LawsReport
 from harness.laws.registry import LAWS, Law
@@ -238,33 +237,36 @@ def shrink(
     stays padded to k (``extra`` grows as real blocks go), a cut stays inside the list; with
     ``malformed`` given, a smaller example counts only if it breaks the law the same way.
     """
-    blocks, params = example
+    blocks, _ = example
     keep = list(range(len(blocks)))
     chunk = len(keep) // 2
     while chunk >= 1 and budget > 0:
         i = 0
         while i < len(keep) and budget > 0:
-            candidate = _subset(blocks, params, keep[:i] + keep[i + chunk :])
+            candidate = _subset(example, keep[:i] + keep[i + chunk :])
             budget -= candidate is not None
             if candidate is not None and _broken(law, packer, candidate, malformed):
                 keep = keep[:i] + keep[i + chunk :]
             else:
                 i += chunk
         chunk //= 2
-    return _subset(blocks, params, keep) or example
+    return _subset(example, keep) or example
 
 
-def _subset(blocks: list[Block], params: dict[str, Any], keep: list[int]) -> Example | None:
-    """The example cut to ``keep``, its parameters (the law's keyword arguments, by name) moved to match."""
+def _subset(example: Example, keep: list[int]) -> Example | None:
+    """The example cut to ``keep``, its cut and padding moved to match (None: nothing kept, or the cut is lost)."""
     if not keep:
         return None
-    sub, out = [blocks[i] for i in keep], dict(params)
-    if "cut" in params:
-        out["cut"] = sum(1 for i in keep if i < params["cut"])
-        if not 1 <= out["cut"] <= len(sub) - 1:
+    blocks, params = example
+    sub, given = [blocks[i] for i in keep], LawParams.of(params)
+    out = dict(params)  # the law's keyword arguments, by name, with the kit's own moved
+    if given.cut is not None:
+        cut = sum(1 for i in keep if i < given.cut)
+        if not 1 <= cut <= len(sub) - 1:
             return None
-    if "extra" in params:
-        out["extra"] = params["extra"] + len(blocks) - len(sub)
+        out.update(cut=cut)
+    if given.extra is not None:
+        out.update(extra=given.extra + len(blocks) - len(sub))
     return sub, out
 
 

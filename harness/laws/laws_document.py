@@ -13,7 +13,6 @@ from harness.data.schemas.laws_file import (
     LawFinding,
     LawRequest,
     LawResult,
-    LawSegment,
     LawsPacker,
     LawsReportFile,
 )
@@ -30,8 +29,7 @@ def report_document(report: LawsReport, created: str) -> LawsReportFile:
         format=1,
         created=created,
         harness_version=__version__,
-        # the packer's describe(): its own free-form object, read for its name
-        packer=LawsPacker(name=str(report.packer.get("name", "?")), identity=report.identity, describe=report.packer),
+        packer=LawsPacker(name=str(report.described.shown_name), identity=report.identity, describe=report.packer),
         examples=report.examples,
         seed=report.seed,
         max_blocks=report.max_blocks,
@@ -71,15 +69,10 @@ def _result(o: LawOutcome, finding: int | None) -> LawResult:
 
 
 def _counterexample(c: Counterexample) -> LawCounterexample:
-    packed = None
-    if c.packed is not None:
-        request = request_dict(c.packed)  # the report's JSON form of the request, read back into its models
-        packed = LawRequest(
-            **{k: v for k, v in request.items() if k != "segments"},
-            segments=[LawSegment(**s) for s in request["segments"]],
-        )
+    # the report's JSON form of the request and the blocks, read back into their models
+    packed = None if c.packed is None else LawRequest.model_validate(request_dict(c.packed))
     return LawCounterexample(
-        blocks=[LawBlock(**{"idx": None, **block_dict(b)}) for b in c.blocks],
+        blocks=[LawBlock.model_validate({"idx": None, **block_dict(b)}) for b in c.blocks],
         params={k: _int(v) for k, v in c.params.items()},
         what=c.what,
         answer_error=c.answer_error,

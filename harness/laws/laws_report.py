@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from harness.data.blocks import Block
-from harness.laws.law_display import block_dict, describe_block, describe_params, describe_request, request_dict
+from harness.data.schemas.laws_file import DescribedPacker
+from harness.laws.boundary import LawParams
+from harness.laws.law_display import (
+    BlockJson,
+    RequestJson,
+    block_dict,
+    describe_block,
+    describe_params,
+    describe_request,
+    request_dict,
+)
 from harness.packers.packing import PackedRequest
 
 HELD, BROKEN, NOT_JUDGED = "held", "broken", "not judged"
@@ -40,6 +50,11 @@ class Counterexample:
     answer_error: str | None = None  # the answer was malformed or a refusal: what was wrong with it (LawBroken)
 
     @property
+    def law_params(self) -> LawParams:
+        """The kit's own parameters of the example (pad_to, cut, extra), typed."""
+        return LawParams.of(self.params)
+
+    @property
     def difference(self) -> str:
         """What differed, the packer's name and the request left out where the answer itself was malformed."""
         return f"malformed answer: {self.answer_error}" if self.answer_error is not None else self.what
@@ -58,8 +73,50 @@ class Counterexample:
             text = text[: LINE_DIFFERENCE - 3] + "..."
         return (
             f"minimal counterexample of {len(self.blocks)} block(s), OP {int(self.blocks[0].op)}"
-            f"{describe_params(self.params, self.blocks)}{kind}: {text}"
+            f"{describe_params(self.law_params, self.blocks)}{kind}: {text}"
         )
+
+
+class CounterexampleJson(TypedDict):
+    """A counterexample as :meth:`LawOutcome.to_dict` gives it."""
+
+    blocks: list[BlockJson]
+    params: dict[str, int | None]  # the law's keyword arguments, as LawCounterexample.params declares them
+    what: str
+    answer_error: str | None
+    found_after: int
+    reproducible: bool
+    source: str
+    packed: RequestJson | None
+
+
+class OutcomeJson(TypedDict):
+    """A law's outcome as :meth:`LawOutcome.to_dict` gives it (``counterexample`` only when broken)."""
+
+    law: str
+    statement: str
+    status: str
+    judged: int
+    skipped: int
+    boundary: int
+    broken_on: int
+    tried: int
+    notes: list[str]
+    counterexample: NotRequired[CounterexampleJson]
+
+
+class LawsReportJson(TypedDict):
+    """The report as :meth:`LawsReport.to_dict` gives it."""
+
+    packer: dict[str, object]  # the packer's describe(): the Packer protocol's free-form JSON object
+    identity: str | None
+    examples: int
+    seed: int
+    max_blocks: int
+    ok: bool
+    seconds: float
+    laws: list[OutcomeJson]
+    findings: list[list[str]]
 
 
 @dataclass(frozen=True)
@@ -109,9 +166,9 @@ class LawOutcome:
             f"never as held{note})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> OutcomeJson:
         """The outcome as the laws report's JSON holds it (its counterexample only when broken)."""
-        out = {
+        out: OutcomeJson = {
             "law": self.law,
             "statement": self.statement,
             "status": self.status,
@@ -122,19 +179,22 @@ class LawOutcome:
             "tried": self.tried,
             "notes": list(self.notes),
         }
-        if self.counterexample is not None:
-            c = self.counterexample
-            out["counterexample"] = {
-                "blocks": [block_dict(b) for b in c.blocks],
-                "params": c.params,
-                "what": c.what,
-                "answer_error": c.answer_error,
-                "found_after": c.found_after,
-                "reproducible": c.reproducible,
-                "source": c.source,
-                "packed": None if c.packed is None else request_dict(c.packed),
-            }
-        return out
+        c = self.counterexample
+        if c is None:
+            return out
+        return {
+            **out,
+            "counterexample": CounterexampleJson(
+                blocks=[block_dict(b) for b in c.blocks],
+                params=c.params,
+                what=c.what,
+                answer_error=c.answer_error,
+                found_after=c.found_after,
+                reproducible=c.reproducible,
+                source=c.source,
+                packed=None if c.packed is None else request_dict(c.packed),
+            ),
+        }
 
 
 @dataclass(frozen=True)
@@ -195,9 +255,14 @@ class LawsReport:
         return [o for o in self.outcomes if not o.ok]
 
     @property
+    def described(self) -> DescribedPacker:
+        """The packer's name and identity, as its describe() gives them."""
+        return DescribedPacker.of(self.packer)
+
+    @property
     def identity(self) -> str | None:
         """The packer's identity, the key of its promotions in the ledger (None: its describe() names none)."""
-        value = self.packer.get("identity")
+        value = self.described.identity
         return str(value) if value else None
 
     @property
@@ -207,7 +272,7 @@ class LawsReport:
             return "hold"
         return "broken" if any(o.status == BROKEN for o in self.outcomes) else "not-judged"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LawsReportJson:
         """The report as ``harness laws --json`` writes it."""
         return {
             "packer": self.packer,
@@ -225,7 +290,7 @@ class LawsReport:
         """What was judged, and the identity the ledger keys the packer's promotions by."""
         identity = self.identity or "none (its describe() names no identity)"
         return [
-            f"packing laws for packer {self.packer.get('name', '?')!r}: boundary examples up to "
+            f"packing laws for packer {self.described.shown_name!r}: boundary examples up to "
             f"{self.max_blocks} blocks, then up to {self.examples} examples per law, seed {self.seed}",
             f"packer identity: {identity} (the ledger and promoted-shapes.json key its promotions by it)",
         ]
@@ -261,7 +326,7 @@ def counterexample_lines(c: Counterexample) -> list[str]:
     lines = []
     if not c.reproducible:
         lines.append("  (not reproducible: the packer answered the same blocks differently on a second call)")
-    params = describe_params(c.params, c.blocks)
+    params = describe_params(c.law_params, c.blocks)
     lines.append(f"  minimal block set: {len(c.blocks)} block(s), OP {int(c.blocks[0].op)}{params}")
     lines.extend(f"    {describe_block(b)}" for b in c.blocks)
     if c.packed is None:

@@ -81,8 +81,9 @@ def arrow_schema() -> pa.Schema:
     """The parts' Arrow schema, derived from :class:`HistoryRow` (declared once): a field that may be
     None is a nullable column, every other is not nullable."""
     fields = []
-    for name, prop in HistoryRow.model_json_schema()["properties"].items():  # a JSON Schema document, by its keys
-        kinds = [p.get("type") for p in prop.get("anyOf", [prop])]
+    # HistoryRow's JSON Schema: a JSON Schema document, read by its own keywords
+    for name, prop in HistoryRow.model_json_schema()["properties"].items():
+        kinds = [p.get("type") for p in prop.get("anyOf", [prop])]  # JSON Schema keywords
         nullable = "null" in kinds
         (kind,) = [k for k in kinds if k != "null"]
         fields.append(pa.field(name, _ARROW[kind], nullable=nullable))
@@ -145,10 +146,6 @@ def rows_of(score: Score, seq: int, skip: Collection[int] = ()) -> list[HistoryR
     return rows
 
 
-def _rows_digest(rows: list[dict[str, Any]]) -> str:
-    return digest(rows)
-
-
 class Figures(NamedTuple):
     """What a commit that carries a score writes beside the ledger: the score's rows and its digest."""
 
@@ -169,10 +166,10 @@ def write_part(folder: Path, seq: int, rows: list[HistoryRow], score_digest: str
         "harness.kind": HISTORY_KIND,
         "harness.format": HISTORY_FORMAT,
         "harness.seq": seq,
-        "harness.rows_sha256": _rows_digest(plain),
+        "harness.rows_sha256": digest(plain),
     }
     if score_digest is not None:
-        meta["harness.score_digest"] = score_digest
+        meta["harness.score_digest"] = score_digest  # an Arrow schema metadata key (_META_KEYS)
     schema = arrow_schema().with_metadata({k: json.dumps(v) for k, v in meta.items()})
     # column by column from their buffers: pa.Table.from_pylist imports pandas (~1 s; harness.data.arrow_build)
     table = arrow_build.table({f.name: [row[f.name] for row in plain] for f in schema}, schema)
@@ -213,10 +210,10 @@ def read_part(path: Path, ledger: Ledger | None = None, ledger_path: Path | None
     if meta.seq != seq:
         raise LedgerError(f"{path}: holds ledger commit {meta.seq!r}, not {seq} (renamed?); refusing it")
     check_schema(file, arrow_schema(), path, WHAT, LedgerError)
-    plain: list[dict[str, Any]] = []
+    plain: list[dict[str, Any]] = []  # Arrow's rows, each by its column names (validated into HistoryRow below)
     for i in range(file.num_row_groups):
         plain += read_row_group(file, i, path, WHAT, LedgerError).to_pylist()
-    if _rows_digest(plain) != meta.rows_sha256:
+    if digest(plain) != meta.rows_sha256:
         raise LedgerError(
             f"{path}: edited after it was written (its rows do not match harness.rows_sha256); "
             "refusing the whole history part"

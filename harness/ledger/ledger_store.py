@@ -34,6 +34,7 @@ from harness.base.fsio import fault, locked, os_failure
 from harness.base.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas import Journal, Ledger, PromotedShapes, validate
 from harness.data.schemas.records import as_written
+from harness.ledger.file_head import FileHead
 from harness.ledger.history_store import Figures, check_bound, history_folder, part_path, remove_orphan, write_part
 from harness.ledger.promoted_manifest import derive_manifest, manifest_differences, removed_shapes
 from harness.ledger.promotion import FORMAT, empty_ledger
@@ -73,13 +74,13 @@ def load_ledger(path: Path, must_exist: bool = False) -> Ledger:
             raise LedgerError(f"{path}: no such ledger (check the path; `harness promote` creates one)")
         return empty_ledger()
     data = read_json(path, "ledger")
-    # the raw JSON's kind and format, looked at before it is validated (to name what it is, or to refuse it)
-    if not isinstance(data, dict) or data.get("kind") != "harness.ledger":
-        kind = data.get("kind") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
-        raise LedgerError(f"{path}: not a harness ledger ({kind!r}); refusing to use or overwrite it")
-    if data.get("format") == 2:
+    head = FileHead.of(data)  # looked at before it is validated (to name what it is, or to refuse it)
+    if head.kind != "harness.ledger":
+        raise LedgerError(f"{path}: not a harness ledger ({head.named!r}); refusing to use or overwrite it")
+    if head.format == 2:
         raise LedgerError(f"{path}: {_MIGRATE.format(what='ledger')}")
     ledger: Ledger = validate(Ledger, data, str(path), LedgerError)
+    assert isinstance(data, dict)  # anything else has no kind: refused above
     if not seal_ok(data, "ledger_sha256"):
         raise LedgerError(
             f"{path}: edited after it was written (ledger_sha256 does not match its content); refusing "
@@ -92,12 +93,13 @@ def load_manifest(path: Path) -> PromotedShapes:
     """The validated, unedited promoted-shapes manifest (not yet compared with its ledger)."""
     path = Path(path)
     data = read_json(path, "promoted-shapes manifest")
-    # the raw JSON's kind and format, looked at before it is validated (to refuse it in one line)
-    if not isinstance(data, dict) or data.get("kind") != "harness.promoted-shapes":
+    head = FileHead.of(data)  # looked at before it is validated (to refuse it in one line)
+    if head.kind != "harness.promoted-shapes":
         raise LedgerError(f"{path}: not a promoted-shapes manifest")
-    if data.get("format") == 2:
+    if head.format == 2:
         raise LedgerError(f"{path}: {_MIGRATE.format(what='promoted-shapes manifest (and its ledger)')}")
     manifest: PromotedShapes = validate(PromotedShapes, data, str(path), LedgerError)
+    assert isinstance(data, dict)  # anything else has no kind: refused above
     if not seal_ok(data, "manifest_sha256"):
         raise LedgerError(f"{path}: edited after it was written (manifest_sha256 does not match its content)")
     return manifest
@@ -160,7 +162,8 @@ def _read_journal(ledger_path: Path) -> Journal:
         data = read_json(journal, "ledger journal")
     except SchemaError as exc:
         raise LedgerError(f"{exc}: refusing to apply it; {fix}") from None
-    if isinstance(data, dict) and data.get("kind") is None and "journal_sha256" in data:  # raw JSON, not validated
+    head = FileHead.of(data)
+    if head.kind is None and "journal_sha256" in head.keys:
         raise LedgerError(f"{journal}: a journal of an older harness (it names no files): refusing to apply it; {fix}")
     pending: Journal = validate(Journal, data, f"{journal} (refusing to apply it; {fix})", LedgerError)
     assert isinstance(data, dict)  # validate() refused anything else

@@ -21,25 +21,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.base.errors import LedgerError
 from harness.base.jsonio import seal
 from harness.data.schemas import validate
-from harness.data.schemas.engine_manifest import PromotedShapes
+from harness.data.schemas.engine_manifest import (
+    DeviceShapes,
+    Evidence,
+    LawsEvidence,
+    ModelShapes,
+    PackerShapes,
+    ProfileShapes,
+    PromotedShapes,
+)
 from harness.data.schemas.machine import InForce
-from harness.data.schemas.records import Ledger, as_written
+from harness.data.schemas.records import Ledger
 from harness.ledger.promotion import FORMAT, PROMOTED, now
 
 # what in a manifest is derived from the ledger: all of it but the time it was written and its seal
-_NOT_DERIVED = ("generated", "manifest_sha256")
+_NOT_DERIVED = {"generated", "manifest_sha256"}
 Shapes = set[tuple[str, str, str, str, str, int]]
 
 
 @dataclass
 class _Packer:
     promoted: set[int] = field(default_factory=set)
-    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,35 +78,34 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
             laws = last.evidence.laws  # the ledger's schema: a promoted entry's evidence has them
             assert laws is not None
             packer.promoted.add(entry.shape)
-            packer.evidence[str(entry.shape)] = {
-                "run_id": last.run_id,
-                "golden_id": last.golden_id,
-                "release": last.release,
-                "promoted_at": last.at,
-                "corpus_blocks": last.evidence.corpus_blocks,
-                "tolerance_mode": last.evidence.tolerance_mode,
-                "laws": {
-                    "verdict": laws.verdict,
-                    "examples": laws.examples,
-                    "seed": laws.seed,
-                    "harness_version": laws.harness_version,
-                },
-            }
-    tree: dict[str, dict[str, dict[str, Any]]] = {}  # fingerprint -> device -> profile -> its JSON
+            # built unchecked: the whole manifest is validated once, below, from the very JSON it is sealed over
+            packer.evidence[str(entry.shape)] = Evidence.model_construct(
+                run_id=last.run_id,
+                golden_id=last.golden_id,
+                release=last.release,
+                promoted_at=last.at,
+                corpus_blocks=last.evidence.corpus_blocks,
+                tolerance_mode=last.evidence.tolerance_mode,
+                laws=LawsEvidence.model_construct(
+                    verdict=laws.verdict, examples=laws.examples, seed=laws.seed, harness_version=laws.harness_version
+                ),
+            )
+    tree: dict[str, dict[str, dict[str, ProfileShapes]]] = {}  # fingerprint -> device -> profile
     for (fp, device, name), p in found.items():
-        tree.setdefault(fp, {}).setdefault(device, {})[name] = {
-            "numerics": p.numerics,
-            "release_ops": p.release_ops,
-            "packers": {
-                identity: {
-                    "ops": {op: sorted(set(ks) | pk.promoted) for op, ks in p.release_ops.items()},
-                    "evidence": pk.evidence,
-                }
+        tree.setdefault(fp, {}).setdefault(device, {})[name] = ProfileShapes.model_construct(
+            numerics=p.numerics,
+            release_ops=p.release_ops,
+            packers={
+                identity: PackerShapes.model_construct(
+                    ops={op: sorted(set(ks) | pk.promoted) for op, ks in p.release_ops.items()}, evidence=pk.evidence
+                )
                 for identity, pk in p.packers.items()
             },
-        }
+        )
     models = {
-        fp: {"devices": {dev: {"profiles": profiles} for dev, profiles in devices.items()}}
+        fp: ModelShapes.model_construct(
+            devices={dev: DeviceShapes.model_construct(profiles=profiles) for dev, profiles in devices.items()}
+        )
         for fp, devices in tree.items()
     }
     body = {
@@ -108,7 +114,7 @@ def derive_manifest(ledger: Ledger, release_shapes: dict[str, list[int]] | None 
         "generated": now(),
         "ledger_seq": ledger.seq,
         "ledger_sha256": ledger.ledger_sha256,
-        "models": models,
+        "models": {fp: m.model_dump(mode="json") for fp, m in models.items()},
     }
     manifest: PromotedShapes = validate(
         PromotedShapes,
@@ -132,8 +138,10 @@ def allowed_shapes(manifest: PromotedShapes) -> Shapes:
     }
 
 
-def _derived_part(manifest: PromotedShapes) -> dict[str, Any]:
-    return {k: v for k, v in as_written(manifest).items() if k not in _NOT_DERIVED}
+def _derived_part(manifest: PromotedShapes) -> object:
+    """The manifest as it is written (:func:`~harness.data.schemas.records.as_written`) less what is not derived
+    from its ledger: only compared, as a whole."""
+    return manifest.model_dump(mode="json", exclude_unset=True, exclude=_NOT_DERIVED)
 
 
 def manifest_differences(manifest: PromotedShapes, derived: PromotedShapes) -> list[str]:

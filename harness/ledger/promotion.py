@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal, TypedDict, cast
 
 from harness.base.errors import LedgerError
 from harness.base.jsonio import digest
@@ -24,6 +24,7 @@ from harness.data.modes import VoiceprintInputs
 from harness.data.schemas import entry_key
 from harness.data.schemas.base import OpKey, State
 from harness.data.schemas.files import LawsVerdict
+from harness.data.schemas.laws_file import DescribedPacker
 from harness.data.schemas.records import (
     EventEvidence,
     JudgedUnder,
@@ -43,6 +44,21 @@ PROMOTED: State = "promoted"
 REVOKED: State = "revoked"
 
 
+# report.json's ``transitions`` row (TransitionRow), built to be written: "from" is a keyword, hence this form
+TransitionJson = TypedDict(
+    "TransitionJson",
+    {
+        "shape": int,
+        "packer": str,
+        "from": State,
+        "to": State,
+        "run_id": str,
+        "passed": bool,
+        "reasons": list[str],
+    },
+)
+
+
 @dataclass(frozen=True)
 class Transition:
     """A state change apply_score made for one shape and packer: the state before and after, the run that made
@@ -56,7 +72,7 @@ class Transition:
     passed: bool
     reasons: list[str]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> TransitionJson:
         """As the report writes it (report.json's ``transitions``): "from" and "to" name the states."""
         return {
             "shape": self.shape,
@@ -94,7 +110,7 @@ def empty_ledger() -> Ledger:
 def packer_of(score: Score) -> tuple[str, LawsVerdict]:
     """The identity of the packer the score's fast lane used, and its laws verdict (the score's schema
     requires the verdict; the identity is checked here)."""
-    identity = score.packer.get("identity")  # score.packer: the packer's own describe() JSON (free-form)
+    identity = DescribedPacker.of(score.packer).identity
     if not isinstance(identity, str) or not identity:
         raise LedgerError(
             "the score names no packer identity (score.packer.identity): re-score the run with this "

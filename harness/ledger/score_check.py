@@ -35,17 +35,18 @@ from harness.evidence.refusal import ScoreFacts, check_cause
 from harness.evidence.shape_gates import shape_gates
 from harness.host.environment import device_kind
 from harness.judging.lane_scoring import op_limits
+from harness.ledger.file_head import FileHead
 
 
 def read_score(path: Path) -> Score:
     """A score file: schema and digest checked; the frozen model."""
     path = Path(path)
     data = read_json(path, "score file")
-    # the raw JSON's kind, looked at before it is validated (to name what it is)
-    if not isinstance(data, dict) or data.get("kind") != "harness.score":
-        kind = data.get("kind") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
-        raise LedgerError(f"{path}: not a score file (kind {kind!r})")
+    head = FileHead.of(data)  # looked at before it is validated (to name what it is)
+    if head.kind != "harness.score":
+        raise LedgerError(f"{path}: not a score file (kind {head.named!r})")
     score: Score = validate(Score, data, str(path), LedgerError)
+    assert isinstance(data, dict)  # anything else has no kind: refused above
     if not seal_ok(data, "digest"):
         raise LedgerError(
             f"{path}: edited after it was written (its digest does not match its content); score the run again"

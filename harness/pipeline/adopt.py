@@ -31,7 +31,6 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from golden.adoption import adoptable, history_name, journal_path, read_journal
 from golden.manifest import MANIFEST, check_files
@@ -43,10 +42,10 @@ from harness.base.jsonio import dumps, read_json, seal
 from harness.base.outputset import swap_paths as exchange
 from harness.data.geometry import Geometry
 from harness.data.ops import ALL_OPS
+from harness.data.schemas.files import GoldenManifest
 from harness.ledger.ledger_store import beside_golden
 
 # what a regeneration shares with the golden it replaces (the model's fingerprint may change: the model changed)
-SAME = (("release", "release"), ("geometry", "geometry"), ("OPs", "ops"))
 
 
 @contextlib.contextmanager
@@ -133,8 +132,7 @@ def replaced(target: Path, new: Golden) -> Golden | None:
             f"{target}: the golden {new.path} would replace does not load, so it cannot be compared "
             f"({exc}); nothing moved"
         ) from None
-    for what, key in SAME:
-        a, b = _get(old.manifest.model_dump(mode="json"), key), _get(new.manifest.model_dump(mode="json"), key)
+    for (what, a), (_, b) in zip(_same(old.manifest), _same(new.manifest), strict=True):
         if a != b:
             raise GoldenError(
                 f"{new.path}: not a regeneration of {target}: its {what} differs ({_show(b)} vs "
@@ -255,17 +253,19 @@ def _golden_id(directory: Path) -> str | None:
     """The golden id a directory's manifest names (None: no manifest); the loader checks the rest."""
     if not (directory / MANIFEST).is_file():
         return None
-    data = read_json(directory / MANIFEST, "golden manifest")  # raw JSON, looked at only (not validated here)
-    return data.get("golden_id") if isinstance(data, dict) and isinstance(data.get("golden_id"), str) else None
+    data = read_json(directory / MANIFEST, "golden manifest")
+    # the raw JSON, looked at only (the loader validates it): its golden id, by its key
+    named = data.get("golden_id") if isinstance(data, dict) else None
+    return named if isinstance(named, str) else None
 
 
-def _get(manifest: dict[str, Any], key: str) -> object:
-    """The value at a dotted ``key`` of a manifest's JSON (None where a part is absent): the keys compared are
-    named as the manifest's JSON names them."""
-    value: object = manifest
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
+def _same(manifest: GoldenManifest) -> tuple[tuple[str, object], ...]:
+    """What a regeneration must keep, each as the manifest's JSON holds it (a refusal shows it)."""
+    return (
+        ("release", manifest.release),
+        ("geometry", manifest.geometry.model_dump(mode="json")),
+        ("OPs", list(manifest.ops)),
+    )
 
 
 def _show(value: object) -> str:

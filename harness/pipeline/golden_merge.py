@@ -12,7 +12,6 @@ naming the difference, as shard runs are (:func:`golden.runs.merge_conflict`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from golden.calls import write_calls
 from golden.runs import block_owners
@@ -44,12 +43,6 @@ OWN_KEYS = (
     "module_floors",
 )
 STEP = 32
-
-
-def _module_floors(golden: Golden) -> dict[str, Any] | None:
-    """The golden's module floors as their manifest JSON: what :func:`merge_module_floors` merges and writes."""
-    floors = golden.manifest.module_floors
-    return floors.model_dump(mode="json") if floors is not None else None
 
 
 def golden_conflict(a: Golden, b: Golden) -> str | None:
@@ -102,13 +95,19 @@ def merge_goldens(final: Path, parts: list[Golden], corpus: Path) -> Golden:
             raise
         files.update(outputs.close())
         files[CALLS] = write_calls(tmp / CALLS, (c for g in parts for c in g.iter_calls()))
-        fields = {k: v for k, v in first.manifest.model_dump(mode="json").items() if k not in OWN_KEYS}
         # the manifest holds the configuration as its JSON; its masks table is typed here
         masks = MaskPolicy.model_validate(first.manifest.config.get("masks") or {})
         refuse_unjudgeable(files, summary, first.ops, masks, first.geometry)
-        fields["corpus"] = summary.model_dump()
+        # the floors as their manifest JSON: what the merges take, and what they give is written
         floors = [g.manifest.reproducibility.model_dump(mode="json") for g in parts]
-        fields["reproducibility"] = merge_noise_floors(floors)
-        fields.update(merge_module_floors([_module_floors(g) for g in parts]))
+        module_floors = [
+            None if f is None else f.model_dump(mode="json") for f in (g.manifest.module_floors for g in parts)
+        ]
+        fields = {  # the manifest's JSON: the first shard's provenance, then what the merge writes anew
+            **{k: v for k, v in first.manifest.model_dump(mode="json").items() if k not in OWN_KEYS},
+            "corpus": summary.model_dump(),
+            "reproducibility": merge_noise_floors(floors),
+            **merge_module_floors(module_floors),
+        }
         write_manifest(tmp, seal_golden_manifest(fields, files))
     return load_golden(final)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from golden.locate import refuse_folder_of_goldens
 from golden.manifest import check_files
@@ -31,6 +31,31 @@ CONTENT_NOT_CHECKED = (
 )
 
 
+class _Settings(BaseModel):
+    """The numeric settings in force that the answers print, read from a record's ``in_force``
+    (:class:`~harness.data.schemas.machine.InForce`, a JSON object: one recorded before a key existed lacks it,
+    printed as None)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+    threads: int | None = None
+    mkldnn: bool | None = None
+    matmul_allow_tf32: bool | None = None
+    cudnn_benchmark: bool | None = None
+
+
+class _Libraries(BaseModel):
+    """The library versions and CPU ``golden show`` prints: keys the environment record keeps as the machine
+    gave them (:class:`~harness.data.schemas.machine.EnvironmentModel` declares the device's only); None where a
+    golden lacks them."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+    torch: str | None = None
+    numpy: str | None = None
+    cpu: str | None = None
+
+
 def check_golden_content(gold: Golden) -> int:
     """Every data file's sha256 against the manifest (hashed in parallel); a mismatch is one
     GoldenError line naming the file. Returns the bytes hashed.
@@ -44,19 +69,19 @@ def check_golden_content(gold: Golden) -> int:
 def describe_golden(gold: Golden, hashed: int | None = None) -> list[str]:
     """``hashed``: the bytes whose sha256 was checked (None: content not checked, said in words)."""
     m = gold.manifest
-    env, in_force, repro = m.environment.model_dump(mode="json"), m.numerics.in_force, m.reproducibility
-    corpus = m.corpus.model_dump(mode="json")
+    env, repro, corpus = m.environment, m.reproducibility, m.corpus
+    libraries = _Libraries.model_validate(env.model_extra or {})
+    in_force = _Settings.model_validate(m.numerics.in_force)
     lines = [
         f"golden {gold.golden_id} (release {gold.release}), recorded {m.created}, format {m.format}",
         f"  model: {m.model.name}, fingerprint {gold.fingerprint}",
         f"  device: {gold.device_kind}; numerics profile {m.numerics_profile} "
-        f"(threads {in_force.get('threads')}, mkldnn {in_force.get('mkldnn')}, "
-        f"tf32 {in_force.get('matmul_allow_tf32')})",
-        f"  environment: torch {env.get('torch')}, numpy {env.get('numpy')}, CUDA {env.get('cuda')}, "
-        f"cuDNN {env.get('cudnn')}, CPU {env.get('cpu')}",
-        f"  corpus: {corpus['blocks']} blocks, {corpus['audio_windows']} audio windows ({corpus['short_windows']} "
-        f"short, {corpus['padding_windows']} padding), {corpus['span_seconds']} s of audio, sources "
-        f"{', '.join(corpus['sources'])}",
+        f"(threads {in_force.threads}, mkldnn {in_force.mkldnn}, tf32 {in_force.matmul_allow_tf32})",
+        f"  environment: torch {libraries.torch}, numpy {libraries.numpy}, CUDA {env.cuda}, "
+        f"cuDNN {env.cudnn}, CPU {libraries.cpu}",
+        f"  corpus: {corpus.blocks} blocks, {corpus.audio_windows} audio windows ({corpus.short_windows} "
+        f"short, {corpus.padding_windows} padding), {corpus.span_seconds} s of audio, sources "
+        f"{', '.join(corpus.sources)}",
         f"  voiceprint inputs: {m.voiceprint_inputs}; OPs {', '.join(str(o) for o in m.ops)}",
         f"  recorded to judge: {counts_line(golden_counts(gold))}",
         f"  reproduction when recorded: {'bitwise' if repro.bitwise else 'NOT bitwise'} "
@@ -87,11 +112,10 @@ def describe_shapes(manifest: PromotedShapes, checked: bool = True) -> list[str]
     for fp, model in sorted(manifest.models.items()):
         for device, dev in sorted(model.devices.items()):
             for profile, p in sorted(dev.profiles.items()):
-                n = p.numerics  # the numeric settings in force: a dict of named settings
+                n = _Settings.model_validate(p.numerics)
                 lines.append(
-                    f"model {fp[:16]}... on {device}, numerics {profile} (threads {n.get('threads')}, "
-                    f"mkldnn {n.get('mkldnn')}, tf32 {n.get('matmul_allow_tf32')}, cudnn benchmark "
-                    f"{n.get('cudnn_benchmark')}):"
+                    f"model {fp[:16]}... on {device}, numerics {profile} (threads {n.threads}, "
+                    f"mkldnn {n.mkldnn}, tf32 {n.matmul_allow_tf32}, cudnn benchmark {n.cudnn_benchmark}):"
                 )
                 release = "; ".join(
                     f"OP {op}: k = {', '.join(str(k) for k in ks)}" for op, ks in sorted(p.release_ops.items())
@@ -229,7 +253,10 @@ def locate_ledger(
 
 
 def shapes_document(
-    manifest: PromotedShapes, files: LedgerFiles, checked: bool, may: dict[str, Any] | None = None
+    manifest: PromotedShapes,
+    files: LedgerFiles,
+    checked: bool,
+    may: dict[str, Any] | None = None,  # --may's answer as JSON (the command's asdict), printed as given
 ) -> str:
     """``harness shapes --json``: one JSON document, validated against its schema before it is printed."""
     doc = {
@@ -278,6 +305,7 @@ def describe_series(rows: list[HistoryRow], ledger_seq: int, shape: int, op: int
     return lines
 
 
+# filters: the command's filters as JSON (its asdict), printed as given
 def series_document(rows: list[HistoryRow], ledger_seq: int, files: LedgerFiles, filters: dict[str, Any]) -> str:
     """``harness history --json``: the rows :func:`describe_series` lists, validated."""
     doc = {
@@ -291,7 +319,7 @@ def series_document(rows: list[HistoryRow], ledger_seq: int, files: LedgerFiles,
     return _dumps(SeriesAnswer, doc)
 
 
-def _dumps(model: type[BaseModel], doc: dict[str, Any]) -> str:
+def _dumps(model: type[BaseModel], doc: dict[str, Any]) -> str:  # JSON built to be printed, validated first
     """Validated from the very JSON printed (not from the models it was built of: a model built with
     ``model_copy(update=...)`` was never checked): a document its own schema refuses is a bug (exit 3)."""
     model.model_validate(doc)

@@ -48,7 +48,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness import __version__
 from harness.base.errors import HarnessError, debug_note, short, step
@@ -56,6 +56,7 @@ from harness.base.fsio import user_cache_dir
 from harness.base.jsonio import read_json, seal, seal_ok, write_json_atomic
 from harness.data.schemas.base import describe_error
 from harness.data.schemas.files import LawsVerdict
+from harness.data.schemas.laws_file import DescribedPacker
 from harness.packers.packing import LAWS_DEFAULT_MAX_BLOCKS, HarnessPacker, Packer
 
 DEFAULT_EXAMPLES = 100
@@ -71,8 +72,8 @@ _CACHE: dict[LawsKey, LawsVerdict] = {}
 def packer_identity(packer: Packer) -> str:
     """The packer's identity (the ``identity`` it describes itself with), or its name where a packer has none."""
     describe = getattr(packer, "describe", None)
-    facts = describe() if describe else {}  # the packer's own description: a JSON object of its keys
-    return str(facts.get("identity") or facts.get("name") or getattr(packer, "name", "?"))
+    facts = DescribedPacker.of(describe() if describe else {})
+    return str(facts.identity or facts.name or getattr(packer, "name", "?"))
 
 
 @contextmanager
@@ -271,6 +272,17 @@ def _read_cached(key: LawsKey) -> LawsVerdict | None:
     return verdict
 
 
+class _CacheEntry(BaseModel):
+    """A sealed cache entry's two parts, as written (any JSON: an entry of another key, or one edited by hand,
+    is told apart by comparing them; its verdict is validated into :class:`LawsVerdict` only after its key
+    matched, so a refusal names the first thing wrong)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    key: object = None  # repr() of the LawsKey it was judged for
+    verdict: object = None  # LawsVerdict's JSON
+
+
 def _entry(path: Path, key: LawsKey) -> tuple[LawsVerdict | None, str]:
     """The verdict of the cache entry at ``path`` if it may stand for ``key``'s, else None and why not."""
 
@@ -280,11 +292,11 @@ def _entry(path: Path, key: LawsKey) -> tuple[LawsVerdict | None, str]:
         return None, str(exc)
     if not isinstance(data, dict) or not seal_ok(data, "sha256"):
         return None, "not a sealed entry: edited after it was written"
-    # the cache file is JSON read at its boundary; its verdict is validated into LawsVerdict below
-    if data.get("key") != repr(key):
-        return None, f"of another key {short(data.get('key'))}"
+    entry = _CacheEntry.model_validate(data)
+    if entry.key != repr(key):
+        return None, f"of another key {short(entry.key)}"
     try:
-        verdict = LawsVerdict.model_validate(data.get("verdict"))
+        verdict = LawsVerdict.model_validate(entry.verdict)
     except ValidationError as exc:
         return None, f"its verdict does not validate: {describe_error(exc)}"
     identity, examples, seed, _ = key

@@ -13,6 +13,7 @@ from harness.data.engine_allows import EngineManifest
 from harness.data.schemas.config_file import ConfigFile
 from harness.data.schemas.engine_manifest import PromotedShapes
 from harness.data.schemas.files import GoldenManifest, RunManifest
+from harness.data.schemas.laws_file import DescribedPacker
 from harness.data.schemas.results import Score
 from harness.ledger.history_store import Figures, rows_of
 from harness.ledger.ledger_store import commit, load_manifest
@@ -110,12 +111,13 @@ def engine_manifest(score: Score, path: Path, manifest: PromotedShapes | None = 
         except HarnessError as exc:
             return EngineManifest(str(path), True, None, unreadable=str(exc))
     ops = sorted({op for s in score.shapes.values() for op in s.ops})
+    described = DescribedPacker.of(score.packer)  # score.packer: the packer's own describe() JSON (free-form)
     allows = allowed_for(
         manifest,
         score.fingerprint,
         score.device_kind,
         score.numerics_profile,
-        str(score.packer.get("identity", "")),  # score.packer: the packer's own describe() JSON (free-form)
+        str(described.identity) if described.has_identity else "",
         ops,
     )
     return EngineManifest(str(path), True, allows)

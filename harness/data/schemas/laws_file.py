@@ -8,6 +8,8 @@ prints are kept beside the facts (``line``, ``summary``), so a CI can quote them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -16,6 +18,30 @@ from harness.data.schemas.base import Count, NonNeg, PackerIdentity, Positive, S
 
 LawStatus = Literal["held", "broken", "not judged"]
 LawName = Annotated[str, Field(min_length=1)]
+
+
+@dataclass(frozen=True)
+class DescribedPacker:
+    """The two keys of a packer's ``describe()`` the harness reads itself: its ``name`` and its ``identity``
+    (the key the ledger files its promotions under). ``describe()`` is the Packer protocol's free-form object
+    (a team's packer adds its own keys, an external one its digest and parts), so it stays a mapping where it is
+    carried; it is read by key here only, and by attribute everywhere else."""
+
+    identity: object  # as described (any JSON value); None where absent or null
+    name: object  # as described; None where absent or null
+    has_identity: bool  # describe() has the key (an absent identity and a null one read differently)
+    has_name: bool
+
+    @classmethod
+    def of(cls, describe: Mapping[str, Any]) -> DescribedPacker:
+        # the Packer protocol's free-form describe(): its two keys the harness knows, read by name here only
+        identity, name = describe.get("identity"), describe.get("name")
+        return cls(identity, name, "identity" in describe, "name" in describe)
+
+    @property
+    def shown_name(self) -> object:
+        """The name as a report shows it: ``'?'`` where describe() names none."""
+        return self.name if self.has_name else "?"
 
 
 class LawsPacker(Strict):
@@ -121,7 +147,7 @@ class LawFinding(Strict):
 class LawsReportFile(Strict):
     """``harness laws --json PATH``: every packing law judged on one packer, with its counts and counterexamples."""
 
-    kind: Literal["harness.laws-report"]
+    kind: Literal["harness.laws-report"]  # a Literal type: the file's kind, declared once
     format: Literal[1]
     created: Timestamp
     harness_version: str
