@@ -34,6 +34,7 @@ ALLOWED = {  # what else the CLI may import of the project, and why
     "harness.data.shape": "--shapes parsed",
     "harness.base.fsio": "the process: faults injected in tests, the cache folder",
     "harness.base.process_settings": "the process: tuned before torch is imported",
+    "harness.base.env_vars": "the process: HARNESS_DEBUG read before the options are",
     "golden.locate": "a folder of goldens refused before the configuration is read",
     "harness.pipeline.answer": "the answer printed",
     "harness.pipeline.nightly_job": "the nightly's job, built from the options",
