@@ -28,6 +28,15 @@ def _loose_dict(node: ast.AST) -> bool:
     return isinstance(s, ast.Tuple) and [e.id if isinstance(e, ast.Name) else None for e in s.elts] == ["str", "Any"]
 
 
+def _loose_mapping(node: ast.AST) -> bool:
+    """``Mapping[str, Any]`` or ``dict[str, object]``: a raw document handed on (a parser's input is one)."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+        return False
+    s = node.slice
+    names = [e.id if isinstance(e, ast.Name) else None for e in s.elts] if isinstance(s, ast.Tuple) else []
+    return (node.value.id, names) in (("Mapping", ["str", "Any"]), ("dict", ["str", "object"]))
+
+
 def _string_subscript(node: ast.AST) -> bool:
     """``x["key"]``."""
     return (
@@ -52,9 +61,17 @@ FORMS: dict[str, Callable[[ast.AST], bool]] = {
     "string subscript": _string_subscript,
     '.get("...")': _get_by_name,
 }
+# the raw documents handed on under another name: counted so that keys do not move there (each module's parsers
+# take one: ``X.of(raw)``), but not asked to say why
+HANDED_ON: dict[str, Callable[[ast.AST], bool]] = {"Mapping[str, Any] / dict[str, object]": _loose_mapping}
 # lines holding each form in product code: when the code sheds keys, lower these to the new counts (they were
 # 265, 482 and 233 before the documents, the judges' figures, the reports' tables and the call log were typed)
-CEILING = {"dict[str, Any]": 50, "string subscript": 60, '.get("...")': 44}
+CEILING = {
+    "dict[str, Any]": 50,
+    "string subscript": 60,
+    '.get("...")': 44,
+    "Mapping[str, Any] / dict[str, object]": 90,  # 64 before the keys were typed: a parser takes one
+}
 
 
 # sources that cannot take a comment, each with why: what is left in them is explained here
@@ -71,13 +88,13 @@ def _files(root: Path) -> list[Path]:
 
 def found(root: Path = ROOT) -> dict[str, dict[tuple[str, int], ast.AST]]:
     """Per form: the nodes holding it, by (file, first line)."""
-    out: dict[str, dict[tuple[str, int], ast.AST]] = {name: {} for name in FORMS}
+    out: dict[str, dict[tuple[str, int], ast.AST]] = {name: {} for name in {**FORMS, **HANDED_ON}}
     for path in _files(root):
         rel = str(path.relative_to(root))
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, (ast.Subscript, ast.Call)):
                 continue
-            for name, test in FORMS.items():
+            for name, test in {**FORMS, **HANDED_ON}.items():
                 if test(node):
                     out[name].setdefault((rel, getattr(node, "lineno", 0)), node)
     return out
@@ -99,6 +116,8 @@ def unexplained(root: Path = ROOT) -> list[str]:
     comments: dict[str, set[int]] = {}
     bare = []
     for name, nodes in hits.items():
+        if name in HANDED_ON:
+            continue
         for (rel, line), node in sorted(nodes.items()):
             if rel in SAID_HERE:
                 continue
@@ -112,7 +131,7 @@ def unexplained(root: Path = ROOT) -> list[str]:
     return bare
 
 
-@pytest.mark.parametrize("name", sorted(FORMS))
+@pytest.mark.parametrize("name", sorted({**FORMS, **HANDED_ON}))
 def test_string_keys_only_fall(name):
     per_file: dict[str, int] = {}
     for rel, _ in _product()[name]:
@@ -147,6 +166,7 @@ def test_the_count_sees_a_new_key(tmp_path):
     )
     hits = found(tmp_path)
     assert [len(hits[n]) for n in FORMS] == [1, 1, 1]
+    assert len(hits[next(iter(HANDED_ON))]) == 0
     assert len(unexplained(tmp_path)) == 3
     module.write_text(
         "# a wire message: its keys are the protocol's\n"
