@@ -1,9 +1,10 @@
-"""The environment variables the harness reads, as one typed record.
+"""The environment variables the ground floor, the CLI and the progress line read, as one typed record.
 
-Each is read by attribute from :func:`variables` (a field is named as its variable, declared once here), so
-the set of variables a user or a test may set is listed in one place. They are read again at every call, not
-once at import: a test, or a parent process, may set one at any time. Each value stays the text as set (None:
-not set); the code that uses a variable parses it and says in its own words what it expected."""
+Each is read by attribute from :func:`variables` (a field is named as its variable, declared once here). They
+are read again at every call, not once at import: a test, or a parent process, may set one at any time. Each
+value stays the text as set (None: not set); the code that uses a variable parses it and says in its own words
+what it expected. A variable that one module above the floors owns is read there, by its name (the laws
+cache's, the Triton repository's paths, the process settings' own marks)."""
 
 from __future__ import annotations
 
