@@ -3,8 +3,8 @@
 Each is read by attribute from :func:`variables` (a field is named as its variable, declared once here). They
 are read again at every call, not once at import: a test, or a parent process, may set one at any time. Each
 value stays the text as set (None: not set); the code that uses a variable parses it and says in its own words
-what it expected. A variable that one module above the floors owns is read there, by its name (the laws
-cache's, the Triton repository's paths, the process settings' own marks)."""
+what it expected. A variable that one module owns is read there, by its name (the laws
+cache's, the Triton repository's paths, the process settings' own marks, cuBLAS's workspace)."""
 
 from __future__ import annotations
 
