@@ -40,13 +40,13 @@ from harness.data.outputs import LaneOutputs
 from harness.data.schemas.arrangements import ArrangementLane, ShapeArrangements, Spread, slot_label
 from harness.data.schemas.files import RunEvidence
 from harness.data.schemas.neighbours import ShapeNeighbours
-from harness.data.schemas.refusals import EvidenceWarning
+from harness.data.schemas.refusals import EvidenceKind, EvidenceWarning
 from harness.data.schemas.results import OpVerdictModel, ShapeScore
 from harness.data.shape import lane_name
 from harness.data.tolerances import Tolerances
 from harness.evidence.arrangement_slots import BlockFigures, SlotMap, slot_figures, worst_slot
 from harness.evidence.kind import CheckOp, Floors, with_evidence
-from harness.evidence.rule import evidence_limits, evidence_warning
+from harness.evidence.rule import evidence_limits, evidence_warning, where_only
 from harness.judging.lane_scoring import LaneScorer, op_key
 
 SPREAD_METRICS = {
@@ -180,7 +180,9 @@ class ArrangementScorer:
                     else None
                 )
                 judged = [v for _, v in pairs]
-                out += _some(evidence_warning(k, op, "slots", judged, self.floors, counts, where, clean=clean))
+                out += _some(
+                    evidence_warning(k, op, "slots", judged, self.floors, counts, where, _said("slots", clean))
+                )
             if evidence.duplicates and key in evidence.duplicates and plan.duplicates:
                 first, second = plan.duplicates
                 counts, block = self._counts("duplicates", op)
@@ -190,7 +192,9 @@ class ArrangementScorer:
                     else None
                 )
                 pair = [evidence.duplicates[key]]
-                out += _some(evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, clean=clean))
+                out += _some(
+                    evidence_warning(k, op, "duplicates", pair, self.floors, counts, where, _said("duplicates", clean))
+                )
         return out
 
     def _moved(self, name: str, op: Op) -> tuple[str | None, int, int]:
@@ -324,3 +328,8 @@ def arrangements_hold(shape: ShapeScore, tolerances: Tolerances, floors: Floors,
     if not ev.passed and not ev.reasons:
         raise LedgerError(f"{where}: the arrangements refuse the shape without a reason")
     return ev.passed
+
+
+def _said(kind: EvidenceKind, clean: bool) -> str | None:
+    """What a difference of ``kind`` is, in words, where the neighbours are clean (else the kind's own)."""
+    return where_only(kind) if clean else None

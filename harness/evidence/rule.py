@@ -110,6 +110,12 @@ def limits_text(limits: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "none"
 
 
+def where_only(kind: EvidenceKind) -> str:
+    """What a slot's or a copy's difference is when the neighbour evidence answered the OP bitwise at fixed
+    slots: its own (``WHERE_ONLY``), said so."""
+    return f"{WHERE_ONLY[kind]}{NEIGHBOURS_CLEAN}"
+
+
 def evidence_warning(
     k: int,
     op: Op,
@@ -119,16 +125,12 @@ def evidence_warning(
     counts: tuple[int, int, int, int],
     where: str | None,
     what: str | None = None,
-    clean: bool = False,
 ) -> EvidenceWarning | None:
     """The warning of one kind of evidence of one OP (:func:`warns`), or None. ``verdicts``: its pairs (the
     worst is named); ``counts``: blocks, blocks differing, units, units differing (of the worst pair); ``what``: what
-    the pairs do, in words (default: the kind's, ``WHAT``); ``clean``: the neighbour evidence answered the OP
-    bitwise at fixed slots, so a slot's or a copy's difference is its own (``WHERE_ONLY``, said so)."""
+    the pairs do, in words (default: the kind's, ``WHAT``; :func:`where_only` where the neighbours are clean)."""
     if not warns(op, verdicts, floors):
         return None
-    if clean:
-        what = f"{WHERE_ONLY[kind]}{NEIGHBOURS_CLEAN}"
     floor, noise = release_floor(floors, op), noise_of(op, verdicts)
     worst = max(verdicts, key=lambda v: v.figures.max_abs_finite or 0.0)
     unit: Literal["windows", "rows"] = "windows" if op is Op.SEGMENTATION else "rows"

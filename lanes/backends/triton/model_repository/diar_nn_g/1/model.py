@@ -15,8 +15,7 @@ import json
 import os
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -31,10 +30,10 @@ INFO_OUTPUT = "MODEL_INFO"
 MODEL_ERROR_TAG = "diar_nn_g model error"
 
 
-@dataclass(frozen=True)
-class Parameters:
+class Parameters(NamedTuple):
     """The config's parameters (config.pbtxt; each field is its parameter's name in lower case), each a string:
-    one absent or empty takes the default here."""
+    one absent or empty takes the default here. A named tuple, not a dataclass: a dataclass needs its module in
+    ``sys.modules``, which a file loaded by path (Triton's stub, a test) need not be."""
 
     model_spec: str = "full"
     seed: str = "0"
@@ -48,7 +47,7 @@ class Parameters:
         config = json.loads(model_config)
         # Triton's model config JSON, read here at its boundary by its own key names
         given = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
-        return cls(**{f.name: given[f.name.upper()] for f in fields(cls) if given.get(f.name.upper())})
+        return cls(**{name: given[name.upper()] for name in cls._fields if given.get(name.upper())})
 
 
 class TritonPythonModel:
