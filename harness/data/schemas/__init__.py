@@ -122,7 +122,9 @@ _FILE_KINDS = {
 
 def __getattr__(name: str) -> Any:
     if name == "FILE_KINDS":
-        return {title: __getattr__(model) for title, model in _FILE_KINDS.items()}
+        kinds = {title: __getattr__(model) for title, model in _FILE_KINDS.items()}
+        globals()[name] = kinds  # asked once, as every other name here
+        return kinds
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
