@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.base.errors import BackendError
+from harness.base.keyhints import Problem
 
 
 class BackendAnswer(BaseModel):
@@ -27,4 +30,9 @@ class BackendAnswer(BaseModel):
 
     @classmethod
     def of(cls, answer: Mapping[str, object]) -> BackendAnswer:
-        return cls.model_validate(answer)
+        """The answer parsed, or a BackendError naming each key that is not what the protocol says."""
+        try:
+            return cls.model_validate(answer)
+        except ValidationError as exc:
+            wrong = "; ".join(f"{'.'.join(map(str, p.loc)) or 'the answer'}: {p.msg}" for p in Problem.all_of(exc))
+            raise BackendError(f"the backend's environment() answer is not the backend protocol's ({wrong})") from None
